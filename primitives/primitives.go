@@ -1,0 +1,173 @@
+// Package primitives defines the fleet-wide state that plugins share — pools, KV, locks,
+// counters and task queues — as small interfaces that every backend implements.
+//
+// The semantics follow reference/fleet-primitives.md. The package knows nothing of wasm,
+// JSON Schema or the abi: payloads are opaque bytes (JSON by convention) and tags are
+// strings. Backends live in subpackages (memory, redis) and are proven equal by the
+// conformance suite in primitivestest.
+package primitives
+
+import (
+	"context"
+	"time"
+)
+
+// Backend is everything a host needs from a store of fleet state. It is composed of one
+// small interface per primitive, in the manner of go-redis' Cmdable.
+type Backend interface {
+	Pool
+	KV
+	Lock
+	Counter
+	Queue
+
+	// Ping reports whether the backend is reachable; ErrUnavailable when it is not.
+	Ping(ctx context.Context) error
+	// Close releases the backend's resources. Calls after Close fail.
+	Close() error
+}
+
+// Tags are the indexed, equality-filterable labels of a pool item. A tag value is the
+// canonical JSON text of a scalar (`"x"`, `true`, `3`); the host produces that text, so
+// that "true" the string and true the boolean are different tags.
+type Tags map[string]string
+
+// Item is one entry of a pool, as list and claim return it.
+type Item struct {
+	ID        string
+	Payload   []byte
+	Tags      Tags
+	CreatedAt time.Time
+	ExpiresAt time.Time // zero when the item has no TTL
+}
+
+// Lease is an exclusive claim on a pool item. It ends at Until unless released first.
+type Lease struct {
+	Item
+	Token string    // proves the holder on Release; unique per claim
+	Until time.Time // when the lease auto-releases
+}
+
+// Pool is a bag of leased artifacts (cookies, sessions, tokens) that producers fill and
+// consumers borrow. Reads are non-destructive; claims are exclusive leases.
+type Pool interface {
+	// PoolPut adds an item and returns its id. ttl 0 means no expiry; a negative ttl is
+	// ErrInvalid. Expired items of the pool are pruned opportunistically on every put.
+	PoolPut(ctx context.Context, pool string, payload []byte, tags Tags, ttl time.Duration) (id string, err error)
+	// PoolList returns up to limit live items whose tags equal every entry of where
+	// (nil where matches all), leased or not, without changing anything. limit <= 0
+	// means a backend default (100).
+	PoolList(ctx context.Context, pool string, where Tags, limit int) ([]Item, error)
+	// PoolClaim takes an exclusive lease for hold on one live, unleased item whose tags
+	// equal every entry of where. ok is false when no such item exists. Its cost does not
+	// grow with items that do not match where.
+	PoolClaim(ctx context.Context, pool string, where Tags, hold time.Duration) (l Lease, ok bool, err error)
+	// PoolRelease ends a lease early. ErrConflict when token no longer holds the item
+	// (the lease expired or was re-claimed); ErrNotFound when the item is gone.
+	PoolRelease(ctx context.Context, pool, id, token string) error
+	// PoolMarkBad evicts an item permanently, leased or not. ErrNotFound when it is gone.
+	PoolMarkBad(ctx context.Context, pool, id, reason string) error
+	// PoolSize counts the live items of the pool, leased or not.
+	PoolSize(ctx context.Context, pool string) (int, error)
+	// PoolStats counts the live items, those leased, and the live items by tag
+	// ("site=\"x\"" -> 3), for operators.
+	PoolStats(ctx context.Context, pool string) (PoolStats, error)
+}
+
+// PoolStats is an operator's view of a pool.
+type PoolStats struct {
+	Size   int
+	Leased int
+	ByTag  map[string]int // key is `name=value`, value in its canonical JSON text
+}
+
+// KV is a namespaced single-value store with optional TTL.
+type KV interface {
+	// KVSet stores value under (namespace, key). ttl 0 means no expiry; negative is ErrInvalid.
+	KVSet(ctx context.Context, namespace, key string, value []byte, ttl time.Duration) error
+	// KVGet returns the value; ok is false when the key is absent or expired (not an error).
+	KVGet(ctx context.Context, namespace, key string) (value []byte, ok bool, err error)
+	// KVDelete removes the key and reports whether it existed.
+	KVDelete(ctx context.Context, namespace, key string) (existed bool, err error)
+}
+
+// Grant is a held lock.
+type Grant struct {
+	Token string    // proves the holder on LockRelease; unique per grant
+	Fence int64     // strictly increasing per lock name across all grants: a fencing token
+	Until time.Time // when the lease expires if not released
+}
+
+// Lock is a fleet-wide mutual exclusion with leases and fencing tokens.
+type Lock interface {
+	// LockAcquire tries to take the lock for hold. With wait 0 it fails at once when the
+	// lock is held (ok false); with wait > 0 it retries with jittered exponential
+	// backoff until wait has passed or ctx ends. hold must be > 0.
+	LockAcquire(ctx context.Context, name string, hold, wait time.Duration) (g Grant, ok bool, err error)
+	// LockRelease releases the lock only if token still holds it; released is false
+	// otherwise (the lease expired, maybe re-granted to another holder).
+	LockRelease(ctx context.Context, name, token string) (released bool, err error)
+}
+
+// Counter is an atomic fleet-wide integer.
+type Counter interface {
+	// CounterIncr adds delta (negative to decrement) and returns the new value.
+	CounterIncr(ctx context.Context, name string, delta int64) (int64, error)
+	// CounterGet returns the current value; 0 for a counter never touched.
+	CounterGet(ctx context.Context, name string) (int64, error)
+}
+
+// Task is the envelope of one queued unit of work.
+type Task struct {
+	ID         string
+	Payload    []byte
+	Attempts   int       // how many times it has been claimed
+	EnqueuedAt time.Time // when it was first pushed
+	LastError  string    // why the last attempt failed, if one did
+}
+
+// ClaimedTask is a task leased to one consumer until Until.
+type ClaimedTask struct {
+	Task
+	Token string // proves the holder on Ack and Release; unique per claim
+	Until time.Time
+}
+
+// QueueStats is an operator's view of a queue.
+type QueueStats struct {
+	Depth    int // waiting to be claimed (ready or delayed)
+	InFlight int // claimed and leased
+	Parked   int // dead-lettered, waiting for an operator
+}
+
+// Queue is an at-least-once task queue: a claim is a lease, not a pop. A task whose lease
+// expires without an ack is claimable again; a task that has used its attempts is parked
+// with its last error, never dropped.
+type Queue interface {
+	// QueuePush enqueues payload and returns the task id.
+	QueuePush(ctx context.Context, queue string, payload []byte) (id string, err error)
+	// QueueClaim leases the oldest ready task for lease. Before it looks, it returns
+	// expired leases to the queue, parking those whose attempts reached maxAttempts with
+	// the error "lease expired". ok is false when nothing is ready.
+	QueueClaim(ctx context.Context, queue string, lease time.Duration, maxAttempts int) (t ClaimedTask, ok bool, err error)
+	// QueueAck completes a claimed task. ErrConflict when token no longer holds it.
+	QueueAck(ctx context.Context, queue, id, token string) error
+	// QueueRelease hands a claimed task back. If its attempts reached maxAttempts it is
+	// parked with reason (parked true); otherwise it becomes claimable after delay.
+	// ErrConflict when token no longer holds it.
+	QueueRelease(ctx context.Context, queue, id, token string, r Retry) (parked bool, err error)
+	// QueueStats counts waiting, in-flight and parked tasks.
+	QueueStats(ctx context.Context, queue string) (QueueStats, error)
+	// QueueParked lists up to limit parked tasks, oldest parked first.
+	QueueParked(ctx context.Context, queue string, limit int) ([]Task, error)
+	// QueueRequeue moves a parked task back to the queue with its attempts reset.
+	// ErrNotFound when no such parked task exists.
+	QueueRequeue(ctx context.Context, queue, id string) error
+}
+
+// Retry says how a released task goes back to its queue.
+type Retry struct {
+	Reason      string        // recorded as the task's LastError
+	Delay       time.Duration // claimable again after this long; 0 for at once
+	MaxAttempts int           // park instead when Attempts >= MaxAttempts; <= 0 never parks
+}
