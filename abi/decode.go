@@ -1,0 +1,84 @@
+package abi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// DecodeRequest parses the bytes a guest sent into the request type v, strictly:
+//
+//   - an unknown field is a TypeError that names it;
+//   - a field of the wrong type, malformed JSON, trailing data or a request over
+//     MaxRequest is a ValueError that says what was wrong.
+//
+// It never panics, whatever the bytes.
+func DecodeRequest(b []byte, v any) *Error {
+	if len(b) > MaxRequest {
+		return Errorf(LimitExceeded, "request is %d bytes, limit %d", len(b), MaxRequest)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Errorf(ValueError, "request has data after its JSON value")
+	}
+	return nil
+}
+
+func decodeError(err error) *Error {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &typeErr):
+		field := typeErr.Field
+		if field == "" {
+			return Errorf(ValueError, "request is a JSON %s, want %s", typeErr.Value, typeErr.Type)
+		}
+		return Errorf(ValueError, "field %q is a JSON %s, want %s", field, typeErr.Value, typeErr.Type)
+	case errors.As(err, &syntaxErr):
+		return Errorf(ValueError, "malformed JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return Errorf(ValueError, "request is empty or truncated JSON")
+	}
+	// encoding/json reports unknown fields only as text.
+	if msg := err.Error(); strings.HasPrefix(msg, "json: unknown field ") {
+		return Errorf(TypeError, "unknown field %s", strings.TrimPrefix(msg, "json: unknown field "))
+	}
+	return Errorf(ValueError, "malformed request: %v", err)
+}
+
+// DecodeDescribe parses and checks a fleet_describe document. Unknown fields are refused,
+// so that a guest built for a newer document is told rather than half understood.
+func DecodeDescribe(b []byte) (*Describe, error) {
+	var d Describe
+	if e := DecodeRequest(b, &d); e != nil {
+		return nil, fmt.Errorf("abi: describe: %s", e.Message)
+	}
+	if err := d.Check(); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// DecodeHandleResult parses what fleet_handle or fleet_tick returned.
+func DecodeHandleResult(b []byte) (HandleResult, error) {
+	var r HandleResult
+	if e := DecodeRequest(b, &r); e != nil {
+		return r, fmt.Errorf("abi: handle result: %s", e.Message)
+	}
+	switch r.Outcome {
+	case OutcomeDone, OutcomeRetry, OutcomeFail:
+	default:
+		return r, fmt.Errorf("abi: handle result: outcome %q, want %q, %q or %q", r.Outcome, OutcomeDone, OutcomeRetry, OutcomeFail)
+	}
+	if r.RetryAfterMs < 0 {
+		return r, fmt.Errorf("abi: handle result: retry_after_ms is negative (%d)", r.RetryAfterMs)
+	}
+	return r, nil
+}
