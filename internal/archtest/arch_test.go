@@ -1,0 +1,95 @@
+// Package archtest checks the dependency arrows of DESIGN.md: nothing points back.
+package archtest
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/fleethost/fleet"
+
+// rules: for each of our packages (by prefix), the module packages and third-party
+// modules it may depend on. The standard library is always allowed.
+var rules = []struct {
+	pkg   string
+	allow []string
+}{
+	{"abi", nil},
+	{"reporter", nil},
+	{"primitives", []string{"primitives", "github.com/redis/go-redis/", "github.com/cespare/xxhash/", "github.com/dgryski/go-rendezvous", "go.uber.org/atomic", "golang.org/x/sys/"}},
+	{"guest-sdk", []string{"abi", "guest-sdk", "github.com/invopop/jsonschema", "github.com/bahlo/generic-list-go", "github.com/buger/jsonparser", "github.com/pb33f/ordered-map/", "github.com/wk8/go-ordered-map/", "go.yaml.in/yaml/", "gopkg.in/yaml"}},
+}
+
+type listed struct {
+	ImportPath string
+	Deps       []string
+	Standard   bool
+}
+
+func TestDependencyArrows(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", "-json", "./...")
+	cmd.Dir = "../.." // the module root, from internal/archtest
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	std := map[string]bool{}
+	var pkgs []listed
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for dec.More() {
+		var p listed
+		if err := dec.Decode(&p); err != nil {
+			t.Fatalf("decode go list output: %v", err)
+		}
+		if p.Standard {
+			std[p.ImportPath] = true
+		}
+		pkgs = append(pkgs, p)
+	}
+	for _, p := range pkgs {
+		rel, ok := strings.CutPrefix(p.ImportPath, module+"/")
+		if !ok {
+			continue
+		}
+		for _, r := range rules {
+			if rel != r.pkg && !strings.HasPrefix(rel, r.pkg+"/") {
+				continue
+			}
+			for _, d := range p.Deps {
+				if std[d] || allowed(d, r.allow) {
+					continue
+				}
+				t.Errorf("%s imports %s, which DESIGN.md does not allow for %s/", p.ImportPath, d, r.pkg)
+			}
+		}
+		// Nothing imports host or cmd, except host's own packages and cmd.
+		for _, d := range p.Deps {
+			dr, ok := strings.CutPrefix(d, module+"/")
+			if !ok {
+				continue
+			}
+			if (dr == "host" || strings.HasPrefix(dr, "host/")) && !strings.HasPrefix(rel, "host") && !strings.HasPrefix(rel, "cmd/") && !strings.HasPrefix(rel, "tests") && !strings.HasPrefix(rel, "internal/") {
+				t.Errorf("%s imports %s; only cmd/ and tests may import host", p.ImportPath, d)
+			}
+			if strings.HasPrefix(dr, "cmd/") {
+				t.Errorf("%s imports %s; nothing imports cmd/", p.ImportPath, d)
+			}
+		}
+	}
+}
+
+func allowed(dep string, allow []string) bool {
+	rel, ours := strings.CutPrefix(dep, module+"/")
+	for _, a := range allow {
+		if ours && (rel == a || strings.HasPrefix(rel, a+"/")) {
+			return true
+		}
+		if !ours && strings.HasPrefix(dep, a) {
+			return true
+		}
+	}
+	// Internal packages of golang.org/x used by the standard library vendor tree.
+	return strings.HasPrefix(dep, "vendor/") || strings.HasPrefix(dep, "internal/")
+}
