@@ -28,3 +28,12 @@ func TestRedisStopStart(t *testing.T) {
 		t.Fatalf("EXISTS k after restart = %d, want 0", n)
 	}
 }
+
+func TestWATCached(t *testing.T) {
+	src := `(module (func (export "f") (result i32) i32.const 7))`
+	a := WAT(t, src)
+	b := WAT(t, src)
+	if a != b {
+		t.Fatalf("WAT twice = %q, %q; want one cached path", a, b)
+	}
+}

@@ -1,0 +1,144 @@
+package testutil
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// buildMu serialises builds within one test binary; the cache makes repeats free.
+var buildMu sync.Mutex
+
+// guestSources are the module folders a Go guest's bytes depend on: a change in any of
+// them, or in go.mod/go.sum or the toolchain, makes a new cache entry.
+var guestSources = []string{"abi", "guest-sdk", "plugins", "go.mod", "go.sum"}
+
+// BuildPlugin builds the Go guest in pkg (a module-relative folder such as
+// "plugins/examples/counter") for GOOS=wasip1 as a reactor, and returns the path of the
+// .wasm. Builds are cached by the content hash of the guest's sources, so a test run
+// builds each plugin once and later runs not at all. No .wasm is ever committed.
+func BuildPlugin(tb testing.TB, pkg string) string {
+	tb.Helper()
+	root, err := ModuleRoot()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	sum, err := hashTree(root, append(guestSources, pkg))
+	if err != nil {
+		tb.Fatalf("testutil: hash guest sources: %v", err)
+	}
+	out := filepath.Join(cacheDir(), "wasm", sum[:16], filepath.Base(pkg)+".wasm")
+	if _, err := os.Stat(out); err == nil {
+		return out
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	tmp := out + ".tmp"
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", tmp, "./"+pkg)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("testutil: build %s for wasip1: %v\n%s", pkg, err, b)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		tb.Fatal(err)
+	}
+	return out
+}
+
+// WAT compiles WebAssembly text (hand-written test guests) with wat2wasm, cached by the
+// content hash of the text, and returns the path of the .wasm.
+func WAT(tb testing.TB, src string) string {
+	tb.Helper()
+	bin, err := exec.LookPath("wat2wasm")
+	if err != nil {
+		tb.Fatal("testutil: wat2wasm not found on PATH; install it with: apt-get install -y wabt (or run `make test`, which does)")
+	}
+	h := sha256.Sum256([]byte(src))
+	out := filepath.Join(cacheDir(), "wat", hex.EncodeToString(h[:8])+".wasm")
+	if _, err := os.Stat(out); err == nil {
+		return out
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	in := out + ".wat"
+	if err := os.WriteFile(in, []byte(src), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	tmp := out + ".tmp"
+	if b, err := exec.Command(bin, in, "-o", tmp).CombinedOutput(); err != nil {
+		tb.Fatalf("testutil: wat2wasm: %v\n%s", err, b)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		tb.Fatal(err)
+	}
+	return out
+}
+
+// ModuleRoot finds the folder of the module's go.mod from the working directory.
+func ModuleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("testutil: no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+func cacheDir() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "fleet-host-test")
+	}
+	return filepath.Join(os.TempDir(), "fleet-host-test")
+}
+
+// hashTree hashes the names and contents of the files below each path (module-relative),
+// and the Go toolchain version.
+func hashTree(root string, paths []string) (string, error) {
+	h := sha256.New()
+	io.WriteString(h, runtime.Version())
+	for _, p := range paths {
+		err := filepath.WalkDir(filepath.Join(root, p), func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() || strings.HasSuffix(path, ".wasm") {
+				return nil
+			}
+			f, err := os.Open(path)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			rel, _ := filepath.Rel(root, path)
+			fmt.Fprintf(h, "\x00%s\x00", rel)
+			_, err = io.Copy(h, f)
+			return err
+		})
+		if err != nil && !os.IsNotExist(err) {
+			return "", err
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
