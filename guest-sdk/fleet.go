@@ -1,0 +1,67 @@
+// Package fleet is the Go SDK for fleet-host plugins: typed contracts, the pools, KV,
+// locks, counters and queues that the fleet shares, outbound HTTP, and the one call that
+// registers a plugin.
+//
+// A plugin is a main package built as a WASI reactor:
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o scraper.wasm ./scraper
+//
+// Its init function registers it (main is never run; it must exist and be empty):
+//
+//	func init() {
+//		fleet.HandleBatch(fleet.Plugin{Type: "scraper", Version: "1.0.0",
+//			Pools: []fleet.PoolRef{contracts.Cookies.Ref()}}, contracts.Scrape, handle)
+//	}
+//	func main() {}
+//
+// Every call goes to the host synchronously and returns its error as a value; the
+// sentinels (ErrNotFound, ErrPermissionDenied, ...) are tested with errors.Is. A guest runs
+// one task at a time: handlers must not block on goroutines or sleep (return Retry
+// instead).
+//
+// # Notes
+//
+// The package compiles on every platform so that a module's `go vet ./...` and native
+// tests work; outside GOOS=wasip1 every host call fails with ErrInternal unless a test
+// installs a fake host with the fleettest package.
+package fleet
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/guest-sdk/internal/hostcall"
+)
+
+// call sends req to the host function op and decodes the result into reply (nil to
+// ignore it). Errors are *HostError.
+func call(op abi.Op, req, reply any) error {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return localError(op, abi.ValueError, "encode request: "+err.Error())
+	}
+	err = hostcall.Call(op, b, func(env []byte) error { return abi.DecodeReply(env, reply) })
+	return hostError(op, err)
+}
+
+// millis turns a duration into the whole milliseconds the ABI speaks, rounding away from
+// zero so that a positive sub-millisecond TTL never becomes 0 (which means "no expiry")
+// and a negative one stays negative (which the host refuses).
+func millis(d time.Duration) int64 {
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond > 0 {
+		ms++
+	} else if d%time.Millisecond < 0 {
+		ms--
+	}
+	return ms
+}
+
+// fromMillis is a Unix-millisecond time, or the zero time for 0.
+func fromMillis(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}

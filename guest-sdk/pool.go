@@ -1,0 +1,210 @@
+package fleet
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/fleethost/fleet/abi"
+)
+
+// PoolClient puts into, browses and claims from one pool. It is a small value: make one
+// wherever it is needed.
+type PoolClient[P, T any] struct {
+	name string
+}
+
+// Pool returns the client of the pool that c declares.
+//
+//	id, err := fleet.Pool(contracts.Cookies).Put(cookie, tags, 25*time.Minute)
+func Pool[P, T any](c PoolContract[P, T]) PoolClient[P, T] { return PoolClient[P, T]{name: c.name} }
+
+// Item is one pool entry. An item from Claim is leased to the caller until LeasedUntil:
+// Release it when done, or MarkBad it when it proved unusable.
+type Item[P, T any] struct {
+	ID          string
+	Payload     P
+	Tags        T
+	CreatedAt   time.Time
+	ExpiresAt   time.Time // zero when the item does not expire
+	LeasedUntil time.Time // zero for an item from List
+
+	pool  string
+	token string // the lease's proof; empty for an item from List
+}
+
+// Put adds an item with payload, tags and a time to live (0: no expiry), and returns its
+// id. The host validates payload and tags against the pool's schemas (ErrValueError) and
+// prunes the pool's expired items.
+func (p PoolClient[P, T]) Put(payload P, tags T, ttl time.Duration) (id string, err error) {
+	pb, err := json.Marshal(payload)
+	if err != nil {
+		return "", localError(abi.OpPoolPut, abi.ValueError, fmt.Sprintf("pool %q payload: %v", p.name, err))
+	}
+	tb, err := json.Marshal(tags)
+	if err != nil {
+		return "", localError(abi.OpPoolPut, abi.ValueError, fmt.Sprintf("pool %q tags: %v", p.name, err))
+	}
+	var reply abi.PoolPutReply
+	err = call(abi.OpPoolPut, abi.PoolPutRequest{Pool: p.name, Payload: pb, Tags: tb, TTLMs: millis(ttl)}, &reply)
+	return reply.ID, err
+}
+
+// Size counts the pool's live items, leased or not.
+func (p PoolClient[P, T]) Size() (int, error) {
+	var reply abi.PoolSizeReply
+	err := call(abi.OpPoolSize, abi.PoolSizeRequest{Pool: p.name}, &reply)
+	return reply.Size, err
+}
+
+// List browses the pool's live items, leased or not, without claiming any (up to the
+// host's default limit, 100).
+func (p PoolClient[P, T]) List() ([]Item[P, T], error) { return p.Where().List() }
+
+// Claim leases one live, unleased item for hold; see PoolQuery.Claim.
+func (p PoolClient[P, T]) Claim(hold time.Duration) (*Item[P, T], error) {
+	return p.Where().Claim(hold)
+}
+
+// Where narrows List and Claim to items whose tags equal every filter:
+//
+//	item, err := fleet.Pool(cookies).Where(fleet.Eq("site", site), fleet.Eq("fresh", true)).Claim(20 * time.Second)
+//
+// The host checks the filters against the pool's tags schema: an unknown tag is
+// ErrTypeError, a value of the wrong type ErrValueError.
+func (p PoolClient[P, T]) Where(filters ...Filter) PoolQuery[P, T] {
+	return PoolQuery[P, T]{pool: p.name, filters: filters}
+}
+
+// PoolQuery is a filtered view of a pool, made by Where.
+type PoolQuery[P, T any] struct {
+	pool    string
+	filters []Filter
+	limit   int
+}
+
+// Limit caps the number of items List returns (0: the host's default, 100).
+func (q PoolQuery[P, T]) Limit(n int) PoolQuery[P, T] {
+	q.limit = n
+	return q
+}
+
+// Filter is one tag equality of Where; make it with Eq.
+type Filter struct {
+	tag   string
+	value json.RawMessage
+	err   error
+}
+
+// Eq matches items whose tag (its JSON name) equals value: a string, bool or integer.
+func Eq(tag string, value any) Filter {
+	switch value.(type) {
+	case string, bool, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+	default:
+		return Filter{tag: tag, err: fmt.Errorf("filter %q: value %v is a %T; tags are strings, bools or integers", tag, value, value)}
+	}
+	b, err := json.Marshal(value)
+	return Filter{tag: tag, value: b, err: err}
+}
+
+func (q PoolQuery[P, T]) where(op abi.Op) (abi.Where, error) {
+	if len(q.filters) == 0 {
+		return nil, nil
+	}
+	w := make(abi.Where, len(q.filters))
+	for _, f := range q.filters {
+		if f.err != nil {
+			return nil, localError(op, abi.ValueError, fmt.Sprintf("pool %q: %v", q.pool, f.err))
+		}
+		if _, dup := w[f.tag]; dup {
+			return nil, localError(op, abi.ValueError, fmt.Sprintf("pool %q: tag %q is filtered twice", q.pool, f.tag))
+		}
+		w[f.tag] = f.value
+	}
+	return w, nil
+}
+
+// List browses the matching live items, leased or not, without claiming any.
+func (q PoolQuery[P, T]) List() ([]Item[P, T], error) {
+	w, err := q.where(abi.OpPoolList)
+	if err != nil {
+		return nil, err
+	}
+	var reply abi.PoolListReply
+	if err := call(abi.OpPoolList, abi.PoolListRequest{Pool: q.pool, Where: w, Limit: q.limit}, &reply); err != nil {
+		return nil, err
+	}
+	items := make([]Item[P, T], 0, len(reply.Items))
+	for _, wi := range reply.Items {
+		it, err := decodeItem[P, T](abi.OpPoolList, q.pool, wi)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, *it)
+	}
+	return items, nil
+}
+
+// Claim takes an exclusive lease for hold on one live, unleased matching item. It returns
+// nil, nil when no such item exists: that is the normal "pool is empty" answer, not an
+// error. The lease ends at the item's LeasedUntil unless released first, so a crashed
+// slot cannot keep an item.
+func (q PoolQuery[P, T]) Claim(hold time.Duration) (*Item[P, T], error) {
+	w, err := q.where(abi.OpPoolClaim)
+	if err != nil {
+		return nil, err
+	}
+	var reply abi.PoolClaimReply
+	if err := call(abi.OpPoolClaim, abi.PoolClaimRequest{Pool: q.pool, Where: w, HoldMs: millis(hold)}, &reply); err != nil {
+		return nil, err
+	}
+	if !reply.Found {
+		return nil, nil
+	}
+	if reply.Item == nil {
+		return nil, localError(abi.OpPoolClaim, abi.Internal, fmt.Sprintf("pool %q: the host answered found without an item", q.pool))
+	}
+	it, err := decodeItem[P, T](abi.OpPoolClaim, q.pool, *reply.Item)
+	if err != nil {
+		// An item we cannot read is of no use to us; give it back to the others.
+		_ = call(abi.OpPoolRelease, abi.PoolReleaseRequest{Pool: q.pool, ID: reply.Item.ID, Token: reply.Token}, nil)
+		return nil, err
+	}
+	it.token = reply.Token
+	it.LeasedUntil = fromMillis(reply.UntilMs)
+	return it, nil
+}
+
+func decodeItem[P, T any](op abi.Op, pool string, wi abi.PoolItem) (*Item[P, T], error) {
+	it := &Item[P, T]{
+		ID:        wi.ID,
+		CreatedAt: fromMillis(wi.CreatedAtMs),
+		ExpiresAt: fromMillis(wi.ExpiresAtMs),
+		pool:      pool,
+	}
+	if err := json.Unmarshal(wi.Payload, &it.Payload); err != nil {
+		return nil, localError(op, abi.ValueError, fmt.Sprintf("pool %q item %s: payload does not decode into %T: %v", pool, wi.ID, it.Payload, err))
+	}
+	if len(wi.Tags) > 0 {
+		if err := json.Unmarshal(wi.Tags, &it.Tags); err != nil {
+			return nil, localError(op, abi.ValueError, fmt.Sprintf("pool %q item %s: tags do not decode into %T: %v", pool, wi.ID, it.Tags, err))
+		}
+	}
+	return it, nil
+}
+
+// Release ends the lease of a claimed item early, so that others may claim it.
+// ErrConflict when the lease already expired (maybe claimed by another slot since),
+// ErrNotFound when the item is gone. Releasing an item from List is ErrValueError.
+func (it *Item[P, T]) Release() error {
+	if it.token == "" {
+		return localError(abi.OpPoolRelease, abi.ValueError, fmt.Sprintf("pool %q item %s was listed, not claimed: there is no lease to release", it.pool, it.ID))
+	}
+	return call(abi.OpPoolRelease, abi.PoolReleaseRequest{Pool: it.pool, ID: it.ID, Token: it.token}, nil)
+}
+
+// MarkBad evicts the item from the pool permanently, leased or not, for reason (an
+// expired session, a rejected cookie). ErrNotFound when it is already gone.
+func (it *Item[P, T]) MarkBad(reason string) error {
+	return call(abi.OpPoolMarkBad, abi.PoolMarkBadRequest{Pool: it.pool, ID: it.ID, Reason: reason}, nil)
+}
