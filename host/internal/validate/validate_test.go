@@ -1,0 +1,216 @@
+package validate
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/primitives"
+)
+
+// tagsSchema is shaped like invopop/jsonschema's output: a $ref to a $defs entry.
+const tagsSchema = `{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "$id": "https://example.com/tags",
+  "$ref": "#/$defs/Tags",
+  "$defs": {"Tags": {"type": "object", "additionalProperties": false,
+    "properties": {"site": {"type": "string"}, "fresh": {"type": "boolean"}, "n": {"type": "integer"}}}}
+}`
+
+func mustCompile(t *testing.T, what, s string) *Schema {
+	t.Helper()
+	sch, err := Compile(what, json.RawMessage(s))
+	if err != nil {
+		t.Fatalf("Compile(%s) = %v", what, err)
+	}
+	return sch
+}
+
+func TestWhere(t *testing.T) {
+	s := mustCompile(t, "tags", tagsSchema)
+	tests := []struct {
+		name  string
+		where string
+		want  primitives.Tags
+		kind  abi.Kind
+	}{
+		{"none", `{}`, nil, ""},
+		{"string", `{"site":"x"}`, primitives.Tags{"site": `"x"`}, ""},
+		{"bool and int", `{"fresh":true,"n":3.0}`, primitives.Tags{"fresh": "true", "n": "3"}, ""},
+		{"unknown tag", `{"color":"red"}`, nil, abi.TypeError},
+		{"wrong type", `{"site":3}`, nil, abi.ValueError},
+		{"wrong bool", `{"fresh":"true"}`, nil, abi.ValueError},
+		{"null", `{"site":null}`, nil, abi.ValueError},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var w abi.Where
+			if err := json.Unmarshal([]byte(tt.where), &w); err != nil {
+				t.Fatal(err)
+			}
+			got, e := Where(s, w)
+			if tt.kind != "" {
+				if e == nil || e.Kind != tt.kind {
+					t.Fatalf("Where(%s) = %v, want kind %s", tt.where, e, tt.kind)
+				}
+				return
+			}
+			if e != nil {
+				t.Fatalf("Where(%s) = %v", tt.where, e)
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("Where(%s) = %v, want %v", tt.where, got, tt.want)
+			}
+			for k, v := range tt.want {
+				if got[k] != v {
+					t.Errorf("Where(%s)[%s] = %s, want %s", tt.where, k, got[k], v)
+				}
+			}
+		})
+	}
+}
+
+func TestTags(t *testing.T) {
+	s := mustCompile(t, "tags", tagsSchema)
+	tests := []struct {
+		name string
+		tags string
+		want primitives.Tags
+		kind abi.Kind
+	}{
+		{"absent", ``, primitives.Tags{}, ""},
+		{"ok", `{"site":"<x>","fresh":false}`, primitives.Tags{"site": `"<x>"`, "fresh": "false"}, ""},
+		{"unknown", `{"site":"x","color":"red"}`, nil, abi.TypeError},
+		{"wrong type", `{"n":"3"}`, nil, abi.ValueError},
+		{"not object", `[1]`, nil, abi.ValueError},
+		{"not json", `{`, nil, abi.ValueError},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, e := Tags(s, json.RawMessage(tt.tags))
+			if tt.kind != "" {
+				if e == nil || e.Kind != tt.kind {
+					t.Fatalf("Tags(%s) = %v, want kind %s", tt.tags, e, tt.kind)
+				}
+				return
+			}
+			if e != nil {
+				t.Fatalf("Tags(%s) = %v", tt.tags, e)
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("Tags(%s) = %v, want %v", tt.tags, got, tt.want)
+			}
+			for k, v := range tt.want {
+				if got[k] != v {
+					t.Errorf("Tags(%s)[%s] = %s, want %s", tt.tags, k, got[k], v)
+				}
+			}
+		})
+	}
+}
+
+func TestTagsObjectValueRefused(t *testing.T) {
+	s := mustCompile(t, "tags", `{"type":"object"}`)
+	if _, e := Tags(s, json.RawMessage(`{"a":{"b":1}}`)); e == nil || e.Kind != abi.ValueError {
+		t.Fatalf("Tags(object value) = %v, want ValueError", e)
+	}
+	if _, e := Where(s, abi.Where{"a": json.RawMessage(`[1]`)}); e == nil || e.Kind != abi.ValueError {
+		t.Fatalf("Where(array value) = %v, want ValueError", e)
+	}
+}
+
+func TestValidatePayload(t *testing.T) {
+	s := mustCompile(t, "payload", `{"type":"object","properties":{"site":{"type":"string"}},"required":["site"],"additionalProperties":false}`)
+	tests := []struct {
+		payload string
+		kind    abi.Kind
+	}{
+		{`{"site":"x"}`, ""},
+		{`{"site":1}`, abi.ValueError},
+		{`{}`, abi.ValueError},
+		{`{"site":"x","extra":1}`, abi.TypeError},
+		{`nope`, abi.ValueError},
+	}
+	for _, tt := range tests {
+		e := s.Validate("payload", []byte(tt.payload))
+		if tt.kind == "" && e != nil || tt.kind != "" && (e == nil || e.Kind != tt.kind) {
+			t.Errorf("Validate(%s) = %v, want kind %q", tt.payload, e, tt.kind)
+		}
+	}
+}
+
+func TestCompileRefusesExternalRefs(t *testing.T) {
+	_, err := Compile("evil", json.RawMessage(`{"$ref":"file:///etc/passwd"}`))
+	if err == nil || !strings.Contains(err.Error(), "self-contained") {
+		t.Fatalf("Compile(file $ref) = %v, want a self-contained refusal", err)
+	}
+}
+
+func TestCanonical(t *testing.T) {
+	a, err := Canonical([]byte(`{"b": [1.0, 2e0], "a": "<&>"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"a":"<&>","b":[1,2]}`; string(a) != want {
+		t.Errorf("Canonical = %s, want %s", a, want)
+	}
+}
+
+func TestFirstDiff(t *testing.T) {
+	tests := []struct {
+		a, b              string
+		path, left, right string
+		same              bool
+	}{
+		{`{"a":1,"b":{"c":"x"}}`, `{"b":{"c":"x"},"a":1.0}`, "", "", "", true},
+		{`{"properties":{"site":{"type":"string"}}}`, `{"properties":{"site":{"type":"integer"}}}`, "/properties/site/type", `"string"`, `"integer"`, false},
+		{`{"a":1}`, `{"a":1,"b":2}`, "/b", "absent", "2", false},
+		{`[1,2]`, `[1]`, "/", "2 items", "1 items", false},
+		{`{"a":"` + strings.Repeat("x", 100) + `1"}`, `{"a":"` + strings.Repeat("x", 100) + `2"}`, "/a", "", "", false},
+	}
+	for _, tt := range tests {
+		path, l, r, same := FirstDiff([]byte(tt.a), []byte(tt.b))
+		if same != tt.same || path != tt.path || tt.left != "" && (l != tt.left || r != tt.right) {
+			t.Errorf("FirstDiff(%s, %s) = %q, %q, %q, %v; want %q, %q, %q, %v", tt.a, tt.b, path, l, r, same, tt.path, tt.left, tt.right, tt.same)
+		}
+	}
+}
+
+func TestRegisterConflict(t *testing.T) {
+	r := NewRegistry()
+	q := func(typ, schema string) *abi.Describe {
+		return &abi.Describe{ABIVersion: abi.Version, Type: typ, Mode: abi.ModeBatch,
+			Consumes: &abi.QueueContract{Name: "jobs", Payload: json.RawMessage(schema)}}
+	}
+	if err := r.Register(q("a", `{"type":"object","properties":{"site":{"type":"string"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Register(q("b", `{"properties":{"site":{"type":"string"}},"type":"object"}`)); err != nil {
+		t.Fatalf("Register(same schema, other order) = %v", err)
+	}
+	err := r.Register(q("c", `{"type":"object","properties":{"site":{"type":"integer"}}}`))
+	var ce *ConflictError
+	if !errors.As(err, &ce) {
+		t.Fatalf("Register(conflict) = %v, want *ConflictError", err)
+	}
+	for _, want := range []string{`"c"`, `queue "jobs"`, "payload", `plugin "a"`, "/properties/site/type", `"integer" here`, `"string" there`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not contain %q", err, want)
+		}
+	}
+	if r.Queue("jobs").Owner != "a" {
+		t.Errorf("Queue(jobs).Owner = %q, want a", r.Queue("jobs").Owner)
+	}
+	// All or nothing: a plugin refused registers none of its contracts.
+	d := &abi.Describe{ABIVersion: abi.Version, Type: "d", Mode: abi.ModeLoop,
+		Pools:   []abi.PoolContract{{Name: "p", Payload: json.RawMessage(`{}`), Tags: json.RawMessage(`{}`)}},
+		Submits: []abi.QueueContract{{Name: "jobs", Payload: json.RawMessage(`{"type":"string"}`)}}}
+	if err := r.Register(d); err == nil {
+		t.Fatal("Register(conflicting submits) = nil")
+	}
+	if r.Pool("p") != nil {
+		t.Error("a refused plugin's pool was registered")
+	}
+}
