@@ -1,0 +1,250 @@
+// Package redis is the fleet backend: the primitives on one Redis (or Redis Cluster),
+// each operation one round trip through go-redis.
+//
+// Every operation is one command or one Lua script run with EVALSHA, so that no state is
+// ever read in one round trip and written in another. The keys are built in keys.go and
+// documented in KEYS.md; all keys of one pool or queue share a hash tag, so the same
+// scripts run on Redis Cluster.
+//
+// # Time
+//
+// Expiry and leases run on Redis's clock: scripts read it with TIME, and KV and lock TTLs
+// are Redis's own (PX). One clock for the whole fleet means two hosts whose clocks
+// disagree still agree on which lease has expired. The stored instants that callers see
+// (Item.CreatedAt, Item.ExpiresAt, Task.EnqueuedAt) are Redis's time. The Until of a
+// lease, task claim or lock grant is the caller's own time.Now() taken before the round
+// trip plus the hold: never later than the server's deadline, whatever the clock skew.
+// There is therefore no injected Clock: expiry is proven with real short TTLs.
+//
+// Requires Redis 6.2 or later (scripts use TIME and effects replication).
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fleethost/fleet/primitives"
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// Options configures a Backend. The zero value is ready to use: every field has a
+// default, filled in by New.
+type Options struct {
+	// CallTimeout bounds every operation, from taking a connection from the pool to
+	// reading the reply, so that a dead Redis fails a call with ErrUnavailable instead of
+	// hanging it. It is applied as a context deadline (an earlier deadline of the
+	// caller's context wins). go-redis honours it while dialing, waiting for a pooled
+	// connection and between retries; it bounds socket reads and writes only when the
+	// client has ContextTimeoutEnabled (Open sets it; see New).
+	//
+	// default: 2 seconds
+	CallTimeout time.Duration
+}
+
+// defaultCallTimeout is Options.CallTimeout's default.
+const defaultCallTimeout = 2 * time.Second
+
+// defaultListLimit is the limit PoolList and QueueParked use for limit <= 0.
+const defaultListLimit = 100
+
+func (o Options) withDefaults() Options {
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = defaultCallTimeout
+	}
+	return o
+}
+
+// Backend is the Redis implementation of primitives.Backend. It is safe for concurrent
+// use. Make one with New or Open; the zero value is not usable.
+type Backend struct {
+	client goredis.UniversalClient // immutable after construction; owned: Close closes it
+	opts   Options                 // immutable after construction; defaults filled in
+}
+
+var _ primitives.Backend = (*Backend)(nil)
+
+// New returns a Backend on client, which it owns from then on: Close closes it.
+//
+// Build the client with ContextTimeoutEnabled: true, and with ReadTimeout, WriteTimeout
+// and DialTimeout no longer than opts.CallTimeout (as Open does). Without
+// ContextTimeoutEnabled, go-redis still stops dialing, pool waits and retries at the
+// call's deadline, but a server that accepts a command and never answers holds the
+// call until the client's ReadTimeout.
+//
+//	c := goredis.NewClient(&goredis.Options{Addr: addr, ContextTimeoutEnabled: true})
+//	b := redis.New(c, redis.Options{})
+//
+// New panics if client is nil.
+func New(client goredis.UniversalClient, opts Options) *Backend {
+	if client == nil {
+		panic("redis: New with a nil client")
+	}
+	return &Backend{client: client, opts: opts.withDefaults()}
+}
+
+// Open connects to the Redis at url (redis://, rediss:// or unix://, as go-redis'
+// ParseURL reads them) with a client whose timeouts fit inside opts.CallTimeout:
+// dial, read, write and pool timeouts are capped at it, the context deadline bounds
+// socket I/O, a refused dial is not retried within a try, and a failed command is
+// retried at most once (a stale pooled connection after a server restart). It does not contact the server; use Ping for that.
+//
+//	b, err := redis.Open("redis://localhost:6379/0", redis.Options{})
+//
+// For Redis Cluster or Sentinel, build the client yourself and call New.
+func Open(url string, opts Options) (*Backend, error) {
+	opts = opts.withDefaults()
+	o, err := goredis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("%w: redis: backend url: %v", primitives.ErrInvalid, err)
+	}
+	limit := func(d *time.Duration) {
+		if *d <= 0 || *d > opts.CallTimeout {
+			*d = opts.CallTimeout
+		}
+	}
+	limit(&o.DialTimeout)
+	limit(&o.ReadTimeout)
+	limit(&o.WriteTimeout)
+	limit(&o.PoolTimeout)
+	o.ContextTimeoutEnabled = true
+	if o.MaxRetries == 0 || o.MaxRetries > 1 {
+		o.MaxRetries = 1
+	}
+	// A refused dial is an answer: do not sleep and dial again inside one try.
+	o.DialerRetries = 1
+	return New(goredis.NewClient(o), opts), nil
+}
+
+// Ping reports whether Redis answers; ErrUnavailable when it does not.
+func (b *Backend) Ping(ctx context.Context) error {
+	ctx, cancel := b.call(ctx)
+	defer cancel()
+	return b.fail(ctx, "ping", "", b.client.Ping(ctx).Err())
+}
+
+// Close closes the client. Calls after Close fail with ErrUnavailable.
+func (b *Backend) Close() error {
+	return b.client.Close()
+}
+
+// call bounds one operation by Options.CallTimeout.
+func (b *Backend) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, b.opts.CallTimeout)
+}
+
+// fail translates an error of the round trip for op on name into the primitives'
+// errors; it is the one place where go-redis errors turn into ours. It never sees
+// redis.Nil: each caller handles a missing key itself. ctx is the call's context.
+func (b *Backend) fail(ctx context.Context, op, name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	what := "redis: " + op
+	if name != "" {
+		what += fmt.Sprintf(" %q", name)
+	}
+	var rerr goredis.Error
+	if errors.As(err, &rerr) {
+		msg := rerr.Error()
+		switch {
+		case strings.HasPrefix(msg, "OOM "):
+			return fmt.Errorf("%w: %s: %v", primitives.ErrLimit, what, err)
+		case strings.HasPrefix(msg, "LOADING "), strings.HasPrefix(msg, "READONLY "),
+			strings.HasPrefix(msg, "MASTERDOWN "), strings.HasPrefix(msg, "CLUSTERDOWN "),
+			strings.HasPrefix(msg, "TRYAGAIN "), strings.HasPrefix(msg, "BUSY "),
+			strings.HasPrefix(msg, "MOVED "), strings.HasPrefix(msg, "ASK "):
+			return fmt.Errorf("%w: %s: %v", primitives.ErrUnavailable, what, err)
+		}
+		// Anything else the server rejected (a script error, WRONGTYPE) is a bug or a
+		// foreign value under one of our keys, not an outage.
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	// The caller gave up: say so, rather than blame the backend.
+	if cerr := context.Cause(ctx); cerr != nil && !errors.Is(cerr, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: %w", what, cerr)
+	}
+	// Refused, reset, timed out, closed client, pool exhausted: the backend is not there.
+	return fmt.Errorf("%w: %s: %v", primitives.ErrUnavailable, what, err)
+}
+
+// newID returns a fresh item or task id: 16 hex digits from crypto/rand.
+func newID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// newToken returns a fresh lease or lock token: 32 hex digits from crypto/rand.
+func newToken() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ms is d in whole milliseconds, rounded up so that a positive duration never becomes
+// 0 ("no expiry") or an already-expired lease.
+func ms(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// replyError is a script reply that does not have the documented shape: a bug.
+func replyError(op string, v any) error {
+	return fmt.Errorf("redis: %s: unexpected reply from script: %T %v", op, v, v)
+}
+
+// replyArray checks that v is a script's array reply of at least n elements.
+func replyArray(op string, v any, n int) ([]any, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) < n {
+		return nil, replyError(op, v)
+	}
+	return a, nil
+}
+
+// replyInt reads an integer element of a script reply.
+func replyInt(op string, v any) (int64, error) {
+	n, ok := v.(int64)
+	if !ok {
+		return 0, replyError(op, v)
+	}
+	return n, nil
+}
+
+// replyString reads a string element of a script reply.
+func replyString(op string, v any) (string, error) {
+	s, ok := v.(string)
+	if !ok {
+		return "", replyError(op, v)
+	}
+	return s, nil
+}
+
+// Status codes that scripts return; each script's contract lists the ones it uses.
+const (
+	codeOK       = 1
+	codeNone     = 0  // nothing to claim
+	codeNotFound = -1 // the item or task does not exist (any more)
+	codeConflict = -2 // the token no longer holds the lease
+	codeParked   = 2  // the task was parked
+)
+
+// millis converts a Redis millisecond timestamp; 0 is the zero time.
+func millis(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(n)
+}
+
+// luaNow is the Lua prelude that reads Redis's clock, in milliseconds.
+const luaNow = `
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+`

@@ -1,0 +1,189 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleethost/fleet/internal/testutil"
+	"github.com/fleethost/fleet/primitives"
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// allOps runs every operation of the Backend once and returns the errors by op name.
+func allOps(ctx context.Context, b primitives.Backend) map[string]error {
+	errs := map[string]error{}
+	tags := primitives.Tags{"site": `"x"`}
+	_, errs["PoolPut"] = b.PoolPut(ctx, "p", []byte("x"), tags, time.Minute)
+	_, errs["PoolList"] = b.PoolList(ctx, "p", tags, 0)
+	_, _, errs["PoolClaim"] = b.PoolClaim(ctx, "p", tags, time.Second)
+	errs["PoolRelease"] = b.PoolRelease(ctx, "p", "id", "tok")
+	errs["PoolMarkBad"] = b.PoolMarkBad(ctx, "p", "id", "bad")
+	_, errs["PoolSize"] = b.PoolSize(ctx, "p")
+	_, errs["PoolStats"] = b.PoolStats(ctx, "p")
+	errs["KVSet"] = b.KVSet(ctx, "ns", "k", []byte("v"), 0)
+	_, _, errs["KVGet"] = b.KVGet(ctx, "ns", "k")
+	_, errs["KVDelete"] = b.KVDelete(ctx, "ns", "k")
+	_, _, errs["LockAcquire"] = b.LockAcquire(ctx, "l", time.Second, 0)
+	_, errs["LockRelease"] = b.LockRelease(ctx, "l", "tok")
+	_, errs["CounterIncr"] = b.CounterIncr(ctx, "c", 1)
+	_, errs["CounterGet"] = b.CounterGet(ctx, "c")
+	_, errs["QueuePush"] = b.QueuePush(ctx, "q", []byte("x"))
+	_, _, errs["QueueClaim"] = b.QueueClaim(ctx, "q", time.Second, 3)
+	errs["QueueAck"] = b.QueueAck(ctx, "q", "id", "tok")
+	_, errs["QueueRelease"] = b.QueueRelease(ctx, "q", "id", "tok", primitives.Retry{})
+	_, errs["QueueStats"] = b.QueueStats(ctx, "q")
+	_, errs["QueueParked"] = b.QueueParked(ctx, "q", 0)
+	errs["QueueRequeue"] = b.QueueRequeue(ctx, "q", "id")
+	errs["Ping"] = b.Ping(ctx)
+	return errs
+}
+
+// checkAll runs allOps against b and wants each to fail with want within limit.
+func checkAll(t *testing.T, ctx context.Context, b primitives.Backend, want error, limit time.Duration) {
+	t.Helper()
+	start := time.Now()
+	errs := allOps(ctx, b)
+	for op, err := range errs {
+		if !errors.Is(err, want) {
+			t.Errorf("%s = %v, want %v", op, err, want)
+		}
+	}
+	// Each op is bounded by the limit; all of them together by the limit per op.
+	if d := time.Since(start); d > time.Duration(len(errs))*limit {
+		t.Errorf("%d ops took %v, want each within %v", len(errs), d, limit)
+	}
+}
+
+// A server that accepts connections and never answers: every call ends at
+// CallTimeout with ErrUnavailable.
+func TestHungServer(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never read or answered
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+	b, err := Open("redis://"+l.Addr().String(), Options{CallTimeout: 150 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for op, err := range allOps(bg, b) {
+		_ = op
+		if !errors.Is(err, primitives.ErrUnavailable) {
+			t.Errorf("%s = %v, want ErrUnavailable", op, err)
+		}
+	}
+	start := time.Now()
+	if _, err := b.CounterIncr(bg, "c", 1); !errors.Is(err, primitives.ErrUnavailable) {
+		t.Fatalf("CounterIncr = %v, want ErrUnavailable", err)
+	}
+	if d := time.Since(start); d < 150*time.Millisecond || d > time.Second {
+		t.Fatalf("CounterIncr on a hung server took %v, want the 150ms CallTimeout", d)
+	}
+}
+
+func TestClosedBackend(t *testing.T) {
+	b, _ := setup(t)
+	if err := b.Close(); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+	checkAll(t, bg, b, primitives.ErrUnavailable, time.Second)
+}
+
+// The caller giving up is the caller's error, not the backend's.
+func TestCancelledContext(t *testing.T) {
+	b, _ := setup(t)
+	ctx, cancel := context.WithCancel(bg)
+	cancel()
+	for op, err := range allOps(ctx, b) {
+		if !errors.Is(err, context.Canceled) || errors.Is(err, primitives.ErrUnavailable) {
+			t.Errorf("%s = %v, want context.Canceled and not ErrUnavailable", op, err)
+		}
+	}
+}
+
+// A restarted server has lost its scripts; the first call loads them again.
+func TestServerRestart(t *testing.T) {
+	r := testutil.NewRedis(t)
+	b, err := Open(r.URL(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.PoolPut(bg, "p", []byte("x"), nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	r.Stop()
+	if _, err := b.PoolPut(bg, "p", []byte("x"), nil, 0); !errors.Is(err, primitives.ErrUnavailable) {
+		t.Fatalf("PoolPut while down = %v, want ErrUnavailable", err)
+	}
+	if err := r.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The pool may hold connections to the dead server; a call or two can fail.
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		_, err := b.PoolPut(bg, "p", []byte("x"), nil, 0)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, primitives.ErrUnavailable) || time.Now().After(deadline) {
+			t.Fatalf("PoolPut after restart = %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n, err := b.PoolSize(bg, "p"); n != 1 || err != nil {
+		t.Fatalf("PoolSize after restart = %d, %v, want 1 (no persistence)", n, err)
+	}
+}
+
+func TestOpenBadURL(t *testing.T) {
+	if _, err := Open("http://nope", Options{}); !errors.Is(err, primitives.ErrInvalid) {
+		t.Fatalf("Open(http://nope) = %v, want ErrInvalid", err)
+	}
+}
+
+func TestNewNilClientPanics(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("New(nil) did not panic")
+		}
+	}()
+	New(nil, Options{})
+}
+
+// A server error that is not an outage (here a foreign value under our key) is
+// reported as is, not as ErrUnavailable.
+func TestWrongTypeIsNotUnavailable(t *testing.T) {
+	b, raw := setup(t)
+	raw.Set(bg, poolLiveKey("p"), "not a zset", 0)
+	_, err := b.PoolSize(bg, "p")
+	var rerr goredis.Error
+	if err == nil || errors.Is(err, primitives.ErrUnavailable) || !errors.As(err, &rerr) {
+		t.Fatalf("PoolSize over a foreign value = %v, want the server's error", err)
+	}
+}

@@ -1,0 +1,179 @@
+package redis
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fleethost/fleet/primitives"
+)
+
+// The benchmarks run against the package's redis-server on loopback, next to
+// BenchmarkRawGet, a bare go-redis GET in the same run: the baseline that one round
+// trip costs. Goals: a single-key op within 1.3× of it, a pool or queue claim within
+// 2×. Benchmarks of two operations (claim+release, acquire+release, claim+ack) also
+// report ns/rt, the time per round trip.
+//
+//	go test -run '^$' -bench . -benchmem ./primitives/redis/
+
+func BenchmarkRawGet(b *testing.B) {
+	setup(b)
+	raw := srv.Client()
+	defer raw.Close()
+	raw.Set(bg, "k", "v", 0)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := raw.Get(bg, "k").Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkKVGet(b *testing.B) {
+	be, _ := setup(b)
+	be.KVSet(bg, "ns", "k", []byte("v"), 0)
+	for b.Loop() {
+		if _, ok, err := be.KVGet(bg, "ns", "k"); !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+	}
+}
+
+func BenchmarkKVSet(b *testing.B) {
+	be, _ := setup(b)
+	for b.Loop() {
+		if err := be.KVSet(bg, "ns", "k", []byte("v"), time.Minute); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkCounterIncr(b *testing.B) {
+	be, _ := setup(b)
+	for b.Loop() {
+		if _, err := be.CounterIncr(bg, "c", 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkLockAcquireRelease(b *testing.B) {
+	be, _ := setup(b)
+	for b.Loop() {
+		g, ok, err := be.LockAcquire(bg, "l", time.Minute, 0)
+		if !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+		if ok, err := be.LockRelease(bg, "l", g.Token); !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+	}
+	perRoundTrip(b, 2)
+}
+
+func BenchmarkPoolPut(b *testing.B) {
+	be, _ := setup(b)
+	tags := primitives.Tags{"site": `"x"`, "fresh": "true"}
+	payload := []byte(`{"cookies":{"cf_clearance":"0123456789abcdef"},"user_agent":"Mozilla/5.0"}`)
+	for b.Loop() {
+		if _, err := be.PoolPut(bg, "p", payload, tags, time.Hour); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPoolClaimRelease claims an item of a pool of 10 and releases it.
+func BenchmarkPoolClaimRelease(b *testing.B) {
+	be, _ := setup(b)
+	for range 10 {
+		be.PoolPut(bg, "p", []byte("x"), primitives.Tags{"site": `"x"`}, 0)
+	}
+	for _, where := range []primitives.Tags{nil, {"site": `"x"`}} {
+		b.Run(fmt.Sprintf("where=%d", len(where)), func(b *testing.B) {
+			claimRelease(b, be, where)
+		})
+	}
+}
+
+// BenchmarkPoolClaimNonMatching claims with a filter that 10 items match, next to 10
+// or 10,000 that it does not: the cost must not follow the non-matching items.
+func BenchmarkPoolClaimNonMatching(b *testing.B) {
+	for _, n := range []int{10, 10000} {
+		b.Run(fmt.Sprintf("others=%d", n), func(b *testing.B) {
+			be, _ := setup(b)
+			for range 10 {
+				be.PoolPut(bg, "p", []byte("x"), primitives.Tags{"site": `"x"`, "acct": "1"}, 0)
+			}
+			for range n {
+				be.PoolPut(bg, "p", []byte("y"), primitives.Tags{"site": `"y"`, "acct": "1"}, 0)
+			}
+			b.Run("where=1", func(b *testing.B) { claimRelease(b, be, primitives.Tags{"site": `"x"`}) })
+			b.Run("where=2", func(b *testing.B) { claimRelease(b, be, primitives.Tags{"site": `"x"`, "acct": "1"}) })
+		})
+	}
+}
+
+func claimRelease(b *testing.B, be *Backend, where primitives.Tags) {
+	for b.Loop() {
+		l, ok, err := be.PoolClaim(bg, "p", where, time.Minute)
+		if !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+		if err := be.PoolRelease(bg, "p", l.ID, l.Token); err != nil {
+			b.Fatal(err)
+		}
+	}
+	perRoundTrip(b, 2)
+}
+
+// BenchmarkPoolList lists 10 items of a pool of 100, unfiltered and filtered.
+func BenchmarkPoolList(b *testing.B) {
+	be, _ := setup(b)
+	for i := range 100 {
+		be.PoolPut(bg, "p", []byte("x"), primitives.Tags{"site": fmt.Sprintf(`"%d"`, i%10)}, time.Hour)
+	}
+	for _, where := range []primitives.Tags{nil, {"site": `"3"`}} {
+		b.Run(fmt.Sprintf("where=%d", len(where)), func(b *testing.B) {
+			for b.Loop() {
+				if items, err := be.PoolList(bg, "p", where, 10); len(items) != 10 || err != nil {
+					b.Fatal(len(items), err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkQueuePush(b *testing.B) {
+	be, _ := setup(b)
+	payload := []byte(`{"site":"x"}`)
+	for b.Loop() {
+		if _, err := be.QueuePush(bg, "q", payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkQueueClaimAck claims and acks tasks pushed before the timer starts.
+func BenchmarkQueueClaimAck(b *testing.B) {
+	be, _ := setup(b)
+	b.StopTimer()
+	for range b.N {
+		be.QueuePush(bg, "q", []byte(`{"site":"x"}`))
+	}
+	b.StartTimer()
+	for range b.N {
+		c, ok, err := be.QueueClaim(bg, "q", time.Minute, 3)
+		if !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+		if err := be.QueueAck(bg, "q", c.ID, c.Token); err != nil {
+			b.Fatal(err)
+		}
+	}
+	perRoundTrip(b, 2)
+}
+
+// perRoundTrip reports the time per round trip of a benchmark whose op makes rt.
+func perRoundTrip(b *testing.B, rt int) {
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rt), "ns/rt")
+}

@@ -1,0 +1,124 @@
+package redis
+
+// The Redis keys of every primitive, built here and nowhere else. KEYS.md draws the
+// layout; the Lua scripts that derive item and tag keys from a pool's or queue's prefix
+// use the same segments through luaPoolKeys and luaQueueKeys below.
+//
+// Every name is checked by primitives.CheckName first, which refuses braces: the first
+// `{...}` of a key is always ours, so a name can never move a key to another hash slot.
+//
+// All keys of one pool share the hash tag {pool}, all keys of one queue the tag {queue},
+// so each pool or queue lives in one Cluster slot and its scripts may touch any of its
+// keys. A script on Cluster must declare the keys it touches; ours declare the fixed
+// keys and the filter's tag sets, and derive item, task and tag keys from the declared
+// prefix (KEYS[1]). Redis Cluster serves such undeclared keys because they hash to the
+// slot of the declared ones.
+
+// Segments of pool keys after the prefix, shared with the Lua helpers.
+const (
+	poolItemSeg    = "item:"
+	poolLiveSeg    = "live"
+	poolFreeSeg    = "free"
+	poolLeasesSeg  = "leases"
+	poolTagsSeg    = "tags"
+	poolTagSetSeg  = "tag"  // + "[name]=value"
+	poolFreeTagSeg = "free" // + "[name]=value"
+)
+
+// poolPrefix is the prefix of every key of pool: `fleet:pool:{pool}:`. It is not a key
+// itself; scripts receive it as KEYS[1] and derive item and tag keys from it.
+func poolPrefix(pool string) string { return "fleet:pool:{" + pool + "}:" }
+
+// poolItemKey is an item: HASH payload, tags (tagsEncode), created and expires (Redis
+// ms; expires 0 = never), and while leased token and until (ms).
+func poolItemKey(pool, id string) string { return poolPrefix(pool) + poolItemSeg + id }
+
+// poolLiveKey indexes every item of the pool, leased or not: ZSET id -> expires-at ms,
+// +inf for no TTL. PoolSize counts it from now on; put prunes it from -inf to now.
+func poolLiveKey(pool string) string { return poolPrefix(pool) + poolLiveSeg }
+
+// poolFreeKey holds the items not leased: SET of ids. An unfiltered claim draws from it.
+func poolFreeKey(pool string) string { return poolPrefix(pool) + poolFreeSeg }
+
+// poolLeasesKey holds the leased items: ZSET id -> lease deadline ms. A claim first
+// returns those whose deadline passed to the free sets.
+func poolLeasesKey(pool string) string { return poolPrefix(pool) + poolLeasesSeg }
+
+// poolTagsKey names the tags in use: SET of tagSuffix(name, value), for PoolStats.
+func poolTagsKey(pool string) string { return poolPrefix(pool) + poolTagsSeg }
+
+// poolTagKey holds every item with tag name=value, leased or not: SET of ids. PoolList
+// intersects these.
+func poolTagKey(pool, name, value string) string {
+	return poolPrefix(pool) + poolTagSetSeg + tagSuffix(name, value)
+}
+
+// poolFreeTagKey holds the items with tag name=value that are not leased: SET of ids.
+// PoolClaim intersects these, so its cost follows the matching items only.
+func poolFreeTagKey(pool, name, value string) string {
+	return poolPrefix(pool) + poolFreeTagSeg + tagSuffix(name, value)
+}
+
+// tagSuffix is `[name]=value`. Tag names cannot hold ']' (primitives.CheckName), so the
+// first ']' ends the name and no two tags share a suffix, whatever bytes values hold.
+func tagSuffix(name, value string) string { return "[" + name + "]=" + value }
+
+// luaPoolKeys derives a pool's keys in Lua from its prefix P (KEYS[1]); it mirrors the
+// Go builders above, and TestKeysMatchLua holds the two together.
+const luaPoolKeys = `
+local P = KEYS[1]
+local function item_key(id) return P .. '` + poolItemSeg + `' .. id end
+local function tag_suffix(k, v) return '[' .. k .. ']=' .. v end
+local function tag_key(s) return P .. '` + poolTagSetSeg + `' .. s end
+local function free_tag_key(s) return P .. '` + poolFreeTagSeg + `' .. s end
+`
+
+// Segments of queue keys after the prefix, shared with the Lua helpers.
+const (
+	queueTaskSeg     = "task:"
+	queueReadySeg    = "ready"
+	queueDelayedSeg  = "delayed"
+	queueInflightSeg = "inflight"
+	queueParkedSeg   = "parked"
+)
+
+// queuePrefix is the prefix of every key of queue: `fleet:queue:{queue}:`. Not a key;
+// scripts receive it as KEYS[1] and derive task keys from it.
+func queuePrefix(queue string) string { return "fleet:queue:{" + queue + "}:" }
+
+// queueTaskKey is a task: HASH payload, attempts, enqueued (Redis ms), error (the last
+// one), and while claimed token.
+func queueTaskKey(queue, id string) string { return queuePrefix(queue) + queueTaskSeg + id }
+
+// queueReadyKey holds the tasks ready to claim, oldest first: LIST of ids (RPUSH, LPOP).
+func queueReadyKey(queue string) string { return queuePrefix(queue) + queueReadySeg }
+
+// queueDelayedKey holds released tasks waiting out a delay: ZSET id -> visible-at ms.
+func queueDelayedKey(queue string) string { return queuePrefix(queue) + queueDelayedSeg }
+
+// queueInflightKey holds the claimed tasks: ZSET id -> lease deadline ms.
+func queueInflightKey(queue string) string { return queuePrefix(queue) + queueInflightSeg }
+
+// queueParkedKey holds the dead-lettered tasks: LIST of ids, oldest parked first
+// (RPUSH; LREM on requeue).
+func queueParkedKey(queue string) string { return queuePrefix(queue) + queueParkedSeg }
+
+// luaQueueKeys derives a queue's task keys in Lua from its prefix (KEYS[1]).
+const luaQueueKeys = `
+local P = KEYS[1]
+local function task_key(id) return P .. '` + queueTaskSeg + `' .. id end
+`
+
+// lockKey is a lock: STRING holding the holder's token, with the hold as its PX TTL.
+func lockKey(name string) string { return "fleet:lock:{" + name + "}" }
+
+// lockFenceKey is a lock's fencing counter: STRING integer, INCR on every grant, never
+// expiring, so fences only grow.
+func lockFenceKey(name string) string { return "fleet:lock:{" + name + "}:fence" }
+
+// kvKey is a value: STRING, with the TTL as its PX. A namespace is one hash tag, so one
+// namespace lives in one Cluster slot.
+func kvKey(namespace, key string) string { return "fleet:kv:{" + namespace + "}:" + key }
+
+// counterKey is a counter: STRING integer (INCRBY).
+func counterKey(name string) string { return "fleet:counter:{" + name + "}" }

@@ -1,0 +1,128 @@
+package redis
+
+import (
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleethost/fleet/primitives"
+)
+
+// crc16 is Redis Cluster's key hash: CRC-16/XMODEM.
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc ^= uint16(s[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}
+
+// slot is the Cluster hash slot of key, hash tags included.
+func slot(key string) uint16 {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	return crc16(key) % 16384
+}
+
+func TestSlot(t *testing.T) {
+	// Values from the Redis Cluster specification and CLUSTER KEYSLOT.
+	for key, want := range map[string]uint16{"123456789": 0x31C3 % 16384, "foo": 12182, "somekey": 11058, "{user1000}.following": slot("user1000")} {
+		if got := slot(key); got != want {
+			t.Errorf("slot(%q) = %d, want %d", key, got, want)
+		}
+	}
+}
+
+// keysOf scans the server's keys with a prefix.
+func keysOf(t *testing.T, pattern string) []string {
+	t.Helper()
+	raw := srv.Client()
+	defer raw.Close()
+	keys := raw.Keys(bg, pattern).Val()
+	sort.Strings(keys)
+	return keys
+}
+
+// The keys that the scripts create are exactly those that keys.go builds (so the Lua
+// derivations match the Go builders), and all of one pool or queue share one slot.
+func TestKeysMatchLuaAndShareASlot(t *testing.T) {
+	b, _ := setup(t)
+	const pool = "cf-cookies"
+	a, _ := b.PoolPut(bg, pool, []byte("a"), primitives.Tags{"site": `"x"`}, time.Hour)
+	bID, _ := b.PoolPut(bg, pool, []byte("b"), primitives.Tags{"site": `"x"`, "fresh": "true"}, 0)
+	if l, ok, _ := b.PoolClaim(bg, pool, primitives.Tags{"fresh": "true"}, time.Minute); !ok || l.ID != bID {
+		t.Fatalf("PoolClaim(fresh) = %s, %v, want %s", l.ID, ok, bID)
+	}
+	want := []string{
+		poolItemKey(pool, a), poolItemKey(pool, bID),
+		poolLiveKey(pool), poolFreeKey(pool), poolLeasesKey(pool), poolTagsKey(pool),
+		poolTagKey(pool, "site", `"x"`), poolFreeTagKey(pool, "site", `"x"`),
+		poolTagKey(pool, "fresh", "true"),
+		// poolFreeTagKey(pool, "fresh", "true") is empty, so absent.
+	}
+	checkKeys(t, "fleet:pool:*", want)
+
+	srv.Flush(t)
+	const queue = "harvest"
+	var ids []string
+	for range 4 {
+		id, _ := b.QueuePush(bg, queue, []byte("t"))
+		ids = append(ids, id)
+	}
+	c1, _, _ := b.QueueClaim(bg, queue, time.Minute, 0)
+	b.QueueRelease(bg, queue, c1.ID, c1.Token, primitives.Retry{Delay: time.Hour})
+	c2, _, _ := b.QueueClaim(bg, queue, time.Minute, 0)
+	b.QueueRelease(bg, queue, c2.ID, c2.Token, primitives.Retry{MaxAttempts: 1})
+	b.QueueClaim(bg, queue, time.Minute, 0)
+	want = []string{
+		queueTaskKey(queue, ids[0]), queueTaskKey(queue, ids[1]), queueTaskKey(queue, ids[2]), queueTaskKey(queue, ids[3]),
+		queueReadyKey(queue), queueDelayedKey(queue), queueInflightKey(queue), queueParkedKey(queue),
+	}
+	checkKeys(t, "fleet:queue:*", want)
+
+	srv.Flush(t)
+	b.LockAcquire(bg, "l", time.Minute, 0)
+	b.KVSet(bg, "ns", "k", []byte("v"), 0)
+	b.CounterIncr(bg, "c", 1)
+	checkKeys(t, "fleet:*", []string{lockKey("l"), lockFenceKey("l"), kvKey("ns", "k"), counterKey("c")})
+	if slot(lockKey("l")) != slot(lockFenceKey("l")) {
+		t.Errorf("lock and fence keys are in slots %d and %d", slot(lockKey("l")), slot(lockFenceKey("l")))
+	}
+}
+
+func checkKeys(t *testing.T, pattern string, want []string) {
+	t.Helper()
+	sort.Strings(want)
+	got := keysOf(t, pattern)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("KEYS %s =\n  %s\nwant\n  %s", pattern, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+	if !strings.HasPrefix(pattern, "fleet:pool:") && !strings.HasPrefix(pattern, "fleet:queue:") {
+		return
+	}
+	for _, k := range got {
+		if slot(k) != slot(got[0]) {
+			t.Errorf("key %s is in slot %d, %s in %d", k, slot(k), got[0], slot(got[0]))
+		}
+	}
+}
+
+// Names are validated so that a key's hash tag is always the name: a tag value with
+// braces stays inside the pool's slot.
+func TestTagValueBracesStayInSlot(t *testing.T) {
+	k := poolTagKey("p", "t", `"{x}"`)
+	if slot(k) != slot(poolPrefix("p")) {
+		t.Fatalf("slot(%s) = %d, want the pool's %d", k, slot(k), slot(poolPrefix("p")))
+	}
+}

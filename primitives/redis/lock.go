@@ -1,0 +1,95 @@
+package redis
+
+import (
+	"context"
+	"time"
+
+	"github.com/fleethost/fleet/primitives"
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// lockAcquireCmd takes a free lock and draws its fencing token.
+//
+//	KEYS[1] -> fleet:lock:{name}        STRING holder's token, PX hold
+//	KEYS[2] -> fleet:lock:{name}:fence  STRING integer, never expires
+//	ARGV[1] -> token (fresh, from Go)
+//	ARGV[2] -> hold in ms
+//
+// Output: 0 the lock is held; n > 0 granted, n the fence.
+var lockAcquireCmd = goredis.NewScript(`
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
+return redis.call('INCR', KEYS[2])
+`)
+
+// LockAcquire takes lock name for hold. With wait 0 it tries once and returns ok false
+// when the lock is held; with wait > 0 it tries again with jittered exponential backoff
+// (primitives.RetryAcquire) until wait has passed or ctx ends. Each try is one round
+// trip, bounded by Options.CallTimeout. hold must be > 0.
+func (b *Backend) LockAcquire(ctx context.Context, name string, hold, wait time.Duration) (primitives.Grant, bool, error) {
+	if err := primitives.CheckName("lock", name); err != nil {
+		return primitives.Grant{}, false, err
+	}
+	if err := primitives.CheckPositive("hold", hold); err != nil {
+		return primitives.Grant{}, false, err
+	}
+	if err := primitives.CheckTTL("wait", wait); err != nil {
+		return primitives.Grant{}, false, err
+	}
+	keys := []string{lockKey(name), lockFenceKey(name)}
+	var g primitives.Grant
+	ok, err := primitives.RetryAcquire(ctx, wait, func(ctx context.Context) (bool, error) {
+		token := newToken()
+		start := time.Now()
+		ctx, cancel := b.call(ctx)
+		defer cancel()
+		v, err := lockAcquireCmd.Run(ctx, b.client, keys, token, ms(hold)).Result()
+		if err != nil {
+			return false, b.scriptFail(ctx, "lock acquire", name, err)
+		}
+		fence, ok := v.(int64)
+		if !ok || fence < 0 {
+			return false, replyError("lock acquire", v)
+		}
+		if fence == 0 {
+			return false, nil
+		}
+		g = primitives.Grant{Token: token, Fence: fence, Until: start.Add(hold)}
+		return true, nil
+	})
+	if err != nil || !ok {
+		return primitives.Grant{}, false, err
+	}
+	return g, true, nil
+}
+
+// lockReleaseCmd deletes a lock only if the token still holds it.
+//
+//	KEYS[1] -> fleet:lock:{name}  STRING holder's token
+//	ARGV[1] -> token
+//
+// Output: 1 released; 0 not held by token (expired, maybe re-granted).
+var lockReleaseCmd = goredis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`)
+
+// LockRelease releases lock name if token still holds it; released is false otherwise
+// (the lease expired, and maybe another holder has it now).
+func (b *Backend) LockRelease(ctx context.Context, name, token string) (bool, error) {
+	if err := primitives.CheckName("lock", name); err != nil {
+		return false, err
+	}
+	ctx, cancel := b.call(ctx)
+	defer cancel()
+	v, err := lockReleaseCmd.Run(ctx, b.client, []string{lockKey(name)}, token).Result()
+	if err != nil {
+		return false, b.scriptFail(ctx, "lock release", name, err)
+	}
+	switch v {
+	case int64(1):
+		return true, nil
+	case int64(0):
+		return false, nil
+	}
+	return false, replyError("lock release", v)
+}

@@ -1,0 +1,578 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fleethost/fleet/primitives"
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// prunePerPut is how many expired items one PoolPut removes at most, so that a put
+// stays quick however many items expired at once; puts outnumber what they can prune
+// only by 1 to prunePerPut. Expired items not yet pruned are invisible all the same:
+// claim, list and size check the expiry.
+const prunePerPut = 100
+
+// poolKeys returns the fixed KEYS[1..5] of every pool script, with room for extra.
+func poolKeys(pool string, extra int) []string {
+	keys := make([]string, 5, 5+extra)
+	keys[0] = poolPrefix(pool)
+	keys[1] = poolLiveKey(pool)
+	keys[2] = poolFreeKey(pool)
+	keys[3] = poolLeasesKey(pool)
+	keys[4] = poolTagsKey(pool)
+	return keys
+}
+
+// tagsEncode writes tags as netstrings, `<len>:<name><len>:<value>...`, sorted by name:
+// binary-safe, and cheap to read in Lua (decode_tags) and Go (tagsDecode).
+func tagsEncode(tags primitives.Tags) string {
+	names := make([]string, 0, len(tags))
+	for k := range tags {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var sb strings.Builder
+	for _, k := range names {
+		v := tags[k]
+		sb.WriteString(strconv.Itoa(len(k)))
+		sb.WriteByte(':')
+		sb.WriteString(k)
+		sb.WriteString(strconv.Itoa(len(v)))
+		sb.WriteByte(':')
+		sb.WriteString(v)
+	}
+	return sb.String()
+}
+
+// tagsDecode reads tagsEncode's format; nil for no tags.
+func tagsDecode(s string) (primitives.Tags, error) {
+	var tags primitives.Tags
+	var k string
+	rest := s
+	for i := 0; rest != "" || i%2 == 1; i++ {
+		c := strings.IndexByte(rest, ':')
+		n, err := strconv.Atoi(rest[:max(c, 0)])
+		if c < 0 || err != nil || n < 0 || c+1+n > len(rest) {
+			return nil, fmt.Errorf("redis: corrupt item tags %q", s)
+		}
+		part := rest[c+1 : c+1+n]
+		rest = rest[c+1+n:]
+		if i%2 == 0 {
+			k = part
+			continue
+		}
+		if tags == nil {
+			tags = primitives.Tags{}
+		}
+		tags[k] = part
+	}
+	return tags, nil
+}
+
+// luaPool is the prelude of every pool script: the pool's fixed keys and the helpers
+// that keep an item and its index entries in step. Every pool script passes
+//
+//	KEYS[1] -> fleet:pool:{p}:         prefix of item and tag keys (never read itself)
+//	KEYS[2] -> fleet:pool:{p}:live     ZSET id -> expires-at ms (+inf: no TTL)
+//	KEYS[3] -> fleet:pool:{p}:free     SET of unleased ids
+//	KEYS[4] -> fleet:pool:{p}:leases   ZSET id -> lease deadline ms
+//	KEYS[5] -> fleet:pool:{p}:tags     SET of `[name]=value` in use
+const luaPool = luaNow + luaPoolKeys + `
+local LIVE, FREE, LEASES, TAGS = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+
+-- suffixes turns an item's encoded tags (netstrings name, value, ...) into the
+-- '[name]=value' suffixes of its tag sets.
+local function suffixes(enc)
+  local out, parts, i = {}, {}, 1
+  if not enc then return out end
+  while i <= #enc do
+    local c = string.find(enc, ':', i, true)
+    local n = tonumber(string.sub(enc, i, c - 1))
+    parts[#parts + 1] = string.sub(enc, c + 1, c + n)
+    i = c + n + 1
+  end
+  for j = 1, #parts, 2 do out[#out + 1] = tag_suffix(parts[j], parts[j + 1]) end
+  return out
+end
+
+-- remove_item deletes an item and every index entry of it, leased or not.
+local function remove_item(id)
+  for _, s in ipairs(suffixes(redis.call('HGET', item_key(id), 'tags'))) do
+    local tk = tag_key(s)
+    redis.call('SREM', tk, id)
+    redis.call('SREM', free_tag_key(s), id)
+    if redis.call('SCARD', tk) == 0 then redis.call('SREM', TAGS, s) end
+  end
+  redis.call('DEL', item_key(id))
+  redis.call('ZREM', LIVE, id)
+  redis.call('ZREM', LEASES, id)
+  redis.call('SREM', FREE, id)
+end
+
+-- make_free ends an item's lease and puts it back in the free sets.
+local function make_free(id)
+  local ik = item_key(id)
+  redis.call('HDEL', ik, 'token', 'until')
+  redis.call('ZREM', LEASES, id)
+  redis.call('SADD', FREE, id)
+  for _, s in ipairs(suffixes(redis.call('HGET', ik, 'tags'))) do
+    redis.call('SADD', free_tag_key(s), id)
+  end
+end
+
+-- expired tells whether an item's TTL has passed at now (expires 0: never).
+local function expired(expires, now)
+  local e = tonumber(expires)
+  return e ~= 0 and e <= now
+end
+
+-- prune removes up to n items (n < 0: all) whose TTL has passed at now.
+local function prune(now, n)
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', LIVE, '-inf', now, 'LIMIT', 0, n)) do
+    remove_item(id)
+  end
+end
+`
+
+// poolPutCmd adds an item and prunes expired ones.
+//
+//	KEYS[1..5]  -> the pool's fixed keys (luaPool)
+//	KEYS[6+2i]  -> fleet:pool:{p}:tag[name]=value   SET, tag i's live ids
+//	KEYS[7+2i]  -> fleet:pool:{p}:free[name]=value  SET, tag i's unleased ids
+//	ARGV[1]     -> item id (fresh, from Go)
+//	ARGV[2]     -> payload
+//	ARGV[3]     -> tags, encoded (tagsEncode)
+//	ARGV[4]     -> ttl in ms; 0 for no expiry
+//	ARGV[5]     -> how many expired items to prune at most
+//	ARGV[6+i]   -> tag i's `[name]=value`, for the tags SET
+//
+// Output: 1
+var poolPutCmd = goredis.NewScript(luaPool + `
+local now = now_ms()
+prune(now, tonumber(ARGV[5]))
+local id, ttl = ARGV[1], tonumber(ARGV[4])
+local expires, score = 0, '+inf'
+if ttl > 0 then expires = now + ttl; score = expires end
+redis.call('HSET', item_key(id), 'payload', ARGV[2], 'tags', ARGV[3], 'created', now, 'expires', expires)
+redis.call('ZADD', LIVE, score, id)
+redis.call('SADD', FREE, id)
+for i = 6, #KEYS, 2 do
+  redis.call('SADD', KEYS[i], id)
+  redis.call('SADD', KEYS[i + 1], id)
+  redis.call('SADD', TAGS, ARGV[6 + (i - 6) / 2])
+end
+return 1
+`)
+
+// PoolPut adds an item to pool and returns its id. ttl 0 means no expiry. Each put
+// also prunes up to 100 items of the pool whose TTL has passed.
+func (b *Backend) PoolPut(ctx context.Context, pool string, payload []byte, tags primitives.Tags, ttl time.Duration) (string, error) {
+	if err := primitives.CheckName("pool", pool); err != nil {
+		return "", err
+	}
+	if err := primitives.CheckValue("payload", payload); err != nil {
+		return "", err
+	}
+	if err := primitives.CheckTags(tags); err != nil {
+		return "", err
+	}
+	if err := primitives.CheckTTL("ttl", ttl); err != nil {
+		return "", err
+	}
+	id := newID()
+	keys := poolKeys(pool, 2*len(tags))
+	args := make([]any, 5, 5+len(tags))
+	args[0], args[1], args[2], args[3], args[4] = id, payload, tagsEncode(tags), ms(ttl), prunePerPut
+	for k, v := range tags {
+		keys = append(keys, poolTagKey(pool, k, v), poolFreeTagKey(pool, k, v))
+		args = append(args, tagSuffix(k, v))
+	}
+	ctx, cancel := b.call(ctx)
+	defer cancel()
+	v, err := poolPutCmd.Run(ctx, b.client, keys, args...).Result()
+	if err != nil {
+		return "", b.scriptFail(ctx, "pool put", pool, err)
+	}
+	if n, ok := v.(int64); !ok || n != codeOK {
+		return "", replyError("pool put", v)
+	}
+	return id, nil
+}
+
+// scriptFail is fail for a script, whose nil reply would be a bug, not a missing key.
+func (b *Backend) scriptFail(ctx context.Context, op, name string, err error) error {
+	if errors.Is(err, goredis.Nil) {
+		return replyError(op, nil)
+	}
+	return b.fail(ctx, op, name, err)
+}
+
+// itemFromReply reads id, payload, tags, created, expires from a script reply.
+func itemFromReply(op string, a []any) (primitives.Item, error) {
+	var it primitives.Item
+	var err error
+	var enc string
+	var created, expires int64
+	if it.ID, err = replyString(op, a[0]); err != nil {
+		return it, err
+	}
+	var payload string
+	if payload, err = replyString(op, a[1]); err != nil {
+		return it, err
+	}
+	it.Payload = []byte(payload)
+	if enc, err = replyString(op, a[2]); err != nil {
+		return it, err
+	}
+	if it.Tags, err = tagsDecode(enc); err != nil {
+		return it, err
+	}
+	if created, err = replyInt(op, a[3]); err != nil {
+		return it, err
+	}
+	if expires, err = replyInt(op, a[4]); err != nil {
+		return it, err
+	}
+	it.CreatedAt, it.ExpiresAt = millis(created), millis(expires)
+	return it, nil
+}
+
+// poolListCmd reads up to a limit of live items matching a filter, changing nothing.
+//
+//	KEYS[1..5] -> the pool's fixed keys (luaPool)
+//	KEYS[6..]  -> fleet:pool:{p}:tag[name]=value  SET, one per entry of where
+//	ARGV[1]    -> limit
+//
+// Output: {id, payload, tags, created, expires, ...} for each item, flat; empty when none.
+var poolListCmd = goredis.NewScript(luaPool + `
+local now, limit = now_ms(), tonumber(ARGV[1])
+local ids
+if #KEYS == 5 then
+  ids = redis.call('ZRANGEBYSCORE', LIVE, '(' .. now, '+inf', 'LIMIT', 0, limit)
+elseif #KEYS == 6 then
+  ids = redis.call('SMEMBERS', KEYS[6])
+else
+  ids = redis.call('SINTER', unpack(KEYS, 6))
+end
+local out, n = {}, 0
+for _, id in ipairs(ids) do
+  local f = redis.call('HMGET', item_key(id), 'payload', 'tags', 'created', 'expires')
+  if f[1] and not expired(f[4], now) then
+    out[#out + 1] = id
+    out[#out + 1] = f[1]
+    out[#out + 1] = f[2]
+    out[#out + 1] = tonumber(f[3])
+    out[#out + 1] = tonumber(f[4])
+    n = n + 1
+    if n >= limit then break end
+  end
+end
+return out
+`)
+
+// PoolList returns up to limit live items of pool whose tags equal every entry of where
+// (nil: all), leased or not, in no particular order. limit <= 0 means 100. It changes
+// nothing. Unfiltered it reads only the items it returns; filtered it reads the
+// intersection of the filter's tag sets.
+func (b *Backend) PoolList(ctx context.Context, pool string, where primitives.Tags, limit int) ([]primitives.Item, error) {
+	if err := primitives.CheckName("pool", pool); err != nil {
+		return nil, err
+	}
+	if err := primitives.CheckTags(where); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		limit = defaultListLimit
+	}
+	keys := poolKeys(pool, len(where))
+	for k, v := range where {
+		keys = append(keys, poolTagKey(pool, k, v))
+	}
+	ctx, cancel := b.call(ctx)
+	defer cancel()
+	v, err := poolListCmd.Run(ctx, b.client, keys, limit).Result()
+	if err != nil {
+		return nil, b.scriptFail(ctx, "pool list", pool, err)
+	}
+	a, err := replyArray("pool list", v, 0)
+	if err != nil || len(a)%5 != 0 {
+		return nil, replyError("pool list", v)
+	}
+	items := make([]primitives.Item, 0, len(a)/5)
+	for i := 0; i < len(a); i += 5 {
+		it, err := itemFromReply("pool list", a[i:i+5])
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, it)
+	}
+	return items, nil
+}
+
+// poolClaimCmd leases one live, unleased item matching a filter. It first returns
+// expired leases to the free sets. Candidates come from the free set (no filter), the
+// one free tag set, or the intersection of the free tag sets (SINTER walks the smallest
+// first), so the cost follows the matching items. An expired candidate is removed and
+// the next one tried.
+//
+//	KEYS[1..5] -> the pool's fixed keys (luaPool)
+//	KEYS[6..]  -> fleet:pool:{p}:free[name]=value  SET, one per entry of where
+//	ARGV[1]    -> hold in ms
+//	ARGV[2]    -> lease token (fresh, from Go)
+//
+// Output: {0} nothing to claim;
+// {1, id, payload, tags, created, expires} the item now leased.
+var poolClaimCmd = goredis.NewScript(luaPool + `
+local now = now_ms()
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', LEASES, '-inf', now)) do
+  local e = redis.call('HGET', item_key(id), 'expires')
+  if e and not expired(e, now) then make_free(id) else remove_item(id) end
+end
+
+-- usable tells whether candidate id is a live item; if not it goes from every index.
+local function usable(id)
+  local e = redis.call('HGET', item_key(id), 'expires')
+  if e and not expired(e, now) then return true end
+  remove_item(id)
+  for i = 6, #KEYS do redis.call('SREM', KEYS[i], id) end
+  return false
+end
+
+local id = false
+if #KEYS <= 6 then
+  local from = FREE
+  if #KEYS == 6 then from = KEYS[6] end
+  repeat
+    id = redis.call('SRANDMEMBER', from)
+  until not id or usable(id)
+else
+  for _, c in ipairs(redis.call('SINTER', unpack(KEYS, 6))) do
+    if usable(c) then id = c; break end
+  end
+end
+if not id then return {0} end
+
+local ik = item_key(id)
+local f = redis.call('HMGET', ik, 'payload', 'tags', 'created', 'expires')
+local deadline = now + tonumber(ARGV[1])
+redis.call('SREM', FREE, id)
+for _, s in ipairs(suffixes(f[2])) do redis.call('SREM', free_tag_key(s), id) end
+redis.call('HSET', ik, 'token', ARGV[2], 'until', deadline)
+redis.call('ZADD', LEASES, deadline, id)
+return {1, id, f[1], f[2], tonumber(f[3]), tonumber(f[4])}
+`)
+
+// PoolClaim leases one live, unleased item of pool whose tags equal every entry of
+// where, for hold. ok is false when there is none. Expired leases go back to the pool
+// first. Its cost does not grow with items that do not match where.
+func (b *Backend) PoolClaim(ctx context.Context, pool string, where primitives.Tags, hold time.Duration) (primitives.Lease, bool, error) {
+	if err := primitives.CheckName("pool", pool); err != nil {
+		return primitives.Lease{}, false, err
+	}
+	if err := primitives.CheckTags(where); err != nil {
+		return primitives.Lease{}, false, err
+	}
+	if err := primitives.CheckPositive("hold", hold); err != nil {
+		return primitives.Lease{}, false, err
+	}
+	keys := poolKeys(pool, len(where))
+	for k, v := range where {
+		keys = append(keys, poolFreeTagKey(pool, k, v))
+	}
+	token := newToken()
+	start := time.Now()
+	ctx, cancel := b.call(ctx)
+	defer cancel()
+	v, err := poolClaimCmd.Run(ctx, b.client, keys, ms(hold), token).Result()
+	if err != nil {
+		return primitives.Lease{}, false, b.scriptFail(ctx, "pool claim", pool, err)
+	}
+	a, err := replyArray("pool claim", v, 1)
+	if err != nil {
+		return primitives.Lease{}, false, err
+	}
+	switch code, _ := a[0].(int64); {
+	case code == codeNone && len(a) == 1:
+		return primitives.Lease{}, false, nil
+	case code == codeOK && len(a) == 6:
+		it, err := itemFromReply("pool claim", a[1:])
+		if err != nil {
+			return primitives.Lease{}, false, err
+		}
+		return primitives.Lease{Item: it, Token: token, Until: start.Add(hold)}, true, nil
+	}
+	return primitives.Lease{}, false, replyError("pool claim", v)
+}
+
+// poolReleaseCmd ends a lease early, if the token still holds it.
+//
+//	KEYS[1..5] -> the pool's fixed keys (luaPool)
+//	ARGV[1]    -> item id
+//	ARGV[2]    -> lease token
+//
+// Output: 1 released; -1 no such live item (an expired one is removed);
+// -2 the token does not hold the lease (an expired lease is returned to the pool).
+var poolReleaseCmd = goredis.NewScript(luaPool + `
+local now, id = now_ms(), ARGV[1]
+local f = redis.call('HMGET', item_key(id), 'expires', 'token', 'until')
+if not f[1] then return -1 end
+if expired(f[1], now) then remove_item(id); return -1 end
+if f[2] ~= ARGV[2] then return -2 end
+make_free(id)
+if tonumber(f[3]) <= now then return -2 end
+return 1
+`)
+
+// PoolRelease ends the lease token holds on item id of pool. ErrConflict when the
+// token no longer holds it (the lease expired or was re-claimed); ErrNotFound when the
+// item is gone.
+func (b *Backend) PoolRelease(ctx context.Context, pool, id, token string) error {
+	if err := primitives.CheckName("pool", pool); err != nil {
+		return err
+	}
+	ctx, cancel := b.call(ctx)
+	defer cancel()
+	v, err := poolReleaseCmd.Run(ctx, b.client, poolKeys(pool, 0), id, token).Result()
+	if err != nil {
+		return b.scriptFail(ctx, "pool release", pool, err)
+	}
+	switch v {
+	case int64(codeOK):
+		return nil
+	case int64(codeNotFound):
+		return fmt.Errorf("%w: redis: pool %q has no item %q", primitives.ErrNotFound, pool, id)
+	case int64(codeConflict):
+		return fmt.Errorf("%w: redis: pool %q item %q: the token no longer holds the lease", primitives.ErrConflict, pool, id)
+	}
+	return replyError("pool release", v)
+}
+
+// poolMarkBadCmd evicts an item and all its index entries, leased or not.
+//
+//	KEYS[1..5] -> the pool's fixed keys (luaPool)
+//	ARGV[1]    -> item id
+//
+// Output: 1 evicted; -1 no such live item (an expired one is removed all the same).
+var poolMarkBadCmd = goredis.NewScript(luaPool + `
+local id = ARGV[1]
+local e = redis.call('HGET', item_key(id), 'expires')
+if not e then return -1 end
+remove_item(id)
+if expired(e, now_ms()) then return -1 end
+return 1
+`)
+
+// PoolMarkBad evicts item id from pool for good, leased or not. ErrNotFound when it is
+// gone. reason is not stored: the host logs it.
+func (b *Backend) PoolMarkBad(ctx context.Context, pool, id, reason string) error {
+	if err := primitives.CheckName("pool", pool); err != nil {
+		return err
+	}
+	ctx, cancel := b.call(ctx)
+	defer cancel()
+	v, err := poolMarkBadCmd.Run(ctx, b.client, poolKeys(pool, 0), id).Result()
+	if err != nil {
+		return b.scriptFail(ctx, "pool mark_bad", pool, err)
+	}
+	switch v {
+	case int64(codeOK):
+		return nil
+	case int64(codeNotFound):
+		return fmt.Errorf("%w: redis: pool %q has no item %q", primitives.ErrNotFound, pool, id)
+	}
+	return replyError("pool mark_bad", v)
+}
+
+// poolSizeCmd counts the live items.
+//
+//	KEYS[1..5] -> the pool's fixed keys (luaPool); reads only KEYS[2]
+//
+// Output: the count of items whose TTL has not passed, leased or not.
+var poolSizeCmd = goredis.NewScript(luaNow + `
+return redis.call('ZCOUNT', KEYS[2], '(' .. now_ms(), '+inf')
+`)
+
+// PoolSize counts the live items of pool, leased or not.
+func (b *Backend) PoolSize(ctx context.Context, pool string) (int, error) {
+	if err := primitives.CheckName("pool", pool); err != nil {
+		return 0, err
+	}
+	ctx, cancel := b.call(ctx)
+	defer cancel()
+	v, err := poolSizeCmd.Run(ctx, b.client, poolKeys(pool, 0)).Result()
+	if err != nil {
+		return 0, b.scriptFail(ctx, "pool size", pool, err)
+	}
+	n, err := replyInt("pool size", v)
+	return int(n), err
+}
+
+// poolStatsCmd prunes every expired item, then counts. It is for operators: its cost
+// grows with the expired items and the tags in use.
+//
+//	KEYS[1..5] -> the pool's fixed keys (luaPool)
+//
+// Output: {size, leased, `[name]=value`, count, ...} with a pair per tag in use.
+var poolStatsCmd = goredis.NewScript(luaPool + `
+local now = now_ms()
+prune(now, -1)
+local out = {redis.call('ZCARD', LIVE), redis.call('ZCOUNT', LEASES, '(' .. now, '+inf')}
+for _, s in ipairs(redis.call('SMEMBERS', TAGS)) do
+  local n = redis.call('SCARD', tag_key(s))
+  if n == 0 then
+    redis.call('SREM', TAGS, s)
+  else
+    out[#out + 1] = s
+    out[#out + 1] = n
+  end
+end
+return out
+`)
+
+// PoolStats counts the live items of pool, those leased, and the live items by tag
+// (`site="x"` -> 3). It prunes every expired item of the pool first.
+func (b *Backend) PoolStats(ctx context.Context, pool string) (primitives.PoolStats, error) {
+	if err := primitives.CheckName("pool", pool); err != nil {
+		return primitives.PoolStats{}, err
+	}
+	ctx, cancel := b.call(ctx)
+	defer cancel()
+	v, err := poolStatsCmd.Run(ctx, b.client, poolKeys(pool, 0)).Result()
+	if err != nil {
+		return primitives.PoolStats{}, b.scriptFail(ctx, "pool stats", pool, err)
+	}
+	a, err := replyArray("pool stats", v, 2)
+	if err != nil || len(a)%2 != 0 {
+		return primitives.PoolStats{}, replyError("pool stats", v)
+	}
+	size, err1 := replyInt("pool stats", a[0])
+	leased, err2 := replyInt("pool stats", a[1])
+	if err := errors.Join(err1, err2); err != nil {
+		return primitives.PoolStats{}, err
+	}
+	st := primitives.PoolStats{Size: int(size), Leased: int(leased), ByTag: map[string]int{}}
+	for i := 2; i < len(a); i += 2 {
+		s, err := replyString("pool stats", a[i])
+		if err != nil {
+			return primitives.PoolStats{}, err
+		}
+		n, err := replyInt("pool stats", a[i+1])
+		if err != nil {
+			return primitives.PoolStats{}, err
+		}
+		// s is `[name]=value`; names hold no ']'.
+		end := strings.IndexByte(s, ']')
+		if !strings.HasPrefix(s, "[") || end < 0 || !strings.HasPrefix(s[end+1:], "=") {
+			return primitives.PoolStats{}, replyError("pool stats", s)
+		}
+		st.ByTag[s[1:end]+"="+s[end+2:]] = int(n)
+	}
+	return st, nil
+}

@@ -1,0 +1,420 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fleethost/fleet/primitives"
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// leaseExpired is the LastError of a task whose lease ran out without an ack.
+const leaseExpired = "lease expired"
+
+// queueKeys returns KEYS[1..5] of every queue script.
+func queueKeys(queue string) []string {
+	return []string{
+		queuePrefix(queue),
+		queueReadyKey(queue),
+		queueDelayedKey(queue),
+		queueInflightKey(queue),
+		queueParkedKey(queue),
+	}
+}
+
+// luaQueue is the prelude of every queue script. Every queue script passes
+//
+//	KEYS[1] -> fleet:queue:{q}:           prefix of task keys (never read itself)
+//	KEYS[2] -> fleet:queue:{q}:ready      LIST of ids, oldest first
+//	KEYS[3] -> fleet:queue:{q}:delayed    ZSET id -> visible-at ms
+//	KEYS[4] -> fleet:queue:{q}:inflight   ZSET id -> lease deadline ms
+//	KEYS[5] -> fleet:queue:{q}:parked     LIST of ids, oldest parked first
+const luaQueue = luaNow + luaQueueKeys + `
+local READY, DELAYED, INFLIGHT, PARKED = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+
+-- park dead-letters a task that is in no other index, with its last error.
+local function park(id, reason)
+  redis.call('HSET', task_key(id), 'error', reason)
+  redis.call('HDEL', task_key(id), 'token')
+  redis.call('RPUSH', PARKED, id)
+end
+
+-- holds checks that token holds task id's lease at now: 1 yes, -1 no such task, -2 no.
+local function holds(id, token, now)
+  local tok = redis.call('HGET', task_key(id), 'token')
+  if not tok then
+    if redis.call('EXISTS', task_key(id)) == 0 then return -1 end
+    return -2
+  end
+  if tok ~= token then return -2 end
+  local deadline = redis.call('ZSCORE', INFLIGHT, id)
+  if not deadline or tonumber(deadline) <= now then return -2 end
+  return 1
+end
+`
+
+// queuePushCmd enqueues a task.
+//
+//	KEYS[1..5] -> the queue's keys (luaQueue)
+//	ARGV[1]    -> task id (fresh, from Go)
+//	ARGV[2]    -> payload
+//
+// Output: 1
+var queuePushCmd = goredis.NewScript(luaQueue + `
+redis.call('HSET', task_key(ARGV[1]), 'payload', ARGV[2], 'attempts', 0, 'enqueued', now_ms())
+redis.call('RPUSH', READY, ARGV[1])
+return 1
+`)
+
+// QueuePush enqueues payload on queue and returns the task id.
+func (b *Backend) QueuePush(ctx context.Context, queue string, payload []byte) (string, error) {
+	if err := primitives.CheckName("queue", queue); err != nil {
+		return "", err
+	}
+	if err := primitives.CheckValue("payload", payload); err != nil {
+		return "", err
+	}
+	id := newID()
+	ctx, cancel := b.call(ctx)
+	defer cancel()
+	v, err := queuePushCmd.Run(ctx, b.client, queueKeys(queue), id, payload).Result()
+	if err != nil {
+		return "", b.scriptFail(ctx, "queue push", queue, err)
+	}
+	if v != int64(codeOK) {
+		return "", replyError("queue push", v)
+	}
+	return id, nil
+}
+
+// queueClaimCmd leases the oldest ready task. First it moves the delayed tasks that
+// are due to the back of the ready list, and the tasks whose lease expired too, or to
+// parked (error "lease expired") when their attempts reached maxAttempts.
+//
+//	KEYS[1..5] -> the queue's keys (luaQueue)
+//	ARGV[1]    -> lease in ms
+//	ARGV[2]    -> maxAttempts; <= 0 never parks
+//	ARGV[3]    -> lease token (fresh, from Go)
+//
+// Output: {0} nothing ready;
+// {1, id, payload, attempts, enqueued, error} the task now leased (attempts counts
+// this claim; error is "" when no attempt failed).
+var queueClaimCmd = goredis.NewScript(luaQueue + `
+local now, maxAttempts = now_ms(), tonumber(ARGV[2])
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now)) do
+  redis.call('ZREM', DELAYED, id)
+  redis.call('RPUSH', READY, id)
+end
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', INFLIGHT, '-inf', now)) do
+  redis.call('ZREM', INFLIGHT, id)
+  local attempts = tonumber(redis.call('HGET', task_key(id), 'attempts'))
+  if attempts then
+    if maxAttempts > 0 and attempts >= maxAttempts then
+      park(id, '` + leaseExpired + `')
+    else
+      redis.call('HSET', task_key(id), 'error', '` + leaseExpired + `')
+      redis.call('HDEL', task_key(id), 'token')
+      redis.call('RPUSH', READY, id)
+    end
+  end
+end
+local id, f
+repeat
+  id = redis.call('LPOP', READY)
+  if not id then return {0} end
+  f = redis.call('HMGET', task_key(id), 'payload', 'enqueued', 'error')
+until f[1]
+local attempts = redis.call('HINCRBY', task_key(id), 'attempts', 1)
+redis.call('HSET', task_key(id), 'token', ARGV[3])
+redis.call('ZADD', INFLIGHT, now + tonumber(ARGV[1]), id)
+return {1, id, f[1], attempts, tonumber(f[2]), f[3] or ''}
+`)
+
+// QueueClaim leases the oldest ready task of queue for lease. Before it looks it
+// returns expired leases to the queue, parking those whose attempts reached maxAttempts
+// (maxAttempts <= 0 never parks) with the error "lease expired". ok is false when
+// nothing is ready.
+func (b *Backend) QueueClaim(ctx context.Context, queue string, lease time.Duration, maxAttempts int) (primitives.ClaimedTask, bool, error) {
+	if err := primitives.CheckName("queue", queue); err != nil {
+		return primitives.ClaimedTask{}, false, err
+	}
+	if err := primitives.CheckPositive("lease", lease); err != nil {
+		return primitives.ClaimedTask{}, false, err
+	}
+	token := newToken()
+	start := time.Now()
+	ctx, cancel := b.call(ctx)
+	defer cancel()
+	v, err := queueClaimCmd.Run(ctx, b.client, queueKeys(queue), ms(lease), maxAttempts, token).Result()
+	if err != nil {
+		return primitives.ClaimedTask{}, false, b.scriptFail(ctx, "queue claim", queue, err)
+	}
+	a, err := replyArray("queue claim", v, 1)
+	if err != nil {
+		return primitives.ClaimedTask{}, false, err
+	}
+	switch code, _ := a[0].(int64); {
+	case code == codeNone && len(a) == 1:
+		return primitives.ClaimedTask{}, false, nil
+	case code == codeOK && len(a) == 6:
+		t, err := taskFromReply("queue claim", a[1:])
+		if err != nil {
+			return primitives.ClaimedTask{}, false, err
+		}
+		return primitives.ClaimedTask{Task: t, Token: token, Until: start.Add(lease)}, true, nil
+	}
+	return primitives.ClaimedTask{}, false, replyError("queue claim", v)
+}
+
+// taskFromReply reads id, payload, attempts, enqueued, error from a script reply.
+func taskFromReply(op string, a []any) (primitives.Task, error) {
+	var t primitives.Task
+	id, err1 := replyString(op, a[0])
+	payload, err2 := replyString(op, a[1])
+	attempts, err3 := replyInt(op, a[2])
+	enqueued, err4 := replyInt(op, a[3])
+	lastErr, err5 := replyString(op, a[4])
+	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+		return t, err
+	}
+	return primitives.Task{
+		ID:         id,
+		Payload:    []byte(payload),
+		Attempts:   int(attempts),
+		EnqueuedAt: millis(enqueued),
+		LastError:  lastErr,
+	}, nil
+}
+
+// queueAckCmd completes a claimed task, if the token still holds it.
+//
+//	KEYS[1..5] -> the queue's keys (luaQueue)
+//	ARGV[1]    -> task id
+//	ARGV[2]    -> lease token
+//
+// Output: 1 done, the task is gone; -1 no such task; -2 the token does not hold it
+// (another claim, or the lease expired).
+var queueAckCmd = goredis.NewScript(luaQueue + `
+local id = ARGV[1]
+local h = holds(id, ARGV[2], now_ms())
+if h ~= 1 then return h end
+redis.call('ZREM', INFLIGHT, id)
+redis.call('DEL', task_key(id))
+return 1
+`)
+
+// QueueAck completes task id of queue, claimed with token, and deletes it. ErrConflict
+// when token no longer holds it (the lease expired, or the task was claimed again);
+// ErrNotFound when the task is gone (acked already).
+func (b *Backend) QueueAck(ctx context.Context, queue, id, token string) error {
+	if err := primitives.CheckName("queue", queue); err != nil {
+		return err
+	}
+	ctx, cancel := b.call(ctx)
+	defer cancel()
+	v, err := queueAckCmd.Run(ctx, b.client, queueKeys(queue), id, token).Result()
+	if err != nil {
+		return b.scriptFail(ctx, "queue ack", queue, err)
+	}
+	if v == int64(codeOK) {
+		return nil
+	}
+	return taskError("queue ack", queue, id, v)
+}
+
+// taskError is the error of an ack or release script that did not return 1.
+func taskError(op, queue, id string, v any) error {
+	switch v {
+	case int64(codeNotFound):
+		return fmt.Errorf("%w: redis: queue %q has no task %q", primitives.ErrNotFound, queue, id)
+	case int64(codeConflict):
+		return fmt.Errorf("%w: redis: queue %q task %q: the token no longer holds the lease", primitives.ErrConflict, queue, id)
+	}
+	return replyError(op, v)
+}
+
+// queueReleaseCmd hands a claimed task back, or parks it when its attempts are used.
+//
+//	KEYS[1..5] -> the queue's keys (luaQueue)
+//	ARGV[1]    -> task id
+//	ARGV[2]    -> lease token
+//	ARGV[3]    -> reason, recorded as the task's error
+//	ARGV[4]    -> delay in ms before it is claimable again; 0 for at once
+//	ARGV[5]    -> maxAttempts; <= 0 never parks
+//
+// Output: 1 back in the queue; 2 parked; -1 no such task; -2 the token does not hold it.
+var queueReleaseCmd = goredis.NewScript(luaQueue + `
+local id, now = ARGV[1], now_ms()
+local h = holds(id, ARGV[2], now)
+if h ~= 1 then return h end
+redis.call('ZREM', INFLIGHT, id)
+local maxAttempts = tonumber(ARGV[5])
+local attempts = tonumber(redis.call('HGET', task_key(id), 'attempts'))
+if maxAttempts > 0 and attempts >= maxAttempts then
+  park(id, ARGV[3])
+  return 2
+end
+redis.call('HSET', task_key(id), 'error', ARGV[3])
+redis.call('HDEL', task_key(id), 'token')
+local delay = tonumber(ARGV[4])
+if delay > 0 then
+  redis.call('ZADD', DELAYED, now + delay, id)
+else
+  redis.call('RPUSH', READY, id)
+end
+return 1
+`)
+
+// QueueRelease hands task id of queue back. If its attempts reached r.MaxAttempts it
+// is parked with r.Reason (parked true); otherwise it is claimable again after r.Delay.
+// ErrConflict when token no longer holds it; ErrNotFound when the task is gone.
+func (b *Backend) QueueRelease(ctx context.Context, queue, id, token string, r primitives.Retry) (bool, error) {
+	if err := primitives.CheckName("queue", queue); err != nil {
+		return false, err
+	}
+	if err := primitives.CheckTTL("delay", r.Delay); err != nil {
+		return false, err
+	}
+	if err := primitives.CheckValue("reason", []byte(r.Reason)); err != nil {
+		return false, err
+	}
+	ctx, cancel := b.call(ctx)
+	defer cancel()
+	v, err := queueReleaseCmd.Run(ctx, b.client, queueKeys(queue), id, token, r.Reason, ms(r.Delay), r.MaxAttempts).Result()
+	if err != nil {
+		return false, b.scriptFail(ctx, "queue release", queue, err)
+	}
+	switch v {
+	case int64(codeOK):
+		return false, nil
+	case int64(codeParked):
+		return true, nil
+	}
+	return false, taskError("queue release", queue, id, v)
+}
+
+// queueStatsCmd counts a queue's tasks.
+//
+//	KEYS[1..5] -> the queue's keys (luaQueue)
+//
+// Output: {ready + delayed, in flight, parked}
+var queueStatsCmd = goredis.NewScript(`
+return {redis.call('LLEN', KEYS[2]) + redis.call('ZCARD', KEYS[3]),
+        redis.call('ZCARD', KEYS[4]), redis.call('LLEN', KEYS[5])}
+`)
+
+// QueueStats counts the tasks of queue waiting (ready or delayed), in flight and
+// parked. A task whose lease expired counts as in flight until the next claim returns
+// it.
+func (b *Backend) QueueStats(ctx context.Context, queue string) (primitives.QueueStats, error) {
+	if err := primitives.CheckName("queue", queue); err != nil {
+		return primitives.QueueStats{}, err
+	}
+	ctx, cancel := b.call(ctx)
+	defer cancel()
+	v, err := queueStatsCmd.Run(ctx, b.client, queueKeys(queue)).Result()
+	if err != nil {
+		return primitives.QueueStats{}, b.scriptFail(ctx, "queue stats", queue, err)
+	}
+	a, err := replyArray("queue stats", v, 3)
+	if err != nil {
+		return primitives.QueueStats{}, err
+	}
+	depth, err1 := replyInt("queue stats", a[0])
+	inflight, err2 := replyInt("queue stats", a[1])
+	parked, err3 := replyInt("queue stats", a[2])
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return primitives.QueueStats{}, err
+	}
+	return primitives.QueueStats{Depth: int(depth), InFlight: int(inflight), Parked: int(parked)}, nil
+}
+
+// queueParkedCmd reads the oldest parked tasks.
+//
+//	KEYS[1..5] -> the queue's keys (luaQueue)
+//	ARGV[1]    -> limit
+//
+// Output: {id, payload, attempts, enqueued, error, ...} for each task, flat, oldest
+// parked first.
+var queueParkedCmd = goredis.NewScript(luaQueue + `
+local out = {}
+for _, id in ipairs(redis.call('LRANGE', PARKED, 0, tonumber(ARGV[1]) - 1)) do
+  local f = redis.call('HMGET', task_key(id), 'payload', 'attempts', 'enqueued', 'error')
+  if f[1] then
+    out[#out + 1] = id
+    out[#out + 1] = f[1]
+    out[#out + 1] = tonumber(f[2])
+    out[#out + 1] = tonumber(f[3])
+    out[#out + 1] = f[4] or ''
+  end
+end
+return out
+`)
+
+// QueueParked lists up to limit parked tasks of queue, oldest parked first. limit <= 0
+// means 100.
+func (b *Backend) QueueParked(ctx context.Context, queue string, limit int) ([]primitives.Task, error) {
+	if err := primitives.CheckName("queue", queue); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		limit = defaultListLimit
+	}
+	ctx, cancel := b.call(ctx)
+	defer cancel()
+	v, err := queueParkedCmd.Run(ctx, b.client, queueKeys(queue), limit).Result()
+	if err != nil {
+		return nil, b.scriptFail(ctx, "queue parked", queue, err)
+	}
+	a, err := replyArray("queue parked", v, 0)
+	if err != nil || len(a)%5 != 0 {
+		return nil, replyError("queue parked", v)
+	}
+	tasks := make([]primitives.Task, 0, len(a)/5)
+	for i := 0; i < len(a); i += 5 {
+		t, err := taskFromReply("queue parked", a[i:i+5])
+		if err != nil {
+			return nil, err
+		}
+		tasks = append(tasks, t)
+	}
+	return tasks, nil
+}
+
+// queueRequeueCmd moves a parked task back to the ready list with its attempts reset.
+// LREM walks the parked list: requeue is an operator's action, not a hot path.
+//
+//	KEYS[1..5] -> the queue's keys (luaQueue)
+//	ARGV[1]    -> task id
+//
+// Output: 1 requeued; -1 no such parked task.
+var queueRequeueCmd = goredis.NewScript(luaQueue + `
+local id = ARGV[1]
+if redis.call('LREM', PARKED, 1, id) == 0 then return -1 end
+redis.call('HSET', task_key(id), 'attempts', 0)
+redis.call('RPUSH', READY, id)
+return 1
+`)
+
+// QueueRequeue moves parked task id of queue back to the queue with its attempts
+// reset; it keeps its last error. ErrNotFound when no such parked task exists.
+func (b *Backend) QueueRequeue(ctx context.Context, queue, id string) error {
+	if err := primitives.CheckName("queue", queue); err != nil {
+		return err
+	}
+	ctx, cancel := b.call(ctx)
+	defer cancel()
+	v, err := queueRequeueCmd.Run(ctx, b.client, queueKeys(queue), id).Result()
+	if err != nil {
+		return b.scriptFail(ctx, "queue requeue", queue, err)
+	}
+	switch v {
+	case int64(codeOK):
+		return nil
+	case int64(codeNotFound):
+		return fmt.Errorf("%w: redis: queue %q has no parked task %q", primitives.ErrNotFound, queue, id)
+	}
+	return replyError("queue requeue", v)
+}
