@@ -30,7 +30,8 @@ import (
 )
 
 // Responder answers one host call: a result (marshalled into the envelope's ok) or an
-// error envelope.
+// error envelope. It runs inside the SDK's host call, so it must not call the SDK itself
+// (that would deadlock); record what it needs and let the test act afterwards.
 type Responder func(req json.RawMessage) (result any, err *abi.Error)
 
 // Call is one host call the plugin made.
