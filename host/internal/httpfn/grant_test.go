@@ -1,0 +1,118 @@
+package httpfn
+
+import (
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPatternMatches(t *testing.T) {
+	tests := []struct {
+		pattern string
+		url     string
+		want    bool
+	}{
+		{"example.com", "http://example.com/", true},
+		{"example.com", "https://example.com/", true},
+		{"example.com", "http://EXAMPLE.com./x", true},
+		{"example.com", "http://example.com:80/", true},
+		{"example.com", "http://example.com:443/", false}, // not the default port of http
+		{"example.com", "http://example.com:8080/", false},
+		{"example.com", "http://www.example.com/", false},
+		{"example.com", "http://badexample.com/", false},
+		{"Example.COM.", "http://example.com/", true},
+		{"example.com:8080", "http://example.com:8080/", true},
+		{"example.com:8080", "http://example.com/", false},
+		{"example.com:*", "http://example.com:9999/", true},
+		{"example.com:*", "https://example.com/", true},
+		{"*.example.com", "http://a.example.com/", true},
+		{"*.example.com", "https://a.b.example.com/", true},
+		{"*.example.com", "http://example.com/", false},
+		{"*.example.com", "http://a.example.com:81/", false},
+		{"*.example.com", "http://aexample.com/", false},
+		{"*.example.com", "http://a.example.com.evil.org/", false},
+		{"*.example.com:8443", "https://a.example.com:8443/", true},
+		{"*.example.com:*", "https://a.example.com:1/", true},
+		{"*", "http://anything.org/", true},
+		{"*", "http://anything.org:8080/", false},
+		{"*:*", "http://anything.org:8080/", true},
+		{"10.0.0.7", "http://10.0.0.7/", true},
+		{"10.0.0.7", "http://10.0.0.70/", false},
+		{"127.0.0.1:8080", "http://127.0.0.1:8080/", true},
+		{"[::1]:8080", "http://[::1]:8080/", true},
+		{"[::1]", "http://[::1]/", true},
+		{"::1", "http://[::1]/", true},
+		{"::1", "http://[0:0::1]/", true},
+		{"::1", "http://[::1]:8080/", false},
+		{"[::1]:*", "http://[::1]:8080/", true},
+	}
+	for _, tt := range tests {
+		c, err := New(Grant{Hosts: []string{tt.pattern}})
+		if err != nil {
+			t.Fatalf("New(%q) = %v", tt.pattern, err)
+		}
+		u, err := url.Parse(tt.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.granted(u); got != tt.want {
+			t.Errorf("pattern %q granted(%q) = %v, want %v", tt.pattern, tt.url, got, tt.want)
+		}
+	}
+}
+
+func TestNewRefusesBadGrant(t *testing.T) {
+	tests := []struct {
+		name  string
+		grant Grant
+		want  string // in the error
+	}{
+		{"empty pattern", Grant{Hosts: []string{""}}, "Hosts[0]"},
+		{"bad port", Grant{Hosts: []string{"a.com:0"}}, "Hosts[0]"},
+		{"big port", Grant{Hosts: []string{"a.com:70000"}}, "bad port"},
+		{"bad name", Grant{Hosts: []string{"ok.com", "a b.com"}}, "Hosts[1]"},
+		{"empty label", Grant{Hosts: []string{"a..com"}}, "Hosts[0]"},
+		{"wildcard in middle", Grant{Hosts: []string{"a.*.com"}}, "Hosts[0]"},
+		{"bare wildcard dot", Grant{Hosts: []string{"*."}}, "Hosts[0]"},
+		{"unclosed bracket", Grant{Hosts: []string{"[::1"}}, "Hosts[0]"},
+		{"path", Grant{Hosts: []string{"a.com/x"}}, "Hosts[0]"},
+		{"https proxy", Grant{Proxies: []string{"https://p:1"}}, "Proxies[0]"},
+		{"socks proxy", Grant{Proxies: []string{"socks5://p:1"}}, "Proxies[0]"},
+		{"proxy path", Grant{Proxies: []string{"http://p:1/x"}}, "Proxies[0]"},
+		{"proxy no host", Grant{Proxies: []string{"http:///"}}, "Proxies[0]"},
+		{"proxy twice", Grant{Proxies: []string{"http://p:80", "http://P"}}, "twice"},
+		{"proxy password redacted", Grant{Proxies: []string{"http://u:secret@p:1/x"}}, "Proxies[0]"},
+		{"negative body", Grant{MaxBody: -1}, "MaxBody"},
+		{"negative timeout", Grant{Timeout: -time.Second}, "Timeout"},
+		{"redirects", Grant{MaxRedirects: -2}, "MaxRedirects"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := New(tt.grant)
+			if err == nil {
+				t.Fatalf("New(%+v) = nil error, want one containing %q", tt.grant, tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "httpfn: grant: ") {
+				t.Errorf("New(%+v) = %q, want it to contain %q", tt.grant, err, tt.want)
+			}
+			if strings.Contains(err.Error(), "secret") {
+				t.Errorf("New(%+v) = %q: leaks the proxy password", tt.grant, err)
+			}
+		})
+	}
+}
+
+func TestGrantDefaults(t *testing.T) {
+	g, err := Grant{}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.MaxBody != DefaultMaxBody || g.Timeout != DefaultTimeout || g.MaxRedirects != DefaultMaxRedirects || g.AllowPrivate {
+		t.Errorf("Grant{}.withDefaults() = %+v", g)
+	}
+	g, _ = Grant{MaxRedirects: -1}.withDefaults()
+	if g.MaxRedirects != -1 {
+		t.Errorf("MaxRedirects -1 became %d, want -1 kept", g.MaxRedirects)
+	}
+}
