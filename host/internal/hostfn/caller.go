@@ -1,0 +1,74 @@
+package hostfn
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"time"
+
+	"github.com/fleethost/fleet/abi"
+)
+
+// Plugin is what the core knows of one loaded plugin: who it is, what it was granted and
+// its limits. It is immutable after construction, except for its limiters, which lock
+// themselves.
+type Plugin struct {
+	Type   string
+	Grant  Grant
+	Config json.RawMessage // the validated configuration; nil means `{}`
+	// MaxPayload caps each payload, KV value and tags object, in bytes.
+	MaxPayload int
+	// HTTP performs the http op; nil answers Unavailable.
+	HTTP HTTPDoer
+
+	logLimit  *Limiter // log op lines
+	denyLimit *Limiter // permission-denied log lines
+}
+
+// HTTPDoer performs outbound HTTP for a guest under its grant. httpfn.Client is one.
+type HTTPDoer interface {
+	Do(ctx context.Context, req abi.HTTPRequest) (abi.HTTPReply, *abi.Error)
+}
+
+// NewPlugin returns a Plugin with its log limiters: the log op and permission-denied
+// lines are each logged at most burst at once and 1 per every after that, the dropped
+// ones counted in the next line.
+func NewPlugin(typ string, g Grant, config json.RawMessage, maxPayload int, http HTTPDoer) *Plugin {
+	return &Plugin{
+		Type: typ, Grant: g, Config: config, MaxPayload: maxPayload, HTTP: http,
+		logLimit:  NewLimiter(100*time.Millisecond, 50),
+		denyLimit: NewLimiter(time.Second, 5),
+	}
+}
+
+// Caller is the per-instance state that a host function needs: which plugin and slot is
+// calling. A slot makes one per wasm instance and puts it in the ctx of every guest call
+// (WithCaller), so that host functions, which wazero hands only that ctx and the calling
+// module, find it without a lookup table.
+type Caller struct {
+	Plugin *Plugin // immutable
+	Slot   string  // immutable; the slot's name, e.g. "scraper/2"
+
+	// Pending is the reply the transport kept because it did not fit the guest's buffer,
+	// until abi.OpReplyFetch takes it. Owned by the goroutine running the instance:
+	// an instance is never called from two goroutines at once.
+	Pending []byte
+}
+
+type callerKey struct{}
+
+// WithCaller returns ctx carrying c.
+func WithCaller(ctx context.Context, c *Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
+// CallerFrom returns the Caller in ctx, or nil.
+func CallerFrom(ctx context.Context) *Caller {
+	c, _ := ctx.Value(callerKey{}).(*Caller)
+	return c
+}
+
+// attrs are the log attributes naming the caller.
+func (c *Caller) attrs() []any {
+	return []any{slog.String("plugin", c.Plugin.Type), slog.String("slot", c.Slot)}
+}

@@ -1,0 +1,158 @@
+// Package hostfn is the dispatch core of the host functions: it turns a guest's request
+// bytes into an envelope, independent of how the bytes crossed (native wazero ABI today,
+// Extism later).
+//
+// For every operation it decodes strictly (abi.DecodeRequest), checks the caller's grant,
+// validates against the named contract and the size limits, calls the backend, translates
+// primitives errors into abi kinds once, and encodes the abi.Envelope. It never panics on
+// guest input; a panic anyway becomes an Internal envelope and a log line.
+package hostfn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+
+	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/internal/validate"
+	"github.com/fleethost/fleet/primitives"
+)
+
+// ContractsNamespace is the KV namespace where hosts record the fleet's contracts, and the
+// name of the lock they hold while doing so. No grant reaches either: a guest can neither
+// read nor overwrite the registry, nor hold up a host's start.
+const ContractsNamespace = "fleet-contracts"
+
+// Core dispatches host calls. It is safe for concurrent use; build it with NewCore.
+type Core struct {
+	backend   primitives.Backend // immutable after construction
+	contracts *validate.Registry // immutable pointer; the registry locks itself
+	log       *slog.Logger       // immutable after construction
+	metrics   *Metrics           // immutable pointer; the registry locks itself
+	ops       map[abi.Op]opFunc  // immutable after construction
+}
+
+// opFunc runs one operation. It returns the result to encode, or an error envelope.
+type opFunc func(ctx context.Context, c *Caller, req []byte) (any, *abi.Error)
+
+// NewCore returns a Core over backend. contracts resolves pool and queue names; metrics
+// receives the metric op (nil keeps none).
+func NewCore(backend primitives.Backend, contracts *validate.Registry, metrics *Metrics, log *slog.Logger) *Core {
+	if backend == nil || contracts == nil || log == nil {
+		panic("hostfn: NewCore needs a backend, a contract registry and a logger")
+	}
+	if metrics == nil {
+		metrics = NewMetrics()
+	}
+	c := &Core{backend: backend, contracts: contracts, log: log, metrics: metrics}
+	c.ops = map[abi.Op]opFunc{
+		abi.OpPoolPut:     c.poolPut,
+		abi.OpPoolClaim:   c.poolClaim,
+		abi.OpPoolList:    c.poolList,
+		abi.OpPoolRelease: c.poolRelease,
+		abi.OpPoolMarkBad: c.poolMarkBad,
+		abi.OpPoolSize:    c.poolSize,
+		abi.OpKVGet:       c.kvGet,
+		abi.OpKVSet:       c.kvSet,
+		abi.OpKVDelete:    c.kvDelete,
+		abi.OpLockAcquire: c.lockAcquire,
+		abi.OpLockRelease: c.lockRelease,
+		abi.OpCounterIncr: c.counterIncr,
+		abi.OpCounterGet:  c.counterGet,
+		abi.OpSubmit:      c.submit,
+		abi.OpConfigGet:   c.configGet,
+		abi.OpLog:         c.logOp,
+		abi.OpMetric:      c.metric,
+		abi.OpHTTP:        c.http,
+	}
+	return c
+}
+
+// Metrics returns the registry the metric op writes to.
+func (c *Core) Metrics() *Metrics { return c.metrics }
+
+// Call runs op with the request bytes req on behalf of the Caller carried by ctx (see
+// WithCaller) and returns the reply envelope. It never panics and never returns nil.
+// req is not kept after Call returns, except through values it decoded from it.
+//
+//	reply := core.Call(hostfn.WithCaller(ctx, caller), abi.OpKVGet, []byte(`{"namespace":"a:x","key":"k"}`))
+//
+// abi.OpReplyFetch is the transport's business and answers an Internal error here.
+func (c *Core) Call(ctx context.Context, op abi.Op, req []byte) (reply []byte) {
+	caller := CallerFrom(ctx)
+	defer func() {
+		if r := recover(); r != nil {
+			attrs := []any{"op", string(op), "panic", fmt.Sprint(r), "stack", string(debug.Stack())}
+			if caller != nil {
+				attrs = append(attrs, "plugin", caller.Plugin.Type, "slot", caller.Slot)
+			}
+			c.log.Error("hostfn: host function panicked; answering Internal", attrs...)
+			reply = abi.EncodeError(abi.Errorf(abi.Internal, "host function %s failed", op))
+		}
+	}()
+	if caller == nil || caller.Plugin == nil {
+		return abi.EncodeError(abi.Errorf(abi.Internal, "hostfn: %s called outside a slot's guest call", op))
+	}
+	fn, ok := c.ops[op]
+	if !ok {
+		return abi.EncodeError(abi.Errorf(abi.Internal, "hostfn: no operation %q in the dispatch core", op))
+	}
+	res, e := fn(ctx, caller, req)
+	if e != nil {
+		return abi.EncodeError(e)
+	}
+	return abi.EncodeOK(res)
+}
+
+// fromBackend translates a primitives error into an abi kind, once, at this boundary.
+func fromBackend(err error) *abi.Error {
+	switch {
+	case errors.Is(err, primitives.ErrInvalid):
+		return abi.Errorf(abi.ValueError, "%v", err)
+	case errors.Is(err, primitives.ErrNotFound):
+		return abi.Errorf(abi.NotFound, "%v", err)
+	case errors.Is(err, primitives.ErrConflict):
+		return abi.Errorf(abi.Conflict, "%v", err)
+	case errors.Is(err, primitives.ErrLimit):
+		return abi.Errorf(abi.LimitExceeded, "%v", err)
+	case errors.Is(err, primitives.ErrUnavailable):
+		return abi.Errorf(abi.Unavailable, "%v", err)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return abi.Errorf(abi.Unavailable, "the call's deadline passed: %v", err)
+	}
+	return abi.Errorf(abi.Internal, "%v", err)
+}
+
+// decode is abi.DecodeRequest; an empty request is taken as `{}` for the ops whose
+// every field is optional.
+func decode(req []byte, v any) *abi.Error {
+	return abi.DecodeRequest(req, v)
+}
+
+// checkSize refuses a value over the plugin's payload limit, before it is validated or
+// stored.
+func checkSize(p *Plugin, what string, v []byte) *abi.Error {
+	if len(v) > p.MaxPayload {
+		return abi.Errorf(abi.LimitExceeded, "%s is %d bytes, limit %d", what, len(v), p.MaxPayload)
+	}
+	return nil
+}
+
+// checkName applies the primitives' name rule, as a ValueError.
+func checkName(what, name string) *abi.Error {
+	if err := primitives.CheckName(what, name); err != nil {
+		return abi.Errorf(abi.ValueError, "%v", err)
+	}
+	return nil
+}
+
+// required refuses a missing JSON value.
+func required(what string, v json.RawMessage) *abi.Error {
+	if len(v) == 0 {
+		return abi.Errorf(abi.ValueError, "%s is missing", what)
+	}
+	return nil
+}

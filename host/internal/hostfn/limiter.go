@@ -1,0 +1,46 @@
+package hostfn
+
+import (
+	"sync"
+	"time"
+)
+
+// Limiter lets through a burst of events and then one per interval, counting what it
+// drops so that the next line can say so. It is the rate limit of every log line a guest
+// can cause (STYLE 30). Safe for concurrent use.
+type Limiter struct {
+	every time.Duration // immutable
+	burst float64       // immutable
+
+	mu      sync.Mutex
+	tokens  float64   // guarded by mu
+	last    time.Time // guarded by mu
+	dropped int       // guarded by mu
+}
+
+// NewLimiter allows burst events at once and one more per every.
+func NewLimiter(every time.Duration, burst int) *Limiter {
+	return &Limiter{every: every, burst: float64(burst), tokens: float64(burst)}
+}
+
+// Allow reports whether an event may pass now and, when it may, how many were dropped
+// since the last one that passed.
+func (l *Limiter) Allow() (ok bool, dropped int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	if !l.last.IsZero() {
+		l.tokens += float64(now.Sub(l.last)) / float64(l.every)
+		if l.tokens > l.burst {
+			l.tokens = l.burst
+		}
+	}
+	l.last = now
+	if l.tokens < 1 {
+		l.dropped++
+		return false, 0
+	}
+	l.tokens--
+	dropped, l.dropped = l.dropped, 0
+	return true, dropped
+}

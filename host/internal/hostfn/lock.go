@@ -1,0 +1,64 @@
+package hostfn
+
+import (
+	"context"
+
+	"github.com/fleethost/fleet/abi"
+)
+
+func (c *Core) lockName(ctx context.Context, caller *Caller, op abi.Op, name string) *abi.Error {
+	if e := checkName("lock", name); e != nil {
+		return e
+	}
+	if name == ContractsNamespace || !caller.Plugin.Grant.Locks.Match(name) {
+		return c.deny(ctx, caller, op, "lock", name)
+	}
+	return nil
+}
+
+// lockAcquire: lock_acquire. The wait is bounded by the guest call's deadline too.
+//
+//	request:  {"name": "scraper:harvest", "hold_ms": 30000, "wait_ms": 2000}
+//	reply:    {"acquired": true, "token": "...", "fence": 7, "until_ms": 1700000000000}
+func (c *Core) lockAcquire(ctx context.Context, caller *Caller, req []byte) (any, *abi.Error) {
+	var r abi.LockAcquireRequest
+	if e := decode(req, &r); e != nil {
+		return nil, e
+	}
+	if e := c.lockName(ctx, caller, abi.OpLockAcquire, r.Name); e != nil {
+		return nil, e
+	}
+	if r.HoldMs <= 0 {
+		return nil, abi.Errorf(abi.ValueError, "hold_ms must be positive, got %d", r.HoldMs)
+	}
+	if r.WaitMs < 0 {
+		return nil, abi.Errorf(abi.ValueError, "wait_ms is negative (%d)", r.WaitMs)
+	}
+	g, ok, err := c.backend.LockAcquire(ctx, r.Name, ms(r.HoldMs), ms(r.WaitMs))
+	if err != nil {
+		return nil, fromBackend(err)
+	}
+	if !ok {
+		return abi.LockAcquireReply{Acquired: false}, nil
+	}
+	return abi.LockAcquireReply{Acquired: true, Token: g.Token, Fence: g.Fence, UntilMs: g.Until.UnixMilli()}, nil
+}
+
+// lockRelease: lock_release.
+//
+//	request:  {"name": "scraper:harvest", "token": "..."}
+//	reply:    {"released": true}
+func (c *Core) lockRelease(ctx context.Context, caller *Caller, req []byte) (any, *abi.Error) {
+	var r abi.LockReleaseRequest
+	if e := decode(req, &r); e != nil {
+		return nil, e
+	}
+	if e := c.lockName(ctx, caller, abi.OpLockRelease, r.Name); e != nil {
+		return nil, e
+	}
+	released, err := c.backend.LockRelease(ctx, r.Name, r.Token)
+	if err != nil {
+		return nil, fromBackend(err)
+	}
+	return abi.LockReleaseReply{Released: released}, nil
+}

@@ -1,0 +1,243 @@
+package hostfn
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"sort"
+	"time"
+
+	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/internal/validate"
+	"github.com/fleethost/fleet/primitives"
+)
+
+// pool resolves a pool name for caller: it must be declared by the plugin (its grant) and
+// registered as a contract.
+func (c *Core) pool(ctx context.Context, caller *Caller, op abi.Op, name string) (*validate.Pool, *abi.Error) {
+	if e := checkName("pool", name); e != nil {
+		return nil, e
+	}
+	if !caller.Plugin.Grant.Pools[name] {
+		return nil, c.deny(ctx, caller, op, "pool", name)
+	}
+	p := c.contracts.Pool(name)
+	if p == nil {
+		return nil, abi.Errorf(abi.Internal, "pool %q is granted but has no registered contract", name)
+	}
+	return p, nil
+}
+
+// poolPut: pool_put.
+//
+//	request:  {"pool": "cookies", "payload": {...}, "tags": {"site": "x"}, "ttl_ms": 60000}
+//	reply:    {"id": "..."}
+//
+// The payload is validated against the pool's payload schema, the tags against its tags
+// schema; each is capped at the plugin's MaxPayload.
+func (c *Core) poolPut(ctx context.Context, caller *Caller, req []byte) (any, *abi.Error) {
+	var r abi.PoolPutRequest
+	if e := decode(req, &r); e != nil {
+		return nil, e
+	}
+	p, e := c.pool(ctx, caller, abi.OpPoolPut, r.Pool)
+	if e != nil {
+		return nil, e
+	}
+	if e := required("payload", r.Payload); e != nil {
+		return nil, e
+	}
+	if e := checkSize(caller.Plugin, "payload", r.Payload); e != nil {
+		return nil, e
+	}
+	if e := checkSize(caller.Plugin, "tags", r.Tags); e != nil {
+		return nil, e
+	}
+	if r.TTLMs < 0 {
+		return nil, abi.Errorf(abi.ValueError, "ttl_ms is negative (%d)", r.TTLMs)
+	}
+	if e := p.Payload.Validate("payload", r.Payload); e != nil {
+		return nil, e
+	}
+	tags, e := validate.Tags(p.Tags, r.Tags)
+	if e != nil {
+		return nil, e
+	}
+	id, err := c.backend.PoolPut(ctx, r.Pool, r.Payload, tags, ms(r.TTLMs))
+	if err != nil {
+		return nil, fromBackend(err)
+	}
+	return abi.PoolPutReply{ID: id}, nil
+}
+
+// poolClaim: pool_claim.
+//
+//	request:  {"pool": "cookies", "where": {"site": "x"}, "hold_ms": 20000}
+//	reply:    {"found": true, "item": {...}, "token": "...", "until_ms": 1700000000000}
+//
+// Each where entry is validated as a property of the tags schema.
+func (c *Core) poolClaim(ctx context.Context, caller *Caller, req []byte) (any, *abi.Error) {
+	var r abi.PoolClaimRequest
+	if e := decode(req, &r); e != nil {
+		return nil, e
+	}
+	p, e := c.pool(ctx, caller, abi.OpPoolClaim, r.Pool)
+	if e != nil {
+		return nil, e
+	}
+	if r.HoldMs <= 0 {
+		return nil, abi.Errorf(abi.ValueError, "hold_ms must be positive, got %d", r.HoldMs)
+	}
+	where, e := validate.Where(p.Tags, r.Where)
+	if e != nil {
+		return nil, e
+	}
+	l, ok, err := c.backend.PoolClaim(ctx, r.Pool, where, ms(r.HoldMs))
+	if err != nil {
+		return nil, fromBackend(err)
+	}
+	if !ok {
+		return abi.PoolClaimReply{Found: false}, nil
+	}
+	item := toItem(l.Item)
+	return abi.PoolClaimReply{Found: true, Item: &item, Token: l.Token, UntilMs: l.Until.UnixMilli()}, nil
+}
+
+// poolList: pool_list.
+//
+//	request:  {"pool": "cookies", "where": {"site": "x"}, "limit": 10}
+//	reply:    {"items": [...]}
+func (c *Core) poolList(ctx context.Context, caller *Caller, req []byte) (any, *abi.Error) {
+	var r abi.PoolListRequest
+	if e := decode(req, &r); e != nil {
+		return nil, e
+	}
+	p, e := c.pool(ctx, caller, abi.OpPoolList, r.Pool)
+	if e != nil {
+		return nil, e
+	}
+	if r.Limit < 0 {
+		return nil, abi.Errorf(abi.ValueError, "limit is negative (%d)", r.Limit)
+	}
+	where, e := validate.Where(p.Tags, r.Where)
+	if e != nil {
+		return nil, e
+	}
+	items, err := c.backend.PoolList(ctx, r.Pool, where, r.Limit)
+	if err != nil {
+		return nil, fromBackend(err)
+	}
+	out := abi.PoolListReply{Items: make([]abi.PoolItem, 0, len(items))}
+	for _, it := range items {
+		out.Items = append(out.Items, toItem(it))
+	}
+	return out, nil
+}
+
+// poolRelease: pool_release.
+//
+//	request:  {"pool": "cookies", "id": "...", "token": "..."}
+//	reply:    {}
+func (c *Core) poolRelease(ctx context.Context, caller *Caller, req []byte) (any, *abi.Error) {
+	var r abi.PoolReleaseRequest
+	if e := decode(req, &r); e != nil {
+		return nil, e
+	}
+	if _, e := c.pool(ctx, caller, abi.OpPoolRelease, r.Pool); e != nil {
+		return nil, e
+	}
+	if err := c.backend.PoolRelease(ctx, r.Pool, r.ID, r.Token); err != nil {
+		return nil, fromBackend(err)
+	}
+	return abi.Empty{}, nil
+}
+
+// maxReason caps a mark_bad reason or a task's failure reason, in bytes.
+const maxReason = 1024
+
+// poolMarkBad: pool_mark_bad.
+//
+//	request:  {"pool": "cookies", "id": "...", "reason": "clearance rejected"}
+//	reply:    {}
+func (c *Core) poolMarkBad(ctx context.Context, caller *Caller, req []byte) (any, *abi.Error) {
+	var r abi.PoolMarkBadRequest
+	if e := decode(req, &r); e != nil {
+		return nil, e
+	}
+	if _, e := c.pool(ctx, caller, abi.OpPoolMarkBad, r.Pool); e != nil {
+		return nil, e
+	}
+	if len(r.Reason) > maxReason {
+		return nil, abi.Errorf(abi.LimitExceeded, "reason is %d bytes, limit %d", len(r.Reason), maxReason)
+	}
+	if err := c.backend.PoolMarkBad(ctx, r.Pool, r.ID, r.Reason); err != nil {
+		return nil, fromBackend(err)
+	}
+	return abi.Empty{}, nil
+}
+
+// poolSize: pool_size.
+//
+//	request:  {"pool": "cookies"}
+//	reply:    {"size": 3}
+func (c *Core) poolSize(ctx context.Context, caller *Caller, req []byte) (any, *abi.Error) {
+	var r abi.PoolSizeRequest
+	if e := decode(req, &r); e != nil {
+		return nil, e
+	}
+	if _, e := c.pool(ctx, caller, abi.OpPoolSize, r.Pool); e != nil {
+		return nil, e
+	}
+	n, err := c.backend.PoolSize(ctx, r.Pool)
+	if err != nil {
+		return nil, fromBackend(err)
+	}
+	return abi.PoolSizeReply{Size: n}, nil
+}
+
+func toItem(it primitives.Item) abi.PoolItem {
+	out := abi.PoolItem{
+		ID:          it.ID,
+		Payload:     json.RawMessage(it.Payload),
+		Tags:        tagsJSON(it.Tags),
+		CreatedAtMs: it.CreatedAt.UnixMilli(),
+	}
+	if !it.ExpiresAt.IsZero() {
+		out.ExpiresAtMs = it.ExpiresAt.UnixMilli()
+	}
+	if len(out.Payload) == 0 {
+		out.Payload = json.RawMessage("null")
+	}
+	return out
+}
+
+// tagsJSON renders primitives.Tags, whose values are canonical JSON texts, as a JSON
+// object with sorted keys. A value that is not JSON (which the host never writes, but
+// another writer of the backend might) is rendered as a string.
+func tagsJSON(t primitives.Tags) json.RawMessage {
+	keys := make([]string, 0, len(t))
+	for k := range t {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var buf bytes.Buffer
+	buf.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		kb, _ := json.Marshal(k)
+		buf.Write(kb)
+		buf.WriteByte(':')
+		if v := t[k]; json.Valid([]byte(v)) {
+			buf.WriteString(v)
+		} else {
+			vb, _ := json.Marshal(v)
+			buf.Write(vb)
+		}
+	}
+	buf.WriteByte('}')
+	return buf.Bytes()
+}
+
+func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
