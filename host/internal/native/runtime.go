@@ -1,0 +1,196 @@
+package native
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/internal/hostfn"
+)
+
+// Runtime is one plugin's wazero runtime: WASI, the fleet host module and the plugin
+// compiled once. It is one runtime per plugin because the memory limit is a runtime
+// setting; the compilation cache is shared between them. Safe for concurrent use.
+type Runtime struct {
+	r        wazero.Runtime        // immutable after NewRuntime
+	compiled wazero.CompiledModule // immutable after NewRuntime
+	log      *slog.Logger          // immutable
+}
+
+// Params configure a Runtime.
+type Params struct {
+	Cache            wazero.CompilationCache // shared by every plugin's runtime; may be nil
+	MemoryLimitPages uint32                  // per instance memory limit, in 64 KiB pages
+	Core             *hostfn.Core
+	Log              *slog.Logger
+}
+
+// The signatures the ABI fixes for the guest's exports.
+var exportSigs = map[string]struct{ params, results []api.ValueType }{
+	abi.ExportABIVersion: {nil, []api.ValueType{api.ValueTypeI32}},
+	abi.ExportInput:      {[]api.ValueType{api.ValueTypeI32}, []api.ValueType{api.ValueTypeI32}},
+	abi.ExportDescribe:   {nil, []api.ValueType{api.ValueTypeI64}},
+	abi.ExportHandle:     {[]api.ValueType{api.ValueTypeI32}, []api.ValueType{api.ValueTypeI64}},
+	abi.ExportTick:       {[]api.ValueType{api.ValueTypeI32}, []api.ValueType{api.ValueTypeI64}},
+	abi.ExportInitialize: {nil, nil},
+}
+
+// NewRuntime compiles wasm in a new runtime with the sandbox's settings: the memory limit,
+// WithCloseOnContextDone (a deadline kills a runaway guest), WASI and the fleet host module.
+// It refuses a module whose required exports (fleet_abi_version, fleet_input,
+// fleet_describe) are missing or mistyped, or which imports anything but WASI and the
+// fleet operations, naming the export or import.
+func NewRuntime(ctx context.Context, p Params, wasm []byte) (rt *Runtime, err error) {
+	cfg := wazero.NewRuntimeConfig().
+		WithMemoryLimitPages(p.MemoryLimitPages).
+		WithCloseOnContextDone(true)
+	if p.Cache != nil {
+		cfg = cfg.WithCompilationCache(p.Cache)
+	}
+	r := wazero.NewRuntimeWithConfig(ctx, cfg)
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, r.Close(ctx))
+		}
+	}()
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r); err != nil {
+		return nil, fmt.Errorf("native: instantiate wasi: %w", err)
+	}
+	if err := instantiateHostModule(ctx, r, p.Core, p.Log); err != nil {
+		return nil, fmt.Errorf("native: instantiate host module: %w", err)
+	}
+	compiled, err := r.CompileModule(ctx, wasm)
+	if err != nil {
+		return nil, fmt.Errorf("native: compile: %w", err)
+	}
+	if err := checkModule(compiled); err != nil {
+		return nil, err
+	}
+	return &Runtime{r: r, compiled: compiled, log: p.Log}, nil
+}
+
+func checkModule(c wazero.CompiledModule) error {
+	exports := c.ExportedFunctions()
+	for _, name := range []string{abi.ExportABIVersion, abi.ExportInput, abi.ExportDescribe} {
+		if _, ok := exports[name]; !ok {
+			return fmt.Errorf("native: module does not export %s; a fleet guest must export %s, %s and %s",
+				name, abi.ExportABIVersion, abi.ExportInput, abi.ExportDescribe)
+		}
+	}
+	for name, sig := range exportSigs {
+		def, ok := exports[name]
+		if !ok {
+			continue
+		}
+		if !slices.Equal(def.ParamTypes(), sig.params) || !slices.Equal(def.ResultTypes(), sig.results) {
+			return fmt.Errorf("native: export %s has signature %s, want %s",
+				name, sigString(def.ParamTypes(), def.ResultTypes()), sigString(sig.params, sig.results))
+		}
+	}
+	ops := map[string]bool{}
+	for _, op := range abi.Ops {
+		ops[string(op)] = true
+	}
+	fleetSig := []api.ValueType{api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32}
+	for _, imp := range c.ImportedFunctions() {
+		mod, name, _ := imp.Import()
+		switch mod {
+		case wasi_snapshot_preview1.ModuleName:
+			// Resolved (or refused) by wazero at instantiation; WASI has no fs, env or
+			// args configured, so these calls see an empty sandbox.
+		case abi.HostModule:
+			if !ops[name] {
+				return fmt.Errorf("native: module imports %s.%s, which this host does not provide (ABI %d..%d)",
+					mod, name, abi.MinVersion, abi.Version)
+			}
+			if !slices.Equal(imp.ParamTypes(), fleetSig) || !slices.Equal(imp.ResultTypes(), []api.ValueType{api.ValueTypeI32}) {
+				return fmt.Errorf("native: module imports %s.%s as %s, want %s", mod, name,
+					sigString(imp.ParamTypes(), imp.ResultTypes()), sigString(fleetSig, []api.ValueType{api.ValueTypeI32}))
+			}
+		default:
+			return fmt.Errorf("native: module imports %s.%s; a guest may import only %s and %s",
+				mod, name, abi.HostModule, wasi_snapshot_preview1.ModuleName)
+		}
+	}
+	return nil
+}
+
+func sigString(params, results []api.ValueType) string {
+	names := func(ts []api.ValueType) string {
+		s := make([]string, len(ts))
+		for i, t := range ts {
+			s[i] = api.ValueTypeName(t)
+		}
+		return strings.Join(s, ", ")
+	}
+	return "(" + names(params) + ") -> (" + names(results) + ")"
+}
+
+// HasExport reports whether the plugin exports the function name.
+func (rt *Runtime) HasExport(name string) bool {
+	_, ok := rt.compiled.ExportedFunctions()[name]
+	return ok
+}
+
+// Close closes the runtime and every instance in it.
+func (rt *Runtime) Close(ctx context.Context) error {
+	return rt.r.Close(ctx)
+}
+
+// Instantiate makes a fresh instance named name (unique in the runtime), runs its
+// _initialize under ctx (a WASI reactor's start), and looks every export up once.
+// Host calls made by the instance are attributed to caller. Guest stdout and stderr go
+// to out (nil discards them).
+//
+// The sandbox: no filesystem, no environment, no arguments, no sockets. The guest gets the
+// real clocks, sleep, and crypto/rand as its random source; wazero's defaults (a fixed
+// clock, a deterministic random source) would hand every instance the same "random" bytes.
+func (rt *Runtime) Instantiate(ctx context.Context, name string, caller *hostfn.Caller, out io.Writer) (*Instance, error) {
+	if out == nil {
+		out = io.Discard
+	}
+	cfg := wazero.NewModuleConfig().
+		WithName(name).
+		WithStartFunctions(). // _initialize runs below, under the caller's ctx
+		WithStdout(out).
+		WithStderr(out).
+		WithSysWalltime().
+		WithSysNanotime().
+		WithSysNanosleep().
+		WithRandSource(rand.Reader)
+	ctx = hostfn.WithCaller(ctx, caller)
+	mod, err := rt.r.InstantiateModule(ctx, rt.compiled, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("native: instantiate %s: %w", name, err)
+	}
+	if mod.Memory() == nil {
+		_ = mod.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("native: %s has no memory; a fleet guest must define one", name)
+	}
+	in := &Instance{
+		mod:        mod,
+		caller:     caller,
+		abiVersion: mod.ExportedFunction(abi.ExportABIVersion),
+		input:      mod.ExportedFunction(abi.ExportInput),
+		describe:   mod.ExportedFunction(abi.ExportDescribe),
+		handle:     mod.ExportedFunction(abi.ExportHandle),
+		tick:       mod.ExportedFunction(abi.ExportTick),
+	}
+	if init := mod.ExportedFunction(abi.ExportInitialize); init != nil {
+		if err := init.CallWithStack(ctx, in.stack[:]); err != nil {
+			_ = mod.Close(context.WithoutCancel(ctx))
+			return nil, fmt.Errorf("native: %s %s: %w", name, abi.ExportInitialize, err)
+		}
+	}
+	return in, nil
+}
