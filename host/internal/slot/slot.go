@@ -1,0 +1,366 @@
+// Package slot runs one slot's loop: claim a task (or tick), call the guest under a
+// deadline, turn the result into an outcome, ack or hand back the task, and tell an
+// observer what happened.
+package slot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/primitives"
+)
+
+// Guest is one live plugin instance as a slot drives it. Any error means the instance is
+// dead and must be closed and replaced.
+type Guest interface {
+	Handle(ctx context.Context, input []byte) ([]byte, error)
+	Tick(ctx context.Context, input []byte) ([]byte, error)
+	Close(ctx context.Context) error
+}
+
+// How an iteration ended; the reporter's vocabulary.
+const (
+	OutcomeCheckpoint = "checkpoint" // done: the task was acked (or the tick succeeded)
+	OutcomeReleased   = "released"   // the task went back to its queue (retry, fail, drain)
+	OutcomeParked     = "parked"     // the task's attempts are spent: parked for the operator
+	OutcomeDead       = "dead"       // the instance died (trap, deadline, memory, broken result)
+)
+
+// The kinds of Event.
+const (
+	EventIdle     = "idle"     // polling, holding nothing
+	EventWorking  = "working"  // working task N in Phase
+	EventDraining = "draining" // paused or shutting down: not claiming
+	EventFinished = "finished" // an iteration ended; Iteration is set
+	EventStopped  = "stopped"  // the loop returned; the last event of a slot
+)
+
+// Event is one step of a slot's lifecycle, for telemetry.
+type Event struct {
+	Kind      string
+	Slot      string // "<type>/<index>"
+	N         int    // the 1-based iteration number (working, finished)
+	TaskID    string // the task being worked, when one was claimed
+	Phase     string // "handle", "tick", "ack" or "release" (working)
+	Iteration *Iteration
+}
+
+// Iteration is one finished loop step.
+type Iteration struct {
+	TaskID   string
+	Phases   []string // the phases run, in order
+	Outcome  string   // one of the Outcome constants
+	Reason   string   // why the task went back or the instance died, if it did
+	Duration time.Duration
+}
+
+// Params configure a Slot. Every field is required unless marked.
+type Params struct {
+	Name        string // "<type>/<index>", for logs and events
+	Mode        string // abi.ModeBatch or abi.ModeLoop
+	Queue       string // the consumed queue (batch)
+	Backend     primitives.Queue
+	NewGuest    func(ctx context.Context) (Guest, error)
+	Lease       time.Duration // the task lease
+	MaxAttempts int
+	Poll        time.Duration // wait after an empty claim, and between loop ticks
+	CallTimeout time.Duration
+	RetryDelay  time.Duration // a retry's delay when the guest gives none
+	// BackoffMin and BackoffMax bound the wait before a fresh instance after repeated
+	// deaths: BackoffMin after the first, doubling, reset by any iteration that does not
+	// die. Optional: default 100ms and 30s.
+	BackoffMin, BackoffMax time.Duration
+	Paused                 func() bool  // optional; true stops claiming until false
+	Observe                func(Event)  // optional; must not block
+	Log                    *slog.Logger // required
+}
+
+// settleTimeout bounds an ack or release, which runs even after a drain's deadline.
+const settleTimeout = 10 * time.Second
+
+// maxReason caps a reason recorded on a task.
+const maxReason = 1024
+
+// Slot is one loop. Its fields are owned by the goroutine running Run.
+type Slot struct {
+	p      Params
+	guest  Guest // nil until made, and after a death
+	deaths int   // consecutive deaths, for the backoff
+	n      int   // iterations so far
+	state  string
+}
+
+// New returns a slot; Run starts it.
+func New(p Params) *Slot {
+	if p.BackoffMin <= 0 {
+		p.BackoffMin = 100 * time.Millisecond
+	}
+	if p.BackoffMax <= 0 {
+		p.BackoffMax = 30 * time.Second
+	}
+	if p.Paused == nil {
+		p.Paused = func() bool { return false }
+	}
+	if p.Observe == nil {
+		p.Observe = func(Event) {}
+	}
+	return &Slot{p: p}
+}
+
+// Run runs the loop until soft is done, then returns once the iteration in flight has
+// settled. soft ending stops claiming; hard ending cuts the guest call in flight (its
+// instance dies) — the host cancels hard when the drain's grace period is over. A task
+// that a cut call held goes back to its queue at once, with no park.
+func (s *Slot) Run(soft, hard context.Context) {
+	defer func() {
+		if s.guest != nil {
+			_ = s.guest.Close(context.WithoutCancel(hard))
+			s.guest = nil
+		}
+		s.emit(Event{Kind: EventStopped})
+	}()
+	for {
+		if soft.Err() != nil {
+			s.setState(EventDraining)
+			return
+		}
+		if s.p.Paused() {
+			s.setState(EventDraining)
+			sleep(soft, s.p.Poll)
+			continue
+		}
+		if s.guest == nil {
+			if s.deaths > 0 && !sleep(soft, s.backoff()) {
+				continue // soft ended: the loop top returns
+			}
+			g, err := s.p.NewGuest(hard)
+			if err != nil {
+				s.deaths++
+				s.p.Log.Error("slot: cannot make an instance", "slot", s.p.Name, "deaths", s.deaths, "err", err)
+				continue
+			}
+			s.guest = g
+		}
+		var it Iteration
+		var wait time.Duration
+		if s.p.Mode == abi.ModeLoop {
+			it, wait = s.tickOnce(hard)
+		} else {
+			t, ok, err := s.p.Backend.QueueClaim(soft, s.p.Queue, s.p.Lease, s.p.MaxAttempts)
+			if err != nil {
+				if soft.Err() == nil {
+					s.p.Log.Warn("slot: claim failed", "slot", s.p.Name, "queue", s.p.Queue, "err", err)
+				}
+				sleep(soft, s.p.Poll)
+				continue
+			}
+			if !ok {
+				s.emit(Event{Kind: EventIdle})
+				s.state = EventIdle
+				sleep(soft, s.p.Poll)
+				continue
+			}
+			it = s.handleOnce(hard, t)
+		}
+		if it.Outcome == OutcomeDead {
+			s.deaths++
+		} else {
+			s.deaths = 0
+		}
+		s.emit(Event{Kind: EventFinished, N: s.n, TaskID: it.TaskID, Iteration: &it})
+		s.state = EventFinished
+		if wait > 0 {
+			sleep(soft, wait)
+		}
+	}
+}
+
+func (s *Slot) setState(kind string) {
+	if s.state != kind {
+		s.state = kind
+		s.emit(Event{Kind: kind})
+	}
+}
+
+func (s *Slot) emit(e Event) {
+	e.Slot = s.p.Name
+	s.p.Observe(e)
+}
+
+func (s *Slot) backoff() time.Duration {
+	d := s.p.BackoffMin
+	for i := 1; i < s.deaths && d < s.p.BackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, s.p.BackoffMax)
+}
+
+// handleOnce works one claimed task to its outcome.
+func (s *Slot) handleOnce(hard context.Context, t primitives.ClaimedTask) Iteration {
+	s.n++
+	start := time.Now()
+	it := Iteration{TaskID: t.ID, Phases: []string{"handle"}}
+	s.emit(Event{Kind: EventWorking, N: s.n, TaskID: t.ID, Phase: "handle"})
+	s.state = EventWorking
+
+	input, _ := json.Marshal(abi.HandleInput{
+		Task: abi.TaskEnvelope{
+			ID: t.ID, Payload: json.RawMessage(t.Payload), Attempts: t.Attempts,
+			EnqueuedAtMs: t.EnqueuedAt.UnixMilli(), LastError: t.LastError,
+		},
+		Iteration: s.n,
+	})
+	res, err := s.call(hard, s.guest.Handle, input)
+
+	settle, cancel := context.WithTimeout(context.WithoutCancel(hard), settleTimeout)
+	defer cancel()
+	release := func(r primitives.Retry, outcome string) {
+		it.Phases = append(it.Phases, "release")
+		s.emit(Event{Kind: EventWorking, N: s.n, TaskID: t.ID, Phase: "release"})
+		parked, err := s.p.Backend.QueueRelease(settle, s.p.Queue, t.ID, t.Token, r)
+		switch {
+		case err != nil:
+			s.p.Log.Warn("slot: release failed; the lease will expire instead", "slot", s.p.Name, "task", t.ID, "err", err)
+		case parked && outcome == OutcomeDead:
+			s.p.Log.Warn("slot: task parked: its attempts are spent", "slot", s.p.Name, "task", t.ID, "reason", r.Reason)
+		case parked:
+			outcome = OutcomeParked
+			s.p.Log.Warn("slot: task parked: its attempts are spent", "slot", s.p.Name, "task", t.ID, "reason", r.Reason)
+		}
+		it.Outcome = outcome
+	}
+
+	switch {
+	case err != nil && hard.Err() != nil:
+		// The drain's grace period ended mid-call: not the task's fault, so no park.
+		s.discard()
+		it.Reason = "host draining: call cut at the drain deadline"
+		release(primitives.Retry{Reason: it.Reason}, OutcomeReleased)
+	case err != nil:
+		s.discard()
+		it.Reason = cut("guest died: " + err.Error())
+		s.p.Log.Warn("slot: guest died; making a fresh instance", "slot", s.p.Name, "task", t.ID, "err", err)
+		release(primitives.Retry{Reason: it.Reason, MaxAttempts: s.p.MaxAttempts}, OutcomeDead)
+	default:
+		switch res.Outcome {
+		case abi.OutcomeDone:
+			it.Phases = append(it.Phases, "ack")
+			s.emit(Event{Kind: EventWorking, N: s.n, TaskID: t.ID, Phase: "ack"})
+			if err := s.p.Backend.QueueAck(settle, s.p.Queue, t.ID, t.Token); err != nil {
+				s.p.Log.Warn("slot: ack failed; the task may run again", "slot", s.p.Name, "task", t.ID, "err", err)
+			}
+			it.Outcome = OutcomeCheckpoint
+		case abi.OutcomeRetry:
+			delay := time.Duration(res.RetryAfterMs) * time.Millisecond
+			if delay == 0 {
+				delay = s.p.RetryDelay
+			}
+			it.Reason = cut(orDefault(res.Reason, "retry"))
+			release(primitives.Retry{Reason: it.Reason, Delay: delay, MaxAttempts: s.p.MaxAttempts}, OutcomeReleased)
+		case abi.OutcomeFail:
+			it.Reason = cut(orDefault(res.Reason, "failed"))
+			release(primitives.Retry{Reason: it.Reason, MaxAttempts: s.p.MaxAttempts}, OutcomeReleased)
+		}
+	}
+	it.Duration = time.Since(start)
+	return it
+}
+
+// tickOnce runs one loop step and says how long to wait before the next: Poll after
+// done, the guest's retry_after (or RetryDelay) after retry, RetryDelay after fail.
+func (s *Slot) tickOnce(hard context.Context) (Iteration, time.Duration) {
+	s.n++
+	start := time.Now()
+	it := Iteration{Phases: []string{"tick"}}
+	s.emit(Event{Kind: EventWorking, N: s.n, Phase: "tick"})
+	s.state = EventWorking
+	input, _ := json.Marshal(abi.TickInput{Iteration: s.n})
+	res, err := s.call(hard, s.guest.Tick, input)
+	var wait time.Duration
+	switch {
+	case err != nil:
+		s.discard()
+		it.Outcome = OutcomeDead
+		it.Reason = cut("guest died: " + err.Error())
+		if hard.Err() == nil {
+			s.p.Log.Warn("slot: guest died; making a fresh instance", "slot", s.p.Name, "err", err)
+		}
+	case res.Outcome == abi.OutcomeDone:
+		it.Outcome, wait = OutcomeCheckpoint, s.p.Poll
+	case res.Outcome == abi.OutcomeRetry:
+		it.Outcome, it.Reason = OutcomeReleased, cut(orDefault(res.Reason, "retry"))
+		wait = time.Duration(res.RetryAfterMs) * time.Millisecond
+		if wait == 0 {
+			wait = s.p.RetryDelay
+		}
+	default: // fail
+		it.Outcome, it.Reason, wait = OutcomeReleased, cut(orDefault(res.Reason, "failed")), s.p.RetryDelay
+		s.p.Log.Warn("slot: tick failed", "slot", s.p.Name, "reason", it.Reason)
+	}
+	it.Duration = time.Since(start)
+	return it, wait
+}
+
+// call runs one guest export under CallTimeout and decodes its HandleResult. A panic
+// anywhere below (the host's bug) becomes an error, so the instance is discarded and the
+// slot goes on.
+func (s *Slot) call(hard context.Context, fn func(context.Context, []byte) ([]byte, error), input []byte) (res abi.HandleResult, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("host panic during the guest call: %v", r)
+			s.p.Log.Error("slot: panic during a guest call", "slot", s.p.Name, "panic", r)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(hard, s.p.CallTimeout)
+	defer cancel()
+	out, err := fn(ctx, input)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && hard.Err() == nil {
+			return res, fmt.Errorf("call ran past its %v deadline: %w", s.p.CallTimeout, err)
+		}
+		return res, err
+	}
+	return abi.DecodeHandleResult(out)
+}
+
+// discard closes a dead instance; the next iteration makes a fresh one.
+func (s *Slot) discard() {
+	if s.guest != nil {
+		_ = s.guest.Close(context.Background())
+		s.guest = nil
+	}
+}
+
+// sleep waits d or until ctx ends; it reports whether the full wait passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+func cut(s string) string {
+	if len(s) > maxReason {
+		return s[:maxReason-3] + "..."
+	}
+	return s
+}
