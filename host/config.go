@@ -1,0 +1,297 @@
+package host
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/fleethost/fleet/host/internal/hostfn"
+	"github.com/fleethost/fleet/primitives"
+)
+
+// Config configures a Host. It is flat: every field's zero value means its default,
+// filled in by New. Setting a field never fails; New validates and names the field.
+//
+//	h, err := host.New(ctx, host.Config{PluginsDir: "plugins", Backend: memory.New(memory.Options{})})
+type Config struct {
+	// PluginsDir is the folder whose *.wasm files are loaded, one plugin each (not
+	// recursive). A folder with no .wasm is an error.
+	// default: "plugins"
+	PluginsDir string
+
+	// Backend holds the fleet state: pools, KV, locks, counters and queues. Required.
+	// The host does not close it.
+	// default: none (New fails without it)
+	Backend primitives.Backend
+
+	// Slots is how many slots (instances) run each plugin.
+	// default: 1
+	Slots int
+
+	// SlotsByType overrides Slots per automation type. 0 runs no slot of that type: it
+	// is loaded, its contracts registered and its queue open to Submit, but nothing
+	// consumes it here.
+	// default: none (Slots for every type)
+	SlotsByType map[string]int
+
+	// Grants says what each plugin, by automation type, may touch beyond its declared
+	// pools and queues. A type with no entry gets the zero Grant. See Grant.
+	// default: none (the zero Grant for every type)
+	Grants map[string]Grant
+
+	// CacheDir is where wazero keeps compiled plugins across runs, keyed by the module's
+	// content, the wazero version and the CPU. "off" keeps the cache in memory only.
+	// default: os.UserCacheDir()/fleet-host/wazero (in memory when there is no user cache dir)
+	CacheDir string
+
+	// Logger receives the host's and the plugins' log lines.
+	// default: slog.Default()
+	Logger *slog.Logger
+
+	// PollInterval is how long a slot waits after finding its queue empty, and between
+	// two ticks of a loop plugin that reported done.
+	// default: 100ms
+	PollInterval time.Duration
+
+	// TaskLease is how long a claimed task is leased to its slot. The slot takes at least
+	// the plugin's call timeout plus 10s, so that a task whose call may still run is
+	// never claimable elsewhere.
+	// default: 30s
+	TaskLease time.Duration
+
+	// MaxAttempts is a task's retry budget: a task claimed this many times is parked for
+	// the operator when it fails, retries, dies or its lease expires once more.
+	// default: 5
+	MaxAttempts int
+
+	// CallTimeout is the deadline of one guest call (fleet_handle, fleet_tick,
+	// _initialize). A call past it kills its instance; the slot makes a fresh one.
+	// default: 30s
+	CallTimeout time.Duration
+
+	// DrainTimeout is how long Run waits, once its ctx is done, for calls in flight to
+	// finish before cutting them. A cut call's task goes back to its queue at once.
+	// default: 10s
+	DrainTimeout time.Duration
+
+	// MemoryLimitPages caps each instance's memory, in 64 KiB wasm pages. A Go guest
+	// starts at ~40 pages and its runtime grows the heap 64 pages (4 MiB) at a time.
+	// default: 256 (16 MiB)
+	MemoryLimitPages uint32
+
+	// MaxPayload caps each payload, KV value, tags object and HTTP body a guest sends,
+	// and each payload given to Submit, in bytes. It must not exceed
+	// primitives.MaxValueLen.
+	// default: 256 KiB
+	MaxPayload int
+
+	// RetryDelay is how long a task waits after a retry that names no delay, and a loop
+	// plugin after a failed tick.
+	// default: 1s
+	RetryDelay time.Duration
+
+	// Configs is each plugin's configuration, by automation type, validated against the
+	// plugin's config schema at load. A plugin with none gets `{}`, which its schema
+	// must accept.
+	// default: none
+	Configs map[string]json.RawMessage
+
+	// Observe, when set, is called on every step of every slot's life (idle, working,
+	// draining, finished, stopped) from the slot's goroutine. It is for telemetry and
+	// metrics: it must return quickly and must not block.
+	// default: nil (nothing observes)
+	Observe func(SlotEvent)
+}
+
+// The defaults of Config.
+const (
+	defaultPluginsDir       = "plugins"
+	defaultSlots            = 1
+	defaultPollInterval     = 100 * time.Millisecond
+	defaultTaskLease        = 30 * time.Second
+	defaultMaxAttempts      = 5
+	defaultCallTimeout      = 30 * time.Second
+	defaultDrainTimeout     = 10 * time.Second
+	defaultMemoryLimitPages = 256
+	defaultMaxPayload       = 256 << 10
+	defaultRetryDelay       = time.Second
+	// leaseMargin is what a task's lease exceeds its call timeout by, at least.
+	leaseMargin = 10 * time.Second
+)
+
+// withDefaults fills in every zero field.
+func (c Config) withDefaults() Config {
+	if c.PluginsDir == "" {
+		c.PluginsDir = defaultPluginsDir
+	}
+	if c.Slots == 0 {
+		c.Slots = defaultSlots
+	}
+	if c.CacheDir == "" {
+		if d, err := os.UserCacheDir(); err == nil {
+			c.CacheDir = filepath.Join(d, "fleet-host", "wazero")
+		} else {
+			c.CacheDir = "off"
+		}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = defaultPollInterval
+	}
+	if c.TaskLease == 0 {
+		c.TaskLease = defaultTaskLease
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = defaultMaxAttempts
+	}
+	if c.CallTimeout == 0 {
+		c.CallTimeout = defaultCallTimeout
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = defaultDrainTimeout
+	}
+	if c.MemoryLimitPages == 0 {
+		c.MemoryLimitPages = defaultMemoryLimitPages
+	}
+	if c.MaxPayload == 0 {
+		c.MaxPayload = defaultMaxPayload
+	}
+	if c.RetryDelay == 0 {
+		c.RetryDelay = defaultRetryDelay
+	}
+	return c
+}
+
+// check validates a Config with its defaults filled in, naming the field.
+func (c Config) check() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("host: Config."+format, args...)) }
+	if c.Backend == nil {
+		bad("Backend is nil; a host needs a backend (memory.New for one machine)")
+	}
+	if c.Slots < 0 {
+		bad("Slots is %d, want >= 0", c.Slots)
+	}
+	for typ, n := range c.SlotsByType {
+		if n < 0 {
+			bad("SlotsByType[%q] is %d, want >= 0", typ, n)
+		}
+	}
+	for name, d := range map[string]time.Duration{
+		"PollInterval": c.PollInterval, "TaskLease": c.TaskLease, "CallTimeout": c.CallTimeout,
+		"DrainTimeout": c.DrainTimeout, "RetryDelay": c.RetryDelay,
+	} {
+		if d < 0 {
+			bad("%s is negative (%v)", name, d)
+		}
+	}
+	if c.MaxAttempts < 0 {
+		bad("MaxAttempts is %d, want >= 0", c.MaxAttempts)
+	}
+	if c.MemoryLimitPages > 65536 {
+		bad("MemoryLimitPages is %d, limit 65536 (4 GiB)", c.MemoryLimitPages)
+	}
+	if c.MaxPayload < 0 || c.MaxPayload > primitives.MaxValueLen {
+		bad("MaxPayload is %d, want 1..%d", c.MaxPayload, primitives.MaxValueLen)
+	}
+	for typ, g := range c.Grants {
+		if err := g.check(); err != nil {
+			bad("Grants[%q].%v", typ, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Grant is what an operator grants one plugin. Deny by default: a call outside the grant
+// answers PermissionDenied, is logged (rate-limited), and never reaches the backend.
+//
+// A plugin may use the pools it declares in fleet_describe, submit to the queues it
+// declares (and to the one it consumes), and consume the queue it declares; declaring is
+// the request, and it is visible to the operator (host.Plugins, `fleet-host describe`).
+// Everything else is granted here:
+//
+//	host.Grant{KV: []string{"scraper:*", "shared:sessions"}, HTTPHosts: []string{"example.com"}}
+//
+// # Notes
+//
+//   - KV namespaces, lock names and counter names are admitted by patterns: an exact
+//     name, or a prefix ending in `*` ("scraper:*"); "*" admits every name.
+//   - The zero Grant gives each of KV, Locks and Counters the one pattern "<type>:*",
+//     the reference's naming convention; set a field to an empty non-nil slice to grant
+//     none of it.
+//   - The host's own KV namespace and lock ("fleet-contracts") are never granted.
+type Grant struct {
+	// KV is the KV namespaces the plugin may use.
+	// default: nil, which means []string{"<type>:*"}
+	KV []string
+	// Locks is the lock names the plugin may take.
+	// default: nil, which means []string{"<type>:*"}
+	Locks []string
+	// Counters is the counter names the plugin may use.
+	// default: nil, which means []string{"<type>:*"}
+	Counters []string
+
+	// HTTPHosts is the host patterns outbound http may reach, checked on the first
+	// request and on every redirect hop: "example.com" (default port), "example.com:8080",
+	// "*.example.com" (subdomains), "*" (any host, default port).
+	// default: none (no outbound http)
+	HTTPHosts []string
+	// HTTPAllowPrivate lets outbound http reach loopback, private and other non-public
+	// addresses, checked on the resolved address at dial time.
+	// default: false
+	HTTPAllowPrivate bool
+	// HTTPProxies is the http:// proxy URLs a request may name.
+	// default: none
+	HTTPProxies []string
+	// HTTPMaxBody caps a response body handed to the guest, in bytes.
+	// default: 0 (4 MiB)
+	HTTPMaxBody int64
+	// HTTPTimeout caps one request, dial to last byte.
+	// default: 0 (30s)
+	HTTPTimeout time.Duration
+	// HTTPMaxRedirects caps the redirect hops followed; -1 follows none.
+	// default: 0 (10)
+	HTTPMaxRedirects int
+
+	// MemoryLimitPages overrides Config.MemoryLimitPages for this plugin.
+	// default: 0 (Config.MemoryLimitPages)
+	MemoryLimitPages uint32
+	// CallTimeout overrides Config.CallTimeout for this plugin.
+	// default: 0 (Config.CallTimeout)
+	CallTimeout time.Duration
+	// MaxPayload overrides Config.MaxPayload for this plugin.
+	// default: 0 (Config.MaxPayload)
+	MaxPayload int
+}
+
+func (g Grant) check() error {
+	for field, ps := range map[string][]string{"KV": g.KV, "Locks": g.Locks, "Counters": g.Counters} {
+		if err := hostfn.CheckPatterns(field, ps); err != nil {
+			return err
+		}
+	}
+	if g.MemoryLimitPages > 65536 {
+		return fmt.Errorf("MemoryLimitPages is %d, limit 65536", g.MemoryLimitPages)
+	}
+	if g.CallTimeout < 0 {
+		return fmt.Errorf("CallTimeout is negative (%v)", g.CallTimeout)
+	}
+	if g.MaxPayload < 0 || g.MaxPayload > primitives.MaxValueLen {
+		return fmt.Errorf("MaxPayload is %d, want 0..%d", g.MaxPayload, primitives.MaxValueLen)
+	}
+	return nil
+}
+
+// patterns applies the default "<type>:*" to an unset pattern list.
+func patterns(typ string, ps []string) hostfn.Patterns {
+	if ps == nil {
+		return hostfn.Patterns{typ + ":*"}
+	}
+	return hostfn.Patterns(append([]string(nil), ps...))
+}

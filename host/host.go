@@ -1,0 +1,217 @@
+// Package host loads fleet plugins (WebAssembly guests speaking the native ABI) with
+// wazero, and runs each in slots that claim tasks, call the guest under a deadline and
+// settle the outcome on the backend.
+//
+// The public surface is Config, New, Run, Close, Plugin and Grant (plus Submit, Pause and
+// Resume for the HTTP API); the dispatch core, the wazero transport and the slot loop are
+// internal.
+//
+//	h, err := host.New(ctx, host.Config{PluginsDir: "plugins", Backend: backend})
+//	if err != nil { ... }
+//	defer h.Close()
+//	err = h.Run(ctx) // until ctx is done, then drains
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+
+	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/internal/hostfn"
+	"github.com/fleethost/fleet/host/internal/native"
+	"github.com/fleethost/fleet/host/internal/validate"
+)
+
+// Host is a set of loaded plugins and the slots that run them. Build it with New, run it
+// with Run, and Close it when Run has returned. Its methods are safe for concurrent use.
+type Host struct {
+	cfg       Config                  // defaults filled in; immutable after New
+	cache     wazero.CompilationCache // shared by every plugin's runtime
+	core      *hostfn.Core
+	contracts *validate.Registry
+	plugins   []*plugin          // sorted by type; immutable after New
+	byType    map[string]*plugin // immutable after New
+
+	mu      sync.Mutex
+	running bool // guarded by mu: Run is running or has run
+	closed  bool // guarded by mu
+}
+
+// plugin is one loaded plugin.
+type plugin struct {
+	info        Plugin          // immutable
+	desc        *abi.Describe   // immutable
+	rt          *native.Runtime // immutable pointer
+	fn          *hostfn.Plugin  // immutable pointer
+	slots       int             // immutable
+	callTimeout time.Duration   // immutable
+	lease       time.Duration   // immutable
+	closeHTTP   func()          // immutable; may be nil
+
+	paused atomic.Bool
+	gen    atomic.Int64 // instance generations, for unique module names
+}
+
+// Plugin describes a loaded plugin, as an operator inspects it.
+type Plugin struct {
+	Type    string // the automation type
+	Version string // the plugin's own version
+	Mode    string // "batch" or "loop"
+	File    string // the .wasm it was loaded from
+	Digest  string // "sha256:<hex>" of the .wasm
+	Slots   int    // how many slots run it
+	// The contracts it declared: the queue it consumes (batch), the pools it uses and
+	// the queues it submits to, with their schemas.
+	Consumes *abi.QueueContract
+	Pools    []abi.PoolContract
+	Submits  []abi.QueueContract
+	// Grant is what the operator granted it, defaults applied.
+	Grant Grant
+}
+
+// New loads every .wasm in cfg.PluginsDir: it compiles each once (through the on-disk
+// compilation cache), instantiates a probe to read fleet_abi_version and fleet_describe,
+// checks the ABI version, validates the plugin's configuration, and registers its
+// contracts on this host and fleet-wide in the backend.
+//
+// It refuses, naming the file and what is wrong: a module missing a required export or
+// importing what the host does not provide; an ABI version the host does not speak
+// (naming both); a malformed describe; two plugins of one type; a pool or queue schema
+// that differs from one already registered here or in the fleet (naming the contract,
+// the schema and the first differing JSON pointer); a configuration its schema refuses.
+// No slot runs until Run.
+func New(ctx context.Context, cfg Config) (*Host, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	h := &Host{cfg: cfg, contracts: validate.NewRegistry(), byType: map[string]*plugin{}}
+	if err := h.loadAll(ctx); err != nil {
+		return nil, errors.Join(err, h.Close())
+	}
+	return h, nil
+}
+
+func (h *Host) loadAll(ctx context.Context) (err error) {
+	cfg := h.cfg
+	if h.cache, err = newCache(cfg.CacheDir); err != nil {
+		return err
+	}
+	h.core = hostfn.NewCore(cfg.Backend, h.contracts, hostfn.NewMetrics(), cfg.Logger)
+	files, err := pluginFiles(cfg.PluginsDir)
+	if err != nil {
+		return err
+	}
+	for _, file := range files {
+		p, err := h.load(ctx, file)
+		if err != nil {
+			return err
+		}
+		h.plugins = append(h.plugins, p)
+		h.byType[p.info.Type] = p
+	}
+	sort.Slice(h.plugins, func(i, j int) bool { return h.plugins[i].info.Type < h.plugins[j].info.Type })
+	h.warnUnknownTypes()
+	return nil
+}
+
+func newCache(dir string) (wazero.CompilationCache, error) {
+	if dir == "off" {
+		return wazero.NewCompilationCache(), nil
+	}
+	c, err := wazero.NewCompilationCacheWithDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("host: Config.CacheDir %q: %w", dir, err)
+	}
+	return c, nil
+}
+
+// warnUnknownTypes logs configuration keyed by a type that no plugin has: most likely a
+// typo, and one that silently leaves a plugin with the defaults.
+func (h *Host) warnUnknownTypes() {
+	check := func(field string, keys []string) {
+		for _, k := range keys {
+			if h.byType[k] == nil {
+				h.cfg.Logger.Warn("host: configuration names a type no plugin has", "field", field, "type", k)
+			}
+		}
+	}
+	check("Grants", keys(h.cfg.Grants))
+	check("Configs", keys(h.cfg.Configs))
+	check("SlotsByType", keys(h.cfg.SlotsByType))
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Plugins lists the loaded plugins, sorted by type.
+func (h *Host) Plugins() []Plugin {
+	out := make([]Plugin, len(h.plugins))
+	for i, p := range h.plugins {
+		out[i] = p.info
+	}
+	return out
+}
+
+// Pause stops the slots of a plugin type from claiming new tasks (or ticking); calls in
+// flight finish. Observers see the slots draining. Unknown types are an error.
+func (h *Host) Pause(typ string) error {
+	p := h.byType[typ]
+	if p == nil {
+		return fmt.Errorf("host: pause: no plugin of type %q", typ)
+	}
+	p.paused.Store(true)
+	return nil
+}
+
+// Resume undoes Pause.
+func (h *Host) Resume(typ string) error {
+	p := h.byType[typ]
+	if p == nil {
+		return fmt.Errorf("host: resume: no plugin of type %q", typ)
+	}
+	p.paused.Store(false)
+	return nil
+}
+
+// Close closes every plugin's runtime (and any instance still alive) and the compilation
+// cache, and returns their errors. Call it after Run has returned; the backend is the
+// caller's to close. Calls after the first return nil.
+func (h *Host) Close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	h.mu.Unlock()
+	ctx := context.Background()
+	var errs []error
+	for _, p := range h.plugins {
+		if err := p.rt.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("host: close plugin %q: %w", p.info.Type, err))
+		}
+		if p.closeHTTP != nil {
+			p.closeHTTP()
+		}
+	}
+	if h.cache != nil {
+		if err := h.cache.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("host: close compilation cache: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,218 @@
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/internal/hostfn"
+	"github.com/fleethost/fleet/host/internal/native"
+	"github.com/fleethost/fleet/host/internal/validate"
+)
+
+// pluginFiles lists the .wasm files of dir, sorted.
+func pluginFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("host: Config.PluginsDir: %w", err)
+	}
+	var files []string
+	for _, e := range entries {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), ".wasm") {
+			files = append(files, filepath.Join(dir, e.Name()))
+		}
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("host: Config.PluginsDir %q holds no .wasm plugin", dir)
+	}
+	sort.Strings(files)
+	return files, nil
+}
+
+// load compiles, probes and registers one plugin file. Every error names the file.
+func (h *Host) load(ctx context.Context, file string) (*plugin, error) {
+	p, err := h.loadPlugin(ctx, file)
+	if err != nil {
+		return nil, fmt.Errorf("host: plugin %s: %w", filepath.Base(file), err)
+	}
+	return p, nil
+}
+
+func (h *Host) loadPlugin(ctx context.Context, file string) (p *plugin, err error) {
+	wasm, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(wasm)
+	// The memory limit is a runtime setting, so the limit comes before we know the type:
+	// compile with the default, and recompile (from the cache) if the grant overrides it.
+	desc, err := h.probe(ctx, wasm, h.cfg.MemoryLimitPages)
+	if err != nil {
+		return nil, err
+	}
+	typ := desc.Type
+	if other := h.byType[typ]; other != nil {
+		return nil, fmt.Errorf("type %q is already loaded from %s", typ, filepath.Base(other.info.File))
+	}
+	grant := h.cfg.Grants[typ]
+	limits := struct {
+		pages   uint32
+		timeout time.Duration
+		payload int
+	}{h.cfg.MemoryLimitPages, h.cfg.CallTimeout, h.cfg.MaxPayload}
+	if grant.MemoryLimitPages != 0 {
+		limits.pages = grant.MemoryLimitPages
+	}
+	if grant.CallTimeout != 0 {
+		limits.timeout = grant.CallTimeout
+	}
+	if grant.MaxPayload != 0 {
+		limits.payload = grant.MaxPayload
+	}
+	mode := abi.ExportHandle
+	if desc.Mode == abi.ModeLoop {
+		mode = abi.ExportTick
+	}
+	config, err := checkConfig(desc, h.cfg.Configs[typ])
+	if err != nil {
+		return nil, err
+	}
+	if err := h.contracts.Register(desc); err != nil {
+		return nil, err
+	}
+	if err := recordContracts(ctx, h.cfg.Backend, desc); err != nil {
+		return nil, err
+	}
+	http, closeHTTP, err := newHTTP(grant)
+	if err != nil {
+		return nil, fmt.Errorf("Config.Grants[%q]: %w", typ, err)
+	}
+	fn := hostfn.NewPlugin(typ, hostGrant(typ, desc, grant), config, limits.payload, http)
+	rt, err := native.NewRuntime(ctx, native.Params{
+		Cache: h.cache, MemoryLimitPages: limits.pages, Core: h.core, Log: h.cfg.Logger,
+	}, wasm)
+	if err != nil {
+		if closeHTTP != nil {
+			closeHTTP()
+		}
+		return nil, err
+	}
+	if !rt.HasExport(mode) {
+		err := fmt.Errorf("a %s plugin must export %s", desc.Mode, mode)
+		if closeHTTP != nil {
+			closeHTTP()
+		}
+		return nil, errors.Join(err, rt.Close(ctx))
+	}
+	slots := h.cfg.Slots
+	if n, ok := h.cfg.SlotsByType[typ]; ok {
+		slots = n
+	}
+	eff := grant
+	eff.KV, eff.Locks, eff.Counters = patterns(typ, grant.KV), patterns(typ, grant.Locks), patterns(typ, grant.Counters)
+	eff.MemoryLimitPages, eff.CallTimeout, eff.MaxPayload = limits.pages, limits.timeout, limits.payload
+	h.cfg.Logger.Info("host: plugin loaded", "type", typ, "version", desc.Version, "mode", desc.Mode,
+		"file", filepath.Base(file), "slots", slots)
+	return &plugin{
+		info: Plugin{
+			Type: typ, Version: desc.Version, Mode: desc.Mode, File: file,
+			Digest: "sha256:" + hex.EncodeToString(sum[:]), Slots: slots,
+			Consumes: desc.Consumes, Pools: desc.Pools, Submits: desc.Submits, Grant: eff,
+		},
+		desc: desc, rt: rt, fn: fn, slots: slots, closeHTTP: closeHTTP,
+		callTimeout: limits.timeout, lease: max(h.cfg.TaskLease, limits.timeout+leaseMargin),
+	}, nil
+}
+
+// probe compiles wasm in a throwaway runtime, instantiates it once, and reads and checks
+// its ABI version and describe document. A probe is granted nothing: a host call made
+// from _initialize or fleet_describe is PermissionDenied.
+func (h *Host) probe(ctx context.Context, wasm []byte, pages uint32) (d *abi.Describe, err error) {
+	rt, err := native.NewRuntime(ctx, native.Params{
+		Cache: h.cache, MemoryLimitPages: pages, Core: h.core, Log: h.cfg.Logger,
+	}, wasm)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, rt.Close(ctx)) }()
+	callCtx, cancel := context.WithTimeout(ctx, h.cfg.CallTimeout)
+	defer cancel()
+	caller := &hostfn.Caller{Plugin: hostfn.NewPlugin("(probe)", hostfn.Grant{}, nil, 0, nil), Slot: "probe"}
+	in, err := rt.Instantiate(callCtx, "probe", caller, nil)
+	if err != nil {
+		return nil, err
+	}
+	v, err := in.ABIVersion(callCtx)
+	if err != nil {
+		return nil, err
+	}
+	if err := abi.CheckVersion(v); err != nil {
+		return nil, err
+	}
+	b, err := in.Describe(callCtx)
+	if err != nil {
+		return nil, err
+	}
+	d, err = abi.DecodeDescribe(b)
+	if err != nil {
+		return nil, err
+	}
+	if d.ABIVersion != v {
+		return nil, fmt.Errorf("abi: describe says ABI version %d but %s says %d", d.ABIVersion, abi.ExportABIVersion, v)
+	}
+	return d, nil
+}
+
+// hostGrant is the grant the dispatch core checks: the declared pools and queues, and the
+// operator's patterns with their defaults.
+func hostGrant(typ string, d *abi.Describe, g Grant) hostfn.Grant {
+	hg := hostfn.Grant{
+		Pools:    map[string]bool{},
+		Queues:   map[string]bool{},
+		KV:       patterns(typ, g.KV),
+		Locks:    patterns(typ, g.Locks),
+		Counters: patterns(typ, g.Counters),
+	}
+	for _, p := range d.Pools {
+		hg.Pools[p.Name] = true
+	}
+	for _, q := range d.Submits {
+		hg.Queues[q.Name] = true
+	}
+	if d.Consumes != nil {
+		hg.Queues[d.Consumes.Name] = true
+	}
+	return hg
+}
+
+// checkConfig validates the operator's configuration of a plugin against its config
+// schema. No configuration is `{}`. A plugin without a schema takes only `{}` or none.
+func checkConfig(d *abi.Describe, cfg json.RawMessage) (json.RawMessage, error) {
+	if len(cfg) == 0 {
+		cfg = json.RawMessage("{}")
+	}
+	field := fmt.Sprintf("Config.Configs[%q]", d.Type)
+	if len(d.ConfigSchema) == 0 {
+		if c, err := validate.Canonical(cfg); err != nil || string(c) != "{}" {
+			return nil, fmt.Errorf("%s is set, but plugin %q declares no config schema (it takes no configuration)", field, d.Type)
+		}
+		return cfg, nil
+	}
+	s, err := validate.Compile("config", d.ConfigSchema)
+	if err != nil {
+		return nil, err
+	}
+	if e := s.Validate("config", cfg); e != nil {
+		return nil, fmt.Errorf("%s: %s", field, e.Message)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,136 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/fleethost/fleet/host/internal/hostfn"
+	"github.com/fleethost/fleet/host/internal/slot"
+)
+
+// SlotEvent is one step of a slot's life, handed to Config.Observe for telemetry.
+type SlotEvent struct {
+	Plugin string // the automation type
+	Slot   string // the slot's name, "<type>/<index>"
+	// Kind is "idle" (polling, holding nothing), "working" (iteration N on TaskID, in
+	// Phase), "draining" (paused or shutting down), "finished" (an iteration ended: the
+	// fields below are set) or "stopped" (the slot's last event).
+	Kind   string
+	N      int    // the slot's 1-based iteration number
+	TaskID string // the task being worked, when one was claimed
+	Phase  string // "handle", "tick", "ack" or "release"
+
+	// For "finished":
+	Phases   []string      // the phases run, in order
+	Outcome  string        // "checkpoint", "released", "parked" or "dead"
+	Reason   string        // why the task went back or the instance died
+	Duration time.Duration // the iteration's wall time
+}
+
+// Run starts every plugin's slots and blocks until ctx is done. Then it drains: the slots
+// stop claiming, calls in flight get DrainTimeout to finish, calls still running after it
+// are cut (their instances die), and every task still held goes back to its queue at once.
+// Run returns nil after the drain; an error only when it cannot start. It runs once per
+// Host.
+//
+//	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
+//	defer stop()
+//	err := h.Run(ctx)
+func (h *Host) Run(ctx context.Context) error {
+	h.mu.Lock()
+	switch {
+	case h.closed:
+		h.mu.Unlock()
+		return errors.New("host: Run after Close")
+	case h.running:
+		h.mu.Unlock()
+		return errors.New("host: Run called twice")
+	}
+	h.running = true
+	h.mu.Unlock()
+
+	// hard outlives ctx by the drain's grace period: guest calls and their host calls run
+	// under it, so that cancelling ctx stops claiming without killing a call mid-way.
+	hard, cut := context.WithCancel(context.WithoutCancel(ctx))
+	defer cut()
+
+	// Shutdown order: ctx done -> slots stop claiming and finish their iteration ->
+	// after DrainTimeout, cut() kills calls still running -> slots release their tasks
+	// and close their instances -> wg.Wait -> Run returns. Close comes after.
+	var wg sync.WaitGroup
+	total := 0
+	for _, p := range h.plugins {
+		for i := range p.slots {
+			s := slot.New(h.slotParams(p, i))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s.Run(ctx, hard)
+			}()
+			total++
+		}
+	}
+	h.cfg.Logger.Info("host: running", "plugins", len(h.plugins), "slots", total)
+	<-ctx.Done()
+	h.cfg.Logger.Info("host: draining", "grace", h.cfg.DrainTimeout)
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(h.cfg.DrainTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		h.cfg.Logger.Warn("host: drain grace period over; cutting calls still running", "grace", h.cfg.DrainTimeout)
+		cut()
+		<-done
+	}
+	h.cfg.Logger.Info("host: drained")
+	return nil
+}
+
+func (h *Host) slotParams(p *plugin, i int) slot.Params {
+	name := fmt.Sprintf("%s/%d", p.info.Type, i)
+	queue := ""
+	if p.desc.Consumes != nil {
+		queue = p.desc.Consumes.Name
+	}
+	observe := func(slot.Event) {}
+	if h.cfg.Observe != nil {
+		observe = func(e slot.Event) { h.cfg.Observe(slotEvent(p.info.Type, e)) }
+	}
+	out := newGuestLog(h.cfg.Logger, p.info.Type, name)
+	return slot.Params{
+		Name:        name,
+		Mode:        p.desc.Mode,
+		Queue:       queue,
+		Backend:     h.cfg.Backend,
+		Lease:       p.lease,
+		MaxAttempts: h.cfg.MaxAttempts,
+		Poll:        h.cfg.PollInterval,
+		CallTimeout: p.callTimeout,
+		RetryDelay:  h.cfg.RetryDelay,
+		Paused:      p.paused.Load,
+		Observe:     observe,
+		Log:         h.cfg.Logger,
+		NewGuest: func(hard context.Context) (slot.Guest, error) {
+			ctx, cancel := context.WithTimeout(hard, p.callTimeout)
+			defer cancel()
+			caller := &hostfn.Caller{Plugin: p.fn, Slot: name}
+			return p.rt.Instantiate(ctx, fmt.Sprintf("%s#%d", name, p.gen.Add(1)), caller, out)
+		},
+	}
+}
+
+func slotEvent(typ string, e slot.Event) SlotEvent {
+	out := SlotEvent{Plugin: typ, Slot: e.Slot, Kind: e.Kind, N: e.N, TaskID: e.TaskID, Phase: e.Phase}
+	if it := e.Iteration; it != nil {
+		out.Phases, out.Outcome, out.Reason, out.Duration = it.Phases, it.Outcome, it.Reason, it.Duration
+	}
+	return out
+}

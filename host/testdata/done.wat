@@ -1,0 +1,11 @@
+;; A well-behaved guest: every task is done, every tick is done.
+(module
+  (memory (export "memory") 1)
+  (data (i32.const 0) "{{.Describe}}")
+  (data (i32.const 4096) "{\"outcome\":\"done\"}")
+  (func (export "fleet_abi_version") (result i32) (i32.const 1))
+  (func (export "fleet_input") (param i32) (result i32) (i32.const 8192))
+  (func (export "fleet_describe") (result i64) (i64.const {{.DescribeLen}}))
+  (func (export "fleet_handle") (param i32) (result i64) (i64.const {{.Packed 4096 18}}))
+  (func (export "fleet_tick") (param i32) (result i64) (i64.const {{.Packed 4096 18}}))
+)

@@ -1,0 +1,8 @@
+;; A batch plugin without fleet_handle: refused at load, naming the export.
+(module
+  (memory (export "memory") 1)
+  (data (i32.const 0) "{{.Describe}}")
+  (func (export "fleet_abi_version") (result i32) (i32.const 1))
+  (func (export "fleet_input") (param i32) (result i32) (i32.const 8192))
+  (func (export "fleet_describe") (result i64) (i64.const {{.DescribeLen}}))
+)

@@ -1,0 +1,12 @@
+;; fleet_handle never returns: the call's deadline must kill the instance.
+(module
+  (memory (export "memory") 1)
+  (data (i32.const 0) "{{.Describe}}")
+  (data (i32.const 4096) "{\"outcome\":\"done\"}")
+  (func (export "fleet_abi_version") (result i32) (i32.const 1))
+  (func (export "fleet_input") (param i32) (result i32) (i32.const 8192))
+  (func (export "fleet_describe") (result i64) (i64.const {{.DescribeLen}}))
+  (func (export "fleet_handle") (param i32) (result i64)
+    (loop $forever (br $forever))
+    (i64.const 0))
+)

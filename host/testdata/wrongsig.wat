@@ -1,0 +1,10 @@
+;; fleet_handle with the wrong signature: refused at load, naming both signatures.
+(module
+  (memory (export "memory") 1)
+  (data (i32.const 0) "{{.Describe}}")
+  (data (i32.const 4096) "{\"outcome\":\"done\"}")
+  (func (export "fleet_abi_version") (result i32) (i32.const 1))
+  (func (export "fleet_input") (param i32) (result i32) (i32.const 8192))
+  (func (export "fleet_describe") (result i64) (i64.const {{.DescribeLen}}))
+  (func (export "fleet_handle") (param i32) (result i32) (i32.const 0))
+)
