@@ -60,7 +60,7 @@ type Pool interface {
 	PoolList(ctx context.Context, pool string, where Tags, limit int) ([]Item, error)
 	// PoolClaim takes an exclusive lease for hold on one live, unleased item whose tags
 	// equal every entry of where. ok is false when no such item exists. Its cost does not
-	// grow with items that do not match where.
+	// grow with items that do not match where. hold must be > 0 (ErrInvalid).
 	PoolClaim(ctx context.Context, pool string, where Tags, hold time.Duration) (l Lease, ok bool, err error)
 	// PoolRelease ends a lease early. ErrConflict when token no longer holds the item
 	// (the lease expired or was re-claimed); ErrNotFound when the item is gone.
@@ -148,17 +148,21 @@ type Queue interface {
 	QueuePush(ctx context.Context, queue string, payload []byte) (id string, err error)
 	// QueueClaim leases the oldest ready task for lease. Before it looks, it returns
 	// expired leases to the queue, parking those whose attempts reached maxAttempts with
-	// the error "lease expired". ok is false when nothing is ready.
+	// the error "lease expired" (maxAttempts <= 0 never parks). ok is false when nothing
+	// is ready. lease must be > 0 (ErrInvalid).
 	QueueClaim(ctx context.Context, queue string, lease time.Duration, maxAttempts int) (t ClaimedTask, ok bool, err error)
-	// QueueAck completes a claimed task. ErrConflict when token no longer holds it.
+	// QueueAck completes a claimed task. ErrConflict when token no longer holds it (the
+	// lease ended, even if nobody claimed it since, or it was claimed again or parked);
+	// ErrNotFound when the task is gone (acked) or never existed.
 	QueueAck(ctx context.Context, queue, id, token string) error
 	// QueueRelease hands a claimed task back. If its attempts reached maxAttempts it is
 	// parked with reason (parked true); otherwise it becomes claimable after delay.
-	// ErrConflict when token no longer holds it.
+	// ErrConflict and ErrNotFound as for QueueAck; a negative delay is ErrInvalid.
 	QueueRelease(ctx context.Context, queue, id, token string, r Retry) (parked bool, err error)
 	// QueueStats counts waiting, in-flight and parked tasks.
 	QueueStats(ctx context.Context, queue string) (QueueStats, error)
-	// QueueParked lists up to limit parked tasks, oldest parked first.
+	// QueueParked lists up to limit parked tasks, oldest parked first. limit <= 0 means
+	// 100.
 	QueueParked(ctx context.Context, queue string, limit int) ([]Task, error)
 	// QueueRequeue moves a parked task back to the queue with its attempts reset.
 	// ErrNotFound when no such parked task exists.

@@ -1,0 +1,262 @@
+package memory
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fleethost/fleet/primitives"
+)
+
+var benchPayload = []byte(`{"cookies":{"cf_clearance":"abcdefghijklmnopqrstuvwxyz0123456789"},"user_agent":"Mozilla/5.0","site":"x"}`)
+
+func benchBackend(b *testing.B) (*Backend, *fakeClock) {
+	be, clk := newFake(b)
+	b.ReportAllocs()
+	return be, clk
+}
+
+// BenchmarkPoolPut puts items with two tags and a TTL while the clock moves, so that
+// the pool stays near 1,000 live items and every put also prunes.
+func BenchmarkPoolPut(b *testing.B) {
+	be, clk := benchBackend(b)
+	ctx := b.Context()
+	tags := primitives.Tags{"site": `"x"`, "fresh": "true"}
+	for b.Loop() {
+		if _, err := be.PoolPut(ctx, "p", benchPayload, tags, time.Millisecond); err != nil {
+			b.Fatal(err)
+		}
+		clk.Advance(time.Microsecond)
+	}
+}
+
+func fillPool(b *testing.B, be *Backend, matching, others int) {
+	ctx := b.Context()
+	for i := range matching {
+		be.PoolPut(ctx, "p", benchPayload, primitives.Tags{"site": `"x"`, "fresh": "true", "n": fmt.Sprint(i)}, 0)
+	}
+	for i := range others {
+		be.PoolPut(ctx, "p", benchPayload, primitives.Tags{"site": `"y"`, "fresh": "true", "n": fmt.Sprint(i)}, 0)
+	}
+}
+
+func benchClaim(b *testing.B, matching, others int, where primitives.Tags) {
+	be, _ := benchBackend(b)
+	ctx := b.Context()
+	fillPool(b, be, matching, others)
+	for b.Loop() {
+		l, ok, err := be.PoolClaim(ctx, "p", where, time.Minute)
+		if err != nil || !ok {
+			b.Fatal(ok, err)
+		}
+		if err := be.PoolRelease(ctx, "p", l.ID, l.Token); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPoolClaim claims any item of 100 and releases it.
+func BenchmarkPoolClaim(b *testing.B) { benchClaim(b, 100, 0, nil) }
+
+// BenchmarkPoolClaim10 claims one of 10 matching items in a pool of those 10 only.
+func BenchmarkPoolClaim10(b *testing.B) { benchClaim(b, 10, 0, primitives.Tags{"site": `"x"`}) }
+
+// BenchmarkPoolClaim10000 claims one of 10 matching items among 10,000 that do not
+// match: it should cost what BenchmarkPoolClaim10 does.
+func BenchmarkPoolClaim10000(b *testing.B) {
+	benchClaim(b, 10, 10000, primitives.Tags{"site": `"x"`})
+}
+
+// BenchmarkPoolClaimTwoTags10000 filters on a tag all 10,010 items share and one only
+// 10 have: the claim scans the 10.
+func BenchmarkPoolClaimTwoTags10000(b *testing.B) {
+	benchClaim(b, 10, 10000, primitives.Tags{"fresh": "true", "site": `"x"`})
+}
+
+// BenchmarkPoolList lists the 10 matching items among 10,000.
+func BenchmarkPoolList(b *testing.B) {
+	be, _ := benchBackend(b)
+	ctx := b.Context()
+	fillPool(b, be, 10, 10000)
+	where := primitives.Tags{"site": `"x"`}
+	for b.Loop() {
+		if items, err := be.PoolList(ctx, "p", where, 0); err != nil || len(items) != 10 {
+			b.Fatal(len(items), err)
+		}
+	}
+}
+
+func BenchmarkPoolPutMarkBad(b *testing.B) {
+	be, _ := benchBackend(b)
+	ctx := b.Context()
+	fillPool(b, be, 10, 1000)
+	tags := primitives.Tags{"site": `"x"`}
+	for b.Loop() {
+		id, _ := be.PoolPut(ctx, "p", benchPayload, tags, time.Minute)
+		if err := be.PoolMarkBad(ctx, "p", id, "bad"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkPoolSize(b *testing.B) {
+	be, _ := benchBackend(b)
+	ctx := b.Context()
+	fillPool(b, be, 10, 10000)
+	for b.Loop() {
+		be.PoolSize(ctx, "p")
+	}
+}
+
+// BenchmarkPoolStats counts 1,000 items over 1,003 tag values.
+func BenchmarkPoolStats(b *testing.B) {
+	be, _ := benchBackend(b)
+	ctx := b.Context()
+	fillPool(b, be, 10, 990)
+	for b.Loop() {
+		be.PoolStats(ctx, "p")
+	}
+}
+
+func BenchmarkKVGet(b *testing.B) {
+	be, _ := benchBackend(b)
+	ctx := b.Context()
+	be.KVSet(ctx, "warmup", "last-harvest", benchPayload, time.Hour)
+	for b.Loop() {
+		if _, ok, _ := be.KVGet(ctx, "warmup", "last-harvest"); !ok {
+			b.Fatal("missing")
+		}
+	}
+}
+
+func BenchmarkKVGetParallel(b *testing.B) {
+	be, _ := benchBackend(b)
+	ctx := b.Context()
+	be.KVSet(ctx, "warmup", "last-harvest", benchPayload, time.Hour)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			be.KVGet(ctx, "warmup", "last-harvest")
+		}
+	})
+}
+
+func BenchmarkKVSet(b *testing.B) {
+	be, _ := benchBackend(b)
+	ctx := b.Context()
+	for b.Loop() {
+		if err := be.KVSet(ctx, "warmup", "last-harvest", benchPayload, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkKVSetTTL overwrites 1,000 keys with a TTL: each set moves a key in the TTL heap.
+func BenchmarkKVSetTTL(b *testing.B) {
+	be, _ := benchBackend(b)
+	ctx := b.Context()
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = fmt.Sprint("k", i)
+	}
+	i := 0
+	for b.Loop() {
+		be.KVSet(ctx, "warmup", keys[i%len(keys)], benchPayload, time.Minute)
+		i++
+	}
+}
+
+func BenchmarkKVSetDelete(b *testing.B) {
+	be, _ := benchBackend(b)
+	ctx := b.Context()
+	for b.Loop() {
+		be.KVSet(ctx, "warmup", "k", benchPayload, time.Minute)
+		if existed, _ := be.KVDelete(ctx, "warmup", "k"); !existed {
+			b.Fatal("not deleted")
+		}
+	}
+}
+
+func BenchmarkCounterIncr(b *testing.B) {
+	be, _ := benchBackend(b)
+	ctx := b.Context()
+	for b.Loop() {
+		be.CounterIncr(ctx, "inflight", 1)
+	}
+}
+
+func BenchmarkCounterIncrParallel(b *testing.B) {
+	be, _ := benchBackend(b)
+	ctx := b.Context()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			be.CounterIncr(ctx, "inflight", 1)
+		}
+	})
+}
+
+func BenchmarkCounterGet(b *testing.B) {
+	be, _ := benchBackend(b)
+	ctx := b.Context()
+	be.CounterIncr(ctx, "inflight", 1)
+	for b.Loop() {
+		be.CounterGet(ctx, "inflight")
+	}
+}
+
+func BenchmarkLockAcquireRelease(b *testing.B) {
+	be, _ := benchBackend(b)
+	ctx := b.Context()
+	for b.Loop() {
+		g, ok, err := be.LockAcquire(ctx, "harvest:x", time.Minute, 0)
+		if !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+		be.LockRelease(ctx, "harvest:x", g.Token)
+	}
+}
+
+func BenchmarkQueuePushClaimAck(b *testing.B) {
+	be, _ := benchBackend(b)
+	ctx := b.Context()
+	for b.Loop() {
+		be.QueuePush(ctx, "q", benchPayload)
+		c, ok, err := be.QueueClaim(ctx, "q", time.Minute, 3)
+		if !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+		if err := be.QueueAck(ctx, "q", c.ID, c.Token); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkQueueClaimRelease hands a task back with a delay and claims the next of 1,000.
+func BenchmarkQueueClaimRelease(b *testing.B) {
+	be, clk := benchBackend(b)
+	ctx := b.Context()
+	for range 1000 {
+		be.QueuePush(ctx, "q", benchPayload)
+	}
+	for b.Loop() {
+		c, ok, err := be.QueueClaim(ctx, "q", time.Minute, 0)
+		if !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+		be.QueueRelease(ctx, "q", c.ID, c.Token, primitives.Retry{Reason: "again", Delay: time.Millisecond})
+		clk.Advance(time.Microsecond)
+	}
+}
+
+func BenchmarkQueueStats(b *testing.B) {
+	be, _ := benchBackend(b)
+	ctx := b.Context()
+	for range 1000 {
+		be.QueuePush(ctx, "q", benchPayload)
+	}
+	for range 100 {
+		be.QueueClaim(ctx, "q", time.Minute, 0)
+	}
+	for b.Loop() {
+		be.QueueStats(ctx, "q")
+	}
+}

@@ -1,0 +1,43 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fleethost/fleet/primitives"
+)
+
+func checkCounter(name string) error { return primitives.CheckName("counter", name) }
+
+// CounterIncr implements primitives.Counter. An update that would overflow int64 is
+// ErrLimit and changes nothing, as Redis' INCRBY refuses it.
+func (b *Backend) CounterIncr(ctx context.Context, name string, delta int64) (int64, error) {
+	if err := checkCounter(name); err != nil {
+		return 0, err
+	}
+	if err := b.check(); err != nil {
+		return 0, err
+	}
+	b.countersMu.Lock()
+	defer b.countersMu.Unlock()
+	v := b.counters[name]
+	n := v + delta
+	if (delta > 0 && n < v) || (delta < 0 && n > v) {
+		return 0, fmt.Errorf("%w: counter %q at %d would overflow adding %d", primitives.ErrLimit, name, v, delta)
+	}
+	b.counters[name] = n
+	return n, nil
+}
+
+// CounterGet implements primitives.Counter.
+func (b *Backend) CounterGet(ctx context.Context, name string) (int64, error) {
+	if err := checkCounter(name); err != nil {
+		return 0, err
+	}
+	if err := b.check(); err != nil {
+		return 0, err
+	}
+	b.countersMu.RLock()
+	defer b.countersMu.RUnlock()
+	return b.counters[name], nil
+}

@@ -1,0 +1,80 @@
+package memory
+
+import (
+	"context"
+	"time"
+
+	"github.com/fleethost/fleet/primitives"
+)
+
+// lockState is one lock name. Its fields are guarded by Backend.locksMu. It outlives its
+// holders, so that the fence never goes back.
+type lockState struct {
+	token string    // of the holder; "" when free
+	until time.Time // end of the holder's lease
+	fence int64     // of the last grant
+}
+
+func checkLock(name string) error { return primitives.CheckName("lock", name) }
+
+// LockAcquire implements primitives.Lock. With wait > 0 it polls through
+// primitives.RetryAcquire, in real time whatever the Clock.
+func (b *Backend) LockAcquire(ctx context.Context, name string, hold, wait time.Duration) (primitives.Grant, bool, error) {
+	if err := checkLock(name); err != nil {
+		return primitives.Grant{}, false, err
+	}
+	if err := primitives.CheckPositive("hold", hold); err != nil {
+		return primitives.Grant{}, false, err
+	}
+	if err := primitives.CheckTTL("wait", wait); err != nil {
+		return primitives.Grant{}, false, err
+	}
+	var g primitives.Grant
+	ok, err := primitives.RetryAcquire(ctx, wait, func(context.Context) (bool, error) {
+		if err := b.check(); err != nil {
+			return false, err
+		}
+		var ok bool
+		g, ok = b.tryLock(name, hold)
+		return ok, nil
+	})
+	if !ok || err != nil {
+		return primitives.Grant{}, false, err
+	}
+	return g, true, nil
+}
+
+func (b *Backend) tryLock(name string, hold time.Duration) (primitives.Grant, bool) {
+	b.locksMu.Lock()
+	defer b.locksMu.Unlock()
+	now := b.clock.Now()
+	st := b.locks[name]
+	if st == nil {
+		st = &lockState{}
+		b.locks[name] = st
+	}
+	if st.token != "" && now.Before(st.until) {
+		return primitives.Grant{}, false
+	}
+	st.fence++
+	st.token, st.until = newToken(), now.Add(hold)
+	return primitives.Grant{Token: st.token, Fence: st.fence, Until: st.until}, true
+}
+
+// LockRelease implements primitives.Lock.
+func (b *Backend) LockRelease(ctx context.Context, name, token string) (bool, error) {
+	if err := checkLock(name); err != nil {
+		return false, err
+	}
+	if err := b.check(); err != nil {
+		return false, err
+	}
+	b.locksMu.Lock()
+	defer b.locksMu.Unlock()
+	st := b.locks[name]
+	if st == nil || st.token == "" || st.token != token || !b.clock.Now().Before(st.until) {
+		return false, nil
+	}
+	st.token, st.until = "", time.Time{}
+	return true, nil
+}

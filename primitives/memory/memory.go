@@ -1,0 +1,129 @@
+// Package memory is the embedded backend: fleet state kept in the process, for one machine.
+//
+// It is the default of `fleet-host run` when no backend URL is given. Everything lives in
+// maps guarded by mutexes (one per primitive family, and one per named pool or queue), so
+// state is lost when the process ends and is never shared with another process. It
+// implements the same contract as the Redis backend, which the primitivestest suite proves.
+package memory
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/fleethost/fleet/primitives"
+)
+
+// Options configures a Backend. The zero value is ready to use.
+type Options struct {
+	// Clock tells the time for every TTL, lease, retry delay and timestamp the backend
+	// keeps. Tests inject a simulated clock and advance it instead of sleeping:
+	//
+	//	b := memory.New(memory.Options{Clock: fake})
+	//
+	// It is read, never slept on: a LockAcquire with wait > 0 still waits in real time
+	// (primitives.RetryAcquire), while each of its tries reads Clock.
+	// default: primitives.SystemClock{}
+	Clock primitives.Clock
+}
+
+func (o *Options) init() {
+	if o.Clock == nil {
+		o.Clock = primitives.SystemClock{}
+	}
+}
+
+// Backend is the in-process primitives.Backend. Create it with New; it is safe for
+// concurrent use. Expired items, keys and leases are dropped lazily, when a later call
+// touches the same pool, queue, namespace or lock, so the Backend runs no goroutine.
+//
+// # Notes
+//
+//   - Pools index their unleased items by tag, so that PoolClaim with where costs
+//     O(smallest matching set), whatever the size of the pool.
+//   - A lock name, once used, keeps a few bytes for its fence for the life of the Backend,
+//     so that fencing tokens never go back. So do pool and queue names, once written.
+type Backend struct {
+	clock  primitives.Clock // immutable after construction
+	closed atomic.Bool
+
+	poolsMu sync.RWMutex
+	pools   map[string]*pool // guarded by poolsMu; a pool, once created, is never removed
+
+	queuesMu sync.RWMutex
+	queues   map[string]*queue // guarded by queuesMu; a queue, once created, is never removed
+
+	kvMu  sync.RWMutex
+	kv    map[kvKey]*kvEntry  // guarded by kvMu
+	kvTTL deadlines[*kvEntry] // guarded by kvMu; the entries of kv that have a TTL
+
+	locksMu sync.Mutex
+	locks   map[string]*lockState // guarded by locksMu
+
+	countersMu sync.RWMutex
+	counters   map[string]int64 // guarded by countersMu
+}
+
+var _ primitives.Backend = (*Backend)(nil)
+
+// New returns an empty Backend. o may be the zero Options.
+//
+//	b := memory.New(memory.Options{})
+//	defer b.Close()
+func New(o Options) *Backend {
+	o.init()
+	return &Backend{
+		clock:    o.Clock,
+		pools:    make(map[string]*pool),
+		queues:   make(map[string]*queue),
+		kv:       make(map[kvKey]*kvEntry),
+		kvTTL:    deadlines[*kvEntry]{node: func(e *kvEntry) *node { return &e.node }},
+		locks:    make(map[string]*lockState),
+		counters: make(map[string]int64),
+	}
+}
+
+// errClosed is returned by every call after Close.
+var errClosed = fmt.Errorf("%w: memory backend is closed", primitives.ErrUnavailable)
+
+func (b *Backend) check() error {
+	if b.closed.Load() {
+		return errClosed
+	}
+	return nil
+}
+
+// Ping returns nil, or ErrUnavailable after Close.
+func (b *Backend) Ping(ctx context.Context) error { return b.check() }
+
+// Close makes every later call fail with ErrUnavailable. The state is kept until the
+// Backend is garbage collected. Close is idempotent and always returns nil.
+func (b *Backend) Close() error {
+	b.closed.Store(true)
+	return nil
+}
+
+// newToken returns 128 random bits in hex: a lease or lock token nobody can guess.
+func newToken() string {
+	var buf [16]byte
+	_, _ = rand.Read(buf[:]) // crypto/rand.Read never returns an error; it crashes instead
+	return hex.EncodeToString(buf[:])
+}
+
+// newID returns 96 random bits in hex: an item or task id, unique without coordination.
+func newID() string {
+	var buf [12]byte
+	_, _ = rand.Read(buf[:])
+	return hex.EncodeToString(buf[:])
+}
+
+// clone copies b, keeping nil as nil, so that no caller aliases stored bytes.
+func clone(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append(make([]byte, 0, len(b)), b...)
+}

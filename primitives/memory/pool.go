@@ -1,0 +1,450 @@
+package memory
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/fleethost/fleet/primitives"
+)
+
+// defaultListLimit is what PoolList and QueueParked return at most when limit <= 0.
+const defaultListLimit = 100
+
+// tagKey is one `name=value` pair of a pool item's tags. A struct, not the joined string,
+// because a tag name may itself hold '='.
+type tagKey struct{ name, value string }
+
+func (k tagKey) String() string { return k.name + "=" + k.value }
+
+// item is one pool entry. Its fields are guarded by the mu of its pool.
+type item struct {
+	id      string
+	seq     uint64 // order of put within the pool
+	payload []byte
+	tags    primitives.Tags
+	keys    []tagKey // tags as keys, immutable
+	created time.Time
+	expires time.Time // zero when the item has no TTL
+
+	token string    // of the current lease; "" when unleased
+	until time.Time // end of the current lease
+
+	ttlNode   node // in pool.ttl when expires is set
+	leaseNode node // in pool.leases while leased
+}
+
+func (it *item) matches(where primitives.Tags) bool {
+	for k, v := range where {
+		if got, ok := it.tags[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (it *item) export() primitives.Item {
+	return primitives.Item{
+		ID:        it.id,
+		Payload:   clone(it.payload),
+		Tags:      maps.Clone(it.tags),
+		CreatedAt: it.created,
+		ExpiresAt: it.expires,
+	}
+}
+
+// itemSet is a set of items with O(1) add, remove and iteration over members only: a
+// dense slice plus each member's index. (A Go map does not shrink, so iterating one that
+// once held many items costs its old size; a claim must not.)
+type itemSet struct {
+	s   []*item
+	pos map[*item]int
+}
+
+func newItemSet() *itemSet { return &itemSet{pos: make(map[*item]int)} }
+
+func (s *itemSet) len() int { return len(s.s) }
+
+func (s *itemSet) add(it *item) {
+	s.pos[it] = len(s.s)
+	s.s = append(s.s, it)
+}
+
+func (s *itemSet) remove(it *item) {
+	i, ok := s.pos[it]
+	if !ok {
+		return
+	}
+	last := len(s.s) - 1
+	if i != last {
+		s.s[i] = s.s[last]
+		s.pos[s.s[i]] = i
+	}
+	s.s[last] = nil
+	s.s = s.s[:last]
+	delete(s.pos, it)
+}
+
+// pool is one named pool. Between calls (after settle) it keeps these invariants:
+// items holds exactly the live items; byTag[k] holds the live items tagged k; free holds
+// the unleased live items and avail[k] those tagged k; ttl holds the items with a TTL
+// and leases the leased ones. Empty sets are deleted from byTag and avail.
+type pool struct {
+	mu     sync.Mutex
+	items  map[string]*item    // guarded by mu
+	byTag  map[tagKey]*itemSet // guarded by mu
+	avail  map[tagKey]*itemSet // guarded by mu
+	free   *itemSet            // guarded by mu
+	ttl    deadlines[*item]    // guarded by mu
+	leases deadlines[*item]    // guarded by mu
+	seq    uint64              // guarded by mu
+}
+
+func newPool() *pool {
+	return &pool{
+		items:  make(map[string]*item),
+		byTag:  make(map[tagKey]*itemSet),
+		avail:  make(map[tagKey]*itemSet),
+		free:   newItemSet(),
+		ttl:    deadlines[*item]{node: func(it *item) *node { return &it.ttlNode }},
+		leases: deadlines[*item]{node: func(it *item) *node { return &it.leaseNode }},
+	}
+}
+
+func addTo(m map[tagKey]*itemSet, k tagKey, it *item) {
+	s := m[k]
+	if s == nil {
+		s = newItemSet()
+		m[k] = s
+	}
+	s.add(it)
+}
+
+func removeFrom(m map[tagKey]*itemSet, k tagKey, it *item) {
+	if s := m[k]; s != nil {
+		s.remove(it)
+		if s.len() == 0 {
+			delete(m, k)
+		}
+	}
+}
+
+// makeFree puts an unleased item into the free indexes.
+func (p *pool) makeFree(it *item) {
+	it.token, it.until = "", time.Time{}
+	p.free.add(it)
+	for _, k := range it.keys {
+		addTo(p.avail, k, it)
+	}
+}
+
+// lease takes a free item out of the free indexes and leases it until until.
+func (p *pool) lease(it *item, until time.Time) string {
+	p.free.remove(it)
+	for _, k := range it.keys {
+		removeFrom(p.avail, k, it)
+	}
+	it.token, it.until = newToken(), until
+	p.seq++
+	p.leases.push(it, until, p.seq)
+	return it.token
+}
+
+// drop removes an item from the pool and every index.
+func (p *pool) drop(it *item) {
+	delete(p.items, it.id)
+	for _, k := range it.keys {
+		removeFrom(p.byTag, k, it)
+	}
+	if it.token == "" {
+		p.free.remove(it)
+		for _, k := range it.keys {
+			removeFrom(p.avail, k, it)
+		}
+	}
+	p.ttl.remove(it)
+	p.leases.remove(it)
+}
+
+// settle applies what time did since the last call: it drops expired items, then returns
+// items whose lease ended to the free indexes. It costs O(log n) per change, and nothing
+// when nothing changed.
+func (p *pool) settle(now time.Time) {
+	for {
+		it, ok := p.ttl.popDue(now)
+		if !ok {
+			break
+		}
+		p.drop(it)
+	}
+	for {
+		it, ok := p.leases.popDue(now)
+		if !ok {
+			break
+		}
+		p.makeFree(it)
+	}
+}
+
+// smallest returns the smallest of the sets m holds for the entries of where, or nil
+// when one of them is empty, so that no item matches.
+func smallest(m map[tagKey]*itemSet, where primitives.Tags) *itemSet {
+	var best *itemSet
+	for k, v := range where {
+		s := m[tagKey{k, v}]
+		if s == nil {
+			return nil
+		}
+		if best == nil || s.len() < best.len() {
+			best = s
+		}
+	}
+	return best
+}
+
+// getPool returns the named pool, creating it when create is set; nil otherwise.
+func (b *Backend) getPool(name string, create bool) *pool {
+	b.poolsMu.RLock()
+	p := b.pools[name]
+	b.poolsMu.RUnlock()
+	if p != nil || !create {
+		return p
+	}
+	b.poolsMu.Lock()
+	defer b.poolsMu.Unlock()
+	if p = b.pools[name]; p == nil {
+		p = newPool()
+		b.pools[name] = p
+	}
+	return p
+}
+
+func checkPool(name string) error { return primitives.CheckName("pool", name) }
+
+// PoolPut implements primitives.Pool. It stores copies of payload and tags.
+func (b *Backend) PoolPut(ctx context.Context, poolName string, payload []byte, tags primitives.Tags, ttl time.Duration) (string, error) {
+	if err := checkPool(poolName); err != nil {
+		return "", err
+	}
+	if err := primitives.CheckTags(tags); err != nil {
+		return "", err
+	}
+	if err := primitives.CheckTTL("ttl", ttl); err != nil {
+		return "", err
+	}
+	if err := primitives.CheckValue("payload", payload); err != nil {
+		return "", err
+	}
+	if err := b.check(); err != nil {
+		return "", err
+	}
+	it := &item{id: newID(), payload: clone(payload)}
+	if len(tags) > 0 {
+		it.tags = maps.Clone(tags)
+		it.keys = make([]tagKey, 0, len(tags))
+		for k, v := range tags {
+			it.keys = append(it.keys, tagKey{k, v})
+		}
+	}
+	p := b.getPool(poolName, true)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := b.clock.Now()
+	p.settle(now)
+	p.seq++
+	it.seq, it.created = p.seq, now
+	if ttl > 0 {
+		it.expires = now.Add(ttl)
+		p.ttl.push(it, it.expires, it.seq)
+	}
+	p.items[it.id] = it
+	for _, k := range it.keys {
+		addTo(p.byTag, k, it)
+	}
+	p.makeFree(it)
+	return it.id, nil
+}
+
+// PoolList implements primitives.Pool. Items come oldest put first.
+func (b *Backend) PoolList(ctx context.Context, poolName string, where primitives.Tags, limit int) ([]primitives.Item, error) {
+	if err := checkPool(poolName); err != nil {
+		return nil, err
+	}
+	if err := primitives.CheckTags(where); err != nil {
+		return nil, err
+	}
+	if err := b.check(); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		limit = defaultListLimit
+	}
+	p := b.getPool(poolName, false)
+	if p == nil {
+		return nil, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.settle(b.clock.Now())
+	var found []*item
+	if len(where) == 0 {
+		for _, it := range p.items {
+			found = append(found, it)
+		}
+	} else if s := smallest(p.byTag, where); s != nil {
+		for _, it := range s.s {
+			if it.matches(where) {
+				found = append(found, it)
+			}
+		}
+	}
+	slices.SortFunc(found, func(a, b *item) int { return cmp.Compare(a.seq, b.seq) })
+	if len(found) > limit {
+		found = found[:limit]
+	}
+	out := make([]primitives.Item, len(found))
+	for i, it := range found {
+		out[i] = it.export()
+	}
+	return out, nil
+}
+
+// PoolClaim implements primitives.Pool. It looks only at the unleased items that carry
+// the rarest tag of where (all unleased items when where is empty).
+func (b *Backend) PoolClaim(ctx context.Context, poolName string, where primitives.Tags, hold time.Duration) (primitives.Lease, bool, error) {
+	if err := checkPool(poolName); err != nil {
+		return primitives.Lease{}, false, err
+	}
+	if err := primitives.CheckTags(where); err != nil {
+		return primitives.Lease{}, false, err
+	}
+	if err := primitives.CheckPositive("hold", hold); err != nil {
+		return primitives.Lease{}, false, err
+	}
+	if err := b.check(); err != nil {
+		return primitives.Lease{}, false, err
+	}
+	p := b.getPool(poolName, false)
+	if p == nil {
+		return primitives.Lease{}, false, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := b.clock.Now()
+	p.settle(now)
+	s := p.free
+	if len(where) > 0 {
+		s = smallest(p.avail, where)
+	}
+	if s == nil {
+		return primitives.Lease{}, false, nil
+	}
+	// Take from the end: when every member matches (one tag in where, the common case),
+	// that is the first look, and removing the last member moves nothing.
+	for i := s.len() - 1; i >= 0; i-- {
+		it := s.s[i]
+		if !it.matches(where) {
+			continue
+		}
+		until := now.Add(hold)
+		token := p.lease(it, until)
+		return primitives.Lease{Item: it.export(), Token: token, Until: until}, true, nil
+	}
+	return primitives.Lease{}, false, nil
+}
+
+// PoolRelease implements primitives.Pool.
+func (b *Backend) PoolRelease(ctx context.Context, poolName, id, token string) error {
+	if err := checkPool(poolName); err != nil {
+		return err
+	}
+	if err := b.check(); err != nil {
+		return err
+	}
+	p := b.getPool(poolName, false)
+	if p == nil {
+		return fmt.Errorf("%w: pool %q has no item %q", primitives.ErrNotFound, poolName, id)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.settle(b.clock.Now())
+	it := p.items[id]
+	if it == nil {
+		return fmt.Errorf("%w: pool %q has no item %q", primitives.ErrNotFound, poolName, id)
+	}
+	if it.token == "" || it.token != token {
+		return fmt.Errorf("%w: token does not hold item %q of pool %q (lease ended or re-claimed)", primitives.ErrConflict, id, poolName)
+	}
+	p.leases.remove(it)
+	p.makeFree(it)
+	return nil
+}
+
+// PoolMarkBad implements primitives.Pool. The reason is not kept.
+func (b *Backend) PoolMarkBad(ctx context.Context, poolName, id, reason string) error {
+	if err := checkPool(poolName); err != nil {
+		return err
+	}
+	if err := b.check(); err != nil {
+		return err
+	}
+	p := b.getPool(poolName, false)
+	if p == nil {
+		return fmt.Errorf("%w: pool %q has no item %q", primitives.ErrNotFound, poolName, id)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.settle(b.clock.Now())
+	it := p.items[id]
+	if it == nil {
+		return fmt.Errorf("%w: pool %q has no item %q", primitives.ErrNotFound, poolName, id)
+	}
+	p.drop(it)
+	return nil
+}
+
+// PoolSize implements primitives.Pool.
+func (b *Backend) PoolSize(ctx context.Context, poolName string) (int, error) {
+	if err := checkPool(poolName); err != nil {
+		return 0, err
+	}
+	if err := b.check(); err != nil {
+		return 0, err
+	}
+	p := b.getPool(poolName, false)
+	if p == nil {
+		return 0, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.settle(b.clock.Now())
+	return len(p.items), nil
+}
+
+// PoolStats implements primitives.Pool. ByTag is never nil.
+func (b *Backend) PoolStats(ctx context.Context, poolName string) (primitives.PoolStats, error) {
+	if err := checkPool(poolName); err != nil {
+		return primitives.PoolStats{}, err
+	}
+	if err := b.check(); err != nil {
+		return primitives.PoolStats{}, err
+	}
+	st := primitives.PoolStats{ByTag: make(map[string]int)}
+	p := b.getPool(poolName, false)
+	if p == nil {
+		return st, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.settle(b.clock.Now())
+	st.Size = len(p.items)
+	st.Leased = len(p.items) - p.free.len()
+	for k, s := range p.byTag {
+		st.ByTag[k.String()] += s.len()
+	}
+	return st, nil
+}

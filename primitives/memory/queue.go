@@ -1,0 +1,366 @@
+package memory
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/fleethost/fleet/primitives"
+)
+
+type taskState uint8
+
+const (
+	ready    taskState = iota // in queue.ready
+	delayed                   // in queue.delayed, claimable from node.at
+	inflight                  // in queue.inflight, leased until node.at
+	parked                    // in queue.parked
+)
+
+// leaseExpired is the LastError of a task whose lease ended without ack or release.
+const leaseExpired = "lease expired"
+
+// task is one queued unit of work. Its fields are guarded by the mu of its queue.
+type task struct {
+	id        string
+	payload   []byte
+	attempts  int
+	enqueued  time.Time
+	lastErr   string
+	state     taskState
+	token     string    // of the current lease while inflight
+	until     time.Time // end of the current lease while inflight
+	parkedSeq uint64    // order of parking while parked
+	node      node      // in queue.delayed or queue.inflight
+}
+
+func (t *task) export() primitives.Task {
+	return primitives.Task{
+		ID:         t.id,
+		Payload:    clone(t.payload),
+		Attempts:   t.attempts,
+		EnqueuedAt: t.enqueued,
+		LastError:  t.lastErr,
+	}
+}
+
+// fifo is a queue of tasks: append at the tail, take from the head.
+type fifo struct {
+	s    []*task
+	head int
+}
+
+func (f *fifo) len() int { return len(f.s) - f.head }
+
+func (f *fifo) push(t *task) { f.s = append(f.s, t) }
+
+func (f *fifo) pop() *task {
+	if f.len() == 0 {
+		return nil
+	}
+	t := f.s[f.head]
+	f.s[f.head] = nil
+	f.head++
+	if f.head == len(f.s) {
+		f.s, f.head = f.s[:0], 0
+	} else if f.head >= 64 && f.head*2 >= len(f.s) {
+		n := copy(f.s, f.s[f.head:])
+		clear(f.s[n:])
+		f.s, f.head = f.s[:n], 0
+	}
+	return t
+}
+
+// queue is one named queue. Every task is in tasks and, by its state, in exactly one of
+// ready, delayed, inflight or parked.
+type queue struct {
+	mu       sync.Mutex
+	tasks    map[string]*task // guarded by mu
+	ready    fifo             // guarded by mu; claimable now, oldest ready first
+	delayed  deadlines[*task] // guarded by mu; claimable from their deadline
+	inflight deadlines[*task] // guarded by mu; leased until their deadline
+	parked   map[string]*task // guarded by mu
+	seq      uint64           // guarded by mu
+}
+
+func newQueue() *queue {
+	nodeOf := func(t *task) *node { return &t.node }
+	return &queue{
+		tasks:    make(map[string]*task),
+		delayed:  deadlines[*task]{node: nodeOf},
+		inflight: deadlines[*task]{node: nodeOf},
+		parked:   make(map[string]*task),
+	}
+}
+
+func (q *queue) makeReady(t *task) {
+	t.state, t.token, t.until = ready, "", time.Time{}
+	q.ready.push(t)
+}
+
+func (q *queue) park(t *task, reason string) {
+	t.state, t.token, t.until, t.lastErr = parked, "", time.Time{}, reason
+	q.seq++
+	t.parkedSeq = q.seq
+	q.parked[t.id] = t
+}
+
+// settle makes claimable what time made so, in the order it became so: delayed tasks
+// whose delay passed, and leased tasks whose lease ended (parked instead once they have
+// used maxAttempts, when maxAttempts > 0).
+func (q *queue) settle(now time.Time, maxAttempts int) {
+	for {
+		d, dok := q.delayed.peek()
+		l, lok := q.inflight.peek()
+		switch {
+		case dok && !d.After(now) && (!lok || !l.Before(d) || l.After(now)):
+			t, _ := q.delayed.popDue(now)
+			q.makeReady(t)
+		case lok && !l.After(now):
+			t, _ := q.inflight.popDue(now)
+			if maxAttempts > 0 && t.attempts >= maxAttempts {
+				q.park(t, leaseExpired)
+			} else {
+				t.lastErr = leaseExpired
+				q.makeReady(t)
+			}
+		default:
+			return
+		}
+	}
+}
+
+// holder returns the task id if token holds its lease at now.
+func (q *queue) holder(queueName, id, token string, now time.Time) (*task, error) {
+	t := q.tasks[id]
+	if t == nil {
+		return nil, fmt.Errorf("%w: queue %q has no task %q", primitives.ErrNotFound, queueName, id)
+	}
+	if t.state != inflight || t.token != token || !now.Before(t.until) {
+		return nil, fmt.Errorf("%w: token does not hold task %q of queue %q (lease ended or re-claimed)", primitives.ErrConflict, id, queueName)
+	}
+	return t, nil
+}
+
+// getQueue returns the named queue, creating it when create is set; nil otherwise.
+func (b *Backend) getQueue(name string, create bool) *queue {
+	b.queuesMu.RLock()
+	q := b.queues[name]
+	b.queuesMu.RUnlock()
+	if q != nil || !create {
+		return q
+	}
+	b.queuesMu.Lock()
+	defer b.queuesMu.Unlock()
+	if q = b.queues[name]; q == nil {
+		q = newQueue()
+		b.queues[name] = q
+	}
+	return q
+}
+
+func checkQueue(name string) error { return primitives.CheckName("queue", name) }
+
+func notFound(queueName, id string) error {
+	return fmt.Errorf("%w: queue %q has no task %q", primitives.ErrNotFound, queueName, id)
+}
+
+// QueuePush implements primitives.Queue. It stores a copy of payload.
+func (b *Backend) QueuePush(ctx context.Context, queueName string, payload []byte) (string, error) {
+	if err := checkQueue(queueName); err != nil {
+		return "", err
+	}
+	if err := primitives.CheckValue("payload", payload); err != nil {
+		return "", err
+	}
+	if err := b.check(); err != nil {
+		return "", err
+	}
+	t := &task{id: newID(), payload: clone(payload)}
+	q := b.getQueue(queueName, true)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	t.enqueued = b.clock.Now()
+	q.tasks[t.id] = t
+	q.makeReady(t)
+	return t.id, nil
+}
+
+// QueueClaim implements primitives.Queue. Tasks are claimed in the order they became
+// ready: pushed, released, requeued, or their delay or lease ended.
+func (b *Backend) QueueClaim(ctx context.Context, queueName string, lease time.Duration, maxAttempts int) (primitives.ClaimedTask, bool, error) {
+	if err := checkQueue(queueName); err != nil {
+		return primitives.ClaimedTask{}, false, err
+	}
+	if err := primitives.CheckPositive("lease", lease); err != nil {
+		return primitives.ClaimedTask{}, false, err
+	}
+	if err := b.check(); err != nil {
+		return primitives.ClaimedTask{}, false, err
+	}
+	q := b.getQueue(queueName, false)
+	if q == nil {
+		return primitives.ClaimedTask{}, false, nil
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := b.clock.Now()
+	q.settle(now, maxAttempts)
+	t := q.ready.pop()
+	if t == nil {
+		return primitives.ClaimedTask{}, false, nil
+	}
+	t.attempts++
+	t.state, t.token, t.until = inflight, newToken(), now.Add(lease)
+	q.seq++
+	q.inflight.push(t, t.until, q.seq)
+	return primitives.ClaimedTask{Task: t.export(), Token: t.token, Until: t.until}, true, nil
+}
+
+// QueueAck implements primitives.Queue.
+func (b *Backend) QueueAck(ctx context.Context, queueName, id, token string) error {
+	if err := checkQueue(queueName); err != nil {
+		return err
+	}
+	if err := b.check(); err != nil {
+		return err
+	}
+	q := b.getQueue(queueName, false)
+	if q == nil {
+		return notFound(queueName, id)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	t, err := q.holder(queueName, id, token, b.clock.Now())
+	if err != nil {
+		return err
+	}
+	q.inflight.remove(t)
+	delete(q.tasks, id)
+	return nil
+}
+
+// QueueRelease implements primitives.Queue.
+func (b *Backend) QueueRelease(ctx context.Context, queueName, id, token string, r primitives.Retry) (bool, error) {
+	if err := checkQueue(queueName); err != nil {
+		return false, err
+	}
+	if err := primitives.CheckTTL("retry delay", r.Delay); err != nil {
+		return false, err
+	}
+	if err := primitives.CheckValue("retry reason", []byte(r.Reason)); err != nil {
+		return false, err
+	}
+	if err := b.check(); err != nil {
+		return false, err
+	}
+	q := b.getQueue(queueName, false)
+	if q == nil {
+		return false, notFound(queueName, id)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := b.clock.Now()
+	t, err := q.holder(queueName, id, token, now)
+	if err != nil {
+		return false, err
+	}
+	q.inflight.remove(t)
+	if r.MaxAttempts > 0 && t.attempts >= r.MaxAttempts {
+		q.park(t, r.Reason)
+		return true, nil
+	}
+	t.lastErr = r.Reason
+	if r.Delay > 0 {
+		t.state, t.token, t.until = delayed, "", time.Time{}
+		q.seq++
+		q.delayed.push(t, now.Add(r.Delay), q.seq)
+	} else {
+		q.makeReady(t)
+	}
+	return false, nil
+}
+
+// QueueStats implements primitives.Queue. A task whose lease has ended counts as waiting
+// (Depth), though it is parked instead if it has used its attempts when the next claim
+// looks.
+func (b *Backend) QueueStats(ctx context.Context, queueName string) (primitives.QueueStats, error) {
+	if err := checkQueue(queueName); err != nil {
+		return primitives.QueueStats{}, err
+	}
+	if err := b.check(); err != nil {
+		return primitives.QueueStats{}, err
+	}
+	q := b.getQueue(queueName, false)
+	if q == nil {
+		return primitives.QueueStats{}, nil
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ended := q.inflight.countDue(b.clock.Now())
+	return primitives.QueueStats{
+		Depth:    q.ready.len() + q.delayed.size() + ended,
+		InFlight: q.inflight.size() - ended,
+		Parked:   len(q.parked),
+	}, nil
+}
+
+// QueueParked implements primitives.Queue. limit <= 0 means 100.
+func (b *Backend) QueueParked(ctx context.Context, queueName string, limit int) ([]primitives.Task, error) {
+	if err := checkQueue(queueName); err != nil {
+		return nil, err
+	}
+	if err := b.check(); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		limit = defaultListLimit
+	}
+	q := b.getQueue(queueName, false)
+	if q == nil {
+		return nil, nil
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ts := make([]*task, 0, len(q.parked))
+	for _, t := range q.parked {
+		ts = append(ts, t)
+	}
+	slices.SortFunc(ts, func(a, b *task) int { return cmp.Compare(a.parkedSeq, b.parkedSeq) })
+	if len(ts) > limit {
+		ts = ts[:limit]
+	}
+	out := make([]primitives.Task, len(ts))
+	for i, t := range ts {
+		out[i] = t.export()
+	}
+	return out, nil
+}
+
+// QueueRequeue implements primitives.Queue. The task keeps its LastError and goes to the
+// tail of the queue.
+func (b *Backend) QueueRequeue(ctx context.Context, queueName, id string) error {
+	if err := checkQueue(queueName); err != nil {
+		return err
+	}
+	if err := b.check(); err != nil {
+		return err
+	}
+	q := b.getQueue(queueName, false)
+	if q == nil {
+		return fmt.Errorf("%w: queue %q has no parked task %q", primitives.ErrNotFound, queueName, id)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	t := q.parked[id]
+	if t == nil {
+		return fmt.Errorf("%w: queue %q has no parked task %q", primitives.ErrNotFound, queueName, id)
+	}
+	delete(q.parked, id)
+	t.attempts = 0
+	q.makeReady(t)
+	return nil
+}

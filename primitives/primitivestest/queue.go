@@ -1,0 +1,376 @@
+package primitivestest
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleethost/fleet/primitives"
+)
+
+var queueTests = []subtest{
+	{"PushClaimAck", testQueuePushClaimAck},
+	{"LeaseExpiryRedelivers", testQueueLeaseExpiry},
+	{"StaleTokenConflicts", testQueueStaleToken},
+	{"ReleaseWithDelay", testQueueReleaseDelay},
+	{"ParkAfterMaxAttemptsOnRelease", testQueueParkOnRelease},
+	{"ParkAfterMaxAttemptsOnLeaseExpiry", testQueueParkOnExpiry},
+	{"ParkedOrderAndLimit", testQueueParkedOrder},
+	{"RequeueUnknown", testQueueRequeueUnknown},
+	{"FIFO", testQueueFIFO},
+	{"ClaimIsExclusive", testQueueClaimHammer},
+	{"QueuesAreIsolated", testQueuesAreIsolated},
+}
+
+func push(t *testing.T, b primitives.Backend, queue, payload string) string {
+	t.Helper()
+	id, err := b.QueuePush(t.Context(), queue, []byte(payload))
+	noErr(t, fmt.Sprintf("QueuePush(%q, %s)", queue, payload), err)
+	if id == "" {
+		t.Fatalf("QueuePush(%q) returned an empty id", queue)
+	}
+	return id
+}
+
+func qclaim(t *testing.T, b primitives.Backend, queue string, lease time.Duration, maxAttempts int) (primitives.ClaimedTask, bool) {
+	t.Helper()
+	c, ok, err := b.QueueClaim(t.Context(), queue, lease, maxAttempts)
+	noErr(t, fmt.Sprintf("QueueClaim(%q, %v, %d)", queue, lease, maxAttempts), err)
+	if ok && (c.ID == "" || c.Token == "") {
+		t.Fatalf("QueueClaim(%q) = task with id %q token %q, want both set", queue, c.ID, c.Token)
+	}
+	return c, ok
+}
+
+func mustQClaim(t *testing.T, b primitives.Backend, queue string, lease time.Duration, maxAttempts int) primitives.ClaimedTask {
+	t.Helper()
+	c, ok := qclaim(t, b, queue, lease, maxAttempts)
+	if !ok {
+		t.Fatalf("QueueClaim(%q) found nothing, want a task", queue)
+	}
+	return c
+}
+
+func wantNoQClaim(t *testing.T, b primitives.Backend, queue string) {
+	t.Helper()
+	if c, ok := qclaim(t, b, queue, time.Minute, 0); ok {
+		t.Errorf("QueueClaim(%q) = task %q (attempt %d), want nothing", queue, c.ID, c.Attempts)
+	}
+}
+
+func wantQStats(t *testing.T, b primitives.Backend, queue string, want primitives.QueueStats) {
+	t.Helper()
+	st, err := b.QueueStats(t.Context(), queue)
+	noErr(t, fmt.Sprintf("QueueStats(%q)", queue), err)
+	if st != want {
+		t.Errorf("QueueStats(%q) = %+v, want %+v", queue, st, want)
+	}
+}
+
+func ack(t *testing.T, b primitives.Backend, queue string, c primitives.ClaimedTask) {
+	t.Helper()
+	noErr(t, fmt.Sprintf("QueueAck(%q, %q)", queue, c.ID), b.QueueAck(t.Context(), queue, c.ID, c.Token))
+}
+
+func qrelease(t *testing.T, b primitives.Backend, queue string, c primitives.ClaimedTask, r primitives.Retry) bool {
+	t.Helper()
+	parked, err := b.QueueRelease(t.Context(), queue, c.ID, c.Token, r)
+	noErr(t, fmt.Sprintf("QueueRelease(%q, %q, %+v)", queue, c.ID, r), err)
+	return parked
+}
+
+func parkedTasks(t *testing.T, b primitives.Backend, queue string, limit int) []primitives.Task {
+	t.Helper()
+	ts, err := b.QueueParked(t.Context(), queue, limit)
+	noErr(t, fmt.Sprintf("QueueParked(%q, %d)", queue, limit), err)
+	return ts
+}
+
+func testQueuePushClaimAck(t *testing.T, b primitives.Backend) {
+	const lease = time.Minute
+	wantQStats(t, b, "q", primitives.QueueStats{})
+	wantNoQClaim(t, b, "q")
+	beforePush := time.Now()
+	id := push(t, b, "q", `{"site":"x"}`)
+	afterPush := time.Now()
+	wantQStats(t, b, "q", primitives.QueueStats{Depth: 1})
+	beforeClaim := time.Now()
+	c := mustQClaim(t, b, "q", lease, 3)
+	afterClaim := time.Now()
+	if c.ID != id || string(c.Payload) != `{"site":"x"}` || c.Attempts != 1 || c.LastError != "" {
+		t.Errorf("QueueClaim = id %q payload %s attempts %d error %q; want %q {\"site\":\"x\"} 1 \"\"", c.ID, c.Payload, c.Attempts, c.LastError, id)
+	}
+	timeIn(t, "EnqueuedAt", c.EnqueuedAt, beforePush, afterPush)
+	timeIn(t, "ClaimedTask.Until", c.Until, beforeClaim.Add(lease), afterClaim.Add(lease))
+	wantQStats(t, b, "q", primitives.QueueStats{InFlight: 1})
+	wantNoQClaim(t, b, "q")
+	ack(t, b, "q", c)
+	wantQStats(t, b, "q", primitives.QueueStats{})
+	wantNoQClaim(t, b, "q")
+	wantErr(t, "QueueAck(twice)", b.QueueAck(t.Context(), "q", c.ID, c.Token), primitives.ErrNotFound)
+	wantErr(t, "QueueRelease(acked)", func() error {
+		_, err := b.QueueRelease(t.Context(), "q", c.ID, c.Token, primitives.Retry{})
+		return err
+	}(), primitives.ErrNotFound)
+	if id2 := push(t, b, "q", `2`); id2 == id {
+		t.Errorf("QueuePush returned id %q twice", id)
+	}
+}
+
+func testQueueLeaseExpiry(t *testing.T, b primitives.Backend) {
+	const lease = 150 * time.Millisecond
+	id := push(t, b, "q", `1`)
+	start := time.Now()
+	c1 := mustQClaim(t, b, "q", lease, 0)
+	if _, ok := qclaim(t, b, "q", lease, 0); ok && time.Since(start) < lease/2 {
+		t.Error("QueueClaim took a leased task before its lease ended")
+	}
+	sleep(t, lease+150*time.Millisecond)
+	c2 := mustQClaim(t, b, "q", time.Minute, 0)
+	if c2.ID != id || c2.Attempts != 2 || string(c2.Payload) != `1` {
+		t.Errorf("QueueClaim after the lease ended = id %q attempts %d payload %s; want %q 2 1", c2.ID, c2.Attempts, c2.Payload, id)
+	}
+	if c2.Token == c1.Token {
+		t.Errorf("two claims got the same token %q", c1.Token)
+	}
+	if !c2.EnqueuedAt.Equal(c1.EnqueuedAt) {
+		t.Errorf("EnqueuedAt changed on redelivery: %v then %v", c1.EnqueuedAt, c2.EnqueuedAt)
+	}
+	wantQStats(t, b, "q", primitives.QueueStats{InFlight: 1})
+	ack(t, b, "q", c2)
+	wantQStats(t, b, "q", primitives.QueueStats{})
+}
+
+func testQueueStaleToken(t *testing.T, b primitives.Backend) {
+	const lease = 150 * time.Millisecond
+	push(t, b, "q", `1`)
+	stale := mustQClaim(t, b, "q", lease, 0)
+	wantErr(t, "QueueAck(wrong token)", b.QueueAck(t.Context(), "q", stale.ID, "not-the-token"), primitives.ErrConflict)
+	sleep(t, lease+150*time.Millisecond)
+	// The lease ended: the token no longer holds the task, even before another claim.
+	wantErr(t, "QueueAck(lease ended)", b.QueueAck(t.Context(), "q", stale.ID, stale.Token), primitives.ErrConflict)
+	c := mustQClaim(t, b, "q", time.Minute, 0)
+	if c.ID != stale.ID {
+		t.Fatalf("QueueClaim = %q, want %q", c.ID, stale.ID)
+	}
+	wantErr(t, "QueueAck(re-claimed)", b.QueueAck(t.Context(), "q", stale.ID, stale.Token), primitives.ErrConflict)
+	_, err := b.QueueRelease(t.Context(), "q", stale.ID, stale.Token, primitives.Retry{Reason: "stale"})
+	wantErr(t, "QueueRelease(re-claimed)", err, primitives.ErrConflict)
+	wantQStats(t, b, "q", primitives.QueueStats{InFlight: 1})
+	ack(t, b, "q", c)
+	wantQStats(t, b, "q", primitives.QueueStats{})
+}
+
+func testQueueReleaseDelay(t *testing.T, b primitives.Backend) {
+	const delay = 300 * time.Millisecond
+	id := push(t, b, "q", `1`)
+	c := mustQClaim(t, b, "q", time.Minute, 0)
+	if qrelease(t, b, "q", c, primitives.Retry{Reason: "rate limited"}) {
+		t.Fatal("QueueRelease without MaxAttempts parked the task")
+	}
+	wantQStats(t, b, "q", primitives.QueueStats{Depth: 1})
+	c = mustQClaim(t, b, "q", time.Minute, 0) // no delay: at once
+	if c.ID != id || c.Attempts != 2 || c.LastError != "rate limited" {
+		t.Errorf("QueueClaim after release = id %q attempts %d error %q; want %q 2 \"rate limited\"", c.ID, c.Attempts, c.LastError, id)
+	}
+	start := time.Now()
+	if qrelease(t, b, "q", c, primitives.Retry{Reason: "backoff", Delay: delay, MaxAttempts: 5}) {
+		t.Fatal("QueueRelease under MaxAttempts parked the task")
+	}
+	if c, ok := qclaim(t, b, "q", time.Minute, 0); ok && time.Since(start) < delay/2 {
+		t.Errorf("QueueClaim took task %q released with delay %v at once", c.ID, delay)
+	}
+	if time.Since(start) < delay/2 {
+		wantQStats(t, b, "q", primitives.QueueStats{Depth: 1})
+	}
+	sleep(t, delay+150*time.Millisecond)
+	c = mustQClaim(t, b, "q", time.Minute, 0)
+	if c.ID != id || c.Attempts != 3 || c.LastError != "backoff" {
+		t.Errorf("QueueClaim after the delay = id %q attempts %d error %q; want %q 3 \"backoff\"", c.ID, c.Attempts, c.LastError, id)
+	}
+	ack(t, b, "q", c)
+	wantQStats(t, b, "q", primitives.QueueStats{})
+}
+
+func testQueueParkOnRelease(t *testing.T, b primitives.Backend) {
+	const maxAttempts = 2
+	id := push(t, b, "q", `{"n":1}`)
+	c := mustQClaim(t, b, "q", time.Minute, maxAttempts)
+	if qrelease(t, b, "q", c, primitives.Retry{Reason: "first", MaxAttempts: maxAttempts}) {
+		t.Fatal("QueueRelease after attempt 1 of 2 parked the task")
+	}
+	c = mustQClaim(t, b, "q", time.Minute, maxAttempts)
+	if c.Attempts != 2 {
+		t.Fatalf("second QueueClaim has attempts %d, want 2", c.Attempts)
+	}
+	if !qrelease(t, b, "q", c, primitives.Retry{Reason: "boom", Delay: time.Hour, MaxAttempts: maxAttempts}) {
+		t.Fatal("QueueRelease after attempt 2 of 2 did not park the task")
+	}
+	wantQStats(t, b, "q", primitives.QueueStats{Parked: 1})
+	wantNoQClaim(t, b, "q")
+	wantErr(t, "QueueAck(parked)", b.QueueAck(t.Context(), "q", c.ID, c.Token), primitives.ErrConflict)
+	ps := parkedTasks(t, b, "q", 10)
+	if len(ps) != 1 || ps[0].ID != id || ps[0].LastError != "boom" || ps[0].Attempts != 2 || string(ps[0].Payload) != `{"n":1}` {
+		t.Fatalf("QueueParked = %+v, want task %q with error boom after 2 attempts", ps, id)
+	}
+	timeIn(t, "parked EnqueuedAt", ps[0].EnqueuedAt, c.EnqueuedAt, c.EnqueuedAt)
+
+	noErr(t, "QueueRequeue", b.QueueRequeue(t.Context(), "q", id))
+	wantQStats(t, b, "q", primitives.QueueStats{Depth: 1})
+	if ps := parkedTasks(t, b, "q", 10); len(ps) != 0 {
+		t.Errorf("QueueParked after requeue = %+v, want none", ps)
+	}
+	wantErr(t, "QueueRequeue(twice)", b.QueueRequeue(t.Context(), "q", id), primitives.ErrNotFound)
+	c = mustQClaim(t, b, "q", time.Minute, maxAttempts)
+	if c.ID != id || c.Attempts != 1 {
+		t.Errorf("QueueClaim after requeue = id %q attempts %d, want %q 1", c.ID, c.Attempts, id)
+	}
+	ack(t, b, "q", c)
+	wantQStats(t, b, "q", primitives.QueueStats{})
+}
+
+func testQueueParkOnExpiry(t *testing.T, b primitives.Backend) {
+	const lease, maxAttempts = 150 * time.Millisecond, 2
+	id := push(t, b, "q", `1`)
+	c := mustQClaim(t, b, "q", lease, maxAttempts)
+	sleep(t, lease+150*time.Millisecond)
+	c = mustQClaim(t, b, "q", lease, maxAttempts)
+	if c.ID != id || c.Attempts != 2 {
+		t.Fatalf("QueueClaim after the first lease ended = id %q attempts %d, want %q 2", c.ID, c.Attempts, id)
+	}
+	sleep(t, lease+150*time.Millisecond)
+	if c, ok := qclaim(t, b, "q", lease, maxAttempts); ok {
+		t.Errorf("QueueClaim after %d expired leases = task %q attempt %d, want it parked", maxAttempts, c.ID, c.Attempts)
+	}
+	wantQStats(t, b, "q", primitives.QueueStats{Parked: 1})
+	ps := parkedTasks(t, b, "q", 0)
+	if len(ps) != 1 || ps[0].ID != id || ps[0].LastError != "lease expired" || ps[0].Attempts != maxAttempts {
+		t.Fatalf("QueueParked = %+v, want task %q with error \"lease expired\" after %d attempts", ps, id, maxAttempts)
+	}
+	noErr(t, "QueueRequeue", b.QueueRequeue(t.Context(), "q", id))
+	c = mustQClaim(t, b, "q", time.Minute, maxAttempts)
+	if c.ID != id || c.Attempts != 1 {
+		t.Errorf("QueueClaim after requeue = id %q attempts %d, want %q 1", c.ID, c.Attempts, id)
+	}
+}
+
+func testQueueParkedOrder(t *testing.T, b primitives.Backend) {
+	var order []string
+	for i := range 3 {
+		push(t, b, "q", fmt.Sprint(i))
+	}
+	for range 3 {
+		c := mustQClaim(t, b, "q", time.Minute, 1)
+		if !qrelease(t, b, "q", c, primitives.Retry{Reason: "fatal " + string(c.Payload), MaxAttempts: 1}) {
+			t.Fatalf("QueueRelease at MaxAttempts 1 did not park task %q", c.ID)
+		}
+		order = append(order, c.ID)
+	}
+	wantQStats(t, b, "q", primitives.QueueStats{Parked: 3})
+	ps := parkedTasks(t, b, "q", 2)
+	if len(ps) != 2 || ps[0].ID != order[0] || ps[1].ID != order[1] {
+		t.Errorf("QueueParked(limit 2) = %+v, want the first two parked, %v", ps, order[:2])
+	}
+	if ps := parkedTasks(t, b, "q", 0); len(ps) != 3 {
+		t.Errorf("QueueParked(limit 0) returned %d tasks, want 3", len(ps))
+	}
+	noErr(t, "QueueRequeue", b.QueueRequeue(t.Context(), "q", order[1]))
+	wantQStats(t, b, "q", primitives.QueueStats{Depth: 1, Parked: 2})
+	ps = parkedTasks(t, b, "q", 0)
+	if len(ps) != 2 || ps[0].ID != order[0] || ps[1].ID != order[2] {
+		t.Errorf("QueueParked after requeuing the middle one = %+v, want %v and %v", ps, order[0], order[2])
+	}
+}
+
+func testQueueRequeueUnknown(t *testing.T, b primitives.Backend) {
+	wantErr(t, "QueueRequeue(unknown queue)", b.QueueRequeue(t.Context(), "q", "no-such-id"), primitives.ErrNotFound)
+	ready := push(t, b, "q", `1`)
+	wantErr(t, "QueueRequeue(unknown id)", b.QueueRequeue(t.Context(), "q", "no-such-id"), primitives.ErrNotFound)
+	wantErr(t, "QueueRequeue(ready task)", b.QueueRequeue(t.Context(), "q", ready), primitives.ErrNotFound)
+	c := mustQClaim(t, b, "q", time.Minute, 0)
+	wantErr(t, "QueueRequeue(in-flight task)", b.QueueRequeue(t.Context(), "q", c.ID), primitives.ErrNotFound)
+	wantQStats(t, b, "q", primitives.QueueStats{InFlight: 1})
+	ack(t, b, "q", c)
+	wantErr(t, "QueueRequeue(acked task)", b.QueueRequeue(t.Context(), "q", c.ID), primitives.ErrNotFound)
+}
+
+func testQueueFIFO(t *testing.T, b primitives.Backend) {
+	const n = 100
+	ids := make([]string, n)
+	for i := range n {
+		ids[i] = push(t, b, "q", fmt.Sprint(i))
+	}
+	wantQStats(t, b, "q", primitives.QueueStats{Depth: n})
+	for i := range n {
+		c := mustQClaim(t, b, "q", time.Minute, 0)
+		if c.ID != ids[i] || string(c.Payload) != fmt.Sprint(i) {
+			t.Fatalf("claim #%d = task %q payload %s, want %q payload %d (FIFO)", i, c.ID, c.Payload, ids[i], i)
+		}
+		ack(t, b, "q", c)
+	}
+	wantNoQClaim(t, b, "q")
+	wantQStats(t, b, "q", primitives.QueueStats{})
+}
+
+func testQueueClaimHammer(t *testing.T, b primitives.Backend) {
+	const claimers, tasks = 50, 10
+	want := map[string]bool{}
+	for i := range tasks {
+		want[push(t, b, "q", fmt.Sprint(i))] = true
+	}
+	var (
+		mu     sync.Mutex
+		got    = map[string]int{}
+		misses int
+	)
+	ctx := t.Context()
+	hammer(claimers, func(int) {
+		c, ok, err := b.QueueClaim(ctx, "q", time.Minute, 3)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err != nil:
+			t.Errorf("QueueClaim = %v, want nil", err)
+		case ok:
+			got[c.ID]++
+			if c.Attempts != 1 {
+				t.Errorf("task %q claimed with attempts %d, want 1", c.ID, c.Attempts)
+			}
+		default:
+			misses++
+		}
+	})
+	for id, n := range got {
+		if !want[id] {
+			t.Errorf("QueueClaim got unknown task %q", id)
+		}
+		if n != 1 {
+			t.Errorf("task %q was claimed %d times, want once", id, n)
+		}
+	}
+	if len(got) != tasks || misses != claimers-tasks {
+		t.Errorf("%d claimers got %d distinct tasks and %d misses, want %d and %d", claimers, len(got), misses, tasks, claimers-tasks)
+	}
+	wantQStats(t, b, "q", primitives.QueueStats{InFlight: tasks})
+}
+
+func testQueuesAreIsolated(t *testing.T, b primitives.Backend) {
+	id := push(t, b, "a", `1`)
+	wantNoQClaim(t, b, "b")
+	wantQStats(t, b, "b", primitives.QueueStats{})
+	c := mustQClaim(t, b, "a", time.Minute, 0)
+	if c.ID != id {
+		t.Fatalf("QueueClaim(a) = %q, want %q", c.ID, id)
+	}
+	wantErr(t, "QueueAck(other queue)", b.QueueAck(t.Context(), "b", c.ID, c.Token), primitives.ErrNotFound)
+	wantQStats(t, b, "a", primitives.QueueStats{InFlight: 1})
+	// A pool, KV namespace, lock and counter of the same name are other things.
+	wantSize(t, b, "a", 0)
+	wantNoKV(t, b, "a", "a")
+	mustAcquire(t, b, "a", time.Minute)
+	if n, err := b.CounterGet(t.Context(), "a"); err != nil || n != 0 {
+		t.Errorf("CounterGet(a) = %d, %v; want 0, nil", n, err)
+	}
+	ack(t, b, "a", c)
+}
