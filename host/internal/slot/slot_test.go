@@ -1,0 +1,327 @@
+package slot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/primitives"
+	"github.com/fleethost/fleet/primitives/memory"
+)
+
+// fakeGuest answers each call with what its script returns.
+type fakeGuest struct {
+	handle func(ctx context.Context, in abi.HandleInput) ([]byte, error)
+	closed *atomic.Int64
+}
+
+func (g *fakeGuest) Handle(ctx context.Context, input []byte) ([]byte, error) {
+	var in abi.HandleInput
+	if err := json.Unmarshal(input, &in); err != nil {
+		return nil, err
+	}
+	return g.handle(ctx, in)
+}
+
+func (g *fakeGuest) Tick(ctx context.Context, input []byte) ([]byte, error) {
+	return g.handle(ctx, abi.HandleInput{})
+}
+
+func (g *fakeGuest) Close(context.Context) error {
+	g.closed.Add(1)
+	return nil
+}
+
+func result(r abi.HandleResult) []byte {
+	b, _ := json.Marshal(r)
+	return b
+}
+
+type harness struct {
+	t      *testing.T
+	b      primitives.Backend
+	made   atomic.Int64
+	closed atomic.Int64
+	mu     sync.Mutex
+	events []Event
+	params Params
+	handle func(ctx context.Context, in abi.HandleInput) ([]byte, error)
+}
+
+func newHarness(t *testing.T, handle func(ctx context.Context, in abi.HandleInput) ([]byte, error)) *harness {
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for runtime.NumGoroutine() > before {
+			if time.Now().After(deadline) {
+				t.Errorf("goroutines: %d alive after the test, %d before", runtime.NumGoroutine(), before)
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	b := memory.New(memory.Options{})
+	t.Cleanup(func() { b.Close() })
+	h := &harness{t: t, b: b, handle: handle}
+	h.params = Params{
+		Name: "fake/0", Mode: abi.ModeBatch, Queue: "q", Backend: b,
+		Lease: time.Minute, MaxAttempts: 3, Poll: time.Millisecond,
+		CallTimeout: time.Minute, RetryDelay: time.Millisecond,
+		BackoffMin: time.Millisecond, BackoffMax: 4 * time.Millisecond,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Observe: func(e Event) {
+			h.mu.Lock()
+			h.events = append(h.events, e)
+			h.mu.Unlock()
+		},
+		NewGuest: func(context.Context) (Guest, error) {
+			h.made.Add(1)
+			return &fakeGuest{handle: h.handle, closed: &h.closed}, nil
+		},
+	}
+	return h
+}
+
+// run runs the slot until until() holds, then stops it (soft), waiting for Run.
+func (h *harness) run(until func() bool) {
+	h.t.Helper()
+	soft, stop := context.WithCancel(context.Background())
+	hard, cut := context.WithCancel(context.Background())
+	defer cut()
+	done := make(chan struct{})
+	s := New(h.params)
+	go func() {
+		s.Run(soft, hard)
+		close(done)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for !until() {
+		if time.Now().After(deadline) {
+			stop()
+			<-done
+			h.t.Fatal("timed out")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	stop()
+	<-done
+}
+
+func (h *harness) finished() []Iteration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []Iteration
+	for _, e := range h.events {
+		if e.Kind == EventFinished {
+			out = append(out, *e.Iteration)
+		}
+	}
+	return out
+}
+
+func (h *harness) push(payload string) {
+	if _, err := h.b.QueuePush(context.Background(), "q", []byte(payload)); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) stats() primitives.QueueStats {
+	s, err := h.b.QueueStats(context.Background(), "q")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return s
+}
+
+func TestOutcomes(t *testing.T) {
+	tests := []struct {
+		name     string
+		answer   func(in abi.HandleInput) ([]byte, error)
+		outcomes []string // per attempt, MaxAttempts 3
+		phases   []string
+		stats    primitives.QueueStats
+	}{
+		{"done", func(abi.HandleInput) ([]byte, error) { return result(abi.HandleResult{Outcome: abi.OutcomeDone}), nil },
+			[]string{OutcomeCheckpoint}, []string{"handle", "ack"}, primitives.QueueStats{}},
+		{"retry", func(abi.HandleInput) ([]byte, error) {
+			return result(abi.HandleResult{Outcome: abi.OutcomeRetry, RetryAfterMs: 1}), nil
+		}, []string{OutcomeReleased, OutcomeReleased, OutcomeParked}, []string{"handle", "release"}, primitives.QueueStats{Parked: 1}},
+		{"fail", func(abi.HandleInput) ([]byte, error) {
+			return result(abi.HandleResult{Outcome: abi.OutcomeFail, Reason: "nope"}), nil
+		}, []string{OutcomeReleased, OutcomeReleased, OutcomeParked}, []string{"handle", "release"}, primitives.QueueStats{Parked: 1}},
+		{"trap", func(abi.HandleInput) ([]byte, error) { return nil, errors.New("wasm error: unreachable") },
+			[]string{OutcomeDead, OutcomeDead, OutcomeDead}, []string{"handle", "release"}, primitives.QueueStats{Parked: 1}},
+		{"garbage", func(abi.HandleInput) ([]byte, error) { return []byte("garbage"), nil },
+			[]string{OutcomeDead, OutcomeDead, OutcomeDead}, []string{"handle", "release"}, primitives.QueueStats{Parked: 1}},
+		{"host panic", func(abi.HandleInput) ([]byte, error) { panic("boom") },
+			[]string{OutcomeDead, OutcomeDead, OutcomeDead}, []string{"handle", "release"}, primitives.QueueStats{Parked: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, func(_ context.Context, in abi.HandleInput) ([]byte, error) { return tt.answer(in) })
+			h.push(`{"x":1}`)
+			h.run(func() bool { return len(h.finished()) == len(tt.outcomes) && h.stats().InFlight == 0 })
+			fin := h.finished()
+			for i, it := range fin {
+				if it.Outcome != tt.outcomes[i] {
+					t.Errorf("attempt %d outcome = %s, want %s (%+v)", i+1, it.Outcome, tt.outcomes[i], it)
+				}
+				if len(it.Phases) != len(tt.phases) || it.Phases[1] != tt.phases[1] {
+					t.Errorf("attempt %d phases = %v, want %v", i+1, it.Phases, tt.phases)
+				}
+			}
+			if s := h.stats(); s != tt.stats {
+				t.Errorf("stats = %+v, want %+v", s, tt.stats)
+			}
+			if tt.outcomes[0] == OutcomeDead {
+				if n := h.made.Load(); n < int64(len(tt.outcomes)) {
+					t.Errorf("instances made = %d, want a fresh one per attempt after a death", n)
+				}
+			}
+			if made, closed := h.made.Load(), h.closed.Load(); made != closed {
+				t.Errorf("instances made %d, closed %d", made, closed)
+			}
+		})
+	}
+}
+
+// TestHandleInput: the guest gets the task as the abi describes it.
+func TestHandleInput(t *testing.T) {
+	var got []abi.HandleInput
+	var mu sync.Mutex
+	h := newHarness(t, func(_ context.Context, in abi.HandleInput) ([]byte, error) {
+		mu.Lock()
+		got = append(got, in)
+		mu.Unlock()
+		if in.Task.Attempts == 1 {
+			return result(abi.HandleResult{Outcome: abi.OutcomeFail, Reason: "first"}), nil
+		}
+		return result(abi.HandleResult{Outcome: abi.OutcomeDone}), nil
+	})
+	h.push(`{"x":1}`)
+	h.run(func() bool { return len(h.finished()) == 2 })
+	if len(got) != 2 || string(got[0].Task.Payload) != `{"x":1}` || got[1].Task.Attempts != 2 ||
+		got[1].Task.LastError != "first" || got[1].Iteration != 2 || got[0].Task.EnqueuedAtMs == 0 {
+		t.Errorf("inputs = %+v", got)
+	}
+}
+
+// TestDeadlineKills: a call past CallTimeout is dead with a reason that says so.
+func TestDeadlineKills(t *testing.T) {
+	h := newHarness(t, func(ctx context.Context, in abi.HandleInput) ([]byte, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	h.params.CallTimeout = 5 * time.Millisecond
+	h.params.MaxAttempts = 1
+	h.push(`{}`)
+	h.run(func() bool { return len(h.finished()) == 1 })
+	if it := h.finished()[0]; it.Outcome != OutcomeDead || it.Reason != "guest died: call ran past its 5ms deadline: context deadline exceeded" {
+		t.Errorf("iteration = %+v", it)
+	}
+}
+
+// TestBackoff: consecutive deaths wait longer, capped; a success resets.
+func TestBackoff(t *testing.T) {
+	s := New(Params{BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond})
+	for deaths, want := range map[int]time.Duration{1: 10 * time.Millisecond, 2: 20 * time.Millisecond, 3: 40 * time.Millisecond, 4: 50 * time.Millisecond, 10: 50 * time.Millisecond} {
+		s.deaths = deaths
+		if got := s.backoff(); got != want {
+			t.Errorf("backoff after %d deaths = %v, want %v", deaths, got, want)
+		}
+	}
+}
+
+// TestNewGuestFails: a slot that cannot make an instance keeps trying and claims nothing.
+func TestNewGuestFails(t *testing.T) {
+	h := newHarness(t, nil)
+	var tries atomic.Int64
+	h.params.NewGuest = func(context.Context) (Guest, error) {
+		tries.Add(1)
+		return nil, errors.New("no")
+	}
+	h.push(`{}`)
+	h.run(func() bool { return tries.Load() >= 3 })
+	if s := h.stats(); s.Depth != 1 {
+		t.Errorf("stats = %+v, want the task untouched", s)
+	}
+}
+
+// TestDrainCut: hard ending mid-call releases the task at once, without parking.
+func TestDrainCut(t *testing.T) {
+	started := make(chan struct{})
+	h := newHarness(t, func(ctx context.Context, in abi.HandleInput) ([]byte, error) {
+		close(started)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	h.params.MaxAttempts = 1
+	h.push(`{}`)
+	soft, stop := context.WithCancel(context.Background())
+	hard, cut := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		New(h.params).Run(soft, hard)
+		close(done)
+	}()
+	<-started
+	stop()
+	cut()
+	<-done
+	if s := h.stats(); s != (primitives.QueueStats{Depth: 1}) {
+		t.Errorf("stats = %+v, want the task back and not parked", s)
+	}
+	if fin := h.finished(); len(fin) != 1 || fin[0].Outcome != OutcomeReleased {
+		t.Errorf("iterations = %+v, want one released", fin)
+	}
+}
+
+// TestPaused: a paused slot drains and claims nothing.
+func TestPaused(t *testing.T) {
+	h := newHarness(t, func(context.Context, abi.HandleInput) ([]byte, error) {
+		return result(abi.HandleResult{Outcome: abi.OutcomeDone}), nil
+	})
+	var paused atomic.Bool
+	paused.Store(true)
+	h.params.Paused = paused.Load
+	h.push(`{}`)
+	h.run(func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.events) > 0 && h.events[0].Kind == EventDraining
+	})
+	if s := h.stats(); s.Depth != 1 {
+		t.Errorf("a paused slot claimed: %+v", s)
+	}
+}
+
+// TestLoopTicks: loop mode ticks and maps outcomes without a queue.
+func TestLoopTicks(t *testing.T) {
+	var n atomic.Int64
+	h := newHarness(t, func(context.Context, abi.HandleInput) ([]byte, error) {
+		switch n.Add(1) {
+		case 1:
+			return result(abi.HandleResult{Outcome: abi.OutcomeRetry, RetryAfterMs: 1}), nil
+		case 2:
+			return nil, errors.New("trap")
+		}
+		return result(abi.HandleResult{Outcome: abi.OutcomeDone}), nil
+	})
+	h.params.Mode, h.params.Queue = abi.ModeLoop, ""
+	h.run(func() bool { return len(h.finished()) >= 4 })
+	fin := h.finished()
+	want := []string{OutcomeReleased, OutcomeDead, OutcomeCheckpoint, OutcomeCheckpoint}
+	for i, w := range want {
+		if fin[i].Outcome != w {
+			t.Errorf("tick %d = %s, want %s", i+1, fin[i].Outcome, w)
+		}
+	}
+}
