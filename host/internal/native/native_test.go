@@ -1,0 +1,102 @@
+package native
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/internal/hostfn"
+	"github.com/fleethost/fleet/host/internal/validate"
+	"github.com/fleethost/fleet/internal/testutil"
+	"github.com/fleethost/fleet/primitives/memory"
+)
+
+// callsWAT is a guest whose fleet_handle makes {{N}} config_get calls, then returns done.
+// Memory: 4096 the done result, 4300 the request `{}`, 16384 the reply buffer.
+const callsWAT = `(module
+  (import "fleet" "config_get" (func $config (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 4096) "{\"outcome\":\"done\"}")
+  (data (i32.const 4300) "{}")
+  (func (export "fleet_abi_version") (result i32) (i32.const 1))
+  (func (export "fleet_input") (param i32) (result i32) (i32.const 8192))
+  (func (export "fleet_describe") (result i64) (i64.const 0))
+  (func (export "fleet_handle") (param i32) (result i64)
+    (local $i i32)
+    (block $out (loop $more
+      (br_if $out (i32.ge_u (local.get $i) (i32.const %d)))
+      (drop (call $config (i32.const 4300) (i32.const 2) (i32.const 16384) (i32.const 256)))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br $more)))
+    (i64.const %d))
+)`
+
+func newInstance(tb testing.TB, calls int) *Instance {
+	tb.Helper()
+	wasm, err := os.ReadFile(testutil.WAT(tb, fmt.Sprintf(callsWAT, calls, abi.Packed(4096, 18))))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b := memory.New(memory.Options{})
+	tb.Cleanup(func() { b.Close() })
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	core := hostfn.NewCore(b, validate.NewRegistry(), nil, log)
+	ctx := context.Background()
+	rt, err := NewRuntime(ctx, Params{MemoryLimitPages: 16, Core: core, Log: log}, wasm)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { rt.Close(ctx) })
+	p := hostfn.NewPlugin("bench", hostfn.Grant{}, json.RawMessage(`{"k":"v"}`), 1024, nil)
+	in, err := rt.Instantiate(ctx, "bench/0", &hostfn.Caller{Plugin: p, Slot: "bench/0"}, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return in
+}
+
+func TestHandleWithHostCalls(t *testing.T) {
+	in := newInstance(t, 3)
+	out, err := in.Handle(context.Background(), []byte(`{"task":{}}`))
+	if err != nil || string(out) != `{"outcome":"done"}` {
+		t.Fatalf("Handle = %s, %v", out, err)
+	}
+	if !strings.Contains(string(in.caller.Plugin.Config), "k") {
+		t.Fatal("the caller is not the instance's")
+	}
+}
+
+// BenchmarkHandle is one fleet_handle call with nothing in it: fleet_input, writing the
+// input, the export call, reading the result.
+func BenchmarkHandle(b *testing.B) {
+	in := newInstance(b, 0)
+	input := []byte(`{"task":{"id":"t","payload":{},"attempts":1,"enqueued_at_ms":1},"iteration":1}`)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := in.Handle(ctx, input); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkHostCall is one guest->host call through the native ABI (config_get: the
+// core's cheapest op, no backend): the fleet_handle of 1000 calls, reported per call.
+func BenchmarkHostCall(b *testing.B) {
+	const calls = 1000
+	in := newInstance(b, calls)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := in.Handle(ctx, []byte(`{}`)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*calls), "ns/hostcall")
+}
