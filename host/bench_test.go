@@ -1,0 +1,70 @@
+package host_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/primitives/memory"
+)
+
+// BenchmarkThroughput runs b.N tasks through the example plugins on the memory backend,
+// end to end: claim, fleet_input + fleet_handle (and the plugin's host calls), ack.
+// noop makes no host call; counter makes one (counter_incr).
+func BenchmarkThroughput(b *testing.B) {
+	for _, plugin := range []struct{ name, queue, payload string }{
+		{"wat-done", "done-q", `{}`}, {"goguest-incr", goQueue, `{"op":"incr"}`},
+		{"noop", "noop", `{}`}, {"counter", "count", `{}`},
+	} {
+		for _, slots := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/slots=%d", plugin.name, slots), func(b *testing.B) {
+				dir := b.TempDir()
+				switch plugin.name {
+				case "wat-done":
+					watPluginTB(b, dir, "done", "done", batchDescribe("done", "done-q", anyObject))
+				case "goguest-incr":
+					copyPluginTB(b, buildTB(b, "host/testdata/goguest"), dir, "goguest")
+				default:
+					copyPluginTB(b, buildTB(b, "plugins/examples/"+plugin.name), dir, plugin.name)
+				}
+				backend := memory.New(memory.Options{})
+				defer backend.Close()
+				var done atomic.Int64
+				h, err := host.New(context.Background(), host.Config{
+					PluginsDir: dir, Backend: backend, CacheDir: cacheDir, Slots: slots,
+					PollInterval: time.Millisecond, Logger: discardLogger(),
+					Observe: func(e host.SlotEvent) {
+						if e.Kind == "finished" {
+							done.Add(1)
+						}
+					},
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer h.Close()
+				for range b.N {
+					if _, err := backend.QueuePush(context.Background(), plugin.queue, []byte(plugin.payload)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				ran := make(chan error, 1)
+				b.ResetTimer()
+				go func() { ran <- h.Run(ctx) }()
+				for done.Load() < int64(b.N) {
+					time.Sleep(100 * time.Microsecond)
+				}
+				b.StopTimer()
+				cancel()
+				if err := <-ran; err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+			})
+		}
+	}
+}

@@ -1,0 +1,167 @@
+package host_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/primitives"
+)
+
+const goQueue = "goguest-jobs"
+
+func submitN(t *testing.T, h *host.Host, n int, payload string) {
+	t.Helper()
+	for range n {
+		if _, err := h.Submit(context.Background(), goQueue, []byte(payload)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestGoGuestCounter: 4 slots share 200 tasks; every task is handled once and acked, and
+// the fleet counter ends at exactly 200.
+func TestGoGuestCounter(t *testing.T) {
+	r := newRig(t)
+	goGuest(t, r.dir, "goguest")
+	r.cfg.Slots = 4
+	h, stop := r.start()
+	submitN(t, h, 200, `{"op":"incr"}`)
+	waitFor(t, "200 iterations", func() bool { return len(r.events.finished()) >= 200 })
+	stop()
+	if got := counter(t, r.backend, "goguest:count"); got != 200 {
+		t.Errorf("counter = %d, want 200", got)
+	}
+	if got := r.events.outcomes(); got["checkpoint"] != 200 || len(got) != 1 {
+		t.Errorf("outcomes = %v, want 200 checkpoints", got)
+	}
+	if s := stats(t, r.backend, goQueue); s != (primitives.QueueStats{}) {
+		t.Errorf("stats = %+v, want every task acked", s)
+	}
+	slots := map[string]bool{}
+	for _, ev := range r.events.finished() {
+		slots[ev.Slot] = true
+	}
+	if len(slots) != 4 {
+		t.Logf("tasks ran on %d of 4 slots", len(slots)) // scheduling, not a contract
+	}
+}
+
+// TestGoGuestRecovers: a Go guest that spins, panics or exhausts its memory dies; the
+// slot makes a fresh instance and goes on with the next tasks.
+func TestGoGuestRecovers(t *testing.T) {
+	for _, op := range []string{"spin", "panic", "hog"} {
+		t.Run(op, func(t *testing.T) {
+			r := newRig(t)
+			goGuest(t, r.dir, "goguest")
+			r.cfg.CallTimeout = 500 * time.Millisecond
+			r.cfg.MaxAttempts = 1
+			h, stop := r.start()
+			submitN(t, h, 1, fmt.Sprintf(`{"op":%q}`, op))
+			submitN(t, h, 3, `{"op":"incr"}`)
+			waitFor(t, "4 iterations", func() bool { return len(r.events.finished()) >= 4 })
+			stop()
+			if got := r.events.outcomes(); got["dead"] != 1 || got["checkpoint"] != 3 {
+				t.Fatalf("outcomes = %v, want 1 dead and 3 checkpoints", got)
+			}
+			if got := counter(t, r.backend, "goguest:count"); got != 3 {
+				t.Errorf("counter = %d, want 3", got)
+			}
+			if s := stats(t, r.backend, goQueue); s.Parked != 1 || s.Depth != 0 || s.InFlight != 0 {
+				t.Errorf("stats = %+v, want the dead task parked and nothing else", s)
+			}
+		})
+	}
+}
+
+// TestGoGuestOutcomes: fail and retry hand the task back until its budget is spent;
+// a big reply crosses by reply_fetch.
+func TestGoGuestOutcomes(t *testing.T) {
+	r := newRig(t)
+	goGuest(t, r.dir, "goguest")
+	r.cfg.MaxAttempts = 2
+	h, stop := r.start()
+	submitN(t, h, 1, `{"op":"fail"}`)
+	submitN(t, h, 1, `{"op":"retry"}`)
+	submitN(t, h, 1, `{"op":"big"}`)
+	waitFor(t, "two tasks parked", func() bool { return stats(t, r.backend, goQueue).Parked == 2 })
+	waitFor(t, "5 iterations", func() bool { return len(r.events.finished()) >= 5 })
+	stop()
+	got := r.events.outcomes()
+	if got["released"] != 2 || got["parked"] != 2 || got["checkpoint"] != 1 {
+		t.Errorf("outcomes = %v, want 2 released, 2 parked, 1 checkpoint", got)
+	}
+	parked, err := r.backend.QueueParked(context.Background(), goQueue, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]bool{}
+	for _, p := range parked {
+		reasons[p.LastError] = true
+	}
+	if !reasons["asked to fail"] || !reasons["asked to retry"] {
+		t.Errorf("parked reasons = %v, want the guest's reasons", reasons)
+	}
+}
+
+// TestGrantDenied: with no counter granted, the guest's counter_incr is PermissionDenied
+// (its fail reason says so) and the counter is never touched.
+func TestGrantDenied(t *testing.T) {
+	r := newRig(t)
+	goGuest(t, r.dir, "goguest")
+	r.cfg.Grants = map[string]host.Grant{"goguest": {Counters: []string{}}}
+	r.cfg.MaxAttempts = 1
+	h, stop := r.start()
+	submitN(t, h, 1, `{"op":"incr"}`)
+	waitFor(t, "the task parked", func() bool { return stats(t, r.backend, goQueue).Parked == 1 })
+	stop()
+	parked, _ := r.backend.QueueParked(context.Background(), goQueue, 1)
+	if len(parked) != 1 || !strings.Contains(parked[0].LastError, "PermissionDenied") {
+		t.Fatalf("parked = %+v, want a PermissionDenied failure", parked)
+	}
+	if got := counter(t, r.backend, "goguest:count"); got != 0 {
+		t.Errorf("counter = %d, want 0: a denied call must not reach the backend", got)
+	}
+	if !strings.Contains(r.logs.String(), "outside the grant") {
+		t.Error("the denied call was not logged")
+	}
+}
+
+// TestSubmit: the host's Submit validates like a guest's submit.
+func TestSubmit(t *testing.T) {
+	r := newRig(t)
+	goGuest(t, r.dir, "goguest")
+	r.cfg.SlotsByType = map[string]int{"goguest": 0} // nothing consumes: the queue keeps what we push
+	r.cfg.MaxPayload = 64
+	h, _ := r.start()
+	tests := []struct {
+		queue, payload string
+		kind           abi.Kind
+	}{
+		{goQueue, `{"op":"incr"}`, ""},
+		{goQueue, `{"op":1}`, abi.ValueError},
+		{goQueue, `{}`, abi.ValueError},
+		{goQueue, `{"op":"incr","x":1}`, abi.TypeError},
+		{goQueue, `not json`, abi.ValueError},
+		{goQueue, `{"op":"` + strings.Repeat("x", 64) + `"}`, abi.LimitExceeded},
+		{"nobody-declares-this", `{}`, abi.NotFound},
+	}
+	for _, tt := range tests {
+		id, err := h.Submit(context.Background(), tt.queue, []byte(tt.payload))
+		var e *abi.Error
+		switch {
+		case tt.kind == "" && (err != nil || id == ""):
+			t.Errorf("Submit(%s, %s) = %q, %v; want an id", tt.queue, tt.payload, id, err)
+		case tt.kind != "" && (!errors.As(err, &e) || e.Kind != tt.kind):
+			t.Errorf("Submit(%s, %s) = %v, want kind %s", tt.queue, tt.payload, err, tt.kind)
+		}
+	}
+	if s := stats(t, r.backend, goQueue); s.Depth != 1 {
+		t.Errorf("depth = %d, want 1", s.Depth)
+	}
+}

@@ -1,0 +1,264 @@
+package host_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host"
+)
+
+// TestPlugins: what an operator sees of a loaded plugin.
+func TestPlugins(t *testing.T) {
+	r := newRig(t)
+	d := batchDescribe("lister", "lister-q", anyObject)
+	d.Pools = []abi.PoolContract{{Name: "things", Payload: json.RawMessage(`{}`), Tags: json.RawMessage(`{}`)}}
+	d.Submits = []abi.QueueContract{{Name: "elsewhere", Payload: json.RawMessage(`{}`)}}
+	file := watPlugin(t, r.dir, "done", "lister", d)
+	r.cfg.SlotsByType = map[string]int{"lister": 3}
+	r.cfg.Grants = map[string]host.Grant{"lister": {KV: []string{"shared:*"}, CallTimeout: time.Second}}
+	r.cfg.PluginsDir = r.dir
+	h, err := host.New(context.Background(), r.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	b, _ := os.ReadFile(file)
+	sum := sha256.Sum256(b)
+	ps := h.Plugins()
+	if len(ps) != 1 {
+		t.Fatalf("Plugins() = %+v, want 1", ps)
+	}
+	p := ps[0]
+	if p.Type != "lister" || p.Version != "0.1.0" || p.Mode != "batch" || p.Slots != 3 ||
+		p.Digest != "sha256:"+hex.EncodeToString(sum[:]) || p.Consumes.Name != "lister-q" ||
+		len(p.Pools) != 1 || len(p.Submits) != 1 {
+		t.Errorf("Plugins()[0] = %+v", p)
+	}
+	g := p.Grant
+	if strings.Join(g.KV, ",") != "shared:*" || strings.Join(g.Locks, ",") != "lister:*" || strings.Join(g.Counters, ",") != "lister:*" ||
+		g.CallTimeout != time.Second || g.MemoryLimitPages != 256 || g.MaxPayload != 256<<10 || len(g.HTTPHosts) != 0 {
+		t.Errorf("effective grant = %+v", g)
+	}
+}
+
+// TestCompilationCacheOnDisk: compiled code lands in CacheDir.
+func TestCompilationCacheOnDisk(t *testing.T) {
+	r := newRig(t)
+	watPlugin(t, r.dir, "done", "cached", batchDescribe("cached", "cached-q", anyObject))
+	r.cfg.CacheDir = t.TempDir()
+	r.cfg.PluginsDir = r.dir
+	h, err := host.New(context.Background(), r.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	entries, _ := os.ReadDir(r.cfg.CacheDir)
+	for _, e := range entries {
+		if e.IsDir() {
+			sub, _ := os.ReadDir(r.cfg.CacheDir + "/" + e.Name())
+			n += len(sub)
+		}
+	}
+	if n == 0 {
+		t.Errorf("CacheDir %s holds no compiled module", r.cfg.CacheDir)
+	}
+}
+
+// TestContractConflict: a plugin whose queue or pool schema disagrees with one already
+// registered is refused, naming the contract, the schema and where they differ.
+func TestContractConflict(t *testing.T) {
+	tests := []struct {
+		name string
+		a, b abi.Describe
+		want []string
+	}{
+		{
+			"queue",
+			batchDescribe("a", "jobs", `{"type":"object","properties":{"site":{"type":"string"}}}`),
+			batchDescribe("b", "jobs", `{"type":"object","properties":{"site":{"type":"integer"}}}`),
+			[]string{`plugin "b"`, `queue "jobs"`, "payload schema", `plugin "a"`, "/properties/site/type", `"integer" here`, `"string" there`},
+		},
+		{
+			"pool tags",
+			func() abi.Describe {
+				d := batchDescribe("a", "qa", anyObject)
+				d.Pools = []abi.PoolContract{{Name: "cookies", Payload: json.RawMessage(`{}`), Tags: json.RawMessage(`{"properties":{"fresh":{"type":"boolean"}}}`)}}
+				return d
+			}(),
+			func() abi.Describe {
+				d := batchDescribe("b", "qb", anyObject)
+				d.Pools = []abi.PoolContract{{Name: "cookies", Payload: json.RawMessage(`{}`), Tags: json.RawMessage(`{"properties":{"fresh":{"type":"boolean"},"site":{"type":"string"}}}`)}}
+				return d
+			}(),
+			[]string{`pool "cookies"`, "tags schema", "/properties/site", "absent there"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			watPlugin(t, r.dir, "done", "1a", tt.a)
+			watPlugin(t, r.dir, "done", "2b", tt.b)
+			r.cfg.PluginsDir = r.dir
+			_, err := host.New(context.Background(), r.cfg)
+			if err == nil {
+				t.Fatal("host.New loaded conflicting plugins")
+			}
+			t.Logf("refused: %v", err)
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("host.New = %q, want it to mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestFleetContractConflict: two hosts on one backend, each loading one side of a
+// disagreement: the second is refused by the contract the first recorded.
+func TestFleetContractConflict(t *testing.T) {
+	r := newRig(t)
+	dirA, dirB := t.TempDir(), t.TempDir()
+	watPlugin(t, dirA, "done", "a", batchDescribe("a", "shared-q", `{"type":"object","required":["x"]}`))
+	watPlugin(t, dirB, "done", "b", batchDescribe("b", "shared-q", `{"type":"object","required":["y"]}`))
+	cfg := r.cfg
+	cfg.PluginsDir = dirA
+	ha, err := host.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ha.Close()
+	// A third host with the same contract as the first loads fine.
+	hc, err := host.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("host.New(same contract) = %v", err)
+	}
+	hc.Close()
+	cfg.PluginsDir = dirB
+	_, err = host.New(context.Background(), cfg)
+	if err == nil {
+		t.Fatal("the second host loaded a plugin that disagrees with the fleet")
+	}
+	t.Logf("refused: %v", err)
+	for _, w := range []string{`queue "shared-q"`, "the fleet", "/required/0", `"y" here`, `"x" there`} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("host.New = %q, want it to mention %q", err, w)
+		}
+	}
+}
+
+// TestConfigValidated: a plugin's configuration is checked against its schema at load.
+func TestConfigValidated(t *testing.T) {
+	d := batchDescribe("cfg", "cfg-q", anyObject)
+	d.ConfigSchema = json.RawMessage(`{"type":"object","properties":{"site":{"type":"string"}},"required":["site"],"additionalProperties":false}`)
+	tests := []struct {
+		name   string
+		config string
+		want   string // "" loads
+	}{
+		{"ok", `{"site":"x"}`, ""},
+		{"missing", ``, `Config.Configs["cfg"]`},
+		{"wrong type", `{"site":1}`, `Config.Configs["cfg"]`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			watPlugin(t, r.dir, "done", "cfg", d)
+			if tt.config != "" {
+				r.cfg.Configs = map[string]json.RawMessage{"cfg": json.RawMessage(tt.config)}
+			}
+			r.cfg.PluginsDir = r.dir
+			h, err := host.New(context.Background(), r.cfg)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				h.Close()
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("host.New = %v, want an error naming %s", err, tt.want)
+			}
+		})
+	}
+	// A plugin with no config schema takes no configuration.
+	r := newRig(t)
+	watPlugin(t, r.dir, "done", "plain", batchDescribe("plain", "plain-q", anyObject))
+	r.cfg.Configs = map[string]json.RawMessage{"plain": json.RawMessage(`{"a":1}`)}
+	r.cfg.PluginsDir = r.dir
+	if _, err := host.New(context.Background(), r.cfg); err == nil || !strings.Contains(err.Error(), "declares no config schema") {
+		t.Fatalf("host.New = %v, want a refusal of the configuration", err)
+	}
+}
+
+// TestConfigErrors: New names the Config field that is wrong.
+func TestConfigErrors(t *testing.T) {
+	r := newRig(t)
+	tests := []struct {
+		mod  func(*host.Config)
+		want string
+	}{
+		{func(c *host.Config) { c.Backend = nil }, "Config.Backend"},
+		{func(c *host.Config) { c.Slots = -1 }, "Config.Slots"},
+		{func(c *host.Config) { c.Grants = map[string]host.Grant{"x": {KV: []string{"a*b"}}} }, `Config.Grants["x"].KV`},
+		{func(c *host.Config) { c.MaxPayload = 1 << 30 }, "Config.MaxPayload"},
+		{func(c *host.Config) { c.PluginsDir = t.TempDir() }, "holds no .wasm"},
+	}
+	for _, tt := range tests {
+		cfg := r.cfg
+		cfg.PluginsDir = r.dir
+		tt.mod(&cfg)
+		if _, err := host.New(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("host.New = %v, want an error naming %s", err, tt.want)
+		}
+	}
+}
+
+// TestPauseResume: a paused type claims nothing and says it is draining; resumed, it
+// works its queue.
+func TestPauseResume(t *testing.T) {
+	r := newRig(t)
+	watPlugin(t, r.dir, "done", "p", batchDescribe("p", "p-q", anyObject))
+	h, stop := r.start()
+	if err := h.Pause("p"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the slot to drain", func() bool { return r.events.count("draining") > 0 })
+	for range 5 {
+		if _, err := h.Submit(context.Background(), "p-q", []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := stats(t, r.backend, "p-q"); s.Depth != 5 {
+		t.Fatalf("a paused slot claimed: stats %+v", s)
+	}
+	if err := h.Resume("p"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the queue to be worked", func() bool { return len(r.events.finished()) == 5 })
+	stop()
+	if err := h.Pause("nope"); err == nil {
+		t.Error("Pause(unknown type) = nil")
+	}
+}
+
+// TestRunTwice: Run runs once.
+func TestRunTwice(t *testing.T) {
+	r := newRig(t)
+	watPlugin(t, r.dir, "done", "once", batchDescribe("once", "once-q", anyObject))
+	h, stop := r.start()
+	waitFor(t, "the slot to poll", func() bool { return r.events.count("idle") > 0 })
+	if err := h.Run(context.Background()); err == nil {
+		t.Error("second Run = nil, want an error")
+	}
+	stop()
+}
