@@ -221,6 +221,7 @@ type rig struct {
 	cfg     host.Config
 	events  *events
 	logs    *logBuffer
+	redis   *testutil.Redis // nil on the memory backend
 }
 
 // newRig is a rig on the memory backend.
@@ -240,7 +241,9 @@ func newRedisRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	return rigOn(t, b)
+	r := rigOn(t, b)
+	r.redis = srv
+	return r
 }
 
 func rigOn(t *testing.T, b primitives.Backend) *rig {

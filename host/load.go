@@ -53,9 +53,10 @@ func (h *Host) loadPlugin(ctx context.Context, file string) (p *plugin, err erro
 		return nil, err
 	}
 	sum := sha256.Sum256(wasm)
-	// The memory limit is a runtime setting, so the limit comes before we know the type:
-	// compile with the default, and recompile (from the cache) if the grant overrides it.
-	desc, err := h.probe(ctx, wasm, h.cfg.MemoryLimitPages)
+	// The memory limit is a runtime setting, needed before the probe tells us the type:
+	// probe under the largest limit any grant gives, then compile (from the cache) under
+	// the plugin's own.
+	desc, err := h.probe(ctx, wasm)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +137,11 @@ func (h *Host) loadPlugin(ctx context.Context, file string) (p *plugin, err erro
 // probe compiles wasm in a throwaway runtime, instantiates it once, and reads and checks
 // its ABI version and describe document. A probe is granted nothing: a host call made
 // from _initialize or fleet_describe is PermissionDenied.
-func (h *Host) probe(ctx context.Context, wasm []byte, pages uint32) (d *abi.Describe, err error) {
+func (h *Host) probe(ctx context.Context, wasm []byte) (d *abi.Describe, err error) {
+	pages, timeout := h.cfg.MemoryLimitPages, h.cfg.CallTimeout
+	for _, g := range h.cfg.Grants {
+		pages, timeout = max(pages, g.MemoryLimitPages), max(timeout, g.CallTimeout)
+	}
 	rt, err := native.NewRuntime(ctx, native.Params{
 		Cache: h.cache, MemoryLimitPages: pages, Core: h.core, Log: h.cfg.Logger,
 	}, wasm)
@@ -144,7 +149,7 @@ func (h *Host) probe(ctx context.Context, wasm []byte, pages uint32) (d *abi.Des
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, rt.Close(ctx)) }()
-	callCtx, cancel := context.WithTimeout(ctx, h.cfg.CallTimeout)
+	callCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	caller := &hostfn.Caller{Plugin: hostfn.NewPlugin("(probe)", hostfn.Grant{}, nil, 0, nil), Slot: "probe"}
 	in, err := rt.Instantiate(callCtx, "probe", caller, nil)

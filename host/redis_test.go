@@ -47,3 +47,31 @@ func TestFleetContractConflictRedis(t *testing.T) {
 		t.Errorf("recorded contract = %s, %v, %v; want the first host's canonical schema", v, ok, err)
 	}
 }
+
+// TestRedisOutage: the host keeps running while Redis is down and works again when it is
+// back (a fresh, empty server on the same port).
+func TestRedisOutage(t *testing.T) {
+	r := newRedisRig(t)
+	goGuest(t, r.dir, "goguest")
+	r.cfg.Slots = 2
+	h, stop := r.start()
+	waitFor(t, "the slots to poll", func() bool { return r.events.count("idle") >= 2 })
+	r.redis.Stop()
+	idle := r.events.count("idle")
+	time.Sleep(300 * time.Millisecond) // slots poll a dead backend meanwhile
+	if got := r.events.count("idle"); got != idle {
+		t.Errorf("slots reported idle %d times while the backend was down; a failed claim is not idle", got-idle)
+	}
+	if err := r.redis.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "Submit to work again", func() bool {
+		_, err := h.Submit(context.Background(), goQueue, []byte(`{"op":"incr"}`))
+		return err == nil
+	})
+	waitFor(t, "the task to be handled", func() bool { return len(r.events.finished()) >= 1 })
+	stop()
+	if got := r.events.outcomes(); got["checkpoint"] < 1 {
+		t.Errorf("outcomes = %v, want the task done after the outage", got)
+	}
+}

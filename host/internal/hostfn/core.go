@@ -126,8 +126,7 @@ func fromBackend(err error) *abi.Error {
 	return abi.Errorf(abi.Internal, "%v", err)
 }
 
-// decode is abi.DecodeRequest; an empty request is taken as `{}` for the ops whose
-// every field is optional.
+// decode is abi.DecodeRequest: strict, an unknown field is a TypeError.
 func decode(req []byte, v any) *abi.Error {
 	return abi.DecodeRequest(req, v)
 }

@@ -86,6 +86,9 @@ const settleTimeout = 10 * time.Second
 // maxReason caps a reason recorded on a task.
 const maxReason = 1024
 
+// claimLogEvery is how often a slot logs that its claims keep failing (backend down).
+const claimLogEvery = 5 * time.Second
+
 // Slot is one loop. Its fields are owned by the goroutine running Run.
 type Slot struct {
 	p      Params
@@ -93,6 +96,9 @@ type Slot struct {
 	deaths int   // consecutive deaths, for the backoff
 	n      int   // iterations so far
 	state  string
+
+	claimLogged time.Time // when a failed claim was last logged
+	claimErrs   int       // failed claims since then
 }
 
 // New returns a slot; Run starts it.
@@ -154,7 +160,7 @@ func (s *Slot) Run(soft, hard context.Context) {
 			t, ok, err := s.p.Backend.QueueClaim(soft, s.p.Queue, s.p.Lease, s.p.MaxAttempts)
 			if err != nil {
 				if soft.Err() == nil {
-					s.p.Log.Warn("slot: claim failed", "slot", s.p.Name, "queue", s.p.Queue, "err", err)
+					s.claimFailed(err)
 				}
 				sleep(soft, s.p.Poll)
 				continue
@@ -178,6 +184,17 @@ func (s *Slot) Run(soft, hard context.Context) {
 			sleep(soft, wait)
 		}
 	}
+}
+
+// claimFailed logs a failed claim at most once per claimLogEvery, with the count of those
+// not logged: a backend that is down fails every poll.
+func (s *Slot) claimFailed(err error) {
+	s.claimErrs++
+	if time.Since(s.claimLogged) < claimLogEvery {
+		return
+	}
+	s.p.Log.Warn("slot: claim failed", "slot", s.p.Name, "queue", s.p.Queue, "failures", s.claimErrs, "err", err)
+	s.claimLogged, s.claimErrs = time.Now(), 0
 }
 
 func (s *Slot) setState(kind string) {

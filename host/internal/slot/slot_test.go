@@ -325,3 +325,55 @@ func TestLoopTicks(t *testing.T) {
 		}
 	}
 }
+
+// flaky is a queue that fails every call with ErrUnavailable while down.
+type flaky struct {
+	primitives.Queue
+	down  atomic.Bool
+	fails atomic.Int64
+}
+
+func (f *flaky) QueueClaim(ctx context.Context, queue string, lease time.Duration, maxAttempts int) (primitives.ClaimedTask, bool, error) {
+	if f.down.Load() {
+		f.fails.Add(1)
+		return primitives.ClaimedTask{}, false, primitives.ErrUnavailable
+	}
+	return f.Queue.QueueClaim(ctx, queue, lease, maxAttempts)
+}
+
+// countingHandler counts log records.
+type countingHandler struct {
+	slog.Handler
+	n *atomic.Int64
+}
+
+func (c countingHandler) Handle(ctx context.Context, r slog.Record) error {
+	c.n.Add(1)
+	return nil
+}
+
+// TestBackendDown: claims failing while the backend is down are logged once per interval,
+// and the slot goes on working when it is back.
+func TestBackendDown(t *testing.T) {
+	h := newHarness(t, func(context.Context, abi.HandleInput) ([]byte, error) {
+		return result(abi.HandleResult{Outcome: abi.OutcomeDone}), nil
+	})
+	q := &flaky{Queue: h.b}
+	q.down.Store(true)
+	var lines atomic.Int64
+	h.params.Backend = q
+	h.params.Log = slog.New(countingHandler{slog.NewTextHandler(io.Discard, nil), &lines})
+	h.push(`{}`)
+	h.run(func() bool {
+		if q.fails.Load() >= 50 {
+			q.down.Store(false)
+		}
+		return len(h.finished()) == 1
+	})
+	if n := lines.Load(); n != 1 {
+		t.Errorf("%d failed claims logged %d lines, want 1", q.fails.Load(), n)
+	}
+	if s := h.stats(); s != (primitives.QueueStats{}) {
+		t.Errorf("stats = %+v, want the task done once the backend is back", s)
+	}
+}
