@@ -1,15 +1,3 @@
-// Package host loads fleet plugins (WebAssembly guests speaking the native ABI) with
-// wazero, and runs each in slots that claim tasks, call the guest under a deadline and
-// settle the outcome on the backend.
-//
-// The public surface is Config, New, Run, Close, Plugin and Grant (plus Submit, Pause and
-// Resume for the HTTP API); the dispatch core, the wazero transport and the slot loop are
-// internal.
-//
-//	h, err := host.New(ctx, host.Config{PluginsDir: "plugins", Backend: backend})
-//	if err != nil { ... }
-//	defer h.Close()
-//	err = h.Run(ctx) // until ctx is done, then drains
 package host
 
 import (
