@@ -25,6 +25,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -36,11 +37,12 @@ import (
 // default, filled in by New.
 type Options struct {
 	// CallTimeout bounds every operation, from taking a connection from the pool to
-	// reading the reply, so that a dead Redis fails a call with ErrUnavailable instead of
-	// hanging it. It is applied as a context deadline (an earlier deadline of the
-	// caller's context wins). go-redis honours it while dialing, waiting for a pooled
-	// connection and between retries; it bounds socket reads and writes only when the
-	// client has ContextTimeoutEnabled (Open sets it; see New).
+	// reading the reply, so that a dead Redis fails a call with ErrUnavailable instead
+	// of hanging it. It is applied as a context deadline; when the caller's own context
+	// ends first, the call fails with that context's error instead. go-redis honours it
+	// while dialing, waiting for a pooled connection and between retries; it bounds
+	// socket reads and writes only when the client has ContextTimeoutEnabled (Open sets
+	// it; see New). LockAcquire with a wait applies it to each try.
 	//
 	// default: 2 seconds
 	CallTimeout time.Duration
@@ -91,7 +93,8 @@ func New(client goredis.UniversalClient, opts Options) *Backend {
 // ParseURL reads them) with a client whose timeouts fit inside opts.CallTimeout:
 // dial, read, write and pool timeouts are capped at it, the context deadline bounds
 // socket I/O, a refused dial is not retried within a try, and a failed command is
-// retried at most once (a stale pooled connection after a server restart). It does not contact the server; use Ping for that.
+// retried at most once (a stale pooled connection after a server restart). It does not
+// contact the server; use Ping for that. A malformed url is ErrInvalid.
 //
 //	b, err := redis.Open("redis://localhost:6379/0", redis.Options{})
 //
@@ -132,9 +135,13 @@ func (b *Backend) Close() error {
 	return b.client.Close()
 }
 
+// errCallTimeout is the cause of a call's context when Options.CallTimeout ran out,
+// which tells it apart from the caller's own deadline or cancellation.
+var errCallTimeout = errors.New("redis: call timeout")
+
 // call bounds one operation by Options.CallTimeout.
 func (b *Backend) call(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, b.opts.CallTimeout)
+	return context.WithTimeoutCause(ctx, b.opts.CallTimeout, errCallTimeout)
 }
 
 // fail translates an error of the round trip for op on name into the primitives'
@@ -161,12 +168,13 @@ func (b *Backend) fail(ctx context.Context, op, name string, err error) error {
 			return fmt.Errorf("%w: %s: %v", primitives.ErrUnavailable, what, err)
 		}
 		// Anything else the server rejected (a script error, WRONGTYPE) is a bug or a
-		// foreign value under one of our keys, not an outage.
-		return fmt.Errorf("%s: %w", what, err)
+		// foreign value under one of our keys, not an outage. Its text is kept, its
+		// go-redis type is not: callers never match on a backend's own errors.
+		return fmt.Errorf("%s: %v", what, err)
 	}
-	// The caller gave up: say so, rather than blame the backend.
-	if cerr := context.Cause(ctx); cerr != nil && !errors.Is(cerr, context.DeadlineExceeded) {
-		return fmt.Errorf("%s: %w", what, cerr)
+	// The caller gave up (cancelled, or its own deadline passed): its error, not ours.
+	if cause := context.Cause(ctx); cause != nil && cause != errCallTimeout {
+		return fmt.Errorf("%s: %w", what, ctx.Err())
 	}
 	// Refused, reset, timed out, closed client, pool exhausted: the backend is not there.
 	return fmt.Errorf("%w: %s: %v", primitives.ErrUnavailable, what, err)
@@ -186,10 +194,21 @@ func newToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// ms is d in whole milliseconds, rounded up so that a positive duration never becomes
-// 0 ("no expiry") or an already-expired lease.
-func ms(d time.Duration) int64 {
-	return int64((d + time.Millisecond - 1) / time.Millisecond)
+// ms is d in whole milliseconds, rounded up (see roundMs).
+func ms(d time.Duration) int64 { return int64(roundMs(d) / time.Millisecond) }
+
+// roundMs rounds d up to whole milliseconds, Redis's resolution, so that a positive
+// duration never becomes 0 ("no expiry") or an already-expired lease. In the last
+// millisecond before the largest Duration it rounds down instead of overflowing.
+func roundMs(d time.Duration) time.Duration {
+	r := d % time.Millisecond
+	switch {
+	case r == 0:
+		return d
+	case d > math.MaxInt64-time.Millisecond:
+		return d - r
+	}
+	return d - r + time.Millisecond
 }
 
 // replyError is a script reply that does not have the documented shape: a bug.

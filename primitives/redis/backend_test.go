@@ -3,7 +3,9 @@ package redis
 import (
 	"context"
 	"errors"
+	"math"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -92,7 +94,6 @@ func TestHungServer(t *testing.T) {
 	}
 	defer b.Close()
 	for op, err := range allOps(bg, b) {
-		_ = op
 		if !errors.Is(err, primitives.ErrUnavailable) {
 			t.Errorf("%s = %v, want ErrUnavailable", op, err)
 		}
@@ -183,7 +184,56 @@ func TestWrongTypeIsNotUnavailable(t *testing.T) {
 	raw.Set(bg, poolLiveKey("p"), "not a zset", 0)
 	_, err := b.PoolSize(bg, "p")
 	var rerr goredis.Error
-	if err == nil || errors.Is(err, primitives.ErrUnavailable) || !errors.As(err, &rerr) {
-		t.Fatalf("PoolSize over a foreign value = %v, want the server's error", err)
+	if err == nil || errors.Is(err, primitives.ErrUnavailable) || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Fatalf("PoolSize over a foreign value = %v, want the server's WRONGTYPE error", err)
+	}
+	if errors.As(err, &rerr) {
+		t.Fatalf("PoolSize error %v leaks a go-redis error type", err)
+	}
+}
+
+func TestRoundMs(t *testing.T) {
+	tests := []struct {
+		d, want time.Duration
+		ms      int64
+	}{
+		{0, 0, 0},
+		{time.Nanosecond, time.Millisecond, 1},
+		{time.Millisecond, time.Millisecond, 1},
+		{1500 * time.Microsecond, 2 * time.Millisecond, 2},
+		{math.MaxInt64, math.MaxInt64 - math.MaxInt64%time.Millisecond, math.MaxInt64 / int64(time.Millisecond)},
+	}
+	for _, tt := range tests {
+		if got := roundMs(tt.d); got != tt.want {
+			t.Errorf("roundMs(%d) = %d, want %d", tt.d, got, tt.want)
+		}
+		if got := ms(tt.d); got != tt.ms {
+			t.Errorf("ms(%d) = %d, want %d", tt.d, got, tt.ms)
+		}
+	}
+}
+
+// The longest TTLs and holds are accepted and stored, not overflowed.
+func TestLongestDurations(t *testing.T) {
+	b, raw := setup(t)
+	const forever = time.Duration(math.MaxInt64)
+	if err := b.KVSet(bg, "ns", "k", []byte("v"), forever); err != nil {
+		t.Fatalf("KVSet(max ttl) = %v", err)
+	}
+	if ttl := raw.PTTL(bg, kvKey("ns", "k")).Val(); ttl < 100*365*24*time.Hour {
+		t.Errorf("PTTL = %v, want centuries", ttl)
+	}
+	if _, err := b.PoolPut(bg, "p", []byte("x"), nil, forever); err != nil {
+		t.Fatalf("PoolPut(max ttl) = %v", err)
+	}
+	if _, ok, err := b.PoolClaim(bg, "p", nil, forever); !ok || err != nil {
+		t.Fatalf("PoolClaim(max hold) = %v, %v", ok, err)
+	}
+	if _, ok, err := b.LockAcquire(bg, "l", forever, 0); !ok || err != nil {
+		t.Fatalf("LockAcquire(max hold) = %v, %v", ok, err)
+	}
+	b.QueuePush(bg, "q", []byte("x"))
+	if _, ok, err := b.QueueClaim(bg, "q", forever, 0); !ok || err != nil {
+		t.Fatalf("QueueClaim(max lease) = %v, %v", ok, err)
 	}
 }

@@ -82,6 +82,22 @@ func BenchmarkPoolPut(b *testing.B) {
 	}
 }
 
+// BenchmarkPoolClaim is a claim alone: the pool holds b.N free items, put before the
+// timer starts, and each claim leases one of them.
+func BenchmarkPoolClaim(b *testing.B) {
+	be, _ := setup(b)
+	b.StopTimer()
+	for range b.N {
+		be.PoolPut(bg, "p", []byte("x"), primitives.Tags{"site": `"x"`}, 0)
+	}
+	b.StartTimer()
+	for range b.N {
+		if _, ok, err := be.PoolClaim(bg, "p", primitives.Tags{"site": `"x"`}, time.Minute); !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+	}
+}
+
 // BenchmarkPoolClaimRelease claims an item of a pool of 10 and releases it.
 func BenchmarkPoolClaimRelease(b *testing.B) {
 	be, _ := setup(b)
@@ -149,6 +165,21 @@ func BenchmarkQueuePush(b *testing.B) {
 	for b.Loop() {
 		if _, err := be.QueuePush(bg, "q", payload); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkQueueClaim is a claim alone, of tasks pushed before the timer starts.
+func BenchmarkQueueClaim(b *testing.B) {
+	be, _ := setup(b)
+	b.StopTimer()
+	for range b.N {
+		be.QueuePush(bg, "q", []byte(`{"site":"x"}`))
+	}
+	b.StartTimer()
+	for range b.N {
+		if _, ok, err := be.QueueClaim(bg, "q", time.Minute, 3); !ok || err != nil {
+			b.Fatal(ok, err)
 		}
 	}
 }

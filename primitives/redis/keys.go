@@ -40,8 +40,8 @@ func poolLiveKey(pool string) string { return poolPrefix(pool) + poolLiveSeg }
 // poolFreeKey holds the items not leased: SET of ids. An unfiltered claim draws from it.
 func poolFreeKey(pool string) string { return poolPrefix(pool) + poolFreeSeg }
 
-// poolLeasesKey holds the leased items: ZSET id -> lease deadline ms. A claim first
-// returns those whose deadline passed to the free sets.
+// poolLeasesKey holds the leased items: ZSET id -> lease deadline ms. A claim that
+// finds no free match returns those whose deadline passed to the free sets.
 func poolLeasesKey(pool string) string { return poolPrefix(pool) + poolLeasesSeg }
 
 // poolTagsKey names the tags in use: SET of tagSuffix(name, value), for PoolStats.
@@ -64,7 +64,7 @@ func poolFreeTagKey(pool, name, value string) string {
 func tagSuffix(name, value string) string { return "[" + name + "]=" + value }
 
 // luaPoolKeys derives a pool's keys in Lua from its prefix P (KEYS[1]); it mirrors the
-// Go builders above, and TestKeysMatchLua holds the two together.
+// Go builders above, and TestKeysMatchLuaAndShareASlot holds the two together.
 const luaPoolKeys = `
 local P = KEYS[1]
 local function item_key(id) return P .. '` + poolItemSeg + `' .. id end
@@ -72,6 +72,15 @@ local function tag_suffix(k, v) return '[' .. k .. ']=' .. v end
 local function tag_key(s) return P .. '` + poolTagSetSeg + `' .. s end
 local function free_tag_key(s) return P .. '` + poolFreeTagSeg + `' .. s end
 `
+
+// poolScriptKeys returns KEYS[1..5] of the pool scripts (see luaPool), with room for
+// extra keys: the prefix, live, free, leases and tags keys.
+func poolScriptKeys(pool string, extra int) []string {
+	p := poolPrefix(pool)
+	keys := make([]string, 5, 5+extra)
+	keys[0], keys[1], keys[2], keys[3], keys[4] = p, p+poolLiveSeg, p+poolFreeSeg, p+poolLeasesSeg, p+poolTagsSeg
+	return keys
+}
 
 // Segments of queue keys after the prefix, shared with the Lua helpers.
 const (
@@ -87,7 +96,7 @@ const (
 func queuePrefix(queue string) string { return "fleet:queue:{" + queue + "}:" }
 
 // queueTaskKey is a task: HASH payload, attempts, enqueued (Redis ms), error (the last
-// one), and while claimed token.
+// one), and while claimed token and until (the lease deadline, ms, as in inflight).
 func queueTaskKey(queue, id string) string { return queuePrefix(queue) + queueTaskSeg + id }
 
 // queueReadyKey holds the tasks ready to claim, oldest first: LIST of ids (RPUSH, LPOP).
@@ -108,6 +117,13 @@ const luaQueueKeys = `
 local P = KEYS[1]
 local function task_key(id) return P .. '` + queueTaskSeg + `' .. id end
 `
+
+// queueScriptKeys returns KEYS[1..5] of every queue script (see luaQueue): the
+// prefix, ready, delayed, inflight and parked keys.
+func queueScriptKeys(queue string) []string {
+	p := queuePrefix(queue)
+	return []string{p, p + queueReadySeg, p + queueDelayedSeg, p + queueInflightSeg, p + queueParkedSeg}
+}
 
 // lockKey is a lock: STRING holding the holder's token, with the hold as its PX TTL.
 func lockKey(name string) string { return "fleet:lock:{" + name + "}" }

@@ -24,7 +24,7 @@ func (b *Backend) KVSet(ctx context.Context, namespace, key string, value []byte
 	ctx, cancel := b.call(ctx)
 	defer cancel()
 	// Whole milliseconds, rounded up: go-redis sends PX for them.
-	err := b.client.Set(ctx, kvKey(namespace, key), value, time.Duration(ms(ttl))*time.Millisecond).Err()
+	err := b.client.Set(ctx, kvKey(namespace, key), value, roundMs(ttl)).Err()
 	return b.fail(ctx, "kv set", namespace, err)
 }
 

@@ -19,19 +19,8 @@ import (
 // claim, list and size check the expiry.
 const prunePerPut = 100
 
-// poolKeys returns the fixed KEYS[1..5] of every pool script, with room for extra.
-func poolKeys(pool string, extra int) []string {
-	keys := make([]string, 5, 5+extra)
-	keys[0] = poolPrefix(pool)
-	keys[1] = poolLiveKey(pool)
-	keys[2] = poolFreeKey(pool)
-	keys[3] = poolLeasesKey(pool)
-	keys[4] = poolTagsKey(pool)
-	return keys
-}
-
 // tagsEncode writes tags as netstrings, `<len>:<name><len>:<value>...`, sorted by name:
-// binary-safe, and cheap to read in Lua (decode_tags) and Go (tagsDecode).
+// binary-safe, and cheap to read in Lua (suffixes) and Go (tagsDecode).
 func tagsEncode(tags primitives.Tags) string {
 	names := make([]string, 0, len(tags))
 	for k := range tags {
@@ -76,8 +65,8 @@ func tagsDecode(s string) (primitives.Tags, error) {
 	return tags, nil
 }
 
-// luaPool is the prelude of every pool script: the pool's fixed keys and the helpers
-// that keep an item and its index entries in step. Every pool script passes
+// luaPool is the prelude of the pool scripts: the pool's fixed keys and how to read
+// an item's expiry. Every pool script but size passes
 //
 //	KEYS[1] -> fleet:pool:{p}:         prefix of item and tag keys (never read itself)
 //	KEYS[2] -> fleet:pool:{p}:live     ZSET id -> expires-at ms (+inf: no TTL)
@@ -87,6 +76,15 @@ func tagsDecode(s string) (primitives.Tags, error) {
 const luaPool = luaNow + luaPoolKeys + `
 local LIVE, FREE, LEASES, TAGS = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 
+-- expired tells whether an item's TTL has passed at now (expires 0: never).
+local function expired(expires, now)
+  local e = tonumber(expires)
+  return e ~= 0 and e <= now
+end
+`
+
+// luaPoolIndex adds to luaPool the helpers of the scripts that change the index sets.
+const luaPoolIndex = luaPool + `
 -- suffixes turns an item's encoded tags (netstrings name, value, ...) into the
 -- '[name]=value' suffixes of its tag sets.
 local function suffixes(enc)
@@ -116,21 +114,13 @@ local function remove_item(id)
   redis.call('SREM', FREE, id)
 end
 
--- make_free ends an item's lease and puts it back in the free sets.
-local function make_free(id)
-  local ik = item_key(id)
-  redis.call('HDEL', ik, 'token', 'until')
+-- make_free ends an item's lease and puts it back in the free sets; tags is the
+-- item's encoded tags.
+local function make_free(id, tags)
+  redis.call('HDEL', item_key(id), 'token', 'until')
   redis.call('ZREM', LEASES, id)
   redis.call('SADD', FREE, id)
-  for _, s in ipairs(suffixes(redis.call('HGET', ik, 'tags'))) do
-    redis.call('SADD', free_tag_key(s), id)
-  end
-end
-
--- expired tells whether an item's TTL has passed at now (expires 0: never).
-local function expired(expires, now)
-  local e = tonumber(expires)
-  return e ~= 0 and e <= now
+  for _, s in ipairs(suffixes(tags)) do redis.call('SADD', free_tag_key(s), id) end
 end
 
 -- prune removes up to n items (n < 0: all) whose TTL has passed at now.
@@ -154,7 +144,7 @@ end
 //	ARGV[6+i]   -> tag i's `[name]=value`, for the tags SET
 //
 // Output: 1
-var poolPutCmd = goredis.NewScript(luaPool + `
+var poolPutCmd = goredis.NewScript(luaPoolIndex + `
 local now = now_ms()
 prune(now, tonumber(ARGV[5]))
 local id, ttl = ARGV[1], tonumber(ARGV[4])
@@ -187,7 +177,7 @@ func (b *Backend) PoolPut(ctx context.Context, pool string, payload []byte, tags
 		return "", err
 	}
 	id := newID()
-	keys := poolKeys(pool, 2*len(tags))
+	keys := poolScriptKeys(pool, 2*len(tags))
 	args := make([]any, 5, 5+len(tags))
 	args[0], args[1], args[2], args[3], args[4] = id, payload, tagsEncode(tags), ms(ttl), prunePerPut
 	for k, v := range tags {
@@ -291,7 +281,7 @@ func (b *Backend) PoolList(ctx context.Context, pool string, where primitives.Ta
 	if limit <= 0 {
 		limit = defaultListLimit
 	}
-	keys := poolKeys(pool, len(where))
+	keys := poolScriptKeys(pool, len(where))
 	for k, v := range where {
 		keys = append(keys, poolTagKey(pool, k, v))
 	}
@@ -316,11 +306,12 @@ func (b *Backend) PoolList(ctx context.Context, pool string, where primitives.Ta
 	return items, nil
 }
 
-// poolClaimCmd leases one live, unleased item matching a filter. It first returns
-// expired leases to the free sets. Candidates come from the free set (no filter), the
-// one free tag set, or the intersection of the free tag sets (SINTER walks the smallest
-// first), so the cost follows the matching items. An expired candidate is removed and
-// the next one tried.
+// poolClaimCmd leases one live, unleased item matching a filter. Candidates come from
+// the free set (no filter), the one free tag set, or the intersection of the free tag
+// sets (SINTER walks the smallest first), so the cost follows the matching items. An
+// expired candidate is removed and the next one tried. Only when no free item matches
+// does it return the expired leases to the free sets and look again: an item whose
+// lease ran out is claimable, and the common claim saves a sweep.
 //
 //	KEYS[1..5] -> the pool's fixed keys (luaPool)
 //	KEYS[6..]  -> fleet:pool:{p}:free[name]=value  SET, one per entry of where
@@ -329,38 +320,49 @@ func (b *Backend) PoolList(ctx context.Context, pool string, where primitives.Ta
 //
 // Output: {0} nothing to claim;
 // {1, id, payload, tags, created, expires} the item now leased.
-var poolClaimCmd = goredis.NewScript(luaPool + `
+var poolClaimCmd = goredis.NewScript(luaPoolIndex + `
 local now = now_ms()
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', LEASES, '-inf', now)) do
-  local e = redis.call('HGET', item_key(id), 'expires')
-  if e and not expired(e, now) then make_free(id) else remove_item(id) end
-end
 
--- usable tells whether candidate id is a live item; if not it goes from every index.
-local function usable(id)
-  local e = redis.call('HGET', item_key(id), 'expires')
-  if e and not expired(e, now) then return true end
-  remove_item(id)
-  for i = 6, #KEYS do redis.call('SREM', KEYS[i], id) end
+-- usable reads candidate c into f if it is a live item; if not, c goes from every index.
+local f
+local function usable(c)
+  f = redis.call('HMGET', item_key(c), 'payload', 'tags', 'created', 'expires')
+  if f[4] and not expired(f[4], now) then return true end
+  remove_item(c)
+  for i = 6, #KEYS do redis.call('SREM', KEYS[i], c) end
   return false
 end
 
-local id = false
-if #KEYS <= 6 then
-  local from = FREE
-  if #KEYS == 6 then from = KEYS[6] end
-  repeat
-    id = redis.call('SRANDMEMBER', from)
-  until not id or usable(id)
-else
-  for _, c in ipairs(redis.call('SINTER', unpack(KEYS, 6))) do
-    if usable(c) then id = c; break end
+-- pick returns a usable free candidate, or false.
+local function pick()
+  local id = false
+  if #KEYS <= 6 then
+    local from = FREE
+    if #KEYS == 6 then from = KEYS[6] end
+    repeat
+      id = redis.call('SRANDMEMBER', from)
+    until not id or usable(id)
+    return id
   end
+  for _, c in ipairs(redis.call('SINTER', unpack(KEYS, 6))) do
+    if usable(c) then return c end
+  end
+  return false
 end
-if not id then return {0} end
+
+local id = pick()
+if not id then
+  local due = redis.call('ZRANGEBYSCORE', LEASES, '-inf', now)
+  if #due == 0 then return {0} end
+  for _, d in ipairs(due) do
+    local e = redis.call('HMGET', item_key(d), 'expires', 'tags')
+    if e[1] and not expired(e[1], now) then make_free(d, e[2]) else remove_item(d) end
+  end
+  id = pick()
+  if not id then return {0} end
+end
 
 local ik = item_key(id)
-local f = redis.call('HMGET', ik, 'payload', 'tags', 'created', 'expires')
 local deadline = now + tonumber(ARGV[1])
 redis.call('SREM', FREE, id)
 for _, s in ipairs(suffixes(f[2])) do redis.call('SREM', free_tag_key(s), id) end
@@ -370,8 +372,8 @@ return {1, id, f[1], f[2], tonumber(f[3]), tonumber(f[4])}
 `)
 
 // PoolClaim leases one live, unleased item of pool whose tags equal every entry of
-// where, for hold. ok is false when there is none. Expired leases go back to the pool
-// first. Its cost does not grow with items that do not match where.
+// where, for hold. ok is false when there is none. An item whose lease expired is
+// unleased again. Its cost does not grow with items that do not match where.
 func (b *Backend) PoolClaim(ctx context.Context, pool string, where primitives.Tags, hold time.Duration) (primitives.Lease, bool, error) {
 	if err := primitives.CheckName("pool", pool); err != nil {
 		return primitives.Lease{}, false, err
@@ -382,7 +384,7 @@ func (b *Backend) PoolClaim(ctx context.Context, pool string, where primitives.T
 	if err := primitives.CheckPositive("hold", hold); err != nil {
 		return primitives.Lease{}, false, err
 	}
-	keys := poolKeys(pool, len(where))
+	keys := poolScriptKeys(pool, len(where))
 	for k, v := range where {
 		keys = append(keys, poolFreeTagKey(pool, k, v))
 	}
@@ -419,13 +421,13 @@ func (b *Backend) PoolClaim(ctx context.Context, pool string, where primitives.T
 //
 // Output: 1 released; -1 no such live item (an expired one is removed);
 // -2 the token does not hold the lease (an expired lease is returned to the pool).
-var poolReleaseCmd = goredis.NewScript(luaPool + `
+var poolReleaseCmd = goredis.NewScript(luaPoolIndex + `
 local now, id = now_ms(), ARGV[1]
-local f = redis.call('HMGET', item_key(id), 'expires', 'token', 'until')
+local f = redis.call('HMGET', item_key(id), 'expires', 'token', 'until', 'tags')
 if not f[1] then return -1 end
 if expired(f[1], now) then remove_item(id); return -1 end
 if f[2] ~= ARGV[2] then return -2 end
-make_free(id)
+make_free(id, f[4])
 if tonumber(f[3]) <= now then return -2 end
 return 1
 `)
@@ -439,7 +441,7 @@ func (b *Backend) PoolRelease(ctx context.Context, pool, id, token string) error
 	}
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := poolReleaseCmd.Run(ctx, b.client, poolKeys(pool, 0), id, token).Result()
+	v, err := poolReleaseCmd.Run(ctx, b.client, poolScriptKeys(pool, 0), id, token).Result()
 	if err != nil {
 		return b.scriptFail(ctx, "pool release", pool, err)
 	}
@@ -460,7 +462,7 @@ func (b *Backend) PoolRelease(ctx context.Context, pool, id, token string) error
 //	ARGV[1]    -> item id
 //
 // Output: 1 evicted; -1 no such live item (an expired one is removed all the same).
-var poolMarkBadCmd = goredis.NewScript(luaPool + `
+var poolMarkBadCmd = goredis.NewScript(luaPoolIndex + `
 local id = ARGV[1]
 local e = redis.call('HGET', item_key(id), 'expires')
 if not e then return -1 end
@@ -477,7 +479,7 @@ func (b *Backend) PoolMarkBad(ctx context.Context, pool, id, reason string) erro
 	}
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := poolMarkBadCmd.Run(ctx, b.client, poolKeys(pool, 0), id).Result()
+	v, err := poolMarkBadCmd.Run(ctx, b.client, poolScriptKeys(pool, 0), id).Result()
 	if err != nil {
 		return b.scriptFail(ctx, "pool mark_bad", pool, err)
 	}
@@ -492,11 +494,11 @@ func (b *Backend) PoolMarkBad(ctx context.Context, pool, id, reason string) erro
 
 // poolSizeCmd counts the live items.
 //
-//	KEYS[1..5] -> the pool's fixed keys (luaPool); reads only KEYS[2]
+//	KEYS[1] -> fleet:pool:{p}:live  ZSET id -> expires-at ms
 //
 // Output: the count of items whose TTL has not passed, leased or not.
 var poolSizeCmd = goredis.NewScript(luaNow + `
-return redis.call('ZCOUNT', KEYS[2], '(' .. now_ms(), '+inf')
+return redis.call('ZCOUNT', KEYS[1], '(' .. now_ms(), '+inf')
 `)
 
 // PoolSize counts the live items of pool, leased or not.
@@ -506,7 +508,7 @@ func (b *Backend) PoolSize(ctx context.Context, pool string) (int, error) {
 	}
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := poolSizeCmd.Run(ctx, b.client, poolKeys(pool, 0)).Result()
+	v, err := poolSizeCmd.Run(ctx, b.client, []string{poolLiveKey(pool)}).Result()
 	if err != nil {
 		return 0, b.scriptFail(ctx, "pool size", pool, err)
 	}
@@ -520,7 +522,7 @@ func (b *Backend) PoolSize(ctx context.Context, pool string) (int, error) {
 //	KEYS[1..5] -> the pool's fixed keys (luaPool)
 //
 // Output: {size, leased, `[name]=value`, count, ...} with a pair per tag in use.
-var poolStatsCmd = goredis.NewScript(luaPool + `
+var poolStatsCmd = goredis.NewScript(luaPoolIndex + `
 local now = now_ms()
 prune(now, -1)
 local out = {redis.call('ZCARD', LIVE), redis.call('ZCOUNT', LEASES, '(' .. now, '+inf')}
@@ -544,7 +546,7 @@ func (b *Backend) PoolStats(ctx context.Context, pool string) (primitives.PoolSt
 	}
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := poolStatsCmd.Run(ctx, b.client, poolKeys(pool, 0)).Result()
+	v, err := poolStatsCmd.Run(ctx, b.client, poolScriptKeys(pool, 0)).Result()
 	if err != nil {
 		return primitives.PoolStats{}, b.scriptFail(ctx, "pool stats", pool, err)
 	}

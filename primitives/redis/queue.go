@@ -13,17 +13,6 @@ import (
 // leaseExpired is the LastError of a task whose lease ran out without an ack.
 const leaseExpired = "lease expired"
 
-// queueKeys returns KEYS[1..5] of every queue script.
-func queueKeys(queue string) []string {
-	return []string{
-		queuePrefix(queue),
-		queueReadyKey(queue),
-		queueDelayedKey(queue),
-		queueInflightKey(queue),
-		queueParkedKey(queue),
-	}
-}
-
 // luaQueue is the prelude of every queue script. Every queue script passes
 //
 //	KEYS[1] -> fleet:queue:{q}:           prefix of task keys (never read itself)
@@ -37,21 +26,20 @@ local READY, DELAYED, INFLIGHT, PARKED = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 -- park dead-letters a task that is in no other index, with its last error.
 local function park(id, reason)
   redis.call('HSET', task_key(id), 'error', reason)
-  redis.call('HDEL', task_key(id), 'token')
+  redis.call('HDEL', task_key(id), 'token', 'until')
   redis.call('RPUSH', PARKED, id)
 end
 
--- holds checks that token holds task id's lease at now: 1 yes, -1 no such task, -2 no.
+-- holds checks that token holds task id's lease at now: 1 yes, -1 no such task, -2 no;
+-- and returns the task's attempts.
 local function holds(id, token, now)
-  local tok = redis.call('HGET', task_key(id), 'token')
-  if not tok then
+  local f = redis.call('HMGET', task_key(id), 'token', 'until', 'attempts')
+  if not f[1] then
     if redis.call('EXISTS', task_key(id)) == 0 then return -1 end
     return -2
   end
-  if tok ~= token then return -2 end
-  local deadline = redis.call('ZSCORE', INFLIGHT, id)
-  if not deadline or tonumber(deadline) <= now then return -2 end
-  return 1
+  if f[1] ~= token or tonumber(f[2]) <= now then return -2 end
+  return 1, tonumber(f[3])
 end
 `
 
@@ -79,7 +67,7 @@ func (b *Backend) QueuePush(ctx context.Context, queue string, payload []byte) (
 	id := newID()
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := queuePushCmd.Run(ctx, b.client, queueKeys(queue), id, payload).Result()
+	v, err := queuePushCmd.Run(ctx, b.client, queueScriptKeys(queue), id, payload).Result()
 	if err != nil {
 		return "", b.scriptFail(ctx, "queue push", queue, err)
 	}
@@ -115,7 +103,7 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', INFLIGHT, '-inf', now)) do
       park(id, '` + leaseExpired + `')
     else
       redis.call('HSET', task_key(id), 'error', '` + leaseExpired + `')
-      redis.call('HDEL', task_key(id), 'token')
+      redis.call('HDEL', task_key(id), 'token', 'until')
       redis.call('RPUSH', READY, id)
     end
   end
@@ -124,11 +112,11 @@ local id, f
 repeat
   id = redis.call('LPOP', READY)
   if not id then return {0} end
-  f = redis.call('HMGET', task_key(id), 'payload', 'enqueued', 'error')
+  f = redis.call('HMGET', task_key(id), 'payload', 'enqueued', 'error', 'attempts')
 until f[1]
-local attempts = redis.call('HINCRBY', task_key(id), 'attempts', 1)
-redis.call('HSET', task_key(id), 'token', ARGV[3])
-redis.call('ZADD', INFLIGHT, now + tonumber(ARGV[1]), id)
+local attempts, deadline = tonumber(f[4]) + 1, now + tonumber(ARGV[1])
+redis.call('HSET', task_key(id), 'attempts', attempts, 'token', ARGV[3], 'until', deadline)
+redis.call('ZADD', INFLIGHT, deadline, id)
 return {1, id, f[1], attempts, tonumber(f[2]), f[3] or ''}
 `)
 
@@ -147,7 +135,7 @@ func (b *Backend) QueueClaim(ctx context.Context, queue string, lease time.Durat
 	start := time.Now()
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := queueClaimCmd.Run(ctx, b.client, queueKeys(queue), ms(lease), maxAttempts, token).Result()
+	v, err := queueClaimCmd.Run(ctx, b.client, queueScriptKeys(queue), ms(lease), maxAttempts, token).Result()
 	if err != nil {
 		return primitives.ClaimedTask{}, false, b.scriptFail(ctx, "queue claim", queue, err)
 	}
@@ -214,7 +202,7 @@ func (b *Backend) QueueAck(ctx context.Context, queue, id, token string) error {
 	}
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := queueAckCmd.Run(ctx, b.client, queueKeys(queue), id, token).Result()
+	v, err := queueAckCmd.Run(ctx, b.client, queueScriptKeys(queue), id, token).Result()
 	if err != nil {
 		return b.scriptFail(ctx, "queue ack", queue, err)
 	}
@@ -247,17 +235,16 @@ func taskError(op, queue, id string, v any) error {
 // Output: 1 back in the queue; 2 parked; -1 no such task; -2 the token does not hold it.
 var queueReleaseCmd = goredis.NewScript(luaQueue + `
 local id, now = ARGV[1], now_ms()
-local h = holds(id, ARGV[2], now)
+local h, attempts = holds(id, ARGV[2], now)
 if h ~= 1 then return h end
 redis.call('ZREM', INFLIGHT, id)
 local maxAttempts = tonumber(ARGV[5])
-local attempts = tonumber(redis.call('HGET', task_key(id), 'attempts'))
 if maxAttempts > 0 and attempts >= maxAttempts then
   park(id, ARGV[3])
   return 2
 end
 redis.call('HSET', task_key(id), 'error', ARGV[3])
-redis.call('HDEL', task_key(id), 'token')
+redis.call('HDEL', task_key(id), 'token', 'until')
 local delay = tonumber(ARGV[4])
 if delay > 0 then
   redis.call('ZADD', DELAYED, now + delay, id)
@@ -282,7 +269,7 @@ func (b *Backend) QueueRelease(ctx context.Context, queue, id, token string, r p
 	}
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := queueReleaseCmd.Run(ctx, b.client, queueKeys(queue), id, token, r.Reason, ms(r.Delay), r.MaxAttempts).Result()
+	v, err := queueReleaseCmd.Run(ctx, b.client, queueScriptKeys(queue), id, token, r.Reason, ms(r.Delay), r.MaxAttempts).Result()
 	if err != nil {
 		return false, b.scriptFail(ctx, "queue release", queue, err)
 	}
@@ -314,7 +301,7 @@ func (b *Backend) QueueStats(ctx context.Context, queue string) (primitives.Queu
 	}
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := queueStatsCmd.Run(ctx, b.client, queueKeys(queue)).Result()
+	v, err := queueStatsCmd.Run(ctx, b.client, queueScriptKeys(queue)).Result()
 	if err != nil {
 		return primitives.QueueStats{}, b.scriptFail(ctx, "queue stats", queue, err)
 	}
@@ -364,7 +351,7 @@ func (b *Backend) QueueParked(ctx context.Context, queue string, limit int) ([]p
 	}
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := queueParkedCmd.Run(ctx, b.client, queueKeys(queue), limit).Result()
+	v, err := queueParkedCmd.Run(ctx, b.client, queueScriptKeys(queue), limit).Result()
 	if err != nil {
 		return nil, b.scriptFail(ctx, "queue parked", queue, err)
 	}
@@ -406,7 +393,7 @@ func (b *Backend) QueueRequeue(ctx context.Context, queue, id string) error {
 	}
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := queueRequeueCmd.Run(ctx, b.client, queueKeys(queue), id).Result()
+	v, err := queueRequeueCmd.Run(ctx, b.client, queueScriptKeys(queue), id).Result()
 	if err != nil {
 		return b.scriptFail(ctx, "queue requeue", queue, err)
 	}
