@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync/atomic"
+	"time"
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/validate"
@@ -33,6 +35,8 @@ type Core struct {
 	log       *slog.Logger       // immutable after construction
 	metrics   *Metrics           // immutable pointer; the registry locks itself
 	ops       map[abi.Op]opFunc  // immutable after construction
+
+	observe atomic.Pointer[CallObserver] // nil when nothing observes; see SetObserver
 }
 
 // opFunc runs one operation. It returns the result to encode, or an error envelope.
@@ -100,7 +104,15 @@ func (c *Core) Call(ctx context.Context, op abi.Op, req []byte) (reply []byte) {
 	if !ok {
 		return abi.EncodeError(abi.Errorf(abi.Internal, "hostfn: no operation %q in the dispatch core", op))
 	}
+	obs := c.observe.Load()
+	var start time.Time
+	if obs != nil {
+		start = time.Now()
+	}
 	res, e := fn(ctx, caller, req)
+	if obs != nil {
+		(*obs)(op, kindOf(e), time.Since(start))
+	}
 	if e != nil {
 		return abi.EncodeError(e)
 	}

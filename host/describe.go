@@ -1,0 +1,45 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/tetratelabs/wazero"
+
+	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/internal/hostfn"
+	"github.com/fleethost/fleet/host/internal/validate"
+	"github.com/fleethost/fleet/primitives/memory"
+)
+
+// Describe reads what the plugin in file says about itself — its type, version, mode and
+// every contract with its schemas, and its config schema — without running it: it
+// compiles the module, checks its ABI version and exports its describe document, exactly
+// as New's probe does, granted nothing and touching no backend. The schemas are compiled
+// too, so a plugin that New would refuse for a broken schema is refused here.
+//
+//	d, err := host.Describe(ctx, "plugins/scraper.wasm")
+//
+// It uses the default memory limit (16 MiB) and call timeout (30s), and an in-memory
+// compilation cache.
+func Describe(ctx context.Context, file string) (d *abi.Describe, err error) {
+	wasm, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("host: describe: %w", err)
+	}
+	cfg := Config{Backend: memory.New(memory.Options{}), CacheDir: "off"}.withDefaults()
+	h := &Host{cfg: cfg, contracts: validate.NewRegistry(), cache: wazero.NewCompilationCache()}
+	defer func() { err = errors.Join(err, h.cache.Close(context.WithoutCancel(ctx)), cfg.Backend.Close()) }()
+	h.core = hostfn.NewCore(cfg.Backend, h.contracts, hostfn.NewMetrics(), cfg.Logger)
+	d, err = h.probe(ctx, wasm)
+	if err == nil {
+		err = h.contracts.Register(d)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("host: plugin %s: %w", filepath.Base(file), err)
+	}
+	return d, nil
+}
