@@ -26,6 +26,7 @@ type Redis struct {
 
 	bin string
 	dir string
+	url string // set for a server the tests did not start (ExternalRedis)
 
 	mu  sync.Mutex
 	cmd *exec.Cmd // guarded by mu; nil while stopped
@@ -69,10 +70,32 @@ func NewRedis(tb testing.TB) *Redis {
 	return r
 }
 
+// ExternalRedisEnv names the variable that points a package's shared test server at an
+// existing Redis instead of a fresh one: FLEET_TEST_REDIS_URL=redis://host:port/db.
+const ExternalRedisEnv = "FLEET_TEST_REDIS_URL"
+
+// ExternalRedis wraps a server the tests did not start, for running the conformance suite
+// against an existing Redis. Tests FLUSHALL it. It cannot be stopped or started.
+func ExternalRedis(url string) (*Redis, error) {
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("testutil: %s: %w", ExternalRedisEnv, err)
+	}
+	c := redis.NewClient(opt)
+	defer c.Close()
+	if err := c.Ping(context.Background()).Err(); err != nil {
+		return nil, fmt.Errorf("testutil: %s=%s does not answer PING: %w", ExternalRedisEnv, url, err)
+	}
+	return &Redis{Addr: opt.Addr, url: url}, nil
+}
+
 // Start (re)starts the server on its port and waits until it answers PING.
 func (r *Redis) Start() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.url != "" {
+		return fmt.Errorf("testutil: cannot start the external server %s", r.url)
+	}
 	if r.cmd != nil {
 		return nil
 	}
@@ -126,18 +149,30 @@ func (r *Redis) stopLocked() {
 	r.cmd = nil
 }
 
-// Close stops the server and removes its directory.
+// Close stops the server and removes its directory; an external server is left running.
 func (r *Redis) Close() {
+	if r.url != "" {
+		return
+	}
 	r.Stop()
 	os.RemoveAll(r.dir)
 }
 
 // URL is the redis:// URL of the server.
-func (r *Redis) URL() string { return "redis://" + r.Addr }
+func (r *Redis) URL() string {
+	if r.url != "" {
+		return r.url
+	}
+	return "redis://" + r.Addr
+}
 
 // Client returns a new client of the server; the caller closes it.
 func (r *Redis) Client() *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: r.Addr})
+	opt, err := redis.ParseURL(r.URL())
+	if err != nil { // URL() of a started server always parses
+		panic(err)
+	}
+	return redis.NewClient(opt)
 }
 
 // Flush empties the server, for a test that wants a clean slate on a shared server.

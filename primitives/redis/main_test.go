@@ -15,7 +15,11 @@ var srv *testutil.Redis
 
 func TestMain(m *testing.M) {
 	var err error
-	srv, err = testutil.StartRedis()
+	if url := os.Getenv(testutil.ExternalRedisEnv); url != "" {
+		srv, err = testutil.ExternalRedis(url) // the README's "against an existing Redis"
+	} else {
+		srv, err = testutil.StartRedis()
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
