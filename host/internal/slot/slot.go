@@ -57,6 +57,9 @@ type Iteration struct {
 	Outcome  string   // one of the Outcome constants
 	Reason   string   // why the task went back or the instance died, if it did
 	Duration time.Duration
+	// Parked is true when the release parked the task (its attempts are spent), whatever
+	// Outcome says: a death that spends the budget is OutcomeDead with Parked set.
+	Parked bool
 }
 
 // Params configure a Slot. Every field is required unless marked.
@@ -136,7 +139,9 @@ func (s *Slot) Run(soft, hard context.Context) {
 			return
 		}
 		if s.p.Paused() {
-			s.setState(EventDraining)
+			// Said on every poll, like idle: a paused slot's presence stays fresh.
+			s.emit(Event{Kind: EventDraining})
+			s.state = EventDraining
 			sleep(soft, s.p.Poll)
 			continue
 		}
@@ -244,9 +249,10 @@ func (s *Slot) handleOnce(hard context.Context, t primitives.ClaimedTask) Iterat
 		case err != nil:
 			s.p.Log.Warn("slot: release failed; the lease will expire instead", "slot", s.p.Name, "task", t.ID, "err", err)
 		case parked && outcome == OutcomeDead:
+			it.Parked = true
 			s.p.Log.Warn("slot: task parked: its attempts are spent", "slot", s.p.Name, "task", t.ID, "reason", r.Reason)
 		case parked:
-			outcome = OutcomeParked
+			outcome, it.Parked = OutcomeParked, true
 			s.p.Log.Warn("slot: task parked: its attempts are spent", "slot", s.p.Name, "task", t.ID, "reason", r.Reason)
 		}
 		it.Outcome = outcome
