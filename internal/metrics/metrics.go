@@ -1,0 +1,258 @@
+// Package metrics keeps the Prometheus metrics of a fleet-host daemon and the state of
+// its slots, fed by the host's slot events and host-call observer.
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/primitives"
+)
+
+// Params are what Metrics reads on a scrape. Every field is optional.
+type Params struct {
+	// Slots is the slot tracker whose states are counted as fleet_slots.
+	Slots *Slots
+	// Backend answers the queue and pool stats collected on each scrape.
+	Backend primitives.Backend
+	// ReporterDropped returns how many reports the reporter has dropped so far.
+	ReporterDropped func() uint64
+	// StatsTimeout bounds the backend reads of one scrape.
+	// default: 2s
+	StatsTimeout time.Duration
+}
+
+// Metrics is the daemon's Prometheus registry (its own, not the global one) and the
+// collectors that feed it. Its methods are safe for concurrent use. Make it with New.
+type Metrics struct {
+	reg *prometheus.Registry // immutable after New
+	p   Params               // immutable after New
+
+	iterations *prometheus.CounterVec   // automation, outcome
+	deaths     *prometheus.CounterVec   // automation, reason
+	hostCalls  *prometheus.CounterVec   // op, kind
+	hostCallS  *prometheus.HistogramVec // op
+	guestCallS *prometheus.HistogramVec // automation
+
+	mu         sync.Mutex
+	guestStart map[string]time.Time // guarded by mu; by slot: when its guest call began
+	src        Sources              // guarded by mu
+}
+
+// Sources are what a scrape reads that exists only once the host is loaded.
+type Sources struct {
+	// Queues and Pools are the names whose stats are collected from the backend.
+	Queues, Pools []string
+	// PluginMetrics returns the plugins' own metrics (host.Host.PluginMetrics).
+	PluginMetrics func() []host.PluginMetric
+}
+
+// Watch sets what later scrapes read.
+func (m *Metrics) Watch(src Sources) {
+	m.mu.Lock()
+	m.src = src
+	m.mu.Unlock()
+}
+
+// New registers every metric on a fresh registry:
+//
+//	fleet_iterations_total{automation,outcome}          iterations ended, by outcome
+//	fleet_slot_deaths_total{automation,reason}          instances that died: deadline, memory, bad_result, host_panic, trap
+//	fleet_host_calls_total{op,kind}                     host calls, kind "ok" or the error kind
+//	fleet_host_call_duration_seconds{op}                host call latency
+//	fleet_guest_call_duration_seconds{automation}       fleet_handle / fleet_tick latency
+//	fleet_slots{automation,state}                       slots by state (on scrape)
+//	fleet_queue_depth{queue}, fleet_queue_in_flight{queue}, fleet_queue_parked{queue}
+//	fleet_pool_size{pool}, fleet_pool_leased{pool}      (on scrape, from the backend)
+//	fleet_plugin_metric{automation,name,kind}           what plugins record with the metric call
+//	fleet_reporter_dropped_total                        reports the reporter dropped
+//	fleet_scrape_errors_total                           backend reads that failed during a scrape
+//
+// plus the Go runtime and process collectors.
+func New(p Params) *Metrics {
+	if p.StatsTimeout <= 0 {
+		p.StatsTimeout = 2 * time.Second
+	}
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		p:   p,
+		iterations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleet_iterations_total", Help: "Slot iterations ended, by automation type and outcome (checkpoint, released, parked, dead).",
+		}, []string{"automation", "outcome"}),
+		deaths: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleet_slot_deaths_total", Help: "Plugin instances that died and were replaced, by automation type and reason (deadline, memory, bad_result, host_panic, trap).",
+		}, []string{"automation", "reason"}),
+		hostCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleet_host_calls_total", Help: "Host function calls made by guests, by operation and answer (ok, or the error kind).",
+		}, []string{"op", "kind"}),
+		hostCallS: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "fleet_host_call_duration_seconds", Help: "Host function latency: decode, grant check, validation and the backend round trip.",
+			Buckets: []float64{.00001, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1, 5},
+		}, []string{"op"}),
+		guestCallS: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "fleet_guest_call_duration_seconds", Help: "Guest call latency (fleet_handle or fleet_tick), by automation type.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"automation"}),
+		guestStart: map[string]time.Time{},
+	}
+	m.reg.MustRegister(m.iterations, m.deaths, m.hostCalls, m.hostCallS, m.guestCallS,
+		&scrapeCollector{m: m, errs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fleet_scrape_errors_total", Help: "Backend reads that failed while collecting queue and pool stats.",
+		})},
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}
+
+// Handler serves the registry in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Registry is the registry itself, for tests and for adding collectors.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Observe takes one slot event (a host.Config.Observe): iterations, deaths and guest
+// call latency.
+func (m *Metrics) Observe(e host.SlotEvent) {
+	switch e.Kind {
+	case "working":
+		m.mu.Lock()
+		start, running := m.guestStart[e.Slot]
+		switch {
+		case e.Phase == "handle" || e.Phase == "tick":
+			m.guestStart[e.Slot] = time.Now()
+		case running: // ack or release: the guest call is over
+			delete(m.guestStart, e.Slot)
+		}
+		m.mu.Unlock()
+		if running && e.Phase != "handle" && e.Phase != "tick" {
+			m.guestCallS.WithLabelValues(e.Plugin).Observe(time.Since(start).Seconds())
+		}
+	case "finished":
+		m.mu.Lock()
+		start, running := m.guestStart[e.Slot]
+		delete(m.guestStart, e.Slot)
+		m.mu.Unlock()
+		if running { // a tick, or a handle with nothing to settle
+			m.guestCallS.WithLabelValues(e.Plugin).Observe(time.Since(start).Seconds())
+		}
+		m.iterations.WithLabelValues(e.Plugin, e.Outcome).Inc()
+		if e.Outcome == "dead" {
+			m.deaths.WithLabelValues(e.Plugin, DeathReason(e.Reason)).Inc()
+		}
+	}
+}
+
+// HostCall takes one host call (for host.Host.ObserveHostCalls).
+func (m *Metrics) HostCall(c host.HostCall) {
+	kind := c.Kind
+	if kind == "" {
+		kind = "ok"
+	}
+	m.hostCalls.WithLabelValues(c.Op, kind).Inc()
+	m.hostCallS.WithLabelValues(c.Op).Observe(c.Duration.Seconds())
+}
+
+// DeathReason classifies why an instance died, from the iteration's reason, into a
+// label of few values.
+func DeathReason(reason string) string {
+	r := strings.ToLower(reason)
+	switch {
+	case strings.Contains(r, "deadline"):
+		return "deadline"
+	case strings.Contains(r, "host panic"):
+		return "host_panic"
+	case strings.Contains(r, "abi: handle result"), strings.Contains(r, "native:") && strings.Contains(r, "returned"):
+		return "bad_result"
+	case strings.Contains(r, "memory"):
+		return "memory"
+	}
+	return "trap"
+}
+
+// scrapeCollector reads the state that lives elsewhere (slots, the backend, the plugins'
+// metrics, the reporter) when Prometheus asks.
+type scrapeCollector struct {
+	m    *Metrics
+	errs prometheus.Counter
+}
+
+var (
+	descSlots      = prometheus.NewDesc("fleet_slots", "Slots by automation type and state.", []string{"automation", "state"}, nil)
+	descDepth      = prometheus.NewDesc("fleet_queue_depth", "Tasks waiting to be claimed (ready or delayed).", []string{"queue"}, nil)
+	descInFlight   = prometheus.NewDesc("fleet_queue_in_flight", "Tasks claimed and leased.", []string{"queue"}, nil)
+	descParked     = prometheus.NewDesc("fleet_queue_parked", "Tasks parked for the operator.", []string{"queue"}, nil)
+	descPoolSize   = prometheus.NewDesc("fleet_pool_size", "Live items of a pool, leased or not.", []string{"pool"}, nil)
+	descPoolLeased = prometheus.NewDesc("fleet_pool_leased", "Live items of a pool under a lease.", []string{"pool"}, nil)
+	descPlugin     = prometheus.NewDesc("fleet_plugin_metric", "A metric a plugin records through the metric host call.", []string{"automation", "name", "kind"}, nil)
+	descDropped    = prometheus.NewDesc("fleet_reporter_dropped_total", "Reports the reporter dropped because the plane did not keep up.", nil, nil)
+)
+
+func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descSlots, descDepth, descInFlight, descParked, descPoolSize, descPoolLeased, descPlugin, descDropped} {
+		ch <- d
+	}
+	c.errs.Describe(ch)
+}
+
+func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
+	p := c.m.p
+	c.m.mu.Lock()
+	src := c.m.src
+	c.m.mu.Unlock()
+	if p.Slots != nil {
+		counts := map[[2]string]int{}
+		types := map[string]bool{}
+		for _, s := range p.Slots.Snapshot() {
+			counts[[2]string{s.Plugin, s.State}]++
+			types[s.Plugin] = true
+		}
+		for typ := range types {
+			for _, st := range States {
+				ch <- prometheus.MustNewConstMetric(descSlots, prometheus.GaugeValue, float64(counts[[2]string{typ, st}]), typ, st)
+			}
+		}
+	}
+	if p.Backend != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), p.StatsTimeout)
+		defer cancel()
+		for _, q := range src.Queues {
+			st, err := p.Backend.QueueStats(ctx, q)
+			if err != nil {
+				c.errs.Inc()
+				continue
+			}
+			ch <- prometheus.MustNewConstMetric(descDepth, prometheus.GaugeValue, float64(st.Depth), q)
+			ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(st.InFlight), q)
+			ch <- prometheus.MustNewConstMetric(descParked, prometheus.GaugeValue, float64(st.Parked), q)
+		}
+		for _, name := range src.Pools {
+			st, err := p.Backend.PoolStats(ctx, name)
+			if err != nil {
+				c.errs.Inc()
+				continue
+			}
+			ch <- prometheus.MustNewConstMetric(descPoolSize, prometheus.GaugeValue, float64(st.Size), name)
+			ch <- prometheus.MustNewConstMetric(descPoolLeased, prometheus.GaugeValue, float64(st.Leased), name)
+		}
+	}
+	if src.PluginMetrics != nil {
+		for _, pm := range src.PluginMetrics() {
+			ch <- prometheus.MustNewConstMetric(descPlugin, prometheus.UntypedValue, pm.Value, pm.Plugin, pm.Name, pm.Kind)
+		}
+	}
+	if p.ReporterDropped != nil {
+		ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(p.ReporterDropped()))
+	}
+	c.errs.Collect(ch)
+}

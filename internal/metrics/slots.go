@@ -1,0 +1,116 @@
+package metrics
+
+import (
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/fleethost/fleet/host"
+)
+
+// The states a slot is in, as Slots reports them.
+const (
+	StateStarting = "starting" // no event yet: making its first instance
+	StateIdle     = "idle"     // polling its queue, holding nothing
+	StateWorking  = "working"  // in an iteration (a guest call, an ack or a release)
+	StateDraining = "draining" // paused or shutting down: not claiming
+	StateStopped  = "stopped"  // its loop has returned
+)
+
+// States lists the slot states in a stable order.
+var States = []string{StateStarting, StateIdle, StateWorking, StateDraining, StateStopped}
+
+// SlotState is one slot as an operator sees it.
+type SlotState struct {
+	Plugin string    `json:"automation"`
+	Slot   string    `json:"slot"`
+	State  string    `json:"state"`
+	N      int       `json:"iteration,omitempty"` // its iterations so far
+	TaskID string    `json:"task_id,omitempty"`   // the task it works, when working
+	Phase  string    `json:"phase,omitempty"`     // "handle", "tick", "ack" or "release", when working
+	Since  time.Time `json:"since"`               // when it entered State
+	// LastOutcome is how its last iteration ended: checkpoint, released, parked or dead.
+	LastOutcome string `json:"last_outcome,omitempty"`
+}
+
+// Slots tracks every slot's state from the host's SlotEvents. Its methods are safe for
+// concurrent use; the zero value is not ready, use NewSlots.
+type Slots struct {
+	mu    sync.Mutex
+	slots map[string]*SlotState // guarded by mu; by slot name
+}
+
+// NewSlots returns an empty tracker.
+func NewSlots() *Slots { return &Slots{slots: map[string]*SlotState{}} }
+
+// Register adds every slot of plugins that the tracker has not heard of yet, starting.
+func (s *Slots) Register(plugins []host.Plugin) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	for _, p := range plugins {
+		for i := range p.Slots {
+			name := slotName(p.Type, i)
+			if s.slots[name] == nil {
+				s.slots[name] = &SlotState{Plugin: p.Type, Slot: name, State: StateStarting, Since: now}
+			}
+		}
+	}
+}
+
+// Observe records one event. It is a host.Config.Observe: quick and never blocking.
+func (s *Slots) Observe(e host.SlotEvent) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.slots[e.Slot]
+	if cur == nil {
+		cur = &SlotState{Plugin: e.Plugin, Slot: e.Slot}
+		s.slots[e.Slot] = cur
+	}
+	state := cur.State
+	switch e.Kind {
+	case "idle":
+		state = StateIdle
+		cur.TaskID, cur.Phase = "", ""
+	case "working":
+		state = StateWorking
+		cur.N, cur.TaskID, cur.Phase = e.N, e.TaskID, e.Phase
+	case "draining":
+		state = StateDraining
+		cur.TaskID, cur.Phase = "", ""
+	case "finished":
+		// The slot goes on to claim again: idle until it says otherwise.
+		state = StateIdle
+		cur.N, cur.TaskID, cur.Phase, cur.LastOutcome = e.N, "", "", e.Outcome
+	case "stopped":
+		state = StateStopped
+		cur.TaskID, cur.Phase = "", ""
+	}
+	if state != cur.State {
+		cur.State, cur.Since = state, time.Now()
+	}
+}
+
+// Snapshot copies every slot's state, sorted by slot name.
+func (s *Slots) Snapshot() []SlotState {
+	s.mu.Lock()
+	out := make([]SlotState, 0, len(s.slots))
+	for _, v := range s.slots {
+		out = append(out, *v)
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Plugin != out[j].Plugin {
+			return out[i].Plugin < out[j].Plugin
+		}
+		if len(out[i].Slot) != len(out[j].Slot) {
+			return len(out[i].Slot) < len(out[j].Slot) // "x/2" before "x/10"
+		}
+		return out[i].Slot < out[j].Slot
+	})
+	return out
+}
+
+// slotName is the host's name of a slot: "<type>/<index>".
+func slotName(typ string, i int) string { return typ + "/" + strconv.Itoa(i) }
