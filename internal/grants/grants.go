@@ -1,0 +1,134 @@
+// Package grants reads the operator's grants file: what each plugin, by automation type,
+// may touch beyond the pools and queues it declares, and its configuration.
+package grants
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/fleethost/fleet/host"
+)
+
+// Entry is one automation type's grant and configuration, as the file spells it: the
+// fields of host.Grant in snake_case, durations as Go duration strings ("30s"), and
+// "config", the plugin's configuration, validated against its config schema at load.
+//
+//	{
+//	  "scraper": {"http_hosts": ["example.com"], "http_timeout": "20s"},
+//	  "cookie-harvester": {"locks": ["harvest:*"], "http_hosts": ["example.com"],
+//	                       "config": {"cookie_ttl_seconds": 600}}
+//	}
+type Entry struct {
+	KV               []string        `json:"kv,omitempty"`
+	Locks            []string        `json:"locks,omitempty"`
+	Counters         []string        `json:"counters,omitempty"`
+	HTTPHosts        []string        `json:"http_hosts,omitempty"`
+	HTTPAllowPrivate bool            `json:"http_allow_private,omitempty"`
+	HTTPProxies      []string        `json:"http_proxies,omitempty"`
+	HTTPMaxBody      int64           `json:"http_max_body,omitempty"`
+	HTTPTimeout      Duration        `json:"http_timeout,omitempty"`
+	HTTPMaxRedirects int             `json:"http_max_redirects,omitempty"`
+	MemoryLimitPages uint32          `json:"memory_limit_pages,omitempty"`
+	CallTimeout      Duration        `json:"call_timeout,omitempty"`
+	MaxPayload       int             `json:"max_payload,omitempty"`
+	Config           json.RawMessage `json:"config,omitempty"`
+}
+
+// Duration is a time.Duration that reads and writes as "30s".
+type Duration time.Duration
+
+// UnmarshalJSON reads a Go duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("a duration is a string such as \"30s\", got %s", b)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalJSON writes a Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// File is a grants file: automation type -> Entry.
+type File map[string]Entry
+
+// Read reads and decodes the grants file at path. An unknown field is an error (a typo
+// would otherwise grant nothing, silently). "" is an empty File.
+func Read(path string) (File, error) {
+	if path == "" {
+		return File{}, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("grants: %w", err)
+	}
+	f, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("grants: %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// Parse decodes a grants document; see Read.
+func Parse(b []byte) (File, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var f File
+	if err := dec.Decode(&f); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("more than one JSON value")
+	}
+	if f == nil {
+		f = File{}
+	}
+	return f, nil
+}
+
+// Host splits the file into host.Config's Grants and Configs.
+func (f File) Host() (map[string]host.Grant, map[string]json.RawMessage) {
+	gs := map[string]host.Grant{}
+	cs := map[string]json.RawMessage{}
+	for typ, e := range f {
+		gs[typ] = host.Grant{
+			KV: e.KV, Locks: e.Locks, Counters: e.Counters,
+			HTTPHosts: e.HTTPHosts, HTTPAllowPrivate: e.HTTPAllowPrivate, HTTPProxies: e.HTTPProxies,
+			HTTPMaxBody: e.HTTPMaxBody, HTTPTimeout: time.Duration(e.HTTPTimeout), HTTPMaxRedirects: e.HTTPMaxRedirects,
+			MemoryLimitPages: e.MemoryLimitPages, CallTimeout: time.Duration(e.CallTimeout), MaxPayload: e.MaxPayload,
+		}
+		if len(e.Config) > 0 {
+			cs[typ] = e.Config
+		}
+	}
+	return gs, cs
+}
+
+// FromHost is g in the file's shape, for showing an effective grant.
+func FromHost(g host.Grant) Entry {
+	return Entry{
+		KV: g.KV, Locks: g.Locks, Counters: g.Counters,
+		HTTPHosts: g.HTTPHosts, HTTPAllowPrivate: g.HTTPAllowPrivate, HTTPProxies: g.HTTPProxies,
+		HTTPMaxBody: g.HTTPMaxBody, HTTPTimeout: Duration(g.HTTPTimeout), HTTPMaxRedirects: g.HTTPMaxRedirects,
+		MemoryLimitPages: g.MemoryLimitPages, CallTimeout: Duration(g.CallTimeout), MaxPayload: g.MaxPayload,
+	}
+}
+
+// Types lists the file's automation types, sorted.
+func (f File) Types() []string {
+	out := make([]string, 0, len(f))
+	for k := range f {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
