@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/internal/cli"
+)
+
+// apiFlags are the flags of the commands that talk to a daemon's API.
+func apiFlags(f *flags, c *cli.Client) {
+	f.str(&c.Base, "api", "FLEET_API", "http://127.0.0.1:7070", "the daemon's HTTP API base URL")
+	f.str(&c.Token, "token", "FLEET_TOKEN", "", "the API's bearer token, if the daemon has one (prefer the variable)")
+}
+
+func submitCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	var c cli.Client
+	f := newFlags("submit", "submit [flags] TYPE JSON\n       fleet-host submit [flags] TYPE -      (one JSON task per line on stdin)\n\nSubmits tasks to the queue automation TYPE consumes, through the daemon's HTTP API,\nvalidated against that queue's payload schema. Prints each task id on its own line.", stderr)
+	apiFlags(f, &c)
+	if err := f.parse(args); err != nil {
+		return usageErr(err)
+	}
+	if f.NArg() != 2 {
+		f.Usage()
+		return usageError{errors.New("submit takes TYPE and JSON (or - for stdin)")}
+	}
+	typ, arg := f.Arg(0), f.Arg(1)
+	if arg != "-" {
+		id, err := c.Submit(ctx, typ, []byte(arg))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, id)
+		return nil
+	}
+	sc := bufio.NewScanner(stdin)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	failed, n := 0, 0
+	for line := 1; sc.Scan(); line++ {
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		n++
+		id, err := c.Submit(ctx, typ, b)
+		if err != nil {
+			failed++
+			fmt.Fprintf(stderr, "fleet-host submit: line %d: %v\n", line, err)
+			var ae *cli.APIError
+			if !errors.As(err, &ae) { // the daemon is not there: stop
+				return errFailed
+			}
+			continue
+		}
+		fmt.Fprintln(stdout, id)
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read stdin: %w", err)
+	}
+	if failed > 0 {
+		fmt.Fprintf(stderr, "fleet-host submit: %d of %d tasks refused\n", failed, n)
+		return errFailed
+	}
+	return nil
+}
+
+func inspectCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c cli.Client
+	var asJSON bool
+	var parked int
+	f := newFlags("inspect", "inspect [flags]\n\nShows the daemon's automations and their slots, queues, pools and parked tasks.", stderr)
+	apiFlags(f, &c)
+	f.boolean(&asJSON, "json", "FLEET_INSPECT_JSON", false, "print JSON instead of tables")
+	f.int(&parked, "parked", "FLEET_INSPECT_PARKED", 20, "list up to this many parked tasks per queue (0: none)")
+	if err := f.parse(args); err != nil {
+		return usageErr(err)
+	}
+	if f.NArg() > 0 {
+		return usageError{fmt.Errorf("inspect takes no arguments, got %q", f.Args())}
+	}
+	s, err := c.Inspect(ctx, parked)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return s.WriteJSON(stdout)
+	}
+	return s.WriteTable(stdout, time.Now())
+}
+
+func describeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var asJSON bool
+	f := newFlags("describe", "describe [flags] plugin.wasm...\n\nShows what each plugin declares — type, version, mode, the queue it consumes, the pools\nit uses, the queues it submits to, with their JSON Schemas, and its config schema —\nwithout running it: no slot, no backend, nothing granted.", stderr)
+	f.boolean(&asJSON, "json", "FLEET_DESCRIBE_JSON", false, "print each plugin's describe document as JSON")
+	if err := f.parse(args); err != nil {
+		return usageErr(err)
+	}
+	if f.NArg() == 0 {
+		f.Usage()
+		return usageError{errors.New("describe takes one or more .wasm files")}
+	}
+	var errs []error
+	for i, file := range f.Args() {
+		d, err := host.Describe(ctx, file)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if asJSON {
+			if err := writeJSON(stdout, d); err != nil {
+				return err
+			}
+			continue
+		}
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		if err := cli.WriteDescribe(stdout, file, d); err != nil {
+			return err
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func doctorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var p cli.DoctorParams
+	f := newFlags("doctor", "doctor [flags]\n\nChecks, one line each: the backend answers; every plugin in the folder compiles and\ndescribes itself; they load together with the grants, and their contracts agree with\neach other and with the fleet's; the plane accepts the key. Exits 1 if any check fails.\nTakes run's flags and variables for these settings.", stderr)
+	f.str(&p.PluginsDir, "plugins", "FLEET_PLUGINS", "plugins", "the folder of *.wasm plugins")
+	f.str(&p.Backend, "redis", "FLEET_REDIS", "", "the fleet backend URL (see run); empty is the embedded memory store")
+	f.str(&p.GrantsFile, "grants", "FLEET_GRANTS", "", "the grants file (see run)")
+	f.str(&p.ReportURL, "report-url", "FLEET_REPORT_URL", "", "the plane's fleet-report endpoint")
+	f.str(&p.ReportKey, "report-key", "FLEET_REPORT_KEY", "", "the plane's API key")
+	f.str(&p.CacheDir, "cache-dir", "FLEET_CACHE_DIR", "", "where compiled plugins are cached (see run)")
+	f.dur(&p.BackendTimeout, "backend-timeout", "FLEET_BACKEND_TIMEOUT", 2*time.Second, "the bound of each backend call")
+	if err := f.parse(args); err != nil {
+		return usageErr(err)
+	}
+	if f.NArg() > 0 {
+		return usageError{fmt.Errorf("doctor takes no arguments, got %q", f.Args())}
+	}
+	if !cli.Doctor(ctx, p, stdout) {
+		return errFailed
+	}
+	return nil
+}
+
+// usageErr turns a flag parse error, which the flag package has printed with the usage
+// already, into the usage exit code.
+func usageErr(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return errUsageShown
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

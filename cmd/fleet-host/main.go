@@ -1,0 +1,123 @@
+// Command fleet-host runs automation plugins (WebAssembly) in slots, one daemon per
+// machine, with fleet-wide pools, KV, locks, counters and task queues; and talks to a
+// running daemon.
+//
+//	fleet-host run       the daemon
+//	fleet-host submit    submit tasks through the HTTP API
+//	fleet-host inspect   automations, slots, queues, pools and parked tasks
+//	fleet-host describe  what a plugin declares, without running it
+//	fleet-host doctor    check the backend, the plugins and the plane
+//
+// Every flag also reads an environment variable (FLEET_...); `fleet-host <command> -h`
+// lists them. This package reads flags and calls into internal/; it holds no logic.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+)
+
+// version is the binary's version; set with -ldflags "-X main.version=v1.2.3".
+var version = ""
+
+const usage = `fleet-host runs automation plugins (WebAssembly) in slots, with fleet-wide state.
+
+usage: fleet-host <command> [flags] [args]
+
+commands:
+  run       run the daemon: load the plugins folder, run their slots, serve the HTTP API
+  submit    submit tasks to an automation through the HTTP API
+  inspect   show automations, slots, queues, pools and parked tasks (through the HTTP API)
+  describe  show what a plugin declares (type, contracts, schemas) without running it
+  doctor    check the backend, every plugin and its contracts, and the plane
+  version   print the version
+
+Run 'fleet-host <command> -h' for a command's flags; each also reads a FLEET_...
+environment variable, named in its help.
+`
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1 // the command failed
+	exitUsage = 2 // bad flags or arguments
+	exitAbort = 3 // run: a second signal stopped the daemon without draining
+)
+
+func main() {
+	os.Exit(realMain(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func realMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	cmd, rest := args[0], args[1:]
+	var err error
+	switch cmd {
+	case "run":
+		return runCmd(ctx, rest, stderr)
+	case "submit":
+		err = submitCmd(ctx, rest, stdin, stdout, stderr)
+	case "inspect":
+		err = inspectCmd(ctx, rest, stdout, stderr)
+	case "describe":
+		err = describeCmd(ctx, rest, stdout, stderr)
+	case "doctor":
+		err = doctorCmd(ctx, rest, stdout, stderr)
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, "fleet-host", binaryVersion())
+		return exitOK
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "fleet-host: unknown command %q\n\n%s", cmd, usage)
+		return exitUsage
+	}
+	return exitCode(err, stderr)
+}
+
+// usageError is a mistake in the command line.
+type usageError struct{ error }
+
+// errFailed is a failure already reported to the user.
+var errFailed = errors.New("failed")
+
+// errUsageShown is a usage mistake that the flag package has reported already.
+var errUsageShown = errors.New("usage")
+
+func exitCode(err error, stderr io.Writer) int {
+	var ue usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.Is(err, errUsageShown):
+		return exitUsage
+	case errors.As(err, &ue):
+		fmt.Fprintln(stderr, "fleet-host:", ue.error)
+		return exitUsage
+	case errors.Is(err, errFailed):
+		return exitError
+	}
+	fmt.Fprintln(stderr, "fleet-host:", err)
+	return exitError
+}
+
+func binaryVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fleethost/fleet/internal/daemon"
+)
+
+func runCmd(ctx context.Context, args []string, stderr io.Writer) int {
+	var o daemon.Options
+	var logLevel, logFormat string
+	var memPages int
+	sf := slotsFor{}
+	f := newFlags("run", "run [flags]\n\nRuns the daemon until SIGTERM or SIGINT, then drains: slots stop claiming, calls in\nflight get --drain-timeout to finish, tasks still held go back to their queue, and the\nreporter's stopping beacon is the last thing said; exit 0. A second signal stops at\nonce (exit 3).", stderr)
+	f.str(&o.PluginsDir, "plugins", "FLEET_PLUGINS", "plugins", "the folder of *.wasm plugins to load (not recursive)")
+	f.str(&o.Backend, "redis", "FLEET_REDIS", "", "the fleet backend URL: redis://host:6379/0 (rediss://, unix:// too), redis+cluster://host:port?addr=host2:port2 for Redis Cluster, redis+sentinel://host:26379/0?master_name=NAME for Sentinel; empty runs on the embedded memory store, whose state lives in the process")
+	f.int(&o.Slots, "slots", "FLEET_SLOTS", 1, "slots (wasm instances) per plugin")
+	f.value(sf, "slots-for", "FLEET_SLOTS_FOR", "slots for one automation type, type=n, overriding --slots; repeat the flag, or comma-separate in the variable (scraper=4,noop=0); 0 loads the plugin and runs no slot")
+	f.str(&o.GrantsFile, "grants", "FLEET_GRANTS", "", "the grants file: JSON mapping each automation type to what it may touch (kv, locks, counters, http_hosts, http_allow_private, ...) and its \"config\"; see README")
+	f.str(&o.Listen, "listen", "FLEET_LISTEN", "127.0.0.1:7070", "the HTTP API's listen address; empty runs no API")
+	f.str(&o.Token, "token", "FLEET_TOKEN", "", "the API's bearer token; empty needs none (prefer the variable: a flag shows in ps)")
+	f.str(&o.ReportURL, "report-url", "FLEET_REPORT_URL", "", "the plane's fleet-report endpoint; reporting is off without it and a key")
+	f.str(&o.ReportKey, "report-key", "FLEET_REPORT_KEY", "", "the plane's API key (prefer the variable)")
+	f.str(&o.Instance, "instance", "FLEET_INSTANCE", daemon.Hostname(), "this daemon's name on the plane; each slot reports as <instance>/<type>/<n>")
+	f.str(&logLevel, "log-level", "FLEET_LOG_LEVEL", "info", "log level: debug, info, warn or error")
+	f.str(&logFormat, "log-format", "FLEET_LOG_FORMAT", "text", "log format: text or json")
+	f.dur(&o.DrainTimeout, "drain-timeout", "FLEET_DRAIN_TIMEOUT", 10*time.Second, "on shutdown, how long calls in flight get to finish before they are cut")
+	f.dur(&o.TaskLease, "task-lease", "FLEET_TASK_LEASE", 30*time.Second, "how long a claimed task is leased to its slot (at least --call-timeout + 10s); a dead host's tasks come back after it")
+	f.dur(&o.CallTimeout, "call-timeout", "FLEET_CALL_TIMEOUT", 30*time.Second, "the deadline of one guest call; past it the instance is killed and replaced")
+	f.dur(&o.PollInterval, "poll-interval", "FLEET_POLL_INTERVAL", 100*time.Millisecond, "how long a slot waits after finding its queue empty")
+	f.dur(&o.RetryDelay, "retry-delay", "FLEET_RETRY_DELAY", time.Second, "how long a retried task waits when the plugin names no delay")
+	f.int(&o.MaxAttempts, "max-attempts", "FLEET_MAX_ATTEMPTS", 5, "a task's attempts before it is parked for the operator")
+	f.int(&o.MaxPayload, "max-payload", "FLEET_MAX_PAYLOAD", 256<<10, "the largest payload, KV value or HTTP body a plugin sends, and the largest API request body, in bytes")
+	f.int(&memPages, "memory-pages", "FLEET_MEMORY_PAGES", 256, "each instance's memory limit, in 64 KiB pages")
+	f.str(&o.CacheDir, "cache-dir", "FLEET_CACHE_DIR", "", "where compiled plugins are cached across runs; \"off\" keeps it in memory (default: the user cache dir)")
+	f.dur(&o.BackendTimeout, "backend-timeout", "FLEET_BACKEND_TIMEOUT", 2*time.Second, "the bound of each backend call")
+	if err := f.parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		fmt.Fprintln(stderr, "fleet-host run:", err)
+		return exitUsage
+	}
+	if f.NArg() > 0 {
+		fmt.Fprintf(stderr, "fleet-host run: unexpected arguments %q\n", f.Args())
+		return exitUsage
+	}
+	if o.Slots < 1 {
+		fmt.Fprintf(stderr, "fleet-host run: --slots %d: want >= 1 (use --slots-for TYPE=0 to run none of a type)\n", o.Slots)
+		return exitUsage
+	}
+	if memPages < 1 || memPages > 65536 {
+		fmt.Fprintf(stderr, "fleet-host run: --memory-pages %d: want 1..65536\n", memPages)
+		return exitUsage
+	}
+	o.MemoryLimitPages = uint32(memPages)
+	o.SlotsFor = sf
+	o.Version = binaryVersion()
+	log, err := newLogger(stderr, logLevel, logFormat)
+	if err != nil {
+		fmt.Fprintln(stderr, "fleet-host run:", err)
+		return exitUsage
+	}
+	o.Log = log
+	slog.SetDefault(log) // the reporter logs through the default logger
+
+	// The first signal drains; a second stops at once, without draining.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case s := <-sigs:
+			log.Info("signal: draining; a second signal stops at once", "signal", s.String())
+			cancel()
+		case <-ctx.Done():
+			return
+		}
+		s := <-sigs
+		log.Error("second signal: stopping at once without draining; tasks held come back when their leases expire", "signal", s.String())
+		os.Exit(exitAbort)
+	}()
+
+	log.Info("fleet-host starting", "version", o.Version, "instance", o.Instance, "plugins", o.PluginsDir)
+	if err := daemon.Run(ctx, o); err != nil {
+		log.Error("fleet-host: " + err.Error())
+		return exitError
+	}
+	return exitOK
+}
+
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch strings.ToLower(format) {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}

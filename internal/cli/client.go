@@ -1,0 +1,163 @@
+// Package cli is the logic of fleet-host's subcommands other than run: an HTTP API
+// client (submit, inspect), the doctor's checks and describe's rendering. The command
+// itself only reads flags and calls in here.
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/fleethost/fleet/internal/api"
+)
+
+// Client talks to a fleet-host daemon's HTTP API. The zero value is not usable; set
+// Base.
+type Client struct {
+	Base  string       // the API's base URL, "http://127.0.0.1:7070"
+	Token string       // the bearer token, if the daemon wants one
+	HTTP  *http.Client // default: a client with a 30s timeout
+}
+
+// APIError is an error answer of the API.
+type APIError struct {
+	Status int
+	api.ErrorDetail
+}
+
+func (e *APIError) Error() string {
+	msg := fmt.Sprintf("api: %d %s: %s", e.Status, e.Kind, e.Message)
+	if vs, ok := e.Details.([]any); ok && len(vs) > 0 {
+		var b strings.Builder
+		b.WriteString(msg)
+		for _, v := range vs {
+			if m, ok := v.(map[string]any); ok {
+				fmt.Fprintf(&b, "\n  at %q: %v", m["pointer"], m["message"])
+			}
+		}
+		return b.String()
+	}
+	return msg
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) error {
+	hc := c.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.Base, "/")+path, rd)
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("api: %s %s: read answer: %w", method, path, err)
+	}
+	if resp.StatusCode >= 300 {
+		var eb api.ErrorBody
+		if json.Unmarshal(b, &eb) == nil && eb.Error.Kind != "" {
+			return &APIError{Status: resp.StatusCode, ErrorDetail: eb.Error}
+		}
+		return &APIError{Status: resp.StatusCode, ErrorDetail: api.ErrorDetail{Kind: "HTTP", Message: strings.TrimSpace(string(b))}}
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("api: %s %s: decode answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// Submit submits one task to an automation type and returns its id.
+func (c *Client) Submit(ctx context.Context, typ string, payload []byte) (string, error) {
+	var out api.Submitted
+	if err := c.do(ctx, http.MethodPost, "/api/v1/automations/"+url.PathEscape(typ)+"/tasks", payload, &out); err != nil {
+		return "", err
+	}
+	return out.TaskID, nil
+}
+
+// Automations lists the loaded automations with their slots.
+func (c *Client) Automations(ctx context.Context) ([]api.Automation, error) {
+	var out struct {
+		Automations []api.Automation `json:"automations"`
+	}
+	err := c.do(ctx, http.MethodGet, "/api/v1/automations", nil, &out)
+	return out.Automations, err
+}
+
+// Queues lists every declared queue's stats.
+func (c *Client) Queues(ctx context.Context) ([]api.QueueStats, error) {
+	var out struct {
+		Queues []api.QueueStats `json:"queues"`
+	}
+	err := c.do(ctx, http.MethodGet, "/api/v1/queues", nil, &out)
+	return out.Queues, err
+}
+
+// Queue is one queue's stats.
+func (c *Client) Queue(ctx context.Context, name string) (api.QueueStats, error) {
+	var out api.QueueStats
+	err := c.do(ctx, http.MethodGet, "/api/v1/queues/"+url.PathEscape(name), nil, &out)
+	return out, err
+}
+
+// Pools lists every declared pool's stats.
+func (c *Client) Pools(ctx context.Context) ([]api.PoolStats, error) {
+	var out struct {
+		Pools []api.PoolStats `json:"pools"`
+	}
+	err := c.do(ctx, http.MethodGet, "/api/v1/pools", nil, &out)
+	return out.Pools, err
+}
+
+// Parked lists up to limit parked tasks of queue.
+func (c *Client) Parked(ctx context.Context, queue string, limit int) ([]api.ParkedTask, error) {
+	var out struct {
+		Tasks []api.ParkedTask `json:"tasks"`
+	}
+	err := c.do(ctx, http.MethodGet, fmt.Sprintf("/api/v1/queues/%s/parked?limit=%d", url.PathEscape(queue), limit), nil, &out)
+	return out.Tasks, err
+}
+
+// Requeue moves a parked task back to its queue.
+func (c *Client) Requeue(ctx context.Context, queue, id string) error {
+	return c.do(ctx, http.MethodPost, "/api/v1/queues/"+url.PathEscape(queue)+"/parked/"+url.PathEscape(id)+"/requeue", nil, nil)
+}
+
+// Pause stops an automation's slots from claiming; Resume undoes it.
+func (c *Client) Pause(ctx context.Context, typ string) error {
+	return c.do(ctx, http.MethodPost, "/api/v1/automations/"+url.PathEscape(typ)+"/pause", nil, nil)
+}
+
+// Resume undoes Pause.
+func (c *Client) Resume(ctx context.Context, typ string) error {
+	return c.do(ctx, http.MethodPost, "/api/v1/automations/"+url.PathEscape(typ)+"/resume", nil, nil)
+}
+
+// Ready reports whether the daemon answers /readyz with 200.
+func (c *Client) Ready(ctx context.Context) error {
+	return c.do(ctx, http.MethodGet, "/readyz", nil, nil)
+}

@@ -1,0 +1,206 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/internal/backend"
+	"github.com/fleethost/fleet/internal/grants"
+	"github.com/fleethost/fleet/reporter"
+)
+
+// DoctorParams are the settings doctor checks: the same as `fleet-host run`'s.
+type DoctorParams struct {
+	PluginsDir     string
+	Backend        string // backend URL; "" is the embedded memory store
+	GrantsFile     string
+	ReportURL      string
+	ReportKey      string
+	BackendTimeout time.Duration
+	CacheDir       string
+}
+
+// Doctor runs every check and writes one line per check to out:
+//
+//	ok    backend: redis://127.0.0.1:6379 answers
+//	ok    plugin scraper.wasm: scraper 1.0.0, batch, consumes scrape
+//	FAIL  contracts: ...
+//	ok    plane: https://... accepts the key
+//
+// It reports whether every check passed. The checks:
+//
+//   - backend: the backend URL parses and the backend answers a ping.
+//   - grants: the grants file reads (when one is given).
+//   - plugin <file>: each .wasm of the folder compiles, speaks the ABI and describes
+//     itself (host.Describe: nothing runs, nothing is written).
+//   - contracts: every plugin loads together, as `run` would load them, with the grants
+//     and configurations, on the backend: their pool and queue schemas agree with each
+//     other and with the ones the fleet recorded. Like `run`, this records, for the
+//     fleet, a contract that no host has recorded yet.
+//   - plane: reporter.Probe answers nil (skipped, not failed, when no endpoint or key
+//     is given: reporting is off).
+func Doctor(ctx context.Context, p DoctorParams, out io.Writer) bool {
+	ok := true
+	line := func(pass bool, name, format string, args ...any) {
+		tag := "ok  "
+		if !pass {
+			tag, ok = "FAIL", false
+		}
+		fmt.Fprintf(out, "%s  %s: %s\n", tag, name, fmt.Sprintf(format, args...))
+	}
+	skip := func(name, format string, args ...any) {
+		fmt.Fprintf(out, "skip  %s: %s\n", name, fmt.Sprintf(format, args...))
+	}
+
+	// Backend.
+	b, kind, err := backend.Open(p.Backend, p.BackendTimeout)
+	backendOK := false
+	switch {
+	case err != nil:
+		line(false, "backend", "%v", err)
+	case kind == backend.KindMemory:
+		backendOK = true
+		line(true, "backend", "the embedded memory store (state lives in the process; use --redis for a fleet)")
+	default:
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		perr := b.Ping(pctx)
+		cancel()
+		if perr != nil {
+			line(false, "backend", "%s (%s) does not answer: %v", backend.Redact(p.Backend), kind, perr)
+		} else {
+			backendOK = true
+			line(true, "backend", "%s (%s) answers", backend.Redact(p.Backend), kind)
+		}
+	}
+	if b != nil {
+		defer b.Close()
+	}
+
+	// Grants.
+	gf, gerr := grants.Read(p.GrantsFile)
+	switch {
+	case p.GrantsFile == "":
+		skip("grants", "no grants file: every plugin gets the default grant (no outbound HTTP)")
+	case gerr != nil:
+		line(false, "grants", "%v", gerr)
+	default:
+		line(true, "grants", "%s grants %s", p.GrantsFile, strings.Join(gf.Types(), ", "))
+	}
+
+	// Plugins, one by one.
+	files, ferr := wasmFiles(p.PluginsDir)
+	pluginsOK := ferr == nil
+	if ferr != nil {
+		line(false, "plugins", "%v", ferr)
+	}
+	for _, f := range files {
+		d, err := host.Describe(ctx, f)
+		if err != nil {
+			pluginsOK = false
+			line(false, "plugin "+filepath.Base(f), "%v", err)
+			continue
+		}
+		line(true, "plugin "+filepath.Base(f), "%s", summary(d))
+	}
+
+	// Contracts, all together, against the fleet.
+	switch {
+	case !backendOK || gerr != nil || !pluginsOK:
+		skip("contracts", "needs the backend, the grants and every plugin above")
+	default:
+		gs, cs := gf.Host()
+		h, err := host.New(ctx, host.Config{
+			PluginsDir: p.PluginsDir, Backend: b, Slots: 0, Grants: gs, Configs: cs, CacheDir: p.CacheDir,
+			Logger: slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			line(false, "contracts", "%v", err)
+			break
+		}
+		n := len(h.Plugins())
+		if cerr := h.Close(); cerr != nil {
+			line(false, "contracts", "close: %v", cerr)
+			break
+		}
+		where := "the fleet's (recorded in the backend)"
+		if kind == backend.KindMemory {
+			where = "this host's (the memory store has no fleet)"
+		}
+		line(true, "contracts", "%d plugins load together; their contracts agree with each other and with %s", n, where)
+	}
+
+	// The plane.
+	switch {
+	case p.ReportURL == "" && p.ReportKey == "":
+		skip("plane", "no --report-url and --report-key: reporting is off")
+	case p.ReportURL == "" || p.ReportKey == "":
+		line(false, "plane", "both --report-url and --report-key are needed; only one is set, so reporting is off")
+	default:
+		pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		err := reporter.Probe(pctx, p.ReportURL, p.ReportKey)
+		cancel()
+		var pe *reporter.ProbeError
+		switch {
+		case err == nil:
+			line(true, "plane", "%s is reachable and accepts the key", p.ReportURL)
+		case errors.As(err, &pe) && (pe.Status == 401 || pe.Status == 403):
+			line(false, "plane", "%s rejects the key (HTTP %d): %v", p.ReportURL, pe.Status, err)
+		case errors.As(err, &pe) && pe.Status == 404:
+			line(false, "plane", "%s answers 404: the plane does not know fleet reporting (wrong URL, or it predates it): %v", p.ReportURL, err)
+		case errors.As(err, &pe):
+			line(false, "plane", "%s answers HTTP %d, not what a plane says: %v", p.ReportURL, pe.Status, err)
+		default:
+			line(false, "plane", "%s is unreachable: %v", p.ReportURL, err)
+		}
+	}
+	return ok
+}
+
+func wasmFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), ".wasm") {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s holds no .wasm plugin", dir)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func summary(d *abi.Describe) string {
+	s := fmt.Sprintf("%s %s, %s", d.Type, d.Version, d.Mode)
+	if d.Consumes != nil {
+		s += ", consumes " + d.Consumes.Name
+	}
+	var pools, subs []string
+	for _, p := range d.Pools {
+		pools = append(pools, p.Name)
+	}
+	for _, q := range d.Submits {
+		subs = append(subs, q.Name)
+	}
+	if len(pools) > 0 {
+		s += ", pools " + strings.Join(pools, ",")
+	}
+	if len(subs) > 0 {
+		s += ", submits " + strings.Join(subs, ",")
+	}
+	return s
+}

@@ -1,0 +1,155 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fleethost/fleet/internal/api"
+)
+
+// Snapshot is what `fleet-host inspect` shows: automations with their slots, queues,
+// pools and parked tasks.
+type Snapshot struct {
+	Automations []api.Automation            `json:"automations"`
+	Queues      []api.QueueStats            `json:"queues"`
+	Pools       []api.PoolStats             `json:"pools"`
+	Parked      map[string][]api.ParkedTask `json:"parked"` // by queue; only queues with parked tasks
+}
+
+// Inspect reads a Snapshot through the API, with up to parkedLimit parked tasks per queue
+// (0 lists none).
+func (c *Client) Inspect(ctx context.Context, parkedLimit int) (*Snapshot, error) {
+	var s Snapshot
+	var err error
+	if s.Automations, err = c.Automations(ctx); err != nil {
+		return nil, err
+	}
+	if s.Queues, err = c.Queues(ctx); err != nil {
+		return nil, err
+	}
+	if s.Pools, err = c.Pools(ctx); err != nil {
+		return nil, err
+	}
+	s.Parked = map[string][]api.ParkedTask{}
+	if parkedLimit > 0 {
+		for _, q := range s.Queues {
+			if q.Parked == 0 {
+				continue
+			}
+			ts, err := c.Parked(ctx, q.Queue, parkedLimit)
+			if err != nil {
+				return nil, err
+			}
+			s.Parked[q.Queue] = ts
+		}
+	}
+	return &s, nil
+}
+
+// WriteJSON writes the snapshot as indented JSON.
+func (s *Snapshot) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(s)
+}
+
+// WriteTable writes the snapshot as readable tables.
+func (s *Snapshot) WriteTable(w io.Writer, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "AUTOMATION\tVERSION\tMODE\tCONSUMES\tSLOTS\tSTATES\tPAUSED")
+	for _, a := range s.Automations {
+		consumes := "-"
+		if a.Consumes != nil {
+			consumes = a.Consumes.Name
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%v\n", a.Type, a.Version, a.Mode, consumes, a.Slots, stateCounts(a), a.Paused)
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "QUEUE\tDEPTH\tIN FLIGHT\tPARKED")
+	for _, q := range s.Queues {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", q.Queue, q.Depth, q.InFlight, q.Parked)
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "POOL\tSIZE\tLEASED\tBY TAG")
+	for _, p := range s.Pools {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", p.Pool, p.Size, p.Leased, byTag(p.ByTag))
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "SLOT\tSTATE\tFOR\tITERATION\tTASK\tPHASE\tLAST OUTCOME")
+	for _, a := range s.Automations {
+		for _, st := range a.SlotStates {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", st.Slot, st.State, now.Sub(st.Since).Round(time.Second),
+				st.N, dash(st.TaskID), dash(st.Phase), dash(st.LastOutcome))
+		}
+	}
+	queues := make([]string, 0, len(s.Parked))
+	for q := range s.Parked {
+		queues = append(queues, q)
+	}
+	sort.Strings(queues)
+	for _, q := range queues {
+		fmt.Fprintln(tw)
+		fmt.Fprintf(tw, "PARKED IN %s\tATTEMPTS\tENQUEUED\tLAST ERROR\n", q)
+		for _, t := range s.Parked[q] {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", t.ID, t.Attempts, t.EnqueuedAt.Format(time.RFC3339), oneLine(t.LastError, 100))
+		}
+	}
+	return tw.Flush()
+}
+
+func stateCounts(a api.Automation) string {
+	counts := map[string]int{}
+	for _, st := range a.SlotStates {
+		counts[st.State]++
+	}
+	if len(counts) == 0 {
+		return "-"
+	}
+	names := make([]string, 0, len(counts))
+	for k := range counts {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, k := range names {
+		parts[i] = fmt.Sprintf("%s=%d", k, counts[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+func byTag(m map[string]int) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s:%d", k, m[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		return s[:n-3] + "..."
+	}
+	return s
+}

@@ -1,0 +1,254 @@
+// Package daemon wires a fleet-host daemon together: the backend, the host and its slots,
+// the HTTP API, metrics and the reporter, with the order of start-up and shutdown.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/internal/api"
+	"github.com/fleethost/fleet/internal/backend"
+	"github.com/fleethost/fleet/internal/grants"
+	"github.com/fleethost/fleet/internal/metrics"
+)
+
+// Options are a daemon's settings, as `fleet-host run` reads them from flags and the
+// environment. The zero value of a field means host.Config's default unless it says
+// otherwise.
+type Options struct {
+	PluginsDir string         // the folder of *.wasm plugins
+	Backend    string         // backend URL (see backend.Open); "" is the embedded memory store
+	Slots      int            // slots per plugin; 0 means host.Config's default (1)
+	SlotsFor   map[string]int // slots by automation type, overriding Slots
+	GrantsFile string         // the grants file (see package grants); "" grants the defaults only
+
+	Listen string // the API's listen address; "" runs no API
+	Token  string // the API's bearer token; "" needs none
+
+	ReportURL, ReportKey string // the plane's endpoint and key; either empty reports nothing
+	Instance             string // this daemon's name on the plane
+	Version              string // the binary's version
+
+	DrainTimeout     time.Duration
+	TaskLease        time.Duration
+	CallTimeout      time.Duration
+	PollInterval     time.Duration
+	RetryDelay       time.Duration
+	MaxAttempts      int
+	MaxPayload       int
+	MemoryLimitPages uint32
+	CacheDir         string
+	BackendTimeout   time.Duration // bounds each backend call; default 2s
+
+	Log *slog.Logger // default slog.Default()
+
+	// Listening, when set, is told the API's address once it listens (for tests that
+	// listen on port 0).
+	Listening func(addr string)
+}
+
+// Run runs the daemon until ctx is done, then drains and returns. It returns an error
+// only when the daemon cannot start (bad grants file, unreachable backend, a plugin that
+// does not load, an address in use); a drain is not an error.
+//
+// Start-up: backend, host (plugins loaded, contracts registered), metrics, API, slots.
+// Shutdown order, once ctx is done: /readyz answers 503 -> the host drains (slots stop
+// claiming, calls in flight get DrainTimeout, tasks still held go back to their queue) ->
+// the API stops -> the host closes -> the backend closes. The reporter's stopping beacon
+// is the host's last word, said when its drain ends.
+func Run(ctx context.Context, o Options) (err error) {
+	log := o.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	gf, err := grants.Read(o.GrantsFile)
+	if err != nil {
+		return err
+	}
+	grantsByType, configs := gf.Host()
+
+	b, kind, err := backend.Open(o.Backend, o.BackendTimeout)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := b.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("daemon: close backend: %w", cerr))
+		}
+	}()
+	if kind == backend.KindMemory {
+		log.Warn("daemon: backend is the embedded memory store: state lives in this process and is lost on exit; use --redis for a fleet")
+	} else {
+		log.Info("daemon: backend", "kind", kind, "url", backend.Redact(o.Backend))
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		perr := b.Ping(pctx)
+		cancel()
+		if perr != nil {
+			return fmt.Errorf("daemon: backend %s: %w", backend.Redact(o.Backend), perr)
+		}
+	}
+
+	slots := metrics.NewSlots()
+	rep := newReporting(o, log)
+	m := metrics.New(metrics.Params{Slots: slots, Backend: b, ReporterDropped: rep.dropped})
+	var started sync.Map // slot name -> struct{}: slots that have said anything yet
+	cfg := host.Config{
+		PluginsDir:       o.PluginsDir,
+		Backend:          b,
+		Slots:            o.Slots,
+		SlotsByType:      o.SlotsFor,
+		Grants:           grantsByType,
+		Configs:          configs,
+		CacheDir:         o.CacheDir,
+		Logger:           log,
+		PollInterval:     o.PollInterval,
+		TaskLease:        o.TaskLease,
+		MaxAttempts:      o.MaxAttempts,
+		CallTimeout:      o.CallTimeout,
+		DrainTimeout:     o.DrainTimeout,
+		MemoryLimitPages: o.MemoryLimitPages,
+		MaxPayload:       o.MaxPayload,
+		RetryDelay:       o.RetryDelay,
+		Observe: func(e host.SlotEvent) {
+			if _, seen := started.LoadOrStore(e.Slot, struct{}{}); !seen {
+				log.Info("slot started", "slot", e.Slot, "plugin", e.Plugin)
+			}
+			slots.Observe(e)
+			m.Observe(e)
+			if e.Kind == "stopped" {
+				log.Debug("slot stopped", "slot", e.Slot, "plugin", e.Plugin, "iterations", e.N)
+			}
+		},
+	}
+	rep.configure(&cfg)
+	h, err := host.New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := h.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+	}()
+	plugins := h.Plugins()
+	slots.Register(plugins)
+	h.ObserveHostCalls(m.HostCall)
+	for _, p := range plugins {
+		log.Info("plugin contracts", contractAttrs(p)...)
+	}
+
+	var draining atomic.Bool
+	srv := api.New(api.Params{
+		Host: h, Backend: b, Slots: slots, Metrics: m.Handler(), Token: o.Token,
+		MaxBody: int64(maxPayload(o.MaxPayload)), Draining: draining.Load, Log: log,
+	})
+	m.Watch(metrics.Sources{Queues: srv.Queues(), Pools: srv.Pools(), PluginMetrics: h.PluginMetrics})
+
+	var httpSrv *http.Server
+	serveDone := make(chan struct{})
+	if o.Listen != "" {
+		ln, err := net.Listen("tcp", o.Listen)
+		if err != nil {
+			return fmt.Errorf("daemon: api: %w", err)
+		}
+		if o.Token == "" && !loopback(ln.Addr()) {
+			log.Warn("daemon: the API listens beyond loopback without a token; anyone who reaches it can submit and pause", "addr", ln.Addr().String())
+		}
+		httpSrv = &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		go func() {
+			defer close(serveDone)
+			if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("daemon: api stopped", "err", err)
+			}
+		}()
+		log.Info("daemon: api listening", "addr", ln.Addr().String(), "auth", o.Token != "")
+		if o.Listening != nil {
+			o.Listening(ln.Addr().String())
+		}
+	} else {
+		close(serveDone)
+	}
+
+	stop := context.AfterFunc(ctx, func() {
+		draining.Store(true)
+		log.Info("daemon: shutting down: draining slots", "grace", orDefault(o.DrainTimeout, 10*time.Second))
+	})
+	defer stop()
+	runErr := h.Run(ctx)
+	if httpSrv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := httpSrv.Shutdown(sctx); err != nil {
+			_ = httpSrv.Close()
+		}
+		cancel()
+		<-serveDone
+	}
+	rep.stop()
+	if runErr != nil {
+		return runErr
+	}
+	log.Info("daemon: stopped")
+	return nil
+}
+
+func contractAttrs(p host.Plugin) []any {
+	attrs := []any{"type", p.Type, "version", p.Version, "mode", p.Mode, "slots", p.Slots}
+	if p.Consumes != nil {
+		attrs = append(attrs, "consumes", p.Consumes.Name)
+	}
+	var pools, submits []string
+	for _, pl := range p.Pools {
+		pools = append(pools, pl.Name)
+	}
+	for _, q := range p.Submits {
+		submits = append(submits, q.Name)
+	}
+	if len(pools) > 0 {
+		attrs = append(attrs, "pools", strings.Join(pools, ","))
+	}
+	if len(submits) > 0 {
+		attrs = append(attrs, "submits", strings.Join(submits, ","))
+	}
+	if len(p.Grant.HTTPHosts) > 0 {
+		attrs = append(attrs, "http_hosts", strings.Join(p.Grant.HTTPHosts, ","))
+	}
+	return attrs
+}
+
+func loopback(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}
+
+func maxPayload(n int) int {
+	if n <= 0 {
+		return 256 << 10
+	}
+	return n
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// Hostname is the default instance name: the machine's host name, or "fleet-host".
+func Hostname() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "fleet-host"
+	}
+	return h
+}
