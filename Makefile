@@ -5,7 +5,7 @@
 GO ?= go
 WASM_ENV := GOOS=wasip1 GOARCH=wasm
 
-.PHONY: test deps vet wasm-build
+.PHONY: test deps vet wasm-build build plugins demo
 
 test: deps vet wasm-build
 	$(GO) test -race -count=1 -timeout 20m ./...
@@ -29,3 +29,23 @@ vet:
 # The guest side must build for wasip1 (DESIGN.md: abi/ compiles for host and guest).
 wasm-build:
 	$(WASM_ENV) $(GO) build ./abi/... ./guest-sdk/... ./plugins/...
+
+# build: the fleet-host binary in bin/, and the example plugins in bin/plugins/ (both
+# gitignored), with only Go.
+EXAMPLES := scraper cookie-harvester counter noop
+
+build: plugins
+	$(GO) build -o bin/fleet-host ./cmd/fleet-host
+
+plugins:
+	@mkdir -p bin/plugins
+	@for p in $(EXAMPLES); do \
+		echo "$(WASM_ENV) $(GO) build -buildmode=c-shared -o bin/plugins/$$p.wasm ./plugins/examples/$$p"; \
+		$(WASM_ENV) $(GO) build -buildmode=c-shared -o bin/plugins/$$p.wasm ./plugins/examples/$$p || exit 1; \
+	done
+
+# demo: the scraper and the cookie harvester on a real daemon against a local demo site:
+# 50 URLs through the HTTP API, progress, the final counts, a SIGTERM drain. Exits 0 when
+# every URL was scraped and nothing was parked. Needs only Go (no Redis).
+demo: build
+	$(GO) run ./cmd/fleet-demo --bin bin/fleet-host --plugins bin/plugins
