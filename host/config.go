@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/primitives"
+	"github.com/fleethost/fleet/reporter"
 )
 
 // Config configures a Host. It is flat: every field's zero value means its default,
@@ -105,6 +106,24 @@ type Config struct {
 	// metrics: it must return quickly and must not block.
 	// default: nil (nothing observes)
 	Observe func(SlotEvent)
+
+	// Reporter receives every slot's presence and iteration records, each slot as one
+	// instance of the plane ("<Instance>/<type>/<index>"). The host owns it from New on,
+	// and a failed New closes it: Run closes it with the slots' stopping beacons once they
+	// have all stopped, or Close does when Run never ran. A dead or slow plane changes
+	// nothing in the loop. See the package doc's Decisions, and reporter.New for a
+	// not-wired one.
+	// default: nil (nothing is reported)
+	Reporter reporter.Reporter
+
+	// Instance is this host's name on the plane; each slot reports as
+	// "<Instance>/<type>/<index>".
+	// default: os.Hostname() ("fleet-host" when it has none)
+	Instance string
+
+	// Version is the fleet-host build that the reports carry.
+	// default: the main module's version from runtime/debug.ReadBuildInfo, or "dev"
+	Version string
 }
 
 // The defaults of Config.
@@ -164,6 +183,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RetryDelay == 0 {
 		c.RetryDelay = defaultRetryDelay
+	}
+	if c.Instance == "" {
+		c.Instance = defaultInstance()
+	}
+	if c.Version == "" {
+		c.Version = defaultVersion()
 	}
 	return c
 }

@@ -55,4 +55,47 @@
 // to watch the ctx (~2 µs), and every loop header of the guest's code calls out to check
 // for a close. On a Go guest's JSON decoding that is ~2.5-3x slower than without it. It
 // stays on: a guest that cannot be stopped is not sandboxed.
+//
+// What does the plane see? Each slot is one instance, "<Instance>/<type>/<index>", built
+// on the same slot events as Config.Observe (one event path, fanned out). It says idle on
+// every empty poll (so presence is at most one poll late), iteration N while it works a
+// task (N counts the slot's iterations from 1; task_ref is the task's id; phase is the
+// guest export, fleet_handle or fleet_tick; the ack or release after the call says
+// nothing new), draining on every poll while its type is paused and once when shutdown
+// stops its claiming, and stopping last. A loop slot says idle after each tick, while it
+// waits for the next. Reports go through reporter.Send, which never blocks: a dead plane
+// costs dropped reports, never a slower loop.
+//
+// What is an iteration record? One per finished task (or tick), carried by the slot's next
+// report: task_id and task_ref are the task's id (it has no other name, and presence
+// names it the same way); phases and sessions are the one guest export called, run by
+// "wazero/<version>" with no model; duration is claim to settle; tokens are 0. The
+// outcome: done and acked is checkpoint; retry or fail handed back is released; a trap,
+// a deadline, a memory-limit hit, a host panic or a malformed result is dead; a cut by
+// the drain's deadline is released; and any of these that spends the task's attempts is
+// parked, a death included. Parked wins because the plane defines it as the dead-phase
+// retry budget parking the task, and it is the one outcome that asks for the operator;
+// the death stays visible as the task's last error, and as dead in the attempts before.
+// Config.Observe keeps the slot's own outcome (dead, which drives the backoff).
+//
+// Which config identity? "sha256:" and 16 hex digits over the plugin's module digest and
+// its effective configuration, defaults applied: slots, lease, attempts, call timeout,
+// poll, retry delay, drain timeout, memory pages, payload cap, grant (patterns sorted,
+// HTTP defaults filled in) and the plugin's configuration as canonical JSON. A new build
+// of the plugin or any change that alters how its slots behave changes it; formatting
+// does not.
+//
+// Who says stopping, and how is it last? The host owns Config.Reporter. Once every slot
+// has stopped, Run sends each slot's stopping (with the records it had not sent yet) and
+// closes the reporter with the last slot's stopping, so that the final POST is a stopping
+// and no slot stops without one; a host with no slot closes with its own identity
+// (Instance alone), as does Close when Run never ran. Closing with one host-level
+// stopping instead would leave every slot's row saying draining forever. One catch: Close
+// delivers what is still queued newest first, which is right for the one instance the
+// reporter was designed for and wrong for many, because a slot's draining queued behind
+// its stopping would reach the plane after it. No call of the reporter's API says when
+// the queue is empty, so with more than one slot Run waits 250ms for the pump before
+// Close: enough for a plane that answers, and a bound for one that does not (whose rows
+// are stale anyway). A reporter Close that delivered oldest first, or a Flush, would make
+// it exact.
 package host

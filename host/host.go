@@ -185,7 +185,11 @@ func (h *Host) Close() error {
 		return nil
 	}
 	h.closed = true
+	ran := h.running
 	h.mu.Unlock()
+	if !ran {
+		closeReporter(h.cfg) // Run closes it when it ran
+	}
 	ctx := context.Background()
 	var errs []error
 	for _, p := range h.plugins {

@@ -59,12 +59,14 @@ func (h *Host) Run(ctx context.Context) error {
 
 	// Shutdown order: ctx done -> slots stop claiming and finish their iteration ->
 	// after DrainTimeout, cut() kills calls still running -> slots release their tasks
-	// and close their instances -> wg.Wait -> Run returns. Close comes after.
+	// and close their instances -> wg.Wait -> every slot's stopping beacon, and the
+	// reporter closed (the last thing said) -> Run returns. Close comes after.
 	var wg sync.WaitGroup
 	total := 0
+	tel := newTelemetry(h.cfg)
 	for _, p := range h.plugins {
 		for i := range p.slots {
-			s := slot.New(h.slotParams(p, i))
+			s := slot.New(h.slotParams(p, i, tel.slot(h.cfg, p, i)))
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -91,16 +93,22 @@ func (h *Host) Run(ctx context.Context) error {
 		<-done
 	}
 	h.cfg.Logger.Info("host: drained")
+	tel.stop()
 	return nil
 }
 
-func (h *Host) slotParams(p *plugin, i int) slot.Params {
+// slotParams configures slot i of p; rep, when not nil, reports it to the plane.
+func (h *Host) slotParams(p *plugin, i int, rep *slotReport) slot.Params {
 	name := fmt.Sprintf("%s/%d", p.info.Type, i)
 	queue := ""
 	if p.desc.Consumes != nil {
 		queue = p.desc.Consumes.Name
 	}
-	observe := func(slot.Event) {}
+	// One event path: the reporter and Config.Observe see the same events.
+	var report, observe func(slot.Event)
+	if rep != nil {
+		report = rep.observe
+	}
 	if h.cfg.Observe != nil {
 		observe = func(e slot.Event) { h.cfg.Observe(slotEvent(p.info.Type, e)) }
 	}
@@ -116,7 +124,7 @@ func (h *Host) slotParams(p *plugin, i int) slot.Params {
 		CallTimeout: p.callTimeout,
 		RetryDelay:  h.cfg.RetryDelay,
 		Paused:      p.paused.Load,
-		Observe:     observe,
+		Observe:     observers(report, observe),
 		Log:         h.cfg.Logger,
 		NewGuest: func(hard context.Context) (slot.Guest, error) {
 			ctx, cancel := context.WithTimeout(hard, p.callTimeout)

@@ -1,0 +1,300 @@
+package host
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/internal/httpfn"
+	"github.com/fleethost/fleet/host/internal/slot"
+	"github.com/fleethost/fleet/host/internal/validate"
+	"github.com/fleethost/fleet/reporter"
+)
+
+// stopSettle is how long Run lets the reporter's pump deliver the slots' last reports
+// before it closes the reporter, when more than one slot reports. Close delivers what is
+// still queued newest first, which is right for one instance and wrong for many: a slot's
+// draining queued before its stopping would reach the plane after it. See the package
+// doc's Decisions.
+const stopSettle = 250 * time.Millisecond
+
+// telemetry turns the slots' events into reports for Config.Reporter: one instance of the
+// plane per slot. It is built by Run and used from Run's goroutine only; each slotReport
+// is owned by its slot's goroutine while the slot runs, and by Run once it has stopped.
+type telemetry struct {
+	rep   reporter.Reporter // nil: nothing is reported
+	host  reporter.Identity // the host's own identity, for a Close with no slot
+	slots []*slotReport     // in start order
+}
+
+// newTelemetry returns nil when there is no reporter.
+func newTelemetry(cfg Config) *telemetry {
+	if cfg.Reporter == nil {
+		return nil
+	}
+	return &telemetry{
+		rep:  cfg.Reporter,
+		host: reporter.Identity{Instance: cfg.Instance, Host: hostname(), Version: cfg.Version},
+	}
+}
+
+// slot makes the report state of slot i of p. On a nil telemetry it returns nil.
+func (t *telemetry) slot(cfg Config, p *plugin, i int) *slotReport {
+	if t == nil {
+		return nil
+	}
+	export := abi.ExportHandle
+	if p.desc.Mode == abi.ModeLoop {
+		export = abi.ExportTick
+	}
+	s := &slotReport{
+		rep: t.rep,
+		id: reporter.Identity{
+			Instance:       cfg.Instance + "/" + p.info.Type + "/" + strconv.Itoa(i),
+			Host:           t.host.Host,
+			Version:        cfg.Version,
+			ConfigIdentity: configIdentity(cfg, p),
+		},
+		export:   export,
+		loop:     p.desc.Mode == abi.ModeLoop,
+		phases:   []string{export},
+		sessions: []reporter.Session{{Phase: export, Harness: harness}},
+	}
+	t.slots = append(t.slots, s)
+	return s
+}
+
+// stop says the last thing: every slot's stopping beacon (with the iterations not yet
+// reported), then it closes the reporter with the last one, so that a stopping is the
+// final POST. Run calls it once every slot has stopped.
+func (t *telemetry) stop() {
+	if t == nil {
+		return
+	}
+	if len(t.slots) == 0 {
+		t.rep.Close(reporter.Report{Identity: t.host, State: reporter.State{Kind: reporter.StateStopping}})
+		return
+	}
+	last := len(t.slots) - 1
+	for _, s := range t.slots[:last] {
+		t.rep.Send(s.final())
+	}
+	if last > 0 {
+		time.Sleep(stopSettle)
+	}
+	t.rep.Close(t.slots[last].final())
+}
+
+// closeReporter closes cfg.Reporter with the host's own stopping beacon: for a host whose
+// Run never ran (after Run it does nothing: Close is idempotent).
+func closeReporter(cfg Config) {
+	if t := newTelemetry(cfg); t != nil {
+		t.stop()
+	}
+}
+
+// slotReport is one slot as the plane sees it. Its fields are owned by the slot's
+// goroutine while the slot runs (observe is called from it), then by Run.
+type slotReport struct {
+	rep      reporter.Reporter  // immutable
+	id       reporter.Identity  // immutable
+	export   string             // the guest export the slot calls: immutable
+	loop     bool               // a loop plugin: immutable
+	phases   []string           // every iteration's phases: immutable, shared
+	sessions []reporter.Session // every iteration's sessions: immutable, shared
+	pending  []reporter.Iteration
+}
+
+// observe maps one slot event to what the plane is told:
+//
+//	idle (every empty poll)            -> idle
+//	working in handle or tick          -> iteration N on the task, in fleet_handle/fleet_tick
+//	working in ack or release          -> nothing (no guest export runs; still iteration N)
+//	draining (every paused poll, or
+//	  once on shutdown)                -> draining
+//	finished                           -> its record waits for the slot's next report
+//	                                      (a loop slot's next report is idle, at once)
+//	stopped                            -> nothing: Run sends stopping once all have stopped
+func (s *slotReport) observe(e slot.Event) {
+	switch e.Kind {
+	case slot.EventIdle:
+		s.send(reporter.State{Kind: reporter.StateIdle})
+	case slot.EventWorking:
+		if e.Phase != "handle" && e.Phase != "tick" {
+			return
+		}
+		s.send(reporter.State{Kind: reporter.StateIteration, N: e.N, TaskRef: e.TaskID, Phase: s.export})
+	case slot.EventDraining:
+		s.send(reporter.State{Kind: reporter.StateDraining})
+	case slot.EventFinished:
+		if e.Iteration != nil {
+			s.pending = append(s.pending, s.iteration(e.Iteration))
+		}
+		if s.loop {
+			// Between ticks a loop slot waits, holding nothing.
+			s.send(reporter.State{Kind: reporter.StateIdle})
+		}
+	}
+}
+
+// send reports state with the iterations finished since the last report. Send never
+// blocks: on a full queue the report (and its records) is dropped and counted.
+func (s *slotReport) send(state reporter.State) {
+	s.rep.Send(reporter.Report{Identity: s.id, State: state, Iterations: s.pending})
+	s.pending = nil
+}
+
+// final is the slot's stopping beacon, with what it has not reported yet.
+func (s *slotReport) final() reporter.Report {
+	r := reporter.Report{Identity: s.id, State: reporter.State{Kind: reporter.StateStopping}, Iterations: s.pending}
+	s.pending = nil
+	return r
+}
+
+// iteration is the record of one finished iteration. TaskRef is the task's id: a task has
+// no other name, and the presence row's task_ref carries the same id. Tokens stay 0 and
+// Model "": a guest spends no tokens and runs no model that the host knows of.
+func (s *slotReport) iteration(it *slot.Iteration) reporter.Iteration {
+	return reporter.Iteration{
+		TaskID:          it.TaskID,
+		TaskRef:         it.TaskID,
+		Phases:          s.phases,
+		Sessions:        s.sessions,
+		Outcome:         outcome(it),
+		DurationSeconds: it.Duration.Seconds(),
+	}
+}
+
+// outcome maps a slot's iteration to the plane's vocabulary; see the package doc's
+// Decisions. A park wins over a death: the plane's parked is the retry budget spent, and
+// it is the outcome that asks for the operator.
+func outcome(it *slot.Iteration) string {
+	if it.Parked {
+		return reporter.OutcomeParked
+	}
+	switch it.Outcome {
+	case slot.OutcomeCheckpoint:
+		return reporter.OutcomeCheckpoint
+	case slot.OutcomeReleased:
+		return reporter.OutcomeReleased
+	case slot.OutcomeParked:
+		return reporter.OutcomeParked
+	default:
+		return reporter.OutcomeDead
+	}
+}
+
+// observers fans one slot's events out to every non-nil observer, in order.
+func observers(fns ...func(slot.Event)) func(slot.Event) {
+	fns = slices.DeleteFunc(fns, func(f func(slot.Event)) bool { return f == nil })
+	return func(e slot.Event) {
+		for _, f := range fns {
+			f(e)
+		}
+	}
+}
+
+// configIdentity fingerprints what decides how p's slots behave: the module itself (its
+// digest) and the effective configuration of p, defaults applied: slots, lease, attempts,
+// timeouts, memory pages, payload cap, grant and the plugin's configuration (canonical
+// JSON, so that formatting alone changes nothing). It is "sha256:" and 16 hex digits.
+func configIdentity(cfg Config, p *plugin) string {
+	g := p.info.Grant
+	sorted := func(ps []string) []string {
+		out := append([]string{}, ps...)
+		slices.Sort(out)
+		return out
+	}
+	orDefault := func(v, d int64) int64 {
+		if v == 0 {
+			return d
+		}
+		return v
+	}
+	conf := cfg.Configs[p.info.Type]
+	if len(conf) == 0 {
+		conf = json.RawMessage("{}")
+	}
+	if c, err := validate.Canonical(conf); err == nil {
+		conf = c
+	}
+	b, _ := json.Marshal(struct {
+		Module           string
+		Slots            int
+		Lease            time.Duration
+		MaxAttempts      int
+		CallTimeout      time.Duration
+		PollInterval     time.Duration
+		RetryDelay       time.Duration
+		DrainTimeout     time.Duration
+		MemoryLimitPages uint32
+		MaxPayload       int
+		KV               []string
+		Locks            []string
+		Counters         []string
+		HTTPHosts        []string
+		HTTPAllowPrivate bool
+		HTTPProxies      []string
+		HTTPMaxBody      int64
+		HTTPTimeout      time.Duration
+		HTTPMaxRedirects int64
+		Config           json.RawMessage
+	}{
+		Module: p.info.Digest, Slots: p.slots, Lease: p.lease, MaxAttempts: cfg.MaxAttempts,
+		CallTimeout: p.callTimeout, PollInterval: cfg.PollInterval, RetryDelay: cfg.RetryDelay,
+		DrainTimeout: cfg.DrainTimeout, MemoryLimitPages: g.MemoryLimitPages, MaxPayload: g.MaxPayload,
+		KV: sorted(g.KV), Locks: sorted(g.Locks), Counters: sorted(g.Counters),
+		HTTPHosts: sorted(g.HTTPHosts), HTTPAllowPrivate: g.HTTPAllowPrivate, HTTPProxies: sorted(g.HTTPProxies),
+		HTTPMaxBody:      orDefault(g.HTTPMaxBody, httpfn.DefaultMaxBody),
+		HTTPTimeout:      time.Duration(orDefault(int64(g.HTTPTimeout), int64(httpfn.DefaultTimeout))),
+		HTTPMaxRedirects: orDefault(int64(g.HTTPMaxRedirects), httpfn.DefaultMaxRedirects),
+		Config:           conf,
+	})
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])[:16]
+}
+
+// harness is what runs every guest call, as a session's harness: wazero and its version
+// when the build records it.
+var harness = func() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/tetratelabs/wazero" && d.Version != "" {
+				return "wazero/" + d.Version
+			}
+		}
+	}
+	return "wazero"
+}()
+
+// hostname is os.Hostname, or "" when the system does not say.
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	return h
+}
+
+// defaultInstance is Config.Instance's default.
+func defaultInstance() string {
+	if h := hostname(); h != "" {
+		return h
+	}
+	return "fleet-host"
+}
+
+// defaultVersion is Config.Version's default: the main module's version when the build
+// records one ("(devel)" is not one).
+func defaultVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
