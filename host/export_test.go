@@ -1,0 +1,5 @@
+package host
+
+// ConfigIdentity is the config identity that the slots of typ report, for the external
+// tests.
+func (h *Host) ConfigIdentity(typ string) string { return configIdentity(h.cfg, h.byType[typ]) }
