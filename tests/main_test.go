@@ -1,0 +1,224 @@
+// Package tests holds fleet-host's end-to-end tests: the example plugins and hostile
+// guests built to wasm, run by real hosts on the memory backend and on a real Redis,
+// against the loopback demo site; and the benchmarks of host calls against the same calls
+// made natively.
+//
+// TestMain doubles as a host process: with FLEET_E2E_CHILD set, the test binary runs one
+// host from the environment until SIGTERM (see runChild), so that a test can start
+// several hosts as separate processes without depending on cmd/fleet-host.
+package tests
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/internal/testutil"
+	"github.com/fleethost/fleet/primitives"
+	"github.com/fleethost/fleet/primitives/memory"
+	fleetredis "github.com/fleethost/fleet/primitives/redis"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(runChild())
+	}
+	os.Exit(m.Run())
+}
+
+// cacheDir is the wazero compilation cache shared by every test and child process, kept
+// across runs next to testutil's build cache (the host tests use the same folder):
+// compiling a Go guest under -race takes tens of seconds, and the cache is keyed by the
+// module's content, the wazero version and the CPU.
+var cacheDir = func() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "fleet-host-test", "wazero")
+	}
+	return filepath.Join(os.TempDir(), "fleet-host-test", "wazero")
+}()
+
+// backendKind names the backends every end-to-end test runs on.
+var backendKinds = []string{"memory", "redis"}
+
+// newBackend returns a fresh backend of kind, closed (and its server stopped) when the
+// test ends; srv is nil for memory.
+func newBackend(tb testing.TB, kind string) (primitives.Backend, *testutil.Redis) {
+	tb.Helper()
+	switch kind {
+	case "memory":
+		b := memory.New(memory.Options{})
+		tb.Cleanup(func() { b.Close() })
+		return b, nil
+	case "redis":
+		srv := testutil.NewRedis(tb)
+		b, err := fleetredis.Open(srv.URL(), fleetredis.Options{})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { b.Close() })
+		return b, srv
+	}
+	tb.Fatalf("no backend %q", kind)
+	return nil, nil
+}
+
+// installPlugin builds the Go guest in pkg (module-relative) and copies it into dir as
+// <name>.wasm, the way an operator drops plugins into a folder.
+func installPlugin(tb testing.TB, pkg, dir, name string) {
+	tb.Helper()
+	b, err := os.ReadFile(testutil.BuildPlugin(tb, pkg))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".wasm"), b, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// logBuffer collects a host's log lines, to dump when a test fails.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// testLogger is a logger whose lines are shown only when the test fails.
+func testLogger(t *testing.T) *slog.Logger {
+	lb := &logBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("host log:\n%s", lb)
+		}
+	})
+	return slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// events records what the slots of a host report.
+type events struct {
+	mu  sync.Mutex
+	all []host.SlotEvent
+}
+
+func (e *events) observe(ev host.SlotEvent) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.all = append(e.all, ev)
+}
+
+// finished returns the finished iterations so far, of plugin type typ ("" for all).
+func (e *events) finished(typ string) []host.SlotEvent {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []host.SlotEvent
+	for _, ev := range e.all {
+		if ev.Kind == "finished" && (typ == "" || ev.Plugin == typ) {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// outcomes counts the finished iterations of typ by outcome.
+func (e *events) outcomes(typ string) map[string]int {
+	out := map[string]int{}
+	for _, ev := range e.finished(typ) {
+		out[ev.Outcome]++
+	}
+	return out
+}
+
+// startHost makes a host from cfg and runs it; stop drains it, waits for Run and closes
+// it (also at cleanup).
+func startHost(t *testing.T, cfg host.Config) (h *host.Host, stop func()) {
+	t.Helper()
+	h, err := host.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("host.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run = %v", err)
+			}
+			if err := h.Close(); err != nil {
+				t.Errorf("Close = %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return h, stop
+}
+
+// waitFor polls cond until it holds, failing the test after a generous bound: it asserts
+// that something happens, never how fast.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// checkGoroutines fails the test if, once it has cleaned up, more goroutines are alive
+// than when it started (after a settle period: wazero and net/http end theirs lazily).
+// Call it first, so that its cleanup runs last.
+func checkGoroutines(t *testing.T) {
+	t.Helper()
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for runtime.NumGoroutine() > before {
+			if time.Now().After(deadline) {
+				buf := make([]byte, 1<<20)
+				buf = buf[:runtime.Stack(buf, true)]
+				t.Errorf("goroutines: %d alive after the test, %d before\n%s", runtime.NumGoroutine(), before, buf)
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}
+
+func queueStats(t *testing.T, b primitives.Backend, queue string) primitives.QueueStats {
+	t.Helper()
+	s, err := b.QueueStats(context.Background(), queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func counterValue(t *testing.T, b primitives.Backend, name string) int64 {
+	t.Helper()
+	v, err := b.CounterGet(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
