@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/tetratelabs/wazero"
-
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/host/internal/validate"
@@ -21,17 +19,21 @@ import (
 // as New's probe does, granted nothing and touching no backend. The schemas are compiled
 // too, so a plugin that New would refuse for a broken schema is refused here.
 //
-//	d, err := host.Describe(ctx, "plugins/scraper.wasm")
+//	d, err := host.Describe(ctx, "plugins/scraper.wasm", "")
 //
-// It uses the default memory limit (16 MiB) and call timeout (30s), and an in-memory
-// compilation cache.
-func Describe(ctx context.Context, file string) (d *abi.Describe, err error) {
+// cacheDir is Config.CacheDir: where compiled modules are cached ("" for the default,
+// "off" for memory only); compiling a Go guest takes seconds, so describe, doctor and run
+// share one. It uses the default memory limit (16 MiB) and call timeout (30s).
+func Describe(ctx context.Context, file, cacheDir string) (d *abi.Describe, err error) {
 	wasm, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("host: describe: %w", err)
 	}
-	cfg := Config{Backend: memory.New(memory.Options{}), CacheDir: "off"}.withDefaults()
-	h := &Host{cfg: cfg, contracts: validate.NewRegistry(), cache: wazero.NewCompilationCache()}
+	cfg := Config{Backend: memory.New(memory.Options{}), CacheDir: cacheDir}.withDefaults()
+	h := &Host{cfg: cfg, contracts: validate.NewRegistry()}
+	if h.cache, err = newCache(cfg.CacheDir); err != nil {
+		return nil, errors.Join(err, cfg.Backend.Close())
+	}
 	defer func() { err = errors.Join(err, h.cache.Close(context.WithoutCancel(ctx)), cfg.Backend.Close()) }()
 	h.core = hostfn.NewCore(cfg.Backend, h.contracts, hostfn.NewMetrics(), cfg.Logger)
 	d, err = h.probe(ctx, wasm)

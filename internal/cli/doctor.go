@@ -104,7 +104,7 @@ func Doctor(ctx context.Context, p DoctorParams, out io.Writer) bool {
 		line(false, "plugins", "%v", ferr)
 	}
 	for _, f := range files {
-		d, err := host.Describe(ctx, f)
+		d, err := host.Describe(ctx, f, p.CacheDir)
 		if err != nil {
 			pluginsOK = false
 			line(false, "plugin "+filepath.Base(f), "%v", err)

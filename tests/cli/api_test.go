@@ -1,0 +1,230 @@
+package cli
+
+import (
+	"encoding/json"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// apiError is the API's error body.
+type apiError struct {
+	Error struct {
+		Kind    string `json:"kind"`
+		Message string `json:"message"`
+		Details []struct {
+			Pointer string `json:"pointer"`
+			Keyword string `json:"keyword"`
+			Message string `json:"message"`
+		} `json:"details"`
+	} `json:"error"`
+}
+
+const token = "s3cret-token"
+
+func TestAPISubmitStatuses(t *testing.T) {
+	d := startDaemon(t, []string{"FLEET_TOKEN=" + token}, "--plugins", pluginsDir(t, workerPkg), "--max-payload", "1024")
+	big := `{"n": 1, "pad": "` + strings.Repeat("x", 2000) + `"}`
+	tests := []struct {
+		name     string
+		typ      string
+		token    string
+		body     string
+		status   int
+		kind     string
+		pointers []string // every violation's pointer, sorted
+	}{
+		{"accepted", "worker", token, `{"n": 1}`, http.StatusAccepted, "", nil},
+		{"bad JSON", "worker", token, `{"n": 1,`, http.StatusBadRequest, "ValueError", []string{""}},
+		{"empty body", "worker", token, ``, http.StatusBadRequest, "ValueError", []string{""}},
+		{"every violation with its pointer", "worker", token, `{"n": "one", "hold_ms": -5, "extra": true}`, http.StatusBadRequest, "TypeError",
+			[]string{"/extra", "/hold_ms", "/n"}},
+		{"missing required", "worker", token, `{"hold_ms": 1}`, http.StatusBadRequest, "ValueError", []string{"/n"}},
+		{"not an object", "worker", token, `[1, 2]`, http.StatusBadRequest, "ValueError", []string{""}},
+		{"unknown type", "nope", token, `{"n": 1}`, http.StatusNotFound, "NotFound", nil},
+		{"no token", "worker", "", `{"n": 1}`, http.StatusUnauthorized, "PermissionDenied", nil},
+		{"wrong token", "worker", "s3cret-tokeN", `{"n": 1}`, http.StatusUnauthorized, "PermissionDenied", nil},
+		{"over the size limit", "worker", token, big, http.StatusRequestEntityTooLarge, "LimitExceeded", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, b := d.request(http.MethodPost, "/api/v1/automations/"+tt.typ+"/tasks", tt.token, []byte(tt.body))
+			if status != tt.status {
+				t.Fatalf("POST %s = %d %s, want %d", tt.body, status, b, tt.status)
+			}
+			if tt.status == http.StatusAccepted {
+				var ok struct {
+					TaskID string `json:"task_id"`
+					Queue  string `json:"queue"`
+				}
+				if err := json.Unmarshal(b, &ok); err != nil || ok.TaskID == "" || ok.Queue != "work" {
+					t.Fatalf("POST = %s (%v), want a task_id on queue work", b, err)
+				}
+				return
+			}
+			var e apiError
+			if err := json.Unmarshal(b, &e); err != nil {
+				t.Fatalf("error body %s is not {\"error\": ...}: %v", b, err)
+			}
+			if e.Error.Kind != tt.kind || e.Error.Message == "" {
+				t.Errorf("error = %s, want kind %s and a message", b, tt.kind)
+			}
+			if tt.pointers == nil {
+				return
+			}
+			var got []string
+			for _, v := range e.Error.Details {
+				got = append(got, v.Pointer)
+				if v.Message == "" {
+					t.Errorf("violation %+v has no message", v)
+				}
+			}
+			sort.Strings(got)
+			if strings.Join(got, " ") != strings.Join(tt.pointers, " ") {
+				t.Errorf("violation pointers = %q, want %q (body %s)", got, tt.pointers, b)
+			}
+		})
+	}
+}
+
+func TestAPIInspectPauseRequeue(t *testing.T) {
+	d := startDaemon(t, nil, "--plugins", pluginsDir(t, workerPkg), "--slots", "2", "--max-attempts", "1", "--poll-interval", "20ms")
+
+	// healthz, readyz and metrics need no token, and there is none here anyway.
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if status, b := d.request(http.MethodGet, path, "", nil); status != http.StatusOK {
+			t.Errorf("GET %s = %d %s, want 200", path, status, b)
+		}
+	}
+
+	// A task that fails once is parked (max attempts 1); one that succeeds is acked.
+	submit := func(body string) string {
+		t.Helper()
+		status, b := d.request(http.MethodPost, "/api/v1/automations/worker/tasks", "", []byte(body))
+		if status != http.StatusAccepted {
+			t.Fatalf("submit %s = %d %s", body, status, b)
+		}
+		var ok struct {
+			TaskID string `json:"task_id"`
+		}
+		json.Unmarshal(b, &ok)
+		return ok.TaskID
+	}
+	failing := submit(`{"n": 1, "fail": true}`)
+	submit(`{"n": 2}`)
+
+	type queue struct {
+		Queue    string `json:"queue"`
+		Depth    int    `json:"depth"`
+		InFlight int    `json:"in_flight"`
+		Parked   int    `json:"parked"`
+	}
+	var q queue
+	waitFor(t, 30*time.Second, "the failing task parked and the other acked", func() bool {
+		d.getJSON("/api/v1/queues/work", "", &q)
+		return q.Parked == 1 && q.Depth == 0 && q.InFlight == 0
+	})
+
+	var parked struct {
+		Tasks []struct {
+			ID        string          `json:"id"`
+			Payload   json.RawMessage `json:"payload"`
+			Attempts  int             `json:"attempts"`
+			LastError string          `json:"last_error"`
+		} `json:"tasks"`
+	}
+	d.getJSON("/api/v1/queues/work/parked", "", &parked)
+	if len(parked.Tasks) != 1 || parked.Tasks[0].ID != failing || !strings.Contains(parked.Tasks[0].LastError, "asked to fail") {
+		t.Fatalf("parked = %+v, want task %s with its last error", parked.Tasks, failing)
+	}
+
+	// Pause, so the requeued task waits where we can see it.
+	if status, b := d.request(http.MethodPost, "/api/v1/automations/worker/pause", "", nil); status != http.StatusOK {
+		t.Fatalf("pause = %d %s", status, b)
+	}
+	var autos struct {
+		Automations []struct {
+			Type     string `json:"type"`
+			Paused   bool   `json:"paused"`
+			Slots    int    `json:"slots"`
+			Consumes *struct {
+				Name    string          `json:"name"`
+				Payload json.RawMessage `json:"payload_schema"`
+			} `json:"consumes"`
+			SlotStates []struct {
+				Slot  string `json:"slot"`
+				State string `json:"state"`
+			} `json:"slot_states"`
+		} `json:"automations"`
+	}
+	waitFor(t, 10*time.Second, "both slots draining while paused", func() bool {
+		d.getJSON("/api/v1/automations", "", &autos)
+		a := autos.Automations[0]
+		n := 0
+		for _, s := range a.SlotStates {
+			if s.State == "draining" {
+				n++
+			}
+		}
+		return len(autos.Automations) == 1 && a.Paused && n == 2
+	})
+	a := autos.Automations[0]
+	if a.Type != "worker" || a.Slots != 2 || a.Consumes == nil || a.Consumes.Name != "work" || !strings.Contains(string(a.Consumes.Payload), `"hold_ms"`) {
+		t.Errorf("automation = %+v, want worker, 2 slots, consuming work with its schema", a)
+	}
+
+	if status, b := d.request(http.MethodPost, "/api/v1/queues/work/parked/"+failing+"/requeue", "", nil); status != http.StatusOK {
+		t.Fatalf("requeue = %d %s", status, b)
+	}
+	d.getJSON("/api/v1/queues/work", "", &q)
+	if q != (queue{Queue: "work", Depth: 1}) {
+		t.Errorf("after requeue while paused, queue = %+v, want depth 1 and nothing parked", q)
+	}
+	if status, _ := d.request(http.MethodPost, "/api/v1/queues/work/parked/"+failing+"/requeue", "", nil); status != http.StatusNotFound {
+		t.Errorf("requeue of a task no longer parked = %d, want 404", status)
+	}
+	if status, b := d.request(http.MethodPost, "/api/v1/automations/worker/resume", "", nil); status != http.StatusOK {
+		t.Fatalf("resume = %d %s", status, b)
+	}
+	waitFor(t, 30*time.Second, "the requeued task claimed after resume", func() bool {
+		d.getJSON("/api/v1/queues/work", "", &q)
+		return q.Depth == 0
+	})
+
+	for _, tt := range []struct{ method, path string }{
+		{http.MethodGet, "/api/v1/queues/nope"},
+		{http.MethodGet, "/api/v1/queues/nope/parked"},
+		{http.MethodGet, "/api/v1/pools/nope"},
+		{http.MethodPost, "/api/v1/automations/nope/pause"},
+		{http.MethodGet, "/api/v1/nothing"},
+	} {
+		status, b := d.request(tt.method, tt.path, "", nil)
+		var e apiError
+		if status != http.StatusNotFound || json.Unmarshal(b, &e) != nil || e.Error.Kind != "NotFound" {
+			t.Errorf("%s %s = %d %s, want 404 NotFound", tt.method, tt.path, status, b)
+		}
+	}
+
+	status, b := d.request(http.MethodGet, "/metrics", "", nil)
+	if status != http.StatusOK {
+		t.Fatalf("GET /metrics = %d", status)
+	}
+	for _, want := range []string{
+		`fleet_iterations_total{automation="worker",outcome="checkpoint"}`,
+		`fleet_iterations_total{automation="worker",outcome="parked"}`,
+		`fleet_host_calls_total{kind="ok",op="counter_incr"}`,
+		`fleet_host_call_duration_seconds_bucket{op="counter_incr"`,
+		`fleet_guest_call_duration_seconds_count{automation="worker"}`,
+		`fleet_queue_depth{queue="work"}`,
+		`fleet_queue_in_flight{queue="work"}`,
+		`fleet_queue_parked{queue="work"}`,
+		`fleet_slots{automation="worker",state="idle"}`,
+		`fleet_reporter_dropped_total 0`,
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}

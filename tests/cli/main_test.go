@@ -1,0 +1,285 @@
+// Package cli tests the fleet-host binary end to end, as an operator runs it: the daemon
+// as a real process (SIGTERM, kill -9), its HTTP API over the wire, and the submit,
+// inspect, describe and doctor subcommands. TestMain builds the binary once per test
+// binary (with -race when the tests run with it); the test guests in testdata are built
+// with testutil.BuildPlugin, cached by content hash.
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fleethost/fleet/internal/testutil"
+)
+
+// bin is the fleet-host binary under test, built by TestMain.
+var bin string
+
+// cacheDir is the wazero compilation cache shared by every daemon the tests start (and
+// with the other end-to-end tests): compiling a Go guest under -race takes seconds.
+var cacheDir = func() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "fleet-host-test", "wazero")
+	}
+	return filepath.Join(os.TempDir(), "fleet-host-test", "wazero")
+}()
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "fleet-cli-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := func() int {
+		defer os.RemoveAll(dir)
+		root, err := testutil.ModuleRoot()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		bin = filepath.Join(dir, "fleet-host")
+		args := []string{"build", "-o", bin}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		cmd := exec.Command("go", append(args, "./cmd/fleet-host")...)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build fleet-host: %v\n%s", err, out)
+			return 1
+		}
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+// pluginsDir returns a fresh folder holding the test guests named (module-relative
+// packages), each copied in as <base>.wasm, as an operator drops plugins into a folder.
+func pluginsDir(t *testing.T, pkgs ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, pkg := range pkgs {
+		b, err := os.ReadFile(testutil.BuildPlugin(t, pkg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(pkg)+".wasm"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+const (
+	workerPkg = "tests/cli/testdata/worker"
+	rivalPkg  = "tests/cli/testdata/rival"
+)
+
+// daemon is one `fleet-host run` process.
+type daemon struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	api  string        // "http://127.0.0.1:port"
+	logs *lockedBuffer // its stderr: JSON log lines
+	done chan struct{} // closed when it has exited
+	err  error         // its exit, once done is closed
+}
+
+// startDaemon starts `fleet-host run` with args (plus a JSON log, an API on a free
+// loopback port and the shared compilation cache), waits until its API answers /readyz,
+// and kills it when the test ends if it is still running.
+func startDaemon(t *testing.T, env []string, args ...string) *daemon {
+	t.Helper()
+	all := append([]string{"run", "--log-format", "json", "--listen", "127.0.0.1:0", "--cache-dir", cacheDir}, args...)
+	cmd := exec.Command(bin, all...)
+	cmd.Env = append(cleanEnv(), env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{t: t, cmd: cmd, logs: &lockedBuffer{}, done: make(chan struct{})}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Bytes()
+			d.logs.Write(append(append([]byte(nil), line...), '\n'))
+			var rec struct {
+				Msg  string `json:"msg"`
+				Addr string `json:"addr"`
+			}
+			if json.Unmarshal(line, &rec) == nil && rec.Msg == "daemon: api listening" {
+				addr <- rec.Addr
+			}
+		}
+		d.err = cmd.Wait()
+		close(d.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-d.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-d.done
+		}
+		if t.Failed() {
+			t.Logf("fleet-host %s logs:\n%s", strings.Join(all, " "), d.logs.String())
+		}
+	})
+	select {
+	case a := <-addr:
+		d.api = "http://" + a
+	case <-d.done:
+		t.Fatalf("fleet-host exited before its API listened: %v\n%s", d.err, d.logs.String())
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("fleet-host's API did not listen within 2 minutes\n%s", d.logs.String())
+	}
+	waitFor(t, time.Minute, "fleet-host /readyz", func() bool {
+		resp, err := http.Get(d.api + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return d
+}
+
+// signal sends sig to the daemon.
+func (d *daemon) signal(sig syscall.Signal) {
+	d.t.Helper()
+	if err := d.cmd.Process.Signal(sig); err != nil {
+		d.t.Fatalf("signal %v: %v", sig, err)
+	}
+}
+
+// wait waits up to limit for the daemon to exit and returns its exit code.
+func (d *daemon) wait(limit time.Duration) int {
+	d.t.Helper()
+	select {
+	case <-d.done:
+	case <-time.After(limit):
+		d.t.Fatalf("fleet-host did not exit within %v\n%s", limit, d.logs.String())
+	}
+	return d.cmd.ProcessState.ExitCode()
+}
+
+// request makes one API request and returns the status and the body.
+func (d *daemon) request(method, path, token string, body []byte) (int, []byte) {
+	d.t.Helper()
+	return request(d.t, method, d.api+path, token, body)
+}
+
+func request(t *testing.T, method, url, token string, body []byte) (int, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, b
+}
+
+// getJSON GETs path and decodes a 200 answer into v.
+func (d *daemon) getJSON(path, token string, v any) {
+	d.t.Helper()
+	status, b := d.request(http.MethodGet, path, token, nil)
+	if status != http.StatusOK {
+		d.t.Fatalf("GET %s = %d %s, want 200", path, status, b)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		d.t.Fatalf("GET %s: decode %s: %v", path, b, err)
+	}
+}
+
+// run runs the fleet-host binary with args and stdin, and returns its exit code,
+// stdout and stderr.
+func run(t *testing.T, env []string, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(cleanEnv(), env...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if err != nil && cmd.ProcessState == nil {
+		t.Fatalf("fleet-host %s: %v", strings.Join(args, " "), err)
+	}
+	return cmd.ProcessState.ExitCode(), out.String(), errb.String()
+}
+
+// cleanEnv is the test's environment without any FLEET_ variable, so that a developer's
+// shell cannot change what the binary under test does.
+func cleanEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "FLEET_") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// waitFor polls cond every 20ms until it holds, failing the test after limit.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true after %v", what, limit)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for one writer and many readers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
