@@ -64,8 +64,9 @@ type Options struct {
 // Start-up: backend, host (plugins loaded, contracts registered), metrics, API, slots.
 // Shutdown order, once ctx is done: /readyz answers 503 -> the host drains (slots stop
 // claiming, calls in flight get DrainTimeout, tasks still held go back to their queue) ->
-// the API stops -> the host closes -> the backend closes. The reporter's stopping beacon
-// is the host's last word, said when its drain ends.
+// the reporter says every slot's stopping beacon and closes (the host does it as its drain
+// ends: the last thing the plane hears) -> the API stops -> the host closes -> the
+// backend closes.
 func Run(ctx context.Context, o Options) (err error) {
 	log := o.Log
 	if log == nil {
@@ -130,7 +131,7 @@ func Run(ctx context.Context, o Options) (err error) {
 			}
 		},
 	}
-	rep.configure(&cfg)
+	rep.configure(&cfg, o)
 	h, err := host.New(ctx, cfg)
 	if err != nil {
 		return err
@@ -193,7 +194,6 @@ func Run(ctx context.Context, o Options) (err error) {
 		cancel()
 		<-serveDone
 	}
-	rep.stop()
 	if runErr != nil {
 		return runErr
 	}
