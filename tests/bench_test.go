@@ -1,0 +1,277 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/internal/testutil"
+	"github.com/fleethost/fleet/primitives"
+	"github.com/fleethost/fleet/primitives/memory"
+	fleetredis "github.com/fleethost/fleet/primitives/redis"
+)
+
+// benchEnv is one backend with a host running the bench guest (testdata/benchguest) in
+// one slot, shared by the sub-benchmarks of that backend.
+type benchEnv struct {
+	backend  primitives.Backend
+	host     *host.Host
+	finished chan host.SlotEvent
+	round    int // numbers the pool tags of each measurement, so that rounds never mix
+}
+
+func newBenchEnv(b *testing.B, kind string) *benchEnv {
+	b.Helper()
+	var backend primitives.Backend
+	switch kind {
+	case "memory":
+		backend = memory.New(memory.Options{})
+	case "redis":
+		// The benchmark's own server, started with testutil.StartRedis and stopped at
+		// the end.
+		srv, err := testutil.StartRedis()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(srv.Close)
+		rb, err := fleetredis.Open(srv.URL(), fleetredis.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		backend = rb
+	}
+	b.Cleanup(func() { backend.Close() })
+	dir := b.TempDir()
+	installPlugin(b, "tests/testdata/benchguest", dir, "bench")
+	env := &benchEnv{backend: backend, finished: make(chan host.SlotEvent, 16)}
+	h, err := host.New(context.Background(), host.Config{
+		PluginsDir:   dir,
+		Backend:      backend,
+		CacheDir:     cacheDir,
+		Logger:       slog.New(slog.DiscardHandler),
+		Slots:        1,
+		PollInterval: time.Millisecond,
+		CallTimeout:  30 * time.Minute, // one call makes b.N host calls
+		MaxAttempts:  1,
+		Observe: func(e host.SlotEvent) {
+			if e.Kind == "finished" {
+				env.finished <- e
+			}
+		},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	env.host = h
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- h.Run(ctx) }()
+	b.Cleanup(func() {
+		cancel()
+		<-ran
+		h.Close()
+	})
+	if err := backend.KVSet(context.Background(), "bench:kv", "k", []byte(`{"a":1}`), 0); err != nil {
+		b.Fatal(err)
+	}
+	return env
+}
+
+// guest runs one bench task of n calls and returns the wall time of its fleet_handle
+// call (the iteration's duration: the call and the ack, which is one backend round trip
+// against n calls).
+func (env *benchEnv) guest(b *testing.B, op, mode, site string, n int) time.Duration {
+	b.Helper()
+	payload, _ := json.Marshal(map[string]any{"op": op, "n": n, "mode": mode, "site": site})
+	if _, err := env.host.Submit(context.Background(), "bench", payload); err != nil {
+		b.Fatal(err)
+	}
+	e := <-env.finished
+	if e.Outcome != "checkpoint" {
+		b.Fatalf("bench task %s: outcome %s: %s", payload, e.Outcome, e.Reason)
+	}
+	return e.Duration
+}
+
+// blobPayload is the bench guest's ~500-byte Blob, encoded as the SDK encodes it.
+func blobPayload(site string, n int) []byte {
+	b, _ := json.Marshal(struct {
+		Site string `json:"site"`
+		Body string `json:"body"`
+		N    int    `json:"n"`
+	}{site, strings.Repeat("0123456789abcdef", 29), n})
+	return b
+}
+
+// native makes op n times through the backend, as the host's dispatch core would after
+// decoding, and returns the wall time.
+func (env *benchEnv) native(b *testing.B, op, site string, n int) time.Duration {
+	b.Helper()
+	ctx := context.Background()
+	be := env.backend
+	tags := primitives.Tags{"site": `"` + site + `"`, "fresh": "true"}
+	where := primitives.Tags{"site": `"` + site + `"`}
+	start := time.Now()
+	for i := range n {
+		var err error
+		switch op {
+		case "kv_get":
+			var ok bool
+			if _, ok, err = be.KVGet(ctx, "bench:kv", "k"); err == nil && !ok {
+				err = fmt.Errorf("not found")
+			}
+		case "counter_incr":
+			_, err = be.CounterIncr(ctx, "bench:n", 1)
+		case "lock":
+			g, ok, aerr := be.LockAcquire(ctx, "bench:lock", 10*time.Second, 0)
+			if err = aerr; err == nil && !ok {
+				err = fmt.Errorf("not acquired")
+			}
+			if err == nil {
+				var released bool
+				if released, err = be.LockRelease(ctx, "bench:lock", g.Token); err == nil && !released {
+					err = fmt.Errorf("not released")
+				}
+			}
+		case "pool_put":
+			_, err = be.PoolPut(ctx, "bench-blobs", blobPayload(site, i), tags, 0)
+		case "pool_claim":
+			var ok bool
+			if _, ok, err = be.PoolClaim(ctx, "bench-blobs", where, 10*time.Minute); err == nil && !ok {
+				err = fmt.Errorf("nothing to claim")
+			}
+		}
+		if err != nil {
+			b.Fatalf("native %s %d: %v", op, i, err)
+		}
+	}
+	return time.Since(start)
+}
+
+// fill puts n Blobs tagged site, for a claim benchmark to take (untimed).
+func (env *benchEnv) fill(b *testing.B, site string, n int) {
+	b.Helper()
+	b.StopTimer()
+	defer b.StartTimer()
+	tags := primitives.Tags{"site": `"` + site + `"`, "fresh": "true"}
+	for i := range n {
+		if _, err := env.backend.PoolPut(context.Background(), "bench-blobs", blobPayload(site, i), tags, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchChunks is how many turns the native and guest runs of one measurement take.
+const benchChunks = 10
+
+// BenchmarkHostCalls compares each host call made by a real wasm guest (N calls in a loop
+// inside one fleet_handle) with the same primitives.Backend call made natively in Go, N
+// times, side by side in one run (in alternating chunks of N/10), on the memory backend and on a Redis that the
+// benchmark starts. "sdk" is the guest SDK's path, as a plugin calls; "raw" sends request
+// bytes encoded once and skips decoding the reply, which leaves the host's own cost
+// (transport, decode, grant, validation, encode). It reports, per call:
+//
+//	ns/op          the guest's call
+//	native-ns/op   the native call
+//	x-native       their ratio (the goals on Redis: kv/counter/lock within 1.10, pool
+//	               put/claim of a ~500-byte validated payload within 1.30)
+//	added-µs/op    what the guest's call adds to the native one
+//
+// lock is one lock_acquire plus one lock_release per op.
+//
+//	go test -run '^$' -bench HostCalls -benchtime 10000x ./tests/
+func BenchmarkHostCalls(b *testing.B) {
+	for _, kind := range backendKinds {
+		b.Run(kind, func(b *testing.B) {
+			env := newBenchEnv(b, kind)
+			for _, op := range []string{"kv_get", "counter_incr", "lock", "pool_put", "pool_claim"} {
+				for _, mode := range []string{"sdk", "raw"} {
+					b.Run(op+"/"+mode, func(b *testing.B) {
+						env.round++
+						gsite, nsite := fmt.Sprintf("g%d", env.round), fmt.Sprintf("n%d", env.round)
+						if op == "pool_claim" {
+							env.fill(b, nsite, b.N)
+							env.fill(b, gsite, b.N)
+						}
+						// Alternate native and guest in chunks, so that a drift of the
+						// machine or of Redis (its round trip varies by ±20% from one
+						// second to the next on 2 shared cores) weighs on both alike.
+						var native, guest time.Duration
+						for done := 0; done < b.N; {
+							n := min(max(b.N/benchChunks, 1), b.N-done)
+							native += env.native(b, op, nsite, n)
+							guest += env.guest(b, op, mode, gsite, n)
+							done += n
+						}
+						g := float64(guest.Nanoseconds()) / float64(b.N)
+						nat := float64(native.Nanoseconds()) / float64(b.N)
+						b.ReportMetric(g, "ns/op")
+						b.ReportMetric(nat, "native-ns/op")
+						b.ReportMetric(g/nat, "x-native")
+						b.ReportMetric((g-nat)/1e3, "added-µs/op")
+					})
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkGuestJSON measures, by the guest's own clock, the JSON work that the guest SDK
+// does in wasm per host call and per task (testdata/jsoncost), in a bare wazero runtime
+// with WithCloseOnContextDone off and on. The host runs guests with it on: wazero then
+// makes every loop back-edge of the guest's code exit to Go to check for a close, and
+// encoding/json's scanner loops once per byte. It locates the SDK rows of
+// BenchmarkHostCalls: "call" is the SDK's share of one kv_get.
+//
+//	go test -run '^$' -bench GuestJSON ./tests/
+func BenchmarkGuestJSON(b *testing.B) {
+	wasm, err := os.ReadFile(testutil.BuildPlugin(b, "tests/testdata/jsoncost"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	kinds := []string{"call", "encode-request", "decode-reply", "decode-result-once", "noop-task", "loop-1000"}
+	for _, closeOn := range []bool{false, true} {
+		b.Run(fmt.Sprintf("close-on-ctx-done=%v", closeOn), func(b *testing.B) {
+			ctx := context.Background()
+			cache, err := wazero.NewCompilationCacheWithDir(cacheDir)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cache.Close(ctx)
+			r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
+				WithCloseOnContextDone(closeOn).WithCompilationCache(cache))
+			defer r.Close(ctx)
+			wasi_snapshot_preview1.MustInstantiate(ctx, r)
+			m, err := r.InstantiateWithConfig(ctx, wasm, wazero.NewModuleConfig().
+				WithStartFunctions().WithSysWalltime().WithSysNanotime())
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := m.ExportedFunction("_initialize").Call(ctx); err != nil {
+				b.Fatal(err)
+			}
+			loop := m.ExportedFunction("loop")
+			for kind, name := range kinds {
+				b.Run(name, func(b *testing.B) {
+					if _, err := loop.Call(ctx, 10, uint64(kind)); err != nil { // warm the type caches
+						b.Fatal(err)
+					}
+					res, err := loop.Call(ctx, uint64(b.N), uint64(kind))
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.ReportMetric(float64(res[0])/float64(b.N), "ns/op")
+				})
+			}
+		})
+	}
+}
