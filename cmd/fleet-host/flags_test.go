@@ -1,0 +1,35 @@
+package main
+
+import (
+	"io"
+	"testing"
+	"time"
+)
+
+func TestFlagsEnvThenCommandLine(t *testing.T) {
+	t.Setenv("FLEET_T_NAME", "from-env")
+	t.Setenv("FLEET_T_WAIT", "3s")
+	t.Setenv("FLEET_T_SLOTS", "a=1,b=2")
+	var name, other string
+	var wait time.Duration
+	sf := slotsFor{}
+	f := newFlags("t", "t", io.Discard)
+	f.str(&name, "name", "FLEET_T_NAME", "def", "")
+	f.str(&other, "other", "FLEET_T_OTHER", "def", "")
+	f.dur(&wait, "wait", "FLEET_T_WAIT", time.Second, "")
+	f.value(sf, "slots-for", "FLEET_T_SLOTS", "")
+	if err := f.parse([]string{"--name", "from-flag", "--slots-for", "b=5"}); err != nil {
+		t.Fatal(err)
+	}
+	if name != "from-flag" || other != "def" || wait != 3*time.Second || sf["a"] != 1 || sf["b"] != 5 {
+		t.Errorf("name %q other %q wait %v slots %v; want the flag over the variable, the variable over the default", name, other, wait, sf)
+	}
+}
+
+func TestSlotsForRefuses(t *testing.T) {
+	for _, v := range []string{"a", "=1", "a=x", "a=-1"} {
+		if err := (slotsFor{}).Set(v); err == nil {
+			t.Errorf("Set(%q) = nil, want an error", v)
+		}
+	}
+}

@@ -1,0 +1,52 @@
+package grants
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParse(t *testing.T) {
+	f, err := Parse([]byte(`{
+  "scraper": {"http_hosts": ["example.com"], "http_timeout": "20s", "kv": []},
+  "harvester": {"locks": ["harvest:*"], "call_timeout": "5s", "config": {"scheme": "http"}}
+}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, cs := f.Host()
+	if g := gs["scraper"]; g.HTTPTimeout != 20*time.Second || len(g.HTTPHosts) != 1 || g.KV == nil || len(g.KV) != 0 || g.Locks != nil {
+		t.Errorf("scraper grant = %+v; want the timeout, the host, KV granted none (empty, not nil) and Locks left to the default (nil)", g)
+	}
+	if g := gs["harvester"]; g.CallTimeout != 5*time.Second || g.Locks[0] != "harvest:*" {
+		t.Errorf("harvester grant = %+v", g)
+	}
+	if string(cs["harvester"]) != `{"scheme": "http"}` || cs["scraper"] != nil {
+		t.Errorf("configs = %s", cs)
+	}
+	if got := strings.Join(f.Types(), ","); got != "harvester,scraper" {
+		t.Errorf("Types() = %s", got)
+	}
+	b, _ := json.Marshal(FromHost(gs["scraper"]))
+	if !strings.Contains(string(b), `"http_timeout":"20s"`) {
+		t.Errorf("FromHost = %s, want the duration as a string", b)
+	}
+}
+
+func TestParseRefuses(t *testing.T) {
+	for _, doc := range []string{
+		`{"scraper": {"http_host": ["typo.example"]}}`,
+		`{"scraper": {"http_timeout": 20}}`,
+		`{"scraper": {"http_timeout": "soon"}}`,
+		`[]`,
+		`{} {}`,
+	} {
+		if _, err := Parse([]byte(doc)); err == nil {
+			t.Errorf("Parse(%s) = nil error, want one", doc)
+		}
+	}
+	if _, err := Read(""); err != nil {
+		t.Errorf(`Read("") = %v, want an empty file`, err)
+	}
+}

@@ -1,0 +1,100 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleethost/fleet/host"
+)
+
+func TestDeathReason(t *testing.T) {
+	tests := []struct{ reason, want string }{
+		{"guest died: call ran past its 30s deadline: context deadline exceeded", "deadline"},
+		{"guest died: host panic during the guest call: boom", "host_panic"},
+		{"guest died: abi: handle result: outcome \"x\"", "bad_result"},
+		{"guest died: native: fleet_handle returned range [0x10, +5) outside the guest's memory (65536 bytes)", "bad_result"},
+		{"guest died: out of memory", "memory"},
+		{"guest died: wasm error: unreachable", "trap"},
+	}
+	for _, tt := range tests {
+		if got := DeathReason(tt.reason); got != tt.want {
+			t.Errorf("DeathReason(%q) = %s, want %s", tt.reason, got, tt.want)
+		}
+	}
+}
+
+func TestObserve(t *testing.T) {
+	slots := NewSlots()
+	slots.Register([]host.Plugin{{Type: "w", Slots: 2}})
+	m := New(Params{Slots: slots})
+	events := []host.SlotEvent{
+		{Plugin: "w", Slot: "w/0", Kind: "working", N: 1, TaskID: "t1", Phase: "handle"},
+		{Plugin: "w", Slot: "w/0", Kind: "working", N: 1, TaskID: "t1", Phase: "ack"},
+		{Plugin: "w", Slot: "w/0", Kind: "finished", N: 1, TaskID: "t1", Outcome: "checkpoint"},
+		{Plugin: "w", Slot: "w/0", Kind: "working", N: 2, TaskID: "t2", Phase: "handle"},
+		{Plugin: "w", Slot: "w/0", Kind: "working", N: 2, TaskID: "t2", Phase: "release"},
+		{Plugin: "w", Slot: "w/0", Kind: "finished", N: 2, TaskID: "t2", Outcome: "dead", Reason: "guest died: wasm error: unreachable", Duration: time.Millisecond},
+		{Plugin: "w", Slot: "w/1", Kind: "working", N: 1, TaskID: "t3", Phase: "handle"},
+	}
+	for _, e := range events {
+		slots.Observe(e)
+		m.Observe(e)
+	}
+	m.HostCall(host.HostCall{Op: "kv_get", Duration: time.Microsecond})
+	m.HostCall(host.HostCall{Op: "kv_get", Kind: "PermissionDenied", Duration: time.Microsecond})
+
+	vals := gather(t, m)
+	for name, want := range map[string]float64{
+		`fleet_iterations_total{automation=w,outcome=checkpoint}`: 1,
+		`fleet_iterations_total{automation=w,outcome=dead}`:       1,
+		`fleet_slot_deaths_total{automation=w,reason=trap}`:       1,
+		`fleet_host_calls_total{kind=PermissionDenied,op=kv_get}`: 1,
+		`fleet_host_calls_total{kind=ok,op=kv_get}`:               1,
+		`fleet_guest_call_duration_seconds_count{automation=w}`:   2,
+		`fleet_slots{automation=w,state=idle}`:                    1,
+		`fleet_slots{automation=w,state=working}`:                 1,
+		`fleet_slots{automation=w,state=starting}`:                0,
+	} {
+		if got, ok := vals[name]; !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", name, got, ok, want)
+		}
+	}
+	snap := slots.Snapshot()
+	if len(snap) != 2 || snap[0].State != StateIdle || snap[0].LastOutcome != "dead" || snap[1].State != StateWorking || snap[1].TaskID != "t3" {
+		t.Errorf("slots = %+v; want w/0 idle after a dead iteration, w/1 working on t3", snap)
+	}
+}
+
+// gather reads every metric of m as "name{label=value,...}" -> value (a histogram as its
+// _count).
+func gather(t *testing.T, m *Metrics) map[string]float64 {
+	t.Helper()
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range fams {
+		for _, mt := range f.GetMetric() {
+			var labels []string
+			for _, l := range mt.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			name := f.GetName()
+			var v float64
+			switch {
+			case mt.Counter != nil:
+				v = mt.GetCounter().GetValue()
+			case mt.Gauge != nil:
+				v = mt.GetGauge().GetValue()
+			case mt.Histogram != nil:
+				name, v = name+"_count", float64(mt.GetHistogram().GetSampleCount())
+			default:
+				continue
+			}
+			out[name+"{"+strings.Join(labels, ",")+"}"] = v
+		}
+	}
+	return out
+}
