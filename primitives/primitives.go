@@ -121,7 +121,7 @@ type Counter interface {
 type Task struct {
 	ID         string
 	Payload    []byte
-	Attempts   int       // how many times it has been claimed
+	Attempts   int       // how many times it has been claimed, less the claims refunded (Retry.Refund)
 	EnqueuedAt time.Time // when it was first pushed
 	LastError  string    // why the last attempt failed, if one did
 }
@@ -155,9 +155,10 @@ type Queue interface {
 	// lease ended, even if nobody claimed it since, or it was claimed again or parked);
 	// ErrNotFound when the task is gone (acked) or never existed.
 	QueueAck(ctx context.Context, queue, id, token string) error
-	// QueueRelease hands a claimed task back. If its attempts reached maxAttempts it is
-	// parked with reason (parked true); otherwise it becomes claimable after delay.
-	// ErrConflict and ErrNotFound as for QueueAck; a negative delay is ErrInvalid.
+	// QueueRelease hands a claimed task back. If its attempts reached r.MaxAttempts it is
+	// parked with r.Reason (parked true); otherwise it becomes claimable after r.Delay.
+	// With r.Refund the claim's attempt is given back and it never parks. ErrConflict and
+	// ErrNotFound as for QueueAck; a negative delay is ErrInvalid.
 	QueueRelease(ctx context.Context, queue, id, token string, r Retry) (parked bool, err error)
 	// QueueStats counts waiting, in-flight and parked tasks.
 	QueueStats(ctx context.Context, queue string) (QueueStats, error)
@@ -170,8 +171,29 @@ type Queue interface {
 }
 
 // Retry says how a released task goes back to its queue.
+//
+// The zero Retry hands the task back at once, spending the attempt and never parking.
+// A consumer that could not work the task yet (a resource it waits for is busy) gives
+// the attempt back with Refund; one whose attempt failed spends it and names its budget:
+//
+//	b.QueueRelease(ctx, q, id, token, primitives.Retry{Reason: "no cookie", Delay: d, Refund: true})
+//	b.QueueRelease(ctx, q, id, token, primitives.Retry{Reason: err.Error(), MaxAttempts: 5})
 type Retry struct {
 	Reason      string        // recorded as the task's LastError
 	Delay       time.Duration // claimable again after this long; 0 for at once
-	MaxAttempts int           // park instead when Attempts >= MaxAttempts; <= 0 never parks
+	MaxAttempts int           // park instead when Attempts >= MaxAttempts; <= 0 never parks; ignored with Refund
+
+	// Refund gives the attempt back: Attempts is decremented (never below 0) and the
+	// task never parks on this release, whatever MaxAttempts says. Delay and Reason apply
+	// as without it.
+	//
+	// Attempts are counted at claim, because a consumer that dies mid-task never gets to
+	// say how it went; the count must already be spent when its lease expires. That makes
+	// every claim cost one attempt, a hand-back included, so a healthy task that only
+	// waits for a resource (a free cookie, a rate limit) would be parked after
+	// MaxAttempts waits. MaxAttempts is a failure budget: failures and deaths spend it, a
+	// hand-back does not. Refund is the consumer saying "this claim was not an attempt".
+	// Counting at ack or release instead was rejected: it would let a task whose every
+	// claim kills its consumer loop forever.
+	Refund bool
 }

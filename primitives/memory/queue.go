@@ -243,7 +243,8 @@ func (b *Backend) QueueAck(ctx context.Context, queueName, id, token string) err
 	return nil
 }
 
-// QueueRelease implements primitives.Queue.
+// QueueRelease implements primitives.Queue. A refunded release (r.Refund) gives the
+// claim's attempt back and never parks.
 func (b *Backend) QueueRelease(ctx context.Context, queueName, id, token string, r primitives.Retry) (bool, error) {
 	if err := checkQueue(queueName); err != nil {
 		return false, err
@@ -269,7 +270,9 @@ func (b *Backend) QueueRelease(ctx context.Context, queueName, id, token string,
 		return false, err
 	}
 	q.inflight.remove(t)
-	if r.MaxAttempts > 0 && t.attempts >= r.MaxAttempts {
+	if r.Refund {
+		t.attempts = max(t.attempts-1, 0)
+	} else if r.MaxAttempts > 0 && t.attempts >= r.MaxAttempts {
 		q.park(t, r.Reason)
 		return true, nil
 	}

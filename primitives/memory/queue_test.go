@@ -64,6 +64,26 @@ func TestQueueNoMaxAttemptsNeverParks(t *testing.T) {
 	}
 }
 
+// TestQueueRefundFloor: a refund never takes attempts below 0 (nothing in the API holds
+// a task at 0 attempts, so the test sets it).
+func TestQueueRefundFloor(t *testing.T) {
+	b, _ := newFake(t)
+	ctx := t.Context()
+	id, _ := b.QueuePush(ctx, "q", []byte(`1`))
+	c, _, _ := b.QueueClaim(ctx, "q", time.Minute, 1)
+	q := b.getQueue("q", false)
+	q.mu.Lock()
+	q.tasks[id].attempts = 0
+	q.mu.Unlock()
+	if parked, err := b.QueueRelease(ctx, "q", c.ID, c.Token, primitives.Retry{MaxAttempts: 1, Refund: true}); parked || err != nil {
+		t.Fatalf("refunded QueueRelease = %v, %v; want back in the queue", parked, err)
+	}
+	c, _, _ = b.QueueClaim(ctx, "q", time.Minute, 1)
+	if c.Attempts != 1 {
+		t.Errorf("QueueClaim after refunding at 0 attempts = attempts %d, want 1", c.Attempts)
+	}
+}
+
 func TestQueueDelayBoundary(t *testing.T) {
 	b, clk := newFake(t)
 	ctx := t.Context()

@@ -288,7 +288,7 @@ func (d *differ) one() {
 		}
 		i, queue, wrong := d.r.IntN(len(A.held)), d.name("q"), d.r.IntN(5) == 0
 		release := d.r.IntN(2) == 0
-		r := primitives.Retry{Reason: "step " + strconv.Itoa(d.step), Delay: []time.Duration{0, time.Hour}[d.r.IntN(2)], MaxAttempts: d.r.IntN(4)}
+		r := primitives.Retry{Reason: "step " + strconv.Itoa(d.step), Delay: []time.Duration{0, time.Hour}[d.r.IntN(2)], MaxAttempts: d.r.IntN(4), Refund: d.r.IntN(3) == 0}
 		ra, rb := both(func(s *side) any {
 			c := s.held[i]
 			token := c.Token

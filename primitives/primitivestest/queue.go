@@ -16,6 +16,9 @@ var queueTests = []subtest{
 	{"ReleaseWithDelay", testQueueReleaseDelay},
 	{"ParkAfterMaxAttemptsOnRelease", testQueueParkOnRelease},
 	{"ParkAfterMaxAttemptsOnLeaseExpiry", testQueueParkOnExpiry},
+	{"RefundNeverParks", testQueueRefundNeverParks},
+	{"RefundHonoursDelay", testQueueRefundDelay},
+	{"ParkAfterRefundsAtRealAttempts", testQueueParkAfterRefunds},
 	{"ParkedOrderAndLimit", testQueueParkedOrder},
 	{"RequeueUnknown", testQueueRequeueUnknown},
 	{"FIFO", testQueueFIFO},
@@ -252,6 +255,96 @@ func testQueueParkOnExpiry(t *testing.T, b primitives.Backend) {
 	c = mustQClaim(t, b, "q", time.Minute, maxAttempts)
 	if c.ID != id || c.Attempts != 1 {
 		t.Errorf("QueueClaim after requeue = id %q attempts %d, want %q 1", c.ID, c.Attempts, id)
+	}
+}
+
+// testQueueRefundNeverParks: a refunded release gives the claim's attempt back, so a
+// task handed back any number of times is claimed at attempt 1 each time and never
+// parks, whatever MaxAttempts says.
+func testQueueRefundNeverParks(t *testing.T, b primitives.Backend) {
+	const maxAttempts, handBacks = 2, 10
+	id := push(t, b, "q", `1`)
+	for i := range handBacks {
+		c := mustQClaim(t, b, "q", time.Minute, maxAttempts)
+		if c.ID != id || c.Attempts != 1 {
+			t.Fatalf("QueueClaim after %d refunded releases = id %q attempts %d, want %q 1", i, c.ID, c.Attempts, id)
+		}
+		if i > 0 && c.LastError != "no cookie" {
+			t.Errorf("QueueClaim after a refunded release: LastError = %q, want \"no cookie\"", c.LastError)
+		}
+		if qrelease(t, b, "q", c, primitives.Retry{Reason: "no cookie", MaxAttempts: maxAttempts, Refund: true}) {
+			t.Fatalf("refunded QueueRelease #%d at MaxAttempts %d parked the task", i+1, maxAttempts)
+		}
+		wantQStats(t, b, "q", primitives.QueueStats{Depth: 1})
+	}
+	if ps := parkedTasks(t, b, "q", 0); len(ps) != 0 {
+		t.Errorf("QueueParked after %d refunded releases = %+v, want none", handBacks, ps)
+	}
+	c := mustQClaim(t, b, "q", time.Minute, maxAttempts)
+	if c.Attempts != 1 {
+		t.Errorf("QueueClaim after %d refunded releases = attempts %d, want 1", handBacks, c.Attempts)
+	}
+	ack(t, b, "q", c)
+	wantQStats(t, b, "q", primitives.QueueStats{})
+}
+
+// testQueueRefundDelay: a refunded release is claimable only after its Delay.
+func testQueueRefundDelay(t *testing.T, b primitives.Backend) {
+	const delay = 300 * time.Millisecond
+	id := push(t, b, "q", `1`)
+	c := mustQClaim(t, b, "q", time.Minute, 1)
+	start := time.Now()
+	if qrelease(t, b, "q", c, primitives.Retry{Reason: "later", Delay: delay, MaxAttempts: 1, Refund: true}) {
+		t.Fatal("refunded QueueRelease at MaxAttempts 1 parked the task")
+	}
+	if c, ok := qclaim(t, b, "q", time.Minute, 1); ok && time.Since(start) < delay/2 {
+		t.Errorf("QueueClaim took task %q, released with Refund and delay %v, at once", c.ID, delay)
+	}
+	if time.Since(start) < delay/2 {
+		wantQStats(t, b, "q", primitives.QueueStats{Depth: 1})
+	}
+	sleep(t, delay+150*time.Millisecond)
+	c = mustQClaim(t, b, "q", time.Minute, 1)
+	if c.ID != id || c.Attempts != 1 || c.LastError != "later" {
+		t.Errorf("QueueClaim after the delay = id %q attempts %d error %q; want %q 1 \"later\"", c.ID, c.Attempts, c.LastError, id)
+	}
+	ack(t, b, "q", c)
+	wantQStats(t, b, "q", primitives.QueueStats{})
+}
+
+// testQueueParkAfterRefunds: refunds do not reset the budget nor exhaust it; releases
+// that spend their attempt park the task once the attempts they spent reach MaxAttempts.
+func testQueueParkAfterRefunds(t *testing.T, b primitives.Backend) {
+	const maxAttempts = 2
+	id := push(t, b, "q", `1`)
+	refund := primitives.Retry{Reason: "wait", MaxAttempts: maxAttempts, Refund: true}
+	spend := primitives.Retry{Reason: "boom", MaxAttempts: maxAttempts}
+	steps := []struct {
+		r            primitives.Retry
+		wantAttempts int // at the claim before the release
+		wantParked   bool
+	}{
+		{refund, 1, false},
+		{refund, 1, false},
+		{spend, 1, false}, // the first real attempt
+		{refund, 2, false},
+		{refund, 2, false},
+		{spend, 2, true}, // the second real attempt: the budget is spent
+	}
+	for i, st := range steps {
+		c := mustQClaim(t, b, "q", time.Minute, maxAttempts)
+		if c.ID != id || c.Attempts != st.wantAttempts {
+			t.Fatalf("step %d: QueueClaim = id %q attempts %d, want %q %d", i+1, c.ID, c.Attempts, id, st.wantAttempts)
+		}
+		if parked := qrelease(t, b, "q", c, st.r); parked != st.wantParked {
+			t.Fatalf("step %d: QueueRelease(%+v) at attempts %d = parked %v, want %v", i+1, st.r, c.Attempts, parked, st.wantParked)
+		}
+	}
+	wantQStats(t, b, "q", primitives.QueueStats{Parked: 1})
+	wantNoQClaim(t, b, "q")
+	ps := parkedTasks(t, b, "q", 0)
+	if len(ps) != 1 || ps[0].ID != id || ps[0].Attempts != maxAttempts || ps[0].LastError != "boom" {
+		t.Fatalf("QueueParked = %+v, want task %q with error boom after %d attempts", ps, id, maxAttempts)
 	}
 }
 

@@ -223,14 +223,17 @@ func taskError(op, queue, id string, v any) error {
 	return replyError(op, v)
 }
 
-// queueReleaseCmd hands a claimed task back, or parks it when its attempts are used.
+// queueReleaseCmd hands a claimed task back, or parks it when its attempts are used. A
+// refund gives the claim's attempt back (attempts - 1, never below 0) in the same HSET
+// that records the reason, and never parks: one round trip, as without it.
 //
 //	KEYS[1..5] -> the queue's keys (luaQueue)
 //	ARGV[1]    -> task id
 //	ARGV[2]    -> lease token
 //	ARGV[3]    -> reason, recorded as the task's error
 //	ARGV[4]    -> delay in ms before it is claimable again; 0 for at once
-//	ARGV[5]    -> maxAttempts; <= 0 never parks
+//	ARGV[5]    -> maxAttempts; <= 0 never parks; ignored on a refund
+//	ARGV[6]    -> refund: 1 gives the attempt back and never parks; 0 spends it
 //
 // Output: 1 back in the queue; 2 parked; -1 no such task; -2 the token does not hold it.
 var queueReleaseCmd = goredis.NewScript(luaQueue + `
@@ -238,12 +241,14 @@ local id, now = ARGV[1], now_ms()
 local h, attempts = holds(id, ARGV[2], now)
 if h ~= 1 then return h end
 redis.call('ZREM', INFLIGHT, id)
-local maxAttempts = tonumber(ARGV[5])
-if maxAttempts > 0 and attempts >= maxAttempts then
+local maxAttempts, refund = tonumber(ARGV[5]), ARGV[6] == '1'
+if refund then
+  attempts = math.max(attempts - 1, 0)
+elseif maxAttempts > 0 and attempts >= maxAttempts then
   park(id, ARGV[3])
   return 2
 end
-redis.call('HSET', task_key(id), 'error', ARGV[3])
+redis.call('HSET', task_key(id), 'error', ARGV[3], 'attempts', attempts)
 redis.call('HDEL', task_key(id), 'token', 'until')
 local delay = tonumber(ARGV[4])
 if delay > 0 then
@@ -256,7 +261,8 @@ return 1
 
 // QueueRelease hands task id of queue back. If its attempts reached r.MaxAttempts it
 // is parked with r.Reason (parked true); otherwise it is claimable again after r.Delay.
-// ErrConflict when token no longer holds it; ErrNotFound when the task is gone.
+// With r.Refund the claim's attempt is given back and it never parks. ErrConflict when
+// token no longer holds it; ErrNotFound when the task is gone.
 func (b *Backend) QueueRelease(ctx context.Context, queue, id, token string, r primitives.Retry) (bool, error) {
 	if err := primitives.CheckName("queue", queue); err != nil {
 		return false, err
@@ -269,7 +275,7 @@ func (b *Backend) QueueRelease(ctx context.Context, queue, id, token string, r p
 	}
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := queueReleaseCmd.Run(ctx, b.client, queueScriptKeys(queue), id, token, r.Reason, ms(r.Delay), r.MaxAttempts).Result()
+	v, err := queueReleaseCmd.Run(ctx, b.client, queueScriptKeys(queue), id, token, r.Reason, ms(r.Delay), r.MaxAttempts, refundArg(r.Refund)).Result()
 	if err != nil {
 		return false, b.scriptFail(ctx, "queue release", queue, err)
 	}
@@ -280,6 +286,14 @@ func (b *Backend) QueueRelease(ctx context.Context, queue, id, token string, r p
 		return true, nil
 	}
 	return false, taskError("queue release", queue, id, v)
+}
+
+// refundArg is Retry.Refund as queueReleaseCmd's ARGV[6].
+func refundArg(refund bool) int {
+	if refund {
+		return 1
+	}
+	return 0
 }
 
 // queueStatsCmd counts a queue's tasks.

@@ -154,6 +154,44 @@ func TestQueueReleaseAndPark(t *testing.T) {
 	}
 }
 
+// TestQueueReleaseRefundState: a refunded release writes the attempt back in the task
+// hash (never below 0), records the reason, honours the delay and never parks.
+func TestQueueReleaseRefundState(t *testing.T) {
+	b, raw := setup(t)
+	id, _ := b.QueuePush(bg, "q", []byte("p"))
+	ct, _, _ := b.QueueClaim(bg, "q", time.Minute, 1)
+	if a := raw.HGet(bg, queueTaskKey("q", id), "attempts").Val(); a != "1" {
+		t.Fatalf("HGET attempts after the claim = %q, want 1", a)
+	}
+	parked, err := b.QueueRelease(bg, "q", id, ct.Token, primitives.Retry{Reason: "no cookie", Delay: time.Hour, MaxAttempts: 1, Refund: true})
+	if err != nil || parked {
+		t.Fatalf("refunded QueueRelease at MaxAttempts 1 = %v, %v, want back in the queue", parked, err)
+	}
+	h := raw.HGetAll(bg, queueTaskKey("q", id)).Val()
+	if h["attempts"] != "0" || h["error"] != "no cookie" || h["token"] != "" || h["until"] != "" {
+		t.Errorf("HGETALL task after a refund = %v, want attempts 0, error \"no cookie\", no token or until", h)
+	}
+	if _, err := raw.ZScore(bg, queueDelayedKey("q"), id).Result(); err != nil {
+		t.Errorf("ZSCORE delayed = %v, want the visible-at time", err)
+	}
+	if n := raw.LLen(bg, queueParkedKey("q")).Val(); n != 0 {
+		t.Errorf("LLEN parked = %d, want 0", n)
+	}
+
+	// The floor: a hash that says 0 while the task is held (nothing in the API makes one,
+	// but a refund must not write -1).
+	raw.ZRem(bg, queueDelayedKey("q"), id)
+	raw.RPush(bg, queueReadyKey("q"), id)
+	ct, _, _ = b.QueueClaim(bg, "q", time.Minute, 1)
+	raw.HSet(bg, queueTaskKey("q", id), "attempts", 0)
+	if _, err := b.QueueRelease(bg, "q", id, ct.Token, primitives.Retry{Refund: true}); err != nil {
+		t.Fatalf("refunded QueueRelease at attempts 0 = %v", err)
+	}
+	if a := raw.HGet(bg, queueTaskKey("q", id), "attempts").Val(); a != "0" {
+		t.Errorf("HGET attempts after refunding at 0 = %q, want 0", a)
+	}
+}
+
 func TestQueueLeaseExpires(t *testing.T) {
 	b, raw := setup(t)
 	id, _ := b.QueuePush(bg, "q", []byte("p"))
