@@ -27,7 +27,7 @@ type Guest interface {
 const (
 	OutcomeCheckpoint = "checkpoint" // done: the task was acked (or the tick succeeded)
 	OutcomeReleased   = "released"   // the task went back to its queue (retry, fail, drain)
-	OutcomeParked     = "parked"     // the task's attempts are spent: parked for the operator
+	OutcomeParked     = "parked"     // the task's attempts are spent (fails, deaths): parked for the operator
 	OutcomeDead       = "dead"       // the instance died (trap, deadline, memory, broken result)
 )
 
@@ -70,7 +70,7 @@ type Params struct {
 	Backend     primitives.Queue
 	NewGuest    func(ctx context.Context) (Guest, error)
 	Lease       time.Duration // the task lease
-	MaxAttempts int
+	MaxAttempts int           // the task's failure budget: fails, deaths and expired leases spend it; retries and drain cuts do not
 	Poll        time.Duration // wait after an empty claim, and between loop ticks
 	CallTimeout time.Duration
 	RetryDelay  time.Duration // a retry's delay when the guest gives none
@@ -124,7 +124,8 @@ func New(p Params) *Slot {
 // Run runs the loop until soft is done, then returns once the iteration in flight has
 // settled. soft ending stops claiming; hard ending cuts the guest call in flight (its
 // instance dies) — the host cancels hard when the drain's grace period is over. A task
-// that a cut call held goes back to its queue at once, with no park.
+// that a cut call held goes back to its queue at once with its attempt refunded: it never
+// parks.
 func (s *Slot) Run(soft, hard context.Context) {
 	defer func() {
 		if s.guest != nil {
@@ -258,12 +259,15 @@ func (s *Slot) handleOnce(hard context.Context, t primitives.ClaimedTask) Iterat
 		it.Outcome = outcome
 	}
 
+	// Who spends the task's attempts (MaxAttempts): a fail and a death do; a retry (the
+	// guest handing the task back, e.g. waiting for a cookie) and a call the drain cut
+	// (the host's doing) refund theirs, so they never park a task.
 	switch {
 	case err != nil && hard.Err() != nil:
-		// The drain's grace period ended mid-call: not the task's fault, so no park.
+		// The drain's grace period ended mid-call: not the task's fault.
 		s.discard()
 		it.Reason = "host draining: call cut at the drain deadline"
-		release(primitives.Retry{Reason: it.Reason}, OutcomeReleased)
+		release(primitives.Retry{Reason: it.Reason, Refund: true}, OutcomeReleased)
 	case err != nil:
 		s.discard()
 		it.Reason = cut("guest died: " + err.Error())
@@ -284,7 +288,7 @@ func (s *Slot) handleOnce(hard context.Context, t primitives.ClaimedTask) Iterat
 				delay = s.p.RetryDelay
 			}
 			it.Reason = cut(orDefault(res.Reason, "retry"))
-			release(primitives.Retry{Reason: it.Reason, Delay: delay, MaxAttempts: s.p.MaxAttempts}, OutcomeReleased)
+			release(primitives.Retry{Reason: it.Reason, Delay: delay, Refund: true}, OutcomeReleased)
 		case abi.OutcomeFail:
 			it.Reason = cut(orDefault(res.Reason, "failed"))
 			release(primitives.Retry{Reason: it.Reason, MaxAttempts: s.p.MaxAttempts}, OutcomeReleased)

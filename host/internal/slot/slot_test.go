@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -145,7 +146,7 @@ func TestOutcomes(t *testing.T) {
 	tests := []struct {
 		name     string
 		answer   func(in abi.HandleInput) ([]byte, error)
-		outcomes []string // per attempt, MaxAttempts 3
+		outcomes []string // per claim, MaxAttempts 3
 		phases   []string
 		stats    primitives.QueueStats
 	}{
@@ -153,7 +154,9 @@ func TestOutcomes(t *testing.T) {
 			[]string{OutcomeCheckpoint}, []string{"handle", "ack"}, primitives.QueueStats{}},
 		{"retry", func(abi.HandleInput) ([]byte, error) {
 			return result(abi.HandleResult{Outcome: abi.OutcomeRetry, RetryAfterMs: 1}), nil
-		}, []string{OutcomeReleased, OutcomeReleased, OutcomeParked}, []string{"handle", "release"}, primitives.QueueStats{Parked: 1}},
+		}, // a retry refunds its attempt: twice MaxAttempts hand-backs, and the task still waits
+			[]string{OutcomeReleased, OutcomeReleased, OutcomeReleased, OutcomeReleased, OutcomeReleased, OutcomeReleased},
+			[]string{"handle", "release"}, primitives.QueueStats{Depth: 1}},
 		{"fail", func(abi.HandleInput) ([]byte, error) {
 			return result(abi.HandleResult{Outcome: abi.OutcomeFail, Reason: "nope"}), nil
 		}, []string{OutcomeReleased, OutcomeReleased, OutcomeParked}, []string{"handle", "release"}, primitives.QueueStats{Parked: 1}},
@@ -168,9 +171,13 @@ func TestOutcomes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, func(_ context.Context, in abi.HandleInput) ([]byte, error) { return tt.answer(in) })
 			h.push(`{"x":1}`)
-			h.run(func() bool { return len(h.finished()) == len(tt.outcomes) && h.stats().InFlight == 0 })
+			// A task that never parks (retry) goes on being claimed: look at the first ones.
+			h.run(func() bool { return len(h.finished()) >= len(tt.outcomes) && h.stats().InFlight == 0 })
 			fin := h.finished()
-			for i, it := range fin {
+			if len(fin) > len(tt.outcomes) && tt.stats.Parked != 0 {
+				t.Errorf("%d iterations, want %d: a parked task was claimed again", len(fin), len(tt.outcomes))
+			}
+			for i, it := range fin[:len(tt.outcomes)] {
 				if it.Outcome != tt.outcomes[i] {
 					t.Errorf("attempt %d outcome = %s, want %s (%+v)", i+1, it.Outcome, tt.outcomes[i], it)
 				}
@@ -211,6 +218,60 @@ func TestHandleInput(t *testing.T) {
 	if len(got) != 2 || string(got[0].Task.Payload) != `{"x":1}` || got[1].Task.Attempts != 2 ||
 		got[1].Task.LastError != "first" || got[1].Iteration != 2 || got[0].Task.EnqueuedAtMs == 0 {
 		t.Errorf("inputs = %+v", got)
+	}
+}
+
+// TestRetryRefundsAttempt: a retry gives its attempt back, a fail or a death spends it;
+// so a task that alternates retry and fail (or death) parks at the third fail of
+// MaxAttempts 3, not the third claim, and the guest sees Attempts count only those spent.
+func TestRetryRefundsAttempt(t *testing.T) {
+	tests := []struct {
+		name   string
+		spend  func() ([]byte, error) // the answer that spends the attempt
+		spent  string                 // its outcome while under the budget
+		parked Iteration              // the last claim's outcome
+	}{
+		{"fail", func() ([]byte, error) { return result(abi.HandleResult{Outcome: abi.OutcomeFail, Reason: "nope"}), nil },
+			OutcomeReleased, Iteration{Outcome: OutcomeParked, Parked: true}},
+		{"dead", func() ([]byte, error) { return nil, errors.New("wasm error: unreachable") },
+			OutcomeDead, Iteration{Outcome: OutcomeDead, Parked: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var (
+				mu       sync.Mutex
+				attempts []int
+			)
+			h := newHarness(t, func(_ context.Context, in abi.HandleInput) ([]byte, error) {
+				mu.Lock()
+				attempts = append(attempts, in.Task.Attempts)
+				mu.Unlock()
+				if in.Iteration%2 == 1 {
+					return result(abi.HandleResult{Outcome: abi.OutcomeRetry, RetryAfterMs: 1}), nil
+				}
+				return tt.spend()
+			})
+			h.push(`{}`)
+			h.run(func() bool { return len(h.finished()) == 6 && h.stats().InFlight == 0 })
+			want := []Iteration{
+				{Outcome: OutcomeReleased}, {Outcome: tt.spent},
+				{Outcome: OutcomeReleased}, {Outcome: tt.spent},
+				{Outcome: OutcomeReleased}, tt.parked,
+			}
+			for i, it := range h.finished() {
+				if it.Outcome != want[i].Outcome || it.Parked != want[i].Parked {
+					t.Errorf("claim %d = %s parked %v, want %s parked %v", i+1, it.Outcome, it.Parked, want[i].Outcome, want[i].Parked)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if wantAttempts := []int{1, 1, 2, 2, 3, 3}; !slices.Equal(attempts, wantAttempts) {
+				t.Errorf("Task.Attempts per claim = %v, want %v (a retry refunds its attempt)", attempts, wantAttempts)
+			}
+			if s := h.stats(); s != (primitives.QueueStats{Parked: 1}) {
+				t.Errorf("stats = %+v, want the task parked", s)
+			}
+		})
 	}
 }
 
@@ -255,7 +316,8 @@ func TestNewGuestFails(t *testing.T) {
 	}
 }
 
-// TestDrainCut: hard ending mid-call releases the task at once, without parking.
+// TestDrainCut: hard ending mid-call releases the task at once with its attempt
+// refunded, so it never parks, even at MaxAttempts 1.
 func TestDrainCut(t *testing.T) {
 	started := make(chan struct{})
 	h := newHarness(t, func(ctx context.Context, in abi.HandleInput) ([]byte, error) {
@@ -279,8 +341,12 @@ func TestDrainCut(t *testing.T) {
 	if s := h.stats(); s != (primitives.QueueStats{Depth: 1}) {
 		t.Errorf("stats = %+v, want the task back and not parked", s)
 	}
-	if fin := h.finished(); len(fin) != 1 || fin[0].Outcome != OutcomeReleased {
+	if fin := h.finished(); len(fin) != 1 || fin[0].Outcome != OutcomeReleased || fin[0].Parked {
 		t.Errorf("iterations = %+v, want one released", fin)
+	}
+	c, ok, err := h.b.QueueClaim(context.Background(), "q", time.Minute, 1)
+	if err != nil || !ok || c.Attempts != 1 || c.LastError != "host draining: call cut at the drain deadline" {
+		t.Errorf("QueueClaim after the cut = %+v, %v, %v; want attempt 1 (the cut one refunded) with the drain's reason", c, ok, err)
 	}
 }
 

@@ -23,7 +23,8 @@ func TestParked(t *testing.T) {
 		{"retry", func() ([]byte, error) {
 			return result(abi.HandleResult{Outcome: abi.OutcomeRetry, RetryAfterMs: 1}), nil
 		},
-			[]Iteration{{Outcome: OutcomeReleased}, {Outcome: OutcomeReleased}, {Outcome: OutcomeParked, Parked: true}}},
+			// A retry refunds its attempt: never parked, however often.
+			[]Iteration{{Outcome: OutcomeReleased}, {Outcome: OutcomeReleased}, {Outcome: OutcomeReleased}, {Outcome: OutcomeReleased}}},
 		{"trap", func() ([]byte, error) { return nil, errors.New("wasm error: unreachable") },
 			[]Iteration{{Outcome: OutcomeDead}, {Outcome: OutcomeDead}, {Outcome: OutcomeDead, Parked: true}}},
 	}
@@ -31,8 +32,9 @@ func TestParked(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, func(context.Context, abi.HandleInput) ([]byte, error) { return tt.answer() })
 			h.push(`{}`)
-			h.run(func() bool { return len(h.finished()) == len(tt.want) && h.stats().InFlight == 0 })
-			for i, it := range h.finished() {
+			// A task that never parks (retry) goes on being claimed: look at the first ones.
+			h.run(func() bool { return len(h.finished()) >= len(tt.want) && h.stats().InFlight == 0 })
+			for i, it := range h.finished()[:len(tt.want)] {
 				if it.Outcome != tt.want[i].Outcome || it.Parked != tt.want[i].Parked {
 					t.Errorf("attempt %d = %s parked %v, want %s parked %v", i+1, it.Outcome, it.Parked, tt.want[i].Outcome, tt.want[i].Parked)
 				}
