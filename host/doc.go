@@ -39,12 +39,20 @@
 // task whose call may still be running.
 //
 // What does each outcome do? done acks (checkpoint); retry releases after retry_after_ms
-// or RetryDelay (released, or parked once MaxAttempts is spent); fail releases at once
-// with the reason (released or parked); a trap, a deadline, a memory-limit hit or a
-// malformed result is dead: the task is released with "guest died: ..." and the instance
+// or RetryDelay with its attempt refunded, so it is always released and never parked;
+// fail releases at once with the reason (released, or parked once MaxAttempts is spent);
+// a trap, a deadline, a memory-limit hit or a malformed result is dead: the task is
+// released with "guest died: ..." (or parked once MaxAttempts is spent) and the instance
 // replaced, after a backoff that doubles from 100ms to 30s and resets on any other
-// outcome. A call cut by the drain's deadline releases its task at once and never parks
-// it: that attempt was the host's doing.
+// outcome. A call cut by the drain's deadline releases its task at once, refunded too:
+// that attempt was the host's doing. MaxAttempts is a failure budget, what the plane
+// calls the dead-phase retry budget: fails, deaths and expired leases spend it; a retry
+// is the guest handing the task back (the scraper waiting for a fresh cookie), which the
+// SDK documents as not a failure. Attempts are still counted at claim, so that a claim
+// whose slot dies before it can say anything has spent one, and a retry gives its
+// attempt back (primitives.Retry.Refund) in the same backend call as the release. A
+// guest that retries forever is never parked; it shows as a task that keeps being
+// released, not as one waiting for the operator.
 //
 // How fast do loop plugins tick? After done, the next tick comes after PollInterval, so
 // that a loop that has nothing to do does not spin a core; after retry, after
