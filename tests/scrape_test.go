@@ -78,12 +78,9 @@ func scrapeDemoSite(t *testing.T, kind string) {
 			},
 		},
 		Configs: map[string]json.RawMessage{"cookie-harvester": json.RawMessage(`{"scheme":"http"}`)},
-		// The scraper hands its task back (Retry) whenever no fresh cookie is free: the
-		// harvester keeps one cookie per site, so 4 slots take turns with it and most
-		// claims of a task end in a Retry. The host counts every claim against
-		// MaxAttempts, Retry included (the SDK documents Retry as "not a failure"), so
-		// the default of 5 parks tasks that did nothing wrong within a second.
-		MaxAttempts:  1000,
+		// MaxAttempts stays at its default (5) although the scraper hands most claims of a
+		// task back (Retry) while no fresh cookie is free: a retry refunds its attempt, so
+		// only failures and deaths spend the budget, and the test says none happen.
 		PollInterval: 5 * time.Millisecond,
 		Observe:      ev.observe,
 	})
