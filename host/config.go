@@ -107,14 +107,22 @@ type Config struct {
 	// default: nil (nothing observes)
 	Observe func(SlotEvent)
 
-	// Reporter receives every slot's presence and iteration records, each slot as one
-	// instance of the plane ("<Instance>/<type>/<index>"). The host owns it from New on,
-	// and a failed New closes it: Run closes it with the slots' stopping beacons once they
-	// have all stopped, or Close does when Run never ran. A dead or slow plane changes
-	// nothing in the loop. See the package doc's Decisions, and reporter.New for a
-	// not-wired one.
+	// NewReporter makes the reporters of the plane: the host calls it once per slot, as
+	// Run starts the slot, and each slot reports through its own reporter as one instance
+	// of the plane ("<Instance>/<type>/<index>"), so that a reporter carries one
+	// instance's reports, as reporter.Reporter was designed for. The host owns what it
+	// returns: once every slot has stopped, Run closes each slot's reporter with that
+	// slot's stopping beacon, all at once. When no slot ran, or Run never ran (Close, or a
+	// New that failed loading the plugins), the host calls it once more and closes that
+	// reporter with its own stopping beacon (Instance alone). A nil Reporter from it reports nothing for that
+	// instance. A dead or slow plane changes nothing in the loop, and costs shutdown at
+	// most one reporter's Close bound. See the package doc's Decisions, ReporterDropped,
+	// and reporter.New for a not-wired one.
+	//
+	//	cfg.NewReporter = func() reporter.Reporter { return reporter.New(url, key) }
+	//
 	// default: nil (nothing is reported)
-	Reporter reporter.Reporter
+	NewReporter func() reporter.Reporter
 
 	// Instance is this host's name on the plane; each slot reports as
 	// "<Instance>/<type>/<index>".

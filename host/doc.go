@@ -93,17 +93,24 @@
 // of the plugin or any change that alters how its slots behave changes it; formatting
 // does not.
 //
-// Who says stopping, and how is it last? The host owns Config.Reporter. Once every slot
-// has stopped, Run sends each slot's stopping (with the records it had not sent yet) and
-// closes the reporter with the last slot's stopping, so that the final POST is a stopping
-// and no slot stops without one; a host with no slot closes with its own identity
-// (Instance alone), as does Close when Run never ran. Closing with one host-level
-// stopping instead would leave every slot's row saying draining forever. One catch: Close
-// delivers what is still queued newest first, which is right for the one instance the
-// reporter was designed for and wrong for many, because a slot's draining queued behind
-// its stopping would reach the plane after it. No call of the reporter's API says when
-// the queue is empty, so with more than one slot Run waits 250ms for the pump before
-// Close: enough for a plane that answers, and a bound for one that does not (whose rows
-// are stale anyway). A reporter Close that delivered oldest first, or a Flush, would make
-// it exact.
+// Who says stopping, and how is it last? Every slot reports through a reporter of its
+// own, made by Config.NewReporter as Run starts the slot and owned by the host from then
+// on. Once every slot has stopped, Run closes each slot's reporter with that slot's
+// stopping (and the records it had not sent yet), all at once. Close delivers what is
+// still queued newest first and then POSTs its report last, which is the reference's
+// contract for the one instance a reporter speaks for: so each slot's stopping is the
+// last thing that slot says, after its draining, and no slot stops without one. A host
+// with no slot closes a reporter of its own with its own identity (Instance alone), as
+// does Close when Run never ran. Closing with one host-level stopping instead would leave
+// every slot's row saying draining forever. One reporter shared by every slot was the
+// alternative, and it does not give that order: Close's newest-first delivery put a
+// slot's draining, queued before the other slots' stoppings, on the plane after its own
+// stopping, and since nothing in the reporter's API says when its queue is empty, the
+// shared reporter needed a sleep before Close, a guess rather than an order. A reporter
+// per slot costs a pump goroutine and a connection to the plane per slot. The reporters
+// close concurrently, each within Close's own bound (2s for what is queued, then 5s for
+// the stopping), so a dead plane holds shutdown for one bound, not one per slot; the
+// stoppings of different slots reach the plane in no particular order. As the reporter's
+// wire format says, only a plane that answers within the timeouts sees each stopping
+// last: a POST abandoned at a timeout may still be handled after it.
 package host

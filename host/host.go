@@ -26,6 +26,7 @@ type Host struct {
 	contracts *validate.Registry
 	plugins   []*plugin          // sorted by type; immutable after New
 	byType    map[string]*plugin // immutable after New
+	tel       *telemetry         // immutable pointer after New; nil without Config.NewReporter
 
 	mu      sync.Mutex
 	running bool // guarded by mu: Run is running or has run
@@ -80,7 +81,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	h := &Host{cfg: cfg, contracts: validate.NewRegistry(), byType: map[string]*plugin{}}
+	h := &Host{cfg: cfg, contracts: validate.NewRegistry(), byType: map[string]*plugin{}, tel: newTelemetry(cfg)}
 	if err := h.loadAll(ctx); err != nil {
 		return nil, errors.Join(err, h.Close())
 	}
@@ -188,7 +189,7 @@ func (h *Host) Close() error {
 	ran := h.running
 	h.mu.Unlock()
 	if !ran {
-		closeReporter(h.cfg) // Run closes it when it ran
+		h.tel.stop() // the host's own stopping beacon; Run says the slots' when it ran
 	}
 	ctx := context.Background()
 	var errs []error

@@ -45,3 +45,12 @@ func (h *Host) PluginMetrics() []PluginMetric {
 	}
 	return out
 }
+
+// ReporterDropped is how many reports the plane never got because a reporter dropped
+// them: the sum of Dropped() over every reporter Config.NewReporter made (one per slot,
+// and the host's own), for those that have it, as reporter.New's do (see the reporter
+// package doc's Metrics). It only grows, closed reporters included, so it is a counter.
+// It is 0 without Config.NewReporter. Safe for concurrent use, at any time.
+//
+//	dropped := prometheus.NewCounterFunc(opts, func() float64 { return float64(h.ReporterDropped()) })
+func (h *Host) ReporterDropped() uint64 { return h.tel.dropped() }

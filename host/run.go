@@ -59,14 +59,13 @@ func (h *Host) Run(ctx context.Context) error {
 
 	// Shutdown order: ctx done -> slots stop claiming and finish their iteration ->
 	// after DrainTimeout, cut() kills calls still running -> slots release their tasks
-	// and close their instances -> wg.Wait -> every slot's stopping beacon, and the
-	// reporter closed (the last thing said) -> Run returns. Close comes after.
+	// and close their instances -> wg.Wait -> every slot's reporter closed with its
+	// stopping beacon, all at once (each slot's last POST) -> Run returns. Close comes after.
 	var wg sync.WaitGroup
 	total := 0
-	tel := newTelemetry(h.cfg)
 	for _, p := range h.plugins {
 		for i := range p.slots {
-			s := slot.New(h.slotParams(p, i, tel.slot(h.cfg, p, i)))
+			s := slot.New(h.slotParams(p, i, h.tel.slot(h.cfg, p, i)))
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -93,7 +92,7 @@ func (h *Host) Run(ctx context.Context) error {
 		<-done
 	}
 	h.cfg.Logger.Info("host: drained")
-	tel.stop()
+	h.tel.stop()
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/fleethost/fleet/abi"
@@ -17,36 +18,70 @@ import (
 	"github.com/fleethost/fleet/reporter"
 )
 
-// stopSettle is how long Run lets the reporter's pump deliver the slots' last reports
-// before it closes the reporter, when more than one slot reports. Close delivers what is
-// still queued newest first, which is right for one instance and wrong for many: a slot's
-// draining queued before its stopping would reach the plane after it. See the package
-// doc's Decisions.
-const stopSettle = 250 * time.Millisecond
-
-// telemetry turns the slots' events into reports for Config.Reporter: one instance of the
-// plane per slot. It is built by Run and used from Run's goroutine only; each slotReport
-// is owned by its slot's goroutine while the slot runs, and by Run once it has stopped.
+// telemetry turns the slots' events into reports, through one reporter per slot made by
+// Config.NewReporter: each slot is one instance of the plane, and its reporter carries
+// that instance's reports only. It is built by New; Run (or Close, when Run never ran)
+// uses it from one goroutine. Each slotReport is owned by its slot's goroutine while the
+// slot runs, and by Run once it has stopped.
 type telemetry struct {
-	rep   reporter.Reporter // nil: nothing is reported
-	host  reporter.Identity // the host's own identity, for a Close with no slot
-	slots []*slotReport     // in start order
+	newReporter func() reporter.Reporter // immutable; never nil
+	host        reporter.Identity        // immutable: the host's own identity, for a stop with no slot
+	slots       []*slotReport            // owned by Run's goroutine: in start order
+
+	mu   sync.Mutex
+	reps []reporter.Reporter // guarded by mu: every reporter made, for dropped; only grows
 }
 
-// newTelemetry returns nil when there is no reporter.
+// newTelemetry returns nil when there is no Config.NewReporter.
 func newTelemetry(cfg Config) *telemetry {
-	if cfg.Reporter == nil {
+	if cfg.NewReporter == nil {
 		return nil
 	}
 	return &telemetry{
-		rep:  cfg.Reporter,
-		host: reporter.Identity{Instance: cfg.Instance, Host: hostname(), Version: cfg.Version},
+		newReporter: cfg.NewReporter,
+		host:        reporter.Identity{Instance: cfg.Instance, Host: hostname(), Version: cfg.Version},
 	}
 }
 
-// slot makes the report state of slot i of p. On a nil telemetry it returns nil.
+// open makes one reporter and keeps it for dropped, or returns nil when
+// Config.NewReporter did.
+func (t *telemetry) open() reporter.Reporter {
+	rep := t.newReporter()
+	if rep == nil {
+		return nil
+	}
+	t.mu.Lock()
+	t.reps = append(t.reps, rep)
+	t.mu.Unlock()
+	return rep
+}
+
+// dropped sums Dropped() over every reporter made that has it. Each only grows and the
+// set only grows, so the sum only grows: a counter. Safe for concurrent use; 0 on a nil
+// telemetry.
+func (t *telemetry) dropped() uint64 {
+	if t == nil {
+		return 0
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var n uint64
+	for _, rep := range t.reps {
+		if d, ok := rep.(interface{ Dropped() uint64 }); ok {
+			n += d.Dropped()
+		}
+	}
+	return n
+}
+
+// slot makes the report state of slot i of p, with a reporter of its own. On a nil
+// telemetry, or when Config.NewReporter gives no reporter, it returns nil.
 func (t *telemetry) slot(cfg Config, p *plugin, i int) *slotReport {
 	if t == nil {
+		return nil
+	}
+	rep := t.open()
+	if rep == nil {
 		return nil
 	}
 	export := abi.ExportHandle
@@ -54,7 +89,7 @@ func (t *telemetry) slot(cfg Config, p *plugin, i int) *slotReport {
 		export = abi.ExportTick
 	}
 	s := &slotReport{
-		rep: t.rep,
+		rep: rep,
 		id: reporter.Identity{
 			Instance:       cfg.Instance + "/" + p.info.Type + "/" + strconv.Itoa(i),
 			Host:           t.host.Host,
@@ -70,33 +105,37 @@ func (t *telemetry) slot(cfg Config, p *plugin, i int) *slotReport {
 	return s
 }
 
-// stop says the last thing: every slot's stopping beacon (with the iterations not yet
-// reported), then it closes the reporter with the last one, so that a stopping is the
-// final POST. Run calls it once every slot has stopped.
+// stop says the last thing: it closes every slot's reporter with that slot's stopping
+// beacon (and the iterations it has not reported yet), or, when no slot reports, a
+// reporter of its own with the host's stopping beacon. Run calls it once every slot has
+// stopped, so nothing sends after it; Close calls it when Run never ran.
+//
+// Close delivers what its reporter still has queued, newest first, then POSTs the beacon
+// last: with one instance per reporter, that is the slot's stopping after everything the
+// slot said, which is what the plane needs. With one reporter shared by every slot it
+// was not: a slot's draining, still queued before the others' stoppings, reached the
+// plane after its own stopping. See the package doc's Decisions.
+//
+// The reporters close at once, one goroutine each, rather than one after the other or
+// under a limit: each Close ends within its own bound (reporter.New's notes), so a dead
+// plane costs shutdown one bound instead of one per slot. stop returns when every Close
+// has.
 func (t *telemetry) stop() {
 	if t == nil {
 		return
 	}
 	if len(t.slots) == 0 {
-		t.rep.Close(reporter.Report{Identity: t.host, State: reporter.State{Kind: reporter.StateStopping}})
+		if rep := t.open(); rep != nil {
+			rep.Close(reporter.Report{Identity: t.host, State: reporter.State{Kind: reporter.StateStopping}})
+		}
 		return
 	}
-	last := len(t.slots) - 1
-	for _, s := range t.slots[:last] {
-		t.rep.Send(s.final())
+	var wg sync.WaitGroup
+	for _, s := range t.slots {
+		final := s.final()
+		wg.Go(func() { s.rep.Close(final) })
 	}
-	if last > 0 {
-		time.Sleep(stopSettle)
-	}
-	t.rep.Close(t.slots[last].final())
-}
-
-// closeReporter closes cfg.Reporter with the host's own stopping beacon: for a host whose
-// Run never ran (after Run it does nothing: Close is idempotent).
-func closeReporter(cfg Config) {
-	if t := newTelemetry(cfg); t != nil {
-		t.stop()
-	}
+	wg.Wait()
 }
 
 // slotReport is one slot as the plane sees it. Its fields are owned by the slot's
@@ -120,7 +159,8 @@ type slotReport struct {
 //	  once on shutdown)                -> draining
 //	finished                           -> its record waits for the slot's next report
 //	                                      (a loop slot's next report is idle, at once)
-//	stopped                            -> nothing: Run sends stopping once all have stopped
+//	stopped                            -> nothing: Run closes the slot's reporter with
+//	                                      stopping once all have stopped
 func (s *slotReport) observe(e slot.Event) {
 	switch e.Kind {
 	case slot.EventIdle:

@@ -57,13 +57,16 @@ const planeKey = "plane-key"
 
 // plane is a real HTTP server acting as the plane: it decodes and keeps every report, in
 // the order it handled them. A wedged plane never answers: each request blocks until
-// its client gives up or the test ends.
+// its client gives up or the test ends. A slow one (delay) answers each report after
+// the delay, and keeps it then.
 type plane struct {
 	t        *testing.T
 	srv      *httptest.Server
 	wedged   bool
 	requests atomic.Int64
 	release  chan struct{}
+	delay    atomic.Int64 // a time.Duration: how long each report waits to be handled
+	made     atomic.Int64 // reporters made by newReporter
 
 	mu      sync.Mutex
 	reports []planeReport // guarded by mu
@@ -90,6 +93,17 @@ func (p *plane) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	if d := time.Duration(p.delay.Load()); d > 0 {
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+		case <-p.release:
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
 	if r.Method != http.MethodPost || r.Header.Get("Authorization") != "Bearer "+planeKey ||
 		r.Header.Get("Content-Type") != "application/json" {
 		p.t.Errorf("plane got %s with Authorization %q, Content-Type %q", r.Method, r.Header.Get("Authorization"), r.Header.Get("Content-Type"))
@@ -110,8 +124,10 @@ func (p *plane) serve(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// reporter is a wired reporter to this plane.
-func (p *plane) reporter() reporter.Reporter {
+// newReporter is a Config.NewReporter: every call makes a new wired reporter to this
+// plane, as a daemon's does.
+func (p *plane) newReporter() reporter.Reporter {
+	p.made.Add(1)
 	return reporter.New(p.srv.URL+"/api/projects/t/fleet/report", planeKey)
 }
 
@@ -155,12 +171,16 @@ func (p *plane) count() int {
 	return len(p.reports)
 }
 
-// checkDropped fails the test if rep dropped reports: the assertions on what the plane
-// saw would then be about a lossy run.
-func checkDropped(t *testing.T, rep reporter.Reporter) {
+// checkReporters fails the test unless the host made one reporter per slot, and none of
+// them dropped a report: the assertions on what the plane saw would then be about a
+// lossy run.
+func checkReporters(t *testing.T, h *host.Host, pl *plane, slots int) {
 	t.Helper()
-	if n := rep.(interface{ Dropped() uint64 }).Dropped(); n != 0 {
-		t.Fatalf("the reporter dropped %d reports to a plane that answers", n)
+	if got := pl.made.Load(); got != int64(slots) {
+		t.Errorf("the host made %d reporters, want one per slot (%d)", got, slots)
+	}
+	if n := h.ReporterDropped(); n != 0 {
+		t.Fatalf("ReporterDropped() = %d to a plane that answers, want 0", n)
 	}
 }
 
@@ -177,8 +197,7 @@ func TestReportLifecycle(t *testing.T) {
 	r := newRig(t)
 	pl := newPlane(t, false)
 	goGuest(t, r.dir, "goguest")
-	rep := pl.reporter()
-	r.cfg.Reporter, r.cfg.Instance, r.cfg.Version = rep, "web-1", "v1.2.3"
+	r.cfg.NewReporter, r.cfg.Instance, r.cfg.Version = pl.newReporter, "web-1", "v1.2.3"
 	h, stop := r.start()
 	const inst = "web-1/goguest/0"
 	var ids []string
@@ -204,7 +223,7 @@ func TestReportLifecycle(t *testing.T) {
 		return idle >= 3
 	})
 	stop()
-	checkDropped(t, rep)
+	checkReporters(t, h, pl, 1)
 
 	got := pl.got("")
 	hostname, _ := os.Hostname()
@@ -270,16 +289,16 @@ func TestReportLifecycle(t *testing.T) {
 }
 
 // TestReportOutcomes: one record per finished task, with the plane's outcome: done is
-// checkpoint; retry and fail handed back are released, and parked once the retry budget
-// is spent; a trapping guest and a panicking Go guest are dead, and parked (not dead) on
-// the attempt that spends the budget.
+// checkpoint; fail handed back is released, and parked once the retry budget is spent; a
+// trapping guest and a panicking Go guest are dead, and parked (not dead) on the attempt
+// that spends the budget; retry is released every time and never parked, since its
+// attempt is refunded (it is here retried past twice the budget).
 func TestReportOutcomes(t *testing.T) {
 	r := newRig(t)
 	pl := newPlane(t, false)
 	goGuest(t, r.dir, "goguest")
 	watPlugin(t, r.dir, "trap", "trap", batchDescribe("trap", "trap-q", anyObject))
-	rep := pl.reporter()
-	r.cfg.Reporter, r.cfg.Instance = rep, "web-1"
+	r.cfg.NewReporter, r.cfg.Instance = pl.newReporter, "web-1"
 	r.cfg.MaxAttempts = 2
 	h, stop := r.start()
 	want := map[string][]string{}
@@ -288,7 +307,6 @@ func TestReportOutcomes(t *testing.T) {
 		outcomes []string
 	}{
 		{`{"op":"incr"}`, []string{"checkpoint"}},
-		{`{"op":"retry"}`, []string{"released", "parked"}},
 		{`{"op":"fail"}`, []string{"released", "parked"}},
 		{`{"op":"panic"}`, []string{"dead", "parked"}},
 	} {
@@ -298,11 +316,32 @@ func TestReportOutcomes(t *testing.T) {
 		}
 		want[id] = tt.outcomes
 	}
+	retryID, err := h.Submit(context.Background(), goQueue, []byte(`{"op":"retry"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
 	trapID := push(t, r.backend, "trap-q", `{}`)
 	want[trapID] = []string{"dead", "parked"}
-	waitFor(t, "9 records", func() bool { return len(pl.records("")) == 9 })
+
+	outcomes := func() map[string][]string {
+		got := map[string][]string{}
+		for _, rec := range pl.records("") {
+			got[rec.TaskID] = append(got[rec.TaskID], rec.Outcome)
+		}
+		return got
+	}
+	const retries = 4 // twice MaxAttempts
+	waitFor(t, "every task's records, and the retried task's past twice the budget", func() bool {
+		got := outcomes()
+		for id, w := range want {
+			if len(got[id]) < len(w) {
+				return false
+			}
+		}
+		return len(got[retryID]) >= retries
+	})
 	stop()
-	checkDropped(t, rep)
+	checkReporters(t, h, pl, 2)
 
 	got := map[string][]string{}
 	for _, inst := range []string{"web-1/goguest/0", "web-1/trap/0"} {
@@ -318,6 +357,12 @@ func TestReportOutcomes(t *testing.T) {
 			t.Errorf("task %s outcomes = %v, want %v", id, got[id], w)
 		}
 	}
+	if n := len(got[retryID]); n < retries || slices.ContainsFunc(got[retryID], func(o string) bool { return o != "released" }) {
+		t.Errorf("retried task outcomes = %v, want released every time (at least %d)", got[retryID], retries)
+	}
+	if n := len(got) - len(want) - 1; n != 0 {
+		t.Errorf("%d records of tasks never submitted: %v", n, got)
+	}
 	for _, rec := range pl.records("web-1/trap/0") {
 		if rec.TaskID != trapID {
 			t.Errorf("the trap slot reported task %s, want only %s", rec.TaskID, trapID)
@@ -326,15 +371,23 @@ func TestReportOutcomes(t *testing.T) {
 }
 
 // TestReportPause: pausing a type makes its slots, and only them, report draining on
-// every poll; resumed, they poll (idle) again. On shutdown, every slot's last report is
-// stopping, and a stopping is the last thing the plane receives.
+// every poll; resumed, they poll (idle) again. On shutdown every slot drains and says
+// stopping, and its stopping is its last report: the last POST of that instance, after
+// its draining.
+//
+// The shutdown runs against a slow plane, so that when Run closes the reporters each
+// slot still has its draining (at least) queued, and Close's newest-first delivery is
+// what decides the order. That is what makes this test fail with one reporter shared by
+// the slots: its queue then holds every slot's draining behind the other slots'
+// stoppings, and Close delivers the stoppings first. A sleep before that Close does not
+// save it either: at 200ms a report, the pump cannot empty the queue in the 250ms the
+// host used to wait.
 func TestReportPause(t *testing.T) {
 	r := newRig(t)
 	pl := newPlane(t, false)
 	watPlugin(t, r.dir, "done", "a", batchDescribe("a", "a-q", anyObject))
 	watPlugin(t, r.dir, "done", "b", batchDescribe("b", "b-q", anyObject))
-	rep := pl.reporter()
-	r.cfg.Reporter, r.cfg.Instance, r.cfg.Slots = rep, "web-1", 2
+	r.cfg.NewReporter, r.cfg.Instance, r.cfg.Slots = pl.newReporter, "web-1", 2
 	h, stop := r.start()
 	insts := []string{"web-1/a/0", "web-1/a/1", "web-1/b/0", "web-1/b/1"}
 	for _, inst := range insts {
@@ -369,41 +422,62 @@ func TestReportPause(t *testing.T) {
 	for _, inst := range insts[:2] {
 		waitFor(t, inst+" idle again", func() bool { return pl.saidSince(resumed, inst, reporter.StateIdle) })
 	}
+
+	// Each slot's reports reach the plane in the order it sent them (one pump per
+	// reporter), so every draining the plane handles from here on is said by the shutdown:
+	// the pause's came before the idle just seen.
+	pl.delay.Store(int64(200 * time.Millisecond))
+	stopping := pl.count()
 	stop()
-	checkDropped(t, rep)
+	checkReporters(t, h, pl, len(insts))
 
 	all := pl.got("")
 	if last := all[len(all)-1]; last.State.Kind != reporter.StateStopping {
 		t.Errorf("last report = %s %s, want a stopping", last.Instance, last.State.Kind)
 	}
 	for _, inst := range insts {
-		got := pl.got(inst)
-		var kinds []string
-		for _, g := range got[max(0, len(got)-3):] {
-			kinds = append(kinds, g.State.Kind)
+		var kinds []string // what inst said since the shutdown began, in the plane's order
+		for _, g := range all[stopping:] {
+			if g.Instance == inst {
+				kinds = append(kinds, g.State.Kind)
+			}
 		}
-		if got[len(got)-1].State.Kind != reporter.StateStopping || !slices.Contains(kinds, reporter.StateDraining) {
-			t.Errorf("%s ends with %v, want draining then stopping last", inst, kinds)
+		stops := 0
+		for _, g := range pl.got(inst) {
+			if g.State.Kind == reporter.StateStopping {
+				stops++
+			}
+		}
+		if len(kinds) == 0 || kinds[len(kinds)-1] != reporter.StateStopping || stops != 1 ||
+			!slices.Contains(kinds[:len(kinds)-1], reporter.StateDraining) {
+			t.Errorf("%s said %v on shutdown (%d stopping in all), want a draining, then one stopping as its last report", inst, kinds, stops)
 		}
 	}
 }
 
 // TestReportWedgedPlane: with a plane that never answers, slots running a real plugin
 // complete every task, as they do with no reporter: Send drops rather than waits, and
-// Run still ends (its Close is bounded). BenchmarkThroughputWedgedPlane measures the rate.
+// Run still ends: each slot's reporter's Close is bounded (2s for what is queued, then
+// 5s for the stopping), and the host closes them all at once, so shutdown costs one
+// bound however many slots there are, not one per slot (3 here: 21s one after the
+// other). BenchmarkThroughputWedgedPlane measures the rate.
 func TestReportWedgedPlane(t *testing.T) {
+	const closeBound = 7 * time.Second
 	r := newRig(t)
 	pl := newPlane(t, true)
 	goPlugin(t, "plugins/examples/counter", r.dir, "counter")
-	rep := pl.reporter()
-	r.cfg.Reporter, r.cfg.Slots = rep, 2
-	_, stop := r.start()
+	r.cfg.NewReporter, r.cfg.Slots = pl.newReporter, 3
+	h, stop := r.start()
 	const tasks = 300
 	for range tasks {
 		push(t, r.backend, "count", `{}`)
 	}
 	waitFor(t, "300 tasks", func() bool { return len(r.events.finished()) >= tasks })
+	start := time.Now()
 	stop()
+	if took := time.Since(start); took >= 2*closeBound {
+		t.Errorf("shutdown took %v against a wedged plane, want less than two Close bounds (%v): the reporters closed one after the other", took, 2*closeBound)
+	}
 	if got := r.events.outcomes(); got["checkpoint"] != tasks || len(got) != 1 {
 		t.Errorf("outcomes = %v, want %d checkpoints", got, tasks)
 	}
@@ -416,8 +490,11 @@ func TestReportWedgedPlane(t *testing.T) {
 	if pl.requests.Load() == 0 {
 		t.Error("the plane got no request: the reporter was not wired")
 	}
-	if n := rep.(interface{ Dropped() uint64 }).Dropped(); n == 0 {
-		t.Error("Dropped() = 0, want the reports a wedged plane cannot take dropped")
+	if got := pl.made.Load(); got != 3 {
+		t.Errorf("the host made %d reporters, want one per slot (3)", got)
+	}
+	if n := h.ReporterDropped(); n == 0 {
+		t.Error("ReporterDropped() = 0, want the reports a wedged plane cannot take dropped")
 	}
 }
 
@@ -499,23 +576,86 @@ func TestConfigIdentity(t *testing.T) {
 	}
 }
 
-// TestReportWithoutRun: a host whose Run never ran still closes its reporter, with its own
-// stopping beacon (the host's name alone) as the only report.
-func TestReportWithoutRun(t *testing.T) {
-	r := newRig(t)
-	pl := newPlane(t, false)
-	watPlugin(t, r.dir, "done", "idler", batchDescribe("idler", "idler-q", anyObject))
-	r.cfg.PluginsDir, r.cfg.Reporter, r.cfg.Instance = r.dir, pl.reporter(), "web-1"
-	h, err := host.New(context.Background(), r.cfg)
-	if err != nil {
-		t.Fatal(err)
+// TestReportHostStopping: when no slot reports, the host still says stopping, once, with
+// its own identity (the host's name alone), through one reporter it makes for that: when
+// Run never ran (Close, or a New that failed loading the plugins) and when Run ran no
+// slot. A NewReporter that gives no reporter reports nothing, and breaks nothing.
+func TestReportHostStopping(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, r *rig, pl *plane)
+		run   func(t *testing.T, r *rig) // builds the host, and closes it
+		made  int64                      // reporters the host makes
+		want  []string                   // "<instance> <state>" the plane gets, in order
+	}{
+		{
+			name: "Close without Run",
+			run: func(t *testing.T, r *rig) {
+				h, err := host.New(context.Background(), r.cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := h.Close(); err != nil {
+					t.Fatal(err)
+				}
+			},
+			made: 1, want: []string{"web-1 stopping"},
+		},
+		{
+			name: "failed New",
+			setup: func(t *testing.T, r *rig, pl *plane) {
+				watPlugin(t, r.dir, "done", "idler-again", batchDescribe("idler", "idler-q", anyObject))
+			},
+			run: func(t *testing.T, r *rig) {
+				if _, err := host.New(context.Background(), r.cfg); err == nil {
+					t.Fatal("New with two plugins of one type = nil error, want one")
+				}
+			},
+			made: 1, want: []string{"web-1 stopping"},
+		},
+		{
+			name:  "Run with no slot",
+			setup: func(t *testing.T, r *rig, pl *plane) { r.cfg.SlotsByType = map[string]int{"idler": 0} },
+			run:   func(t *testing.T, r *rig) { _, stop := r.start(); stop() },
+			made:  1, want: []string{"web-1 stopping"},
+		},
+		{
+			name: "no reporter from NewReporter",
+			setup: func(t *testing.T, r *rig, pl *plane) {
+				r.cfg.NewReporter = func() reporter.Reporter { pl.made.Add(1); return nil }
+			},
+			run: func(t *testing.T, r *rig) {
+				h, stop := r.start()
+				waitFor(t, "an idle poll", func() bool { return r.events.count("idle") > 0 })
+				stop()
+				if n := h.ReporterDropped(); n != 0 {
+					t.Errorf("ReporterDropped() = %d, want 0", n)
+				}
+			},
+			made: 2, want: nil, // the slot's, then the host's for its stopping
+		},
 	}
-	if err := h.Close(); err != nil {
-		t.Fatal(err)
-	}
-	got := pl.got("")
-	if len(got) != 1 || got[0].Instance != "web-1" || got[0].State.Kind != reporter.StateStopping {
-		t.Errorf("reports = %+v, want one stopping from web-1", got)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			pl := newPlane(t, false)
+			watPlugin(t, r.dir, "done", "idler", batchDescribe("idler", "idler-q", anyObject))
+			r.cfg.PluginsDir, r.cfg.NewReporter, r.cfg.Instance = r.dir, pl.newReporter, "web-1"
+			if tt.setup != nil {
+				tt.setup(t, r, pl)
+			}
+			tt.run(t, r)
+			var got []string
+			for _, g := range pl.got("") {
+				got = append(got, g.Instance+" "+g.State.Kind)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("reports = %q, want %q", got, tt.want)
+			}
+			if n := pl.made.Load(); n != tt.made {
+				t.Errorf("the host made %d reporters, want %d", n, tt.made)
+			}
+		})
 	}
 }
 
@@ -545,7 +685,6 @@ func BenchmarkThroughputWedgedPlane(b *testing.B) {
 					}
 				},
 			}
-			var rep reporter.Reporter
 			if wedged {
 				release := make(chan struct{})
 				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -556,8 +695,7 @@ func BenchmarkThroughputWedgedPlane(b *testing.B) {
 				}))
 				defer srv.Close()
 				defer close(release)
-				rep = reporter.New(srv.URL, planeKey)
-				cfg.Reporter = rep
+				cfg.NewReporter = func() reporter.Reporter { return reporter.New(srv.URL, planeKey) }
 			}
 			h, err := host.New(context.Background(), cfg)
 			if err != nil {
@@ -578,8 +716,8 @@ func BenchmarkThroughputWedgedPlane(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
-			if rep != nil {
-				b.ReportMetric(float64(rep.(interface{ Dropped() uint64 }).Dropped()), "dropped")
+			if wedged {
+				b.ReportMetric(float64(h.ReporterDropped()), "dropped")
 			}
 			cancel()
 			if err := <-ran; err != nil {

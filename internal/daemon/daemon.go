@@ -64,8 +64,8 @@ type Options struct {
 // Start-up: backend, host (plugins loaded, contracts registered), metrics, API, slots.
 // Shutdown order, once ctx is done: /readyz answers 503 -> the host drains (slots stop
 // claiming, calls in flight get DrainTimeout, tasks still held go back to their queue) ->
-// the reporter says every slot's stopping beacon and closes (the host does it as its drain
-// ends: the last thing the plane hears) -> the API stops -> the host closes -> the
+// every slot's reporter says its slot's stopping beacon and closes (the host does it as
+// its drain ends: the last thing the plane hears) -> the API stops -> the host closes -> the
 // backend closes.
 func Run(ctx context.Context, o Options) (err error) {
 	log := o.Log
@@ -100,7 +100,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 
 	slots := metrics.NewSlots()
-	rep := newReporting(o, log)
+	rep := newReporting(o)
 	m := metrics.New(metrics.Params{Slots: slots, Backend: b, ReporterDropped: rep.dropped})
 	var started sync.Map // slot name -> struct{}: slots that have said anything yet
 	cfg := host.Config{
@@ -136,6 +136,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
+	rep.built(h)
 	defer func() {
 		if cerr := h.Close(); cerr != nil {
 			err = errors.Join(err, cerr)
