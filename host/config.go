@@ -64,8 +64,10 @@ type Config struct {
 	// default: 30s
 	TaskLease time.Duration
 
-	// MaxAttempts is a task's retry budget: a task claimed this many times is parked for
-	// the operator when it fails, retries, dies or its lease expires once more.
+	// MaxAttempts is a task's failure budget: a task whose attempt fails, dies or lets
+	// its lease expire once it has been claimed this many times is parked for the
+	// operator. A retry (a hand-back) and a call cut by the drain refund their attempt
+	// and never park; see the package doc's Decisions.
 	// default: 5
 	MaxAttempts int
 
