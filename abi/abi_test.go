@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -160,4 +161,64 @@ func ExampleDecodeRequest() {
 	err := DecodeRequest([]byte(`{"namespace":"warmup","kee":"last"}`), &req)
 	fmt.Println(err.Kind, err.Message)
 	// Output: TypeError unknown field "kee"
+}
+
+// TestEncodeOKBytes: EncodeOK writes the envelope around the result by hand, byte for
+// byte as marshalling the Envelope did.
+func TestEncodeOKBytes(t *testing.T) {
+	for _, v := range []any{
+		nil, Empty{}, CounterReply{Value: -1}, "a<b>&\u2028\xff",
+		KVGetReply{Found: true, Value: json.RawMessage(`{"h":"<&>"}`)},
+		PoolClaimReply{Found: true, Item: &PoolItem{ID: "i", Payload: json.RawMessage(`[1, 2]`)}},
+	} {
+		b, _ := json.Marshal(v)
+		want, _ := json.Marshal(Envelope{OK: b})
+		if got := EncodeOK(v); string(got) != string(want) {
+			t.Errorf("EncodeOK(%#v) = %s, want %s", v, got, want)
+		}
+	}
+}
+
+// TestFastFormsTaken: what the host writes for the hot replies and for a task is read by
+// the fast path, not handed to encoding/json (which would be correct, only slow).
+func TestFastFormsTaken(t *testing.T) {
+	payload := json.RawMessage(`{"site":"g1","n":1}`)
+	tests := []struct {
+		reply any
+		into  any
+	}{
+		{CounterReply{Value: 123456}, new(CounterReply)},
+		{KVGetReply{Found: true, Value: json.RawMessage(`{"a":1}`)}, new(KVGetReply)},
+		{KVGetReply{}, new(KVGetReply)},
+		{LockAcquireReply{Acquired: true, Token: "0123456789abcdef0123456789abcdef", Fence: 9, UntilMs: 1795984071653}, new(LockAcquireReply)},
+		{LockAcquireReply{}, new(LockAcquireReply)},
+		{LockReleaseReply{Released: true}, new(LockReleaseReply)},
+		{KVDeleteReply{Existed: true}, new(KVDeleteReply)},
+		{PoolPutReply{ID: "7252335ea6ee17d0a8365203"}, new(PoolPutReply)},
+		{SubmitReply{TaskID: "7252335ea6ee17d0a8365203"}, new(SubmitReply)},
+		{PoolSizeReply{Size: 12}, new(PoolSizeReply)},
+		{PoolClaimReply{Found: true, Token: "tok", UntilMs: 2, Item: &PoolItem{ID: "i", Payload: payload, Tags: json.RawMessage(`{"fresh":true}`), CreatedAtMs: 1, ExpiresAtMs: 3}}, new(PoolClaimReply)},
+		{PoolClaimReply{}, new(PoolClaimReply)},
+	}
+	for _, tt := range tests {
+		env := EncodeOK(tt.reply)
+		if !decodeKnown(env[len(okHead):len(env)-1], tt.into) {
+			t.Errorf("decodeKnown(%s) = false, want the fast path", env)
+			continue
+		}
+		if got := reflect.ValueOf(tt.into).Elem().Interface(); !reflect.DeepEqual(got, tt.reply) {
+			t.Errorf("decodeKnown(%s) = %+v, want %+v", env, got, tt.reply)
+		}
+	}
+
+	for _, want := range []HandleInput{
+		{Task: TaskEnvelope{ID: "7252335ea6ee17d0a8365203", Payload: payload, Attempts: 1, EnqueuedAtMs: 1795984071653}, Iteration: 1234},
+		{Task: TaskEnvelope{ID: "t", Payload: json.RawMessage(`{}`), Attempts: 2, LastError: `fleet: kv_get: NotFound: key "k"`}, Iteration: 2},
+	} {
+		b, _ := json.Marshal(want)
+		var got HandleInput
+		if r := (wire{b: b}); !r.handleInput(&got) || !reflect.DeepEqual(got, want) {
+			t.Errorf("handleInput(%s) = %+v, want the fast path to give %+v", b, got, want)
+		}
+	}
 }

@@ -82,3 +82,39 @@ func DecodeHandleResult(b []byte) (HandleResult, error) {
 	}
 	return r, nil
 }
+
+// DecodeHandleInput parses what fleet_handle receives into in, which it does not keep.
+// The form the host writes is read in one pass, without reflection, and in.Task.Payload
+// then aliases b; any other form is decoded by encoding/json, to the same values.
+func DecodeHandleInput(b []byte, in *HandleInput) error {
+	r := wire{b: b}
+	if r.handleInput(in) {
+		return nil
+	}
+	tmp := *in // given to encoding/json, which the compiler takes to keep it
+	err := json.Unmarshal(b, &tmp)
+	*in = tmp
+	if err != nil {
+		return fmt.Errorf("abi: handle input: %w", err)
+	}
+	return nil
+}
+
+// DecodeTickInput parses what fleet_tick receives into in, as DecodeHandleInput does.
+func DecodeTickInput(b []byte, in *TickInput) error {
+	r := wire{b: b}
+	r.want(`{"iteration":`)
+	n := r.int()
+	r.want(`}`)
+	if r.end() {
+		in.Iteration = n
+		return nil
+	}
+	tmp := *in
+	err := json.Unmarshal(b, &tmp)
+	*in = tmp
+	if err != nil {
+		return fmt.Errorf("abi: tick input: %w", err)
+	}
+	return nil
+}

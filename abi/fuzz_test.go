@@ -1,7 +1,10 @@
 package abi
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"reflect"
 	"testing"
 )
 
@@ -57,5 +60,179 @@ func FuzzDecodeReply(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var r PoolClaimReply
 		_ = DecodeReply(b, &r)
+	})
+}
+
+// replySeeds are reply envelopes in the host's form and in others, for the differential
+// fuzz tests.
+func replySeeds() [][]byte {
+	payload := json.RawMessage(`{"site":"g1","body":"0123456789abcdef\u003c\"x\\u00e9","n":12}`)
+	seeds := [][]byte{
+		EncodeOK(CounterReply{Value: -42}),
+		EncodeOK(KVGetReply{Found: true, Value: json.RawMessage(`{"a":[1,2.5e-3,true,null,"s"]}`)}),
+		EncodeOK(KVGetReply{}),
+		EncodeOK(LockAcquireReply{Acquired: true, Token: "0123456789abcdef0123456789abcdef", Fence: 7, UntilMs: 1795984071653}),
+		EncodeOK(LockAcquireReply{Acquired: true, Token: "t\"\u00e9"}),
+		EncodeOK(LockReleaseReply{Released: true}),
+		EncodeOK(KVDeleteReply{}),
+		EncodeOK(PoolPutReply{ID: "7252335ea6ee17d0a8365203"}),
+		EncodeOK(SubmitReply{TaskID: "t1"}),
+		EncodeOK(PoolSizeReply{Size: 3}),
+		EncodeOK(PoolClaimReply{Found: true, Token: "tok", UntilMs: 5, Item: &PoolItem{ID: "i", Payload: payload, Tags: json.RawMessage(`{"fresh":true,"site":"g1"}`), CreatedAtMs: 1, ExpiresAtMs: 2}}),
+		EncodeOK(PoolClaimReply{Found: true, Item: &PoolItem{ID: "i"}}),
+		EncodeOK(PoolClaimReply{}),
+		EncodeOK(PoolListReply{Items: []PoolItem{{ID: "a", Payload: payload}}}),
+		EncodeOK(Empty{}),
+		EncodeError(Errorf(Conflict, "lease lost")),
+	}
+	for _, s := range []string{
+		`{"ok":{"value":1},"error":{"kind":"Conflict","message":"x"}}`,
+		`{"ok":{"value":1}}}`, `{"ok":{"value":1}`, `{"ok":}`, `{"ok":null}`, `{"ok": {"value":1} }`,
+		`{"ok":{"value":1.5}}`, `{"ok":{"value":01}}`, `{"ok":{"value":-0}}`, `{"ok":{"value":-}}`,
+		`{"ok":{"value":12345678901234567890}}`, `{"ok":{"value":123456789012345678}}`,
+		`{"ok":{"found":true,"value":}}`, `{"ok":{"found":true,"value":[1,]}}`, `{"ok":{"found":tru}}`,
+		`{"ok":{"found":true,"value":"\ud800"}}`, `{"ok":{"id":"a\u0000b"}}`, `{"ok":{"id":"\xff"}}`,
+		`{"ok":{"value":"x"}}`, `{"ok":{"found":"yes"}}`, `{"ok":{"Value":1}}`, `{"ok":[]}`, `{"error":null}`,
+		`{"ok":{"acquired":true,"token":"a","fence":1,"until_ms":2,"x":3}}`,
+		`{"ok":{"found":true,"item":{"id":"i","payload":{},"tags":null,"created_at_ms":1},"token":"t","until_ms":9}}`,
+		`{"ok":{"found":true,"item":null}}`,
+	} {
+		seeds = append(seeds, []byte(s))
+	}
+	return seeds
+}
+
+// replyChecks compare, for each reply type, DecodeReply and DecodeReplyTo with the full
+// decoding, into fresh results and into results already holding values (which
+// encoding/json keeps where the input has no field).
+func replyChecks() []func(t *testing.T, b []byte) {
+	return []func(t *testing.T, b []byte){
+		func(t *testing.T, b []byte) {
+			if errFast, errFull := DecodeReply(b, nil), decodeEnvelope(b, nil); fmt.Sprint(errFast) != fmt.Sprint(errFull) {
+				t.Fatalf("DecodeReply(%q, nil) = %v, want %v (the full decoding's)", b, errFast, errFull)
+			}
+		},
+		replyCheck(func() *CounterReply { return new(CounterReply) }),
+		replyCheck(func() *KVGetReply { return new(KVGetReply) }),
+		replyCheck(func() *KVGetReply { return &KVGetReply{Found: true, Value: json.RawMessage(`"old"`)} }),
+		replyCheck(func() *LockAcquireReply { return new(LockAcquireReply) }),
+		replyCheck(func() *LockAcquireReply { return &LockAcquireReply{Token: "old", Fence: 3, UntilMs: 4} }),
+		replyCheck(func() *LockReleaseReply { return new(LockReleaseReply) }),
+		replyCheck(func() *KVDeleteReply { return new(KVDeleteReply) }),
+		replyCheck(func() *PoolPutReply { return new(PoolPutReply) }),
+		replyCheck(func() *SubmitReply { return new(SubmitReply) }),
+		replyCheck(func() *PoolSizeReply { return new(PoolSizeReply) }),
+		replyCheck(func() *PoolClaimReply { return new(PoolClaimReply) }),
+		replyCheck(func() *PoolClaimReply {
+			held := &PoolItem{ID: "old", Payload: json.RawMessage(`"old"`), Tags: json.RawMessage(`1`), ExpiresAtMs: 9}
+			return &PoolClaimReply{Token: "old", UntilMs: 1, Item: held}
+		}),
+		replyCheck(func() *PoolListReply { return new(PoolListReply) }),
+		replyCheck(func() *any { return new(any) }),
+		replyCheck(func() *CounterReply { return nil }),
+	}
+}
+
+func replyCheck[T any](fresh func() *T) func(t *testing.T, b []byte) {
+	return func(t *testing.T, b []byte) {
+		full, viaAny, typed := fresh(), fresh(), fresh()
+		errFull := decodeEnvelope(b, full)
+		for name, err := range map[string]error{"DecodeReply": DecodeReply(b, viaAny), "DecodeReplyTo": DecodeReplyTo(b, typed)} {
+			if fmt.Sprint(err) != fmt.Sprint(errFull) {
+				t.Fatalf("%s(%q, %T) = %v, want %v (the full decoding's)", name, b, full, err, errFull)
+			}
+		}
+		for name, got := range map[string]*T{"DecodeReply": viaAny, "DecodeReplyTo": typed} {
+			if !reflect.DeepEqual(got, full) {
+				t.Fatalf("%s(%q, %T) decoded %s, want %s (the full decoding's)", name, b, full, dump(got), dump(full))
+			}
+		}
+	}
+}
+
+// FuzzDecodeReplyFast holds DecodeReply's and DecodeReplyTo's fast paths to the full
+// decoding: for every input and every result type, the same error and the same result.
+func FuzzDecodeReplyFast(f *testing.F) {
+	for _, s := range replySeeds() {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, check := range replyChecks() {
+			check(t, b)
+		}
+	})
+}
+
+func dump(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// FuzzSkip holds skip to encoding/json's scanner: what it accepts is one valid JSON
+// value, and it accepts every compact value of limited depth.
+func FuzzSkip(f *testing.F) {
+	for _, s := range replySeeds() {
+		f.Add(s)
+	}
+	for _, s := range []string{`-0.5E+3`, `0e`, `1.`, `[[[]]]`, `{"a":{}}`, `"\u12G4"`, `"\/"`, `tru`, `nul`, `{"a" :1}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		end := skip(b, 0, maxDepth)
+		if end >= 0 && !json.Valid(b[:end]) {
+			t.Fatalf("skip(%q) = %d, but %q is not valid JSON", b, end, b[:end])
+		}
+		var compact bytes.Buffer
+		if json.Valid(b) && json.Compact(&compact, b) == nil && bytes.Equal(compact.Bytes(), b) && depth(b) <= maxDepth && end != len(b) {
+			t.Fatalf("skip(%q) = %d, want %d: the value is valid and compact", b, end, len(b))
+		}
+	})
+}
+
+// depth is the deepest nesting of brackets in a valid JSON value.
+func depth(b []byte) int {
+	d, deepest, inString := 0, 0, false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case inString && c == '\\':
+			i++
+		case c == '"':
+			inString = !inString
+		case !inString && (c == '{' || c == '['):
+			d++
+			deepest = max(deepest, d)
+		case !inString && (c == '}' || c == ']'):
+			d--
+		}
+	}
+	return deepest
+}
+
+// FuzzDecodeHandleInput holds DecodeHandleInput to json.Unmarshal.
+func FuzzDecodeHandleInput(f *testing.F) {
+	for _, in := range []HandleInput{
+		{Task: TaskEnvelope{ID: "7252335ea6ee17d0a8365203", Payload: json.RawMessage(`{}`), Attempts: 1, EnqueuedAtMs: 1795984071653}, Iteration: 1234},
+		{Task: TaskEnvelope{ID: "t", Payload: json.RawMessage(`{"site":"a\"b","n":[1,2]}`), Attempts: 3, LastError: "fleet: kv_get: \"k\"\n"}, Iteration: 1},
+		{Task: TaskEnvelope{ID: "t", Payload: json.RawMessage(`null`)}},
+	} {
+		b, _ := json.Marshal(in)
+		f.Add(b)
+	}
+	f.Add([]byte(`{"task":{"id":"t","payload":{},"attempts":1,"enqueued_at_ms":1,"x":1},"iteration":1}`))
+	f.Add([]byte(`{"iteration":2}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var fast, full HandleInput
+		errFast, errFull := DecodeHandleInput(b, &fast), json.Unmarshal(b, &full)
+		if (errFast == nil) != (errFull == nil) {
+			t.Fatalf("DecodeHandleInput(%q) = %v, json.Unmarshal = %v", b, errFast, errFull)
+		}
+		if errFast == nil && !reflect.DeepEqual(fast, full) {
+			t.Fatalf("DecodeHandleInput(%q) = %+v, json.Unmarshal = %+v", b, fast, full)
+		}
+		var tf, tj TickInput
+		errFast, errFull = DecodeTickInput(b, &tf), json.Unmarshal(b, &tj)
+		if (errFast == nil) != (errFull == nil) || tf != tj {
+			t.Fatalf("DecodeTickInput(%q) = %+v, %v; json.Unmarshal = %+v, %v", b, tf, errFast, tj, errFull)
+		}
 	})
 }
