@@ -16,7 +16,7 @@ import (
 func Config[T any]() (T, error) {
 	var cfg T
 	var reply abi.ConfigGetReply
-	if err := call(abi.OpConfigGet, abi.Empty{}, &reply); err != nil {
+	if err := send(abi.OpConfigGet, func(dst []byte) []byte { return append(dst, "{}"...) }, &reply); err != nil {
 		return cfg, err
 	}
 	if len(reply.Config) == 0 || string(reply.Config) == "null" {

@@ -34,16 +34,37 @@ import (
 	"github.com/fleethost/fleet/guest-sdk/internal/hostcall"
 )
 
-// call sends req to the host function op and decodes the result into reply (nil to
-// ignore it). Errors are *HostError.
+// call marshals req, sends it to the host function op and decodes the result into reply
+// (nil to ignore it). Errors are *HostError. The hot operations write their request by
+// hand (wire.go) and use send.
 func call(op abi.Op, req, reply any) error {
 	b, err := json.Marshal(req)
 	if err != nil {
 		return localError(op, abi.ValueError, "encode request: "+err.Error())
 	}
-	err = hostcall.Call(op, b, func(env []byte) error { return abi.DecodeReply(env, reply) })
+	err = hostcall.Call(op, func(dst []byte) []byte { return append(dst, b...) }, func(env []byte) error { return abi.DecodeReply(env, reply) })
 	return hostError(op, err)
 }
+
+// send sends the request that encode appends to dst (see hostcall.Call) to the host
+// function op and decodes the result into reply (noReply to ignore it). Errors are
+// *HostError. send keeps neither encode nor reply, so that the caller's reply stays on
+// its stack: in a wasm guest every allocation costs microseconds.
+func send[R any](op abi.Op, encode func(dst []byte) []byte, reply *R) error {
+	err := hostcall.Call(op, encode, func(env []byte) error {
+		if reply == nil {
+			return abi.DecodeReply(env, nil)
+		}
+		return abi.DecodeReplyTo(env, reply)
+	})
+	if err != nil {
+		return hostError(op, err)
+	}
+	return nil
+}
+
+// noReply is send's reply for an operation whose result is ignored.
+var noReply *abi.Empty
 
 // millis turns a duration into the whole milliseconds the ABI speaks, rounding away from
 // zero so that a positive sub-millisecond TTL never becomes 0 (which means "no expiry")

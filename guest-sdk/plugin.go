@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"encoding"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -110,9 +111,10 @@ func HandleBatch[P any](p Plugin, queue QueueContract[P], handle func(Task[P]) R
 		panic("fleet: HandleBatch: handle is nil")
 	}
 	consumes := queue.Ref()
+	zeroIfEmpty := emptyIsZero(reflect.TypeFor[P]())
 	register("HandleBatch", p, &consumes, hostcall.Exports{
 		Handle: func(input []byte) []byte {
-			return encodeResult(runHandle(input, handle))
+			return encodeResult(runHandle(input, handle, zeroIfEmpty))
 		},
 	})
 }
@@ -215,9 +217,18 @@ func describe(p Plugin, consumes *QueueRef) []byte {
 	return b
 }
 
-func runHandle[P any](input []byte, handle func(Task[P]) Result) (res Result) {
+// runHandle decodes the task and runs handle on it. The input's envelope is read by
+// abi.DecodeHandleInput, so that encoding/json reads only the payload, once, into P; an
+// empty object is P's zero value without reading it, when zeroIfEmpty says that is what
+// encoding/json would give.
+//
+// It is tempting to decode the input in one json.Unmarshal, into a struct whose payload
+// field is a P. That call still scans the whole input twice (json validates before it
+// decodes) and reflects over the envelope's fields, where DecodeHandleInput reads the
+// envelope in one pass without reflection.
+func runHandle[P any](input []byte, handle func(Task[P]) Result, zeroIfEmpty bool) (res Result) {
 	var in abi.HandleInput
-	if err := json.Unmarshal(input, &in); err != nil {
+	if err := abi.DecodeHandleInput(input, &in); err != nil {
 		return Fail(fmt.Errorf("fleet: fleet_handle input is not a HandleInput: %v", err))
 	}
 	t := Task[P]{
@@ -227,16 +238,31 @@ func runHandle[P any](input []byte, handle func(Task[P]) Result) (res Result) {
 		LastError:  in.Task.LastError,
 		Iteration:  in.Iteration,
 	}
-	if err := json.Unmarshal(in.Task.Payload, &t.Payload); err != nil {
-		return Fail(fmt.Errorf("fleet: task %s payload does not decode into %T: %v", in.Task.ID, t.Payload, err))
+	if !zeroIfEmpty || string(in.Task.Payload) != "{}" {
+		p := new(P) // not &t.Payload, which would move t to the heap for every task
+		if err := json.Unmarshal(in.Task.Payload, p); err != nil {
+			return Fail(fmt.Errorf("fleet: task %s payload does not decode into %T: %v", in.Task.ID, *p, err))
+		}
+		t.Payload = *p
 	}
 	defer recoverInto(&res)
 	return handle(t)
 }
 
+// emptyIsZero reports whether json.Unmarshal of {} into a zero t leaves it zero: t is a
+// struct that decodes itself in neither way (an Unmarshaler takes the bytes, and a
+// TextUnmarshaler makes an object an error). A map would become empty, not nil, and a
+// pointer or interface non-nil.
+func emptyIsZero(t reflect.Type) bool {
+	p := reflect.PointerTo(t)
+	return t.Kind() == reflect.Struct &&
+		!p.Implements(reflect.TypeFor[json.Unmarshaler]()) &&
+		!p.Implements(reflect.TypeFor[encoding.TextUnmarshaler]())
+}
+
 func runTick(input []byte, step func(int) Result) (res Result) {
 	var in abi.TickInput
-	if err := json.Unmarshal(input, &in); err != nil {
+	if err := abi.DecodeTickInput(input, &in); err != nil {
 		return Fail(fmt.Errorf("fleet: fleet_tick input is not a TickInput: %v", err))
 	}
 	defer recoverInto(&res)
@@ -252,12 +278,4 @@ func recoverInto(res *Result) {
 	}
 	Log(LevelError, "handler panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 	*res = Fail(fmt.Errorf("panic: %v", v))
-}
-
-func encodeResult(r Result) []byte {
-	b, err := json.Marshal(r.wire())
-	if err != nil {
-		panic("fleet: marshal result: " + err.Error()) // strings and an int: the SDK's bug
-	}
-	return b
 }

@@ -3,6 +3,7 @@ package fleet
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/fleethost/fleet/abi"
@@ -46,14 +47,14 @@ func (p PoolClient[P, T]) Put(payload P, tags T, ttl time.Duration) (id string, 
 		return "", localError(abi.OpPoolPut, abi.ValueError, fmt.Sprintf("pool %q tags: %v", p.name, err))
 	}
 	var reply abi.PoolPutReply
-	err = call(abi.OpPoolPut, abi.PoolPutRequest{Pool: p.name, Payload: pb, Tags: tb, TTLMs: millis(ttl)}, &reply)
+	err = send(abi.OpPoolPut, func(dst []byte) []byte { return poolPutRequest(dst, p.name, pb, tb, millis(ttl)) }, &reply)
 	return reply.ID, err
 }
 
 // Size counts the pool's live items, leased or not.
 func (p PoolClient[P, T]) Size() (int, error) {
 	var reply abi.PoolSizeReply
-	err := call(abi.OpPoolSize, abi.PoolSizeRequest{Pool: p.name}, &reply)
+	err := send(abi.OpPoolSize, func(dst []byte) []byte { return nameRequest(dst, `{"pool":`, p.name) }, &reply)
 	return reply.Size, err
 }
 
@@ -98,40 +99,61 @@ type Filter struct {
 
 // Eq matches items whose tag (its JSON name) equals value: a string, bool or integer.
 func Eq(tag string, value any) Filter {
-	switch value.(type) {
-	case string, bool, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+	// The value is written as json.Marshal writes it (FuzzWireBytes), without reflection.
+	var b []byte
+	switch v := value.(type) {
+	case string:
+		b = appendString(nil, v)
+	case bool:
+		b = strconv.AppendBool(nil, v)
+	case int:
+		b = strconv.AppendInt(nil, int64(v), 10)
+	case int8:
+		b = strconv.AppendInt(nil, int64(v), 10)
+	case int16:
+		b = strconv.AppendInt(nil, int64(v), 10)
+	case int32:
+		b = strconv.AppendInt(nil, int64(v), 10)
+	case int64:
+		b = strconv.AppendInt(nil, v, 10)
+	case uint:
+		b = strconv.AppendUint(nil, uint64(v), 10)
+	case uint8:
+		b = strconv.AppendUint(nil, uint64(v), 10)
+	case uint16:
+		b = strconv.AppendUint(nil, uint64(v), 10)
+	case uint32:
+		b = strconv.AppendUint(nil, uint64(v), 10)
+	case uint64:
+		b = strconv.AppendUint(nil, v, 10)
 	default:
 		return Filter{tag: tag, err: fmt.Errorf("filter %q: value %v is a %T; tags are strings, bools or integers", tag, value, value)}
 	}
-	b, err := json.Marshal(value)
-	return Filter{tag: tag, value: b, err: err}
+	return Filter{tag: tag, value: b}
 }
 
-func (q PoolQuery[P, T]) where(op abi.Op) (abi.Where, error) {
-	if len(q.filters) == 0 {
-		return nil, nil
-	}
-	w := make(abi.Where, len(q.filters))
-	for _, f := range q.filters {
+// check refuses a filter that Eq refused and a tag filtered twice, before any call.
+func (q PoolQuery[P, T]) check(op abi.Op) error {
+	for i, f := range q.filters {
 		if f.err != nil {
-			return nil, localError(op, abi.ValueError, fmt.Sprintf("pool %q: %v", q.pool, f.err))
+			return localError(op, abi.ValueError, fmt.Sprintf("pool %q: %v", q.pool, f.err))
 		}
-		if _, dup := w[f.tag]; dup {
-			return nil, localError(op, abi.ValueError, fmt.Sprintf("pool %q: tag %q is filtered twice", q.pool, f.tag))
+		for _, g := range q.filters[:i] {
+			if g.tag == f.tag {
+				return localError(op, abi.ValueError, fmt.Sprintf("pool %q: tag %q is filtered twice", q.pool, f.tag))
+			}
 		}
-		w[f.tag] = f.value
 	}
-	return w, nil
+	return nil
 }
 
 // List browses the matching live items, leased or not, without claiming any.
 func (q PoolQuery[P, T]) List() ([]Item[P, T], error) {
-	w, err := q.where(abi.OpPoolList)
-	if err != nil {
+	if err := q.check(abi.OpPoolList); err != nil {
 		return nil, err
 	}
 	var reply abi.PoolListReply
-	if err := call(abi.OpPoolList, abi.PoolListRequest{Pool: q.pool, Where: w, Limit: q.limit}, &reply); err != nil {
+	if err := send(abi.OpPoolList, func(dst []byte) []byte { return poolQueryRequest(dst, q.pool, q.filters, false, 0, q.limit) }, &reply); err != nil {
 		return nil, err
 	}
 	items := make([]Item[P, T], 0, len(reply.Items))
@@ -150,12 +172,11 @@ func (q PoolQuery[P, T]) List() ([]Item[P, T], error) {
 // error. The lease ends at the item's LeasedUntil unless released first, so a crashed
 // slot cannot keep an item.
 func (q PoolQuery[P, T]) Claim(hold time.Duration) (*Item[P, T], error) {
-	w, err := q.where(abi.OpPoolClaim)
-	if err != nil {
+	if err := q.check(abi.OpPoolClaim); err != nil {
 		return nil, err
 	}
 	var reply abi.PoolClaimReply
-	if err := call(abi.OpPoolClaim, abi.PoolClaimRequest{Pool: q.pool, Where: w, HoldMs: millis(hold)}, &reply); err != nil {
+	if err := send(abi.OpPoolClaim, func(dst []byte) []byte { return poolQueryRequest(dst, q.pool, q.filters, true, millis(hold), 0) }, &reply); err != nil {
 		return nil, err
 	}
 	if !reply.Found {
@@ -167,7 +188,7 @@ func (q PoolQuery[P, T]) Claim(hold time.Duration) (*Item[P, T], error) {
 	it, err := decodeItem[P, T](abi.OpPoolClaim, q.pool, *reply.Item)
 	if err != nil {
 		// An item we cannot read is of no use to us; give it back to the others.
-		_ = call(abi.OpPoolRelease, abi.PoolReleaseRequest{Pool: q.pool, ID: reply.Item.ID, Token: reply.Token}, nil)
+		_ = send(abi.OpPoolRelease, func(dst []byte) []byte { return poolItemRequest(dst, q.pool, reply.Item.ID, `,"token":`, reply.Token) }, noReply)
 		return nil, err
 	}
 	it.token = reply.Token
@@ -200,11 +221,11 @@ func (it *Item[P, T]) Release() error {
 	if it.token == "" {
 		return localError(abi.OpPoolRelease, abi.ValueError, fmt.Sprintf("pool %q item %s was listed, not claimed: there is no lease to release", it.pool, it.ID))
 	}
-	return call(abi.OpPoolRelease, abi.PoolReleaseRequest{Pool: it.pool, ID: it.ID, Token: it.token}, nil)
+	return send(abi.OpPoolRelease, func(dst []byte) []byte { return poolItemRequest(dst, it.pool, it.ID, `,"token":`, it.token) }, noReply)
 }
 
 // MarkBad evicts the item from the pool permanently, leased or not, for reason (an
 // expired session, a rejected cookie). ErrNotFound when it is already gone.
 func (it *Item[P, T]) MarkBad(reason string) error {
-	return call(abi.OpPoolMarkBad, abi.PoolMarkBadRequest{Pool: it.pool, ID: it.ID, Reason: reason}, nil)
+	return send(abi.OpPoolMarkBad, func(dst []byte) []byte { return poolItemRequest(dst, it.pool, it.ID, `,"reason":`, reason) }, noReply)
 }

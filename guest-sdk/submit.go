@@ -18,6 +18,6 @@ func Submit[P any](q QueueContract[P], payload P) (taskID string, err error) {
 		return "", localError(abi.OpSubmit, abi.ValueError, fmt.Sprintf("queue %q payload: %v", q.name, err))
 	}
 	var reply abi.SubmitReply
-	err = call(abi.OpSubmit, abi.SubmitRequest{Queue: q.name, Payload: b}, &reply)
+	err = send(abi.OpSubmit, func(dst []byte) []byte { return submitRequest(dst, q.name, b) }, &reply)
 	return reply.TaskID, err
 }

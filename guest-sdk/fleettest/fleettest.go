@@ -140,8 +140,9 @@ var requestTypes = map[abi.Op]func() any{
 
 // serve is the host side of one call; it runs under the SDK's transport lock.
 func (h *Host) serve(op abi.Op, req []byte) []byte {
+	req = append(json.RawMessage(nil), req...) // the SDK reuses its request buffer
 	h.mu.Lock()
-	h.calls = append(h.calls, Call{Op: op, Request: append(json.RawMessage(nil), req...)})
+	h.calls = append(h.calls, Call{Op: op, Request: req})
 	f := h.answers[op]
 	h.mu.Unlock()
 

@@ -33,7 +33,7 @@ func (r *recordingTB) cleanup() {
 }
 
 func call(op abi.Op, req string) error {
-	return hostcall.Call(op, []byte(req), func(b []byte) error { return abi.DecodeReply(b, nil) })
+	return hostcall.Call(op, func(dst []byte) []byte { return append(dst, req...) }, func(b []byte) error { return abi.DecodeReply(b, nil) })
 }
 
 func TestHost(t *testing.T) {

@@ -15,11 +15,11 @@ import (
 	"github.com/fleethost/fleet/abi"
 )
 
-// RawFunc is one host function call as the ABI defines it (abi.go): the request bytes,
-// the reply buffer the guest owns (its length is the capacity the host may fill), and the
-// result r: 0 <= r <= len(reply) when the reply envelope is reply[:r]; r > len(reply)
-// when the host kept a reply of r bytes for OpReplyFetch; abi.ResultFault when a range
-// was outside memory.
+// RawFunc is one host function call as the ABI defines it (abi.go): the request bytes
+// (reused after the call: it must not keep them), the reply buffer the guest owns (its
+// length is the capacity the host may fill), and the result r: 0 <= r <= len(reply) when
+// the reply envelope is reply[:r]; r > len(reply) when the host kept a reply of r bytes
+// for OpReplyFetch; abi.ResultFault when a range was outside memory.
 type RawFunc func(op abi.Op, req, reply []byte) int32
 
 // initialReply is the reply buffer's first capacity. Most replies (an id, a counter, a
@@ -38,15 +38,31 @@ var (
 	// answers r > len(reply), to r rounded up to a multiple of initialReply, and never
 	// shrinks.
 	reply = make([]byte, initialReply)
+	// request is the reusable request buffer, guarded by mu: each call's request is
+	// appended to it from empty. It keeps the capacity of the last request, up to
+	// maxKeptRequest, so that the hot calls make no allocation for their request.
+	request []byte
 )
 
-// Call sends one request and hands the reply envelope to decode while the reply buffer
-// is still valid (it is reused by the next call, so decode must not keep the slice).
+// maxKeptRequest is the largest request buffer kept for the next call; a larger request
+// (a big payload) is left to the garbage collector.
+const maxKeptRequest = 64 << 10
+
+// Call sends one request, which encode appends to the empty buffer it is given, and hands
+// the reply envelope to decode while the reply buffer is still valid. Both buffers are
+// reused by the next call, so neither function may keep its slice, and neither may make a
+// host call (Call holds the transport's lock).
 // An error from the transport itself (a fault, an oversized fetch) is an *abi.Error of
 // kind Internal; decode's error is returned as it is.
-func Call(op abi.Op, req []byte, decode func(envelope []byte) error) error {
+//
+//	err := hostcall.Call(abi.OpPoolSize, func(b []byte) []byte { return append(b, `{"pool":"p"}`...) }, decode)
+func Call(op abi.Op, encode func(dst []byte) []byte, decode func(envelope []byte) error) error {
 	mu.Lock()
 	defer mu.Unlock()
+	req := encode(request[:0])
+	if cap(req) <= maxKeptRequest {
+		request = req[:0]
+	}
 	r := raw(op, req, reply)
 	switch {
 	case r == abi.ResultFault:
@@ -92,6 +108,7 @@ func ReplyCap() int {
 
 // Serve returns a RawFunc that answers each call with handle's envelope and follows the
 // ABI's keep-and-fetch rule for replies that do not fit: the fake host of native tests.
+// handle must copy req to keep it.
 func Serve(handle func(op abi.Op, req []byte) []byte) RawFunc {
 	var kept []byte
 	return func(op abi.Op, req, buf []byte) int32 {

@@ -30,6 +30,11 @@ func recorder(t *testing.T, env []byte) *[]rawCall {
 	return &calls
 }
 
+// req is an encode function that appends s.
+func req(s string) func([]byte) []byte {
+	return func(dst []byte) []byte { return append(dst, s...) }
+}
+
 func resetReply(t *testing.T) {
 	t.Helper()
 	mu.Lock()
@@ -42,7 +47,7 @@ func TestCallSmallReply(t *testing.T) {
 	env := abi.EncodeOK(abi.CounterReply{Value: 7})
 	calls := recorder(t, env)
 	var got abi.CounterReply
-	err := Call(abi.OpCounterGet, []byte(`{"name":"c"}`), func(b []byte) error { return abi.DecodeReply(b, &got) })
+	err := Call(abi.OpCounterGet, req(`{"name":"c"}`), func(b []byte) error { return abi.DecodeReply(b, &got) })
 	if err != nil || got.Value != 7 {
 		t.Fatalf("Call(counter_get) = %v, %+v, want nil, value 7", err, got)
 	}
@@ -61,7 +66,7 @@ func TestCallGrowAndFetch(t *testing.T) {
 	calls := recorder(t, env)
 
 	var got abi.KVGetReply
-	err := Call(abi.OpKVGet, []byte(`{}`), func(b []byte) error { return abi.DecodeReply(b, &got) })
+	err := Call(abi.OpKVGet, req(`{}`), func(b []byte) error { return abi.DecodeReply(b, &got) })
 	if err != nil {
 		t.Fatalf("Call(kv_get) = %v, want nil", err)
 	}
@@ -84,7 +89,7 @@ func TestCallGrowAndFetch(t *testing.T) {
 
 	// The next reply of the same size fits: no fetch.
 	*calls = nil
-	if err := Call(abi.OpKVGet, []byte(`{}`), func([]byte) error { return nil }); err != nil {
+	if err := Call(abi.OpKVGet, req(`{}`), func([]byte) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if len(*calls) != 1 {
@@ -113,7 +118,7 @@ func TestCallTransportFailures(t *testing.T) {
 			resetReply(t)
 			t.Cleanup(SetRaw(tt.raw))
 			decoded := false
-			err := Call(abi.OpPoolSize, []byte(`{}`), func([]byte) error { decoded = true; return nil })
+			err := Call(abi.OpPoolSize, req(`{}`), func([]byte) error { decoded = true; return nil })
 			var ae *abi.Error
 			if !errors.As(err, &ae) || ae.Kind != abi.Internal || !strings.Contains(ae.Message, tt.want) {
 				t.Fatalf("Call = %v, want an Internal *abi.Error containing %q", err, tt.want)
@@ -136,7 +141,7 @@ func TestServeFetchWithoutKept(t *testing.T) {
 
 func TestStubOutsideWasm(t *testing.T) {
 	resetReply(t)
-	err := Call(abi.OpPoolSize, []byte(`{}`), func(b []byte) error { return abi.DecodeReply(b, nil) })
+	err := Call(abi.OpPoolSize, req(`{}`), func(b []byte) error { return abi.DecodeReply(b, nil) })
 	var ae *abi.Error
 	if !errors.As(err, &ae) || ae.Kind != abi.Internal || !strings.Contains(ae.Message, "GOOS=wasip1") {
 		t.Fatalf("Call without a host = %v, want an Internal error that names GOOS=wasip1", err)
@@ -172,5 +177,38 @@ func TestExports(t *testing.T) {
 	}
 	if big := Input(1 << 16); len(big) < 1<<16 {
 		t.Fatalf("Input(64 KiB) has %d bytes", len(big))
+	}
+}
+
+// TestCallReusesRequest: each request is appended to the same buffer from empty, except
+// after one too big to keep.
+func TestCallReusesRequest(t *testing.T) {
+	calls := recorder(t, abi.EncodeOK(abi.Empty{}))
+	var caps []int
+	send := func(n int) {
+		t.Helper()
+		err := Call(abi.OpLog, func(dst []byte) []byte {
+			if len(dst) != 0 {
+				t.Fatalf("encode was given %d bytes, want an empty buffer", len(dst))
+			}
+			caps = append(caps, cap(dst))
+			return append(dst, strings.Repeat("x", n)...)
+		}, func([]byte) error { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(100)
+	send(10)
+	if caps[1] < 100 {
+		t.Errorf("second request's buffer has cap %d, want the first's (>= 100)", caps[1])
+	}
+	send(maxKeptRequest + 1)
+	send(10)
+	if caps[3] > maxKeptRequest {
+		t.Errorf("after a %d-byte request the buffer has cap %d, want it dropped", maxKeptRequest+1, caps[3])
+	}
+	if got := (*calls)[1].req; got != strings.Repeat("x", 10) {
+		t.Errorf("second request = %q, want 10 x", got)
 	}
 }
