@@ -359,33 +359,27 @@ func (b *Backend) PoolClaim(ctx context.Context, poolName string, where primitiv
 
 // PoolRelease implements primitives.Pool.
 func (b *Backend) PoolRelease(ctx context.Context, poolName, id, token string) error {
-	if err := checkPool(poolName); err != nil {
-		return err
-	}
-	if err := b.check(); err != nil {
-		return err
-	}
-	p := b.getPool(poolName, false)
-	if p == nil {
-		return fmt.Errorf("%w: pool %q has no item %q", primitives.ErrNotFound, poolName, id)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.settle(b.clock.Now())
-	it := p.items[id]
-	if it == nil {
-		return fmt.Errorf("%w: pool %q has no item %q", primitives.ErrNotFound, poolName, id)
-	}
-	if it.token == "" || it.token != token {
-		return fmt.Errorf("%w: token does not hold item %q of pool %q (lease ended or re-claimed)", primitives.ErrConflict, id, poolName)
-	}
-	p.leases.remove(it)
-	p.makeFree(it)
-	return nil
+	return b.withItem(poolName, id, func(p *pool, it *item) error {
+		if it.token == "" || it.token != token {
+			return fmt.Errorf("%w: token does not hold item %q of pool %q (lease ended or re-claimed)", primitives.ErrConflict, id, poolName)
+		}
+		p.leases.remove(it)
+		p.makeFree(it)
+		return nil
+	})
 }
 
 // PoolMarkBad implements primitives.Pool. The reason is not kept.
 func (b *Backend) PoolMarkBad(ctx context.Context, poolName, id, reason string) error {
+	return b.withItem(poolName, id, func(p *pool, it *item) error {
+		p.drop(it)
+		return nil
+	})
+}
+
+// withItem runs fn on the live item id of the pool, under the pool's lock and after its
+// expired leases and items are settled; ErrNotFound when there is no such item.
+func (b *Backend) withItem(poolName, id string, fn func(p *pool, it *item) error) error {
 	if err := checkPool(poolName); err != nil {
 		return err
 	}
@@ -403,8 +397,7 @@ func (b *Backend) PoolMarkBad(ctx context.Context, poolName, id, reason string) 
 	if it == nil {
 		return fmt.Errorf("%w: pool %q has no item %q", primitives.ErrNotFound, poolName, id)
 	}
-	p.drop(it)
-	return nil
+	return fn(p, it)
 }
 
 // PoolSize implements primitives.Pool.
