@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 )
 
@@ -20,10 +21,10 @@ func TestDrainFinishesInFlight(t *testing.T) {
 	if got := r.events.outcomes(); got["checkpoint"] != 1 {
 		t.Fatalf("outcomes = %v, want the call in flight finished", got)
 	}
-	if got := counter(t, r.backend, "goguest:count"); got != 1 {
+	if got := testutil.Counter(t, r.backend, "goguest:count"); got != 1 {
 		t.Errorf("counter = %d, want 1", got)
 	}
-	if s := stats(t, r.backend, goQueue); s != (primitives.QueueStats{}) {
+	if s := testutil.QueueStats(t, r.backend, goQueue); s != (primitives.QueueStats{}) {
 		t.Errorf("stats = %+v, want the task acked", s)
 	}
 }
@@ -39,10 +40,10 @@ func TestDrainCutsAtTimeout(t *testing.T) {
 	r.cfg.MaxAttempts = 1 // a cut must not park even a task on its last attempt
 	h, stop := r.start()
 	submitN(t, h, 2, `{"op":"spin"}`)
-	waitFor(t, "both slots mid-call", func() bool { return stats(t, r.backend, goQueue).InFlight == 2 })
+	waitFor(t, "both slots mid-call", func() bool { return testutil.QueueStats(t, r.backend, goQueue).InFlight == 2 })
 	submitN(t, h, 3, `{"op":"incr"}`)
 	stop()
-	if s := stats(t, r.backend, goQueue); s != (primitives.QueueStats{Depth: 5}) {
+	if s := testutil.QueueStats(t, r.backend, goQueue); s != (primitives.QueueStats{Depth: 5}) {
 		t.Fatalf("stats = %+v, want depth restored to 5, nothing in flight or parked", s)
 	}
 	for _, ev := range r.events.finished() {

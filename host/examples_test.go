@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 )
 
@@ -31,13 +32,13 @@ func counterExample(t *testing.T, r *rig) {
 	}
 	waitFor(t, "200 iterations", func() bool { return len(r.events.finished()) >= 200 })
 	stop()
-	if got := counter(t, r.backend, "counter:done"); got != 200 {
+	if got := testutil.Counter(t, r.backend, "counter:done"); got != 200 {
 		t.Errorf("counter:done = %d, want 200", got)
 	}
 	if got := r.events.outcomes(); got["checkpoint"] != 200 || len(got) != 1 {
 		t.Errorf("outcomes = %v, want 200 checkpoints", got)
 	}
-	if s := stats(t, r.backend, "count"); s != (primitives.QueueStats{}) {
+	if s := testutil.QueueStats(t, r.backend, "count"); s != (primitives.QueueStats{}) {
 		t.Errorf("stats = %+v, want every task acked", s)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 )
 
@@ -34,13 +35,13 @@ func TestGoGuestCounter(t *testing.T) {
 	submitN(t, h, 200, `{"op":"incr"}`)
 	waitFor(t, "200 iterations", func() bool { return len(r.events.finished()) >= 200 })
 	stop()
-	if got := counter(t, r.backend, "goguest:count"); got != 200 {
+	if got := testutil.Counter(t, r.backend, "goguest:count"); got != 200 {
 		t.Errorf("counter = %d, want 200", got)
 	}
 	if got := r.events.outcomes(); got["checkpoint"] != 200 || len(got) != 1 {
 		t.Errorf("outcomes = %v, want 200 checkpoints", got)
 	}
-	if s := stats(t, r.backend, goQueue); s != (primitives.QueueStats{}) {
+	if s := testutil.QueueStats(t, r.backend, goQueue); s != (primitives.QueueStats{}) {
 		t.Errorf("stats = %+v, want every task acked", s)
 	}
 	slots := map[string]bool{}
@@ -69,10 +70,10 @@ func TestGoGuestRecovers(t *testing.T) {
 			if got := r.events.outcomes(); got["dead"] != 1 || got["checkpoint"] != 3 {
 				t.Fatalf("outcomes = %v, want 1 dead and 3 checkpoints", got)
 			}
-			if got := counter(t, r.backend, "goguest:count"); got != 3 {
+			if got := testutil.Counter(t, r.backend, "goguest:count"); got != 3 {
 				t.Errorf("counter = %d, want 3", got)
 			}
-			if s := stats(t, r.backend, goQueue); s.Parked != 1 || s.Depth != 0 || s.InFlight != 0 {
+			if s := testutil.QueueStats(t, r.backend, goQueue); s.Parked != 1 || s.Depth != 0 || s.InFlight != 0 {
 				t.Errorf("stats = %+v, want the dead task parked and nothing else", s)
 			}
 		})
@@ -93,7 +94,7 @@ func TestGoGuestOutcomes(t *testing.T) {
 	// The fail task's 2 releases (the second parks it) and retries past twice the budget.
 	const retries = 4 * 2
 	waitFor(t, "the fail task parked and the retry task released 8 times", func() bool {
-		return stats(t, r.backend, goQueue).Parked == 1 && r.events.outcomes()["released"] >= 1+retries
+		return testutil.QueueStats(t, r.backend, goQueue).Parked == 1 && r.events.outcomes()["released"] >= 1+retries
 	})
 	stop()
 	got := r.events.outcomes()
@@ -107,7 +108,7 @@ func TestGoGuestOutcomes(t *testing.T) {
 	if len(parked) != 1 || parked[0].LastError != "asked to fail" {
 		t.Errorf("parked = %+v, want only the fail task, with the guest's reason", parked)
 	}
-	if s := stats(t, r.backend, goQueue); s.Depth+s.InFlight != 1 {
+	if s := testutil.QueueStats(t, r.backend, goQueue); s.Depth+s.InFlight != 1 {
 		t.Errorf("stats = %+v, want the retry task still waiting, never parked", s)
 	}
 }
@@ -121,13 +122,13 @@ func TestGrantDenied(t *testing.T) {
 	r.cfg.MaxAttempts = 1
 	h, stop := r.start()
 	submitN(t, h, 1, `{"op":"incr"}`)
-	waitFor(t, "the task parked", func() bool { return stats(t, r.backend, goQueue).Parked == 1 })
+	waitFor(t, "the task parked", func() bool { return testutil.QueueStats(t, r.backend, goQueue).Parked == 1 })
 	stop()
 	parked, _ := r.backend.QueueParked(context.Background(), goQueue, 1)
 	if len(parked) != 1 || !strings.Contains(parked[0].LastError, "PermissionDenied") {
 		t.Fatalf("parked = %+v, want a PermissionDenied failure", parked)
 	}
-	if got := counter(t, r.backend, "goguest:count"); got != 0 {
+	if got := testutil.Counter(t, r.backend, "goguest:count"); got != 0 {
 		t.Errorf("counter = %d, want 0: a denied call must not reach the backend", got)
 	}
 	if !strings.Contains(r.logs.String(), "outside the grant") {
@@ -164,7 +165,7 @@ func TestSubmit(t *testing.T) {
 			t.Errorf("Submit(%s, %s) = %v, want kind %s", tt.queue, tt.payload, err, tt.kind)
 		}
 	}
-	if s := stats(t, r.backend, goQueue); s.Depth != 1 {
+	if s := testutil.QueueStats(t, r.backend, goQueue); s.Depth != 1 {
 		t.Errorf("depth = %d, want 1", s.Depth)
 	}
 }

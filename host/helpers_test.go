@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -31,30 +30,6 @@ var cacheDir = func() string {
 	}
 	return filepath.Join(os.TempDir(), "fleet-host-test", "wazero")
 }()
-
-// checkGoroutines fails the test if, once it has cleaned up, more goroutines are alive
-// than when it started (after a settle period: wazero and the runtime end theirs lazily).
-// Register it first, so that its cleanup runs last.
-func checkGoroutines(t *testing.T) {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			n := runtime.NumGoroutine()
-			if n <= before {
-				return
-			}
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				buf = buf[:runtime.Stack(buf, true)]
-				t.Errorf("goroutines: %d alive after the test, %d before\n%s", n, before, buf)
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	})
-}
 
 // logBuffer collects the host's log lines; it is dumped when a test fails.
 type logBuffer struct {
@@ -226,7 +201,7 @@ type rig struct {
 
 // newRig is a rig on the memory backend.
 func newRig(t *testing.T) *rig {
-	checkGoroutines(t)
+	testutil.CheckGoroutines(t)
 	b := memory.New(memory.Options{})
 	t.Cleanup(func() { b.Close() })
 	return rigOn(t, b)
@@ -234,7 +209,7 @@ func newRig(t *testing.T) *rig {
 
 // newRedisRig is a rig on the Redis backend, with a redis-server of its own.
 func newRedisRig(t *testing.T) *rig {
-	checkGoroutines(t)
+	testutil.CheckGoroutines(t)
 	srv := testutil.NewRedis(t)
 	b, err := fleetredis.Open(srv.URL(), fleetredis.Options{})
 	if err != nil {
@@ -299,24 +274,6 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-func stats(t *testing.T, b primitives.Backend, queue string) primitives.QueueStats {
-	t.Helper()
-	s, err := b.QueueStats(context.Background(), queue)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-func counter(t *testing.T, b primitives.Backend, name string) int64 {
-	t.Helper()
-	v, err := b.CounterGet(context.Background(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
 }
 
 func push(t *testing.T, b primitives.Backend, queue, payload string) string {

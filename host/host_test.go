@@ -12,6 +12,7 @@ import (
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/internal/testutil"
 )
 
 // TestPlugins: what an operator sees of a loaded plugin.
@@ -238,7 +239,7 @@ func TestPauseResume(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if s := stats(t, r.backend, "p-q"); s.Depth != 5 {
+	if s := testutil.QueueStats(t, r.backend, "p-q"); s.Depth != 5 {
 		t.Fatalf("a paused slot claimed: stats %+v", s)
 	}
 	if err := h.Resume("p"); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 )
 
@@ -88,7 +89,7 @@ func TestSpinDiesByDeadline(t *testing.T) {
 	if _, err := h.Submit(context.Background(), "spin-q", []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the task to be parked", func() bool { return stats(t, r.backend, "spin-q").Parked == 1 })
+	waitFor(t, "the task to be parked", func() bool { return testutil.QueueStats(t, r.backend, "spin-q").Parked == 1 })
 	stop()
 	fin := r.events.finished()
 	if len(fin) != 2 {
@@ -115,7 +116,7 @@ func TestMemoryHogDies(t *testing.T) {
 	if _, err := h.Submit(context.Background(), "hog-q", []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the task to be parked", func() bool { return stats(t, r.backend, "hog-q").Parked == 1 })
+	waitFor(t, "the task to be parked", func() bool { return testutil.QueueStats(t, r.backend, "hog-q").Parked == 1 })
 	stop()
 	if fin := r.events.finished(); len(fin) != 1 || fin[0].Outcome != "dead" || !strings.Contains(fin[0].Reason, "unreachable") {
 		t.Fatalf("iterations = %+v, want one dead by trap", fin)
@@ -138,7 +139,7 @@ func TestOutOfRangePointers(t *testing.T) {
 	if got := r.events.outcomes(); got["checkpoint"] != 3 {
 		t.Fatalf("outcomes = %v, want 3 checkpoints", got)
 	}
-	if s := stats(t, r.backend, "badptr-q"); s != (primitives.QueueStats{}) {
+	if s := testutil.QueueStats(t, r.backend, "badptr-q"); s != (primitives.QueueStats{}) {
 		t.Fatalf("stats = %+v, want all acked", s)
 	}
 }
@@ -170,7 +171,7 @@ func TestBrokenResults(t *testing.T) {
 			if _, err := h.Submit(context.Background(), "broken-q", []byte(`{}`)); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "the task to be parked", func() bool { return stats(t, r.backend, "broken-q").Parked == 1 })
+			waitFor(t, "the task to be parked", func() bool { return testutil.QueueStats(t, r.backend, "broken-q").Parked == 1 })
 			stop()
 			fin := r.events.finished()
 			if len(fin) != 3 {
@@ -181,7 +182,7 @@ func TestBrokenResults(t *testing.T) {
 					t.Errorf("iteration = %+v, want dead", ev)
 				}
 			}
-			if s := stats(t, r.backend, "broken-q"); s.Depth != 0 || s.InFlight != 0 {
+			if s := testutil.QueueStats(t, r.backend, "broken-q"); s.Depth != 0 || s.InFlight != 0 {
 				t.Errorf("stats = %+v, want nothing waiting or in flight", s)
 			}
 		})

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 )
 
@@ -17,9 +18,9 @@ func TestDrainRedis(t *testing.T) {
 	r.cfg.MaxAttempts = 1
 	h, stop := r.start()
 	submitN(t, h, 1, `{"op":"spin"}`)
-	waitFor(t, "the slot mid-call", func() bool { return stats(t, r.backend, goQueue).InFlight == 1 })
+	waitFor(t, "the slot mid-call", func() bool { return testutil.QueueStats(t, r.backend, goQueue).InFlight == 1 })
 	stop()
-	if s := stats(t, r.backend, goQueue); s != (primitives.QueueStats{Depth: 1}) {
+	if s := testutil.QueueStats(t, r.backend, goQueue); s != (primitives.QueueStats{Depth: 1}) {
 		t.Fatalf("stats = %+v, want the task back in the queue", s)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/memory"
 	"github.com/fleethost/fleet/reporter"
@@ -481,10 +482,10 @@ func TestReportWedgedPlane(t *testing.T) {
 	if got := r.events.outcomes(); got["checkpoint"] != tasks || len(got) != 1 {
 		t.Errorf("outcomes = %v, want %d checkpoints", got, tasks)
 	}
-	if got := counter(t, r.backend, "counter:done"); got != tasks {
+	if got := testutil.Counter(t, r.backend, "counter:done"); got != tasks {
 		t.Errorf("counter = %d, want %d", got, tasks)
 	}
-	if s := stats(t, r.backend, "count"); s != (primitives.QueueStats{}) {
+	if s := testutil.QueueStats(t, r.backend, "count"); s != (primitives.QueueStats{}) {
 		t.Errorf("stats = %+v, want every task acked", s)
 	}
 	if pl.requests.Load() == 0 {

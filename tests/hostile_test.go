@@ -11,6 +11,7 @@ import (
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/demosite"
+	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 )
 
@@ -228,7 +229,7 @@ type hostileRecord struct {
 func TestHostileCalls(t *testing.T) {
 	for _, kind := range backendKinds {
 		t.Run(kind, func(t *testing.T) {
-			checkGoroutines(t)
+			testutil.CheckGoroutines(t)
 			hostileCalls(t, kind)
 		})
 	}
@@ -278,7 +279,7 @@ func hostileCalls(t *testing.T, kind string) {
 	if got := ev.outcomes("hostile"); got["checkpoint"] != tasks || len(got) != 1 {
 		t.Errorf("outcomes = %v, want %d checkpoints and nothing else", got, tasks)
 	}
-	if s := queueStats(t, backend, "hostile"); s != (primitives.QueueStats{}) {
+	if s := testutil.QueueStats(t, backend, "hostile"); s != (primitives.QueueStats{}) {
 		t.Errorf("queue stats = %+v, want all zero", s)
 	}
 	read := func(key string) (hostileRecord, bool) {

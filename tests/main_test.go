@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -183,42 +182,4 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// checkGoroutines fails the test if, once it has cleaned up, more goroutines are alive
-// than when it started (after a settle period: wazero and net/http end theirs lazily).
-// Call it first, so that its cleanup runs last.
-func checkGoroutines(t *testing.T) {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(10 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				buf = buf[:runtime.Stack(buf, true)]
-				t.Errorf("goroutines: %d alive after the test, %d before\n%s", runtime.NumGoroutine(), before, buf)
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	})
-}
-
-func queueStats(t *testing.T, b primitives.Backend, queue string) primitives.QueueStats {
-	t.Helper()
-	s, err := b.QueueStats(context.Background(), queue)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-func counterValue(t *testing.T, b primitives.Backend, name string) int64 {
-	t.Helper()
-	v, err := b.CounterGet(context.Background(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
 }

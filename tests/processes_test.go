@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 	fleetredis "github.com/fleethost/fleet/primitives/redis"
 )
@@ -240,16 +241,16 @@ func TestTwoHostProcessesOneRedis(t *testing.T) {
 	stopProducer()
 
 	waitFor(t, "1,000 tasks acked", func() bool {
-		return queueStats(t, backend, "count") == (primitives.QueueStats{}) &&
-			counterValue(t, backend, "counter:done") >= tasks
+		return testutil.QueueStats(t, backend, "count") == (primitives.QueueStats{}) &&
+			testutil.Counter(t, backend, "counter:done") >= tasks
 	})
 	repA, repB := a.terminate(t), b.terminate(t)
 	t.Logf("host A: %v by slot %v; host B: %v by slot %v", repA.Outcomes, repA.Slots, repB.Outcomes, repB.Slots)
 
-	if got := counterValue(t, backend, "counter:done"); got != tasks {
+	if got := testutil.Counter(t, backend, "counter:done"); got != tasks {
 		t.Errorf("counter:done = %d, want %d", got, tasks)
 	}
-	if s := queueStats(t, backend, "count"); s != (primitives.QueueStats{}) {
+	if s := testutil.QueueStats(t, backend, "count"); s != (primitives.QueueStats{}) {
 		t.Errorf("queue stats = %+v, want depth 0, in flight 0, parked 0", s)
 	}
 	if got := repA.Outcomes["checkpoint"] + repB.Outcomes["checkpoint"]; got != tasks {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/demosite"
+	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 )
 
@@ -39,7 +40,7 @@ const (
 func TestScrapeDemoSite(t *testing.T) {
 	for _, kind := range backendKinds {
 		t.Run(kind, func(t *testing.T) {
-			checkGoroutines(t)
+			testutil.CheckGoroutines(t)
 			scrapeDemoSite(t, kind)
 		})
 	}
@@ -94,9 +95,9 @@ func scrapeDemoSite(t *testing.T, kind string) {
 		}
 	}
 	waitFor(t, "200 pages scraped and both queues empty", func() bool {
-		return counterValue(t, backend, scraperScraped) >= scrapeURLs &&
-			queueStats(t, backend, "scrape") == (primitives.QueueStats{}) &&
-			queueStats(t, backend, "harvest") == (primitives.QueueStats{})
+		return testutil.Counter(t, backend, scraperScraped) >= scrapeURLs &&
+			testutil.QueueStats(t, backend, "scrape") == (primitives.QueueStats{}) &&
+			testutil.QueueStats(t, backend, "harvest") == (primitives.QueueStats{})
 	})
 	stop()
 
@@ -110,7 +111,7 @@ func scrapeDemoSite(t *testing.T, kind string) {
 	if len(served) != scrapeURLs {
 		t.Errorf("site served %d distinct paths, want %d", len(served), scrapeURLs)
 	}
-	if got := counterValue(t, backend, scraperScraped); got != scrapeURLs {
+	if got := testutil.Counter(t, backend, scraperScraped); got != scrapeURLs {
 		t.Errorf("counter %s = %d, want %d", scraperScraped, got, scrapeURLs)
 	}
 	for i, p := range paths {
@@ -169,13 +170,13 @@ func scrapeDemoSite(t *testing.T, kind string) {
 	if got := site.MaxClearanceOverlap(); got != 1 {
 		t.Errorf("MaxClearanceOverlap = %d, want 1 (harvests of one site never overlap)", got)
 	}
-	if got := counterValue(t, backend, harvestsCounter); got != int64(harvests) {
+	if got := testutil.Counter(t, backend, harvestsCounter); got != int64(harvests) {
 		t.Errorf("counter %s = %d, site issued %d cookies", harvestsCounter, got, harvests)
 	}
 
 	// Nothing parked or left behind, and no instance died.
 	for _, q := range []string{"scrape", "harvest"} {
-		if s := queueStats(t, backend, q); s != (primitives.QueueStats{}) {
+		if s := testutil.QueueStats(t, backend, q); s != (primitives.QueueStats{}) {
 			t.Errorf("queue %s stats = %+v, want all zero", q, s)
 		}
 	}
