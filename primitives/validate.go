@@ -58,6 +58,15 @@ func CheckPositive(what string, d time.Duration) error {
 	return nil
 }
 
+// CheckClaim checks the arguments every queue claim shares: the queue's name and a
+// lease > 0.
+func CheckClaim(queue string, lease time.Duration) error {
+	if err := CheckName("queue", queue); err != nil {
+		return err
+	}
+	return CheckPositive("lease", lease)
+}
+
 // CheckValue returns ErrLimit for a value larger than MaxValueLen.
 func CheckValue(what string, v []byte) error {
 	if len(v) > MaxValueLen {

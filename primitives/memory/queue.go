@@ -192,10 +192,7 @@ func (b *Backend) QueuePush(ctx context.Context, queueName string, payload []byt
 // QueueClaim implements primitives.Queue. Tasks are claimed in the order they became
 // ready: pushed, released, requeued, or their delay or lease ended.
 func (b *Backend) QueueClaim(ctx context.Context, queueName string, lease time.Duration, maxAttempts int) (primitives.ClaimedTask, bool, error) {
-	if err := checkQueue(queueName); err != nil {
-		return primitives.ClaimedTask{}, false, err
-	}
-	if err := primitives.CheckPositive("lease", lease); err != nil {
+	if err := primitives.CheckClaim(queueName, lease); err != nil {
 		return primitives.ClaimedTask{}, false, err
 	}
 	if err := b.check(); err != nil {
@@ -207,17 +204,33 @@ func (b *Backend) QueueClaim(ctx context.Context, queueName string, lease time.D
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	now := b.clock.Now()
+	t, ok := q.claim(b.clock.Now(), lease, maxAttempts)
+	return t, ok, nil
+}
+
+// claim leases the oldest ready task at now, after settle. The caller holds q.mu.
+func (q *queue) claim(now time.Time, lease time.Duration, maxAttempts int) (primitives.ClaimedTask, bool) {
 	q.settle(now, maxAttempts)
 	t := q.ready.pop()
 	if t == nil {
-		return primitives.ClaimedTask{}, false, nil
+		return primitives.ClaimedTask{}, false
 	}
 	t.attempts++
 	t.state, t.token, t.until = inflight, newToken(), now.Add(lease)
 	q.seq++
 	q.inflight.push(t, t.until, q.seq)
-	return primitives.ClaimedTask{Task: t.export(), Token: t.token, Until: t.until}, true, nil
+	return primitives.ClaimedTask{Task: t.export(), Token: t.token, Until: t.until}, true
+}
+
+// ack completes task id if token holds it at now. The caller holds q.mu.
+func (q *queue) ack(queueName, id, token string, now time.Time) error {
+	t, err := q.holder(queueName, id, token, now)
+	if err != nil {
+		return err
+	}
+	q.inflight.remove(t)
+	delete(q.tasks, id)
+	return nil
 }
 
 // QueueAck implements primitives.Queue.
@@ -234,13 +247,30 @@ func (b *Backend) QueueAck(ctx context.Context, queueName, id, token string) err
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	t, err := q.holder(queueName, id, token, b.clock.Now())
-	if err != nil {
-		return err
+	return q.ack(queueName, id, token, b.clock.Now())
+}
+
+// QueueAckClaim implements primitives.Queue: the ack and the claim under one lock, at
+// one instant.
+func (b *Backend) QueueAckClaim(ctx context.Context, queueName, id, token string, lease time.Duration, maxAttempts int) (primitives.ClaimedTask, bool, error) {
+	if err := primitives.CheckClaim(queueName, lease); err != nil {
+		return primitives.ClaimedTask{}, false, err
 	}
-	q.inflight.remove(t)
-	delete(q.tasks, id)
-	return nil
+	if err := b.check(); err != nil {
+		return primitives.ClaimedTask{}, false, err
+	}
+	q := b.getQueue(queueName, false)
+	if q == nil {
+		return primitives.ClaimedTask{}, false, notFound(queueName, id)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := b.clock.Now()
+	if err := q.ack(queueName, id, token, now); err != nil {
+		return primitives.ClaimedTask{}, false, err
+	}
+	t, ok := q.claim(now, lease, maxAttempts)
+	return t, ok, nil
 }
 
 // QueueRelease implements primitives.Queue. A refunded release (r.Refund) gives the

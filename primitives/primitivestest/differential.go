@@ -282,12 +282,12 @@ func (d *differ) one() {
 			return fmt.Sprint(ok, kind(err))
 		})
 		d.same(fmt.Sprintf("QueueClaim(%q, %d)", queue, maxAttempts), ra, rb)
-	case op < 90: // QueueAck or QueueRelease of a held task
+	case op < 90: // QueueAck, QueueAckClaim or QueueRelease of a held task
 		if len(A.held) == 0 || len(A.held) != len(B.held) {
 			return
 		}
 		i, queue, wrong := d.r.IntN(len(A.held)), d.name("q"), d.r.IntN(5) == 0
-		release := d.r.IntN(2) == 0
+		how := []string{"Release", "Ack", "AckClaim"}[d.r.IntN(3)]
 		r := primitives.Retry{Reason: "step " + strconv.Itoa(d.step), Delay: []time.Duration{0, time.Hour}[d.r.IntN(2)], MaxAttempts: d.r.IntN(4), Refund: d.r.IntN(3) == 0}
 		ra, rb := both(func(s *side) any {
 			c := s.held[i]
@@ -296,18 +296,26 @@ func (d *differ) one() {
 				token = "wrong-token"
 			}
 			var res string
-			if release {
+			switch how {
+			case "Release":
 				parked, err := s.b.QueueRelease(ctx, queue, c.ID, token, r)
 				res = fmt.Sprint(parked, kind(err))
-			} else {
+			case "Ack":
 				res = kind(s.b.QueueAck(ctx, queue, c.ID, token))
+			case "AckClaim":
+				next, ok, err := s.b.QueueAckClaim(ctx, queue, c.ID, token, time.Hour, r.MaxAttempts)
+				res = fmt.Sprint(ok, kind(err))
+				if ok {
+					s.held = append(s.held, next)
+					res += fmt.Sprintf(", next task %s attempts %d error %q", next.Payload, next.Attempts, next.LastError)
+				}
 			}
 			if !wrong {
 				s.held = slices.Delete(s.held, i, i+1)
 			}
 			return fmt.Sprintf("task %s: %s", c.Payload, res)
 		})
-		d.same(fmt.Sprintf("QueueRelease=%v/Ack(%q, held %d, wrong token %v, %+v)", release, queue, i, wrong, r), ra, rb)
+		d.same(fmt.Sprintf("Queue%s(%q, held %d, wrong token %v, %+v)", how, queue, i, wrong, r), ra, rb)
 	case op < 95: // QueueStats and QueueParked
 		queue := d.name("q")
 		ra, rb := both(func(s *side) any {

@@ -151,6 +151,10 @@ func RunUnavailable(t *testing.T, newDeadBackend func(t *testing.T) primitives.B
 		{"QueueAck", func(ctx context.Context, b primitives.Backend) error {
 			return b.QueueAck(ctx, "q", "no-such-id", "no-such-token")
 		}},
+		{"QueueAckClaim", func(ctx context.Context, b primitives.Backend) error {
+			_, _, err := b.QueueAckClaim(ctx, "q", "no-such-id", "no-such-token", time.Second, 3)
+			return err
+		}},
 		{"QueueRelease", func(ctx context.Context, b primitives.Backend) error {
 			_, err := b.QueueRelease(ctx, "q", "no-such-id", "no-such-token", primitives.Retry{Reason: "x"})
 			return err

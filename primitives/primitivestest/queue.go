@@ -24,6 +24,9 @@ var queueTests = []subtest{
 	{"FIFO", testQueueFIFO},
 	{"ClaimIsExclusive", testQueueClaimHammer},
 	{"QueuesAreIsolated", testQueuesAreIsolated},
+	{"AckClaim", testQueueAckClaim},
+	{"AckClaimRefusedClaimsNothing", testQueueAckClaimRefused},
+	{"AckClaimSettlesExpiredLeases", testQueueAckClaimSettles},
 }
 
 func push(t *testing.T, b primitives.Backend, queue, payload string) string {
@@ -466,4 +469,100 @@ func testQueuesAreIsolated(t *testing.T, b primitives.Backend) {
 		t.Errorf("CounterGet(a) = %d, %v; want 0, nil", n, err)
 	}
 	ack(t, b, "a", c)
+}
+
+func ackClaim(t *testing.T, b primitives.Backend, queue string, c primitives.ClaimedTask, lease time.Duration, maxAttempts int) (primitives.ClaimedTask, bool) {
+	t.Helper()
+	next, ok, err := b.QueueAckClaim(t.Context(), queue, c.ID, c.Token, lease, maxAttempts)
+	noErr(t, fmt.Sprintf("QueueAckClaim(%q, %q)", queue, c.ID), err)
+	if ok && (next.ID == "" || next.Token == "") {
+		t.Fatalf("QueueAckClaim(%q) = task with id %q token %q, want both set", queue, next.ID, next.Token)
+	}
+	return next, ok
+}
+
+// testQueueAckClaim works a queue the way a consumer loop does: claim once, then ack
+// each task and claim the next in one step, in FIFO order, until nothing is left.
+func testQueueAckClaim(t *testing.T, b primitives.Backend) {
+	const lease = time.Minute
+	var ids []string
+	for i := range 3 {
+		ids = append(ids, push(t, b, "q", fmt.Sprint(i)))
+	}
+	c := mustQClaim(t, b, "q", lease, 3)
+	for i, id := range ids {
+		if c.ID != id || string(c.Payload) != fmt.Sprint(i) || c.Attempts != 1 {
+			t.Fatalf("task %d = id %q payload %s attempts %d, want %q %d 1", i, c.ID, c.Payload, c.Attempts, id, i)
+		}
+		wantQStats(t, b, "q", primitives.QueueStats{Depth: len(ids) - i - 1, InFlight: 1})
+		before := time.Now()
+		next, ok := ackClaim(t, b, "q", c, lease, 3)
+		after := time.Now()
+		if last := i == len(ids)-1; ok == last {
+			t.Fatalf("QueueAckClaim after task %d: claimed %v, want %v", i, ok, !last)
+		}
+		if ok {
+			timeIn(t, "ClaimedTask.Until", next.Until, before.Add(lease), after.Add(lease))
+			if next.Token == c.Token {
+				t.Errorf("QueueAckClaim reused the token %q of the acked claim", c.Token)
+			}
+		}
+		wantErr(t, "QueueAck(acked by QueueAckClaim)", b.QueueAck(t.Context(), "q", c.ID, c.Token), primitives.ErrNotFound)
+		c = next
+	}
+	wantQStats(t, b, "q", primitives.QueueStats{})
+}
+
+// testQueueAckClaimRefused: an ack that does not hold (stale token, unknown task, lease
+// ended) is the ack's error, and the ready task stays where it was.
+func testQueueAckClaimRefused(t *testing.T, b primitives.Backend) {
+	const lease = 150 * time.Millisecond
+	push(t, b, "q", `1`)
+	c := mustQClaim(t, b, "q", lease, 0)
+	waiting := push(t, b, "q", `2`)
+	refused := func(what, id, token string, want error) {
+		t.Helper()
+		next, ok, err := b.QueueAckClaim(t.Context(), "q", id, token, time.Minute, 0)
+		wantErr(t, "QueueAckClaim("+what+")", err, want)
+		if ok {
+			t.Errorf("QueueAckClaim(%s) claimed task %q, want nothing", what, next.ID)
+		}
+	}
+	refused("wrong token", c.ID, "not-the-token", primitives.ErrConflict)
+	refused("unknown task", "no-such-id", c.Token, primitives.ErrNotFound)
+	wantQStats(t, b, "q", primitives.QueueStats{Depth: 1, InFlight: 1})
+	time.Sleep(lease + 100*time.Millisecond)
+	refused("lease ended", c.ID, c.Token, primitives.ErrConflict)
+	// Both are still there to claim (the expired one goes back in line when a claim
+	// settles it).
+	got := map[string]bool{}
+	for range 2 {
+		got[mustQClaim(t, b, "q", time.Minute, 0).ID] = true
+	}
+	if !got[c.ID] || !got[waiting] {
+		t.Errorf("claims after the refusals got %v, want %q and %q", got, c.ID, waiting)
+	}
+	_, _, err := b.QueueAckClaim(t.Context(), "q", c.ID, c.Token, 0, 0)
+	wantErr(t, "QueueAckClaim(lease 0)", err, primitives.ErrInvalid)
+}
+
+// testQueueAckClaimSettles: the claim half returns expired leases to the queue and parks
+// those out of attempts, as QueueClaim does.
+func testQueueAckClaimSettles(t *testing.T, b primitives.Backend) {
+	const short = 150 * time.Millisecond
+	expired := push(t, b, "q", `"expires"`)
+	if e := mustQClaim(t, b, "q", short, 1); e.ID != expired { // attempt 1 of 1: its expiry parks it
+		t.Fatalf("QueueClaim = %q, want %q", e.ID, expired)
+	}
+	push(t, b, "q", `"worked"`)
+	w := mustQClaim(t, b, "q", time.Minute, 1)
+	time.Sleep(short + 100*time.Millisecond)
+	if next, ok := ackClaim(t, b, "q", w, time.Minute, 1); ok {
+		t.Errorf("QueueAckClaim claimed %q (%s), want nothing: the expired task is out of attempts", next.ID, next.Payload)
+	}
+	parked := parkedTasks(t, b, "q", 10)
+	if len(parked) != 1 || parked[0].ID != expired || parked[0].LastError != "lease expired" {
+		t.Errorf("QueueParked = %+v, want task %q with error \"lease expired\"", parked, expired)
+	}
+	wantQStats(t, b, "q", primitives.QueueStats{Parked: 1})
 }

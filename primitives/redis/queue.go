@@ -77,47 +77,55 @@ func (b *Backend) QueuePush(ctx context.Context, queue string, payload []byte) (
 	return id, nil
 }
 
-// queueClaimCmd leases the oldest ready task. First it moves the delayed tasks that
-// are due to the back of the ready list, and the tasks whose lease expired too, or to
-// parked (error "lease expired") when their attempts reached maxAttempts.
+// luaClaim defines claim(now, lease, maxAttempts, token), which leases the oldest ready
+// task. First it moves the delayed tasks that are due to the back of the ready list, and
+// the tasks whose lease expired too, or to parked (error "lease expired") when their
+// attempts reached maxAttempts (<= 0 never parks).
+//
+// It returns {0} when nothing is ready, or {1, id, payload, attempts, enqueued, error}:
+// the task now leased (attempts counts this claim; error is "" when no attempt failed).
+const luaClaim = `
+local function claim(now, lease, maxAttempts, token)
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now)) do
+    redis.call('ZREM', DELAYED, id)
+    redis.call('RPUSH', READY, id)
+  end
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', INFLIGHT, '-inf', now)) do
+    redis.call('ZREM', INFLIGHT, id)
+    local attempts = tonumber(redis.call('HGET', task_key(id), 'attempts'))
+    if attempts then
+      if maxAttempts > 0 and attempts >= maxAttempts then
+        park(id, '` + leaseExpired + `')
+      else
+        redis.call('HSET', task_key(id), 'error', '` + leaseExpired + `')
+        redis.call('HDEL', task_key(id), 'token', 'until')
+        redis.call('RPUSH', READY, id)
+      end
+    end
+  end
+  local id, f
+  repeat
+    id = redis.call('LPOP', READY)
+    if not id then return {0} end
+    f = redis.call('HMGET', task_key(id), 'payload', 'enqueued', 'error', 'attempts')
+  until f[1]
+  local attempts, deadline = tonumber(f[4]) + 1, now + lease
+  redis.call('HSET', task_key(id), 'attempts', attempts, 'token', token, 'until', deadline)
+  redis.call('ZADD', INFLIGHT, deadline, id)
+  return {1, id, f[1], attempts, tonumber(f[2]), f[3] or ''}
+end
+`
+
+// queueClaimCmd leases the oldest ready task (luaClaim).
 //
 //	KEYS[1..5] -> the queue's keys (luaQueue)
 //	ARGV[1]    -> lease in ms
 //	ARGV[2]    -> maxAttempts; <= 0 never parks
 //	ARGV[3]    -> lease token (fresh, from Go)
 //
-// Output: {0} nothing ready;
-// {1, id, payload, attempts, enqueued, error} the task now leased (attempts counts
-// this claim; error is "" when no attempt failed).
-var queueClaimCmd = goredis.NewScript(luaQueue + `
-local now, maxAttempts = now_ms(), tonumber(ARGV[2])
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now)) do
-  redis.call('ZREM', DELAYED, id)
-  redis.call('RPUSH', READY, id)
-end
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', INFLIGHT, '-inf', now)) do
-  redis.call('ZREM', INFLIGHT, id)
-  local attempts = tonumber(redis.call('HGET', task_key(id), 'attempts'))
-  if attempts then
-    if maxAttempts > 0 and attempts >= maxAttempts then
-      park(id, '` + leaseExpired + `')
-    else
-      redis.call('HSET', task_key(id), 'error', '` + leaseExpired + `')
-      redis.call('HDEL', task_key(id), 'token', 'until')
-      redis.call('RPUSH', READY, id)
-    end
-  end
-end
-local id, f
-repeat
-  id = redis.call('LPOP', READY)
-  if not id then return {0} end
-  f = redis.call('HMGET', task_key(id), 'payload', 'enqueued', 'error', 'attempts')
-until f[1]
-local attempts, deadline = tonumber(f[4]) + 1, now + tonumber(ARGV[1])
-redis.call('HSET', task_key(id), 'attempts', attempts, 'token', ARGV[3], 'until', deadline)
-redis.call('ZADD', INFLIGHT, deadline, id)
-return {1, id, f[1], attempts, tonumber(f[2]), f[3] or ''}
+// Output: claim's.
+var queueClaimCmd = goredis.NewScript(luaQueue + luaClaim + `
+return claim(now_ms(), tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3])
 `)
 
 // QueueClaim leases the oldest ready task of queue for lease. Before it looks it
@@ -125,10 +133,7 @@ return {1, id, f[1], attempts, tonumber(f[2]), f[3] or ''}
 // (maxAttempts <= 0 never parks) with the error "lease expired". ok is false when
 // nothing is ready.
 func (b *Backend) QueueClaim(ctx context.Context, queue string, lease time.Duration, maxAttempts int) (primitives.ClaimedTask, bool, error) {
-	if err := primitives.CheckName("queue", queue); err != nil {
-		return primitives.ClaimedTask{}, false, err
-	}
-	if err := primitives.CheckPositive("lease", lease); err != nil {
+	if err := primitives.CheckClaim(queue, lease); err != nil {
 		return primitives.ClaimedTask{}, false, err
 	}
 	token := newToken()
@@ -139,7 +144,13 @@ func (b *Backend) QueueClaim(ctx context.Context, queue string, lease time.Durat
 	if err != nil {
 		return primitives.ClaimedTask{}, false, b.scriptFail(ctx, "queue claim", queue, err)
 	}
-	a, err := replyArray("queue claim", v, 1)
+	return claimedFromReply("queue claim", v, token, start.Add(lease))
+}
+
+// claimedFromReply reads the reply of luaClaim's claim: the task leased with token
+// until until, or ok false.
+func claimedFromReply(op string, v any, token string, until time.Time) (primitives.ClaimedTask, bool, error) {
+	a, err := replyArray(op, v, 1)
 	if err != nil {
 		return primitives.ClaimedTask{}, false, err
 	}
@@ -147,13 +158,13 @@ func (b *Backend) QueueClaim(ctx context.Context, queue string, lease time.Durat
 	case code == codeNone && len(a) == 1:
 		return primitives.ClaimedTask{}, false, nil
 	case code == codeOK && len(a) == 6:
-		t, err := taskFromReply("queue claim", a[1:])
+		t, err := taskFromReply(op, a[1:])
 		if err != nil {
 			return primitives.ClaimedTask{}, false, err
 		}
-		return primitives.ClaimedTask{Task: t, Token: token, Until: start.Add(lease)}, true, nil
+		return primitives.ClaimedTask{Task: t, Token: token, Until: until}, true, nil
 	}
-	return primitives.ClaimedTask{}, false, replyError("queue claim", v)
+	return primitives.ClaimedTask{}, false, replyError(op, v)
 }
 
 // taskFromReply reads id, payload, attempts, enqueued, error from a script reply.
@@ -176,21 +187,28 @@ func taskFromReply(op string, a []any) (primitives.Task, error) {
 	}, nil
 }
 
-// queueAckCmd completes a claimed task, if the token still holds it.
+// luaAck defines ack(id, token, now), which completes a claimed task if token still
+// holds it: 1 done, the task is gone; -1 no such task; -2 the token does not hold it
+// (another claim, or the lease expired).
+const luaAck = `
+local function ack(id, token, now)
+  local h = holds(id, token, now)
+  if h ~= 1 then return h end
+  redis.call('ZREM', INFLIGHT, id)
+  redis.call('DEL', task_key(id))
+  return 1
+end
+`
+
+// queueAckCmd completes a claimed task (luaAck).
 //
 //	KEYS[1..5] -> the queue's keys (luaQueue)
 //	ARGV[1]    -> task id
 //	ARGV[2]    -> lease token
 //
-// Output: 1 done, the task is gone; -1 no such task; -2 the token does not hold it
-// (another claim, or the lease expired).
-var queueAckCmd = goredis.NewScript(luaQueue + `
-local id = ARGV[1]
-local h = holds(id, ARGV[2], now_ms())
-if h ~= 1 then return h end
-redis.call('ZREM', INFLIGHT, id)
-redis.call('DEL', task_key(id))
-return 1
+// Output: ack's.
+var queueAckCmd = goredis.NewScript(luaQueue + luaAck + `
+return ack(ARGV[1], ARGV[2], now_ms())
 `)
 
 // QueueAck completes task id of queue, claimed with token, and deletes it. ErrConflict
@@ -210,6 +228,46 @@ func (b *Backend) QueueAck(ctx context.Context, queue, id, token string) error {
 		return nil
 	}
 	return taskError("queue ack", queue, id, v)
+}
+
+// queueAckClaimCmd acks a task (luaAck) and, when the ack held, claims the next one
+// (luaClaim) at the same instant: one round trip per task for a busy consumer.
+//
+//	KEYS[1..5] -> the queue's keys (luaQueue)
+//	ARGV[1]    -> task id to ack
+//	ARGV[2]    -> its lease token
+//	ARGV[3]    -> lease of the next claim, in ms
+//	ARGV[4]    -> maxAttempts; <= 0 never parks
+//	ARGV[5]    -> the next claim's lease token (fresh, from Go)
+//
+// Output: {-1} or {-2} as ack's, nothing claimed; otherwise claim's.
+var queueAckClaimCmd = goredis.NewScript(luaQueue + luaAck + luaClaim + `
+local now = now_ms()
+local h = ack(ARGV[1], ARGV[2], now)
+if h ~= 1 then return {h} end
+return claim(now, tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5])
+`)
+
+// QueueAckClaim acks task id of queue as QueueAck does and, when the ack holds, claims
+// the next task as QueueClaim does, in one script. On an ack error nothing is claimed.
+func (b *Backend) QueueAckClaim(ctx context.Context, queue, id, token string, lease time.Duration, maxAttempts int) (primitives.ClaimedTask, bool, error) {
+	if err := primitives.CheckClaim(queue, lease); err != nil {
+		return primitives.ClaimedTask{}, false, err
+	}
+	next := newToken()
+	start := time.Now()
+	ctx, cancel := b.call(ctx)
+	defer cancel()
+	v, err := queueAckClaimCmd.Run(ctx, b.client, queueScriptKeys(queue), id, token, ms(lease), maxAttempts, next).Result()
+	if err != nil {
+		return primitives.ClaimedTask{}, false, b.scriptFail(ctx, "queue ack-claim", queue, err)
+	}
+	if a, ok := v.([]any); ok && len(a) == 1 {
+		if code, _ := a[0].(int64); code == codeNotFound || code == codeConflict {
+			return primitives.ClaimedTask{}, false, taskError("queue ack-claim", queue, id, code)
+		}
+	}
+	return claimedFromReply("queue ack-claim", v, next, start.Add(lease))
 }
 
 // taskError is the error of an ack or release script that did not return 1.

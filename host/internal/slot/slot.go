@@ -134,12 +134,25 @@ func (s *Slot) Run(soft, hard context.Context) {
 		}
 		s.emit(Event{Kind: EventStopped})
 	}()
+	// next is the task that the last ack claimed in the same round trip
+	// (QueueAckClaim), to work in the next iteration; ok when there is one.
+	var next primitives.ClaimedTask
+	var haveNext bool
+	defer func() {
+		if haveNext {
+			s.handBack(hard, next)
+		}
+	}()
 	for {
 		if soft.Err() != nil {
 			s.setState(EventDraining)
 			return
 		}
 		if s.p.Paused() {
+			if haveNext {
+				s.handBack(hard, next)
+				haveNext = false
+			}
 			// Said on every poll, like idle: a paused slot's presence stays fresh.
 			s.emit(Event{Kind: EventDraining})
 			s.state = EventDraining
@@ -163,21 +176,26 @@ func (s *Slot) Run(soft, hard context.Context) {
 		if s.p.Mode == abi.ModeLoop {
 			it, wait = s.tickOnce(hard)
 		} else {
-			t, ok, err := s.p.Backend.QueueClaim(soft, s.p.Queue, s.p.Lease, s.p.MaxAttempts)
-			if err != nil {
-				if soft.Err() == nil {
-					s.claimFailed(err)
-				}
-				sleep(soft, s.p.Poll)
-				continue
-			}
+			t, ok := next, haveNext
+			haveNext = false
 			if !ok {
-				s.emit(Event{Kind: EventIdle})
-				s.state = EventIdle
-				sleep(soft, s.p.Poll)
-				continue
+				var err error
+				t, ok, err = s.p.Backend.QueueClaim(soft, s.p.Queue, s.p.Lease, s.p.MaxAttempts)
+				if err != nil {
+					if soft.Err() == nil {
+						s.claimFailed(err)
+					}
+					sleep(soft, s.p.Poll)
+					continue
+				}
+				if !ok {
+					s.emit(Event{Kind: EventIdle})
+					s.state = EventIdle
+					sleep(soft, s.p.Poll)
+					continue
+				}
 			}
-			it = s.handleOnce(hard, t)
+			it, next, haveNext = s.handleOnce(soft, hard, t)
 		}
 		if it.Outcome == OutcomeDead {
 			s.deaths++
@@ -223,11 +241,24 @@ func (s *Slot) backoff() time.Duration {
 	return min(d, s.p.BackoffMax)
 }
 
-// handleOnce works one claimed task to its outcome.
-func (s *Slot) handleOnce(hard context.Context, t primitives.ClaimedTask) Iteration {
+// handBack returns a task that was claimed but never started (the slot is draining or
+// paused) to its queue at once, with its attempt refunded.
+func (s *Slot) handBack(hard context.Context, t primitives.ClaimedTask) {
+	settle, cancel := context.WithTimeout(context.WithoutCancel(hard), settleTimeout)
+	defer cancel()
+	r := primitives.Retry{Reason: "handed back unstarted: the slot is draining or paused", Refund: true}
+	if _, err := s.p.Backend.QueueRelease(settle, s.p.Queue, t.ID, t.Token, r); err != nil {
+		s.p.Log.Warn("slot: handing back an unstarted task failed; its lease will expire instead", "slot", s.p.Name, "task", t.ID, "err", err)
+	}
+}
+
+// handleOnce works one claimed task to its outcome. When the guest is done and soft
+// still runs and the slot is not paused, the ack claims the slot's next task in the same
+// round trip, which handleOnce returns (ok true) for the next iteration.
+func (s *Slot) handleOnce(soft, hard context.Context, t primitives.ClaimedTask) (it Iteration, next primitives.ClaimedTask, ok bool) {
 	s.n++
 	start := time.Now()
-	it := Iteration{TaskID: t.ID, Phases: []string{"handle"}}
+	it = Iteration{TaskID: t.ID, Phases: []string{"handle"}}
 	s.emit(Event{Kind: EventWorking, N: s.n, TaskID: t.ID, Phase: "handle"})
 	s.state = EventWorking
 
@@ -278,7 +309,13 @@ func (s *Slot) handleOnce(hard context.Context, t primitives.ClaimedTask) Iterat
 		case abi.OutcomeDone:
 			it.Phases = append(it.Phases, "ack")
 			s.emit(Event{Kind: EventWorking, N: s.n, TaskID: t.ID, Phase: "ack"})
-			if err := s.p.Backend.QueueAck(settle, s.p.Queue, t.ID, t.Token); err != nil {
+			var err error
+			if soft.Err() == nil && !s.p.Paused() {
+				next, ok, err = s.p.Backend.QueueAckClaim(settle, s.p.Queue, t.ID, t.Token, s.p.Lease, s.p.MaxAttempts)
+			} else {
+				err = s.p.Backend.QueueAck(settle, s.p.Queue, t.ID, t.Token)
+			}
+			if err != nil {
 				s.p.Log.Warn("slot: ack failed; the task may run again", "slot", s.p.Name, "task", t.ID, "err", err)
 			}
 			it.Outcome = OutcomeCheckpoint
@@ -295,7 +332,7 @@ func (s *Slot) handleOnce(hard context.Context, t primitives.ClaimedTask) Iterat
 		}
 	}
 	it.Duration = time.Since(start)
-	return it
+	return it, next, ok
 }
 
 // tickOnce runs one loop step and says how long to wait before the next: Poll after

@@ -443,3 +443,71 @@ func TestBackendDown(t *testing.T) {
 		t.Errorf("stats = %+v, want the task done once the backend is back", s)
 	}
 }
+
+// claimCounter counts the claims a slot makes, alone and with an ack.
+type claimCounter struct {
+	primitives.Backend
+	claims, ackClaims atomic.Int64
+}
+
+func (c *claimCounter) QueueClaim(ctx context.Context, queue string, lease time.Duration, maxAttempts int) (primitives.ClaimedTask, bool, error) {
+	c.claims.Add(1)
+	return c.Backend.QueueClaim(ctx, queue, lease, maxAttempts)
+}
+
+func (c *claimCounter) QueueAckClaim(ctx context.Context, queue, id, token string, lease time.Duration, maxAttempts int) (primitives.ClaimedTask, bool, error) {
+	c.ackClaims.Add(1)
+	return c.Backend.QueueAckClaim(ctx, queue, id, token, lease, maxAttempts)
+}
+
+// TestAckClaimsNext: a busy slot acks each task and claims the next in one call, so a
+// run of tasks costs one backend round trip per task, plus the first claim.
+func TestAckClaimsNext(t *testing.T) {
+	h := newHarness(t, func(context.Context, abi.HandleInput) ([]byte, error) {
+		return result(abi.HandleResult{Outcome: abi.OutcomeDone}), nil
+	})
+	counter := &claimCounter{Backend: h.b}
+	h.params.Backend = counter
+	for range 5 {
+		h.push(`{}`)
+	}
+	h.run(func() bool { return len(h.finished()) == 5 })
+	if s := h.stats(); s != (primitives.QueueStats{}) {
+		t.Errorf("stats = %+v, want every task acked", s)
+	}
+	// The first claim finds task 1; each ack claims the next; the fifth ack finds
+	// nothing, and the slot polls with plain claims from then on.
+	if n := counter.ackClaims.Load(); n != 5 {
+		t.Errorf("QueueAckClaim calls = %d, want 5 (one per task)", n)
+	}
+	if n := counter.claims.Load(); n < 1 {
+		t.Errorf("QueueClaim calls = %d, want at least the first", n)
+	}
+	for i, it := range h.finished() {
+		if it.Outcome != OutcomeCheckpoint {
+			t.Errorf("iteration %d = %+v, want a checkpoint", i, it)
+		}
+	}
+}
+
+// TestPauseHandsBackClaimedNext: a task that an ack claimed for the next iteration goes
+// back to the queue, its attempt refunded, when the slot is paused before starting it.
+func TestPauseHandsBackClaimedNext(t *testing.T) {
+	h := newHarness(t, func(context.Context, abi.HandleInput) ([]byte, error) {
+		return result(abi.HandleResult{Outcome: abi.OutcomeDone}), nil
+	})
+	counter := &claimCounter{Backend: h.b}
+	h.params.Backend = counter
+	h.params.Paused = func() bool { return counter.ackClaims.Load() > 0 } // paused right after the first ack
+	h.push(`"first"`)
+	h.push(`"second"`)
+	// While the slot stays paused (and runs), the second task is back in the queue.
+	h.run(func() bool { return len(h.finished()) == 1 && h.stats() == primitives.QueueStats{Depth: 1} })
+	if fin := h.finished(); len(fin) != 1 {
+		t.Fatalf("iterations = %+v, want only the first task worked", fin)
+	}
+	c, ok, err := h.b.QueueClaim(context.Background(), "q", time.Minute, 3)
+	if err != nil || !ok || string(c.Payload) != `"second"` || c.Attempts != 1 {
+		t.Errorf("QueueClaim after the pause = %+v, %v, %v; want the second task at attempt 1 (the unstarted claim refunded)", c, ok, err)
+	}
+}
