@@ -156,6 +156,23 @@ func TestDecodeHandleResult(t *testing.T) {
 	}
 }
 
+// TestDoneResult: the constant is json.Marshal's HandleResult{Outcome: done}, and
+// DecodeHandleResult's shortcut for it reads what the decoder reads.
+func TestDoneResult(t *testing.T) {
+	b, err := json.Marshal(HandleResult{Outcome: OutcomeDone})
+	if err != nil || string(b) != DoneResult {
+		t.Fatalf("json.Marshal(done) = %s, %v; DoneResult = %s", b, err, DoneResult)
+	}
+	var slow HandleResult
+	if e := DecodeRequest([]byte(DoneResult), &slow); e != nil {
+		t.Fatal(e)
+	}
+	fast, err := DecodeHandleResult([]byte(DoneResult))
+	if err != nil || fast != slow {
+		t.Errorf("DecodeHandleResult(%s) = %+v, %v; the decoder reads %+v", DoneResult, fast, err, slow)
+	}
+}
+
 func ExampleDecodeRequest() {
 	var req KVGetRequest
 	err := DecodeRequest([]byte(`{"namespace":"warmup","kee":"last"}`), &req)

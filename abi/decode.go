@@ -68,6 +68,9 @@ func DecodeDescribe(b []byte) (*Describe, error) {
 
 // DecodeHandleResult parses what fleet_handle or fleet_tick returned.
 func DecodeHandleResult(b []byte) (HandleResult, error) {
+	if string(b) == DoneResult {
+		return HandleResult{Outcome: OutcomeDone}, nil
+	}
 	var r HandleResult
 	if e := DecodeRequest(b, &r); e != nil {
 		return r, fmt.Errorf("abi: handle result: %s", e.Message)

@@ -284,6 +284,11 @@ const (
 	OutcomeFail  = "fail"  // the attempt failed with Reason: hand it back, or park it once its attempts are spent
 )
 
+// DoneResult is a plain done result, as json.Marshal writes HandleResult{Outcome:
+// OutcomeDone}: the most common result of all, which the guest SDK writes as this
+// constant and the host reads without a decoder.
+const DoneResult = `{"outcome":"done"}`
+
 // HandleResult is what fleet_handle and fleet_tick return.
 type HandleResult struct {
 	Outcome      string `json:"outcome"`

@@ -136,7 +136,7 @@ func submitRequest(dst []byte, queue string, payload []byte) []byte {
 }
 
 // doneResult is the result of Done(), which never changes.
-var doneResult = []byte(`{"outcome":"done"}`)
+var doneResult = []byte(abi.DoneResult)
 
 // encodeResult writes r as json.Marshal writes its abi.HandleResult.
 func encodeResult(r Result) []byte {
