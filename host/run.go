@@ -61,11 +61,20 @@ func (h *Host) Run(ctx context.Context) error {
 	// after DrainTimeout, cut() kills calls still running -> slots release their tasks
 	// and close their instances -> wg.Wait -> every slot's reporter closed with its
 	// stopping beacon, all at once (each slot's last POST) -> Run returns. Close comes after.
+	// Each batch plugin's slots claim and ack through one Pump, which outlives them: it
+	// stops after the last slot has returned.
+	pumpCtx, stopPumps := context.WithCancel(context.WithoutCancel(ctx))
+	var pumps sync.WaitGroup
 	var wg sync.WaitGroup
 	total := 0
 	for _, p := range h.plugins {
+		var pump *slot.Pump
+		if p.desc.Consumes != nil {
+			pump = slot.NewPump(h.cfg.Backend, p.desc.Consumes.Name, p.lease, h.cfg.MaxAttempts)
+			pumps.Go(func() { pump.Run(pumpCtx) })
+		}
 		for i := range p.slots {
-			s := slot.New(h.slotParams(p, i, h.tel.slot(h.cfg, p, i)))
+			s := slot.New(h.slotParams(p, i, pump, h.tel.slot(h.cfg, p, i)))
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -91,13 +100,16 @@ func (h *Host) Run(ctx context.Context) error {
 		cut()
 		<-done
 	}
+	stopPumps()
+	pumps.Wait()
 	h.cfg.Logger.Info("host: drained")
 	h.tel.stop()
 	return nil
 }
 
-// slotParams configures slot i of p; rep, when not nil, reports it to the plane.
-func (h *Host) slotParams(p *plugin, i int, rep *slotReport) slot.Params {
+// slotParams configures slot i of p, whose claims go through pump (batch plugins); rep,
+// when not nil, reports it to the plane.
+func (h *Host) slotParams(p *plugin, i int, pump *slot.Pump, rep *slotReport) slot.Params {
 	name := fmt.Sprintf("%s/%d", p.info.Type, i)
 	queue := ""
 	if p.desc.Consumes != nil {
@@ -117,6 +129,7 @@ func (h *Host) slotParams(p *plugin, i int, rep *slotReport) slot.Params {
 		Mode:        p.desc.Mode,
 		Queue:       queue,
 		Backend:     h.cfg.Backend,
+		Pump:        pump,
 		Lease:       p.lease,
 		MaxAttempts: h.cfg.MaxAttempts,
 		Poll:        h.cfg.PollInterval,

@@ -133,6 +133,14 @@ type ClaimedTask struct {
 	Until time.Time
 }
 
+// Ack names a claimed task to complete: its id and the token of its lease.
+type Ack struct {
+	ID, Token string
+}
+
+// MaxBatch is the most acks, and the most claims, that one QueueAckClaim takes.
+const MaxBatch = 256
+
 // QueueStats is an operator's view of a queue.
 type QueueStats struct {
 	Depth    int // waiting to be claimed (ready or delayed)
@@ -155,11 +163,13 @@ type Queue interface {
 	// lease ended, even if nobody claimed it since, or it was claimed again or parked);
 	// ErrNotFound when the task is gone (acked) or never existed.
 	QueueAck(ctx context.Context, queue, id, token string) error
-	// QueueAckClaim acks task id as QueueAck does and, when the ack holds, claims the
-	// next task as QueueClaim does, in one step: a consumer working task after task
-	// makes one round trip per task instead of two. When the ack fails (ErrConflict,
-	// ErrNotFound) nothing is claimed; bad arguments are refused before either.
-	QueueAckClaim(ctx context.Context, queue, id, token string, lease time.Duration, maxAttempts int) (next ClaimedTask, ok bool, err error)
+	// QueueAckClaim acks each of acks as QueueAck does, then claims up to n tasks as
+	// QueueClaim does (oldest first), all in one step: consumers working task after
+	// task make one round trip per batch instead of two per task. ackErrs[i] is the
+	// error of acks[i] (nil: acked; ErrConflict, ErrNotFound as for QueueAck), which
+	// stops neither the other acks nor the claims. Bad arguments (a lease <= 0, n < 0,
+	// more than MaxBatch acks or claims) are ErrInvalid before anything is done.
+	QueueAckClaim(ctx context.Context, queue string, acks []Ack, n int, lease time.Duration, maxAttempts int) (claimed []ClaimedTask, ackErrs []error, err error)
 	// QueueRelease hands a claimed task back. If its attempts reached r.MaxAttempts it is
 	// parked with r.Reason (parked true); otherwise it becomes claimable after r.Delay.
 	// With r.Refund the claim's attempt is given back and it never parks. ErrConflict and

@@ -67,6 +67,18 @@ func CheckClaim(queue string, lease time.Duration) error {
 	return CheckPositive("lease", lease)
 }
 
+// CheckAckClaim checks the arguments of a QueueAckClaim: a claim's, and at most MaxBatch
+// acks and claims.
+func CheckAckClaim(queue string, acks []Ack, n int, lease time.Duration) error {
+	if err := CheckClaim(queue, lease); err != nil {
+		return err
+	}
+	if n < 0 || n > MaxBatch || len(acks) > MaxBatch {
+		return fmt.Errorf("%w: ack-claim of %d acks and %d claims, want 0..%d of each", ErrInvalid, len(acks), n, MaxBatch)
+	}
+	return nil
+}
+
 // CheckValue returns ErrLimit for a value larger than MaxValueLen.
 func CheckValue(what string, v []byte) error {
 	if len(v) > MaxValueLen {

@@ -250,27 +250,38 @@ func (b *Backend) QueueAck(ctx context.Context, queueName, id, token string) err
 	return q.ack(queueName, id, token, b.clock.Now())
 }
 
-// QueueAckClaim implements primitives.Queue: the ack and the claim under one lock, at
+// QueueAckClaim implements primitives.Queue: the acks and the claims under one lock, at
 // one instant.
-func (b *Backend) QueueAckClaim(ctx context.Context, queueName, id, token string, lease time.Duration, maxAttempts int) (primitives.ClaimedTask, bool, error) {
-	if err := primitives.CheckClaim(queueName, lease); err != nil {
-		return primitives.ClaimedTask{}, false, err
+func (b *Backend) QueueAckClaim(ctx context.Context, queueName string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.ClaimedTask, []error, error) {
+	if err := primitives.CheckAckClaim(queueName, acks, n, lease); err != nil {
+		return nil, nil, err
 	}
 	if err := b.check(); err != nil {
-		return primitives.ClaimedTask{}, false, err
+		return nil, nil, err
 	}
-	q := b.getQueue(queueName, false)
+	q := b.getQueue(queueName, n > 0)
+	ackErrs := make([]error, len(acks))
 	if q == nil {
-		return primitives.ClaimedTask{}, false, notFound(queueName, id)
+		for i, a := range acks {
+			ackErrs[i] = notFound(queueName, a.ID)
+		}
+		return nil, ackErrs, nil
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	now := b.clock.Now()
-	if err := q.ack(queueName, id, token, now); err != nil {
-		return primitives.ClaimedTask{}, false, err
+	for i, a := range acks {
+		ackErrs[i] = q.ack(queueName, a.ID, a.Token, now)
 	}
-	t, ok := q.claim(now, lease, maxAttempts)
-	return t, ok, nil
+	var claimed []primitives.ClaimedTask
+	for range n {
+		t, ok := q.claim(now, lease, maxAttempts)
+		if !ok {
+			break
+		}
+		claimed = append(claimed, t)
+	}
+	return claimed, ackErrs, nil
 }
 
 // QueueRelease implements primitives.Queue. A refunded release (r.Refund) gives the

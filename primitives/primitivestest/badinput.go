@@ -132,7 +132,7 @@ var nameArgs = []struct {
 		return b.QueueAck(ctx, n, "id", "token")
 	}},
 	{"QueueAckClaim(queue)", func(ctx context.Context, b primitives.Backend, n string) error {
-		_, _, err := b.QueueAckClaim(ctx, n, "id", "token", time.Minute, 0)
+		_, _, err := b.QueueAckClaim(ctx, n, []primitives.Ack{{ID: "id", Token: "token"}}, 1, time.Minute, 0)
 		return err
 	}},
 	{"QueueRelease(queue)", func(ctx context.Context, b primitives.Backend, n string) error {
@@ -260,7 +260,10 @@ func testBadDurations(t *testing.T, b primitives.Backend) {
 		{"LockAcquire(wait -1s)", func() error { _, _, err := b.LockAcquire(ctx, "l", time.Minute, -time.Second); return err }},
 		{"QueueClaim(lease -1s)", func() error { _, _, err := b.QueueClaim(ctx, "q", -time.Second, 0); return err }},
 		{"QueueClaim(lease 0)", func() error { _, _, err := b.QueueClaim(ctx, "q", 0, 0); return err }},
-		{"QueueAckClaim(lease -1s)", func() error { _, _, err := b.QueueAckClaim(ctx, "q", c.ID, c.Token, -time.Second, 0); return err }},
+		{"QueueAckClaim(lease -1s)", func() error {
+			_, _, err := b.QueueAckClaim(ctx, "q", []primitives.Ack{{ID: c.ID, Token: c.Token}}, 1, -time.Second, 0)
+			return err
+		}},
 		{"QueueRelease(delay -1s)", func() error {
 			_, err := b.QueueRelease(ctx, "q", c.ID, c.Token, primitives.Retry{Reason: "x", Delay: -time.Second})
 			return err
@@ -316,9 +319,13 @@ func testUnknownIDs(t *testing.T, b primitives.Backend) {
 	}
 	for _, queue := range []string{"q", "never-written"} {
 		wantErr(t, fmt.Sprintf("QueueAck(%s, unknown id)", queue), b.QueueAck(ctx, queue, "no-such-id", "token"), primitives.ErrNotFound)
-		_, _, ackErr := b.QueueAckClaim(ctx, queue, "no-such-id", "token", time.Minute, 0)
-		wantErr(t, fmt.Sprintf("QueueAckClaim(%s, unknown id)", queue), ackErr, primitives.ErrNotFound)
-		_, err := b.QueueRelease(ctx, queue, "no-such-id", "token", primitives.Retry{Reason: "x"})
+		_, ackErrs, err := b.QueueAckClaim(ctx, queue, []primitives.Ack{{ID: "no-such-id", Token: "token"}}, 0, time.Minute, 0)
+		noErr(t, fmt.Sprintf("QueueAckClaim(%s, unknown id)", queue), err)
+		if len(ackErrs) != 1 {
+			t.Fatalf("QueueAckClaim(%s, one ack) = %d ack errors", queue, len(ackErrs))
+		}
+		wantErr(t, fmt.Sprintf("QueueAckClaim(%s, unknown id)", queue), ackErrs[0], primitives.ErrNotFound)
+		_, err = b.QueueRelease(ctx, queue, "no-such-id", "token", primitives.Retry{Reason: "x"})
 		wantErr(t, fmt.Sprintf("QueueRelease(%s, unknown id)", queue), err, primitives.ErrNotFound)
 		wantErr(t, fmt.Sprintf("QueueRequeue(%s, unknown id)", queue), b.QueueRequeue(ctx, queue, "no-such-id"), primitives.ErrNotFound)
 	}

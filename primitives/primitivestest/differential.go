@@ -303,11 +303,14 @@ func (d *differ) one() {
 			case "Ack":
 				res = kind(s.b.QueueAck(ctx, queue, c.ID, token))
 			case "AckClaim":
-				next, ok, err := s.b.QueueAckClaim(ctx, queue, c.ID, token, time.Hour, r.MaxAttempts)
-				res = fmt.Sprint(ok, kind(err))
-				if ok {
-					s.held = append(s.held, next)
-					res += fmt.Sprintf(", next task %s attempts %d error %q", next.Payload, next.Attempts, next.LastError)
+				next, ackErrs, err := s.b.QueueAckClaim(ctx, queue, []primitives.Ack{{ID: c.ID, Token: token}}, 1, time.Hour, r.MaxAttempts)
+				res = kind(err)
+				for _, e := range ackErrs {
+					res += ", ack " + kind(e)
+				}
+				for _, n := range next {
+					s.held = append(s.held, n)
+					res += fmt.Sprintf(", next task %s attempts %d error %q", n.Payload, n.Attempts, n.LastError)
 				}
 			}
 			if !wrong {

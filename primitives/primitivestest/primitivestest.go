@@ -152,7 +152,7 @@ func RunUnavailable(t *testing.T, newDeadBackend func(t *testing.T) primitives.B
 			return b.QueueAck(ctx, "q", "no-such-id", "no-such-token")
 		}},
 		{"QueueAckClaim", func(ctx context.Context, b primitives.Backend) error {
-			_, _, err := b.QueueAckClaim(ctx, "q", "no-such-id", "no-such-token", time.Second, 3)
+			_, _, err := b.QueueAckClaim(ctx, "q", []primitives.Ack{{ID: "no-such-id", Token: "no-such-token"}}, 1, time.Second, 3)
 			return err
 		}},
 		{"QueueRelease", func(ctx context.Context, b primitives.Backend) error {

@@ -25,7 +25,7 @@ var queueTests = []subtest{
 	{"ClaimIsExclusive", testQueueClaimHammer},
 	{"QueuesAreIsolated", testQueuesAreIsolated},
 	{"AckClaim", testQueueAckClaim},
-	{"AckClaimRefusedClaimsNothing", testQueueAckClaimRefused},
+	{"AckClaimBatch", testQueueAckClaimBatch},
 	{"AckClaimSettlesExpiredLeases", testQueueAckClaimSettles},
 }
 
@@ -471,14 +471,25 @@ func testQueuesAreIsolated(t *testing.T, b primitives.Backend) {
 	ack(t, b, "a", c)
 }
 
-func ackClaim(t *testing.T, b primitives.Backend, queue string, c primitives.ClaimedTask, lease time.Duration, maxAttempts int) (primitives.ClaimedTask, bool) {
+// ackClaim acks cs and claims up to n tasks of queue in one QueueAckClaim, and checks
+// the shape of its answer.
+func ackClaim(t *testing.T, b primitives.Backend, queue string, cs []primitives.ClaimedTask, n int, lease time.Duration, maxAttempts int) ([]primitives.ClaimedTask, []error) {
 	t.Helper()
-	next, ok, err := b.QueueAckClaim(t.Context(), queue, c.ID, c.Token, lease, maxAttempts)
-	noErr(t, fmt.Sprintf("QueueAckClaim(%q, %q)", queue, c.ID), err)
-	if ok && (next.ID == "" || next.Token == "") {
-		t.Fatalf("QueueAckClaim(%q) = task with id %q token %q, want both set", queue, next.ID, next.Token)
+	acks := make([]primitives.Ack, len(cs))
+	for i, c := range cs {
+		acks[i] = primitives.Ack{ID: c.ID, Token: c.Token}
 	}
-	return next, ok
+	claimed, ackErrs, err := b.QueueAckClaim(t.Context(), queue, acks, n, lease, maxAttempts)
+	noErr(t, fmt.Sprintf("QueueAckClaim(%q, %d acks, %d)", queue, len(acks), n), err)
+	if len(ackErrs) != len(acks) || len(claimed) > n {
+		t.Fatalf("QueueAckClaim(%q, %d acks, %d) = %d tasks, %d ack errors", queue, len(acks), n, len(claimed), len(ackErrs))
+	}
+	for _, c := range claimed {
+		if c.ID == "" || c.Token == "" {
+			t.Fatalf("QueueAckClaim(%q) = task with id %q token %q, want both set", queue, c.ID, c.Token)
+		}
+	}
+	return claimed, ackErrs
 }
 
 // testQueueAckClaim works a queue the way a consumer loop does: claim once, then ack
@@ -496,58 +507,78 @@ func testQueueAckClaim(t *testing.T, b primitives.Backend) {
 		}
 		wantQStats(t, b, "q", primitives.QueueStats{Depth: len(ids) - i - 1, InFlight: 1})
 		before := time.Now()
-		next, ok := ackClaim(t, b, "q", c, lease, 3)
+		next, ackErrs := ackClaim(t, b, "q", []primitives.ClaimedTask{c}, 1, lease, 3)
 		after := time.Now()
-		if last := i == len(ids)-1; ok == last {
-			t.Fatalf("QueueAckClaim after task %d: claimed %v, want %v", i, ok, !last)
-		}
-		if ok {
-			timeIn(t, "ClaimedTask.Until", next.Until, before.Add(lease), after.Add(lease))
-			if next.Token == c.Token {
-				t.Errorf("QueueAckClaim reused the token %q of the acked claim", c.Token)
-			}
+		noErr(t, "QueueAckClaim's ack", ackErrs[0])
+		if last := i == len(ids)-1; (len(next) == 1) == last {
+			t.Fatalf("QueueAckClaim after task %d claimed %d tasks, want %d", i, len(next), map[bool]int{true: 0, false: 1}[last])
 		}
 		wantErr(t, "QueueAck(acked by QueueAckClaim)", b.QueueAck(t.Context(), "q", c.ID, c.Token), primitives.ErrNotFound)
-		c = next
+		if len(next) == 0 {
+			break
+		}
+		timeIn(t, "ClaimedTask.Until", next[0].Until, before.Add(lease), after.Add(lease))
+		if next[0].Token == c.Token {
+			t.Errorf("QueueAckClaim reused the token %q of the acked claim", c.Token)
+		}
+		c = next[0]
 	}
 	wantQStats(t, b, "q", primitives.QueueStats{})
 }
 
-// testQueueAckClaimRefused: an ack that does not hold (stale token, unknown task, lease
-// ended) is the ack's error, and the ready task stays where it was.
-func testQueueAckClaimRefused(t *testing.T, b primitives.Backend) {
-	const lease = 150 * time.Millisecond
-	push(t, b, "q", `1`)
-	c := mustQClaim(t, b, "q", lease, 0)
-	waiting := push(t, b, "q", `2`)
-	refused := func(what, id, token string, want error) {
-		t.Helper()
-		next, ok, err := b.QueueAckClaim(t.Context(), "q", id, token, time.Minute, 0)
-		wantErr(t, "QueueAckClaim("+what+")", err, want)
-		if ok {
-			t.Errorf("QueueAckClaim(%s) claimed task %q, want nothing", what, next.ID)
-		}
+// testQueueAckClaimBatch: one call acks several tasks, reports each ack's own error
+// without stopping the rest, and claims several tasks oldest first with distinct
+// tokens; n = 0 only acks, and no acks only claims.
+func testQueueAckClaimBatch(t *testing.T, b primitives.Backend) {
+	const lease = time.Minute
+	var ids []string
+	for i := range 6 {
+		ids = append(ids, push(t, b, "q", fmt.Sprint(i)))
 	}
-	refused("wrong token", c.ID, "not-the-token", primitives.ErrConflict)
-	refused("unknown task", "no-such-id", c.Token, primitives.ErrNotFound)
-	wantQStats(t, b, "q", primitives.QueueStats{Depth: 1, InFlight: 1})
-	time.Sleep(lease + 100*time.Millisecond)
-	refused("lease ended", c.ID, c.Token, primitives.ErrConflict)
-	// Both are still there to claim (the expired one goes back in line when a claim
-	// settles it).
-	got := map[string]bool{}
-	for range 2 {
-		got[mustQClaim(t, b, "q", time.Minute, 0).ID] = true
+	first, ackErrs := ackClaim(t, b, "q", nil, 3, lease, 0)
+	if len(first) != 3 || len(ackErrs) != 0 {
+		t.Fatalf("QueueAckClaim(no acks, 3) = %d tasks, %d ack errors; want 3, 0", len(first), len(ackErrs))
 	}
-	if !got[c.ID] || !got[waiting] {
-		t.Errorf("claims after the refusals got %v, want %q and %q", got, c.ID, waiting)
+	stale := first[1]
+	stale.Token = "not-the-token"
+	unknown := primitives.ClaimedTask{Task: primitives.Task{ID: "no-such-id"}, Token: "t"}
+	next, ackErrs := ackClaim(t, b, "q", []primitives.ClaimedTask{first[0], stale, unknown, first[2]}, 2, lease, 0)
+	noErr(t, "ack 0", ackErrs[0])
+	wantErr(t, "ack of a stale token", ackErrs[1], primitives.ErrConflict)
+	wantErr(t, "ack of an unknown task", ackErrs[2], primitives.ErrNotFound)
+	noErr(t, "ack 3", ackErrs[3])
+	if len(next) != 2 || next[0].ID != ids[3] || next[1].ID != ids[4] || next[0].Token == next[1].Token {
+		t.Fatalf("QueueAckClaim claimed %+v, want tasks 3 and 4 with their own tokens", next)
 	}
-	_, _, err := b.QueueAckClaim(t.Context(), "q", c.ID, c.Token, 0, 0)
-	wantErr(t, "QueueAckClaim(lease 0)", err, primitives.ErrInvalid)
+	wantQStats(t, b, "q", primitives.QueueStats{Depth: 1, InFlight: 3})
+	done, ackErrs := ackClaim(t, b, "q", []primitives.ClaimedTask{first[1], next[0], next[1]}, 0, lease, 0)
+	if len(done) != 0 || ackErrs[0] != nil || ackErrs[1] != nil || ackErrs[2] != nil {
+		t.Fatalf("QueueAckClaim(3 acks, 0) = %d tasks, %v; want only the acks", len(done), ackErrs)
+	}
+	last, _ := ackClaim(t, b, "q", nil, 5, lease, 0)
+	if len(last) != 1 || last[0].ID != ids[5] {
+		t.Fatalf("QueueAckClaim(no acks, 5) = %+v, want the last task only", last)
+	}
+	for _, bad := range []struct {
+		what  string
+		acks  []primitives.Ack
+		n     int
+		lease time.Duration
+	}{
+		{"lease 0", nil, 1, 0},
+		{"n -1", nil, -1, lease},
+		{"n over MaxBatch", nil, primitives.MaxBatch + 1, lease},
+		{"acks over MaxBatch", make([]primitives.Ack, primitives.MaxBatch+1), 0, lease},
+	} {
+		before := snap(t, b)
+		_, _, err := b.QueueAckClaim(t.Context(), "q", bad.acks, bad.n, bad.lease, 0)
+		wantErr(t, "QueueAckClaim("+bad.what+")", err, primitives.ErrInvalid)
+		sameSnapshot(t, "QueueAckClaim("+bad.what+")", snap(t, b), before)
+	}
 }
 
-// testQueueAckClaimSettles: the claim half returns expired leases to the queue and parks
-// those out of attempts, as QueueClaim does.
+// testQueueAckClaimSettles: the claims return expired leases to the queue and park those
+// out of attempts first, as QueueClaim does.
 func testQueueAckClaimSettles(t *testing.T, b primitives.Backend) {
 	const short = 150 * time.Millisecond
 	expired := push(t, b, "q", `"expires"`)
@@ -557,8 +588,8 @@ func testQueueAckClaimSettles(t *testing.T, b primitives.Backend) {
 	push(t, b, "q", `"worked"`)
 	w := mustQClaim(t, b, "q", time.Minute, 1)
 	time.Sleep(short + 100*time.Millisecond)
-	if next, ok := ackClaim(t, b, "q", w, time.Minute, 1); ok {
-		t.Errorf("QueueAckClaim claimed %q (%s), want nothing: the expired task is out of attempts", next.ID, next.Payload)
+	if next, _ := ackClaim(t, b, "q", []primitives.ClaimedTask{w}, 1, time.Minute, 1); len(next) != 0 {
+		t.Errorf("QueueAckClaim claimed %q (%s), want nothing: the expired task is out of attempts", next[0].ID, next[0].Payload)
 	}
 	parked := parkedTasks(t, b, "q", 10)
 	if len(parked) != 1 || parked[0].ID != expired || parked[0].LastError != "lease expired" {

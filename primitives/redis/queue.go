@@ -77,15 +77,14 @@ func (b *Backend) QueuePush(ctx context.Context, queue string, payload []byte) (
 	return id, nil
 }
 
-// luaClaim defines claim(now, lease, maxAttempts, token), which leases the oldest ready
-// task. First it moves the delayed tasks that are due to the back of the ready list, and
-// the tasks whose lease expired too, or to parked (error "lease expired") when their
-// attempts reached maxAttempts (<= 0 never parks).
-//
-// It returns {0} when nothing is ready, or {1, id, payload, attempts, enqueued, error}:
-// the task now leased (attempts counts this claim; error is "" when no attempt failed).
+// luaClaim defines the two steps of a claim. settle(now, maxAttempts) moves the delayed
+// tasks that are due to the back of the ready list, and the tasks whose lease expired
+// too, or to parked (error "lease expired") when their attempts reached maxAttempts
+// (<= 0 never parks). take(now, lease, token) then leases the oldest ready task: it
+// returns nil when nothing is ready, or {id, payload, attempts, enqueued, error}, the task
+// now leased (attempts counts this claim; error is "" when no attempt failed).
 const luaClaim = `
-local function claim(now, lease, maxAttempts, token)
+local function settle(now, maxAttempts)
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now)) do
     redis.call('ZREM', DELAYED, id)
     redis.call('RPUSH', READY, id)
@@ -103,16 +102,19 @@ local function claim(now, lease, maxAttempts, token)
       end
     end
   end
+end
+
+local function take(now, lease, token)
   local id, f
   repeat
     id = redis.call('LPOP', READY)
-    if not id then return {0} end
+    if not id then return nil end
     f = redis.call('HMGET', task_key(id), 'payload', 'enqueued', 'error', 'attempts')
   until f[1]
   local attempts, deadline = tonumber(f[4]) + 1, now + lease
   redis.call('HSET', task_key(id), 'attempts', attempts, 'token', token, 'until', deadline)
   redis.call('ZADD', INFLIGHT, deadline, id)
-  return {1, id, f[1], attempts, tonumber(f[2]), f[3] or ''}
+  return {id, f[1], attempts, tonumber(f[2]), f[3] or ''}
 end
 `
 
@@ -123,9 +125,13 @@ end
 //	ARGV[2]    -> maxAttempts; <= 0 never parks
 //	ARGV[3]    -> lease token (fresh, from Go)
 //
-// Output: claim's.
+// Output: {0} nothing ready; {1, id, payload, attempts, enqueued, error} the task leased.
 var queueClaimCmd = goredis.NewScript(luaQueue + luaClaim + `
-return claim(now_ms(), tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3])
+local now = now_ms()
+settle(now, tonumber(ARGV[2]))
+local t = take(now, tonumber(ARGV[1]), ARGV[3])
+if not t then return {0} end
+return {1, t[1], t[2], t[3], t[4], t[5]}
 `)
 
 // QueueClaim leases the oldest ready task of queue for lease. Before it looks it
@@ -147,8 +153,8 @@ func (b *Backend) QueueClaim(ctx context.Context, queue string, lease time.Durat
 	return claimedFromReply("queue claim", v, token, start.Add(lease))
 }
 
-// claimedFromReply reads the reply of luaClaim's claim: the task leased with token
-// until until, or ok false.
+// claimedFromReply reads the reply of queueClaimCmd: the task leased with token until
+// until, or ok false.
 func claimedFromReply(op string, v any, token string, until time.Time) (primitives.ClaimedTask, bool, error) {
 	a, err := replyArray(op, v, 1)
 	if err != nil {
@@ -230,44 +236,84 @@ func (b *Backend) QueueAck(ctx context.Context, queue, id, token string) error {
 	return taskError("queue ack", queue, id, v)
 }
 
-// queueAckClaimCmd acks a task (luaAck) and, when the ack held, claims the next one
-// (luaClaim) at the same instant: one round trip per task for a busy consumer.
+// queueAckClaimCmd acks tasks (luaAck) and then claims up to n (luaClaim), at one
+// instant: one round trip for a batch of finished tasks and their successors.
 //
-//	KEYS[1..5] -> the queue's keys (luaQueue)
-//	ARGV[1]    -> task id to ack
-//	ARGV[2]    -> its lease token
-//	ARGV[3]    -> lease of the next claim, in ms
-//	ARGV[4]    -> maxAttempts; <= 0 never parks
-//	ARGV[5]    -> the next claim's lease token (fresh, from Go)
+//	KEYS[1..5]  -> the queue's keys (luaQueue)
+//	ARGV[1]     -> lease of the claims, in ms
+//	ARGV[2]     -> maxAttempts; <= 0 never parks
+//	ARGV[3]     -> a, the number of acks
+//	ARGV[4]     -> n, the most tasks to claim
+//	ARGV[5..]   -> a pairs of task id and lease token to ack, then n fresh lease tokens
 //
-// Output: {-1} or {-2} as ack's, nothing claimed; otherwise claim's.
+// Output: {codes, tasks}: codes holds ack's code for each ack; tasks holds id,
+// payload, attempts, enqueued, error of each task claimed, flat, in claim order.
 var queueAckClaimCmd = goredis.NewScript(luaQueue + luaAck + luaClaim + `
-local now = now_ms()
-local h = ack(ARGV[1], ARGV[2], now)
-if h ~= 1 then return {h} end
-return claim(now, tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5])
+local now, lease, maxAttempts = now_ms(), tonumber(ARGV[1]), tonumber(ARGV[2])
+local a, n = tonumber(ARGV[3]), tonumber(ARGV[4])
+local codes, tasks = {}, {}
+for i = 1, a do
+  codes[i] = ack(ARGV[3 + 2 * i], ARGV[4 + 2 * i], now)
+end
+if n > 0 then settle(now, maxAttempts) end
+for j = 1, n do
+  local t = take(now, lease, ARGV[4 + 2 * a + j])
+  if not t then break end
+  for _, v in ipairs(t) do tasks[#tasks + 1] = v end
+end
+return {codes, tasks}
 `)
 
-// QueueAckClaim acks task id of queue as QueueAck does and, when the ack holds, claims
-// the next task as QueueClaim does, in one script. On an ack error nothing is claimed.
-func (b *Backend) QueueAckClaim(ctx context.Context, queue, id, token string, lease time.Duration, maxAttempts int) (primitives.ClaimedTask, bool, error) {
-	if err := primitives.CheckClaim(queue, lease); err != nil {
-		return primitives.ClaimedTask{}, false, err
+// QueueAckClaim acks acks and then claims up to n tasks of queue, in one script.
+func (b *Backend) QueueAckClaim(ctx context.Context, queue string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.ClaimedTask, []error, error) {
+	if err := primitives.CheckAckClaim(queue, acks, n, lease); err != nil {
+		return nil, nil, err
 	}
-	next := newToken()
+	args := make([]any, 0, 4+2*len(acks)+n)
+	args = append(args, ms(lease), maxAttempts, len(acks), n)
+	for _, a := range acks {
+		args = append(args, a.ID, a.Token)
+	}
+	tokens := make([]string, n)
+	for i := range tokens {
+		tokens[i] = newToken()
+		args = append(args, tokens[i])
+	}
 	start := time.Now()
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := queueAckClaimCmd.Run(ctx, b.client, queueScriptKeys(queue), id, token, ms(lease), maxAttempts, next).Result()
+	v, err := queueAckClaimCmd.Run(ctx, b.client, queueScriptKeys(queue), args...).Result()
 	if err != nil {
-		return primitives.ClaimedTask{}, false, b.scriptFail(ctx, "queue ack-claim", queue, err)
+		return nil, nil, b.scriptFail(ctx, "queue ack-claim", queue, err)
 	}
-	if a, ok := v.([]any); ok && len(a) == 1 {
-		if code, _ := a[0].(int64); code == codeNotFound || code == codeConflict {
-			return primitives.ClaimedTask{}, false, taskError("queue ack-claim", queue, id, code)
+	const op = "queue ack-claim"
+	out, err := replyArray(op, v, 2)
+	if err != nil {
+		return nil, nil, err
+	}
+	codes, err1 := replyArray(op, out[0], 0)
+	flat, err2 := replyArray(op, out[1], 0)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, nil, err
+	}
+	if len(out) != 2 || len(codes) != len(acks) || len(flat)%5 != 0 || len(flat)/5 > n {
+		return nil, nil, replyError(op, v)
+	}
+	ackErrs := make([]error, len(acks))
+	for i, c := range codes {
+		if c != int64(codeOK) {
+			ackErrs[i] = taskError(op, queue, acks[i].ID, c)
 		}
 	}
-	return claimedFromReply("queue ack-claim", v, next, start.Add(lease))
+	claimed := make([]primitives.ClaimedTask, 0, len(flat)/5)
+	for i := 0; i < len(flat); i += 5 {
+		t, err := taskFromReply(op, flat[i:i+5])
+		if err != nil {
+			return nil, nil, err
+		}
+		claimed = append(claimed, primitives.ClaimedTask{Task: t, Token: tokens[i/5], Until: start.Add(lease)})
+	}
+	return claimed, ackErrs, nil
 }
 
 // taskError is the error of an ack or release script that did not return 1.

@@ -68,6 +68,7 @@ type Params struct {
 	Mode        string // abi.ModeBatch or abi.ModeLoop
 	Queue       string // the consumed queue (batch)
 	Backend     primitives.Queue
+	Pump        *Pump // claims and acks-with-claim of batch slots go through it (shared by the plugin's slots)
 	NewGuest    func(ctx context.Context) (Guest, error)
 	Lease       time.Duration // the task lease
 	MaxAttempts int           // the task's failure budget: fails, deaths and expired leases spend it; retries and drain cuts do not
@@ -179,21 +180,26 @@ func (s *Slot) Run(soft, hard context.Context) {
 			t, ok := next, haveNext
 			haveNext = false
 			if !ok {
-				var err error
-				t, ok, err = s.p.Backend.QueueClaim(soft, s.p.Queue, s.p.Lease, s.p.MaxAttempts)
-				if err != nil {
+				res := s.p.Pump.Do(nil, true)
+				if res.Err != nil {
 					if soft.Err() == nil {
-						s.claimFailed(err)
+						s.claimFailed(res.Err)
 					}
 					sleep(soft, s.p.Poll)
 					continue
 				}
-				if !ok {
+				if !res.OK {
 					s.emit(Event{Kind: EventIdle})
 					s.state = EventIdle
 					sleep(soft, s.p.Poll)
 					continue
 				}
+				if soft.Err() != nil || s.p.Paused() {
+					// Claimed while the drain or a pause began: the loop top hands it back.
+					next, haveNext = res.Task, true
+					continue
+				}
+				t = res.Task
 			}
 			it, next, haveNext = s.handleOnce(soft, hard, t)
 		}
@@ -254,7 +260,7 @@ func (s *Slot) handBack(hard context.Context, t primitives.ClaimedTask) {
 
 // handleOnce works one claimed task to its outcome. When the guest is done and soft
 // still runs and the slot is not paused, the ack claims the slot's next task in the same
-// round trip, which handleOnce returns (ok true) for the next iteration.
+// round trip (the Pump's), which handleOnce returns (ok true) for the next iteration.
 func (s *Slot) handleOnce(soft, hard context.Context, t primitives.ClaimedTask) (it Iteration, next primitives.ClaimedTask, ok bool) {
 	s.n++
 	start := time.Now()
@@ -311,7 +317,8 @@ func (s *Slot) handleOnce(soft, hard context.Context, t primitives.ClaimedTask) 
 			s.emit(Event{Kind: EventWorking, N: s.n, TaskID: t.ID, Phase: "ack"})
 			var err error
 			if soft.Err() == nil && !s.p.Paused() {
-				next, ok, err = s.p.Backend.QueueAckClaim(settle, s.p.Queue, t.ID, t.Token, s.p.Lease, s.p.MaxAttempts)
+				res := s.p.Pump.Do(&primitives.Ack{ID: t.ID, Token: t.Token}, true)
+				next, ok, err = res.Task, res.OK, errors.Join(res.Err, res.AckErr)
 			} else {
 				err = s.p.Backend.QueueAck(settle, s.p.Queue, t.ID, t.Token)
 			}

@@ -91,18 +91,32 @@ func newHarness(t *testing.T, handle func(ctx context.Context, in abi.HandleInpu
 	return h
 }
 
+// start runs the slot, with a Pump of its own as the host gives each plugin, until soft
+// ends; done is closed when both have returned.
+func (h *harness) start(soft, hard context.Context) (done <-chan struct{}) {
+	p := h.params
+	pump := NewPump(p.Backend, p.Queue, p.Lease, p.MaxAttempts)
+	p.Pump = pump
+	pumpCtx, stopPump := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		var pumped sync.WaitGroup
+		pumped.Go(func() { pump.Run(pumpCtx) })
+		New(p).Run(soft, hard)
+		stopPump()
+		pumped.Wait()
+	}()
+	return ran
+}
+
 // run runs the slot until until() holds, then stops it (soft), waiting for Run.
 func (h *harness) run(until func() bool) {
 	h.t.Helper()
 	soft, stop := context.WithCancel(context.Background())
 	hard, cut := context.WithCancel(context.Background())
 	defer cut()
-	done := make(chan struct{})
-	s := New(h.params)
-	go func() {
-		s.Run(soft, hard)
-		close(done)
-	}()
+	done := h.start(soft, hard)
 	deadline := time.Now().Add(30 * time.Second)
 	for !until() {
 		if time.Now().After(deadline) {
@@ -329,11 +343,7 @@ func TestDrainCut(t *testing.T) {
 	h.push(`{}`)
 	soft, stop := context.WithCancel(context.Background())
 	hard, cut := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		New(h.params).Run(soft, hard)
-		close(done)
-	}()
+	done := h.start(soft, hard)
 	<-started
 	stop()
 	cut()
@@ -399,12 +409,12 @@ type flaky struct {
 	fails atomic.Int64
 }
 
-func (f *flaky) QueueClaim(ctx context.Context, queue string, lease time.Duration, maxAttempts int) (primitives.ClaimedTask, bool, error) {
+func (f *flaky) QueueAckClaim(ctx context.Context, queue string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.ClaimedTask, []error, error) {
 	if f.down.Load() {
 		f.fails.Add(1)
-		return primitives.ClaimedTask{}, false, primitives.ErrUnavailable
+		return nil, nil, primitives.ErrUnavailable
 	}
-	return f.Queue.QueueClaim(ctx, queue, lease, maxAttempts)
+	return f.Queue.QueueAckClaim(ctx, queue, acks, n, lease, maxAttempts)
 }
 
 // countingHandler counts log records.
@@ -444,20 +454,16 @@ func TestBackendDown(t *testing.T) {
 	}
 }
 
-// claimCounter counts the claims a slot makes, alone and with an ack.
+// claimCounter counts the QueueAckClaim calls a slot's pump makes, and their acks.
 type claimCounter struct {
 	primitives.Backend
-	claims, ackClaims atomic.Int64
+	calls, acks atomic.Int64
 }
 
-func (c *claimCounter) QueueClaim(ctx context.Context, queue string, lease time.Duration, maxAttempts int) (primitives.ClaimedTask, bool, error) {
-	c.claims.Add(1)
-	return c.Backend.QueueClaim(ctx, queue, lease, maxAttempts)
-}
-
-func (c *claimCounter) QueueAckClaim(ctx context.Context, queue, id, token string, lease time.Duration, maxAttempts int) (primitives.ClaimedTask, bool, error) {
-	c.ackClaims.Add(1)
-	return c.Backend.QueueAckClaim(ctx, queue, id, token, lease, maxAttempts)
+func (c *claimCounter) QueueAckClaim(ctx context.Context, queue string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.ClaimedTask, []error, error) {
+	c.calls.Add(1)
+	c.acks.Add(int64(len(acks)))
+	return c.Backend.QueueAckClaim(ctx, queue, acks, n, lease, maxAttempts)
 }
 
 // TestAckClaimsNext: a busy slot acks each task and claims the next in one call, so a
@@ -471,17 +477,23 @@ func TestAckClaimsNext(t *testing.T) {
 	for range 5 {
 		h.push(`{}`)
 	}
+	var callsAtFifth int64
+	h.params.Observe = func(e Event) {
+		if e.Kind == EventFinished && e.N == 5 {
+			callsAtFifth = counter.calls.Load()
+		}
+		h.mu.Lock()
+		h.events = append(h.events, e)
+		h.mu.Unlock()
+	}
 	h.run(func() bool { return len(h.finished()) == 5 })
 	if s := h.stats(); s != (primitives.QueueStats{}) {
 		t.Errorf("stats = %+v, want every task acked", s)
 	}
-	// The first claim finds task 1; each ack claims the next; the fifth ack finds
-	// nothing, and the slot polls with plain claims from then on.
-	if n := counter.ackClaims.Load(); n != 5 {
-		t.Errorf("QueueAckClaim calls = %d, want 5 (one per task)", n)
-	}
-	if n := counter.claims.Load(); n < 1 {
-		t.Errorf("QueueClaim calls = %d, want at least the first", n)
+	// The first claim finds task 1; each of the 5 acks claims the next (the fifth finds
+	// nothing), and the slot polls with plain claims from then on.
+	if callsAtFifth != 6 || counter.acks.Load() != 5 {
+		t.Errorf("after 5 tasks: %d QueueAckClaim calls carrying %d acks, want 6 and 5", callsAtFifth, counter.acks.Load())
 	}
 	for i, it := range h.finished() {
 		if it.Outcome != OutcomeCheckpoint {
@@ -498,7 +510,7 @@ func TestPauseHandsBackClaimedNext(t *testing.T) {
 	})
 	counter := &claimCounter{Backend: h.b}
 	h.params.Backend = counter
-	h.params.Paused = func() bool { return counter.ackClaims.Load() > 0 } // paused right after the first ack
+	h.params.Paused = func() bool { return counter.acks.Load() > 0 } // paused right after the first ack
 	h.push(`"first"`)
 	h.push(`"second"`)
 	// While the slot stays paused (and runs), the second task is back in the queue.

@@ -1,0 +1,129 @@
+package slot
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fleethost/fleet/primitives"
+	"github.com/fleethost/fleet/primitives/memory"
+)
+
+// gatedQueue holds its first QueueAckClaim until open is closed, and counts the calls.
+type gatedQueue struct {
+	primitives.Queue
+	open  chan struct{}
+	calls atomic.Int64
+	fail  error // returned by every call when set
+}
+
+func (g *gatedQueue) QueueAckClaim(ctx context.Context, queue string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.ClaimedTask, []error, error) {
+	if g.calls.Add(1) == 1 {
+		<-g.open
+	}
+	if g.fail != nil {
+		return nil, nil, g.fail
+	}
+	return g.Queue.QueueAckClaim(ctx, queue, acks, n, lease, maxAttempts)
+}
+
+// runPump runs p until the test ends.
+func runPump(t *testing.T, p *Pump) {
+	ctx, stop := context.WithCancel(context.Background())
+	var ran sync.WaitGroup
+	ran.Go(func() { p.Run(ctx) })
+	t.Cleanup(func() {
+		stop()
+		ran.Wait()
+	})
+}
+
+// TestPumpBatches: requests that arrive while a call is in flight go out together in the
+// next call, and each gets its own task and its own ack result.
+func TestPumpBatches(t *testing.T) {
+	b := memory.New(memory.Options{})
+	t.Cleanup(func() { b.Close() })
+	const waiting = 10
+	for range waiting + 1 {
+		if _, err := b.QueuePush(t.Context(), "q", []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := &gatedQueue{Queue: b, open: make(chan struct{})}
+	p := NewPump(g, "q", time.Minute, 3)
+	runPump(t, p)
+
+	first := make(chan PumpResult, 1)
+	go func() { first <- p.Do(nil, true) }()
+	for g.calls.Load() == 0 { // the first call is in flight, held at the gate
+		time.Sleep(time.Millisecond)
+	}
+	results := make(chan PumpResult, waiting)
+	var asked sync.WaitGroup
+	for i := range waiting {
+		asked.Go(func() {
+			ack := &primitives.Ack{ID: "no-such-task", Token: "t"}
+			if i%2 == 0 {
+				ack = nil
+			}
+			results <- p.Do(ack, true)
+		})
+	}
+	time.Sleep(100 * time.Millisecond) // let them all queue up behind the gate
+	close(g.open)
+	asked.Wait()
+	close(results)
+
+	seen := map[string]bool{}
+	r := <-first
+	if r.Err != nil || !r.OK {
+		t.Fatalf("first Do = %+v, want a task", r)
+	}
+	seen[r.Task.ID] = true
+	acks := 0
+	for r := range results {
+		if r.Err != nil || !r.OK || seen[r.Task.ID] {
+			t.Errorf("Do = %+v, want a task of its own", r)
+		}
+		seen[r.Task.ID] = true
+		if r.AckErr != nil {
+			acks++
+			if !errors.Is(r.AckErr, primitives.ErrNotFound) {
+				t.Errorf("ack of an unknown task: AckErr = %v, want ErrNotFound", r.AckErr)
+			}
+		}
+	}
+	if acks != waiting/2 {
+		t.Errorf("%d requests got their ack's error, want %d", acks, waiting/2)
+	}
+	// One call held at the gate, then the ten waiting requests in (nearly) one.
+	if n := g.calls.Load(); n > 3 {
+		t.Errorf("%d backend calls for %d requests, want the waiting ones batched (<= 3 calls)", n, waiting+1)
+	}
+}
+
+// TestPumpErrors: a failed batch is every request's Err; a stopped pump answers at once.
+func TestPumpErrors(t *testing.T) {
+	b := memory.New(memory.Options{})
+	t.Cleanup(func() { b.Close() })
+	g := &gatedQueue{Queue: b, open: make(chan struct{}), fail: primitives.ErrUnavailable}
+	close(g.open)
+	p := NewPump(g, "q", time.Minute, 3)
+	ctx, stop := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() {
+		p.Run(ctx)
+		close(ran)
+	}()
+	if r := p.Do(&primitives.Ack{ID: "x", Token: "t"}, true); !errors.Is(r.Err, primitives.ErrUnavailable) || r.OK {
+		t.Errorf("Do on a failing backend = %+v, want Err ErrUnavailable", r)
+	}
+	stop()
+	<-ran
+	if r := p.Do(nil, true); !errors.Is(r.Err, ErrPumpStopped) {
+		t.Errorf("Do after Run returned = %+v, want ErrPumpStopped", r)
+	}
+}
