@@ -230,6 +230,33 @@ func BenchmarkQueuePushClaimAck(b *testing.B) {
 	}
 }
 
+// BenchmarkQueueAckClaim is a consumer's steady state: each call acks the batch
+// claimed by the call before and claims the next one (sizes 1 and 8); ns/task is the
+// time per task.
+func BenchmarkQueueAckClaim(b *testing.B) {
+	for _, size := range []int{1, 8} {
+		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
+			be, _ := benchBackend(b)
+			ctx := b.Context()
+			var held []primitives.Ack
+			for b.Loop() {
+				for range size {
+					be.QueuePush(ctx, "q", benchPayload)
+				}
+				claimed, _, err := be.QueueAckClaim(ctx, "q", held, size, time.Minute, 3)
+				if err != nil || len(claimed) != size {
+					b.Fatal(len(claimed), err)
+				}
+				held = held[:0]
+				for _, c := range claimed {
+					held = append(held, primitives.Ack{ID: c.ID, Token: c.Token})
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*size), "ns/task")
+		})
+	}
+}
+
 // BenchmarkQueueClaimRelease hands a task back with a delay and claims the next of 1,000.
 func BenchmarkQueueClaimRelease(b *testing.B) {
 	be, clk := benchBackend(b)
