@@ -54,6 +54,13 @@
 // guest that retries forever is never parked; it shows as a task that keeps being
 // released, not as one waiting for the operator.
 //
+// How many round trips does a task cost? One, shared: the slots of a batch plugin claim
+// and ack through one queue pump (slot.Pump), which sends the acks and claims that are
+// waiting as one primitives.Queue.QueueAckClaim, so that a done task's ack carries its
+// slot's next claim, and the requests of busy slots share a call. A lone request goes
+// out at once. A task claimed this way for a slot that a pause or the drain stopped
+// goes back at once, its attempt refunded.
+//
 // How fast do loop plugins tick? After done, the next tick comes after PollInterval, so
 // that a loop that has nothing to do does not spin a core; after retry, after
 // retry_after_ms (or RetryDelay); after fail, after RetryDelay.
