@@ -72,7 +72,7 @@ func TestPumpBatches(t *testing.T) {
 			results <- p.Do(ack, true)
 		})
 	}
-	time.Sleep(100 * time.Millisecond) // let them all queue up behind the gate
+	time.Sleep(200 * time.Millisecond) // let them all queue up behind the gate
 	close(g.open)
 	asked.Wait()
 	close(results)
@@ -99,9 +99,10 @@ func TestPumpBatches(t *testing.T) {
 	if acks != waiting/2 {
 		t.Errorf("%d requests got their ack's error, want %d", acks, waiting/2)
 	}
-	// One call held at the gate, then the ten waiting requests in (nearly) one.
-	if n := g.calls.Load(); n > 3 {
-		t.Errorf("%d backend calls for %d requests, want the waiting ones batched (<= 3 calls)", n, waiting+1)
+	// One call held at the gate, then the ten waiting requests in one (a few more when
+	// the machine is slow to queue them up); one call per request means no batching.
+	if n := g.calls.Load(); n > 5 {
+		t.Errorf("%d backend calls for %d requests, want the waiting ones batched (<= 5 calls)", n, waiting+1)
 	}
 }
 
