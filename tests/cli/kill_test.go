@@ -76,9 +76,11 @@ func TestKill9(t *testing.T) {
 	if q.Parked != 0 {
 		t.Errorf("%d tasks parked, want none", q.Parked)
 	}
-	ranTwice, never := 0, 0
+	ranTwice, never, runs := 0, 0, int64(0)
 	for _, id := range ids {
-		switch n := counter(t, b, "worker:exec:"+id); {
+		n := counter(t, b, "worker:exec:"+id)
+		runs += n
+		switch {
 		case n == 0:
 			never++
 		case n == 2:
@@ -95,9 +97,11 @@ func TestKill9(t *testing.T) {
 	if ranTwice > atKill.InFlight || ranTwice > slots {
 		t.Errorf("%d tasks ran twice; want at most the %d in flight at the kill, and at most the victim's %d slots", ranTwice, atKill.InFlight, slots)
 	}
+	// worker:execs is added to just after the task's own counter, by a second host call:
+	// a kill between the two loses at most one per slot of the victim.
 	execs, done := counter(t, b, "worker:execs"), counter(t, b, "worker:done")
-	if execs != int64(tasks+ranTwice) {
-		t.Errorf("%d executions in all, want %d tasks + %d second runs", execs, tasks, ranTwice)
+	if execs > runs || execs < runs-slots {
+		t.Errorf("worker:execs = %d, want the %d runs the tasks counted (%d tasks + %d second runs), less at most the victim's %d slots", execs, runs, tasks, ranTwice, slots)
 	}
 	t.Logf("kill -9: %d tasks; in flight at the kill %d (both hosts; the victim had %d slots); ran twice %d; executions %d; handlers completed %d; parked %d",
 		tasks, atKill.InFlight, slots, ranTwice, execs, done, q.Parked)
