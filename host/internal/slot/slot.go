@@ -68,7 +68,7 @@ type Params struct {
 	Mode        string // abi.ModeBatch or abi.ModeLoop
 	Queue       string // the consumed queue (batch)
 	Backend     primitives.Queue
-	Pump        *Pump // claims and acks-with-claim of batch slots go through it (shared by the plugin's slots)
+	Pump        *Pump // batch: the plugin's queue pump, through which claims and acks-with-claim go
 	NewGuest    func(ctx context.Context) (Guest, error)
 	Lease       time.Duration // the task lease
 	MaxAttempts int           // the task's failure budget: fails, deaths and expired leases spend it; retries and drain cuts do not
@@ -135,8 +135,9 @@ func (s *Slot) Run(soft, hard context.Context) {
 		}
 		s.emit(Event{Kind: EventStopped})
 	}()
-	// next is the task that the last ack claimed in the same round trip
-	// (QueueAckClaim), to work in the next iteration; ok when there is one.
+	// next is the task that the last ack claimed in the same round trip (the Pump's
+	// QueueAckClaim), to work in the next iteration; haveNext says there is one. A task
+	// still held when the loop pauses or returns goes back to the queue (handBack).
 	var next primitives.ClaimedTask
 	var haveNext bool
 	defer func() {
