@@ -55,9 +55,9 @@ func NewPump(backend primitives.Queue, queue string, lease time.Duration, maxAtt
 }
 
 // Do acks ack (when not nil) and claims a task (when claim is set), in the pump's next
-// batch, and waits for the answer. A batch runs to its end even when ctx ends: an ack
-// that the backend took is never lost to a cancelled wait, and a claimed task always
-// reaches its slot.
+// batch, and waits for the answer. It takes no context on purpose: a batch runs to its
+// end, bounded by the backend's own call timeout, so that no slot abandons a wait whose
+// batch then claimed a task for it (that task would sit leased until its lease ran out).
 func (p *Pump) Do(ack *primitives.Ack, claim bool) PumpResult {
 	r := pumpRequest{ack: ack, claim: claim, reply: make(chan PumpResult, 1)}
 	select {
