@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/primitives"
+	"github.com/fleethost/fleet/primitives/primitivestest"
 )
 
 var benchPayload = []byte(`{"cookies":{"cf_clearance":"abcdefghijklmnopqrstuvwxyz0123456789"},"user_agent":"Mozilla/5.0","site":"x"}`)
@@ -230,31 +231,12 @@ func BenchmarkQueuePushClaimAck(b *testing.B) {
 	}
 }
 
-// BenchmarkQueueAckClaim is a consumer's steady state: each call acks the batch
-// claimed by the call before and claims the next one (sizes 1 and 8); ns/task is the
-// time per task.
+// BenchmarkQueueAckClaim: see primitivestest.BenchAckClaim.
 func BenchmarkQueueAckClaim(b *testing.B) {
-	for _, size := range []int{1, 8} {
-		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
-			be, _ := benchBackend(b)
-			ctx := b.Context()
-			var held []primitives.Ack
-			for b.Loop() {
-				for range size {
-					be.QueuePush(ctx, "q", benchPayload)
-				}
-				claimed, _, err := be.QueueAckClaim(ctx, "q", held, size, time.Minute, 3)
-				if err != nil || len(claimed) != size {
-					b.Fatal(len(claimed), err)
-				}
-				held = held[:0]
-				for _, c := range claimed {
-					held = append(held, primitives.Ack{ID: c.ID, Token: c.Token})
-				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*size), "ns/task")
-		})
-	}
+	primitivestest.BenchAckClaim(b, func(b *testing.B) primitives.Backend {
+		be, _ := benchBackend(b)
+		return be
+	})
 }
 
 // BenchmarkQueueClaimRelease hands a task back with a delay and claims the next of 1,000.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/primitives"
+	"github.com/fleethost/fleet/primitives/primitivestest"
 )
 
 // The benchmarks run against the package's redis-server on loopback, next to
@@ -204,34 +205,13 @@ func BenchmarkQueueClaimAck(b *testing.B) {
 	perRoundTrip(b, 2)
 }
 
-// BenchmarkQueueAckClaim is a consumer's steady state through the queue pump: each
-// call acks the batch that the call before claimed and claims the next one, of tasks
-// pushed before the timer starts. batch=1 is one slot working alone; batch=8 is eight
-// slots whose requests share a call. ns/task is the time per task: compare it with
-// BenchmarkQueueClaimAck's two round trips per task.
+// BenchmarkQueueAckClaim is the queue pump's call (primitivestest.BenchAckClaim):
+// compare its ns/task with BenchmarkQueueClaimAck's two round trips per task.
 func BenchmarkQueueAckClaim(b *testing.B) {
-	for _, size := range []int{1, 8} {
-		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
-			be, _ := setup(b)
-			b.StopTimer()
-			for range b.N*size + size {
-				be.QueuePush(bg, "q", []byte(`{"site":"x"}`))
-			}
-			b.StartTimer()
-			var held []primitives.Ack
-			for range b.N {
-				claimed, _, err := be.QueueAckClaim(bg, "q", held, size, time.Minute, 3)
-				if err != nil || len(claimed) != size {
-					b.Fatal(len(claimed), err)
-				}
-				held = held[:0]
-				for _, c := range claimed {
-					held = append(held, primitives.Ack{ID: c.ID, Token: c.Token})
-				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*size), "ns/task")
-		})
-	}
+	primitivestest.BenchAckClaim(b, func(b *testing.B) primitives.Backend {
+		be, _ := setup(b)
+		return be
+	})
 }
 
 // perRoundTrip reports the time per round trip of a benchmark whose op makes rt.
