@@ -118,59 +118,19 @@ local function take(now, lease, token)
 end
 `
 
-// queueClaimCmd leases the oldest ready task (luaClaim).
-//
-//	KEYS[1..5] -> the queue's keys (luaQueue)
-//	ARGV[1]    -> lease in ms
-//	ARGV[2]    -> maxAttempts; <= 0 never parks
-//	ARGV[3]    -> lease token (fresh, from Go)
-//
-// Output: {0} nothing ready; {1, id, payload, attempts, enqueued, error} the task leased.
-var queueClaimCmd = goredis.NewScript(luaQueue + luaClaim + `
-local now = now_ms()
-settle(now, tonumber(ARGV[2]))
-local t = take(now, tonumber(ARGV[1]), ARGV[3])
-if not t then return {0} end
-return {1, t[1], t[2], t[3], t[4], t[5]}
-`)
-
 // QueueClaim leases the oldest ready task of queue for lease. Before it looks it
 // returns expired leases to the queue, parking those whose attempts reached maxAttempts
 // (maxAttempts <= 0 never parks) with the error "lease expired". ok is false when
-// nothing is ready.
+// nothing is ready. It is a QueueAckClaim of no ack and one claim.
 func (b *Backend) QueueClaim(ctx context.Context, queue string, lease time.Duration, maxAttempts int) (primitives.ClaimedTask, bool, error) {
 	if err := primitives.CheckClaim(queue, lease); err != nil {
 		return primitives.ClaimedTask{}, false, err
 	}
-	token := newToken()
-	start := time.Now()
-	ctx, cancel := b.call(ctx)
-	defer cancel()
-	v, err := queueClaimCmd.Run(ctx, b.client, queueScriptKeys(queue), ms(lease), maxAttempts, token).Result()
-	if err != nil {
-		return primitives.ClaimedTask{}, false, b.scriptFail(ctx, "queue claim", queue, err)
-	}
-	return claimedFromReply("queue claim", v, token, start.Add(lease))
-}
-
-// claimedFromReply reads the reply of queueClaimCmd: the task leased with token until
-// until, or ok false.
-func claimedFromReply(op string, v any, token string, until time.Time) (primitives.ClaimedTask, bool, error) {
-	a, err := replyArray(op, v, 1)
-	if err != nil {
+	claimed, _, err := b.ackClaim(ctx, "queue claim", queue, nil, 1, lease, maxAttempts)
+	if err != nil || len(claimed) == 0 {
 		return primitives.ClaimedTask{}, false, err
 	}
-	switch code, _ := a[0].(int64); {
-	case code == codeNone && len(a) == 1:
-		return primitives.ClaimedTask{}, false, nil
-	case code == codeOK && len(a) == 6:
-		t, err := taskFromReply(op, a[1:])
-		if err != nil {
-			return primitives.ClaimedTask{}, false, err
-		}
-		return primitives.ClaimedTask{Task: t, Token: token, Until: until}, true, nil
-	}
-	return primitives.ClaimedTask{}, false, replyError(op, v)
+	return claimed[0], true, nil
 }
 
 // taskFromReply reads id, payload, attempts, enqueued, error from a script reply.
@@ -206,34 +166,19 @@ local function ack(id, token, now)
 end
 `
 
-// queueAckCmd completes a claimed task (luaAck).
-//
-//	KEYS[1..5] -> the queue's keys (luaQueue)
-//	ARGV[1]    -> task id
-//	ARGV[2]    -> lease token
-//
-// Output: ack's.
-var queueAckCmd = goredis.NewScript(luaQueue + luaAck + `
-return ack(ARGV[1], ARGV[2], now_ms())
-`)
-
 // QueueAck completes task id of queue, claimed with token, and deletes it. ErrConflict
 // when token no longer holds it (the lease expired, or the task was claimed again);
-// ErrNotFound when the task is gone (acked already).
+// ErrNotFound when the task is gone (acked already). It is a QueueAckClaim of one ack
+// and no claim.
 func (b *Backend) QueueAck(ctx context.Context, queue, id, token string) error {
 	if err := primitives.CheckName("queue", queue); err != nil {
 		return err
 	}
-	ctx, cancel := b.call(ctx)
-	defer cancel()
-	v, err := queueAckCmd.Run(ctx, b.client, queueScriptKeys(queue), id, token).Result()
+	_, ackErrs, err := b.ackClaim(ctx, "queue ack", queue, []primitives.Ack{{ID: id, Token: token}}, 0, 0, 0)
 	if err != nil {
-		return b.scriptFail(ctx, "queue ack", queue, err)
+		return err
 	}
-	if v == int64(codeOK) {
-		return nil
-	}
-	return taskError("queue ack", queue, id, v)
+	return ackErrs[0]
 }
 
 // queueAckClaimCmd acks tasks (luaAck) and then claims up to n (luaClaim), at one
@@ -269,6 +214,12 @@ func (b *Backend) QueueAckClaim(ctx context.Context, queue string, acks []primit
 	if err := primitives.CheckAckClaim(queue, acks, n, lease); err != nil {
 		return nil, nil, err
 	}
+	return b.ackClaim(ctx, "queue ack-claim", queue, acks, n, lease, maxAttempts)
+}
+
+// ackClaim runs queueAckClaimCmd for checked arguments, naming op in its errors: the one
+// script behind QueueClaim, QueueAck and QueueAckClaim.
+func (b *Backend) ackClaim(ctx context.Context, op, queue string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.ClaimedTask, []error, error) {
 	args := make([]any, 0, 4+2*len(acks)+n)
 	args = append(args, ms(lease), maxAttempts, len(acks), n)
 	for _, a := range acks {
@@ -284,9 +235,8 @@ func (b *Backend) QueueAckClaim(ctx context.Context, queue string, acks []primit
 	defer cancel()
 	v, err := queueAckClaimCmd.Run(ctx, b.client, queueScriptKeys(queue), args...).Result()
 	if err != nil {
-		return nil, nil, b.scriptFail(ctx, "queue ack-claim", queue, err)
+		return nil, nil, b.scriptFail(ctx, op, queue, err)
 	}
-	const op = "queue ack-claim"
 	out, err := replyArray(op, v, 2)
 	if err != nil {
 		return nil, nil, err
