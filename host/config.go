@@ -1,6 +1,7 @@
 package host
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -154,12 +155,8 @@ const (
 
 // withDefaults fills in every zero field.
 func (c Config) withDefaults() Config {
-	if c.PluginsDir == "" {
-		c.PluginsDir = defaultPluginsDir
-	}
-	if c.Slots == 0 {
-		c.Slots = defaultSlots
-	}
+	c.PluginsDir = cmp.Or(c.PluginsDir, defaultPluginsDir)
+	c.Slots = cmp.Or(c.Slots, defaultSlots)
 	if c.CacheDir == "" {
 		if d, err := os.UserCacheDir(); err == nil {
 			c.CacheDir = filepath.Join(d, "fleet-host", "wazero")
@@ -170,30 +167,14 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.PollInterval == 0 {
-		c.PollInterval = defaultPollInterval
-	}
-	if c.TaskLease == 0 {
-		c.TaskLease = defaultTaskLease
-	}
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = defaultMaxAttempts
-	}
-	if c.CallTimeout == 0 {
-		c.CallTimeout = defaultCallTimeout
-	}
-	if c.DrainTimeout == 0 {
-		c.DrainTimeout = defaultDrainTimeout
-	}
-	if c.MemoryLimitPages == 0 {
-		c.MemoryLimitPages = defaultMemoryLimitPages
-	}
-	if c.MaxPayload == 0 {
-		c.MaxPayload = defaultMaxPayload
-	}
-	if c.RetryDelay == 0 {
-		c.RetryDelay = defaultRetryDelay
-	}
+	c.PollInterval = cmp.Or(c.PollInterval, defaultPollInterval)
+	c.TaskLease = cmp.Or(c.TaskLease, defaultTaskLease)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, defaultMaxAttempts)
+	c.CallTimeout = cmp.Or(c.CallTimeout, defaultCallTimeout)
+	c.DrainTimeout = cmp.Or(c.DrainTimeout, defaultDrainTimeout)
+	c.MemoryLimitPages = cmp.Or(c.MemoryLimitPages, defaultMemoryLimitPages)
+	c.MaxPayload = cmp.Or(c.MaxPayload, defaultMaxPayload)
+	c.RetryDelay = cmp.Or(c.RetryDelay, defaultRetryDelay)
 	if c.Instance == "" {
 		c.Instance = defaultInstance()
 	}

@@ -4,6 +4,7 @@
 package slot
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -332,10 +333,10 @@ func (s *Slot) handleOnce(soft, hard context.Context, t primitives.ClaimedTask) 
 			if delay == 0 {
 				delay = s.p.RetryDelay
 			}
-			it.Reason = cut(orDefault(res.Reason, "retry"))
+			it.Reason = cut(cmp.Or(res.Reason, "retry"))
 			release(primitives.Retry{Reason: it.Reason, Delay: delay, Refund: true}, OutcomeReleased)
 		case abi.OutcomeFail:
-			it.Reason = cut(orDefault(res.Reason, "failed"))
+			it.Reason = cut(cmp.Or(res.Reason, "failed"))
 			release(primitives.Retry{Reason: it.Reason, MaxAttempts: s.p.MaxAttempts}, OutcomeReleased)
 		}
 	}
@@ -365,13 +366,13 @@ func (s *Slot) tickOnce(hard context.Context) (Iteration, time.Duration) {
 	case res.Outcome == abi.OutcomeDone:
 		it.Outcome, wait = OutcomeCheckpoint, s.p.Poll
 	case res.Outcome == abi.OutcomeRetry:
-		it.Outcome, it.Reason = OutcomeReleased, cut(orDefault(res.Reason, "retry"))
+		it.Outcome, it.Reason = OutcomeReleased, cut(cmp.Or(res.Reason, "retry"))
 		wait = time.Duration(res.RetryAfterMs) * time.Millisecond
 		if wait == 0 {
 			wait = s.p.RetryDelay
 		}
 	default: // fail
-		it.Outcome, it.Reason, wait = OutcomeReleased, cut(orDefault(res.Reason, "failed")), s.p.RetryDelay
+		it.Outcome, it.Reason, wait = OutcomeReleased, cut(cmp.Or(res.Reason, "failed")), s.p.RetryDelay
 		s.p.Log.Warn("slot: tick failed", "slot", s.p.Name, "reason", it.Reason)
 	}
 	it.Duration = time.Since(start)
@@ -421,13 +422,6 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }
 
 func cut(s string) string {
