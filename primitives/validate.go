@@ -58,6 +58,14 @@ func CheckPositive(what string, d time.Duration) error {
 	return nil
 }
 
+// CheckKV checks a KV namespace and key.
+func CheckKV(namespace, key string) error {
+	if err := CheckName("namespace", namespace); err != nil {
+		return err
+	}
+	return CheckName("key", key)
+}
+
 // CheckClaim checks the arguments every queue claim shares: the queue's name and a
 // lease > 0.
 func CheckClaim(queue string, lease time.Duration) error {

@@ -19,13 +19,6 @@ type kvEntry struct {
 
 func (e *kvEntry) live(now time.Time) bool { return e.expires.IsZero() || now.Before(e.expires) }
 
-func checkKV(namespace, key string) error {
-	if err := primitives.CheckName("namespace", namespace); err != nil {
-		return err
-	}
-	return primitives.CheckName("key", key)
-}
-
 // pruneKV drops the keys whose TTL has passed. Called with kvMu held for writing.
 func (b *Backend) pruneKV(now time.Time) {
 	for {
@@ -40,7 +33,7 @@ func (b *Backend) pruneKV(now time.Time) {
 // KVSet implements primitives.KV. It stores a copy of value; a set without ttl clears
 // the key's previous TTL. Expired keys of every namespace are pruned first.
 func (b *Backend) KVSet(ctx context.Context, namespace, key string, value []byte, ttl time.Duration) error {
-	if err := checkKV(namespace, key); err != nil {
+	if err := primitives.CheckKV(namespace, key); err != nil {
 		return err
 	}
 	if err := primitives.CheckTTL("ttl", ttl); err != nil {
@@ -79,7 +72,7 @@ func (b *Backend) KVSet(ctx context.Context, namespace, key string, value []byte
 
 // KVGet implements primitives.KV. It returns a copy of the value.
 func (b *Backend) KVGet(ctx context.Context, namespace, key string) ([]byte, bool, error) {
-	if err := checkKV(namespace, key); err != nil {
+	if err := primitives.CheckKV(namespace, key); err != nil {
 		return nil, false, err
 	}
 	if err := b.check(); err != nil {
@@ -96,7 +89,7 @@ func (b *Backend) KVGet(ctx context.Context, namespace, key string) ([]byte, boo
 
 // KVDelete implements primitives.KV. An expired key did not exist.
 func (b *Backend) KVDelete(ctx context.Context, namespace, key string) (bool, error) {
-	if err := checkKV(namespace, key); err != nil {
+	if err := primitives.CheckKV(namespace, key); err != nil {
 		return false, err
 	}
 	if err := b.check(); err != nil {

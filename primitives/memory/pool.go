@@ -31,8 +31,7 @@ type item struct {
 	created time.Time
 	expires time.Time // zero when the item has no TTL
 
-	token string    // of the current lease; "" when unleased
-	until time.Time // end of the current lease
+	token string // of the current lease; "" when unleased
 
 	ttlNode   node // in pool.ttl when expires is set
 	leaseNode node // in pool.leases while leased
@@ -135,7 +134,7 @@ func removeFrom(m map[tagKey]*itemSet, k tagKey, it *item) {
 
 // makeFree puts an unleased item into the free indexes.
 func (p *pool) makeFree(it *item) {
-	it.token, it.until = "", time.Time{}
+	it.token = ""
 	p.free.add(it)
 	for _, k := range it.keys {
 		addTo(p.avail, k, it)
@@ -148,7 +147,7 @@ func (p *pool) lease(it *item, until time.Time) string {
 	for _, k := range it.keys {
 		removeFrom(p.avail, k, it)
 	}
-	it.token, it.until = newToken(), until
+	it.token = newToken()
 	p.seq++
 	p.leases.push(it, until, p.seq)
 	return it.token

@@ -137,7 +137,7 @@ func (q *queue) settle(now time.Time, maxAttempts int) {
 func (q *queue) holder(queueName, id, token string, now time.Time) (*task, error) {
 	t := q.tasks[id]
 	if t == nil {
-		return nil, fmt.Errorf("%w: queue %q has no task %q", primitives.ErrNotFound, queueName, id)
+		return nil, notFound(queueName, id)
 	}
 	if t.state != inflight || t.token != token || !now.Before(t.until) {
 		return nil, fmt.Errorf("%w: token does not hold task %q of queue %q (lease ended or re-claimed)", primitives.ErrConflict, id, queueName)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -204,7 +205,7 @@ func testBadNames(t *testing.T, b primitives.Backend) {
 	seed(t, b)
 	before := snap(t, b)
 	for _, a := range nameArgs {
-		for _, label := range sortedKeys(badNames) {
+		for _, label := range slices.Sorted(maps.Keys(badNames)) {
 			name := badNames[label]
 			err := a.call(t.Context(), b, name)
 			if !errors.Is(err, primitives.ErrInvalid) {
@@ -334,7 +335,7 @@ func testUnknownIDs(t *testing.T, b primitives.Backend) {
 	}
 	// An id no backend could have issued is unknown too, or refused as invalid.
 	before := snap(t, b)
-	for _, label := range sortedKeys(badNames) {
+	for _, label := range slices.Sorted(maps.Keys(badNames)) {
 		id := badNames[label]
 		for op, err := range map[string]error{
 			"PoolRelease": b.PoolRelease(ctx, "p", id, "token"),

@@ -28,7 +28,6 @@ import (
 	"context"
 	"errors"
 	"runtime"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -248,13 +247,4 @@ func noErr(t *testing.T, op string, err error) {
 	if err != nil {
 		t.Fatalf("%s = %v, want nil", op, err)
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }

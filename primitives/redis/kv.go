@@ -12,7 +12,7 @@ import (
 // KVSet stores value under (namespace, key): SET, with PX ttl when ttl > 0. ttl 0
 // means no expiry (and clears an earlier TTL).
 func (b *Backend) KVSet(ctx context.Context, namespace, key string, value []byte, ttl time.Duration) error {
-	if err := checkKV(namespace, key); err != nil {
+	if err := primitives.CheckKV(namespace, key); err != nil {
 		return err
 	}
 	if err := primitives.CheckValue("value", value); err != nil {
@@ -31,7 +31,7 @@ func (b *Backend) KVSet(ctx context.Context, namespace, key string, value []byte
 // KVGet returns the value under (namespace, key); ok is false when it is absent or
 // expired.
 func (b *Backend) KVGet(ctx context.Context, namespace, key string) ([]byte, bool, error) {
-	if err := checkKV(namespace, key); err != nil {
+	if err := primitives.CheckKV(namespace, key); err != nil {
 		return nil, false, err
 	}
 	ctx, cancel := b.call(ctx)
@@ -48,7 +48,7 @@ func (b *Backend) KVGet(ctx context.Context, namespace, key string) ([]byte, boo
 
 // KVDelete removes (namespace, key) and reports whether it existed.
 func (b *Backend) KVDelete(ctx context.Context, namespace, key string) (bool, error) {
-	if err := checkKV(namespace, key); err != nil {
+	if err := primitives.CheckKV(namespace, key); err != nil {
 		return false, err
 	}
 	ctx, cancel := b.call(ctx)
@@ -58,11 +58,4 @@ func (b *Backend) KVDelete(ctx context.Context, namespace, key string) (bool, er
 		return false, b.fail(ctx, "kv delete", namespace, err)
 	}
 	return n > 0, nil
-}
-
-func checkKV(namespace, key string) error {
-	if err := primitives.CheckName("namespace", namespace); err != nil {
-		return err
-	}
-	return primitives.CheckName("key", key)
 }

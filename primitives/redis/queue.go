@@ -133,6 +133,20 @@ func (b *Backend) QueueClaim(ctx context.Context, queue string, lease time.Durat
 	return claimed[0], true, nil
 }
 
+// tasksFromReply reads the tasks of a flat script reply, five fields each (taskFromReply);
+// len(flat) is a multiple of 5.
+func tasksFromReply(op string, flat []any) ([]primitives.Task, error) {
+	tasks := make([]primitives.Task, 0, len(flat)/5)
+	for i := 0; i+5 <= len(flat); i += 5 {
+		t, err := taskFromReply(op, flat[i:i+5])
+		if err != nil {
+			return nil, err
+		}
+		tasks = append(tasks, t)
+	}
+	return tasks, nil
+}
+
 // taskFromReply reads id, payload, attempts, enqueued, error from a script reply.
 func taskFromReply(op string, a []any) (primitives.Task, error) {
 	var t primitives.Task
@@ -255,13 +269,13 @@ func (b *Backend) ackClaim(ctx context.Context, op, queue string, acks []primiti
 			ackErrs[i] = taskError(op, queue, acks[i].ID, c)
 		}
 	}
-	claimed := make([]primitives.ClaimedTask, 0, len(flat)/5)
-	for i := 0; i < len(flat); i += 5 {
-		t, err := taskFromReply(op, flat[i:i+5])
-		if err != nil {
-			return nil, nil, err
-		}
-		claimed = append(claimed, primitives.ClaimedTask{Task: t, Token: tokens[i/5], Until: start.Add(lease)})
+	tasks, err := tasksFromReply(op, flat)
+	if err != nil {
+		return nil, nil, err
+	}
+	claimed := make([]primitives.ClaimedTask, len(tasks))
+	for i, t := range tasks {
+		claimed[i] = primitives.ClaimedTask{Task: t, Token: tokens[i], Until: start.Add(lease)}
 	}
 	return claimed, ackErrs, nil
 }
@@ -427,15 +441,7 @@ func (b *Backend) QueueParked(ctx context.Context, queue string, limit int) ([]p
 	if err != nil || len(a)%5 != 0 {
 		return nil, replyError("queue parked", v)
 	}
-	tasks := make([]primitives.Task, 0, len(a)/5)
-	for i := 0; i < len(a); i += 5 {
-		t, err := taskFromReply("queue parked", a[i:i+5])
-		if err != nil {
-			return nil, err
-		}
-		tasks = append(tasks, t)
-	}
-	return tasks, nil
+	return tasksFromReply("queue parked", a)
 }
 
 // queueRequeueCmd moves a parked task back to the ready list with its attempts reset.
