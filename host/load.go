@@ -1,6 +1,7 @@
 package host
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -65,19 +66,15 @@ func (h *Host) loadPlugin(ctx context.Context, file string) (p *plugin, err erro
 		return nil, fmt.Errorf("type %q is already loaded from %s", typ, filepath.Base(other.info.File))
 	}
 	grant := h.cfg.Grants[typ]
+	// A grant's own limits win over the host's.
 	limits := struct {
 		pages   uint32
 		timeout time.Duration
 		payload int
-	}{h.cfg.MemoryLimitPages, h.cfg.CallTimeout, h.cfg.MaxPayload}
-	if grant.MemoryLimitPages != 0 {
-		limits.pages = grant.MemoryLimitPages
-	}
-	if grant.CallTimeout != 0 {
-		limits.timeout = grant.CallTimeout
-	}
-	if grant.MaxPayload != 0 {
-		limits.payload = grant.MaxPayload
+	}{
+		cmp.Or(grant.MemoryLimitPages, h.cfg.MemoryLimitPages),
+		cmp.Or(grant.CallTimeout, h.cfg.CallTimeout),
+		cmp.Or(grant.MaxPayload, h.cfg.MaxPayload),
 	}
 	mode := abi.ExportHandle
 	if desc.Mode == abi.ModeLoop {

@@ -24,7 +24,6 @@ import (
 type Runtime struct {
 	r        wazero.Runtime        // immutable after NewRuntime
 	compiled wazero.CompiledModule // immutable after NewRuntime
-	log      *slog.Logger          // immutable
 }
 
 // Params configure a Runtime.
@@ -76,7 +75,7 @@ func NewRuntime(ctx context.Context, p Params, wasm []byte) (rt *Runtime, err er
 	if err := checkModule(compiled); err != nil {
 		return nil, err
 	}
-	return &Runtime{r: r, compiled: compiled, log: p.Log}, nil
+	return &Runtime{r: r, compiled: compiled}, nil
 }
 
 func checkModule(c wazero.CompiledModule) error {

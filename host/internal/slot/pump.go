@@ -28,10 +28,9 @@ type Pump struct {
 // ErrPumpStopped is Do's error once the Pump's Run has returned.
 var ErrPumpStopped = errors.New("slot: the queue pump has stopped")
 
-// pumpRequest is one slot's ack (optional) and claim (optional), and where to answer.
+// pumpRequest is one slot's claim, with its ack (optional), and where to answer.
 type pumpRequest struct {
 	ack   *primitives.Ack
-	claim bool
 	reply chan PumpResult // buffered (1): Run never blocks on a slot
 }
 
@@ -54,12 +53,11 @@ func NewPump(backend primitives.Queue, queue string, lease time.Duration, maxAtt
 	}
 }
 
-// Do acks ack (when not nil) and claims a task (when claim is set), in the pump's next
-// batch, and waits for the answer. It takes no context on purpose: a batch runs to its
+// Do acks ack (when not nil) and claims a task, in the pump's next batch, and waits for the answer. It takes no context on purpose: a batch runs to its
 // end, bounded by the backend's own call timeout, so that no slot abandons a wait whose
 // batch then claimed a task for it (that task would sit leased until its lease ran out).
-func (p *Pump) Do(ack *primitives.Ack, claim bool) PumpResult {
-	r := pumpRequest{ack: ack, claim: claim, reply: make(chan PumpResult, 1)}
+func (p *Pump) Do(ack *primitives.Ack) PumpResult {
+	r := pumpRequest{ack: ack, reply: make(chan PumpResult, 1)}
 	select {
 	case p.reqs <- r:
 	case <-p.stopped:
@@ -98,16 +96,12 @@ func (p *Pump) Run(ctx context.Context) {
 // run makes one QueueAckClaim for batch and answers each request.
 func (p *Pump) run(ctx context.Context, batch []pumpRequest) {
 	var acks []primitives.Ack
-	n := 0
 	for _, r := range batch {
 		if r.ack != nil {
 			acks = append(acks, *r.ack)
 		}
-		if r.claim {
-			n++
-		}
 	}
-	claimed, ackErrs, err := p.backend.QueueAckClaim(ctx, p.queue, acks, n, p.lease, p.maxAttempts)
+	claimed, ackErrs, err := p.backend.QueueAckClaim(ctx, p.queue, acks, len(batch), p.lease, p.maxAttempts)
 	if err == nil && len(ackErrs) != len(acks) {
 		err = fmt.Errorf("slot: queue %q: QueueAckClaim answered %d ack results for %d acks", p.queue, len(ackErrs), len(acks))
 	}
@@ -120,7 +114,7 @@ func (p *Pump) run(ctx context.Context, batch []pumpRequest) {
 			if r.ack != nil {
 				res.AckErr, ackErrs = ackErrs[0], ackErrs[1:]
 			}
-			if r.claim && len(claimed) > 0 {
+			if len(claimed) > 0 {
 				res.Task, res.OK, claimed = claimed[0], true, claimed[1:]
 			}
 		}

@@ -57,7 +57,7 @@ func TestPumpBatches(t *testing.T) {
 	runPump(t, p)
 
 	first := make(chan PumpResult, 1)
-	go func() { first <- p.Do(nil, true) }()
+	go func() { first <- p.Do(nil) }()
 	for g.calls.Load() == 0 { // the first call is in flight, held at the gate
 		time.Sleep(time.Millisecond)
 	}
@@ -69,7 +69,7 @@ func TestPumpBatches(t *testing.T) {
 			if i%2 == 0 {
 				ack = nil
 			}
-			results <- p.Do(ack, true)
+			results <- p.Do(ack)
 		})
 	}
 	time.Sleep(200 * time.Millisecond) // let them all queue up behind the gate
@@ -119,12 +119,12 @@ func TestPumpErrors(t *testing.T) {
 		p.Run(ctx)
 		close(ran)
 	}()
-	if r := p.Do(&primitives.Ack{ID: "x", Token: "t"}, true); !errors.Is(r.Err, primitives.ErrUnavailable) || r.OK {
+	if r := p.Do(&primitives.Ack{ID: "x", Token: "t"}); !errors.Is(r.Err, primitives.ErrUnavailable) || r.OK {
 		t.Errorf("Do on a failing backend = %+v, want Err ErrUnavailable", r)
 	}
 	stop()
 	<-ran
-	if r := p.Do(nil, true); !errors.Is(r.Err, ErrPumpStopped) {
+	if r := p.Do(nil); !errors.Is(r.Err, ErrPumpStopped) {
 		t.Errorf("Do after Run returned = %+v, want ErrPumpStopped", r)
 	}
 }

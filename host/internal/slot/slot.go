@@ -88,6 +88,11 @@ type Params struct {
 // settleTimeout bounds an ack or release, which runs even after a drain's deadline.
 const settleTimeout = 10 * time.Second
 
+// settleCtx is the context of an ack or release: it outlives hard, by settleTimeout.
+func settleCtx(hard context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(hard), settleTimeout)
+}
+
 // maxReason caps a reason recorded on a task.
 const maxReason = 1024
 
@@ -182,7 +187,7 @@ func (s *Slot) Run(soft, hard context.Context) {
 			t, ok := next, haveNext
 			haveNext = false
 			if !ok {
-				res := s.p.Pump.Do(nil, true)
+				res := s.p.Pump.Do(nil)
 				if res.Err != nil {
 					if soft.Err() == nil {
 						s.claimFailed(res.Err)
@@ -252,7 +257,7 @@ func (s *Slot) backoff() time.Duration {
 // handBack returns a task that was claimed but never started (the slot is draining or
 // paused) to its queue at once, with its attempt refunded.
 func (s *Slot) handBack(hard context.Context, t primitives.ClaimedTask) {
-	settle, cancel := context.WithTimeout(context.WithoutCancel(hard), settleTimeout)
+	settle, cancel := settleCtx(hard)
 	defer cancel()
 	r := primitives.Retry{Reason: "handed back unstarted: the slot is draining or paused", Refund: true}
 	if _, err := s.p.Backend.QueueRelease(settle, s.p.Queue, t.ID, t.Token, r); err != nil {
@@ -279,11 +284,13 @@ func (s *Slot) handleOnce(soft, hard context.Context, t primitives.ClaimedTask) 
 	})
 	res, err := s.call(hard, s.guest.Handle, input)
 
-	settle, cancel := context.WithTimeout(context.WithoutCancel(hard), settleTimeout)
-	defer cancel()
+	// The settle context is made only where a call uses it: the done path of a running
+	// slot goes through the pump, which needs none.
 	release := func(r primitives.Retry, outcome string) {
 		it.Phases = append(it.Phases, "release")
 		s.emit(Event{Kind: EventWorking, N: s.n, TaskID: t.ID, Phase: "release"})
+		settle, cancel := settleCtx(hard)
+		defer cancel()
 		parked, err := s.p.Backend.QueueRelease(settle, s.p.Queue, t.ID, t.Token, r)
 		switch {
 		case err != nil:
@@ -319,10 +326,12 @@ func (s *Slot) handleOnce(soft, hard context.Context, t primitives.ClaimedTask) 
 			s.emit(Event{Kind: EventWorking, N: s.n, TaskID: t.ID, Phase: "ack"})
 			var err error
 			if soft.Err() == nil && !s.p.Paused() {
-				res := s.p.Pump.Do(&primitives.Ack{ID: t.ID, Token: t.Token}, true)
+				res := s.p.Pump.Do(&primitives.Ack{ID: t.ID, Token: t.Token})
 				next, ok, err = res.Task, res.OK, errors.Join(res.Err, res.AckErr)
 			} else {
+				settle, cancel := settleCtx(hard)
 				err = s.p.Backend.QueueAck(settle, s.p.Queue, t.ID, t.Token)
+				cancel()
 			}
 			if err != nil {
 				s.p.Log.Warn("slot: ack failed; the task may run again", "slot", s.p.Name, "task", t.ID, "err", err)
