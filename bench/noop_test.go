@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,33 +32,7 @@ var (
 )
 
 // cacheDir is the wazero compilation cache that the main module's tests use too.
-var cacheDir = func() string {
-	if d, err := os.UserCacheDir(); err == nil {
-		return filepath.Join(d, "fleet-host-test", "wazero")
-	}
-	return filepath.Join(os.TempDir(), "fleet-host-test", "wazero")
-}()
-
-// buildMu serialises buildPlugin's change of working directory.
-var buildMu sync.Mutex
-
-// buildPlugin builds a guest of the main module with testutil.BuildPlugin, which finds
-// the module root from the working directory: this module's root is bench/, so the
-// build runs from the main module's root.
-func buildPlugin(b *testing.B, pkg string) string {
-	b.Helper()
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	wd, err := os.Getwd()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := os.Chdir(filepath.Dir(wd)); err != nil {
-		b.Fatal(err)
-	}
-	defer os.Chdir(wd)
-	return testutil.BuildPlugin(b, pkg)
-}
+var cacheDir = testutil.WazeroCacheDir()
 
 // noopWAT is a no-op guest in WebAssembly text: every task is done, with no Go runtime
 // and no JSON in the guest. It shows the host's and the backend's own ceiling.
@@ -96,7 +69,7 @@ func BenchmarkNoopThroughput(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer srv.Close()
-	goWasm := buildPlugin(b, "plugins/examples/noop")
+	goWasm := testutil.BuildPlugin(b, "plugins/examples/noop")
 	watWasm := watPlugin(b)
 	n, slots := *tasksFlag, *slotsFlag
 
@@ -136,11 +109,7 @@ func flush(b *testing.B, srv *testutil.Redis) {
 	b.Helper()
 	b.StopTimer()
 	defer b.StartTimer()
-	c := srv.Client()
-	defer c.Close()
-	if err := c.FlushAll(context.Background()).Err(); err != nil {
-		b.Fatal(err)
-	}
+	srv.Flush(b)
 }
 
 // runFleet loads wasm (consuming queue) into a host with slots slots on srv, enqueues n

@@ -24,12 +24,7 @@ import (
 // cacheDir is the wazero compilation cache shared by the tests, kept across runs next to
 // testutil's build cache: compiling a Go guest under -race takes tens of seconds, and the
 // cache is keyed by the module's content, the wazero version and the CPU.
-var cacheDir = func() string {
-	if d, err := os.UserCacheDir(); err == nil {
-		return filepath.Join(d, "fleet-host-test", "wazero")
-	}
-	return filepath.Join(os.TempDir(), "fleet-host-test", "wazero")
-}()
+var cacheDir = testutil.WazeroCacheDir()
 
 // logBuffer collects the host's log lines; it is dumped when a test fails.
 type logBuffer struct {

@@ -16,8 +16,6 @@ import (
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
-	"github.com/fleethost/fleet/primitives/memory"
-	fleetredis "github.com/fleethost/fleet/primitives/redis"
 )
 
 // benchEnv is one backend with a host running the bench guest (testdata/benchguest) in
@@ -31,25 +29,7 @@ type benchEnv struct {
 
 func newBenchEnv(b *testing.B, kind string) *benchEnv {
 	b.Helper()
-	var backend primitives.Backend
-	switch kind {
-	case "memory":
-		backend = memory.New(memory.Options{})
-	case "redis":
-		// The benchmark's own server, started with testutil.StartRedis and stopped at
-		// the end.
-		srv, err := testutil.StartRedis()
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(srv.Close)
-		rb, err := fleetredis.Open(srv.URL(), fleetredis.Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		backend = rb
-	}
-	b.Cleanup(func() { backend.Close() })
+	backend, _ := newBackend(b, kind) // on Redis, the benchmark's own server
 	dir := b.TempDir()
 	installPlugin(b, "tests/testdata/benchguest", dir, "bench")
 	env := &benchEnv{backend: backend, finished: make(chan host.SlotEvent, 16)}

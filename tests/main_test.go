@@ -36,12 +36,7 @@ func TestMain(m *testing.M) {
 // across runs next to testutil's build cache (the host tests use the same folder):
 // compiling a Go guest under -race takes tens of seconds, and the cache is keyed by the
 // module's content, the wazero version and the CPU.
-var cacheDir = func() string {
-	if d, err := os.UserCacheDir(); err == nil {
-		return filepath.Join(d, "fleet-host-test", "wazero")
-	}
-	return filepath.Join(os.TempDir(), "fleet-host-test", "wazero")
-}()
+var cacheDir = testutil.WazeroCacheDir()
 
 // backendKind names the backends every end-to-end test runs on.
 var backendKinds = []string{"memory", "redis"}

@@ -117,13 +117,6 @@ func (c *Client) Queues(ctx context.Context) ([]api.QueueStats, error) {
 	return out.Queues, err
 }
 
-// Queue is one queue's stats.
-func (c *Client) Queue(ctx context.Context, name string) (api.QueueStats, error) {
-	var out api.QueueStats
-	err := c.do(ctx, http.MethodGet, "/api/v1/queues/"+url.PathEscape(name), nil, &out)
-	return out, err
-}
-
 // Pools lists every declared pool's stats.
 func (c *Client) Pools(ctx context.Context) ([]api.PoolStats, error) {
 	var out struct {
@@ -140,21 +133,6 @@ func (c *Client) Parked(ctx context.Context, queue string, limit int) ([]api.Par
 	}
 	err := c.do(ctx, http.MethodGet, fmt.Sprintf("/api/v1/queues/%s/parked?limit=%d", url.PathEscape(queue), limit), nil, &out)
 	return out.Tasks, err
-}
-
-// Requeue moves a parked task back to its queue.
-func (c *Client) Requeue(ctx context.Context, queue, id string) error {
-	return c.do(ctx, http.MethodPost, "/api/v1/queues/"+url.PathEscape(queue)+"/parked/"+url.PathEscape(id)+"/requeue", nil, nil)
-}
-
-// Pause stops an automation's slots from claiming; Resume undoes it.
-func (c *Client) Pause(ctx context.Context, typ string) error {
-	return c.do(ctx, http.MethodPost, "/api/v1/automations/"+url.PathEscape(typ)+"/pause", nil, nil)
-}
-
-// Resume undoes Pause.
-func (c *Client) Resume(ctx context.Context, typ string) error {
-	return c.do(ctx, http.MethodPost, "/api/v1/automations/"+url.PathEscape(typ)+"/resume", nil, nil)
 }
 
 // Ready reports whether the daemon answers /readyz with 200.

@@ -152,7 +152,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	var draining atomic.Bool
 	srv := api.New(api.Params{
 		Host: h, Backend: b, Slots: slots, Metrics: m.Handler(), Token: o.Token,
-		MaxBody: int64(maxPayload(o.MaxPayload)), Draining: draining.Load, Log: log,
+		MaxBody: int64(o.MaxPayload), Draining: draining.Load, Log: log,
 	})
 	m.Watch(metrics.Sources{Queues: srv.Queues(), Pools: srv.Pools(), PluginMetrics: h.PluginMetrics})
 
@@ -229,13 +229,6 @@ func contractAttrs(p host.Plugin) []any {
 func loopback(a net.Addr) bool {
 	tcp, ok := a.(*net.TCPAddr)
 	return ok && tcp.IP.IsLoopback()
-}
-
-func maxPayload(n int) int {
-	if n <= 0 {
-		return 256 << 10
-	}
-	return n
 }
 
 func orDefault(d, def time.Duration) time.Duration {

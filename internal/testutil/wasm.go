@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -88,23 +89,33 @@ func WAT(tb testing.TB, src string) string {
 	return out
 }
 
-// ModuleRoot finds the folder of the module's go.mod from the working directory.
+// modulePath is the module whose root ModuleRoot finds.
+const modulePath = "github.com/fleethost/fleet"
+
+// ModuleRoot finds the folder of the module's go.mod from the working directory, also
+// from inside a nested module such as bench/.
 func ModuleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		// The first go.mod of this module: bench/ is a module of its own, inside it.
+		if mod, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.HasPrefix(mod, []byte("module "+modulePath+"\n")) {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", fmt.Errorf("testutil: no go.mod above the working directory")
+			return "", fmt.Errorf("testutil: no go.mod of %s above the working directory", modulePath)
 		}
 		dir = parent
 	}
 }
+
+// WazeroCacheDir is the wazero compilation cache that every test shares, kept across
+// runs next to the build cache: compiling a Go guest under -race takes tens of seconds,
+// and wazero keys the cache by the module's content, its own version and the CPU.
+func WazeroCacheDir() string { return filepath.Join(cacheDir(), "wazero") }
 
 func cacheDir() string {
 	if d, err := os.UserCacheDir(); err == nil {

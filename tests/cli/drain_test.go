@@ -119,15 +119,6 @@ func openRedis(t *testing.T, srv *testutil.Redis) primitives.Backend {
 	return b
 }
 
-func counter(t *testing.T, b primitives.Backend, name string) int64 {
-	t.Helper()
-	n, err := b.CounterGet(context.Background(), name)
-	if err != nil {
-		t.Fatalf("CounterGet(%s): %v", name, err)
-	}
-	return n
-}
-
 func submitWork(t *testing.T, d *daemon, n, holdMs int) []string {
 	t.Helper()
 	var ids []string
@@ -195,7 +186,7 @@ func TestSIGTERMDrains(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			done := counter(t, b, "worker:done")
+			done := testutil.Counter(t, b, "worker:done")
 			if st != (primitives.QueueStats{Depth: tt.back}) || done != int64(tt.done) {
 				t.Errorf("after the drain: queue %+v and %d done; want %d back in the queue, none in flight or parked, %d done", st, done, tt.back, tt.done)
 			}
@@ -203,7 +194,7 @@ func TestSIGTERMDrains(t *testing.T) {
 				t.Errorf("tasks lost: %d done + %d waiting, want %d", done, st.Depth, len(ids))
 			}
 			for _, id := range ids {
-				if n := counter(t, b, "worker:exec:"+id); n > 1 {
+				if n := testutil.Counter(t, b, "worker:exec:"+id); n > 1 {
 					t.Errorf("task %s ran %d times", id, n)
 				}
 			}

@@ -53,7 +53,7 @@ func TestKill9(t *testing.T) {
 				working++
 			}
 		}
-		return working == slots && counter(t, b, "worker:done") >= 2*slots
+		return working == slots && testutil.Counter(t, b, "worker:done") >= 2*slots
 	})
 	if err := victim.cmd.Process.Kill(); err != nil { // SIGKILL: no drain, no release
 		t.Fatal(err)
@@ -78,7 +78,7 @@ func TestKill9(t *testing.T) {
 	}
 	ranTwice, never, runs := 0, 0, int64(0)
 	for _, id := range ids {
-		n := counter(t, b, "worker:exec:"+id)
+		n := testutil.Counter(t, b, "worker:exec:"+id)
 		runs += n
 		switch {
 		case n == 0:
@@ -99,7 +99,7 @@ func TestKill9(t *testing.T) {
 	}
 	// worker:execs is added to just after the task's own counter, by a second host call:
 	// a kill between the two loses at most one per slot of the victim.
-	execs, done := counter(t, b, "worker:execs"), counter(t, b, "worker:done")
+	execs, done := testutil.Counter(t, b, "worker:execs"), testutil.Counter(t, b, "worker:done")
 	if execs > runs || execs < runs-slots {
 		t.Errorf("worker:execs = %d, want the %d runs the tasks counted (%d tasks + %d second runs), less at most the victim's %d slots", execs, runs, tasks, ranTwice, slots)
 	}

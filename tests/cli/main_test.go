@@ -30,12 +30,7 @@ var bin string
 
 // cacheDir is the wazero compilation cache shared by every daemon the tests start (and
 // with the other end-to-end tests): compiling a Go guest under -race takes seconds.
-var cacheDir = func() string {
-	if d, err := os.UserCacheDir(); err == nil {
-		return filepath.Join(d, "fleet-host-test", "wazero")
-	}
-	return filepath.Join(os.TempDir(), "fleet-host-test", "wazero")
-}()
+var cacheDir = testutil.WazeroCacheDir()
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "fleet-cli-")
