@@ -1,7 +1,6 @@
 package host_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -26,26 +25,8 @@ import (
 // cache is keyed by the module's content, the wazero version and the CPU.
 var cacheDir = testutil.WazeroCacheDir()
 
-// logBuffer collects the host's log lines; it is dumped when a test fails.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func newLogger(t *testing.T) (*slog.Logger, *logBuffer) {
-	lb := &logBuffer{}
+func newLogger(t *testing.T) (*slog.Logger, *testutil.LogBuffer) {
+	lb := &testutil.LogBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("host log:\n%s", lb)
@@ -190,7 +171,7 @@ type rig struct {
 	backend primitives.Backend
 	cfg     host.Config
 	events  *events
-	logs    *logBuffer
+	logs    *testutil.LogBuffer
 	redis   *testutil.Redis // nil on the memory backend
 }
 

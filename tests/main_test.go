@@ -9,7 +9,6 @@
 package tests
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
@@ -76,27 +75,9 @@ func installPlugin(tb testing.TB, pkg, dir, name string) {
 	}
 }
 
-// logBuffer collects a host's log lines, to dump when a test fails.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // testLogger is a logger whose lines are shown only when the test fails.
 func testLogger(t *testing.T) *slog.Logger {
-	lb := &logBuffer{}
+	lb := &testutil.LogBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("host log:\n%s", lb)

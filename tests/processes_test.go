@@ -107,7 +107,7 @@ type child struct {
 	cmd     *exec.Cmd
 	ready   chan struct{}
 	reports chan childReport // the summary, once
-	stderr  *logBuffer
+	stderr  *testutil.LogBuffer
 	exited  chan struct{} // closed once the process has exited and waitErr is set
 	waitErr error         // cmd.Wait's error; read after exited is closed
 }
@@ -119,7 +119,7 @@ func startChild(t *testing.T, name, redisURL, pluginsDir string, slots int) *chi
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &child{name: name, ready: make(chan struct{}), reports: make(chan childReport, 1), stderr: &logBuffer{}, exited: make(chan struct{})}
+	c := &child{name: name, ready: make(chan struct{}), reports: make(chan childReport, 1), stderr: &testutil.LogBuffer{}, exited: make(chan struct{})}
 	c.cmd = exec.Command(exe)
 	c.cmd.Env = append(os.Environ(),
 		childEnv+"=1", childRedisEnv+"="+redisURL, childPluginsEnv+"="+pluginsDir,

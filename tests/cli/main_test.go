@@ -17,7 +17,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -88,7 +87,7 @@ type daemon struct {
 	t    *testing.T
 	cmd  *exec.Cmd
 	api  string        // "http://127.0.0.1:port"
-	logs *lockedBuffer // its stderr: JSON log lines
+	logs *testutil.LogBuffer // its stderr: JSON log lines
 	done chan struct{} // closed when it has exited
 	err  error         // its exit, once done is closed
 }
@@ -105,7 +104,7 @@ func startDaemon(t *testing.T, env []string, args ...string) *daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{t: t, cmd: cmd, logs: &lockedBuffer{}, done: make(chan struct{})}
+	d := &daemon{t: t, cmd: cmd, logs: &testutil.LogBuffer{}, done: make(chan struct{})}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -261,20 +260,3 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for one writer and many readers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
