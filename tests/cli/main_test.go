@@ -86,10 +86,10 @@ const (
 type daemon struct {
 	t    *testing.T
 	cmd  *exec.Cmd
-	api  string        // "http://127.0.0.1:port"
+	api  string              // "http://127.0.0.1:port"
 	logs *testutil.LogBuffer // its stderr: JSON log lines
-	done chan struct{} // closed when it has exited
-	err  error         // its exit, once done is closed
+	done chan struct{}       // closed when it has exited
+	err  error               // its exit, once done is closed
 }
 
 // startDaemon starts `fleet-host run` with args (plus a JSON log, an API on a free
@@ -259,4 +259,3 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
-
