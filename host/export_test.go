@@ -2,4 +2,4 @@ package host
 
 // ConfigIdentity is the config identity that the slots of typ report, for the external
 // tests.
-func (h *Host) ConfigIdentity(typ string) string { return configIdentity(h.cfg, h.byType[typ]) }
+func (h *Host) ConfigIdentity(typ string) string { return h.byType[typ].configID }

@@ -35,14 +35,14 @@ type Host struct {
 
 // plugin is one loaded plugin.
 type plugin struct {
-	info        Plugin          // immutable
-	desc        *abi.Describe   // immutable
-	rt          *native.Runtime // immutable pointer
-	fn          *hostfn.Plugin  // immutable pointer
-	slots       int             // immutable
-	callTimeout time.Duration   // immutable
-	lease       time.Duration   // immutable
-	closeHTTP   func()          // immutable; may be nil
+	info      Plugin          // immutable
+	desc      *abi.Describe   // immutable
+	rt        *native.Runtime // immutable pointer
+	fn        *hostfn.Plugin  // immutable pointer
+	export    string          // immutable: the export its slots call (abi.ExportHandle or abi.ExportTick)
+	lease     time.Duration   // immutable
+	configID  string          // immutable: configIdentity, what the plane is told of its slots
+	closeHTTP func()          // immutable; may be nil
 
 	paused atomic.Bool
 	gen    atomic.Int64 // instance generations, for unique module names

@@ -120,15 +120,17 @@ func (h *Host) loadPlugin(ctx context.Context, file string) (p *plugin, err erro
 	eff.MemoryLimitPages, eff.CallTimeout, eff.MaxPayload = limits.pages, limits.timeout, limits.payload
 	h.cfg.Logger.Info("host: plugin loaded", "type", typ, "version", desc.Version, "mode", desc.Mode,
 		"file", filepath.Base(file), "slots", slots)
-	return &plugin{
+	loaded := &plugin{
 		info: Plugin{
 			Type: typ, Version: desc.Version, Mode: desc.Mode, File: file,
 			Digest: "sha256:" + hex.EncodeToString(sum[:]), Slots: slots,
 			Consumes: desc.Consumes, Pools: desc.Pools, Submits: desc.Submits, Grant: eff,
 		},
-		desc: desc, rt: rt, fn: fn, slots: slots, closeHTTP: closeHTTP,
-		callTimeout: limits.timeout, lease: max(h.cfg.TaskLease, limits.timeout+leaseMargin),
-	}, nil
+		desc: desc, rt: rt, fn: fn, export: mode, closeHTTP: closeHTTP,
+		lease: max(h.cfg.TaskLease, limits.timeout+leaseMargin),
+	}
+	loaded.configID = configIdentity(h.cfg, loaded)
+	return loaded, nil
 }
 
 // probe compiles wasm in a throwaway runtime, instantiates it once, and reads and checks

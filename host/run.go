@@ -73,7 +73,7 @@ func (h *Host) Run(ctx context.Context) error {
 			pump = slot.NewPump(h.cfg.Backend, p.desc.Consumes.Name, p.lease, h.cfg.MaxAttempts)
 			pumps.Go(func() { pump.Run(pumpCtx) })
 		}
-		for i := range p.slots {
+		for i := range p.info.Slots {
 			s := slot.New(h.slotParams(p, i, pump, h.tel.slot(h.cfg, p, i)))
 			wg.Add(1)
 			go func() {
@@ -133,13 +133,13 @@ func (h *Host) slotParams(p *plugin, i int, pump *slot.Pump, rep *slotReport) sl
 		Lease:       p.lease,
 		MaxAttempts: h.cfg.MaxAttempts,
 		Poll:        h.cfg.PollInterval,
-		CallTimeout: p.callTimeout,
+		CallTimeout: p.info.Grant.CallTimeout,
 		RetryDelay:  h.cfg.RetryDelay,
 		Paused:      p.paused.Load,
 		Observe:     observers(report, observe),
 		Log:         h.cfg.Logger,
 		NewGuest: func(hard context.Context) (slot.Guest, error) {
-			ctx, cancel := context.WithTimeout(hard, p.callTimeout)
+			ctx, cancel := context.WithTimeout(hard, p.info.Grant.CallTimeout)
 			defer cancel()
 			caller := &hostfn.Caller{Plugin: p.fn, Slot: name}
 			return p.rt.Instantiate(ctx, fmt.Sprintf("%s#%d", name, p.gen.Add(1)), caller, out)

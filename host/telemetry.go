@@ -1,6 +1,7 @@
 package host
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -84,22 +85,18 @@ func (t *telemetry) slot(cfg Config, p *plugin, i int) *slotReport {
 	if rep == nil {
 		return nil
 	}
-	export := abi.ExportHandle
-	if p.desc.Mode == abi.ModeLoop {
-		export = abi.ExportTick
-	}
 	s := &slotReport{
 		rep: rep,
 		id: reporter.Identity{
 			Instance:       cfg.Instance + "/" + p.info.Type + "/" + strconv.Itoa(i),
 			Host:           t.host.Host,
 			Version:        cfg.Version,
-			ConfigIdentity: configIdentity(cfg, p),
+			ConfigIdentity: p.configID,
 		},
-		export:   export,
+		export:   p.export,
 		loop:     p.desc.Mode == abi.ModeLoop,
-		phases:   []string{export},
-		sessions: []reporter.Session{{Phase: export, Harness: harness}},
+		phases:   []string{p.export},
+		sessions: []reporter.Session{{Phase: p.export, Harness: harness}},
 	}
 	t.slots = append(t.slots, s)
 	return s
@@ -251,16 +248,7 @@ func configIdentity(cfg Config, p *plugin) string {
 		slices.Sort(out)
 		return out
 	}
-	orDefault := func(v, d int64) int64 {
-		if v == 0 {
-			return d
-		}
-		return v
-	}
-	conf := cfg.Configs[p.info.Type]
-	if len(conf) == 0 {
-		conf = json.RawMessage("{}")
-	}
+	conf := p.fn.Config // "{}" when none was given
 	if c, err := validate.Canonical(conf); err == nil {
 		conf = c
 	}
@@ -286,14 +274,14 @@ func configIdentity(cfg Config, p *plugin) string {
 		HTTPMaxRedirects int64
 		Config           json.RawMessage
 	}{
-		Module: p.info.Digest, Slots: p.slots, Lease: p.lease, MaxAttempts: cfg.MaxAttempts,
-		CallTimeout: p.callTimeout, PollInterval: cfg.PollInterval, RetryDelay: cfg.RetryDelay,
+		Module: p.info.Digest, Slots: p.info.Slots, Lease: p.lease, MaxAttempts: cfg.MaxAttempts,
+		CallTimeout: g.CallTimeout, PollInterval: cfg.PollInterval, RetryDelay: cfg.RetryDelay,
 		DrainTimeout: cfg.DrainTimeout, MemoryLimitPages: g.MemoryLimitPages, MaxPayload: g.MaxPayload,
 		KV: sorted(g.KV), Locks: sorted(g.Locks), Counters: sorted(g.Counters),
 		HTTPHosts: sorted(g.HTTPHosts), HTTPAllowPrivate: g.HTTPAllowPrivate, HTTPProxies: sorted(g.HTTPProxies),
-		HTTPMaxBody:      orDefault(g.HTTPMaxBody, httpfn.DefaultMaxBody),
-		HTTPTimeout:      time.Duration(orDefault(int64(g.HTTPTimeout), int64(httpfn.DefaultTimeout))),
-		HTTPMaxRedirects: orDefault(int64(g.HTTPMaxRedirects), httpfn.DefaultMaxRedirects),
+		HTTPMaxBody:      cmp.Or(g.HTTPMaxBody, httpfn.DefaultMaxBody),
+		HTTPTimeout:      cmp.Or(g.HTTPTimeout, httpfn.DefaultTimeout),
+		HTTPMaxRedirects: cmp.Or(int64(g.HTTPMaxRedirects), httpfn.DefaultMaxRedirects),
 		Config:           conf,
 	})
 	sum := sha256.Sum256(b)
