@@ -77,112 +77,19 @@ func Run(t *testing.T, newBackend func(t *testing.T) primitives.Backend) {
 func RunUnavailable(t *testing.T, newDeadBackend func(t *testing.T) primitives.Backend) {
 	t.Helper()
 	const bound = 2 * time.Second
-	ops := []struct {
-		name string
-		call func(ctx context.Context, b primitives.Backend) error
-	}{
-		{"Ping", func(ctx context.Context, b primitives.Backend) error { return b.Ping(ctx) }},
-		{"PoolPut", func(ctx context.Context, b primitives.Backend) error {
-			_, err := b.PoolPut(ctx, "p", []byte(`{}`), primitives.Tags{"site": `"x"`}, time.Minute)
-			return err
-		}},
-		{"PoolList", func(ctx context.Context, b primitives.Backend) error {
-			_, err := b.PoolList(ctx, "p", primitives.Tags{"site": `"x"`}, 10)
-			return err
-		}},
-		{"PoolClaim", func(ctx context.Context, b primitives.Backend) error {
-			_, _, err := b.PoolClaim(ctx, "p", primitives.Tags{"site": `"x"`}, time.Second)
-			return err
-		}},
-		{"PoolRelease", func(ctx context.Context, b primitives.Backend) error {
-			return b.PoolRelease(ctx, "p", "no-such-id", "no-such-token")
-		}},
-		{"PoolMarkBad", func(ctx context.Context, b primitives.Backend) error {
-			return b.PoolMarkBad(ctx, "p", "no-such-id", "bad")
-		}},
-		{"PoolSize", func(ctx context.Context, b primitives.Backend) error {
-			_, err := b.PoolSize(ctx, "p")
-			return err
-		}},
-		{"PoolStats", func(ctx context.Context, b primitives.Backend) error {
-			_, err := b.PoolStats(ctx, "p")
-			return err
-		}},
-		{"KVSet", func(ctx context.Context, b primitives.Backend) error {
-			return b.KVSet(ctx, "ns", "k", []byte(`1`), 0)
-		}},
-		{"KVGet", func(ctx context.Context, b primitives.Backend) error {
-			_, _, err := b.KVGet(ctx, "ns", "k")
-			return err
-		}},
-		{"KVDelete", func(ctx context.Context, b primitives.Backend) error {
-			_, err := b.KVDelete(ctx, "ns", "k")
-			return err
-		}},
-		{"LockAcquire", func(ctx context.Context, b primitives.Backend) error {
-			_, _, err := b.LockAcquire(ctx, "l", time.Second, 0)
-			return err
-		}},
-		{"LockAcquireWait", func(ctx context.Context, b primitives.Backend) error {
-			_, _, err := b.LockAcquire(ctx, "l", time.Second, time.Second)
-			return err
-		}},
-		{"LockRelease", func(ctx context.Context, b primitives.Backend) error {
-			_, err := b.LockRelease(ctx, "l", "no-such-token")
-			return err
-		}},
-		{"CounterIncr", func(ctx context.Context, b primitives.Backend) error {
-			_, err := b.CounterIncr(ctx, "c", 1)
-			return err
-		}},
-		{"CounterGet", func(ctx context.Context, b primitives.Backend) error {
-			_, err := b.CounterGet(ctx, "c")
-			return err
-		}},
-		{"QueuePush", func(ctx context.Context, b primitives.Backend) error {
-			_, err := b.QueuePush(ctx, "q", []byte(`{}`))
-			return err
-		}},
-		{"QueueClaim", func(ctx context.Context, b primitives.Backend) error {
-			_, _, err := b.QueueClaim(ctx, "q", time.Second, 3)
-			return err
-		}},
-		{"QueueAck", func(ctx context.Context, b primitives.Backend) error {
-			return b.QueueAck(ctx, "q", "no-such-id", "no-such-token")
-		}},
-		{"QueueAckClaim", func(ctx context.Context, b primitives.Backend) error {
-			_, _, err := b.QueueAckClaim(ctx, "q", []primitives.Ack{{ID: "no-such-id", Token: "no-such-token"}}, 1, time.Second, 3)
-			return err
-		}},
-		{"QueueRelease", func(ctx context.Context, b primitives.Backend) error {
-			_, err := b.QueueRelease(ctx, "q", "no-such-id", "no-such-token", primitives.Retry{Reason: "x"})
-			return err
-		}},
-		{"QueueStats", func(ctx context.Context, b primitives.Backend) error {
-			_, err := b.QueueStats(ctx, "q")
-			return err
-		}},
-		{"QueueParked", func(ctx context.Context, b primitives.Backend) error {
-			_, err := b.QueueParked(ctx, "q", 10)
-			return err
-		}},
-		{"QueueRequeue", func(ctx context.Context, b primitives.Backend) error {
-			return b.QueueRequeue(ctx, "q", "no-such-id")
-		}},
-	}
-	for _, op := range ops {
-		t.Run(op.name, func(t *testing.T) {
+	for _, op := range Ops {
+		t.Run(op.Name, func(t *testing.T) {
 			b := newDeadBackend(t)
 			ctx, cancel := context.WithTimeout(t.Context(), 5*bound)
 			defer cancel()
 			start := time.Now()
-			err := op.call(ctx, b)
+			err := op.Call(ctx, b)
 			took := time.Since(start)
 			if !errors.Is(err, primitives.ErrUnavailable) {
-				t.Errorf("%s on a dead backend = %v, want ErrUnavailable", op.name, err)
+				t.Errorf("%s on a dead backend = %v, want ErrUnavailable", op.Name, err)
 			}
 			if took > bound {
-				t.Errorf("%s on a dead backend took %v, want at most %v", op.name, took, bound)
+				t.Errorf("%s on a dead backend took %v, want at most %v", op.Name, took, bound)
 			}
 		})
 	}
@@ -247,4 +154,104 @@ func noErr(t *testing.T, op string, err error) {
 	if err != nil {
 		t.Fatalf("%s = %v, want nil", op, err)
 	}
+}
+
+// Op is one operation of a Backend, with arguments that any backend takes, for tests
+// that run every operation against a backend that cannot answer (dead, closed, hung,
+// or called with a cancelled context).
+type Op struct {
+	Name string
+	Call func(ctx context.Context, b primitives.Backend) error
+}
+
+// Ops is every operation of a Backend, once.
+var Ops = []Op{
+	{"Ping", func(ctx context.Context, b primitives.Backend) error { return b.Ping(ctx) }},
+	{"PoolPut", func(ctx context.Context, b primitives.Backend) error {
+		_, err := b.PoolPut(ctx, "p", []byte(`{}`), primitives.Tags{"site": `"x"`}, time.Minute)
+		return err
+	}},
+	{"PoolList", func(ctx context.Context, b primitives.Backend) error {
+		_, err := b.PoolList(ctx, "p", primitives.Tags{"site": `"x"`}, 10)
+		return err
+	}},
+	{"PoolClaim", func(ctx context.Context, b primitives.Backend) error {
+		_, _, err := b.PoolClaim(ctx, "p", primitives.Tags{"site": `"x"`}, time.Second)
+		return err
+	}},
+	{"PoolRelease", func(ctx context.Context, b primitives.Backend) error {
+		return b.PoolRelease(ctx, "p", "no-such-id", "no-such-token")
+	}},
+	{"PoolMarkBad", func(ctx context.Context, b primitives.Backend) error {
+		return b.PoolMarkBad(ctx, "p", "no-such-id", "bad")
+	}},
+	{"PoolSize", func(ctx context.Context, b primitives.Backend) error {
+		_, err := b.PoolSize(ctx, "p")
+		return err
+	}},
+	{"PoolStats", func(ctx context.Context, b primitives.Backend) error {
+		_, err := b.PoolStats(ctx, "p")
+		return err
+	}},
+	{"KVSet", func(ctx context.Context, b primitives.Backend) error {
+		return b.KVSet(ctx, "ns", "k", []byte(`1`), 0)
+	}},
+	{"KVGet", func(ctx context.Context, b primitives.Backend) error {
+		_, _, err := b.KVGet(ctx, "ns", "k")
+		return err
+	}},
+	{"KVDelete", func(ctx context.Context, b primitives.Backend) error {
+		_, err := b.KVDelete(ctx, "ns", "k")
+		return err
+	}},
+	{"LockAcquire", func(ctx context.Context, b primitives.Backend) error {
+		_, _, err := b.LockAcquire(ctx, "l", time.Second, 0)
+		return err
+	}},
+	{"LockAcquireWait", func(ctx context.Context, b primitives.Backend) error {
+		_, _, err := b.LockAcquire(ctx, "l", time.Second, time.Second)
+		return err
+	}},
+	{"LockRelease", func(ctx context.Context, b primitives.Backend) error {
+		_, err := b.LockRelease(ctx, "l", "no-such-token")
+		return err
+	}},
+	{"CounterIncr", func(ctx context.Context, b primitives.Backend) error {
+		_, err := b.CounterIncr(ctx, "c", 1)
+		return err
+	}},
+	{"CounterGet", func(ctx context.Context, b primitives.Backend) error {
+		_, err := b.CounterGet(ctx, "c")
+		return err
+	}},
+	{"QueuePush", func(ctx context.Context, b primitives.Backend) error {
+		_, err := b.QueuePush(ctx, "q", []byte(`{}`))
+		return err
+	}},
+	{"QueueClaim", func(ctx context.Context, b primitives.Backend) error {
+		_, _, err := b.QueueClaim(ctx, "q", time.Second, 3)
+		return err
+	}},
+	{"QueueAck", func(ctx context.Context, b primitives.Backend) error {
+		return b.QueueAck(ctx, "q", "no-such-id", "no-such-token")
+	}},
+	{"QueueAckClaim", func(ctx context.Context, b primitives.Backend) error {
+		_, _, err := b.QueueAckClaim(ctx, "q", []primitives.Ack{{ID: "no-such-id", Token: "no-such-token"}}, 1, time.Second, 3)
+		return err
+	}},
+	{"QueueRelease", func(ctx context.Context, b primitives.Backend) error {
+		_, err := b.QueueRelease(ctx, "q", "no-such-id", "no-such-token", primitives.Retry{Reason: "x"})
+		return err
+	}},
+	{"QueueStats", func(ctx context.Context, b primitives.Backend) error {
+		_, err := b.QueueStats(ctx, "q")
+		return err
+	}},
+	{"QueueParked", func(ctx context.Context, b primitives.Backend) error {
+		_, err := b.QueueParked(ctx, "q", 10)
+		return err
+	}},
+	{"QueueRequeue", func(ctx context.Context, b primitives.Backend) error {
+		return b.QueueRequeue(ctx, "q", "no-such-id")
+	}},
 }

@@ -12,35 +12,17 @@ import (
 
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
+	"github.com/fleethost/fleet/primitives/primitivestest"
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// allOps runs every operation of the Backend once and returns the errors by op name.
+// allOps runs every operation of the Backend once (primitivestest.Ops) and returns the
+// errors by op name.
 func allOps(ctx context.Context, b primitives.Backend) map[string]error {
 	errs := map[string]error{}
-	tags := primitives.Tags{"site": `"x"`}
-	_, errs["PoolPut"] = b.PoolPut(ctx, "p", []byte("x"), tags, time.Minute)
-	_, errs["PoolList"] = b.PoolList(ctx, "p", tags, 0)
-	_, _, errs["PoolClaim"] = b.PoolClaim(ctx, "p", tags, time.Second)
-	errs["PoolRelease"] = b.PoolRelease(ctx, "p", "id", "tok")
-	errs["PoolMarkBad"] = b.PoolMarkBad(ctx, "p", "id", "bad")
-	_, errs["PoolSize"] = b.PoolSize(ctx, "p")
-	_, errs["PoolStats"] = b.PoolStats(ctx, "p")
-	errs["KVSet"] = b.KVSet(ctx, "ns", "k", []byte("v"), 0)
-	_, _, errs["KVGet"] = b.KVGet(ctx, "ns", "k")
-	_, errs["KVDelete"] = b.KVDelete(ctx, "ns", "k")
-	_, _, errs["LockAcquire"] = b.LockAcquire(ctx, "l", time.Second, 0)
-	_, errs["LockRelease"] = b.LockRelease(ctx, "l", "tok")
-	_, errs["CounterIncr"] = b.CounterIncr(ctx, "c", 1)
-	_, errs["CounterGet"] = b.CounterGet(ctx, "c")
-	_, errs["QueuePush"] = b.QueuePush(ctx, "q", []byte("x"))
-	_, _, errs["QueueClaim"] = b.QueueClaim(ctx, "q", time.Second, 3)
-	errs["QueueAck"] = b.QueueAck(ctx, "q", "id", "tok")
-	_, errs["QueueRelease"] = b.QueueRelease(ctx, "q", "id", "tok", primitives.Retry{})
-	_, errs["QueueStats"] = b.QueueStats(ctx, "q")
-	_, errs["QueueParked"] = b.QueueParked(ctx, "q", 0)
-	errs["QueueRequeue"] = b.QueueRequeue(ctx, "q", "id")
-	errs["Ping"] = b.Ping(ctx)
+	for _, op := range primitivestest.Ops {
+		errs[op.Name] = op.Call(ctx, b)
+	}
 	return errs
 }
 
