@@ -15,7 +15,7 @@ var counterTests = []subtest{
 func testCounterHammer(t *testing.T, b primitives.Backend) {
 	const workers, incrs = 10, 100
 	ctx := t.Context()
-	hammer(workers, func(int) {
+	Hammer(workers, func(int) {
 		for range incrs {
 			if _, err := b.CounterIncr(ctx, "inflight", 1); err != nil {
 				t.Errorf("CounterIncr = %v, want nil", err)

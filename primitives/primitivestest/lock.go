@@ -68,7 +68,7 @@ func testLockHammer(t *testing.T, b primitives.Backend) {
 		mine   = make([][]int64, holders)
 	)
 	ctx := t.Context()
-	hammer(holders, func(i int) {
+	Hammer(holders, func(i int) {
 		for range rounds {
 			g, ok, err := b.LockAcquire(ctx, "migration", 10*time.Second, 10*time.Second)
 			if err != nil || !ok {

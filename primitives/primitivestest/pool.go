@@ -227,7 +227,7 @@ func testPoolClaimIsExclusive(t *testing.T, b primitives.Backend) {
 		misses int
 	)
 	ctx := t.Context()
-	hammer(claimers, func(int) {
+	Hammer(claimers, func(int) {
 		l, ok, err := b.PoolClaim(ctx, "p", siteX, time.Minute)
 		mu.Lock()
 		defer mu.Unlock()

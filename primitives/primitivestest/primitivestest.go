@@ -105,10 +105,10 @@ type subtest struct {
 // backends may keep milliseconds and read a server's clock.
 const tol = 250 * time.Millisecond
 
-// hammer runs n goroutines that wait on one channel, so that they start at once, and
+// Hammer runs n goroutines that wait on one channel, so that they start at once, and
 // waits for them. GOMAXPROCS is raised to n/2 meanwhile so that they interleave even on a
 // small machine (wazero's hammer does the same).
-func hammer(n int, f func(i int)) {
+func Hammer(n int, f func(i int)) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(max(n/2, 2)))
 	start := make(chan struct{})
 	var wg sync.WaitGroup

@@ -421,7 +421,7 @@ func testQueueClaimHammer(t *testing.T, b primitives.Backend) {
 		misses int
 	)
 	ctx := t.Context()
-	hammer(claimers, func(int) {
+	Hammer(claimers, func(int) {
 		c, ok, err := b.QueueClaim(ctx, "q", time.Minute, 3)
 		mu.Lock()
 		defer mu.Unlock()

@@ -2,10 +2,10 @@ package redis
 
 import (
 	"errors"
-	"sync"
 	"testing"
 
 	"github.com/fleethost/fleet/primitives"
+	"github.com/fleethost/fleet/primitives/primitivestest"
 )
 
 func TestCounter(t *testing.T) {
@@ -41,23 +41,14 @@ func TestCounter(t *testing.T) {
 // 10 goroutines × 100 increments end at exactly 1000.
 func TestCounterHammer(t *testing.T) {
 	b, _ := setup(t)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for range 10 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			for range 100 {
-				if _, err := b.CounterIncr(bg, "c", 1); err != nil {
-					t.Error(err)
-					return
-				}
+	primitivestest.Hammer(10, func(int) {
+		for range 100 {
+			if _, err := b.CounterIncr(bg, "c", 1); err != nil {
+				t.Error(err)
+				return
 			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+		}
+	})
 	if n, _ := b.CounterGet(bg, "c"); n != 1000 {
 		t.Fatalf("CounterGet = %d, want 1000", n)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/primitives"
+	"github.com/fleethost/fleet/primitives/primitivestest"
 )
 
 func TestLockState(t *testing.T) {
@@ -108,37 +109,28 @@ func TestLockHammer(t *testing.T) {
 	var holders atomic.Int32
 	var mu sync.Mutex
 	fences := map[int64]bool{}
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			for range 20 {
-				g, ok, err := b.LockAcquire(bg, "l", time.Minute, time.Second)
-				if err != nil || !ok {
-					t.Errorf("LockAcquire = %v, %v", ok, err)
-					return
-				}
-				if n := holders.Add(1); n != 1 {
-					t.Errorf("%d holders at once", n)
-				}
-				mu.Lock()
-				if fences[g.Fence] {
-					t.Errorf("fence %d granted twice", g.Fence)
-				}
-				fences[g.Fence] = true
-				mu.Unlock()
-				holders.Add(-1)
-				if ok, err := b.LockRelease(bg, "l", g.Token); !ok || err != nil {
-					t.Errorf("LockRelease = %v, %v", ok, err)
-				}
+	primitivestest.Hammer(8, func(int) {
+		for range 20 {
+			g, ok, err := b.LockAcquire(bg, "l", time.Minute, time.Second)
+			if err != nil || !ok {
+				t.Errorf("LockAcquire = %v, %v", ok, err)
+				return
 			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+			if n := holders.Add(1); n != 1 {
+				t.Errorf("%d holders at once", n)
+			}
+			mu.Lock()
+			if fences[g.Fence] {
+				t.Errorf("fence %d granted twice", g.Fence)
+			}
+			fences[g.Fence] = true
+			mu.Unlock()
+			holders.Add(-1)
+			if ok, err := b.LockRelease(bg, "l", g.Token); !ok || err != nil {
+				t.Errorf("LockRelease = %v, %v", ok, err)
+			}
+		}
+	})
 	if len(fences) != 160 {
 		t.Fatalf("%d grants, want 160", len(fences))
 	}

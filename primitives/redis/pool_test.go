@@ -2,13 +2,13 @@ package redis
 
 import (
 	"errors"
-	"runtime"
 	"sort"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/fleethost/fleet/primitives"
+	"github.com/fleethost/fleet/primitives/primitivestest"
 )
 
 func TestTagsEncodeRoundTrip(t *testing.T) {
@@ -424,7 +424,6 @@ func TestPoolValidation(t *testing.T) {
 func TestPoolClaimHammer(t *testing.T) {
 	b, _ := setup(t)
 	const items, workers = 200, 8
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(workers / 2))
 	for i := range items {
 		tags := primitives.Tags{"site": `"x"`}
 		if i%2 == 0 {
@@ -436,34 +435,25 @@ func TestPoolClaimHammer(t *testing.T) {
 	}
 	var mu sync.Mutex
 	seen := map[string]int{}
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			where := primitives.Tags{"site": `"x"`}
-			if w%2 == 0 {
-				where = nil
+	primitivestest.Hammer(workers, func(w int) {
+		where := primitives.Tags{"site": `"x"`}
+		if w%2 == 0 {
+			where = nil
+		}
+		for {
+			l, ok, err := b.PoolClaim(bg, "p", where, time.Minute)
+			if err != nil {
+				t.Error(err)
+				return
 			}
-			for {
-				l, ok, err := b.PoolClaim(bg, "p", where, time.Minute)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if !ok {
-					return
-				}
-				mu.Lock()
-				seen[l.ID]++
-				mu.Unlock()
+			if !ok {
+				return
 			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+			mu.Lock()
+			seen[l.ID]++
+			mu.Unlock()
+		}
+	})
 	if len(seen) != items {
 		t.Fatalf("claimed %d distinct items, want %d", len(seen), items)
 	}

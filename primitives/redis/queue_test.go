@@ -2,12 +2,12 @@ package redis
 
 import (
 	"errors"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/fleethost/fleet/primitives"
+	"github.com/fleethost/fleet/primitives/primitivestest"
 )
 
 func TestQueuePushClaimAckState(t *testing.T) {
@@ -268,7 +268,6 @@ func TestQueueValidation(t *testing.T) {
 func TestQueueClaimHammer(t *testing.T) {
 	b, _ := setup(t)
 	const tasks, workers = 300, 8
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(workers / 2))
 	for range tasks {
 		if _, err := b.QueuePush(bg, "q", []byte("x")); err != nil {
 			t.Fatal(err)
@@ -276,33 +275,24 @@ func TestQueueClaimHammer(t *testing.T) {
 	}
 	var mu sync.Mutex
 	seen := map[string]int{}
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			for {
-				ct, ok, err := b.QueueClaim(bg, "q", time.Minute, 0)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if !ok {
-					return
-				}
-				mu.Lock()
-				seen[ct.ID]++
-				mu.Unlock()
-				if err := b.QueueAck(bg, "q", ct.ID, ct.Token); err != nil {
-					t.Error(err)
-				}
+	primitivestest.Hammer(workers, func(int) {
+		for {
+			ct, ok, err := b.QueueClaim(bg, "q", time.Minute, 0)
+			if err != nil {
+				t.Error(err)
+				return
 			}
-		}()
-	}
-	close(start)
-	wg.Wait()
+			if !ok {
+				return
+			}
+			mu.Lock()
+			seen[ct.ID]++
+			mu.Unlock()
+			if err := b.QueueAck(bg, "q", ct.ID, ct.Token); err != nil {
+				t.Error(err)
+			}
+		}
+	})
 	if len(seen) != tasks {
 		t.Fatalf("claimed %d distinct tasks, want %d", len(seen), tasks)
 	}
