@@ -94,9 +94,9 @@ func (h *Host) loadAll(ctx context.Context) (err error) {
 		return err
 	}
 	h.core = hostfn.NewCore(cfg.Backend, h.contracts, hostfn.NewMetrics(), cfg.Logger)
-	files, err := pluginFiles(cfg.PluginsDir)
+	files, err := PluginFiles(cfg.PluginsDir)
 	if err != nil {
-		return err
+		return fmt.Errorf("host: Config.PluginsDir: %w", err)
 	}
 	for _, file := range files {
 		p, err := h.load(ctx, file)

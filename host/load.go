@@ -20,11 +20,12 @@ import (
 	"github.com/fleethost/fleet/host/internal/validate"
 )
 
-// pluginFiles lists the .wasm files of dir, sorted.
-func pluginFiles(dir string) ([]string, error) {
+// PluginFiles lists the .wasm files of dir, sorted: the plugins a host loads from it. A
+// folder without one is an error.
+func PluginFiles(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("host: Config.PluginsDir: %w", err)
+		return nil, err
 	}
 	var files []string
 	for _, e := range entries {
@@ -33,7 +34,7 @@ func pluginFiles(dir string) ([]string, error) {
 		}
 	}
 	if len(files) == 0 {
-		return nil, fmt.Errorf("host: Config.PluginsDir %q holds no .wasm plugin", dir)
+		return nil, fmt.Errorf("%s holds no .wasm plugin", dir)
 	}
 	sort.Strings(files)
 	return files, nil

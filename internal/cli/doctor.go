@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -98,7 +96,7 @@ func Doctor(ctx context.Context, p DoctorParams, out io.Writer) bool {
 	}
 
 	// Plugins, one by one.
-	files, ferr := wasmFiles(p.PluginsDir)
+	files, ferr := host.PluginFiles(p.PluginsDir)
 	pluginsOK := ferr == nil
 	if ferr != nil {
 		line(false, "plugins", "%v", ferr)
@@ -164,24 +162,6 @@ func Doctor(ctx context.Context, p DoctorParams, out io.Writer) bool {
 		}
 	}
 	return ok
-}
-
-func wasmFiles(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range entries {
-		if !e.IsDir() && strings.HasSuffix(e.Name(), ".wasm") {
-			out = append(out, filepath.Join(dir, e.Name()))
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%s holds no .wasm plugin", dir)
-	}
-	sort.Strings(out)
-	return out, nil
 }
 
 func summary(d *abi.Describe) string {
