@@ -57,7 +57,7 @@ func (b *Backend) tryLock(name string, hold time.Duration) (primitives.Grant, bo
 		return primitives.Grant{}, false
 	}
 	st.fence++
-	st.token, st.until = newToken(), now.Add(hold)
+	st.token, st.until = primitives.NewToken(), now.Add(hold)
 	return primitives.Grant{Token: st.token, Fence: st.fence, Until: st.until}, true
 }
 

@@ -106,13 +106,6 @@ func (b *Backend) Close() error {
 	return nil
 }
 
-// newToken returns 128 random bits in hex: a lease or lock token nobody can guess.
-func newToken() string {
-	var buf [16]byte
-	_, _ = rand.Read(buf[:]) // crypto/rand.Read never returns an error; it crashes instead
-	return hex.EncodeToString(buf[:])
-}
-
 // newID returns 96 random bits in hex: an item or task id, unique without coordination.
 func newID() string {
 	var buf [12]byte

@@ -147,7 +147,7 @@ func (p *pool) lease(it *item, until time.Time) string {
 	for _, k := range it.keys {
 		removeFrom(p.avail, k, it)
 	}
-	it.token = newToken()
+	it.token = primitives.NewToken()
 	p.seq++
 	p.leases.push(it, until, p.seq)
 	return it.token
@@ -387,14 +387,14 @@ func (b *Backend) withItem(poolName, id string, fn func(p *pool, it *item) error
 	}
 	p := b.getPool(poolName, false)
 	if p == nil {
-		return fmt.Errorf("%w: pool %q has no item %q", primitives.ErrNotFound, poolName, id)
+		return noItem(poolName, id)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.settle(b.clock.Now())
 	it := p.items[id]
 	if it == nil {
-		return fmt.Errorf("%w: pool %q has no item %q", primitives.ErrNotFound, poolName, id)
+		return noItem(poolName, id)
 	}
 	return fn(p, it)
 }
@@ -439,4 +439,9 @@ func (b *Backend) PoolStats(ctx context.Context, poolName string) (primitives.Po
 		st.ByTag[k.String()] += s.len()
 	}
 	return st, nil
+}
+
+// noItem is the error of an id that pool does not hold.
+func noItem(pool, id string) error {
+	return fmt.Errorf("%w: pool %q has no item %q", primitives.ErrNotFound, pool, id)
 }

@@ -216,7 +216,7 @@ func (q *queue) claim(now time.Time, lease time.Duration, maxAttempts int) (prim
 		return primitives.ClaimedTask{}, false
 	}
 	t.attempts++
-	t.state, t.token, t.until = inflight, newToken(), now.Add(lease)
+	t.state, t.token, t.until = inflight, primitives.NewToken(), now.Add(lease)
 	q.seq++
 	q.inflight.push(t, t.until, q.seq)
 	return primitives.ClaimedTask{Task: t.export(), Token: t.token, Until: t.until}, true

@@ -187,13 +187,6 @@ func newID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// newToken returns a fresh lease or lock token: 32 hex digits from crypto/rand.
-func newToken() string {
-	var b [16]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
 // ms is d in whole milliseconds, rounded up (see roundMs).
 func ms(d time.Duration) int64 { return int64(roundMs(d) / time.Millisecond) }
 

@@ -38,7 +38,7 @@ func (b *Backend) LockAcquire(ctx context.Context, name string, hold, wait time.
 	keys := []string{lockKey(name), lockFenceKey(name)}
 	var g primitives.Grant
 	ok, err := primitives.RetryAcquire(ctx, wait, func(ctx context.Context) (bool, error) {
-		token := newToken()
+		token := primitives.NewToken()
 		start := time.Now()
 		ctx, cancel := b.call(ctx)
 		defer cancel()

@@ -388,7 +388,7 @@ func (b *Backend) PoolClaim(ctx context.Context, pool string, where primitives.T
 	for k, v := range where {
 		keys = append(keys, poolFreeTagKey(pool, k, v))
 	}
-	token := newToken()
+	token := primitives.NewToken()
 	start := time.Now()
 	ctx, cancel := b.call(ctx)
 	defer cancel()
@@ -449,7 +449,7 @@ func (b *Backend) PoolRelease(ctx context.Context, pool, id, token string) error
 	case int64(codeOK):
 		return nil
 	case int64(codeNotFound):
-		return fmt.Errorf("%w: redis: pool %q has no item %q", primitives.ErrNotFound, pool, id)
+		return noItem(pool, id)
 	case int64(codeConflict):
 		return fmt.Errorf("%w: redis: pool %q item %q: the token no longer holds the lease", primitives.ErrConflict, pool, id)
 	}
@@ -487,7 +487,7 @@ func (b *Backend) PoolMarkBad(ctx context.Context, pool, id, reason string) erro
 	case int64(codeOK):
 		return nil
 	case int64(codeNotFound):
-		return fmt.Errorf("%w: redis: pool %q has no item %q", primitives.ErrNotFound, pool, id)
+		return noItem(pool, id)
 	}
 	return replyError("pool mark_bad", v)
 }
@@ -577,4 +577,9 @@ func (b *Backend) PoolStats(ctx context.Context, pool string) (primitives.PoolSt
 		st.ByTag[s[1:end]+"="+s[end+2:]] = int(n)
 	}
 	return st, nil
+}
+
+// noItem is the error of an id that pool does not hold.
+func noItem(pool, id string) error {
+	return fmt.Errorf("%w: redis: pool %q has no item %q", primitives.ErrNotFound, pool, id)
 }

@@ -241,7 +241,7 @@ func (b *Backend) ackClaim(ctx context.Context, op, queue string, acks []primiti
 	}
 	tokens := make([]string, n)
 	for i := range tokens {
-		tokens[i] = newToken()
+		tokens[i] = primitives.NewToken()
 		args = append(args, tokens[i])
 	}
 	start := time.Now()
