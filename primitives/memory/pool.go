@@ -141,12 +141,17 @@ func (p *pool) makeFree(it *item) {
 	}
 }
 
-// lease takes a free item out of the free indexes and leases it until until.
-func (p *pool) lease(it *item, until time.Time) string {
+// unfree takes an item out of the free indexes; makeFree undoes it.
+func (p *pool) unfree(it *item) {
 	p.free.remove(it)
 	for _, k := range it.keys {
 		removeFrom(p.avail, k, it)
 	}
+}
+
+// lease takes a free item out of the free indexes and leases it until until.
+func (p *pool) lease(it *item, until time.Time) string {
+	p.unfree(it)
 	it.token = primitives.NewToken()
 	p.seq++
 	p.leases.push(it, until, p.seq)
@@ -160,10 +165,7 @@ func (p *pool) drop(it *item) {
 		removeFrom(p.byTag, k, it)
 	}
 	if it.token == "" {
-		p.free.remove(it)
-		for _, k := range it.keys {
-			removeFrom(p.avail, k, it)
-		}
+		p.unfree(it)
 	}
 	p.ttl.remove(it)
 	p.leases.remove(it)

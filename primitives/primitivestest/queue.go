@@ -587,7 +587,7 @@ func testQueueAckClaimSettles(t *testing.T, b primitives.Backend) {
 	}
 	push(t, b, "q", `"worked"`)
 	w := mustQClaim(t, b, "q", time.Minute, 1)
-	time.Sleep(short + 100*time.Millisecond)
+	sleep(t, short+100*time.Millisecond)
 	if next, _ := ackClaim(t, b, "q", []primitives.ClaimedTask{w}, 1, time.Minute, 1); len(next) != 0 {
 		t.Errorf("QueueAckClaim claimed %q (%s), want nothing: the expired task is out of attempts", next[0].ID, next[0].Payload)
 	}
