@@ -243,13 +243,7 @@ func (r *rig) start() (*host.Host, func()) {
 // that something happens, not how fast.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.WaitFor(t, 60*time.Second, what, cond)
 }
 
 func push(t *testing.T, b primitives.Backend, queue, payload string) string {

@@ -151,11 +151,5 @@ func startHost(t *testing.T, cfg host.Config) (h *host.Host, stop func()) {
 // that something happens, never how fast.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.WaitFor(t, 2*time.Minute, what, cond)
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fleethost/fleet/internal/testutil"
 )
 
 // apiError is the API's error body.
@@ -122,7 +124,7 @@ func TestAPIInspectPauseRequeue(t *testing.T) {
 		Parked   int    `json:"parked"`
 	}
 	var q queue
-	waitFor(t, 30*time.Second, "the failing task parked and the other acked", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "the failing task parked and the other acked", func() bool {
 		d.getJSON("/api/v1/queues/work", "", &q)
 		return q.Parked == 1 && q.Depth == 0 && q.InFlight == 0
 	})
@@ -159,7 +161,7 @@ func TestAPIInspectPauseRequeue(t *testing.T) {
 			} `json:"slot_states"`
 		} `json:"automations"`
 	}
-	waitFor(t, 10*time.Second, "both slots draining while paused", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "both slots draining while paused", func() bool {
 		d.getJSON("/api/v1/automations", "", &autos)
 		a := autos.Automations[0]
 		n := 0
@@ -188,7 +190,7 @@ func TestAPIInspectPauseRequeue(t *testing.T) {
 	if status, b := d.request(http.MethodPost, "/api/v1/automations/worker/resume", "", nil); status != http.StatusOK {
 		t.Fatalf("resume = %d %s", status, b)
 	}
-	waitFor(t, 30*time.Second, "the requeued task claimed after resume", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "the requeued task claimed after resume", func() bool {
 		d.getJSON("/api/v1/queues/work", "", &q)
 		return q.Depth == 0
 	})

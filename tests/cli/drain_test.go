@@ -163,7 +163,7 @@ func TestSIGTERMDrains(t *testing.T) {
 				"--report-url", pl.URL, "--instance", "cli")
 			ids := submitWork(t, d, 6, int(tt.hold/time.Millisecond))
 			var q queueStats
-			waitFor(t, 30*time.Second, "both slots working", func() bool {
+			testutil.WaitFor(t, 30*time.Second, "both slots working", func() bool {
 				d.getJSON("/api/v1/queues/work", "", &q)
 				return q.InFlight == 2
 			})
@@ -212,12 +212,12 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 		"--drain-timeout", "60s", "--call-timeout", "90s", "--poll-interval", "20ms")
 	submitWork(t, d, 1, 60000)
 	var q queueStats
-	waitFor(t, 30*time.Second, "the slot working", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "the slot working", func() bool {
 		d.getJSON("/api/v1/queues/work", "", &q)
 		return q.InFlight == 1
 	})
 	d.signal(syscall.SIGTERM)
-	waitFor(t, 10*time.Second, "the drain begun", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the drain begun", func() bool {
 		return strings.Contains(d.logs.String(), "daemon: shutting down")
 	})
 	d.signal(syscall.SIGINT)

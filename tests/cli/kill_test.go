@@ -44,7 +44,7 @@ func TestKill9(t *testing.T) {
 			} `json:"slot_states"`
 		} `json:"automations"`
 	}
-	waitFor(t, 60*time.Second, "the victim's slots all working, after some tasks done", func() bool {
+	testutil.WaitFor(t, 60*time.Second, "the victim's slots all working, after some tasks done", func() bool {
 		var a autos
 		victim.getJSON("/api/v1/automations", "", &a)
 		working := 0
@@ -69,7 +69,7 @@ func TestKill9(t *testing.T) {
 
 	// The survivor takes the victim's tasks back when their leases expire.
 	var q queueStats
-	waitFor(t, 2*time.Minute, "the survivor finishing every task", func() bool {
+	testutil.WaitFor(t, 2*time.Minute, "the survivor finishing every task", func() bool {
 		survivor.getJSON("/api/v1/queues/work", "", &q)
 		return q.Depth == 0 && q.InFlight == 0
 	})

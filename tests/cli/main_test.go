@@ -145,7 +145,7 @@ func startDaemon(t *testing.T, env []string, args ...string) *daemon {
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("fleet-host's API did not listen within 2 minutes\n%s", d.logs.String())
 	}
-	waitFor(t, time.Minute, "fleet-host /readyz", func() bool {
+	testutil.WaitFor(t, time.Minute, "fleet-host /readyz", func() bool {
 		resp, err := http.Get(d.api + "/readyz")
 		if err != nil {
 			return false
@@ -246,16 +246,4 @@ func cleanEnv() []string {
 		}
 	}
 	return out
-}
-
-// waitFor polls cond every 20ms until it holds, failing the test after limit.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true after %v", what, limit)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
