@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"testing"
@@ -47,3 +48,23 @@ func setup(tb testing.TB) (*Backend, *goredis.Client) {
 }
 
 var bg = context.Background()
+
+// refusal is a call made with invalid arguments: its error, and the error it must be.
+type refusal struct {
+	name string
+	err  error
+	want error
+}
+
+// wantRefused checks each refusal's error, and that none wrote anything to Redis.
+func wantRefused(t *testing.T, raw *goredis.Client, tests []refusal) {
+	t.Helper()
+	for _, tt := range tests {
+		if !errors.Is(tt.err, tt.want) {
+			t.Errorf("%s: err = %v, want %v", tt.name, tt.err, tt.want)
+		}
+	}
+	if n := raw.DBSize(bg).Val(); n != 0 {
+		t.Fatalf("DBSIZE after invalid calls = %d, want 0", n)
+	}
+}

@@ -395,11 +395,7 @@ func TestPoolListAndStats(t *testing.T) {
 func TestPoolValidation(t *testing.T) {
 	b, raw := setup(t)
 	big := make([]byte, primitives.MaxValueLen+1)
-	tests := []struct {
-		name string
-		err  error
-		want error
-	}{
+	tests := []refusal{
 		{"pool name with braces", func() error { _, err := b.PoolPut(bg, "a{b}", nil, nil, 0); return err }(), primitives.ErrInvalid},
 		{"empty pool name", func() error { _, err := b.PoolSize(bg, ""); return err }(), primitives.ErrInvalid},
 		{"negative ttl", func() error { _, err := b.PoolPut(bg, "p", nil, nil, -time.Second); return err }(), primitives.ErrInvalid},
@@ -410,14 +406,7 @@ func TestPoolValidation(t *testing.T) {
 		{"bad where", func() error { _, _, err := b.PoolClaim(bg, "p", primitives.Tags{"]": "1"}, time.Second); return err }(), primitives.ErrInvalid},
 		{"bad list where", func() error { _, err := b.PoolList(bg, "p", primitives.Tags{"x": ""}, 0); return err }(), primitives.ErrInvalid},
 	}
-	for _, tt := range tests {
-		if !errors.Is(tt.err, tt.want) {
-			t.Errorf("%s: err = %v, want %v", tt.name, tt.err, tt.want)
-		}
-	}
-	if n := raw.DBSize(bg).Val(); n != 0 {
-		t.Fatalf("DBSIZE after invalid calls = %d, want 0", n)
-	}
+	wantRefused(t, raw, tests)
 }
 
 // Hammer: P goroutines claim at once from a pool of N items; no item is leased twice.

@@ -241,11 +241,7 @@ func TestQueueParkedOrderAndLimit(t *testing.T) {
 func TestQueueValidation(t *testing.T) {
 	b, raw := setup(t)
 	big := make([]byte, primitives.MaxValueLen+1)
-	tests := []struct {
-		name string
-		err  error
-		want error
-	}{
+	tests := []refusal{
 		{"bad name", func() error { _, err := b.QueuePush(bg, "q q", nil); return err }(), primitives.ErrInvalid},
 		{"big payload", func() error { _, err := b.QueuePush(bg, "q", big); return err }(), primitives.ErrLimit},
 		{"zero lease", func() error { _, _, err := b.QueueClaim(bg, "q", 0, 1); return err }(), primitives.ErrInvalid},
@@ -254,14 +250,7 @@ func TestQueueValidation(t *testing.T) {
 			return err
 		}(), primitives.ErrInvalid},
 	}
-	for _, tt := range tests {
-		if !errors.Is(tt.err, tt.want) {
-			t.Errorf("%s: err = %v, want %v", tt.name, tt.err, tt.want)
-		}
-	}
-	if n := raw.DBSize(bg).Val(); n != 0 {
-		t.Fatalf("DBSIZE after invalid calls = %d, want 0", n)
-	}
+	wantRefused(t, raw, tests)
 }
 
 // Hammer: P consumers claim at once; every task is handed out exactly once.
