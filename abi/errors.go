@@ -69,6 +69,14 @@ type Envelope struct {
 // EncodeOK marshals result into an Envelope. A result that cannot be marshalled is an
 // Internal error envelope: it is the host's bug, not the guest's.
 func EncodeOK(result any) []byte {
+	if out, ok := appendKnown(append(make([]byte, 0, 256), okHead...), result); ok {
+		return append(out, '}')
+	}
+	return encodeOKJSON(result)
+}
+
+// encodeOKJSON is EncodeOK with json.Marshal, which writes every type.
+func encodeOKJSON(result any) []byte {
 	b, err := json.Marshal(result)
 	if err != nil {
 		return EncodeError(Errorf(Internal, "abi: encode reply: %v", err))

@@ -236,3 +236,121 @@ func FuzzDecodeHandleInput(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeRequestFast holds DecodeRequest's fast path to encoding/json's Decoder: for
+// every input and every request type, the same error and the same value.
+func FuzzDecodeRequestFast(f *testing.F) {
+	for _, v := range hotRequests() {
+		b, _ := json.Marshal(v)
+		f.Add(b)
+	}
+	for _, s := range []string{
+		`{"pool":"p","where":{"a":1,"a":2},"hold_ms":1}`, `{"pool":"p","where":null,"hold_ms":1}`,
+		`{"name":"c","delta":1,"delta":2}`, `{"NAME":"c"}`, `{"name":"c"} `, `{"name":"c"}{}`,
+		`{"namespace":"a","key":"k","value":{"a" :1}}`, `{"pool":"p","payload":1,"tags":null}`,
+		`{"name":"l","hold_ms":12345678901234567890}`, `{"name":"l","hold_ms":-0}`, `{"name":"l","hold_ms":1.0}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		check := func(fast, full any) {
+			t.Helper()
+			errFast, errFull := DecodeRequest(b, fast), decodeRequestJSON(b, full)
+			if !reflect.DeepEqual(errFast, errFull) {
+				t.Fatalf("%T: DecodeRequest(%q) = %v, the Decoder = %v", fast, b, errFast, errFull)
+			}
+			if errFast == nil && !reflect.DeepEqual(fast, full) {
+				t.Fatalf("%T: DecodeRequest(%q) = %+v, the Decoder = %+v", fast, b, fast, full)
+			}
+		}
+		check(new(KVGetRequest), new(KVGetRequest))
+		check(new(KVDeleteRequest), new(KVDeleteRequest))
+		check(new(KVSetRequest), new(KVSetRequest))
+		check(new(CounterIncrRequest), new(CounterIncrRequest))
+		check(new(CounterGetRequest), new(CounterGetRequest))
+		check(new(LockAcquireRequest), new(LockAcquireRequest))
+		check(new(LockReleaseRequest), new(LockReleaseRequest))
+		check(new(PoolPutRequest), new(PoolPutRequest))
+		check(new(PoolClaimRequest), new(PoolClaimRequest))
+		check(new(PoolReleaseRequest), new(PoolReleaseRequest))
+		check(new(PoolMarkBadRequest), new(PoolMarkBadRequest))
+		check(new(PoolSizeRequest), new(PoolSizeRequest))
+		check(new(SubmitRequest), new(SubmitRequest))
+	})
+}
+
+// FuzzEncodeOKFast holds EncodeOK's hand-written replies to json.Marshal's: the same
+// bytes for every value of every hot reply type.
+func FuzzEncodeOKFast(f *testing.F) {
+	f.Add("0123456789abcdef", []byte(`{"site":"x","body":"<b>"}`), int64(1795984071653), true)
+	f.Add("", []byte(`null`), int64(0), false)
+	f.Add("a\"b\u2028\xff", []byte(`{"a" : 1}`), int64(-7), true)
+	f.Add("t", []byte("\"\u2028\""), int64(1), true)
+	f.Add("t", []byte(``), int64(1), false)
+	f.Fuzz(func(t *testing.T, s string, raw []byte, n int64, flag bool) {
+		var value json.RawMessage
+		if flag || len(raw) > 0 {
+			value = raw
+		}
+		item := &PoolItem{ID: s, Payload: value, Tags: json.RawMessage(`{"site":"x"}`), CreatedAtMs: n, ExpiresAtMs: n / 2}
+		for _, v := range []any{
+			Empty{}, CounterReply{Value: n}, KVDeleteReply{Existed: flag}, LockReleaseReply{Released: flag},
+			KVGetReply{Found: flag, Value: value},
+			LockAcquireReply{Acquired: flag, Token: s, Fence: n, UntilMs: n / 3},
+			PoolPutReply{ID: s}, SubmitReply{TaskID: s}, PoolSizeReply{Size: int(n)},
+			PoolClaimReply{Found: flag, Token: s, UntilMs: n},
+			PoolClaimReply{Found: true, Item: item, Token: s, UntilMs: n},
+		} {
+			if fast, full := EncodeOK(v), encodeOKJSON(v); !bytes.Equal(fast, full) {
+				t.Fatalf("EncodeOK(%#v) = %s, json.Marshal writes %s", v, fast, full)
+			}
+		}
+	})
+}
+
+// hotRequests are requests of every type that DecodeRequest reads without reflection, as
+// the guest SDK writes them.
+func hotRequests() []any {
+	return []any{
+		KVGetRequest{Namespace: "bench:kv", Key: "k"},
+		KVSetRequest{Namespace: "a:b", Key: "k<>", Value: json.RawMessage(`{"a":[1,"x",null]}`), TTLMs: 1500},
+		KVSetRequest{Namespace: "a", Key: "k", Value: json.RawMessage(`null`)},
+		CounterIncrRequest{Name: "c", Delta: -3}, CounterIncrRequest{Name: "c"},
+		CounterGetRequest{Name: "c\u00e9"},
+		LockAcquireRequest{Name: "harvest:x", HoldMs: 10000, WaitMs: 5},
+		LockReleaseRequest{Name: "l", Token: "0123456789abcdef"},
+		PoolPutRequest{Pool: "cookies", Payload: json.RawMessage(`{"site":"x","n":1.5e3}`), Tags: json.RawMessage(`{"site":"x","fresh":true}`), TTLMs: 60000},
+		PoolPutRequest{Pool: "p", Payload: json.RawMessage(`"x"`)},
+		PoolClaimRequest{Pool: "p", Where: Where{"site": json.RawMessage(`"x"`), "fresh": json.RawMessage(`true`)}, HoldMs: 20000},
+		PoolClaimRequest{Pool: "p", Where: Where{}, HoldMs: 1},
+		PoolReleaseRequest{Pool: "p", ID: "i", Token: "t"},
+		PoolMarkBadRequest{Pool: "p", ID: "i", Reason: "403 \"forbidden\"\n"},
+		PoolSizeRequest{Pool: "p"},
+		SubmitRequest{Queue: "q", Payload: json.RawMessage(`{"url":"http://x/a?b=c&d"}`)},
+	}
+}
+
+// TestHotWire holds the hot requests and replies, in the form the SDK and the host write
+// them, to the fast paths: FuzzDecodeRequestFast and FuzzEncodeOKFast check that a fast
+// path agrees with encoding/json, this that it is taken.
+func TestHotWire(t *testing.T) {
+	for _, v := range hotRequests() {
+		b, _ := json.Marshal(v)
+		p := reflect.New(reflect.TypeOf(v))
+		if !decodeRequestKnown(b, p.Interface()) {
+			t.Errorf("DecodeRequest(%s) into %T took the slow path", b, v)
+		}
+	}
+	item := &PoolItem{ID: "i", Payload: json.RawMessage(`{"a":1}`), Tags: json.RawMessage(`{"site":"x"}`), CreatedAtMs: 1}
+	for _, v := range []any{
+		Empty{}, CounterReply{Value: 1}, KVDeleteReply{}, LockReleaseReply{Released: true},
+		KVGetReply{Found: true, Value: json.RawMessage(`{"a":[1,"b"]}`)}, KVGetReply{},
+		LockAcquireReply{Acquired: true, Token: "t", Fence: 3, UntilMs: 4},
+		PoolPutReply{ID: "i"}, SubmitReply{TaskID: "t"}, PoolSizeReply{Size: 2},
+		PoolClaimReply{Found: true, Item: item, Token: "t", UntilMs: 5}, PoolClaimReply{},
+	} {
+		if _, ok := appendKnown(nil, v); !ok {
+			t.Errorf("EncodeOK(%#v) took the slow path", v)
+		}
+	}
+}

@@ -103,7 +103,7 @@ func Eq(tag string, value any) Filter {
 	var b []byte
 	switch v := value.(type) {
 	case string:
-		b = appendString(nil, v)
+		b = abi.AppendString(nil, v)
 	case bool:
 		b = strconv.AppendBool(nil, v)
 	case int:

@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,93 +9,70 @@ import (
 )
 
 // The requests of the hot operations, and the handler's result, are written by hand, byte
-// for byte as json.Marshal writes their abi structs (FuzzWireBytes holds them to that), so
-// the host reads exactly what it read before. Marshalling the struct instead reflects over
-// it and scans each json.RawMessage field (a payload, a value, a filter) a second time to
-// compact it; in a wasm guest, where the sandbox's WithCloseOnContextDone turns every jump
-// of the guest's code into a check, that costs tens of microseconds per call.
-
-// appendString appends s as json.Marshal writes a string. The names, keys, ids and tokens
-// that requests carry are printable ASCII, which is copied as it is; anything else is
-// left to json.Marshal, which escapes it and replaces invalid UTF-8.
-func appendString(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			b, _ := json.Marshal(s) // a string always marshals
-			return append(dst, b...)
-		}
-	}
-	dst = append(dst, '"')
-	dst = append(dst, s...)
-	return append(dst, '"')
-}
-
-// appendField appends `,"name":N` for an omitempty integer field that is not zero.
-func appendField(dst []byte, name string, n int64) []byte {
-	if n == 0 {
-		return dst
-	}
-	dst = append(dst, name...)
-	return strconv.AppendInt(dst, n, 10)
-}
+// for byte as json.Marshal writes their abi structs (FuzzWireBytes holds them to that),
+// which is also the form that abi.DecodeRequest reads on the host without reflection.
+// Marshalling the struct instead reflects over it and scans each json.RawMessage field (a
+// payload, a value, a filter) a second time to compact it; in a wasm guest, where the
+// sandbox's WithCloseOnContextDone turns every jump of the guest's code into a check, that
+// costs tens of microseconds per call.
 
 // Each request function appends its request to dst, which Call hands it empty.
 
 // nameRequest is {"<field>":S}: counter_get, pool_size.
 func nameRequest(dst []byte, head, name string) []byte {
-	return append(appendString(append(dst, head...), name), '}')
+	return append(abi.AppendString(append(dst, head...), name), '}')
 }
 
 // kvRequest is a KVGetRequest or KVDeleteRequest.
 func kvRequest(dst []byte, namespace, key string) []byte {
-	b := appendString(append(dst, `{"namespace":`...), namespace)
-	b = appendString(append(b, `,"key":`...), key)
+	b := abi.AppendString(append(dst, `{"namespace":`...), namespace)
+	b = abi.AppendString(append(b, `,"key":`...), key)
 	return append(b, '}')
 }
 
 func kvSetRequest(dst []byte, namespace, key string, value []byte, ttlMs int64) []byte {
-	b := appendString(append(dst, `{"namespace":`...), namespace)
-	b = appendString(append(b, `,"key":`...), key)
+	b := abi.AppendString(append(dst, `{"namespace":`...), namespace)
+	b = abi.AppendString(append(b, `,"key":`...), key)
 	b = append(append(b, `,"value":`...), value...)
-	return append(appendField(b, `,"ttl_ms":`, ttlMs), '}')
+	return append(abi.AppendIntField(b, `,"ttl_ms":`, ttlMs), '}')
 }
 
 func counterIncrRequest(dst []byte, name string, delta int64) []byte {
-	b := appendString(append(dst, `{"name":`...), name)
-	return append(appendField(b, `,"delta":`, delta), '}')
+	b := abi.AppendString(append(dst, `{"name":`...), name)
+	return append(abi.AppendIntField(b, `,"delta":`, delta), '}')
 }
 
 func lockAcquireRequest(dst []byte, name string, holdMs, waitMs int64) []byte {
-	b := appendString(append(dst, `{"name":`...), name)
+	b := abi.AppendString(append(dst, `{"name":`...), name)
 	b = strconv.AppendInt(append(b, `,"hold_ms":`...), holdMs, 10)
-	return append(appendField(b, `,"wait_ms":`, waitMs), '}')
+	return append(abi.AppendIntField(b, `,"wait_ms":`, waitMs), '}')
 }
 
 func lockReleaseRequest(dst []byte, name, token string) []byte {
-	b := appendString(append(dst, `{"name":`...), name)
-	b = appendString(append(b, `,"token":`...), token)
+	b := abi.AppendString(append(dst, `{"name":`...), name)
+	b = abi.AppendString(append(b, `,"token":`...), token)
 	return append(b, '}')
 }
 
 func poolPutRequest(dst []byte, pool string, payload, tags []byte, ttlMs int64) []byte {
-	b := appendString(append(dst, `{"pool":`...), pool)
+	b := abi.AppendString(append(dst, `{"pool":`...), pool)
 	b = append(append(b, `,"payload":`...), payload...)
 	if len(tags) > 0 {
 		b = append(append(b, `,"tags":`...), tags...)
 	}
-	return append(appendField(b, `,"ttl_ms":`, ttlMs), '}')
+	return append(abi.AppendIntField(b, `,"ttl_ms":`, ttlMs), '}')
 }
 
 // poolQueryRequest is a PoolClaimRequest (claim) or a PoolListRequest.
 func poolQueryRequest(dst []byte, pool string, where []Filter, claim bool, holdMs int64, limit int) []byte {
-	b := appendString(append(dst, `{"pool":`...), pool)
+	b := abi.AppendString(append(dst, `{"pool":`...), pool)
 	if len(where) > 0 {
 		b = appendWhere(append(b, `,"where":`...), where)
 	}
 	if claim {
 		b = strconv.AppendInt(append(b, `,"hold_ms":`...), holdMs, 10)
 	} else {
-		b = appendField(b, `,"limit":`, int64(limit))
+		b = abi.AppendIntField(b, `,"limit":`, int64(limit))
 	}
 	return append(b, '}')
 }
@@ -112,7 +88,7 @@ func appendWhere(dst []byte, filters []Filter) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = append(appendString(dst, f.tag), ':')
+		dst = append(abi.AppendString(dst, f.tag), ':')
 		dst = append(dst, f.value...)
 	}
 	return append(dst, '}')
@@ -123,14 +99,14 @@ func compareTags(a, b Filter) int { return strings.Compare(a.tag, b.tag) }
 // poolItemRequest is {"pool":S,"id":S,"<last>":S}: pool_release (token), pool_mark_bad
 // (reason).
 func poolItemRequest(dst []byte, pool, id, last, value string) []byte {
-	b := appendString(append(dst, `{"pool":`...), pool)
-	b = appendString(append(b, `,"id":`...), id)
-	b = appendString(append(b, last...), value)
+	b := abi.AppendString(append(dst, `{"pool":`...), pool)
+	b = abi.AppendString(append(b, `,"id":`...), id)
+	b = abi.AppendString(append(b, last...), value)
 	return append(b, '}')
 }
 
 func submitRequest(dst []byte, queue string, payload []byte) []byte {
-	b := appendString(append(dst, `{"queue":`...), queue)
+	b := abi.AppendString(append(dst, `{"queue":`...), queue)
 	b = append(append(b, `,"payload":`...), payload...)
 	return append(b, '}')
 }
@@ -144,9 +120,9 @@ func encodeResult(r Result) []byte {
 	if w.Outcome == abi.OutcomeDone && w.Reason == "" && w.RetryAfterMs == 0 {
 		return doneResult
 	}
-	b := appendString(append(make([]byte, 0, 64+len(w.Reason)), `{"outcome":`...), w.Outcome)
+	b := abi.AppendString(append(make([]byte, 0, 64+len(w.Reason)), `{"outcome":`...), w.Outcome)
 	if w.Reason != "" {
-		b = appendString(append(b, `,"reason":`...), w.Reason)
+		b = abi.AppendString(append(b, `,"reason":`...), w.Reason)
 	}
-	return append(appendField(b, `,"retry_after_ms":`, w.RetryAfterMs), '}')
+	return append(abi.AppendIntField(b, `,"retry_after_ms":`, w.RetryAfterMs), '}')
 }
