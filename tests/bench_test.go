@@ -205,12 +205,20 @@ func BenchmarkHostCalls(b *testing.B) {
 	}
 }
 
-// BenchmarkGuestJSON measures, by the guest's own clock, the JSON work that the guest SDK
-// does in wasm per host call and per task (testdata/jsoncost), in a bare wazero runtime
-// with WithCloseOnContextDone off and on. The host runs guests with it on: wazero then
-// makes every loop back-edge of the guest's code exit to Go to check for a close, and
-// encoding/json's scanner loops once per byte. It locates the SDK rows of
-// BenchmarkHostCalls: "call" is the SDK's share of one kv_get.
+// BenchmarkGuestJSON measures, by the guest's own clock, the work that a Go guest does in
+// wasm per host call and per payload (testdata/jsoncost), in a bare wazero runtime with
+// WithCloseOnContextDone off and on. The host runs guests with it on: wazero v1.12 then
+// exits to Go to check for a close at every loop header of the guest's code, which in a
+// Go guest means at every loop iteration and at the entry of every function that makes a
+// call (Go's wasm port compiles such a body into a loop). It locates the SDK rows of
+// BenchmarkHostCalls:
+//
+//	append-request, decode-reply    what the SDK does for a kv_get, by hand
+//	marshal-request, unmarshal-reply what encoding/json would cost instead
+//	marshal-payload                 a pool_put's ~500-byte payload (encoding/json)
+//	unmarshal-payload               a pool_claim's ~500-byte payload (encoding/json)
+//	calls-1000, loop-1000           1,000 calls of a function that calls another; 1,000
+//	                                iterations of a plain loop
 //
 //	go test -run '^$' -bench GuestJSON ./tests/
 func BenchmarkGuestJSON(b *testing.B) {
@@ -218,7 +226,8 @@ func BenchmarkGuestJSON(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	kinds := []string{"call", "encode-request", "decode-reply", "decode-result-once", "noop-task", "loop-1000"}
+	kinds := []string{"append-request", "marshal-request", "decode-reply", "unmarshal-reply",
+		"marshal-payload", "unmarshal-payload", "calls-1000", "loop-1000"}
 	for _, closeOn := range []bool{false, true} {
 		b.Run(fmt.Sprintf("close-on-ctx-done=%v", closeOn), func(b *testing.B) {
 			ctx := context.Background()
