@@ -353,4 +353,25 @@ func TestHotWire(t *testing.T) {
 			t.Errorf("EncodeOK(%#v) took the slow path", v)
 		}
 	}
+	in := HandleInput{Task: TaskEnvelope{ID: "t", Payload: json.RawMessage(`{"url":"http://x/"}`), Attempts: 1, EnqueuedAtMs: 2}, Iteration: 3}
+	if n := testing.AllocsPerRun(10, func() { _, _ = EncodeHandleInput(in) }); n != 1 {
+		t.Errorf("EncodeHandleInput made %v allocations, want 1: it took the slow path", n)
+	}
+}
+
+// FuzzEncodeHandleInput holds EncodeHandleInput to json.Marshal: the same bytes, or an
+// error from both.
+func FuzzEncodeHandleInput(f *testing.F) {
+	f.Add("7252335ea6ee17d0a8365203", []byte(`{"url":"http://x/a?b=1&c=2"}`), 1, int64(1795984071653), "", 1234)
+	f.Add("t", []byte(`{"a" : [1, 2]}`), 3, int64(-1), "fleet: kv_get: \"k\"\n<>", 0)
+	f.Add("t", []byte(``), 0, int64(0), "x", 1)
+	f.Add("t", []byte(`{"a":`), 0, int64(0), "\u2028", 1)
+	f.Fuzz(func(t *testing.T, id string, payload []byte, attempts int, enqueued int64, lastError string, iteration int) {
+		in := HandleInput{Task: TaskEnvelope{ID: id, Payload: payload, Attempts: attempts, EnqueuedAtMs: enqueued, LastError: lastError}, Iteration: iteration}
+		fast, errFast := EncodeHandleInput(in)
+		full, errFull := json.Marshal(in)
+		if (errFast == nil) != (errFull == nil) || !bytes.Equal(fast, full) {
+			t.Fatalf("EncodeHandleInput(%#v) = %s, %v; json.Marshal = %s, %v", in, fast, errFast, full, errFull)
+		}
+	})
 }

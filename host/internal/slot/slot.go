@@ -275,7 +275,7 @@ func (s *Slot) handleOnce(soft, hard context.Context, t primitives.ClaimedTask) 
 	s.emit(Event{Kind: EventWorking, N: s.n, TaskID: t.ID, Phase: "handle"})
 	s.state = EventWorking
 
-	input, _ := json.Marshal(abi.HandleInput{
+	input, _ := abi.EncodeHandleInput(abi.HandleInput{
 		Task: abi.TaskEnvelope{
 			ID: t.ID, Payload: json.RawMessage(t.Payload), Attempts: t.Attempts,
 			EnqueuedAtMs: t.EnqueuedAt.UnixMilli(), LastError: t.LastError,

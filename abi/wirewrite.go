@@ -5,10 +5,11 @@ import (
 	"strconv"
 )
 
-// The host writes a reply on every host call. json.Marshal reflects over the reply and
-// scans each json.RawMessage in it (a value, a payload) a second time to compact and
-// escape it; for the hot replies the host writes the same bytes by hand instead
-// (FuzzEncodeOKFast holds the two to the same output).
+// The host writes a reply on every host call and a HandleInput on every task. json.Marshal
+// reflects over the value and scans each json.RawMessage in it (a value, a payload) a
+// second time to compact and escape it; for the hot replies and the HandleInput the host
+// writes the same bytes by hand instead (FuzzEncodeOKFast and FuzzEncodeHandleInput hold
+// the two to the same output).
 
 // appendKnown appends result as json.Marshal writes it, for the hot reply types, and
 // reports whether it did. It declines (and the caller marshals) a raw value that is not
@@ -51,6 +52,29 @@ func appendKnown(dst []byte, result any) ([]byte, bool) {
 		return appendPoolClaimReply(dst, v)
 	}
 	return dst, false
+}
+
+// EncodeHandleInput writes in as json.Marshal writes it, in the form that
+// DecodeHandleInput reads in one pass:
+//
+//	{"task":{"id":S,"payload":V,"attempts":N,"enqueued_at_ms":N[,"last_error":S]},"iteration":N}
+//
+// Like json.Marshal, it fails on a payload that is not JSON.
+func EncodeHandleInput(in HandleInput) ([]byte, error) {
+	t := in.Task
+	if !safeRaw(t.Payload) {
+		return json.Marshal(in)
+	}
+	b := make([]byte, 0, 128+len(t.Payload)+len(t.LastError))
+	b = AppendString(append(b, `{"task":{"id":`...), t.ID)
+	b = append(append(b, `,"payload":`...), t.Payload...)
+	b = strconv.AppendInt(append(b, `,"attempts":`...), int64(t.Attempts), 10)
+	b = strconv.AppendInt(append(b, `,"enqueued_at_ms":`...), t.EnqueuedAtMs, 10)
+	if t.LastError != "" {
+		b = AppendString(append(b, `,"last_error":`...), t.LastError)
+	}
+	b = strconv.AppendInt(append(b, `},"iteration":`...), int64(in.Iteration), 10)
+	return append(b, '}'), nil
 }
 
 func appendPoolClaimReply(dst []byte, v PoolClaimReply) ([]byte, bool) {
