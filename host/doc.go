@@ -68,8 +68,10 @@
 // What does the sandbox cost? WithCloseOnContextDone is what lets a deadline stop a
 // runaway guest, and in wazero 1.12 it is not free: every export call starts a goroutine
 // to watch the ctx (~2 µs), and every loop header of the guest's code calls out to check
-// for a close. On a Go guest's JSON decoding that is ~2.5-3x slower than without it. It
-// stays on: a guest that cannot be stopped is not sandboxed.
+// for a close: in a Go guest, every loop iteration and the entry of every function that
+// makes a call. On a Go guest's JSON decoding that is 2.5-4x slower than without it
+// (BenchmarkGuestJSON in tests/). It stays on: a guest that cannot be stopped is not
+// sandboxed.
 //
 // What does the plane see? Each slot is one instance, "<Instance>/<type>/<index>", built
 // on the same slot events as Config.Observe (one event path, fanned out). It says idle on
