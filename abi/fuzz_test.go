@@ -293,6 +293,7 @@ func FuzzEncodeOKFast(f *testing.F) {
 			value = raw
 		}
 		item := &PoolItem{ID: s, Payload: value, Tags: json.RawMessage(`{"site":"x"}`), CreatedAtMs: n, ExpiresAtMs: n / 2}
+		tagged := &PoolItem{ID: "i", Payload: json.RawMessage(`{}`), Tags: value, CreatedAtMs: n}
 		for _, v := range []any{
 			Empty{}, CounterReply{Value: n}, KVDeleteReply{Existed: flag}, LockReleaseReply{Released: flag},
 			KVGetReply{Found: flag, Value: value},
@@ -300,6 +301,7 @@ func FuzzEncodeOKFast(f *testing.F) {
 			PoolPutReply{ID: s}, SubmitReply{TaskID: s}, PoolSizeReply{Size: int(n)},
 			PoolClaimReply{Found: flag, Token: s, UntilMs: n},
 			PoolClaimReply{Found: true, Item: item, Token: s, UntilMs: n},
+			PoolClaimReply{Found: true, Item: tagged},
 		} {
 			if fast, full := EncodeOK(v), encodeOKJSON(v); !bytes.Equal(fast, full) {
 				t.Fatalf("EncodeOK(%#v) = %s, json.Marshal writes %s", v, fast, full)

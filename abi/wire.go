@@ -298,7 +298,12 @@ func digits(b []byte, i int) int {
 //
 //	CounterReply      {"value":N}
 //	KVGetReply        {"found":B[,"value":V]}
+//	KVDeleteReply     {"existed":B}
 //	LockAcquireReply  {"acquired":B[,"token":S][,"fence":N][,"until_ms":N]}
+//	LockReleaseReply  {"released":B}
+//	PoolPutReply      {"id":S}
+//	SubmitReply       {"task_id":S}
+//	PoolSizeReply     {"size":N}
 //	PoolClaimReply    {"found":B[,"item":{"id":S,"payload":V,"tags":V,"created_at_ms":N[,"expires_at_ms":N]}][,"token":S][,"until_ms":N]}
 func decodeKnown(b []byte, result any) bool {
 	r := wire{b: b}

@@ -5,8 +5,8 @@ package abi
 // which is most of what a host call adds to a kv_get on the memory backend. The guest
 // SDK writes the hot requests in the one form json.Marshal writes their structs, so the
 // host reads that form first, with wire, and gives anything else (another field order,
-// whitespace, escapes, an unknown field, a field twice) to the Decoder, which decides
-// what it is. FuzzDecodeRequestFast holds both ways to the same values and errors.
+// whitespace, an escape in a key, an unknown or case-folded field, a field twice) to the
+// Decoder, which decides what it is. FuzzDecodeRequestFast holds both ways to the same values and errors.
 
 // decodeRequestKnown reads a request of one of the hot operations in the form json.Marshal
 // writes it, and reports whether it did. It writes nothing to v unless it read the whole
@@ -31,21 +31,15 @@ func decodeRequestKnown(b []byte, v any) bool {
 	switch v := v.(type) {
 	case *KVGetRequest:
 		ns, key := r.kvKey()
+		r.want(`}`)
 		if v == nil || !r.end() {
 			return false
 		}
 		v.Namespace, v.Key = ns, key
-	case *KVDeleteRequest:
-		ns, key := r.kvKey()
-		if v == nil || !r.end() {
-			return false
-		}
-		v.Namespace, v.Key = ns, key
+	case *KVDeleteRequest: // the same fields as a KVGetRequest
+		return decodeRequestKnown(b, (*KVGetRequest)(v))
 	case *KVSetRequest:
-		r.want(`{"namespace":`)
-		ns := r.str()
-		r.want(`,"key":`)
-		key := r.str()
+		ns, key := r.kvKey()
 		r.want(`,"value":`)
 		value := r.raw()
 		ttl, hasTTL := r.optInt64(`,"ttl_ms":`)
@@ -188,13 +182,11 @@ func (r *wire) optInt64(key string) (int64, bool) {
 	return r.int64(), true
 }
 
-// kvKey reads {"namespace":S,"key":S}.
+// kvKey reads {"namespace":S,"key":S, the head of every KV request.
 func (r *wire) kvKey() (ns, key string) {
 	ns = r.name(`{"namespace":`)
 	r.want(`,"key":`)
-	key = r.str()
-	r.want(`}`)
-	return ns, key
+	return ns, r.str()
 }
 
 // poolItemRef reads {"pool":S,"id":S<last>S}.
@@ -214,7 +206,7 @@ type whereEntry struct {
 	value []byte
 }
 
-// where reads a non-empty-or-empty object of tag filters, {S:V,...}, in input order
+// where reads an object of tag filters, {} or {S:V,...}, in input order
 // (encoding/json keeps the last of a tag given twice, and so does storing them in order).
 func (r *wire) where() []whereEntry {
 	r.want(`{`)

@@ -15,7 +15,7 @@ import (
 // reports whether it did. It declines (and the caller marshals) a raw value that is not
 // already in the form json.Marshal would write.
 //
-// The layouts are those that decodeKnown reads.
+// The layouts are those that decodeKnown reads, and {} for Empty.
 func appendKnown(dst []byte, result any) ([]byte, bool) {
 	switch v := result.(type) {
 	case Empty:
@@ -68,12 +68,12 @@ func EncodeHandleInput(in HandleInput) ([]byte, error) {
 	b := make([]byte, 0, 128+len(t.Payload)+len(t.LastError))
 	b = AppendString(append(b, `{"task":{"id":`...), t.ID)
 	b = append(append(b, `,"payload":`...), t.Payload...)
-	b = strconv.AppendInt(append(b, `,"attempts":`...), int64(t.Attempts), 10)
-	b = strconv.AppendInt(append(b, `,"enqueued_at_ms":`...), t.EnqueuedAtMs, 10)
+	b = appendIntKey(b, `,"attempts":`, int64(t.Attempts))
+	b = appendIntKey(b, `,"enqueued_at_ms":`, t.EnqueuedAtMs)
 	if t.LastError != "" {
 		b = AppendString(append(b, `,"last_error":`...), t.LastError)
 	}
-	b = strconv.AppendInt(append(b, `},"iteration":`...), int64(in.Iteration), 10)
+	b = appendIntKey(b, `},"iteration":`, int64(in.Iteration))
 	return append(b, '}'), nil
 }
 
@@ -86,7 +86,7 @@ func appendPoolClaimReply(dst []byte, v PoolClaimReply) ([]byte, bool) {
 		dst = AppendString(append(dst, `,"item":{"id":`...), it.ID)
 		dst = append(append(dst, `,"payload":`...), it.Payload...)
 		dst = append(append(dst, `,"tags":`...), it.Tags...)
-		dst = strconv.AppendInt(append(dst, `,"created_at_ms":`...), it.CreatedAtMs, 10)
+		dst = appendIntKey(dst, `,"created_at_ms":`, it.CreatedAtMs)
 		dst = append(AppendIntField(dst, `,"expires_at_ms":`, it.ExpiresAtMs), '}')
 	}
 	if v.Token != "" {
@@ -106,6 +106,11 @@ func AppendIntField(dst []byte, key string, n int64) []byte {
 	if n == 0 {
 		return dst
 	}
+	return appendIntKey(dst, key, n)
+}
+
+// appendIntKey appends `key N` for an integer field that is always written.
+func appendIntKey(dst []byte, key string, n int64) []byte {
 	return strconv.AppendInt(append(dst, key...), n, 10)
 }
 
