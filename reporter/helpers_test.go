@@ -1,7 +1,6 @@
 package reporter_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/reporter"
 )
 
@@ -158,21 +158,10 @@ func dropped(t testing.TB, r reporter.Reporter) uint64 {
 }
 
 // logBuf collects slog text output; safe for the pump and the test at once.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
+type logBuf struct{ testutil.LogBuffer }
 
 func (l *logBuf) lines() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := strings.TrimSpace(l.b.String())
+	s := strings.TrimSpace(l.String())
 	if s == "" {
 		return nil
 	}
@@ -187,13 +176,7 @@ func newLog() (*slog.Logger, *logBuf) {
 // waitFor polls cond until it holds or 5 seconds pass.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.WaitFor(t, 5*time.Second, what, cond)
 }
 
 // refusedURL is an http URL on which nothing listens.

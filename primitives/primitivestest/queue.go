@@ -74,6 +74,26 @@ func wantQStats(t *testing.T, b primitives.Backend, queue string, want primitive
 	}
 }
 
+// wantRedelivered checks a task released at start with delay: no claim takes it before
+// half the delay has passed, and after the delay a claim (with maxAttempts) gets id with
+// attempts and lastError. It acks the task and wants the queue empty.
+func wantRedelivered(t *testing.T, b primitives.Backend, queue, id string, start time.Time, delay time.Duration, maxAttempts, attempts int, lastError string) {
+	t.Helper()
+	if c, ok := qclaim(t, b, queue, time.Minute, maxAttempts); ok && time.Since(start) < delay/2 {
+		t.Errorf("QueueClaim took task %q, released with delay %v, at once", c.ID, delay)
+	}
+	if time.Since(start) < delay/2 {
+		wantQStats(t, b, queue, primitives.QueueStats{Depth: 1})
+	}
+	sleep(t, delay+150*time.Millisecond)
+	c := mustQClaim(t, b, queue, time.Minute, maxAttempts)
+	if c.ID != id || c.Attempts != attempts || c.LastError != lastError {
+		t.Errorf("QueueClaim after the delay = id %q attempts %d error %q; want %q %d %q", c.ID, c.Attempts, c.LastError, id, attempts, lastError)
+	}
+	ack(t, b, queue, c)
+	wantQStats(t, b, queue, primitives.QueueStats{})
+}
+
 func ack(t *testing.T, b primitives.Backend, queue string, c primitives.ClaimedTask) {
 	t.Helper()
 	noErr(t, fmt.Sprintf("QueueAck(%q, %q)", queue, c.ID), b.QueueAck(t.Context(), queue, c.ID, c.Token))
@@ -184,19 +204,7 @@ func testQueueReleaseDelay(t *testing.T, b primitives.Backend) {
 	if qrelease(t, b, "q", c, primitives.Retry{Reason: "backoff", Delay: delay, MaxAttempts: 5}) {
 		t.Fatal("QueueRelease under MaxAttempts parked the task")
 	}
-	if c, ok := qclaim(t, b, "q", time.Minute, 0); ok && time.Since(start) < delay/2 {
-		t.Errorf("QueueClaim took task %q released with delay %v at once", c.ID, delay)
-	}
-	if time.Since(start) < delay/2 {
-		wantQStats(t, b, "q", primitives.QueueStats{Depth: 1})
-	}
-	sleep(t, delay+150*time.Millisecond)
-	c = mustQClaim(t, b, "q", time.Minute, 0)
-	if c.ID != id || c.Attempts != 3 || c.LastError != "backoff" {
-		t.Errorf("QueueClaim after the delay = id %q attempts %d error %q; want %q 3 \"backoff\"", c.ID, c.Attempts, c.LastError, id)
-	}
-	ack(t, b, "q", c)
-	wantQStats(t, b, "q", primitives.QueueStats{})
+	wantRedelivered(t, b, "q", id, start, delay, 0, 3, "backoff")
 }
 
 func testQueueParkOnRelease(t *testing.T, b primitives.Backend) {
@@ -300,19 +308,7 @@ func testQueueRefundDelay(t *testing.T, b primitives.Backend) {
 	if qrelease(t, b, "q", c, primitives.Retry{Reason: "later", Delay: delay, MaxAttempts: 1, Refund: true}) {
 		t.Fatal("refunded QueueRelease at MaxAttempts 1 parked the task")
 	}
-	if c, ok := qclaim(t, b, "q", time.Minute, 1); ok && time.Since(start) < delay/2 {
-		t.Errorf("QueueClaim took task %q, released with Refund and delay %v, at once", c.ID, delay)
-	}
-	if time.Since(start) < delay/2 {
-		wantQStats(t, b, "q", primitives.QueueStats{Depth: 1})
-	}
-	sleep(t, delay+150*time.Millisecond)
-	c = mustQClaim(t, b, "q", time.Minute, 1)
-	if c.ID != id || c.Attempts != 1 || c.LastError != "later" {
-		t.Errorf("QueueClaim after the delay = id %q attempts %d error %q; want %q 1 \"later\"", c.ID, c.Attempts, c.LastError, id)
-	}
-	ack(t, b, "q", c)
-	wantQStats(t, b, "q", primitives.QueueStats{})
+	wantRedelivered(t, b, "q", id, start, delay, 1, 1, "later")
 }
 
 // testQueueParkAfterRefunds: refunds do not reset the budget nor exhaust it; releases

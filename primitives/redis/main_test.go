@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 
 	"github.com/fleethost/fleet/internal/testutil"
+	"github.com/fleethost/fleet/primitives/primitivestest"
 	goredis "github.com/redis/go-redis/v9"
 )
 
@@ -66,5 +68,44 @@ func wantRefused(t *testing.T, raw *goredis.Client, tests []refusal) {
 	}
 	if n := raw.DBSize(bg).Val(); n != 0 {
 		t.Fatalf("DBSIZE after invalid calls = %d, want 0", n)
+	}
+}
+
+// claimUntilEmpty runs claim on workers goroutines at once (primitivestest.Hammer), each
+// until claim finds nothing or fails, and counts how often each id was claimed. claim
+// returns the id it claimed, whether it claimed one, and an error, which fails the test.
+func claimUntilEmpty(t *testing.T, workers int, claim func(worker int) (id string, ok bool, err error)) map[string]int {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	primitivestest.Hammer(workers, func(w int) {
+		for {
+			id, ok, err := claim(w)
+			if ok {
+				mu.Lock()
+				seen[id]++
+				mu.Unlock()
+			}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if !ok {
+				return
+			}
+		}
+	})
+	return seen
+}
+
+// wantEachOnce wants want distinct ids in seen, each claimed once.
+func wantEachOnce(t *testing.T, what string, seen map[string]int, want int) {
+	t.Helper()
+	if len(seen) != want {
+		t.Fatalf("claimed %d distinct %ss, want %d", len(seen), what, want)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("%s %s claimed %d times, want 1", what, id, n)
+		}
 	}
 }

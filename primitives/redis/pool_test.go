@@ -3,12 +3,10 @@ package redis
 import (
 	"errors"
 	"sort"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/fleethost/fleet/primitives"
-	"github.com/fleethost/fleet/primitives/primitivestest"
 )
 
 func TestTagsEncodeRoundTrip(t *testing.T) {
@@ -422,33 +420,13 @@ func TestPoolClaimHammer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var mu sync.Mutex
-	seen := map[string]int{}
-	primitivestest.Hammer(workers, func(w int) {
+	seen := claimUntilEmpty(t, workers, func(w int) (string, bool, error) {
 		where := primitives.Tags{"site": `"x"`}
 		if w%2 == 0 {
 			where = nil
 		}
-		for {
-			l, ok, err := b.PoolClaim(bg, "p", where, time.Minute)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if !ok {
-				return
-			}
-			mu.Lock()
-			seen[l.ID]++
-			mu.Unlock()
-		}
+		l, ok, err := b.PoolClaim(bg, "p", where, time.Minute)
+		return l.ID, ok, err
 	})
-	if len(seen) != items {
-		t.Fatalf("claimed %d distinct items, want %d", len(seen), items)
-	}
-	for id, n := range seen {
-		if n != 1 {
-			t.Fatalf("item %s claimed %d times, want 1", id, n)
-		}
-	}
+	wantEachOnce(t, "item", seen, items)
 }

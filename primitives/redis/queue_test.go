@@ -2,12 +2,10 @@ package redis
 
 import (
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/fleethost/fleet/primitives"
-	"github.com/fleethost/fleet/primitives/primitivestest"
 )
 
 func TestQueuePushClaimAckState(t *testing.T) {
@@ -262,34 +260,14 @@ func TestQueueClaimHammer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var mu sync.Mutex
-	seen := map[string]int{}
-	primitivestest.Hammer(workers, func(int) {
-		for {
-			ct, ok, err := b.QueueClaim(bg, "q", time.Minute, 0)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if !ok {
-				return
-			}
-			mu.Lock()
-			seen[ct.ID]++
-			mu.Unlock()
-			if err := b.QueueAck(bg, "q", ct.ID, ct.Token); err != nil {
-				t.Error(err)
-			}
+	seen := claimUntilEmpty(t, workers, func(int) (string, bool, error) {
+		ct, ok, err := b.QueueClaim(bg, "q", time.Minute, 0)
+		if err == nil && ok {
+			err = b.QueueAck(bg, "q", ct.ID, ct.Token)
 		}
+		return ct.ID, ok, err
 	})
-	if len(seen) != tasks {
-		t.Fatalf("claimed %d distinct tasks, want %d", len(seen), tasks)
-	}
-	for id, n := range seen {
-		if n != 1 {
-			t.Fatalf("task %s claimed %d times, want 1", id, n)
-		}
-	}
+	wantEachOnce(t, "task", seen, tasks)
 	if st, _ := b.QueueStats(bg, "q"); st != (primitives.QueueStats{}) {
 		t.Fatalf("QueueStats after all acks = %+v, want empty", st)
 	}
