@@ -105,10 +105,7 @@ func DecodeHandleInput(b []byte, in *HandleInput) error {
 	if r.handleInput(in) {
 		return nil
 	}
-	tmp := *in // given to encoding/json, which the compiler takes to keep it
-	err := json.Unmarshal(b, &tmp)
-	*in = tmp
-	if err != nil {
+	if err := unmarshalVia(b, in, json.Unmarshal); err != nil {
 		return fmt.Errorf("abi: handle input: %w", err)
 	}
 	return nil
@@ -124,11 +121,20 @@ func DecodeTickInput(b []byte, in *TickInput) error {
 		in.Iteration = n
 		return nil
 	}
-	tmp := *in
-	err := json.Unmarshal(b, &tmp)
-	*in = tmp
-	if err != nil {
+	if err := unmarshalVia(b, in, json.Unmarshal); err != nil {
 		return fmt.Errorf("abi: tick input: %w", err)
 	}
 	return nil
+}
+
+// unmarshalVia decodes b with decode into a copy of *v and stores the copy back, error or
+// not, as decoding into v itself would. The copy is what decode keeps (encoding/json
+// takes its argument to escape), so that v, often a variable on the caller's stack,
+// stays there.
+func unmarshalVia[T any](b []byte, v *T, decode func([]byte, any) error) error {
+	tmp := new(T)
+	*tmp = *v
+	err := decode(b, tmp)
+	*v = *tmp
+	return err
 }

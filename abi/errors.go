@@ -128,11 +128,7 @@ func DecodeReplyTo[T any](b []byte, result *T) error {
 	if result == nil {
 		return decodeJSON(b, (*T)(nil)) // json refuses a nil pointer, naming its type
 	}
-	tmp := new(T)
-	*tmp = *result
-	err := decodeJSON(b, tmp)
-	*result = *tmp
-	return err
+	return unmarshalVia(b, result, decodeJSON)
 }
 
 // isOK reports whether b has the form of a result envelope, {"ok":...}.

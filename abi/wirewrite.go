@@ -68,12 +68,12 @@ func EncodeHandleInput(in HandleInput) ([]byte, error) {
 	b := make([]byte, 0, 128+len(t.Payload)+len(t.LastError))
 	b = AppendString(append(b, `{"task":{"id":`...), t.ID)
 	b = append(append(b, `,"payload":`...), t.Payload...)
-	b = appendIntKey(b, `,"attempts":`, int64(t.Attempts))
-	b = appendIntKey(b, `,"enqueued_at_ms":`, t.EnqueuedAtMs)
+	b = AppendIntKey(b, `,"attempts":`, int64(t.Attempts))
+	b = AppendIntKey(b, `,"enqueued_at_ms":`, t.EnqueuedAtMs)
 	if t.LastError != "" {
 		b = AppendString(append(b, `,"last_error":`...), t.LastError)
 	}
-	b = appendIntKey(b, `},"iteration":`, int64(in.Iteration))
+	b = AppendIntKey(b, `},"iteration":`, int64(in.Iteration))
 	return append(b, '}'), nil
 }
 
@@ -86,7 +86,7 @@ func appendPoolClaimReply(dst []byte, v PoolClaimReply) ([]byte, bool) {
 		dst = AppendString(append(dst, `,"item":{"id":`...), it.ID)
 		dst = append(append(dst, `,"payload":`...), it.Payload...)
 		dst = append(append(dst, `,"tags":`...), it.Tags...)
-		dst = appendIntKey(dst, `,"created_at_ms":`, it.CreatedAtMs)
+		dst = AppendIntKey(dst, `,"created_at_ms":`, it.CreatedAtMs)
 		dst = append(AppendIntField(dst, `,"expires_at_ms":`, it.ExpiresAtMs), '}')
 	}
 	if v.Token != "" {
@@ -106,11 +106,12 @@ func AppendIntField(dst []byte, key string, n int64) []byte {
 	if n == 0 {
 		return dst
 	}
-	return appendIntKey(dst, key, n)
+	return AppendIntKey(dst, key, n)
 }
 
-// appendIntKey appends `key N` for an integer field that is always written.
-func appendIntKey(dst []byte, key string, n int64) []byte {
+// AppendIntKey appends `key N` for an integer field that is always written, such as
+// `,"hold_ms":`.
+func AppendIntKey(dst []byte, key string, n int64) []byte {
 	return strconv.AppendInt(append(dst, key...), n, 10)
 }
 

@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/fleethost/fleet/abi"
@@ -23,17 +22,20 @@ func nameRequest(dst []byte, head, name string) []byte {
 	return append(abi.AppendString(append(dst, head...), name), '}')
 }
 
+// kvHead is {"namespace":S,"key":S, the head of every KV request.
+func kvHead(dst []byte, namespace, key string) []byte {
+	b := abi.AppendString(append(dst, `{"namespace":`...), namespace)
+	return abi.AppendString(append(b, `,"key":`...), key)
+}
+
 // kvRequest is a KVGetRequest or KVDeleteRequest.
 func kvRequest(dst []byte, namespace, key string) []byte {
-	b := abi.AppendString(append(dst, `{"namespace":`...), namespace)
-	b = abi.AppendString(append(b, `,"key":`...), key)
-	return append(b, '}')
+	return append(kvHead(dst, namespace, key), '}')
 }
 
 func kvSetRequest(dst []byte, namespace, key string, value []byte, ttlMs int64) []byte {
-	b := abi.AppendString(append(dst, `{"namespace":`...), namespace)
-	b = abi.AppendString(append(b, `,"key":`...), key)
-	b = append(append(b, `,"value":`...), value...)
+	b := append(kvHead(dst, namespace, key), `,"value":`...)
+	b = append(b, value...)
 	return append(abi.AppendIntField(b, `,"ttl_ms":`, ttlMs), '}')
 }
 
@@ -44,7 +46,7 @@ func counterIncrRequest(dst []byte, name string, delta int64) []byte {
 
 func lockAcquireRequest(dst []byte, name string, holdMs, waitMs int64) []byte {
 	b := abi.AppendString(append(dst, `{"name":`...), name)
-	b = strconv.AppendInt(append(b, `,"hold_ms":`...), holdMs, 10)
+	b = abi.AppendIntKey(b, `,"hold_ms":`, holdMs)
 	return append(abi.AppendIntField(b, `,"wait_ms":`, waitMs), '}')
 }
 
@@ -70,7 +72,7 @@ func poolQueryRequest(dst []byte, pool string, where []Filter, claim bool, holdM
 		b = appendWhere(append(b, `,"where":`...), where)
 	}
 	if claim {
-		b = strconv.AppendInt(append(b, `,"hold_ms":`...), holdMs, 10)
+		b = abi.AppendIntKey(b, `,"hold_ms":`, holdMs)
 	} else {
 		b = abi.AppendIntField(b, `,"limit":`, int64(limit))
 	}

@@ -130,7 +130,6 @@ func (h *Host) slotParams(p *plugin, i int, pump *slot.Pump, rep *slotReport) sl
 		Queue:       queue,
 		Backend:     h.cfg.Backend,
 		Pump:        pump,
-		Lease:       p.lease,
 		MaxAttempts: h.cfg.MaxAttempts,
 		Poll:        h.cfg.PollInterval,
 		CallTimeout: p.info.Grant.CallTimeout,

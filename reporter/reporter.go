@@ -124,7 +124,7 @@ var (
 
 func newReporter(endpoint, apiKey string, o options) Reporter {
 	o = o.withDefaults()
-	if reason := unwiredReason(endpoint, apiKey); reason != "" {
+	if reason := UnwiredReason(endpoint, apiKey); reason != "" {
 		o.Logger.Info("reporter: not wired, activity reporting is off", "reason", reason)
 		return notWired{}
 	}
@@ -146,8 +146,10 @@ func newReporter(endpoint, apiKey string, o options) Reporter {
 	return r
 }
 
-// unwiredReason says why endpoint and apiKey cannot be reported to, or "".
-func unwiredReason(endpoint, apiKey string) string {
+// UnwiredReason says why New(endpoint, apiKey) makes a not-wired Reporter (an empty
+// endpoint or key, or an endpoint that is not an absolute http(s) URL), or "" when it
+// makes a wired one.
+func UnwiredReason(endpoint, apiKey string) string {
 	switch {
 	case endpoint == "":
 		return "endpoint is empty"

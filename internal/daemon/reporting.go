@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"net/url"
 	"sync/atomic"
 
 	"github.com/fleethost/fleet/host"
@@ -23,22 +22,12 @@ type reporting struct {
 // that line alone and leaves the host's NewReporter nil, rather than let the host make
 // one per slot and log the line as many times.
 func newReporting(o Options) *reporting {
-	if !wired(o.ReportURL, o.ReportKey) {
+	if reporter.UnwiredReason(o.ReportURL, o.ReportKey) != "" {
 		reporter.New(o.ReportURL, o.ReportKey)
 		return &reporting{}
 	}
 	endpoint, key := o.ReportURL, o.ReportKey
 	return &reporting{newReporter: func() reporter.Reporter { return reporter.New(endpoint, key) }}
-}
-
-// wired is the rule by which reporter.New makes a wired Reporter (see its doc): an
-// endpoint and a key, and the endpoint an absolute http or https URL.
-func wired(endpoint, key string) bool {
-	if endpoint == "" || key == "" {
-		return false
-	}
-	u, err := url.Parse(endpoint)
-	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
 // configure has the host report to the plane: it makes every slot's reporter, and closes

@@ -204,13 +204,15 @@ func (b *Backend) QueueClaim(ctx context.Context, queueName string, lease time.D
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	t, ok := q.claim(b.clock.Now(), lease, maxAttempts)
+	now := b.clock.Now()
+	q.settle(now, maxAttempts)
+	t, ok := q.take(now, lease)
 	return t, ok, nil
 }
 
-// claim leases the oldest ready task at now, after settle. The caller holds q.mu.
-func (q *queue) claim(now time.Time, lease time.Duration, maxAttempts int) (primitives.ClaimedTask, bool) {
-	q.settle(now, maxAttempts)
+// take leases the oldest ready task at now. The caller holds q.mu and has settled the
+// queue at now.
+func (q *queue) take(now time.Time, lease time.Duration) (primitives.ClaimedTask, bool) {
 	t := q.ready.pop()
 	if t == nil {
 		return primitives.ClaimedTask{}, false
@@ -273,9 +275,12 @@ func (b *Backend) QueueAckClaim(ctx context.Context, queueName string, acks []pr
 	for i, a := range acks {
 		ackErrs[i] = q.ack(queueName, a.ID, a.Token, now)
 	}
+	if n > 0 {
+		q.settle(now, maxAttempts) // once: every claim of the batch is at the same now
+	}
 	var claimed []primitives.ClaimedTask
 	for range n {
-		t, ok := q.claim(now, lease, maxAttempts)
+		t, ok := q.take(now, lease)
 		if !ok {
 			break
 		}

@@ -71,7 +71,6 @@ type Params struct {
 	Backend     primitives.Queue
 	Pump        *Pump // batch: the plugin's queue pump, through which claims and acks-with-claim go
 	NewGuest    func(ctx context.Context) (Guest, error)
-	Lease       time.Duration // the task lease
 	MaxAttempts int           // the task's failure budget: fails, deaths and expired leases spend it; retries and drain cuts do not
 	Poll        time.Duration // wait after an empty claim, and between loop ticks
 	CallTimeout time.Duration

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/memory"
 )
@@ -58,23 +58,13 @@ type harness struct {
 }
 
 func newHarness(t *testing.T, handle func(ctx context.Context, in abi.HandleInput) ([]byte, error)) *harness {
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				t.Errorf("goroutines: %d alive after the test, %d before", runtime.NumGoroutine(), before)
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	})
+	testutil.CheckGoroutines(t)
 	b := memory.New(memory.Options{})
 	t.Cleanup(func() { b.Close() })
 	h := &harness{t: t, b: b, handle: handle}
 	h.params = Params{
 		Name: "fake/0", Mode: abi.ModeBatch, Queue: "q", Backend: b,
-		Lease: time.Minute, MaxAttempts: 3, Poll: time.Millisecond,
+		MaxAttempts: 3, Poll: time.Millisecond,
 		CallTimeout: time.Minute, RetryDelay: time.Millisecond,
 		BackoffMin: time.Millisecond, BackoffMax: 4 * time.Millisecond,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -95,7 +85,7 @@ func newHarness(t *testing.T, handle func(ctx context.Context, in abi.HandleInpu
 // ends; done is closed when both have returned.
 func (h *harness) start(soft, hard context.Context) (done <-chan struct{}) {
 	p := h.params
-	pump := NewPump(p.Backend, p.Queue, p.Lease, p.MaxAttempts)
+	pump := NewPump(p.Backend, p.Queue, time.Minute, p.MaxAttempts)
 	p.Pump = pump
 	pumpCtx, stopPump := context.WithCancel(context.Background())
 	ran := make(chan struct{})
