@@ -1,6 +1,9 @@
 package primitives
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // The errors every backend returns, wrapped with detail (`fmt.Errorf("%w: ...", ErrX)`),
 // so that callers test them with errors.Is and never see a backend's own errors.
@@ -16,3 +19,23 @@ var (
 	// ErrUnavailable: the backend cannot be reached (down, timed out, closed).
 	ErrUnavailable = errors.New("primitives: backend unavailable")
 )
+
+// QueueFull is the ErrLimit of a push refused by QueuePushWithin, the same text from
+// every backend.
+func QueueFull(queue string, depth, maxDepth int) error {
+	return fmt.Errorf("%w: queue %q holds %d tasks waiting, its cap is %d", ErrLimit, queue, depth, maxDepth)
+}
+
+// PoolFull is the ErrLimit of a put refused by PoolPutWithin.
+func PoolFull(pool string, size, maxItems int) error {
+	return fmt.Errorf("%w: pool %q holds %d live items, the cap is %d", ErrLimit, pool, size, maxItems)
+}
+
+// KVQuotaExceeded is the ErrLimit of a set refused by KVSetWithin: the owner would hold
+// keys keys of bytes bytes in root.
+func KVQuotaExceeded(q KVQuota, root string, keys int, bytes int64) error {
+	if q.MaxKeys > 0 && keys > q.MaxKeys {
+		return fmt.Errorf("%w: %q would hold %d kv keys under namespace root %q, its quota is %d keys", ErrLimit, q.Owner, keys, root, q.MaxKeys)
+	}
+	return fmt.Errorf("%w: %q would hold %d kv bytes under namespace root %q, its quota is %d bytes", ErrLimit, q.Owner, bytes, root, q.MaxBytes)
+}

@@ -9,6 +9,7 @@ package primitives
 
 import (
 	"context"
+	"strings"
 	"time"
 )
 
@@ -54,6 +55,11 @@ type Pool interface {
 	// PoolPut adds an item and returns its id. ttl 0 means no expiry; a negative ttl is
 	// ErrInvalid. Expired items of the pool are pruned opportunistically on every put.
 	PoolPut(ctx context.Context, pool string, payload []byte, tags Tags, ttl time.Duration) (id string, err error)
+	// PoolPutWithin is PoolPut that refuses, with ErrLimit and nothing written, a put to
+	// a pool already holding maxItems live items (after pruning the expired ones), in
+	// the same step as the put, so that concurrent puts never exceed it. maxItems <= 0
+	// bounds nothing: PoolPut is PoolPutWithin with 0.
+	PoolPutWithin(ctx context.Context, pool string, payload []byte, tags Tags, ttl time.Duration, maxItems int) (id string, err error)
 	// PoolList returns up to limit live items whose tags equal every entry of where
 	// (nil where matches all), leased or not, without changing anything. limit <= 0
 	// means a backend default (100).
@@ -85,10 +91,51 @@ type PoolStats struct {
 type KV interface {
 	// KVSet stores value under (namespace, key). ttl 0 means no expiry; negative is ErrInvalid.
 	KVSet(ctx context.Context, namespace, key string, value []byte, ttl time.Duration) error
+	// KVSetWithin is KVSet counted against q.Owner's quota in the namespace's root (see
+	// KVQuota): a set that would take the owner past q.MaxKeys keys or q.MaxBytes bytes
+	// there is ErrLimit and writes nothing; the check and the write are one step, so
+	// that concurrent sets never exceed the quota. Overwriting a key moves it to the
+	// new owner; a delete or an expiry gives it back. KVSet is KVSetWithin with the zero
+	// KVQuota: the key counts against no owner.
+	KVSetWithin(ctx context.Context, namespace, key string, value []byte, ttl time.Duration, q KVQuota) error
 	// KVGet returns the value; ok is false when the key is absent or expired (not an error).
 	KVGet(ctx context.Context, namespace, key string) (value []byte, ok bool, err error)
 	// KVDelete removes the key and reports whether it existed.
 	KVDelete(ctx context.Context, namespace, key string) (existed bool, err error)
+}
+
+// KVQuota bounds what one owner (the host passes a plugin's type) holds in KV within one
+// namespace root: the namespace up to its first ':' ("scraper" for "scraper:state"),
+// or the whole namespace when it has none. A key costs len(namespace) + len(key) +
+// len(value) bytes. Zero fields bound nothing; an empty Owner counts nowhere.
+//
+// The quota is per root, not per owner across the whole store, because a root is the
+// unit a backend can count in one atomic step: on Redis every key of a root shares one
+// hash tag, so one Cluster slot holds a root's keys and its owners' ledgers, and the
+// check, the write and the ledger change are one script. A ledger spanning roots would
+// live in another slot than the keys it counts, and two round trips (reserve, then
+// write) cannot keep it exact under concurrency: a set and a delete of one key racing
+// leave a key that no ledger counts. An owner confined to one root (a plugin whose KV
+// grant is "<type>:*") is therefore bounded exactly; one granted n roots holds at most
+// n quotas.
+type KVQuota struct {
+	Owner    string
+	MaxKeys  int
+	MaxBytes int64
+}
+
+// KVRoot is the root of namespace that KVQuota counts in: the namespace up to its first
+// ':', or all of it.
+func KVRoot(namespace string) string {
+	if i := strings.IndexByte(namespace, ':'); i >= 0 {
+		return namespace[:i]
+	}
+	return namespace
+}
+
+// KVCost is what a key costs against KVQuota.MaxBytes.
+func KVCost(namespace, key string, value []byte) int64 {
+	return int64(len(namespace) + len(key) + len(value))
 }
 
 // Grant is a held lock.
@@ -154,6 +201,11 @@ type QueueStats struct {
 type Queue interface {
 	// QueuePush enqueues payload and returns the task id.
 	QueuePush(ctx context.Context, queue string, payload []byte) (id string, err error)
+	// QueuePushWithin is QueuePush that refuses, with ErrLimit and nothing written, a
+	// push to a queue already holding maxDepth tasks waiting (ready or delayed; not
+	// those in flight or parked), in the same step as the push, so that concurrent
+	// pushes never exceed it. maxDepth <= 0 bounds nothing: QueuePush is QueuePushWithin with 0.
+	QueuePushWithin(ctx context.Context, queue string, payload []byte, maxDepth int) (id string, err error)
 	// QueueClaim leases the oldest ready task for lease. Before it looks, it returns
 	// expired leases to the queue, parking those whose attempts reached maxAttempts with
 	// the error "lease expired" (maxAttempts <= 0 never parks). ok is false when nothing

@@ -228,6 +228,12 @@ func checkPool(name string) error { return primitives.CheckName("pool", name) }
 
 // PoolPut implements primitives.Pool. It stores copies of payload and tags.
 func (b *Backend) PoolPut(ctx context.Context, poolName string, payload []byte, tags primitives.Tags, ttl time.Duration) (string, error) {
+	return b.PoolPutWithin(ctx, poolName, payload, tags, ttl, 0)
+}
+
+// PoolPutWithin implements primitives.Pool: the live items are counted and the item
+// added under the pool's lock.
+func (b *Backend) PoolPutWithin(ctx context.Context, poolName string, payload []byte, tags primitives.Tags, ttl time.Duration, maxItems int) (string, error) {
 	if err := checkPool(poolName); err != nil {
 		return "", err
 	}
@@ -256,6 +262,9 @@ func (b *Backend) PoolPut(ctx context.Context, poolName string, payload []byte, 
 	defer p.mu.Unlock()
 	now := b.clock.Now()
 	p.settle(now)
+	if maxItems > 0 && len(p.items) >= maxItems {
+		return "", primitives.PoolFull(poolName, len(p.items), maxItems)
+	}
 	p.seq++
 	it.seq, it.created = p.seq, now
 	if ttl > 0 {

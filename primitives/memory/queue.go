@@ -170,6 +170,12 @@ func notFound(queueName, id string) error {
 
 // QueuePush implements primitives.Queue. It stores a copy of payload.
 func (b *Backend) QueuePush(ctx context.Context, queueName string, payload []byte) (string, error) {
+	return b.QueuePushWithin(ctx, queueName, payload, 0)
+}
+
+// QueuePushWithin implements primitives.Queue: the depth is counted and the task pushed
+// under the queue's lock.
+func (b *Backend) QueuePushWithin(ctx context.Context, queueName string, payload []byte, maxDepth int) (string, error) {
 	if err := checkQueue(queueName); err != nil {
 		return "", err
 	}
@@ -183,6 +189,9 @@ func (b *Backend) QueuePush(ctx context.Context, queueName string, payload []byt
 	q := b.getQueue(queueName, true)
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if depth := q.ready.len() + q.delayed.size(); maxDepth > 0 && depth >= maxDepth {
+		return "", primitives.QueueFull(queueName, depth, maxDepth)
+	}
 	t.enqueued = b.clock.Now()
 	q.tasks[t.id] = t
 	q.makeReady(t)

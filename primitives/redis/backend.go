@@ -243,6 +243,7 @@ const (
 	codeNotFound = -1 // the item or task does not exist (any more)
 	codeConflict = -2 // the token no longer holds the lease
 	codeParked   = 2  // the task was parked
+	codeLimit    = -3 // a cap or quota refused the write; nothing was written
 )
 
 // millis converts a Redis millisecond timestamp; 0 is the zero time.

@@ -1,5 +1,7 @@
 package redis
 
+import "github.com/fleethost/fleet/primitives"
+
 // The Redis keys of every primitive, built here and nowhere else. KEYS.md draws the
 // layout; the Lua scripts that derive item and tag keys from a pool's or queue's prefix
 // use the same segments through luaPoolKeys and luaQueueKeys below.
@@ -132,9 +134,45 @@ func lockKey(name string) string { return "fleet:lock:{" + name + "}" }
 // expiring, so fences only grow.
 func lockFenceKey(name string) string { return "fleet:lock:{" + name + "}:fence" }
 
-// kvKey is a value: STRING, with the TTL as its PX. A namespace is one hash tag, so one
-// namespace lives in one Cluster slot.
-func kvKey(namespace, key string) string { return "fleet:kv:{" + namespace + "}:" + key }
+// kvPrefix is the prefix of every key of a KV namespace root (primitives.KVRoot):
+// `fleet:kv:{root}`. Every namespace of a root, and the quota ledgers of its owners,
+// share the hash tag {root}, so that one script sees a key and the ledger it counts in.
+// Not a key itself; the KV scripts receive it as KEYS[2].
+func kvPrefix(namespace string) string { return "fleet:kv:{" + primitives.KVRoot(namespace) + "}" }
+
+// kvMember names (namespace, key) inside its root: `[namespace]key`. A namespace
+// cannot hold ']', so the first ']' ends it.
+func kvMember(namespace, key string) string { return "[" + namespace + "]" + key }
+
+// kvKey is a value: STRING, with the TTL as its PXAT: `fleet:kv:{root}[namespace]key`.
+func kvKey(namespace, key string) string { return kvPrefix(namespace) + kvMember(namespace, key) }
+
+// Segments of the quota keys of a root after its prefix, shared with the Lua helpers.
+// Each starts with ':', which no kvMember does, so they never meet a value's key.
+const (
+	kvOwnersSeg = ":owners" // HASH member -> owner, for the keys some owner holds
+	kvKeysSeg   = ":keys:"  // + owner: ZSET member -> expires-at ms (+inf: no TTL)
+	kvBytesSeg  = ":bytes:" // + owner: HASH member -> cost, and "total" -> their sum
+)
+
+// kvOwnersKey maps each key of the root that counts against a quota to its owner:
+// HASH kvMember -> owner.
+func kvOwnersKey(namespace string) string { return kvPrefix(namespace) + kvOwnersSeg }
+
+// kvKeysKey is an owner's ledger of keys in the root: ZSET kvMember -> expires-at ms.
+func kvKeysKey(namespace, owner string) string { return kvPrefix(namespace) + kvKeysSeg + owner }
+
+// kvBytesKey is an owner's ledger of bytes in the root: HASH kvMember -> its cost
+// (primitives.KVCost), and "total" -> the sum of the costs.
+func kvBytesKey(namespace, owner string) string { return kvPrefix(namespace) + kvBytesSeg + owner }
+
+// luaKVKeys derives a root's quota keys in Lua from its prefix (KEYS[2]).
+const luaKVKeys = `
+local P = KEYS[2]
+local OWNERS = P .. '` + kvOwnersSeg + `'
+local function keys_key(o) return P .. '` + kvKeysSeg + `' .. o end
+local function bytes_key(o) return P .. '` + kvBytesSeg + `' .. o end
+`
 
 // counterKey is a counter: STRING integer (INCRBY).
 func counterKey(name string) string { return "fleet:counter:{" + name + "}" }

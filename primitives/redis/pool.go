@@ -131,7 +131,8 @@ local function prune(now, n)
 end
 `
 
-// poolPutCmd adds an item and prunes expired ones.
+// poolPutCmd prunes expired items and adds an item, unless the pool already holds its
+// cap of live items.
 //
 //	KEYS[1..5]  -> the pool's fixed keys (luaPool)
 //	KEYS[6+2i]  -> fleet:pool:{p}:tag[name]=value   SET, tag i's live ids
@@ -141,12 +142,18 @@ end
 //	ARGV[3]     -> tags, encoded (tagsEncode)
 //	ARGV[4]     -> ttl in ms; 0 for no expiry
 //	ARGV[5]     -> how many expired items to prune at most
-//	ARGV[6+i]   -> tag i's `[name]=value`, for the tags SET
+//	ARGV[6]     -> the most live items; 0 for no cap
+//	ARGV[7+i]   -> tag i's `[name]=value`, for the tags SET
 //
-// Output: 1
+// Output: 1; {-3, size} refused, the pool holds size live items
 var poolPutCmd = goredis.NewScript(luaPoolIndex + `
 local now = now_ms()
 prune(now, tonumber(ARGV[5]))
+local cap = tonumber(ARGV[6])
+if cap > 0 then
+  local size = redis.call('ZCOUNT', LIVE, '(' .. now, '+inf')
+  if size >= cap then return {-3, size} end
+end
 local id, ttl = ARGV[1], tonumber(ARGV[4])
 local expires, score = 0, '+inf'
 if ttl > 0 then expires = now + ttl; score = expires end
@@ -156,7 +163,7 @@ redis.call('SADD', FREE, id)
 for i = 6, #KEYS, 2 do
   redis.call('SADD', KEYS[i], id)
   redis.call('SADD', KEYS[i + 1], id)
-  redis.call('SADD', TAGS, ARGV[6 + (i - 6) / 2])
+  redis.call('SADD', TAGS, ARGV[7 + (i - 6) / 2])
 end
 return 1
 `)
@@ -164,6 +171,12 @@ return 1
 // PoolPut adds an item to pool and returns its id. ttl 0 means no expiry. Each put
 // also prunes up to 100 items of the pool whose TTL has passed.
 func (b *Backend) PoolPut(ctx context.Context, pool string, payload []byte, tags primitives.Tags, ttl time.Duration) (string, error) {
+	return b.PoolPutWithin(ctx, pool, payload, tags, ttl, 0)
+}
+
+// PoolPutWithin is PoolPut refused with ErrLimit when pool already holds maxItems live
+// items; the count (ZCOUNT, O(log n)) and the put are one script.
+func (b *Backend) PoolPutWithin(ctx context.Context, pool string, payload []byte, tags primitives.Tags, ttl time.Duration, maxItems int) (string, error) {
 	if err := primitives.CheckName("pool", pool); err != nil {
 		return "", err
 	}
@@ -178,8 +191,8 @@ func (b *Backend) PoolPut(ctx context.Context, pool string, payload []byte, tags
 	}
 	id := newID()
 	keys := poolScriptKeys(pool, 2*len(tags))
-	args := make([]any, 5, 5+len(tags))
-	args[0], args[1], args[2], args[3], args[4] = id, payload, tagsEncode(tags), ms(ttl), prunePerPut
+	args := make([]any, 6, 6+len(tags))
+	args[0], args[1], args[2], args[3], args[4], args[5] = id, payload, tagsEncode(tags), ms(ttl), prunePerPut, max(maxItems, 0)
 	for k, v := range tags {
 		keys = append(keys, poolTagKey(pool, k, v), poolFreeTagKey(pool, k, v))
 		args = append(args, tagSuffix(k, v))
@@ -190,10 +203,14 @@ func (b *Backend) PoolPut(ctx context.Context, pool string, payload []byte, tags
 	if err != nil {
 		return "", b.scriptFail(ctx, "pool put", pool, err)
 	}
-	if n, ok := v.(int64); !ok || n != codeOK {
-		return "", replyError("pool put", v)
+	if n, ok := v.(int64); ok && n == codeOK {
+		return id, nil
 	}
-	return id, nil
+	if a, ok := v.([]any); ok && len(a) == 2 && a[0] == int64(codeLimit) {
+		size, _ := a[1].(int64)
+		return "", primitives.PoolFull(pool, int(size), maxItems)
+	}
+	return "", replyError("pool put", v)
 }
 
 // scriptFail is fail for a script, whose nil reply would be a bug, not a missing key.

@@ -43,21 +43,34 @@ local function holds(id, token, now)
 end
 `
 
-// queuePushCmd enqueues a task.
+// queuePushCmd enqueues a task, unless the queue already holds its cap of waiting tasks.
 //
 //	KEYS[1..5] -> the queue's keys (luaQueue)
 //	ARGV[1]    -> task id (fresh, from Go)
 //	ARGV[2]    -> payload
+//	ARGV[3]    -> the most tasks waiting (ready or delayed); 0 for no cap
 //
-// Output: 1
+// Output: {1}; {-3, depth} refused, the queue holds depth tasks waiting
 var queuePushCmd = goredis.NewScript(luaQueue + `
+local cap = tonumber(ARGV[3])
+if cap > 0 then
+  local depth = redis.call('LLEN', READY) + redis.call('ZCARD', DELAYED)
+  if depth >= cap then return {-3, depth} end
+end
 redis.call('HSET', task_key(ARGV[1]), 'payload', ARGV[2], 'attempts', 0, 'enqueued', now_ms())
 redis.call('RPUSH', READY, ARGV[1])
-return 1
+return {1}
 `)
 
 // QueuePush enqueues payload on queue and returns the task id.
 func (b *Backend) QueuePush(ctx context.Context, queue string, payload []byte) (string, error) {
+	return b.QueuePushWithin(ctx, queue, payload, 0)
+}
+
+// QueuePushWithin is QueuePush refused with ErrLimit when queue already holds maxDepth
+// tasks ready or delayed; the count and the push are one script. LLEN and ZCARD are
+// O(1), so the cap costs the push nothing that grows with the queue.
+func (b *Backend) QueuePushWithin(ctx context.Context, queue string, payload []byte, maxDepth int) (string, error) {
 	if err := primitives.CheckName("queue", queue); err != nil {
 		return "", err
 	}
@@ -67,14 +80,22 @@ func (b *Backend) QueuePush(ctx context.Context, queue string, payload []byte) (
 	id := newID()
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := queuePushCmd.Run(ctx, b.client, queueScriptKeys(queue), id, payload).Result()
+	v, err := queuePushCmd.Run(ctx, b.client, queueScriptKeys(queue), id, payload, max(maxDepth, 0)).Result()
 	if err != nil {
 		return "", b.scriptFail(ctx, "queue push", queue, err)
 	}
-	if v != int64(codeOK) {
-		return "", replyError("queue push", v)
+	a, err := replyArray("queue push", v, 1)
+	if err != nil {
+		return "", err
 	}
-	return id, nil
+	switch code, _ := a[0].(int64); {
+	case code == codeOK:
+		return id, nil
+	case code == codeLimit && len(a) == 2:
+		depth, _ := a[1].(int64)
+		return "", primitives.QueueFull(queue, int(depth), maxDepth)
+	}
+	return "", replyError("queue push", v)
 }
 
 // luaClaim defines the two steps of a claim. settle(now, maxAttempts) moves the delayed
