@@ -76,7 +76,8 @@ type Pool interface {
 	// PoolSize counts the live items of the pool, leased or not.
 	PoolSize(ctx context.Context, pool string) (int, error)
 	// PoolStats counts the live items, those leased, and the live items by tag
-	// ("site=\"x\"" -> 3), for operators.
+	// ("site=\"x\"" -> 3) for at most MaxStatsTags tags, for operators. Its cost is
+	// bounded whatever the pool's size.
 	PoolStats(ctx context.Context, pool string) (PoolStats, error)
 }
 
@@ -85,7 +86,13 @@ type PoolStats struct {
 	Size   int
 	Leased int
 	ByTag  map[string]int // key is `name=value`, value in its canonical JSON text
+	// MoreTags is true when more than MaxStatsTags tags are in use: ByTag holds
+	// MaxStatsTags of them, which ones unspecified.
+	MoreTags bool
 }
+
+// MaxStatsTags is the most tags that PoolStats counts.
+const MaxStatsTags = 1000
 
 // KV is a namespaced single-value store with optional TTL.
 type KV interface {

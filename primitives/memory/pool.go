@@ -447,6 +447,10 @@ func (b *Backend) PoolStats(ctx context.Context, poolName string) (primitives.Po
 	st.Size = len(p.items)
 	st.Leased = len(p.items) - p.free.len()
 	for k, s := range p.byTag {
+		if len(st.ByTag) == primitives.MaxStatsTags {
+			st.MoreTags = true
+			break
+		}
 		st.ByTag[k.String()] += s.len()
 	}
 	return st, nil

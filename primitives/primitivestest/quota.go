@@ -12,11 +12,14 @@ import (
 	"github.com/fleethost/fleet/primitives"
 )
 
-// quotaTests pin the caps and quotas that a write may be refused by: the queue depth of
+// limitTests pin the caps and quotas that a write may be refused by: the queue depth of
 // QueuePushWithin, the live items of PoolPutWithin, the keys and bytes of KVSetWithin,
 // and the counter's overflow. Each refusal is ErrLimit and writes nothing; each cap
-// holds under a hammer of concurrent writers.
-var quotaTests = []subtest{
+// holds under a hammer of concurrent writers. They pin too the bounds of the reads
+// whose cost could follow a pool's size: list's limit across pages, stats' tag cap.
+var limitTests = []subtest{
+	{"PoolListLimitAcrossPages", testPoolListPages},
+	{"PoolStatsTagsCapped", testPoolStatsTagsCapped},
 	{"CounterOverflowIsLimit", testCounterOverflow},
 	{"QueueDepthCap", testQueueDepthCap},
 	{"QueueDepthCapHammer", testQueueDepthCapHammer},
@@ -295,4 +298,70 @@ func testKVQuotaHammer(t *testing.T, b primitives.Backend) {
 		noErr(t, "KVSetWithin into the room left", kvWithin(b, t, "a:s", fmt.Sprint("fill", i), `1`, 0, q))
 	}
 	wantErr(t, "KVSetWithin once full", kvWithin(b, t, "a:s", "one-more", `1`, 0, q), primitives.ErrLimit)
+}
+
+func testPoolListPages(t *testing.T, b primitives.Backend) {
+	// More items than a backend might read in one page, and two large tag sets that
+	// overlap in a few items only, so that a filtered list must walk them.
+	const n, both = 1100, 5
+	for i := range n {
+		tags := primitives.Tags{"a": "true"}
+		if i >= n/2-both {
+			tags = primitives.Tags{"b": "true"}
+			if i < n/2 {
+				tags["a"] = "true"
+			}
+		}
+		put(t, b, "p", fmt.Sprint(i), tags, 0)
+	}
+	distinct := func(what string, items []primitives.Item, want int, where primitives.Tags) {
+		t.Helper()
+		ids := map[string]bool{}
+		for _, it := range items {
+			if ids[it.ID] {
+				t.Errorf("%s returned item %s twice", what, it.ID)
+			}
+			ids[it.ID] = true
+			for k, v := range where {
+				if it.Tags[k] != v {
+					t.Errorf("%s returned item %s with tags %v", what, it.ID, it.Tags)
+				}
+			}
+		}
+		if len(items) != want {
+			t.Errorf("%s returned %d items, want %d", what, len(items), want)
+		}
+	}
+	a := primitives.Tags{"a": "true"}
+	ab := primitives.Tags{"a": "true", "b": "true"}
+	distinct("PoolList(limit 1)", list(t, b, "p", nil, 1), 1, nil)
+	distinct("PoolList(where a, limit 1)", list(t, b, "p", a, 1), 1, a)
+	distinct("PoolList(limit 0)", list(t, b, "p", nil, 0), 100, nil)
+	distinct("PoolList(limit 1000)", list(t, b, "p", nil, 1000), 1000, nil)
+	distinct("PoolList(limit 2000)", list(t, b, "p", nil, 2000), n, nil)
+	distinct("PoolList(where a, limit 2000)", list(t, b, "p", a, 2000), n/2, a)
+	distinct("PoolList(where a and b)", list(t, b, "p", ab, 100), both, ab)
+	distinct("PoolList(where a and b, limit 2)", list(t, b, "p", ab, 2), 2, ab)
+}
+
+func testPoolStatsTagsCapped(t *testing.T, b primitives.Backend) {
+	for i := range primitives.MaxStatsTags {
+		put(t, b, "p", `{}`, primitives.Tags{"n": fmt.Sprint(i)}, 0)
+	}
+	st, err := b.PoolStats(t.Context(), "p")
+	noErr(t, "PoolStats", err)
+	if len(st.ByTag) != primitives.MaxStatsTags || st.MoreTags || st.Size != primitives.MaxStatsTags {
+		t.Errorf("PoolStats with %d tags = %d tags, more %v, size %d; want all of them", primitives.MaxStatsTags, len(st.ByTag), st.MoreTags, st.Size)
+	}
+	put(t, b, "p", `{}`, primitives.Tags{"n": "-1"}, 0)
+	st, err = b.PoolStats(t.Context(), "p")
+	noErr(t, "PoolStats", err)
+	if len(st.ByTag) != primitives.MaxStatsTags || !st.MoreTags || st.Size != primitives.MaxStatsTags+1 {
+		t.Errorf("PoolStats with %d tags = %d tags, more %v, size %d; want %d tags and more", primitives.MaxStatsTags+1, len(st.ByTag), st.MoreTags, st.Size, primitives.MaxStatsTags)
+	}
+	for k, v := range st.ByTag {
+		if v != 1 {
+			t.Errorf("PoolStats.ByTag[%s] = %d, want 1", k, v)
+		}
+	}
 }

@@ -251,25 +251,33 @@ func itemFromReply(op string, a []any) (primitives.Item, error) {
 	return it, nil
 }
 
-// poolListCmd reads up to a limit of live items matching a filter, changing nothing.
+// listPage is how many index entries one pool list script examines at most. A list
+// walks the pool page by page, one script each, so that no script reads a large set
+// whole: other clients of the Redis wait at most one page between two.
+const listPage = 512
+
+// poolListCmd reads one page of live items matching a filter, changing nothing.
 //
 //	KEYS[1..5] -> the pool's fixed keys (luaPool)
 //	KEYS[6..]  -> fleet:pool:{p}:tag[name]=value  SET, one per entry of where
-//	ARGV[1]    -> limit
+//	ARGV[1]    -> how many items the page may return
+//	ARGV[2]    -> the cursor: a rank in live (no filter) or an SSCAN cursor; "0" starts
+//	ARGV[3]    -> which of KEYS[6..] to scan, 0 for the smallest (chosen on the first page)
+//	ARGV[4]    -> how many entries the page may examine (listPage)
 //
-// Output: {id, payload, tags, created, expires, ...} for each item, flat; empty when none.
+// Output: {next cursor ("0": done), the scanned key's index, id, payload, tags, created,
+// expires, ...} with five fields per item.
+//
+// Unfiltered it walks live by rank from the first unexpired one (ZRANGE, O(log n + m));
+// filtered it SSCANs the smallest tag set and tests the others with SISMEMBER, so its
+// cost follows that set, a page at a time.
 var poolListCmd = goredis.NewScript(luaPool + `
-local now, limit = now_ms(), tonumber(ARGV[1])
-local ids
-if #KEYS == 5 then
-  ids = redis.call('ZRANGEBYSCORE', LIVE, '(' .. now, '+inf', 'LIMIT', 0, limit)
-elseif #KEYS == 6 then
-  ids = redis.call('SMEMBERS', KEYS[6])
-else
-  ids = redis.call('SINTER', unpack(KEYS, 6))
-end
-local out, n = {}, 0
-for _, id in ipairs(ids) do
+local now, want, cursor, k, budget = now_ms(), tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local out = {'0', 0}
+local n = 0
+
+-- add appends id to out if it is a live item; true when out holds want items.
+local function add(id)
   local f = redis.call('HMGET', item_key(id), 'payload', 'tags', 'created', 'expires')
   if f[1] and not expired(f[4], now) then
     out[#out + 1] = id
@@ -278,16 +286,51 @@ for _, id in ipairs(ids) do
     out[#out + 1] = tonumber(f[3])
     out[#out + 1] = tonumber(f[4])
     n = n + 1
-    if n >= limit then break end
+  end
+  return n >= want
+end
+
+if #KEYS == 5 then
+  local rank = tonumber(cursor)
+  if rank == 0 then rank = redis.call('ZCOUNT', LIVE, '-inf', now) end
+  local ids = redis.call('ZRANGE', LIVE, rank, rank + math.min(want, budget) - 1)
+  for i, id in ipairs(ids) do
+    if add(id) then break end
+  end
+  if #ids == math.min(want, budget) and n < want then out[1] = tostring(rank + #ids) end
+  return out
+end
+
+if k == 0 then
+  k = 6
+  for i = 7, #KEYS do
+    if redis.call('SCARD', KEYS[i]) < redis.call('SCARD', KEYS[k]) then k = i end
   end
 end
+out[2] = k
+local seen = 0
+repeat
+  local page = redis.call('SSCAN', KEYS[k], cursor, 'COUNT', 100)
+  cursor = page[2] and page[1] or '0'
+  for _, id in ipairs(page[2]) do
+    seen = seen + 1
+    local match = true
+    for i = 6, #KEYS do
+      if i ~= k and redis.call('SISMEMBER', KEYS[i], id) == 0 then match = false; break end
+    end
+    if match and add(id) then return out end
+  end
+until cursor == '0' or seen >= budget
+out[1] = cursor
 return out
 `)
 
 // PoolList returns up to limit live items of pool whose tags equal every entry of where
 // (nil: all), leased or not, in no particular order. limit <= 0 means 100. It changes
-// nothing. Unfiltered it reads only the items it returns; filtered it reads the
-// intersection of the filter's tag sets.
+// nothing. It reads the pool in pages of at most listPage index entries, one script
+// each, so that its cost follows limit unfiltered, and the smallest of the filter's tag
+// sets filtered, without ever holding the server for a whole large set. An item put or
+// removed between two pages may be missed; none is returned twice.
 func (b *Backend) PoolList(ctx context.Context, pool string, where primitives.Tags, limit int) ([]primitives.Item, error) {
 	if err := primitives.CheckName("pool", pool); err != nil {
 		return nil, err
@@ -302,25 +345,53 @@ func (b *Backend) PoolList(ctx context.Context, pool string, where primitives.Ta
 	for k, v := range where {
 		keys = append(keys, poolTagKey(pool, k, v))
 	}
-	ctx, cancel := b.call(ctx)
-	defer cancel()
-	v, err := poolListCmd.Run(ctx, b.client, keys, limit).Result()
-	if err != nil {
-		return nil, b.scriptFail(ctx, "pool list", pool, err)
-	}
-	a, err := replyArray("pool list", v, 0)
-	if err != nil || len(a)%5 != 0 {
-		return nil, replyError("pool list", v)
-	}
-	items := make([]primitives.Item, 0, len(a)/5)
-	for i := 0; i < len(a); i += 5 {
-		it, err := itemFromReply("pool list", a[i:i+5])
+	var items []primitives.Item
+	seen := map[string]bool{}
+	cursor, scan := "0", int64(0)
+	for {
+		next, k, page, err := b.poolListPage(ctx, pool, keys, limit-len(items), cursor, scan)
 		if err != nil {
 			return nil, err
 		}
+		for _, it := range page {
+			if !seen[it.ID] {
+				seen[it.ID] = true
+				items = append(items, it)
+			}
+		}
+		if next == "0" || len(items) >= limit {
+			return items, nil
+		}
+		cursor, scan = next, k
+	}
+}
+
+// poolListPage runs one page of poolListCmd.
+func (b *Backend) poolListPage(ctx context.Context, pool string, keys []string, want int, cursor string, scan int64) (next string, k int64, items []primitives.Item, err error) {
+	ctx, cancel := b.call(ctx)
+	defer cancel()
+	v, err := poolListCmd.Run(ctx, b.client, keys, want, cursor, scan, listPage).Result()
+	if err != nil {
+		return "", 0, nil, b.scriptFail(ctx, "pool list", pool, err)
+	}
+	a, err := replyArray("pool list", v, 2)
+	if err != nil || len(a)%5 != 2 {
+		return "", 0, nil, replyError("pool list", v)
+	}
+	next, err1 := replyString("pool list", a[0])
+	k, err2 := replyInt("pool list", a[1])
+	if err := errors.Join(err1, err2); err != nil {
+		return "", 0, nil, err
+	}
+	items = make([]primitives.Item, 0, (len(a)-2)/5)
+	for i := 2; i < len(a); i += 5 {
+		it, err := itemFromReply("pool list", a[i:i+5])
+		if err != nil {
+			return "", 0, nil, err
+		}
 		items = append(items, it)
 	}
-	return items, nil
+	return next, k, items, nil
 }
 
 // poolClaimCmd leases one live, unleased item matching a filter. Candidates come from
@@ -533,51 +604,73 @@ func (b *Backend) PoolSize(ctx context.Context, pool string) (int, error) {
 	return int(n), err
 }
 
-// poolStatsCmd prunes every expired item, then counts. It is for operators: its cost
-// grows with the expired items and the tags in use.
+// statsPrune is how many expired items one PoolStats prunes at most, and
+// primitives.MaxStatsTags how many tags it counts (an SCARD each), so that a stats call costs the
+// server a bounded time however large the pool.
+const statsPrune = 10 * prunePerPut
+
+// poolStatsCmd prunes up to a bound of expired items, then counts.
 //
 //	KEYS[1..5] -> the pool's fixed keys (luaPool)
+//	ARGV[1]    -> how many expired items to prune at most
+//	ARGV[2]    -> how many tags to count at most
 //
-// Output: {size, leased, `[name]=value`, count, ...} with a pair per tag in use.
+// Output: {size, leased, more, `[name]=value`, count, ...} with a pair per tag counted;
+// more is 1 when tags in use were left out.
+//
+// Size and leased are ZCOUNTs from now, exact whatever was pruned. A tag's count is
+// its set's SCARD, which counts an expired item until it is pruned: exact unless more
+// than ARGV[1] items expired since the last put or stats.
 var poolStatsCmd = goredis.NewScript(luaPoolIndex + `
-local now = now_ms()
-prune(now, -1)
-local out = {redis.call('ZCARD', LIVE), redis.call('ZCOUNT', LEASES, '(' .. now, '+inf')}
-for _, s in ipairs(redis.call('SMEMBERS', TAGS)) do
-  local n = redis.call('SCARD', tag_key(s))
-  if n == 0 then
-    redis.call('SREM', TAGS, s)
-  else
-    out[#out + 1] = s
-    out[#out + 1] = n
+local now, maxTags = now_ms(), tonumber(ARGV[2])
+prune(now, tonumber(ARGV[1]))
+local out = {redis.call('ZCOUNT', LIVE, '(' .. now, '+inf'), redis.call('ZCOUNT', LEASES, '(' .. now, '+inf'), 0}
+local counted, cursor = 0, '0'
+repeat
+  local page = redis.call('SSCAN', TAGS, cursor, 'COUNT', 100)
+  cursor = page[1]
+  for _, s in ipairs(page[2]) do
+    local n = redis.call('SCARD', tag_key(s))
+    if n == 0 then
+      redis.call('SREM', TAGS, s)
+    elseif counted >= maxTags then
+      out[3] = 1
+      return out
+    else
+      out[#out + 1] = s
+      out[#out + 1] = n
+      counted = counted + 1
+    end
   end
-end
+until cursor == '0'
 return out
 `)
 
 // PoolStats counts the live items of pool, those leased, and the live items by tag
-// (`site="x"` -> 3). It prunes every expired item of the pool first.
+// (`site="x"` -> 3), at most primitives.MaxStatsTags tags. It prunes up to 1,000
+// expired items of the pool first.
 func (b *Backend) PoolStats(ctx context.Context, pool string) (primitives.PoolStats, error) {
 	if err := primitives.CheckName("pool", pool); err != nil {
 		return primitives.PoolStats{}, err
 	}
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := poolStatsCmd.Run(ctx, b.client, poolScriptKeys(pool, 0)).Result()
+	v, err := poolStatsCmd.Run(ctx, b.client, poolScriptKeys(pool, 0), statsPrune, primitives.MaxStatsTags).Result()
 	if err != nil {
 		return primitives.PoolStats{}, b.scriptFail(ctx, "pool stats", pool, err)
 	}
-	a, err := replyArray("pool stats", v, 2)
-	if err != nil || len(a)%2 != 0 {
+	a, err := replyArray("pool stats", v, 3)
+	if err != nil || len(a)%2 != 1 {
 		return primitives.PoolStats{}, replyError("pool stats", v)
 	}
 	size, err1 := replyInt("pool stats", a[0])
 	leased, err2 := replyInt("pool stats", a[1])
-	if err := errors.Join(err1, err2); err != nil {
+	more, err3 := replyInt("pool stats", a[2])
+	if err := errors.Join(err1, err2, err3); err != nil {
 		return primitives.PoolStats{}, err
 	}
-	st := primitives.PoolStats{Size: int(size), Leased: int(leased), ByTag: map[string]int{}}
-	for i := 2; i < len(a); i += 2 {
+	st := primitives.PoolStats{Size: int(size), Leased: int(leased), MoreTags: more == 1, ByTag: map[string]int{}}
+	for i := 3; i < len(a); i += 2 {
 		s, err := replyString("pool stats", a[i])
 		if err != nil {
 			return primitives.PoolStats{}, err
