@@ -93,6 +93,13 @@ type Config struct {
 	// default: 256 KiB
 	MaxPayload int
 
+	// MaxQueueDepth caps the tasks waiting (ready or delayed) in a queue that Submit adds
+	// to: past it Submit is LimitExceeded and its error matches ErrQueueFull (the HTTP
+	// API answers 429). It is each plugin's Grant.MaxQueueDepth too, unless the grant
+	// sets its own. The memory it bounds is at most MaxQueueDepth × MaxPayload a queue.
+	// default: 100000
+	MaxQueueDepth int
+
 	// RetryDelay is how long a task waits after a retry that names no delay, and a loop
 	// plugin after a failed tick.
 	// default: 1s
@@ -149,6 +156,12 @@ const (
 	defaultMemoryLimitPages = 256
 	defaultMaxPayload       = 256 << 10
 	defaultRetryDelay       = time.Second
+	defaultMaxQueueDepth    = 100_000
+	// The default quotas of a Grant; see Grant for why each.
+	defaultKVMaxKeys    = 10_000
+	defaultKVMaxBytes   = 64 << 20
+	defaultSubmitRate   = 1000
+	defaultMaxPoolItems = 10_000
 	// leaseMargin is what a task's lease exceeds its call timeout by, at least.
 	leaseMargin = 10 * time.Second
 )
@@ -175,6 +188,7 @@ func (c Config) withDefaults() Config {
 	c.MemoryLimitPages = cmp.Or(c.MemoryLimitPages, defaultMemoryLimitPages)
 	c.MaxPayload = cmp.Or(c.MaxPayload, defaultMaxPayload)
 	c.RetryDelay = cmp.Or(c.RetryDelay, defaultRetryDelay)
+	c.MaxQueueDepth = cmp.Or(c.MaxQueueDepth, defaultMaxQueueDepth)
 	if c.Instance == "" {
 		c.Instance = defaultInstance()
 	}
@@ -215,6 +229,9 @@ func (c Config) check() error {
 	}
 	if c.MaxPayload < 0 || c.MaxPayload > primitives.MaxValueLen {
 		bad("MaxPayload is %d, want 1..%d", c.MaxPayload, primitives.MaxValueLen)
+	}
+	if c.MaxQueueDepth < 0 {
+		bad("MaxQueueDepth is %d, want >= 0", c.MaxQueueDepth)
 	}
 	for typ, g := range c.Grants {
 		if err := g.check(); err != nil {
@@ -284,6 +301,34 @@ type Grant struct {
 	// MaxPayload overrides Config.MaxPayload for this plugin.
 	// default: 0 (Config.MaxPayload)
 	MaxPayload int
+
+	// Quotas: what the plugin may fill in the fleet's state. Past one, the host call
+	// answers LimitExceeded naming the field and writes nothing. Each default lets the
+	// example plugins run a day (the scraper keeps one key per target, the harvester a
+	// few cookies per site) and keeps one plugin's share of a host's memory in tens of
+	// MiB at typical payloads.
+
+	// KVMaxKeys caps the KV keys the plugin holds in each namespace root: the namespace
+	// up to its first ':', so "<type>" for the default grant "<type>:*". A key set with
+	// a TTL counts until it expires; a delete gives it back.
+	// default: 0 (10000)
+	KVMaxKeys int
+	// KVMaxBytes caps the bytes of those keys, each costing its namespace, key and
+	// value.
+	// default: 0 (64 MiB)
+	KVMaxBytes int64
+	// SubmitRate caps the plugin's submits per second on this host, with a burst of one
+	// second's worth. It is a host's own count: n hosts admit up to n times it.
+	// default: 0 (1000)
+	SubmitRate int
+	// MaxQueueDepth refuses the plugin's submit to a queue already holding this many
+	// tasks waiting (ready or delayed).
+	// default: 0 (Config.MaxQueueDepth)
+	MaxQueueDepth int
+	// MaxPoolItems refuses the plugin's pool_put to a pool already holding this many
+	// live items, leased or not.
+	// default: 0 (10000)
+	MaxPoolItems int
 }
 
 func (g Grant) check() error {
@@ -301,7 +346,27 @@ func (g Grant) check() error {
 	if g.MaxPayload < 0 || g.MaxPayload > primitives.MaxValueLen {
 		return fmt.Errorf("MaxPayload is %d, want 0..%d", g.MaxPayload, primitives.MaxValueLen)
 	}
+	for field, n := range map[string]int64{
+		"KVMaxKeys": int64(g.KVMaxKeys), "KVMaxBytes": g.KVMaxBytes, "SubmitRate": int64(g.SubmitRate),
+		"MaxQueueDepth": int64(g.MaxQueueDepth), "MaxPoolItems": int64(g.MaxPoolItems),
+	} {
+		if n < 0 {
+			return fmt.Errorf("%s is %d, want >= 0 (0 for the default)", field, n)
+		}
+	}
 	return nil
+}
+
+// quota is the hostfn.Quota of a plugin granted g, its zero fields set to their
+// defaults.
+func (c Config) quota(g Grant) hostfn.Quota {
+	return hostfn.Quota{
+		KVMaxKeys:     cmp.Or(g.KVMaxKeys, defaultKVMaxKeys),
+		KVMaxBytes:    cmp.Or(g.KVMaxBytes, defaultKVMaxBytes),
+		MaxQueueDepth: cmp.Or(g.MaxQueueDepth, c.MaxQueueDepth),
+		MaxPoolItems:  cmp.Or(g.MaxPoolItems, defaultMaxPoolItems),
+		Submits:       hostfn.NewSubmitRate(cmp.Or(g.SubmitRate, defaultSubmitRate)),
+	}
 }
 
 // patterns applies the default "<type>:*" to an unset pattern list.

@@ -3,6 +3,8 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/hostfn"
@@ -16,14 +18,41 @@ import (
 //
 // An error is an *abi.Error, whose Kind says what went wrong: NotFound (no plugin declares
 // the queue), TypeError or ValueError (the schema refuses the payload), LimitExceeded
-// (over Config.MaxPayload), Unavailable (the backend is down).
+// (over Config.MaxPayload; or the queue is full, and then the error matches ErrQueueFull
+// too), Unavailable (the backend is down).
+//
+// The queue is full when it holds the max_queue_depth tasks waiting of the plugin that
+// consumes it here (its Grant.MaxQueueDepth, by default Config.MaxQueueDepth), or
+// Config.MaxQueueDepth when no plugin here consumes it.
 func (h *Host) Submit(ctx context.Context, queue string, payload []byte) (string, error) {
 	if len(payload) > h.cfg.MaxPayload {
 		return "", abi.Errorf(abi.LimitExceeded, "payload is %d bytes, limit %d", len(payload), h.cfg.MaxPayload)
 	}
-	id, e := hostfn.Submit(ctx, h.cfg.Backend, h.contracts, queue, json.RawMessage(payload))
+	depth, field := h.cfg.MaxQueueDepth, "Config.MaxQueueDepth"
+	for _, p := range h.plugins {
+		if p.desc.Consumes != nil && p.desc.Consumes.Name == queue {
+			depth, field = p.fn.Quota.MaxQueueDepth, fmt.Sprintf("max_queue_depth of %q", p.info.Type)
+		}
+	}
+	id, e := hostfn.Submit(ctx, h.cfg.Backend, h.contracts, queue, json.RawMessage(payload), depth)
+	if e != nil && e.Kind == abi.LimitExceeded {
+		e.Message += " (" + field + ")"
+		return "", queueFull{e}
+	}
 	if e != nil {
 		return "", e
 	}
 	return id, nil
 }
+
+// ErrQueueFull is matched (errors.Is) by the error of a Submit refused because the queue
+// already holds Config.MaxQueueDepth tasks waiting: back-pressure, to retry later, where
+// another LimitExceeded (a payload too large) never succeeds as it is.
+var ErrQueueFull = errors.New("host: queue full")
+
+// queueFull is Submit's error when the queue is full: an *abi.Error of kind
+// LimitExceeded, that matches ErrQueueFull too.
+type queueFull struct{ e *abi.Error }
+
+func (q queueFull) Error() string   { return q.e.Error() }
+func (q queueFull) Unwrap() []error { return []error{q.e, ErrQueueFull} }

@@ -285,6 +285,13 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 			e = abi.Errorf(abi.Internal, "%v", err)
 		}
 		status := statusOf(e.Kind)
+		if errors.Is(err, host.ErrQueueFull) {
+			// Back-pressure, not a bad request: the same body succeeds once the
+			// consumers catch up. 429 (not 503, which says the daemon or its backend is
+			// down) with a Retry-After, so that clients back off and retry.
+			status = http.StatusTooManyRequests
+			w.Header().Set("Retry-After", "1")
+		}
 		var details any
 		if e.Kind == abi.TypeError || e.Kind == abi.ValueError {
 			if vs := s.p.Host.Violations(queue, body); len(vs) > 0 {

@@ -36,6 +36,13 @@ type Entry struct {
 	CallTimeout      Duration        `json:"call_timeout,omitempty"`
 	MaxPayload       int             `json:"max_payload,omitempty"`
 	Config           json.RawMessage `json:"config,omitempty"`
+
+	// The quotas of host.Grant (KVMaxKeys, ...).
+	KVMaxKeys     int   `json:"kv_max_keys,omitempty"`
+	KVMaxBytes    int64 `json:"kv_max_bytes,omitempty"`
+	SubmitRate    int   `json:"submit_rate,omitempty"`
+	MaxQueueDepth int   `json:"max_queue_depth,omitempty"`
+	MaxPoolItems  int   `json:"max_pool_items,omitempty"`
 }
 
 // Duration is a time.Duration that reads and writes as "30s".
@@ -105,6 +112,8 @@ func (f File) Host() (map[string]host.Grant, map[string]json.RawMessage) {
 			HTTPHosts: e.HTTPHosts, HTTPAllowPrivate: e.HTTPAllowPrivate, HTTPProxies: e.HTTPProxies,
 			HTTPMaxBody: e.HTTPMaxBody, HTTPTimeout: time.Duration(e.HTTPTimeout), HTTPMaxRedirects: e.HTTPMaxRedirects,
 			MemoryLimitPages: e.MemoryLimitPages, CallTimeout: time.Duration(e.CallTimeout), MaxPayload: e.MaxPayload,
+			KVMaxKeys: e.KVMaxKeys, KVMaxBytes: e.KVMaxBytes, SubmitRate: e.SubmitRate,
+			MaxQueueDepth: e.MaxQueueDepth, MaxPoolItems: e.MaxPoolItems,
 		}
 		if len(e.Config) > 0 {
 			cs[typ] = e.Config
@@ -120,6 +129,8 @@ func FromHost(g host.Grant) Entry {
 		HTTPHosts: g.HTTPHosts, HTTPAllowPrivate: g.HTTPAllowPrivate, HTTPProxies: g.HTTPProxies,
 		HTTPMaxBody: g.HTTPMaxBody, HTTPTimeout: Duration(g.HTTPTimeout), HTTPMaxRedirects: g.HTTPMaxRedirects,
 		MemoryLimitPages: g.MemoryLimitPages, CallTimeout: Duration(g.CallTimeout), MaxPayload: g.MaxPayload,
+		KVMaxKeys: g.KVMaxKeys, KVMaxBytes: g.KVMaxBytes, SubmitRate: g.SubmitRate,
+		MaxQueueDepth: g.MaxQueueDepth, MaxPoolItems: g.MaxPoolItems,
 	}
 }
 

@@ -20,9 +20,37 @@ type Plugin struct {
 	MaxPayload int
 	// HTTP performs the http op; nil answers Unavailable.
 	HTTP HTTPDoer
+	// Quota bounds what the plugin may fill in the fleet's state; set once, before the
+	// plugin's first call. The zero Quota bounds nothing.
+	Quota Quota
 
 	logLimit  *Limiter // log op lines
 	denyLimit *Limiter // permission-denied log lines
+}
+
+// Quota is what one plugin may fill in the fleet's state, each field named as the
+// grants file spells it. A refusal is LimitExceeded, naming the field. Zero fields
+// bound nothing.
+type Quota struct {
+	// KVMaxKeys and KVMaxBytes bound the keys, and their bytes (namespace, key and
+	// value), that the plugin holds in each namespace root (primitives.KVQuota):
+	// kv_max_keys, kv_max_bytes.
+	KVMaxKeys  int
+	KVMaxBytes int64
+	// MaxQueueDepth refuses a submit to a queue already holding that many tasks
+	// waiting: max_queue_depth.
+	MaxQueueDepth int
+	// MaxPoolItems refuses a pool_put to a pool already holding that many live items:
+	// max_pool_items.
+	MaxPoolItems int
+	// Submits is the rate of the plugin's submits on this host, per second, with a
+	// burst of one second's worth; nil for none: submit_rate.
+	Submits *Limiter
+}
+
+// NewSubmitRate is the Quota.Submits of perSecond submits a second, on this host.
+func NewSubmitRate(perSecond int) *Limiter {
+	return NewLimiter(time.Second/time.Duration(perSecond), perSecond)
 }
 
 // HTTPDoer performs outbound HTTP for a guest under its grant. httpfn.Client is one.

@@ -138,6 +138,16 @@ func fromBackend(err error) *abi.Error {
 	return abi.Errorf(abi.Internal, "%v", err)
 }
 
+// quotaError is fromBackend, naming the grants-file field of a quota the backend
+// refused the write by.
+func quotaError(err error, field string) *abi.Error {
+	e := fromBackend(err)
+	if e.Kind == abi.LimitExceeded {
+		e.Message += " (grant field " + field + ")"
+	}
+	return e
+}
+
 // decode is abi.DecodeRequest: strict, an unknown field is a TypeError.
 func decode(req []byte, v any) *abi.Error {
 	return abi.DecodeRequest(req, v)

@@ -35,11 +35,11 @@ func (s *spy) hit() error {
 	return s.fail
 }
 
-func (s *spy) PoolPut(ctx context.Context, pool string, payload []byte, tags primitives.Tags, ttl time.Duration) (string, error) {
+func (s *spy) PoolPutWithin(ctx context.Context, pool string, payload []byte, tags primitives.Tags, ttl time.Duration, maxItems int) (string, error) {
 	if err := s.hit(); err != nil {
 		return "", err
 	}
-	return s.Backend.PoolPut(ctx, pool, payload, tags, ttl)
+	return s.Backend.PoolPutWithin(ctx, pool, payload, tags, ttl, maxItems)
 }
 func (s *spy) PoolList(ctx context.Context, pool string, where primitives.Tags, limit int) ([]primitives.Item, error) {
 	if err := s.hit(); err != nil {
@@ -71,11 +71,11 @@ func (s *spy) PoolSize(ctx context.Context, pool string) (int, error) {
 	}
 	return s.Backend.PoolSize(ctx, pool)
 }
-func (s *spy) KVSet(ctx context.Context, ns, key string, v []byte, ttl time.Duration) error {
+func (s *spy) KVSetWithin(ctx context.Context, ns, key string, v []byte, ttl time.Duration, q primitives.KVQuota) error {
 	if err := s.hit(); err != nil {
 		return err
 	}
-	return s.Backend.KVSet(ctx, ns, key, v, ttl)
+	return s.Backend.KVSetWithin(ctx, ns, key, v, ttl, q)
 }
 func (s *spy) KVGet(ctx context.Context, ns, key string) ([]byte, bool, error) {
 	if err := s.hit(); err != nil {
@@ -113,11 +113,11 @@ func (s *spy) CounterGet(ctx context.Context, name string) (int64, error) {
 	}
 	return s.Backend.CounterGet(ctx, name)
 }
-func (s *spy) QueuePush(ctx context.Context, queue string, payload []byte) (string, error) {
+func (s *spy) QueuePushWithin(ctx context.Context, queue string, payload []byte, maxDepth int) (string, error) {
 	if err := s.hit(); err != nil {
 		return "", err
 	}
-	return s.Backend.QueuePush(ctx, queue, payload)
+	return s.Backend.QueuePushWithin(ctx, queue, payload, maxDepth)
 }
 
 const (
@@ -377,6 +377,42 @@ func TestKVLockCounterConfig(t *testing.T) {
 	}
 	if m := f.core.Metrics().Snapshot(); len(m) != 1 || m[0] != (Metric{Plugin: "scraper", Name: "depth", Kind: "gauge", Value: 4}) {
 		t.Errorf("metrics = %+v", m)
+	}
+}
+
+// Each quota answers LimitExceeded past it, naming its grants-file field, and writes
+// nothing; within it the op succeeds.
+func TestQuotas(t *testing.T) {
+	f := newFixture(t)
+	f.caller.Plugin.Quota = Quota{KVMaxKeys: 2, KVMaxBytes: 1 << 20, MaxQueueDepth: 2, MaxPoolItems: 2, Submits: NewSubmitRate(3)}
+	tests := []struct {
+		op    abi.Op
+		req   string // %d is the call's number
+		ok    int    // calls that pass
+		field string
+	}{
+		{abi.OpKVSet, `{"namespace":"scraper:s","key":"k%d","value":1}`, 2, "kv_max_keys"},
+		{abi.OpPoolPut, `{"pool":"cookies","payload":{"cookie":"c%d"},"tags":{"site":"x"}}`, 2, "max_pool_items"},
+		{abi.OpSubmit, `{"queue":"jobs","payload":{"n":%d}}`, 2, "max_queue_depth"},
+	}
+	for _, tt := range tests {
+		for i := range tt.ok + 1 {
+			e := f.call(t, tt.op, fmt.Sprintf(tt.req, i), nil)
+			switch {
+			case i < tt.ok && e != nil:
+				t.Errorf("%s #%d = %v, want ok within the quota", tt.op, i+1, e)
+			case i == tt.ok && (e == nil || e.Kind != abi.LimitExceeded || !strings.Contains(e.Message, "grant field "+tt.field)):
+				t.Errorf("%s past its quota = %v, want LimitExceeded naming %s", tt.op, e, tt.field)
+			}
+		}
+	}
+	// The submit rate: 3 a second, all spent above (a refused submit spends one too).
+	f.caller.Plugin.Quota.MaxQueueDepth = 100
+	if e := f.call(t, abi.OpSubmit, `{"queue":"jobs","payload":{"n":9}}`, nil); e == nil || !strings.Contains(e.Message, "submit_rate of 3") {
+		t.Errorf("submit past the rate = %v, want LimitExceeded naming submit_rate", e)
+	}
+	if st, _ := f.spy.Backend.QueueStats(f.ctx, "jobs"); st.Depth != 2 {
+		t.Errorf("queue depth = %d, want the 2 submits within the quotas", st.Depth)
 	}
 }
 

@@ -34,7 +34,8 @@ func (c *Core) pool(ctx context.Context, caller *Caller, op abi.Op, name string)
 //	reply:    {"id": "..."}
 //
 // The payload is validated against the pool's payload schema, the tags against its tags
-// schema; each is capped at the plugin's MaxPayload.
+// schema; each is capped at the plugin's MaxPayload. A put to a pool that already holds
+// the plugin's Quota.MaxPoolItems live items is LimitExceeded.
 func (c *Core) poolPut(ctx context.Context, caller *Caller, req []byte) (any, *abi.Error) {
 	var r abi.PoolPutRequest
 	if e := decode(req, &r); e != nil {
@@ -63,9 +64,9 @@ func (c *Core) poolPut(ctx context.Context, caller *Caller, req []byte) (any, *a
 	if e != nil {
 		return nil, e
 	}
-	id, err := c.backend.PoolPut(ctx, r.Pool, r.Payload, tags, ms(r.TTLMs))
+	id, err := c.backend.PoolPutWithin(ctx, r.Pool, r.Payload, tags, ms(r.TTLMs), caller.Plugin.Quota.MaxPoolItems)
 	if err != nil {
-		return nil, fromBackend(err)
+		return nil, quotaError(err, "max_pool_items")
 	}
 	return abi.PoolPutReply{ID: id}, nil
 }

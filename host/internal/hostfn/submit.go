@@ -10,7 +10,9 @@ import (
 )
 
 // submit: submit. The queue must be one the plugin declared (it submits to it or consumes
-// it); the payload is validated against that queue's payload schema.
+// it); the payload is validated against that queue's payload schema. Past the plugin's
+// submit rate, or to a queue holding its Quota.MaxQueueDepth tasks waiting, it is
+// LimitExceeded.
 //
 //	request:  {"queue": "harvest", "payload": {"site": "x"}}
 //	reply:    {"task_id": "..."}
@@ -28,17 +30,29 @@ func (c *Core) submit(ctx context.Context, caller *Caller, req []byte) (any, *ab
 	if e := checkSize(caller.Plugin, "payload", r.Payload); e != nil {
 		return nil, e
 	}
-	id, e := Submit(ctx, c.backend, c.contracts, r.Queue, r.Payload)
+	q := caller.Plugin.Quota
+	if q.Submits != nil {
+		if ok, _ := q.Submits.Allow(); !ok {
+			return nil, abi.Errorf(abi.LimitExceeded, "plugin %q submits faster than its submit_rate of %d a second", caller.Plugin.Type, int(q.Submits.burst))
+		}
+	}
+	id, e := Submit(ctx, c.backend, c.contracts, r.Queue, r.Payload, q.MaxQueueDepth)
 	if e != nil {
+		if e.Kind == abi.LimitExceeded {
+			e.Message += " (grant field max_queue_depth)"
+		}
 		return nil, e
 	}
 	return abi.SubmitReply{TaskID: id}, nil
 }
 
-// Submit validates payload against the queue's registered payload schema and pushes it.
-// It is the one path of every submission, from a guest or from the host's API, so that
-// both validate exactly alike. An unregistered queue is NotFound.
-func Submit(ctx context.Context, b primitives.Queue, contracts *validate.Registry, queue string, payload json.RawMessage) (string, *abi.Error) {
+// Submit validates payload against the queue's registered payload schema and pushes it,
+// unless the queue already holds maxDepth tasks waiting (0: no cap). It is the one path
+// of every submission, from a guest or from the host's API, so that both validate and
+// are capped exactly alike. An unregistered queue is NotFound. Its only LimitExceeded is
+// the depth cap's (a payload over primitives.MaxValueLen aside, which callers refuse
+// first).
+func Submit(ctx context.Context, b primitives.Queue, contracts *validate.Registry, queue string, payload json.RawMessage, maxDepth int) (string, *abi.Error) {
 	if e := checkName("queue", queue); e != nil {
 		return "", e
 	}
@@ -52,7 +66,7 @@ func Submit(ctx context.Context, b primitives.Queue, contracts *validate.Registr
 	if e := q.Payload.Validate("payload", payload); e != nil {
 		return "", e
 	}
-	id, err := b.QueuePush(ctx, queue, payload)
+	id, err := b.QueuePushWithin(ctx, queue, payload, maxDepth)
 	if err != nil {
 		return "", fromBackend(err)
 	}
