@@ -60,29 +60,34 @@ local function prune(o, n)
   end
 end
 
--- after is what owner would hold once the set is done: its keys and bytes.
+-- after is what owner would hold once the set is done: its keys and bytes, and the
+-- cost it is charged for the key now (nil when it holds none).
 local function after()
   local keys = redis.call('ZCARD', keys_key(owner))
-  local bytes = tonumber(redis.call('HGET', bytes_key(owner), 'total') or '0')
-  local old = redis.call('HGET', bytes_key(owner), M)
+  local f = redis.call('HMGET', bytes_key(owner), 'total', M)
+  local bytes, old = tonumber(f[1] or '0'), f[2]
   if old then keys, bytes = keys - 1, bytes - tonumber(old) end
-  return keys + 1, bytes + cost
+  return keys + 1, bytes + cost, old
 end
 
 local function over(keys, bytes)
   return (maxKeys > 0 and keys > maxKeys) or (maxBytes > 0 and bytes > maxBytes)
 end
 
+local old
 if owner ~= '' then
   prune(owner, 100)
-  local keys, bytes = after()
+  local keys, bytes
+  keys, bytes, old = after()
   if over(keys, bytes) then
     prune(owner, -1)
-    keys, bytes = after()
+    keys, bytes, old = after()
     if over(keys, bytes) then return {-3, keys, bytes} end
   end
 end
-if prev then release(prev, M) end
+-- An owner overwriting its own key is charged the difference; any other previous
+-- owner gives the key back.
+if prev and not (prev == owner and old) then release(prev, M); old = nil end
 local score = '+inf'
 if ttl > 0 then
   score = now + ttl
@@ -93,8 +98,8 @@ end
 if owner ~= '' then
   redis.call('ZADD', keys_key(owner), score, M)
   redis.call('HSET', bytes_key(owner), M, cost)
-  redis.call('HINCRBY', bytes_key(owner), 'total', cost)
-  redis.call('HSET', OWNERS, M, owner)
+  redis.call('HINCRBY', bytes_key(owner), 'total', cost - tonumber(old or '0'))
+  if not old then redis.call('HSET', OWNERS, M, owner) end
 end
 return {1}
 `)
