@@ -123,15 +123,16 @@ func (d *differ) one() {
 		tags := d.where()
 		tags["k"] = strconv.Itoa(k)
 		ttl := []time.Duration{0, time.Hour}[d.r.IntN(2)]
+		maxItems := []int{0, 0, 20}[d.r.IntN(3)]
 		ra, rb := both(func(s *side) any {
-			id, err := s.b.PoolPut(ctx, pool, []byte(strconv.Itoa(k)), tags, ttl)
+			id, err := s.b.PoolPutWithin(ctx, pool, []byte(strconv.Itoa(k)), tags, ttl, maxItems)
 			if err == nil {
 				s.itemIDs = append(s.itemIDs, id)
 				s.itemIdx[id] = k
 			}
 			return kind(err)
 		})
-		d.same(fmt.Sprintf("PoolPut(%q, %v)", pool, tags), ra, rb)
+		d.same(fmt.Sprintf("PoolPutWithin(%q, %v, %d)", pool, tags, maxItems), ra, rb)
 	case op < 20: // PoolClaim of one item by its unique tag
 		if len(A.itemIDs) == 0 {
 			return
@@ -204,14 +205,16 @@ func (d *differ) one() {
 			return fmt.Sprint(ks, kind(err), n, kind(serr), st.Size, st.Leased, sortedPairs(byTag), kind(sterr))
 		})
 		d.same(fmt.Sprintf("PoolList/Size/Stats(%q, %v)", pool, where), ra, rb)
-	case op < 48: // KV
-		ns, key := d.name("n"), d.name("k")
+	case op < 48: // KV, in two namespaces of one root and one of another, by two owners
+		// and none, under quotas small enough to be met
+		ns, key := d.pick("n:1", "n:2", d.name("n")), d.name("k")
 		switch d.r.IntN(3) {
 		case 0:
 			v := []byte(fmt.Sprintf(`{"v":%d}`, d.r.IntN(1000)))
 			ttl := []time.Duration{0, time.Hour}[d.r.IntN(2)]
-			ra, rb := both(func(s *side) any { return kind(s.b.KVSet(ctx, ns, key, v, ttl)) })
-			d.same(fmt.Sprintf("KVSet(%q, %q)", ns, key), ra, rb)
+			q := primitives.KVQuota{Owner: d.pick("", "o1", "o2"), MaxKeys: 3, MaxBytes: 50}
+			ra, rb := both(func(s *side) any { return kind(s.b.KVSetWithin(ctx, ns, key, v, ttl, q)) })
+			d.same(fmt.Sprintf("KVSetWithin(%q, %q, %+v)", ns, key, q), ra, rb)
 		case 1:
 			ra, rb := both(func(s *side) any {
 				v, ok, err := s.b.KVGet(ctx, ns, key)
@@ -263,14 +266,15 @@ func (d *differ) one() {
 		queue := d.name("q")
 		payload := strconv.Itoa(d.tasks)
 		d.tasks++
+		maxDepth := []int{0, 0, 8}[d.r.IntN(3)]
 		ra, rb := both(func(s *side) any {
-			id, err := s.b.QueuePush(ctx, queue, []byte(payload))
+			id, err := s.b.QueuePushWithin(ctx, queue, []byte(payload), maxDepth)
 			if err == nil {
 				s.taskIDs[payload] = id
 			}
 			return kind(err)
 		})
-		d.same(fmt.Sprintf("QueuePush(%q)", queue), ra, rb)
+		d.same(fmt.Sprintf("QueuePushWithin(%q, %d)", queue, maxDepth), ra, rb)
 	case op < 82: // QueueClaim
 		queue, maxAttempts := d.name("q"), d.r.IntN(4)
 		ra, rb := both(func(s *side) any {
