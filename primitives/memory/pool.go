@@ -35,6 +35,8 @@ type item struct {
 
 	ttlNode   node // in pool.ttl when expires is set
 	leaseNode node // in pool.leases while leased
+
+	prev, next *item // in the pool's put order (pool.first), while in items
 }
 
 func (it *item) matches(where primitives.Tags) bool {
@@ -101,6 +103,9 @@ type pool struct {
 	ttl    deadlines[*item]    // guarded by mu
 	leases deadlines[*item]    // guarded by mu
 	seq    uint64              // guarded by mu
+	// first and last end the list of items in put order (item.prev, item.next), so
+	// that an unfiltered list reads only the items it returns; guarded by mu.
+	first, last *item
 }
 
 func newPool() *pool {
@@ -158,9 +163,31 @@ func (p *pool) lease(it *item, until time.Time) string {
 	return it.token
 }
 
+// link appends it to the put order.
+func (p *pool) link(it *item) {
+	it.prev = p.last
+	if p.last != nil {
+		p.last.next = it
+	} else {
+		p.first = it
+	}
+	p.last = it
+}
+
 // drop removes an item from the pool and every index.
 func (p *pool) drop(it *item) {
 	delete(p.items, it.id)
+	if it.prev != nil {
+		it.prev.next = it.next
+	} else {
+		p.first = it.next
+	}
+	if it.next != nil {
+		it.next.prev = it.prev
+	} else {
+		p.last = it.prev
+	}
+	it.prev, it.next = nil, nil
 	for _, k := range it.keys {
 		removeFrom(p.byTag, k, it)
 	}
@@ -272,6 +299,7 @@ func (b *Backend) PoolPutWithin(ctx context.Context, poolName string, payload []
 		p.ttl.push(it, it.expires, it.seq)
 	}
 	p.items[it.id] = it
+	p.link(it)
 	for _, k := range it.keys {
 		addTo(p.byTag, k, it)
 	}
@@ -279,7 +307,8 @@ func (b *Backend) PoolPutWithin(ctx context.Context, poolName string, payload []
 	return it.id, nil
 }
 
-// PoolList implements primitives.Pool. Items come oldest put first.
+// PoolList implements primitives.Pool. Items come oldest put first. Unfiltered it reads
+// only the items it returns; filtered, the smallest of the filter's tag sets.
 func (b *Backend) PoolList(ctx context.Context, poolName string, where primitives.Tags, limit int) ([]primitives.Item, error) {
 	if err := checkPool(poolName); err != nil {
 		return nil, err
@@ -302,7 +331,8 @@ func (b *Backend) PoolList(ctx context.Context, poolName string, where primitive
 	p.settle(b.clock.Now())
 	var found []*item
 	if len(where) == 0 {
-		for _, it := range p.items {
+		// The put order is seq order: the first limit items are the answer.
+		for it := p.first; it != nil && len(found) < limit; it = it.next {
 			found = append(found, it)
 		}
 	} else if s := smallest(p.byTag, where); s != nil {
