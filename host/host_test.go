@@ -212,6 +212,8 @@ func TestConfigErrors(t *testing.T) {
 		{func(c *host.Config) { c.Slots = -1 }, "Config.Slots"},
 		{func(c *host.Config) { c.Grants = map[string]host.Grant{"x": {KV: []string{"a*b"}}} }, `Config.Grants["x"].KV`},
 		{func(c *host.Config) { c.MaxPayload = 1 << 30 }, "Config.MaxPayload"},
+		{func(c *host.Config) { c.MaxQueueDepth = -1 }, "Config.MaxQueueDepth"},
+		{func(c *host.Config) { c.Grants = map[string]host.Grant{"x": {KVMaxBytes: -1}} }, `Config.Grants["x"].KVMaxBytes is -1`},
 		{func(c *host.Config) { c.PluginsDir = t.TempDir() }, "holds no .wasm"},
 	}
 	for _, tt := range tests {

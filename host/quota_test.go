@@ -1,0 +1,34 @@
+package host
+
+import (
+	"testing"
+	"time"
+)
+
+// Every quota has its default, and a grant's own value wins.
+func TestQuotaDefaults(t *testing.T) {
+	c := Config{}.withDefaults()
+	q := c.quota(Grant{})
+	if q.KVMaxKeys != 10_000 || q.KVMaxBytes != 64<<20 || q.MaxQueueDepth != 100_000 || q.MaxPoolItems != 10_000 {
+		t.Errorf("default quota = %+v", q)
+	}
+	// A burst of 1000 passes, then 1000 a second: never more than that in the time taken.
+	start := time.Now()
+	passed := 0
+	for range 3000 {
+		if ok, _ := q.Submits.Allow(); ok {
+			passed++
+		}
+	}
+	if bound := 1000 + int(1000*time.Since(start).Seconds()) + 1; passed < 1000 || passed > bound {
+		t.Errorf("the default submit rate passed %d of 3000 at once, want 1000..%d", passed, bound)
+	}
+	q = c.quota(Grant{KVMaxKeys: 5, KVMaxBytes: 6, MaxQueueDepth: 7, MaxPoolItems: 8, SubmitRate: 1})
+	if q.KVMaxKeys != 5 || q.KVMaxBytes != 6 || q.MaxQueueDepth != 7 || q.MaxPoolItems != 8 {
+		t.Errorf("granted quota = %+v", q)
+	}
+	c.MaxQueueDepth = 9
+	if q := c.quota(Grant{}); q.MaxQueueDepth != 9 {
+		t.Errorf("quota under Config.MaxQueueDepth 9 = %d, want it as the default", q.MaxQueueDepth)
+	}
+}
