@@ -5,6 +5,12 @@
 // JSON Schema or the abi: payloads are opaque bytes (JSON by convention) and tags are
 // strings. Backends live in subpackages (memory, redis) and are proven equal by the
 // conformance suite in primitivestest.
+//
+// Every write a plugin causes has a bounded form (KVSetWithin, QueuePushWithin,
+// PoolPutWithin) that checks its quota in the write's own atomic step, and every read
+// whose cost could follow a pool's size (PoolList, PoolStats) is bounded by its limit
+// or a cap, so that one plugin can neither fill the store nor hold it; see KVQuota for
+// why a KV quota counts per namespace root.
 package primitives
 
 import (

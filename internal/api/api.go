@@ -470,6 +470,8 @@ type PoolStats struct {
 	Size   int            `json:"size"`
 	Leased int            `json:"leased"`
 	ByTag  map[string]int `json:"by_tag"`
+	// MoreTags says that more tags are in use than by_tag counts (primitives.MaxStatsTags).
+	MoreTags bool `json:"more_tags,omitempty"`
 }
 
 func (s *Server) poolStats(ctx context.Context, name string) (PoolStats, error) {
@@ -480,7 +482,7 @@ func (s *Server) poolStats(ctx context.Context, name string) (PoolStats, error) 
 	if st.ByTag == nil {
 		st.ByTag = map[string]int{}
 	}
-	return PoolStats{Pool: name, Size: st.Size, Leased: st.Leased, ByTag: st.ByTag}, nil
+	return PoolStats{Pool: name, Size: st.Size, Leased: st.Leased, ByTag: st.ByTag, MoreTags: st.MoreTags}, nil
 }
 
 func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {
