@@ -140,19 +140,6 @@ func CheckPatterns(field string, ps []string) error {
 // rate-limited per plugin.
 func (c *Core) deny(ctx context.Context, caller *Caller, op abi.Op, what, name string) *abi.Error {
 	e := abi.Errorf(abi.PermissionDenied, "plugin %q is not granted %s %q", caller.Plugin.Type, what, name)
-	return c.denied(ctx, caller, op, e, what, name)
-}
-
-// denyRole makes a PermissionDenied envelope for a pool or queue op whose role the
-// plugin lacks on that pool or queue, and logs it like deny.
-func (c *Core) denyRole(ctx context.Context, caller *Caller, op abi.Op, what, name string) *abi.Error {
-	role := opRole[op].String()
-	e := abi.Errorf(abi.PermissionDenied, "plugin %q is not granted %s on %s %q (%s needs it)", caller.Plugin.Type, role, what, name, op)
-	return c.denied(ctx, caller, op, e, role+" on "+what, name)
-}
-
-// denied logs e, rate-limited per plugin, and returns it.
-func (c *Core) denied(ctx context.Context, caller *Caller, op abi.Op, e *abi.Error, what, name string) *abi.Error {
 	if ok, dropped := caller.Plugin.denyLimit.Allow(); ok {
 		attrs := append(caller.attrs(), "op", string(op), "what", what, "name", name)
 		if dropped > 0 {
@@ -161,4 +148,10 @@ func (c *Core) denied(ctx context.Context, caller *Caller, op abi.Op, e *abi.Err
 		c.log.WarnContext(ctx, "host: call outside the grant refused", attrs...)
 	}
 	return e
+}
+
+// denyRole is deny for a pool or queue op whose role the plugin lacks there:
+// `plugin "x" is not granted claim on pool "cookies"`.
+func (c *Core) denyRole(ctx context.Context, caller *Caller, op abi.Op, what, name string) *abi.Error {
+	return c.deny(ctx, caller, op, opRole[op].String()+" on "+what, name)
 }
