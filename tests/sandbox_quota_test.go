@@ -17,7 +17,8 @@ import (
 )
 
 // flood is a sandbox with the flood guest (tests/testdata/flood) installed under grant g,
-// beside the honest plugin, configured with config (its mode, ...). The flood starts
+// beside the honest plugin, configured with config (its mode, ...), and granted the pool
+// and queue it declares. The flood starts
 // when the sandbox does, unless config says "wait": then at go.
 func flood(t *testing.T, kind string, config map[string]any, g host.Grant) *sandbox {
 	t.Helper()
@@ -25,6 +26,8 @@ func flood(t *testing.T, kind string, config map[string]any, g host.Grant) *sand
 	installPlugin(t, "tests/testdata/flood", r.dir, "flood")
 	cfg, _ := json.Marshal(config)
 	r.cfg.Configs = map[string]json.RawMessage{"flood": cfg}
+	g.Pools = map[string][]string{"flood-items": {"put"}}
+	g.Queues = map[string][]string{"flood-jobs": {"submit"}}
 	r.grants["flood"] = g
 	if config["wait"] == nil {
 		r.floodGo(t)
@@ -171,7 +174,9 @@ func TestSandboxAPISubmitQueueFull(t *testing.T) {
 	const depth = 3
 	r := newSandbox(t, "memory")
 	r.cfg.SlotsByType = map[string]int{"counter": 0} // nothing consumes: the queue fills
-	r.grants["counter"] = host.Grant{MaxQueueDepth: depth}
+	g := r.grants["counter"]
+	g.MaxQueueDepth = depth
+	r.grants["counter"] = g
 	r.start(t)
 	srv := httptest.NewServer(api.New(api.Params{Host: r.h, Backend: r.b, Log: testLogger(t)}))
 	t.Cleanup(srv.Close)

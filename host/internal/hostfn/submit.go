@@ -9,10 +9,9 @@ import (
 	"github.com/fleethost/fleet/primitives"
 )
 
-// submit: submit. The queue must be one the plugin declared (it submits to it or consumes
-// it); the payload is validated against that queue's payload schema. Past the plugin's
-// submit rate, or to a queue holding its Quota.MaxQueueDepth tasks waiting, it is
-// LimitExceeded.
+// submit: submit. The plugin must be granted submit on the queue; the payload is
+// validated against that queue's payload schema. Past the plugin's submit rate, or to a
+// queue holding its Quota.MaxQueueDepth tasks waiting, it is LimitExceeded.
 //
 //	request:  {"queue": "harvest", "payload": {"site": "x"}}
 //	reply:    {"task_id": "..."}
@@ -24,8 +23,8 @@ func (c *Core) submit(ctx context.Context, caller *Caller, req []byte) (any, *ab
 	if e := checkName("queue", r.Queue); e != nil {
 		return nil, e
 	}
-	if !caller.Plugin.Grant.Queues[r.Queue] {
-		return nil, c.deny(ctx, caller, abi.OpSubmit, "queue", r.Queue)
+	if caller.Plugin.Grant.Queues[r.Queue]&RoleSubmit == 0 {
+		return nil, c.denyRole(ctx, caller, abi.OpSubmit, "queue", r.Queue)
 	}
 	if e := checkSize(caller.Plugin, "payload", r.Payload); e != nil {
 		return nil, e
