@@ -19,6 +19,7 @@ import (
 // whose cost could follow a pool's size: list's limit across pages, stats' tag cap.
 var limitTests = []subtest{
 	{"PoolListLimitAcrossPages", testPoolListPages},
+	{"PoolClaimAcrossPages", testPoolClaimPages},
 	{"PoolStatsTagsCapped", testPoolStatsTagsCapped},
 	{"CounterOverflowIsLimit", testCounterOverflow},
 	{"QueueDepthCap", testQueueDepthCap},
@@ -300,10 +301,12 @@ func testKVQuotaHammer(t *testing.T, b primitives.Backend) {
 	wantErr(t, "KVSetWithin once full", kvWithin(b, t, "a:s", "one-more", `1`, 0, q), primitives.ErrLimit)
 }
 
-func testPoolListPages(t *testing.T, b primitives.Backend) {
-	// More items than a backend might read in one page, and two large tag sets that
-	// overlap in a few items only, so that a filtered list must walk them.
-	const n, both = 1100, 5
+// putOverlapping puts n items: the first half tagged a, the second b, and the both
+// items in the middle tagged a and b: more items than a backend might read in one page,
+// and two large tag sets that overlap in a few items only, so that a filtered list or
+// claim must walk them.
+func putOverlapping(t *testing.T, b primitives.Backend, n, both int) {
+	t.Helper()
 	for i := range n {
 		tags := primitives.Tags{"a": "true"}
 		if i >= n/2-both {
@@ -314,6 +317,11 @@ func testPoolListPages(t *testing.T, b primitives.Backend) {
 		}
 		put(t, b, "p", fmt.Sprint(i), tags, 0)
 	}
+}
+
+func testPoolListPages(t *testing.T, b primitives.Backend) {
+	const n, both = 1100, 5
+	putOverlapping(t, b, n, both)
 	distinct := func(what string, items []primitives.Item, want int, where primitives.Tags) {
 		t.Helper()
 		ids := map[string]bool{}
@@ -342,6 +350,28 @@ func testPoolListPages(t *testing.T, b primitives.Backend) {
 	distinct("PoolList(where a, limit 2000)", list(t, b, "p", a, 2000), n/2, a)
 	distinct("PoolList(where a and b)", list(t, b, "p", ab, 100), both, ab)
 	distinct("PoolList(where a and b, limit 2)", list(t, b, "p", ab, 2), 2, ab)
+}
+
+func testPoolClaimPages(t *testing.T, b primitives.Backend) {
+	const n, both, hold = 1100, 5, 300 * time.Millisecond
+	putOverlapping(t, b, n, both)
+	ab := primitives.Tags{"a": "true", "b": "true"}
+	seen := map[string]bool{}
+	for i := range both {
+		l, ok, err := b.PoolClaim(t.Context(), "p", ab, hold)
+		noErr(t, "PoolClaim(where a and b)", err)
+		if !ok || seen[l.ID] || !sameTags(l.Tags, ab) {
+			t.Fatalf("PoolClaim(where a and b) #%d = %s %v, %v; want a fresh item tagged a and b", i+1, l.ID, l.Tags, ok)
+		}
+		seen[l.ID] = true
+	}
+	if l, ok, err := b.PoolClaim(t.Context(), "p", ab, hold); ok || err != nil {
+		t.Fatalf("PoolClaim(where a and b) with all %d leased = %s, %v, %v; want none", both, l.ID, ok, err)
+	}
+	sleep(t, hold+100*time.Millisecond)
+	if l, ok, err := b.PoolClaim(t.Context(), "p", ab, hold); !ok || err != nil || !seen[l.ID] {
+		t.Fatalf("PoolClaim(where a and b) once the leases ended = %s, %v, %v; want one of them again", l.ID, ok, err)
+	}
 }
 
 func testPoolStatsTagsCapped(t *testing.T, b primitives.Backend) {

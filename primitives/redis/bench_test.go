@@ -222,7 +222,8 @@ func perRoundTrip(b *testing.B, rt int) {
 
 // BenchmarkPoolList100k lists a pool of 100,000 items (tags: half site "0", half "1")
 // with limit 1 and 100, unfiltered, filtered, and with a filter that matches nothing
-// although both its tag sets hold 50,000 ids, which the list must walk page by page.
+// although both its tag sets hold 50,000 ids, which the list must walk page by page;
+// and claims with that filter, and stats.
 // server-µs-max is the longest single command or script the server ran meanwhile
 // (SLOWLOG): what every other client of the Redis may wait. smembers-50k is the read of
 // one whole tag set, the cost of the unpaged list this replaced.
@@ -265,6 +266,17 @@ func BenchmarkPoolList100k(b *testing.B) {
 			})
 		})
 	}
+	// A claim whose two filters match nothing: it walks a 50,000-id free tag set a page
+	// per script, as the list does.
+	b.Run("claim/site+odd/none", func(b *testing.B) {
+		slowlog(b, raw, func() {
+			for b.Loop() {
+				if _, ok, err := be.PoolClaim(bg, "p", primitives.Tags{"site": `"0"`, "odd": "true"}, time.Minute); ok || err != nil {
+					b.Fatal(ok, err)
+				}
+			}
+		})
+	})
 	b.Run("stats", func(b *testing.B) {
 		slowlog(b, raw, func() {
 			for b.Loop() {

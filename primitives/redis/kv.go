@@ -45,15 +45,16 @@ end
 //
 // The ledger counts a key until just after Redis expires it (a member is pruned once
 // its expiry is in the past, PXAT keeps the key while it is not), so it never counts
-// less than the root holds. Expired members are pruned 100 per set, and all of the
-// owner's when the set would be refused, so that a refusal never counts an expired key.
+// less than the root holds. Expired members are pruned 100 per set, and 1,000 more when
+// the set would be refused, so that a refusal counts no expired key unless over 1,100
+// of the owner's expired at once (the next sets prune them).
 var kvSetCmd = goredis.NewScript(luaKV + `
 local now = now_ms()
 local value, ttl, owner = ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local maxKeys, maxBytes, cost = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local prev = redis.call('HGET', OWNERS, M)
 
--- prune releases up to n (n < 0: all) of owner o's keys whose expiry has passed.
+-- prune releases up to n of owner o's keys whose expiry has passed.
 local function prune(o, n)
   for _, m in ipairs(redis.call('ZRANGEBYSCORE', keys_key(o), '-inf', '(' .. now, 'LIMIT', 0, n)) do
     release(o, m)
@@ -80,7 +81,7 @@ if owner ~= '' then
   local keys, bytes
   keys, bytes, old = after()
   if over(keys, bytes) then
-    prune(owner, -1)
+    prune(owner, 1000)
     keys, bytes, old = after()
     if over(keys, bytes) then return {-3, keys, bytes} end
   end

@@ -394,22 +394,29 @@ func (b *Backend) poolListPage(ctx context.Context, pool string, keys []string, 
 	return next, k, items, nil
 }
 
-// poolClaimCmd leases one live, unleased item matching a filter. Candidates come from
-// the free set (no filter), the one free tag set, or the intersection of the free tag
-// sets (SINTER walks the smallest first), so the cost follows the matching items. An
-// expired candidate is removed and the next one tried. Only when no free item matches
-// does it return the expired leases to the free sets and look again: an item whose
-// lease ran out is claimable, and the common claim saves a sweep.
+// poolClaimCmd leases one live, unleased item matching a filter, looking at most a page
+// of candidates. Candidates come from the free set (no filter) or the one free tag set,
+// drawn with SRANDMEMBER, or with more filters from the smallest free tag set, SSCANned
+// a page at a time and tested against the others with SISMEMBER, so that the cost
+// follows the matching items. An expired candidate is removed and the next one tried.
+// Only when no free item matches (phase 1) does it first return up to a page of expired
+// leases to the free sets: an item whose lease ran out is claimable, and the common
+// claim saves a sweep.
 //
 //	KEYS[1..5] -> the pool's fixed keys (luaPool)
 //	KEYS[6..]  -> fleet:pool:{p}:free[name]=value  SET, one per entry of where
 //	ARGV[1]    -> hold in ms
 //	ARGV[2]    -> lease token (fresh, from Go)
+//	ARGV[3]    -> the SSCAN cursor to go on from; "0" starts
+//	ARGV[4]    -> 0: free items only; 1: return expired leases first (when ARGV[3] is "0")
+//	ARGV[5]    -> which of KEYS[6..] to scan, 0 for the smallest (chosen on the first page)
+//	ARGV[6]    -> how many candidates the page may look at (listPage)
 //
-// Output: {0} nothing to claim;
-// {1, id, payload, tags, created, expires} the item now leased.
+// Output: {0} nothing to claim (in this phase); {2, cursor, scanned key} a page found
+// nothing, go on from cursor; {1, id, payload, tags, created, expires} the item now
+// leased.
 var poolClaimCmd = goredis.NewScript(luaPoolIndex + `
-local now = now_ms()
+local now, cursor, phase, k, budget = now_ms(), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 
 -- usable reads candidate c into f if it is a live item; if not, c goes from every index.
 local f
@@ -421,34 +428,52 @@ local function usable(c)
   return false
 end
 
--- pick returns a usable free candidate, or false.
-local function pick()
-  local id = false
-  if #KEYS <= 6 then
-    local from = FREE
-    if #KEYS == 6 then from = KEYS[6] end
-    repeat
-      id = redis.call('SRANDMEMBER', from)
-    until not id or usable(id)
-    return id
-  end
-  for _, c in ipairs(redis.call('SINTER', unpack(KEYS, 6))) do
-    if usable(c) then return c end
-  end
-  return false
-end
-
-local id = pick()
-if not id then
-  local due = redis.call('ZRANGEBYSCORE', LEASES, '-inf', now)
+if phase == 1 and cursor == '0' then
+  local due = redis.call('ZRANGEBYSCORE', LEASES, '-inf', now, 'LIMIT', 0, budget)
   if #due == 0 then return {0} end
   for _, d in ipairs(due) do
     local e = redis.call('HMGET', item_key(d), 'expires', 'tags')
     if e[1] and not expired(e[1], now) then make_free(d, e[2]) else remove_item(d) end
   end
-  id = pick()
-  if not id then return {0} end
 end
+
+-- pick returns a usable free candidate; or false and the reply that says why.
+local function pick()
+  if #KEYS <= 6 then
+    local from = FREE
+    if #KEYS == 6 then from = KEYS[6] end
+    for _ = 1, budget do
+      local id = redis.call('SRANDMEMBER', from)
+      if not id then return false, {0} end
+      if usable(id) then return id end
+    end
+    return false, {2, '0', 0}
+  end
+  if k == 0 then
+    k = 6
+    for i = 7, #KEYS do
+      if redis.call('SCARD', KEYS[i]) < redis.call('SCARD', KEYS[k]) then k = i end
+    end
+  end
+  local seen = 0
+  repeat
+    local page = redis.call('SSCAN', KEYS[k], cursor, 'COUNT', 100)
+    cursor = page[1]
+    for _, c in ipairs(page[2]) do
+      seen = seen + 1
+      local match = true
+      for i = 6, #KEYS do
+        if i ~= k and redis.call('SISMEMBER', KEYS[i], c) == 0 then match = false; break end
+      end
+      if match and usable(c) then return c end
+    end
+  until cursor == '0' or seen >= budget
+  if cursor == '0' then return false, {0} end
+  return false, {2, cursor, k}
+end
+
+local id, why = pick()
+if not id then return why end
 
 local ik = item_key(id)
 local deadline = now + tonumber(ARGV[1])
@@ -461,7 +486,10 @@ return {1, id, f[1], f[2], tonumber(f[3]), tonumber(f[4])}
 
 // PoolClaim leases one live, unleased item of pool whose tags equal every entry of
 // where, for hold. ok is false when there is none. An item whose lease expired is
-// unleased again. Its cost does not grow with items that do not match where.
+// unleased again. Its cost does not grow with items that do not match where, and it
+// runs a script per page of at most listPage candidates, so that no script holds the
+// server for long: it looks at the free items first, and only when none matches
+// returns expired leases (a page of them) and looks again.
 func (b *Backend) PoolClaim(ctx context.Context, pool string, where primitives.Tags, hold time.Duration) (primitives.Lease, bool, error) {
 	if err := primitives.CheckName("pool", pool); err != nil {
 		return primitives.Lease{}, false, err
@@ -477,28 +505,46 @@ func (b *Backend) PoolClaim(ctx context.Context, pool string, where primitives.T
 		keys = append(keys, poolFreeTagKey(pool, k, v))
 	}
 	token := primitives.NewToken()
-	start := time.Now()
-	ctx, cancel := b.call(ctx)
-	defer cancel()
-	v, err := poolClaimCmd.Run(ctx, b.client, keys, ms(hold), token).Result()
-	if err != nil {
-		return primitives.Lease{}, false, b.scriptFail(ctx, "pool claim", pool, err)
-	}
-	a, err := replyArray("pool claim", v, 1)
-	if err != nil {
-		return primitives.Lease{}, false, err
-	}
-	switch code, _ := a[0].(int64); {
-	case code == codeNone && len(a) == 1:
-		return primitives.Lease{}, false, nil
-	case code == codeOK && len(a) == 6:
-		it, err := itemFromReply("pool claim", a[1:])
+	cursor, phase, scan := "0", 0, int64(0)
+	for {
+		start := time.Now()
+		a, err := b.poolClaimPage(ctx, pool, keys, ms(hold), token, cursor, phase, scan)
 		if err != nil {
 			return primitives.Lease{}, false, err
 		}
-		return primitives.Lease{Item: it, Token: token, Until: start.Add(hold)}, true, nil
+		switch code, _ := a[0].(int64); {
+		case code == codeOK && len(a) == 6:
+			it, err := itemFromReply("pool claim", a[1:])
+			if err != nil {
+				return primitives.Lease{}, false, err
+			}
+			return primitives.Lease{Item: it, Token: token, Until: start.Add(hold)}, true, nil
+		case code == codeNone && len(a) == 1 && phase == 0:
+			cursor, phase, scan = "0", 1, 0
+		case code == codeNone && len(a) == 1:
+			return primitives.Lease{}, false, nil
+		case code == codeMore && len(a) == 3:
+			next, err1 := replyString("pool claim", a[1])
+			k, err2 := replyInt("pool claim", a[2])
+			if err := errors.Join(err1, err2); err != nil {
+				return primitives.Lease{}, false, err
+			}
+			cursor, scan = next, k
+		default:
+			return primitives.Lease{}, false, replyError("pool claim", a)
+		}
 	}
-	return primitives.Lease{}, false, replyError("pool claim", v)
+}
+
+// poolClaimPage runs one page of poolClaimCmd.
+func (b *Backend) poolClaimPage(ctx context.Context, pool string, keys []string, hold int64, token, cursor string, phase int, scan int64) ([]any, error) {
+	ctx, cancel := b.call(ctx)
+	defer cancel()
+	v, err := poolClaimCmd.Run(ctx, b.client, keys, hold, token, cursor, phase, scan, listPage).Result()
+	if err != nil {
+		return nil, b.scriptFail(ctx, "pool claim", pool, err)
+	}
+	return replyArray("pool claim", v, 1)
 }
 
 // poolReleaseCmd ends a lease early, if the token still holds it.

@@ -98,19 +98,24 @@ func (b *Backend) QueuePushWithin(ctx context.Context, queue string, payload []b
 	return "", replyError("queue push", v)
 }
 
+// settleLimit is how many due delayed tasks, and how many expired leases, one claim
+// settles at most (Lua text), so that a claim after a mass expiry stays short; the rest
+// wait for the next claims, each settling as many.
+const settleLimit = "1000"
+
 // luaClaim defines the two steps of a claim. settle(now, maxAttempts) moves the delayed
 // tasks that are due to the back of the ready list, and the tasks whose lease expired
-// too, or to parked (error "lease expired") when their attempts reached maxAttempts
+// too (up to settleLimit of each), or to parked (error "lease expired") when their attempts reached maxAttempts
 // (<= 0 never parks). take(now, lease, token) then leases the oldest ready task: it
 // returns nil when nothing is ready, or {id, payload, attempts, enqueued, error}, the task
 // now leased (attempts counts this claim; error is "" when no attempt failed).
 const luaClaim = `
 local function settle(now, maxAttempts)
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now)) do
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now, 'LIMIT', 0, ` + settleLimit + `)) do
     redis.call('ZREM', DELAYED, id)
     redis.call('RPUSH', READY, id)
   end
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', INFLIGHT, '-inf', now)) do
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', INFLIGHT, '-inf', now, 'LIMIT', 0, ` + settleLimit + `)) do
     redis.call('ZREM', INFLIGHT, id)
     local attempts = tonumber(redis.call('HGET', task_key(id), 'attempts'))
     if attempts then
