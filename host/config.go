@@ -105,9 +105,15 @@ type Config struct {
 	// MaxQueueDepth caps the tasks waiting (ready or delayed) in a queue that Submit adds
 	// to: past it Submit is LimitExceeded and its error matches ErrQueueFull (the HTTP
 	// API answers 429). It is each plugin's Grant.MaxQueueDepth too, unless the grant
-	// sets its own. The memory it bounds is at most MaxQueueDepth × MaxPayload a queue.
+	// sets its own.
 	// default: 100000
 	MaxQueueDepth int
+
+	// MaxQueueBytes caps the payload bytes of the tasks a queue that Submit adds to holds
+	// (every task until acked, parked ones too), as MaxQueueDepth caps their count; and
+	// it is each plugin's Grant.MaxQueueBytes unless the grant sets its own.
+	// default: 64 MiB
+	MaxQueueBytes int64
 
 	// RetryDelay is how long a task waits after a retry that names no delay, and a loop
 	// plugin after a failed tick.
@@ -166,11 +172,13 @@ const (
 	defaultMaxPayload       = 256 << 10
 	defaultRetryDelay       = time.Second
 	defaultMaxQueueDepth    = 100_000
+	defaultMaxQueueBytes    = 64 << 20
 	// The default quotas of a Grant; see Grant for why each.
 	defaultKVMaxKeys    = 10_000
 	defaultKVMaxBytes   = 64 << 20
 	defaultSubmitRate   = 1000
 	defaultMaxPoolItems = 10_000
+	defaultMaxPoolBytes = 64 << 20
 	// leaseMargin is what a task's lease exceeds its call timeout by, at least.
 	leaseMargin = 10 * time.Second
 )
@@ -198,6 +206,7 @@ func (c Config) withDefaults() Config {
 	c.MaxPayload = cmp.Or(c.MaxPayload, defaultMaxPayload)
 	c.RetryDelay = cmp.Or(c.RetryDelay, defaultRetryDelay)
 	c.MaxQueueDepth = cmp.Or(c.MaxQueueDepth, defaultMaxQueueDepth)
+	c.MaxQueueBytes = cmp.Or(c.MaxQueueBytes, defaultMaxQueueBytes)
 	if c.Instance == "" {
 		c.Instance = defaultInstance()
 	}
@@ -241,6 +250,9 @@ func (c Config) check() error {
 	}
 	if c.MaxQueueDepth < 0 {
 		bad("MaxQueueDepth is %d, want >= 0", c.MaxQueueDepth)
+	}
+	if c.MaxQueueBytes < 0 {
+		bad("MaxQueueBytes is %d, want >= 0", c.MaxQueueBytes)
 	}
 	for typ, g := range c.Grants {
 		if err := checkType(typ); err != nil {
@@ -357,13 +369,22 @@ type Grant struct {
 	// default: 0 (1000)
 	SubmitRate int
 	// MaxQueueDepth refuses the plugin's submit to a queue already holding this many
-	// tasks waiting (ready or delayed).
+	// tasks waiting (ready or delayed); for the queue it consumes, the HTTP API's
+	// submits too.
 	// default: 0 (Config.MaxQueueDepth)
 	MaxQueueDepth int
+	// MaxQueueBytes refuses it when the queue's tasks (until acked, parked ones too)
+	// hold this many payload bytes with the new one.
+	// default: 0 (Config.MaxQueueBytes)
+	MaxQueueBytes int64
 	// MaxPoolItems refuses the plugin's pool_put to a pool already holding this many
 	// live items, leased or not.
 	// default: 0 (10000)
 	MaxPoolItems int
+	// MaxPoolBytes refuses it when the pool's items (payloads and tags) would hold
+	// this many bytes with the new one.
+	// default: 0 (64 MiB)
+	MaxPoolBytes int64
 }
 
 func (g Grant) check() error {
@@ -386,7 +407,8 @@ func (g Grant) check() error {
 	}
 	for field, n := range map[string]int64{
 		"KVMaxKeys": int64(g.KVMaxKeys), "KVMaxBytes": g.KVMaxBytes, "SubmitRate": int64(g.SubmitRate),
-		"MaxQueueDepth": int64(g.MaxQueueDepth), "MaxPoolItems": int64(g.MaxPoolItems),
+		"MaxQueueDepth": int64(g.MaxQueueDepth), "MaxQueueBytes": g.MaxQueueBytes,
+		"MaxPoolItems": int64(g.MaxPoolItems), "MaxPoolBytes": g.MaxPoolBytes,
 	} {
 		if n < 0 {
 			return fmt.Errorf("%s is %d, want >= 0 (0 for the default)", field, n)
@@ -399,12 +421,23 @@ func (g Grant) check() error {
 // defaults.
 func (c Config) quota(g Grant) hostfn.Quota {
 	return hostfn.Quota{
-		KVMaxKeys:     cmp.Or(g.KVMaxKeys, defaultKVMaxKeys),
-		KVMaxBytes:    cmp.Or(g.KVMaxBytes, defaultKVMaxBytes),
-		MaxQueueDepth: cmp.Or(g.MaxQueueDepth, c.MaxQueueDepth),
-		MaxPoolItems:  cmp.Or(g.MaxPoolItems, defaultMaxPoolItems),
-		Submits:       hostfn.NewSubmitRate(cmp.Or(g.SubmitRate, defaultSubmitRate)),
+		KVMaxKeys:  cmp.Or(g.KVMaxKeys, defaultKVMaxKeys),
+		KVMaxBytes: cmp.Or(g.KVMaxBytes, defaultKVMaxBytes),
+		Queue: primitives.QueueCap{
+			Depth: cmp.Or(g.MaxQueueDepth, c.MaxQueueDepth),
+			Bytes: cmp.Or(g.MaxQueueBytes, c.MaxQueueBytes),
+		},
+		Pool: primitives.PoolCap{
+			Items: cmp.Or(g.MaxPoolItems, defaultMaxPoolItems),
+			Bytes: cmp.Or(g.MaxPoolBytes, defaultMaxPoolBytes),
+		},
+		Submits: hostfn.NewSubmitRate(cmp.Or(g.SubmitRate, defaultSubmitRate)),
 	}
+}
+
+// queueCap is the cap of a queue that no plugin here consumes.
+func (c Config) queueCap() primitives.QueueCap {
+	return primitives.QueueCap{Depth: c.MaxQueueDepth, Bytes: c.MaxQueueBytes}
 }
 
 // patterns applies the default "<type>:*" to an unset pattern list.

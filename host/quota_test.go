@@ -3,13 +3,16 @@ package host
 import (
 	"testing"
 	"time"
+
+	"github.com/fleethost/fleet/primitives"
 )
 
 // Every quota has its default, and a grant's own value wins.
 func TestQuotaDefaults(t *testing.T) {
 	c := Config{}.withDefaults()
 	q := c.quota(Grant{})
-	if q.KVMaxKeys != 10_000 || q.KVMaxBytes != 64<<20 || q.MaxQueueDepth != 100_000 || q.MaxPoolItems != 10_000 {
+	if q.KVMaxKeys != 10_000 || q.KVMaxBytes != 64<<20 || q.Queue != (primitives.QueueCap{Depth: 100_000, Bytes: 64 << 20}) ||
+		q.Pool != (primitives.PoolCap{Items: 10_000, Bytes: 64 << 20}) {
 		t.Errorf("default quota = %+v", q)
 	}
 	// A burst of 1000 passes, then 1000 a second: never more than that in the time taken.
@@ -23,12 +26,12 @@ func TestQuotaDefaults(t *testing.T) {
 	if bound := 1000 + int(1000*time.Since(start).Seconds()) + 1; passed < 1000 || passed > bound {
 		t.Errorf("the default submit rate passed %d of 3000 at once, want 1000..%d", passed, bound)
 	}
-	q = c.quota(Grant{KVMaxKeys: 5, KVMaxBytes: 6, MaxQueueDepth: 7, MaxPoolItems: 8, SubmitRate: 1})
-	if q.KVMaxKeys != 5 || q.KVMaxBytes != 6 || q.MaxQueueDepth != 7 || q.MaxPoolItems != 8 {
+	q = c.quota(Grant{KVMaxKeys: 5, KVMaxBytes: 6, MaxQueueDepth: 7, MaxQueueBytes: 8, MaxPoolItems: 9, MaxPoolBytes: 10, SubmitRate: 1})
+	if q.KVMaxKeys != 5 || q.KVMaxBytes != 6 || q.Queue != (primitives.QueueCap{Depth: 7, Bytes: 8}) || q.Pool != (primitives.PoolCap{Items: 9, Bytes: 10}) {
 		t.Errorf("granted quota = %+v", q)
 	}
-	c.MaxQueueDepth = 9
-	if q := c.quota(Grant{}); q.MaxQueueDepth != 9 {
-		t.Errorf("quota under Config.MaxQueueDepth 9 = %d, want it as the default", q.MaxQueueDepth)
+	c.MaxQueueDepth, c.MaxQueueBytes = 11, 12
+	if q := c.quota(Grant{}); q.Queue != (primitives.QueueCap{Depth: 11, Bytes: 12}) {
+		t.Errorf("quota under Config.MaxQueueDepth 11, MaxQueueBytes 12 = %+v, want them as the default", q.Queue)
 	}
 }

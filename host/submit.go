@@ -8,6 +8,7 @@ import (
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/hostfn"
+	"github.com/fleethost/fleet/primitives"
 )
 
 // Submit enqueues a task on queue after validating payload against the queue's payload
@@ -21,32 +22,35 @@ import (
 // (over Config.MaxPayload; or the queue is full, and then the error matches ErrQueueFull
 // too), Unavailable (the backend is down).
 //
-// The queue is full when it holds the max_queue_depth tasks waiting of the plugin that
-// consumes it here (its Grant.MaxQueueDepth, by default Config.MaxQueueDepth), or
-// Config.MaxQueueDepth when no plugin here consumes it.
+// The queue is full when it holds the max_queue_depth tasks waiting, or the
+// max_queue_bytes of payloads, of the plugin that consumes it here (by default
+// Config.MaxQueueDepth and Config.MaxQueueBytes), or Config's when no plugin here
+// consumes it.
 func (h *Host) Submit(ctx context.Context, queue string, payload []byte) (string, error) {
 	if len(payload) > h.cfg.MaxPayload {
 		return "", abi.Errorf(abi.LimitExceeded, "payload is %d bytes, limit %d", len(payload), h.cfg.MaxPayload)
 	}
-	depth, field := h.cfg.MaxQueueDepth, "Config.MaxQueueDepth"
+	c, whose := h.cfg.queueCap(), "Config.MaxQueueDepth or Config.MaxQueueBytes"
 	for _, p := range h.plugins {
 		if p.desc.Consumes != nil && p.desc.Consumes.Name == queue {
-			depth, field = p.fn.Quota.MaxQueueDepth, fmt.Sprintf("max_queue_depth of %q", p.info.Type)
+			c, whose = p.fn.Quota.Queue, fmt.Sprintf("max_queue_depth or max_queue_bytes of %q", p.info.Type)
 		}
 	}
-	id, e := hostfn.Submit(ctx, h.cfg.Backend, h.contracts, queue, json.RawMessage(payload), depth)
-	if e != nil && e.Kind == abi.LimitExceeded {
-		e.Message += " (" + field + ")"
-		return "", queueFull{e}
+	id, err := hostfn.Submit(ctx, h.cfg.Backend, h.contracts, queue, json.RawMessage(payload), c)
+	var ae *abi.Error
+	switch {
+	case err == nil:
+		return id, nil
+	case errors.As(err, &ae):
+		return "", ae
+	case errors.Is(err, primitives.ErrLimit):
+		return "", queueFull{abi.Errorf(abi.LimitExceeded, "%v (%s)", err, whose)}
 	}
-	if e != nil {
-		return "", e
-	}
-	return id, nil
+	return "", hostfn.FromBackend(err)
 }
 
 // ErrQueueFull is matched (errors.Is) by the error of a Submit refused because the queue
-// already holds Config.MaxQueueDepth tasks waiting: back-pressure, to retry later, where
+// is full: back-pressure, to retry later, where
 // another LimitExceeded (a payload too large) never succeeds as it is.
 var ErrQueueFull = errors.New("host: queue full")
 

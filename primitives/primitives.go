@@ -61,11 +61,12 @@ type Pool interface {
 	// PoolPut adds an item and returns its id. ttl 0 means no expiry; a negative ttl is
 	// ErrInvalid. Expired items of the pool are pruned opportunistically on every put.
 	PoolPut(ctx context.Context, pool string, payload []byte, tags Tags, ttl time.Duration) (id string, err error)
-	// PoolPutWithin is PoolPut that refuses, with ErrLimit and nothing written, a put to
-	// a pool already holding maxItems live items (after pruning the expired ones), in
-	// the same step as the put, so that concurrent puts never exceed it. maxItems <= 0
-	// bounds nothing: PoolPut is PoolPutWithin with 0.
-	PoolPutWithin(ctx context.Context, pool string, payload []byte, tags Tags, ttl time.Duration, maxItems int) (id string, err error)
+	// PoolPutWithin is PoolPut that refuses, with ErrLimit and nothing written, a put
+	// past c: to a pool already holding c.Items live items, or whose items would cost
+	// more than c.Bytes with this one (PoolCost; an item expired but not yet pruned may
+	// still count), in the same step as the put, so that concurrent puts never exceed
+	// it. PoolPut is PoolPutWithin with the zero PoolCap.
+	PoolPutWithin(ctx context.Context, pool string, payload []byte, tags Tags, ttl time.Duration, c PoolCap) (id string, err error)
 	// PoolList returns up to limit live items whose tags equal every entry of where
 	// (nil where matches all), leased or not, without changing anything. limit <= 0
 	// means a backend default (100).
@@ -85,6 +86,23 @@ type Pool interface {
 	// ("site=\"x\"" -> 3) for at most MaxStatsTags tags, for operators. Its cost is
 	// bounded whatever the pool's size.
 	PoolStats(ctx context.Context, pool string) (PoolStats, error)
+}
+
+// PoolCap bounds what a pool may hold when PoolPutWithin adds to it. Zero fields bound
+// nothing.
+type PoolCap struct {
+	Items int   // live items, leased or not
+	Bytes int64 // the PoolCost of its items
+}
+
+// PoolCost is what an item costs against PoolCap.Bytes: its payload and its tags' names
+// and values.
+func PoolCost(payload []byte, tags Tags) int64 {
+	n := len(payload)
+	for k, v := range tags {
+		n += len(k) + len(v)
+	}
+	return int64(n)
 }
 
 // PoolStats is an operator's view of a pool.
@@ -201,6 +219,13 @@ type Ack struct {
 // MaxBatch is the most acks, and the most claims, that one QueueAckClaim takes.
 const MaxBatch = 256
 
+// QueueCap bounds what a queue may hold when QueuePushWithin adds to it. Zero fields
+// bound nothing.
+type QueueCap struct {
+	Depth int   // tasks waiting: ready or delayed
+	Bytes int64 // the payload bytes of every task it holds, until acked
+}
+
 // QueueStats is an operator's view of a queue.
 type QueueStats struct {
 	Depth    int // waiting to be claimed (ready or delayed)
@@ -215,10 +240,12 @@ type Queue interface {
 	// QueuePush enqueues payload and returns the task id.
 	QueuePush(ctx context.Context, queue string, payload []byte) (id string, err error)
 	// QueuePushWithin is QueuePush that refuses, with ErrLimit and nothing written, a
-	// push to a queue already holding maxDepth tasks waiting (ready or delayed; not
-	// those in flight or parked), in the same step as the push, so that concurrent
-	// pushes never exceed it. maxDepth <= 0 bounds nothing: QueuePush is QueuePushWithin with 0.
-	QueuePushWithin(ctx context.Context, queue string, payload []byte, maxDepth int) (id string, err error)
+	// push past c: to a queue already holding c.Depth tasks waiting (ready or delayed;
+	// not those in flight or parked), or whose tasks' payloads (every task it holds,
+	// parked ones too) would exceed c.Bytes with this one, in the same step as the push,
+	// so that concurrent pushes never exceed it. QueuePush is QueuePushWithin with the
+	// zero QueueCap.
+	QueuePushWithin(ctx context.Context, queue string, payload []byte, c QueueCap) (id string, err error)
 	// QueueClaim leases the oldest ready task for lease. Before it looks, it returns
 	// expired leases to the queue, parking those whose attempts reached maxAttempts with
 	// the error "lease expired" (maxAttempts <= 0 never parks). ok is false when nothing

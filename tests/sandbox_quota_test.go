@@ -167,6 +167,21 @@ func TestSandboxPoolItems(t *testing.T) {
 	}
 }
 
+// A plugin that pool_puts 50 KB items in a loop is held by its max_pool_bytes: exactly
+// the items that fit are accepted.
+func TestSandboxPoolBytes(t *testing.T) {
+	const quota, value = 1 << 20, 50_000
+	for _, kind := range backendKinds {
+		t.Run(kind, func(t *testing.T) {
+			r := flood(t, kind, map[string]any{"mode": "pool", "value_bytes": value, "writes": 30}, host.Grant{MaxPoolBytes: quota})
+			r.start(t)
+			// An item costs its payload {"v":"<24 hex><value>"} and its tag site="x".
+			cost := primitives.PoolCost(make([]byte, len(`{"v":""}`)+24+value), primitives.Tags{"site": `"x"`})
+			r.floodHeld(t, "the pool flood is refused past 1 MiB", quota/cost, 1)
+		})
+	}
+}
+
 // The HTTP API's submit respects the queue's depth cap, the max_queue_depth of the
 // plugin that consumes it: past it, 429 with Retry-After and a LimitExceeded body that
 // names the field, and the queue keeps its depth.
@@ -195,7 +210,7 @@ func TestSandboxAPISubmitQueueFull(t *testing.T) {
 			t.Fatalf("submit #%d = %d %s, want %d", i+1, resp.StatusCode, body, want)
 		}
 		if i == depth && (resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), `"LimitExceeded"`) ||
-			!strings.Contains(string(body), `max_queue_depth of \"counter\"`)) {
+			!strings.Contains(string(body), `max_queue_depth or max_queue_bytes of \"counter\"`)) {
 			t.Errorf("submit past the cap = Retry-After %q, %s; want a Retry-After and LimitExceeded naming max_queue_depth",
 				resp.Header.Get("Retry-After"), body)
 		}

@@ -37,6 +37,7 @@ type item struct {
 	leaseNode node // in pool.leases while leased
 
 	prev, next *item // in the pool's put order (pool.first), while in items
+	cost       int64 // primitives.PoolCost, counted in pool.bytes while in items
 }
 
 func (it *item) matches(where primitives.Tags) bool {
@@ -106,6 +107,7 @@ type pool struct {
 	// first and last end the list of items in put order (item.prev, item.next), so
 	// that an unfiltered list reads only the items it returns; guarded by mu.
 	first, last *item
+	bytes       int64 // the cost of the items; guarded by mu
 }
 
 func newPool() *pool {
@@ -177,6 +179,7 @@ func (p *pool) link(it *item) {
 // drop removes an item from the pool and every index.
 func (p *pool) drop(it *item) {
 	delete(p.items, it.id)
+	p.bytes -= it.cost
 	if it.prev != nil {
 		it.prev.next = it.next
 	} else {
@@ -255,12 +258,12 @@ func checkPool(name string) error { return primitives.CheckName("pool", name) }
 
 // PoolPut implements primitives.Pool. It stores copies of payload and tags.
 func (b *Backend) PoolPut(ctx context.Context, poolName string, payload []byte, tags primitives.Tags, ttl time.Duration) (string, error) {
-	return b.PoolPutWithin(ctx, poolName, payload, tags, ttl, 0)
+	return b.PoolPutWithin(ctx, poolName, payload, tags, ttl, primitives.PoolCap{})
 }
 
-// PoolPutWithin implements primitives.Pool: the live items are counted and the item
-// added under the pool's lock.
-func (b *Backend) PoolPutWithin(ctx context.Context, poolName string, payload []byte, tags primitives.Tags, ttl time.Duration, maxItems int) (string, error) {
+// PoolPutWithin implements primitives.Pool: the live items and their bytes are counted
+// and the item added under the pool's lock, after the expired items are dropped.
+func (b *Backend) PoolPutWithin(ctx context.Context, poolName string, payload []byte, tags primitives.Tags, ttl time.Duration, c primitives.PoolCap) (string, error) {
 	if err := checkPool(poolName); err != nil {
 		return "", err
 	}
@@ -289,8 +292,9 @@ func (b *Backend) PoolPutWithin(ctx context.Context, poolName string, payload []
 	defer p.mu.Unlock()
 	now := b.clock.Now()
 	p.settle(now)
-	if maxItems > 0 && len(p.items) >= maxItems {
-		return "", primitives.PoolFull(poolName, len(p.items), maxItems)
+	it.cost = primitives.PoolCost(payload, tags)
+	if (c.Items > 0 && len(p.items) >= c.Items) || (c.Bytes > 0 && p.bytes+it.cost > c.Bytes) {
+		return "", primitives.PoolFull(poolName, len(p.items), p.bytes, it.cost, c)
 	}
 	p.seq++
 	it.seq, it.created = p.seq, now
@@ -299,6 +303,7 @@ func (b *Backend) PoolPutWithin(ctx context.Context, poolName string, payload []
 		p.ttl.push(it, it.expires, it.seq)
 	}
 	p.items[it.id] = it
+	p.bytes += it.cost
 	p.link(it)
 	for _, k := range it.keys {
 		addTo(p.byTag, k, it)

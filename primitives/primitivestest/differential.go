@@ -123,16 +123,16 @@ func (d *differ) one() {
 		tags := d.where()
 		tags["k"] = strconv.Itoa(k)
 		ttl := []time.Duration{0, time.Hour}[d.r.IntN(2)]
-		maxItems := []int{0, 0, 20}[d.r.IntN(3)]
+		c := []primitives.PoolCap{{}, {}, {Items: 20}, {Bytes: 300}}[d.r.IntN(4)]
 		ra, rb := both(func(s *side) any {
-			id, err := s.b.PoolPutWithin(ctx, pool, []byte(strconv.Itoa(k)), tags, ttl, maxItems)
+			id, err := s.b.PoolPutWithin(ctx, pool, []byte(strconv.Itoa(k)), tags, ttl, c)
 			if err == nil {
 				s.itemIDs = append(s.itemIDs, id)
 				s.itemIdx[id] = k
 			}
 			return kind(err)
 		})
-		d.same(fmt.Sprintf("PoolPutWithin(%q, %v, %d)", pool, tags, maxItems), ra, rb)
+		d.same(fmt.Sprintf("PoolPutWithin(%q, %v, %+v)", pool, tags, c), ra, rb)
 	case op < 20: // PoolClaim of one item by its unique tag
 		if len(A.itemIDs) == 0 {
 			return
@@ -266,15 +266,15 @@ func (d *differ) one() {
 		queue := d.name("q")
 		payload := strconv.Itoa(d.tasks)
 		d.tasks++
-		maxDepth := []int{0, 0, 8}[d.r.IntN(3)]
+		c := []primitives.QueueCap{{}, {}, {Depth: 8}, {Bytes: 30}}[d.r.IntN(4)]
 		ra, rb := both(func(s *side) any {
-			id, err := s.b.QueuePushWithin(ctx, queue, []byte(payload), maxDepth)
+			id, err := s.b.QueuePushWithin(ctx, queue, []byte(payload), c)
 			if err == nil {
 				s.taskIDs[payload] = id
 			}
 			return kind(err)
 		})
-		d.same(fmt.Sprintf("QueuePushWithin(%q, %d)", queue, maxDepth), ra, rb)
+		d.same(fmt.Sprintf("QueuePushWithin(%q, %+v)", queue, c), ra, rb)
 	case op < 82: // QueueClaim
 		queue, maxAttempts := d.name("q"), d.r.IntN(4)
 		ra, rb := both(func(s *side) any {

@@ -24,6 +24,8 @@ var limitTests = []subtest{
 	{"CounterOverflowIsLimit", testCounterOverflow},
 	{"QueueDepthCap", testQueueDepthCap},
 	{"QueueDepthCapHammer", testQueueDepthCapHammer},
+	{"QueueBytesCap", testQueueBytesCap},
+	{"PoolBytesCap", testPoolBytesCap},
 	{"PoolItemsCap", testPoolItemsCap},
 	{"PoolItemsCapHammer", testPoolItemsCapHammer},
 	{"KVKeysQuota", testKVKeysQuota},
@@ -54,7 +56,7 @@ func testCounterOverflow(t *testing.T, b primitives.Backend) {
 }
 
 func pushWithin(b primitives.Backend, t *testing.T, queue string, maxDepth int) error {
-	_, err := b.QueuePushWithin(t.Context(), queue, []byte(`{}`), maxDepth)
+	_, err := b.QueuePushWithin(t.Context(), queue, []byte(`{}`), primitives.QueueCap{Depth: maxDepth})
 	return err
 }
 
@@ -110,8 +112,67 @@ func testQueueDepthCapHammer(t *testing.T, b primitives.Backend) {
 }
 
 func putWithin(b primitives.Backend, t *testing.T, pool string, ttl time.Duration, maxItems int) error {
-	_, err := b.PoolPutWithin(t.Context(), pool, []byte(`{}`), primitives.Tags{"site": `"x"`}, ttl, maxItems)
+	_, err := b.PoolPutWithin(t.Context(), pool, []byte(`{}`), primitives.Tags{"site": `"x"`}, ttl, primitives.PoolCap{Items: maxItems})
 	return err
+}
+
+func testQueueBytesCap(t *testing.T, b primitives.Backend) {
+	c := primitives.QueueCap{Bytes: 30}
+	push := func(payload string) error {
+		_, err := b.QueuePushWithin(t.Context(), "q", []byte(payload), c)
+		return err
+	}
+	for i := range 3 {
+		noErr(t, fmt.Sprintf("QueuePushWithin(10 bytes) #%d", i+1), push(`"12345678"`))
+	}
+	err := push(`1`)
+	wantErr(t, "QueuePushWithin of 1 byte past 30", err, primitives.ErrLimit)
+	if err != nil && !strings.Contains(err.Error(), `queue "q" holds 30 bytes of tasks, 1 more would pass its cap of 30`) {
+		t.Errorf("QueuePushWithin past the bytes cap = %v, want it to say the bytes and the cap", err)
+	}
+	// In flight and parked tasks still count; only an ack gives the bytes back.
+	c1, _, err := b.QueueClaim(t.Context(), "q", time.Minute, 0)
+	noErr(t, "QueueClaim", err)
+	wantErr(t, "QueuePushWithin with one in flight", push(`1`), primitives.ErrLimit)
+	_, err = b.QueueRelease(t.Context(), "q", c1.ID, c1.Token, primitives.Retry{MaxAttempts: 1})
+	noErr(t, "QueueRelease(park)", err)
+	wantErr(t, "QueuePushWithin with one parked", push(`1`), primitives.ErrLimit)
+	c2, _, err := b.QueueClaim(t.Context(), "q", time.Minute, 0)
+	noErr(t, "QueueClaim", err)
+	noErr(t, "QueueAck", b.QueueAck(t.Context(), "q", c2.ID, c2.Token))
+	noErr(t, "QueuePushWithin(10 bytes) once one is acked", push(`"abcdefgh"`))
+	wantErr(t, "QueuePushWithin at the cap again", push(`1`), primitives.ErrLimit)
+}
+
+func testPoolBytesCap(t *testing.T, b primitives.Backend) {
+	// Each item costs its payload (2) and its tag, "site" and `"x"` (7): 9 bytes.
+	const ttl = 150 * time.Millisecond
+	c := primitives.PoolCap{Bytes: 27}
+	put := func(ttl time.Duration) (string, error) {
+		return b.PoolPutWithin(t.Context(), "p", []byte(`{}`), primitives.Tags{"site": `"x"`}, ttl, c)
+	}
+	_, err := put(ttl)
+	noErr(t, "PoolPutWithin(short ttl)", err)
+	_, err = put(0)
+	noErr(t, "PoolPutWithin", err)
+	id, err := put(0)
+	noErr(t, "PoolPutWithin", err)
+	_, err = put(0)
+	wantErr(t, "PoolPutWithin of 9 bytes past 27", err, primitives.ErrLimit)
+	if err != nil && !strings.Contains(err.Error(), `pool "p" holds 27 bytes of items, 9 more would pass the cap of 27`) {
+		t.Errorf("PoolPutWithin past the bytes cap = %v, want it to say the bytes and the cap", err)
+	}
+	// A mark_bad gives its bytes back, and so does an expiry.
+	noErr(t, "PoolMarkBad", b.PoolMarkBad(t.Context(), "p", id, "bad"))
+	_, err = put(0)
+	noErr(t, "PoolPutWithin after a mark_bad", err)
+	_, err = put(0)
+	wantErr(t, "PoolPutWithin at the cap again", err, primitives.ErrLimit)
+	sleep(t, ttl+100*time.Millisecond)
+	_, err = put(0)
+	noErr(t, "PoolPutWithin once one expired", err)
+	_, err = put(0)
+	wantErr(t, "PoolPutWithin at the cap once more", err, primitives.ErrLimit)
 }
 
 func testPoolItemsCap(t *testing.T, b primitives.Backend) {

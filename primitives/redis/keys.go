@@ -23,6 +23,7 @@ const (
 	poolFreeSeg    = "free"
 	poolLeasesSeg  = "leases"
 	poolTagsSeg    = "tags"
+	poolBytesSeg   = "bytes"
 	poolTagSetSeg  = "tag"  // + "[name]=value"
 	poolFreeTagSeg = "free" // + "[name]=value"
 )
@@ -48,6 +49,10 @@ func poolLeasesKey(pool string) string { return poolPrefix(pool) + poolLeasesSeg
 
 // poolTagsKey names the tags in use: SET of tagSuffix(name, value), for PoolStats.
 func poolTagsKey(pool string) string { return poolPrefix(pool) + poolTagsSeg }
+
+// poolBytesKey is the sum of the live items' costs (primitives.PoolCost): STRING
+// integer, kept by put and every removal; PoolPutWithin checks it.
+func poolBytesKey(pool string) string { return poolPrefix(pool) + poolBytesSeg }
 
 // poolTagKey holds every item with tag name=value, leased or not: SET of ids. PoolList
 // intersects these.
@@ -91,6 +96,7 @@ const (
 	queueDelayedSeg  = "delayed"
 	queueInflightSeg = "inflight"
 	queueParkedSeg   = "parked"
+	queueBytesSeg    = "bytes"
 )
 
 // queuePrefix is the prefix of every key of queue: `fleet:queue:{queue}:`. Not a key;
@@ -114,10 +120,16 @@ func queueInflightKey(queue string) string { return queuePrefix(queue) + queueIn
 // (RPUSH; LREM on requeue).
 func queueParkedKey(queue string) string { return queuePrefix(queue) + queueParkedSeg }
 
-// luaQueueKeys derives a queue's task keys in Lua from its prefix (KEYS[1]).
+// queueBytesKey is the sum of the payload bytes of the queue's tasks, acked ones
+// excepted: STRING integer, kept by push and ack; QueuePushWithin checks it.
+func queueBytesKey(queue string) string { return queuePrefix(queue) + queueBytesSeg }
+
+// luaQueueKeys derives a queue's task keys and bytes key in Lua from its prefix
+// (KEYS[1]).
 const luaQueueKeys = `
 local P = KEYS[1]
 local function task_key(id) return P .. '` + queueTaskSeg + `' .. id end
+local BYTES = P .. '` + queueBytesSeg + `'
 `
 
 // queueScriptKeys returns KEYS[1..5] of every queue script (see luaQueue): the

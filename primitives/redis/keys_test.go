@@ -66,7 +66,7 @@ func TestKeysMatchLuaAndShareASlot(t *testing.T) {
 	}
 	want := []string{
 		poolItemKey(pool, a), poolItemKey(pool, bID),
-		poolLiveKey(pool), poolFreeKey(pool), poolLeasesKey(pool), poolTagsKey(pool),
+		poolLiveKey(pool), poolFreeKey(pool), poolLeasesKey(pool), poolTagsKey(pool), poolBytesKey(pool),
 		poolTagKey(pool, "site", `"x"`), poolFreeTagKey(pool, "site", `"x"`),
 		poolTagKey(pool, "fresh", "true"),
 		// poolFreeTagKey(pool, "fresh", "true") is empty, so absent.
@@ -87,7 +87,7 @@ func TestKeysMatchLuaAndShareASlot(t *testing.T) {
 	b.QueueClaim(bg, queue, time.Minute, 0)
 	want = []string{
 		queueTaskKey(queue, ids[0]), queueTaskKey(queue, ids[1]), queueTaskKey(queue, ids[2]), queueTaskKey(queue, ids[3]),
-		queueReadyKey(queue), queueDelayedKey(queue), queueInflightKey(queue), queueParkedKey(queue),
+		queueReadyKey(queue), queueDelayedKey(queue), queueInflightKey(queue), queueParkedKey(queue), queueBytesKey(queue),
 	}
 	checkKeys(t, "fleet:queue:*", want)
 

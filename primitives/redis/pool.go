@@ -75,6 +75,7 @@ func tagsDecode(s string) (primitives.Tags, error) {
 //	KEYS[5] -> fleet:pool:{p}:tags     SET of `[name]=value` in use
 const luaPool = luaNow + luaPoolKeys + `
 local LIVE, FREE, LEASES, TAGS = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local BYTES = P .. '` + poolBytesSeg + `'
 
 -- expired tells whether an item's TTL has passed at now (expires 0: never).
 local function expired(expires, now)
@@ -100,9 +101,12 @@ local function suffixes(enc)
   return out
 end
 
--- remove_item deletes an item and every index entry of it, leased or not.
+-- remove_item deletes an item and every index entry of it, leased or not, and takes its
+-- cost off the pool's bytes (an empty pool keeps no key).
 local function remove_item(id)
-  for _, s in ipairs(suffixes(redis.call('HGET', item_key(id), 'tags'))) do
+  local f = redis.call('HMGET', item_key(id), 'tags', 'cost')
+  if f[2] and redis.call('DECRBY', BYTES, f[2]) <= 0 then redis.call('DEL', BYTES) end
+  for _, s in ipairs(suffixes(f[1])) do
     local tk = tag_key(s)
     redis.call('SREM', tk, id)
     redis.call('SREM', free_tag_key(s), id)
@@ -143,27 +147,40 @@ end
 //	ARGV[4]     -> ttl in ms; 0 for no expiry
 //	ARGV[5]     -> how many expired items to prune at most
 //	ARGV[6]     -> the most live items; 0 for no cap
-//	ARGV[7+i]   -> tag i's `[name]=value`, for the tags SET
+//	ARGV[7]     -> the most bytes of items; 0 for no cap
+//	ARGV[8]     -> the item's cost (primitives.PoolCost)
+//	ARGV[9+i]   -> tag i's `[name]=value`, for the tags SET
 //
-// Output: 1; {-3, size} refused, the pool holds size live items
+// Output: 1; {-3, live items, bytes} refused.
+//
+// The bytes count an expired item until it is pruned; a put over the bytes cap prunes
+// up to 1,000 more expired items before it refuses.
 var poolPutCmd = goredis.NewScript(luaPoolIndex + `
 local now = now_ms()
 prune(now, tonumber(ARGV[5]))
-local cap = tonumber(ARGV[6])
-if cap > 0 then
+local maxItems, maxBytes, cost = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+if maxItems > 0 or maxBytes > 0 then
   local size = redis.call('ZCOUNT', LIVE, '(' .. now, '+inf')
-  if size >= cap then return {-3, size} end
+  local bytes = tonumber(redis.call('GET', BYTES) or '0')
+  if maxBytes > 0 and bytes + cost > maxBytes then
+    prune(now, 1000)
+    bytes = tonumber(redis.call('GET', BYTES) or '0')
+  end
+  if (maxItems > 0 and size >= maxItems) or (maxBytes > 0 and bytes + cost > maxBytes) then
+    return {-3, size, bytes}
+  end
 end
 local id, ttl = ARGV[1], tonumber(ARGV[4])
 local expires, score = 0, '+inf'
 if ttl > 0 then expires = now + ttl; score = expires end
-redis.call('HSET', item_key(id), 'payload', ARGV[2], 'tags', ARGV[3], 'created', now, 'expires', expires)
+redis.call('HSET', item_key(id), 'payload', ARGV[2], 'tags', ARGV[3], 'created', now, 'expires', expires, 'cost', cost)
+redis.call('INCRBY', BYTES, cost)
 redis.call('ZADD', LIVE, score, id)
 redis.call('SADD', FREE, id)
 for i = 6, #KEYS, 2 do
   redis.call('SADD', KEYS[i], id)
   redis.call('SADD', KEYS[i + 1], id)
-  redis.call('SADD', TAGS, ARGV[7 + (i - 6) / 2])
+  redis.call('SADD', TAGS, ARGV[9 + (i - 6) / 2])
 end
 return 1
 `)
@@ -171,12 +188,12 @@ return 1
 // PoolPut adds an item to pool and returns its id. ttl 0 means no expiry. Each put
 // also prunes up to 100 items of the pool whose TTL has passed.
 func (b *Backend) PoolPut(ctx context.Context, pool string, payload []byte, tags primitives.Tags, ttl time.Duration) (string, error) {
-	return b.PoolPutWithin(ctx, pool, payload, tags, ttl, 0)
+	return b.PoolPutWithin(ctx, pool, payload, tags, ttl, primitives.PoolCap{})
 }
 
-// PoolPutWithin is PoolPut refused with ErrLimit when pool already holds maxItems live
-// items; the count (ZCOUNT, O(log n)) and the put are one script.
-func (b *Backend) PoolPutWithin(ctx context.Context, pool string, payload []byte, tags primitives.Tags, ttl time.Duration, maxItems int) (string, error) {
+// PoolPutWithin is PoolPut refused with ErrLimit past c; the count (ZCOUNT, O(log n)),
+// the bytes (a counter the scripts keep) and the put are one script.
+func (b *Backend) PoolPutWithin(ctx context.Context, pool string, payload []byte, tags primitives.Tags, ttl time.Duration, c primitives.PoolCap) (string, error) {
 	if err := primitives.CheckName("pool", pool); err != nil {
 		return "", err
 	}
@@ -191,8 +208,8 @@ func (b *Backend) PoolPutWithin(ctx context.Context, pool string, payload []byte
 	}
 	id := newID()
 	keys := poolScriptKeys(pool, 2*len(tags))
-	args := make([]any, 6, 6+len(tags))
-	args[0], args[1], args[2], args[3], args[4], args[5] = id, payload, tagsEncode(tags), ms(ttl), prunePerPut, max(maxItems, 0)
+	cost := primitives.PoolCost(payload, tags)
+	args := []any{id, payload, tagsEncode(tags), ms(ttl), prunePerPut, max(c.Items, 0), max(c.Bytes, 0), cost}
 	for k, v := range tags {
 		keys = append(keys, poolTagKey(pool, k, v), poolFreeTagKey(pool, k, v))
 		args = append(args, tagSuffix(k, v))
@@ -206,9 +223,10 @@ func (b *Backend) PoolPutWithin(ctx context.Context, pool string, payload []byte
 	if n, ok := v.(int64); ok && n == codeOK {
 		return id, nil
 	}
-	if a, ok := v.([]any); ok && len(a) == 2 && a[0] == int64(codeLimit) {
+	if a, ok := v.([]any); ok && len(a) == 3 && a[0] == int64(codeLimit) {
 		size, _ := a[1].(int64)
-		return "", primitives.PoolFull(pool, int(size), maxItems)
+		bytes, _ := a[2].(int64)
+		return "", primitives.PoolFull(pool, int(size), bytes, cost, c)
 	}
 	return "", replyError("pool put", v)
 }

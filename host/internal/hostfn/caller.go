@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/primitives"
 )
 
 // Plugin is what the core knows of one loaded plugin: who it is, what it was granted and
@@ -37,12 +38,12 @@ type Quota struct {
 	// kv_max_keys, kv_max_bytes.
 	KVMaxKeys  int
 	KVMaxBytes int64
-	// MaxQueueDepth refuses a submit to a queue already holding that many tasks
-	// waiting: max_queue_depth.
-	MaxQueueDepth int
-	// MaxPoolItems refuses a pool_put to a pool already holding that many live items:
-	// max_pool_items.
-	MaxPoolItems int
+	// Queue refuses a submit to a queue already holding Depth tasks waiting, or whose
+	// tasks' payloads would pass Bytes: max_queue_depth, max_queue_bytes.
+	Queue primitives.QueueCap
+	// Pool refuses a pool_put to a pool already holding Items live items, or whose
+	// items would pass Bytes: max_pool_items, max_pool_bytes.
+	Pool primitives.PoolCap
 	// Submits is the rate of the plugin's submits on this host, per second, with a
 	// burst of one second's worth; nil for none: submit_rate.
 	Submits *Limiter

@@ -36,11 +36,11 @@ func (s *spy) hit() error {
 	return s.fail
 }
 
-func (s *spy) PoolPutWithin(ctx context.Context, pool string, payload []byte, tags primitives.Tags, ttl time.Duration, maxItems int) (string, error) {
+func (s *spy) PoolPutWithin(ctx context.Context, pool string, payload []byte, tags primitives.Tags, ttl time.Duration, c primitives.PoolCap) (string, error) {
 	if err := s.hit(); err != nil {
 		return "", err
 	}
-	return s.Backend.PoolPutWithin(ctx, pool, payload, tags, ttl, maxItems)
+	return s.Backend.PoolPutWithin(ctx, pool, payload, tags, ttl, c)
 }
 func (s *spy) PoolList(ctx context.Context, pool string, where primitives.Tags, limit int) ([]primitives.Item, error) {
 	if err := s.hit(); err != nil {
@@ -114,11 +114,11 @@ func (s *spy) CounterGet(ctx context.Context, name string) (int64, error) {
 	}
 	return s.Backend.CounterGet(ctx, name)
 }
-func (s *spy) QueuePushWithin(ctx context.Context, queue string, payload []byte, maxDepth int) (string, error) {
+func (s *spy) QueuePushWithin(ctx context.Context, queue string, payload []byte, c primitives.QueueCap) (string, error) {
 	if err := s.hit(); err != nil {
 		return "", err
 	}
-	return s.Backend.QueuePushWithin(ctx, queue, payload, maxDepth)
+	return s.Backend.QueuePushWithin(ctx, queue, payload, c)
 }
 
 const (
@@ -467,18 +467,24 @@ func TestKVLockCounterConfig(t *testing.T) {
 // nothing; within it the op succeeds.
 func TestQuotas(t *testing.T) {
 	f := newFixture(t)
-	f.caller.Plugin.Quota = Quota{KVMaxKeys: 2, KVMaxBytes: 1 << 20, MaxQueueDepth: 2, MaxPoolItems: 2, Submits: NewSubmitRate(3)}
 	tests := []struct {
+		quota Quota
 		op    abi.Op
 		req   string // %d is the call's number
 		ok    int    // calls that pass
 		field string
 	}{
-		{abi.OpKVSet, `{"namespace":"scraper:s","key":"k%d","value":1}`, 2, "kv_max_keys"},
-		{abi.OpPoolPut, `{"pool":"cookies","payload":{"cookie":"c%d"},"tags":{"site":"x"}}`, 2, "max_pool_items"},
-		{abi.OpSubmit, `{"queue":"jobs","payload":{"n":%d}}`, 2, "max_queue_depth"},
+		{Quota{KVMaxKeys: 2}, abi.OpKVSet, `{"namespace":"scraper:s","key":"k%d","value":1}`, 2, "kv_max_keys"},
+		// The root already holds the two keys above, 12 bytes each; these cost 23.
+		{Quota{KVMaxBytes: 60}, abi.OpKVSet, `{"namespace":"scraper:b","key":"k%d","value":"0123456789"}`, 1, "kv_max_bytes"},
+		{Quota{Pool: primitives.PoolCap{Items: 2}}, abi.OpPoolPut, `{"pool":"cookies","payload":{"cookie":"c%d"},"tags":{"site":"x"}}`, 2, "max_pool_items"},
+		{Quota{Pool: primitives.PoolCap{Bytes: 70}}, abi.OpPoolPut, `{"pool":"cookies","payload":{"cookie":"d%d"},"tags":{"site":"x"}}`, 1, "max_pool_bytes"},
+		{Quota{Queue: primitives.QueueCap{Depth: 2}}, abi.OpSubmit, `{"queue":"jobs","payload":{"n":%d}}`, 2, "max_queue_depth"},
+		// The queue already holds the two tasks above, 7 bytes each.
+		{Quota{Queue: primitives.QueueCap{Bytes: 24}}, abi.OpSubmit, `{"queue":"jobs","payload":{"n":%d}}`, 1, "max_queue_bytes"},
 	}
 	for _, tt := range tests {
+		f.caller.Plugin.Quota = tt.quota
 		for i := range tt.ok + 1 {
 			e := f.call(t, tt.op, fmt.Sprintf(tt.req, i), nil)
 			switch {
@@ -489,13 +495,18 @@ func TestQuotas(t *testing.T) {
 			}
 		}
 	}
-	// The submit rate: 3 a second, all spent above (a refused submit spends one too).
-	f.caller.Plugin.Quota.MaxQueueDepth = 100
+	// The submit rate: 3 a second, then refused whatever the queue holds.
+	f.caller.Plugin.Quota = Quota{Submits: NewSubmitRate(3)}
+	for i := range 3 {
+		if e := f.call(t, abi.OpSubmit, `{"queue":"jobs","payload":{"n":9}}`, nil); e != nil {
+			t.Errorf("submit #%d within the rate = %v", i+1, e)
+		}
+	}
 	if e := f.call(t, abi.OpSubmit, `{"queue":"jobs","payload":{"n":9}}`, nil); e == nil || !strings.Contains(e.Message, "submit_rate of 3") {
 		t.Errorf("submit past the rate = %v, want LimitExceeded naming submit_rate", e)
 	}
-	if st, _ := f.spy.Backend.QueueStats(f.ctx, "jobs"); st.Depth != 2 {
-		t.Errorf("queue depth = %d, want the 2 submits within the quotas", st.Depth)
+	if st, _ := f.spy.Backend.QueueStats(f.ctx, "jobs"); st.Depth != 6 {
+		t.Errorf("queue depth = %d, want the 6 submits within the quotas", st.Depth)
 	}
 }
 

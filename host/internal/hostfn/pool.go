@@ -34,8 +34,8 @@ func (c *Core) pool(ctx context.Context, caller *Caller, op abi.Op, name string)
 //	reply:    {"id": "..."}
 //
 // The payload is validated against the pool's payload schema, the tags against its tags
-// schema; each is capped at the plugin's MaxPayload. A put to a pool that already holds
-// the plugin's Quota.MaxPoolItems live items is LimitExceeded.
+// schema; each is capped at the plugin's MaxPayload. A put past the plugin's Quota.Pool
+// is LimitExceeded.
 func (c *Core) poolPut(ctx context.Context, caller *Caller, req []byte) (any, *abi.Error) {
 	var r abi.PoolPutRequest
 	if e := decode(req, &r); e != nil {
@@ -64,9 +64,9 @@ func (c *Core) poolPut(ctx context.Context, caller *Caller, req []byte) (any, *a
 	if e != nil {
 		return nil, e
 	}
-	id, err := c.backend.PoolPutWithin(ctx, r.Pool, r.Payload, tags, ms(r.TTLMs), caller.Plugin.Quota.MaxPoolItems)
+	id, err := c.backend.PoolPutWithin(ctx, r.Pool, r.Payload, tags, ms(r.TTLMs), caller.Plugin.Quota.Pool)
 	if err != nil {
-		return nil, quotaError(err, "max_pool_items")
+		return nil, quotaError(err, poolFields)
 	}
 	return abi.PoolPutReply{ID: id}, nil
 }

@@ -10,8 +10,8 @@ import (
 )
 
 // submit: submit. The plugin must be granted submit on the queue; the payload is
-// validated against that queue's payload schema. Past the plugin's submit rate, or to a
-// queue holding its Quota.MaxQueueDepth tasks waiting, it is LimitExceeded.
+// validated against that queue's payload schema. Past the plugin's submit rate, or its
+// Quota.Queue, it is LimitExceeded.
 //
 //	request:  {"queue": "harvest", "payload": {"site": "x"}}
 //	reply:    {"task_id": "..."}
@@ -35,23 +35,19 @@ func (c *Core) submit(ctx context.Context, caller *Caller, req []byte) (any, *ab
 			return nil, abi.Errorf(abi.LimitExceeded, "plugin %q submits faster than its submit_rate of %d a second", caller.Plugin.Type, int(q.Submits.burst))
 		}
 	}
-	id, e := Submit(ctx, c.backend, c.contracts, r.Queue, r.Payload, q.MaxQueueDepth)
-	if e != nil {
-		if e.Kind == abi.LimitExceeded {
-			e.Message += " (grant field max_queue_depth)"
-		}
-		return nil, e
+	id, err := Submit(ctx, c.backend, c.contracts, r.Queue, r.Payload, q.Queue)
+	if err != nil {
+		return nil, quotaError(err, queueFields)
 	}
 	return abi.SubmitReply{TaskID: id}, nil
 }
 
-// Submit validates payload against the queue's registered payload schema and pushes it,
-// unless the queue already holds maxDepth tasks waiting (0: no cap). It is the one path
-// of every submission, from a guest or from the host's API, so that both validate and
-// are capped exactly alike. An unregistered queue is NotFound. Its only LimitExceeded is
-// the depth cap's (a payload over primitives.MaxValueLen aside, which callers refuse
-// first).
-func Submit(ctx context.Context, b primitives.Queue, contracts *validate.Registry, queue string, payload json.RawMessage, maxDepth int) (string, *abi.Error) {
+// Submit validates payload against the queue's registered payload schema and pushes it
+// within c. It is the one path of every submission, from a guest or from the host's API,
+// so that both validate and are capped exactly alike. Its error is an *abi.Error (an
+// unregistered queue is NotFound), or the backend's, which fromBackend translates and
+// errors.As finds a primitives.CapError in when c refused the push.
+func Submit(ctx context.Context, b primitives.Queue, contracts *validate.Registry, queue string, payload json.RawMessage, c primitives.QueueCap) (string, error) {
 	if e := checkName("queue", queue); e != nil {
 		return "", e
 	}
@@ -65,9 +61,5 @@ func Submit(ctx context.Context, b primitives.Queue, contracts *validate.Registr
 	if e := q.Payload.Validate("payload", payload); e != nil {
 		return "", e
 	}
-	id, err := b.QueuePushWithin(ctx, queue, payload, maxDepth)
-	if err != nil {
-		return "", fromBackend(err)
-	}
-	return id, nil
+	return b.QueuePushWithin(ctx, queue, payload, c)
 }

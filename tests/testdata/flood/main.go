@@ -4,7 +4,7 @@
 //
 //	{"mode": "kv", "value_bytes": 200000}   kv_set of distinct keys with big values
 //	{"mode": "submit"}                      submit to a queue nobody consumes
-//	{"mode": "pool"}                        pool_put of distinct items
+//	{"mode": "pool", "value_bytes": 1000}   pool_put of distinct items, padded
 //
 // "writes" is how many writes a tick tries (default 500). A tick writes nothing until
 // the fleet counter "flood:go" is set, so that a test can measure the host before.
@@ -53,7 +53,6 @@ var (
 	jobs  = fleet.NewQueue[Job]("flood-jobs")
 )
 
-
 func init() {
 	fleet.Loop(fleet.Plugin{
 		Type: "flood", Version: "1.0.0",
@@ -100,7 +99,7 @@ func write(mode, value string, i int) error {
 		_, err := fleet.Submit(jobs, Job{N: i})
 		return err
 	case "pool":
-		_, err := fleet.Pool(items).Put(Item{V: unique()}, ItemTags{Site: "x"}, 0)
+		_, err := fleet.Pool(items).Put(Item{V: unique() + value}, ItemTags{Site: "x"}, 0)
 		return err
 	}
 	return errors.New("flood: unknown mode " + mode)
