@@ -19,6 +19,7 @@ import (
 type Instance struct {
 	mod    api.Module     // owned by the instance's goroutine
 	caller *hostfn.Caller // immutable pointer; its Pending belongs to the same goroutine
+	call   *callState     // immutable pointer; set by enter before every export call
 
 	// The exports, looked up at Instantiate: a lookup per call costs microseconds and
 	// garbage. handle and tick are nil when not exported.
@@ -29,7 +30,7 @@ type Instance struct {
 
 // ABIVersion calls fleet_abi_version.
 func (in *Instance) ABIVersion(ctx context.Context) (int32, error) {
-	if err := in.abiVersion.CallWithStack(hostfn.WithCaller(ctx, in.caller), in.stack[:]); err != nil {
+	if err := in.abiVersion.CallWithStack(in.enter(ctx), in.stack[:]); err != nil {
 		return 0, fmt.Errorf("native: %s: %w", abi.ExportABIVersion, err)
 	}
 	return api.DecodeI32(in.stack[0]), nil
@@ -37,7 +38,7 @@ func (in *Instance) ABIVersion(ctx context.Context) (int32, error) {
 
 // Describe calls fleet_describe and returns a copy of the document.
 func (in *Instance) Describe(ctx context.Context) ([]byte, error) {
-	ctx = hostfn.WithCaller(ctx, in.caller)
+	ctx = in.enter(ctx)
 	if err := in.describe.CallWithStack(ctx, in.stack[:]); err != nil {
 		return nil, fmt.Errorf("native: %s: %w", abi.ExportDescribe, err)
 	}
@@ -59,7 +60,7 @@ func (in *Instance) run(ctx context.Context, fn api.Function, name string, input
 	if fn == nil {
 		return nil, fmt.Errorf("native: module does not export %s", name)
 	}
-	ctx = hostfn.WithCaller(ctx, in.caller)
+	ctx = in.enter(ctx)
 	in.caller.Pending = nil
 	in.stack[0] = api.EncodeU32(uint32(len(input)))
 	if err := in.input.CallWithStack(ctx, in.stack[:]); err != nil {
@@ -75,6 +76,13 @@ func (in *Instance) run(ctx context.Context, fn api.Function, name string, input
 		return nil, fmt.Errorf("native: %s: %w", name, err)
 	}
 	return in.readPacked(name, in.stack[0])
+}
+
+// enter readies the instance for an export call under ctx: the host calls it makes are
+// attributed to its caller, and its WASI sleeps and writes end with ctx.
+func (in *Instance) enter(ctx context.Context) context.Context {
+	in.call.enter(ctx)
+	return hostfn.WithCaller(ctx, in.caller)
 }
 
 // maxResult caps what the host reads back from a guest export.
