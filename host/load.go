@@ -136,7 +136,10 @@ func (h *Host) loadPlugin(ctx context.Context, file string) (p *plugin, err erro
 
 // probe compiles wasm in a throwaway runtime, instantiates it once, and reads and checks
 // its ABI version and describe document. A probe is granted nothing: a host call made
-// from _initialize or fleet_describe is PermissionDenied.
+// from _initialize or fleet_describe is PermissionDenied. Its three guest calls
+// (_initialize, fleet_abi_version, fleet_describe) share one deadline, the largest call
+// timeout of the configuration: they are as untrusted as a task's call, and a plugin
+// that does not describe itself within it is refused, naming the export and the deadline.
 func (h *Host) probe(ctx context.Context, wasm []byte) (d *abi.Describe, err error) {
 	pages, timeout := h.cfg.MemoryLimitPages, h.cfg.CallTimeout
 	for _, g := range h.cfg.Grants {
@@ -151,21 +154,27 @@ func (h *Host) probe(ctx context.Context, wasm []byte) (d *abi.Describe, err err
 	defer func() { err = errors.Join(err, rt.Close(ctx)) }()
 	callCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	late := func(export string, err error) error {
+		if callCtx.Err() != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return fmt.Errorf("%s did not return within the %v call timeout: %w", export, timeout, err)
+		}
+		return err
+	}
 	caller := &hostfn.Caller{Plugin: hostfn.NewPlugin("(probe)", hostfn.Grant{}, nil, 0, nil), Slot: "probe"}
 	in, err := rt.Instantiate(callCtx, "probe", caller, nil)
 	if err != nil {
-		return nil, err
+		return nil, late(abi.ExportInitialize, err)
 	}
 	v, err := in.ABIVersion(callCtx)
 	if err != nil {
-		return nil, err
+		return nil, late(abi.ExportABIVersion, err)
 	}
 	if err := abi.CheckVersion(v); err != nil {
 		return nil, err
 	}
 	b, err := in.Describe(callCtx)
 	if err != nil {
-		return nil, err
+		return nil, late(abi.ExportDescribe, err)
 	}
 	d, err = abi.DecodeDescribe(b)
 	if err != nil {

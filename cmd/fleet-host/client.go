@@ -99,9 +99,11 @@ func inspectCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 func describeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var asJSON bool
 	var cacheDir string
+	var callTimeout time.Duration
 	f := newFlags("describe", "describe [flags] plugin.wasm...\n\nShows what each plugin declares — type, version, mode, the queue it consumes, the pools\nit uses, the queues it submits to, with their JSON Schemas, and its config schema —\nwithout running it: no slot, no backend, nothing granted.", stderr)
 	f.boolean(&asJSON, "json", "FLEET_DESCRIBE_JSON", false, "print each plugin's describe document as JSON")
 	f.str(&cacheDir, "cache-dir", "FLEET_CACHE_DIR", "", "where compiled plugins are cached (see run)")
+	f.dur(&callTimeout, "call-timeout", "FLEET_CALL_TIMEOUT", 30*time.Second, "the deadline of each plugin's _initialize, fleet_abi_version and fleet_describe together (see run)")
 	if err := f.parse(args); err != nil {
 		return usageErr(err)
 	}
@@ -111,7 +113,7 @@ func describeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	var errs []error
 	for i, file := range f.Args() {
-		d, err := host.Describe(ctx, file, cacheDir)
+		d, err := host.Describe(ctx, file, cacheDir, callTimeout)
 		if err != nil {
 			errs = append(errs, err)
 			continue

@@ -102,7 +102,7 @@ func Doctor(ctx context.Context, p DoctorParams, out io.Writer) bool {
 		line(false, "plugins", "%v", ferr)
 	}
 	for _, f := range files {
-		d, err := host.Describe(ctx, f, p.CacheDir)
+		d, err := host.Describe(ctx, f, p.CacheDir, 0)
 		if err != nil {
 			pluginsOK = false
 			line(false, "plugin "+filepath.Base(f), "%v", err)

@@ -74,6 +74,13 @@ type Params struct {
 	MaxAttempts int           // the task's failure budget: fails, deaths and expired leases spend it; retries and drain cuts do not
 	Poll        time.Duration // wait after an empty claim, and between loop ticks
 	CallTimeout time.Duration
+	// LeaseMargin is how long before its task's lease a call ends at the latest: a call's
+	// deadline is CallTimeout after it starts or LeaseMargin before the lease ends
+	// (counted from when the claim was sent, PumpResult.Expires), whichever comes first,
+	// so that no other slot can claim the task while its call still runs. Optional: 0
+	// lets a call run to the lease's end. See host/RATIONALE.md, "Why does a call always
+	// end before its task's lease?".
+	LeaseMargin time.Duration
 	RetryDelay  time.Duration // a retry's delay when the guest gives none
 	// BackoffMin and BackoffMax bound the wait before a fresh instance after repeated
 	// deaths: BackoffMin after the first, doubling, reset by any iteration that does not
@@ -143,7 +150,7 @@ func (s *Slot) Run(soft, hard context.Context) {
 	// next is the task that the last ack claimed in the same round trip (the Pump's
 	// QueueAckClaim), to work in the next iteration; haveNext says there is one. A task
 	// still held when the loop pauses or returns goes back to the queue (handBack).
-	var next primitives.ClaimedTask
+	var next claim
 	var haveNext bool
 	defer func() {
 		if haveNext {
@@ -202,10 +209,10 @@ func (s *Slot) Run(soft, hard context.Context) {
 				}
 				if soft.Err() != nil || s.p.Paused() {
 					// Claimed while the drain or a pause began: the loop top hands it back.
-					next, haveNext = res.Task, true
+					next, haveNext = res.claim(), true
 					continue
 				}
-				t = res.Task
+				t = res.claim()
 			}
 			it, next, haveNext = s.handleOnce(soft, hard, t)
 		}
@@ -253,9 +260,15 @@ func (s *Slot) backoff() time.Duration {
 	return min(d, s.p.BackoffMax)
 }
 
+// claim is a claimed task and when its lease ends by this host's clock.
+type claim struct {
+	primitives.ClaimedTask
+	expires time.Time // PumpResult.Expires
+}
+
 // handBack returns a task that was claimed but never started (the slot is draining or
 // paused) to its queue at once, with its attempt refunded.
-func (s *Slot) handBack(hard context.Context, t primitives.ClaimedTask) {
+func (s *Slot) handBack(hard context.Context, t claim) {
 	settle, cancel := settleCtx(hard)
 	defer cancel()
 	r := primitives.Retry{Reason: "handed back unstarted: the slot is draining or paused", Refund: true}
@@ -267,7 +280,7 @@ func (s *Slot) handBack(hard context.Context, t primitives.ClaimedTask) {
 // handleOnce works one claimed task to its outcome. When the guest is done and soft
 // still runs and the slot is not paused, the ack claims the slot's next task in the same
 // round trip (the Pump's), which handleOnce returns (ok true) for the next iteration.
-func (s *Slot) handleOnce(soft, hard context.Context, t primitives.ClaimedTask) (it Iteration, next primitives.ClaimedTask, ok bool) {
+func (s *Slot) handleOnce(soft, hard context.Context, t claim) (it Iteration, next claim, ok bool) {
 	s.n++
 	start := time.Now()
 	it = Iteration{TaskID: t.ID, Phases: []string{"handle"}}
@@ -281,7 +294,7 @@ func (s *Slot) handleOnce(soft, hard context.Context, t primitives.ClaimedTask) 
 		},
 		Iteration: s.n,
 	})
-	res, err := s.call(hard, s.guest.Handle, input)
+	res, err := s.call(hard, t.expires.Add(-s.p.LeaseMargin), s.guest.Handle, input)
 
 	// The settle context is made only where a call uses it: the done path of a running
 	// slot goes through the pump, which needs none.
@@ -326,7 +339,7 @@ func (s *Slot) handleOnce(soft, hard context.Context, t primitives.ClaimedTask) 
 			var err error
 			if soft.Err() == nil && !s.p.Paused() {
 				res := s.p.Pump.Do(&primitives.Ack{ID: t.ID, Token: t.Token})
-				next, ok, err = res.Task, res.OK, errors.Join(res.Err, res.AckErr)
+				next, ok, err = res.claim(), res.OK, errors.Join(res.Err, res.AckErr)
 			} else {
 				settle, cancel := settleCtx(hard)
 				err = s.p.Backend.QueueAck(settle, s.p.Queue, t.ID, t.Token)
@@ -361,7 +374,7 @@ func (s *Slot) tickOnce(hard context.Context) (Iteration, time.Duration) {
 	s.emit(Event{Kind: EventWorking, N: s.n, Phase: "tick"})
 	s.state = EventWorking
 	input, _ := json.Marshal(abi.TickInput{Iteration: s.n})
-	res, err := s.call(hard, s.guest.Tick, input)
+	res, err := s.call(hard, time.Time{}, s.guest.Tick, input)
 	var wait time.Duration
 	switch {
 	case err != nil:
@@ -387,22 +400,28 @@ func (s *Slot) tickOnce(hard context.Context) (Iteration, time.Duration) {
 	return it, wait
 }
 
-// call runs one guest export under CallTimeout and decodes its HandleResult. A panic
+// call runs one guest export under CallTimeout, and ends it by endBy when that is sooner
+// (a task's lease, less LeaseMargin; zero for none), and decodes its HandleResult. A panic
 // anywhere below (the host's bug) becomes an error, so the instance is discarded and the
 // slot goes on.
-func (s *Slot) call(hard context.Context, fn func(context.Context, []byte) ([]byte, error), input []byte) (res abi.HandleResult, err error) {
+func (s *Slot) call(hard context.Context, endBy time.Time, fn func(context.Context, []byte) ([]byte, error), input []byte) (res abi.HandleResult, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("host panic during the guest call: %v", r)
 			s.p.Log.Error("slot: panic during a guest call", "slot", s.p.Name, "panic", r)
 		}
 	}()
-	ctx, cancel := context.WithTimeout(hard, s.p.CallTimeout)
+	start := time.Now()
+	deadline := start.Add(s.p.CallTimeout)
+	if !endBy.IsZero() && endBy.Before(deadline) {
+		deadline = endBy
+	}
+	ctx, cancel := context.WithDeadline(hard, deadline)
 	defer cancel()
 	out, err := fn(ctx, input)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && hard.Err() == nil {
-			return res, fmt.Errorf("call ran past its %v deadline: %w", s.p.CallTimeout, err)
+			return res, fmt.Errorf("call ran past its %v deadline: %w", deadline.Sub(start).Round(time.Millisecond), err)
 		}
 		return res, err
 	}
