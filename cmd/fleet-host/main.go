@@ -47,6 +47,7 @@ const (
 	exitError = 1 // the command failed
 	exitUsage = 2 // bad flags or arguments
 	exitAbort = 3 // run: a second signal stopped the daemon without draining
+	exitDrain = 4 // run: the drain abandoned a slot, or the shutdown overran its bound
 )
 
 func main() {
