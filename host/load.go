@@ -154,12 +154,7 @@ func (h *Host) probe(ctx context.Context, wasm []byte) (d *abi.Describe, err err
 	defer func() { err = errors.Join(err, rt.Close(ctx)) }()
 	callCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	late := func(export string, err error) error {
-		if callCtx.Err() != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			return fmt.Errorf("%s did not return within the %v call timeout: %w", export, timeout, err)
-		}
-		return err
-	}
+	late := func(export string, err error) error { return pastDeadline(callCtx, ctx, export, timeout, err) }
 	caller := &hostfn.Caller{Plugin: hostfn.NewPlugin("(probe)", hostfn.Grant{}, nil, 0, nil), Slot: "probe"}
 	in, err := rt.Instantiate(callCtx, "probe", caller, nil)
 	if err != nil {
@@ -184,6 +179,17 @@ func (h *Host) probe(ctx context.Context, wasm []byte) (d *abi.Describe, err err
 		return nil, fmt.Errorf("abi: describe says ABI version %d but %s says %d", d.ABIVersion, abi.ExportABIVersion, v)
 	}
 	return d, nil
+}
+
+// pastDeadline names export and its call timeout in err, the error of a call under ctx,
+// when ctx's deadline ended it; not when parent ended (a host shutting down does not blame
+// the plugin), nor when the guest only says so (proc_exit with wazero's deadline exit code
+// is an error that errors.Is context.DeadlineExceeded too).
+func pastDeadline(ctx, parent context.Context, export string, timeout time.Duration, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) && parent.Err() == nil {
+		return fmt.Errorf("%s did not return within the %v call timeout: %w", export, timeout, err)
+	}
+	return err
 }
 
 // hostGrant is the grant the dispatch core checks: the declared pools and queues, and the

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/host/internal/slot"
 )
@@ -224,7 +225,7 @@ func (h *Host) slotParams(p *plugin, i int, pump *slot.Pump, rep *slotReport) sl
 			caller := &hostfn.Caller{Plugin: p.fn, Slot: name}
 			in, err := p.rt.Instantiate(ctx, fmt.Sprintf("%s#%d", name, p.gen.Add(1)), caller, out)
 			if err != nil {
-				return nil, err
+				return nil, pastDeadline(ctx, hard, abi.ExportInitialize, p.info.Grant.CallTimeout, err)
 			}
 			if h.wrapGuest != nil {
 				return h.wrapGuest(in), nil

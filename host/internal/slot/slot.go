@@ -420,7 +420,9 @@ func (s *Slot) call(hard context.Context, endBy time.Time, fn func(context.Conte
 	defer cancel()
 	out, err := fn(ctx, input)
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) && hard.Err() == nil {
+		// The context's own error, not err's: a guest's proc_exit with wazero's deadline
+		// exit code is an error that errors.Is context.DeadlineExceeded too.
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && hard.Err() == nil {
 			return res, fmt.Errorf("call ran past its %v deadline: %w", deadline.Sub(start).Round(time.Millisecond), err)
 		}
 		return res, err
