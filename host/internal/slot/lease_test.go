@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetratelabs/wazero/sys"
+
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/internal/testutil"
 )
@@ -70,5 +72,20 @@ func TestCallEndsBeforeItsLease(t *testing.T) {
 		if want := i == 1; it.Parked != want {
 			t.Errorf("iteration %d parked = %v, want %v: the release of a cut call must beat its lease", i, it.Parked, want)
 		}
+	}
+}
+
+// TestOnlyTheDeadlineIsADeadline: a guest whose call fails with wazero's deadline exit
+// error before its deadline (proc_exit with that exit code) has not run past its
+// deadline, and the slot does not say it has.
+func TestOnlyTheDeadlineIsADeadline(t *testing.T) {
+	h := newHarness(t, func(ctx context.Context, in abi.HandleInput) ([]byte, error) {
+		return nil, sys.NewExitError(sys.ExitCodeDeadlineExceeded)
+	})
+	h.params.MaxAttempts = 1
+	h.push(`{}`)
+	h.run(func() bool { return len(h.finished()) == 1 })
+	if it := h.finished()[0]; it.Outcome != OutcomeDead || strings.Contains(it.Reason, "ran past its") {
+		t.Errorf("iteration = %+v, want dead, not past its deadline", it)
 	}
 }
