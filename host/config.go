@@ -60,8 +60,8 @@ type Config struct {
 	PollInterval time.Duration
 
 	// TaskLease is how long a claimed task is leased to its slot. The slot takes at least
-	// the plugin's call timeout plus 10s, so that a task whose call may still run is
-	// never claimable elsewhere.
+	// the plugin's call timeout plus 10s, and ends each call 10s before its task's lease
+	// at the latest, so that a task whose call may still run is never claimable elsewhere.
 	// default: 30s
 	TaskLease time.Duration
 
@@ -73,12 +73,17 @@ type Config struct {
 	MaxAttempts int
 
 	// CallTimeout is the deadline of one guest call (fleet_handle, fleet_tick,
-	// _initialize). A call past it kills its instance; the slot makes a fresh one.
+	// _initialize), sleeps in WASI included. A call past it kills its instance; the slot
+	// makes a fresh one. At load, a plugin's _initialize, fleet_abi_version and
+	// fleet_describe share one deadline, the largest call timeout of Config and Grants; a
+	// plugin past it is refused.
 	// default: 30s
 	CallTimeout time.Duration
 
 	// DrainTimeout is how long Run waits, once its ctx is done, for calls in flight to
-	// finish before cutting them. A cut call's task goes back to its queue at once.
+	// finish before cutting them. A cut call's task goes back to its queue at once; a
+	// slot whose call has not ended AbandonMargin after the cut is abandoned, and Run
+	// returns ErrDrainIncomplete.
 	// default: 10s
 	DrainTimeout time.Duration
 

@@ -35,8 +35,10 @@
 // still compiled once (and, with CacheDir, once across restarts).
 //
 // How long is a task leased? At least the plugin's call timeout plus 10s, whatever
-// Config.TaskLease says: a lease shorter than the call would let another slot claim a
-// task whose call may still be running.
+// Config.TaskLease says, and a call always ends 10s before its task's lease, counted from
+// the claim: a call that outlived its lease would let another slot claim a task whose
+// call still runs. See RATIONALE.md, "Why does a call always end before its task's
+// lease?".
 //
 // What does each outcome do? done acks (checkpoint); retry releases after retry_after_ms
 // or RetryDelay with its attempt refunded, so it is always released and never parked;
