@@ -2,6 +2,7 @@ package native
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"io"
 	"time"
@@ -17,13 +18,17 @@ import (
 // host/RATIONALE.md, "How long may a guest sleep?".
 const MaxSleep = time.Second
 
-// errCallDone is what a guest's write gets once its call's context is done.
+// randChunk is the most random bytes one read of the guest's random source makes.
+const randChunk = 1 << 20
+
+// errCallDone is what a guest's write or random read gets once its call's context is done.
 var errCallDone = errors.New("native: the call's deadline has passed")
 
 // callState is what the WASI functions of one instance know of the export call running in
-// it. wazero hands its sleep (sys.Nanosleep) no context, and loops over a write's iovecs in
-// the host, so both would outlive the call's deadline: enter records the context before
-// each export call, and sleep and Write end with it. Owned by the instance's goroutine:
+// it. wazero hands its sleep (sys.Nanosleep) no context, loops over a write's iovecs in
+// the host, and fills a random_get buffer (up to the guest's whole memory, 4 GiB at the
+// most) in one go, so all three would outlive the call's deadline: enter records the
+// context before each export call, and sleep, Write and Read end with it. Owned by the instance's goroutine:
 // wazero runs a host function on the goroutine that called into the guest.
 type callState struct {
 	ctx context.Context // the running (or last) export call's context
@@ -73,4 +78,14 @@ func (c *callState) Write(p []byte) (int, error) {
 		return 0, errCallDone
 	}
 	return c.out.Write(p)
+}
+
+// Read is the guest's random source: crypto/rand, at most randChunk bytes a read, until
+// the call's context is done. wazero's random_get reads until the guest's buffer is
+// full, so it ends at the deadline (the guest gets EIO), not gigabytes later.
+func (c *callState) Read(p []byte) (int, error) {
+	if c.ctx.Err() != nil {
+		return 0, errCallDone
+	}
+	return rand.Read(p[:min(len(p), randChunk)])
 }

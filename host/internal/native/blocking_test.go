@@ -27,10 +27,12 @@ import (
 // blockingWAT is a guest whose export {{.In}} blocks in WASI: {{.Body}} is one of the
 // bodies below, and the other exports return at once. Memory: [0, 48) a poll_oneoff clock
 // subscription of 2^62 ns (146 years), [64, 96) its event, 128 the event count; 4096 the
-// done result; [1 MiB, 2 MiB) 131072 iovecs, each naming [2 MiB, 6 MiB).
+// done result; [1 MiB, 2 MiB) 131072 iovecs, each naming [2 MiB, 6 MiB); 200 the errno of
+// a random_get of [2 MiB, 6 MiB).
 const blockingWAT = `(module
   (import "wasi_snapshot_preview1" "poll_oneoff" (func $poll (param i32 i32 i32 i32) (result i32)))
   (import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "random_get" (func $random (param i32 i32) (result i32)))
   (memory (export "memory") 128)
   (data (i32.const 24) "\00\00\00\00\00\00\00\40")
   (data (i32.const 4096) "{\"outcome\":\"done\"}")
@@ -46,6 +48,7 @@ const blockingWAT = `(module
     (loop $again
       (drop (call $write (i32.const 1) (i32.const 0x100000) (i32.const 131072) (i32.const 132)))
       (br $again)))
+  (func $random_once (i32.store (i32.const 200) (call $random (i32.const 0x200000) (i32.const 0x400000))))
   (func $body {{.Body}})
   (func (export "_initialize") {{if eq .In "_initialize"}}(call $body){{end}})
   (func (export "fleet_abi_version") (result i32) {{if eq .In "fleet_abi_version"}}(call $body){{end}} (i32.const 1))
@@ -231,5 +234,36 @@ func TestWritesReachOut(t *testing.T) {
 	c.enter(ctx)
 	if _, err := fmt.Fprint(c, "late"); !errors.Is(err, errCallDone) || out.String() != "hello" {
 		t.Fatalf("Write after the call = %v (out %q), want errCallDone and nothing written", err, out.String())
+	}
+}
+
+// TestRandomReadsInChunks: the guest's random source reads at most randChunk bytes at a
+// time, so that wazero's random_get, which reads until the buffer is full, fills a
+// 4 MiB buffer in four reads and stops at the first read after the call's deadline.
+func TestRandomReadsInChunks(t *testing.T) {
+	rt := blockingGuest(t, abi.ExportHandle, "(call $random_once)")
+	in, err := rt.Instantiate(context.Background(), "blocking", blockingCaller(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.Handle(context.Background(), []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	errno, _ := in.mod.Memory().ReadUint32Le(200)
+	tail, _ := in.mod.Memory().Read(0x600000-64, 64)
+	if errno != 0 || bytes.Equal(tail, make([]byte, 64)) {
+		t.Errorf("random_get of 4 MiB = errno %d, last 64 bytes %x; want 0 and random bytes to the end", errno, tail)
+	}
+
+	c := &callState{ctx: context.Background()}
+	p := make([]byte, 3*randChunk)
+	if n, err := c.Read(p); n != randChunk || err != nil {
+		t.Errorf("Read(%d bytes) = %d, %v; want %d, nil", len(p), n, err, randChunk)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c.enter(ctx)
+	if n, err := c.Read(p); n != 0 || !errors.Is(err, errCallDone) {
+		t.Errorf("Read after the call = %d, %v; want 0, errCallDone", n, err)
 	}
 }

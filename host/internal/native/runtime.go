@@ -2,7 +2,6 @@ package native
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -155,9 +154,9 @@ func (rt *Runtime) Close(ctx context.Context) error {
 // The sandbox: no filesystem, no environment, no arguments, no sockets. The guest gets the
 // real clocks and crypto/rand as its random source; wazero's defaults (a fixed clock, a
 // deterministic random source) would hand every instance the same "random" bytes. Its
-// sleep and its writes end with the context of the call they are made in, and one sleep
-// lasts at most MaxSleep (see callState): wazero's own sleep is a time.Sleep that no
-// deadline interrupts. The other WASI functions do not block: stdin is empty (a read is
+// sleep, its writes and its random reads end with the context of the call they are made
+// in, and one sleep lasts at most MaxSleep (see callState): wazero's own sleep is a
+// time.Sleep that no deadline interrupts. The other WASI functions do not block: stdin is empty (a read is
 // EOF, a poll on it is ready at once), sched_yield returns at once, and no other file or
 // socket is open.
 func (rt *Runtime) Instantiate(ctx context.Context, name string, caller *hostfn.Caller, out io.Writer) (*Instance, error) {
@@ -173,7 +172,7 @@ func (rt *Runtime) Instantiate(ctx context.Context, name string, caller *hostfn.
 		WithSysWalltime().
 		WithSysNanotime().
 		WithNanosleep(call.sleep).
-		WithRandSource(rand.Reader)
+		WithRandSource(call)
 	call.enter(ctx)
 	ctx = hostfn.WithCaller(ctx, caller)
 	mod, err := rt.r.InstantiateModule(ctx, rt.compiled, cfg)
