@@ -19,7 +19,7 @@ import (
 // without reporting anything more.
 func TestDrainAbandonsAStuckSlot(t *testing.T) {
 	r := newRig(t)
-	goGuest(t, r.dir, "goguest")
+	r.goGuest()
 	r.cfg.PluginsDir = r.dir
 	r.cfg.Slots = 2
 	r.cfg.DrainTimeout = 100 * time.Millisecond
