@@ -91,7 +91,7 @@ func TestSleepAtLoadIsRefused(t *testing.T) {
 func TestSleepInASlotsInitialize(t *testing.T) {
 	r := newSandbox(t, "memory")
 	r.install(t, sleepyPlugin(t, "slot_initialize"), "sleepy")
-	r.grants["sleepy"] = host.Grant{CallTimeout: 200 * time.Millisecond}
+	r.grants["sleepy"] = host.Grant{CallTimeout: 200 * time.Millisecond, Queues: map[string][]string{"sleepy": {"consume"}}}
 	var logs *testutil.LogBuffer
 	r.cfg.Logger, logs = testLogs(t)
 	r.start(t)
@@ -127,7 +127,7 @@ func TestSleepInHandle(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newSandbox(t, "memory")
 			tt.install(t, r)
-			r.grants[tt.typ] = host.Grant{CallTimeout: 200 * time.Millisecond}
+			r.grants[tt.typ] = host.Grant{CallTimeout: 200 * time.Millisecond, Queues: map[string][]string{tt.queue: {"consume"}}}
 			r.cfg.MaxAttempts = 2
 			r.start(t)
 			if _, err := r.h.Submit(context.Background(), tt.queue, []byte(`{}`)); err != nil {
@@ -153,7 +153,7 @@ func TestSleepPastTheLease(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			r := newSandbox(t, kind)
 			installPlugin(t, "tests/testdata/sleeper", r.dir, "sleeper")
-			r.grants["sleeper"] = host.Grant{CallTimeout: 300 * time.Millisecond}
+			r.grants["sleeper"] = host.Grant{CallTimeout: 300 * time.Millisecond, Queues: map[string][]string{"sleep": {"consume"}}}
 			r.cfg.TaskLease = time.Millisecond // the host takes the call timeout + its margin instead
 			r.cfg.MaxAttempts = 2
 			r.cfg.SlotsByType = map[string]int{"sleeper": 3}
