@@ -69,7 +69,8 @@ type Options struct {
 //
 // Start-up: backend, host (plugins loaded, contracts registered), metrics, API, slots.
 // Shutdown order, once ctx is done: /readyz answers 503 -> the host drains (slots stop
-// claiming, calls in flight get DrainTimeout, tasks still held go back to their queue) ->
+// claiming, calls in flight get DrainTimeout, tasks still held go back to their queue, a
+// slot still in its call host.AbandonMargin after the cut is abandoned) ->
 // every slot's reporter says its slot's stopping beacon and closes (the host does it as
 // its drain ends: the last thing the plane hears) -> the API stops -> the host closes -> the
 // backend closes.
