@@ -206,3 +206,24 @@ func overlaps(ev *events, typ string) []string {
 	}
 	return out
 }
+
+// TestSleepPastTheCapWithinTheCall: a Go guest's time.Sleep longer than one WASI sleep may
+// last (native.MaxSleep, 1s) but within its call's deadline sleeps its full time (Go's
+// runtime sleeps again when it wakes early) and completes its task.
+func TestSleepPastTheCapWithinTheCall(t *testing.T) {
+	r := newSandbox(t, "memory")
+	installPlugin(t, "tests/testdata/sleeper", r.dir, "sleeper")
+	r.grants["sleeper"] = host.Grant{CallTimeout: time.Minute, Queues: map[string][]string{"sleep": {"consume"}}}
+	r.start(t)
+	const nap = 1500 * time.Millisecond
+	if _, err := r.h.Submit(context.Background(), "sleep", []byte(`{"ms": 1500}`)); err != nil {
+		t.Fatal(err)
+	}
+	r.honestCompletes(t, 50)
+	waitFor(t, "the nap done", func() bool { return len(r.ev.finished("sleeper")) == 1 })
+	// A lower bound only: time.Sleep never returns early, so a shorter iteration is a
+	// sleep the cap cut short.
+	if ev := r.ev.finished("sleeper")[0]; ev.Outcome != "checkpoint" || ev.Duration < nap {
+		t.Errorf("iteration = %+v, want a checkpoint after the full %v nap", ev, nap)
+	}
+}
