@@ -160,6 +160,7 @@ func doctorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	f.str(&p.ReportKey, "report-key", "FLEET_REPORT_KEY", "", "the plane's API key")
 	f.str(&p.CacheDir, "cache-dir", "FLEET_CACHE_DIR", "", "where compiled plugins are cached (see run)")
 	f.dur(&p.BackendTimeout, "backend-timeout", "FLEET_BACKEND_TIMEOUT", 2*time.Second, "the bound of each backend call")
+	f.dur(&p.CallTimeout, "call-timeout", "FLEET_CALL_TIMEOUT", 30*time.Second, "the deadline of each plugin's _initialize, fleet_abi_version and fleet_describe together (see run)")
 	if err := f.parse(args); err != nil {
 		return usageErr(err)
 	}

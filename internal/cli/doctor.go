@@ -26,6 +26,7 @@ type DoctorParams struct {
 	ReportURL      string
 	ReportKey      string
 	BackendTimeout time.Duration
+	CallTimeout    time.Duration // --call-timeout: bounds each plugin's load-time calls
 	CacheDir       string
 }
 
@@ -108,7 +109,7 @@ func Doctor(ctx context.Context, p DoctorParams, out io.Writer) bool {
 		line(false, "plugins", "%v", ferr)
 	}
 	for _, f := range files {
-		d, err := host.Describe(ctx, f, p.CacheDir, 0)
+		d, err := host.Describe(ctx, f, p.CacheDir, p.CallTimeout)
 		if err != nil {
 			pluginsOK = false
 			line(false, "plugin "+filepath.Base(f), "%v", err)
@@ -127,8 +128,8 @@ func Doctor(ctx context.Context, p DoctorParams, out io.Writer) bool {
 	default:
 		h, err := host.New(ctx, host.Config{
 			PluginsDir: p.PluginsDir, Backend: b, Slots: 0, Grants: gs, Configs: cs, CacheDir: p.CacheDir,
-			GrantDeclared: p.GrantDeclared,
-			Logger:        slog.New(slog.DiscardHandler),
+			GrantDeclared: p.GrantDeclared, CallTimeout: p.CallTimeout,
+			Logger: slog.New(slog.DiscardHandler),
 		})
 		if err != nil {
 			line(false, "contracts", "%v", err)

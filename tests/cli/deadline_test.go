@@ -45,9 +45,9 @@ func sleepyInitDir(t *testing.T) string {
 	return dir
 }
 
-// TestSleepInInitializeIsRefused: a plugin that sleeps in _initialize neither hangs
-// `fleet-host describe` nor start-up: both exit 1 once the call timeout has passed,
-// naming the file, the export and the deadline.
+// TestSleepInInitializeIsRefused: a plugin that sleeps in _initialize hangs neither
+// `fleet-host describe`, nor start-up, nor `doctor`: each exits 1 once the call timeout
+// has passed, naming the file, the export and the deadline.
 func TestSleepInInitializeIsRefused(t *testing.T) {
 	dir := sleepyInitDir(t)
 	const want = "sleepy.wasm: _initialize did not return within the 500ms call timeout"
@@ -58,6 +58,10 @@ func TestSleepInInitializeIsRefused(t *testing.T) {
 	code, _, errOut = run(t, nil, "", "run", "--plugins", dir, "--cache-dir", cacheDir, "--listen", "", "--call-timeout", "500ms")
 	if code != 1 || !strings.Contains(errOut, want) {
 		t.Errorf("run with a plugin sleeping in _initialize = exit %d, %q; want 1 with %q", code, errOut, want)
+	}
+	code, out, _ := run(t, nil, "", "doctor", "--plugins", dir, "--cache-dir", cacheDir, "--call-timeout", "500ms")
+	if l := doctorLine(out, "FAIL", "plugin sleepy.wasm"); code != 1 || !strings.Contains(l, "_initialize did not return within the 500ms call timeout") {
+		t.Errorf("doctor with a plugin sleeping in _initialize = exit %d, %q; want 1 with a FAIL line naming the deadline", code, out)
 	}
 }
 
