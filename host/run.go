@@ -131,7 +131,7 @@ type runningSlot struct {
 
 	mu        sync.Mutex
 	abandoned bool   // guarded by mu: the drain gave up on the slot; its events are dropped
-	task      string // guarded by mu: the task of its last "working" event
+	task      string // guarded by mu: the task it is working, by its last event
 }
 
 // observer wraps the slot's event path: it keeps the task being worked, for the log of an
@@ -144,6 +144,7 @@ func (rs *runningSlot) observer(next func(slot.Event)) func(slot.Event) {
 		if rs.abandoned {
 			return
 		}
+		rs.task = ""
 		if e.Kind == slot.EventWorking {
 			rs.task = e.TaskID
 		}
