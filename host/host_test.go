@@ -212,6 +212,9 @@ func TestConfigErrors(t *testing.T) {
 		{func(c *host.Config) { c.Slots = -1 }, "Config.Slots"},
 		{func(c *host.Config) { c.Grants = map[string]host.Grant{"x": {KV: []string{"a*b"}}} }, `Config.Grants["x"].KV`},
 		{func(c *host.Config) { c.MaxPayload = 1 << 30 }, "Config.MaxPayload"},
+		{func(c *host.Config) { c.Grants = map[string]host.Grant{"x": {MaxHostCalls: -1}} }, `Config.Grants["x"].MaxHostCalls is -1`},
+		{func(c *host.Config) { c.Grants = map[string]host.Grant{"x": {MaxReply: 1 << 31}} }, `Config.Grants["x"].MaxReply is 2147483648, want 0..1073741824`},
+		{func(c *host.Config) { c.Grants = map[string]host.Grant{"x": {MaxPoolList: -5}} }, `Config.Grants["x"].MaxPoolList is -5`},
 		{func(c *host.Config) { c.PluginsDir = t.TempDir() }, "holds no .wasm"},
 	}
 	for _, tt := range tests {
