@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/primitives"
 )
 
@@ -82,6 +83,10 @@ type Params struct {
 	Paused                 func() bool  // optional; true stops claiming until false
 	Observe                func(Event)  // optional; must not block
 	Log                    *slog.Logger // required
+	// Events rate-limits the lines the guest causes (a task parked, the guest died, a
+	// tick failed, no instance could be made), shared by the slots of one plugin.
+	// Optional: default, a limiter of the slot's own at the plugin's rate.
+	Events *hostfn.Limiter
 }
 
 // settleTimeout bounds an ack or release, which runs even after a drain's deadline.
@@ -123,6 +128,9 @@ func New(p Params) *Slot {
 	}
 	if p.Observe == nil {
 		p.Observe = func(Event) {}
+	}
+	if p.Events == nil {
+		p.Events = hostfn.NewEventLimiter()
 	}
 	return &Slot{p: p}
 }
@@ -173,7 +181,7 @@ func (s *Slot) Run(soft, hard context.Context) {
 			g, err := s.p.NewGuest(hard)
 			if err != nil {
 				s.deaths++
-				s.p.Log.Error("slot: cannot make an instance", "slot", s.p.Name, "deaths", s.deaths, "err", err)
+				s.guestLog(slog.LevelError, "slot: cannot make an instance", "deaths", s.deaths, "err", err)
 				continue
 			}
 			s.guest = g
@@ -231,6 +239,21 @@ func (s *Slot) claimFailed(err error) {
 	}
 	s.p.Log.Warn("slot: claim failed", "slot", s.p.Name, "queue", s.p.Queue, "failures", s.claimErrs, "err", err)
 	s.claimLogged, s.claimErrs = time.Now(), 0
+}
+
+// guestLog logs a line that the guest caused, rate-limited by Params.Events: a plugin that
+// fails or dies on every task as fast as it can gets a burst of lines and then a few a
+// second, the next one carrying the count suppressed before it.
+func (s *Slot) guestLog(level slog.Level, msg string, attrs ...any) {
+	ok, dropped := s.p.Events.Allow()
+	if !ok {
+		return
+	}
+	attrs = append([]any{"slot", s.p.Name}, attrs...)
+	if dropped > 0 {
+		attrs = append(attrs, "suppressed", dropped)
+	}
+	s.p.Log.Log(context.Background(), level, msg, attrs...)
 }
 
 func (s *Slot) setState(kind string) {
@@ -296,10 +319,10 @@ func (s *Slot) handleOnce(soft, hard context.Context, t primitives.ClaimedTask) 
 			s.p.Log.Warn("slot: release failed; the lease will expire instead", "slot", s.p.Name, "task", t.ID, "err", err)
 		case parked && outcome == OutcomeDead:
 			it.Parked = true
-			s.p.Log.Warn("slot: task parked: its attempts are spent", "slot", s.p.Name, "task", t.ID, "reason", r.Reason)
+			s.guestLog(slog.LevelWarn, "slot: task parked: its attempts are spent", "task", t.ID, "reason", r.Reason)
 		case parked:
 			outcome, it.Parked = OutcomeParked, true
-			s.p.Log.Warn("slot: task parked: its attempts are spent", "slot", s.p.Name, "task", t.ID, "reason", r.Reason)
+			s.guestLog(slog.LevelWarn, "slot: task parked: its attempts are spent", "task", t.ID, "reason", r.Reason)
 		}
 		it.Outcome = outcome
 	}
@@ -316,7 +339,7 @@ func (s *Slot) handleOnce(soft, hard context.Context, t primitives.ClaimedTask) 
 	case err != nil:
 		s.discard()
 		it.Reason = cut("guest died: " + err.Error())
-		s.p.Log.Warn("slot: guest died; making a fresh instance", "slot", s.p.Name, "task", t.ID, "err", err)
+		s.guestLog(slog.LevelWarn, "slot: guest died; making a fresh instance", "task", t.ID, "err", err)
 		release(primitives.Retry{Reason: it.Reason, MaxAttempts: s.p.MaxAttempts}, OutcomeDead)
 	default:
 		switch res.Outcome {
@@ -369,7 +392,7 @@ func (s *Slot) tickOnce(hard context.Context) (Iteration, time.Duration) {
 		it.Outcome = OutcomeDead
 		it.Reason = cut("guest died: " + err.Error())
 		if hard.Err() == nil {
-			s.p.Log.Warn("slot: guest died; making a fresh instance", "slot", s.p.Name, "err", err)
+			s.guestLog(slog.LevelWarn, "slot: guest died; making a fresh instance", "err", err)
 		}
 	case res.Outcome == abi.OutcomeDone:
 		it.Outcome, wait = OutcomeCheckpoint, s.p.Poll
@@ -381,7 +404,7 @@ func (s *Slot) tickOnce(hard context.Context) (Iteration, time.Duration) {
 		}
 	default: // fail
 		it.Outcome, it.Reason, wait = OutcomeReleased, cut(cmp.Or(res.Reason, "failed")), s.p.RetryDelay
-		s.p.Log.Warn("slot: tick failed", "slot", s.p.Name, "reason", it.Reason)
+		s.guestLog(slog.LevelWarn, "slot: tick failed", "reason", it.Reason)
 	}
 	it.Duration = time.Since(start)
 	return it, wait
