@@ -20,10 +20,10 @@ type Plugin struct {
 	// HTTP performs the http op; nil answers Unavailable.
 	HTTP HTTPDoer
 
-	// Events rate-limits the lines that the plugin's guests cause outside a host call (a
-	// task parked, a guest died, a tick failed, an instance that cannot start), shared by
-	// all its slots: a guest that fails every task as fast as it can must not flood the
-	// log.
+	// Events rate-limits the lines of its tasks and guest calls outside a host call (a
+	// task parked, a guest died, a tick failed, an instance that cannot start, a release
+	// or ack that failed), shared by all its slots: a guest that fails every task as fast
+	// as it can must not flood the log.
 	Events *Limiter
 	// Output rate-limits the lines its guests write to stdout and stderr, shared by all
 	// its slots.

@@ -10,7 +10,7 @@ import (
 // a flood is told by the "suppressed" counts.
 const (
 	logEvery, logBurst       = 100 * time.Millisecond, 50 // the log op
-	eventEvery, eventBurst   = 100 * time.Millisecond, 20 // parked, died, failed tick, no instance
+	eventEvery, eventBurst   = 100 * time.Millisecond, 20 // a task's or guest call's lines: parked, died...
 	outputEvery, outputBurst = 100 * time.Millisecond, 20 // a guest's stdout and stderr lines
 	denyEvery, denyBurst     = time.Second, 5             // refused calls
 )

@@ -83,8 +83,9 @@ type Params struct {
 	Paused                 func() bool  // optional; true stops claiming until false
 	Observe                func(Event)  // optional; must not block
 	Log                    *slog.Logger // required
-	// Events rate-limits the lines the guest causes (a task parked, the guest died, a
-	// tick failed, no instance could be made), shared by the slots of one plugin.
+	// Events rate-limits the lines of each task and guest call (a task parked, the guest
+	// died, a tick failed, no instance could be made, a release or ack failed), shared by
+	// the slots of one plugin.
 	// Optional: default, a limiter of the slot's own at the plugin's rate.
 	Events *hostfn.Limiter
 }
@@ -241,9 +242,12 @@ func (s *Slot) claimFailed(err error) {
 	s.claimLogged, s.claimErrs = time.Now(), 0
 }
 
-// guestLog logs a line that the guest caused, rate-limited by Params.Events: a plugin that
-// fails or dies on every task as fast as it can gets a burst of lines and then a few a
-// second, the next one carrying the count suppressed before it.
+// guestLog logs a line of one task or guest call, rate-limited by Params.Events: a plugin
+// that fails or dies on every task as fast as it can gets a burst of lines and then a few
+// a second, the next one carrying the count suppressed before it. Every per-task line
+// goes through it, the backend's failures to settle a task too: the guest sets the pace
+// of those (a task a millisecond), so a flapping backend under a fast guest would flood
+// as well. Only claim failures keep their own interval (claimFailed), which no guest paces.
 func (s *Slot) guestLog(level slog.Level, msg string, attrs ...any) {
 	ok, dropped := s.p.Events.Allow()
 	if !ok {
@@ -283,7 +287,7 @@ func (s *Slot) handBack(hard context.Context, t primitives.ClaimedTask) {
 	defer cancel()
 	r := primitives.Retry{Reason: "handed back unstarted: the slot is draining or paused", Refund: true}
 	if _, err := s.p.Backend.QueueRelease(settle, s.p.Queue, t.ID, t.Token, r); err != nil {
-		s.p.Log.Warn("slot: handing back an unstarted task failed; its lease will expire instead", "slot", s.p.Name, "task", t.ID, "err", err)
+		s.guestLog(slog.LevelWarn, "slot: handing back an unstarted task failed; its lease will expire instead", "task", t.ID, "err", err)
 	}
 }
 
@@ -316,7 +320,7 @@ func (s *Slot) handleOnce(soft, hard context.Context, t primitives.ClaimedTask) 
 		parked, err := s.p.Backend.QueueRelease(settle, s.p.Queue, t.ID, t.Token, r)
 		switch {
 		case err != nil:
-			s.p.Log.Warn("slot: release failed; the lease will expire instead", "slot", s.p.Name, "task", t.ID, "err", err)
+			s.guestLog(slog.LevelWarn, "slot: release failed; the lease will expire instead", "task", t.ID, "err", err)
 		case parked && outcome == OutcomeDead:
 			it.Parked = true
 			s.guestLog(slog.LevelWarn, "slot: task parked: its attempts are spent", "task", t.ID, "reason", r.Reason)
@@ -356,7 +360,7 @@ func (s *Slot) handleOnce(soft, hard context.Context, t primitives.ClaimedTask) 
 				cancel()
 			}
 			if err != nil {
-				s.p.Log.Warn("slot: ack failed; the task may run again", "slot", s.p.Name, "task", t.ID, "err", err)
+				s.guestLog(slog.LevelWarn, "slot: ack failed; the task may run again", "task", t.ID, "err", err)
 			}
 			it.Outcome = OutcomeCheckpoint
 		case abi.OutcomeRetry:
@@ -417,7 +421,7 @@ func (s *Slot) call(hard context.Context, fn func(context.Context, []byte) ([]by
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("host panic during the guest call: %v", r)
-			s.p.Log.Error("slot: panic during a guest call", "slot", s.p.Name, "panic", r)
+			s.guestLog(slog.LevelError, "slot: panic during a guest call", "panic", r)
 		}
 	}()
 	ctx, cancel := context.WithTimeout(hard, s.p.CallTimeout)
