@@ -47,6 +47,10 @@ func TestPlugins(t *testing.T) {
 		g.CallTimeout != time.Second || g.MemoryLimitPages != 256 || g.MaxPayload != 256<<10 || len(g.HTTPHosts) != 0 {
 		t.Errorf("effective grant = %+v", g)
 	}
+	if g.MaxHostCalls != 1000 || g.MaxReply != 8<<20 || g.MaxPoolList != 1000 {
+		t.Errorf("effective caps = %d host calls, %d reply bytes, %d pool_list items; want the defaults 1000, 8 MiB, 1000",
+			g.MaxHostCalls, g.MaxReply, g.MaxPoolList)
+	}
 }
 
 // TestCompilationCacheOnDisk: compiled code lands in CacheDir.
