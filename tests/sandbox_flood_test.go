@@ -151,8 +151,8 @@ func (r *floodSandbox) accounted(t *testing.T, msg string, flood int, next any) 
 	t.Logf("%q: %d lines written, %d suppressed, of a flood of %d and %d tasks after it", msg, len(lines), suppressed(lines), flood, sent)
 }
 
-// floodLog: 60 log calls with a 1 MiB message, attribute and nested attribute write
-// lines of at most ~17 KiB each (not 60 MiB); then 900 small calls at once write no more
+// floodLog: 60 log calls with a 1 MiB attribute value write lines of at most ~2 KiB each
+// (not 60 MiB: the value is cut at 1 KiB); then 900 small calls at once write no more
 // lines than the log op's limiter lets through (a burst of 50, then 10 a second), and
 // the suppressed counts account for the rest.
 func floodLog(t *testing.T, r *floodSandbox) {
@@ -169,12 +169,12 @@ func floodLog(t *testing.T, r *floodSandbox) {
 	total := 0
 	for _, l := range lines {
 		total += len(l)
-		if len(l) > 17<<10 {
-			t.Errorf("a log line of a %d-byte request is %d bytes, want at most 17 KiB", 3*size, len(l))
+		if len(l) > 2<<10 {
+			t.Errorf("a log line of a %d-byte attribute is %d bytes, want at most 2 KiB", size, len(l))
 			break
 		}
 	}
-	t.Logf("%d log calls of %d bytes and %d small ones wrote %d lines, %d bytes", bigCalls, 3*size, smallCalls, len(lines), total)
+	t.Logf("%d log calls of a %d-byte attribute and %d small ones wrote %d lines, %d bytes", bigCalls, size, smallCalls, len(lines), total)
 	r.accounted(t, "flood log", bigCalls+smallCalls, map[string]any{"mode": "log", "n": 1, "size": 10})
 }
 
