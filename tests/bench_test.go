@@ -42,9 +42,13 @@ func newBenchEnv(b *testing.B, kind string) *benchEnv {
 		Slots:        1,
 		PollInterval: time.Millisecond,
 		CallTimeout:  30 * time.Minute, // one call makes b.N host calls
-		// The bench measures host calls, many per task: no cap on their count.
-		Grants:      map[string]host.Grant{"bench": {MaxHostCalls: math.MaxInt}},
-		MaxAttempts: 1,
+		MaxAttempts:  1,
+		Grants: map[string]host.Grant{"bench": {
+			Queues: map[string][]string{"bench": {"consume"}},
+			Pools:  map[string][]string{"bench-blobs": host.PoolRoles()},
+			// The bench measures host calls, many per task: no cap on their count.
+			MaxHostCalls: math.MaxInt,
+		}},
 		Observe: func(e host.SlotEvent) {
 			if e.Kind == "finished" {
 				env.finished <- e

@@ -40,7 +40,11 @@ func newFloodSandbox(t *testing.T, kind string) *floodSandbox {
 	r.cfg.Logger = slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	r.cfg.MaxAttempts = 1
 	r.install(t, testutil.BuildPlugin(t, "tests/testdata/flood"), "flood")
-	r.grants["flood"] = host.Grant{MaxReply: floodMaxReply, MemoryLimitPages: 1024}
+	r.grants["flood"] = host.Grant{
+		Queues:   map[string][]string{"flood": {"consume", "submit"}},
+		Pools:    map[string][]string{"flood-items": {"list"}},
+		MaxReply: floodMaxReply, MemoryLimitPages: 1024,
+	}
 	r.start(t)
 	r.started = time.Now()
 	return r

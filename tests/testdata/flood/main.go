@@ -69,7 +69,9 @@ var (
 )
 
 func init() {
-	fleet.HandleBatch(fleet.Plugin{Type: "flood", Version: "1.0.0", Pools: []fleet.PoolRef{items.Ref()}}, queue, handle)
+	fleet.HandleBatch(fleet.Plugin{
+		Type: "flood", Version: "1.0.0", Pools: []fleet.PoolRef{items.Ref()}, Submits: []fleet.QueueRef{queue.Ref()},
+	}, queue, handle)
 }
 
 func handle(t fleet.Task[Task]) fleet.Result {
