@@ -61,7 +61,7 @@ func (in *Instance) run(ctx context.Context, fn api.Function, name string, input
 		return nil, fmt.Errorf("native: module does not export %s", name)
 	}
 	ctx = in.enter(ctx)
-	in.caller.Pending = nil
+	in.caller.Begin()
 	in.stack[0] = api.EncodeU32(uint32(len(input)))
 	if err := in.input.CallWithStack(ctx, in.stack[:]); err != nil {
 		return nil, fmt.Errorf("native: %s: %w", abi.ExportInput, err)
