@@ -34,7 +34,9 @@ type SlotEvent struct {
 
 // ErrDrainIncomplete is Run's error when its drain abandoned a slot: a guest call that did
 // not end AbandonMargin after the drain cut it. The slot's task comes back to its queue
-// when its lease expires. errors.Is finds it in Run's error, which names the slots.
+// when its lease expires. errors.Is finds it in Run's error, which names the slots. A
+// process should exit soon after it: only its exit ends the abandoned call, which could
+// otherwise still run when its task's lease expires and another host claims it.
 var ErrDrainIncomplete = errors.New("host: drain incomplete")
 
 // AbandonMargin is how long Run waits, after the drain's grace period has cut the calls
