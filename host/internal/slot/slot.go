@@ -337,7 +337,7 @@ func (s *Slot) handleOnce(soft, hard context.Context, t primitives.ClaimedTask) 
 			}
 			it.Outcome = OutcomeCheckpoint
 		case abi.OutcomeRetry:
-			delay := time.Duration(res.RetryAfterMs) * time.Millisecond
+			delay := res.RetryAfter()
 			if delay == 0 {
 				delay = s.p.RetryDelay
 			}
@@ -375,7 +375,7 @@ func (s *Slot) tickOnce(hard context.Context) (Iteration, time.Duration) {
 		it.Outcome, wait = OutcomeCheckpoint, s.p.Poll
 	case res.Outcome == abi.OutcomeRetry:
 		it.Outcome, it.Reason = OutcomeReleased, cut(cmp.Or(res.Reason, "retry"))
-		wait = time.Duration(res.RetryAfterMs) * time.Millisecond
+		wait = res.RetryAfter()
 		if wait == 0 {
 			wait = s.p.RetryDelay
 		}
