@@ -1,0 +1,86 @@
+package native
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/internal/slot"
+	"github.com/fleethost/fleet/internal/testutil"
+)
+
+// deathWAT is a guest whose fleet_handle runs body (a function of its own, whose name the
+// test picks and keeps in the name section, so that it reaches wazero's stack trace), then
+// returns a range outside its 1-page memory.
+const deathWAT = `(module
+  (import "wasi_snapshot_preview1" "proc_exit" (func $proc_exit (param i32)))
+  (memory (export "memory") 1)
+  (func (export "fleet_abi_version") (result i32) (i32.const 1))
+  (func (export "fleet_input") (param i32) (result i32) (i32.const 8192))
+  (func (export "fleet_describe") (result i64) (i64.const 0))
+  (func $%s %s)
+  (func (export "fleet_handle") (param i32) (result i64)
+    (call $%[1]s)
+    (i64.const %[3]d))
+)`
+
+// TestDiedIsTyped: why an instance died comes from the error's type and the instance's
+// memory, whatever the guest named its functions: a trap in $call_ran_past_its_deadline
+// is a trap, a proc_exit with wazero's deadline exit code is an exit.
+func TestDiedIsTyped(t *testing.T) {
+	growToLimit := `(loop $more (br_if $more (i32.ne (memory.grow (i32.const 1)) (i32.const -1)))) unreachable`
+	tests := []struct {
+		name, fn, body string
+		want           slot.Death
+	}{
+		{"trap named deadline", "call_ran_past_its_deadline", "unreachable", slot.DeathTrap},
+		{"trap named memory", "out_of_memory", "unreachable", slot.DeathTrap},
+		{"out of bounds", "memory_limit_deadline", "(drop (i32.load (i32.const 70000)))", slot.DeathTrap},
+		{"divide by zero", "deadline_exceeded", "(drop (i32.div_u (i32.const 1) (i32.const 0)))", slot.DeathTrap},
+		{"exit with the deadline code", "deadline", "(call $proc_exit (i32.const 0xefffffff))", slot.DeathExit},
+		{"exit with the cancel code", "context_canceled", "(call $proc_exit (i32.const 0xffffffff))", slot.DeathExit},
+		{"exit 3", "memory", "(call $proc_exit (i32.const 3))", slot.DeathExit},
+		{"memory at the limit", "deadline_trap", growToLimit, slot.DeathMemory},
+		// A Go guest whose runtime cannot grow its heap by 4 MiB exits with code 2.
+		{"exit near the limit", "runtime_exit", `(drop (memory.grow (i32.const 220))) (call $proc_exit (i32.const 2))`, slot.DeathMemory},
+		{"bad result", "fine", "", slot.DeathBadResult},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := instantiate(t, testutil.WATNamed(t, fmt.Sprintf(deathWAT, tt.fn, tt.body, abi.Packed(70000, 10))), 256)
+			_, err := in.Handle(context.Background(), []byte(`{}`))
+			var died *slot.Died
+			if !errors.As(err, &died) {
+				t.Fatalf("Handle = %v, want a *slot.Died", err)
+			}
+			if died.Death != tt.want {
+				t.Errorf("Handle = %v, death %q; want %q", err, died.Death, tt.want)
+			}
+			if tt.want == slot.DeathTrap && !strings.Contains(err.Error(), tt.fn) {
+				t.Errorf("Handle = %v; want the guest's function %s in the text, as the test's premise", err, tt.fn)
+			}
+		})
+	}
+}
+
+// TestMemoryHeadroom: a small guest under a small limit is not full; one within 4 MiB of
+// a large limit, or a quarter of a small one, is.
+func TestMemoryHeadroom(t *testing.T) {
+	const mib = 1 << 20
+	tests := []struct {
+		limit, want uint64
+	}{
+		{16 * wasmPage, 4 * wasmPage},
+		{16 * mib, 4 * mib},
+		{1 << 32, 4 * mib},
+		{wasmPage, wasmPage / 4},
+	}
+	for _, tt := range tests {
+		if got := memoryHeadroom(tt.limit); got != tt.want {
+			t.Errorf("memoryHeadroom(%d) = %d, want %d", tt.limit, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,90 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/internal/testutil"
+)
+
+// valuesWAT is a batch guest of type "values" on queue "values" whose fleet_handle calls
+// its own function $<fn> (its name kept in the name section, where wazero's stack traces
+// read it), which runs body, and then returns the result at 4096. Memory: 0 the describe
+// document, 4096 the result.
+const valuesWAT = `(module
+  (import "wasi_snapshot_preview1" "proc_exit" (func $proc_exit (param i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 0) "%s")
+  (data (i32.const 4096) "%s")
+  (func (export "fleet_abi_version") (result i32) (i32.const 1))
+  (func (export "fleet_input") (param i32) (result i32) (i32.const 8192))
+  (func (export "fleet_describe") (result i64) (i64.const %d))
+  (func $%s %s)
+  (func (export "fleet_handle") (param i32) (result i64)
+    (call $%[4]s)
+    (i64.const %[6]d))
+)`
+
+// valuesPlugin compiles valuesWAT with fn, body and the result it returns.
+func valuesPlugin(t *testing.T, fn, body, result string) string {
+	t.Helper()
+	doc, err := json.Marshal(abi.Describe{
+		ABIVersion: abi.Version, Type: "values", Mode: abi.ModeBatch,
+		Consumes: &abi.QueueContract{Name: "values", Payload: json.RawMessage(`{"type":"object"}`)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	esc := strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+	src := fmt.Sprintf(valuesWAT, esc.Replace(string(doc)), esc.Replace(result), len(doc), fn, body, abi.Packed(4096, uint32(len(result))))
+	return testutil.WATNamed(t, src)
+}
+
+// TestSandboxValues: a guest's values mean what they say, beside an honest plugin that
+// keeps completing its tasks. A retry_after_ms of the int64 maximum (once a negative
+// delay that stranded the task until its lease expired) is a malformed result: the
+// instance dies of a bad result and the task parks once its attempts are spent. A trap
+// in a function named $call_ran_past_its_deadline is a trap, and a proc_exit with
+// wazero's deadline exit code is an exit: the death reason comes from the error's type.
+func TestSandboxValues(t *testing.T) {
+	const done = `{"outcome":"done"}`
+	tests := []struct {
+		name, fn, body, result string
+		death                  string
+	}{
+		{"retry after MaxInt64 ms", "retry", "", `{"outcome":"retry","retry_after_ms":9223372036854775807}`, "bad_result"},
+		{"retry after 18446744073710 ms", "retry", "", `{"outcome":"retry","retry_after_ms":18446744073710}`, "bad_result"},
+		{"trap named deadline", "call_ran_past_its_deadline", "unreachable", done, "trap"},
+		{"trap named memory", "out_of_memory_limit", "unreachable", done, "trap"},
+		{"exit with the deadline code", "deadline", "(call $proc_exit (i32.const 0xefffffff))", done, "exit"},
+	}
+	for _, kind := range backendKinds {
+		for _, tt := range tests {
+			t.Run(kind+"/"+tt.name, func(t *testing.T) {
+				r := newSandbox(t, kind)
+				r.install(t, valuesPlugin(t, tt.fn, tt.body, tt.result), "values")
+				r.cfg.MaxAttempts = 2
+				r.start(t)
+				if _, err := r.h.Submit(t.Context(), "values", []byte(`{}`)); err != nil {
+					t.Fatal(err)
+				}
+				r.honestCompletes(t, 50)
+				waitFor(t, "the hostile task to park", func() bool {
+					return testutil.QueueStats(t, r.b, "values").Parked == 1 && len(r.ev.finished("values")) == 2
+				})
+				fin := r.ev.finished("values")
+				if len(fin) != 2 {
+					t.Fatalf("hostile iterations = %+v, want 2 (one per attempt)", fin)
+				}
+				for _, ev := range fin {
+					if ev.Outcome != "dead" || ev.Death != tt.death {
+						t.Errorf("hostile iteration = %+v, want dead of %s", ev, tt.death)
+					}
+				}
+			})
+		}
+	}
+}
