@@ -3,44 +3,25 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/internal/testutil"
 )
 
-// valuesWAT is a batch guest of type "values" on queue "values" whose fleet_handle calls
-// its own function $<fn> (its name kept in the name section, where wazero's stack traces
-// read it), which runs body, and then returns the result at 4096. Memory: 0 the describe
-// document, 4096 the result.
-const valuesWAT = `(module
-  (import "wasi_snapshot_preview1" "proc_exit" (func $proc_exit (param i32)))
-  (memory (export "memory") 1)
-  (data (i32.const 0) "%s")
-  (data (i32.const 4096) "%s")
-  (func (export "fleet_abi_version") (result i32) (i32.const 1))
-  (func (export "fleet_input") (param i32) (result i32) (i32.const 8192))
-  (func (export "fleet_describe") (result i64) (i64.const %d))
-  (func $%s %s)
-  (func (export "fleet_handle") (param i32) (result i64)
-    (call $%[4]s)
-    (i64.const %[6]d))
-)`
-
-// valuesPlugin compiles valuesWAT with fn, body and the result it returns.
+// valuesPlugin is a batch guest of type "values" on queue "values" whose fleet_handle
+// calls its own function $<fn> (its name kept in the name section, where wazero's stack
+// traces read it), which runs body, and then returns result.
 func valuesPlugin(t *testing.T, fn, body, result string) string {
 	t.Helper()
-	doc, err := json.Marshal(abi.Describe{
-		ABIVersion: abi.Version, Type: "values", Mode: abi.ModeBatch,
-		Consumes: &abi.QueueContract{Name: "values", Payload: json.RawMessage(`{"type":"object"}`)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	esc := strings.NewReplacer(`\`, `\\`, `"`, `\"`)
-	src := fmt.Sprintf(valuesWAT, esc.Replace(string(doc)), esc.Replace(result), len(doc), fn, body, abi.Packed(4096, uint32(len(result))))
-	return testutil.WATNamed(t, src)
+	return testutil.WATNamed(t, testutil.GuestWAT{
+		Describe: abi.Describe{ABIVersion: abi.Version, Type: "values", Mode: abi.ModeBatch,
+			Consumes: &abi.QueueContract{Name: "values", Payload: json.RawMessage(`{"type":"object"}`)}},
+		Result:  result,
+		Imports: `(import "wasi_snapshot_preview1" "proc_exit" (func $proc_exit (param i32)))`,
+		Funcs:   fmt.Sprintf("(func $%s %s)", fn, body),
+		Handle:  "(call $" + fn + ")",
+	}.Source(t))
 }
 
 // TestSandboxValues: a guest's values mean what they say, beside an honest plugin that

@@ -12,21 +12,6 @@ import (
 	"github.com/fleethost/fleet/internal/testutil"
 )
 
-// deathWAT is a guest whose fleet_handle runs body (a function of its own, whose name the
-// test picks and keeps in the name section, so that it reaches wazero's stack trace), then
-// returns a range outside its 1-page memory.
-const deathWAT = `(module
-  (import "wasi_snapshot_preview1" "proc_exit" (func $proc_exit (param i32)))
-  (memory (export "memory") 1)
-  (func (export "fleet_abi_version") (result i32) (i32.const 1))
-  (func (export "fleet_input") (param i32) (result i32) (i32.const 8192))
-  (func (export "fleet_describe") (result i64) (i64.const 0))
-  (func $%s %s)
-  (func (export "fleet_handle") (param i32) (result i64)
-    (call $%[1]s)
-    (i64.const %[3]d))
-)`
-
 // TestDiedIsTyped: why an instance died comes from the error's type and the instance's
 // memory, whatever the guest named its functions: a trap in $call_ran_past_its_deadline
 // is a trap, a proc_exit with wazero's deadline exit code is an exit.
@@ -44,13 +29,23 @@ func TestDiedIsTyped(t *testing.T) {
 		{"exit with the cancel code", "context_canceled", "(call $proc_exit (i32.const 0xffffffff))", slot.DeathExit},
 		{"exit 3", "memory", "(call $proc_exit (i32.const 3))", slot.DeathExit},
 		{"memory at the limit", "deadline_trap", growToLimit, slot.DeathMemory},
-		// A Go guest whose runtime cannot grow its heap by 4 MiB exits with code 2.
-		{"exit near the limit", "runtime_exit", `(drop (memory.grow (i32.const 220))) (call $proc_exit (i32.const 2))`, slot.DeathMemory},
+		// As a Go guest's runtime that cannot grow its heap by another 4 MiB aborts.
+		{"abort near the limit", "runtime.abort", `(drop (memory.grow (i32.const 220))) unreachable`, slot.DeathMemory},
+		{"exit near the limit", "exit", `(drop (memory.grow (i32.const 220))) (call $proc_exit (i32.const 2))`, slot.DeathMemory},
 		{"bad result", "fine", "", slot.DeathBadResult},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			in := instantiate(t, testutil.WATNamed(t, fmt.Sprintf(deathWAT, tt.fn, tt.body, abi.Packed(70000, 10))), 256)
+			g := testutil.GuestWAT{
+				Imports: `(import "wasi_snapshot_preview1" "proc_exit" (func $proc_exit (param i32)))`,
+				Funcs:   fmt.Sprintf("(func $%s %s)", tt.fn, tt.body),
+				Handle:  "(call $" + tt.fn + ")",
+			}
+			if tt.want == slot.DeathBadResult {
+				g.Handle += fmt.Sprintf(" (return (i64.const %d))", abi.Packed(70000, 10)) // outside its 1-page memory
+			}
+			// WATNamed: the function's name reaches wazero's stack trace, as a guest's would.
+			in := instantiate(t, testutil.WATNamed(t, g.Source(t)), 256)
 			_, err := in.Handle(context.Background(), []byte(`{}`))
 			var died *slot.Died
 			if !errors.As(err, &died) {

@@ -115,9 +115,9 @@ func badResult(err error) error { return &slot.Died{Death: slot.DeathBadResult, 
 
 // memoryFull reports whether the instance's memory is within memoryHeadroom of its
 // maximum (the module's own, or the host's limit). wasm has no out-of-memory trap:
-// memory.grow answers -1 and the guest dies its own way (a Go guest's runtime exits with
-// code 2, C and Rust trap at unreachable), so a guest that dies this close to its limit
-// is counted as dead of it.
+// memory.grow answers -1 and the guest dies its own way (Go's runtime throws "out of
+// memory" and aborts at unreachable, C and Rust abort likewise, or proc_exit), so a guest
+// that dies this close to its limit is counted as dead of it.
 func (in *Instance) memoryFull() bool {
 	mem := in.mod.Memory()
 	pages, _ := mem.Definition().Max()
