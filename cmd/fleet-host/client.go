@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/cli"
+	"github.com/fleethost/fleet/internal/safetext"
 )
 
 // apiFlags are the flags of the commands that talk to a daemon's API.
@@ -53,7 +54,7 @@ func submitCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		id, err := c.Submit(ctx, typ, b)
 		if err != nil {
 			failed++
-			fmt.Fprintf(stderr, "fleet-host submit: line %d: %v\n", line, err)
+			fmt.Fprintf(stderr, "fleet-host submit: line %d: %s\n", line, safetext.Escape(err.Error()))
 			var ae *cli.APIError
 			if !errors.As(err, &ae) { // the daemon is not there: stop
 				return errFailed

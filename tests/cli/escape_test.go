@@ -1,0 +1,100 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/internal/testutil"
+)
+
+// hostileText is what a plugin would like a terminal to act on: clear the screen, set the
+// window title, a carriage return that overwrites the line, a C1 CSI (one character to
+// some terminals), and a bidi override that shows the rest backwards.
+const hostileText = "\x1b[2J\x1b]0;pwned\x07\rX\u009b31m\u202e"
+
+// TestGuestTextEscaped: a plugin whose describe version and fail reasons hold terminal
+// escape sequences reaches the operator's terminal only as escapes: `describe`, `inspect`
+// (the automation's version, the parked task's last error) and the daemon's JSON log
+// show \x1b and \u009b, and send no control character.
+func TestGuestTextEscaped(t *testing.T) {
+	schema, _ := json.Marshal(map[string]string{"type": "object", "description": hostileText})
+	result, _ := json.Marshal(abi.HandleResult{Outcome: abi.OutcomeFail, Reason: "failed" + hostileText})
+	src := testutil.GuestWAT{
+		Describe: abi.Describe{ABIVersion: abi.Version, Type: "evil", Version: "1.0" + hostileText, Mode: abi.ModeBatch,
+			Consumes: &abi.QueueContract{Name: "evil", Payload: schema}},
+		Result: string(result),
+	}.Source(t)
+	b, err := os.ReadFile(testutil.WAT(t, src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	plugin := filepath.Join(dir, "evil.wasm")
+	if err := os.WriteFile(plugin, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	d := startDaemon(t, []string{"FLEET_TOKEN=" + token}, "--plugins", dir, "--max-attempts", "1")
+	env := []string{"FLEET_API=" + d.api, "FLEET_TOKEN=" + token}
+	if code, out, errOut := run(t, env, "", "submit", "evil", `{}`); code != 0 {
+		t.Fatalf("submit = exit %d, %s %s", code, out, errOut)
+	}
+	testutil.WaitFor(t, time.Minute, "the evil task to park", func() bool {
+		var q struct {
+			Parked int `json:"parked"`
+		}
+		d.getJSON("/api/v1/queues/evil", token, &q)
+		return q.Parked == 1
+	})
+
+	// shown checks that out sends no control character and that text (out as read: the
+	// log's values once JSON-decoded) shows each of hostileText's escapes.
+	shown := func(what, out, text string) {
+		t.Helper()
+		for i, r := range out {
+			if r < ' ' && r != '\n' && r != '\t' || r == 0x7f || 0x80 <= r && r < 0xa0 || r == '\u202e' {
+				t.Errorf("%s sends %q at byte %d:\n%q", what, r, i, out)
+				return
+			}
+		}
+		for _, want := range []string{`\x1b[2J`, `\x1b]0;pwned\a`, `\u009b31m`, `\u202e`} {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s does not show %s:\n%s", what, want, text)
+			}
+		}
+	}
+	code, out, errOut := run(t, env, "", "inspect")
+	if code != 0 {
+		t.Fatalf("inspect = exit %d: %s", code, errOut)
+	}
+	shown("inspect", out, out)
+	if !strings.Contains(out, `1.0\x1b[2J`) || !strings.Contains(out, `failed\x1b[2J`) {
+		t.Errorf("inspect does not show the version and the parked task's last error, escaped:\n%s", out)
+	}
+	code, out, errOut = run(t, nil, "", "describe", "--cache-dir="+cacheDir, plugin)
+	if code != 0 {
+		t.Fatalf("describe = exit %d: %s", code, errOut)
+	}
+	shown("describe", out, out)
+
+	d.signal(syscall.SIGTERM)
+	d.wait(time.Minute)
+	logs := d.logs.String()
+	var parked string
+	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
+		var rec struct{ Msg, Reason string }
+		if json.Unmarshal([]byte(line), &rec) == nil && strings.Contains(rec.Msg, "parked") {
+			parked = rec.Reason
+		}
+	}
+	if parked == "" {
+		t.Fatalf("the daemon's log has no parked line:\n%s", logs)
+	}
+	shown("the daemon's log", logs, parked)
+}
