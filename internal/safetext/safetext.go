@@ -76,28 +76,77 @@ func safe(r rune) bool {
 }
 
 // ReplaceAttr is a slog.HandlerOptions.ReplaceAttr that passes every key, string value
-// and error value of a log line, the message too, through Escape. slog's text handler
-// quotes control characters itself, but its JSON handler writes C1 controls, the bidi
-// overrides and U+2028 as they are; with ReplaceAttr both formats show a guest's text
+// and error value of a log line, the message too, through Escape, and every string of a
+// decoded JSON value (a guest's log attribute that is an object or an array). slog's text
+// handler quotes control characters itself, but its JSON handler writes C1 controls, the
+// bidi overrides and U+2028 as they are; with ReplaceAttr both formats show a guest's text
 // the same way.
 //
 //	slog.NewJSONHandler(w, &slog.HandlerOptions{ReplaceAttr: safetext.ReplaceAttr})
-//
-// # Notes
-//
-// A value of another kind (a guest's log attribute that is a JSON object, say) is left to
-// the handler, which escapes the C0 controls in both formats.
 func ReplaceAttr(_ []string, a slog.Attr) slog.Attr {
 	a.Key = Escape(a.Key)
 	switch a.Value.Kind() {
 	case slog.KindString:
 		a.Value = slog.StringValue(Escape(a.Value.String()))
 	case slog.KindAny:
-		// An error stays an error (a handler may treat it specially) unless its text
-		// needs escaping: the wasm stack trace in it names the guest's functions.
-		if err, ok := a.Value.Any().(error); ok && firstUnsafe(err.Error()) >= 0 {
-			a.Value = slog.StringValue(Escape(err.Error()))
+		switch v := a.Value.Any().(type) {
+		case error:
+			// An error stays an error (a handler may treat it specially) unless its text
+			// needs escaping: the wasm stack trace in it names the guest's functions.
+			if firstUnsafe(v.Error()) >= 0 {
+				a.Value = slog.StringValue(Escape(v.Error()))
+			}
+		case map[string]any, []any:
+			if e, changed := escapeJSON(v); changed {
+				a.Value = slog.AnyValue(e)
+			}
 		}
 	}
 	return a
+}
+
+// escapeJSON is v, a value as encoding/json decodes it, with every string and object key
+// escaped; it copies only what changes, and reports whether anything did.
+func escapeJSON(v any) (any, bool) {
+	switch v := v.(type) {
+	case string:
+		e := Escape(v)
+		return e, e != v
+	case []any:
+		var out []any
+		for i, x := range v {
+			if e, changed := escapeJSON(x); changed {
+				if out == nil {
+					out = append([]any(nil), v...)
+				}
+				out[i] = e
+			}
+		}
+		if out == nil {
+			return v, false
+		}
+		return out, true
+	case map[string]any:
+		var out map[string]any
+		for k, x := range v {
+			ek := Escape(k)
+			e, changed := escapeJSON(x)
+			if !changed && ek == k {
+				continue
+			}
+			if out == nil {
+				out = make(map[string]any, len(v))
+				for k, x := range v {
+					out[k] = x
+				}
+			}
+			delete(out, k)
+			out[ek] = e
+		}
+		if out == nil {
+			return v, false
+		}
+		return out, true
+	}
+	return v, false
 }

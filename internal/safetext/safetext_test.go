@@ -61,15 +61,18 @@ func FuzzEscape(f *testing.F) {
 }
 
 // TestReplaceAttr: with ReplaceAttr, neither of slog's handlers writes a control
-// character from a message, a key, a string value or an error; without it, the JSON
-// handler writes a C1 control and a bidi override as they are.
+// character from a message, a key, a string value, an error or a string inside a decoded
+// JSON value; without it, the JSON handler writes a C1 control and a bidi override as they
+// are.
 func TestReplaceAttr(t *testing.T) {
 	const hostile = "\x1b[2J\r\u009b31m\u202e\x07"
 	line := func(h func(*bytes.Buffer, *slog.HandlerOptions) slog.Handler, opts *slog.HandlerOptions) string {
 		var buf bytes.Buffer
 		slog.New(h(&buf, opts)).With("slot", "x"+hostile).Info("guest says "+hostile,
 			"reason", hostile, "k"+hostile, 1, "err", errors.New("trap in "+hostile),
-			slog.Group("g", "v", hostile))
+			slog.Group("g", "v", hostile),
+			// A guest's log attributes, as the log op decodes them.
+			"attrs", map[string]any{"k" + hostile: []any{hostile, 1.5, map[string]any{"n": hostile}}, "ok": "fine"})
 		return strings.TrimSuffix(buf.String(), "\n")
 	}
 	handlers := map[string]func(*bytes.Buffer, *slog.HandlerOptions) slog.Handler{
@@ -87,5 +90,26 @@ func TestReplaceAttr(t *testing.T) {
 	}
 	if got := line(handlers["json"], nil); firstUnsafe(got) < 0 {
 		t.Errorf("the JSON handler alone wrote %q; if it now escapes C1 controls and bidi overrides itself, ReplaceAttr's note is stale", got)
+	}
+}
+
+// TestEscapeJSONCopiesOnlyChanges: a JSON value with nothing to escape is handed back as
+// it is, and one with something is a copy: the guest's decoded request is not written to.
+func TestEscapeJSONCopiesOnlyChanges(t *testing.T) {
+	clean := map[string]any{"a": []any{"x", 1.0}, "b": map[string]any{"c": "d"}}
+	if _, changed := escapeJSON(clean); changed {
+		t.Errorf("escapeJSON(%v) changed it", clean)
+	}
+	dirty := map[string]any{"a": []any{"x\x1b"}, "k\r": "v"}
+	got, changed := escapeJSON(dirty)
+	if !changed {
+		t.Fatalf("escapeJSON(%v) changed nothing", dirty)
+	}
+	m := got.(map[string]any)
+	if s := m["a"].([]any)[0]; s != `x\x1b` || m[`k\r`] != "v" {
+		t.Errorf("escapeJSON = %#v", got)
+	}
+	if dirty["a"].([]any)[0] != "x\x1b" || dirty["k\r"] != "v" {
+		t.Errorf("escapeJSON wrote to its input: %#v", dirty)
 	}
 }

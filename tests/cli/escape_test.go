@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,10 +26,18 @@ const hostileText = "\x1b[2J\x1b]0;pwned\x07\rX\u009b31m\u202e"
 func TestGuestTextEscaped(t *testing.T) {
 	schema, _ := json.Marshal(map[string]string{"type": "object", "description": hostileText})
 	result, _ := json.Marshal(abi.HandleResult{Outcome: abi.OutcomeFail, Reason: "failed" + hostileText})
+	// Before it fails, the guest logs a line whose message and attributes (a string, and
+	// one inside an object) are hostile too: the request at 12288, its reply buffer at 16384.
+	logReq, _ := json.Marshal(abi.LogRequest{Level: "warn", Message: "guest says" + hostileText,
+		Attrs: map[string]any{"plain": hostileText, "nested": map[string]any{"deep": hostileText}}})
+	wat := strings.NewReplacer(`\`, `\\`, `"`, `\"`)
 	src := testutil.GuestWAT{
 		Describe: abi.Describe{ABIVersion: abi.Version, Type: "evil", Version: "1.0" + hostileText, Mode: abi.ModeBatch,
 			Consumes: &abi.QueueContract{Name: "evil", Payload: schema}},
-		Result: string(result),
+		Result:  string(result),
+		Imports: `(import "fleet" "log" (func $log (param i32 i32 i32 i32) (result i32)))`,
+		Funcs:   `(data (i32.const 12288) "` + wat.Replace(string(logReq)) + `")`,
+		Handle:  fmt.Sprintf("(drop (call $log (i32.const 12288) (i32.const %d) (i32.const 16384) (i32.const 256)))", len(logReq)),
 	}.Source(t)
 	b, err := os.ReadFile(testutil.WAT(t, src))
 	if err != nil {
@@ -87,14 +96,27 @@ func TestGuestTextEscaped(t *testing.T) {
 	d.wait(time.Minute)
 	logs := d.logs.String()
 	var parked string
+	var said []string // the guest's message and its two attributes
 	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
-		var rec struct{ Msg, Reason string }
-		if json.Unmarshal([]byte(line), &rec) == nil && strings.Contains(rec.Msg, "parked") {
+		var rec struct {
+			Msg, Reason string
+			Guest       struct {
+				Plain  string
+				Nested struct{ Deep string }
+			}
+		}
+		switch json.Unmarshal([]byte(line), &rec); {
+		case strings.Contains(rec.Msg, "parked"):
 			parked = rec.Reason
+		case strings.HasPrefix(rec.Msg, "guest says"):
+			said = []string{rec.Msg, rec.Guest.Plain, rec.Guest.Nested.Deep}
 		}
 	}
-	if parked == "" {
-		t.Fatalf("the daemon's log has no parked line:\n%s", logs)
+	if parked == "" || said == nil {
+		t.Fatalf("the daemon's log lacks the parked line or the guest's own line:\n%s", logs)
 	}
 	shown("the daemon's log", logs, parked)
+	for _, text := range said {
+		shown("the guest's log line", logs, text)
+	}
 }
