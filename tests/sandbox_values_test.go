@@ -3,6 +3,7 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/fleethost/fleet/abi"
@@ -35,12 +36,13 @@ func TestSandboxValues(t *testing.T) {
 	tests := []struct {
 		name, fn, body, result string
 		death                  string
+		lastError              string // in the parked task's last error
 	}{
-		{"retry after MaxInt64 ms", "retry", "", `{"outcome":"retry","retry_after_ms":9223372036854775807}`, "bad_result"},
-		{"retry after 18446744073710 ms", "retry", "", `{"outcome":"retry","retry_after_ms":18446744073710}`, "bad_result"},
-		{"trap named deadline", "call_ran_past_its_deadline", "unreachable", done, "trap"},
-		{"trap named memory", "out_of_memory_limit", "unreachable", done, "trap"},
-		{"exit with the deadline code", "deadline", "(call $proc_exit (i32.const 0xefffffff))", done, "exit"},
+		{"retry after MaxInt64 ms", "retry", "", `{"outcome":"retry","retry_after_ms":9223372036854775807}`, "bad_result", "retry_after_ms is 9223372036854775807, want 0..2592000000"},
+		{"retry after 18446744073710 ms", "retry", "", `{"outcome":"retry","retry_after_ms":18446744073710}`, "bad_result", "retry_after_ms is 18446744073710"},
+		{"trap named deadline", "call_ran_past_its_deadline", "unreachable", done, "trap", "call_ran_past_its_deadline"},
+		{"trap named memory", "out_of_memory_limit", "unreachable", done, "trap", "out_of_memory_limit"},
+		{"exit with the deadline code", "deadline", "(call $proc_exit (i32.const 0xefffffff))", done, "exit", "the guest called proc_exit(4026531839)"},
 	}
 	for _, kind := range backendKinds {
 		for _, tt := range tests {
@@ -64,6 +66,10 @@ func TestSandboxValues(t *testing.T) {
 					if ev.Outcome != "dead" || ev.Death != tt.death {
 						t.Errorf("hostile iteration = %+v, want dead of %s", ev, tt.death)
 					}
+				}
+				parked, err := r.b.QueueParked(t.Context(), "values", 1)
+				if err != nil || len(parked) != 1 || !strings.Contains(parked[0].LastError, tt.lastError) {
+					t.Errorf("QueueParked = %+v, %v; want the task with %q in its last error", parked, err, tt.lastError)
 				}
 			})
 		}

@@ -57,6 +57,9 @@ func TestDiedIsTyped(t *testing.T) {
 			if tt.want == slot.DeathTrap && !strings.Contains(err.Error(), tt.fn) {
 				t.Errorf("Handle = %v; want the guest's function %s in the text, as the test's premise", err, tt.fn)
 			}
+			if strings.Contains(tt.body, "proc_exit") && !strings.Contains(err.Error(), "the guest called proc_exit(") {
+				t.Errorf("Handle = %v; want the text to say the guest exited, not what wazero's exit code means", err)
+			}
 		})
 	}
 }

@@ -69,7 +69,7 @@ func (in *Instance) run(ctx context.Context, fn api.Function, name string, input
 	in.caller.Pending = nil
 	in.stack[0] = api.EncodeU32(uint32(len(input)))
 	if err := in.input.CallWithStack(ctx, in.stack[:]); err != nil {
-		return nil, in.died(fmt.Errorf("native: %s: %w", abi.ExportInput, err))
+		return nil, in.died(ctx, abi.ExportInput, err)
 	}
 	ptr := api.DecodeU32(in.stack[0])
 	if !in.mod.Memory().Write(ptr, input) {
@@ -78,7 +78,7 @@ func (in *Instance) run(ctx context.Context, fn api.Function, name string, input
 	}
 	in.stack[0] = api.EncodeU32(uint32(len(input)))
 	if err := fn.CallWithStack(ctx, in.stack[:]); err != nil {
-		return nil, in.died(fmt.Errorf("native: %s: %w", name, err))
+		return nil, in.died(ctx, name, err)
 	}
 	b, err := in.readPacked(name, in.stack[0])
 	if err != nil {
@@ -87,28 +87,32 @@ func (in *Instance) run(ctx context.Context, fn api.Function, name string, input
 	return b, nil
 }
 
-// died classifies an error of a guest call by its type and the instance's state, never
-// by its text: wazero appends the wasm stack trace, which names the guest's functions.
-// The deadline is not told here: the caller owns the call's context, and a guest can
-// proc_exit with wazero's deadline exit code (sys.ExitCodeDeadlineExceeded) to pass for
-// one.
+// died is the error of export name's call under ctx that failed with err, classified by
+// its type and the instance's state, never by its text: wazero appends the wasm stack
+// trace, which names the guest's functions. The deadline is not told here: the caller
+// owns the call's context, and a guest can proc_exit with wazero's deadline exit code
+// (sys.ExitCodeDeadlineExceeded) to pass for one; so the text of a proc_exit while ctx
+// still runs is the host's own, not wazero's "module closed with context deadline
+// exceeded".
 //
 // A stack overflow, wazero's or the stack limit's, traps like any other: wazero reports
 // traps only as an internal type, so a reason of their own would need one of ours.
-func (in *Instance) died(err error) error {
+func (in *Instance) died(ctx context.Context, name string, err error) error {
 	var exit *sys.ExitError
 	var hostBug runtime.Error
 	death := slot.DeathTrap
 	switch {
-	case in.memoryFull():
-		death = slot.DeathMemory
+	case errors.As(err, &exit) && ctx.Err() == nil:
+		death, err = slot.DeathExit, fmt.Errorf("the guest called proc_exit(%d)", exit.ExitCode())
 	case errors.As(err, &exit):
-		death = slot.DeathExit
 	case errors.As(err, &hostBug):
 		// wazero recovered a Go runtime error: a host function's, not the guest's.
 		death = slot.DeathHostPanic
 	}
-	return &slot.Died{Death: death, Err: err}
+	if death != slot.DeathHostPanic && in.memoryFull() {
+		death = slot.DeathMemory
+	}
+	return &slot.Died{Death: death, Err: fmt.Errorf("native: %s: %w", name, err)}
 }
 
 func badResult(err error) error { return &slot.Died{Death: slot.DeathBadResult, Err: err} }
