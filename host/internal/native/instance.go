@@ -105,6 +105,7 @@ func (in *Instance) died(ctx context.Context, name string, err error) error {
 	case errors.As(err, &exit) && ctx.Err() == nil:
 		death, err = slot.DeathExit, fmt.Errorf("the guest called proc_exit(%d)", exit.ExitCode())
 	case errors.As(err, &exit):
+		// ctx closed the module: the caller's deadline or drain, which the caller tells.
 	case errors.As(err, &hostBug):
 		// wazero recovered a Go runtime error: a host function's, not the guest's.
 		death = slot.DeathHostPanic
