@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/testutil"
 )
 
@@ -49,6 +50,7 @@ func TestSandboxValues(t *testing.T) {
 			t.Run(kind+"/"+tt.name, func(t *testing.T) {
 				r := newSandbox(t, kind)
 				r.install(t, valuesPlugin(t, tt.fn, tt.body, tt.result), "values")
+				r.grants["values"] = host.Grant{Queues: map[string][]string{"values": {"consume"}}}
 				r.cfg.MaxAttempts = 2
 				r.start(t)
 				if _, err := r.h.Submit(t.Context(), "values", []byte(`{}`)); err != nil {

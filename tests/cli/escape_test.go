@@ -49,7 +49,11 @@ func TestGuestTextEscaped(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	d := startDaemon(t, []string{"FLEET_TOKEN=" + token}, "--plugins", dir, "--max-attempts", "1")
+	grants := filepath.Join(t.TempDir(), "grants.json")
+	if err := os.WriteFile(grants, []byte(`{"evil": {"queues": {"evil": ["consume"]}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, []string{"FLEET_TOKEN=" + token}, "--plugins", dir, "--grants", grants, "--max-attempts", "1")
 	env := []string{"FLEET_API=" + d.api, "FLEET_TOKEN=" + token}
 	if code, out, errOut := run(t, env, "", "submit", "evil", `{}`); code != 0 {
 		t.Fatalf("submit = exit %d, %s %s", code, out, errOut)
