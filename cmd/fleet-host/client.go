@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -130,7 +129,7 @@ func describeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			continue
 		}
 		if asJSON {
-			if err := writeJSON(stdout, d); err != nil {
+			if err := cli.WriteJSON(stdout, d); err != nil {
 				return err
 			}
 			continue
@@ -178,10 +177,4 @@ func usageErr(err error) error {
 		return err
 	}
 	return errUsageShown
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

@@ -54,11 +54,18 @@ func (c *Client) Inspect(ctx context.Context, parkedLimit int) (*Snapshot, error
 	return &s, nil
 }
 
-// WriteJSON writes the snapshot as indented JSON.
-func (s *Snapshot) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(s)
+// WriteJSON writes the snapshot as indented JSON (see WriteJSON).
+func (s *Snapshot) WriteJSON(w io.Writer) error { return WriteJSON(w, s) }
+
+// WriteJSON writes v as indented JSON with a final newline, every control character in
+// it written as a JSON escape (safetext.JSON): the same JSON, shown safely on a terminal.
+func WriteJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(safetext.JSON(b), '\n'))
+	return err
 }
 
 // WriteTable writes the snapshot as readable tables.

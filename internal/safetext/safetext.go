@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -73,6 +74,40 @@ func firstUnsafe(s string) int {
 // safe reports whether r is shown as itself.
 func safe(r rune) bool {
 	return r == '\n' || r == '\t' || unicode.IsPrint(r)
+}
+
+// JSON rewrites every character of the JSON text b that Escape would escape as a JSON
+// escape (\u009b; a surrogate pair past U+FFFF), so that the JSON means the same and a
+// terminal it is shown on acts on nothing. encoding/json escapes the C0 controls itself
+// but writes C1 controls, bidi overrides and other format characters as they are.
+// Newlines and tabs, JSON's own white space, are kept. A byte of invalid UTF-8, which
+// encoding/json never writes, becomes \ufffd. It returns b itself when it has nothing to
+// rewrite.
+//
+//	b, _ := json.MarshalIndent(v, "", "  ")
+//	os.Stdout.Write(safetext.JSON(b))
+func JSON(b []byte) []byte {
+	i := firstUnsafe(string(b))
+	if i < 0 {
+		return b
+	}
+	out := append(make([]byte, 0, len(b)+16), b[:i]...)
+	for b = b[i:]; len(b) > 0; {
+		r, n := utf8.DecodeRune(b)
+		switch {
+		case r == utf8.RuneError && n == 1:
+			out = append(out, `\ufffd`...)
+		case safe(r):
+			out = append(out, b[:n]...)
+		case r > 0xffff:
+			r1, r2 := utf16.EncodeRune(r)
+			out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
+		default:
+			out = fmt.Appendf(out, `\u%04x`, r)
+		}
+		b = b[n:]
+	}
+	return out
 }
 
 // ReplaceAttr is a slog.HandlerOptions.ReplaceAttr that passes every key, string value

@@ -2,8 +2,10 @@ package safetext
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -112,4 +114,46 @@ func TestEscapeJSONCopiesOnlyChanges(t *testing.T) {
 	if dirty["a"].([]any)[0] != "x\x1b" || dirty["k\r"] != "v" {
 		t.Errorf("escapeJSON wrote to its input: %#v", dirty)
 	}
+}
+
+// TestJSON: the rewritten JSON decodes to the same value, and sends no control character.
+func TestJSON(t *testing.T) {
+	v := map[string]any{"version": "1.0\x1b[2J\u009b31m\u202e\U000e0001", "n": 1.0, "list": []any{"ok", "\r"}}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := JSON(b)
+	if i := firstUnsafe(string(got)); i >= 0 {
+		t.Errorf("JSON(%s) = %s, which has %q at %d", b, got, got[i:], i)
+	}
+	var back map[string]any
+	if err := json.Unmarshal(got, &back); err != nil || !reflect.DeepEqual(back, v) {
+		t.Errorf("JSON(%s) = %s, which decodes to %v, %v; want %v", b, got, back, err, v)
+	}
+	if clean := []byte(`{"a": "b"}`); &JSON(clean)[0] != &clean[0] {
+		t.Errorf("JSON copied a text with nothing to rewrite")
+	}
+}
+
+// FuzzJSON: for any JSON that encoding/json writes, JSON's rewrite decodes to the same
+// value and has nothing left to escape.
+func FuzzJSON(f *testing.F) {
+	for _, s := range []string{"", "ok", "\x1b[2J", "\u009b", "\u202e", "\U000e0001", "a\r\nb", "\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b, _ := json.Marshal(map[string]string{s: s})
+		got := JSON(b)
+		var a, c any
+		if err := json.Unmarshal(b, &a); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(got, &c); err != nil || !reflect.DeepEqual(a, c) {
+			t.Fatalf("JSON(%s) = %s: decodes to %v, %v; want %v", b, got, c, err, a)
+		}
+		if i := firstUnsafe(string(got)); i >= 0 {
+			t.Fatalf("JSON(%s) = %s, which has %q at %d", b, got, got[i:], i)
+		}
+	})
 }

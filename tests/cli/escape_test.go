@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -95,6 +96,15 @@ func TestGuestTextEscaped(t *testing.T) {
 		t.Fatalf("describe = exit %d: %s", code, errOut)
 	}
 	shown("describe", out, out)
+	// --json is the same JSON with every control character a JSON escape.
+	for _, args := range [][]string{{"describe", "--cache-dir=" + cacheDir, "--json", plugin}, {"inspect", "--json"}} {
+		code, out, errOut = run(t, env, "", args...)
+		var doc any
+		if code != 0 || json.Unmarshal([]byte(out), &doc) != nil {
+			t.Fatalf("%s = exit %d, %s %s; want JSON", strings.Join(args, " "), code, out, errOut)
+		}
+		shown(strings.Join(args, " "), out, strings.Join(jsonStrings(doc), " "))
+	}
 
 	d.signal(syscall.SIGTERM)
 	d.wait(time.Minute)
@@ -123,4 +133,25 @@ func TestGuestTextEscaped(t *testing.T) {
 	for _, text := range said {
 		shown("the guest's log line", logs, text)
 	}
+}
+
+// jsonStrings is every string in a decoded JSON value, each passed through Go's %q
+// quoting minus the quotes, so that hostileText's characters read as the escapes shown
+// checks for.
+func jsonStrings(v any) []string {
+	var out []string
+	switch v := v.(type) {
+	case string:
+		q := strconv.Quote(v)
+		out = append(out, q[1:len(q)-1])
+	case []any:
+		for _, x := range v {
+			out = append(out, jsonStrings(x)...)
+		}
+	case map[string]any:
+		for _, x := range v {
+			out = append(out, jsonStrings(x)...)
+		}
+	}
+	return out
 }
