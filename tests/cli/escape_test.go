@@ -96,7 +96,16 @@ func TestGuestTextEscaped(t *testing.T) {
 		t.Fatalf("describe = exit %d: %s", code, errOut)
 	}
 	shown("describe", out, out)
-	// --json is the same JSON with every control character a JSON escape.
+	// The API's answers, and --json, are the same JSON with every control character a
+	// JSON escape.
+	for _, path := range []string{"/api/v1/automations/evil", "/api/v1/queues/evil/parked"} {
+		status, body := d.request("GET", path, token, nil)
+		var doc any
+		if status != 200 || json.Unmarshal(body, &doc) != nil {
+			t.Fatalf("GET %s = %d %s; want JSON", path, status, body)
+		}
+		shown("GET "+path, string(body), strings.Join(jsonStrings(doc), " "))
+	}
 	for _, args := range [][]string{{"describe", "--cache-dir=" + cacheDir, "--json", plugin}, {"inspect", "--json"}} {
 		code, out, errOut = run(t, env, "", args...)
 		var doc any
