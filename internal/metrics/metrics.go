@@ -87,7 +87,7 @@ func New(p Params) *Metrics {
 			Name: "fleet_iterations_total", Help: "Slot iterations ended, by automation type and outcome (checkpoint, released, parked, dead).",
 		}, []string{"automation", "outcome"}),
 		deaths: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fleet_slot_deaths_total", Help: "Plugin instances that died and were replaced, by automation type and reason (deadline, drain, memory, trap, exit, bad_result, host_panic).",
+			Name: "fleet_slot_deaths_total", Help: "Plugin instances that died, by automation type and reason (deadline, drain, memory, trap, exit, bad_result, host_panic).",
 		}, []string{"automation", "reason"}),
 		hostCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleet_host_calls_total", Help: "Host function calls made by guests, by operation and answer (ok, or the error kind).",
@@ -146,7 +146,9 @@ func (m *Metrics) Observe(e host.SlotEvent) {
 			m.guestCallS.WithLabelValues(e.Plugin).Observe(time.Since(start).Seconds())
 		}
 		m.iterations.WithLabelValues(e.Plugin, e.Outcome).Inc()
-		if e.Outcome == "dead" {
+		// Every instance death, whatever became of its task: a call the drain cut is
+		// released, not dead, but its instance died all the same.
+		if e.Death != "" {
 			m.deaths.WithLabelValues(e.Plugin, e.Death).Inc()
 		}
 	}

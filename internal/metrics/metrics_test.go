@@ -21,7 +21,10 @@ func TestObserve(t *testing.T) {
 		{Plugin: "w", Slot: "w/0", Kind: "finished", N: 2, TaskID: "t2", Outcome: "dead", Death: "trap", Duration: time.Millisecond,
 			// The label is the event's Death; the text (the guest's function names) says nothing.
 			Reason: "guest died: wasm error: unreachable\nwasm stack trace:\n\tcall_ran_past_its_deadline()"},
-		{Plugin: "w", Slot: "w/1", Kind: "working", N: 1, TaskID: "t3", Phase: "handle"},
+		// A call the drain cut: its task is released, and its instance counts as dead.
+		{Plugin: "w", Slot: "w/1", Kind: "working", N: 1, TaskID: "t0", Phase: "handle"},
+		{Plugin: "w", Slot: "w/1", Kind: "finished", N: 1, TaskID: "t0", Outcome: "released", Death: "drain", Reason: "host draining: call cut at the drain deadline"},
+		{Plugin: "w", Slot: "w/1", Kind: "working", N: 2, TaskID: "t3", Phase: "handle"},
 	}
 	for _, e := range events {
 		slots.Observe(e)
@@ -35,9 +38,10 @@ func TestObserve(t *testing.T) {
 		`fleet_iterations_total{automation=w,outcome=checkpoint}`: 1,
 		`fleet_iterations_total{automation=w,outcome=dead}`:       1,
 		`fleet_slot_deaths_total{automation=w,reason=trap}`:       1,
+		`fleet_slot_deaths_total{automation=w,reason=drain}`:      1,
 		`fleet_host_calls_total{kind=PermissionDenied,op=kv_get}`: 1,
 		`fleet_host_calls_total{kind=ok,op=kv_get}`:               1,
-		`fleet_guest_call_duration_seconds_count{automation=w}`:   2,
+		`fleet_guest_call_duration_seconds_count{automation=w}`:   3,
 		`fleet_slots{automation=w,state=idle}`:                    1,
 		`fleet_slots{automation=w,state=working}`:                 1,
 		`fleet_slots{automation=w,state=starting}`:                0,
