@@ -12,18 +12,22 @@ import (
 	"github.com/fleethost/fleet/internal/testutil"
 )
 
+// valuesDescribe is the hostile guest's describe: a batch plugin of type "values" that
+// consumes queue "values".
+var valuesDescribe = abi.Describe{ABIVersion: abi.Version, Type: "values", Mode: abi.ModeBatch,
+	Consumes: &abi.QueueContract{Name: "values", Payload: json.RawMessage(`{"type":"object"}`)}}
+
 // valuesPlugin is a batch guest of type "values" on queue "values" whose fleet_handle
 // calls its own function $<fn> (its name kept in the name section, where wazero's stack
 // traces read it), which runs body, and then returns result.
 func valuesPlugin(t *testing.T, fn, body, result string) string {
 	t.Helper()
 	return testutil.WATNamed(t, testutil.GuestWAT{
-		Describe: abi.Describe{ABIVersion: abi.Version, Type: "values", Mode: abi.ModeBatch,
-			Consumes: &abi.QueueContract{Name: "values", Payload: json.RawMessage(`{"type":"object"}`)}},
-		Result:  result,
-		Imports: `(import "wasi_snapshot_preview1" "proc_exit" (func $proc_exit (param i32)))`,
-		Funcs:   fmt.Sprintf("(func $%s %s)", fn, body),
-		Handle:  "(call $" + fn + ")",
+		Describe: valuesDescribe,
+		Result:   result,
+		Imports:  `(import "wasi_snapshot_preview1" "proc_exit" (func $proc_exit (param i32)))`,
+		Funcs:    fmt.Sprintf("(func $%s %s)", fn, body),
+		Handle:   "(call $" + fn + ")",
 	}.Source(t))
 }
 
@@ -101,9 +105,8 @@ func TestSandboxMillis(t *testing.T) {
 			t.Run(kind+"/"+tt.name, func(t *testing.T) {
 				reply := 12288 + len(head)
 				wasm := testutil.WAT(t, testutil.GuestWAT{
-					Describe: abi.Describe{ABIVersion: abi.Version, Type: "values", Mode: abi.ModeBatch,
-						Consumes: &abi.QueueContract{Name: "values", Payload: json.RawMessage(`{"type":"object"}`)}},
-					Result: `{"outcome":"done"}`,
+					Describe: valuesDescribe,
+					Result:   `{"outcome":"done"}`,
 					Imports: fmt.Sprintf(`(import "fleet" %q (func $probe (param i32 i32 i32 i32) (result i32)))
   (import "fleet" "kv_set" (func $kv_set (param i32 i32 i32 i32) (result i32)))`, tt.op),
 					Funcs: fmt.Sprintf(`(data (i32.const 12288) "%s") (data (i32.const 20480) "%s")`, esc.Replace(head), esc.Replace(tt.req)),
