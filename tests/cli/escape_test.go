@@ -23,7 +23,8 @@ const hostileText = "\x1b[2J\x1b]0;pwned\x07\rX\u009b31m\u202e"
 // TestGuestTextEscaped: a plugin whose describe version and fail reasons hold terminal
 // escape sequences reaches the operator's terminal only as escapes: `describe`, `inspect`
 // (the automation's version, the parked task's last error) and the daemon's JSON log
-// show \x1b and \u009b, and send no control character.
+// show \x1b and \u009b, and send no control character; the API's answers and --json
+// carry them as JSON escapes. The honest counter plugin beside it completes its tasks.
 func TestGuestTextEscaped(t *testing.T) {
 	schema, _ := json.Marshal(map[string]string{"type": "object", "description": hostileText})
 	result, _ := json.Marshal(abi.HandleResult{Outcome: abi.OutcomeFail, Reason: "failed" + hostileText})
@@ -44,14 +45,16 @@ func TestGuestTextEscaped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
+	// Beside it, the honest counter plugin, which must keep completing its tasks.
+	dir := pluginsDir(t, "plugins/examples/counter")
 	plugin := filepath.Join(dir, "evil.wasm")
 	if err := os.WriteFile(plugin, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 
 	grants := filepath.Join(t.TempDir(), "grants.json")
-	if err := os.WriteFile(grants, []byte(`{"evil": {"queues": {"evil": ["consume"]}}}`), 0o644); err != nil {
+	doc := `{"evil": {"queues": {"evil": ["consume"]}}, "counter": {"queues": {"count": ["consume"]}}}`
+	if err := os.WriteFile(grants, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	d := startDaemon(t, []string{"FLEET_TOKEN=" + token}, "--plugins", dir, "--grants", grants, "--max-attempts", "1")
@@ -59,12 +62,20 @@ func TestGuestTextEscaped(t *testing.T) {
 	if code, out, errOut := run(t, env, "", "submit", "evil", `{}`); code != 0 {
 		t.Fatalf("submit = exit %d, %s %s", code, out, errOut)
 	}
-	testutil.WaitFor(t, time.Minute, "the evil task to park", func() bool {
-		var q struct {
-			Parked int `json:"parked"`
-		}
-		d.getJSON("/api/v1/queues/evil", token, &q)
-		return q.Parked == 1
+	if code, out, errOut := run(t, env, strings.Repeat("{}\n", 50), "submit", "counter", "-"); code != 0 {
+		t.Fatalf("submit counter - = exit %d, %s %s", code, out, errOut)
+	}
+	type stats struct {
+		Depth    int `json:"depth"`
+		InFlight int `json:"in_flight"`
+		Parked   int `json:"parked"`
+	}
+	queue := func(name string) (s stats) {
+		d.getJSON("/api/v1/queues/"+name, token, &s)
+		return s
+	}
+	testutil.WaitFor(t, time.Minute, "the evil task to park and the counter's 50 to complete", func() bool {
+		return queue("evil") == stats{Parked: 1} && queue("count") == stats{}
 	})
 
 	// shown checks that out sends no control character and that text (out as read: the
