@@ -319,6 +319,22 @@ type Grant struct {
 	// MaxPayload overrides Config.MaxPayload for this plugin.
 	// default: 0 (Config.MaxPayload)
 	MaxPayload int
+
+	// MaxHostCalls caps the host calls of one guest call (a task's fleet_handle, a
+	// fleet_tick, an instance's _initialize); past it, every call answers LimitExceeded
+	// until that guest call ends. reply_fetch is not counted.
+	// default: 0 (1000)
+	MaxHostCalls int
+	// MaxReply caps the reply of one host call, in bytes, and so what the host keeps for
+	// reply_fetch; a larger reply answers LimitExceeded. An http reply carries its body
+	// in base64 (4/3 of HTTPMaxBody) and up to 1 MiB of headers: raise MaxReply with
+	// HTTPMaxBody.
+	// default: 0 (8 MiB)
+	MaxReply int
+	// MaxPoolList caps the limit a pool_list may ask for; a larger one is a ValueError. A
+	// pool_list that names no limit gets 100, or MaxPoolList if that is smaller.
+	// default: 0 (1000)
+	MaxPoolList int
 }
 
 func (g Grant) check() error {
@@ -338,6 +354,15 @@ func (g Grant) check() error {
 	}
 	if g.MaxPayload < 0 || g.MaxPayload > primitives.MaxValueLen {
 		return fmt.Errorf("MaxPayload is %d, want 0..%d", g.MaxPayload, primitives.MaxValueLen)
+	}
+	if g.MaxHostCalls < 0 {
+		return fmt.Errorf("MaxHostCalls is %d, want >= 0", g.MaxHostCalls)
+	}
+	if g.MaxReply < 0 || g.MaxReply > hostfn.MaxReplyCeiling {
+		return fmt.Errorf("MaxReply is %d, want 0..%d", g.MaxReply, hostfn.MaxReplyCeiling)
+	}
+	if g.MaxPoolList < 0 {
+		return fmt.Errorf("MaxPoolList is %d, want >= 0", g.MaxPoolList)
 	}
 	return nil
 }

@@ -84,6 +84,10 @@ func (h *Host) loadPlugin(ctx context.Context, file string) (p *plugin, err erro
 		cmp.Or(grant.CallTimeout, h.cfg.CallTimeout),
 		cmp.Or(grant.MaxPayload, h.cfg.MaxPayload),
 	}
+	// The caps of the dispatch core, whose defaults it fills in.
+	caps := hostfn.Limits{
+		MaxPayload: limits.payload, MaxHostCalls: grant.MaxHostCalls, MaxReply: grant.MaxReply, MaxPoolList: grant.MaxPoolList,
+	}
 	mode := abi.ExportHandle
 	if desc.Mode == abi.ModeLoop {
 		mode = abi.ExportTick
@@ -102,7 +106,7 @@ func (h *Host) loadPlugin(ctx context.Context, file string) (p *plugin, err erro
 	if err != nil {
 		return nil, fmt.Errorf("Config.Grants[%q]: %w", typ, err)
 	}
-	fn := hostfn.NewPlugin(typ, hg, config, limits.payload, http)
+	fn := hostfn.NewPlugin(typ, hg, config, caps, http)
 	rt, err := native.NewRuntime(ctx, native.Params{
 		Cache: h.cache, MemoryLimitPages: limits.pages, Core: h.core, Log: h.cfg.Logger,
 	}, wasm)
@@ -124,6 +128,7 @@ func (h *Host) loadPlugin(ctx context.Context, file string) (p *plugin, err erro
 		slots = n
 	}
 	eff.MemoryLimitPages, eff.CallTimeout, eff.MaxPayload = limits.pages, limits.timeout, limits.payload
+	eff.MaxHostCalls, eff.MaxReply, eff.MaxPoolList = fn.Limits.MaxHostCalls, fn.Limits.MaxReply, fn.Limits.MaxPoolList
 	h.cfg.Logger.Info("host: plugin loaded", "type", typ, "version", desc.Version, "mode", desc.Mode,
 		"file", filepath.Base(file), "slots", slots)
 	loaded := &plugin{
@@ -156,7 +161,7 @@ func (h *Host) probe(ctx context.Context, wasm []byte) (d *abi.Describe, err err
 	defer func() { err = errors.Join(err, rt.Close(ctx)) }()
 	callCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	caller := &hostfn.Caller{Plugin: hostfn.NewPlugin("(probe)", hostfn.Grant{}, nil, 0, nil), Slot: "probe"}
+	caller := &hostfn.Caller{Plugin: hostfn.NewPlugin("(probe)", hostfn.Grant{}, nil, hostfn.Limits{}, nil), Slot: "probe"}
 	in, err := rt.Instantiate(callCtx, "probe", caller, nil)
 	if err != nil {
 		return nil, err

@@ -127,7 +127,7 @@ func (h *Host) slotParams(p *plugin, i int, pump *slot.Pump, rep *slotReport) sl
 	if h.cfg.Observe != nil {
 		observe = func(e slot.Event) { h.cfg.Observe(slotEvent(p.info.Type, e)) }
 	}
-	out := newGuestLog(h.cfg.Logger, p.info.Type, name)
+	out := newGuestLog(h.cfg.Logger, p.info.Type, name, p.fn.Output)
 	return slot.Params{
 		Name:        name,
 		Mode:        p.desc.Mode,
@@ -141,6 +141,7 @@ func (h *Host) slotParams(p *plugin, i int, pump *slot.Pump, rep *slotReport) sl
 		Paused:      p.paused.Load,
 		Observe:     observers(report, observe),
 		Log:         h.cfg.Logger,
+		Events:      p.fn.Events,
 		NewGuest: func(hard context.Context) (slot.Guest, error) {
 			ctx, cancel := context.WithTimeout(hard, p.info.Grant.CallTimeout)
 			defer cancel()

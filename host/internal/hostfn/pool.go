@@ -109,6 +109,10 @@ func (c *Core) poolClaim(ctx context.Context, caller *Caller, req []byte) (any, 
 //
 //	request:  {"pool": "cookies", "where": {"site": "x"}, "limit": 10}
 //	reply:    {"items": [...]}
+//
+// A limit of 0 (or none) is min(100, the plugin's MaxPoolList); a limit over MaxPoolList
+// is a ValueError that names it. Items whose payloads and tags add up to more than
+// MaxReply answer LimitExceeded before the reply is built.
 func (c *Core) poolList(ctx context.Context, caller *Caller, req []byte) (any, *abi.Error) {
 	var r abi.PoolListRequest
 	if e := decode(req, &r); e != nil {
@@ -118,8 +122,14 @@ func (c *Core) poolList(ctx context.Context, caller *Caller, req []byte) (any, *
 	if e != nil {
 		return nil, e
 	}
-	if r.Limit < 0 {
+	limits := caller.Plugin.Limits
+	switch {
+	case r.Limit < 0:
 		return nil, abi.Errorf(abi.ValueError, "limit is negative (%d)", r.Limit)
+	case r.Limit > limits.MaxPoolList:
+		return nil, abi.Errorf(abi.ValueError, "limit is %d, maximum %d (max_pool_list in the grants file)", r.Limit, limits.MaxPoolList)
+	case r.Limit == 0:
+		r.Limit = min(poolListDefault, limits.MaxPoolList)
 	}
 	where, e := validate.Where(p.Tags, r.Where)
 	if e != nil {
@@ -128,6 +138,17 @@ func (c *Core) poolList(ctx context.Context, caller *Caller, req []byte) (any, *
 	items, err := c.backend.PoolList(ctx, r.Pool, where, r.Limit)
 	if err != nil {
 		return nil, fromBackend(err)
+	}
+	size := 0
+	for _, it := range items {
+		size += len(it.Payload)
+		for k, v := range it.Tags {
+			size += len(k) + len(v)
+		}
+	}
+	if size > limits.MaxReply {
+		return nil, abi.Errorf(abi.LimitExceeded, "pool_list: %d items of %d bytes are over the reply limit %d (max_reply in the grants file); ask for fewer (limit)",
+			len(items), size, limits.MaxReply)
 	}
 	out := abi.PoolListReply{Items: make([]abi.PoolItem, 0, len(items))}
 	for _, it := range items {

@@ -66,7 +66,7 @@ func (in *Instance) run(ctx context.Context, fn api.Function, name string, input
 		return nil, badResult(fmt.Errorf("native: module does not export %s", name))
 	}
 	ctx = hostfn.WithCaller(ctx, in.caller)
-	in.caller.Pending = nil
+	in.caller.Begin()
 	in.stack[0] = api.EncodeU32(uint32(len(input)))
 	if err := in.input.CallWithStack(ctx, in.stack[:]); err != nil {
 		return nil, in.died(ctx, abi.ExportInput, err)

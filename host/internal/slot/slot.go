@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/primitives"
 )
 
@@ -111,6 +112,11 @@ type Params struct {
 	Paused                 func() bool  // optional; true stops claiming until false
 	Observe                func(Event)  // optional; must not block
 	Log                    *slog.Logger // required
+	// Events rate-limits the lines of each task and guest call (a task parked, the guest
+	// died, a tick failed, no instance could be made, a release or ack failed), shared by
+	// the slots of one plugin.
+	// Optional: default, a limiter of the slot's own at the plugin's rate.
+	Events *hostfn.Limiter
 }
 
 // settleTimeout bounds an ack or release, which runs even after a drain's deadline.
@@ -152,6 +158,9 @@ func New(p Params) *Slot {
 	}
 	if p.Observe == nil {
 		p.Observe = func(Event) {}
+	}
+	if p.Events == nil {
+		p.Events = hostfn.NewEventLimiter()
 	}
 	return &Slot{p: p}
 }
@@ -202,7 +211,7 @@ func (s *Slot) Run(soft, hard context.Context) {
 			g, err := s.p.NewGuest(hard)
 			if err != nil {
 				s.deaths++
-				s.p.Log.Error("slot: cannot make an instance", "slot", s.p.Name, "deaths", s.deaths, "err", err)
+				s.guestLog(slog.LevelError, "slot: cannot make an instance", "deaths", s.deaths, "err", err)
 				continue
 			}
 			s.guest = g
@@ -262,6 +271,24 @@ func (s *Slot) claimFailed(err error) {
 	s.claimLogged, s.claimErrs = time.Now(), 0
 }
 
+// guestLog logs a line of one task or guest call, rate-limited by Params.Events: a plugin
+// that fails or dies on every task as fast as it can gets a burst of lines and then a few
+// a second, the next one carrying the count suppressed before it. Every per-task line
+// goes through it, the backend's failures to settle a task too: the guest sets the pace
+// of those (a task a millisecond), so a flapping backend under a fast guest would flood
+// as well. Only claim failures keep their own interval (claimFailed), which no guest paces.
+func (s *Slot) guestLog(level slog.Level, msg string, attrs ...any) {
+	ok, dropped := s.p.Events.Allow()
+	if !ok {
+		return
+	}
+	attrs = append([]any{"slot", s.p.Name}, attrs...)
+	if dropped > 0 {
+		attrs = append(attrs, "suppressed", dropped)
+	}
+	s.p.Log.Log(context.Background(), level, msg, attrs...)
+}
+
 func (s *Slot) setState(kind string) {
 	if s.state != kind {
 		s.state = kind
@@ -289,7 +316,7 @@ func (s *Slot) handBack(hard context.Context, t primitives.ClaimedTask) {
 	defer cancel()
 	r := primitives.Retry{Reason: "handed back unstarted: the slot is draining or paused", Refund: true}
 	if _, err := s.p.Backend.QueueRelease(settle, s.p.Queue, t.ID, t.Token, r); err != nil {
-		s.p.Log.Warn("slot: handing back an unstarted task failed; its lease will expire instead", "slot", s.p.Name, "task", t.ID, "err", err)
+		s.guestLog(slog.LevelWarn, "slot: handing back an unstarted task failed; its lease will expire instead", "task", t.ID, "err", err)
 	}
 }
 
@@ -322,13 +349,13 @@ func (s *Slot) handleOnce(soft, hard context.Context, t primitives.ClaimedTask) 
 		parked, err := s.p.Backend.QueueRelease(settle, s.p.Queue, t.ID, t.Token, r)
 		switch {
 		case err != nil:
-			s.p.Log.Warn("slot: release failed; the lease will expire instead", "slot", s.p.Name, "task", t.ID, "err", err)
+			s.guestLog(slog.LevelWarn, "slot: release failed; the lease will expire instead", "task", t.ID, "err", err)
 		case parked && outcome == OutcomeDead:
 			it.Parked = true
-			s.p.Log.Warn("slot: task parked: its attempts are spent", "slot", s.p.Name, "task", t.ID, "reason", r.Reason)
+			s.guestLog(slog.LevelWarn, "slot: task parked: its attempts are spent", "task", t.ID, "reason", r.Reason)
 		case parked:
 			outcome, it.Parked = OutcomeParked, true
-			s.p.Log.Warn("slot: task parked: its attempts are spent", "slot", s.p.Name, "task", t.ID, "reason", r.Reason)
+			s.guestLog(slog.LevelWarn, "slot: task parked: its attempts are spent", "task", t.ID, "reason", r.Reason)
 		}
 		it.Outcome = outcome
 	}
@@ -345,7 +372,7 @@ func (s *Slot) handleOnce(soft, hard context.Context, t primitives.ClaimedTask) 
 	case err != nil:
 		s.discard()
 		it.Death, it.Reason = death, cut("guest died: "+err.Error())
-		s.p.Log.Warn("slot: guest died; making a fresh instance", "slot", s.p.Name, "task", t.ID, "err", err)
+		s.guestLog(slog.LevelWarn, "slot: guest died; making a fresh instance", "task", t.ID, "err", err)
 		release(primitives.Retry{Reason: it.Reason, MaxAttempts: s.p.MaxAttempts}, OutcomeDead)
 	default:
 		switch res.Outcome {
@@ -362,7 +389,7 @@ func (s *Slot) handleOnce(soft, hard context.Context, t primitives.ClaimedTask) 
 				cancel()
 			}
 			if err != nil {
-				s.p.Log.Warn("slot: ack failed; the task may run again", "slot", s.p.Name, "task", t.ID, "err", err)
+				s.guestLog(slog.LevelWarn, "slot: ack failed; the task may run again", "task", t.ID, "err", err)
 			}
 			it.Outcome = OutcomeCheckpoint
 		case abi.OutcomeRetry:
@@ -398,7 +425,7 @@ func (s *Slot) tickOnce(hard context.Context) (Iteration, time.Duration) {
 		it.Outcome, it.Death = OutcomeDead, death
 		it.Reason = cut("guest died: " + err.Error())
 		if death != DeathDrain {
-			s.p.Log.Warn("slot: guest died; making a fresh instance", "slot", s.p.Name, "err", err)
+			s.guestLog(slog.LevelWarn, "slot: guest died; making a fresh instance", "err", err)
 		}
 	case res.Outcome == abi.OutcomeDone:
 		it.Outcome, wait = OutcomeCheckpoint, s.p.Poll
@@ -410,7 +437,7 @@ func (s *Slot) tickOnce(hard context.Context) (Iteration, time.Duration) {
 		}
 	default: // fail
 		it.Outcome, it.Reason, wait = OutcomeReleased, cut(cmp.Or(res.Reason, "failed")), s.p.RetryDelay
-		s.p.Log.Warn("slot: tick failed", "slot", s.p.Name, "reason", it.Reason)
+		s.guestLog(slog.LevelWarn, "slot: tick failed", "reason", it.Reason)
 	}
 	it.Duration = time.Since(start)
 	return it, wait
@@ -423,7 +450,7 @@ func (s *Slot) call(hard context.Context, fn func(context.Context, []byte) ([]by
 	defer func() {
 		if r := recover(); r != nil {
 			death, err = DeathHostPanic, fmt.Errorf("host panic during the guest call: %v", r)
-			s.p.Log.Error("slot: panic during a guest call", "slot", s.p.Name, "panic", r)
+			s.guestLog(slog.LevelError, "slot: panic during a guest call", "panic", r)
 		}
 	}()
 	ctx, cancel := context.WithTimeout(hard, s.p.CallTimeout)

@@ -8,12 +8,14 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/memory"
@@ -549,5 +551,34 @@ func TestPauseHandsBackClaimedNext(t *testing.T) {
 	c, ok, err := h.b.QueueClaim(context.Background(), "q", time.Minute, 3)
 	if err != nil || !ok || string(c.Payload) != `"second"` || c.Attempts != 1 {
 		t.Errorf("QueueClaim after the pause = %+v, %v, %v; want the second task at attempt 1 (the unstarted claim refunded)", c, ok, err)
+	}
+}
+
+// TestGuestCausedLinesRateLimited: a guest that fails or dies on every task causes lines
+// (task parked, guest died) only as its plugin's Events limiter lets through: here a
+// burst of 5 and no refill within the test, so 100 parked tasks write 5 lines.
+func TestGuestCausedLinesRateLimited(t *testing.T) {
+	var n atomic.Int64
+	h := newHarness(t, func(context.Context, abi.HandleInput) ([]byte, error) {
+		if n.Add(1)%2 == 0 {
+			return nil, errors.New("wasm error: unreachable")
+		}
+		return result(abi.HandleResult{Outcome: abi.OutcomeFail, Reason: "every task fails"}), nil
+	})
+	logs := &testutil.LogBuffer{}
+	h.params.Log = slog.New(slog.NewTextHandler(logs, nil))
+	h.params.MaxAttempts = 1
+	h.params.Events = hostfn.NewLimiter(time.Hour, 5)
+	for range 100 {
+		h.push(`{}`)
+	}
+	h.run(func() bool { return h.stats().Parked == 100 })
+	text := logs.String()
+	parked, died := strings.Count(text, "msg=\"slot: task parked"), strings.Count(text, "msg=\"slot: guest died")
+	if parked+died != 5 || parked == 0 || died == 0 {
+		t.Errorf("100 parked tasks (half of them deaths) logged %d parked and %d died lines, want 5 in all:\n%s", parked, died, text)
+	}
+	if !strings.Contains(text, "slot=fake/0") {
+		t.Errorf("the lines do not name the slot:\n%s", text)
 	}
 }
