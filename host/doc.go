@@ -61,6 +61,16 @@
 // guest that retries forever is never parked; it shows as a task that keeps being
 // released, not as one waiting for the operator.
 //
+// Why does SlotEvent carry a Death? The reason an instance died labels
+// fleet_slot_deaths_total, and the error's text cannot decide it: wazero's stack trace in
+// it names the guest's functions (a trap in $call_ran_past_its_deadline is not a
+// deadline), and a guest can proc_exit with wazero's deadline exit code. So the slot says
+// deadline or drain from the contexts it gave the call; internal/native says exit
+// (sys.ExitError), host_panic (a Go runtime.Error), bad_result (a range outside memory)
+// and memory (a death within 4 MiB, or a quarter of a smaller limit, of the memory's
+// maximum: wasm has no out-of-memory trap, and Go's runtime aborts short of the limit by
+// up to one 4 MiB heap step); a malformed result is bad_result; the rest is a trap.
+//
 // How many round trips does a task cost? One, shared: the slots of a batch plugin claim
 // and ack through one queue pump (slot.Pump), which sends the acks and claims that are
 // waiting as one primitives.Queue.QueueAckClaim, so that a done task's ack carries its

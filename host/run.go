@@ -26,9 +26,13 @@ type SlotEvent struct {
 	Phase  string // "handle", "tick", "ack" or "release"
 
 	// For "finished":
-	Phases   []string      // the phases run, in order
-	Outcome  string        // "checkpoint", "released", "parked" or "dead"
-	Reason   string        // why the task went back or the instance died
+	Phases  []string // the phases run, in order
+	Outcome string   // "checkpoint", "released", "parked" or "dead"
+	Reason  string   // why the task went back or the instance died
+	// Death is why the instance died, when it did, from the error's type (never its
+	// text): "deadline", "drain" (cut at the drain deadline), "memory", "trap", "exit"
+	// (proc_exit), "bad_result" (a malformed result) or "host_panic"; "" otherwise.
+	Death    string
 	Duration time.Duration // the iteration's wall time
 }
 
@@ -243,6 +247,7 @@ func slotEvent(typ string, e slot.Event) SlotEvent {
 	out := SlotEvent{Plugin: typ, Slot: e.Slot, Kind: e.Kind, N: e.N, TaskID: e.TaskID, Phase: e.Phase}
 	if it := e.Iteration; it != nil {
 		out.Phases, out.Outcome, out.Reason, out.Duration = it.Phases, it.Outcome, it.Reason, it.Duration
+		out.Death = string(it.Death)
 	}
 	return out
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/cli"
 	"github.com/fleethost/fleet/internal/grants"
+	"github.com/fleethost/fleet/internal/safetext"
 )
 
 // apiFlags are the flags of the commands that talk to a daemon's API.
@@ -54,7 +54,7 @@ func submitCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		id, err := c.Submit(ctx, typ, b)
 		if err != nil {
 			failed++
-			fmt.Fprintf(stderr, "fleet-host submit: line %d: %v\n", line, err)
+			fmt.Fprintf(stderr, "fleet-host submit: line %d: %s\n", line, safetext.Escape(err.Error()))
 			var ae *cli.APIError
 			if !errors.As(err, &ae) { // the daemon is not there: stop
 				return errFailed
@@ -131,7 +131,7 @@ func describeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			continue
 		}
 		if asJSON {
-			if err := writeJSON(stdout, d); err != nil {
+			if err := cli.WriteJSON(stdout, d); err != nil {
 				return err
 			}
 			continue
@@ -180,10 +180,4 @@ func usageErr(err error) error {
 		return err
 	}
 	return errUsageShown
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

@@ -20,6 +20,8 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+
+	"github.com/fleethost/fleet/internal/safetext"
 )
 
 // version is the binary's version; set with -ldflags "-X main.version=v1.2.3".
@@ -104,12 +106,13 @@ func exitCode(err error, stderr io.Writer) int {
 	case errors.Is(err, errUsageShown):
 		return exitUsage
 	case errors.As(err, &ue):
-		fmt.Fprintln(stderr, "fleet-host:", ue.error)
+		fmt.Fprintln(stderr, "fleet-host:", safetext.Escape(ue.Error()))
 		return exitUsage
 	case errors.Is(err, errFailed):
 		return exitError
 	}
-	fmt.Fprintln(stderr, "fleet-host:", err)
+	// The error may carry a guest's text: a describe document, a stack trace's names.
+	fmt.Fprintln(stderr, "fleet-host:", safetext.Escape(err.Error()))
 	return exitError
 }
 

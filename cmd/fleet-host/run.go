@@ -16,6 +16,7 @@ import (
 
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/daemon"
+	"github.com/fleethost/fleet/internal/safetext"
 )
 
 func runCmd(ctx context.Context, args []string, stderr io.Writer) int {
@@ -132,7 +133,7 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
 	}
-	opts := &slog.HandlerOptions{Level: lv}
+	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: safetext.ReplaceAttr}
 	switch strings.ToLower(format) {
 	case "text":
 		return slog.New(slog.NewTextHandler(w, opts)), nil

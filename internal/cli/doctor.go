@@ -14,6 +14,7 @@ import (
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/backend"
 	"github.com/fleethost/fleet/internal/grants"
+	"github.com/fleethost/fleet/internal/safetext"
 	"github.com/fleethost/fleet/reporter"
 )
 
@@ -59,10 +60,10 @@ func Doctor(ctx context.Context, p DoctorParams, out io.Writer) bool {
 		if !pass {
 			tag, ok = "FAIL", false
 		}
-		fmt.Fprintf(out, "%s  %s: %s\n", tag, name, fmt.Sprintf(format, args...))
+		fmt.Fprintf(out, "%s  %s: %s\n", tag, safetext.Escape(name), safetext.Escape(fmt.Sprintf(format, args...)))
 	}
 	skip := func(name, format string, args ...any) {
-		fmt.Fprintf(out, "skip  %s: %s\n", name, fmt.Sprintf(format, args...))
+		fmt.Fprintf(out, "skip  %s: %s\n", safetext.Escape(name), safetext.Escape(fmt.Sprintf(format, args...)))
 	}
 
 	// Backend.

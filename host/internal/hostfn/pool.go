@@ -53,8 +53,9 @@ func (c *Core) poolPut(ctx context.Context, caller *Caller, req []byte) (any, *a
 	if e := checkSize(caller.Plugin, "tags", r.Tags); e != nil {
 		return nil, e
 	}
-	if r.TTLMs < 0 {
-		return nil, abi.Errorf(abi.ValueError, "ttl_ms is negative (%d)", r.TTLMs)
+	ttl, e := abi.Millis("ttl_ms", r.TTLMs)
+	if e != nil {
+		return nil, e
 	}
 	if e := p.Payload.Validate("payload", r.Payload); e != nil {
 		return nil, e
@@ -63,7 +64,7 @@ func (c *Core) poolPut(ctx context.Context, caller *Caller, req []byte) (any, *a
 	if e != nil {
 		return nil, e
 	}
-	id, err := c.backend.PoolPut(ctx, r.Pool, r.Payload, tags, ms(r.TTLMs))
+	id, err := c.backend.PoolPut(ctx, r.Pool, r.Payload, tags, ttl)
 	if err != nil {
 		return nil, fromBackend(err)
 	}
@@ -85,14 +86,15 @@ func (c *Core) poolClaim(ctx context.Context, caller *Caller, req []byte) (any, 
 	if e != nil {
 		return nil, e
 	}
-	if r.HoldMs <= 0 {
-		return nil, abi.Errorf(abi.ValueError, "hold_ms must be positive, got %d", r.HoldMs)
+	hold, e := holdMs(r.HoldMs)
+	if e != nil {
+		return nil, e
 	}
 	where, e := validate.Where(p.Tags, r.Where)
 	if e != nil {
 		return nil, e
 	}
-	l, ok, err := c.backend.PoolClaim(ctx, r.Pool, where, ms(r.HoldMs))
+	l, ok, err := c.backend.PoolClaim(ctx, r.Pool, where, hold)
 	if err != nil {
 		return nil, fromBackend(err)
 	}
@@ -261,4 +263,11 @@ func tagsJSON(t primitives.Tags) json.RawMessage {
 	return buf.Bytes()
 }
 
-func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+// holdMs converts the hold_ms of a pool claim or a lock: a lease of no time is no lease,
+// so 0 is refused too.
+func holdMs(ms int64) (time.Duration, *abi.Error) {
+	if ms <= 0 {
+		return 0, abi.Errorf(abi.ValueError, "hold_ms must be positive, got %d", ms)
+	}
+	return abi.Millis("hold_ms", ms)
+}

@@ -42,6 +42,34 @@ const (
 	EventStopped  = "stopped"  // the loop returned; the last event of a slot
 )
 
+// Death says why an instance died: the reason label of fleet_slot_deaths_total. It comes
+// from the error's type and from the slot's own contexts, never from the error's text,
+// which holds the guest's function names (a trap in a function named
+// $call_ran_past_its_deadline is a trap).
+type Death string
+
+const (
+	DeathDeadline  Death = "deadline"   // the call ran past CallTimeout
+	DeathDrain     Death = "drain"      // the host cut the call at the drain deadline
+	DeathMemory    Death = "memory"     // the guest died with its memory at the limit
+	DeathTrap      Death = "trap"       // a wasm trap: unreachable, out of bounds, stack overflow, ...
+	DeathExit      Death = "exit"       // the guest called proc_exit
+	DeathBadResult Death = "bad_result" // the guest broke the ABI: a malformed result, a range outside its memory
+	DeathHostPanic Death = "host_panic" // the host's own bug, recovered
+)
+
+// Died is an error of a Guest call that says why its instance died. The slot decides
+// DeathDeadline and DeathDrain itself, from the contexts it gave the call, whatever the
+// error says (a guest can proc_exit with wazero's deadline exit code); a Guest error that
+// is not a Died is a trap.
+type Died struct {
+	Death Death
+	Err   error
+}
+
+func (d *Died) Error() string { return d.Err.Error() }
+func (d *Died) Unwrap() error { return d.Err }
+
 // Event is one step of a slot's lifecycle, for telemetry.
 type Event struct {
 	Kind      string
@@ -58,6 +86,7 @@ type Iteration struct {
 	Phases   []string // the phases run, in order
 	Outcome  string   // one of the Outcome constants
 	Reason   string   // why the task went back or the instance died, if it did
+	Death    Death    // why the instance died, when it did; "" otherwise
 	Duration time.Duration
 	// Parked is true when the release parked the task (its attempts are spent), whatever
 	// Outcome says: a death that spends the budget is OutcomeDead with Parked set.
@@ -321,7 +350,7 @@ func (s *Slot) handleOnce(soft, hard context.Context, t claim) (it Iteration, ne
 		},
 		Iteration: s.n,
 	})
-	res, err := s.call(hard, t.expires.Add(-s.p.LeaseMargin), s.guest.Handle, input)
+	res, death, err := s.call(hard, t.expires.Add(-s.p.LeaseMargin), s.guest.Handle, input)
 
 	// The settle context is made only where a call uses it: the done path of a running
 	// slot goes through the pump, which needs none.
@@ -348,14 +377,14 @@ func (s *Slot) handleOnce(soft, hard context.Context, t claim) (it Iteration, ne
 	// guest handing the task back, e.g. waiting for a cookie) and a call the drain cut
 	// (the host's doing) refund theirs, so they never park a task.
 	switch {
-	case err != nil && hard.Err() != nil:
+	case death == DeathDrain:
 		// The drain's grace period ended mid-call: not the task's fault.
 		s.discard()
-		it.Reason = "host draining: call cut at the drain deadline"
+		it.Death, it.Reason = death, "host draining: call cut at the drain deadline"
 		release(primitives.Retry{Reason: it.Reason, Refund: true}, OutcomeReleased)
 	case err != nil:
 		s.discard()
-		it.Reason = cut("guest died: " + err.Error())
+		it.Death, it.Reason = death, cut("guest died: "+err.Error())
 		s.guestLog(slog.LevelWarn, "slot: guest died; making a fresh instance", "task", t.ID, "err", err)
 		release(primitives.Retry{Reason: it.Reason, MaxAttempts: s.p.MaxAttempts}, OutcomeDead)
 	default:
@@ -377,7 +406,7 @@ func (s *Slot) handleOnce(soft, hard context.Context, t claim) (it Iteration, ne
 			}
 			it.Outcome = OutcomeCheckpoint
 		case abi.OutcomeRetry:
-			delay := time.Duration(res.RetryAfterMs) * time.Millisecond
+			delay := res.RetryAfter()
 			if delay == 0 {
 				delay = s.p.RetryDelay
 			}
@@ -401,21 +430,21 @@ func (s *Slot) tickOnce(hard context.Context) (Iteration, time.Duration) {
 	s.emit(Event{Kind: EventWorking, N: s.n, Phase: "tick"})
 	s.state = EventWorking
 	input, _ := json.Marshal(abi.TickInput{Iteration: s.n})
-	res, err := s.call(hard, time.Time{}, s.guest.Tick, input)
+	res, death, err := s.call(hard, time.Time{}, s.guest.Tick, input)
 	var wait time.Duration
 	switch {
 	case err != nil:
 		s.discard()
-		it.Outcome = OutcomeDead
+		it.Outcome, it.Death = OutcomeDead, death
 		it.Reason = cut("guest died: " + err.Error())
-		if hard.Err() == nil {
+		if death != DeathDrain {
 			s.guestLog(slog.LevelWarn, "slot: guest died; making a fresh instance", "err", err)
 		}
 	case res.Outcome == abi.OutcomeDone:
 		it.Outcome, wait = OutcomeCheckpoint, s.p.Poll
 	case res.Outcome == abi.OutcomeRetry:
 		it.Outcome, it.Reason = OutcomeReleased, cut(cmp.Or(res.Reason, "retry"))
-		wait = time.Duration(res.RetryAfterMs) * time.Millisecond
+		wait = res.RetryAfter()
 		if wait == 0 {
 			wait = s.p.RetryDelay
 		}
@@ -428,13 +457,13 @@ func (s *Slot) tickOnce(hard context.Context) (Iteration, time.Duration) {
 }
 
 // call runs one guest export under CallTimeout, and ends it by endBy when that is sooner
-// (a task's lease, less LeaseMargin; zero for none), and decodes its HandleResult. A panic
-// anywhere below (the host's bug) becomes an error, so the instance is discarded and the
-// slot goes on.
-func (s *Slot) call(hard context.Context, endBy time.Time, fn func(context.Context, []byte) ([]byte, error), input []byte) (res abi.HandleResult, err error) {
+// (a task's lease, less LeaseMargin; zero for none), and decodes its HandleResult. On an
+// error the instance is dead, and death says why. A panic anywhere below (the host's bug)
+// becomes an error too, so the instance is discarded and the slot goes on.
+func (s *Slot) call(hard context.Context, endBy time.Time, fn func(context.Context, []byte) ([]byte, error), input []byte) (res abi.HandleResult, death Death, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("host panic during the guest call: %v", r)
+			death, err = DeathHostPanic, fmt.Errorf("host panic during the guest call: %v", r)
 			s.guestLog(slog.LevelError, "slot: panic during a guest call", "panic", r)
 		}
 	}()
@@ -446,15 +475,24 @@ func (s *Slot) call(hard context.Context, endBy time.Time, fn func(context.Conte
 	ctx, cancel := context.WithDeadline(hard, deadline)
 	defer cancel()
 	out, err := fn(ctx, input)
-	if err != nil {
-		// The context's own error, not err's: a guest's proc_exit with wazero's deadline
-		// exit code is an error that errors.Is context.DeadlineExceeded too.
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) && hard.Err() == nil {
-			return res, fmt.Errorf("call ran past its %v deadline: %w", deadline.Sub(start).Round(time.Millisecond), err)
+	var died *Died
+	switch {
+	case err == nil:
+		if res, err = abi.DecodeHandleResult(out); err != nil {
+			return res, DeathBadResult, err
 		}
-		return res, err
+		return res, "", nil
+	case hard.Err() != nil:
+		return res, DeathDrain, err
+	case ctx.Err() != nil:
+		// hard still runs, so ctx ended by its own deadline. The context's error decides,
+		// not err's: a guest's proc_exit with wazero's deadline exit code is an error that
+		// errors.Is context.DeadlineExceeded too.
+		return res, DeathDeadline, fmt.Errorf("call ran past its %v deadline: %w", deadline.Sub(start).Round(time.Millisecond), err)
+	case errors.As(err, &died):
+		return res, died.Death, err
 	}
-	return abi.DecodeHandleResult(out)
+	return res, DeathTrap, err
 }
 
 // discard closes a dead instance; the next iteration makes a fresh one.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -291,8 +292,45 @@ func TestDeadlineKills(t *testing.T) {
 	h.params.MaxAttempts = 1
 	h.push(`{}`)
 	h.run(func() bool { return len(h.finished()) == 1 })
-	if it := h.finished()[0]; it.Outcome != OutcomeDead || it.Reason != "guest died: call ran past its 5ms deadline: context deadline exceeded" {
+	if it := h.finished()[0]; it.Outcome != OutcomeDead || it.Death != DeathDeadline || it.Reason != "guest died: call ran past its 5ms deadline: context deadline exceeded" {
 		t.Errorf("iteration = %+v", it)
+	}
+}
+
+// TestDeathReasons: why an instance died is the Guest's *Died, the slot's own contexts,
+// a panic or a malformed result; an error of any other type is a trap, whatever it says
+// or wraps.
+func TestDeathReasons(t *testing.T) {
+	tests := []struct {
+		name   string
+		handle func(ctx context.Context, in abi.HandleInput) ([]byte, error)
+		want   Death
+	}{
+		{"died", func(context.Context, abi.HandleInput) ([]byte, error) {
+			return nil, fmt.Errorf("wrapped: %w", &Died{Death: DeathExit, Err: errors.New("exit_code(3)")})
+		}, DeathExit},
+		{"untyped", func(context.Context, abi.HandleInput) ([]byte, error) {
+			return nil, errors.New("wasm error: unreachable\n\tcall_ran_past_its_deadline() out_of_memory()")
+		}, DeathTrap},
+		{"deadline error before the deadline", func(context.Context, abi.HandleInput) ([]byte, error) {
+			return nil, context.DeadlineExceeded
+		}, DeathTrap},
+		{"panic", func(context.Context, abi.HandleInput) ([]byte, error) { panic("boom") }, DeathHostPanic},
+		{"garbage", func(context.Context, abi.HandleInput) ([]byte, error) { return []byte("garbage"), nil }, DeathBadResult},
+		{"negative retry", func(context.Context, abi.HandleInput) ([]byte, error) {
+			return []byte(`{"outcome":"retry","retry_after_ms":9223372036854775807}`), nil
+		}, DeathBadResult},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, tt.handle)
+			h.params.MaxAttempts = 1
+			h.push(`{}`)
+			h.run(func() bool { return len(h.finished()) == 1 })
+			if it := h.finished()[0]; it.Outcome != OutcomeDead || it.Death != tt.want {
+				t.Errorf("iteration = %+v, want dead of %s", it, tt.want)
+			}
+		})
 	}
 }
 
@@ -343,8 +381,8 @@ func TestDrainCut(t *testing.T) {
 	if s := h.stats(); s != (primitives.QueueStats{Depth: 1}) {
 		t.Errorf("stats = %+v, want the task back and not parked", s)
 	}
-	if fin := h.finished(); len(fin) != 1 || fin[0].Outcome != OutcomeReleased || fin[0].Parked {
-		t.Errorf("iterations = %+v, want one released", fin)
+	if fin := h.finished(); len(fin) != 1 || fin[0].Outcome != OutcomeReleased || fin[0].Parked || fin[0].Death != DeathDrain {
+		t.Errorf("iterations = %+v, want one released, its instance dead of the drain", fin)
 	}
 	c, ok, err := h.b.QueueClaim(context.Background(), "q", time.Minute, 1)
 	if err != nil || !ok || c.Attempts != 1 || c.LastError != "host draining: call cut at the drain deadline" {
