@@ -69,8 +69,8 @@ type Config struct {
 	PollInterval time.Duration
 
 	// TaskLease is how long a claimed task is leased to its slot. The slot takes at least
-	// the plugin's call timeout plus 10s, so that a task whose call may still run is
-	// never claimable elsewhere.
+	// the plugin's call timeout plus 10s, and ends each call 10s before its task's lease
+	// at the latest, so that a task whose call may still run is never claimable elsewhere.
 	// default: 30s
 	TaskLease time.Duration
 
@@ -82,12 +82,17 @@ type Config struct {
 	MaxAttempts int
 
 	// CallTimeout is the deadline of one guest call (fleet_handle, fleet_tick,
-	// _initialize). A call past it kills its instance; the slot makes a fresh one.
+	// _initialize), sleeps in WASI included. A call past it kills its instance; the slot
+	// makes a fresh one. At load, a plugin's _initialize, fleet_abi_version and
+	// fleet_describe share one deadline, the largest call timeout of Config and Grants; a
+	// plugin past it is refused.
 	// default: 30s
 	CallTimeout time.Duration
 
 	// DrainTimeout is how long Run waits, once its ctx is done, for calls in flight to
-	// finish before cutting them. A cut call's task goes back to its queue at once.
+	// finish before cutting them. A cut call's task goes back to its queue at once; a
+	// slot whose call has not ended AbandonMargin after the cut is abandoned, and Run
+	// returns ErrDrainIncomplete.
 	// default: 10s
 	DrainTimeout time.Duration
 
@@ -176,7 +181,7 @@ const (
 	// The default quotas of a Grant; see Grant for why each.
 	defaultKVMaxKeys    = 10_000
 	defaultKVMaxBytes   = 64 << 20
-	defaultSubmitRate   = 1000
+	defaultSubmitRate   = 5000
 	defaultMaxPoolItems = 10_000
 	defaultMaxPoolBytes = 64 << 20
 	// leaseMargin is what a task's lease exceeds its call timeout by, at least.
@@ -349,6 +354,22 @@ type Grant struct {
 	// default: 0 (Config.MaxPayload)
 	MaxPayload int
 
+	// MaxHostCalls caps the host calls of one guest call (a task's fleet_handle, a
+	// fleet_tick, an instance's _initialize); past it, every call answers LimitExceeded
+	// until that guest call ends. reply_fetch is not counted.
+	// default: 0 (1000)
+	MaxHostCalls int
+	// MaxReply caps the reply of one host call, in bytes, and so what the host keeps for
+	// reply_fetch; a larger reply answers LimitExceeded. An http reply carries its body
+	// in base64 (4/3 of HTTPMaxBody) and up to 1 MiB of headers: raise MaxReply with
+	// HTTPMaxBody.
+	// default: 0 (8 MiB)
+	MaxReply int
+	// MaxPoolList caps the limit a pool_list may ask for; a larger one is a ValueError. A
+	// pool_list that names no limit gets 100, or MaxPoolList if that is smaller.
+	// default: 0 (1000)
+	MaxPoolList int
+
 	// Quotas: what the plugin may fill in the fleet's state. Past one, the host call
 	// answers LimitExceeded naming the field and writes nothing. Each default lets the
 	// example plugins run a day (the scraper keeps one key per target, the harvester a
@@ -365,8 +386,10 @@ type Grant struct {
 	// default: 0 (64 MiB)
 	KVMaxBytes int64
 	// SubmitRate caps the plugin's submits per second on this host, with a burst of one
-	// second's worth. It is a host's own count: n hosts admit up to n times it.
-	// default: 0 (1000)
+	// second's worth. It is a host's own count: n hosts admit up to n times it. It
+	// bounds the backend work a looping plugin causes (the queue caps bound what it
+	// stores), and leaves room for a plugin that fans out thousands of tasks at once.
+	// default: 0 (5000)
 	SubmitRate int
 	// MaxQueueDepth refuses the plugin's submit to a queue already holding this many
 	// tasks waiting (ready or delayed); for the queue it consumes, the HTTP API's
@@ -404,6 +427,15 @@ func (g Grant) check() error {
 	}
 	if g.MaxPayload < 0 || g.MaxPayload > primitives.MaxValueLen {
 		return fmt.Errorf("MaxPayload is %d, want 0..%d", g.MaxPayload, primitives.MaxValueLen)
+	}
+	if g.MaxHostCalls < 0 {
+		return fmt.Errorf("MaxHostCalls is %d, want >= 0", g.MaxHostCalls)
+	}
+	if g.MaxReply < 0 || g.MaxReply > hostfn.MaxReplyCeiling {
+		return fmt.Errorf("MaxReply is %d, want 0..%d", g.MaxReply, hostfn.MaxReplyCeiling)
+	}
+	if g.MaxPoolList < 0 {
+		return fmt.Errorf("MaxPoolList is %d, want >= 0", g.MaxPoolList)
 	}
 	for field, n := range map[string]int64{
 		"KVMaxKeys": int64(g.KVMaxKeys), "KVMaxBytes": g.KVMaxBytes, "SubmitRate": int64(g.SubmitRate),

@@ -16,29 +16,29 @@ import (
 	"github.com/fleethost/fleet/primitives"
 )
 
-// flood is a sandbox with the flood guest (tests/testdata/flood) installed under grant g,
+// quotaFlood is a sandbox with the quota guest (tests/testdata/quota) installed under grant g,
 // beside the honest plugin, configured with config (its mode, ...), and granted the pool
 // and queue it declares. The flood starts
 // when the sandbox does, unless config says "wait": then at go.
-func flood(t *testing.T, kind string, config map[string]any, g host.Grant) *sandbox {
+func quotaFlood(t *testing.T, kind string, config map[string]any, g host.Grant) *sandbox {
 	t.Helper()
 	r := newSandbox(t, kind)
-	installPlugin(t, "tests/testdata/flood", r.dir, "flood")
+	installPlugin(t, "tests/testdata/quota", r.dir, "quota")
 	cfg, _ := json.Marshal(config)
-	r.cfg.Configs = map[string]json.RawMessage{"flood": cfg}
-	g.Pools = map[string][]string{"flood-items": {"put"}}
-	g.Queues = map[string][]string{"flood-jobs": {"submit"}}
-	r.grants["flood"] = g
+	r.cfg.Configs = map[string]json.RawMessage{"quota": cfg}
+	g.Pools = map[string][]string{"quota-items": {"put"}}
+	g.Queues = map[string][]string{"quota-jobs": {"submit"}}
+	r.grants["quota"] = g
 	if config["wait"] == nil {
-		r.floodGo(t)
+		r.quotaGo(t)
 	}
 	return r
 }
 
-// floodGo lets the flood write.
-func (r *sandbox) floodGo(t *testing.T) {
+// quotaGo lets the flood write.
+func (r *sandbox) quotaGo(t *testing.T) {
 	t.Helper()
-	if _, err := r.b.CounterIncr(context.Background(), "flood:go", 1); err != nil {
+	if _, err := r.b.CounterIncr(context.Background(), "quota:go", 1); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -48,17 +48,17 @@ func (r *sandbox) floodGo(t *testing.T) {
 func (r *sandbox) counters(t *testing.T) (ok, limited, other int64) {
 	t.Helper()
 	ctx := context.Background()
-	ok, _ = r.b.CounterGet(ctx, "flood:ok")
-	limited, _ = r.b.CounterGet(ctx, "flood:limited")
-	other, _ = r.b.CounterGet(ctx, "flood:other")
+	ok, _ = r.b.CounterGet(ctx, "quota:ok")
+	limited, _ = r.b.CounterGet(ctx, "quota:limited")
+	other, _ = r.b.CounterGet(ctx, "quota:other")
 	return ok, limited, other
 }
 
-// floodHeld waits until the flood has been refused at least refusals times and has
+// quotaHeld waits until the flood has been refused at least refusals times and has
 // exactly want writes accepted, then checks that the honest plugin completes its tasks
 // beside it while the flood goes on, and that the refusals held meanwhile: still want
 // accepted, none failing otherwise.
-func (r *sandbox) floodHeld(t *testing.T, what string, want, refusals int64) {
+func (r *sandbox) quotaHeld(t *testing.T, what string, want, refusals int64) {
 	t.Helper()
 	waitFor(t, what, func() bool {
 		ok, limited, _ := r.counters(t)
@@ -77,9 +77,9 @@ func (r *sandbox) floodHeld(t *testing.T, what string, want, refusals int64) {
 func TestSandboxKVKeysQuota(t *testing.T) {
 	for _, kind := range backendKinds {
 		t.Run(kind, func(t *testing.T) {
-			r := flood(t, kind, map[string]any{"mode": "kv", "value_bytes": 1}, host.Grant{})
+			r := quotaFlood(t, kind, map[string]any{"mode": "kv", "value_bytes": 1}, host.Grant{})
 			r.start(t)
-			r.floodHeld(t, "the kv flood is refused past its default 10,000 keys", 10_000, 1)
+			r.quotaHeld(t, "the kv flood is refused past its default 10,000 keys", 10_000, 1)
 		})
 	}
 }
@@ -93,13 +93,13 @@ func TestSandboxKVBytesQuota(t *testing.T) {
 	const quota, value, refusals = 16 << 20, 200_000, 100
 	for _, kind := range backendKinds {
 		t.Run(kind, func(t *testing.T) {
-			r := flood(t, kind, map[string]any{"mode": "kv", "value_bytes": value, "writes": 50, "wait": true}, host.Grant{KVMaxBytes: quota})
+			r := quotaFlood(t, kind, map[string]any{"mode": "kv", "value_bytes": value, "writes": 50, "wait": true}, host.Grant{KVMaxBytes: quota})
 			r.start(t)
 			before := liveHeap()
-			r.floodGo(t)
+			r.quotaGo(t)
 			// A key costs its namespace, its 24-byte key and its value's JSON (2 quotes).
-			cost := primitives.KVCost("flood:data", "0123456789abcdef01234567", make([]byte, value+2))
-			r.floodHeld(t, "the kv flood is refused past 16 MiB", quota/cost, refusals)
+			cost := primitives.KVCost("quota:data", "0123456789abcdef01234567", make([]byte, value+2))
+			r.quotaHeld(t, "the kv flood is refused past 16 MiB", quota/cost, refusals)
 			growth := liveHeap() - before
 			ok, limited, _ := r.counters(t)
 			t.Logf("heap: %+d MiB with %d MB held of %d MB tried (%s backend)", growth>>20, ok*cost/1e6, (ok+limited)*value/1e6, kind)
@@ -122,10 +122,10 @@ func TestSandboxSubmitDepth(t *testing.T) {
 	for _, kind := range backendKinds {
 		t.Run(kind, func(t *testing.T) {
 			const depth = 300
-			r := flood(t, kind, map[string]any{"mode": "submit"}, host.Grant{MaxQueueDepth: depth, SubmitRate: 1_000_000})
+			r := quotaFlood(t, kind, map[string]any{"mode": "submit"}, host.Grant{MaxQueueDepth: depth, SubmitRate: 1_000_000})
 			r.start(t)
-			r.floodHeld(t, "the submit flood is refused at the queue's depth cap", depth, 1)
-			if st, err := r.b.QueueStats(context.Background(), "flood-jobs"); err != nil || st.Depth != depth {
+			r.quotaHeld(t, "the submit flood is refused at the queue's depth cap", depth, 1)
+			if st, err := r.b.QueueStats(context.Background(), "quota-jobs"); err != nil || st.Depth != depth {
 				t.Errorf("QueueStats(flood-jobs) = %+v, %v; want a depth of %d", st, err, depth)
 			}
 		})
@@ -136,7 +136,7 @@ func TestSandboxSubmitDepth(t *testing.T) {
 // then the rate, whatever the guest tries.
 func TestSandboxSubmitRate(t *testing.T) {
 	const rate = 5
-	r := flood(t, "memory", map[string]any{"mode": "submit"}, host.Grant{SubmitRate: rate})
+	r := quotaFlood(t, "memory", map[string]any{"mode": "submit"}, host.Grant{SubmitRate: rate})
 	start := time.Now()
 	r.start(t)
 	waitFor(t, "the submit flood is refused past its rate", func() bool {
@@ -157,10 +157,10 @@ func TestSandboxPoolItems(t *testing.T) {
 	for _, kind := range backendKinds {
 		t.Run(kind, func(t *testing.T) {
 			const items = 300
-			r := flood(t, kind, map[string]any{"mode": "pool"}, host.Grant{MaxPoolItems: items})
+			r := quotaFlood(t, kind, map[string]any{"mode": "pool"}, host.Grant{MaxPoolItems: items})
 			r.start(t)
-			r.floodHeld(t, "the pool flood is refused at its item cap", items, 1)
-			if n, err := r.b.PoolSize(context.Background(), "flood-items"); err != nil || n != items {
+			r.quotaHeld(t, "the pool flood is refused at its item cap", items, 1)
+			if n, err := r.b.PoolSize(context.Background(), "quota-items"); err != nil || n != items {
 				t.Errorf("PoolSize(flood-items) = %d, %v; want %d", n, err, items)
 			}
 		})
@@ -173,11 +173,11 @@ func TestSandboxPoolBytes(t *testing.T) {
 	const quota, value = 1 << 20, 50_000
 	for _, kind := range backendKinds {
 		t.Run(kind, func(t *testing.T) {
-			r := flood(t, kind, map[string]any{"mode": "pool", "value_bytes": value, "writes": 30}, host.Grant{MaxPoolBytes: quota})
+			r := quotaFlood(t, kind, map[string]any{"mode": "pool", "value_bytes": value, "writes": 30}, host.Grant{MaxPoolBytes: quota})
 			r.start(t)
 			// An item costs its payload {"v":"<24 hex><value>"} and its tag site="x".
 			cost := primitives.PoolCost(make([]byte, len(`{"v":""}`)+24+value), primitives.Tags{"site": `"x"`})
-			r.floodHeld(t, "the pool flood is refused past 1 MiB", quota/cost, 1)
+			r.quotaHeld(t, "the pool flood is refused past 1 MiB", quota/cost, 1)
 		})
 	}
 }

@@ -63,6 +63,9 @@ type Entry struct {
 	MemoryLimitPages uint32          `json:"memory_limit_pages,omitempty"`
 	CallTimeout      Duration        `json:"call_timeout,omitempty"`
 	MaxPayload       int             `json:"max_payload,omitempty"`
+	MaxHostCalls     int             `json:"max_host_calls,omitempty"`
+	MaxReply         int             `json:"max_reply,omitempty"`
+	MaxPoolList      int             `json:"max_pool_list,omitempty"`
 	Config           json.RawMessage `json:"config,omitempty"`
 
 	// The quotas of host.Grant (KVMaxKeys, ...).
@@ -176,6 +179,7 @@ func (f File) Host() (map[string]host.Grant, map[string]json.RawMessage) {
 			HTTPHosts: e.HTTPHosts, HTTPAllowPrivate: e.HTTPAllowPrivate, HTTPProxies: e.HTTPProxies,
 			HTTPMaxBody: e.HTTPMaxBody, HTTPTimeout: time.Duration(e.HTTPTimeout), HTTPMaxRedirects: e.HTTPMaxRedirects,
 			MemoryLimitPages: e.MemoryLimitPages, CallTimeout: time.Duration(e.CallTimeout), MaxPayload: e.MaxPayload,
+			MaxHostCalls: e.MaxHostCalls, MaxReply: e.MaxReply, MaxPoolList: e.MaxPoolList,
 			KVMaxKeys: e.KVMaxKeys, KVMaxBytes: e.KVMaxBytes, SubmitRate: e.SubmitRate,
 			MaxQueueDepth: e.MaxQueueDepth, MaxQueueBytes: e.MaxQueueBytes,
 			MaxPoolItems: e.MaxPoolItems, MaxPoolBytes: e.MaxPoolBytes,
@@ -195,6 +199,7 @@ func FromHost(g host.Grant) Entry {
 		HTTPHosts: g.HTTPHosts, HTTPAllowPrivate: g.HTTPAllowPrivate, HTTPProxies: g.HTTPProxies,
 		HTTPMaxBody: g.HTTPMaxBody, HTTPTimeout: Duration(g.HTTPTimeout), HTTPMaxRedirects: g.HTTPMaxRedirects,
 		MemoryLimitPages: g.MemoryLimitPages, CallTimeout: Duration(g.CallTimeout), MaxPayload: g.MaxPayload,
+		MaxHostCalls: g.MaxHostCalls, MaxReply: g.MaxReply, MaxPoolList: g.MaxPoolList,
 		KVMaxKeys: g.KVMaxKeys, KVMaxBytes: g.KVMaxBytes, SubmitRate: g.SubmitRate,
 		MaxQueueDepth: g.MaxQueueDepth, MaxQueueBytes: g.MaxQueueBytes,
 		MaxPoolItems: g.MaxPoolItems, MaxPoolBytes: g.MaxPoolBytes,

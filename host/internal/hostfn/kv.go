@@ -66,12 +66,13 @@ func (c *Core) kvSet(ctx context.Context, caller *Caller, req []byte) (any, *abi
 	if e := checkSize(caller.Plugin, "value", r.Value); e != nil {
 		return nil, e
 	}
-	if r.TTLMs < 0 {
-		return nil, abi.Errorf(abi.ValueError, "ttl_ms is negative (%d)", r.TTLMs)
+	ttl, e := abi.Millis("ttl_ms", r.TTLMs)
+	if e != nil {
+		return nil, e
 	}
 	q := caller.Plugin.Quota
 	kq := primitives.KVQuota{Owner: caller.Plugin.Type, MaxKeys: q.KVMaxKeys, MaxBytes: q.KVMaxBytes}
-	if err := c.backend.KVSetWithin(ctx, r.Namespace, r.Key, r.Value, ms(r.TTLMs), kq); err != nil {
+	if err := c.backend.KVSetWithin(ctx, r.Namespace, r.Key, r.Value, ttl, kq); err != nil {
 		return nil, quotaError(err, kvFields)
 	}
 	return abi.Empty{}, nil

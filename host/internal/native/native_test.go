@@ -39,7 +39,14 @@ const callsWAT = `(module
 
 func newInstance(tb testing.TB, calls int) *Instance {
 	tb.Helper()
-	wasm, err := os.ReadFile(testutil.WAT(tb, fmt.Sprintf(callsWAT, calls, abi.Packed(4096, 18))))
+	return instantiate(tb, testutil.WAT(tb, fmt.Sprintf(callsWAT, calls, abi.Packed(4096, 18))), 16)
+}
+
+// instantiate makes an instance of the wasm file at path, under a memory limit of
+// limitPages, on a memory backend.
+func instantiate(tb testing.TB, path string, limitPages uint32) *Instance {
+	tb.Helper()
+	wasm, err := os.ReadFile(path)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -48,12 +55,12 @@ func newInstance(tb testing.TB, calls int) *Instance {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	core := hostfn.NewCore(b, validate.NewRegistry(), nil, log)
 	ctx := context.Background()
-	rt, err := NewRuntime(ctx, Params{MemoryLimitPages: 16, Core: core, Log: log}, wasm)
+	rt, err := NewRuntime(ctx, Params{MemoryLimitPages: limitPages, Core: core, Log: log}, wasm)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { rt.Close(ctx) })
-	p := hostfn.NewPlugin("bench", hostfn.Grant{}, json.RawMessage(`{"k":"v"}`), 1024, nil)
+	p := hostfn.NewPlugin("bench", hostfn.Grant{}, json.RawMessage(`{"k":"v"}`), hostfn.Limits{MaxPayload: 1024}, nil)
 	in, err := rt.Instantiate(ctx, "bench/0", &hostfn.Caller{Plugin: p, Slot: "bench/0"}, nil)
 	if err != nil {
 		tb.Fatal(err)
