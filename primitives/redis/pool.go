@@ -82,6 +82,33 @@ local function expired(expires, now)
   local e = tonumber(expires)
   return e ~= 0 and e <= now
 end
+
+-- scan walks the set KEYS[k] of a filter (k = 0: the smallest of KEYS[6..]) from cursor
+-- with SSCAN, at most budget ids, and calls visit(id) for each id that every other set
+-- of KEYS[6..] holds too, until visit returns true. It returns whether visit did, the
+-- cursor to go on from ('0': the walk is done) and k.
+local function scan(k, cursor, budget, visit)
+  if k == 0 then
+    k = 6
+    for i = 7, #KEYS do
+      if redis.call('SCARD', KEYS[i]) < redis.call('SCARD', KEYS[k]) then k = i end
+    end
+  end
+  local seen = 0
+  repeat
+    local page = redis.call('SSCAN', KEYS[k], cursor, 'COUNT', 100)
+    cursor = page[1]
+    for _, id in ipairs(page[2]) do
+      seen = seen + 1
+      local match = true
+      for i = 6, #KEYS do
+        if i ~= k and redis.call('SISMEMBER', KEYS[i], id) == 0 then match = false; break end
+      end
+      if match and visit(id) then return true, cursor, k end
+    end
+  until cursor == '0' or seen >= budget
+  return false, cursor, k
+end
 `
 
 // luaPoolIndex adds to luaPool the helpers of the scripts that change the index sets.
@@ -319,27 +346,9 @@ if #KEYS == 5 then
   return out
 end
 
-if k == 0 then
-  k = 6
-  for i = 7, #KEYS do
-    if redis.call('SCARD', KEYS[i]) < redis.call('SCARD', KEYS[k]) then k = i end
-  end
-end
-out[2] = k
-local seen = 0
-repeat
-  local page = redis.call('SSCAN', KEYS[k], cursor, 'COUNT', 100)
-  cursor = page[2] and page[1] or '0'
-  for _, id in ipairs(page[2]) do
-    seen = seen + 1
-    local match = true
-    for i = 6, #KEYS do
-      if i ~= k and redis.call('SISMEMBER', KEYS[i], id) == 0 then match = false; break end
-    end
-    if match and add(id) then return out end
-  end
-until cursor == '0' or seen >= budget
-out[1] = cursor
+local full, next
+full, next, out[2] = scan(k, cursor, budget, add)
+if not full then out[1] = next end
 return out
 `)
 
@@ -467,27 +476,14 @@ local function pick()
     end
     return false, {2, '0', 0}
   end
-  if k == 0 then
-    k = 6
-    for i = 7, #KEYS do
-      if redis.call('SCARD', KEYS[i]) < redis.call('SCARD', KEYS[k]) then k = i end
-    end
-  end
-  local seen = 0
-  repeat
-    local page = redis.call('SSCAN', KEYS[k], cursor, 'COUNT', 100)
-    cursor = page[1]
-    for _, c in ipairs(page[2]) do
-      seen = seen + 1
-      local match = true
-      for i = 6, #KEYS do
-        if i ~= k and redis.call('SISMEMBER', KEYS[i], c) == 0 then match = false; break end
-      end
-      if match and usable(c) then return c end
-    end
-  until cursor == '0' or seen >= budget
-  if cursor == '0' then return false, {0} end
-  return false, {2, cursor, k}
+  local found = false
+  local ok, next, kk = scan(k, cursor, budget, function(c)
+    if usable(c) then found = c end
+    return found ~= false
+  end)
+  if ok then return found end
+  if next == '0' then return false, {0} end
+  return false, {2, next, kk}
 end
 
 local id, why = pick()
