@@ -205,14 +205,15 @@ func (d *differ) one() {
 			return fmt.Sprint(ks, kind(err), n, kind(serr), st.Size, st.Leased, sortedPairs(byTag), kind(sterr))
 		})
 		d.same(fmt.Sprintf("PoolList/Size/Stats(%q, %v)", pool, where), ra, rb)
-	case op < 48: // KV, in two namespaces of one root and one of another, by two owners
+	case op < 48: // KV, in three namespaces of one root and others, by two owners
 		// and none, under quotas small enough to be met
-		ns, key := d.pick("n:1", "n:2", d.name("n")), d.name("k")
+		ns, key := d.pick("n:1", "n:2", "n:3", d.name("n")), d.name("k")
 		switch d.r.IntN(3) {
 		case 0:
 			v := []byte(fmt.Sprintf(`{"v":%d}`, d.r.IntN(1000)))
 			ttl := []time.Duration{0, time.Hour}[d.r.IntN(2)]
-			q := primitives.KVQuota{Owner: d.pick("", "o1", "o2"), MaxKeys: 3, MaxBytes: 50}
+			q := []primitives.KVQuota{{MaxKeys: 3, MaxBytes: 100}, {MaxKeys: 10, MaxBytes: 40}}[d.r.IntN(2)]
+			q.Owner = d.pick("", "o1", "o2")
 			ra, rb := both(func(s *side) any { return kind(s.b.KVSetWithin(ctx, ns, key, v, ttl, q)) })
 			d.same(fmt.Sprintf("KVSetWithin(%q, %q, %+v)", ns, key, q), ra, rb)
 		case 1:
