@@ -30,28 +30,35 @@ func (h *Host) Submit(ctx context.Context, queue string, payload []byte) (string
 	if len(payload) > h.cfg.MaxPayload {
 		return "", abi.Errorf(abi.LimitExceeded, "payload is %d bytes, limit %d", len(payload), h.cfg.MaxPayload)
 	}
-	c, whose := h.cfg.queueCap(), "Config.MaxQueueDepth or Config.MaxQueueBytes"
+	c, consumer := h.cfg.queueCap(), ""
 	for _, p := range h.plugins {
 		if p.desc.Consumes != nil && p.desc.Consumes.Name == queue {
-			c, whose = p.fn.Quota.Queue, fmt.Sprintf("max_queue_depth or max_queue_bytes of %q", p.info.Type)
+			c, consumer = p.fn.Quota.Queue, p.info.Type
 		}
 	}
 	id, err := hostfn.Submit(ctx, h.cfg.Backend, h.contracts, queue, json.RawMessage(payload), c)
 	var ae *abi.Error
+	var ce *primitives.CapError
 	switch {
 	case err == nil:
 		return id, nil
 	case errors.As(err, &ae):
 		return "", ae
-	case errors.Is(err, primitives.ErrLimit):
-		return "", queueFull{abi.Errorf(abi.LimitExceeded, "%v (%s)", err, whose)}
+	case errors.As(err, &ce):
+		// Name what the operator writes to raise it: the consumer's grants-file field,
+		// or the Config field when no plugin here consumes the queue.
+		field := fmt.Sprintf("%s of %q", map[string]string{"depth": "max_queue_depth", "bytes": "max_queue_bytes"}[ce.Which], consumer)
+		if consumer == "" {
+			field = map[string]string{"depth": "Config.MaxQueueDepth", "bytes": "Config.MaxQueueBytes"}[ce.Which]
+		}
+		return "", queueFull{abi.Errorf(abi.LimitExceeded, "%v (%s)", err, field)}
 	}
 	return "", hostfn.FromBackend(err)
 }
 
 // ErrQueueFull is matched (errors.Is) by the error of a Submit refused because the queue
-// is full: back-pressure, to retry later, where
-// another LimitExceeded (a payload too large) never succeeds as it is.
+// is full: back-pressure, to retry later, where another LimitExceeded (a payload too
+// large) never succeeds as it is.
 var ErrQueueFull = errors.New("host: queue full")
 
 // queueFull is Submit's error when the queue is full: an *abi.Error of kind

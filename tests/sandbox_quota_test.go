@@ -210,7 +210,7 @@ func TestSandboxAPISubmitQueueFull(t *testing.T) {
 			t.Fatalf("submit #%d = %d %s, want %d", i+1, resp.StatusCode, body, want)
 		}
 		if i == depth && (resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), `"LimitExceeded"`) ||
-			!strings.Contains(string(body), `max_queue_depth or max_queue_bytes of \"counter\"`)) {
+			!strings.Contains(string(body), `max_queue_depth of \"counter\"`)) {
 			t.Errorf("submit past the cap = Retry-After %q, %s; want a Retry-After and LimitExceeded naming max_queue_depth",
 				resp.Header.Get("Retry-After"), body)
 		}
