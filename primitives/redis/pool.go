@@ -319,10 +319,13 @@ const listPage = 512
 var poolListCmd = goredis.NewScript(luaPool + `
 local now, want, cursor, k, budget = now_ms(), tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local out = {'0', 0}
-local n = 0
+local n, seen = 0, {}
 
--- add appends id to out if it is a live item; true when out holds want items.
+-- add appends id to out if it is a live item not yet in it (SSCAN may return an id
+-- twice); true when out holds want items.
 local function add(id)
+  if seen[id] then return false end
+  seen[id] = true
   local f = redis.call('HMGET', item_key(id), 'payload', 'tags', 'created', 'expires')
   if f[1] and not expired(f[4], now) then
     out[#out + 1] = id
@@ -346,9 +349,10 @@ if #KEYS == 5 then
   return out
 end
 
-local full, next
-full, next, out[2] = scan(k, cursor, budget, add)
-if not full then out[1] = next end
+-- The cursor goes back even when the page is full: Go drops the ids an earlier page
+-- returned, and may need more.
+local _
+_, out[1], out[2] = scan(k, cursor, budget, add)
 return out
 `)
 
