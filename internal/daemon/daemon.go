@@ -22,6 +22,7 @@ import (
 	"github.com/fleethost/fleet/internal/backend"
 	"github.com/fleethost/fleet/internal/grants"
 	"github.com/fleethost/fleet/internal/metrics"
+	"github.com/fleethost/fleet/primitives/redis"
 )
 
 // Options are a daemon's settings, as `fleet-host run` reads them from flags and the
@@ -100,12 +101,12 @@ func Run(ctx context.Context, o Options) (err error) {
 	if kind == backend.KindMemory {
 		log.Warn("daemon: backend is the embedded memory store: state lives in this process and is lost on exit; use --redis for a fleet")
 	} else {
-		log.Info("daemon: backend", "kind", kind, "url", backend.Redact(o.Backend))
+		log.Info("daemon: backend", "kind", kind, "url", redis.Redact(o.Backend))
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		perr := b.Ping(pctx)
 		cancel()
 		if perr != nil {
-			return fmt.Errorf("daemon: backend %s: %w", backend.Redact(o.Backend), perr)
+			return fmt.Errorf("daemon: backend %s: %w", redis.Redact(o.Backend), perr)
 		}
 	}
 
