@@ -411,8 +411,10 @@ type Grant struct {
 	// MiB at typical payloads.
 
 	// KVMaxKeys caps the KV keys the plugin holds in each namespace root: the namespace
-	// up to its first ':', so "<type>" for the default grant "<type>:*". A key set with
-	// a TTL counts until it expires; a delete gives it back.
+	// up to its first ':', so "<type>" for the default grant "<type>:*". A KV pattern
+	// whose '*' comes before any ':' ("*", "cache*") admits any number of roots, each
+	// with a quota of its own, so it bounds nothing in total. A key set with a TTL
+	// counts until it expires; a delete gives it back.
 	// default: 0 (10000)
 	KVMaxKeys int
 	// KVMaxBytes caps the bytes of those keys, each costing its namespace, key and
