@@ -67,9 +67,10 @@ type Plugin struct {
 	Consumes *abi.QueueContract
 	Pools    []abi.PoolContract
 	Submits  []abi.QueueContract
-	// Grant is its effective grant, defaults applied: Pools and Queues hold each pool and
-	// queue it declares with the roles it was granted (by Config.Grants, or
-	// Config.GrantDeclared).
+	// Grant is its resolved grant, the one its calls are checked against: every default
+	// filled in (Config's for its limits and queue caps), and Pools and Queues holding
+	// each pool and queue it declares with the roles it was granted (by Config.Grants,
+	// or Config.GrantDeclared).
 	Grant Grant
 }
 

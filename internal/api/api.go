@@ -29,7 +29,6 @@ import (
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host"
-	"github.com/fleethost/fleet/internal/grants"
 	"github.com/fleethost/fleet/internal/metrics"
 	"github.com/fleethost/fleet/internal/safetext"
 	"github.com/fleethost/fleet/primitives"
@@ -194,7 +193,7 @@ type Automation struct {
 	Consumes *abi.QueueContract  `json:"consumes,omitempty"`
 	Pools    []abi.PoolContract  `json:"pools,omitempty"`
 	Submits  []abi.QueueContract `json:"submits,omitempty"`
-	Grant    grants.Entry        `json:"grant"`
+	Grant    host.Grant          `json:"grant"`
 	// SlotStates are its slots, each with its state: starting, idle, working, draining
 	// or stopped.
 	SlotStates []metrics.SlotState `json:"slot_states"`
@@ -203,7 +202,7 @@ type Automation struct {
 func (s *Server) automation(p host.Plugin, slots []metrics.SlotState) Automation {
 	a := Automation{
 		Type: p.Type, Version: p.Version, Mode: p.Mode, File: p.File, Digest: p.Digest, Slots: p.Slots,
-		Consumes: p.Consumes, Pools: p.Pools, Submits: p.Submits, Grant: grants.FromHost(p.Grant),
+		Consumes: p.Consumes, Pools: p.Pools, Submits: p.Submits, Grant: p.Grant,
 		SlotStates: []metrics.SlotState{},
 	}
 	s.mu.Lock()

@@ -23,7 +23,7 @@ func (c *Core) submit(ctx context.Context, caller *Caller, req []byte) (any, *ab
 	if e := checkName("queue", r.Queue); e != nil {
 		return nil, e
 	}
-	if caller.Plugin.Grant.Queues[r.Queue]&RoleSubmit == 0 {
+	if caller.Plugin.Access.Queues[r.Queue]&RoleSubmit == 0 {
 		return nil, c.denyRole(ctx, caller, abi.OpSubmit, "queue", r.Queue)
 	}
 	if e := checkSize(caller.Plugin, "payload", r.Payload); e != nil {
