@@ -72,6 +72,8 @@ type Plugin struct {
 	// each pool and queue it declares with the roles it was granted (by Config.Grants,
 	// or Config.GrantDeclared).
 	Grant Grant
+	// Paused is whether Pause holds the type (until Resume), when Plugins was called.
+	Paused bool
 }
 
 // New loads every .wasm in cfg.PluginsDir: it compiles each once (through the on-disk
@@ -162,6 +164,7 @@ func (h *Host) Plugins() []Plugin {
 	out := make([]Plugin, len(h.plugins))
 	for i, p := range h.plugins {
 		out[i] = p.info
+		out[i].Paused = p.paused.Load()
 	}
 	return out
 }
