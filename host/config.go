@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"time"
 
 	"github.com/fleethost/fleet/host/internal/hostfn"
@@ -22,7 +23,7 @@ import (
 type Config struct {
 	// PluginsDir is the folder whose *.wasm files are loaded, one plugin each (not
 	// recursive). A folder with no .wasm is an error.
-	// default: "plugins"
+	// default: DefaultPluginsDir ("plugins")
 	PluginsDir string
 
 	// Backend holds the fleet state: pools, KV, locks, counters and queues. Required.
@@ -31,7 +32,7 @@ type Config struct {
 	Backend primitives.Backend
 
 	// Slots is how many slots (instances) run each plugin.
-	// default: 1
+	// default: DefaultSlots (1)
 	Slots int
 
 	// SlotsByType overrides Slots per automation type. 0 runs no slot of that type: it
@@ -56,7 +57,8 @@ type Config struct {
 
 	// CacheDir is where wazero keeps compiled plugins across runs, keyed by the module's
 	// content, the wazero version and the CPU. "off" keeps the cache in memory only.
-	// default: os.UserCacheDir()/fleet-host/wazero (in memory when there is no user cache dir)
+	// default: DefaultCacheDir(), os.UserCacheDir()/fleet-host/wazero ("off" when there is
+	// no user cache dir)
 	CacheDir string
 
 	// Logger receives the host's and the plugins' log lines.
@@ -65,20 +67,21 @@ type Config struct {
 
 	// PollInterval is how long a slot waits after finding its queue empty, and between
 	// two ticks of a loop plugin that reported done.
-	// default: 100ms
+	// default: DefaultPollInterval (100ms)
 	PollInterval time.Duration
 
 	// TaskLease is how long a claimed task is leased to its slot. The slot takes at least
-	// the plugin's call timeout plus 10s, and ends each call 10s before its task's lease
-	// at the latest, so that a task whose call may still run is never claimable elsewhere.
-	// default: 30s
+	// the plugin's call timeout plus LeaseMargin, and ends each call LeaseMargin before
+	// its task's lease at the latest, so that a task whose call may still run is never
+	// claimable elsewhere.
+	// default: DefaultTaskLease (30s)
 	TaskLease time.Duration
 
 	// MaxAttempts is a task's failure budget: a task whose attempt fails, dies or lets
 	// its lease expire once it has been claimed this many times is parked for the
 	// operator. A retry (a hand-back) and a call cut by the drain refund their attempt
 	// and never park; see the package doc's Decisions.
-	// default: 5
+	// default: DefaultMaxAttempts (5)
 	MaxAttempts int
 
 	// CallTimeout is the deadline of one guest call (fleet_handle, fleet_tick,
@@ -86,43 +89,43 @@ type Config struct {
 	// makes a fresh one. At load, a plugin's _initialize, fleet_abi_version and
 	// fleet_describe share one deadline, the largest call timeout of Config and Grants; a
 	// plugin past it is refused.
-	// default: 30s
+	// default: DefaultCallTimeout (30s)
 	CallTimeout time.Duration
 
 	// DrainTimeout is how long Run waits, once its ctx is done, for calls in flight to
 	// finish before cutting them. A cut call's task goes back to its queue at once; a
 	// slot whose call has not ended AbandonMargin after the cut is abandoned, and Run
 	// returns ErrDrainIncomplete.
-	// default: 10s
+	// default: DefaultDrainTimeout (10s)
 	DrainTimeout time.Duration
 
 	// MemoryLimitPages caps each instance's memory, in 64 KiB wasm pages. A Go guest
 	// starts at ~40 pages and its runtime grows the heap 64 pages (4 MiB) at a time.
-	// default: 256 (16 MiB)
+	// default: DefaultMemoryLimitPages (256, 16 MiB)
 	MemoryLimitPages uint32
 
 	// MaxPayload caps each payload, KV value, tags object and HTTP body a guest sends,
 	// and each payload given to Submit, in bytes. It must not exceed
 	// primitives.MaxValueLen.
-	// default: 256 KiB
+	// default: DefaultMaxPayload (256 KiB)
 	MaxPayload int
 
 	// MaxQueueDepth caps the tasks waiting (ready or delayed) in a queue that Submit adds
 	// to: past it Submit is LimitExceeded and its error matches ErrQueueFull (the HTTP
 	// API answers 429). It is each plugin's Grant.MaxQueueDepth too, unless the grant
 	// sets its own.
-	// default: 100000
+	// default: DefaultMaxQueueDepth (100000)
 	MaxQueueDepth int
 
 	// MaxQueueBytes caps the payload bytes of the tasks a queue that Submit adds to holds
 	// (every task until acked, parked ones too), as MaxQueueDepth caps their count; and
 	// it is each plugin's Grant.MaxQueueBytes unless the grant sets its own.
-	// default: 64 MiB
+	// default: DefaultMaxQueueBytes (64 MiB)
 	MaxQueueBytes int64
 
 	// RetryDelay is how long a task waits after a retry that names no delay, and a loop
 	// plugin after a failed tick.
-	// default: 1s
+	// default: DefaultRetryDelay (1s)
 	RetryDelay time.Duration
 
 	// Configs is each plugin's configuration, by automation type, validated against the
@@ -156,67 +159,98 @@ type Config struct {
 
 	// Instance is this host's name on the plane; each slot reports as
 	// "<Instance>/<type>/<index>".
-	// default: os.Hostname() ("fleet-host" when it has none)
+	// default: DefaultInstance(), os.Hostname() ("fleet-host" when it has none)
 	Instance string
 
 	// Version is the fleet-host build that the reports carry.
-	// default: the main module's version from runtime/debug.ReadBuildInfo, or "dev"
+	// default: DefaultVersion(), the main module's version from runtime/debug.ReadBuildInfo,
+	// or "dev"
 	Version string
 }
 
-// The defaults of Config.
+// The defaults of Config, each the one place its value is written: New fills a zero
+// field with it, and a caller that shows or derives from a default (a command line's
+// --help) reads it here.
 const (
-	defaultPluginsDir       = "plugins"
-	defaultSlots            = 1
-	defaultPollInterval     = 100 * time.Millisecond
-	defaultTaskLease        = 30 * time.Second
-	defaultMaxAttempts      = 5
-	defaultCallTimeout      = 30 * time.Second
-	defaultDrainTimeout     = 10 * time.Second
-	defaultMemoryLimitPages = 256
-	defaultMaxPayload       = 256 << 10
-	defaultRetryDelay       = time.Second
-	defaultMaxQueueDepth    = 100_000
-	defaultMaxQueueBytes    = 64 << 20
+	DefaultPluginsDir       = "plugins"
+	DefaultSlots            = 1
+	DefaultPollInterval     = 100 * time.Millisecond
+	DefaultTaskLease        = 30 * time.Second
+	DefaultMaxAttempts      = 5
+	DefaultCallTimeout      = 30 * time.Second
+	DefaultDrainTimeout     = 10 * time.Second
+	DefaultMemoryLimitPages = 256
+	DefaultMaxPayload       = 256 << 10
+	DefaultRetryDelay       = time.Second
+	DefaultMaxQueueDepth    = 100_000
+	DefaultMaxQueueBytes    = 64 << 20
+)
+
+// LeaseMargin is what a task's lease exceeds its call timeout by, at least: a slot ends
+// each call LeaseMargin before its task's lease (Config.TaskLease).
+const LeaseMargin = 10 * time.Second
+
+// DefaultCacheDir is Config.CacheDir's default: fleet-host/wazero in the user cache dir,
+// or "off" (in memory) when there is none.
+func DefaultCacheDir() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "fleet-host", "wazero")
+	}
+	return "off"
+}
+
+// DefaultInstance is Config.Instance's default: the machine's host name, or
+// "fleet-host" when it has none.
+func DefaultInstance() string {
+	if h := hostname(); h != "" {
+		return h
+	}
+	return "fleet-host"
+}
+
+// DefaultVersion is Config.Version's default: the main module's version when the build
+// records one ("(devel)" is not one), else "dev".
+func DefaultVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+const (
 	// The default quotas of a Grant; see Grant for why each.
 	defaultKVMaxKeys    = 10_000
 	defaultKVMaxBytes   = 64 << 20
 	defaultSubmitRate   = 5000
 	defaultMaxPoolItems = 10_000
 	defaultMaxPoolBytes = 64 << 20
-	// leaseMargin is what a task's lease exceeds its call timeout by, at least.
-	leaseMargin = 10 * time.Second
 )
 
 // withDefaults fills in every zero field.
 func (c Config) withDefaults() Config {
-	c.PluginsDir = cmp.Or(c.PluginsDir, defaultPluginsDir)
-	c.Slots = cmp.Or(c.Slots, defaultSlots)
+	c.PluginsDir = cmp.Or(c.PluginsDir, DefaultPluginsDir)
+	c.Slots = cmp.Or(c.Slots, DefaultSlots)
 	if c.CacheDir == "" {
-		if d, err := os.UserCacheDir(); err == nil {
-			c.CacheDir = filepath.Join(d, "fleet-host", "wazero")
-		} else {
-			c.CacheDir = "off"
-		}
+		c.CacheDir = DefaultCacheDir()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	c.PollInterval = cmp.Or(c.PollInterval, defaultPollInterval)
-	c.TaskLease = cmp.Or(c.TaskLease, defaultTaskLease)
-	c.MaxAttempts = cmp.Or(c.MaxAttempts, defaultMaxAttempts)
-	c.CallTimeout = cmp.Or(c.CallTimeout, defaultCallTimeout)
-	c.DrainTimeout = cmp.Or(c.DrainTimeout, defaultDrainTimeout)
-	c.MemoryLimitPages = cmp.Or(c.MemoryLimitPages, defaultMemoryLimitPages)
-	c.MaxPayload = cmp.Or(c.MaxPayload, defaultMaxPayload)
-	c.RetryDelay = cmp.Or(c.RetryDelay, defaultRetryDelay)
-	c.MaxQueueDepth = cmp.Or(c.MaxQueueDepth, defaultMaxQueueDepth)
-	c.MaxQueueBytes = cmp.Or(c.MaxQueueBytes, defaultMaxQueueBytes)
+	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
+	c.TaskLease = cmp.Or(c.TaskLease, DefaultTaskLease)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, DefaultMaxAttempts)
+	c.CallTimeout = cmp.Or(c.CallTimeout, DefaultCallTimeout)
+	c.DrainTimeout = cmp.Or(c.DrainTimeout, DefaultDrainTimeout)
+	c.MemoryLimitPages = cmp.Or(c.MemoryLimitPages, DefaultMemoryLimitPages)
+	c.MaxPayload = cmp.Or(c.MaxPayload, DefaultMaxPayload)
+	c.RetryDelay = cmp.Or(c.RetryDelay, DefaultRetryDelay)
+	c.MaxQueueDepth = cmp.Or(c.MaxQueueDepth, DefaultMaxQueueDepth)
+	c.MaxQueueBytes = cmp.Or(c.MaxQueueBytes, DefaultMaxQueueBytes)
 	if c.Instance == "" {
-		c.Instance = defaultInstance()
+		c.Instance = DefaultInstance()
 	}
 	if c.Version == "" {
-		c.Version = defaultVersion()
+		c.Version = DefaultVersion()
 	}
 	return c
 }
@@ -377,8 +411,10 @@ type Grant struct {
 	// MiB at typical payloads.
 
 	// KVMaxKeys caps the KV keys the plugin holds in each namespace root: the namespace
-	// up to its first ':', so "<type>" for the default grant "<type>:*". A key set with
-	// a TTL counts until it expires; a delete gives it back.
+	// up to its first ':', so "<type>" for the default grant "<type>:*". A KV pattern
+	// whose '*' comes before any ':' ("*", "cache*") admits any number of roots, each
+	// with a quota of its own, so it bounds nothing in total. A key set with a TTL
+	// counts until it expires; a delete gives it back.
 	// default: 0 (10000)
 	KVMaxKeys int
 	// KVMaxBytes caps the bytes of those keys, each costing its namespace, key and

@@ -139,7 +139,7 @@ func (h *Host) loadPlugin(ctx context.Context, file string) (p *plugin, err erro
 			Consumes: desc.Consumes, Pools: desc.Pools, Submits: desc.Submits, Grant: eff,
 		},
 		desc: desc, rt: rt, fn: fn, export: mode, closeHTTP: closeHTTP,
-		lease: max(h.cfg.TaskLease, limits.timeout+leaseMargin),
+		lease: max(h.cfg.TaskLease, limits.timeout+LeaseMargin),
 	}
 	loaded.configID = configIdentity(h.cfg, loaded)
 	return loaded, nil

@@ -317,20 +317,3 @@ func hostname() string {
 	}
 	return h
 }
-
-// defaultInstance is Config.Instance's default.
-func defaultInstance() string {
-	if h := hostname(); h != "" {
-		return h
-	}
-	return "fleet-host"
-}
-
-// defaultVersion is Config.Version's default: the main module's version when the build
-// records one ("(devel)" is not one).
-func defaultVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
