@@ -13,7 +13,9 @@ import (
 // code when the saving (json-ns/op - ns/op) matters next to the backend call it wraps: a
 // few µs on the memory backend, ~70 µs for a Redis round trip on loopback, and in a wasm
 // guest under the sandbox's close check encoding/json costs 4-10 times what it costs here
-// (BenchmarkGuestJSON in tests/ measures that).
+// (BenchmarkGuestJSON in tests/ measures that). A row whose op has no fast path in that
+// direction (EncodeOK of a reply without a raw value, DecodeReply into an Empty) times
+// encoding/json twice and shows x-json ~1: it is there to show why there is none.
 //
 //	go test -run '^$' -bench Wire ./abi/
 func BenchmarkWire(b *testing.B) {
