@@ -329,6 +329,11 @@ func (c Config) check() error {
 //     another's names.
 //   - The zero Grant gives no pool and no queue.
 //   - The host's own KV namespace and lock ("fleet-contracts") are never granted.
+//   - As JSON (the grants file, the HTTP API, `fleet-host describe`) each field is its
+//     snake_case name below, a duration is a string ("20s"), and an unknown field is an
+//     error naming it: a typo would otherwise grant nothing, silently.
+//   - Plugin.Grant is the resolved Grant a loaded plugin runs under: every default
+//     filled in, pools and queues narrowed to what it declares.
 type Grant struct {
 	// Pools is the pools the plugin may use, by name, each with its roles: "put"
 	// (pool_put), "claim" (pool_claim, and pool_release of what it claimed), "list"
@@ -337,72 +342,72 @@ type Grant struct {
 	// held to the roles. A putter of a pool records its contract fleet-wide; see
 	// RATIONALE.md.
 	// default: none (no pool)
-	Pools map[string][]string
+	Pools map[string][]string `json:"pools,omitempty"`
 	// Queues is the queues the plugin may use, by name, each with its roles: "consume"
 	// (its slots take the queue's tasks; the queue a batch plugin declares it consumes
 	// needs it) and "submit" (the submit op; each queue it declares it submits to needs
 	// it). A plugin missing one does not start. The consumer of a queue records its
 	// contract fleet-wide; see RATIONALE.md.
 	// default: none (no queue)
-	Queues map[string][]string
+	Queues map[string][]string `json:"queues,omitempty"`
 
 	// KV is the KV namespaces the plugin may use.
 	// default: nil, which means []string{"<type>:*"}
-	KV []string
+	KV []string `json:"kv"`
 	// Locks is the lock names the plugin may take.
 	// default: nil, which means []string{"<type>:*"}
-	Locks []string
+	Locks []string `json:"locks"`
 	// Counters is the counter names the plugin may use.
 	// default: nil, which means []string{"<type>:*"}
-	Counters []string
+	Counters []string `json:"counters"`
 
 	// HTTPHosts is the host patterns outbound http may reach, checked on the first
 	// request and on every redirect hop: "example.com" (default port), "example.com:8080",
 	// "*.example.com" (subdomains), "*" (any host, default port).
 	// default: none (no outbound http)
-	HTTPHosts []string
+	HTTPHosts []string `json:"http_hosts,omitempty"`
 	// HTTPAllowPrivate lets outbound http reach loopback, private and other non-public
 	// addresses, checked on the resolved address at dial time.
 	// default: false
-	HTTPAllowPrivate bool
+	HTTPAllowPrivate bool `json:"http_allow_private,omitempty"`
 	// HTTPProxies is the http:// proxy URLs a request may name.
 	// default: none
-	HTTPProxies []string
+	HTTPProxies []string `json:"http_proxies,omitempty"`
 	// HTTPMaxBody caps a response body handed to the guest, in bytes.
 	// default: 0 (4 MiB)
-	HTTPMaxBody int64
+	HTTPMaxBody int64 `json:"http_max_body,omitempty"`
 	// HTTPTimeout caps one request, dial to last byte.
 	// default: 0 (30s)
-	HTTPTimeout time.Duration
+	HTTPTimeout time.Duration `json:"http_timeout,omitempty"`
 	// HTTPMaxRedirects caps the redirect hops followed; -1 follows none.
 	// default: 0 (10)
-	HTTPMaxRedirects int
+	HTTPMaxRedirects int `json:"http_max_redirects,omitempty"`
 
 	// MemoryLimitPages overrides Config.MemoryLimitPages for this plugin.
 	// default: 0 (Config.MemoryLimitPages)
-	MemoryLimitPages uint32
+	MemoryLimitPages uint32 `json:"memory_limit_pages,omitempty"`
 	// CallTimeout overrides Config.CallTimeout for this plugin.
 	// default: 0 (Config.CallTimeout)
-	CallTimeout time.Duration
+	CallTimeout time.Duration `json:"call_timeout,omitempty"`
 	// MaxPayload overrides Config.MaxPayload for this plugin.
 	// default: 0 (Config.MaxPayload)
-	MaxPayload int
+	MaxPayload int `json:"max_payload,omitempty"`
 
 	// MaxHostCalls caps the host calls of one guest call (a task's fleet_handle, a
 	// fleet_tick, an instance's _initialize); past it, every call answers LimitExceeded
 	// until that guest call ends. reply_fetch is not counted.
 	// default: 0 (1000)
-	MaxHostCalls int
+	MaxHostCalls int `json:"max_host_calls,omitempty"`
 	// MaxReply caps the reply of one host call, in bytes, and so what the host keeps for
 	// reply_fetch; a larger reply answers LimitExceeded. An http reply carries its body
 	// in base64 (4/3 of HTTPMaxBody) and up to 1 MiB of headers: raise MaxReply with
 	// HTTPMaxBody.
 	// default: 0 (8 MiB)
-	MaxReply int
+	MaxReply int `json:"max_reply,omitempty"`
 	// MaxPoolList caps the limit a pool_list may ask for; a larger one is a ValueError. A
 	// pool_list that names no limit gets 100, or MaxPoolList if that is smaller.
 	// default: 0 (1000)
-	MaxPoolList int
+	MaxPoolList int `json:"max_pool_list,omitempty"`
 
 	// Quotas: what the plugin may fill in the fleet's state. Past one, the host call
 	// answers LimitExceeded naming the field and writes nothing. Each default lets the
@@ -416,34 +421,34 @@ type Grant struct {
 	// with a quota of its own, so it bounds nothing in total. A key set with a TTL
 	// counts until it expires; a delete gives it back.
 	// default: 0 (10000)
-	KVMaxKeys int
+	KVMaxKeys int `json:"kv_max_keys,omitempty"`
 	// KVMaxBytes caps the bytes of those keys, each costing its namespace, key and
 	// value.
 	// default: 0 (64 MiB)
-	KVMaxBytes int64
+	KVMaxBytes int64 `json:"kv_max_bytes,omitempty"`
 	// SubmitRate caps the plugin's submits per second on this host, with a burst of one
 	// second's worth. It is a host's own count: n hosts admit up to n times it. It
 	// bounds the backend work a looping plugin causes (the queue caps bound what it
 	// stores), and leaves room for a plugin that fans out thousands of tasks at once.
 	// default: 0 (5000)
-	SubmitRate int
+	SubmitRate int `json:"submit_rate,omitempty"`
 	// MaxQueueDepth refuses the plugin's submit to a queue already holding this many
 	// tasks waiting (ready or delayed); for the queue it consumes, the HTTP API's
 	// submits too.
 	// default: 0 (Config.MaxQueueDepth)
-	MaxQueueDepth int
+	MaxQueueDepth int `json:"max_queue_depth,omitempty"`
 	// MaxQueueBytes refuses it when the queue's tasks (until acked, parked ones too)
 	// hold this many payload bytes with the new one.
 	// default: 0 (Config.MaxQueueBytes)
-	MaxQueueBytes int64
+	MaxQueueBytes int64 `json:"max_queue_bytes,omitempty"`
 	// MaxPoolItems refuses the plugin's pool_put to a pool already holding this many
 	// live items, leased or not.
 	// default: 0 (10000)
-	MaxPoolItems int
+	MaxPoolItems int `json:"max_pool_items,omitempty"`
 	// MaxPoolBytes refuses it when the pool's items (payloads and tags) would hold
 	// this many bytes with the new one.
 	// default: 0 (64 MiB)
-	MaxPoolBytes int64
+	MaxPoolBytes int64 `json:"max_pool_bytes,omitempty"`
 }
 
 func (g Grant) check() error {
@@ -485,33 +490,7 @@ func (g Grant) check() error {
 	return nil
 }
 
-// quota is the hostfn.Quota of a plugin granted g, its zero fields set to their
-// defaults.
-func (c Config) quota(g Grant) hostfn.Quota {
-	return hostfn.Quota{
-		KVMaxKeys:  cmp.Or(g.KVMaxKeys, defaultKVMaxKeys),
-		KVMaxBytes: cmp.Or(g.KVMaxBytes, defaultKVMaxBytes),
-		Queue: primitives.QueueCap{
-			Depth: cmp.Or(g.MaxQueueDepth, c.MaxQueueDepth),
-			Bytes: cmp.Or(g.MaxQueueBytes, c.MaxQueueBytes),
-		},
-		Pool: primitives.PoolCap{
-			Items: cmp.Or(g.MaxPoolItems, defaultMaxPoolItems),
-			Bytes: cmp.Or(g.MaxPoolBytes, defaultMaxPoolBytes),
-		},
-		Submits: hostfn.NewSubmitRate(cmp.Or(g.SubmitRate, defaultSubmitRate)),
-	}
-}
-
 // queueCap is the cap of a queue that no plugin here consumes.
 func (c Config) queueCap() primitives.QueueCap {
 	return primitives.QueueCap{Depth: c.MaxQueueDepth, Bytes: c.MaxQueueBytes}
-}
-
-// patterns applies the default "<type>:*" to an unset pattern list.
-func patterns(typ string, ps []string) hostfn.Patterns {
-	if ps == nil {
-		return hostfn.Patterns{typ + ":*"}
-	}
-	return hostfn.Patterns(append([]string(nil), ps...))
 }
