@@ -45,6 +45,8 @@ var exportSigs = map[string]struct{ params, results []api.ValueType }{
 
 // NewRuntime compiles wasm in a new runtime with the sandbox's settings: the memory limit,
 // WithCloseOnContextDone (a deadline kills a runaway guest), WASI and the fleet host module.
+// See host/RATIONALE.md, "Why one wazero runtime per plugin?" and "What does the sandbox
+// cost?".
 // It refuses a module whose required exports (fleet_abi_version, fleet_input,
 // fleet_describe) are missing or mistyped, or which imports anything but WASI and the
 // fleet operations, naming the export or import.
