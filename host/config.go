@@ -50,7 +50,7 @@ type Config struct {
 	// declares in fleet_describe with every role it asks for (each pool every pool role),
 	// and logs a WARN per plugin listing what it got that way. It is for development
 	// (`--grant-declared`): a plugin then reaches any pool or queue it names, another
-	// plugin's too.
+	// plugin's too. See RATIONALE.md, "Who may use a pool or a queue?".
 	// default: false
 	GrantDeclared bool
 
@@ -71,6 +71,7 @@ type Config struct {
 	// TaskLease is how long a claimed task is leased to its slot. The slot takes at least
 	// the plugin's call timeout plus 10s, and ends each call 10s before its task's lease
 	// at the latest, so that a task whose call may still run is never claimable elsewhere.
+	// See RATIONALE.md, "Why does a call always end before its task's lease?".
 	// default: 30s
 	TaskLease time.Duration
 
