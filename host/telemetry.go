@@ -21,7 +21,7 @@ import (
 
 // telemetry turns the slots' events into reports, through one reporter per slot made by
 // Config.NewReporter: each slot is one instance of the plane, and its reporter carries
-// that instance's reports only. It is built by New; Run (or Close, when Run never ran)
+// that instance's reports only (host/RATIONALE.md, "What does the plane see?"). It is built by New; Run (or Close, when Run never ran)
 // uses it from one goroutine. Each slotReport is owned by its slot's goroutine while the
 // slot runs, and by Run once it has stopped.
 type telemetry struct {
