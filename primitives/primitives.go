@@ -148,7 +148,8 @@ type KV interface {
 // write) cannot keep it exact under concurrency: a set and a delete of one key racing
 // leave a key that no ledger counts. An owner confined to one root (a plugin whose KV
 // grant is "<type>:*") is therefore bounded exactly; one granted n roots holds at most
-// n quotas.
+// n quotas, and one whose grant ends a prefix before any ':' ("*", "cache*") reaches
+// roots without end and is bounded by no quota in total.
 type KVQuota struct {
 	Owner    string
 	MaxKeys  int

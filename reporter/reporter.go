@@ -89,12 +89,23 @@ type options struct {
 	CloseMaxReports int
 }
 
+// The production bounds of a reporter's POSTs and of its Close; CloseBound derives from
+// them.
+const (
+	defaultPostTimeout  = 5 * time.Second
+	defaultCloseTimeout = 2 * time.Second
+)
+
+// CloseBound is the longest Close of a Reporter from New takes: its bound on what is
+// left (the POST in flight and the queue), then its final report's POST.
+const CloseBound = defaultCloseTimeout + defaultPostTimeout
+
 func (o options) withDefaults() options {
 	if o.QueueSize <= 0 {
 		o.QueueSize = 64
 	}
 	if o.PostTimeout <= 0 {
-		o.PostTimeout = 5 * time.Second
+		o.PostTimeout = defaultPostTimeout
 	}
 	if o.LogInterval <= 0 {
 		o.LogInterval = 30 * time.Second
@@ -103,7 +114,7 @@ func (o options) withDefaults() options {
 		o.Logger = slog.Default()
 	}
 	if o.CloseTimeout <= 0 {
-		o.CloseTimeout = 2 * time.Second
+		o.CloseTimeout = defaultCloseTimeout
 	}
 	if o.CloseMaxReports <= 0 {
 		o.CloseMaxReports = 16

@@ -60,7 +60,7 @@ func instantiate(tb testing.TB, path string, limitPages uint32) *Instance {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { rt.Close(ctx) })
-	p := hostfn.NewPlugin("bench", hostfn.Grant{}, json.RawMessage(`{"k":"v"}`), hostfn.Limits{MaxPayload: 1024}, nil)
+	p := hostfn.NewPlugin("bench", hostfn.Access{}, json.RawMessage(`{"k":"v"}`), hostfn.Limits{MaxPayload: 1024, MaxHostCalls: hostfn.DefaultMaxHostCalls, MaxReply: hostfn.DefaultMaxReply, MaxPoolList: hostfn.DefaultMaxPoolList}, nil)
 	in, err := rt.Instantiate(ctx, "bench/0", &hostfn.Caller{Plugin: p, Slot: "bench/0"}, nil)
 	if err != nil {
 		tb.Fatal(err)
