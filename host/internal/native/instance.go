@@ -3,6 +3,7 @@ package native
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/tetratelabs/wazero/api"
@@ -30,7 +31,7 @@ type Instance struct {
 // ABIVersion calls fleet_abi_version.
 func (in *Instance) ABIVersion(ctx context.Context) (int32, error) {
 	if err := in.abiVersion.CallWithStack(hostfn.WithCaller(ctx, in.caller), in.stack[:]); err != nil {
-		return 0, fmt.Errorf("native: %s: %w", abi.ExportABIVersion, err)
+		return 0, in.callError(abi.ExportABIVersion, err)
 	}
 	return api.DecodeI32(in.stack[0]), nil
 }
@@ -39,7 +40,7 @@ func (in *Instance) ABIVersion(ctx context.Context) (int32, error) {
 func (in *Instance) Describe(ctx context.Context) ([]byte, error) {
 	ctx = hostfn.WithCaller(ctx, in.caller)
 	if err := in.describe.CallWithStack(ctx, in.stack[:]); err != nil {
-		return nil, fmt.Errorf("native: %s: %w", abi.ExportDescribe, err)
+		return nil, in.callError(abi.ExportDescribe, err)
 	}
 	return in.readPacked(abi.ExportDescribe, in.stack[0])
 }
@@ -63,7 +64,7 @@ func (in *Instance) run(ctx context.Context, fn api.Function, name string, input
 	in.caller.Pending = nil
 	in.stack[0] = api.EncodeU32(uint32(len(input)))
 	if err := in.input.CallWithStack(ctx, in.stack[:]); err != nil {
-		return nil, fmt.Errorf("native: %s: %w", abi.ExportInput, err)
+		return nil, in.callError(abi.ExportInput, err)
 	}
 	ptr := api.DecodeU32(in.stack[0])
 	if !in.mod.Memory().Write(ptr, input) {
@@ -72,9 +73,25 @@ func (in *Instance) run(ctx context.Context, fn api.Function, name string, input
 	}
 	in.stack[0] = api.EncodeU32(uint32(len(input)))
 	if err := fn.CallWithStack(ctx, in.stack[:]); err != nil {
-		return nil, fmt.Errorf("native: %s: %w", name, err)
+		return nil, in.callError(name, err)
 	}
 	return in.readPacked(name, in.stack[0])
+}
+
+// ErrStackLimit is wrapped by the error of a guest call that died because its nested
+// calls spent the instance's stack budget (stackBudget, set by the module rewriter).
+// Test for it with errors.Is.
+var ErrStackLimit = errors.New("native: the guest's call stack passed its limit")
+
+// callError is the error of a call of export that failed with err, wrapping
+// ErrStackLimit when the rewriter's stack check trapped. That check alone sets the budget
+// global to stackExhausted, and no guest instruction can reach the global, so the reason
+// comes from the instance's state, never from text the guest controls.
+func (in *Instance) callError(export string, err error) error {
+	if g := in.mod.ExportedGlobal(stackGlobal); g != nil && int32(uint32(g.Get())) == stackExhausted {
+		return fmt.Errorf("native: %s: %w: %w", export, ErrStackLimit, err)
+	}
+	return fmt.Errorf("native: %s: %w", export, err)
 }
 
 // maxResult caps what the host reads back from a guest export.

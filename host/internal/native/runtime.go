@@ -32,6 +32,10 @@ type Params struct {
 	MemoryLimitPages uint32                  // per instance memory limit, in 64 KiB pages
 	Core             *hostfn.Core
 	Log              *slog.Logger
+
+	// noRewrite compiles the module as given, for the benchmarks that measure what the
+	// rewriter costs. Only this package's tests set it.
+	noRewrite bool
 }
 
 // The signatures the ABI fixes for the guest's exports.
@@ -45,10 +49,13 @@ var exportSigs = map[string]struct{ params, results []api.ValueType }{
 }
 
 // NewRuntime compiles wasm in a new runtime with the sandbox's settings: the memory limit,
-// WithCloseOnContextDone (a deadline kills a runaway guest), WASI and the fleet host module.
+// WithCloseOnContextDone (a deadline kills a runaway guest), WASI and the fleet host module,
+// after the module rewriter (rewrite.go) makes every call a deadline check and bounds the
+// guest's call stack and table.
 // It refuses a module whose required exports (fleet_abi_version, fleet_input,
-// fleet_describe) are missing or mistyped, or which imports anything but WASI and the
-// fleet operations, naming the export or import.
+// fleet_describe) are missing or mistyped, which imports anything but WASI and the
+// fleet operations, or which the rewriter refuses, naming the export, import or what was
+// refused.
 func NewRuntime(ctx context.Context, p Params, wasm []byte) (rt *Runtime, err error) {
 	cfg := wazero.NewRuntimeConfig().
 		WithMemoryLimitPages(p.MemoryLimitPages).
@@ -67,6 +74,11 @@ func NewRuntime(ctx context.Context, p Params, wasm []byte) (rt *Runtime, err er
 	}
 	if err := instantiateHostModule(ctx, r, p.Core, p.Log); err != nil {
 		return nil, fmt.Errorf("native: instantiate host module: %w", err)
+	}
+	if !p.noRewrite {
+		if wasm, err = rewrite(wasm); err != nil {
+			return nil, err
+		}
 	}
 	compiled, err := r.CompileModule(ctx, wasm)
 	if err != nil {
