@@ -1,6 +1,7 @@
 package native
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -43,18 +44,27 @@ func newInstance(tb testing.TB, calls int) *Instance {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return newTestInstance(tb, wasm, Params{})
+}
+
+// newTestInstance instantiates wasm in a runtime of its own over a memory backend, with
+// p's fields filled where zero.
+func newTestInstance(tb testing.TB, wasm []byte, p Params) *Instance {
+	tb.Helper()
 	b := memory.New(memory.Options{})
 	tb.Cleanup(func() { b.Close() })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	core := hostfn.NewCore(b, validate.NewRegistry(), nil, log)
 	ctx := context.Background()
-	rt, err := NewRuntime(ctx, Params{MemoryLimitPages: 16, Core: core, Log: log}, wasm)
+	p.MemoryLimitPages = cmp.Or(p.MemoryLimitPages, 16)
+	p.Core, p.Log = core, log
+	rt, err := NewRuntime(ctx, p, wasm)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { rt.Close(ctx) })
-	p := hostfn.NewPlugin("bench", hostfn.Grant{}, json.RawMessage(`{"k":"v"}`), 1024, nil)
-	in, err := rt.Instantiate(ctx, "bench/0", &hostfn.Caller{Plugin: p, Slot: "bench/0"}, nil)
+	plugin := hostfn.NewPlugin("bench", hostfn.Grant{}, json.RawMessage(`{"k":"v"}`), 1024, nil)
+	in, err := rt.Instantiate(ctx, "bench/0", &hostfn.Caller{Plugin: plugin, Slot: "bench/0"}, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
