@@ -1,0 +1,115 @@
+package tests
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/primitives"
+)
+
+// The honest neighbour of every hostile case: the counter example plugin, which adds 1 to
+// honestCounter per task of honestQueue.
+const (
+	honestQueue   = "count"
+	honestCounter = "counter:done"
+)
+
+// sandbox is one host on a real backend that runs a hostile plugin beside the honest
+// counter plugin, so that a hostile test proves two things: the hostile guest is stopped
+// or refused, and the honest plugin keeps completing its tasks meanwhile.
+//
+//	r := newSandbox(t, "memory")
+//	r.install(t, testutil.WAT(t, src), "spin")
+//	r.cfg.CallTimeout = time.Second
+//	r.start(t)
+//	r.honestCompletes(t, 50)
+type sandbox struct {
+	cfg    host.Config           // set by newSandbox; tests may change it before start
+	grants map[string]host.Grant // cfg.Grants; set entries before start
+	dir    string                // the plugins folder
+	b      primitives.Backend
+	ev     *events
+	h      *host.Host // set by start
+}
+
+// newSandbox makes the plugins folder with the honest counter plugin in it, on a fresh
+// backend of kind ("memory" or "redis"), and a Config with two slots per plugin, a short
+// poll interval, the shared compilation cache and the test's logger.
+func newSandbox(t *testing.T, kind string) *sandbox {
+	t.Helper()
+	b, _ := newBackend(t, kind)
+	r := &sandbox{dir: t.TempDir(), b: b, ev: &events{}, grants: map[string]host.Grant{}}
+	installPlugin(t, "plugins/examples/counter", r.dir, "counter")
+	r.cfg = host.Config{
+		PluginsDir:   r.dir,
+		Backend:      b,
+		Slots:        2,
+		Grants:       r.grants,
+		CacheDir:     cacheDir,
+		Logger:       testLogger(t),
+		PollInterval: 10 * time.Millisecond,
+		Observe:      r.ev.observe,
+	}
+	return r
+}
+
+// install copies the wasm file at path into the plugins folder as <name>.wasm. Call it
+// before start.
+func (r *sandbox) install(t *testing.T, path, name string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(r.dir, name+".wasm"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// start runs the host until the test ends.
+func (r *sandbox) start(t *testing.T) {
+	t.Helper()
+	r.h, _ = startHost(t, r.cfg)
+}
+
+// honestCompletes submits n tasks to the honest plugin and waits until the counter has
+// counted every one of them, failing the test otherwise. It returns the honest plugin's
+// throughput over those tasks, in tasks per second: a figure to log beside the hostile
+// neighbour, never one to assert on.
+func (r *sandbox) honestCompletes(t *testing.T, n int) float64 {
+	t.Helper()
+	ctx := context.Background()
+	before, err := r.b.CounterGet(ctx, honestCounter)
+	if err != nil {
+		t.Fatalf("CounterGet(%s) = %v", honestCounter, err)
+	}
+	start := time.Now()
+	for range n {
+		if _, err := r.h.Submit(ctx, honestQueue, []byte(`{}`)); err != nil {
+			t.Fatalf("Submit(%s) = %v", honestQueue, err)
+		}
+	}
+	waitFor(t, "the honest plugin completes its tasks", func() bool {
+		v, err := r.b.CounterGet(ctx, honestCounter)
+		return err == nil && v >= before+int64(n)
+	})
+	rate := float64(n) / time.Since(start).Seconds()
+	t.Logf("honest neighbour: %d tasks at %.0f tasks/s", n, rate)
+	return rate
+}
+
+// TestSandboxBaseline is the honest plugin alone in the sandbox rig: the throughput that
+// each hostile test's neighbour figure is read against.
+func TestSandboxBaseline(t *testing.T) {
+	for _, kind := range backendKinds {
+		t.Run(kind, func(t *testing.T) {
+			r := newSandbox(t, kind)
+			r.start(t)
+			r.honestCompletes(t, 50)
+		})
+	}
+}
