@@ -113,6 +113,11 @@ type module struct {
 
 var errTruncated = errors.New("unexpected end")
 
+// limitError is a refusal of a module that is valid WebAssembly, because it passes one
+// of the sandbox's limits (tables, locals, frame size, the reserved export name). Any
+// other refusal is of a module that wazero refuses too, or of a feature it does not enable.
+type limitError struct{ error }
+
 // rewrite returns wasm rewritten as the file comment says, or an error that names what
 // it refused. It never changes wasm.
 func rewrite(wasm []byte) ([]byte, error) {
@@ -317,7 +322,7 @@ func (m *module) readImports(p []byte) error {
 			if what == "" {
 				what = fmt.Sprintf("kind %#x", kind)
 			}
-			return fmt.Errorf("native: import %s.%s is %s; a guest may import only functions", mod, name, what)
+			return limitError{fmt.Errorf("native: import %s.%s is %s; a guest may import only functions", mod, name, what)}
 		}
 	}
 	return r.done("import section")
@@ -337,7 +342,7 @@ func readExports(p []byte) error {
 	n := r.u32()
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		if name := r.name(); name == stackGlobal {
-			return fmt.Errorf("native: the module exports %q, a name the host reserves", stackGlobal)
+			return limitError{fmt.Errorf("native: the module exports %q, a name the host reserves", stackGlobal)}
 		}
 		r.byte()
 		r.u32()
@@ -351,7 +356,7 @@ func clampTables(p []byte) ([]byte, error) {
 	r := &reader{b: p}
 	n := r.u32()
 	if n > 1 {
-		return nil, fmt.Errorf("native: the module defines %d tables; a guest may define at most 1", n)
+		return nil, limitError{fmt.Errorf("native: the module defines %d tables; a guest may define at most 1", n)}
 	}
 	out := appendU32(nil, n)
 	if n == 1 {
@@ -369,7 +374,7 @@ func clampTables(p []byte) ([]byte, error) {
 			return nil, fmt.Errorf("native: table limits flag %#x is not supported", flag)
 		}
 		if min > maxTableElements {
-			return nil, fmt.Errorf("native: the table starts with %d elements; the limit is %d", min, maxTableElements)
+			return nil, limitError{fmt.Errorf("native: the table starts with %d elements; the limit is %d", min, maxTableElements)}
 		}
 		out = append(out, rt, 0x01)
 		out = appendU32(appendU32(out, min), max)
@@ -463,7 +468,7 @@ func (m *module) rewriteBody(fn uint32, body []byte, global uint32, extra *[]fun
 			return nil, fmt.Errorf("local type %#x is not supported", vt)
 		}
 		if locals > maxLocals {
-			return nil, fmt.Errorf("declares more than %d locals", maxLocals)
+			return nil, limitError{fmt.Errorf("declares more than %d locals", maxLocals)}
 		}
 	}
 	if r.err != nil {
@@ -479,7 +484,7 @@ func (m *module) rewriteBody(fn uint32, body []byte, global uint32, extra *[]fun
 	}
 	frame := frameOverhead + slotBytes*(uint64(len(sig.params))+min(locals, s.localRefs)+s.maxHeight)
 	if frame > stackBudget {
-		return nil, fmt.Errorf("needs an estimated %d-byte frame; the stack limit is %d bytes", frame, stackBudget)
+		return nil, limitError{fmt.Errorf("needs an estimated %d-byte frame; the stack limit is %d bytes", frame, stackBudget)}
 	}
 	cost := int64(frame)
 	out := append([]byte(nil), body[:code]...)
