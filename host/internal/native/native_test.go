@@ -15,6 +15,7 @@ import (
 	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/host/internal/validate"
 	"github.com/fleethost/fleet/internal/testutil"
+	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/memory"
 )
 
@@ -53,6 +54,12 @@ func newTestInstance(tb testing.TB, wasm []byte, p Params) *Instance {
 	tb.Helper()
 	b := memory.New(memory.Options{})
 	tb.Cleanup(func() { b.Close() })
+	return newTestInstanceOn(tb, wasm, p, b, hostfn.Grant{})
+}
+
+// newTestInstanceOn is newTestInstance over backend b, for a plugin granted g.
+func newTestInstanceOn(tb testing.TB, wasm []byte, p Params, b primitives.Backend, g hostfn.Grant) *Instance {
+	tb.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	core := hostfn.NewCore(b, validate.NewRegistry(), nil, log)
 	ctx := context.Background()
@@ -63,7 +70,7 @@ func newTestInstance(tb testing.TB, wasm []byte, p Params) *Instance {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { rt.Close(ctx) })
-	plugin := hostfn.NewPlugin("bench", hostfn.Grant{}, json.RawMessage(`{"k":"v"}`), 1024, nil)
+	plugin := hostfn.NewPlugin("bench", g, json.RawMessage(`{"k":"v"}`), 1024, nil)
 	in, err := rt.Instantiate(ctx, "bench/0", &hostfn.Caller{Plugin: plugin, Slot: "bench/0"}, nil)
 	if err != nil {
 		tb.Fatal(err)

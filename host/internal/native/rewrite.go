@@ -461,6 +461,7 @@ func (m *module) rewriteBody(fn uint32, body []byte, global uint32, extra *[]fun
 	}
 	r := &reader{b: body}
 	groups := r.u32()
+	countEnd := r.pos
 	var locals uint64
 	for g := uint32(0); g < groups && r.err == nil; g++ {
 		locals += uint64(r.u32())
@@ -482,21 +483,31 @@ func (m *module) rewriteBody(fn uint32, body []byte, global uint32, extra *[]fun
 	if !s.calls {
 		return body, nil
 	}
-	frame := frameOverhead + slotBytes*(uint64(len(sig.params))+min(locals, s.localRefs)+s.maxHeight)
+	frame := frameOverhead + slotBytes*(uint64(len(sig.params))+min(locals, s.localRefs)+1+s.maxHeight) // 1: $saved
 	if frame > stackBudget {
 		return nil, limitError{fmt.Errorf("needs an estimated %d-byte frame; the stack limit is %d bytes", frame, stackBudget)}
 	}
 	cost := int64(frame)
-	out := append([]byte(nil), body[:code]...)
+	// One more local, $saved, holds the budget at entry: restoring it is the cheapest
+	// exit (a store), and it comes after every other local, so no index moves.
+	saved := uint32(len(sig.params)) + uint32(locals)
+	out := appendU32(nil, groups+1)
+	out = append(out, body[countEnd:code]...)
+	out = append(out, 0x01, 0x7f)
 	out = append(out, 0x03, 0x40, 0x0b) // loop end: wazero's check for a closed module
-	// if budget < cost { budget = stackExhausted; unreachable }; budget -= cost
+	// if ($saved = budget) < cost { budget = stackExhausted; unreachable }
 	out = appendGlobalGet(out, global)
+	out = appendU32(append(out, 0x22), saved) // local.tee
 	out = appendI32Const(out, cost)
 	out = append(out, 0x49, 0x04, 0x40) // i32.lt_u if
 	out = appendI32Const(out, stackExhausted)
 	out = appendGlobalSet(out, global)
 	out = append(out, 0x00, 0x0b) // unreachable end
-	out = appendBudgetAdd(out, global, cost, 0x6b)
+	// budget = $saved - cost
+	out = appendU32(append(out, 0x20), saved) // local.get
+	out = appendI32Const(out, cost)
+	out = append(out, 0x6b) // i32.sub
+	out = appendGlobalSet(out, global)
 	// block (result ...): a br to the function's label now ends this block instead,
 	// and each return becomes such a br.
 	out = append(out, 0x02)
@@ -517,16 +528,9 @@ func (m *module) rewriteBody(fn uint32, body []byte, global uint32, extra *[]fun
 		prev = ret.pc + 1
 	}
 	out = append(out, code0[prev:]...) // ends with the end that now closes the block
-	out = appendBudgetAdd(out, global, cost, 0x6a)
+	out = appendU32(append(out, 0x20), saved)
+	out = appendGlobalSet(out, global)
 	return append(out, 0x0b), nil
-}
-
-// appendBudgetAdd appends budget = budget op cost (op: i32.add or i32.sub).
-func appendBudgetAdd(b []byte, global uint32, cost int64, op byte) []byte {
-	b = appendGlobalGet(b, global)
-	b = appendI32Const(b, cost)
-	b = append(b, op)
-	return appendGlobalSet(b, global)
 }
 
 func appendGlobalGet(b []byte, g uint32) []byte { return appendU32(append(b, 0x23), g) }

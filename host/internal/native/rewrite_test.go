@@ -95,9 +95,14 @@ func TestRewriteChecksOnlyBodiesWithCalls(t *testing.T) {
 	in, out := decode(t, wasm), decode(t, mustRewrite(t, wasm))
 	for i, want := range []bool{false, true, true, false} {
 		body, orig := out.bodies[i], in.bodies[i]
-		c := codeStart(orig)
-		if !bytes.Equal(body[:c], orig[:c]) {
-			t.Errorf("function %d: locals changed: %x, want %x", i, body[:c], orig[:c])
+		c, oc := codeStart(body), codeStart(orig)
+		// A rewritten body declares one more group of locals, (1 i32), after the others.
+		wantLocals := orig[:oc]
+		if want {
+			wantLocals = append(append([]byte{orig[0] + 1}, orig[1:oc]...), 0x01, 0x7f)
+		}
+		if !bytes.Equal(body[:c], wantLocals) {
+			t.Errorf("function %d: locals %x, want %x", i, body[:c], wantLocals)
 		}
 		got := bytes.HasPrefix(body[c:], []byte{0x03, 0x40, 0x0b})
 		if got != want {
