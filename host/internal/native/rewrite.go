@@ -11,21 +11,26 @@ import (
 //
 // What it does to a module that it accepts:
 //
-//   - Each function body that contains a call (call, call_indirect: the only call forms
-//     of wazero's default CoreFeaturesV2) starts with an empty loop, which makes its
-//     entry a point where wazero checks for a closed module (WithCloseOnContextDone
-//     checks only at loop headers and host calls).
-//   - The same bodies spend an estimate of their frame's bytes from a budget held in a
-//     mutable i32 global at entry and give it back on every exit; a call that finds too
-//     little budget sets the global to stackExhausted and traps. The global is exported as
-//     stackGlobal so that the host can tell this trap from any other (stackLimitHit).
+//   - Every function body starts by counting its code down from a countdown global; when
+//     the countdown runs out, the body runs an empty loop, which is a point where wazero
+//     checks for a closed module (WithCloseOnContextDone checks only at loop headers),
+//     and winds the countdown back to checkEvery.
+//   - Each body that contains a call (call, call_indirect: the only call forms of
+//     wazero's default CoreFeaturesV2) also spends an estimate of its frame's bytes from a
+//     budget global at entry and gives it back on every exit; a call that finds too
+//     little budget sets the global to stackExhausted and traps. The budget is exported as
+//     stackGlobal, so that the host can tell this trap from any other (callError).
 //   - The table's maximum is clamped to maxTableElements.
 //
-// A body with no call and no loop is not touched: its instructions run in order, every
-// branch goes forward (br, br_if and br_table to a block or if label jump past its end)
-// or out of the function, so it executes each instruction at most once and ends after at
-// most len(body) instructions. Host calls (imported functions) are calls, and are in
-// bodies that get the check.
+// Why this stops every guest near its deadline: between two loop headers, control in one
+// activation only goes forward (br, br_if and br_table to a block or if label jump past
+// its end; only a branch to a loop label goes back, and it runs the loop header), so an
+// activation runs each instruction at most once, at most len(code) of them. The code run
+// between two checks is that of the activations entered since the last one, each counted
+// down at entry, so at most checkEvery plus one body; plus the tails of the activations
+// that were on the stack, which the frame estimate bounds (tailBytes). Checking only at
+// the entry of bodies with calls would not do: a body that calls a long body with no call
+// a million times runs every copy of it without a check.
 //
 // Anything the rewriter does not understand is refused, with an error naming it: an
 // unknown section, opcode, type form or import kind. The opcodes it knows are exactly
@@ -49,6 +54,19 @@ const (
 	// stack). wazevo measures about 28 bytes a frame and 9-11 per value held across a call.
 	frameOverhead = 64
 	slotBytes     = 16
+
+	// checkEvery is how many bytes of code the guest may count down between two checks
+	// for its deadline: about a millisecond of straight-line code, and one check in every
+	// few hundred calls of a Go guest's (1.1 KB on average) functions.
+	checkEvery = 1 << 20
+
+	// prologueLen is what each body counts down for the code the rewriter adds to it.
+	prologueLen = 64
+
+	// tailBytes is how many bytes of a body's code count as one byte of its frame
+	// estimate: the code that the frames on the stack have left to run when their callees
+	// return is then at most tailBytes*stackBudget (16 MiB) bytes.
+	tailBytes = 16
 
 	// stackExhausted is the value the budget global holds once a call found too little
 	// budget. The global holds [0, stackBudget] otherwise, so a guest cannot fake it.
@@ -150,7 +168,8 @@ func rewrite(wasm []byte) ([]byte, error) {
 		}
 		m.sections = append(m.sections, section{id, payload})
 	}
-	for _, s := range m.sections {
+	for i := range m.sections {
+		s := &m.sections[i]
 		var err error
 		switch s.id {
 		case secType:
@@ -159,15 +178,37 @@ func rewrite(wasm []byte) ([]byte, error) {
 			err = m.readImports(s.payload)
 		case secFunction:
 			err = m.readFunctions(s.payload)
+		case secMemory:
+			err = readVector(s.payload, "memory section", func(r *reader) { r.limits() })
 		case secGlobal:
-			m.globals += int(countOf(s.payload))
+			err = readVector(s.payload, "global section", func(r *reader) {
+				r.byte()
+				r.byte()
+				r.constExpr()
+				m.globals++
+			})
 		case secExport:
 			err = readExports(s.payload)
+		case secElement:
+			err = readVector(s.payload, "element section", readElement)
+		case secData:
+			err = readVector(s.payload, "data section", readData)
+		case secCustom:
+			var keep bool
+			if keep, err = readCustom(s.payload); !keep {
+				// wazero sizes its name maps by the counts the section declares, so a
+				// name section that lies about them is dropped: it only names functions
+				// in stack traces.
+				s.payload = nil
+			}
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
+	// Every section wazero decodes by a declared count was read entry by entry above (the
+	// code section by rewriteCode): wazero allocates by the count before reading, and a
+	// 30-byte module declaring 10^8 exports made it allocate 6.5 GB.
 	return m.write()
 }
 
@@ -202,7 +243,7 @@ func (m *module) write() ([]byte, error) {
 		}
 		if rank > sectionRank[secGlobal] && !added[secGlobal] {
 			added[secGlobal] = true
-			emit(secGlobal, appendBudgetGlobal(appendU32(nil, 1)))
+			emit(secGlobal, appendGlobals(appendU32(nil, 2)))
 		}
 		if rank > sectionRank[secExport] && !added[secExport] {
 			added[secExport] = true
@@ -225,12 +266,16 @@ func (m *module) write() ([]byte, error) {
 			emit(s.id, t)
 		case secGlobal:
 			added[secGlobal] = true
-			emit(s.id, appendBudgetGlobal(withCount(s.payload, 1)))
+			emit(s.id, appendGlobals(withCount(s.payload, 2)))
 		case secExport:
 			added[secExport] = true
 			emit(s.id, appendBudgetExport(withCount(s.payload, 1), global))
 		case secCode:
 			emit(s.id, code)
+		case secCustom:
+			if s.payload != nil {
+				emit(s.id, s.payload)
+			}
 		default:
 			emit(s.id, s.payload)
 		}
@@ -246,11 +291,6 @@ func withCount(payload []byte, extra int) []byte {
 	return append(appendU32(nil, n+uint32(extra)), payload[r.pos:]...)
 }
 
-func countOf(payload []byte) uint32 {
-	r := &reader{b: payload}
-	return r.u32()
-}
-
 func appendTypes(b []byte, types []funcType) []byte {
 	for _, t := range types {
 		b = append(b, 0x60)
@@ -262,11 +302,16 @@ func appendTypes(b []byte, types []funcType) []byte {
 	return b
 }
 
-// appendBudgetGlobal appends (global (mut i32) (i32.const stackBudget)).
-func appendBudgetGlobal(b []byte) []byte {
-	b = append(b, 0x7f, 0x01, 0x41)
-	b = appendS64(b, stackBudget)
-	return append(b, 0x0b)
+// appendGlobals appends the rewriter's globals: the stack budget,
+// (global (mut i32) (i32.const stackBudget)), and the check countdown,
+// (global (mut i32) (i32.const checkEvery)).
+func appendGlobals(b []byte) []byte {
+	for _, v := range []int64{stackBudget, checkEvery} {
+		b = append(b, 0x7f, 0x01, 0x41)
+		b = appendS64(b, v)
+		b = append(b, 0x0b)
+	}
+	return b
 }
 
 func appendBudgetExport(b []byte, global uint32) []byte {
@@ -335,6 +380,95 @@ func (m *module) readFunctions(p []byte) error {
 		m.funcTypes = append(m.funcTypes, r.u32())
 	}
 	return r.done("function section")
+}
+
+// readVector reads a vector of entries, each by entry, and checks that they fill p.
+func readVector(p []byte, what string, entry func(*reader)) error {
+	r := &reader{b: p}
+	n := r.u32()
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		entry(r)
+	}
+	return r.done(what)
+}
+
+// readElement reads an element segment of any of the eight forms.
+func readElement(r *reader) {
+	flags := r.u32()
+	if flags > 7 {
+		r.fail(fmt.Errorf("element segment flags %d are not supported", flags))
+		return
+	}
+	if flags&0b010 != 0 && flags&0b001 == 0 { // an explicit table index
+		r.u32()
+	}
+	if flags&0b001 == 0 { // active: an offset
+		r.constExpr()
+	}
+	if flags&0b011 != 0 { // an element kind or a reference type
+		r.byte()
+	}
+	n := r.u32()
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		if flags&0b100 != 0 {
+			r.constExpr()
+		} else {
+			r.u32()
+		}
+	}
+}
+
+// readData reads a data segment: active (0), passive (1) or active with a memory (2).
+func readData(r *reader) {
+	switch flags := r.u32(); flags {
+	case 2:
+		r.u32()
+		fallthrough
+	case 0:
+		r.constExpr()
+	case 1:
+	default:
+		r.fail(fmt.Errorf("data segment flags %d are not supported", flags))
+	}
+	r.bytes(int(r.u32()))
+}
+
+// readCustom reads a custom section's name, and reports whether to keep the section:
+// all but a "name" section whose names do not fill it as declared.
+func readCustom(p []byte) (keep bool, err error) {
+	r := &reader{b: p}
+	if name := r.name(); r.err != nil {
+		return false, fmt.Errorf("native: custom section: %w", r.err)
+	} else if name != "name" {
+		return true, nil
+	}
+	names := func(r *reader) {
+		for n := r.u32(); n > 0 && r.err == nil; n-- {
+			r.u32()
+			r.name()
+		}
+	}
+	for r.pos < len(p) && r.err == nil {
+		id := r.byte()
+		sub := &reader{b: r.bytes(int(r.u32()))}
+		switch id {
+		case 0:
+			sub.name()
+		case 1:
+			names(sub)
+		case 2:
+			for n := sub.u32(); n > 0 && sub.err == nil; n-- {
+				sub.u32()
+				names(sub)
+			}
+		default:
+			continue
+		}
+		if sub.err != nil || sub.pos != len(sub.b) {
+			return false, nil
+		}
+	}
+	return r.err == nil, nil
 }
 
 func readExports(p []byte) error {
@@ -480,31 +614,46 @@ func (m *module) rewriteBody(fn uint32, body []byte, global uint32, extra *[]fun
 	if err != nil {
 		return nil, err
 	}
+	// Two more locals, $t and $saved, after every other, so that no index moves.
+	t := uint32(len(sig.params)) + uint32(locals)
+	saved := t + 1
+	out := appendU32(nil, groups+1)
+	out = append(out, body[countEnd:code]...)
+	out = append(out, 0x02, 0x7f)
+	// countdown -= len(code) + prologueLen; if countdown < 0 { loop end (wazero's check
+	// for a closed module); countdown = checkEvery }
+	out = appendGlobalGet(out, global+1)
+	out = appendI32Const(out, int64(len(body)-code)+prologueLen)
+	out = append(out, 0x6b) // i32.sub
+	out = appendLocal(out, 0x22, t)
+	out = appendGlobalSet(out, global+1)
+	out = appendLocal(out, 0x20, t)
+	out = append(out, 0x41, 0x00, 0x48, 0x04, 0x40) // i32.const 0 i32.lt_s if
+	out = append(out, 0x03, 0x40, 0x0b)             // loop end
+	out = appendI32Const(out, checkEvery)
+	out = appendGlobalSet(out, global+1)
+	out = append(out, 0x0b) // end
 	if !s.calls {
-		return body, nil
+		return append(out, body[code:]...), nil
 	}
-	frame := frameOverhead + slotBytes*(uint64(len(sig.params))+min(locals, s.localRefs)+1+s.maxHeight) // 1: $saved
+	// The frame's estimate also charges its code, so that the tails that the frames on
+	// the stack run when their callees return are bounded too: see tailBytes.
+	slots := uint64(len(sig.params)) + min(locals, s.localRefs) + 2 + s.maxHeight
+	frame := frameOverhead + slotBytes*slots + uint64(len(body)-code)/tailBytes
 	if frame > stackBudget {
 		return nil, limitError{fmt.Errorf("needs an estimated %d-byte frame; the stack limit is %d bytes", frame, stackBudget)}
 	}
 	cost := int64(frame)
-	// One more local, $saved, holds the budget at entry: restoring it is the cheapest
-	// exit (a store), and it comes after every other local, so no index moves.
-	saved := uint32(len(sig.params)) + uint32(locals)
-	out := appendU32(nil, groups+1)
-	out = append(out, body[countEnd:code]...)
-	out = append(out, 0x01, 0x7f)
-	out = append(out, 0x03, 0x40, 0x0b) // loop end: wazero's check for a closed module
 	// if ($saved = budget) < cost { budget = stackExhausted; unreachable }
 	out = appendGlobalGet(out, global)
-	out = appendU32(append(out, 0x22), saved) // local.tee
+	out = appendLocal(out, 0x22, saved)
 	out = appendI32Const(out, cost)
 	out = append(out, 0x49, 0x04, 0x40) // i32.lt_u if
 	out = appendI32Const(out, stackExhausted)
 	out = appendGlobalSet(out, global)
 	out = append(out, 0x00, 0x0b) // unreachable end
 	// budget = $saved - cost
-	out = appendU32(append(out, 0x20), saved) // local.get
+	out = appendLocal(out, 0x20, saved)
 	out = appendI32Const(out, cost)
 	out = append(out, 0x6b) // i32.sub
 	out = appendGlobalSet(out, global)
@@ -528,12 +677,13 @@ func (m *module) rewriteBody(fn uint32, body []byte, global uint32, extra *[]fun
 		prev = ret.pc + 1
 	}
 	out = append(out, code0[prev:]...) // ends with the end that now closes the block
-	out = appendU32(append(out, 0x20), saved)
+	out = appendLocal(out, 0x20, saved) // budget = $saved
 	out = appendGlobalSet(out, global)
 	return append(out, 0x0b), nil
 }
 
 func appendGlobalGet(b []byte, g uint32) []byte { return appendU32(append(b, 0x23), g) }
+func appendLocal(b []byte, op byte, l uint32) []byte { return appendU32(append(b, op), l) }
 func appendGlobalSet(b []byte, g uint32) []byte { return appendU32(append(b, 0x24), g) }
 func appendI32Const(b []byte, v int64) []byte   { return appendS64(append(b, 0x41), v) }
 
@@ -916,6 +1066,42 @@ func (r *reader) memarg() {
 		r.err = fmt.Errorf("alignment %#x is not supported", align)
 	}
 	r.u32()
+}
+
+// fail records err unless an error is already recorded.
+func (r *reader) fail(err error) {
+	if r.err == nil {
+		r.err = err
+	}
+}
+
+// constExpr reads a constant expression of CoreFeaturesV2: one constant, ref.null,
+// ref.func or global.get, then end.
+func (r *reader) constExpr() {
+	switch op := r.byte(); op {
+	case 0x41:
+		r.s64(5)
+	case 0x42:
+		r.s64(10)
+	case 0x43:
+		r.bytes(4)
+	case 0x44:
+		r.bytes(8)
+	case 0x23, 0xd2:
+		r.u32()
+	case 0xd0:
+		r.byte()
+	case 0xfd:
+		if r.byte() != 0x0c {
+			r.fail(errors.New("constant expression: only v128.const of the SIMD opcodes"))
+		}
+		r.bytes(16)
+	default:
+		r.fail(fmt.Errorf("constant expression: opcode %#x is not supported", op))
+	}
+	if r.byte() != 0x0b {
+		r.fail(errors.New("constant expression: one instruction, then end"))
+	}
 }
 
 func (r *reader) name() string {

@@ -51,6 +51,11 @@ func FuzzRewrite(f *testing.F) {
 	cfg := wazero.NewRuntimeConfig().WithCloseOnContextDone(true).WithMemoryLimitPages(16)
 	f.Fuzz(func(t *testing.T, wasm []byte) {
 		out, err := rewrite(wasm)
+		if errors.Is(err, errTruncated) {
+			// A count or size past the module's end, which wazero cannot read either;
+			// and wazero allocates by such counts before it finds out (gigabytes).
+			return
+		}
 		r := wazero.NewRuntimeWithConfig(ctx, cfg)
 		defer r.Close(ctx)
 		orig, origErr := r.CompileModule(ctx, wasm)

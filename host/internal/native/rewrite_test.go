@@ -84,7 +84,11 @@ func codeStart(body []byte) int {
 	return r.pos
 }
 
-func TestRewriteChecksOnlyBodiesWithCalls(t *testing.T) {
+// TestRewriteBodies checks the bytes of rewritten bodies: each declares two more i32
+// locals after its own and starts with the countdown (global 1 here, after the budget,
+// global 0), whose check is an empty loop; only bodies with a call spend the budget, and
+// one with none runs its code unchanged after the countdown.
+func TestRewriteBodies(t *testing.T) {
 	wasm := watBytes(t, `(module
   (type $t (func (param i32) (result i32)))
   (table 1 funcref)
@@ -93,23 +97,27 @@ func TestRewriteChecksOnlyBodiesWithCalls(t *testing.T) {
   (func $indirect (param i32) (result i32) (call_indirect (type $t) (local.get 0) (i32.const 0)))
   (func $looper (loop $l (br $l))))`)
 	in, out := decode(t, wasm), decode(t, mustRewrite(t, wasm))
-	for i, want := range []bool{false, true, true, false} {
+	countdown := []byte{0x23, 0x01} // global.get 1
+	budget := []byte{0x23, 0x00}    // global.get 0
+	loop := []byte{0x03, 0x40, 0x0b}
+	for i, calls := range []bool{false, true, true, false} {
 		body, orig := out.bodies[i], in.bodies[i]
 		c, oc := codeStart(body), codeStart(orig)
-		// A rewritten body declares one more group of locals, (1 i32), after the others.
-		wantLocals := orig[:oc]
-		if want {
-			wantLocals = append(append([]byte{orig[0] + 1}, orig[1:oc]...), 0x01, 0x7f)
-		}
+		wantLocals := append(append([]byte{orig[0] + 1}, orig[1:oc]...), 0x02, 0x7f)
 		if !bytes.Equal(body[:c], wantLocals) {
 			t.Errorf("function %d: locals %x, want %x", i, body[:c], wantLocals)
 		}
-		got := bytes.HasPrefix(body[c:], []byte{0x03, 0x40, 0x0b})
-		if got != want {
-			t.Errorf("function %d: starts with an empty loop = %v, want %v (code %x)", i, got, want, body[c:])
+		code := body[c:]
+		check := bytes.Index(code, loop)
+		if !bytes.HasPrefix(code, countdown) || check < 0 {
+			t.Fatalf("function %d does not start with the countdown and its loop: %x", i, code)
 		}
-		if !want && !bytes.Equal(body, orig) {
-			t.Errorf("function %d has no call but was changed: %x, want %x", i, body, orig)
+		after := code[check+len(loop):]
+		if got := bytes.Contains(after, budget); got != calls {
+			t.Errorf("function %d: spends the budget = %v, want %v (code %x)", i, got, calls, code)
+		}
+		if !calls && !bytes.HasSuffix(code, orig[oc:]) {
+			t.Errorf("function %d has no call, and its code %x does not end with its own %x", i, code, orig[oc:])
 		}
 	}
 }
@@ -326,9 +334,9 @@ func callTreeWAT(levels int) string {
 	return b.String()
 }
 
-// TestNoCallNoLoopEnds is the case the rewriter leaves alone: a body with no call and no
-// loop, here one that branches as much as it can (forward and out, the only ways a block
-// or if label goes). It is not changed, and it returns by itself.
+// TestNoCallNoLoopEnds is the case the countdown's bound rests on: a body with no call
+// and no loop, here one that branches as much as it can (forward and out, the only ways a
+// block or if label goes). Past its countdown it is not changed, and it returns by itself.
 func TestNoCallNoLoopEnds(t *testing.T) {
 	var b strings.Builder
 	b.WriteString(`(module (func (export "f") (param $x i32) (result i32)`)
@@ -343,8 +351,9 @@ func TestNoCallNoLoopEnds(t *testing.T) {
 	b.WriteString(` (local.get $x)))`)
 	wasm := watBytes(t, b.String())
 	out := mustRewrite(t, wasm)
-	if d, o := decode(t, out), decode(t, wasm); !bytes.Equal(d.bodies[0], o.bodies[0]) {
-		t.Fatal("a body with no call and no loop was rewritten")
+	d, o := decode(t, out), decode(t, wasm)
+	if orig := o.bodies[0][codeStart(o.bodies[0]):]; !bytes.HasSuffix(d.bodies[0], orig) {
+		t.Fatal("a body with no call and no loop was changed past its countdown")
 	}
 	same(t, wasm, out, "f")
 }
@@ -506,4 +515,51 @@ func compileBoth(ctx context.Context, r wazero.Runtime, orig, rewritten []byte) 
 		}
 	}
 	return origErr, rewrittenErr
+}
+
+// TestRewriteRefusesLyingCounts gives each section that wazero decodes by a declared
+// count a count far past its bytes: wazero allocates by the count first (a 30-byte module
+// declaring 10^8 exports made it allocate 6.5 GB), so the rewriter must refuse it, and
+// drop a name section that does the same.
+func TestRewriteRefusesLyingCounts(t *testing.T) {
+	huge := appendU32(nil, 100_000_000)
+	section := func(id byte, payload ...byte) []byte {
+		b := []byte("\x00asm\x01\x00\x00\x00")
+		return append(appendU32(append(b, id), uint32(len(payload))), payload...)
+	}
+	data := append([]byte{1, 0, 0x41, 0, 0x0b}, huge...) // one active segment of 10^8 bytes
+	tests := []struct {
+		name string
+		wasm []byte
+	}{
+		{"types", section(secType, huge...)},
+		{"type params", section(secType, append([]byte{1, 0x60}, huge...)...)},
+		{"imports", section(secImport, huge...)},
+		{"functions", section(secFunction, huge...)},
+		{"memories", section(secMemory, huge...)},
+		{"globals", section(secGlobal, huge...)},
+		{"exports", section(secExport, huge...)},
+		{"export name", section(secExport, append([]byte{1}, huge...)...)},
+		{"elements", section(secElement, huge...)},
+		{"element functions", section(secElement, append([]byte{1, 0, 0x41, 0, 0x0b}, huge...)...)},
+		{"code", section(secCode, huge...)},
+		{"data", section(secData, huge...)},
+		{"data bytes", section(secData, data...)},
+		{"custom section name", section(secCustom, huge...)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := rewrite(tt.wasm); err == nil {
+				t.Fatal("rewrite = nil, want a refusal")
+			}
+		})
+	}
+	names := section(secCustom, append([]byte{4, 'n', 'a', 'm', 'e', 1, 5}, append(huge, 0)...)...)
+	out, err := rewrite(names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(out, []byte("name")) {
+		t.Fatalf("rewrite kept a name section that declares 10^8 names in 5 bytes: %x", out)
+	}
 }
