@@ -676,16 +676,16 @@ func (m *module) rewriteBody(fn uint32, body []byte, global uint32, extra *[]fun
 		out = appendU32(out, ret.depth)
 		prev = ret.pc + 1
 	}
-	out = append(out, code0[prev:]...) // ends with the end that now closes the block
+	out = append(out, code0[prev:]...)  // ends with the end that now closes the block
 	out = appendLocal(out, 0x20, saved) // budget = $saved
 	out = appendGlobalSet(out, global)
 	return append(out, 0x0b), nil
 }
 
-func appendGlobalGet(b []byte, g uint32) []byte { return appendU32(append(b, 0x23), g) }
+func appendGlobalGet(b []byte, g uint32) []byte      { return appendU32(append(b, 0x23), g) }
 func appendLocal(b []byte, op byte, l uint32) []byte { return appendU32(append(b, op), l) }
-func appendGlobalSet(b []byte, g uint32) []byte { return appendU32(append(b, 0x24), g) }
-func appendI32Const(b []byte, v int64) []byte   { return appendS64(append(b, 0x41), v) }
+func appendGlobalSet(b []byte, g uint32) []byte      { return appendU32(append(b, 0x24), g) }
+func appendI32Const(b []byte, v int64) []byte        { return appendS64(append(b, 0x41), v) }
 
 // scanResult is what rewriteBody needs to know of a function's code.
 type scanResult struct {
