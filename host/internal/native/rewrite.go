@@ -42,11 +42,12 @@ import (
 const (
 	// stackBudget is the estimated bytes of call stack that one instance's nested guest
 	// frames may use; past it, the call traps with a stack-limit death. Measured with a
-	// low-water mark on the budget: the host's tests of the Go example plugins peak at
-	// 7 KiB, _initialize of a Go guest at 5 KiB, a Go guest's json.Unmarshal of a document
-	// nested 64 deep (abi's limit) at 70 KiB and 500 deep at 520 KiB. An overflow costs
-	// the host 1.0-1.4 MiB of allocation (wazero grows a call stack by doubling, and the
-	// estimate is above the real frames), where an unbounded one cost 143-176 MiB.
+	// low-water mark on the budget: the host's and the end-to-end tests of the Go example
+	// plugins peak at 18 KiB, _initialize of a Go guest at 9 KiB, and a Go guest's
+	// json.Unmarshal and json.Marshal of a document nested 64 deep (abi's limit for
+	// payloads) at 44 KiB and 800 deep at 600 KiB. An overflow costs the host 0.7-1.4 MiB
+	// of allocation (wazero grows a call stack by doubling, and the estimate is above the
+	// real frames), where one without the budget cost 143-176 MiB.
 	stackBudget = 1 << 20
 
 	// frameOverhead and slotBytes make a frame's estimate: frameOverhead plus slotBytes for
@@ -56,8 +57,8 @@ const (
 	slotBytes     = 16
 
 	// checkEvery is how many bytes of code the guest may count down between two checks
-	// for its deadline: about a millisecond of straight-line code, and one check in every
-	// few hundred calls of a Go guest's (1.1 KB on average) functions.
+	// for its deadline: about a millisecond of straight-line code, and one check in about
+	// a thousand calls of a Go guest's functions (1.1 KB of code on average).
 	checkEvery = 1 << 20
 
 	// prologueLen is what each body counts down for the code the rewriter adds to it.
