@@ -127,7 +127,8 @@ type module struct {
 	types       []funcType
 	funcTypes   []uint32 // type index of every function, imported ones first
 	importFuncs int
-	globals     int // imported and defined
+	globals     int        // imported and defined
+	extraTypes  []funcType // () -> results types that wrapper blocks need, after types
 }
 
 var errTruncated = errors.New("unexpected end")
@@ -146,6 +147,10 @@ func rewrite(wasm []byte) ([]byte, error) {
 	m := &module{}
 	r := &reader{b: wasm, pos: 8}
 	last := 0
+	// Each section is read entry by entry as it comes, as wazero decodes it, so that a
+	// module wazero would stop at is refused at the same section or before: wazero
+	// allocates by a declared count before it reads the entries (a 30-byte module that
+	// declared 10^8 exports made it allocate 6.5 GB).
 	for r.pos < len(r.b) {
 		id := r.byte()
 		n := r.u32()
@@ -167,68 +172,64 @@ func rewrite(wasm []byte) ([]byte, error) {
 			}
 			last = rank
 		}
-		m.sections = append(m.sections, section{id, payload})
-	}
-	for i := range m.sections {
-		s := &m.sections[i]
 		var err error
-		switch s.id {
-		case secType:
-			err = m.readTypes(s.payload)
-		case secImport:
-			err = m.readImports(s.payload)
-		case secFunction:
-			err = m.readFunctions(s.payload)
-		case secMemory:
-			err = readVector(s.payload, "memory section", func(r *reader) { r.limits() })
-		case secGlobal:
-			err = readVector(s.payload, "global section", func(r *reader) {
-				r.byte()
-				r.byte()
-				r.constExpr()
-				m.globals++
-			})
-		case secExport:
-			err = readExports(s.payload)
-		case secElement:
-			err = readVector(s.payload, "element section", readElement)
-		case secData:
-			err = readVector(s.payload, "data section", readData)
-		case secCustom:
-			var keep bool
-			if keep, err = readCustom(s.payload); !keep {
-				// wazero sizes its name maps by the counts the section declares, so a
-				// name section that lies about them is dropped: it only names functions
-				// in stack traces.
-				s.payload = nil
-			}
-		}
-		if err != nil {
+		if payload, err = m.read(id, payload); err != nil {
 			return nil, err
 		}
+		if payload != nil {
+			m.sections = append(m.sections, section{id, payload})
+		}
 	}
-	// Every section wazero decodes by a declared count was read entry by entry above (the
-	// code section by rewriteCode): wazero allocates by the count before reading, and a
-	// 30-byte module declaring 10^8 exports made it allocate 6.5 GB.
-	return m.write()
+	return m.write(), nil
 }
 
-// write emits the module with the budget global and its export added, the table
-// clamped and the bodies rewritten.
-func (m *module) write() ([]byte, error) {
-	global := uint32(m.globals) // the index of the budget global, after every other
-	var extraTypes []funcType
-	out := append([]byte(nil), "\x00asm\x01\x00\x00\x00"...)
-	var code []byte
-	for _, s := range m.sections {
-		if s.id != secCode {
-			continue
-		}
-		var err error
-		if code, err = m.rewriteCode(s.payload, global, &extraTypes); err != nil {
+// read reads one section's payload p and returns it as it goes into the rewritten
+// module (nil to drop it).
+func (m *module) read(id byte, p []byte) ([]byte, error) {
+	switch id {
+	case secType:
+		return p, m.readTypes(p)
+	case secImport:
+		return p, m.readImports(p)
+	case secFunction:
+		return p, m.readFunctions(p)
+	case secTable:
+		return clampTables(p)
+	case secMemory:
+		return p, readVector(p, "memory section", func(r *reader) { r.limits() })
+	case secGlobal:
+		return p, readVector(p, "global section", func(r *reader) {
+			r.byte()
+			r.byte()
+			r.constExpr()
+			m.globals++
+		})
+	case secExport:
+		return p, readExports(p)
+	case secElement:
+		return p, readVector(p, "element section", readElement)
+	case secCode:
+		return m.rewriteCode(p)
+	case secData:
+		return p, readVector(p, "data section", readData)
+	case secCustom:
+		keep, err := readCustom(p)
+		if !keep {
+			// wazero sizes its name maps by the counts the section declares, so a name
+			// section that lies about them is dropped: it only names functions in stack
+			// traces.
 			return nil, err
 		}
+		return p, err
 	}
+	return p, nil // start, data count: one index
+}
+
+// write emits the module with the rewriter's globals and the budget's export added, and
+// the types that wrapper blocks need.
+func (m *module) write() []byte {
+	global := m.budgetGlobal()
+	out := append([]byte(nil), "\x00asm\x01\x00\x00\x00"...)
 	added := map[byte]bool{}
 	emit := func(id byte, payload []byte) {
 		out = append(out, id)
@@ -238,9 +239,9 @@ func (m *module) write() ([]byte, error) {
 	// addMissing emits the sections that the module lacks and the rewrite needs, before
 	// the first section that must follow them.
 	addMissing := func(rank int) {
-		if rank > sectionRank[secType] && len(extraTypes) > 0 && !added[secType] {
+		if rank > sectionRank[secType] && len(m.extraTypes) > 0 && !added[secType] {
 			added[secType] = true
-			emit(secType, appendTypes(appendU32(nil, uint32(len(extraTypes))), extraTypes))
+			emit(secType, appendTypes(appendU32(nil, uint32(len(m.extraTypes))), m.extraTypes))
 		}
 		if rank > sectionRank[secGlobal] && !added[secGlobal] {
 			added[secGlobal] = true
@@ -258,32 +259,24 @@ func (m *module) write() ([]byte, error) {
 		switch s.id {
 		case secType:
 			added[secType] = true
-			emit(s.id, appendTypes(withCount(s.payload, len(extraTypes)), extraTypes))
-		case secTable:
-			t, err := clampTables(s.payload)
-			if err != nil {
-				return nil, err
-			}
-			emit(s.id, t)
+			emit(s.id, appendTypes(withCount(s.payload, len(m.extraTypes)), m.extraTypes))
 		case secGlobal:
 			added[secGlobal] = true
 			emit(s.id, appendGlobals(withCount(s.payload, 2)))
 		case secExport:
 			added[secExport] = true
 			emit(s.id, appendBudgetExport(withCount(s.payload, 1), global))
-		case secCode:
-			emit(s.id, code)
-		case secCustom:
-			if s.payload != nil {
-				emit(s.id, s.payload)
-			}
 		default:
 			emit(s.id, s.payload)
 		}
 	}
 	addMissing(len(sectionRank) + 1)
-	return out, nil
+	return out
 }
+
+// budgetGlobal is the index of the budget global, after every global of the module;
+// the countdown comes next.
+func (m *module) budgetGlobal() uint32 { return uint32(m.globals) }
 
 // withCount returns a vector's payload with its count raised by extra.
 func withCount(payload []byte, extra int) []byte {
@@ -527,9 +520,8 @@ func min32(a, b uint32) uint32 {
 	return b
 }
 
-// rewriteCode rewrites the code section's bodies; a multi-result function's wrapper
-// block needs a type () -> results, which it finds in the module or appends to extra.
-func (m *module) rewriteCode(p []byte, global uint32, extra *[]funcType) ([]byte, error) {
+// rewriteCode rewrites the code section's bodies.
+func (m *module) rewriteCode(p []byte) ([]byte, error) {
 	r := &reader{b: p}
 	n := r.u32()
 	if int(n) != len(m.funcTypes)-m.importFuncs {
@@ -543,7 +535,7 @@ func (m *module) rewriteCode(p []byte, global uint32, extra *[]funcType) ([]byte
 			return nil, fmt.Errorf("native: code section: %w", r.err)
 		}
 		fn := uint32(m.importFuncs + i)
-		b, err := m.rewriteBody(fn, body, global, extra)
+		b, err := m.rewriteBody(fn, body)
 		if err != nil {
 			return nil, fmt.Errorf("native: function %d: %w", fn, err)
 		}
@@ -570,9 +562,10 @@ func (m *module) typeAt(idx uint32) (funcType, error) {
 	return m.types[idx], nil
 }
 
-// blockTypeIndex returns the index of a type () -> results, appending one to extra if
-// neither the module nor extra has it.
-func (m *module) blockTypeIndex(results []byte, extra *[]funcType) uint32 {
+// blockTypeIndex returns the index of a type () -> results, appending one to
+// m.extraTypes if neither the module nor extraTypes has it.
+func (m *module) blockTypeIndex(results []byte) uint32 {
+	extra := &m.extraTypes
 	for i, t := range m.types {
 		if len(t.params) == 0 && slices.Equal(t.results, results) {
 			return uint32(i)
@@ -589,7 +582,8 @@ func (m *module) blockTypeIndex(results []byte, extra *[]funcType) uint32 {
 
 // rewriteBody returns body (locals and code of function fn) as it runs in the sandbox:
 // unchanged when it has no call, else wrapped as the file comment says.
-func (m *module) rewriteBody(fn uint32, body []byte, global uint32, extra *[]funcType) ([]byte, error) {
+func (m *module) rewriteBody(fn uint32, body []byte) ([]byte, error) {
+	global := m.budgetGlobal()
 	sig, err := m.typeOf(fn)
 	if err != nil {
 		return nil, err
@@ -667,7 +661,7 @@ func (m *module) rewriteBody(fn uint32, body []byte, global uint32, extra *[]fun
 	case 1:
 		out = append(out, sig.results[0])
 	default:
-		out = appendS64(out, int64(m.blockTypeIndex(sig.results, extra)))
+		out = appendS64(out, int64(m.blockTypeIndex(sig.results)))
 	}
 	code0 := body[code:]
 	prev := 0
