@@ -112,7 +112,7 @@ func flush(b *testing.B, srv *testutil.Redis) {
 	srv.Flush(b)
 }
 
-// runFleet loads wasm (consuming queue) into a host with slots slots on srv, enqueues n
+// runFleet loads wasm (of type queue, consuming queue) into a host with slots slots on srv, enqueues n
 // no-op tasks, then times Run from its start until n tasks are done.
 func runFleet(b *testing.B, srv *testutil.Redis, wasm, queue string, n, slots int) time.Duration {
 	b.Helper()
@@ -137,7 +137,9 @@ func runFleet(b *testing.B, srv *testutil.Redis, wasm, queue string, n, slots in
 		Backend:    backend,
 		CacheDir:   cacheDir,
 		Slots:      slots,
-		Logger:     slog.New(slog.DiscardHandler),
+		// Both no-op plugins are of the type their queue is named after.
+		Grants: map[string]host.Grant{queue: {Queues: map[string][]string{queue: {"consume"}}}},
+		Logger: slog.New(slog.DiscardHandler),
 		Observe: func(e host.SlotEvent) {
 			if e.Kind != "finished" {
 				return

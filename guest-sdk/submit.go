@@ -9,7 +9,8 @@ import (
 
 // Submit enqueues a task with payload on queue q and returns its id. The host validates
 // payload against the queue's schema (ErrValueError) and checks that the plugin may submit
-// to q (ErrPermissionDenied); list q in Plugin.Submits.
+// to q (ErrPermissionDenied): list q in Plugin.Submits, the queue it consumes too if it
+// resubmits there, and the operator grants it the role submit on q.
 //
 //	_, err := fleet.Submit(contracts.Harvest, contracts.HarvestRequest{Site: site})
 func Submit[P any](q QueueContract[P], payload P) (taskID string, err error) {

@@ -36,6 +36,8 @@ func BenchmarkThroughput(b *testing.B) {
 				h, err := host.New(context.Background(), host.Config{
 					PluginsDir: dir, Backend: backend, CacheDir: cacheDir, Slots: slots,
 					PollInterval: time.Millisecond, Logger: discardLogger(),
+					Grants: map[string]host.Grant{"done": consumer("done-q"), "goguest": consumer(goQueue),
+						"noop": consumer("noop"), "counter": consumer("count")},
 					Observe: func(e host.SlotEvent) {
 						if e.Kind == "finished" {
 							done.Add(1)

@@ -40,10 +40,19 @@ type Config struct {
 	// default: none (Slots for every type)
 	SlotsByType map[string]int
 
-	// Grants says what each plugin, by automation type, may touch beyond its declared
-	// pools and queues. A type with no entry gets the zero Grant. See Grant.
+	// Grants says what each plugin, by automation type, may touch. A type with no entry
+	// gets the zero Grant, which grants no pool and no queue: a plugin that declares one
+	// does not start. See Grant.
 	// default: none (the zero Grant for every type)
 	Grants map[string]Grant
+
+	// GrantDeclared grants each plugin, besides its Grants entry, every pool and queue it
+	// declares in fleet_describe with every role it asks for (each pool every pool role),
+	// and logs a WARN per plugin listing what it got that way. It is for development
+	// (`--grant-declared`): a plugin then reaches any pool or queue it names, another
+	// plugin's too.
+	// default: false
+	GrantDeclared bool
 
 	// CacheDir is where wazero keeps compiled plugins across runs, keyed by the module's
 	// content, the wazero version and the CPU. "off" keeps the cache in memory only.
@@ -217,6 +226,9 @@ func (c Config) check() error {
 		bad("MaxPayload is %d, want 1..%d", c.MaxPayload, primitives.MaxValueLen)
 	}
 	for typ, g := range c.Grants {
+		if err := checkType(typ); err != nil {
+			bad("Grants[%q]: %v", typ, err)
+		}
 		if err := g.check(); err != nil {
 			bad("Grants[%q].%v", typ, err)
 		}
@@ -227,12 +239,17 @@ func (c Config) check() error {
 // Grant is what an operator grants one plugin. Deny by default: a call outside the grant
 // answers PermissionDenied, is logged (rate-limited), and never reaches the backend.
 //
-// A plugin may use the pools it declares in fleet_describe, submit to the queues it
-// declares (and to the one it consumes), and consume the queue it declares; declaring is
-// the request, and it is visible to the operator (host.Plugins, `fleet-host describe`).
-// Everything else is granted here:
+// A plugin's fleet_describe declares the pools and queues it uses: that is what it asks
+// for, visible to the operator (host.Plugins, `fleet-host describe`) before anything runs.
+// Pools and Queues grant them, each with roles; a plugin asking for more than its Grant
+// gives does not start, and New's error lists every missing grant. KV, locks, counters
+// and outbound HTTP are granted here too:
 //
-//	host.Grant{KV: []string{"scraper:*", "shared:sessions"}, HTTPHosts: []string{"example.com"}}
+//	host.Grant{
+//		Queues: map[string][]string{"scrape": {"consume"}, "harvest": {"submit"}},
+//		Pools:  map[string][]string{"cookies": {"claim", "mark_bad"}},
+//		KV:     []string{"scraper:*", "shared:sessions"}, HTTPHosts: []string{"example.com"},
+//	}
 //
 // # Notes
 //
@@ -240,9 +257,27 @@ func (c Config) check() error {
 //     name, or a prefix ending in `*` ("scraper:*"); "*" admits every name.
 //   - The zero Grant gives each of KV, Locks and Counters the one pattern "<type>:*",
 //     the reference's naming convention; set a field to an empty non-nil slice to grant
-//     none of it.
+//     none of it. A type holds no ':' (New refuses it), so no type's default reaches
+//     another's names.
+//   - The zero Grant gives no pool and no queue.
 //   - The host's own KV namespace and lock ("fleet-contracts") are never granted.
 type Grant struct {
+	// Pools is the pools the plugin may use, by name, each with its roles: "put"
+	// (pool_put), "claim" (pool_claim, and pool_release of what it claimed), "list"
+	// (pool_list and pool_size) and "mark_bad" (pool_mark_bad). A pool the plugin
+	// declares needs one or more roles here, or the plugin does not start; each call is
+	// held to the roles. A putter of a pool records its contract fleet-wide; see
+	// RATIONALE.md.
+	// default: none (no pool)
+	Pools map[string][]string
+	// Queues is the queues the plugin may use, by name, each with its roles: "consume"
+	// (its slots take the queue's tasks; the queue a batch plugin declares it consumes
+	// needs it) and "submit" (the submit op; each queue it declares it submits to needs
+	// it). A plugin missing one does not start. The consumer of a queue records its
+	// contract fleet-wide; see RATIONALE.md.
+	// default: none (no queue)
+	Queues map[string][]string
+
 	// KV is the KV namespaces the plugin may use.
 	// default: nil, which means []string{"<type>:*"}
 	KV []string
@@ -287,6 +322,9 @@ type Grant struct {
 }
 
 func (g Grant) check() error {
+	if err := checkGrantRoles(g); err != nil {
+		return err
+	}
 	for field, ps := range map[string][]string{"KV": g.KV, "Locks": g.Locks, "Counters": g.Counters} {
 		if err := hostfn.CheckPatterns(field, ps); err != nil {
 			return err

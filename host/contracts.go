@@ -19,9 +19,14 @@ const (
 )
 
 // recordContracts compares the contracts d declares with those recorded fleet-wide in the
-// backend, and records the ones not there yet: the first writer sets a contract. It runs
-// under the fleet lock "fleet-contracts", so that two hosts starting together cannot both
-// be first with different schemas.
+// backend, and records the ones not there yet that the plugin owns by its grant: the
+// queue it is granted consume on, the pools it is granted put on. The first owner to
+// write sets a contract; a plugin that only submits to a queue, or only claims, lists or
+// marks a pool's items, checks its contract against the record and never writes it, so
+// that a plugin cannot fix, fleet-wide, the schema of a queue or pool it does not own
+// (see RATIONALE.md, "Who records a contract?"). It runs under the fleet lock
+// "fleet-contracts", so that two hosts starting together cannot both be first with
+// different schemas.
 //
 // The record is KV namespace "fleet-contracts", key "queue:<name>" holding the canonical
 // payload schema, and "pool:<name>" holding {"payload_schema": ..., "tags_schema": ...},
@@ -31,7 +36,7 @@ const (
 //
 //   - A record is never deleted by the host: changing a contract's schema fleet-wide is
 //     an operator's act (delete the key, then restart the hosts with the new plugins).
-func recordContracts(ctx context.Context, b primitives.Backend, d *abi.Describe) (err error) {
+func recordContracts(ctx context.Context, b primitives.Backend, d *abi.Describe, grant hostfn.Grant) (err error) {
 	g, ok, err := b.LockAcquire(ctx, hostfn.ContractsNamespace, contractsLockHold, contractsLockWait)
 	if err != nil {
 		return fmt.Errorf("fleet contracts: lock: %w", err)
@@ -47,6 +52,7 @@ func recordContracts(ctx context.Context, b primitives.Backend, d *abi.Describe)
 	type record struct {
 		contract, name, key string
 		doc                 []byte
+		owner               bool // the plugin may write the record
 	}
 	var records []record
 	queue := func(q abi.QueueContract) error {
@@ -54,7 +60,7 @@ func recordContracts(ctx context.Context, b primitives.Backend, d *abi.Describe)
 		if err != nil {
 			return fmt.Errorf("queue %q payload schema: %w", q.Name, err)
 		}
-		records = append(records, record{"queue", q.Name, "queue:" + q.Name, c})
+		records = append(records, record{"queue", q.Name, "queue:" + q.Name, c, grant.Queues[q.Name]&hostfn.RoleConsume != 0})
 		return nil
 	}
 	if d.Consumes != nil {
@@ -73,7 +79,7 @@ func recordContracts(ctx context.Context, b primitives.Backend, d *abi.Describe)
 		if err != nil {
 			return fmt.Errorf("pool %q schemas: %w", p.Name, err)
 		}
-		records = append(records, record{"pool", p.Name, "pool:" + p.Name, c})
+		records = append(records, record{"pool", p.Name, "pool:" + p.Name, c, grant.Pools[p.Name]&hostfn.RolePut != 0})
 	}
 	for _, r := range records {
 		have, found, err := b.KVGet(ctx, hostfn.ContractsNamespace, r.key)
@@ -81,6 +87,9 @@ func recordContracts(ctx context.Context, b primitives.Backend, d *abi.Describe)
 			return fmt.Errorf("fleet contracts: read %s: %w", r.key, err)
 		}
 		if !found {
+			if !r.owner {
+				continue
+			}
 			if err := b.KVSet(ctx, hostfn.ContractsNamespace, r.key, r.doc, 0); err != nil {
 				return fmt.Errorf("fleet contracts: record %s: %w", r.key, err)
 			}

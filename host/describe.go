@@ -38,6 +38,9 @@ func Describe(ctx context.Context, file, cacheDir string) (d *abi.Describe, err 
 	h.core = hostfn.NewCore(cfg.Backend, h.contracts, hostfn.NewMetrics(), cfg.Logger)
 	d, err = h.probe(ctx, wasm)
 	if err == nil {
+		err = checkType(d.Type)
+	}
+	if err == nil {
 		err = h.contracts.Register(d)
 	}
 	if err != nil {

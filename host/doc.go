@@ -15,13 +15,18 @@
 // # Decisions
 //
 // What may a plugin touch? Deny by default. The pools and queues a plugin declares in
-// fleet_describe are its grant for them: declaring is the request, and it is visible to
-// the operator (Plugins, `fleet-host describe`) before anything runs. KV namespaces, lock
-// names and counter names are anonymous in the reference, so the operator grants them by
-// pattern (exact, or a trailing `*` prefix); the zero Grant gives "<type>:*" for each,
-// the reference's naming convention. Outbound HTTP reaches only granted hosts (none by
-// default). A refused call is PermissionDenied, logged at most 5 at once then 1 a second
-// per plugin, and never reaches the backend.
+// fleet_describe are what it asks for, visible to the operator (Plugins, `fleet-host
+// describe`) before anything runs; the operator grants each with roles (Grant.Pools:
+// put, claim, list, mark_bad; Grant.Queues: consume, submit), and a plugin asking for
+// more than it is granted does not start. Each pool op and submit is checked against its
+// role. Only a queue's consumer and a pool's putters record its contract fleet-wide.
+// Config.GrantDeclared, for development, grants what is declared, with a WARN per plugin.
+// KV namespaces, lock names and counter names are anonymous in the reference, so the
+// operator grants them by pattern (exact, or a trailing `*` prefix); the zero Grant gives
+// "<type>:*" for each, the reference's naming convention, and a type holds no ':' so that
+// no type's default covers another's names. Outbound HTTP reaches only granted hosts
+// (none by default). A refused call is PermissionDenied, logged at most 5 at once then 1
+// a second per plugin, and never reaches the backend. See RATIONALE.md.
 //
 // How does a host function know who is calling? wazero hands a host function only the
 // ctx of the guest call and the calling module. A slot makes one hostfn.Caller per wasm

@@ -12,7 +12,7 @@ import (
 // finishes within the grace period and its task is acked.
 func TestDrainFinishesInFlight(t *testing.T) {
 	r := newRig(t)
-	goGuest(t, r.dir, "goguest")
+	r.goGuest()
 	r.cfg.DrainTimeout = time.Minute
 	h, stop := r.start()
 	submitN(t, h, 1, `{"op":"sleep_ms","n":300}`)
@@ -33,7 +33,7 @@ func TestDrainFinishesInFlight(t *testing.T) {
 // goes straight back to the queue (not parked, not left leased); tasks never claimed stay.
 func TestDrainCutsAtTimeout(t *testing.T) {
 	r := newRig(t)
-	goGuest(t, r.dir, "goguest")
+	r.goGuest()
 	r.cfg.Slots = 2
 	r.cfg.DrainTimeout = 200 * time.Millisecond
 	r.cfg.CallTimeout = 10 * time.Minute

@@ -23,6 +23,7 @@ func TestCounterExampleRedis(t *testing.T) {
 
 func counterExample(t *testing.T, r *rig) {
 	goPlugin(t, "plugins/examples/counter", r.dir, "counter")
+	r.grant("counter", consumer("count"))
 	r.cfg.Slots = 4
 	h, stop := r.start()
 	for range 200 {
@@ -49,6 +50,8 @@ func TestExampleContractConflict(t *testing.T) {
 	r := newRig(t)
 	goPlugin(t, "plugins/examples/counter", r.dir, "a-counter")
 	goPlugin(t, "host/testdata/rival", r.dir, "b-rival")
+	r.grant("counter", consumer("count"))
+	r.grant("rival", consumer("count"))
 	r.cfg.PluginsDir = r.dir
 	_, err := host.New(context.Background(), r.cfg)
 	if err == nil {

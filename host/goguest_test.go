@@ -29,7 +29,7 @@ func submitN(t *testing.T, h *host.Host, n int, payload string) {
 // the fleet counter ends at exactly 200.
 func TestGoGuestCounter(t *testing.T) {
 	r := newRig(t)
-	goGuest(t, r.dir, "goguest")
+	r.goGuest()
 	r.cfg.Slots = 4
 	h, stop := r.start()
 	submitN(t, h, 200, `{"op":"incr"}`)
@@ -59,7 +59,7 @@ func TestGoGuestRecovers(t *testing.T) {
 	for _, op := range []string{"spin", "panic", "hog"} {
 		t.Run(op, func(t *testing.T) {
 			r := newRig(t)
-			goGuest(t, r.dir, "goguest")
+			r.goGuest()
 			r.cfg.CallTimeout = 500 * time.Millisecond
 			r.cfg.MaxAttempts = 1
 			h, stop := r.start()
@@ -85,7 +85,7 @@ func TestGoGuestRecovers(t *testing.T) {
 // a big reply crosses by reply_fetch.
 func TestGoGuestOutcomes(t *testing.T) {
 	r := newRig(t)
-	goGuest(t, r.dir, "goguest")
+	r.goGuest()
 	r.cfg.MaxAttempts = 2
 	h, stop := r.start()
 	submitN(t, h, 1, `{"op":"fail"}`)
@@ -117,8 +117,8 @@ func TestGoGuestOutcomes(t *testing.T) {
 // (its fail reason says so) and the counter is never touched.
 func TestGrantDenied(t *testing.T) {
 	r := newRig(t)
-	goGuest(t, r.dir, "goguest")
-	r.cfg.Grants = map[string]host.Grant{"goguest": {Counters: []string{}}}
+	r.goGuest()
+	r.cfg.Grants = map[string]host.Grant{"goguest": {Queues: consumer(goQueue).Queues, Counters: []string{}}}
 	r.cfg.MaxAttempts = 1
 	h, stop := r.start()
 	submitN(t, h, 1, `{"op":"incr"}`)
@@ -139,7 +139,7 @@ func TestGrantDenied(t *testing.T) {
 // TestSubmit: the host's Submit validates like a guest's submit.
 func TestSubmit(t *testing.T) {
 	r := newRig(t)
-	goGuest(t, r.dir, "goguest")
+	r.goGuest()
 	r.cfg.SlotsByType = map[string]int{"goguest": 0} // nothing consumes: the queue keeps what we push
 	r.cfg.MaxPayload = 64
 	h, _ := r.start()

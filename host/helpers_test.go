@@ -81,10 +81,67 @@ type watData struct {
 // Packed is abi.Packed for templates.
 func (watData) Packed(ptr, n uint32) uint64 { return abi.Packed(ptr, n) }
 
+// wat is watPlugin into the rig's folder, with the plugin granted, explicitly, what d
+// declares (see declared), added to what its type is granted already.
+func (r *rig) wat(name, file string, d abi.Describe) string {
+	r.t.Helper()
+	g, add := r.cfg.Grants[d.Type], declared(d)
+	for _, m := range []struct {
+		into *map[string][]string
+		from map[string][]string
+	}{{&g.Pools, add.Pools}, {&g.Queues, add.Queues}} {
+		if *m.into == nil {
+			*m.into = map[string][]string{}
+		}
+		for name, roles := range m.from {
+			(*m.into)[name] = append((*m.into)[name], roles...)
+		}
+	}
+	r.grant(d.Type, g)
+	return watPlugin(r.t, r.dir, name, file, d)
+}
+
+// grant sets the rig's grant of typ.
+func (r *rig) grant(typ string, g host.Grant) {
+	if r.cfg.Grants == nil {
+		r.cfg.Grants = map[string]host.Grant{}
+	}
+	r.cfg.Grants[typ] = g
+}
+
+// declared is the grant that gives a plugin described by d what it declares: consume on
+// the queue it consumes, submit on each it submits to, every role on each pool. The
+// tests that use it are about something other than grants; grant_test.go tests those.
+func declared(d abi.Describe) host.Grant {
+	g := host.Grant{Pools: map[string][]string{}, Queues: map[string][]string{}}
+	if d.Consumes != nil {
+		g.Queues[d.Consumes.Name] = []string{"consume"}
+	}
+	for _, q := range d.Submits {
+		g.Queues[q.Name] = append(g.Queues[q.Name], "submit")
+	}
+	for _, p := range d.Pools {
+		g.Pools[p.Name] = host.PoolRoles()
+	}
+	return g
+}
+
+// consumer is the grant of a plugin that consumes queue and uses nothing else.
+func consumer(queue string) host.Grant {
+	return host.Grant{Queues: map[string][]string{queue: {"consume"}}}
+}
+
 // goGuest builds testdata/goguest and copies it into dir as <file>.wasm.
 func goGuest(t *testing.T, dir, file string) string {
 	t.Helper()
 	return goPlugin(t, "host/testdata/goguest", dir, file)
+}
+
+// goGuest is goGuest into the rig's folder as goguest.wasm, granted its queue.
+func (r *rig) goGuest() string {
+	r.t.Helper()
+	r.grant("goguest", consumer("goguest-jobs"))
+	return goGuest(r.t, r.dir, "goguest")
 }
 
 // goPlugin builds the Go guest in pkg (module-relative) and copies it into dir as

@@ -61,7 +61,9 @@ type Plugin struct {
 	Consumes *abi.QueueContract
 	Pools    []abi.PoolContract
 	Submits  []abi.QueueContract
-	// Grant is what the operator granted it, defaults applied.
+	// Grant is its effective grant, defaults applied: Pools and Queues hold each pool and
+	// queue it declares with the roles it was granted (by Config.Grants, or
+	// Config.GrantDeclared).
 	Grant Grant
 }
 
@@ -70,7 +72,9 @@ type Plugin struct {
 // checks the ABI version, validates the plugin's configuration, and registers its
 // contracts on this host and fleet-wide in the backend.
 //
-// It refuses, naming the file and what is wrong: a module missing a required export or
+// It refuses, naming the file and what is wrong: a plugin that declares a pool or queue
+// its grant does not give (listing every missing grant; see MissingGrants); a type name
+// with a byte other than letters, digits and -_. ; a module missing a required export or
 // importing what the host does not provide; an ABI version the host does not speak
 // (naming both); a malformed describe; two plugins of one type; a pool or queue schema
 // that differs from one already registered here or in the fleet (naming the contract,

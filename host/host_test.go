@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -21,9 +22,11 @@ func TestPlugins(t *testing.T) {
 	d := batchDescribe("lister", "lister-q", anyObject)
 	d.Pools = []abi.PoolContract{{Name: "things", Payload: json.RawMessage(`{}`), Tags: json.RawMessage(`{}`)}}
 	d.Submits = []abi.QueueContract{{Name: "elsewhere", Payload: json.RawMessage(`{}`)}}
-	file := watPlugin(t, r.dir, "done", "lister", d)
+	file := r.wat("done", "lister", d)
 	r.cfg.SlotsByType = map[string]int{"lister": 3}
-	r.cfg.Grants = map[string]host.Grant{"lister": {KV: []string{"shared:*"}, CallTimeout: time.Second}}
+	r.cfg.Grants = map[string]host.Grant{"lister": {KV: []string{"shared:*"}, CallTimeout: time.Second,
+		Pools:  map[string][]string{"things": {"mark_bad", "list"}, "unused": {"put"}},
+		Queues: map[string][]string{"lister-q": {"submit", "consume"}, "elsewhere": {"submit"}}}}
 	r.cfg.PluginsDir = r.dir
 	h, err := host.New(context.Background(), r.cfg)
 	if err != nil {
@@ -47,12 +50,23 @@ func TestPlugins(t *testing.T) {
 		g.CallTimeout != time.Second || g.MemoryLimitPages != 256 || g.MaxPayload != 256<<10 || len(g.HTTPHosts) != 0 {
 		t.Errorf("effective grant = %+v", g)
 	}
+	// Pools and queues: what it declares, with the roles granted in a fixed order; a
+	// queue role it does not ask for (submit on the queue it consumes) and a pool it does
+	// not declare are left out, and the latter is logged.
+	wantPools := map[string][]string{"things": {"list", "mark_bad"}}
+	wantQueues := map[string][]string{"lister-q": {"consume"}, "elsewhere": {"submit"}}
+	if !reflect.DeepEqual(g.Pools, wantPools) || !reflect.DeepEqual(g.Queues, wantQueues) {
+		t.Errorf("effective pools, queues = %v, %v; want %v, %v", g.Pools, g.Queues, wantPools, wantQueues)
+	}
+	if !strings.Contains(r.logs.String(), `undeclared="pools \"unused\""`) {
+		t.Errorf("a grant of an undeclared pool was not logged; logs:\n%s", r.logs)
+	}
 }
 
 // TestCompilationCacheOnDisk: compiled code lands in CacheDir.
 func TestCompilationCacheOnDisk(t *testing.T) {
 	r := newRig(t)
-	watPlugin(t, r.dir, "done", "cached", batchDescribe("cached", "cached-q", anyObject))
+	r.wat("done", "cached", batchDescribe("cached", "cached-q", anyObject))
 	r.cfg.CacheDir = t.TempDir()
 	r.cfg.PluginsDir = r.dir
 	h, err := host.New(context.Background(), r.cfg)
@@ -107,8 +121,8 @@ func TestContractConflict(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t)
-			watPlugin(t, r.dir, "done", "1a", tt.a)
-			watPlugin(t, r.dir, "done", "2b", tt.b)
+			r.wat("done", "1a", tt.a)
+			r.wat("done", "2b", tt.b)
 			r.cfg.PluginsDir = r.dir
 			_, err := host.New(context.Background(), r.cfg)
 			if err == nil {
@@ -132,6 +146,7 @@ func TestFleetContractConflict(t *testing.T) {
 	watPlugin(t, dirA, "done", "a", batchDescribe("a", "shared-q", `{"type":"object","required":["x"]}`))
 	watPlugin(t, dirB, "done", "b", batchDescribe("b", "shared-q", `{"type":"object","required":["y"]}`))
 	cfg := r.cfg
+	cfg.Grants = map[string]host.Grant{"a": consumer("shared-q"), "b": consumer("shared-q")}
 	cfg.PluginsDir = dirA
 	ha, err := host.New(context.Background(), cfg)
 	if err != nil {
@@ -173,7 +188,7 @@ func TestConfigValidated(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t)
-			watPlugin(t, r.dir, "done", "cfg", d)
+			r.wat("done", "cfg", d)
 			if tt.config != "" {
 				r.cfg.Configs = map[string]json.RawMessage{"cfg": json.RawMessage(tt.config)}
 			}
@@ -193,7 +208,7 @@ func TestConfigValidated(t *testing.T) {
 	}
 	// A plugin with no config schema takes no configuration.
 	r := newRig(t)
-	watPlugin(t, r.dir, "done", "plain", batchDescribe("plain", "plain-q", anyObject))
+	r.wat("done", "plain", batchDescribe("plain", "plain-q", anyObject))
 	r.cfg.Configs = map[string]json.RawMessage{"plain": json.RawMessage(`{"a":1}`)}
 	r.cfg.PluginsDir = r.dir
 	if _, err := host.New(context.Background(), r.cfg); err == nil || !strings.Contains(err.Error(), "declares no config schema") {
@@ -228,7 +243,7 @@ func TestConfigErrors(t *testing.T) {
 // works its queue.
 func TestPauseResume(t *testing.T) {
 	r := newRig(t)
-	watPlugin(t, r.dir, "done", "p", batchDescribe("p", "p-q", anyObject))
+	r.wat("done", "p", batchDescribe("p", "p-q", anyObject))
 	h, stop := r.start()
 	if err := h.Pause("p"); err != nil {
 		t.Fatal(err)
@@ -255,7 +270,7 @@ func TestPauseResume(t *testing.T) {
 // TestRunTwice: Run runs once.
 func TestRunTwice(t *testing.T) {
 	r := newRig(t)
-	watPlugin(t, r.dir, "done", "once", batchDescribe("once", "once-q", anyObject))
+	r.wat("done", "once", batchDescribe("once", "once-q", anyObject))
 	h, stop := r.start()
 	waitFor(t, "the slot to poll", func() bool { return r.events.count("idle") > 0 })
 	if err := h.Run(context.Background()); err == nil {

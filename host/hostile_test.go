@@ -40,7 +40,7 @@ func TestRefusedAtLoad(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.fixture+"/"+tt.desc.Mode, func(t *testing.T) {
 			r := newRig(t)
-			watPlugin(t, r.dir, tt.fixture, tt.fixture, tt.desc)
+			r.wat(tt.fixture, tt.fixture, tt.desc)
 			r.cfg.PluginsDir = r.dir
 			h, err := host.New(context.Background(), r.cfg)
 			if tt.want == nil {
@@ -69,8 +69,8 @@ func TestRefusedAtLoad(t *testing.T) {
 // TestDuplicateType: two files of one type are refused.
 func TestDuplicateType(t *testing.T) {
 	r := newRig(t)
-	watPlugin(t, r.dir, "done", "a", batchDescribe("same", "q1", anyObject))
-	watPlugin(t, r.dir, "done", "b", batchDescribe("same", "q2", anyObject))
+	r.wat("done", "a", batchDescribe("same", "q1", anyObject))
+	r.wat("done", "b", batchDescribe("same", "q2", anyObject))
 	r.cfg.PluginsDir = r.dir
 	if _, err := host.New(context.Background(), r.cfg); err == nil || !strings.Contains(err.Error(), `type "same" is already loaded from a.wasm`) {
 		t.Fatalf("host.New = %v, want a duplicate type refusal", err)
@@ -82,7 +82,7 @@ func TestDuplicateType(t *testing.T) {
 // parked.
 func TestSpinDiesByDeadline(t *testing.T) {
 	r := newRig(t)
-	watPlugin(t, r.dir, "spin", "spin", batchDescribe("spin", "spin-q", anyObject))
+	r.wat("spin", "spin", batchDescribe("spin", "spin-q", anyObject))
 	r.cfg.CallTimeout = 100 * time.Millisecond
 	r.cfg.MaxAttempts = 2
 	h, stop := r.start()
@@ -109,7 +109,7 @@ func TestSpinDiesByDeadline(t *testing.T) {
 // TestMemoryHogDies: a guest that grows past the memory limit traps; its instance dies.
 func TestMemoryHogDies(t *testing.T) {
 	r := newRig(t)
-	watPlugin(t, r.dir, "hog", "hog", batchDescribe("hog", "hog-q", anyObject))
+	r.wat("hog", "hog", batchDescribe("hog", "hog-q", anyObject))
 	r.cfg.MemoryLimitPages = 16
 	r.cfg.MaxAttempts = 1
 	h, stop := r.start()
@@ -127,7 +127,7 @@ func TestMemoryHogDies(t *testing.T) {
 // memory and the instance lives on (the guest returns done only if every call faulted).
 func TestOutOfRangePointers(t *testing.T) {
 	r := newRig(t)
-	watPlugin(t, r.dir, "badptr", "badptr", batchDescribe("badptr", "badptr-q", anyObject))
+	r.wat("badptr", "badptr", batchDescribe("badptr", "badptr-q", anyObject))
 	h, stop := r.start()
 	for range 3 {
 		if _, err := h.Submit(context.Background(), "badptr-q", []byte(`{}`)); err != nil {
@@ -147,7 +147,7 @@ func TestOutOfRangePointers(t *testing.T) {
 // TestReplyFetch: a reply larger than the guest's buffer (reply_cap 0) is kept and fetched.
 func TestReplyFetch(t *testing.T) {
 	r := newRig(t)
-	watPlugin(t, r.dir, "replyfetch", "replyfetch", batchDescribe("rf", "rf-q", anyObject))
+	r.wat("replyfetch", "replyfetch", batchDescribe("rf", "rf-q", anyObject))
 	h, stop := r.start()
 	if _, err := h.Submit(context.Background(), "rf-q", []byte(`{}`)); err != nil {
 		t.Fatal(err)
@@ -165,7 +165,7 @@ func TestBrokenResults(t *testing.T) {
 	for _, fixture := range []string{"garbage", "outofrange"} {
 		t.Run(fixture, func(t *testing.T) {
 			r := newRig(t)
-			watPlugin(t, r.dir, fixture, fixture, batchDescribe(fixture, "broken-q", anyObject))
+			r.wat(fixture, fixture, batchDescribe(fixture, "broken-q", anyObject))
 			r.cfg.MaxAttempts = 3
 			h, stop := r.start()
 			if _, err := h.Submit(context.Background(), "broken-q", []byte(`{}`)); err != nil {
@@ -192,7 +192,7 @@ func TestBrokenResults(t *testing.T) {
 // TestLoopPlugin: a loop plugin is ticked, not fed tasks.
 func TestLoopPlugin(t *testing.T) {
 	r := newRig(t)
-	watPlugin(t, r.dir, "done", "looper", abi.Describe{ABIVersion: abi.Version, Type: "looper", Mode: abi.ModeLoop})
+	r.wat("done", "looper", abi.Describe{ABIVersion: abi.Version, Type: "looper", Mode: abi.ModeLoop})
 	r.cfg.Slots = 2
 	_, stop := r.start()
 	waitFor(t, "10 ticks", func() bool { return len(r.events.finished()) >= 10 })

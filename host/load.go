@@ -63,10 +63,17 @@ func (h *Host) loadPlugin(ctx context.Context, file string) (p *plugin, err erro
 		return nil, err
 	}
 	typ := desc.Type
+	if err := checkType(typ); err != nil {
+		return nil, err
+	}
 	if other := h.byType[typ]; other != nil {
 		return nil, fmt.Errorf("type %q is already loaded from %s", typ, filepath.Base(other.info.File))
 	}
 	grant := h.cfg.Grants[typ]
+	hg, eff, err := h.grantFor(desc, grant)
+	if err != nil {
+		return nil, err
+	}
 	// A grant's own limits win over the host's.
 	limits := struct {
 		pages   uint32
@@ -88,14 +95,14 @@ func (h *Host) loadPlugin(ctx context.Context, file string) (p *plugin, err erro
 	if err := h.contracts.Register(desc); err != nil {
 		return nil, err
 	}
-	if err := recordContracts(ctx, h.cfg.Backend, desc); err != nil {
+	if err := recordContracts(ctx, h.cfg.Backend, desc, hg); err != nil {
 		return nil, err
 	}
 	http, closeHTTP, err := newHTTP(grant)
 	if err != nil {
 		return nil, fmt.Errorf("Config.Grants[%q]: %w", typ, err)
 	}
-	fn := hostfn.NewPlugin(typ, hostGrant(typ, desc, grant), config, limits.payload, http)
+	fn := hostfn.NewPlugin(typ, hg, config, limits.payload, http)
 	rt, err := native.NewRuntime(ctx, native.Params{
 		Cache: h.cache, MemoryLimitPages: limits.pages, Core: h.core, Log: h.cfg.Logger,
 	}, wasm)
@@ -116,8 +123,6 @@ func (h *Host) loadPlugin(ctx context.Context, file string) (p *plugin, err erro
 	if n, ok := h.cfg.SlotsByType[typ]; ok {
 		slots = n
 	}
-	eff := grant
-	eff.KV, eff.Locks, eff.Counters = patterns(typ, grant.KV), patterns(typ, grant.Locks), patterns(typ, grant.Counters)
 	eff.MemoryLimitPages, eff.CallTimeout, eff.MaxPayload = limits.pages, limits.timeout, limits.payload
 	h.cfg.Logger.Info("host: plugin loaded", "type", typ, "version", desc.Version, "mode", desc.Mode,
 		"file", filepath.Base(file), "slots", slots)
@@ -177,26 +182,26 @@ func (h *Host) probe(ctx context.Context, wasm []byte) (d *abi.Describe, err err
 	return d, nil
 }
 
-// hostGrant is the grant the dispatch core checks: the declared pools and queues, and the
-// operator's patterns with their defaults.
-func hostGrant(typ string, d *abi.Describe, g Grant) hostfn.Grant {
-	hg := hostfn.Grant{
-		Pools:    map[string]bool{},
-		Queues:   map[string]bool{},
-		KV:       patterns(typ, g.KV),
-		Locks:    patterns(typ, g.Locks),
-		Counters: patterns(typ, g.Counters),
+// grantFor resolves the grant of the plugin described by d from its Grants entry g
+// (resolveGrant): the one its calls are checked against, and the effective one shown to
+// operators. It refuses a plugin asking for more than g gives, listing every missing
+// grant, unless GrantDeclared; it logs what GrantDeclared gave beyond g, and what g names
+// that d does not declare.
+func (h *Host) grantFor(d *abi.Describe, g Grant) (hostfn.Grant, Grant, error) {
+	r := resolveGrant(d, g, h.cfg.GrantDeclared)
+	if len(r.missing) > 0 {
+		return r.core, r.eff, fmt.Errorf("type %q is not granted what it declares; add to its entry in the grants file: %s; or, for development only, run with --grant-declared",
+			d.Type, strings.Join(r.missing, "; "))
 	}
-	for _, p := range d.Pools {
-		hg.Pools[p.Name] = true
+	if len(r.extra) > 0 {
+		h.cfg.Logger.Warn("host: --grant-declared (Config.GrantDeclared) grants this plugin what it declares, beyond the grants file; for development only",
+			"type", d.Type, "granted", strings.Join(r.extra, "; "))
 	}
-	for _, q := range d.Submits {
-		hg.Queues[q.Name] = true
+	if u := undeclared(d, g); len(u) > 0 {
+		h.cfg.Logger.Warn("host: the grants file grants what the plugin does not declare; it has no effect",
+			"type", d.Type, "undeclared", strings.Join(u, ", "))
 	}
-	if d.Consumes != nil {
-		hg.Queues[d.Consumes.Name] = true
-	}
-	return hg
+	return r.core, r.eff, nil
 }
 
 // checkConfig validates the operator's configuration of a plugin against its config

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 )
@@ -13,7 +14,7 @@ import (
 // TestDrainRedis: on Redis, a drain cut hands the tasks in flight back, none parked.
 func TestDrainRedis(t *testing.T) {
 	r := newRedisRig(t)
-	goGuest(t, r.dir, "goguest")
+	r.goGuest()
 	r.cfg.DrainTimeout = 200 * time.Millisecond
 	r.cfg.MaxAttempts = 1
 	h, stop := r.start()
@@ -33,6 +34,7 @@ func TestFleetContractConflictRedis(t *testing.T) {
 	watPlugin(t, dirA, "done", "a", batchDescribe("a", "shared-q", `{"type":"object"}`))
 	watPlugin(t, dirB, "done", "b", batchDescribe("b", "shared-q", `{"type":"array"}`))
 	cfg := r.cfg
+	cfg.Grants = map[string]host.Grant{"a": consumer("shared-q"), "b": consumer("shared-q")}
 	cfg.PluginsDir = dirA
 	ha, err := newHost(cfg)
 	if err != nil {
@@ -53,7 +55,7 @@ func TestFleetContractConflictRedis(t *testing.T) {
 // back (a fresh, empty server on the same port).
 func TestRedisOutage(t *testing.T) {
 	r := newRedisRig(t)
-	goGuest(t, r.dir, "goguest")
+	r.goGuest()
 	r.cfg.Slots = 2
 	h, stop := r.start()
 	waitFor(t, "the slots to poll", func() bool { return r.events.count("idle") >= 2 })

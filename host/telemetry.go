@@ -272,6 +272,7 @@ func configIdentity(cfg Config, p *plugin) string {
 		HTTPMaxBody      int64
 		HTTPTimeout      time.Duration
 		HTTPMaxRedirects int64
+		Pools, Queues    map[string][]string // roles in a fixed order; Marshal sorts the names
 		Config           json.RawMessage
 	}{
 		Module: p.info.Digest, Slots: p.info.Slots, Lease: p.lease, MaxAttempts: cfg.MaxAttempts,
@@ -282,6 +283,8 @@ func configIdentity(cfg Config, p *plugin) string {
 		HTTPMaxBody:      cmp.Or(g.HTTPMaxBody, httpfn.DefaultMaxBody),
 		HTTPTimeout:      cmp.Or(g.HTTPTimeout, httpfn.DefaultTimeout),
 		HTTPMaxRedirects: cmp.Or(int64(g.HTTPMaxRedirects), httpfn.DefaultMaxRedirects),
+		Pools:            g.Pools,
+		Queues:           g.Queues,
 		Config:           conf,
 	})
 	sum := sha256.Sum256(b)

@@ -197,7 +197,7 @@ var (
 func TestReportLifecycle(t *testing.T) {
 	r := newRig(t)
 	pl := newPlane(t, false)
-	goGuest(t, r.dir, "goguest")
+	r.goGuest()
 	r.cfg.NewReporter, r.cfg.Instance, r.cfg.Version = pl.newReporter, "web-1", "v1.2.3"
 	h, stop := r.start()
 	const inst = "web-1/goguest/0"
@@ -297,8 +297,8 @@ func TestReportLifecycle(t *testing.T) {
 func TestReportOutcomes(t *testing.T) {
 	r := newRig(t)
 	pl := newPlane(t, false)
-	goGuest(t, r.dir, "goguest")
-	watPlugin(t, r.dir, "trap", "trap", batchDescribe("trap", "trap-q", anyObject))
+	r.goGuest()
+	r.wat("trap", "trap", batchDescribe("trap", "trap-q", anyObject))
 	r.cfg.NewReporter, r.cfg.Instance = pl.newReporter, "web-1"
 	r.cfg.MaxAttempts = 2
 	h, stop := r.start()
@@ -386,8 +386,8 @@ func TestReportOutcomes(t *testing.T) {
 func TestReportPause(t *testing.T) {
 	r := newRig(t)
 	pl := newPlane(t, false)
-	watPlugin(t, r.dir, "done", "a", batchDescribe("a", "a-q", anyObject))
-	watPlugin(t, r.dir, "done", "b", batchDescribe("b", "b-q", anyObject))
+	r.wat("done", "a", batchDescribe("a", "a-q", anyObject))
+	r.wat("done", "b", batchDescribe("b", "b-q", anyObject))
 	r.cfg.NewReporter, r.cfg.Instance, r.cfg.Slots = pl.newReporter, "web-1", 2
 	h, stop := r.start()
 	insts := []string{"web-1/a/0", "web-1/a/1", "web-1/b/0", "web-1/b/1"}
@@ -467,6 +467,7 @@ func TestReportWedgedPlane(t *testing.T) {
 	r := newRig(t)
 	pl := newPlane(t, true)
 	goPlugin(t, "plugins/examples/counter", r.dir, "counter")
+	r.grant("counter", consumer("count"))
 	r.cfg.NewReporter, r.cfg.Slots = pl.newReporter, 3
 	h, stop := r.start()
 	const tasks = 300
@@ -507,13 +508,15 @@ func TestConfigIdentity(t *testing.T) {
 	d := batchDescribe("cid", "cid-q", anyObject)
 	d.ConfigSchema = json.RawMessage(`{"type":"object","properties":{"x":{"type":"integer"}},"additionalProperties":false}`)
 	v1, v2 := t.TempDir(), t.TempDir()
+	cidQ := consumer("cid-q").Queues
 	watPlugin(t, v1, "done", "cid", d)
 	d.Version = "0.2.0"
 	watPlugin(t, v2, "done", "cid", d)
 	identity := func(dir string, edit func(*host.Config)) string {
 		t.Helper()
 		cfg := host.Config{PluginsDir: dir, Backend: r.backend, CacheDir: cacheDir, Logger: discardLogger(),
-			Configs: map[string]json.RawMessage{"cid": json.RawMessage(`{"x":1}`)}}
+			Configs: map[string]json.RawMessage{"cid": json.RawMessage(`{"x":1}`)},
+			Grants:  map[string]host.Grant{"cid": {Queues: cidQ}}}
 		if edit != nil {
 			edit(&cfg)
 		}
@@ -541,8 +544,12 @@ func TestConfigIdentity(t *testing.T) {
 		{"poll", v1, func(c *host.Config) { c.PollInterval = time.Second }},
 		{"memory pages", v1, func(c *host.Config) { c.MemoryLimitPages = 128 }},
 		{"payload cap", v1, func(c *host.Config) { c.MaxPayload = 1024 }},
-		{"grant", v1, func(c *host.Config) { c.Grants = map[string]host.Grant{"cid": {KV: []string{"shared:*"}}} }},
-		{"grant http", v1, func(c *host.Config) { c.Grants = map[string]host.Grant{"cid": {HTTPHosts: []string{"example.com"}}} }},
+		{"grant", v1, func(c *host.Config) {
+			c.Grants = map[string]host.Grant{"cid": {Queues: cidQ, KV: []string{"shared:*"}}}
+		}},
+		{"grant http", v1, func(c *host.Config) {
+			c.Grants = map[string]host.Grant{"cid": {Queues: cidQ, HTTPHosts: []string{"example.com"}}}
+		}},
 		{"plugin config", v1, func(c *host.Config) { c.Configs["cid"] = json.RawMessage(`{"x":2}`) }},
 	}
 	seen := map[string]string{base: "base"}
@@ -561,7 +568,7 @@ func TestConfigIdentity(t *testing.T) {
 		{"config formatting", func(c *host.Config) { c.Configs["cid"] = json.RawMessage(" { \"x\" : 1 } ") }},
 		{"defaults spelled out", func(c *host.Config) {
 			c.Slots, c.MaxAttempts, c.MemoryLimitPages = 1, 5, 256
-			c.Grants = map[string]host.Grant{"cid": {KV: []string{"cid:*"}, HTTPMaxRedirects: 10, MemoryLimitPages: 256}}
+			c.Grants = map[string]host.Grant{"cid": {Queues: cidQ, KV: []string{"cid:*"}, HTTPMaxRedirects: 10, MemoryLimitPages: 256}}
 		}},
 		{"instance and version", func(c *host.Config) { c.Instance, c.Version = "elsewhere", "v9" }},
 	}
@@ -571,7 +578,7 @@ func TestConfigIdentity(t *testing.T) {
 		}
 	}
 	// Effective values: a grant's override is the same setting as the global one.
-	byGrant := identity(v1, func(c *host.Config) { c.Grants = map[string]host.Grant{"cid": {MemoryLimitPages: 128}} })
+	byGrant := identity(v1, func(c *host.Config) { c.Grants = map[string]host.Grant{"cid": {Queues: cidQ, MemoryLimitPages: 128}} })
 	if global := identity(v1, func(c *host.Config) { c.MemoryLimitPages = 128 }); byGrant != global {
 		t.Errorf("memory pages by grant: identity = %s, want %s as when set globally", byGrant, global)
 	}
@@ -605,7 +612,7 @@ func TestReportHostStopping(t *testing.T) {
 		{
 			name: "failed New",
 			setup: func(t *testing.T, r *rig, pl *plane) {
-				watPlugin(t, r.dir, "done", "idler-again", batchDescribe("idler", "idler-q", anyObject))
+				r.wat("done", "idler-again", batchDescribe("idler", "idler-q", anyObject))
 			},
 			run: func(t *testing.T, r *rig) {
 				if _, err := host.New(context.Background(), r.cfg); err == nil {
@@ -640,7 +647,7 @@ func TestReportHostStopping(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t)
 			pl := newPlane(t, false)
-			watPlugin(t, r.dir, "done", "idler", batchDescribe("idler", "idler-q", anyObject))
+			r.wat("done", "idler", batchDescribe("idler", "idler-q", anyObject))
 			r.cfg.PluginsDir, r.cfg.NewReporter, r.cfg.Instance = r.dir, pl.newReporter, "web-1"
 			if tt.setup != nil {
 				tt.setup(t, r, pl)
@@ -680,6 +687,7 @@ func BenchmarkThroughputWedgedPlane(b *testing.B) {
 			cfg := host.Config{
 				PluginsDir: dir, Backend: backend, CacheDir: cacheDir, Slots: 2,
 				PollInterval: time.Millisecond, Logger: discardLogger(),
+				Grants: map[string]host.Grant{"counter": consumer("count")},
 				Observe: func(e host.SlotEvent) {
 					if e.Kind == "finished" {
 						done.Add(1)

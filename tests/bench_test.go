@@ -42,6 +42,10 @@ func newBenchEnv(b *testing.B, kind string) *benchEnv {
 		PollInterval: time.Millisecond,
 		CallTimeout:  30 * time.Minute, // one call makes b.N host calls
 		MaxAttempts:  1,
+		Grants: map[string]host.Grant{"bench": {
+			Queues: map[string][]string{"bench": {"consume"}},
+			Pools:  map[string][]string{"bench-blobs": host.PoolRoles()},
+		}},
 		Observe: func(e host.SlotEvent) {
 			if e.Kind == "finished" {
 				env.finished <- e

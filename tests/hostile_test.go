@@ -250,6 +250,8 @@ func hostileCalls(t *testing.T, kind string) {
 		Logger:     testLogger(t),
 		Slots:      1,
 		Grants: map[string]host.Grant{"hostile": {
+			Queues:    map[string][]string{"hostile": {"consume"}, "hostile-sub": {"submit"}},
+			Pools:     map[string][]string{"hostile-items": host.PoolRoles()},
 			HTTPHosts: []string{site.Host()}, HTTPAllowPrivate: true,
 			MaxPayload: hostileMaxPayload,
 			// Room for the guest to build a request over abi.MaxRequest (4 MiB).

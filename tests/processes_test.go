@@ -69,6 +69,7 @@ func runChild() int {
 		Backend:      backend,
 		CacheDir:     os.Getenv(childCacheEnv),
 		Slots:        slots,
+		Grants:       map[string]host.Grant{"counter": {Queues: map[string][]string{"count": {"consume"}}}},
 		PollInterval: 5 * time.Millisecond,
 		Logger:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Observe: func(e host.SlotEvent) {
@@ -232,6 +233,8 @@ func TestTwoHostProcessesOneRedis(t *testing.T) {
 	producer, stopProducer := startHost(t, host.Config{
 		PluginsDir: dir, Backend: backend, CacheDir: cacheDir, Logger: testLogger(t),
 		SlotsByType: map[string]int{"counter": 0},
+		// Loading the counter is asking to consume its queue, even with no slot.
+		Grants: map[string]host.Grant{"counter": {Queues: map[string][]string{"count": {"consume"}}}},
 	})
 	for range tasks {
 		if _, err := producer.Submit(context.Background(), "count", []byte(`{}`)); err != nil {

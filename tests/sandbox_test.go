@@ -36,13 +36,16 @@ type sandbox struct {
 	h      *host.Host // set by start
 }
 
-// newSandbox makes the plugins folder with the honest counter plugin in it, on a fresh
-// backend of kind ("memory" or "redis"), and a Config with two slots per plugin, a short
-// poll interval, the shared compilation cache and the test's logger.
+// newSandbox makes the plugins folder with the honest counter plugin in it, granted its
+// queue, on a fresh backend of kind ("memory" or "redis"), and a Config with two slots per
+// plugin, a short poll interval, the shared compilation cache and the test's logger. A
+// hostile plugin needs a grant of its own in r.grants for what it declares.
 func newSandbox(t *testing.T, kind string) *sandbox {
 	t.Helper()
 	b, _ := newBackend(t, kind)
-	r := &sandbox{dir: t.TempDir(), b: b, ev: &events{}, grants: map[string]host.Grant{}}
+	r := &sandbox{dir: t.TempDir(), b: b, ev: &events{}, grants: map[string]host.Grant{
+		"counter": {Queues: map[string][]string{honestQueue: {"consume"}}},
+	}}
 	installPlugin(t, "plugins/examples/counter", r.dir, "counter")
 	r.cfg = host.Config{
 		PluginsDir:   r.dir,

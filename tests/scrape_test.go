@@ -69,11 +69,17 @@ func scrapeDemoSite(t *testing.T, kind string) {
 		Logger:      testLogger(t),
 		SlotsByType: map[string]int{"scraper": 4, "cookie-harvester": 2},
 		Grants: map[string]host.Grant{
-			"scraper": {HTTPHosts: []string{site.Host()}, HTTPAllowPrivate: true},
+			"scraper": {
+				Queues:    map[string][]string{"scrape": {"consume"}, "harvest": {"submit"}},
+				Pools:     map[string][]string{"cookies": {"claim", "mark_bad"}},
+				HTTPHosts: []string{site.Host()}, HTTPAllowPrivate: true,
+			},
 			// The harvest lock "harvest:<site>" is outside the default "cookie-harvester:*";
 			// a non-nil Locks replaces the default, so the harvester's own prefix is
 			// listed too.
 			"cookie-harvester": {
+				Queues:    map[string][]string{"harvest": {"consume"}},
+				Pools:     map[string][]string{"cookies": {"put", "list"}},
 				HTTPHosts: []string{site.Host()}, HTTPAllowPrivate: true,
 				Locks: []string{"harvest:*", "cookie-harvester:*"},
 			},

@@ -2,8 +2,8 @@
 // real fleet-host daemon against a local demo site, end to end, and prints what happened.
 //
 // It starts the demo site (internal/demosite: pages behind a clearance cookie that goes
-// stale after 25 uses), writes a grants file that lets the scraper and the harvester reach
-// it, starts `fleet-host run` on the embedded memory backend, submits a batch of URLs
+// stale after 25 uses), writes a grants file that gives each plugin its pools and queues
+// with roles and lets the scraper and the harvester reach the site, starts `fleet-host run` on the embedded memory backend, submits a batch of URLs
 // through the HTTP API, prints progress until the queues are empty, prints the final
 // counts, and stops the daemon with SIGTERM. It exits 0 when every URL was scraped, no
 // task was parked and the daemon drained cleanly.
@@ -18,9 +18,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -56,14 +58,26 @@ func run(bin, plugins string, urls int, timeout time.Duration) error {
 	}
 	defer os.RemoveAll(dir)
 	grantsFile := filepath.Join(dir, "grants.json")
+	// Each plugin gets the pools and queues it declares, with the roles it uses of them:
+	// the scraper claims cookies and marks rejected ones bad, the harvester lists and puts
+	// them. The counter and noop examples are loaded (with no slot) and need theirs too.
+	type roles = map[string][]string
 	g := map[string]any{
-		"scraper": map[string]any{"http_hosts": []string{site.Host()}, "http_allow_private": true},
+		"scraper": map[string]any{
+			"queues":     roles{"scrape": {"consume"}, "harvest": {"submit"}},
+			"pools":      roles{"cookies": {"claim", "mark_bad"}},
+			"http_hosts": []string{site.Host()}, "http_allow_private": true,
+		},
 		"cookie-harvester": map[string]any{
-			"locks": []string{"harvest:*"}, "http_hosts": []string{site.Host()}, "http_allow_private": true,
+			"queues": roles{"harvest": {"consume"}},
+			"pools":  roles{"cookies": {"put", "list"}},
+			"locks":  []string{"harvest:*"}, "http_hosts": []string{site.Host()}, "http_allow_private": true,
 			"config": map[string]any{"scheme": "http"},
 		},
+		"counter": map[string]any{"queues": roles{"count": {"consume"}}},
+		"noop":    map[string]any{"queues": roles{"noop": {"consume"}}},
 	}
-	b, _ := json.MarshalIndent(g, "", "  ")
+	b := grantsDoc(g)
 	if err := os.WriteFile(grantsFile, b, 0o644); err != nil {
 		return err
 	}
@@ -229,4 +243,16 @@ func indent(s string) string {
 		b.WriteString("                    " + sc.Text() + "\n")
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// grantsDoc is the grants file g, one automation type a line, so that an operator reads
+// each plugin's grant at a glance.
+func grantsDoc(g map[string]any) []byte {
+	var lines []string
+	for _, typ := range slices.Sorted(maps.Keys(g)) {
+		k, _ := json.Marshal(typ)
+		v, _ := json.Marshal(g[typ])
+		lines = append(lines, fmt.Sprintf("  %s: %s", k, v))
+	}
+	return []byte("{\n" + strings.Join(lines, ",\n") + "\n}\n")
 }

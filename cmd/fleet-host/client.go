@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/cli"
+	"github.com/fleethost/fleet/internal/grants"
 )
 
 // apiFlags are the flags of the commands that talk to a daemon's API.
@@ -99,8 +100,10 @@ func inspectCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 func describeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var asJSON bool
 	var cacheDir string
-	f := newFlags("describe", "describe [flags] plugin.wasm...\n\nShows what each plugin declares — type, version, mode, the queue it consumes, the pools\nit uses, the queues it submits to, with their JSON Schemas, and its config schema —\nwithout running it: no slot, no backend, nothing granted.", stderr)
+	var grantsFile string
+	f := newFlags("describe", "describe [flags] plugin.wasm...\n\nShows what each plugin declares — type, version, mode, the queue it consumes, the pools\nit uses, the queues it submits to, with their JSON Schemas, and its config schema —\nwithout running it: no slot, no backend, nothing granted. Then what it asks for of the\npools and queues beside what the grants file grants it, and what is missing.", stderr)
 	f.boolean(&asJSON, "json", "FLEET_DESCRIBE_JSON", false, "print each plugin's describe document as JSON")
+	f.str(&grantsFile, "grants", "FLEET_GRANTS", "", "the grants file to compare each plugin's asks with (see run); none grants nothing")
 	f.str(&cacheDir, "cache-dir", "FLEET_CACHE_DIR", "", "where compiled plugins are cached (see run)")
 	if err := f.parse(args); err != nil {
 		return usageErr(err)
@@ -108,6 +111,15 @@ func describeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if f.NArg() == 0 {
 		f.Usage()
 		return usageError{errors.New("describe takes one or more .wasm files")}
+	}
+	gf, err := grants.Read(grantsFile)
+	if err != nil {
+		return err
+	}
+	gs, _ := gf.Host()
+	source := "no grants file"
+	if grantsFile != "" {
+		source = grantsFile
 	}
 	var errs []error
 	for i, file := range f.Args() {
@@ -128,6 +140,9 @@ func describeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if err := cli.WriteDescribe(stdout, file, d); err != nil {
 			return err
 		}
+		if err := cli.WriteGrant(stdout, source, d, gs[d.Type]); err != nil {
+			return err
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -138,6 +153,7 @@ func doctorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	f.str(&p.PluginsDir, "plugins", "FLEET_PLUGINS", "plugins", "the folder of *.wasm plugins")
 	f.str(&p.Backend, "redis", "FLEET_REDIS", "", "the fleet backend URL (see run); empty is the embedded memory store")
 	f.str(&p.GrantsFile, "grants", "FLEET_GRANTS", "", "the grants file (see run)")
+	f.boolean(&p.GrantDeclared, "grant-declared", "FLEET_GRANT_DECLARED", false, "grant each plugin what it declares (see run)")
 	f.str(&p.ReportURL, "report-url", "FLEET_REPORT_URL", "", "the plane's fleet-report endpoint")
 	f.str(&p.ReportKey, "report-key", "FLEET_REPORT_KEY", "", "the plane's API key")
 	f.str(&p.CacheDir, "cache-dir", "FLEET_CACHE_DIR", "", "where compiled plugins are cached (see run)")

@@ -22,6 +22,7 @@ type DoctorParams struct {
 	PluginsDir     string
 	Backend        string // backend URL; "" is the embedded memory store
 	GrantsFile     string
+	GrantDeclared  bool // --grant-declared: each plugin is granted what it declares
 	ReportURL      string
 	ReportKey      string
 	BackendTimeout time.Duration
@@ -41,6 +42,9 @@ type DoctorParams struct {
 //   - grants: the grants file reads (when one is given).
 //   - plugin <file>: each .wasm of the folder compiles, speaks the ABI and describes
 //     itself (host.Describe: nothing runs, nothing is written).
+//   - grant <type>: what the plugin asks for of pools and queues beside what the grants
+//     file grants it; FAIL lists every missing grant (host.MissingGrants), as `run`
+//     would refuse it. With --grant-declared it passes, saying what the flag gives.
 //   - contracts: every plugin loads together, as `run` would load them, with the grants
 //     and configurations, on the backend: their pool and queue schemas agree with each
 //     other and with the ones the fleet recorded. Like `run`, this records, for the
@@ -88,14 +92,16 @@ func Doctor(ctx context.Context, p DoctorParams, out io.Writer) bool {
 	gf, gerr := grants.Read(p.GrantsFile)
 	switch {
 	case p.GrantsFile == "":
-		skip("grants", "no grants file: every plugin gets the default grant (no outbound HTTP)")
+		skip("grants", "no grants file: every plugin gets the default grant (no pool, no queue, no outbound HTTP)")
 	case gerr != nil:
 		line(false, "grants", "%v", gerr)
 	default:
 		line(true, "grants", "%s grants %s", p.GrantsFile, strings.Join(gf.Types(), ", "))
 	}
 
-	// Plugins, one by one.
+	// Plugins, one by one, each with its grant.
+	gs, cs := gf.Host()
+	grantsOK := true
 	files, ferr := host.PluginFiles(p.PluginsDir)
 	pluginsOK := ferr == nil
 	if ferr != nil {
@@ -109,17 +115,20 @@ func Doctor(ctx context.Context, p DoctorParams, out io.Writer) bool {
 			continue
 		}
 		line(true, "plugin "+filepath.Base(f), "%s", summary(d))
+		if gerr == nil {
+			grantsOK = grantLine(line, d, gs[d.Type], p.GrantDeclared) && grantsOK
+		}
 	}
 
 	// Contracts, all together, against the fleet.
 	switch {
-	case !backendOK || gerr != nil || !pluginsOK:
+	case !backendOK || gerr != nil || !pluginsOK || !grantsOK:
 		skip("contracts", "needs the backend, the grants and every plugin above")
 	default:
-		gs, cs := gf.Host()
 		h, err := host.New(ctx, host.Config{
 			PluginsDir: p.PluginsDir, Backend: b, Slots: 0, Grants: gs, Configs: cs, CacheDir: p.CacheDir,
-			Logger: slog.New(slog.DiscardHandler),
+			GrantDeclared: p.GrantDeclared,
+			Logger:        slog.New(slog.DiscardHandler),
 		})
 		if err != nil {
 			line(false, "contracts", "%v", err)
@@ -162,6 +171,35 @@ func Doctor(ctx context.Context, p DoctorParams, out io.Writer) bool {
 		}
 	}
 	return ok
+}
+
+// grantLine writes the "grant <type>" check of the plugin described by d, granted g, and
+// reports whether it passed.
+func grantLine(line func(pass bool, name, format string, args ...any), d *abi.Describe, g host.Grant, declared bool) bool {
+	name := "grant " + d.Type
+	missing := host.MissingGrants(d, g)
+	switch {
+	case len(missing) == 0:
+		line(true, name, "granted all it asks for (%s)", asks(d, g))
+	case declared:
+		line(true, name, "--grant-declared gives it what the grants file does not (development only): %s", strings.Join(missing, "; "))
+	default:
+		line(false, name, "asks for what the grants file does not grant; add to its entry: %s", strings.Join(missing, "; "))
+		return false
+	}
+	return true
+}
+
+// asks is what d asks for of pools and queues, and what g grants of each, in one line.
+func asks(d *abi.Describe, g host.Grant) string {
+	var out []string
+	for _, r := range grantRows(d, g) {
+		out = append(out, fmt.Sprintf("%s: asks %s, granted %s", r.what, r.asks, r.granted))
+	}
+	if len(out) == 0 {
+		return "it declares no pool and no queue"
+	}
+	return strings.Join(out, "; ")
 }
 
 func summary(d *abi.Describe) string {

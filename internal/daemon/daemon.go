@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,7 +32,10 @@ type Options struct {
 	Backend    string         // backend URL (see backend.Open); "" is the embedded memory store
 	Slots      int            // slots per plugin; 0 means host.Config's default (1)
 	SlotsFor   map[string]int // slots by automation type, overriding Slots
-	GrantsFile string         // the grants file (see package grants); "" grants the defaults only
+	GrantsFile string         // the grants file (see package grants); "" grants the defaults only (no pool, no queue)
+	// GrantDeclared grants each plugin the pools and queues it declares (host.Config.GrantDeclared);
+	// for development only.
+	GrantDeclared bool
 
 	Listen string // the API's listen address; "" runs no API
 	Token  string // the API's bearer token; "" needs none
@@ -77,6 +82,9 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	grantsByType, configs := gf.Host()
+	if o.GrantDeclared {
+		log.Warn("daemon: --grant-declared: every plugin is granted the pools and queues it declares, whatever the grants file says; for development only, never in production")
+	}
 
 	b, kind, err := backend.Open(o.Backend, o.BackendTimeout)
 	if err != nil {
@@ -109,6 +117,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		Slots:            o.Slots,
 		SlotsByType:      o.SlotsFor,
 		Grants:           grantsByType,
+		GrantDeclared:    o.GrantDeclared,
 		Configs:          configs,
 		CacheDir:         o.CacheDir,
 		Logger:           log,
@@ -219,6 +228,19 @@ func contractAttrs(p host.Plugin) []any {
 	}
 	if len(submits) > 0 {
 		attrs = append(attrs, "submits", strings.Join(submits, ","))
+	}
+	granted := func(m map[string][]string) string {
+		var out []string
+		for _, name := range slices.Sorted(maps.Keys(m)) {
+			out = append(out, name+":"+strings.Join(m[name], "+"))
+		}
+		return strings.Join(out, ",")
+	}
+	if len(p.Grant.Queues) > 0 {
+		attrs = append(attrs, "granted_queues", granted(p.Grant.Queues))
+	}
+	if len(p.Grant.Pools) > 0 {
+		attrs = append(attrs, "granted_pools", granted(p.Grant.Pools))
 	}
 	if len(p.Grant.HTTPHosts) > 0 {
 		attrs = append(attrs, "http_hosts", strings.Join(p.Grant.HTTPHosts, ","))

@@ -1,5 +1,27 @@
 // Package grants reads the operator's grants file: what each plugin, by automation type,
-// may touch beyond the pools and queues it declares, and its configuration.
+// may touch, and its configuration.
+//
+// Deny by default: a plugin gets no pool and no queue unless its entry grants it, with
+// roles. "pools" maps a pool's name to its roles: "put" (pool_put), "claim" (pool_claim,
+// and pool_release of what it claimed), "list" (pool_list and pool_size), "mark_bad"
+// (pool_mark_bad). "queues" maps a queue's name to its roles: "consume" (the plugin's
+// slots take its tasks) and "submit" (the plugin submits tasks to it). A plugin whose
+// fleet_describe declares a pool or queue that its entry does not grant (a queue it
+// consumes without "consume", one it submits to without "submit", a pool with no role)
+// does not start; the host's error lists every missing grant. Only a queue's consumer
+// and a pool's putters record its contract for the fleet. `fleet-host run
+// --grant-declared` grants what each plugin declares instead, for development only.
+//
+//	{
+//	  "scraper": {"queues": {"scrape": ["consume"], "harvest": ["submit"]},
+//	              "pools": {"cookies": ["claim", "mark_bad"]},
+//	              "http_hosts": ["example.com"]},
+//	  "cookie-harvester": {"queues": {"harvest": ["consume"]}, "pools": {"cookies": ["put", "list"]},
+//	                       "locks": ["harvest:*"], "http_hosts": ["example.com"]}
+//	}
+//
+// KV namespaces, locks and counters default to "<type>:*" each; a type holds no ':', so
+// no type's default reaches another type's names.
 package grants
 
 import (
@@ -7,7 +29,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/fleethost/fleet/host"
@@ -18,11 +42,15 @@ import (
 // "config", the plugin's configuration, validated against its config schema at load.
 //
 //	{
-//	  "scraper": {"http_hosts": ["example.com"], "http_timeout": "20s"},
-//	  "cookie-harvester": {"locks": ["harvest:*"], "http_hosts": ["example.com"],
-//	                       "config": {"cookie_ttl_seconds": 600}}
+//	  "scraper": {"queues": {"scrape": ["consume"]}, "http_hosts": ["example.com"], "http_timeout": "20s"},
+//	  "cookie-harvester": {"queues": {"harvest": ["consume"]}, "pools": {"cookies": ["put", "list"]},
+//	                       "locks": ["harvest:*"], "config": {"cookie_ttl_seconds": 600}}
 //	}
 type Entry struct {
+	// Pools and Queues: name -> roles (see the package doc).
+	Pools  map[string][]string `json:"pools,omitempty"`
+	Queues map[string][]string `json:"queues,omitempty"`
+
 	KV               []string        `json:"kv,omitempty"`
 	Locks            []string        `json:"locks,omitempty"`
 	Counters         []string        `json:"counters,omitempty"`
@@ -92,7 +120,40 @@ func Parse(b []byte) (File, error) {
 	if f == nil {
 		f = File{}
 	}
+	if err := f.checkRoles(); err != nil {
+		return nil, err
+	}
 	return f, nil
+}
+
+// checkRoles refuses a pool or queue with no role or with a role it does not have, naming
+// the type, the field and the name.
+func (f File) checkRoles() error {
+	for _, typ := range f.Types() {
+		e := f[typ]
+		for _, fl := range []struct {
+			field, what string
+			m           map[string][]string
+			roles       []string
+		}{{"pools", "pool", e.Pools, host.PoolRoles()}, {"queues", "queue", e.Queues, host.QueueRoles()}} {
+			names := make([]string, 0, len(fl.m))
+			for n := range fl.m {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			for _, n := range names {
+				if len(fl.m[n]) == 0 {
+					return fmt.Errorf("%q: %q: %q grants no role; grant one or more of %s, or leave it out", typ, fl.field, n, strings.Join(fl.roles, ", "))
+				}
+				for _, r := range fl.m[n] {
+					if !slices.Contains(fl.roles, r) {
+						return fmt.Errorf("%q: %q: %q: %q is not a %s role; the roles are %s", typ, fl.field, n, r, fl.what, strings.Join(fl.roles, ", "))
+					}
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // Host splits the file into host.Config's Grants and Configs.
@@ -101,6 +162,7 @@ func (f File) Host() (map[string]host.Grant, map[string]json.RawMessage) {
 	cs := map[string]json.RawMessage{}
 	for typ, e := range f {
 		gs[typ] = host.Grant{
+			Pools: e.Pools, Queues: e.Queues,
 			KV: e.KV, Locks: e.Locks, Counters: e.Counters,
 			HTTPHosts: e.HTTPHosts, HTTPAllowPrivate: e.HTTPAllowPrivate, HTTPProxies: e.HTTPProxies,
 			HTTPMaxBody: e.HTTPMaxBody, HTTPTimeout: time.Duration(e.HTTPTimeout), HTTPMaxRedirects: e.HTTPMaxRedirects,
@@ -116,6 +178,7 @@ func (f File) Host() (map[string]host.Grant, map[string]json.RawMessage) {
 // FromHost is g in the file's shape, for showing an effective grant.
 func FromHost(g host.Grant) Entry {
 	return Entry{
+		Pools: g.Pools, Queues: g.Queues,
 		KV: g.KV, Locks: g.Locks, Counters: g.Counters,
 		HTTPHosts: g.HTTPHosts, HTTPAllowPrivate: g.HTTPAllowPrivate, HTTPProxies: g.HTTPProxies,
 		HTTPMaxBody: g.HTTPMaxBody, HTTPTimeout: Duration(g.HTTPTimeout), HTTPMaxRedirects: g.HTTPMaxRedirects,

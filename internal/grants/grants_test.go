@@ -2,6 +2,7 @@ package grants
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,5 +49,35 @@ func TestParseRefuses(t *testing.T) {
 	}
 	if _, err := Read(""); err != nil {
 		t.Errorf(`Read("") = %v, want an empty file`, err)
+	}
+}
+
+func TestParseRoles(t *testing.T) {
+	f, err := Parse([]byte(`{"scraper": {"queues": {"scrape": ["consume"], "harvest": ["submit"]}, "pools": {"cookies": ["claim", "mark_bad"]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, _ := f.Host()
+	g := gs["scraper"]
+	if !slices.Equal(g.Queues["scrape"], []string{"consume"}) || !slices.Equal(g.Pools["cookies"], []string{"claim", "mark_bad"}) {
+		t.Errorf("scraper grant = %+v, want the queues and pools with their roles", g)
+	}
+	b, _ := json.Marshal(FromHost(g))
+	if want := `"pools":{"cookies":["claim","mark_bad"]},"queues":{"harvest":["submit"],"scrape":["consume"]}`; !strings.Contains(string(b), want) {
+		t.Errorf("FromHost = %s, want it to hold %s", b, want)
+	}
+	for doc, want := range map[string]string{
+		`{"s": {"pools": {"cookies": ["clam"]}}}`:     `"s": "pools": "cookies": "clam" is not a pool role; the roles are put, claim, list, mark_bad`,
+		`{"s": {"queues": {"jobs": ["put"]}}}`:        `"s": "queues": "jobs": "put" is not a queue role; the roles are consume, submit`,
+		`{"s": {"queues": {"jobs": []}}}`:             `"s": "queues": "jobs" grants no role; grant one or more of consume, submit, or leave it out`,
+		`{"s": {"pools": {"cookies": "claim"}}}`:      `cannot unmarshal`,
+		`{"s": {"pool": {"cookies": ["claim"]}}}`:     `unknown field "pool"`,
+		`{"s": {"queues": {"jobs": ["consume "]}}}`:   `"consume " is not a queue role`,
+		`{"s": {"queues": {"jobs": ["Consume"]}}}`:    `"Consume" is not a queue role`,
+		`{"s": {"pools": {"cookies": ["mark-bad"]}}}`: `"mark-bad" is not a pool role`,
+	} {
+		if _, err := Parse([]byte(doc)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%s) = %v, want an error containing %q", doc, err, want)
+		}
 	}
 }

@@ -159,6 +159,10 @@ func TestAPIInspectPauseRequeue(t *testing.T) {
 				Slot  string `json:"slot"`
 				State string `json:"state"`
 			} `json:"slot_states"`
+			Grant struct {
+				Queues map[string][]string `json:"queues"`
+				KV     []string            `json:"kv"`
+			} `json:"grant"`
 		} `json:"automations"`
 	}
 	testutil.WaitFor(t, 10*time.Second, "both slots draining while paused", func() bool {
@@ -175,6 +179,9 @@ func TestAPIInspectPauseRequeue(t *testing.T) {
 	a := autos.Automations[0]
 	if a.Type != "worker" || a.Slots != 2 || a.Consumes == nil || a.Consumes.Name != "work" || !strings.Contains(string(a.Consumes.Payload), `"hold_ms"`) {
 		t.Errorf("automation = %+v, want worker, 2 slots, consuming work with its schema", a)
+	}
+	if g := a.Grant; len(g.Queues) != 1 || strings.Join(g.Queues["work"], ",") != "consume" || strings.Join(g.KV, ",") != "worker:*" {
+		t.Errorf("automation grant = %+v, want the effective grant: queue work with role consume, KV worker:*", g)
 	}
 
 	if status, b := d.request(http.MethodPost, "/api/v1/queues/work/parked/"+failing+"/requeue", "", nil); status != http.StatusOK {

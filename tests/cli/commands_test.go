@@ -39,29 +39,44 @@ func TestDoctor(t *testing.T) {
 	rival := pluginsDir(t, rivalPkg)
 	srv := testutil.NewRedis(t)
 	cache := "--cache-dir=" + cacheDir
+	grants := "--grants=" + grantsFile(t)
 
 	t.Run("all good", func(t *testing.T) {
-		code, out, _ := run(t, nil, "", "doctor", cache, "--plugins", worker, "--redis", srv.URL(),
+		code, out, _ := run(t, nil, "", "doctor", cache, grants, "--plugins", worker, "--redis", srv.URL(),
 			"--report-url", plane(t, http.StatusBadRequest), "--report-key", "k")
 		if code != 0 {
 			t.Fatalf("doctor = exit %d, want 0:\n%s", code, out)
 		}
-		for _, name := range []string{"backend", "plugin worker.wasm", "contracts", "plane"} {
+		for _, name := range []string{"backend", "plugin worker.wasm", "grant worker", "contracts", "plane"} {
 			if doctorLine(out, "ok", name) == "" {
 				t.Errorf("no ok line for %s:\n%s", name, out)
 			}
 		}
 	})
+	t.Run("grant missing", func(t *testing.T) {
+		code, out, _ := run(t, nil, "", "doctor", cache, "--plugins", worker)
+		l := doctorLine(out, "FAIL", "grant worker")
+		if want := `add to its entry: "queues": {"work": ["consume"]} (it consumes queue "work")`; code != 1 || !strings.HasSuffix(l, want) {
+			t.Errorf("doctor with no grants file = exit %d, want 1 and a FAIL grant worker line ending %s:\n%s", code, want, out)
+		}
+		if doctorLine(out, "skip", "contracts") == "" {
+			t.Errorf("doctor ran the contracts check of a plugin that would not start:\n%s", out)
+		}
+		code, out, _ = run(t, nil, "", "doctor", cache, "--plugins", worker, "--grant-declared")
+		if l := doctorLine(out, "ok", "grant worker"); code != 0 || !strings.Contains(l, "--grant-declared gives it") || !strings.Contains(l, `"work"`) {
+			t.Errorf("doctor --grant-declared = exit %d, want 0 and an ok grant worker line saying what the flag gives:\n%s", code, out)
+		}
+	})
 	t.Run("redis down", func(t *testing.T) {
 		down := testutil.NewRedis(t)
 		down.Stop()
-		code, out, _ := run(t, nil, "", "doctor", cache, "--plugins", worker, "--redis", down.URL(), "--backend-timeout", "500ms")
+		code, out, _ := run(t, nil, "", "doctor", cache, grants, "--plugins", worker, "--redis", down.URL(), "--backend-timeout", "500ms")
 		if code != 1 || doctorLine(out, "FAIL", "backend") == "" || !strings.Contains(doctorLine(out, "FAIL", "backend"), "does not answer") {
 			t.Errorf("doctor with Redis down = exit %d, want 1 and a FAIL backend line saying it does not answer:\n%s", code, out)
 		}
 	})
 	t.Run("contracts conflict in the folder", func(t *testing.T) {
-		code, out, _ := run(t, nil, "", "doctor", cache, "--plugins", both)
+		code, out, _ := run(t, nil, "", "doctor", cache, grants, "--plugins", both)
 		l := doctorLine(out, "FAIL", "contracts")
 		if code != 1 || !strings.Contains(l, `queue "work"`) {
 			t.Errorf("doctor with a rival = exit %d, want 1 and a FAIL contracts line naming queue \"work\":\n%s", code, out)
@@ -75,14 +90,14 @@ func TestDoctor(t *testing.T) {
 	})
 	t.Run("contracts conflict with the fleet", func(t *testing.T) {
 		// "all good" recorded the worker's contracts in this Redis.
-		code, out, _ := run(t, nil, "", "doctor", cache, "--plugins", rival, "--redis", srv.URL())
+		code, out, _ := run(t, nil, "", "doctor", cache, grants, "--plugins", rival, "--redis", srv.URL())
 		l := doctorLine(out, "FAIL", "contracts")
 		if code != 1 || !strings.Contains(l, "fleet") || !strings.Contains(l, `"work"`) {
 			t.Errorf("doctor with a rival of the fleet's contract = exit %d, want 1 and a FAIL contracts line naming the fleet:\n%s", code, out)
 		}
 	})
 	t.Run("plane rejects the key", func(t *testing.T) {
-		code, out, _ := run(t, nil, "", "doctor", cache, "--plugins", worker,
+		code, out, _ := run(t, nil, "", "doctor", cache, grants, "--plugins", worker,
 			"--report-url", plane(t, http.StatusUnauthorized), "--report-key", "wrong")
 		l := doctorLine(out, "FAIL", "plane")
 		if code != 1 || !strings.Contains(l, "rejects the key") || !strings.Contains(l, "401") {
@@ -90,7 +105,7 @@ func TestDoctor(t *testing.T) {
 		}
 	})
 	t.Run("settings from the environment", func(t *testing.T) {
-		env := []string{"FLEET_PLUGINS=" + worker, "FLEET_REDIS=" + srv.URL(), "FLEET_CACHE_DIR=" + cacheDir,
+		env := []string{"FLEET_PLUGINS=" + worker, "FLEET_REDIS=" + srv.URL(), "FLEET_CACHE_DIR=" + cacheDir, "FLEET_GRANTS=" + grantsFile(t),
 			"FLEET_REPORT_URL=" + plane(t, http.StatusForbidden), "FLEET_REPORT_KEY=k"}
 		code, out, _ := run(t, env, "", "doctor")
 		if code != 1 || doctorLine(out, "ok", "backend") == "" || doctorLine(out, "FAIL", "plane") == "" {
@@ -147,6 +162,13 @@ func TestSubmitInspectDescribe(t *testing.T) {
 	code, out, errOut = run(t, nil, "", "describe", cache, filepath.Join(dir, "worker.wasm"))
 	if code != 0 || !strings.Contains(out, `consumes queue "work"`) || !strings.Contains(out, `"hold_ms"`) || !strings.Contains(out, "type:    worker") {
 		t.Errorf("describe = exit %d, %s %s; want the worker's type and queue with its schema", code, out, errOut)
+	}
+	if !regexp.MustCompile(`grant \(no grants file\):\n\s+queue "work"\s+asks consume\s+granted none\n\s+missing: "queues": \{"work": \["consume"\]\} \(it consumes queue "work"\)`).MatchString(out) {
+		t.Errorf("describe with no grants file does not show the worker asking consume on work, granted none:\n%s", out)
+	}
+	code, out, _ = run(t, nil, "", "describe", cache, "--grants", grantsFile(t), filepath.Join(dir, "worker.wasm"))
+	if !regexp.MustCompile(`grant \(\S+grants.json\):\n\s+queue "work"\s+asks consume\s+granted consume\n\s+missing: none`).MatchString(out) {
+		t.Errorf("describe --grants = exit %d, want the worker's consume on work granted, nothing missing:\n%s", code, out)
 	}
 	code, out, _ = run(t, nil, "", "describe", cache, "--json", filepath.Join(dir, "worker.wasm"))
 	var desc struct {

@@ -82,6 +82,18 @@ const (
 	rivalPkg  = "tests/cli/testdata/rival"
 )
 
+// grantsFile writes the grants file the tests run with: each test guest (worker, rival)
+// may consume the queue "work" and nothing else of pools and queues.
+func grantsFile(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "grants.json")
+	doc := `{"worker": {"queues": {"work": ["consume"]}}, "rival": {"queues": {"work": ["consume"]}}}`
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // daemon is one `fleet-host run` process.
 type daemon struct {
 	t    *testing.T
@@ -93,11 +105,12 @@ type daemon struct {
 }
 
 // startDaemon starts `fleet-host run` with args (plus a JSON log, an API on a free
-// loopback port and the shared compilation cache), waits until its API answers /readyz,
-// and kills it when the test ends if it is still running.
+// loopback port, the shared compilation cache and grantsFile, which a --grants in args
+// overrides), waits until its API answers /readyz, and kills it when the test ends if it
+// is still running.
 func startDaemon(t *testing.T, env []string, args ...string) *daemon {
 	t.Helper()
-	all := append([]string{"run", "--log-format", "json", "--listen", "127.0.0.1:0", "--cache-dir", cacheDir}, args...)
+	all := append([]string{"run", "--log-format", "json", "--listen", "127.0.0.1:0", "--cache-dir", cacheDir, "--grants", grantsFile(t)}, args...)
 	cmd := exec.Command(bin, all...)
 	cmd.Env = append(cleanEnv(), env...)
 	stderr, err := cmd.StderrPipe()

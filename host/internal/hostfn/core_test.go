@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -158,8 +159,8 @@ func newFixture(t testing.TB) *fixture {
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	core := NewCore(s, reg, nil, log)
 	p := NewPlugin("scraper", Grant{
-		Pools:    map[string]bool{"cookies": true},
-		Queues:   map[string]bool{"jobs": true},
+		Pools:    map[string]Roles{"cookies": PoolRoles},
+		Queues:   map[string]Roles{"jobs": QueueRoles},
 		KV:       Patterns{"scraper:*"},
 		Locks:    Patterns{"scraper:*"},
 		Counters: Patterns{"scraper:*", "shared-exact"},
@@ -285,6 +286,88 @@ func TestCallKinds(t *testing.T) {
 				t.Errorf("a refused call was not logged; logs:\n%s", f.logs)
 			}
 		})
+	}
+}
+
+// TestRoles: each pool and queue op is admitted by its role alone. A plugin granted one
+// role on a pool gets PermissionDenied for every op of the others, naming the missing
+// role, and none of those calls reaches the backend.
+func TestRoles(t *testing.T) {
+	calls := map[abi.Op]string{
+		abi.OpPoolPut:     `{"pool":"cookies","payload":{"cookie":"c"}}`,
+		abi.OpPoolClaim:   `{"pool":"cookies","hold_ms":1000}`,
+		abi.OpPoolRelease: `{"pool":"cookies","id":"x","token":"t"}`,
+		abi.OpPoolList:    `{"pool":"cookies"}`,
+		abi.OpPoolSize:    `{"pool":"cookies"}`,
+		abi.OpPoolMarkBad: `{"pool":"cookies","id":"x","reason":"r"}`,
+		abi.OpSubmit:      `{"queue":"jobs","payload":{"n":1}}`,
+	}
+	admits := map[Roles][]abi.Op{
+		RolePut:     {abi.OpPoolPut},
+		RoleClaim:   {abi.OpPoolClaim, abi.OpPoolRelease},
+		RoleList:    {abi.OpPoolList, abi.OpPoolSize},
+		RoleMarkBad: {abi.OpPoolMarkBad},
+		RoleSubmit:  {abi.OpSubmit},
+		RoleConsume: nil, // the host consumes for the plugin; no op of the guest's needs it
+	}
+	for role, ops := range admits {
+		t.Run(role.String(), func(t *testing.T) {
+			f := newFixture(t)
+			g := f.caller.Plugin.Grant
+			g.Pools = map[string]Roles{"cookies": role & PoolRoles}
+			g.Queues = map[string]Roles{"jobs": role & QueueRoles}
+			f.caller.Plugin = NewPlugin("scraper", g, nil, 1024, nil)
+			f.ctx = WithCaller(context.Background(), f.caller)
+			for op, req := range calls {
+				before := f.spy.calls.Load()
+				e := f.call(t, op, req, nil)
+				if slices.Contains(ops, op) {
+					if e != nil && e.Kind == abi.PermissionDenied {
+						t.Errorf("role %s: Call(%s) = %v, want it admitted", role, op, e)
+					}
+					continue
+				}
+				if e == nil || e.Kind != abi.PermissionDenied {
+					t.Errorf("role %s: Call(%s) = %v, want PermissionDenied", role, op, e)
+					continue
+				}
+				if want := "not granted " + opRole[op].String() + " on "; !strings.Contains(e.Message, want) {
+					t.Errorf("role %s: Call(%s) says %q, want it to name %q", role, op, e.Message, want)
+				}
+				if n := f.spy.calls.Load() - before; n != 0 {
+					t.Errorf("role %s: refused Call(%s) reached the backend %d times", role, op, n)
+				}
+			}
+		})
+	}
+}
+
+func TestParseRoles(t *testing.T) {
+	tests := []struct {
+		names   []string
+		allowed Roles
+		want    Roles
+		err     string
+	}{
+		{[]string{"put", "claim"}, PoolRoles, RolePut | RoleClaim, ""},
+		{[]string{"list", "mark_bad", "list"}, PoolRoles, RoleList | RoleMarkBad, ""},
+		{[]string{"consume"}, QueueRoles, RoleConsume, ""},
+		{nil, QueueRoles, 0, ""},
+		{[]string{"consume"}, PoolRoles, 0, `pools["p"]: "consume" is not a role here; the roles are put, claim, list, mark_bad`},
+		{[]string{"put"}, QueueRoles, 0, `pools["p"]: "put" is not a role here; the roles are consume, submit`},
+		{[]string{"Claim"}, PoolRoles, 0, `"Claim" is not a role here`},
+	}
+	for _, tt := range tests {
+		got, err := ParseRoles(`pools["p"]`, tt.names, tt.allowed)
+		switch {
+		case tt.err == "" && (err != nil || got != tt.want):
+			t.Errorf("ParseRoles(%q) = %v, %v, want %v", tt.names, got, err, tt.want)
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+			t.Errorf("ParseRoles(%q) = %v, want error containing %q", tt.names, err, tt.err)
+		}
+	}
+	if got := (RoleSubmit | RolePut | RoleMarkBad).Names(); !slices.Equal(got, []string{"put", "mark_bad", "submit"}) {
+		t.Errorf("Names() = %q, want put, mark_bad, submit in that order", got)
 	}
 }
 

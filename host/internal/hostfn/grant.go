@@ -10,17 +10,95 @@ import (
 )
 
 // Grant is what a plugin may touch, as the core checks it on every call. Deny by default:
-// a name that no field admits gets PermissionDenied and never reaches the backend.
-// Immutable after construction.
+// a name that no field admits, or a pool or queue op whose role is not granted, gets
+// PermissionDenied and never reaches the backend. Immutable after construction.
 type Grant struct {
-	// Pools are the pools the plugin declared in fleet_describe.
-	Pools map[string]bool
-	// Queues are the queues it may submit to: those it declared it submits to, and the
-	// one it consumes.
-	Queues map[string]bool
+	// Pools are the pools the plugin may use, each with its roles (PoolRoles).
+	Pools map[string]Roles
+	// Queues are the queues the plugin may use, each with its roles (QueueRoles).
+	Queues map[string]Roles
 	// KV, Locks and Counters admit names by pattern.
 	KV, Locks, Counters Patterns
 }
+
+// Roles is a set of roles on one pool or queue.
+type Roles uint8
+
+// The roles. A pool's are put, claim, list and mark_bad; a queue's, consume and submit.
+// See PoolRoles and QueueRoles for the ops each one admits.
+const (
+	RolePut Roles = 1 << iota
+	RoleClaim
+	RoleList
+	RoleMarkBad
+	RoleConsume
+	RoleSubmit
+)
+
+// roleNames are the roles as the grants file spells them, in the order they are shown.
+var roleNames = []struct {
+	role Roles
+	name string
+}{
+	{RolePut, "put"}, {RoleClaim, "claim"}, {RoleList, "list"}, {RoleMarkBad, "mark_bad"},
+	{RoleConsume, "consume"}, {RoleSubmit, "submit"},
+}
+
+// PoolRoles and QueueRoles are every role of a pool and of a queue.
+const (
+	PoolRoles  = RolePut | RoleClaim | RoleList | RoleMarkBad
+	QueueRoles = RoleConsume | RoleSubmit
+)
+
+// opRole is the role each pool and queue op needs. pool_release comes with claim: it
+// gives back a lease only a claim hands out (it needs the claim's token). pool_size
+// comes with list: it tells how much a pool holds, less than listing it shows.
+var opRole = map[abi.Op]Roles{
+	abi.OpPoolPut:     RolePut,
+	abi.OpPoolClaim:   RoleClaim,
+	abi.OpPoolRelease: RoleClaim,
+	abi.OpPoolList:    RoleList,
+	abi.OpPoolSize:    RoleList,
+	abi.OpPoolMarkBad: RoleMarkBad,
+	abi.OpSubmit:      RoleSubmit,
+}
+
+// ParseRoles reads role names (as the grants file spells them) into Roles, admitting
+// only those in allowed; what names the field in the error ("pools[\"cookies\"]").
+func ParseRoles(what string, names []string, allowed Roles) (Roles, error) {
+	var rs Roles
+	for _, n := range names {
+		r, ok := roleByName(n)
+		if !ok || r&allowed == 0 {
+			return 0, fmt.Errorf("%s: %q is not a role here; the roles are %s", what, n, allowed)
+		}
+		rs |= r
+	}
+	return rs, nil
+}
+
+func roleByName(n string) (Roles, bool) {
+	for _, r := range roleNames {
+		if r.name == n {
+			return r.role, true
+		}
+	}
+	return 0, false
+}
+
+// Names lists the roles in rs as the grants file spells them, in a fixed order.
+func (rs Roles) Names() []string {
+	var out []string
+	for _, r := range roleNames {
+		if rs&r.role != 0 {
+			out = append(out, r.name)
+		}
+	}
+	return out
+}
+
+// String is the role names joined by ", ".
+func (rs Roles) String() string { return strings.Join(rs.Names(), ", ") }
 
 // Patterns admit names: a pattern is an exact name, or a prefix followed by one trailing
 // `*` ("scraper:*"); "*" alone admits every name.
@@ -70,4 +148,10 @@ func (c *Core) deny(ctx context.Context, caller *Caller, op abi.Op, what, name s
 		c.log.WarnContext(ctx, "host: call outside the grant refused", attrs...)
 	}
 	return e
+}
+
+// denyRole is deny for a pool or queue op whose role the plugin lacks there:
+// `plugin "x" is not granted claim on pool "cookies"`.
+func (c *Core) denyRole(ctx context.Context, caller *Caller, op abi.Op, what, name string) *abi.Error {
+	return c.deny(ctx, caller, op, opRole[op].String()+" on "+what, name)
 }

@@ -12,14 +12,14 @@ import (
 	"github.com/fleethost/fleet/primitives"
 )
 
-// pool resolves a pool name for caller: it must be declared by the plugin (its grant) and
-// registered as a contract.
+// pool resolves a pool name for caller: the plugin must be granted the role op needs on
+// it (see opRole), and the pool registered as a contract.
 func (c *Core) pool(ctx context.Context, caller *Caller, op abi.Op, name string) (*validate.Pool, *abi.Error) {
 	if e := checkName("pool", name); e != nil {
 		return nil, e
 	}
-	if !caller.Plugin.Grant.Pools[name] {
-		return nil, c.deny(ctx, caller, op, "pool", name)
+	if caller.Plugin.Grant.Pools[name]&opRole[op] == 0 {
+		return nil, c.denyRole(ctx, caller, op, "pool", name)
 	}
 	p := c.contracts.Pool(name)
 	if p == nil {

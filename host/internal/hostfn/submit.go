@@ -9,8 +9,8 @@ import (
 	"github.com/fleethost/fleet/primitives"
 )
 
-// submit: submit. The queue must be one the plugin declared (it submits to it or consumes
-// it); the payload is validated against that queue's payload schema.
+// submit: submit. The plugin must be granted submit on the queue; the payload is
+// validated against that queue's payload schema.
 //
 //	request:  {"queue": "harvest", "payload": {"site": "x"}}
 //	reply:    {"task_id": "..."}
@@ -22,8 +22,8 @@ func (c *Core) submit(ctx context.Context, caller *Caller, req []byte) (any, *ab
 	if e := checkName("queue", r.Queue); e != nil {
 		return nil, e
 	}
-	if !caller.Plugin.Grant.Queues[r.Queue] {
-		return nil, c.deny(ctx, caller, abi.OpSubmit, "queue", r.Queue)
+	if caller.Plugin.Grant.Queues[r.Queue]&RoleSubmit == 0 {
+		return nil, c.denyRole(ctx, caller, abi.OpSubmit, "queue", r.Queue)
 	}
 	if e := checkSize(caller.Plugin, "payload", r.Payload); e != nil {
 		return nil, e
