@@ -80,7 +80,10 @@ func TestSandboxWasm(t *testing.T) {
 			t.Run(tt.name+"/"+kind, func(t *testing.T) {
 				r := newSandbox(t, kind)
 				r.install(t, hostileWASM(t, tt.name, tt.handle, tt.funcs), tt.name)
-				r.grants[tt.name] = host.Grant{CallTimeout: 300 * time.Millisecond}
+				r.grants[tt.name] = host.Grant{
+					CallTimeout: 300 * time.Millisecond,
+					Queues:      map[string][]string{tt.name: {"consume"}},
+				}
 				r.start(t)
 				if _, err := r.h.Submit(context.Background(), tt.name, []byte(`{}`)); err != nil {
 					t.Fatal(err)
