@@ -7,7 +7,8 @@ import (
 )
 
 // This file is the module rewriter that NewRuntime runs on every plugin before wazero
-// compiles it. See host/RATIONALE.md, "The module rewriter", for why each part exists.
+// compiles it. See host/RATIONALE.md, "Why does the host rewrite every module before
+// wazero compiles it?", for why each part exists.
 //
 // What it does to a module that it accepts:
 //
