@@ -318,14 +318,14 @@ func appendBudgetExport(b []byte, global uint32) []byte {
 
 func (m *module) readTypes(p []byte) error {
 	r := &reader{b: p}
-	n := r.u32()
+	n := r.count()
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		if form := r.byte(); form != 0x60 && r.err == nil {
 			return fmt.Errorf("native: type %d: form %#x is not supported (only func types)", i, form)
 		}
 		var t funcType
 		for _, list := range []*[]byte{&t.params, &t.results} {
-			k := r.u32()
+			k := r.count()
 			for j := uint32(0); j < k && r.err == nil; j++ {
 				vt := r.byte()
 				if !isValType(vt) && r.err == nil {
@@ -341,7 +341,7 @@ func (m *module) readTypes(p []byte) error {
 
 func (m *module) readImports(p []byte) error {
 	r := &reader{b: p}
-	n := r.u32()
+	n := r.count()
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		mod, name := r.name(), r.name()
 		switch kind := r.byte(); kind {
@@ -370,7 +370,7 @@ func (m *module) readImports(p []byte) error {
 
 func (m *module) readFunctions(p []byte) error {
 	r := &reader{b: p}
-	n := r.u32()
+	n := r.count()
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		m.funcTypes = append(m.funcTypes, r.u32())
 	}
@@ -380,7 +380,7 @@ func (m *module) readFunctions(p []byte) error {
 // readVector reads a vector of entries, each by entry, and checks that they fill p.
 func readVector(p []byte, what string, entry func(*reader)) error {
 	r := &reader{b: p}
-	n := r.u32()
+	n := r.count()
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		entry(r)
 	}
@@ -403,7 +403,7 @@ func readElement(r *reader) {
 	if flags&0b011 != 0 { // an element kind or a reference type
 		r.byte()
 	}
-	n := r.u32()
+	n := r.count()
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		if flags&0b100 != 0 {
 			r.constExpr()
@@ -438,7 +438,7 @@ func readCustom(p []byte) (keep bool, err error) {
 		return true, nil
 	}
 	names := func(r *reader) {
-		for n := r.u32(); n > 0 && r.err == nil; n-- {
+		for n := r.count(); n > 0 && r.err == nil; n-- {
 			r.u32()
 			r.name()
 		}
@@ -452,7 +452,7 @@ func readCustom(p []byte) (keep bool, err error) {
 		case 1:
 			names(sub)
 		case 2:
-			for n := sub.u32(); n > 0 && sub.err == nil; n-- {
+			for n := sub.count(); n > 0 && sub.err == nil; n-- {
 				sub.u32()
 				names(sub)
 			}
@@ -468,7 +468,7 @@ func readCustom(p []byte) (keep bool, err error) {
 
 func readExports(p []byte) error {
 	r := &reader{b: p}
-	n := r.u32()
+	n := r.count()
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		if name := r.name(); name == stackGlobal {
 			return limitError{fmt.Errorf("native: the module exports %q, a name the host reserves", stackGlobal)}
@@ -483,7 +483,7 @@ func readExports(p []byte) error {
 // maxTableElements, or refuses a second table or a larger minimum.
 func clampTables(p []byte) ([]byte, error) {
 	r := &reader{b: p}
-	n := r.u32()
+	n := r.count()
 	if n > 1 {
 		return nil, limitError{fmt.Errorf("native: the module defines %d tables; a guest may define at most 1", n)}
 	}
@@ -524,7 +524,7 @@ func min32(a, b uint32) uint32 {
 // rewriteCode rewrites the code section's bodies.
 func (m *module) rewriteCode(p []byte) ([]byte, error) {
 	r := &reader{b: p}
-	n := r.u32()
+	n := r.count()
 	if int(n) != len(m.funcTypes)-m.importFuncs {
 		return nil, fmt.Errorf("native: code section has %d bodies for %d functions", n, len(m.funcTypes)-m.importFuncs)
 	}
@@ -590,7 +590,7 @@ func (m *module) rewriteBody(fn uint32, body []byte) ([]byte, error) {
 		return nil, err
 	}
 	r := &reader{b: body}
-	groups := r.u32()
+	groups := r.count()
 	countEnd := r.pos
 	var locals uint64
 	for g := uint32(0); g < groups && r.err == nil; g++ {
@@ -784,7 +784,7 @@ func (m *module) scan(code []byte) (scanResult, error) {
 			r.u32()
 			pop(1)
 		case op == 0x0e: // br_table
-			n := r.u32()
+			n := r.count()
 			for i := uint32(0); i <= n && r.err == nil; i++ {
 				r.u32()
 			}
@@ -815,7 +815,7 @@ func (m *module) scan(code []byte) (scanResult, error) {
 			pop(3)
 			push(1)
 		case op == 0x1c: // select t*
-			n := r.u32()
+			n := r.count()
 			for i := uint32(0); i < n && r.err == nil; i++ {
 				r.byte()
 			}
@@ -1033,6 +1033,18 @@ func (r *reader) u32() uint32 {
 	}
 	r.err = errors.New("malformed u32")
 	return 0
+}
+
+// count reads a vector's count, which cannot be more than the bytes left: each entry
+// takes one at least. wazero allocates by a count before it reads the entries, so one
+// that lies must fail here, as a truncated module (errTruncated).
+func (r *reader) count() uint32 {
+	n := r.u32()
+	if r.err == nil && int64(n) > int64(len(r.b)-r.pos) {
+		r.err = errTruncated
+		return 0
+	}
+	return n
 }
 
 // s64 skips a signed LEB128 of at most n bytes and returns its value.
