@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/fleethost/fleet/internal/testutil"
@@ -23,6 +24,27 @@ func watBytes(tb testing.TB, src string) []byte {
 		tb.Fatal(err)
 	}
 	return b
+}
+
+// instantiate instantiates each of wasms in order in one fresh runtime, the first
+// named "env" when there are several, and returns the last, closed at cleanup.
+func instantiate(t *testing.T, wasms ...[]byte) api.Module {
+	t.Helper()
+	ctx := context.Background()
+	r := wazero.NewRuntime(ctx)
+	t.Cleanup(func() { r.Close(ctx) })
+	var m api.Module
+	for i, wasm := range wasms {
+		name := ""
+		if i == 0 && len(wasms) > 1 {
+			name = "env"
+		}
+		var err error
+		if m, err = r.InstantiateWithConfig(ctx, wasm, wazero.NewModuleConfig().WithName(name)); err != nil {
+			t.Fatalf("instantiate: %v", err)
+		}
+	}
+	return m
 }
 
 func mustRewrite(tb testing.TB, wasm []byte) []byte {
@@ -136,15 +158,7 @@ func TestRewriteGlobalIndex(t *testing.T) {
 		t.Fatalf("export %s = kind, index %v, want %v", stackGlobal, got, want)
 	}
 	ctx := context.Background()
-	r := wazero.NewRuntime(ctx)
-	defer r.Close(ctx)
-	if _, err := r.InstantiateWithConfig(ctx, env, wazero.NewModuleConfig().WithName("env")); err != nil {
-		t.Fatal(err)
-	}
-	m, err := r.Instantiate(ctx, out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := instantiate(t, env, out)
 	if res, err := m.ExportedFunction("sum").Call(ctx); err != nil || res[0] != 12 {
 		t.Fatalf("sum() = %v, %v, want 12", res, err)
 	}
@@ -188,12 +202,7 @@ func same(t *testing.T, orig, rewritten []byte, exports ...string) {
 	t.Helper()
 	ctx := context.Background()
 	run := func(wasm []byte) []string {
-		r := wazero.NewRuntime(ctx)
-		defer r.Close(ctx)
-		m, err := r.Instantiate(ctx, wasm)
-		if err != nil {
-			t.Fatalf("instantiate: %v", err)
-		}
+		m := instantiate(t, wasm)
 		var got []string
 		for _, name := range exports {
 			res, err := m.ExportedFunction(name).Call(ctx)
@@ -241,12 +250,7 @@ func TestRewriteReturns(t *testing.T) {
 	// The budget is back where it started after every normal exit, and the trap leaves
 	// it spent but not exhausted.
 	ctx := context.Background()
-	r := wazero.NewRuntime(ctx)
-	defer r.Close(ctx)
-	m, err := r.Instantiate(ctx, out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := instantiate(t, out)
 	budget := m.ExportedGlobal(stackGlobal)
 	for _, name := range []string{"ret", "br_out", "table_out", "multi", "multi_nested", "none"} {
 		if _, err := m.ExportedFunction(name).Call(ctx); err != nil {
@@ -398,12 +402,7 @@ func TestTableGrowFails(t *testing.T) {
   (func (export "grow28") (result i32) (table.grow $t (ref.null func) (i32.const 268435456)))
   (func (export "size") (result i32) (table.size $t)))`))
 	ctx := context.Background()
-	r := wazero.NewRuntime(ctx)
-	defer r.Close(ctx)
-	m, err := r.Instantiate(ctx, out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := instantiate(t, out)
 	for _, name := range []string{"grow25", "grow28", "size"} {
 		res, err := m.ExportedFunction(name).Call(ctx)
 		want := uint64(0xffffffff)
