@@ -321,6 +321,33 @@ func TestCallTreeDeadline(t *testing.T) {
 	}
 }
 
+// TestLeafFanOutDeadline is the case that a check only at the entry of bodies with calls
+// misses: one body calls a long body that has no call 50,000 times (5*10^8 additions).
+// The countdown makes the calls reach a check, so the deadline stops the work part way;
+// without it, all of it ran before the call returned.
+func TestLeafFanOutDeadline(t *testing.T) {
+	wasm := watBytes(t, `(module (global $n (export "n") (mut i32) (i32.const 0))
+  (func $leaf`+strings.Repeat(` (global.set $n (i32.add (global.get $n) (i32.const 1)))`, 10000)+`)
+  (func (export "f")`+strings.Repeat(` (call $leaf)`, 50000)+`))`)
+	ctx := context.Background()
+	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCloseOnContextDone(true))
+	defer r.Close(ctx)
+	m, err := r.Instantiate(ctx, mustRewrite(t, wasm))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	_, err = m.ExportedFunction("f").Call(deadline)
+	var exit *sys.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != sys.ExitCodeDeadlineExceeded {
+		t.Fatalf("f() = %v, want the deadline's exit", err)
+	}
+	if n := uint32(m.ExportedGlobal("n").Get()); n >= 10000*50000 {
+		t.Fatalf("f() ran all %d additions before its deadline stopped it", n)
+	}
+}
+
 // callTreeWAT is a guest whose fleet_handle calls a binary call tree levels deep.
 func callTreeWAT(levels int) string {
 	var b strings.Builder
