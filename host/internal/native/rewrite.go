@@ -525,6 +525,9 @@ func min32(a, b uint32) uint32 {
 func (m *module) rewriteCode(p []byte) ([]byte, error) {
 	r := &reader{b: p}
 	n := r.count()
+	if r.err != nil {
+		return nil, fmt.Errorf("native: code section: %w", r.err)
+	}
 	if int(n) != len(m.funcTypes)-m.importFuncs {
 		return nil, fmt.Errorf("native: code section has %d bodies for %d functions", n, len(m.funcTypes)-m.importFuncs)
 	}

@@ -569,14 +569,15 @@ func TestRewriteRefusesLyingCounts(t *testing.T) {
 		{"elements", section(secElement, huge...)},
 		{"element functions", section(secElement, append([]byte{1, 0, 0x41, 0, 0x0b}, huge...)...)},
 		{"code", section(secCode, huge...)},
+		{"code, with functions", append(section(secFunction, 1, 0), append([]byte{secCode, byte(len(huge))}, huge...)...)},
 		{"data", section(secData, huge...)},
 		{"data bytes", section(secData, data...)},
 		{"custom section name", section(secCustom, huge...)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := rewrite(tt.wasm); err == nil {
-				t.Fatal("rewrite = nil, want a refusal")
+			if _, err := rewrite(tt.wasm); !errors.Is(err, errTruncated) {
+				t.Fatalf("rewrite = %v, want %v", err, errTruncated)
 			}
 		})
 	}
