@@ -585,7 +585,8 @@ func (m *module) blockTypeIndex(results []byte) uint32 {
 }
 
 // rewriteBody returns body (locals and code of function fn) as it runs in the sandbox:
-// unchanged when it has no call, else wrapped as the file comment says.
+// counted down, and when it has a call, also spending the stack budget, as the file
+// comment says. Its code is unchanged but for each return, which becomes a br.
 func (m *module) rewriteBody(fn uint32, body []byte) ([]byte, error) {
 	global := m.budgetGlobal()
 	sig, err := m.typeOf(fn)
