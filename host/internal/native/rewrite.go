@@ -134,10 +134,12 @@ type module struct {
 
 var errTruncated = errors.New("unexpected end")
 
-// limitError is a refusal of a module that is valid WebAssembly, because it passes one
-// of the sandbox's limits (tables, locals, frame size, the reserved export name). Any
-// other refusal is of a module that wazero refuses too, or of a feature it does not enable.
-type limitError struct{ error }
+// refusal is the error for a module that wazero may take but the sandbox does not: past
+// one of its limits (tables, locals, frame size, the reserved export name), or with a
+// value type outside CoreFeaturesV2 (exnref, typed references), which wazero's decoder
+// takes whatever the features and checks only where it is used. Any other error is for a
+// module that wazero refuses too.
+type refusal struct{ error }
 
 // rewrite returns wasm rewritten as the file comment says, or an error that names what
 // it refused. It never changes wasm.
@@ -329,7 +331,7 @@ func (m *module) readTypes(p []byte) error {
 			for j := uint32(0); j < k && r.err == nil; j++ {
 				vt := r.byte()
 				if !isValType(vt) && r.err == nil {
-					return fmt.Errorf("native: type %d: value type %#x is not supported", i, vt)
+					return refusal{fmt.Errorf("native: type %d: value type %#x is not supported", i, vt)}
 				}
 				*list = append(*list, vt)
 			}
@@ -362,7 +364,7 @@ func (m *module) readImports(p []byte) error {
 			if what == "" {
 				what = fmt.Sprintf("kind %#x", kind)
 			}
-			return limitError{fmt.Errorf("native: import %s.%s is %s; a guest may import only functions", mod, name, what)}
+			return refusal{fmt.Errorf("native: import %s.%s is %s; a guest may import only functions", mod, name, what)}
 		}
 	}
 	return r.done("import section")
@@ -471,7 +473,7 @@ func readExports(p []byte) error {
 	n := r.count()
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		if name := r.name(); name == stackGlobal {
-			return limitError{fmt.Errorf("native: the module exports %q, a name the host reserves", stackGlobal)}
+			return refusal{fmt.Errorf("native: the module exports %q, a name the host reserves", stackGlobal)}
 		}
 		r.byte()
 		r.u32()
@@ -485,7 +487,7 @@ func clampTables(p []byte) ([]byte, error) {
 	r := &reader{b: p}
 	n := r.count()
 	if n > 1 {
-		return nil, limitError{fmt.Errorf("native: the module defines %d tables; a guest may define at most 1", n)}
+		return nil, refusal{fmt.Errorf("native: the module defines %d tables; a guest may define at most 1", n)}
 	}
 	out := appendU32(nil, n)
 	if n == 1 {
@@ -503,7 +505,7 @@ func clampTables(p []byte) ([]byte, error) {
 			return nil, fmt.Errorf("native: table limits flag %#x is not supported", flag)
 		}
 		if min > maxTableElements {
-			return nil, limitError{fmt.Errorf("native: the table starts with %d elements; the limit is %d", min, maxTableElements)}
+			return nil, refusal{fmt.Errorf("native: the table starts with %d elements; the limit is %d", min, maxTableElements)}
 		}
 		out = append(out, rt, 0x01)
 		out = appendU32(appendU32(out, min), max)
@@ -600,10 +602,10 @@ func (m *module) rewriteBody(fn uint32, body []byte) ([]byte, error) {
 	for g := uint32(0); g < groups && r.err == nil; g++ {
 		locals += uint64(r.u32())
 		if vt := r.byte(); !isValType(vt) && r.err == nil {
-			return nil, fmt.Errorf("local type %#x is not supported", vt)
+			return nil, refusal{fmt.Errorf("local type %#x is not supported", vt)}
 		}
 		if locals > maxLocals {
-			return nil, limitError{fmt.Errorf("declares more than %d locals", maxLocals)}
+			return nil, refusal{fmt.Errorf("declares more than %d locals", maxLocals)}
 		}
 	}
 	if r.err != nil {
@@ -641,7 +643,7 @@ func (m *module) rewriteBody(fn uint32, body []byte) ([]byte, error) {
 	slots := uint64(len(sig.params)) + min(locals, s.localRefs) + 2 + s.maxHeight
 	frame := frameOverhead + slotBytes*slots + uint64(len(body)-code)/tailBytes
 	if frame > stackBudget {
-		return nil, limitError{fmt.Errorf("needs an estimated %d-byte frame; the stack limit is %d bytes", frame, stackBudget)}
+		return nil, refusal{fmt.Errorf("needs an estimated %d-byte frame; the stack limit is %d bytes", frame, stackBudget)}
 	}
 	cost := int64(frame)
 	// if ($saved = budget) < cost { budget = stackExhausted; unreachable }
@@ -741,7 +743,7 @@ func (m *module) scan(code []byte) (scanResult, error) {
 		case v < 0 && v > -0x40 && isValType(byte(v&0x7f)):
 			return 0, 1, nil
 		case v < 0:
-			return 0, 0, fmt.Errorf("block type at %#x is not supported", start)
+			return 0, 0, refusal{fmt.Errorf("block type at %#x is not supported", start)}
 		}
 		t, err := m.typeAt(uint32(v))
 		return uint64(len(t.params)), uint64(len(t.results)), err

@@ -38,8 +38,8 @@ var fuzzSeeds = []string{
 }
 
 // FuzzRewrite checks the rewriter against wazero's own decoder: the rewriter never
-// panics; a module wazero compiles is rewritten unless it passes a sandbox limit
-// (limitError); its rewrite compiles too; and each export that takes no arguments gives
+// panics; a module wazero compiles is rewritten unless the sandbox refuses it
+// (refusal); its rewrite compiles too; and each export that takes no arguments gives
 // the same results or the same kind of failure in both, unless the rewritten call died
 // of the stack limit (a difference by design) or ran past a short deadline (then the
 // original, which may not stop, is not run).
@@ -60,8 +60,8 @@ func FuzzRewrite(f *testing.F) {
 		defer r.Close(ctx)
 		orig, origErr := r.CompileModule(ctx, wasm)
 		if err != nil {
-			var limit limitError
-			if origErr == nil && !errors.As(err, &limit) {
+			var refused refusal
+			if origErr == nil && !errors.As(err, &refused) {
 				t.Fatalf("wazero compiles the module, and rewrite = %v", err)
 			}
 			return
