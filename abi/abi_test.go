@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestDecodeRequest(t *testing.T) {
@@ -149,9 +151,48 @@ func TestDecodeHandleResult(t *testing.T) {
 	if r, err := DecodeHandleResult([]byte(`{"outcome":"retry","retry_after_ms":10}`)); err != nil || r.RetryAfterMs != 10 {
 		t.Fatalf("DecodeHandleResult(retry) = %+v, %v", r, err)
 	}
-	for _, bad := range []string{`{"outcome":"maybe"}`, `{"outcome":"retry","retry_after_ms":-1}`, `{}`, `x`} {
+	if r, err := DecodeHandleResult([]byte(`{"outcome":"retry","retry_after_ms":2592000000}`)); err != nil || r.RetryAfter() != 30*24*time.Hour {
+		t.Fatalf("DecodeHandleResult(retry after MaxMillis) = %+v, %v", r, err)
+	}
+	for _, bad := range []string{
+		`{"outcome":"maybe"}`, `{"outcome":"retry","retry_after_ms":-1}`, `{}`, `x`,
+		`{"outcome":"retry","retry_after_ms":2592000001}`,
+		// math.MaxInt64 ms: a negative delay once converted, that stranded the task.
+		`{"outcome":"retry","retry_after_ms":9223372036854775807}`,
+	} {
 		if _, err := DecodeHandleResult([]byte(bad)); err == nil {
 			t.Errorf("DecodeHandleResult(%s) = nil, want an error", bad)
+		}
+	}
+}
+
+// TestMillis: a millisecond field converts only inside 0..MaxMillis; outside it is a
+// ValueError that names the field, never a wrapped duration.
+func TestMillis(t *testing.T) {
+	tests := []struct {
+		ms   int64
+		want time.Duration
+		ok   bool
+	}{
+		{0, 0, true},
+		{1, time.Millisecond, true},
+		{MaxMillis, 30 * 24 * time.Hour, true},
+		{MaxMillis + 1, 0, false},
+		{-1, 0, false},
+		{18446744073710, 0, false}, // wrapped to 0.5 ms once
+		{math.MaxInt64, 0, false},  // a negative duration once
+		{math.MinInt64, 0, false},
+	}
+	for _, tt := range tests {
+		got, e := Millis("hold_ms", tt.ms)
+		if tt.ok {
+			if e != nil || got != tt.want {
+				t.Errorf("Millis(hold_ms, %d) = %v, %v; want %v", tt.ms, got, e, tt.want)
+			}
+			continue
+		}
+		if e == nil || e.Kind != ValueError || !strings.Contains(e.Message, "hold_ms") || !strings.Contains(e.Message, "30 days") {
+			t.Errorf("Millis(hold_ms, %d) = %v, %v; want a ValueError naming hold_ms and its 30 days", tt.ms, got, e)
 		}
 	}
 }

@@ -77,7 +77,8 @@ func DecodeDescribe(b []byte) (*Describe, error) {
 	return &d, nil
 }
 
-// DecodeHandleResult parses what fleet_handle or fleet_tick returned.
+// DecodeHandleResult parses what fleet_handle or fleet_tick returned. An unknown outcome,
+// or a retry_after_ms outside 0..MaxMillis, is an error.
 func DecodeHandleResult(b []byte) (HandleResult, error) {
 	if string(b) == DoneResult {
 		return HandleResult{Outcome: OutcomeDone}, nil
@@ -91,8 +92,8 @@ func DecodeHandleResult(b []byte) (HandleResult, error) {
 	default:
 		return r, fmt.Errorf("abi: handle result: outcome %q, want %q, %q or %q", r.Outcome, OutcomeDone, OutcomeRetry, OutcomeFail)
 	}
-	if r.RetryAfterMs < 0 {
-		return r, fmt.Errorf("abi: handle result: retry_after_ms is negative (%d)", r.RetryAfterMs)
+	if _, e := Millis("retry_after_ms", r.RetryAfterMs); e != nil {
+		return r, fmt.Errorf("abi: handle result: %s", e.Message)
 	}
 	return r, nil
 }

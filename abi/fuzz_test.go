@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
 	"testing"
+	"time"
 )
 
 // The decoders of guest bytes must never panic and must answer either a value or an
@@ -16,6 +18,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{"pool":"p","payload":{"a":1},"tags":{"site":"x"},"ttl_ms":100}`,
 		`{"pool":"p","where":{"fresh":true},"hold_ms":20000}`,
 		`{"pool":1}`, `{"pool":"p","bogus":1}`, `[]`, ``, `{"ttl_ms":1e999}`, "\xff\xfe",
+		`{"pool":"p","payload":{},"ttl_ms":18446744073710}`, `{"pool":"p","hold_ms":9223372036854775807}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -49,8 +52,32 @@ func FuzzDecodeDescribe(f *testing.F) {
 func FuzzDecodeHandleResult(f *testing.F) {
 	f.Add([]byte(`{"outcome":"done"}`))
 	f.Add([]byte(`{"outcome":"fail","reason":"x"}`))
+	f.Add([]byte(`{"outcome":"retry","retry_after_ms":2592000000}`))
+	f.Add([]byte(`{"outcome":"retry","retry_after_ms":9223372036854775807}`))
+	f.Add([]byte(`{"outcome":"retry","retry_after_ms":18446744073710}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _ = DecodeHandleResult(b)
+		r, err := DecodeHandleResult(b)
+		if err == nil && r.RetryAfter() != time.Duration(r.RetryAfterMs)*time.Millisecond {
+			t.Fatalf("DecodeHandleResult(%q) took retry_after_ms %d, which RetryAfter reads as %v", b, r.RetryAfterMs, r.RetryAfter())
+		}
+	})
+}
+
+// FuzzMillis: Millis answers a duration of exactly ms milliseconds, within 0..MaxMillis,
+// or a ValueError; never a wrapped or negative duration.
+func FuzzMillis(f *testing.F) {
+	for _, ms := range []int64{0, 1, MaxMillis, MaxMillis + 1, -1, 18446744073710, math.MaxInt64, math.MinInt64} {
+		f.Add(ms)
+	}
+	f.Fuzz(func(t *testing.T, ms int64) {
+		d, e := Millis("ttl_ms", ms)
+		switch {
+		case e != nil && (e.Kind != ValueError || d != 0):
+			t.Fatalf("Millis(%d) = %v, %v; want 0 and a ValueError", ms, d, e)
+		case e != nil:
+		case d < 0 || d > MaxMillis*time.Millisecond || d.Milliseconds() != ms:
+			t.Fatalf("Millis(%d) = %v, want %d ms", ms, d, ms)
+		}
 	})
 }
 
@@ -249,6 +276,8 @@ func FuzzDecodeRequestFast(f *testing.F) {
 		`{"name":"c","delta":1,"delta":2}`, `{"NAME":"c"}`, `{"name":"c"} `, `{"name":"c"}{}`,
 		`{"namespace":"a","key":"k","value":{"a" :1}}`, `{"pool":"p","payload":1,"tags":null}`,
 		`{"name":"l","hold_ms":12345678901234567890}`, `{"name":"l","hold_ms":-0}`, `{"name":"l","hold_ms":1.0}`,
+		`{"name":"l","hold_ms":18446744073710}`, `{"name":"l","hold_ms":1,"wait_ms":9223372036854775807}`,
+		`{"namespace":"a","key":"k","value":1,"ttl_ms":18446744073710}`, `{"pool":"p","hold_ms":9223372036854775807}`,
 	} {
 		f.Add([]byte(s))
 	}

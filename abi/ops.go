@@ -39,7 +39,8 @@ var Ops = []Op{
 	OpSubmit, OpConfigGet, OpLog, OpMetric, OpHTTP, OpReplyFetch,
 }
 
-// Durations cross as whole milliseconds (`ttl_ms`), times as Unix milliseconds (`_at_ms`).
+// Durations cross as whole milliseconds (`ttl_ms`), from 0 to MaxMillis (see Millis), and
+// times as Unix milliseconds (`_at_ms`).
 
 // PoolPutRequest adds an item to a pool. Payload and Tags are validated against the pool's
 // schemas; TTLMs 0 means no expiry.

@@ -59,14 +59,13 @@ type Result struct {
 func Done() Result { return Result{outcome: abi.OutcomeDone} }
 
 // Retry hands the task back to its queue, to be claimed again after the delay (by this
-// slot or another). It does not count as a failure; see Because to record why.
+// slot or another). It does not count as a failure; see Because to record why. The delay
+// is at most 30 days (abi.MaxMillis): a longer one is cut to that, since the host takes a
+// result with more as malformed.
 //
 //	return fleet.Retry(200 * time.Millisecond).Because("no fresh cookie yet")
 func Retry(after time.Duration) Result {
-	if after < 0 {
-		after = 0
-	}
-	return Result{outcome: abi.OutcomeRetry, after: after}
+	return Result{outcome: abi.OutcomeRetry, after: min(max(after, 0), abi.MaxMillis*time.Millisecond)}
 }
 
 // Fail reports that the attempt failed with err: the host hands the task back, or parks it

@@ -174,6 +174,8 @@ func TestHandle(t *testing.T) {
 	}{
 		{"done", Done, abi.HandleResult{Outcome: "done"}},
 		{"retry", func() Result { return Retry(200 * time.Millisecond).Because("no cookie") }, abi.HandleResult{Outcome: "retry", Reason: "no cookie", RetryAfterMs: 200}},
+		// Past abi.MaxMillis the host would take the result as malformed: cut to it.
+		{"retry after a year", func() Result { return Retry(365 * 24 * time.Hour) }, abi.HandleResult{Outcome: "retry", RetryAfterMs: abi.MaxMillis}},
 		{"fail", func() Result { return Fail(errors.New("boom")) }, abi.HandleResult{Outcome: "fail", Reason: "boom"}},
 		{"zero result", func() Result { return Result{} }, abi.HandleResult{Outcome: "fail", Reason: "fleet: the handler returned a zero Result; return Done(), Retry(d) or Fail(err)"}},
 		{"panic", func() Result { panic("kaboom") }, abi.HandleResult{Outcome: "fail", Reason: "panic: kaboom"}},

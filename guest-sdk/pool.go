@@ -84,7 +84,9 @@ type PoolQuery[P, T any] struct {
 	limit   int
 }
 
-// Limit caps the number of items List returns (0: the host's default, 100).
+// Limit caps the number of items List returns (0: the host's default, 100). A limit over
+// the plugin's max_pool_list grant (1000 unless the operator says otherwise) is
+// ErrValueError, and a page of items over its max_reply (8 MiB) ErrLimitExceeded.
 func (q PoolQuery[P, T]) Limit(n int) PoolQuery[P, T] {
 	q.limit = n
 	return q

@@ -69,8 +69,8 @@ type Config struct {
 	PollInterval time.Duration
 
 	// TaskLease is how long a claimed task is leased to its slot. The slot takes at least
-	// the plugin's call timeout plus 10s, so that a task whose call may still run is
-	// never claimable elsewhere.
+	// the plugin's call timeout plus 10s, and ends each call 10s before its task's lease
+	// at the latest, so that a task whose call may still run is never claimable elsewhere.
 	// default: 30s
 	TaskLease time.Duration
 
@@ -82,12 +82,17 @@ type Config struct {
 	MaxAttempts int
 
 	// CallTimeout is the deadline of one guest call (fleet_handle, fleet_tick,
-	// _initialize). A call past it kills its instance; the slot makes a fresh one.
+	// _initialize), sleeps in WASI included. A call past it kills its instance; the slot
+	// makes a fresh one. At load, a plugin's _initialize, fleet_abi_version and
+	// fleet_describe share one deadline, the largest call timeout of Config and Grants; a
+	// plugin past it is refused.
 	// default: 30s
 	CallTimeout time.Duration
 
 	// DrainTimeout is how long Run waits, once its ctx is done, for calls in flight to
-	// finish before cutting them. A cut call's task goes back to its queue at once.
+	// finish before cutting them. A cut call's task goes back to its queue at once; a
+	// slot whose call has not ended AbandonMargin after the cut is abandoned, and Run
+	// returns ErrDrainIncomplete.
 	// default: 10s
 	DrainTimeout time.Duration
 
@@ -319,6 +324,22 @@ type Grant struct {
 	// MaxPayload overrides Config.MaxPayload for this plugin.
 	// default: 0 (Config.MaxPayload)
 	MaxPayload int
+
+	// MaxHostCalls caps the host calls of one guest call (a task's fleet_handle, a
+	// fleet_tick, an instance's _initialize); past it, every call answers LimitExceeded
+	// until that guest call ends. reply_fetch is not counted.
+	// default: 0 (1000)
+	MaxHostCalls int
+	// MaxReply caps the reply of one host call, in bytes, and so what the host keeps for
+	// reply_fetch; a larger reply answers LimitExceeded. An http reply carries its body
+	// in base64 (4/3 of HTTPMaxBody) and up to 1 MiB of headers: raise MaxReply with
+	// HTTPMaxBody.
+	// default: 0 (8 MiB)
+	MaxReply int
+	// MaxPoolList caps the limit a pool_list may ask for; a larger one is a ValueError. A
+	// pool_list that names no limit gets 100, or MaxPoolList if that is smaller.
+	// default: 0 (1000)
+	MaxPoolList int
 }
 
 func (g Grant) check() error {
@@ -338,6 +359,15 @@ func (g Grant) check() error {
 	}
 	if g.MaxPayload < 0 || g.MaxPayload > primitives.MaxValueLen {
 		return fmt.Errorf("MaxPayload is %d, want 0..%d", g.MaxPayload, primitives.MaxValueLen)
+	}
+	if g.MaxHostCalls < 0 {
+		return fmt.Errorf("MaxHostCalls is %d, want >= 0", g.MaxHostCalls)
+	}
+	if g.MaxReply < 0 || g.MaxReply > hostfn.MaxReplyCeiling {
+		return fmt.Errorf("MaxReply is %d, want 0..%d", g.MaxReply, hostfn.MaxReplyCeiling)
+	}
+	if g.MaxPoolList < 0 {
+		return fmt.Errorf("MaxPoolList is %d, want >= 0", g.MaxPoolList)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/hostfn"
@@ -19,17 +20,20 @@ import (
 // as New's probe does, granted nothing and touching no backend. The schemas are compiled
 // too, so a plugin that New would refuse for a broken schema is refused here.
 //
-//	d, err := host.Describe(ctx, "plugins/scraper.wasm", "")
+//	d, err := host.Describe(ctx, "plugins/scraper.wasm", "", 0)
 //
 // cacheDir is Config.CacheDir: where compiled modules are cached ("" for the default,
 // "off" for memory only); compiling a Go guest takes seconds, so describe, doctor and run
-// share one. It uses the default memory limit (16 MiB) and call timeout (30s).
-func Describe(ctx context.Context, file, cacheDir string) (d *abi.Describe, err error) {
+// share one. callTimeout is Config.CallTimeout, the deadline of the plugin's
+// _initialize, fleet_abi_version and fleet_describe together (0 for the default, 30s): a
+// plugin that sleeps or spins in them is refused when it passes. It uses the default
+// memory limit (16 MiB).
+func Describe(ctx context.Context, file, cacheDir string, callTimeout time.Duration) (d *abi.Describe, err error) {
 	wasm, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("host: describe: %w", err)
 	}
-	cfg := Config{Backend: memory.New(memory.Options{}), CacheDir: cacheDir}.withDefaults()
+	cfg := Config{Backend: memory.New(memory.Options{}), CacheDir: cacheDir, CallTimeout: callTimeout}.withDefaults()
 	h := &Host{cfg: cfg, contracts: validate.NewRegistry()}
 	if h.cache, err = newCache(cfg.CacheDir); err != nil {
 		return nil, errors.Join(err, cfg.Backend.Close())

@@ -40,8 +40,10 @@
 // still compiled once (and, with CacheDir, once across restarts).
 //
 // How long is a task leased? At least the plugin's call timeout plus 10s, whatever
-// Config.TaskLease says: a lease shorter than the call would let another slot claim a
-// task whose call may still be running.
+// Config.TaskLease says, and a call always ends 10s before its task's lease, counted from
+// the claim: a call that outlived its lease would let another slot claim a task whose
+// call still runs. See RATIONALE.md, "Why does a call always end before its task's
+// lease?".
 //
 // What does each outcome do? done acks (checkpoint); retry releases after retry_after_ms
 // or RetryDelay with its attempt refunded, so it is always released and never parked;
@@ -58,6 +60,17 @@
 // attempt back (primitives.Retry.Refund) in the same backend call as the release. A
 // guest that retries forever is never parked; it shows as a task that keeps being
 // released, not as one waiting for the operator.
+//
+// Why does SlotEvent carry a Death? The reason an instance died labels
+// fleet_slot_deaths_total, and the error's text cannot decide it: wazero's stack trace in
+// it names the guest's functions (a trap in $call_ran_past_its_deadline is not a
+// deadline), and a guest can proc_exit with wazero's deadline exit code. So the slot says
+// deadline or drain from the contexts it gave the call; internal/native says exit
+// (sys.ExitError), host_panic (a Go runtime.Error), stack (the rewriter's stack budget
+// global says its check trapped), bad_result (a range outside memory)
+// and memory (a death within 4 MiB, or a quarter of a smaller limit, of the memory's
+// maximum: wasm has no out-of-memory trap, and Go's runtime aborts short of the limit by
+// up to one 4 MiB heap step); a malformed result is bad_result; the rest is a trap.
 //
 // How many round trips does a task cost? One, shared: the slots of a batch plugin claim
 // and ack through one queue pump (slot.Pump), which sends the acks and claims that are

@@ -53,10 +53,12 @@ func TestGoGuestCounter(t *testing.T) {
 	}
 }
 
-// TestGoGuestRecovers: a Go guest that spins, panics or exhausts its memory dies; the
-// slot makes a fresh instance and goes on with the next tasks.
+// TestGoGuestRecovers: a Go guest that spins, panics or exhausts its memory dies, of the
+// deadline, a trap (a panic in a wasmexport ends at unreachable) or its memory (the
+// runtime's fatal "out of memory" aborts the same way, near the limit); the slot makes a
+// fresh instance and goes on with the next tasks.
 func TestGoGuestRecovers(t *testing.T) {
-	for _, op := range []string{"spin", "panic", "hog"} {
+	for op, death := range map[string]string{"spin": "deadline", "panic": "trap", "hog": "memory"} {
 		t.Run(op, func(t *testing.T) {
 			r := newRig(t)
 			r.goGuest()
@@ -69,6 +71,11 @@ func TestGoGuestRecovers(t *testing.T) {
 			stop()
 			if got := r.events.outcomes(); got["dead"] != 1 || got["checkpoint"] != 3 {
 				t.Fatalf("outcomes = %v, want 1 dead and 3 checkpoints", got)
+			}
+			for _, ev := range r.events.finished() {
+				if ev.Outcome == "dead" && ev.Death != death {
+					t.Errorf("death = %q (%s), want %q", ev.Death, ev.Reason, death)
+				}
 			}
 			if got := testutil.Counter(t, r.backend, "goguest:count"); got != 3 {
 				t.Errorf("counter = %d, want 3", got)

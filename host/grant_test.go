@@ -179,7 +179,7 @@ func TestTypeNames(t *testing.T) {
 			if err == nil || !strings.HasPrefix(err.Error(), want) {
 				t.Errorf("host.New = %v, want %s...", err, want)
 			}
-			if _, err := host.Describe(context.Background(), r.dir+"/bad.wasm", cacheDir); err == nil || !strings.Contains(err.Error(), "a type is letters") {
+			if _, err := host.Describe(context.Background(), r.dir+"/bad.wasm", cacheDir, 0); err == nil || !strings.Contains(err.Error(), "a type is letters") {
 				t.Errorf("host.Describe = %v, want the type refused", err)
 			}
 			r.cfg.Grants = map[string]host.Grant{typ: {}}

@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/fleethost/fleet/host/internal/hostfn"
 )
 
 // guestLog is where a guest's stdout and stderr go: one log line per line written (cut at
-// maxGuestLine), rate-limited per slot. A Go guest's panic message and stack arrive here.
+// maxGuestLine), rate-limited per plugin (the Plugin's Output limiter, shared by its
+// slots). A Go guest's panic message and stack arrive here.
 type guestLog struct {
 	log   *slog.Logger    // immutable
 	limit *hostfn.Limiter // immutable pointer
@@ -21,11 +21,8 @@ type guestLog struct {
 
 const maxGuestLine = 2048
 
-func newGuestLog(log *slog.Logger, typ, slot string) *guestLog {
-	return &guestLog{
-		log:   log.With("plugin", typ, "slot", slot, "stream", "guest"),
-		limit: hostfn.NewLimiter(100*time.Millisecond, 20), // a burst of 20 lines, then 10 a second
-	}
+func newGuestLog(log *slog.Logger, typ, slot string, limit *hostfn.Limiter) *guestLog {
+	return &guestLog{log: log.With("plugin", typ, "slot", slot, "stream", "guest"), limit: limit}
 }
 
 // Write never fails: the guest's output is telemetry.

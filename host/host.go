@@ -14,6 +14,7 @@ import (
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/host/internal/native"
+	"github.com/fleethost/fleet/host/internal/slot"
 	"github.com/fleethost/fleet/host/internal/validate"
 )
 
@@ -27,6 +28,10 @@ type Host struct {
 	plugins   []*plugin          // sorted by type; immutable after New
 	byType    map[string]*plugin // immutable after New
 	tel       *telemetry         // immutable pointer after New; nil without Config.NewReporter
+
+	// wrapGuest, when set (by the tests, before Run: export_test.go), wraps every slot's
+	// instance: the drain's tests make calls that no deadline can stop with it.
+	wrapGuest func(slot.Guest) slot.Guest
 
 	mu      sync.Mutex
 	running bool // guarded by mu: Run is running or has run
@@ -44,8 +49,9 @@ type plugin struct {
 	configID  string          // immutable: configIdentity, what the plane is told of its slots
 	closeHTTP func()          // immutable; may be nil
 
-	paused atomic.Bool
-	gen    atomic.Int64 // instance generations, for unique module names
+	paused    atomic.Bool
+	gen       atomic.Int64 // instance generations, for unique module names
+	abandoned atomic.Bool  // Run's drain abandoned a slot of it: its runtime stays open
 }
 
 // Plugin describes a loaded plugin, as an operator inspects it.
@@ -183,6 +189,11 @@ func (h *Host) Resume(typ string) error {
 // Close closes every plugin's runtime (and any instance still alive) and the compilation
 // cache, and returns their errors. Call it after Run has returned; the backend is the
 // caller's to close. Calls after the first return nil.
+//
+// After a drain that abandoned a slot (ErrDrainIncomplete), the runtime of that slot's
+// plugin and the compilation cache are left open: the abandoned call may still be
+// running their code, and closing them would free it under the call. The process's exit
+// ends them.
 func (h *Host) Close() error {
 	h.mu.Lock()
 	if h.closed {
@@ -197,15 +208,19 @@ func (h *Host) Close() error {
 	}
 	ctx := context.Background()
 	var errs []error
+	abandoned := false
 	for _, p := range h.plugins {
-		if err := p.rt.Close(ctx); err != nil {
+		if p.abandoned.Load() {
+			abandoned = true
+			h.cfg.Logger.Warn("host: plugin runtime left open: a slot of it was abandoned mid-call", "type", p.info.Type)
+		} else if err := p.rt.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("host: close plugin %q: %w", p.info.Type, err))
 		}
 		if p.closeHTTP != nil {
 			p.closeHTTP()
 		}
 	}
-	if h.cache != nil {
+	if h.cache != nil && !abandoned {
 		if err := h.cache.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("host: close compilation cache: %w", err))
 		}

@@ -61,6 +61,10 @@ func TestPlugins(t *testing.T) {
 	if !strings.Contains(r.logs.String(), `undeclared="pools \"unused\""`) {
 		t.Errorf("a grant of an undeclared pool was not logged; logs:\n%s", r.logs)
 	}
+	if g.MaxHostCalls != 1000 || g.MaxReply != 8<<20 || g.MaxPoolList != 1000 {
+		t.Errorf("effective caps = %d host calls, %d reply bytes, %d pool_list items; want the defaults 1000, 8 MiB, 1000",
+			g.MaxHostCalls, g.MaxReply, g.MaxPoolList)
+	}
 }
 
 // TestCompilationCacheOnDisk: compiled code lands in CacheDir.
@@ -227,6 +231,9 @@ func TestConfigErrors(t *testing.T) {
 		{func(c *host.Config) { c.Slots = -1 }, "Config.Slots"},
 		{func(c *host.Config) { c.Grants = map[string]host.Grant{"x": {KV: []string{"a*b"}}} }, `Config.Grants["x"].KV`},
 		{func(c *host.Config) { c.MaxPayload = 1 << 30 }, "Config.MaxPayload"},
+		{func(c *host.Config) { c.Grants = map[string]host.Grant{"x": {MaxHostCalls: -1}} }, `Config.Grants["x"].MaxHostCalls is -1`},
+		{func(c *host.Config) { c.Grants = map[string]host.Grant{"x": {MaxReply: 1 << 31}} }, `Config.Grants["x"].MaxReply is 2147483648, want 0..1073741824`},
+		{func(c *host.Config) { c.Grants = map[string]host.Grant{"x": {MaxPoolList: -5}} }, `Config.Grants["x"].MaxPoolList is -5`},
 		{func(c *host.Config) { c.PluginsDir = t.TempDir() }, "holds no .wasm"},
 	}
 	for _, tt := range tests {

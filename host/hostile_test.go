@@ -96,7 +96,7 @@ func TestSpinDiesByDeadline(t *testing.T) {
 		t.Fatalf("finished iterations = %d, want 2 (one per attempt)", len(fin))
 	}
 	for _, ev := range fin {
-		if ev.Outcome != "dead" || !strings.Contains(ev.Reason, "deadline") {
+		if ev.Outcome != "dead" || ev.Death != "deadline" || !strings.Contains(ev.Reason, "deadline") {
 			t.Errorf("iteration = %+v, want dead by deadline", ev)
 		}
 	}
@@ -118,8 +118,8 @@ func TestMemoryHogDies(t *testing.T) {
 	}
 	waitFor(t, "the task to be parked", func() bool { return testutil.QueueStats(t, r.backend, "hog-q").Parked == 1 })
 	stop()
-	if fin := r.events.finished(); len(fin) != 1 || fin[0].Outcome != "dead" || !strings.Contains(fin[0].Reason, "unreachable") {
-		t.Fatalf("iterations = %+v, want one dead by trap", fin)
+	if fin := r.events.finished(); len(fin) != 1 || fin[0].Outcome != "dead" || fin[0].Death != "memory" || !strings.Contains(fin[0].Reason, "unreachable") {
+		t.Fatalf("iterations = %+v, want one dead of its memory (a trap at the limit)", fin)
 	}
 }
 
@@ -178,8 +178,8 @@ func TestBrokenResults(t *testing.T) {
 				t.Fatalf("iterations = %d, want 3 (handed back twice, then parked)", len(fin))
 			}
 			for _, ev := range fin {
-				if ev.Outcome != "dead" || !strings.HasPrefix(ev.Reason, "guest died") {
-					t.Errorf("iteration = %+v, want dead", ev)
+				if ev.Outcome != "dead" || ev.Death != "bad_result" || !strings.HasPrefix(ev.Reason, "guest died") {
+					t.Errorf("iteration = %+v, want dead of a bad result", ev)
 				}
 			}
 			if s := testutil.QueueStats(t, r.backend, "broken-q"); s.Depth != 0 || s.InFlight != 0 {

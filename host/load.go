@@ -84,6 +84,10 @@ func (h *Host) loadPlugin(ctx context.Context, file string) (p *plugin, err erro
 		cmp.Or(grant.CallTimeout, h.cfg.CallTimeout),
 		cmp.Or(grant.MaxPayload, h.cfg.MaxPayload),
 	}
+	// The caps of the dispatch core, whose defaults it fills in.
+	caps := hostfn.Limits{
+		MaxPayload: limits.payload, MaxHostCalls: grant.MaxHostCalls, MaxReply: grant.MaxReply, MaxPoolList: grant.MaxPoolList,
+	}
 	mode := abi.ExportHandle
 	if desc.Mode == abi.ModeLoop {
 		mode = abi.ExportTick
@@ -102,7 +106,7 @@ func (h *Host) loadPlugin(ctx context.Context, file string) (p *plugin, err erro
 	if err != nil {
 		return nil, fmt.Errorf("Config.Grants[%q]: %w", typ, err)
 	}
-	fn := hostfn.NewPlugin(typ, hg, config, limits.payload, http)
+	fn := hostfn.NewPlugin(typ, hg, config, caps, http)
 	rt, err := native.NewRuntime(ctx, native.Params{
 		Cache: h.cache, MemoryLimitPages: limits.pages, Core: h.core, Log: h.cfg.Logger,
 	}, wasm)
@@ -124,6 +128,7 @@ func (h *Host) loadPlugin(ctx context.Context, file string) (p *plugin, err erro
 		slots = n
 	}
 	eff.MemoryLimitPages, eff.CallTimeout, eff.MaxPayload = limits.pages, limits.timeout, limits.payload
+	eff.MaxHostCalls, eff.MaxReply, eff.MaxPoolList = fn.Limits.MaxHostCalls, fn.Limits.MaxReply, fn.Limits.MaxPoolList
 	h.cfg.Logger.Info("host: plugin loaded", "type", typ, "version", desc.Version, "mode", desc.Mode,
 		"file", filepath.Base(file), "slots", slots)
 	loaded := &plugin{
@@ -141,7 +146,10 @@ func (h *Host) loadPlugin(ctx context.Context, file string) (p *plugin, err erro
 
 // probe compiles wasm in a throwaway runtime, instantiates it once, and reads and checks
 // its ABI version and describe document. A probe is granted nothing: a host call made
-// from _initialize or fleet_describe is PermissionDenied.
+// from _initialize or fleet_describe is PermissionDenied. Its three guest calls
+// (_initialize, fleet_abi_version, fleet_describe) share one deadline, the largest call
+// timeout of the configuration: they are as untrusted as a task's call, and a plugin
+// that does not describe itself within it is refused, naming the export and the deadline.
 func (h *Host) probe(ctx context.Context, wasm []byte) (d *abi.Describe, err error) {
 	pages, timeout := h.cfg.MemoryLimitPages, h.cfg.CallTimeout
 	for _, g := range h.cfg.Grants {
@@ -156,21 +164,22 @@ func (h *Host) probe(ctx context.Context, wasm []byte) (d *abi.Describe, err err
 	defer func() { err = errors.Join(err, rt.Close(ctx)) }()
 	callCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	caller := &hostfn.Caller{Plugin: hostfn.NewPlugin("(probe)", hostfn.Grant{}, nil, 0, nil), Slot: "probe"}
+	late := func(export string, err error) error { return pastDeadline(callCtx, ctx, export, timeout, err) }
+	caller := &hostfn.Caller{Plugin: hostfn.NewPlugin("(probe)", hostfn.Grant{}, nil, hostfn.Limits{}, nil), Slot: "probe"}
 	in, err := rt.Instantiate(callCtx, "probe", caller, nil)
 	if err != nil {
-		return nil, err
+		return nil, late(abi.ExportInitialize, err)
 	}
 	v, err := in.ABIVersion(callCtx)
 	if err != nil {
-		return nil, err
+		return nil, late(abi.ExportABIVersion, err)
 	}
 	if err := abi.CheckVersion(v); err != nil {
 		return nil, err
 	}
 	b, err := in.Describe(callCtx)
 	if err != nil {
-		return nil, err
+		return nil, late(abi.ExportDescribe, err)
 	}
 	d, err = abi.DecodeDescribe(b)
 	if err != nil {
@@ -180,6 +189,17 @@ func (h *Host) probe(ctx context.Context, wasm []byte) (d *abi.Describe, err err
 		return nil, fmt.Errorf("abi: describe says ABI version %d but %s says %d", d.ABIVersion, abi.ExportABIVersion, v)
 	}
 	return d, nil
+}
+
+// pastDeadline names export and its call timeout in err, the error of a call under ctx,
+// when ctx's deadline ended it; not when parent ended (a host shutting down does not blame
+// the plugin), nor when the guest only says so (proc_exit with wazero's deadline exit code
+// is an error that errors.Is context.DeadlineExceeded too).
+func pastDeadline(ctx, parent context.Context, export string, timeout time.Duration, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) && parent.Err() == nil {
+		return fmt.Errorf("%s did not return within the %v call timeout: %w", export, timeout, err)
+	}
+	return err
 }
 
 // grantFor resolves the grant of the plugin described by d from its Grants entry g

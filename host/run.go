@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/host/internal/slot"
 )
@@ -24,17 +26,39 @@ type SlotEvent struct {
 	Phase  string // "handle", "tick", "ack" or "release"
 
 	// For "finished":
-	Phases   []string      // the phases run, in order
-	Outcome  string        // "checkpoint", "released", "parked" or "dead"
-	Reason   string        // why the task went back or the instance died
+	Phases  []string // the phases run, in order
+	Outcome string   // "checkpoint", "released", "parked" or "dead"
+	Reason  string   // why the task went back or the instance died
+	// Death is why the instance died, when it did, from the error's type (never its
+	// text): "deadline", "drain" (cut at the drain deadline), "memory", "stack" (past the
+	// stack limit), "trap", "exit" (proc_exit), "bad_result" (a malformed result) or
+	// "host_panic"; "" otherwise.
+	Death    string
 	Duration time.Duration // the iteration's wall time
 }
+
+// ErrDrainIncomplete is Run's error when its drain abandoned a slot: a guest call that did
+// not end AbandonMargin after the drain cut it. The slot's task comes back to its queue
+// when its lease expires. errors.Is finds it in Run's error, which names the slots. A
+// process should exit soon after it: only its exit ends the abandoned call, which could
+// otherwise still run when its task's lease expires and another host claims it.
+var ErrDrainIncomplete = errors.New("host: drain incomplete")
+
+// AbandonMargin is how long Run waits, after the drain's grace period has cut the calls
+// still running, for their slots to release their tasks and stop; a slot still running
+// then is abandoned. Run returns by DrainTimeout + AbandonMargin (and the reporter's
+// bounded last reports) whatever a guest does. See RATIONALE.md, "What does the drain do
+// with a call that does not end?".
+const AbandonMargin = 5 * time.Second
 
 // Run starts every plugin's slots and blocks until ctx is done. Then it drains: the slots
 // stop claiming, calls in flight get DrainTimeout to finish, calls still running after it
 // are cut (their instances die), and every task still held goes back to its queue at once.
-// Run returns nil after the drain; an error only when it cannot start. It runs once per
-// Host.
+// A slot whose call has not ended AbandonMargin after the cut is abandoned: logged, its
+// events dropped, its task left to its lease, and its plugin's runtime left open (Close
+// skips it). Run returns nil after a complete drain, an error wrapping ErrDrainIncomplete
+// after one that abandoned a slot, and another error only when it cannot start. It runs
+// once per Host.
 //
 //	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 //	defer stop()
@@ -59,14 +83,15 @@ func (h *Host) Run(ctx context.Context) error {
 
 	// Shutdown order: ctx done -> slots stop claiming and finish their iteration ->
 	// after DrainTimeout, cut() kills calls still running -> slots release their tasks
-	// and close their instances -> wg.Wait -> every slot's reporter closed with its
+	// and close their instances -> every slot has returned, or AbandonMargin has passed
+	// and the slots still running are abandoned -> every slot's reporter closed with its
 	// stopping beacon, all at once (each slot's last POST) -> Run returns. Close comes after.
 	// Each batch plugin's slots claim and ack through one Pump, which outlives them: it
-	// stops after the last slot has returned.
+	// stops after the last slot has returned or been abandoned (an abandoned slot's
+	// later claim gets slot.ErrPumpStopped).
 	pumpCtx, stopPumps := context.WithCancel(context.WithoutCancel(ctx))
 	var pumps sync.WaitGroup
-	var wg sync.WaitGroup
-	total := 0
+	var slots []*runningSlot
 	for _, p := range h.plugins {
 		var pump *slot.Pump
 		if p.desc.Consumes != nil {
@@ -74,37 +99,101 @@ func (h *Host) Run(ctx context.Context) error {
 			pumps.Go(func() { pump.Run(pumpCtx) })
 		}
 		for i := range p.info.Slots {
-			s := slot.New(h.slotParams(p, i, pump, h.tel.slot(h.cfg, p, i)))
-			wg.Add(1)
+			rs := &runningSlot{plugin: p, done: make(chan struct{})}
+			params := h.slotParams(p, i, pump, h.tel.slot(h.cfg, p, i))
+			rs.name, params.Observe = params.Name, rs.observer(params.Observe)
+			s := slot.New(params)
 			go func() {
-				defer wg.Done()
+				defer close(rs.done)
 				s.Run(ctx, hard)
 			}()
-			total++
+			slots = append(slots, rs)
 		}
 	}
-	h.cfg.Logger.Info("host: running", "plugins", len(h.plugins), "slots", total)
+	h.cfg.Logger.Info("host: running", "plugins", len(h.plugins), "slots", len(slots))
 	<-ctx.Done()
 	h.cfg.Logger.Info("host: draining", "grace", h.cfg.DrainTimeout)
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	t := time.NewTimer(h.cfg.DrainTimeout)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
+	var err error
+	if !waitSlots(slots, h.cfg.DrainTimeout) {
 		h.cfg.Logger.Warn("host: drain grace period over; cutting calls still running", "grace", h.cfg.DrainTimeout)
 		cut()
-		<-done
+		if !waitSlots(slots, AbandonMargin) {
+			err = h.abandon(slots)
+		}
 	}
 	stopPumps()
 	pumps.Wait()
-	h.cfg.Logger.Info("host: drained")
+	if err == nil {
+		h.cfg.Logger.Info("host: drained")
+	}
 	h.tel.stop()
-	return nil
+	return err
+}
+
+// runningSlot is one slot as Run's drain sees it.
+type runningSlot struct {
+	name   string        // immutable
+	plugin *plugin       // immutable
+	done   chan struct{} // closed when the slot's Run has returned
+
+	mu        sync.Mutex
+	abandoned bool   // guarded by mu: the drain gave up on the slot; its events are dropped
+	task      string // guarded by mu: the task it is working, by its last event
+}
+
+// observer wraps the slot's event path: it keeps the task being worked, for the log of an
+// abandonment, and drops every event after one, so that the slot's reporter and
+// Config.Observe, which Run hands over to their last reports, never hear from it again.
+func (rs *runningSlot) observer(next func(slot.Event)) func(slot.Event) {
+	return func(e slot.Event) {
+		rs.mu.Lock()
+		defer rs.mu.Unlock()
+		if rs.abandoned {
+			return
+		}
+		rs.task = ""
+		if e.Kind == slot.EventWorking {
+			rs.task = e.TaskID
+		}
+		next(e)
+	}
+}
+
+// waitSlots waits up to d for every slot to return, and reports whether they all did.
+func waitSlots(slots []*runningSlot, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for _, rs := range slots {
+		select {
+		case <-rs.done:
+		case <-t.C:
+			return false
+		}
+	}
+	return true
+}
+
+// abandon gives up on every slot still running, logging each with its task, and returns
+// the drain's ErrDrainIncomplete error naming them.
+func (h *Host) abandon(slots []*runningSlot) error {
+	var names []string
+	for _, rs := range slots {
+		select {
+		case <-rs.done:
+			continue
+		default:
+		}
+		rs.mu.Lock()
+		rs.abandoned = true
+		task := rs.task
+		rs.mu.Unlock()
+		rs.plugin.abandoned.Store(true)
+		names = append(names, rs.name)
+		h.cfg.Logger.Error("host: slot abandoned: its call did not end after the drain cut it; its task comes back when its lease expires",
+			"slot", rs.name, "task", task, "margin", AbandonMargin, "lease", rs.plugin.lease)
+	}
+	return fmt.Errorf("%w: %d slot(s) abandoned, their calls still running %v after the drain deadline: %s",
+		ErrDrainIncomplete, len(names), AbandonMargin, strings.Join(names, ", "))
 }
 
 // slotParams configures slot i of p, whose claims go through pump (batch plugins); rep,
@@ -123,7 +212,7 @@ func (h *Host) slotParams(p *plugin, i int, pump *slot.Pump, rep *slotReport) sl
 	if h.cfg.Observe != nil {
 		observe = func(e slot.Event) { h.cfg.Observe(slotEvent(p.info.Type, e)) }
 	}
-	out := newGuestLog(h.cfg.Logger, p.info.Type, name)
+	out := newGuestLog(h.cfg.Logger, p.info.Type, name, p.fn.Output)
 	return slot.Params{
 		Name:        name,
 		Mode:        p.desc.Mode,
@@ -133,15 +222,24 @@ func (h *Host) slotParams(p *plugin, i int, pump *slot.Pump, rep *slotReport) sl
 		MaxAttempts: h.cfg.MaxAttempts,
 		Poll:        h.cfg.PollInterval,
 		CallTimeout: p.info.Grant.CallTimeout,
+		LeaseMargin: leaseMargin,
 		RetryDelay:  h.cfg.RetryDelay,
 		Paused:      p.paused.Load,
 		Observe:     observers(report, observe),
 		Log:         h.cfg.Logger,
+		Events:      p.fn.Events,
 		NewGuest: func(hard context.Context) (slot.Guest, error) {
 			ctx, cancel := context.WithTimeout(hard, p.info.Grant.CallTimeout)
 			defer cancel()
 			caller := &hostfn.Caller{Plugin: p.fn, Slot: name}
-			return p.rt.Instantiate(ctx, fmt.Sprintf("%s#%d", name, p.gen.Add(1)), caller, out)
+			in, err := p.rt.Instantiate(ctx, fmt.Sprintf("%s#%d", name, p.gen.Add(1)), caller, out)
+			if err != nil {
+				return nil, pastDeadline(ctx, hard, abi.ExportInitialize, p.info.Grant.CallTimeout, err)
+			}
+			if h.wrapGuest != nil {
+				return h.wrapGuest(in), nil
+			}
+			return in, nil
 		},
 	}
 }
@@ -150,6 +248,7 @@ func slotEvent(typ string, e slot.Event) SlotEvent {
 	out := SlotEvent{Plugin: typ, Slot: e.Slot, Kind: e.Kind, N: e.N, TaskID: e.TaskID, Phase: e.Phase}
 	if it := e.Iteration; it != nil {
 		out.Phases, out.Outcome, out.Reason, out.Duration = it.Phases, it.Outcome, it.Reason, it.Duration
+		out.Death = string(it.Death)
 	}
 	return out
 }

@@ -239,8 +239,9 @@ func observers(fns ...func(slot.Event)) func(slot.Event) {
 
 // configIdentity fingerprints what decides how p's slots behave: the module itself (its
 // digest) and the effective configuration of p, defaults applied: slots, lease, attempts,
-// timeouts, memory pages, payload cap, grant and the plugin's configuration (canonical
-// JSON, so that formatting alone changes nothing). It is "sha256:" and 16 hex digits.
+// timeouts, memory pages, payload and boundary caps, grant and the plugin's configuration
+// (canonical JSON, so that formatting alone changes nothing). It is "sha256:" and 16 hex
+// digits.
 func configIdentity(cfg Config, p *plugin) string {
 	g := p.info.Grant
 	sorted := func(ps []string) []string {
@@ -263,6 +264,9 @@ func configIdentity(cfg Config, p *plugin) string {
 		DrainTimeout     time.Duration
 		MemoryLimitPages uint32
 		MaxPayload       int
+		MaxHostCalls     int
+		MaxReply         int
+		MaxPoolList      int
 		KV               []string
 		Locks            []string
 		Counters         []string
@@ -278,6 +282,7 @@ func configIdentity(cfg Config, p *plugin) string {
 		Module: p.info.Digest, Slots: p.info.Slots, Lease: p.lease, MaxAttempts: cfg.MaxAttempts,
 		CallTimeout: g.CallTimeout, PollInterval: cfg.PollInterval, RetryDelay: cfg.RetryDelay,
 		DrainTimeout: cfg.DrainTimeout, MemoryLimitPages: g.MemoryLimitPages, MaxPayload: g.MaxPayload,
+		MaxHostCalls: g.MaxHostCalls, MaxReply: g.MaxReply, MaxPoolList: g.MaxPoolList,
 		KV: sorted(g.KV), Locks: sorted(g.Locks), Counters: sorted(g.Counters),
 		HTTPHosts: sorted(g.HTTPHosts), HTTPAllowPrivate: g.HTTPAllowPrivate, HTTPProxies: sorted(g.HTTPProxies),
 		HTTPMaxBody:      cmp.Or(g.HTTPMaxBody, httpfn.DefaultMaxBody),

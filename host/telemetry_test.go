@@ -544,6 +544,9 @@ func TestConfigIdentity(t *testing.T) {
 		{"poll", v1, func(c *host.Config) { c.PollInterval = time.Second }},
 		{"memory pages", v1, func(c *host.Config) { c.MemoryLimitPages = 128 }},
 		{"payload cap", v1, func(c *host.Config) { c.MaxPayload = 1024 }},
+		{"host-call cap", v1, func(c *host.Config) { c.Grants = map[string]host.Grant{"cid": {Queues: cidQ, MaxHostCalls: 5}} }},
+		{"reply cap", v1, func(c *host.Config) { c.Grants = map[string]host.Grant{"cid": {Queues: cidQ, MaxReply: 5}} }},
+		{"pool_list cap", v1, func(c *host.Config) { c.Grants = map[string]host.Grant{"cid": {Queues: cidQ, MaxPoolList: 5}} }},
 		{"grant", v1, func(c *host.Config) {
 			c.Grants = map[string]host.Grant{"cid": {Queues: cidQ, KV: []string{"shared:*"}}}
 		}},
@@ -568,7 +571,8 @@ func TestConfigIdentity(t *testing.T) {
 		{"config formatting", func(c *host.Config) { c.Configs["cid"] = json.RawMessage(" { \"x\" : 1 } ") }},
 		{"defaults spelled out", func(c *host.Config) {
 			c.Slots, c.MaxAttempts, c.MemoryLimitPages = 1, 5, 256
-			c.Grants = map[string]host.Grant{"cid": {Queues: cidQ, KV: []string{"cid:*"}, HTTPMaxRedirects: 10, MemoryLimitPages: 256}}
+			c.Grants = map[string]host.Grant{"cid": {Queues: cidQ, KV: []string{"cid:*"}, HTTPMaxRedirects: 10, MemoryLimitPages: 256,
+				MaxHostCalls: 1000, MaxReply: 8 << 20, MaxPoolList: 1000}}
 		}},
 		{"instance and version", func(c *host.Config) { c.Instance, c.Version = "elsewhere", "v9" }},
 	}

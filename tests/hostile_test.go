@@ -53,6 +53,8 @@ func hostileCases(siteURL string) []hostileCase {
 		{"pool_put/oversized-tags", `{` + pool + `,"payload":{"v":"a"},"tags":{"site":"@PAD@"}}`, overPayload, abi.LimitExceeded},
 		{"pool_put/oversized-name", `{"pool":"@PAD@","payload":{"v":"a"}}`, overName, abi.ValueError},
 		{"pool_put/negative-ttl", `{` + pool + `,"payload":{"v":"a"},"ttl_ms":-1}`, 0, abi.ValueError},
+		{"pool_put/wrapping-ttl", `{` + pool + `,"payload":{"v":"a"},"ttl_ms":18446744073710}`, 0, abi.ValueError},
+		{"pool_put/ttl-past-max", `{` + pool + `,"payload":{"v":"a"},"ttl_ms":2592000001}`, 0, abi.ValueError},
 		{"pool_put/denied", `{"pool":"cookies","payload":{"v":"a"}}`, 0, abi.PermissionDenied},
 
 		{"pool_claim/ok", `{` + pool + `,"where":{"site":"x"},"hold_ms":60000}`, 0, ""},
@@ -63,6 +65,9 @@ func hostileCases(siteURL string) []hostileCase {
 		{"pool_claim/wrong-type-tag", `{` + pool + `,"where":{"fresh":"yes"},"hold_ms":1000}`, 0, abi.ValueError},
 		{"pool_claim/null-tag", `{` + pool + `,"where":{"site":null},"hold_ms":1000}`, 0, abi.ValueError},
 		{"pool_claim/zero-hold", `{` + pool + `}`, 0, abi.ValueError},
+		{"pool_claim/wrapping-hold", `{` + pool + `,"hold_ms":18446744073710}`, 0, abi.ValueError},
+		{"pool_claim/max-int-hold", `{` + pool + `,"hold_ms":9223372036854775807}`, 0, abi.ValueError},
+		{"pool_claim/negative-hold", `{` + pool + `,"hold_ms":-1}`, 0, abi.ValueError},
 		{"pool_claim/oversized-name", `{"pool":"@PAD@","hold_ms":1000}`, overName, abi.ValueError},
 		{"pool_claim/denied", `{"pool":"cookies","hold_ms":1000}`, 0, abi.PermissionDenied},
 
@@ -116,6 +121,8 @@ func hostileCases(siteURL string) []hostileCase {
 		{"kv_set/oversized-value", `{"namespace":"hostile:kv","key":"k","value":"@PAD@"}`, overPayload, abi.LimitExceeded},
 		{"kv_set/oversized-key", `{"namespace":"hostile:kv","key":"@PAD@","value":1}`, overName, abi.ValueError},
 		{"kv_set/negative-ttl", `{"namespace":"hostile:kv","key":"k","value":1,"ttl_ms":-5}`, 0, abi.ValueError},
+		{"kv_set/wrapping-ttl", `{"namespace":"hostile:kv","key":"k","value":1,"ttl_ms":18446744073710}`, 0, abi.ValueError},
+		{"kv_set/max-int-ttl", `{"namespace":"hostile:kv","key":"k","value":1,"ttl_ms":9223372036854775807}`, 0, abi.ValueError},
 		{"kv_set/denied", `{"namespace":"fleet-contracts","key":"queue:hostile","value":{}}`, 0, abi.PermissionDenied},
 
 		{"kv_delete/ok", `{"namespace":"hostile:kv","key":"gone"}`, 0, ""},
@@ -131,6 +138,9 @@ func hostileCases(siteURL string) []hostileCase {
 		{"lock_acquire/wrong-type", `{"name":"hostile:lock","hold_ms":"1s"}`, 0, abi.ValueError},
 		{"lock_acquire/zero-hold", `{"name":"hostile:lock2"}`, 0, abi.ValueError},
 		{"lock_acquire/negative-wait", `{"name":"hostile:lock2","hold_ms":1000,"wait_ms":-1}`, 0, abi.ValueError},
+		{"lock_acquire/wrapping-hold", `{"name":"hostile:lock2","hold_ms":18446744073710}`, 0, abi.ValueError},
+		{"lock_acquire/hold-past-max", `{"name":"hostile:lock2","hold_ms":2592000001}`, 0, abi.ValueError},
+		{"lock_acquire/max-int-wait", `{"name":"hostile:lock2","hold_ms":1000,"wait_ms":9223372036854775807}`, 0, abi.ValueError},
 		{"lock_acquire/oversized-name", `{"name":"@PAD@","hold_ms":1000}`, overName, abi.ValueError},
 		{"lock_acquire/denied", `{"name":"harvest:example.com","hold_ms":1000}`, 0, abi.PermissionDenied},
 		{"lock_acquire/contracts", `{"name":"fleet-contracts","hold_ms":1000}`, 0, abi.PermissionDenied},
@@ -197,6 +207,7 @@ func hostileCases(siteURL string) []hostileCase {
 		{"http/wrong-type-header", `{"method":"GET","url":"` + siteURL + `/","headers":{"X-A":"b"}}`, 0, abi.ValueError},
 		{"http/bad-base64-body", `{"method":"POST","url":"` + siteURL + `/","body":"not base64!"}`, 0, abi.ValueError},
 		{"http/oversized-body", `{"method":"POST","url":"` + siteURL + `/","body":"@PAD@"}`, 8000, abi.LimitExceeded},
+		{"http/wrapping-timeout", `{"method":"GET","url":"` + siteURL + `/page/1","timeout_ms":18446744073710}`, 0, abi.ValueError},
 		{"http/denied", `{"method":"GET","url":"http://example.com/"}`, 0, abi.PermissionDenied},
 	}
 }

@@ -77,13 +77,19 @@ func installPlugin(tb testing.TB, pkg, dir, name string) {
 
 // testLogger is a logger whose lines are shown only when the test fails.
 func testLogger(t *testing.T) *slog.Logger {
+	log, _ := testLogs(t)
+	return log
+}
+
+// testLogs is testLogger with the buffer its lines go to, for a test to read.
+func testLogs(t *testing.T) (*slog.Logger, *testutil.LogBuffer) {
 	lb := &testutil.LogBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("host log:\n%s", lb)
 		}
 	})
-	return slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	return slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelInfo})), lb
 }
 
 // events records what the slots of a host report.

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/cli"
 	"github.com/fleethost/fleet/internal/grants"
+	"github.com/fleethost/fleet/internal/safetext"
 )
 
 // apiFlags are the flags of the commands that talk to a daemon's API.
@@ -54,7 +54,7 @@ func submitCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		id, err := c.Submit(ctx, typ, b)
 		if err != nil {
 			failed++
-			fmt.Fprintf(stderr, "fleet-host submit: line %d: %v\n", line, err)
+			fmt.Fprintf(stderr, "fleet-host submit: line %d: %s\n", line, safetext.Escape(err.Error()))
 			var ae *cli.APIError
 			if !errors.As(err, &ae) { // the daemon is not there: stop
 				return errFailed
@@ -100,11 +100,13 @@ func inspectCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 func describeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var asJSON bool
 	var cacheDir string
+	var callTimeout time.Duration
 	var grantsFile string
 	f := newFlags("describe", "describe [flags] plugin.wasm...\n\nShows what each plugin declares — type, version, mode, the queue it consumes, the pools\nit uses, the queues it submits to, with their JSON Schemas, and its config schema —\nwithout running it: no slot, no backend, nothing granted. Then what it asks for of the\npools and queues beside what the grants file grants it, and what is missing.", stderr)
 	f.boolean(&asJSON, "json", "FLEET_DESCRIBE_JSON", false, "print each plugin's describe document as JSON")
 	f.str(&grantsFile, "grants", "FLEET_GRANTS", "", "the grants file to compare each plugin's asks with (see run); none grants nothing")
 	f.str(&cacheDir, "cache-dir", "FLEET_CACHE_DIR", "", "where compiled plugins are cached (see run)")
+	f.dur(&callTimeout, "call-timeout", "FLEET_CALL_TIMEOUT", 30*time.Second, "the deadline of each plugin's _initialize, fleet_abi_version and fleet_describe together (see run)")
 	if err := f.parse(args); err != nil {
 		return usageErr(err)
 	}
@@ -123,13 +125,13 @@ func describeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	var errs []error
 	for i, file := range f.Args() {
-		d, err := host.Describe(ctx, file, cacheDir)
+		d, err := host.Describe(ctx, file, cacheDir, callTimeout)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		if asJSON {
-			if err := writeJSON(stdout, d); err != nil {
+			if err := cli.WriteJSON(stdout, d); err != nil {
 				return err
 			}
 			continue
@@ -158,6 +160,7 @@ func doctorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	f.str(&p.ReportKey, "report-key", "FLEET_REPORT_KEY", "", "the plane's API key")
 	f.str(&p.CacheDir, "cache-dir", "FLEET_CACHE_DIR", "", "where compiled plugins are cached (see run)")
 	f.dur(&p.BackendTimeout, "backend-timeout", "FLEET_BACKEND_TIMEOUT", 2*time.Second, "the bound of each backend call")
+	f.dur(&p.CallTimeout, "call-timeout", "FLEET_CALL_TIMEOUT", 30*time.Second, "the deadline of each plugin's _initialize, fleet_abi_version and fleet_describe together (see run)")
 	if err := f.parse(args); err != nil {
 		return usageErr(err)
 	}
@@ -177,10 +180,4 @@ func usageErr(err error) error {
 		return err
 	}
 	return errUsageShown
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

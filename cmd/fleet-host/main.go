@@ -20,6 +20,8 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+
+	"github.com/fleethost/fleet/internal/safetext"
 )
 
 // version is the binary's version; set with -ldflags "-X main.version=v1.2.3".
@@ -47,6 +49,7 @@ const (
 	exitError = 1 // the command failed
 	exitUsage = 2 // bad flags or arguments
 	exitAbort = 3 // run: a second signal stopped the daemon without draining
+	exitDrain = 4 // run: the drain abandoned a slot, or the shutdown overran its bound
 )
 
 func main() {
@@ -103,12 +106,13 @@ func exitCode(err error, stderr io.Writer) int {
 	case errors.Is(err, errUsageShown):
 		return exitUsage
 	case errors.As(err, &ue):
-		fmt.Fprintln(stderr, "fleet-host:", ue.error)
+		fmt.Fprintln(stderr, "fleet-host:", safetext.Escape(ue.Error()))
 		return exitUsage
 	case errors.Is(err, errFailed):
 		return exitError
 	}
-	fmt.Fprintln(stderr, "fleet-host:", err)
+	// The error may carry a guest's text: a describe document, a stack trace's names.
+	fmt.Fprintln(stderr, "fleet-host:", safetext.Escape(err.Error()))
 	return exitError
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -13,7 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/daemon"
+	"github.com/fleethost/fleet/internal/safetext"
 )
 
 func runCmd(ctx context.Context, args []string, stderr io.Writer) int {
@@ -21,7 +24,7 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) int {
 	var logLevel, logFormat string
 	var memPages int
 	sf := slotsFor{}
-	f := newFlags("run", "run [flags]\n\nRuns the daemon until SIGTERM or SIGINT, then drains: slots stop claiming, calls in\nflight get --drain-timeout to finish, tasks still held go back to their queue, and the\nreporter's stopping beacon is the last thing said; exit 0. A second signal stops at\nonce (exit 3).", stderr)
+	f := newFlags("run", "run [flags]\n\nRuns the daemon until SIGTERM or SIGINT, then drains: slots stop claiming, calls in\nflight get --drain-timeout to finish, tasks still held go back to their queue, and the\nreporter's stopping beacon is the last thing said; exit 0. A slot whose call has not\nended 5s after the drain deadline is abandoned, its task left to its lease (exit 4);\nwhatever hangs, the daemon exits by --drain-timeout + 20s (exit 4). A second signal\nstops at once (exit 3).", stderr)
 	f.str(&o.PluginsDir, "plugins", "FLEET_PLUGINS", "plugins", "the folder of *.wasm plugins to load (not recursive)")
 	f.str(&o.Backend, "redis", "FLEET_REDIS", "", "the fleet backend URL: redis://host:6379/0 (rediss://, unix:// too), redis+cluster://host:port?addr=host2:port2 for Redis Cluster, redis+sentinel://host:26379/0?master_name=NAME for Sentinel; empty runs on the embedded memory store, whose state lives in the process")
 	f.int(&o.Slots, "slots", "FLEET_SLOTS", 1, "slots (wasm instances) per plugin")
@@ -75,39 +78,62 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) int {
 	o.Log = log
 	slog.SetDefault(log) // the reporter logs through the default logger
 
-	// The first signal drains; a second stops at once, without draining.
+	// The first signal drains; a second stops at once, without draining. The drain
+	// bounds itself (host.AbandonMargin) and so does each step after it, each by its own
+	// clock; the watchdog is the one bound an operator can count on, whatever hangs.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	ran := make(chan struct{})
+	defer close(ran)
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
 	defer signal.Stop(sigs)
+	drainTimeout := cmp.Or(o.DrainTimeout, 10*time.Second)
 	go func() {
 		select {
 		case s := <-sigs:
 			log.Info("signal: draining; a second signal stops at once", "signal", s.String())
 			cancel()
-		case <-ctx.Done():
+		case <-ran:
 			return
 		}
-		s := <-sigs
-		log.Error("second signal: stopping at once without draining; tasks held come back when their leases expire", "signal", s.String())
-		os.Exit(exitAbort)
+		watchdog := time.NewTimer(drainTimeout + shutdownMargin)
+		defer watchdog.Stop()
+		select {
+		case s := <-sigs:
+			log.Error("second signal: stopping at once without draining; tasks held come back when their leases expire", "signal", s.String())
+			os.Exit(exitAbort)
+		case <-watchdog.C:
+			log.Error("shutdown overran its bound: stopping now; tasks held come back when their leases expire",
+				"bound", drainTimeout+shutdownMargin)
+			os.Exit(exitDrain)
+		case <-ran:
+		}
 	}()
 
 	log.Info("fleet-host starting", "version", o.Version, "instance", o.Instance, "plugins", o.PluginsDir)
 	if err := daemon.Run(ctx, o); err != nil {
 		log.Error("fleet-host: " + err.Error())
+		if errors.Is(err, host.ErrDrainIncomplete) {
+			return exitDrain
+		}
 		return exitError
 	}
 	return exitOK
 }
+
+// shutdownMargin is how long past --drain-timeout a shutdown may take before the watchdog
+// ends the process: the drain's AbandonMargin (5s), the reporter's last reports (7s at
+// most) and the API's shutdown (5s at most), with room. See host/RATIONALE.md, "What
+// does the drain do with a call that does not end?".
+const shutdownMargin = 20 * time.Second
 
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
 	}
-	opts := &slog.HandlerOptions{Level: lv}
+	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: safetext.ReplaceAttr}
 	switch strings.ToLower(format) {
 	case "text":
 		return slog.New(slog.NewTextHandler(w, opts)), nil

@@ -31,6 +31,7 @@ import (
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/grants"
 	"github.com/fleethost/fleet/internal/metrics"
+	"github.com/fleethost/fleet/internal/safetext"
 	"github.com/fleethost/fleet/primitives"
 )
 
@@ -527,7 +528,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	// A guest's text (a version, a fail reason, a payload) may reach a terminal through
+	// curl: its control characters go as JSON escapes, the same JSON.
+	_, _ = w.Write(append(safetext.JSON(b), '\n'))
 }
 
 // statusOf is the HTTP status of an abi error kind.

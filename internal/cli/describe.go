@@ -8,13 +8,14 @@ import (
 	"strings"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/internal/safetext"
 )
 
 // WriteDescribe writes what a plugin declares, readably: who it is, then each contract
 // with its schema, indented.
 func WriteDescribe(w io.Writer, file string, d *abi.Describe) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n  type:    %s\n  version: %s\n  mode:    %s\n  abi:     %d\n", file, d.Type, d.Version, d.Mode, d.ABIVersion)
+	fmt.Fprintf(&b, "%s\n  type:    %s\n  version: %s\n  mode:    %s\n  abi:     %d\n", safetext.Escape(file), cell(d.Type), cell(d.Version), cell(d.Mode), d.ABIVersion)
 	if d.Consumes != nil {
 		fmt.Fprintf(&b, "\n  consumes queue %q, payload schema:\n%s\n", d.Consumes.Name, indent(d.Consumes.Payload))
 	}
@@ -33,10 +34,12 @@ func WriteDescribe(w io.Writer, file string, d *abi.Describe) error {
 	return err
 }
 
+// indent is a schema, indented, and escaped: a JSON string may hold C1 controls and bidi
+// overrides as they are, and a schema that is not JSON is shown as it came.
 func indent(raw json.RawMessage) string {
 	var out bytes.Buffer
 	if err := json.Indent(&out, raw, "    ", "  "); err != nil {
-		return "    " + string(raw)
+		return "    " + safetext.Escape(string(raw))
 	}
-	return "    " + out.String()
+	return "    " + safetext.Escape(out.String())
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/backend"
 	"github.com/fleethost/fleet/internal/grants"
+	"github.com/fleethost/fleet/internal/safetext"
 	"github.com/fleethost/fleet/reporter"
 )
 
@@ -26,6 +27,7 @@ type DoctorParams struct {
 	ReportURL      string
 	ReportKey      string
 	BackendTimeout time.Duration
+	CallTimeout    time.Duration // --call-timeout: bounds each plugin's load-time calls
 	CacheDir       string
 }
 
@@ -58,10 +60,10 @@ func Doctor(ctx context.Context, p DoctorParams, out io.Writer) bool {
 		if !pass {
 			tag, ok = "FAIL", false
 		}
-		fmt.Fprintf(out, "%s  %s: %s\n", tag, name, fmt.Sprintf(format, args...))
+		fmt.Fprintf(out, "%s  %s: %s\n", tag, safetext.Escape(name), safetext.Escape(fmt.Sprintf(format, args...)))
 	}
 	skip := func(name, format string, args ...any) {
-		fmt.Fprintf(out, "skip  %s: %s\n", name, fmt.Sprintf(format, args...))
+		fmt.Fprintf(out, "skip  %s: %s\n", safetext.Escape(name), safetext.Escape(fmt.Sprintf(format, args...)))
 	}
 
 	// Backend.
@@ -108,7 +110,7 @@ func Doctor(ctx context.Context, p DoctorParams, out io.Writer) bool {
 		line(false, "plugins", "%v", ferr)
 	}
 	for _, f := range files {
-		d, err := host.Describe(ctx, f, p.CacheDir)
+		d, err := host.Describe(ctx, f, p.CacheDir, p.CallTimeout)
 		if err != nil {
 			pluginsOK = false
 			line(false, "plugin "+filepath.Base(f), "%v", err)
@@ -127,8 +129,8 @@ func Doctor(ctx context.Context, p DoctorParams, out io.Writer) bool {
 	default:
 		h, err := host.New(ctx, host.Config{
 			PluginsDir: p.PluginsDir, Backend: b, Slots: 0, Grants: gs, Configs: cs, CacheDir: p.CacheDir,
-			GrantDeclared: p.GrantDeclared,
-			Logger:        slog.New(slog.DiscardHandler),
+			GrantDeclared: p.GrantDeclared, CallTimeout: p.CallTimeout,
+			Logger: slog.New(slog.DiscardHandler),
 		})
 		if err != nil {
 			line(false, "contracts", "%v", err)

@@ -9,8 +9,10 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fleethost/fleet/internal/api"
+	"github.com/fleethost/fleet/internal/safetext"
 )
 
 // Snapshot is what `fleet-host inspect` shows: automations with their slots, queues,
@@ -52,11 +54,18 @@ func (c *Client) Inspect(ctx context.Context, parkedLimit int) (*Snapshot, error
 	return &s, nil
 }
 
-// WriteJSON writes the snapshot as indented JSON.
-func (s *Snapshot) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(s)
+// WriteJSON writes the snapshot as indented JSON (see WriteJSON).
+func (s *Snapshot) WriteJSON(w io.Writer) error { return WriteJSON(w, s) }
+
+// WriteJSON writes v as indented JSON with a final newline, every control character in
+// it written as a JSON escape (safetext.JSON): the same JSON, shown safely on a terminal.
+func WriteJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(safetext.JSON(b), '\n'))
+	return err
 }
 
 // WriteTable writes the snapshot as readable tables.
@@ -68,24 +77,24 @@ func (s *Snapshot) WriteTable(w io.Writer, now time.Time) error {
 		if a.Consumes != nil {
 			consumes = a.Consumes.Name
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%v\n", a.Type, a.Version, a.Mode, consumes, a.Slots, stateCounts(a), a.Paused)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%v\n", cell(a.Type), cell(a.Version), cell(a.Mode), cell(consumes), a.Slots, stateCounts(a), a.Paused)
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "QUEUE\tDEPTH\tIN FLIGHT\tPARKED")
 	for _, q := range s.Queues {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", q.Queue, q.Depth, q.InFlight, q.Parked)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", cell(q.Queue), q.Depth, q.InFlight, q.Parked)
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "POOL\tSIZE\tLEASED\tBY TAG")
 	for _, p := range s.Pools {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", p.Pool, p.Size, p.Leased, byTag(p.ByTag))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", cell(p.Pool), p.Size, p.Leased, byTag(p.ByTag))
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "SLOT\tSTATE\tFOR\tITERATION\tTASK\tPHASE\tLAST OUTCOME")
 	for _, a := range s.Automations {
 		for _, st := range a.SlotStates {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", st.Slot, st.State, now.Sub(st.Since).Round(time.Second),
-				st.N, dash(st.TaskID), dash(st.Phase), dash(st.LastOutcome))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", cell(st.Slot), cell(st.State), now.Sub(st.Since).Round(time.Second),
+				st.N, cell(st.TaskID), cell(st.Phase), cell(st.LastOutcome))
 		}
 	}
 	queues := make([]string, 0, len(s.Parked))
@@ -95,9 +104,9 @@ func (s *Snapshot) WriteTable(w io.Writer, now time.Time) error {
 	sort.Strings(queues)
 	for _, q := range queues {
 		fmt.Fprintln(tw)
-		fmt.Fprintf(tw, "PARKED IN %s\tATTEMPTS\tENQUEUED\tLAST ERROR\n", q)
+		fmt.Fprintf(tw, "PARKED IN %s\tATTEMPTS\tENQUEUED\tLAST ERROR\n", cell(q))
 		for _, t := range s.Parked[q] {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", t.ID, t.Attempts, t.EnqueuedAt.Format(time.RFC3339), oneLine(t.LastError, 100))
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", cell(t.ID), t.Attempts, t.EnqueuedAt.Format(time.RFC3339), cut(cell(t.LastError), 100))
 		}
 	}
 	return tw.Flush()
@@ -118,7 +127,7 @@ func stateCounts(a api.Automation) string {
 	sort.Strings(names)
 	parts := make([]string, len(names))
 	for i, k := range names {
-		parts[i] = fmt.Sprintf("%s=%d", k, counts[k])
+		parts[i] = fmt.Sprintf("%s=%d", cell(k), counts[k])
 	}
 	return strings.Join(parts, " ")
 }
@@ -134,22 +143,30 @@ func byTag(m map[string]int) string {
 	sort.Strings(keys)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s:%d", k, m[k])
+		parts[i] = fmt.Sprintf("%s:%d", cell(k), m[k])
 	}
 	return strings.Join(parts, " ")
 }
 
-func dash(s string) string {
+// cell is s as one table cell: its runs of white space folded to one space (a newline in a
+// plugin's version would start a row of its own, a tab a column), escaped
+// (safetext.Escape: text from a guest never sends a control character to the terminal),
+// and "-" when empty.
+func cell(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return s
+	return safetext.Escape(strings.Join(strings.Fields(s), " "))
 }
 
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		return s[:n-3] + "..."
+// cut shortens s to at most n bytes, marking the cut, and never splits a character.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return s
+	i := n - 3
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "..."
 }

@@ -63,12 +63,14 @@ type Options struct {
 }
 
 // Run runs the daemon until ctx is done, then drains and returns. It returns an error
-// only when the daemon cannot start (bad grants file, unreachable backend, a plugin that
-// does not load, an address in use); a drain is not an error.
+// when the daemon cannot start (bad grants file, unreachable backend, a plugin that
+// does not load, an address in use), and one wrapping host.ErrDrainIncomplete, after the
+// rest of the shutdown, when the drain abandoned a slot; a complete drain is not an error.
 //
 // Start-up: backend, host (plugins loaded, contracts registered), metrics, API, slots.
 // Shutdown order, once ctx is done: /readyz answers 503 -> the host drains (slots stop
-// claiming, calls in flight get DrainTimeout, tasks still held go back to their queue) ->
+// claiming, calls in flight get DrainTimeout, tasks still held go back to their queue, a
+// slot still in its call host.AbandonMargin after the cut is abandoned) ->
 // every slot's reporter says its slot's stopping beacon and closes (the host does it as
 // its drain ends: the last thing the plane hears) -> the API stops -> the host closes -> the
 // backend closes.

@@ -63,6 +63,9 @@ type Entry struct {
 	MemoryLimitPages uint32          `json:"memory_limit_pages,omitempty"`
 	CallTimeout      Duration        `json:"call_timeout,omitempty"`
 	MaxPayload       int             `json:"max_payload,omitempty"`
+	MaxHostCalls     int             `json:"max_host_calls,omitempty"`
+	MaxReply         int             `json:"max_reply,omitempty"`
+	MaxPoolList      int             `json:"max_pool_list,omitempty"`
 	Config           json.RawMessage `json:"config,omitempty"`
 }
 
@@ -167,6 +170,7 @@ func (f File) Host() (map[string]host.Grant, map[string]json.RawMessage) {
 			HTTPHosts: e.HTTPHosts, HTTPAllowPrivate: e.HTTPAllowPrivate, HTTPProxies: e.HTTPProxies,
 			HTTPMaxBody: e.HTTPMaxBody, HTTPTimeout: time.Duration(e.HTTPTimeout), HTTPMaxRedirects: e.HTTPMaxRedirects,
 			MemoryLimitPages: e.MemoryLimitPages, CallTimeout: time.Duration(e.CallTimeout), MaxPayload: e.MaxPayload,
+			MaxHostCalls: e.MaxHostCalls, MaxReply: e.MaxReply, MaxPoolList: e.MaxPoolList,
 		}
 		if len(e.Config) > 0 {
 			cs[typ] = e.Config
@@ -183,6 +187,7 @@ func FromHost(g host.Grant) Entry {
 		HTTPHosts: g.HTTPHosts, HTTPAllowPrivate: g.HTTPAllowPrivate, HTTPProxies: g.HTTPProxies,
 		HTTPMaxBody: g.HTTPMaxBody, HTTPTimeout: Duration(g.HTTPTimeout), HTTPMaxRedirects: g.HTTPMaxRedirects,
 		MemoryLimitPages: g.MemoryLimitPages, CallTimeout: Duration(g.CallTimeout), MaxPayload: g.MaxPayload,
+		MaxHostCalls: g.MaxHostCalls, MaxReply: g.MaxReply, MaxPoolList: g.MaxPoolList,
 	}
 }
 

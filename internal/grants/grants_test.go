@@ -2,10 +2,13 @@ package grants
 
 import (
 	"encoding/json"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fleethost/fleet/host"
 )
 
 func TestParse(t *testing.T) {
@@ -28,6 +31,14 @@ func TestParse(t *testing.T) {
 	}
 	if got := strings.Join(f.Types(), ","); got != "harvester,scraper" {
 		t.Errorf("Types() = %s", got)
+	}
+	caps, _ := Parse([]byte(`{"bulk": {"max_host_calls": 50000, "max_reply": 16777216, "max_pool_list": 5000}}`))
+	want := host.Grant{MaxHostCalls: 50000, MaxReply: 16 << 20, MaxPoolList: 5000}
+	if g, _ := caps.Host(); !reflect.DeepEqual(g["bulk"], want) {
+		t.Errorf("bulk grant = %+v, want %+v", g["bulk"], want)
+	}
+	if got := FromHost(want); got.MaxHostCalls != 50000 || got.MaxReply != 16<<20 || got.MaxPoolList != 5000 {
+		t.Errorf("FromHost(%+v) = %+v, want the caps back", want, got)
 	}
 	b, _ := json.Marshal(FromHost(gs["scraper"]))
 	if !strings.Contains(string(b), `"http_timeout":"20s"`) {

@@ -5,7 +5,6 @@ package metrics
 import (
 	"context"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -65,7 +64,7 @@ func (m *Metrics) Watch(src Sources) {
 // New registers every metric on a fresh registry:
 //
 //	fleet_iterations_total{automation,outcome}          iterations ended, by outcome
-//	fleet_slot_deaths_total{automation,reason}          instances that died: deadline, memory, bad_result, host_panic, trap
+//	fleet_slot_deaths_total{automation,reason}          instances that died: deadline, drain, memory, stack, trap, exit, bad_result, host_panic
 //	fleet_host_calls_total{op,kind}                     host calls, kind "ok" or the error kind
 //	fleet_host_call_duration_seconds{op}                host call latency
 //	fleet_guest_call_duration_seconds{automation}       fleet_handle / fleet_tick latency
@@ -88,7 +87,7 @@ func New(p Params) *Metrics {
 			Name: "fleet_iterations_total", Help: "Slot iterations ended, by automation type and outcome (checkpoint, released, parked, dead).",
 		}, []string{"automation", "outcome"}),
 		deaths: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fleet_slot_deaths_total", Help: "Plugin instances that died and were replaced, by automation type and reason (deadline, memory, bad_result, host_panic, trap).",
+			Name: "fleet_slot_deaths_total", Help: "Plugin instances that died, by automation type and reason (deadline, drain, memory, stack, trap, exit, bad_result, host_panic).",
 		}, []string{"automation", "reason"}),
 		hostCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleet_host_calls_total", Help: "Host function calls made by guests, by operation and answer (ok, or the error kind).",
@@ -147,8 +146,10 @@ func (m *Metrics) Observe(e host.SlotEvent) {
 			m.guestCallS.WithLabelValues(e.Plugin).Observe(time.Since(start).Seconds())
 		}
 		m.iterations.WithLabelValues(e.Plugin, e.Outcome).Inc()
-		if e.Outcome == "dead" {
-			m.deaths.WithLabelValues(e.Plugin, DeathReason(e.Reason)).Inc()
+		// Every instance death, whatever became of its task: a call the drain cut is
+		// released, not dead, but its instance died all the same.
+		if e.Death != "" {
+			m.deaths.WithLabelValues(e.Plugin, e.Death).Inc()
 		}
 	}
 }
@@ -161,23 +162,6 @@ func (m *Metrics) HostCall(c host.HostCall) {
 	}
 	m.hostCalls.WithLabelValues(c.Op, kind).Inc()
 	m.hostCallS.WithLabelValues(c.Op).Observe(c.Duration.Seconds())
-}
-
-// DeathReason classifies why an instance died, from the iteration's reason, into a
-// label of few values.
-func DeathReason(reason string) string {
-	r := strings.ToLower(reason)
-	switch {
-	case strings.Contains(r, "deadline"):
-		return "deadline"
-	case strings.Contains(r, "host panic"):
-		return "host_panic"
-	case strings.Contains(r, "abi: handle result"), strings.Contains(r, "native:") && strings.Contains(r, "returned"):
-		return "bad_result"
-	case strings.Contains(r, "memory"):
-		return "memory"
-	}
-	return "trap"
 }
 
 // scrapeCollector reads the state that lives elsewhere (slots, the backend, the plugins'

@@ -8,22 +8,6 @@ import (
 	"github.com/fleethost/fleet/host"
 )
 
-func TestDeathReason(t *testing.T) {
-	tests := []struct{ reason, want string }{
-		{"guest died: call ran past its 30s deadline: context deadline exceeded", "deadline"},
-		{"guest died: host panic during the guest call: boom", "host_panic"},
-		{"guest died: abi: handle result: outcome \"x\"", "bad_result"},
-		{"guest died: native: fleet_handle returned range [0x10, +5) outside the guest's memory (65536 bytes)", "bad_result"},
-		{"guest died: out of memory", "memory"},
-		{"guest died: wasm error: unreachable", "trap"},
-	}
-	for _, tt := range tests {
-		if got := DeathReason(tt.reason); got != tt.want {
-			t.Errorf("DeathReason(%q) = %s, want %s", tt.reason, got, tt.want)
-		}
-	}
-}
-
 func TestObserve(t *testing.T) {
 	slots := NewSlots()
 	slots.Register([]host.Plugin{{Type: "w", Slots: 2}})
@@ -34,8 +18,13 @@ func TestObserve(t *testing.T) {
 		{Plugin: "w", Slot: "w/0", Kind: "finished", N: 1, TaskID: "t1", Outcome: "checkpoint"},
 		{Plugin: "w", Slot: "w/0", Kind: "working", N: 2, TaskID: "t2", Phase: "handle"},
 		{Plugin: "w", Slot: "w/0", Kind: "working", N: 2, TaskID: "t2", Phase: "release"},
-		{Plugin: "w", Slot: "w/0", Kind: "finished", N: 2, TaskID: "t2", Outcome: "dead", Reason: "guest died: wasm error: unreachable", Duration: time.Millisecond},
-		{Plugin: "w", Slot: "w/1", Kind: "working", N: 1, TaskID: "t3", Phase: "handle"},
+		{Plugin: "w", Slot: "w/0", Kind: "finished", N: 2, TaskID: "t2", Outcome: "dead", Death: "trap", Duration: time.Millisecond,
+			// The label is the event's Death; the text (the guest's function names) says nothing.
+			Reason: "guest died: wasm error: unreachable\nwasm stack trace:\n\tcall_ran_past_its_deadline()"},
+		// A call the drain cut: its task is released, and its instance counts as dead.
+		{Plugin: "w", Slot: "w/1", Kind: "working", N: 1, TaskID: "t0", Phase: "handle"},
+		{Plugin: "w", Slot: "w/1", Kind: "finished", N: 1, TaskID: "t0", Outcome: "released", Death: "drain", Reason: "host draining: call cut at the drain deadline"},
+		{Plugin: "w", Slot: "w/1", Kind: "working", N: 2, TaskID: "t3", Phase: "handle"},
 	}
 	for _, e := range events {
 		slots.Observe(e)
@@ -49,9 +38,10 @@ func TestObserve(t *testing.T) {
 		`fleet_iterations_total{automation=w,outcome=checkpoint}`: 1,
 		`fleet_iterations_total{automation=w,outcome=dead}`:       1,
 		`fleet_slot_deaths_total{automation=w,reason=trap}`:       1,
+		`fleet_slot_deaths_total{automation=w,reason=drain}`:      1,
 		`fleet_host_calls_total{kind=PermissionDenied,op=kv_get}`: 1,
 		`fleet_host_calls_total{kind=ok,op=kv_get}`:               1,
-		`fleet_guest_call_duration_seconds_count{automation=w}`:   2,
+		`fleet_guest_call_duration_seconds_count{automation=w}`:   3,
 		`fleet_slots{automation=w,state=idle}`:                    1,
 		`fleet_slots{automation=w,state=working}`:                 1,
 		`fleet_slots{automation=w,state=starting}`:                0,

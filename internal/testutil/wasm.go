@@ -63,11 +63,24 @@ func BuildPlugin(tb testing.TB, pkg string) string {
 // content hash of the text, and returns the path of the .wasm.
 func WAT(tb testing.TB, src string) string {
 	tb.Helper()
+	return wat(tb, src)
+}
+
+// WATNamed is WAT that keeps the text's function names ($name) in the module's name
+// section, where wazero's stack traces read them: a guest's own words in the host's
+// error text, for tests that the host never reads meaning into them.
+func WATNamed(tb testing.TB, src string) string {
+	tb.Helper()
+	return wat(tb, src, "--debug-names")
+}
+
+func wat(tb testing.TB, src string, flags ...string) string {
+	tb.Helper()
 	bin, err := exec.LookPath("wat2wasm")
 	if err != nil {
 		tb.Fatal("testutil: wat2wasm not found on PATH; install it with: apt-get install -y wabt (or run `make test`, which does)")
 	}
-	h := sha256.Sum256([]byte(src))
+	h := sha256.Sum256([]byte(strings.Join(flags, " ") + src))
 	out := filepath.Join(cacheDir(), "wat", hex.EncodeToString(h[:8])+".wasm")
 	if _, err := os.Stat(out); err == nil {
 		return out
@@ -80,7 +93,7 @@ func WAT(tb testing.TB, src string) string {
 		tb.Fatal(err)
 	}
 	tmp := out + ".tmp"
-	if b, err := exec.Command(bin, in, "-o", tmp).CombinedOutput(); err != nil {
+	if b, err := exec.Command(bin, append([]string{in, "-o", tmp}, flags...)...).CombinedOutput(); err != nil {
 		tb.Fatalf("testutil: wat2wasm: %v\n%s", err, b)
 	}
 	if err := os.Rename(tmp, out); err != nil {

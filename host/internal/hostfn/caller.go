@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"time"
 
 	"github.com/fleethost/fleet/abi"
 )
@@ -16,13 +15,22 @@ type Plugin struct {
 	Type   string
 	Grant  Grant
 	Config json.RawMessage // the validated configuration; nil means `{}`
-	// MaxPayload caps each payload, KV value and tags object, in bytes.
-	MaxPayload int
+	// Limits caps what crosses the boundary; NewPlugin filled in its defaults.
+	Limits Limits
 	// HTTP performs the http op; nil answers Unavailable.
 	HTTP HTTPDoer
 
+	// Events rate-limits the lines of its tasks and guest calls outside a host call (a
+	// task parked, a guest died, a tick failed, an instance that cannot start, a release
+	// or ack that failed), shared by all its slots: a guest that fails every task as fast
+	// as it can must not flood the log.
+	Events *Limiter
+	// Output rate-limits the lines its guests write to stdout and stderr, shared by all
+	// its slots.
+	Output *Limiter
+
 	logLimit  *Limiter // log op lines
-	denyLimit *Limiter // permission-denied log lines
+	denyLimit *Limiter // refused-call lines: outside the grant, host-call budget spent
 }
 
 // HTTPDoer performs outbound HTTP for a guest under its grant. httpfn.Client is one.
@@ -30,14 +38,17 @@ type HTTPDoer interface {
 	Do(ctx context.Context, req abi.HTTPRequest) (abi.HTTPReply, *abi.Error)
 }
 
-// NewPlugin returns a Plugin with its log limiters: the log op and permission-denied
-// lines are each logged at most burst at once and 1 per every after that, the dropped
-// ones counted in the next line.
-func NewPlugin(typ string, g Grant, config json.RawMessage, maxPayload int, http HTTPDoer) *Plugin {
+// NewPlugin returns a Plugin with its limits' defaults filled in and its log limiters
+// (see the rates in limiter.go): each kind of line a guest can cause is logged at most a
+// burst at once and then at a steady rate, per plugin, the dropped ones counted in the
+// next line as "suppressed".
+func NewPlugin(typ string, g Grant, config json.RawMessage, limits Limits, http HTTPDoer) *Plugin {
 	return &Plugin{
-		Type: typ, Grant: g, Config: config, MaxPayload: maxPayload, HTTP: http,
-		logLimit:  NewLimiter(100*time.Millisecond, 50),
-		denyLimit: NewLimiter(time.Second, 5),
+		Type: typ, Grant: g, Config: config, Limits: limits.withDefaults(), HTTP: http,
+		Events:    NewEventLimiter(),
+		Output:    NewLimiter(outputEvery, outputBurst),
+		logLimit:  NewLimiter(logEvery, logBurst),
+		denyLimit: NewLimiter(denyEvery, denyBurst),
 	}
 }
 
@@ -53,6 +64,18 @@ type Caller struct {
 	// until abi.OpReplyFetch takes it. Owned by the goroutine running the instance:
 	// an instance is never called from two goroutines at once.
 	Pending []byte
+
+	// calls counts the host calls of the guest call in flight against
+	// Plugin.Limits.MaxHostCalls; Begin resets it. Owned like Pending.
+	calls int
+}
+
+// Begin starts a guest call (a task's fleet_handle, a fleet_tick): the reply kept for
+// reply_fetch is dropped and the host-call budget is full again. The transport calls it
+// before each export call that runs a task or tick.
+func (c *Caller) Begin() {
+	c.Pending = nil
+	c.calls = 0
 }
 
 type callerKey struct{}

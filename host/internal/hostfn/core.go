@@ -82,6 +82,9 @@ func (c *Core) Metrics() *Metrics { return c.metrics }
 // WithCaller) and returns the reply envelope. It never panics and never returns nil.
 // req is not kept after Call returns, except through values it decoded from it.
 //
+// Every call spends one of the guest call's MaxHostCalls, and a reply over MaxReply is
+// refused whole (LimitExceeded), so that neither the guest nor reply_fetch ever holds it.
+//
 //	reply := core.Call(hostfn.WithCaller(ctx, caller), abi.OpKVGet, []byte(`{"namespace":"a:x","key":"k"}`))
 //
 // abi.OpReplyFetch is the transport's business and answers an Internal error here.
@@ -109,14 +112,21 @@ func (c *Core) Call(ctx context.Context, op abi.Op, req []byte) (reply []byte) {
 	if obs != nil {
 		start = time.Now()
 	}
-	res, e := fn(ctx, caller, req)
+	e := c.spend(ctx, caller, op)
+	if e == nil {
+		var res any
+		if res, e = fn(ctx, caller, req); e == nil {
+			reply = abi.EncodeOK(res)
+			e = checkReply(caller, op, reply)
+		}
+	}
 	if obs != nil {
 		(*obs)(op, kindOf(e), time.Since(start))
 	}
 	if e != nil {
 		return abi.EncodeError(e)
 	}
-	return abi.EncodeOK(res)
+	return reply
 }
 
 // fromBackend translates a primitives error into an abi kind, once, at this boundary.
@@ -146,8 +156,8 @@ func decode(req []byte, v any) *abi.Error {
 // checkSize refuses a value over the plugin's payload limit, before it is validated or
 // stored.
 func checkSize(p *Plugin, what string, v []byte) *abi.Error {
-	if len(v) > p.MaxPayload {
-		return abi.Errorf(abi.LimitExceeded, "%s is %d bytes, limit %d", what, len(v), p.MaxPayload)
+	if len(v) > p.Limits.MaxPayload {
+		return abi.Errorf(abi.LimitExceeded, "%s is %d bytes, limit %d", what, len(v), p.Limits.MaxPayload)
 	}
 	return nil
 }

@@ -164,7 +164,7 @@ func newFixture(t testing.TB) *fixture {
 		KV:       Patterns{"scraper:*"},
 		Locks:    Patterns{"scraper:*"},
 		Counters: Patterns{"scraper:*", "shared-exact"},
-	}, json.RawMessage(`{"site":"x"}`), 1024, nil)
+	}, json.RawMessage(`{"site":"x"}`), Limits{MaxPayload: 1024}, nil)
 	caller := &Caller{Plugin: p, Slot: "scraper/0"}
 	return &fixture{core: core, spy: s, caller: caller, ctx: WithCaller(context.Background(), caller), logs: logs}
 }
@@ -316,7 +316,7 @@ func TestRoles(t *testing.T) {
 			g := f.caller.Plugin.Grant
 			g.Pools = map[string]Roles{"cookies": role & PoolRoles}
 			g.Queues = map[string]Roles{"jobs": role & QueueRoles}
-			f.caller.Plugin = NewPlugin("scraper", g, nil, 1024, nil)
+			f.caller.Plugin = NewPlugin("scraper", g, nil, Limits{MaxPayload: 1024}, nil)
 			f.ctx = WithCaller(context.Background(), f.caller)
 			for op, req := range calls {
 				before := f.spy.calls.Load()
@@ -548,6 +548,7 @@ func FuzzCall(f *testing.F) {
 	fx := newFixture(f)
 	fx.core.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	f.Fuzz(func(t *testing.T, op uint8, req []byte) {
+		fx.caller.Begin() // each input is a guest call of its own, under a fresh budget
 		reply := fx.core.Call(fx.ctx, abi.Ops[int(op)%len(abi.Ops)], req)
 		var env abi.Envelope
 		if err := json.Unmarshal(reply, &env); err != nil || (env.OK == nil) == (env.Error == nil) {

@@ -140,13 +140,7 @@ func CheckPatterns(field string, ps []string) error {
 // rate-limited per plugin.
 func (c *Core) deny(ctx context.Context, caller *Caller, op abi.Op, what, name string) *abi.Error {
 	e := abi.Errorf(abi.PermissionDenied, "plugin %q is not granted %s %q", caller.Plugin.Type, what, name)
-	if ok, dropped := caller.Plugin.denyLimit.Allow(); ok {
-		attrs := append(caller.attrs(), "op", string(op), "what", what, "name", name)
-		if dropped > 0 {
-			attrs = append(attrs, "suppressed", dropped)
-		}
-		c.log.WarnContext(ctx, "host: call outside the grant refused", attrs...)
-	}
+	c.refused(ctx, caller, "host: call outside the grant refused", "op", string(op), "what", what, "name", name)
 	return e
 }
 
@@ -154,4 +148,18 @@ func (c *Core) deny(ctx context.Context, caller *Caller, op abi.Op, what, name s
 // `plugin "x" is not granted claim on pool "cookies"`.
 func (c *Core) denyRole(ctx context.Context, caller *Caller, op abi.Op, what, name string) *abi.Error {
 	return c.deny(ctx, caller, op, opRole[op].String()+" on "+what, name)
+}
+
+// refused logs a refused call at warn level, rate-limited per plugin with every other
+// refusal, with the count of the lines suppressed before it.
+func (c *Core) refused(ctx context.Context, caller *Caller, msg string, attrs ...any) {
+	ok, dropped := caller.Plugin.denyLimit.Allow()
+	if !ok {
+		return
+	}
+	attrs = append(caller.attrs(), attrs...)
+	if dropped > 0 {
+		attrs = append(attrs, "suppressed", dropped)
+	}
+	c.log.WarnContext(ctx, msg, attrs...)
 }

@@ -62,10 +62,11 @@ func (c *Core) kvSet(ctx context.Context, caller *Caller, req []byte) (any, *abi
 	if e := checkSize(caller.Plugin, "value", r.Value); e != nil {
 		return nil, e
 	}
-	if r.TTLMs < 0 {
-		return nil, abi.Errorf(abi.ValueError, "ttl_ms is negative (%d)", r.TTLMs)
+	ttl, e := abi.Millis("ttl_ms", r.TTLMs)
+	if e != nil {
+		return nil, e
 	}
-	if err := c.backend.KVSet(ctx, r.Namespace, r.Key, r.Value, ms(r.TTLMs)); err != nil {
+	if err := c.backend.KVSet(ctx, r.Namespace, r.Key, r.Value, ttl); err != nil {
 		return nil, fromBackend(err)
 	}
 	return abi.Empty{}, nil

@@ -5,6 +5,16 @@ import (
 	"time"
 )
 
+// The rates of the per-plugin log limiters (NewPlugin): a burst at once, then one line per
+// interval. 10 lines a second per plugin and kind is enough to see what a plugin does;
+// a flood is told by the "suppressed" counts.
+const (
+	logEvery, logBurst       = 100 * time.Millisecond, 50 // the log op
+	eventEvery, eventBurst   = 100 * time.Millisecond, 20 // a task's or guest call's lines: parked, died...
+	outputEvery, outputBurst = 100 * time.Millisecond, 20 // a guest's stdout and stderr lines
+	denyEvery, denyBurst     = time.Second, 5             // refused calls
+)
+
 // Limiter lets through a burst of events and then one per interval, counting what it
 // drops so that the next line can say so. It is the rate limit of every log line a guest
 // can cause (STYLE 30). Safe for concurrent use.
@@ -17,6 +27,10 @@ type Limiter struct {
 	last    time.Time // guarded by mu
 	dropped int       // guarded by mu
 }
+
+// NewEventLimiter is the limiter of the lines a plugin's guests cause outside a host
+// call (Plugin.Events).
+func NewEventLimiter() *Limiter { return NewLimiter(eventEvery, eventBurst) }
 
 // NewLimiter allows burst events at once and one more per every.
 func NewLimiter(every time.Duration, burst int) *Limiter {

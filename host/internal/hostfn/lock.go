@@ -28,13 +28,15 @@ func (c *Core) lockAcquire(ctx context.Context, caller *Caller, req []byte) (any
 	if e := c.lockName(ctx, caller, abi.OpLockAcquire, r.Name); e != nil {
 		return nil, e
 	}
-	if r.HoldMs <= 0 {
-		return nil, abi.Errorf(abi.ValueError, "hold_ms must be positive, got %d", r.HoldMs)
+	hold, e := holdMs(r.HoldMs)
+	if e != nil {
+		return nil, e
 	}
-	if r.WaitMs < 0 {
-		return nil, abi.Errorf(abi.ValueError, "wait_ms is negative (%d)", r.WaitMs)
+	wait, e := abi.Millis("wait_ms", r.WaitMs)
+	if e != nil {
+		return nil, e
 	}
-	g, ok, err := c.backend.LockAcquire(ctx, r.Name, ms(r.HoldMs), ms(r.WaitMs))
+	g, ok, err := c.backend.LockAcquire(ctx, r.Name, hold, wait)
 	if err != nil {
 		return nil, fromBackend(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/url"
 	"sort"
+	"unicode/utf8"
 
 	"github.com/fleethost/fleet/abi"
 )
@@ -27,15 +28,22 @@ func (c *Core) configGet(ctx context.Context, caller *Caller, req []byte) (any, 
 	return abi.ConfigGetReply{Config: cfg}, nil
 }
 
-// maxLogMessage caps a log line's message, in bytes; the rest is cut.
-const maxLogMessage = 4096
-
-// maxLogAttrs caps how many attributes one log line carries.
-const maxLogAttrs = 32
+// The caps of one log line. A message or value is data and is cut (with "…"), so that
+// the line still says what happened; a key is a name the plugin's code chose, so one
+// over its cap is a bug and is refused, as are too many attributes. A line is thus at
+// most maxLogLine bytes of guest text, however large the request (up to abi.MaxRequest).
+const (
+	maxLogMessage   = 4096     // bytes of the message
+	maxLogAttrs     = 32       // attributes per line
+	maxLogKey       = 64       // bytes of one attribute's key
+	maxLogAttrValue = 1024     // bytes of one attribute's value, as text or JSON
+	maxLogLine      = 16 << 10 // bytes of the message, keys and values together
+)
 
 // logOp: log. The line goes to the host's slog logger with plugin and slot attributes,
-// rate-limited per plugin (a burst of 50, then 10 a second; the count of dropped lines
-// rides on the next line that passes).
+// capped (maxLogLine and the caps above it) and rate-limited per plugin (a burst of 50,
+// then 10 a second; the count of dropped lines rides on the next line that passes, as
+// "suppressed").
 //
 //	request:  {"level": "info", "message": "fetched", "attrs": {"status": 200}}
 //	reply:    {}
@@ -60,6 +68,13 @@ func (c *Core) logOp(ctx context.Context, caller *Caller, req []byte) (any, *abi
 	if len(r.Attrs) > maxLogAttrs {
 		return nil, abi.Errorf(abi.LimitExceeded, "%d attrs, limit %d", len(r.Attrs), maxLogAttrs)
 	}
+	keys := make([]string, 0, len(r.Attrs))
+	for k := range r.Attrs {
+		if len(k) > maxLogKey {
+			return nil, abi.Errorf(abi.LimitExceeded, "attr key %.16q... is %d bytes, limit %d", k, len(k), maxLogKey)
+		}
+		keys = append(keys, k)
+	}
 	if !c.log.Enabled(ctx, level) {
 		return abi.Empty{}, nil
 	}
@@ -67,18 +82,15 @@ func (c *Core) logOp(ctx context.Context, caller *Caller, req []byte) (any, *abi
 	if !ok {
 		return abi.Empty{}, nil
 	}
-	msg := r.Message
-	if len(msg) > maxLogMessage {
-		msg = msg[:maxLogMessage] + "…"
-	}
-	keys := make([]string, 0, len(r.Attrs))
-	for k := range r.Attrs {
-		keys = append(keys, k)
-	}
+	msg := cutText(r.Message, maxLogMessage)
+	room := maxLogLine - len(msg)
 	sort.Strings(keys)
 	guest := make([]any, 0, len(keys))
 	for _, k := range keys {
-		guest = append(guest, slog.Any(k, r.Attrs[k]))
+		room -= len(k)
+		v, size := logValue(r.Attrs[k], min(maxLogAttrValue, max(room, 0)))
+		room -= size
+		guest = append(guest, slog.Any(k, v))
 	}
 	attrs := append(caller.attrs(), slog.Group("guest", guest...))
 	if dropped > 0 {
@@ -86,6 +98,32 @@ func (c *Core) logOp(ctx context.Context, caller *Caller, req []byte) (any, *abi
 	}
 	c.log.Log(ctx, level, msg, attrs...)
 	return abi.Empty{}, nil
+}
+
+// logValue is v, a decoded JSON value, if its text fits in n bytes, or else its text cut
+// to n bytes (a string: its own text; anything else: its JSON), and the text's size.
+func logValue(v any, n int) (any, int) {
+	if s, ok := v.(string); ok {
+		s = cutText(s, n)
+		return s, len(s)
+	}
+	b, _ := json.Marshal(v)
+	if len(b) <= n {
+		return v, len(b)
+	}
+	s := cutText(string(b), n)
+	return s, len(s)
+}
+
+// cutText cuts s to at most n bytes at a rune boundary, marking the cut with "…".
+func cutText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // http: http. Outbound HTTP goes through the plugin's HTTPDoer, which checks every hop

@@ -8,7 +8,7 @@ import (
 
 // CallObserver is told of every host call that reached an operation: its op, the error
 // kind it answered ("" when it succeeded) and how long the operation took (decode, grant
-// check, validation and the backend round trip). It runs on the guest call's goroutine,
+// check, validation, the backend round trip and the reply's encoding). It runs on the guest call's goroutine,
 // so it must return quickly and must not block. It is for metrics; with none installed
 // a call does not even read the clock.
 type CallObserver func(op abi.Op, kind abi.Kind, d time.Duration)

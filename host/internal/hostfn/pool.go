@@ -53,8 +53,9 @@ func (c *Core) poolPut(ctx context.Context, caller *Caller, req []byte) (any, *a
 	if e := checkSize(caller.Plugin, "tags", r.Tags); e != nil {
 		return nil, e
 	}
-	if r.TTLMs < 0 {
-		return nil, abi.Errorf(abi.ValueError, "ttl_ms is negative (%d)", r.TTLMs)
+	ttl, e := abi.Millis("ttl_ms", r.TTLMs)
+	if e != nil {
+		return nil, e
 	}
 	if e := p.Payload.Validate("payload", r.Payload); e != nil {
 		return nil, e
@@ -63,7 +64,7 @@ func (c *Core) poolPut(ctx context.Context, caller *Caller, req []byte) (any, *a
 	if e != nil {
 		return nil, e
 	}
-	id, err := c.backend.PoolPut(ctx, r.Pool, r.Payload, tags, ms(r.TTLMs))
+	id, err := c.backend.PoolPut(ctx, r.Pool, r.Payload, tags, ttl)
 	if err != nil {
 		return nil, fromBackend(err)
 	}
@@ -85,14 +86,15 @@ func (c *Core) poolClaim(ctx context.Context, caller *Caller, req []byte) (any, 
 	if e != nil {
 		return nil, e
 	}
-	if r.HoldMs <= 0 {
-		return nil, abi.Errorf(abi.ValueError, "hold_ms must be positive, got %d", r.HoldMs)
+	hold, e := holdMs(r.HoldMs)
+	if e != nil {
+		return nil, e
 	}
 	where, e := validate.Where(p.Tags, r.Where)
 	if e != nil {
 		return nil, e
 	}
-	l, ok, err := c.backend.PoolClaim(ctx, r.Pool, where, ms(r.HoldMs))
+	l, ok, err := c.backend.PoolClaim(ctx, r.Pool, where, hold)
 	if err != nil {
 		return nil, fromBackend(err)
 	}
@@ -107,6 +109,10 @@ func (c *Core) poolClaim(ctx context.Context, caller *Caller, req []byte) (any, 
 //
 //	request:  {"pool": "cookies", "where": {"site": "x"}, "limit": 10}
 //	reply:    {"items": [...]}
+//
+// A limit of 0 (or none) is min(100, the plugin's MaxPoolList); a limit over MaxPoolList
+// is a ValueError that names it. Items whose payloads and tags add up to more than
+// MaxReply answer LimitExceeded before the reply is built.
 func (c *Core) poolList(ctx context.Context, caller *Caller, req []byte) (any, *abi.Error) {
 	var r abi.PoolListRequest
 	if e := decode(req, &r); e != nil {
@@ -116,8 +122,14 @@ func (c *Core) poolList(ctx context.Context, caller *Caller, req []byte) (any, *
 	if e != nil {
 		return nil, e
 	}
-	if r.Limit < 0 {
+	limits := caller.Plugin.Limits
+	switch {
+	case r.Limit < 0:
 		return nil, abi.Errorf(abi.ValueError, "limit is negative (%d)", r.Limit)
+	case r.Limit > limits.MaxPoolList:
+		return nil, abi.Errorf(abi.ValueError, "limit is %d, maximum %d (max_pool_list in the grants file)", r.Limit, limits.MaxPoolList)
+	case r.Limit == 0:
+		r.Limit = min(poolListDefault, limits.MaxPoolList)
 	}
 	where, e := validate.Where(p.Tags, r.Where)
 	if e != nil {
@@ -126,6 +138,17 @@ func (c *Core) poolList(ctx context.Context, caller *Caller, req []byte) (any, *
 	items, err := c.backend.PoolList(ctx, r.Pool, where, r.Limit)
 	if err != nil {
 		return nil, fromBackend(err)
+	}
+	size := 0
+	for _, it := range items {
+		size += len(it.Payload)
+		for k, v := range it.Tags {
+			size += len(k) + len(v)
+		}
+	}
+	if size > limits.MaxReply {
+		return nil, abi.Errorf(abi.LimitExceeded, "pool_list: %d items of %d bytes are over the reply limit %d (max_reply in the grants file); ask for fewer (limit)",
+			len(items), size, limits.MaxReply)
 	}
 	out := abi.PoolListReply{Items: make([]abi.PoolItem, 0, len(items))}
 	for _, it := range items {
@@ -240,4 +263,11 @@ func tagsJSON(t primitives.Tags) json.RawMessage {
 	return buf.Bytes()
 }
 
-func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+// holdMs converts the hold_ms of a pool claim or a lock: a lease of no time is no lease,
+// so 0 is refused too.
+func holdMs(ms int64) (time.Duration, *abi.Error) {
+	if ms <= 0 {
+		return 0, abi.Errorf(abi.ValueError, "hold_ms must be positive, got %d", ms)
+	}
+	return abi.Millis("hold_ms", ms)
+}

@@ -289,15 +289,16 @@ func (c *Client) prepare(req abi.HTTPRequest) (*prepared, *abi.Error) {
 	}
 
 	limit := c.grant.Timeout
-	switch ms := req.TimeoutMs; {
-	case ms < 0:
-		return nil, abi.Errorf(abi.ValueError, "httpfn: timeout_ms is %d, want >= 0", ms)
-	case ms == 0:
+	timeout, e := abi.Millis("timeout_ms", req.TimeoutMs)
+	switch {
+	case e != nil:
+		return nil, abi.Errorf(e.Kind, "httpfn: %s", e.Message)
+	case timeout == 0:
 		p.timeout = limit
-	case ms > limit.Milliseconds():
-		return nil, abi.Errorf(abi.LimitExceeded, "httpfn: timeout_ms is %d, the grant allows at most %d", ms, limit.Milliseconds())
+	case timeout > limit:
+		return nil, abi.Errorf(abi.LimitExceeded, "httpfn: timeout_ms is %d, the grant allows at most %d", req.TimeoutMs, limit.Milliseconds())
 	default:
-		p.timeout = time.Duration(ms) * time.Millisecond
+		p.timeout = timeout
 	}
 
 	granted := c.grant.MaxRedirects

@@ -598,7 +598,7 @@ func TestDoRefusesBadRequests(t *testing.T) {
 		{"two Hosts", func(r *abi.HTTPRequest) { r.Headers = map[string][]string{"Host": {s.host(), s.host()}} }, abi.ValueError, "Host"},
 		{"negative timeout", func(r *abi.HTTPRequest) { r.TimeoutMs = -1 }, abi.ValueError, "timeout_ms"},
 		{"timeout over grant", func(r *abi.HTTPRequest) { r.TimeoutMs = 1001 }, abi.LimitExceeded, "timeout_ms"},
-		{"huge timeout", func(r *abi.HTTPRequest) { r.TimeoutMs = 1 << 62 }, abi.LimitExceeded, "timeout_ms"},
+		{"huge timeout", func(r *abi.HTTPRequest) { r.TimeoutMs = 1 << 62 }, abi.ValueError, "timeout_ms"},
 		{"redirects -2", func(r *abi.HTTPRequest) { r.MaxRedirects = -2 }, abi.ValueError, "max_redirects"},
 		{"redirects over grant", func(r *abi.HTTPRequest) { r.MaxRedirects = 4 }, abi.LimitExceeded, "max_redirects"},
 	}

@@ -5,21 +5,26 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/hostfn"
+	"github.com/fleethost/fleet/host/internal/slot"
 )
 
 // Instance is one instantiated guest with its exports looked up once. It is owned by one
 // goroutine (a slot, or the loader's probe) and never called concurrently.
 //
 // Any error from a method means the instance is dead (it trapped, exited, ran past its
-// deadline, or broke the ABI): Close it and make a fresh one.
+// deadline, or broke the ABI): Close it and make a fresh one. Those of Handle and Tick are
+// a *slot.Died, which says which.
 type Instance struct {
 	mod    api.Module     // owned by the instance's goroutine
 	caller *hostfn.Caller // immutable pointer; its Pending belongs to the same goroutine
+	call   *callState     // immutable pointer; set by enter before every export call
 
 	// The exports, looked up at Instantiate: a lookup per call costs microseconds and
 	// garbage. handle and tick are nil when not exported.
@@ -30,17 +35,17 @@ type Instance struct {
 
 // ABIVersion calls fleet_abi_version.
 func (in *Instance) ABIVersion(ctx context.Context) (int32, error) {
-	if err := in.abiVersion.CallWithStack(hostfn.WithCaller(ctx, in.caller), in.stack[:]); err != nil {
-		return 0, in.callError(abi.ExportABIVersion, err)
+	if err := in.abiVersion.CallWithStack(in.enter(ctx), in.stack[:]); err != nil {
+		return 0, fmt.Errorf("native: %s: %w", abi.ExportABIVersion, err)
 	}
 	return api.DecodeI32(in.stack[0]), nil
 }
 
 // Describe calls fleet_describe and returns a copy of the document.
 func (in *Instance) Describe(ctx context.Context) ([]byte, error) {
-	ctx = hostfn.WithCaller(ctx, in.caller)
+	ctx = in.enter(ctx)
 	if err := in.describe.CallWithStack(ctx, in.stack[:]); err != nil {
-		return nil, in.callError(abi.ExportDescribe, err)
+		return nil, fmt.Errorf("native: %s: %w", abi.ExportDescribe, err)
 	}
 	return in.readPacked(abi.ExportDescribe, in.stack[0])
 }
@@ -56,43 +61,107 @@ func (in *Instance) Tick(ctx context.Context, input []byte) ([]byte, error) {
 	return in.run(ctx, in.tick, abi.ExportTick, input)
 }
 
+// run calls fn with input. Every error is a *slot.Died that says why the instance died.
 func (in *Instance) run(ctx context.Context, fn api.Function, name string, input []byte) ([]byte, error) {
 	if fn == nil {
-		return nil, fmt.Errorf("native: module does not export %s", name)
+		return nil, badResult(fmt.Errorf("native: module does not export %s", name))
 	}
-	ctx = hostfn.WithCaller(ctx, in.caller)
-	in.caller.Pending = nil
+	ctx = in.enter(ctx)
+	in.caller.Begin()
 	in.stack[0] = api.EncodeU32(uint32(len(input)))
 	if err := in.input.CallWithStack(ctx, in.stack[:]); err != nil {
-		return nil, in.callError(abi.ExportInput, err)
+		return nil, in.died(ctx, abi.ExportInput, err)
 	}
 	ptr := api.DecodeU32(in.stack[0])
 	if !in.mod.Memory().Write(ptr, input) {
-		return nil, fmt.Errorf("native: %s(%d) returned buffer %#x outside the guest's memory (%d bytes)",
-			abi.ExportInput, len(input), ptr, in.mod.Memory().Size())
+		return nil, badResult(fmt.Errorf("native: %s(%d) returned buffer %#x outside the guest's memory (%d bytes)",
+			abi.ExportInput, len(input), ptr, in.mod.Memory().Size()))
 	}
 	in.stack[0] = api.EncodeU32(uint32(len(input)))
 	if err := fn.CallWithStack(ctx, in.stack[:]); err != nil {
-		return nil, in.callError(name, err)
+		return nil, in.died(ctx, name, err)
 	}
-	return in.readPacked(name, in.stack[0])
+	b, err := in.readPacked(name, in.stack[0])
+	if err != nil {
+		return nil, badResult(err)
+	}
+	return b, nil
+}
+
+// enter readies the instance for an export call under ctx: the host calls it makes are
+// attributed to its caller, and its WASI sleeps and writes end with ctx.
+func (in *Instance) enter(ctx context.Context) context.Context {
+	in.call.enter(ctx)
+	return hostfn.WithCaller(ctx, in.caller)
+}
+
+// died is the error of export name's call under ctx that failed with err, classified by
+// its type and the instance's state, never by its text: wazero appends the wasm stack
+// trace, which names the guest's functions. The deadline is not told here: the caller
+// owns the call's context, and a guest can proc_exit with wazero's deadline exit code
+// (sys.ExitCodeDeadlineExceeded) to pass for one; so the text of a proc_exit while ctx
+// still runs is the host's own, not wazero's "module closed with context deadline
+// exceeded".
+//
+// A stack overflow past the rewriter's budget is DeathStack, told by the budget global;
+// wazero's own (a module compiled without the rewrite) traps like any other, since
+// wazero reports traps only as an internal type.
+func (in *Instance) died(ctx context.Context, name string, err error) error {
+	var exit *sys.ExitError
+	var hostBug runtime.Error
+	death := slot.DeathTrap
+	switch {
+	case errors.As(err, &exit) && ctx.Err() == nil:
+		death, err = slot.DeathExit, fmt.Errorf("the guest called proc_exit(%d)", exit.ExitCode())
+	case errors.As(err, &exit):
+		// ctx closed the module: the caller's deadline or drain, which the caller tells.
+	case errors.As(err, &hostBug):
+		// wazero recovered a Go runtime error: a host function's, not the guest's.
+		death = slot.DeathHostPanic
+	}
+	if death != slot.DeathHostPanic && in.memoryFull() {
+		death = slot.DeathMemory
+	}
+	if death == slot.DeathTrap && in.stackLimitHit() {
+		death, err = slot.DeathStack, fmt.Errorf("%w: %w", ErrStackLimit, err)
+	}
+	return &slot.Died{Death: death, Err: fmt.Errorf("native: %s: %w", name, err)}
 }
 
 // ErrStackLimit is wrapped by the error of a guest call that died because its nested
-// calls spent the instance's stack budget (stackBudget, set by the module rewriter).
-// Test for it with errors.Is.
-var ErrStackLimit = errors.New("native: the guest's call stack passed its limit")
+// calls spent the instance's stack budget (stackBudget, set by the module rewriter); its
+// death is slot.DeathStack.
+var ErrStackLimit = errors.New("the guest's call stack passed its limit")
 
-// callError is the error of a call of export that failed with err, wrapping
-// ErrStackLimit when the rewriter's stack check trapped. That check alone sets the budget
-// global to stackExhausted, and no guest instruction can reach the global, so the reason
-// comes from the instance's state, never from text the guest controls.
-func (in *Instance) callError(export string, err error) error {
-	if g := in.mod.ExportedGlobal(stackGlobal); g != nil && int32(uint32(g.Get())) == stackExhausted {
-		return fmt.Errorf("native: %s: %w: %w", export, ErrStackLimit, err)
-	}
-	return fmt.Errorf("native: %s: %w", export, err)
+// stackLimitHit reports whether the rewriter's stack check trapped. That check alone sets
+// the budget global to stackExhausted, and no guest instruction can reach the global, so
+// the reason comes from the instance's state, never from text the guest controls.
+func (in *Instance) stackLimitHit() bool {
+	g := in.mod.ExportedGlobal(stackGlobal)
+	return g != nil && int32(uint32(g.Get())) == stackExhausted
 }
+
+func badResult(err error) error { return &slot.Died{Death: slot.DeathBadResult, Err: err} }
+
+// memoryFull reports whether the instance's memory is within memoryHeadroom of its
+// maximum (the module's own, or the host's limit). wasm has no out-of-memory trap:
+// memory.grow answers -1 and the guest dies its own way (Go's runtime throws "out of
+// memory" and aborts at unreachable, C and Rust abort likewise, or proc_exit), so a guest
+// that dies this close to its limit is counted as dead of it.
+func (in *Instance) memoryFull() bool {
+	mem := in.mod.Memory()
+	pages, _ := mem.Definition().Max()
+	limit := uint64(pages) * wasmPage
+	return uint64(mem.Size())+memoryHeadroom(limit) > limit
+}
+
+// memoryHeadroom is how close to limit bytes a death counts as a memory death: 4 MiB,
+// the step by which Go's runtime grows its heap on wasm (so its failed grow leaves up to
+// that much unused), or a quarter of a smaller limit, so that a small guest under a
+// small limit is not counted as full.
+func memoryHeadroom(limit uint64) uint64 { return min(4<<20, limit/4) }
+
+const wasmPage = 65536
 
 // maxResult caps what the host reads back from a guest export.
 const maxResult = abi.MaxRequest

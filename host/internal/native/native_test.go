@@ -41,11 +41,18 @@ const callsWAT = `(module
 
 func newInstance(tb testing.TB, calls int) *Instance {
 	tb.Helper()
-	wasm, err := os.ReadFile(testutil.WAT(tb, fmt.Sprintf(callsWAT, calls, abi.Packed(4096, 18))))
+	return instantiate(tb, testutil.WAT(tb, fmt.Sprintf(callsWAT, calls, abi.Packed(4096, 18))), 16)
+}
+
+// instantiate makes an instance of the wasm file at path, under a memory limit of
+// limitPages, on a memory backend.
+func instantiate(tb testing.TB, path string, limitPages uint32) *Instance {
+	tb.Helper()
+	wasm, err := os.ReadFile(path)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return newTestInstance(tb, wasm, Params{})
+	return newTestInstance(tb, wasm, Params{MemoryLimitPages: limitPages})
 }
 
 // newTestInstance instantiates wasm in a runtime of its own over a memory backend, with
@@ -70,7 +77,7 @@ func newTestInstanceOn(tb testing.TB, wasm []byte, p Params, b primitives.Backen
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { rt.Close(ctx) })
-	plugin := hostfn.NewPlugin("bench", g, json.RawMessage(`{"k":"v"}`), 1024, nil)
+	plugin := hostfn.NewPlugin("bench", g, json.RawMessage(`{"k":"v"}`), hostfn.Limits{MaxPayload: 1024}, nil)
 	in, err := rt.Instantiate(ctx, "bench/0", &hostfn.Caller{Plugin: plugin, Slot: "bench/0"}, nil)
 	if err != nil {
 		tb.Fatal(err)

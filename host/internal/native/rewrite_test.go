@@ -14,6 +14,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/sys"
 
+	"github.com/fleethost/fleet/host/internal/slot"
 	"github.com/fleethost/fleet/internal/testutil"
 )
 
@@ -26,9 +27,9 @@ func watBytes(tb testing.TB, src string) []byte {
 	return b
 }
 
-// instantiate instantiates each of wasms in order in one fresh runtime, the first
+// instantiateRaw instantiates each of wasms in order in one fresh runtime, the first
 // named "env" when there are several, and returns the last, closed at cleanup.
-func instantiate(t *testing.T, wasms ...[]byte) api.Module {
+func instantiateRaw(t *testing.T, wasms ...[]byte) api.Module {
 	t.Helper()
 	ctx := context.Background()
 	r := wazero.NewRuntime(ctx)
@@ -158,7 +159,7 @@ func TestRewriteGlobalIndex(t *testing.T) {
 		t.Fatalf("export %s = kind, index %v, want %v", stackGlobal, got, want)
 	}
 	ctx := context.Background()
-	m := instantiate(t, env, out)
+	m := instantiateRaw(t, env, out)
 	if res, err := m.ExportedFunction("sum").Call(ctx); err != nil || res[0] != 12 {
 		t.Fatalf("sum() = %v, %v, want 12", res, err)
 	}
@@ -202,7 +203,7 @@ func same(t *testing.T, orig, rewritten []byte, exports ...string) {
 	t.Helper()
 	ctx := context.Background()
 	run := func(wasm []byte) []string {
-		m := instantiate(t, wasm)
+		m := instantiateRaw(t, wasm)
 		var got []string
 		for _, name := range exports {
 			res, err := m.ExportedFunction(name).Call(ctx)
@@ -250,7 +251,7 @@ func TestRewriteReturns(t *testing.T) {
 	// The budget is back where it started after every normal exit, and the trap leaves
 	// it spent but not exhausted.
 	ctx := context.Background()
-	m := instantiate(t, out)
+	m := instantiateRaw(t, out)
 	budget := m.ExportedGlobal(stackGlobal)
 	for _, name := range []string{"ret", "br_out", "table_out", "multi", "multi_nested", "none"} {
 		if _, err := m.ExportedFunction(name).Call(ctx); err != nil {
@@ -288,21 +289,23 @@ func newRecursion(t *testing.T, scale int) *Instance {
 	return newWATInstance(t, fmt.Sprintf(recursionWAT, scale, uint64(4096)<<32|18), Params{})
 }
 
-// TestStackLimit recurses within the budget, then past it: the call dies with
-// ErrStackLimit, and a trap of another kind does not.
+// TestStackLimit recurses within the budget, then past it: the call dies a stack death
+// with ErrStackLimit, and a trap of another kind is a trap.
 func TestStackLimit(t *testing.T) {
 	in := newRecursion(t, 100)
 	if _, err := in.Handle(context.Background(), make([]byte, 10)); err != nil {
 		t.Fatalf("1000 frames: Handle = %v", err)
 	}
 	_, err := in.Handle(context.Background(), make([]byte, 10000))
-	if !errors.Is(err, ErrStackLimit) {
-		t.Fatalf("1,000,000 frames: Handle = %v, want ErrStackLimit", err)
+	var died *slot.Died
+	if !errors.As(err, &died) || died.Death != slot.DeathStack || !errors.Is(err, ErrStackLimit) {
+		t.Fatalf("1,000,000 frames: Handle = %v, want a stack death wrapping ErrStackLimit", err)
 	}
 
 	trap := newWATInstance(t, strings.Replace(fmt.Sprintf(recursionWAT, 1, uint64(4096)<<32|18),
 		"(then (i32.const 0))", "(then (unreachable))", 1), Params{})
-	if _, err := trap.Handle(context.Background(), make([]byte, 10)); err == nil || errors.Is(err, ErrStackLimit) {
+	_, err = trap.Handle(context.Background(), make([]byte, 10))
+	if !errors.As(err, &died) || died.Death != slot.DeathTrap || errors.Is(err, ErrStackLimit) {
 		t.Fatalf("a trap at depth 10: Handle = %v, want a trap that is not ErrStackLimit", err)
 	}
 }
@@ -429,7 +432,7 @@ func TestTableGrowFails(t *testing.T) {
   (func (export "grow28") (result i32) (table.grow $t (ref.null func) (i32.const 268435456)))
   (func (export "size") (result i32) (table.size $t)))`))
 	ctx := context.Background()
-	m := instantiate(t, out)
+	m := instantiateRaw(t, out)
 	for _, name := range []string{"grow25", "grow28", "size"} {
 		res, err := m.ExportedFunction(name).Call(ctx)
 		want := uint64(0xffffffff)

@@ -2,7 +2,6 @@ package native
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -161,24 +160,32 @@ func (rt *Runtime) Close(ctx context.Context) error {
 // Instantiate makes a fresh instance named name (unique in the runtime), runs its
 // _initialize under ctx (a WASI reactor's start), and looks every export up once.
 // Host calls made by the instance are attributed to caller. Guest stdout and stderr go
-// to out (nil discards them).
+// to out (nil discards them). ctx should carry a deadline: a guest's _initialize is as
+// untrusted as its other exports.
 //
 // The sandbox: no filesystem, no environment, no arguments, no sockets. The guest gets the
-// real clocks, sleep, and crypto/rand as its random source; wazero's defaults (a fixed
-// clock, a deterministic random source) would hand every instance the same "random" bytes.
+// real clocks and crypto/rand as its random source; wazero's defaults (a fixed clock, a
+// deterministic random source) would hand every instance the same "random" bytes. Its
+// sleep, its writes and its random reads end with the context of the call they are made
+// in, and one sleep lasts at most MaxSleep (see callState): wazero's own sleep is a
+// time.Sleep that no deadline interrupts. The other WASI functions do not block: stdin is empty (a read is
+// EOF, a poll on it is ready at once), sched_yield returns at once, and no other file or
+// socket is open.
 func (rt *Runtime) Instantiate(ctx context.Context, name string, caller *hostfn.Caller, out io.Writer) (*Instance, error) {
 	if out == nil {
 		out = io.Discard
 	}
+	call := &callState{out: out}
 	cfg := wazero.NewModuleConfig().
 		WithName(name).
 		WithStartFunctions(). // _initialize runs below, under the caller's ctx
-		WithStdout(out).
-		WithStderr(out).
+		WithStdout(call).
+		WithStderr(call).
 		WithSysWalltime().
 		WithSysNanotime().
-		WithSysNanosleep().
-		WithRandSource(rand.Reader)
+		WithNanosleep(call.sleep).
+		WithRandSource(call)
+	call.enter(ctx)
 	ctx = hostfn.WithCaller(ctx, caller)
 	mod, err := rt.r.InstantiateModule(ctx, rt.compiled, cfg)
 	if err != nil {
@@ -191,6 +198,7 @@ func (rt *Runtime) Instantiate(ctx context.Context, name string, caller *hostfn.
 	in := &Instance{
 		mod:        mod,
 		caller:     caller,
+		call:       call,
 		abiVersion: mod.ExportedFunction(abi.ExportABIVersion),
 		input:      mod.ExportedFunction(abi.ExportInput),
 		describe:   mod.ExportedFunction(abi.ExportDescribe),

@@ -42,6 +42,14 @@ type PumpResult struct {
 	// Err is the batch's error (the backend unavailable, the pump stopped): whether the
 	// ack happened is unknown, as after a failed QueueAck, and nothing was claimed.
 	Err error
+	// Expires is when Task's lease ends at the soonest, by this host's monotonic clock:
+	// the lease after the moment the claim was sent. The backend's own expiry
+	// (ClaimedTask.Until) is by its clock, which may differ from this host's.
+	Expires time.Time
+}
+
+func (r PumpResult) claim() claim {
+	return claim{ClaimedTask: r.Task, expires: r.Expires}
 }
 
 // NewPump returns a pump for queue with the claim settings of its slots.
@@ -101,6 +109,7 @@ func (p *Pump) run(ctx context.Context, batch []pumpRequest) {
 			acks = append(acks, *r.ack)
 		}
 	}
+	sent := time.Now()
 	claimed, ackErrs, err := p.backend.QueueAckClaim(ctx, p.queue, acks, len(batch), p.lease, p.maxAttempts)
 	if err == nil && len(ackErrs) != len(acks) {
 		err = fmt.Errorf("slot: queue %q: QueueAckClaim answered %d ack results for %d acks", p.queue, len(ackErrs), len(acks))
@@ -116,6 +125,7 @@ func (p *Pump) run(ctx context.Context, batch []pumpRequest) {
 			}
 			if len(claimed) > 0 {
 				res.Task, res.OK, claimed = claimed[0], true, claimed[1:]
+				res.Expires = sent.Add(p.lease)
 			}
 		}
 		r.reply <- res

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/primitives"
 )
 
@@ -41,6 +42,35 @@ const (
 	EventStopped  = "stopped"  // the loop returned; the last event of a slot
 )
 
+// Death says why an instance died: the reason label of fleet_slot_deaths_total. It comes
+// from the error's type and from the slot's own contexts, never from the error's text,
+// which holds the guest's function names (a trap in a function named
+// $call_ran_past_its_deadline is a trap).
+type Death string
+
+const (
+	DeathDeadline  Death = "deadline"   // the call ran past CallTimeout
+	DeathDrain     Death = "drain"      // the host cut the call at the drain deadline
+	DeathMemory    Death = "memory"     // the guest died with its memory at the limit
+	DeathStack     Death = "stack"      // the guest's nested calls passed the stack limit
+	DeathTrap      Death = "trap"       // a wasm trap: unreachable, out of bounds, ...
+	DeathExit      Death = "exit"       // the guest called proc_exit
+	DeathBadResult Death = "bad_result" // the guest broke the ABI: a malformed result, a range outside its memory
+	DeathHostPanic Death = "host_panic" // the host's own bug, recovered
+)
+
+// Died is an error of a Guest call that says why its instance died. The slot decides
+// DeathDeadline and DeathDrain itself, from the contexts it gave the call, whatever the
+// error says (a guest can proc_exit with wazero's deadline exit code); a Guest error that
+// is not a Died is a trap.
+type Died struct {
+	Death Death
+	Err   error
+}
+
+func (d *Died) Error() string { return d.Err.Error() }
+func (d *Died) Unwrap() error { return d.Err }
+
 // Event is one step of a slot's lifecycle, for telemetry.
 type Event struct {
 	Kind      string
@@ -57,6 +87,7 @@ type Iteration struct {
 	Phases   []string // the phases run, in order
 	Outcome  string   // one of the Outcome constants
 	Reason   string   // why the task went back or the instance died, if it did
+	Death    Death    // why the instance died, when it did; "" otherwise
 	Duration time.Duration
 	// Parked is true when the release parked the task (its attempts are spent), whatever
 	// Outcome says: a death that spends the budget is OutcomeDead with Parked set.
@@ -74,6 +105,13 @@ type Params struct {
 	MaxAttempts int           // the task's failure budget: fails, deaths and expired leases spend it; retries and drain cuts do not
 	Poll        time.Duration // wait after an empty claim, and between loop ticks
 	CallTimeout time.Duration
+	// LeaseMargin is how long before its task's lease a call ends at the latest: a call's
+	// deadline is CallTimeout after it starts or LeaseMargin before the lease ends
+	// (counted from when the claim was sent, PumpResult.Expires), whichever comes first,
+	// so that no other slot can claim the task while its call still runs. Optional: 0
+	// lets a call run to the lease's end. See host/RATIONALE.md, "Why does a call always
+	// end before its task's lease?".
+	LeaseMargin time.Duration
 	RetryDelay  time.Duration // a retry's delay when the guest gives none
 	// BackoffMin and BackoffMax bound the wait before a fresh instance after repeated
 	// deaths: BackoffMin after the first, doubling, reset by any iteration that does not
@@ -82,6 +120,11 @@ type Params struct {
 	Paused                 func() bool  // optional; true stops claiming until false
 	Observe                func(Event)  // optional; must not block
 	Log                    *slog.Logger // required
+	// Events rate-limits the lines of each task and guest call (a task parked, the guest
+	// died, a tick failed, no instance could be made, a release or ack failed), shared by
+	// the slots of one plugin.
+	// Optional: default, a limiter of the slot's own at the plugin's rate.
+	Events *hostfn.Limiter
 }
 
 // settleTimeout bounds an ack or release, which runs even after a drain's deadline.
@@ -124,6 +167,9 @@ func New(p Params) *Slot {
 	if p.Observe == nil {
 		p.Observe = func(Event) {}
 	}
+	if p.Events == nil {
+		p.Events = hostfn.NewEventLimiter()
+	}
 	return &Slot{p: p}
 }
 
@@ -143,7 +189,7 @@ func (s *Slot) Run(soft, hard context.Context) {
 	// next is the task that the last ack claimed in the same round trip (the Pump's
 	// QueueAckClaim), to work in the next iteration; haveNext says there is one. A task
 	// still held when the loop pauses or returns goes back to the queue (handBack).
-	var next primitives.ClaimedTask
+	var next claim
 	var haveNext bool
 	defer func() {
 		if haveNext {
@@ -173,7 +219,7 @@ func (s *Slot) Run(soft, hard context.Context) {
 			g, err := s.p.NewGuest(hard)
 			if err != nil {
 				s.deaths++
-				s.p.Log.Error("slot: cannot make an instance", "slot", s.p.Name, "deaths", s.deaths, "err", err)
+				s.guestLog(slog.LevelError, "slot: cannot make an instance", "deaths", s.deaths, "err", err)
 				continue
 			}
 			s.guest = g
@@ -202,10 +248,10 @@ func (s *Slot) Run(soft, hard context.Context) {
 				}
 				if soft.Err() != nil || s.p.Paused() {
 					// Claimed while the drain or a pause began: the loop top hands it back.
-					next, haveNext = res.Task, true
+					next, haveNext = res.claim(), true
 					continue
 				}
-				t = res.Task
+				t = res.claim()
 			}
 			it, next, haveNext = s.handleOnce(soft, hard, t)
 		}
@@ -233,6 +279,24 @@ func (s *Slot) claimFailed(err error) {
 	s.claimLogged, s.claimErrs = time.Now(), 0
 }
 
+// guestLog logs a line of one task or guest call, rate-limited by Params.Events: a plugin
+// that fails or dies on every task as fast as it can gets a burst of lines and then a few
+// a second, the next one carrying the count suppressed before it. Every per-task line
+// goes through it, the backend's failures to settle a task too: the guest sets the pace
+// of those (a task a millisecond), so a flapping backend under a fast guest would flood
+// as well. Only claim failures keep their own interval (claimFailed), which no guest paces.
+func (s *Slot) guestLog(level slog.Level, msg string, attrs ...any) {
+	ok, dropped := s.p.Events.Allow()
+	if !ok {
+		return
+	}
+	attrs = append([]any{"slot", s.p.Name}, attrs...)
+	if dropped > 0 {
+		attrs = append(attrs, "suppressed", dropped)
+	}
+	s.p.Log.Log(context.Background(), level, msg, attrs...)
+}
+
 func (s *Slot) setState(kind string) {
 	if s.state != kind {
 		s.state = kind
@@ -253,21 +317,27 @@ func (s *Slot) backoff() time.Duration {
 	return min(d, s.p.BackoffMax)
 }
 
+// claim is a claimed task and when its lease ends by this host's clock.
+type claim struct {
+	primitives.ClaimedTask
+	expires time.Time // PumpResult.Expires
+}
+
 // handBack returns a task that was claimed but never started (the slot is draining or
 // paused) to its queue at once, with its attempt refunded.
-func (s *Slot) handBack(hard context.Context, t primitives.ClaimedTask) {
+func (s *Slot) handBack(hard context.Context, t claim) {
 	settle, cancel := settleCtx(hard)
 	defer cancel()
 	r := primitives.Retry{Reason: "handed back unstarted: the slot is draining or paused", Refund: true}
 	if _, err := s.p.Backend.QueueRelease(settle, s.p.Queue, t.ID, t.Token, r); err != nil {
-		s.p.Log.Warn("slot: handing back an unstarted task failed; its lease will expire instead", "slot", s.p.Name, "task", t.ID, "err", err)
+		s.guestLog(slog.LevelWarn, "slot: handing back an unstarted task failed; its lease will expire instead", "task", t.ID, "err", err)
 	}
 }
 
 // handleOnce works one claimed task to its outcome. When the guest is done and soft
 // still runs and the slot is not paused, the ack claims the slot's next task in the same
 // round trip (the Pump's), which handleOnce returns (ok true) for the next iteration.
-func (s *Slot) handleOnce(soft, hard context.Context, t primitives.ClaimedTask) (it Iteration, next primitives.ClaimedTask, ok bool) {
+func (s *Slot) handleOnce(soft, hard context.Context, t claim) (it Iteration, next claim, ok bool) {
 	s.n++
 	start := time.Now()
 	it = Iteration{TaskID: t.ID, Phases: []string{"handle"}}
@@ -281,7 +351,7 @@ func (s *Slot) handleOnce(soft, hard context.Context, t primitives.ClaimedTask) 
 		},
 		Iteration: s.n,
 	})
-	res, err := s.call(hard, s.guest.Handle, input)
+	res, death, err := s.call(hard, t.expires.Add(-s.p.LeaseMargin), s.guest.Handle, input)
 
 	// The settle context is made only where a call uses it: the done path of a running
 	// slot goes through the pump, which needs none.
@@ -293,13 +363,13 @@ func (s *Slot) handleOnce(soft, hard context.Context, t primitives.ClaimedTask) 
 		parked, err := s.p.Backend.QueueRelease(settle, s.p.Queue, t.ID, t.Token, r)
 		switch {
 		case err != nil:
-			s.p.Log.Warn("slot: release failed; the lease will expire instead", "slot", s.p.Name, "task", t.ID, "err", err)
+			s.guestLog(slog.LevelWarn, "slot: release failed; the lease will expire instead", "task", t.ID, "err", err)
 		case parked && outcome == OutcomeDead:
 			it.Parked = true
-			s.p.Log.Warn("slot: task parked: its attempts are spent", "slot", s.p.Name, "task", t.ID, "reason", r.Reason)
+			s.guestLog(slog.LevelWarn, "slot: task parked: its attempts are spent", "task", t.ID, "reason", r.Reason)
 		case parked:
 			outcome, it.Parked = OutcomeParked, true
-			s.p.Log.Warn("slot: task parked: its attempts are spent", "slot", s.p.Name, "task", t.ID, "reason", r.Reason)
+			s.guestLog(slog.LevelWarn, "slot: task parked: its attempts are spent", "task", t.ID, "reason", r.Reason)
 		}
 		it.Outcome = outcome
 	}
@@ -308,15 +378,15 @@ func (s *Slot) handleOnce(soft, hard context.Context, t primitives.ClaimedTask) 
 	// guest handing the task back, e.g. waiting for a cookie) and a call the drain cut
 	// (the host's doing) refund theirs, so they never park a task.
 	switch {
-	case err != nil && hard.Err() != nil:
+	case death == DeathDrain:
 		// The drain's grace period ended mid-call: not the task's fault.
 		s.discard()
-		it.Reason = "host draining: call cut at the drain deadline"
+		it.Death, it.Reason = death, "host draining: call cut at the drain deadline"
 		release(primitives.Retry{Reason: it.Reason, Refund: true}, OutcomeReleased)
 	case err != nil:
 		s.discard()
-		it.Reason = cut("guest died: " + err.Error())
-		s.p.Log.Warn("slot: guest died; making a fresh instance", "slot", s.p.Name, "task", t.ID, "err", err)
+		it.Death, it.Reason = death, cut("guest died: "+err.Error())
+		s.guestLog(slog.LevelWarn, "slot: guest died; making a fresh instance", "task", t.ID, "err", err)
 		release(primitives.Retry{Reason: it.Reason, MaxAttempts: s.p.MaxAttempts}, OutcomeDead)
 	default:
 		switch res.Outcome {
@@ -326,18 +396,18 @@ func (s *Slot) handleOnce(soft, hard context.Context, t primitives.ClaimedTask) 
 			var err error
 			if soft.Err() == nil && !s.p.Paused() {
 				res := s.p.Pump.Do(&primitives.Ack{ID: t.ID, Token: t.Token})
-				next, ok, err = res.Task, res.OK, errors.Join(res.Err, res.AckErr)
+				next, ok, err = res.claim(), res.OK, errors.Join(res.Err, res.AckErr)
 			} else {
 				settle, cancel := settleCtx(hard)
 				err = s.p.Backend.QueueAck(settle, s.p.Queue, t.ID, t.Token)
 				cancel()
 			}
 			if err != nil {
-				s.p.Log.Warn("slot: ack failed; the task may run again", "slot", s.p.Name, "task", t.ID, "err", err)
+				s.guestLog(slog.LevelWarn, "slot: ack failed; the task may run again", "task", t.ID, "err", err)
 			}
 			it.Outcome = OutcomeCheckpoint
 		case abi.OutcomeRetry:
-			delay := time.Duration(res.RetryAfterMs) * time.Millisecond
+			delay := res.RetryAfter()
 			if delay == 0 {
 				delay = s.p.RetryDelay
 			}
@@ -361,52 +431,69 @@ func (s *Slot) tickOnce(hard context.Context) (Iteration, time.Duration) {
 	s.emit(Event{Kind: EventWorking, N: s.n, Phase: "tick"})
 	s.state = EventWorking
 	input, _ := json.Marshal(abi.TickInput{Iteration: s.n})
-	res, err := s.call(hard, s.guest.Tick, input)
+	res, death, err := s.call(hard, time.Time{}, s.guest.Tick, input)
 	var wait time.Duration
 	switch {
 	case err != nil:
 		s.discard()
-		it.Outcome = OutcomeDead
+		it.Outcome, it.Death = OutcomeDead, death
 		it.Reason = cut("guest died: " + err.Error())
-		if hard.Err() == nil {
-			s.p.Log.Warn("slot: guest died; making a fresh instance", "slot", s.p.Name, "err", err)
+		if death != DeathDrain {
+			s.guestLog(slog.LevelWarn, "slot: guest died; making a fresh instance", "err", err)
 		}
 	case res.Outcome == abi.OutcomeDone:
 		it.Outcome, wait = OutcomeCheckpoint, s.p.Poll
 	case res.Outcome == abi.OutcomeRetry:
 		it.Outcome, it.Reason = OutcomeReleased, cut(cmp.Or(res.Reason, "retry"))
-		wait = time.Duration(res.RetryAfterMs) * time.Millisecond
+		wait = res.RetryAfter()
 		if wait == 0 {
 			wait = s.p.RetryDelay
 		}
 	default: // fail
 		it.Outcome, it.Reason, wait = OutcomeReleased, cut(cmp.Or(res.Reason, "failed")), s.p.RetryDelay
-		s.p.Log.Warn("slot: tick failed", "slot", s.p.Name, "reason", it.Reason)
+		s.guestLog(slog.LevelWarn, "slot: tick failed", "reason", it.Reason)
 	}
 	it.Duration = time.Since(start)
 	return it, wait
 }
 
-// call runs one guest export under CallTimeout and decodes its HandleResult. A panic
-// anywhere below (the host's bug) becomes an error, so the instance is discarded and the
-// slot goes on.
-func (s *Slot) call(hard context.Context, fn func(context.Context, []byte) ([]byte, error), input []byte) (res abi.HandleResult, err error) {
+// call runs one guest export under CallTimeout, and ends it by endBy when that is sooner
+// (a task's lease, less LeaseMargin; zero for none), and decodes its HandleResult. On an
+// error the instance is dead, and death says why. A panic anywhere below (the host's bug)
+// becomes an error too, so the instance is discarded and the slot goes on.
+func (s *Slot) call(hard context.Context, endBy time.Time, fn func(context.Context, []byte) ([]byte, error), input []byte) (res abi.HandleResult, death Death, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("host panic during the guest call: %v", r)
-			s.p.Log.Error("slot: panic during a guest call", "slot", s.p.Name, "panic", r)
+			death, err = DeathHostPanic, fmt.Errorf("host panic during the guest call: %v", r)
+			s.guestLog(slog.LevelError, "slot: panic during a guest call", "panic", r)
 		}
 	}()
-	ctx, cancel := context.WithTimeout(hard, s.p.CallTimeout)
+	start := time.Now()
+	deadline := start.Add(s.p.CallTimeout)
+	if !endBy.IsZero() && endBy.Before(deadline) {
+		deadline = endBy
+	}
+	ctx, cancel := context.WithDeadline(hard, deadline)
 	defer cancel()
 	out, err := fn(ctx, input)
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) && hard.Err() == nil {
-			return res, fmt.Errorf("call ran past its %v deadline: %w", s.p.CallTimeout, err)
+	var died *Died
+	switch {
+	case err == nil:
+		if res, err = abi.DecodeHandleResult(out); err != nil {
+			return res, DeathBadResult, err
 		}
-		return res, err
+		return res, "", nil
+	case hard.Err() != nil:
+		return res, DeathDrain, err
+	case ctx.Err() != nil:
+		// hard still runs, so ctx ended by its own deadline. The context's error decides,
+		// not err's: a guest's proc_exit with wazero's deadline exit code is an error that
+		// errors.Is context.DeadlineExceeded too.
+		return res, DeathDeadline, fmt.Errorf("call ran past its %v deadline: %w", deadline.Sub(start).Round(time.Millisecond), err)
+	case errors.As(err, &died):
+		return res, died.Death, err
 	}
-	return abi.DecodeHandleResult(out)
+	return res, DeathTrap, err
 }
 
 // discard closes a dead instance; the next iteration makes a fresh one.

@@ -4,15 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/memory"
@@ -289,8 +292,45 @@ func TestDeadlineKills(t *testing.T) {
 	h.params.MaxAttempts = 1
 	h.push(`{}`)
 	h.run(func() bool { return len(h.finished()) == 1 })
-	if it := h.finished()[0]; it.Outcome != OutcomeDead || it.Reason != "guest died: call ran past its 5ms deadline: context deadline exceeded" {
+	if it := h.finished()[0]; it.Outcome != OutcomeDead || it.Death != DeathDeadline || it.Reason != "guest died: call ran past its 5ms deadline: context deadline exceeded" {
 		t.Errorf("iteration = %+v", it)
+	}
+}
+
+// TestDeathReasons: why an instance died is the Guest's *Died, the slot's own contexts,
+// a panic or a malformed result; an error of any other type is a trap, whatever it says
+// or wraps.
+func TestDeathReasons(t *testing.T) {
+	tests := []struct {
+		name   string
+		handle func(ctx context.Context, in abi.HandleInput) ([]byte, error)
+		want   Death
+	}{
+		{"died", func(context.Context, abi.HandleInput) ([]byte, error) {
+			return nil, fmt.Errorf("wrapped: %w", &Died{Death: DeathExit, Err: errors.New("exit_code(3)")})
+		}, DeathExit},
+		{"untyped", func(context.Context, abi.HandleInput) ([]byte, error) {
+			return nil, errors.New("wasm error: unreachable\n\tcall_ran_past_its_deadline() out_of_memory()")
+		}, DeathTrap},
+		{"deadline error before the deadline", func(context.Context, abi.HandleInput) ([]byte, error) {
+			return nil, context.DeadlineExceeded
+		}, DeathTrap},
+		{"panic", func(context.Context, abi.HandleInput) ([]byte, error) { panic("boom") }, DeathHostPanic},
+		{"garbage", func(context.Context, abi.HandleInput) ([]byte, error) { return []byte("garbage"), nil }, DeathBadResult},
+		{"negative retry", func(context.Context, abi.HandleInput) ([]byte, error) {
+			return []byte(`{"outcome":"retry","retry_after_ms":9223372036854775807}`), nil
+		}, DeathBadResult},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, tt.handle)
+			h.params.MaxAttempts = 1
+			h.push(`{}`)
+			h.run(func() bool { return len(h.finished()) == 1 })
+			if it := h.finished()[0]; it.Outcome != OutcomeDead || it.Death != tt.want {
+				t.Errorf("iteration = %+v, want dead of %s", it, tt.want)
+			}
+		})
 	}
 }
 
@@ -341,8 +381,8 @@ func TestDrainCut(t *testing.T) {
 	if s := h.stats(); s != (primitives.QueueStats{Depth: 1}) {
 		t.Errorf("stats = %+v, want the task back and not parked", s)
 	}
-	if fin := h.finished(); len(fin) != 1 || fin[0].Outcome != OutcomeReleased || fin[0].Parked {
-		t.Errorf("iterations = %+v, want one released", fin)
+	if fin := h.finished(); len(fin) != 1 || fin[0].Outcome != OutcomeReleased || fin[0].Parked || fin[0].Death != DeathDrain {
+		t.Errorf("iterations = %+v, want one released, its instance dead of the drain", fin)
 	}
 	c, ok, err := h.b.QueueClaim(context.Background(), "q", time.Minute, 1)
 	if err != nil || !ok || c.Attempts != 1 || c.LastError != "host draining: call cut at the drain deadline" {
@@ -511,5 +551,34 @@ func TestPauseHandsBackClaimedNext(t *testing.T) {
 	c, ok, err := h.b.QueueClaim(context.Background(), "q", time.Minute, 3)
 	if err != nil || !ok || string(c.Payload) != `"second"` || c.Attempts != 1 {
 		t.Errorf("QueueClaim after the pause = %+v, %v, %v; want the second task at attempt 1 (the unstarted claim refunded)", c, ok, err)
+	}
+}
+
+// TestGuestCausedLinesRateLimited: a guest that fails or dies on every task causes lines
+// (task parked, guest died) only as its plugin's Events limiter lets through: here a
+// burst of 5 and no refill within the test, so 100 parked tasks write 5 lines.
+func TestGuestCausedLinesRateLimited(t *testing.T) {
+	var n atomic.Int64
+	h := newHarness(t, func(context.Context, abi.HandleInput) ([]byte, error) {
+		if n.Add(1)%2 == 0 {
+			return nil, errors.New("wasm error: unreachable")
+		}
+		return result(abi.HandleResult{Outcome: abi.OutcomeFail, Reason: "every task fails"}), nil
+	})
+	logs := &testutil.LogBuffer{}
+	h.params.Log = slog.New(slog.NewTextHandler(logs, nil))
+	h.params.MaxAttempts = 1
+	h.params.Events = hostfn.NewLimiter(time.Hour, 5)
+	for range 100 {
+		h.push(`{}`)
+	}
+	h.run(func() bool { return h.stats().Parked == 100 })
+	text := logs.String()
+	parked, died := strings.Count(text, "msg=\"slot: task parked"), strings.Count(text, "msg=\"slot: guest died")
+	if parked+died != 5 || parked == 0 || died == 0 {
+		t.Errorf("100 parked tasks (half of them deaths) logged %d parked and %d died lines, want 5 in all:\n%s", parked, died, text)
+	}
+	if !strings.Contains(text, "slot=fake/0") {
+		t.Errorf("the lines do not name the slot:\n%s", text)
 	}
 }

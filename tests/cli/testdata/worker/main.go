@@ -6,6 +6,8 @@
 // hold_ms > 0, takes the lock "worker:hold:<task id>" and tries to take it again with a
 // wait of hold_ms (which blocks for hold_ms: a lock is not re-entrant), releases it, adds
 // 1 to "worker:done" and reports Done. fail: true makes it fail instead, for parking.
+// sleep_ms > 0 makes it time.Sleep that long first (WASI poll_oneoff), after counting the
+// execution: a guest that only its deadline or the drain can stop.
 package main
 
 import (
@@ -20,6 +22,8 @@ type Work struct {
 	N      int  `json:"n"`
 	HoldMs int  `json:"hold_ms,omitempty" jsonschema:"minimum=0,maximum=60000"`
 	Fail   bool `json:"fail,omitempty"`
+	// SleepMs is how long to sleep: up to a day.
+	SleepMs int `json:"sleep_ms,omitempty" jsonschema:"minimum=0,maximum=86400000"`
 }
 
 var work = fleet.NewQueue[Work]("work")
@@ -35,6 +39,7 @@ func handle(t fleet.Task[Work]) fleet.Result {
 	if _, err := fleet.Counter("worker:execs").Incr(); err != nil {
 		return fleet.Fail(err)
 	}
+	time.Sleep(time.Duration(t.Payload.SleepMs) * time.Millisecond)
 	if t.Payload.Fail {
 		return fleet.Fail(errors.New("worker: asked to fail"))
 	}

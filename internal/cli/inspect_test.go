@@ -1,0 +1,39 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/fleethost/fleet/internal/api"
+)
+
+// TestWriteTableEscapes: a plugin's text fills one cell each, escaped: an ESC is shown as
+// \x1b, a newline in its version starts no row of its own, and a last error cut at its
+// cell's width keeps whole characters.
+func TestWriteTableEscapes(t *testing.T) {
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	s := &Snapshot{
+		Automations: []api.Automation{{Type: "evil", Version: "1.0\x1b[2J\nevil 9.9 batch", Mode: "batch", Slots: 1}},
+		Queues:      []api.QueueStats{{Queue: "evil", Parked: 1}},
+		Parked: map[string][]api.ParkedTask{"evil": {{
+			ID: "t1", Attempts: 1, EnqueuedAt: now,
+			LastError: strings.Repeat("é", 60) + "\x1b[31m",
+		}}},
+	}
+	var b strings.Builder
+	if err := s.WriteTable(&b, now); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if strings.ContainsRune(out, 0x1b) || !strings.Contains(out, `1.0\x1b[2J evil 9.9 batch`) {
+		t.Errorf("WriteTable sends the ESC or breaks the version's cell:\n%s", out)
+	}
+	if rows := strings.Count(out, "evil 9.9"); rows != 1 {
+		t.Errorf("the version shows %d times, want once, in its own cell:\n%s", rows, out)
+	}
+	if !utf8.ValidString(out) {
+		t.Errorf("WriteTable cut a character in two:\n%q", out)
+	}
+}
