@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,21 +13,17 @@ import (
 	"github.com/fleethost/fleet/internal/testutil"
 )
 
-// hostileWASM is a batch guest of type typ, consuming queue typ, whose fleet_handle runs
+// engineWASM is a batch guest of type typ, consuming queue typ, whose fleet_handle runs
 // handle and then answers done; funcs are more module fields (functions, a table).
-func hostileWASM(t *testing.T, typ, handle, funcs string) string {
+func engineWASM(t *testing.T, typ, handle, funcs string) string {
 	t.Helper()
-	describe := fmt.Sprintf(`{"abi_version":1,"type":%q,"version":"1.0.0","mode":"batch","consumes":{"name":%q,"payload_schema":{"type":"object"}}}`, typ, typ)
-	escaped := strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(describe)
-	return testutil.WAT(t, fmt.Sprintf(`(module
-  (memory (export "memory") 1)
-  (data (i32.const 0) "%s")
-  (data (i32.const 4096) "{\"outcome\":\"done\"}")
-  (func (export "fleet_abi_version") (result i32) (i32.const 1))
-  (func (export "fleet_input") (param i32) (result i32) (i32.const 8192))
-  (func (export "fleet_describe") (result i64) (i64.const %d))
-  (func (export "fleet_handle") (param i32) (result i64) %s (i64.const %d))
-  %s)`, escaped, abi.Packed(0, uint32(len(describe))), handle, abi.Packed(4096, 18), funcs))
+	return testutil.WAT(t, testutil.GuestWAT{
+		Describe: abi.Describe{ABIVersion: abi.Version, Type: typ, Version: "1.0.0", Mode: abi.ModeBatch,
+			Consumes: &abi.QueueContract{Name: typ, Payload: json.RawMessage(`{"type":"object"}`)}},
+		Result: `{"outcome":"done"}`,
+		Funcs:  funcs,
+		Handle: handle,
+	}.Source(t))
 }
 
 // callTree is issue 10's guest: $f0 calls $f1 twice, each $fi calls $f(i+1) twice, 48
@@ -80,7 +77,7 @@ func TestSandboxWasm(t *testing.T) {
 		for _, kind := range tt.kinds {
 			t.Run(tt.name+"/"+kind, func(t *testing.T) {
 				r := newSandbox(t, kind)
-				r.install(t, hostileWASM(t, tt.name, tt.handle, tt.funcs), tt.name)
+				r.install(t, engineWASM(t, tt.name, tt.handle, tt.funcs), tt.name)
 				r.grants[tt.name] = host.Grant{
 					CallTimeout: 300 * time.Millisecond,
 					Queues:      map[string][]string{tt.name: {"consume"}},
@@ -104,7 +101,7 @@ func TestSandboxWasm(t *testing.T) {
 // any instance is made, and the error names the file and the limit.
 func TestSandboxWasmRefusedAtLoad(t *testing.T) {
 	r := newSandbox(t, "memory")
-	r.install(t, hostileWASM(t, "big-table", "", "(table 134217728 funcref)"), "big-table")
+	r.install(t, engineWASM(t, "big-table", "", "(table 134217728 funcref)"), "big-table")
 	_, err := host.New(context.Background(), r.cfg)
 	want := "host: plugin big-table.wasm: native: the table starts with 134217728 elements; the limit is 262144"
 	if err == nil || !strings.Contains(err.Error(), want) {
