@@ -88,16 +88,20 @@ func FuzzRewrite(f *testing.F) {
 	})
 }
 
-// callFresh calls export name of a fresh instance of c under a short deadline and
+// callFresh instantiates c and calls its export name under one short deadline, and
 // describes the outcome; died reports a deadline or a stack-limit death.
 func callFresh(ctx context.Context, r wazero.Runtime, c wazero.CompiledModule, name string) (string, bool) {
+	// The deadline covers the start function too, which may not end either.
+	ctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
 	m, err := r.InstantiateModule(ctx, c, wazero.NewModuleConfig().WithName(""))
+	if ctx.Err() != nil {
+		return "deadline", true
+	}
 	if err != nil {
 		return "instantiate failed", false
 	}
-	defer m.Close(ctx)
-	ctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-	defer cancel()
+	defer m.Close(context.WithoutCancel(ctx))
 	res, err := m.ExportedFunction(name).Call(ctx)
 	if ctx.Err() != nil {
 		return "deadline", true
