@@ -107,6 +107,19 @@ type Config struct {
 	// default: 256 KiB
 	MaxPayload int
 
+	// MaxQueueDepth caps the tasks waiting (ready or delayed) in a queue that Submit adds
+	// to: past it Submit is LimitExceeded and its error matches ErrQueueFull (the HTTP
+	// API answers 429). It is each plugin's Grant.MaxQueueDepth too, unless the grant
+	// sets its own.
+	// default: 100000
+	MaxQueueDepth int
+
+	// MaxQueueBytes caps the payload bytes of the tasks a queue that Submit adds to holds
+	// (every task until acked, parked ones too), as MaxQueueDepth caps their count; and
+	// it is each plugin's Grant.MaxQueueBytes unless the grant sets its own.
+	// default: 64 MiB
+	MaxQueueBytes int64
+
 	// RetryDelay is how long a task waits after a retry that names no delay, and a loop
 	// plugin after a failed tick.
 	// default: 1s
@@ -163,6 +176,14 @@ const (
 	defaultMemoryLimitPages = 256
 	defaultMaxPayload       = 256 << 10
 	defaultRetryDelay       = time.Second
+	defaultMaxQueueDepth    = 100_000
+	defaultMaxQueueBytes    = 64 << 20
+	// The default quotas of a Grant; see Grant for why each.
+	defaultKVMaxKeys    = 10_000
+	defaultKVMaxBytes   = 64 << 20
+	defaultSubmitRate   = 5000
+	defaultMaxPoolItems = 10_000
+	defaultMaxPoolBytes = 64 << 20
 	// leaseMargin is what a task's lease exceeds its call timeout by, at least.
 	leaseMargin = 10 * time.Second
 )
@@ -189,6 +210,8 @@ func (c Config) withDefaults() Config {
 	c.MemoryLimitPages = cmp.Or(c.MemoryLimitPages, defaultMemoryLimitPages)
 	c.MaxPayload = cmp.Or(c.MaxPayload, defaultMaxPayload)
 	c.RetryDelay = cmp.Or(c.RetryDelay, defaultRetryDelay)
+	c.MaxQueueDepth = cmp.Or(c.MaxQueueDepth, defaultMaxQueueDepth)
+	c.MaxQueueBytes = cmp.Or(c.MaxQueueBytes, defaultMaxQueueBytes)
 	if c.Instance == "" {
 		c.Instance = defaultInstance()
 	}
@@ -229,6 +252,12 @@ func (c Config) check() error {
 	}
 	if c.MaxPayload < 0 || c.MaxPayload > primitives.MaxValueLen {
 		bad("MaxPayload is %d, want 1..%d", c.MaxPayload, primitives.MaxValueLen)
+	}
+	if c.MaxQueueDepth < 0 {
+		bad("MaxQueueDepth is %d, want >= 0", c.MaxQueueDepth)
+	}
+	if c.MaxQueueBytes < 0 {
+		bad("MaxQueueBytes is %d, want >= 0", c.MaxQueueBytes)
 	}
 	for typ, g := range c.Grants {
 		if err := checkType(typ); err != nil {
@@ -340,6 +369,45 @@ type Grant struct {
 	// pool_list that names no limit gets 100, or MaxPoolList if that is smaller.
 	// default: 0 (1000)
 	MaxPoolList int
+
+	// Quotas: what the plugin may fill in the fleet's state. Past one, the host call
+	// answers LimitExceeded naming the field and writes nothing. Each default lets the
+	// example plugins run a day (the scraper keeps one key per target, the harvester a
+	// few cookies per site) and keeps one plugin's share of a host's memory in tens of
+	// MiB at typical payloads.
+
+	// KVMaxKeys caps the KV keys the plugin holds in each namespace root: the namespace
+	// up to its first ':', so "<type>" for the default grant "<type>:*". A key set with
+	// a TTL counts until it expires; a delete gives it back.
+	// default: 0 (10000)
+	KVMaxKeys int
+	// KVMaxBytes caps the bytes of those keys, each costing its namespace, key and
+	// value.
+	// default: 0 (64 MiB)
+	KVMaxBytes int64
+	// SubmitRate caps the plugin's submits per second on this host, with a burst of one
+	// second's worth. It is a host's own count: n hosts admit up to n times it. It
+	// bounds the backend work a looping plugin causes (the queue caps bound what it
+	// stores), and leaves room for a plugin that fans out thousands of tasks at once.
+	// default: 0 (5000)
+	SubmitRate int
+	// MaxQueueDepth refuses the plugin's submit to a queue already holding this many
+	// tasks waiting (ready or delayed); for the queue it consumes, the HTTP API's
+	// submits too.
+	// default: 0 (Config.MaxQueueDepth)
+	MaxQueueDepth int
+	// MaxQueueBytes refuses it when the queue's tasks (until acked, parked ones too)
+	// hold this many payload bytes with the new one.
+	// default: 0 (Config.MaxQueueBytes)
+	MaxQueueBytes int64
+	// MaxPoolItems refuses the plugin's pool_put to a pool already holding this many
+	// live items, leased or not.
+	// default: 0 (10000)
+	MaxPoolItems int
+	// MaxPoolBytes refuses it when the pool's items (payloads and tags) would hold
+	// this many bytes with the new one.
+	// default: 0 (64 MiB)
+	MaxPoolBytes int64
 }
 
 func (g Grant) check() error {
@@ -369,7 +437,39 @@ func (g Grant) check() error {
 	if g.MaxPoolList < 0 {
 		return fmt.Errorf("MaxPoolList is %d, want >= 0", g.MaxPoolList)
 	}
+	for field, n := range map[string]int64{
+		"KVMaxKeys": int64(g.KVMaxKeys), "KVMaxBytes": g.KVMaxBytes, "SubmitRate": int64(g.SubmitRate),
+		"MaxQueueDepth": int64(g.MaxQueueDepth), "MaxQueueBytes": g.MaxQueueBytes,
+		"MaxPoolItems": int64(g.MaxPoolItems), "MaxPoolBytes": g.MaxPoolBytes,
+	} {
+		if n < 0 {
+			return fmt.Errorf("%s is %d, want >= 0 (0 for the default)", field, n)
+		}
+	}
 	return nil
+}
+
+// quota is the hostfn.Quota of a plugin granted g, its zero fields set to their
+// defaults.
+func (c Config) quota(g Grant) hostfn.Quota {
+	return hostfn.Quota{
+		KVMaxKeys:  cmp.Or(g.KVMaxKeys, defaultKVMaxKeys),
+		KVMaxBytes: cmp.Or(g.KVMaxBytes, defaultKVMaxBytes),
+		Queue: primitives.QueueCap{
+			Depth: cmp.Or(g.MaxQueueDepth, c.MaxQueueDepth),
+			Bytes: cmp.Or(g.MaxQueueBytes, c.MaxQueueBytes),
+		},
+		Pool: primitives.PoolCap{
+			Items: cmp.Or(g.MaxPoolItems, defaultMaxPoolItems),
+			Bytes: cmp.Or(g.MaxPoolBytes, defaultMaxPoolBytes),
+		},
+		Submits: hostfn.NewSubmitRate(cmp.Or(g.SubmitRate, defaultSubmitRate)),
+	}
+}
+
+// queueCap is the cap of a queue that no plugin here consumes.
+func (c Config) queueCap() primitives.QueueCap {
+	return primitives.QueueCap{Depth: c.MaxQueueDepth, Bytes: c.MaxQueueBytes}
 }
 
 // patterns applies the default "<type>:*" to an unset pattern list.

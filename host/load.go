@@ -107,6 +107,7 @@ func (h *Host) loadPlugin(ctx context.Context, file string) (p *plugin, err erro
 		return nil, fmt.Errorf("Config.Grants[%q]: %w", typ, err)
 	}
 	fn := hostfn.NewPlugin(typ, hg, config, caps, http)
+	fn.Quota = h.cfg.quota(grant)
 	rt, err := native.NewRuntime(ctx, native.Params{
 		Cache: h.cache, MemoryLimitPages: limits.pages, Core: h.core, Log: h.cfg.Logger,
 	}, wasm)

@@ -1,6 +1,9 @@
 package primitives
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // The errors every backend returns, wrapped with detail (`fmt.Errorf("%w: ...", ErrX)`),
 // so that callers test them with errors.Is and never see a backend's own errors.
@@ -16,3 +19,48 @@ var (
 	// ErrUnavailable: the backend cannot be reached (down, timed out, closed).
 	ErrUnavailable = errors.New("primitives: backend unavailable")
 )
+
+// CapError is the ErrLimit of a write refused by a cap or quota (QueuePushWithin,
+// PoolPutWithin, KVSetWithin), the same text from every backend. Which names the bound
+// that refused it: "depth" or "bytes" of a queue, "items" or "bytes" of a pool, "keys"
+// or "bytes" of a KV quota.
+type CapError struct {
+	Which string
+	msg   string
+}
+
+func (e *CapError) Error() string { return ErrLimit.Error() + ": " + e.msg }
+
+// Unwrap makes a CapError an ErrLimit.
+func (e *CapError) Unwrap() error { return ErrLimit }
+
+func capError(which, format string, args ...any) error {
+	return &CapError{Which: which, msg: fmt.Sprintf(format, args...)}
+}
+
+// QueueFull is the error of a push refused by QueuePushWithin: the queue holds depth
+// tasks waiting and bytes of payloads, and would hold cost more.
+func QueueFull(queue string, depth int, bytes, cost int64, c QueueCap) error {
+	if c.Depth > 0 && depth >= c.Depth {
+		return capError("depth", "queue %q holds %d tasks waiting, its cap is %d", queue, depth, c.Depth)
+	}
+	return capError("bytes", "queue %q holds %d bytes of tasks, %d more would pass its cap of %d", queue, bytes, cost, c.Bytes)
+}
+
+// PoolFull is the error of a put refused by PoolPutWithin: the pool holds items live
+// items costing bytes, and would hold cost more.
+func PoolFull(pool string, items int, bytes, cost int64, c PoolCap) error {
+	if c.Items > 0 && items >= c.Items {
+		return capError("items", "pool %q holds %d live items, the cap is %d", pool, items, c.Items)
+	}
+	return capError("bytes", "pool %q holds %d bytes of items, %d more would pass the cap of %d", pool, bytes, cost, c.Bytes)
+}
+
+// KVQuotaExceeded is the error of a set refused by KVSetWithin: the owner would hold
+// keys keys of bytes bytes in root.
+func KVQuotaExceeded(q KVQuota, root string, keys int, bytes int64) error {
+	if q.MaxKeys > 0 && keys > q.MaxKeys {
+		return capError("keys", "%q would hold %d kv keys under namespace root %q, its quota is %d keys", q.Owner, keys, root, q.MaxKeys)
+	}
+	return capError("bytes", "%q would hold %d kv bytes under namespace root %q, its quota is %d bytes", q.Owner, bytes, root, q.MaxBytes)
+}

@@ -5,10 +5,17 @@
 // JSON Schema or the abi: payloads are opaque bytes (JSON by convention) and tags are
 // strings. Backends live in subpackages (memory, redis) and are proven equal by the
 // conformance suite in primitivestest.
+//
+// Every write a plugin causes has a bounded form (KVSetWithin, QueuePushWithin,
+// PoolPutWithin) that checks its quota in the write's own atomic step, and every read
+// whose cost could follow a pool's size (PoolList, PoolStats) is bounded by its limit
+// or a cap, so that one plugin can neither fill the store nor hold it; see KVQuota for
+// why a KV quota counts per namespace root.
 package primitives
 
 import (
 	"context"
+	"strings"
 	"time"
 )
 
@@ -54,6 +61,12 @@ type Pool interface {
 	// PoolPut adds an item and returns its id. ttl 0 means no expiry; a negative ttl is
 	// ErrInvalid. Expired items of the pool are pruned opportunistically on every put.
 	PoolPut(ctx context.Context, pool string, payload []byte, tags Tags, ttl time.Duration) (id string, err error)
+	// PoolPutWithin is PoolPut that refuses, with ErrLimit and nothing written, a put
+	// past c: to a pool already holding c.Items live items, or whose items would cost
+	// more than c.Bytes with this one (PoolCost; an item expired but not yet pruned may
+	// still count), in the same step as the put, so that concurrent puts never exceed
+	// it. PoolPut is PoolPutWithin with the zero PoolCap.
+	PoolPutWithin(ctx context.Context, pool string, payload []byte, tags Tags, ttl time.Duration, c PoolCap) (id string, err error)
 	// PoolList returns up to limit live items whose tags equal every entry of where
 	// (nil where matches all), leased or not, without changing anything. limit <= 0
 	// means a backend default (100).
@@ -70,8 +83,26 @@ type Pool interface {
 	// PoolSize counts the live items of the pool, leased or not.
 	PoolSize(ctx context.Context, pool string) (int, error)
 	// PoolStats counts the live items, those leased, and the live items by tag
-	// ("site=\"x\"" -> 3), for operators.
+	// ("site=\"x\"" -> 3) for at most MaxStatsTags tags, for operators. Its cost is
+	// bounded whatever the pool's size.
 	PoolStats(ctx context.Context, pool string) (PoolStats, error)
+}
+
+// PoolCap bounds what a pool may hold when PoolPutWithin adds to it. Zero fields bound
+// nothing.
+type PoolCap struct {
+	Items int   // live items, leased or not
+	Bytes int64 // the PoolCost of its items
+}
+
+// PoolCost is what an item costs against PoolCap.Bytes: its payload and its tags' names
+// and values.
+func PoolCost(payload []byte, tags Tags) int64 {
+	n := len(payload)
+	for k, v := range tags {
+		n += len(k) + len(v)
+	}
+	return int64(n)
 }
 
 // PoolStats is an operator's view of a pool.
@@ -79,16 +110,63 @@ type PoolStats struct {
 	Size   int
 	Leased int
 	ByTag  map[string]int // key is `name=value`, value in its canonical JSON text
+	// MoreTags is true when more than MaxStatsTags tags are in use: ByTag holds
+	// MaxStatsTags of them, which ones unspecified.
+	MoreTags bool
 }
+
+// MaxStatsTags is the most tags that PoolStats counts.
+const MaxStatsTags = 1000
 
 // KV is a namespaced single-value store with optional TTL.
 type KV interface {
 	// KVSet stores value under (namespace, key). ttl 0 means no expiry; negative is ErrInvalid.
 	KVSet(ctx context.Context, namespace, key string, value []byte, ttl time.Duration) error
+	// KVSetWithin is KVSet counted against q.Owner's quota in the namespace's root (see
+	// KVQuota): a set that would take the owner past q.MaxKeys keys or q.MaxBytes bytes
+	// there is ErrLimit and writes nothing; the check and the write are one step, so
+	// that concurrent sets never exceed the quota. Overwriting a key moves it to the
+	// new owner; a delete or an expiry gives it back. KVSet is KVSetWithin with the zero
+	// KVQuota: the key counts against no owner.
+	KVSetWithin(ctx context.Context, namespace, key string, value []byte, ttl time.Duration, q KVQuota) error
 	// KVGet returns the value; ok is false when the key is absent or expired (not an error).
 	KVGet(ctx context.Context, namespace, key string) (value []byte, ok bool, err error)
 	// KVDelete removes the key and reports whether it existed.
 	KVDelete(ctx context.Context, namespace, key string) (existed bool, err error)
+}
+
+// KVQuota bounds what one owner (the host passes a plugin's type) holds in KV within one
+// namespace root: the namespace up to its first ':' ("scraper" for "scraper:state"),
+// or the whole namespace when it has none. A key costs len(namespace) + len(key) +
+// len(value) bytes. Zero fields bound nothing; an empty Owner counts nowhere.
+//
+// The quota is per root, not per owner across the whole store, because a root is the
+// unit a backend can count in one atomic step: on Redis every key of a root shares one
+// hash tag, so one Cluster slot holds a root's keys and its owners' ledgers, and the
+// check, the write and the ledger change are one script. A ledger spanning roots would
+// live in another slot than the keys it counts, and two round trips (reserve, then
+// write) cannot keep it exact under concurrency: a set and a delete of one key racing
+// leave a key that no ledger counts. An owner confined to one root (a plugin whose KV
+// grant is "<type>:*") is therefore bounded exactly; one granted n roots holds at most
+// n quotas.
+type KVQuota struct {
+	Owner    string
+	MaxKeys  int
+	MaxBytes int64
+}
+
+// KVRoot is the root of namespace that KVQuota counts in: the namespace up to its first
+// ':', or all of it.
+func KVRoot(namespace string) string {
+	if i := strings.IndexByte(namespace, ':'); i >= 0 {
+		return namespace[:i]
+	}
+	return namespace
+}
+
+// KVCost is what a key costs against KVQuota.MaxBytes.
+func KVCost(namespace, key string, value []byte) int64 {
+	return int64(len(namespace) + len(key) + len(value))
 }
 
 // Grant is a held lock.
@@ -141,6 +219,13 @@ type Ack struct {
 // MaxBatch is the most acks, and the most claims, that one QueueAckClaim takes.
 const MaxBatch = 256
 
+// QueueCap bounds what a queue may hold when QueuePushWithin adds to it. Zero fields
+// bound nothing.
+type QueueCap struct {
+	Depth int   // tasks waiting: ready or delayed
+	Bytes int64 // the payload bytes of every task it holds, until acked
+}
+
 // QueueStats is an operator's view of a queue.
 type QueueStats struct {
 	Depth    int // waiting to be claimed (ready or delayed)
@@ -154,6 +239,13 @@ type QueueStats struct {
 type Queue interface {
 	// QueuePush enqueues payload and returns the task id.
 	QueuePush(ctx context.Context, queue string, payload []byte) (id string, err error)
+	// QueuePushWithin is QueuePush that refuses, with ErrLimit and nothing written, a
+	// push past c: to a queue already holding c.Depth tasks waiting (ready or delayed;
+	// not those in flight or parked), or whose tasks' payloads (every task it holds,
+	// parked ones too) would exceed c.Bytes with this one, in the same step as the push,
+	// so that concurrent pushes never exceed it. QueuePush is QueuePushWithin with the
+	// zero QueueCap.
+	QueuePushWithin(ctx context.Context, queue string, payload []byte, c QueueCap) (id string, err error)
 	// QueueClaim leases the oldest ready task for lease. Before it looks, it returns
 	// expired leases to the queue, parking those whose attempts reached maxAttempts with
 	// the error "lease expired" (maxAttempts <= 0 never parks). ok is false when nothing

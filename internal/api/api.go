@@ -286,6 +286,13 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 			e = abi.Errorf(abi.Internal, "%v", err)
 		}
 		status := statusOf(e.Kind)
+		if errors.Is(err, host.ErrQueueFull) {
+			// Back-pressure, not a bad request: the same body succeeds once the
+			// consumers catch up. 429 (not 503, which says the daemon or its backend is
+			// down) with a Retry-After, so that clients back off and retry.
+			status = http.StatusTooManyRequests
+			w.Header().Set("Retry-After", "1")
+		}
 		var details any
 		if e.Kind == abi.TypeError || e.Kind == abi.ValueError {
 			if vs := s.p.Host.Violations(queue, body); len(vs) > 0 {
@@ -464,6 +471,8 @@ type PoolStats struct {
 	Size   int            `json:"size"`
 	Leased int            `json:"leased"`
 	ByTag  map[string]int `json:"by_tag"`
+	// MoreTags says that more tags are in use than by_tag counts (primitives.MaxStatsTags).
+	MoreTags bool `json:"more_tags,omitempty"`
 }
 
 func (s *Server) poolStats(ctx context.Context, name string) (PoolStats, error) {
@@ -474,7 +483,7 @@ func (s *Server) poolStats(ctx context.Context, name string) (PoolStats, error) 
 	if st.ByTag == nil {
 		st.ByTag = map[string]int{}
 	}
-	return PoolStats{Pool: name, Size: st.Size, Leased: st.Leased, ByTag: st.ByTag}, nil
+	return PoolStats{Pool: name, Size: st.Size, Leased: st.Leased, ByTag: st.ByTag, MoreTags: st.MoreTags}, nil
 }
 
 func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {

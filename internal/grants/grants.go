@@ -67,6 +67,15 @@ type Entry struct {
 	MaxReply         int             `json:"max_reply,omitempty"`
 	MaxPoolList      int             `json:"max_pool_list,omitempty"`
 	Config           json.RawMessage `json:"config,omitempty"`
+
+	// The quotas of host.Grant (KVMaxKeys, ...).
+	KVMaxKeys     int   `json:"kv_max_keys,omitempty"`
+	KVMaxBytes    int64 `json:"kv_max_bytes,omitempty"`
+	SubmitRate    int   `json:"submit_rate,omitempty"`
+	MaxQueueDepth int   `json:"max_queue_depth,omitempty"`
+	MaxQueueBytes int64 `json:"max_queue_bytes,omitempty"`
+	MaxPoolItems  int   `json:"max_pool_items,omitempty"`
+	MaxPoolBytes  int64 `json:"max_pool_bytes,omitempty"`
 }
 
 // Duration is a time.Duration that reads and writes as "30s".
@@ -171,6 +180,9 @@ func (f File) Host() (map[string]host.Grant, map[string]json.RawMessage) {
 			HTTPMaxBody: e.HTTPMaxBody, HTTPTimeout: time.Duration(e.HTTPTimeout), HTTPMaxRedirects: e.HTTPMaxRedirects,
 			MemoryLimitPages: e.MemoryLimitPages, CallTimeout: time.Duration(e.CallTimeout), MaxPayload: e.MaxPayload,
 			MaxHostCalls: e.MaxHostCalls, MaxReply: e.MaxReply, MaxPoolList: e.MaxPoolList,
+			KVMaxKeys: e.KVMaxKeys, KVMaxBytes: e.KVMaxBytes, SubmitRate: e.SubmitRate,
+			MaxQueueDepth: e.MaxQueueDepth, MaxQueueBytes: e.MaxQueueBytes,
+			MaxPoolItems: e.MaxPoolItems, MaxPoolBytes: e.MaxPoolBytes,
 		}
 		if len(e.Config) > 0 {
 			cs[typ] = e.Config
@@ -188,6 +200,9 @@ func FromHost(g host.Grant) Entry {
 		HTTPMaxBody: g.HTTPMaxBody, HTTPTimeout: Duration(g.HTTPTimeout), HTTPMaxRedirects: g.HTTPMaxRedirects,
 		MemoryLimitPages: g.MemoryLimitPages, CallTimeout: Duration(g.CallTimeout), MaxPayload: g.MaxPayload,
 		MaxHostCalls: g.MaxHostCalls, MaxReply: g.MaxReply, MaxPoolList: g.MaxPoolList,
+		KVMaxKeys: g.KVMaxKeys, KVMaxBytes: g.KVMaxBytes, SubmitRate: g.SubmitRate,
+		MaxQueueDepth: g.MaxQueueDepth, MaxQueueBytes: g.MaxQueueBytes,
+		MaxPoolItems: g.MaxPoolItems, MaxPoolBytes: g.MaxPoolBytes,
 	}
 }
 

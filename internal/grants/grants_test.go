@@ -46,6 +46,22 @@ func TestParse(t *testing.T) {
 	}
 }
 
+func TestParseQuotas(t *testing.T) {
+	f, err := Parse([]byte(`{"scraper": {"kv_max_keys": 50, "kv_max_bytes": 1048576, "submit_rate": 5, "max_queue_depth": 100, "max_queue_bytes": 1000, "max_pool_items": 20, "max_pool_bytes": 2000}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, _ := f.Host()
+	g := gs["scraper"]
+	if g.KVMaxKeys != 50 || g.KVMaxBytes != 1<<20 || g.SubmitRate != 5 || g.MaxQueueDepth != 100 || g.MaxQueueBytes != 1000 || g.MaxPoolItems != 20 || g.MaxPoolBytes != 2000 {
+		t.Errorf("scraper grant = %+v, want every quota of the file", g)
+	}
+	b, _ := json.Marshal(FromHost(g))
+	if !strings.Contains(string(b), `"kv_max_keys":50,"kv_max_bytes":1048576,"submit_rate":5,"max_queue_depth":100,"max_queue_bytes":1000,"max_pool_items":20,"max_pool_bytes":2000`) {
+		t.Errorf("FromHost = %s, want the quotas back in snake_case", b)
+	}
+}
+
 func TestParseRefuses(t *testing.T) {
 	for _, doc := range []string{
 		`{"scraper": {"http_host": ["typo.example"]}}`,

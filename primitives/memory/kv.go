@@ -15,6 +15,34 @@ type kvEntry struct {
 	value   []byte
 	expires time.Time // zero when the key has no TTL
 	node    node      // in Backend.kvTTL when expires is set
+	owner   string    // whose quota it counts against; "" for none
+	cost    int64     // primitives.KVCost, counted in kvUsage[{root, owner}] when owner is set
+}
+
+// kvLedger names one owner's quota in one namespace root (primitives.KVQuota).
+type kvLedger struct{ root, owner string }
+
+// kvCount is what one owner holds in one root.
+type kvCount struct {
+	keys  int
+	bytes int64
+}
+
+// release takes e out of its owner's count. Called with kvMu held for writing.
+func (b *Backend) release(e *kvEntry) {
+	if e.owner == "" {
+		return
+	}
+	l := kvLedger{primitives.KVRoot(e.k.namespace), e.owner}
+	c := b.kvUsage[l]
+	c.keys--
+	c.bytes -= e.cost
+	if c.keys == 0 {
+		delete(b.kvUsage, l)
+	} else {
+		b.kvUsage[l] = c
+	}
+	e.owner, e.cost = "", 0
 }
 
 func (e *kvEntry) live(now time.Time) bool { return e.expires.IsZero() || now.Before(e.expires) }
@@ -27,12 +55,24 @@ func (b *Backend) pruneKV(now time.Time) {
 			return
 		}
 		delete(b.kv, e.k)
+		b.release(e)
 	}
 }
 
 // KVSet implements primitives.KV. It stores a copy of value; a set without ttl clears
 // the key's previous TTL. Expired keys of every namespace are pruned first.
 func (b *Backend) KVSet(ctx context.Context, namespace, key string, value []byte, ttl time.Duration) error {
+	return b.KVSetWithin(ctx, namespace, key, value, ttl, primitives.KVQuota{})
+}
+
+// KVSetWithin implements primitives.KV: the quota is checked and the key written under
+// kvMu, after the expired keys are pruned, so the count is exact.
+func (b *Backend) KVSetWithin(ctx context.Context, namespace, key string, value []byte, ttl time.Duration, q primitives.KVQuota) error {
+	if q.Owner != "" {
+		if err := primitives.CheckName("kv quota owner", q.Owner); err != nil {
+			return err
+		}
+	}
 	if err := primitives.CheckKV(namespace, key); err != nil {
 		return err
 	}
@@ -55,9 +95,28 @@ func (b *Backend) KVSet(ctx context.Context, namespace, key string, value []byte
 	b.pruneKV(now)
 	k := kvKey{namespace, key}
 	e := b.kv[k]
+	cost := primitives.KVCost(namespace, key, value)
+	if q.Owner != "" {
+		root := primitives.KVRoot(namespace)
+		c := b.kvUsage[kvLedger{root, q.Owner}]
+		if e != nil && e.owner == q.Owner {
+			c.keys, c.bytes = c.keys-1, c.bytes-e.cost
+		}
+		c.keys, c.bytes = c.keys+1, c.bytes+cost
+		if (q.MaxKeys > 0 && c.keys > q.MaxKeys) || (q.MaxBytes > 0 && c.bytes > q.MaxBytes) {
+			return primitives.KVQuotaExceeded(q, root, c.keys, c.bytes)
+		}
+	}
 	if e == nil {
 		e = &kvEntry{k: k}
 		b.kv[k] = e
+	}
+	b.release(e)
+	if q.Owner != "" {
+		l := kvLedger{primitives.KVRoot(namespace), q.Owner}
+		c := b.kvUsage[l]
+		b.kvUsage[l] = kvCount{c.keys + 1, c.bytes + cost}
+		e.owner, e.cost = q.Owner, cost
 	}
 	e.value = v
 	if ttl > 0 {
@@ -104,5 +163,6 @@ func (b *Backend) KVDelete(ctx context.Context, namespace, key string) (bool, er
 	}
 	delete(b.kv, k)
 	b.kvTTL.remove(e)
+	b.release(e)
 	return e.live(b.clock.Now()), nil
 }

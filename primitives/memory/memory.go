@@ -59,6 +59,9 @@ type Backend struct {
 	kvMu  sync.RWMutex
 	kv    map[kvKey]*kvEntry  // guarded by kvMu
 	kvTTL deadlines[*kvEntry] // guarded by kvMu; the entries of kv that have a TTL
+	// kvUsage counts the entries of kv that have an owner, by root and owner; guarded
+	// by kvMu. An owner with nothing left has no entry.
+	kvUsage map[kvLedger]kvCount
 
 	locksMu sync.Mutex
 	locks   map[string]*lockState // guarded by locksMu
@@ -81,6 +84,7 @@ func New(o Options) *Backend {
 		queues:   make(map[string]*queue),
 		kv:       make(map[kvKey]*kvEntry),
 		kvTTL:    deadlines[*kvEntry]{node: func(e *kvEntry) *node { return &e.node }},
+		kvUsage:  make(map[kvLedger]kvCount),
 		locks:    make(map[string]*lockState),
 		counters: make(map[string]int64),
 	}

@@ -35,6 +35,9 @@ type item struct {
 
 	ttlNode   node // in pool.ttl when expires is set
 	leaseNode node // in pool.leases while leased
+
+	prev, next *item // in the pool's put order (pool.first), while in items
+	cost       int64 // primitives.PoolCost, counted in pool.bytes while in items
 }
 
 func (it *item) matches(where primitives.Tags) bool {
@@ -101,6 +104,10 @@ type pool struct {
 	ttl    deadlines[*item]    // guarded by mu
 	leases deadlines[*item]    // guarded by mu
 	seq    uint64              // guarded by mu
+	// first and last end the list of items in put order (item.prev, item.next), so
+	// that an unfiltered list reads only the items it returns; guarded by mu.
+	first, last *item
+	bytes       int64 // the cost of the items; guarded by mu
 }
 
 func newPool() *pool {
@@ -158,9 +165,32 @@ func (p *pool) lease(it *item, until time.Time) string {
 	return it.token
 }
 
+// link appends it to the put order.
+func (p *pool) link(it *item) {
+	it.prev = p.last
+	if p.last != nil {
+		p.last.next = it
+	} else {
+		p.first = it
+	}
+	p.last = it
+}
+
 // drop removes an item from the pool and every index.
 func (p *pool) drop(it *item) {
 	delete(p.items, it.id)
+	p.bytes -= it.cost
+	if it.prev != nil {
+		it.prev.next = it.next
+	} else {
+		p.first = it.next
+	}
+	if it.next != nil {
+		it.next.prev = it.prev
+	} else {
+		p.last = it.prev
+	}
+	it.prev, it.next = nil, nil
 	for _, k := range it.keys {
 		removeFrom(p.byTag, k, it)
 	}
@@ -228,6 +258,12 @@ func checkPool(name string) error { return primitives.CheckName("pool", name) }
 
 // PoolPut implements primitives.Pool. It stores copies of payload and tags.
 func (b *Backend) PoolPut(ctx context.Context, poolName string, payload []byte, tags primitives.Tags, ttl time.Duration) (string, error) {
+	return b.PoolPutWithin(ctx, poolName, payload, tags, ttl, primitives.PoolCap{})
+}
+
+// PoolPutWithin implements primitives.Pool: the live items and their bytes are counted
+// and the item added under the pool's lock, after the expired items are dropped.
+func (b *Backend) PoolPutWithin(ctx context.Context, poolName string, payload []byte, tags primitives.Tags, ttl time.Duration, c primitives.PoolCap) (string, error) {
 	if err := checkPool(poolName); err != nil {
 		return "", err
 	}
@@ -256,6 +292,10 @@ func (b *Backend) PoolPut(ctx context.Context, poolName string, payload []byte, 
 	defer p.mu.Unlock()
 	now := b.clock.Now()
 	p.settle(now)
+	it.cost = primitives.PoolCost(payload, tags)
+	if (c.Items > 0 && len(p.items) >= c.Items) || (c.Bytes > 0 && p.bytes+it.cost > c.Bytes) {
+		return "", primitives.PoolFull(poolName, len(p.items), p.bytes, it.cost, c)
+	}
 	p.seq++
 	it.seq, it.created = p.seq, now
 	if ttl > 0 {
@@ -263,6 +303,8 @@ func (b *Backend) PoolPut(ctx context.Context, poolName string, payload []byte, 
 		p.ttl.push(it, it.expires, it.seq)
 	}
 	p.items[it.id] = it
+	p.bytes += it.cost
+	p.link(it)
 	for _, k := range it.keys {
 		addTo(p.byTag, k, it)
 	}
@@ -270,7 +312,8 @@ func (b *Backend) PoolPut(ctx context.Context, poolName string, payload []byte, 
 	return it.id, nil
 }
 
-// PoolList implements primitives.Pool. Items come oldest put first.
+// PoolList implements primitives.Pool. Items come oldest put first. Unfiltered it reads
+// only the items it returns; filtered, the smallest of the filter's tag sets.
 func (b *Backend) PoolList(ctx context.Context, poolName string, where primitives.Tags, limit int) ([]primitives.Item, error) {
 	if err := checkPool(poolName); err != nil {
 		return nil, err
@@ -293,7 +336,8 @@ func (b *Backend) PoolList(ctx context.Context, poolName string, where primitive
 	p.settle(b.clock.Now())
 	var found []*item
 	if len(where) == 0 {
-		for _, it := range p.items {
+		// The put order is seq order: the first limit items are the answer.
+		for it := p.first; it != nil && len(found) < limit; it = it.next {
 			found = append(found, it)
 		}
 	} else if s := smallest(p.byTag, where); s != nil {
@@ -438,6 +482,10 @@ func (b *Backend) PoolStats(ctx context.Context, poolName string) (primitives.Po
 	st.Size = len(p.items)
 	st.Leased = len(p.items) - p.free.len()
 	for k, s := range p.byTag {
+		if len(st.ByTag) == primitives.MaxStatsTags {
+			st.MoreTags = true
+			break
+		}
 		st.ByTag[k.String()] += s.len()
 	}
 	return st, nil

@@ -84,6 +84,7 @@ type queue struct {
 	inflight deadlines[*task] // guarded by mu; leased until their deadline
 	parked   map[string]*task // guarded by mu
 	seq      uint64           // guarded by mu
+	bytes    int64            // the payload bytes of tasks; guarded by mu
 }
 
 func newQueue() *queue {
@@ -170,6 +171,12 @@ func notFound(queueName, id string) error {
 
 // QueuePush implements primitives.Queue. It stores a copy of payload.
 func (b *Backend) QueuePush(ctx context.Context, queueName string, payload []byte) (string, error) {
+	return b.QueuePushWithin(ctx, queueName, payload, primitives.QueueCap{})
+}
+
+// QueuePushWithin implements primitives.Queue: the depth and bytes are counted and the
+// task pushed under the queue's lock.
+func (b *Backend) QueuePushWithin(ctx context.Context, queueName string, payload []byte, c primitives.QueueCap) (string, error) {
 	if err := checkQueue(queueName); err != nil {
 		return "", err
 	}
@@ -183,6 +190,11 @@ func (b *Backend) QueuePush(ctx context.Context, queueName string, payload []byt
 	q := b.getQueue(queueName, true)
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	depth, cost := q.ready.len()+q.delayed.size(), int64(len(payload))
+	if (c.Depth > 0 && depth >= c.Depth) || (c.Bytes > 0 && q.bytes+cost > c.Bytes) {
+		return "", primitives.QueueFull(queueName, depth, q.bytes, cost, c)
+	}
+	q.bytes += cost
 	t.enqueued = b.clock.Now()
 	q.tasks[t.id] = t
 	q.makeReady(t)
@@ -232,6 +244,7 @@ func (q *queue) ack(queueName, id, token string, now time.Time) error {
 	}
 	q.inflight.remove(t)
 	delete(q.tasks, id)
+	q.bytes -= int64(len(t.payload))
 	return nil
 }
 

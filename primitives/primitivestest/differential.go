@@ -123,15 +123,16 @@ func (d *differ) one() {
 		tags := d.where()
 		tags["k"] = strconv.Itoa(k)
 		ttl := []time.Duration{0, time.Hour}[d.r.IntN(2)]
+		c := []primitives.PoolCap{{}, {}, {Items: 20}, {Bytes: 300}}[d.r.IntN(4)]
 		ra, rb := both(func(s *side) any {
-			id, err := s.b.PoolPut(ctx, pool, []byte(strconv.Itoa(k)), tags, ttl)
+			id, err := s.b.PoolPutWithin(ctx, pool, []byte(strconv.Itoa(k)), tags, ttl, c)
 			if err == nil {
 				s.itemIDs = append(s.itemIDs, id)
 				s.itemIdx[id] = k
 			}
 			return kind(err)
 		})
-		d.same(fmt.Sprintf("PoolPut(%q, %v)", pool, tags), ra, rb)
+		d.same(fmt.Sprintf("PoolPutWithin(%q, %v, %+v)", pool, tags, c), ra, rb)
 	case op < 20: // PoolClaim of one item by its unique tag
 		if len(A.itemIDs) == 0 {
 			return
@@ -204,14 +205,17 @@ func (d *differ) one() {
 			return fmt.Sprint(ks, kind(err), n, kind(serr), st.Size, st.Leased, sortedPairs(byTag), kind(sterr))
 		})
 		d.same(fmt.Sprintf("PoolList/Size/Stats(%q, %v)", pool, where), ra, rb)
-	case op < 48: // KV
-		ns, key := d.name("n"), d.name("k")
+	case op < 48: // KV, in three namespaces of one root and others, by two owners
+		// and none, under quotas small enough to be met
+		ns, key := d.pick("n:1", "n:2", "n:3", d.name("n")), d.name("k")
 		switch d.r.IntN(3) {
 		case 0:
 			v := []byte(fmt.Sprintf(`{"v":%d}`, d.r.IntN(1000)))
 			ttl := []time.Duration{0, time.Hour}[d.r.IntN(2)]
-			ra, rb := both(func(s *side) any { return kind(s.b.KVSet(ctx, ns, key, v, ttl)) })
-			d.same(fmt.Sprintf("KVSet(%q, %q)", ns, key), ra, rb)
+			q := []primitives.KVQuota{{MaxKeys: 3, MaxBytes: 100}, {MaxKeys: 10, MaxBytes: 40}}[d.r.IntN(2)]
+			q.Owner = d.pick("", "o1", "o2")
+			ra, rb := both(func(s *side) any { return kind(s.b.KVSetWithin(ctx, ns, key, v, ttl, q)) })
+			d.same(fmt.Sprintf("KVSetWithin(%q, %q, %+v)", ns, key, q), ra, rb)
 		case 1:
 			ra, rb := both(func(s *side) any {
 				v, ok, err := s.b.KVGet(ctx, ns, key)
@@ -263,14 +267,15 @@ func (d *differ) one() {
 		queue := d.name("q")
 		payload := strconv.Itoa(d.tasks)
 		d.tasks++
+		c := []primitives.QueueCap{{}, {}, {Depth: 8}, {Bytes: 30}}[d.r.IntN(4)]
 		ra, rb := both(func(s *side) any {
-			id, err := s.b.QueuePush(ctx, queue, []byte(payload))
+			id, err := s.b.QueuePushWithin(ctx, queue, []byte(payload), c)
 			if err == nil {
 				s.taskIDs[payload] = id
 			}
 			return kind(err)
 		})
-		d.same(fmt.Sprintf("QueuePush(%q)", queue), ra, rb)
+		d.same(fmt.Sprintf("QueuePushWithin(%q, %+v)", queue, c), ra, rb)
 	case op < 82: // QueueClaim
 		queue, maxAttempts := d.name("q"), d.r.IntN(4)
 		ra, rb := both(func(s *side) any {

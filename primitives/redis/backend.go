@@ -242,7 +242,9 @@ const (
 	codeNone     = 0  // nothing to claim
 	codeNotFound = -1 // the item or task does not exist (any more)
 	codeConflict = -2 // the token no longer holds the lease
-	codeParked   = 2  // the task was parked
+	codeParked   = 2  // the task was parked (a queue script's code)
+	codeLimit    = -3 // a cap or quota refused the write; nothing was written
+	codeMore     = 2  // a page found nothing; go on from the cursor it returns
 )
 
 // millis converts a Redis millisecond timestamp; 0 is the zero time.

@@ -7,12 +7,13 @@ import (
 
 	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/primitivestest"
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // The benchmarks run against the package's redis-server on loopback, next to
 // BenchmarkRawGet, a bare go-redis GET in the same run: the baseline that one round
-// trip costs. Goals: a single-key op within 1.3× of it, a pool or queue claim within
-// 2×. Benchmarks of two operations (claim+release, acquire+release, claim+ack) also
+// trip costs. Goals: a single-key read within 1.3× of it, a pool or queue claim within
+// 2×, a KV write (a script: it keeps the owners' quota ledgers, see KEYS.md) within 3.5×. Benchmarks of two operations (claim+release, acquire+release, claim+ack) also
 // report ns/rt, the time per round trip.
 //
 //	go test -run '^$' -bench . -benchmem ./primitives/redis/
@@ -217,4 +218,123 @@ func BenchmarkQueueAckClaim(b *testing.B) {
 // perRoundTrip reports the time per round trip of a benchmark whose op makes rt.
 func perRoundTrip(b *testing.B, rt int) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rt), "ns/rt")
+}
+
+// BenchmarkPoolList100k lists a pool of 100,000 items (tags: half site "0", half "1")
+// with limit 1 and 100, unfiltered, filtered, and with a filter that matches nothing
+// although both its tag sets hold 50,000 ids, which the list must walk page by page;
+// and claims with that filter, and stats.
+// server-µs-max is the longest single command or script the server ran meanwhile
+// (SLOWLOG): what every other client of the Redis may wait. smembers-50k is the read of
+// one whole tag set, the cost of the unpaged list this replaced.
+func BenchmarkPoolList100k(b *testing.B) {
+	be, raw := setup(b)
+	const n, workers = 100_000, 8
+	primitivestest.Hammer(workers, func(w int) {
+		for i := w; i < n; i += workers {
+			tags := primitives.Tags{"site": fmt.Sprintf(`"%d"`, i%2)}
+			if i%2 == 1 {
+				tags["odd"] = "true"
+			}
+			if _, err := be.PoolPut(bg, "p", []byte(`{"cookie":"x"}`), tags, 0); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	site0 := primitives.Tags{"site": `"0"`}
+	cases := []struct {
+		name  string
+		where primitives.Tags
+		limit int
+		want  int
+	}{
+		{"all/limit=1", nil, 1, 1},
+		{"all/limit=100", nil, 100, 100},
+		{"site/limit=1", site0, 1, 1},
+		{"site/limit=100", site0, 100, 100},
+		{"site+odd/none", primitives.Tags{"site": `"0"`, "odd": "true"}, 1, 0},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			slowlog(b, raw, func() {
+				for b.Loop() {
+					if items, err := be.PoolList(bg, "p", c.where, c.limit); len(items) != c.want || err != nil {
+						b.Fatal(len(items), err)
+					}
+				}
+			})
+		})
+	}
+	// A claim whose two filters match nothing: it walks a 50,000-id free tag set a page
+	// per script, as the list does.
+	b.Run("claim/site+odd/none", func(b *testing.B) {
+		slowlog(b, raw, func() {
+			for b.Loop() {
+				if _, ok, err := be.PoolClaim(bg, "p", primitives.Tags{"site": `"0"`, "odd": "true"}, time.Minute); ok || err != nil {
+					b.Fatal(ok, err)
+				}
+			}
+		})
+	})
+	b.Run("stats", func(b *testing.B) {
+		slowlog(b, raw, func() {
+			for b.Loop() {
+				if st, err := be.PoolStats(bg, "p"); st.Size != n || err != nil {
+					b.Fatal(st.Size, err)
+				}
+			}
+		})
+	})
+	b.Run("smembers-50k", func(b *testing.B) {
+		slowlog(b, raw, func() {
+			for b.Loop() {
+				if ids := raw.SMembers(bg, poolTagKey("p", "site", `"0"`)).Val(); len(ids) != n/2 {
+					b.Fatal(len(ids))
+				}
+			}
+		})
+	})
+}
+
+// slowlog runs f with the server's SLOWLOG recording every command, and reports the
+// longest one as server-µs-max.
+func slowlog(b *testing.B, raw *goredis.Client, f func()) {
+	raw.ConfigSet(bg, "slowlog-log-slower-than", "0")
+	raw.ConfigSet(bg, "slowlog-max-len", "1024")
+	defer raw.ConfigSet(bg, "slowlog-log-slower-than", "10000")
+	raw.SlowLogReset(bg)
+	f()
+	var longest time.Duration
+	for _, e := range raw.SlowLogGet(bg, 1024).Val() {
+		longest = max(longest, e.Duration)
+	}
+	b.ReportMetric(float64(longest.Microseconds()), "server-µs-max")
+}
+
+// BenchmarkKVSetWithin is a set counted against a quota of 10,000 keys and 64 MiB,
+// beside BenchmarkKVSet (no owner) and BenchmarkRawGet: the quota's cost per kv_set.
+func BenchmarkKVSetWithin(b *testing.B) {
+	be, _ := setup(b)
+	q := primitives.KVQuota{Owner: "bench", MaxKeys: 10_000, MaxBytes: 64 << 20}
+	for i := range 1000 {
+		be.KVSetWithin(bg, "bench:ns", fmt.Sprint("fill", i), []byte("v"), time.Minute, q)
+	}
+	for b.Loop() {
+		if err := be.KVSetWithin(bg, "bench:ns", "k", []byte("v"), time.Minute, q); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRawSet is a bare go-redis SET with a TTL: what a KV set cost before quotas.
+func BenchmarkRawSet(b *testing.B) {
+	setup(b)
+	raw := srv.Client()
+	defer raw.Close()
+	for b.Loop() {
+		if err := raw.Set(bg, "k", "v", time.Minute).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

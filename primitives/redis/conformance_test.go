@@ -5,6 +5,7 @@ import (
 
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
+	"github.com/fleethost/fleet/primitives/memory"
 	"github.com/fleethost/fleet/primitives/primitivestest"
 )
 
@@ -31,4 +32,12 @@ func TestUnavailable(t *testing.T) {
 		t.Cleanup(func() { b.Close() })
 		return b
 	})
+}
+
+// The same random operation sequences against the memory backend and Redis agree step
+// by step, quotas and caps included.
+func TestDifferential(t *testing.T) {
+	for seed := range uint64(3) {
+		primitivestest.RunDifferential(t, memory.New(memory.Options{}), newBackend(t), seed, 1500)
+	}
 }

@@ -1,5 +1,7 @@
 package redis
 
+import "github.com/fleethost/fleet/primitives"
+
 // The Redis keys of every primitive, built here and nowhere else. KEYS.md draws the
 // layout; the Lua scripts that derive item and tag keys from a pool's or queue's prefix
 // use the same segments through luaPoolKeys and luaQueueKeys below.
@@ -21,6 +23,7 @@ const (
 	poolFreeSeg    = "free"
 	poolLeasesSeg  = "leases"
 	poolTagsSeg    = "tags"
+	poolBytesSeg   = "bytes"
 	poolTagSetSeg  = "tag"  // + "[name]=value"
 	poolFreeTagSeg = "free" // + "[name]=value"
 )
@@ -46,6 +49,10 @@ func poolLeasesKey(pool string) string { return poolPrefix(pool) + poolLeasesSeg
 
 // poolTagsKey names the tags in use: SET of tagSuffix(name, value), for PoolStats.
 func poolTagsKey(pool string) string { return poolPrefix(pool) + poolTagsSeg }
+
+// poolBytesKey is the sum of the live items' costs (primitives.PoolCost): STRING
+// integer, kept by put and every removal; PoolPutWithin checks it.
+func poolBytesKey(pool string) string { return poolPrefix(pool) + poolBytesSeg }
 
 // poolTagKey holds every item with tag name=value, leased or not: SET of ids. PoolList
 // intersects these.
@@ -89,6 +96,7 @@ const (
 	queueDelayedSeg  = "delayed"
 	queueInflightSeg = "inflight"
 	queueParkedSeg   = "parked"
+	queueBytesSeg    = "bytes"
 )
 
 // queuePrefix is the prefix of every key of queue: `fleet:queue:{queue}:`. Not a key;
@@ -112,10 +120,16 @@ func queueInflightKey(queue string) string { return queuePrefix(queue) + queueIn
 // (RPUSH; LREM on requeue).
 func queueParkedKey(queue string) string { return queuePrefix(queue) + queueParkedSeg }
 
-// luaQueueKeys derives a queue's task keys in Lua from its prefix (KEYS[1]).
+// queueBytesKey is the sum of the payload bytes of the queue's tasks, acked ones
+// excepted: STRING integer, kept by push and ack; QueuePushWithin checks it.
+func queueBytesKey(queue string) string { return queuePrefix(queue) + queueBytesSeg }
+
+// luaQueueKeys derives a queue's task keys and bytes key in Lua from its prefix
+// (KEYS[1]).
 const luaQueueKeys = `
 local P = KEYS[1]
 local function task_key(id) return P .. '` + queueTaskSeg + `' .. id end
+local BYTES = P .. '` + queueBytesSeg + `'
 `
 
 // queueScriptKeys returns KEYS[1..5] of every queue script (see luaQueue): the
@@ -132,9 +146,45 @@ func lockKey(name string) string { return "fleet:lock:{" + name + "}" }
 // expiring, so fences only grow.
 func lockFenceKey(name string) string { return "fleet:lock:{" + name + "}:fence" }
 
-// kvKey is a value: STRING, with the TTL as its PX. A namespace is one hash tag, so one
-// namespace lives in one Cluster slot.
-func kvKey(namespace, key string) string { return "fleet:kv:{" + namespace + "}:" + key }
+// kvPrefix is the prefix of every key of a KV namespace root (primitives.KVRoot):
+// `fleet:kv:{root}`. Every namespace of a root, and the quota ledgers of its owners,
+// share the hash tag {root}, so that one script sees a key and the ledger it counts in.
+// Not a key itself; the KV scripts receive it as KEYS[2].
+func kvPrefix(namespace string) string { return "fleet:kv:{" + primitives.KVRoot(namespace) + "}" }
+
+// kvMember names (namespace, key) inside its root: `[namespace]key`. A namespace
+// cannot hold ']', so the first ']' ends it.
+func kvMember(namespace, key string) string { return "[" + namespace + "]" + key }
+
+// kvKey is a value: STRING, with the TTL as its PXAT: `fleet:kv:{root}[namespace]key`.
+func kvKey(namespace, key string) string { return kvPrefix(namespace) + kvMember(namespace, key) }
+
+// Segments of the quota keys of a root after its prefix, shared with the Lua helpers.
+// Each starts with ':', which no kvMember does, so they never meet a value's key.
+const (
+	kvOwnersSeg = ":owners" // HASH member -> owner, for the keys some owner holds
+	kvKeysSeg   = ":keys:"  // + owner: ZSET member -> expires-at ms (+inf: no TTL)
+	kvBytesSeg  = ":bytes:" // + owner: HASH member -> cost, and "total" -> their sum
+)
+
+// kvOwnersKey maps each key of the root that counts against a quota to its owner:
+// HASH kvMember -> owner.
+func kvOwnersKey(namespace string) string { return kvPrefix(namespace) + kvOwnersSeg }
+
+// kvKeysKey is an owner's ledger of keys in the root: ZSET kvMember -> expires-at ms.
+func kvKeysKey(namespace, owner string) string { return kvPrefix(namespace) + kvKeysSeg + owner }
+
+// kvBytesKey is an owner's ledger of bytes in the root: HASH kvMember -> its cost
+// (primitives.KVCost), and "total" -> the sum of the costs.
+func kvBytesKey(namespace, owner string) string { return kvPrefix(namespace) + kvBytesSeg + owner }
+
+// luaKVKeys derives a root's quota keys in Lua from its prefix (KEYS[2]).
+const luaKVKeys = `
+local P = KEYS[2]
+local OWNERS = P .. '` + kvOwnersSeg + `'
+local function keys_key(o) return P .. '` + kvKeysSeg + `' .. o end
+local function bytes_key(o) return P .. '` + kvBytesSeg + `' .. o end
+`
 
 // counterKey is a counter: STRING integer (INCRBY).
 func counterKey(name string) string { return "fleet:counter:{" + name + "}" }

@@ -66,7 +66,7 @@ func TestKeysMatchLuaAndShareASlot(t *testing.T) {
 	}
 	want := []string{
 		poolItemKey(pool, a), poolItemKey(pool, bID),
-		poolLiveKey(pool), poolFreeKey(pool), poolLeasesKey(pool), poolTagsKey(pool),
+		poolLiveKey(pool), poolFreeKey(pool), poolLeasesKey(pool), poolTagsKey(pool), poolBytesKey(pool),
 		poolTagKey(pool, "site", `"x"`), poolFreeTagKey(pool, "site", `"x"`),
 		poolTagKey(pool, "fresh", "true"),
 		// poolFreeTagKey(pool, "fresh", "true") is empty, so absent.
@@ -87,7 +87,7 @@ func TestKeysMatchLuaAndShareASlot(t *testing.T) {
 	b.QueueClaim(bg, queue, time.Minute, 0)
 	want = []string{
 		queueTaskKey(queue, ids[0]), queueTaskKey(queue, ids[1]), queueTaskKey(queue, ids[2]), queueTaskKey(queue, ids[3]),
-		queueReadyKey(queue), queueDelayedKey(queue), queueInflightKey(queue), queueParkedKey(queue),
+		queueReadyKey(queue), queueDelayedKey(queue), queueInflightKey(queue), queueParkedKey(queue), queueBytesKey(queue),
 	}
 	checkKeys(t, "fleet:queue:*", want)
 
@@ -99,6 +99,16 @@ func TestKeysMatchLuaAndShareASlot(t *testing.T) {
 	if slot(lockKey("l")) != slot(lockFenceKey("l")) {
 		t.Errorf("lock and fence keys are in slots %d and %d", slot(lockKey("l")), slot(lockFenceKey("l")))
 	}
+
+	// A root's values and its owners' ledgers share the root's slot, whatever the namespace.
+	srv.Flush(t)
+	q := primitives.KVQuota{Owner: "scraper", MaxKeys: 10}
+	b.KVSetWithin(bg, "scraper:state", "k", []byte("v"), 0, q)
+	b.KVSetWithin(bg, "scraper:results", "k", []byte("v"), time.Hour, q)
+	checkKeys(t, "fleet:kv:*", []string{
+		kvKey("scraper:state", "k"), kvKey("scraper:results", "k"),
+		kvOwnersKey("scraper:x"), kvKeysKey("scraper:y", "scraper"), kvBytesKey("scraper", "scraper"),
+	})
 }
 
 func checkKeys(t *testing.T, pattern string, want []string) {
@@ -108,7 +118,7 @@ func checkKeys(t *testing.T, pattern string, want []string) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("KEYS %s =\n  %s\nwant\n  %s", pattern, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 	}
-	if !strings.HasPrefix(pattern, "fleet:pool:") && !strings.HasPrefix(pattern, "fleet:queue:") {
+	if pattern == "fleet:*" {
 		return
 	}
 	for _, k := range got {

@@ -75,11 +75,39 @@ func tagsDecode(s string) (primitives.Tags, error) {
 //	KEYS[5] -> fleet:pool:{p}:tags     SET of `[name]=value` in use
 const luaPool = luaNow + luaPoolKeys + `
 local LIVE, FREE, LEASES, TAGS = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local BYTES = P .. '` + poolBytesSeg + `'
 
 -- expired tells whether an item's TTL has passed at now (expires 0: never).
 local function expired(expires, now)
   local e = tonumber(expires)
   return e ~= 0 and e <= now
+end
+
+-- scan walks the set KEYS[k] of a filter (k = 0: the smallest of KEYS[6..]) from cursor
+-- with SSCAN, at most budget ids, and calls visit(id) for each id that every other set
+-- of KEYS[6..] holds too, until visit returns true. It returns whether visit did, the
+-- cursor to go on from ('0': the walk is done) and k.
+local function scan(k, cursor, budget, visit)
+  if k == 0 then
+    k = 6
+    for i = 7, #KEYS do
+      if redis.call('SCARD', KEYS[i]) < redis.call('SCARD', KEYS[k]) then k = i end
+    end
+  end
+  local seen = 0
+  repeat
+    local page = redis.call('SSCAN', KEYS[k], cursor, 'COUNT', 100)
+    cursor = page[1]
+    for _, id in ipairs(page[2]) do
+      seen = seen + 1
+      local match = true
+      for i = 6, #KEYS do
+        if i ~= k and redis.call('SISMEMBER', KEYS[i], id) == 0 then match = false; break end
+      end
+      if match and visit(id) then return true, cursor, k end
+    end
+  until cursor == '0' or seen >= budget
+  return false, cursor, k
 end
 `
 
@@ -100,9 +128,12 @@ local function suffixes(enc)
   return out
 end
 
--- remove_item deletes an item and every index entry of it, leased or not.
+-- remove_item deletes an item and every index entry of it, leased or not, and takes its
+-- cost off the pool's bytes (an empty pool keeps no key).
 local function remove_item(id)
-  for _, s in ipairs(suffixes(redis.call('HGET', item_key(id), 'tags'))) do
+  local f = redis.call('HMGET', item_key(id), 'tags', 'cost')
+  if f[2] and redis.call('DECRBY', BYTES, f[2]) <= 0 then redis.call('DEL', BYTES) end
+  for _, s in ipairs(suffixes(f[1])) do
     local tk = tag_key(s)
     redis.call('SREM', tk, id)
     redis.call('SREM', free_tag_key(s), id)
@@ -131,7 +162,8 @@ local function prune(now, n)
 end
 `
 
-// poolPutCmd adds an item and prunes expired ones.
+// poolPutCmd prunes expired items and adds an item, unless the pool already holds its
+// cap of live items.
 //
 //	KEYS[1..5]  -> the pool's fixed keys (luaPool)
 //	KEYS[6+2i]  -> fleet:pool:{p}:tag[name]=value   SET, tag i's live ids
@@ -141,22 +173,41 @@ end
 //	ARGV[3]     -> tags, encoded (tagsEncode)
 //	ARGV[4]     -> ttl in ms; 0 for no expiry
 //	ARGV[5]     -> how many expired items to prune at most
-//	ARGV[6+i]   -> tag i's `[name]=value`, for the tags SET
+//	ARGV[6]     -> the most live items; 0 for no cap
+//	ARGV[7]     -> the most bytes of items; 0 for no cap
+//	ARGV[8]     -> the item's cost (primitives.PoolCost)
+//	ARGV[9+i]   -> tag i's `[name]=value`, for the tags SET
 //
-// Output: 1
+// Output: 1; {-3, live items, bytes} refused.
+//
+// The bytes count an expired item until it is pruned; a put over the bytes cap prunes
+// up to 1,000 more expired items before it refuses.
 var poolPutCmd = goredis.NewScript(luaPoolIndex + `
 local now = now_ms()
 prune(now, tonumber(ARGV[5]))
+local maxItems, maxBytes, cost = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+if maxItems > 0 or maxBytes > 0 then
+  local size = redis.call('ZCOUNT', LIVE, '(' .. now, '+inf')
+  local bytes = tonumber(redis.call('GET', BYTES) or '0')
+  if maxBytes > 0 and bytes + cost > maxBytes then
+    prune(now, 1000)
+    bytes = tonumber(redis.call('GET', BYTES) or '0')
+  end
+  if (maxItems > 0 and size >= maxItems) or (maxBytes > 0 and bytes + cost > maxBytes) then
+    return {-3, size, bytes}
+  end
+end
 local id, ttl = ARGV[1], tonumber(ARGV[4])
 local expires, score = 0, '+inf'
 if ttl > 0 then expires = now + ttl; score = expires end
-redis.call('HSET', item_key(id), 'payload', ARGV[2], 'tags', ARGV[3], 'created', now, 'expires', expires)
+redis.call('HSET', item_key(id), 'payload', ARGV[2], 'tags', ARGV[3], 'created', now, 'expires', expires, 'cost', cost)
+redis.call('INCRBY', BYTES, cost)
 redis.call('ZADD', LIVE, score, id)
 redis.call('SADD', FREE, id)
 for i = 6, #KEYS, 2 do
   redis.call('SADD', KEYS[i], id)
   redis.call('SADD', KEYS[i + 1], id)
-  redis.call('SADD', TAGS, ARGV[6 + (i - 6) / 2])
+  redis.call('SADD', TAGS, ARGV[9 + (i - 6) / 2])
 end
 return 1
 `)
@@ -164,6 +215,12 @@ return 1
 // PoolPut adds an item to pool and returns its id. ttl 0 means no expiry. Each put
 // also prunes up to 100 items of the pool whose TTL has passed.
 func (b *Backend) PoolPut(ctx context.Context, pool string, payload []byte, tags primitives.Tags, ttl time.Duration) (string, error) {
+	return b.PoolPutWithin(ctx, pool, payload, tags, ttl, primitives.PoolCap{})
+}
+
+// PoolPutWithin is PoolPut refused with ErrLimit past c; the count (ZCOUNT, O(log n)),
+// the bytes (a counter the scripts keep) and the put are one script.
+func (b *Backend) PoolPutWithin(ctx context.Context, pool string, payload []byte, tags primitives.Tags, ttl time.Duration, c primitives.PoolCap) (string, error) {
 	if err := primitives.CheckName("pool", pool); err != nil {
 		return "", err
 	}
@@ -178,8 +235,8 @@ func (b *Backend) PoolPut(ctx context.Context, pool string, payload []byte, tags
 	}
 	id := newID()
 	keys := poolScriptKeys(pool, 2*len(tags))
-	args := make([]any, 5, 5+len(tags))
-	args[0], args[1], args[2], args[3], args[4] = id, payload, tagsEncode(tags), ms(ttl), prunePerPut
+	cost := primitives.PoolCost(payload, tags)
+	args := []any{id, payload, tagsEncode(tags), ms(ttl), prunePerPut, max(c.Items, 0), max(c.Bytes, 0), cost}
 	for k, v := range tags {
 		keys = append(keys, poolTagKey(pool, k, v), poolFreeTagKey(pool, k, v))
 		args = append(args, tagSuffix(k, v))
@@ -190,10 +247,15 @@ func (b *Backend) PoolPut(ctx context.Context, pool string, payload []byte, tags
 	if err != nil {
 		return "", b.scriptFail(ctx, "pool put", pool, err)
 	}
-	if n, ok := v.(int64); !ok || n != codeOK {
-		return "", replyError("pool put", v)
+	if n, ok := v.(int64); ok && n == codeOK {
+		return id, nil
 	}
-	return id, nil
+	if a, ok := v.([]any); ok && len(a) == 3 && a[0] == int64(codeLimit) {
+		size, _ := a[1].(int64)
+		bytes, _ := a[2].(int64)
+		return "", primitives.PoolFull(pool, int(size), bytes, cost, c)
+	}
+	return "", replyError("pool put", v)
 }
 
 // scriptFail is fail for a script, whose nil reply would be a bug, not a missing key.
@@ -234,25 +296,36 @@ func itemFromReply(op string, a []any) (primitives.Item, error) {
 	return it, nil
 }
 
-// poolListCmd reads up to a limit of live items matching a filter, changing nothing.
+// listPage is how many index entries one pool list script examines at most. A list
+// walks the pool page by page, one script each, so that no script reads a large set
+// whole: other clients of the Redis wait at most one page between two.
+const listPage = 512
+
+// poolListCmd reads one page of live items matching a filter, changing nothing.
 //
 //	KEYS[1..5] -> the pool's fixed keys (luaPool)
 //	KEYS[6..]  -> fleet:pool:{p}:tag[name]=value  SET, one per entry of where
-//	ARGV[1]    -> limit
+//	ARGV[1]    -> how many items the page may return
+//	ARGV[2]    -> the cursor: a rank in live (no filter) or an SSCAN cursor; "0" starts
+//	ARGV[3]    -> which of KEYS[6..] to scan, 0 for the smallest (chosen on the first page)
+//	ARGV[4]    -> how many entries the page may examine (listPage)
 //
-// Output: {id, payload, tags, created, expires, ...} for each item, flat; empty when none.
+// Output: {next cursor ("0": done), the scanned key's index, id, payload, tags, created,
+// expires, ...} with five fields per item.
+//
+// Unfiltered it walks live by rank from the first unexpired one (ZRANGE, O(log n + m));
+// filtered it SSCANs the smallest tag set and tests the others with SISMEMBER, so its
+// cost follows that set, a page at a time.
 var poolListCmd = goredis.NewScript(luaPool + `
-local now, limit = now_ms(), tonumber(ARGV[1])
-local ids
-if #KEYS == 5 then
-  ids = redis.call('ZRANGEBYSCORE', LIVE, '(' .. now, '+inf', 'LIMIT', 0, limit)
-elseif #KEYS == 6 then
-  ids = redis.call('SMEMBERS', KEYS[6])
-else
-  ids = redis.call('SINTER', unpack(KEYS, 6))
-end
-local out, n = {}, 0
-for _, id in ipairs(ids) do
+local now, want, cursor, k, budget = now_ms(), tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local out = {'0', 0}
+local n, seen = 0, {}
+
+-- add appends id to out if it is a live item not yet in it (SSCAN may return an id
+-- twice); true when out holds want items.
+local function add(id)
+  if seen[id] then return false end
+  seen[id] = true
   local f = redis.call('HMGET', item_key(id), 'payload', 'tags', 'created', 'expires')
   if f[1] and not expired(f[4], now) then
     out[#out + 1] = id
@@ -261,16 +334,34 @@ for _, id in ipairs(ids) do
     out[#out + 1] = tonumber(f[3])
     out[#out + 1] = tonumber(f[4])
     n = n + 1
-    if n >= limit then break end
   end
+  return n >= want
 end
+
+if #KEYS == 5 then
+  local rank = tonumber(cursor)
+  if rank == 0 then rank = redis.call('ZCOUNT', LIVE, '-inf', now) end
+  local ids = redis.call('ZRANGE', LIVE, rank, rank + math.min(want, budget) - 1)
+  for i, id in ipairs(ids) do
+    if add(id) then break end
+  end
+  if #ids == math.min(want, budget) and n < want then out[1] = tostring(rank + #ids) end
+  return out
+end
+
+-- The cursor goes back even when the page is full: Go drops the ids an earlier page
+-- returned, and may need more.
+local _
+_, out[1], out[2] = scan(k, cursor, budget, add)
 return out
 `)
 
 // PoolList returns up to limit live items of pool whose tags equal every entry of where
 // (nil: all), leased or not, in no particular order. limit <= 0 means 100. It changes
-// nothing. Unfiltered it reads only the items it returns; filtered it reads the
-// intersection of the filter's tag sets.
+// nothing. It reads the pool in pages of at most listPage index entries, one script
+// each, so that its cost follows limit unfiltered, and the smallest of the filter's tag
+// sets filtered, without ever holding the server for a whole large set. An item put or
+// removed between two pages may be missed; none is returned twice.
 func (b *Backend) PoolList(ctx context.Context, pool string, where primitives.Tags, limit int) ([]primitives.Item, error) {
 	if err := primitives.CheckName("pool", pool); err != nil {
 		return nil, err
@@ -285,43 +376,78 @@ func (b *Backend) PoolList(ctx context.Context, pool string, where primitives.Ta
 	for k, v := range where {
 		keys = append(keys, poolTagKey(pool, k, v))
 	}
-	ctx, cancel := b.call(ctx)
-	defer cancel()
-	v, err := poolListCmd.Run(ctx, b.client, keys, limit).Result()
-	if err != nil {
-		return nil, b.scriptFail(ctx, "pool list", pool, err)
-	}
-	a, err := replyArray("pool list", v, 0)
-	if err != nil || len(a)%5 != 0 {
-		return nil, replyError("pool list", v)
-	}
-	items := make([]primitives.Item, 0, len(a)/5)
-	for i := 0; i < len(a); i += 5 {
-		it, err := itemFromReply("pool list", a[i:i+5])
+	var items []primitives.Item
+	seen := map[string]bool{}
+	cursor, scan := "0", int64(0)
+	for {
+		next, k, page, err := b.poolListPage(ctx, pool, keys, limit-len(items), cursor, scan)
 		if err != nil {
 			return nil, err
 		}
-		items = append(items, it)
+		for _, it := range page {
+			if !seen[it.ID] {
+				seen[it.ID] = true
+				items = append(items, it)
+			}
+		}
+		if next == "0" || len(items) >= limit {
+			return items, nil
+		}
+		cursor, scan = next, k
 	}
-	return items, nil
 }
 
-// poolClaimCmd leases one live, unleased item matching a filter. Candidates come from
-// the free set (no filter), the one free tag set, or the intersection of the free tag
-// sets (SINTER walks the smallest first), so the cost follows the matching items. An
-// expired candidate is removed and the next one tried. Only when no free item matches
-// does it return the expired leases to the free sets and look again: an item whose
-// lease ran out is claimable, and the common claim saves a sweep.
+// poolListPage runs one page of poolListCmd.
+func (b *Backend) poolListPage(ctx context.Context, pool string, keys []string, want int, cursor string, scan int64) (next string, k int64, items []primitives.Item, err error) {
+	ctx, cancel := b.call(ctx)
+	defer cancel()
+	v, err := poolListCmd.Run(ctx, b.client, keys, want, cursor, scan, listPage).Result()
+	if err != nil {
+		return "", 0, nil, b.scriptFail(ctx, "pool list", pool, err)
+	}
+	a, err := replyArray("pool list", v, 2)
+	if err != nil || len(a)%5 != 2 {
+		return "", 0, nil, replyError("pool list", v)
+	}
+	next, err1 := replyString("pool list", a[0])
+	k, err2 := replyInt("pool list", a[1])
+	if err := errors.Join(err1, err2); err != nil {
+		return "", 0, nil, err
+	}
+	items = make([]primitives.Item, 0, (len(a)-2)/5)
+	for i := 2; i < len(a); i += 5 {
+		it, err := itemFromReply("pool list", a[i:i+5])
+		if err != nil {
+			return "", 0, nil, err
+		}
+		items = append(items, it)
+	}
+	return next, k, items, nil
+}
+
+// poolClaimCmd leases one live, unleased item matching a filter, looking at most a page
+// of candidates. Candidates come from the free set (no filter) or the one free tag set,
+// drawn with SRANDMEMBER, or with more filters from the smallest free tag set, SSCANned
+// a page at a time and tested against the others with SISMEMBER, so that the cost
+// follows the matching items. An expired candidate is removed and the next one tried.
+// Only when no free item matches (phase 1) does it first return up to a page of expired
+// leases to the free sets: an item whose lease ran out is claimable, and the common
+// claim saves a sweep.
 //
 //	KEYS[1..5] -> the pool's fixed keys (luaPool)
 //	KEYS[6..]  -> fleet:pool:{p}:free[name]=value  SET, one per entry of where
 //	ARGV[1]    -> hold in ms
 //	ARGV[2]    -> lease token (fresh, from Go)
+//	ARGV[3]    -> the SSCAN cursor to go on from; "0" starts
+//	ARGV[4]    -> 0: free items only; 1: return expired leases first (when ARGV[3] is "0")
+//	ARGV[5]    -> which of KEYS[6..] to scan, 0 for the smallest (chosen on the first page)
+//	ARGV[6]    -> how many candidates the page may look at (listPage)
 //
-// Output: {0} nothing to claim;
-// {1, id, payload, tags, created, expires} the item now leased.
+// Output: {0} nothing to claim (in this phase); {2, cursor, scanned key} a page found
+// nothing, go on from cursor; {1, id, payload, tags, created, expires} the item now
+// leased.
 var poolClaimCmd = goredis.NewScript(luaPoolIndex + `
-local now = now_ms()
+local now, cursor, phase, k, budget = now_ms(), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 
 -- usable reads candidate c into f if it is a live item; if not, c goes from every index.
 local f
@@ -333,34 +459,39 @@ local function usable(c)
   return false
 end
 
--- pick returns a usable free candidate, or false.
-local function pick()
-  local id = false
-  if #KEYS <= 6 then
-    local from = FREE
-    if #KEYS == 6 then from = KEYS[6] end
-    repeat
-      id = redis.call('SRANDMEMBER', from)
-    until not id or usable(id)
-    return id
-  end
-  for _, c in ipairs(redis.call('SINTER', unpack(KEYS, 6))) do
-    if usable(c) then return c end
-  end
-  return false
-end
-
-local id = pick()
-if not id then
-  local due = redis.call('ZRANGEBYSCORE', LEASES, '-inf', now)
+if phase == 1 and cursor == '0' then
+  local due = redis.call('ZRANGEBYSCORE', LEASES, '-inf', now, 'LIMIT', 0, budget)
   if #due == 0 then return {0} end
   for _, d in ipairs(due) do
     local e = redis.call('HMGET', item_key(d), 'expires', 'tags')
     if e[1] and not expired(e[1], now) then make_free(d, e[2]) else remove_item(d) end
   end
-  id = pick()
-  if not id then return {0} end
 end
+
+-- pick returns a usable free candidate; or false and the reply that says why.
+local function pick()
+  if #KEYS <= 6 then
+    local from = FREE
+    if #KEYS == 6 then from = KEYS[6] end
+    for _ = 1, budget do
+      local id = redis.call('SRANDMEMBER', from)
+      if not id then return false, {0} end
+      if usable(id) then return id end
+    end
+    return false, {2, '0', 0}
+  end
+  local found = false
+  local ok, next, kk = scan(k, cursor, budget, function(c)
+    if usable(c) then found = c end
+    return found ~= false
+  end)
+  if ok then return found end
+  if next == '0' then return false, {0} end
+  return false, {2, next, kk}
+end
+
+local id, why = pick()
+if not id then return why end
 
 local ik = item_key(id)
 local deadline = now + tonumber(ARGV[1])
@@ -373,7 +504,10 @@ return {1, id, f[1], f[2], tonumber(f[3]), tonumber(f[4])}
 
 // PoolClaim leases one live, unleased item of pool whose tags equal every entry of
 // where, for hold. ok is false when there is none. An item whose lease expired is
-// unleased again. Its cost does not grow with items that do not match where.
+// unleased again. Its cost does not grow with items that do not match where, and it
+// runs a script per page of at most listPage candidates, so that no script holds the
+// server for long: it looks at the free items first, and only when none matches
+// returns expired leases (a page of them) and looks again.
 func (b *Backend) PoolClaim(ctx context.Context, pool string, where primitives.Tags, hold time.Duration) (primitives.Lease, bool, error) {
 	if err := primitives.CheckName("pool", pool); err != nil {
 		return primitives.Lease{}, false, err
@@ -389,28 +523,46 @@ func (b *Backend) PoolClaim(ctx context.Context, pool string, where primitives.T
 		keys = append(keys, poolFreeTagKey(pool, k, v))
 	}
 	token := primitives.NewToken()
-	start := time.Now()
-	ctx, cancel := b.call(ctx)
-	defer cancel()
-	v, err := poolClaimCmd.Run(ctx, b.client, keys, ms(hold), token).Result()
-	if err != nil {
-		return primitives.Lease{}, false, b.scriptFail(ctx, "pool claim", pool, err)
-	}
-	a, err := replyArray("pool claim", v, 1)
-	if err != nil {
-		return primitives.Lease{}, false, err
-	}
-	switch code, _ := a[0].(int64); {
-	case code == codeNone && len(a) == 1:
-		return primitives.Lease{}, false, nil
-	case code == codeOK && len(a) == 6:
-		it, err := itemFromReply("pool claim", a[1:])
+	cursor, phase, scan := "0", 0, int64(0)
+	for {
+		start := time.Now()
+		a, err := b.poolClaimPage(ctx, pool, keys, ms(hold), token, cursor, phase, scan)
 		if err != nil {
 			return primitives.Lease{}, false, err
 		}
-		return primitives.Lease{Item: it, Token: token, Until: start.Add(hold)}, true, nil
+		switch code, _ := a[0].(int64); {
+		case code == codeOK && len(a) == 6:
+			it, err := itemFromReply("pool claim", a[1:])
+			if err != nil {
+				return primitives.Lease{}, false, err
+			}
+			return primitives.Lease{Item: it, Token: token, Until: start.Add(hold)}, true, nil
+		case code == codeNone && len(a) == 1 && phase == 0:
+			cursor, phase, scan = "0", 1, 0
+		case code == codeNone && len(a) == 1:
+			return primitives.Lease{}, false, nil
+		case code == codeMore && len(a) == 3:
+			next, err1 := replyString("pool claim", a[1])
+			k, err2 := replyInt("pool claim", a[2])
+			if err := errors.Join(err1, err2); err != nil {
+				return primitives.Lease{}, false, err
+			}
+			cursor, scan = next, k
+		default:
+			return primitives.Lease{}, false, replyError("pool claim", a)
+		}
 	}
-	return primitives.Lease{}, false, replyError("pool claim", v)
+}
+
+// poolClaimPage runs one page of poolClaimCmd.
+func (b *Backend) poolClaimPage(ctx context.Context, pool string, keys []string, hold int64, token, cursor string, phase int, scan int64) ([]any, error) {
+	ctx, cancel := b.call(ctx)
+	defer cancel()
+	v, err := poolClaimCmd.Run(ctx, b.client, keys, hold, token, cursor, phase, scan, listPage).Result()
+	if err != nil {
+		return nil, b.scriptFail(ctx, "pool claim", pool, err)
+	}
+	return replyArray("pool claim", v, 1)
 }
 
 // poolReleaseCmd ends a lease early, if the token still holds it.
@@ -516,51 +668,73 @@ func (b *Backend) PoolSize(ctx context.Context, pool string) (int, error) {
 	return int(n), err
 }
 
-// poolStatsCmd prunes every expired item, then counts. It is for operators: its cost
-// grows with the expired items and the tags in use.
+// statsPrune is how many expired items one PoolStats prunes at most, and
+// primitives.MaxStatsTags how many tags it counts (an SCARD each), so that a stats call costs the
+// server a bounded time however large the pool.
+const statsPrune = 10 * prunePerPut
+
+// poolStatsCmd prunes up to a bound of expired items, then counts.
 //
 //	KEYS[1..5] -> the pool's fixed keys (luaPool)
+//	ARGV[1]    -> how many expired items to prune at most
+//	ARGV[2]    -> how many tags to count at most
 //
-// Output: {size, leased, `[name]=value`, count, ...} with a pair per tag in use.
+// Output: {size, leased, more, `[name]=value`, count, ...} with a pair per tag counted;
+// more is 1 when tags in use were left out.
+//
+// Size and leased are ZCOUNTs from now, exact whatever was pruned. A tag's count is
+// its set's SCARD, which counts an expired item until it is pruned: exact unless more
+// than ARGV[1] items expired since the last put or stats.
 var poolStatsCmd = goredis.NewScript(luaPoolIndex + `
-local now = now_ms()
-prune(now, -1)
-local out = {redis.call('ZCARD', LIVE), redis.call('ZCOUNT', LEASES, '(' .. now, '+inf')}
-for _, s in ipairs(redis.call('SMEMBERS', TAGS)) do
-  local n = redis.call('SCARD', tag_key(s))
-  if n == 0 then
-    redis.call('SREM', TAGS, s)
-  else
-    out[#out + 1] = s
-    out[#out + 1] = n
+local now, maxTags = now_ms(), tonumber(ARGV[2])
+prune(now, tonumber(ARGV[1]))
+local out = {redis.call('ZCOUNT', LIVE, '(' .. now, '+inf'), redis.call('ZCOUNT', LEASES, '(' .. now, '+inf'), 0}
+local counted, cursor = 0, '0'
+repeat
+  local page = redis.call('SSCAN', TAGS, cursor, 'COUNT', 100)
+  cursor = page[1]
+  for _, s in ipairs(page[2]) do
+    local n = redis.call('SCARD', tag_key(s))
+    if n == 0 then
+      redis.call('SREM', TAGS, s)
+    elseif counted >= maxTags then
+      out[3] = 1
+      return out
+    else
+      out[#out + 1] = s
+      out[#out + 1] = n
+      counted = counted + 1
+    end
   end
-end
+until cursor == '0'
 return out
 `)
 
 // PoolStats counts the live items of pool, those leased, and the live items by tag
-// (`site="x"` -> 3). It prunes every expired item of the pool first.
+// (`site="x"` -> 3), at most primitives.MaxStatsTags tags. It prunes up to 1,000
+// expired items of the pool first.
 func (b *Backend) PoolStats(ctx context.Context, pool string) (primitives.PoolStats, error) {
 	if err := primitives.CheckName("pool", pool); err != nil {
 		return primitives.PoolStats{}, err
 	}
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := poolStatsCmd.Run(ctx, b.client, poolScriptKeys(pool, 0)).Result()
+	v, err := poolStatsCmd.Run(ctx, b.client, poolScriptKeys(pool, 0), statsPrune, primitives.MaxStatsTags).Result()
 	if err != nil {
 		return primitives.PoolStats{}, b.scriptFail(ctx, "pool stats", pool, err)
 	}
-	a, err := replyArray("pool stats", v, 2)
-	if err != nil || len(a)%2 != 0 {
+	a, err := replyArray("pool stats", v, 3)
+	if err != nil || len(a)%2 != 1 {
 		return primitives.PoolStats{}, replyError("pool stats", v)
 	}
 	size, err1 := replyInt("pool stats", a[0])
 	leased, err2 := replyInt("pool stats", a[1])
-	if err := errors.Join(err1, err2); err != nil {
+	more, err3 := replyInt("pool stats", a[2])
+	if err := errors.Join(err1, err2, err3); err != nil {
 		return primitives.PoolStats{}, err
 	}
-	st := primitives.PoolStats{Size: int(size), Leased: int(leased), ByTag: map[string]int{}}
-	for i := 2; i < len(a); i += 2 {
+	st := primitives.PoolStats{Size: int(size), Leased: int(leased), MoreTags: more == 1, ByTag: map[string]int{}}
+	for i := 3; i < len(a); i += 2 {
 		s, err := replyString("pool stats", a[i])
 		if err != nil {
 			return primitives.PoolStats{}, err

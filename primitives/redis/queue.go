@@ -43,21 +43,39 @@ local function holds(id, token, now)
 end
 `
 
-// queuePushCmd enqueues a task.
+// queuePushCmd enqueues a task, unless the queue already holds its cap.
 //
 //	KEYS[1..5] -> the queue's keys (luaQueue)
 //	ARGV[1]    -> task id (fresh, from Go)
 //	ARGV[2]    -> payload
+//	ARGV[3]    -> the most tasks waiting (ready or delayed); 0 for no cap
+//	ARGV[4]    -> the most bytes of payloads the queue holds; 0 for no cap
 //
-// Output: 1
+// Output: {1}; {-3, depth, bytes} refused: the queue holds depth tasks waiting, bytes of
+// payloads
 var queuePushCmd = goredis.NewScript(luaQueue + `
+local maxDepth, maxBytes, cost = tonumber(ARGV[3]), tonumber(ARGV[4]), #ARGV[2]
+if maxDepth > 0 or maxBytes > 0 then
+  local depth = redis.call('LLEN', READY) + redis.call('ZCARD', DELAYED)
+  local bytes = tonumber(redis.call('GET', BYTES) or '0')
+  if (maxDepth > 0 and depth >= maxDepth) or (maxBytes > 0 and bytes + cost > maxBytes) then
+    return {-3, depth, bytes}
+  end
+end
 redis.call('HSET', task_key(ARGV[1]), 'payload', ARGV[2], 'attempts', 0, 'enqueued', now_ms())
+redis.call('INCRBY', BYTES, cost)
 redis.call('RPUSH', READY, ARGV[1])
-return 1
+return {1}
 `)
 
 // QueuePush enqueues payload on queue and returns the task id.
 func (b *Backend) QueuePush(ctx context.Context, queue string, payload []byte) (string, error) {
+	return b.QueuePushWithin(ctx, queue, payload, primitives.QueueCap{})
+}
+
+// QueuePushWithin is QueuePush refused with ErrLimit past c; the counts (LLEN, ZCARD and
+// a bytes counter that push and ack keep, all O(1)) and the push are one script.
+func (b *Backend) QueuePushWithin(ctx context.Context, queue string, payload []byte, c primitives.QueueCap) (string, error) {
 	if err := primitives.CheckName("queue", queue); err != nil {
 		return "", err
 	}
@@ -67,29 +85,43 @@ func (b *Backend) QueuePush(ctx context.Context, queue string, payload []byte) (
 	id := newID()
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := queuePushCmd.Run(ctx, b.client, queueScriptKeys(queue), id, payload).Result()
+	v, err := queuePushCmd.Run(ctx, b.client, queueScriptKeys(queue), id, payload, max(c.Depth, 0), max(c.Bytes, 0)).Result()
 	if err != nil {
 		return "", b.scriptFail(ctx, "queue push", queue, err)
 	}
-	if v != int64(codeOK) {
-		return "", replyError("queue push", v)
+	a, err := replyArray("queue push", v, 1)
+	if err != nil {
+		return "", err
 	}
-	return id, nil
+	switch code, _ := a[0].(int64); {
+	case code == codeOK:
+		return id, nil
+	case code == codeLimit && len(a) == 3:
+		depth, _ := a[1].(int64)
+		bytes, _ := a[2].(int64)
+		return "", primitives.QueueFull(queue, int(depth), bytes, int64(len(payload)), c)
+	}
+	return "", replyError("queue push", v)
 }
+
+// settleLimit is how many due delayed tasks, and how many expired leases, one claim
+// settles at most (Lua text), so that a claim after a mass expiry stays short; the rest
+// wait for the next claims, each settling as many.
+const settleLimit = "1000"
 
 // luaClaim defines the two steps of a claim. settle(now, maxAttempts) moves the delayed
 // tasks that are due to the back of the ready list, and the tasks whose lease expired
-// too, or to parked (error "lease expired") when their attempts reached maxAttempts
+// too (up to settleLimit of each), or to parked (error "lease expired") when their attempts reached maxAttempts
 // (<= 0 never parks). take(now, lease, token) then leases the oldest ready task: it
 // returns nil when nothing is ready, or {id, payload, attempts, enqueued, error}, the task
 // now leased (attempts counts this claim; error is "" when no attempt failed).
 const luaClaim = `
 local function settle(now, maxAttempts)
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now)) do
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now, 'LIMIT', 0, ` + settleLimit + `)) do
     redis.call('ZREM', DELAYED, id)
     redis.call('RPUSH', READY, id)
   end
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', INFLIGHT, '-inf', now)) do
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', INFLIGHT, '-inf', now, 'LIMIT', 0, ` + settleLimit + `)) do
     redis.call('ZREM', INFLIGHT, id)
     local attempts = tonumber(redis.call('HGET', task_key(id), 'attempts'))
     if attempts then
@@ -175,6 +207,9 @@ local function ack(id, token, now)
   local h = holds(id, token, now)
   if h ~= 1 then return h end
   redis.call('ZREM', INFLIGHT, id)
+  if redis.call('DECRBY', BYTES, redis.call('HSTRLEN', task_key(id), 'payload')) <= 0 then
+    redis.call('DEL', BYTES)
+  end
   redis.call('DEL', task_key(id))
   return 1
 end

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"time"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/primitives"
 )
 
 // Plugin is what the core knows of one loaded plugin: who it is, what it was granted and
@@ -19,6 +21,9 @@ type Plugin struct {
 	Limits Limits
 	// HTTP performs the http op; nil answers Unavailable.
 	HTTP HTTPDoer
+	// Quota bounds what the plugin may fill in the fleet's state; set once, before the
+	// plugin's first call. The zero Quota bounds nothing.
+	Quota Quota
 
 	// Events rate-limits the lines of its tasks and guest calls outside a host call (a
 	// task parked, a guest died, a tick failed, an instance that cannot start, a release
@@ -31,6 +36,31 @@ type Plugin struct {
 
 	logLimit  *Limiter // log op lines
 	denyLimit *Limiter // refused-call lines: outside the grant, host-call budget spent
+}
+
+// Quota is what one plugin may fill in the fleet's state, each field named as the
+// grants file spells it. A refusal is LimitExceeded, naming the field. Zero fields
+// bound nothing.
+type Quota struct {
+	// KVMaxKeys and KVMaxBytes bound the keys, and their bytes (namespace, key and
+	// value), that the plugin holds in each namespace root (primitives.KVQuota):
+	// kv_max_keys, kv_max_bytes.
+	KVMaxKeys  int
+	KVMaxBytes int64
+	// Queue refuses a submit to a queue already holding Depth tasks waiting, or whose
+	// tasks' payloads would pass Bytes: max_queue_depth, max_queue_bytes.
+	Queue primitives.QueueCap
+	// Pool refuses a pool_put to a pool already holding Items live items, or whose
+	// items would pass Bytes: max_pool_items, max_pool_bytes.
+	Pool primitives.PoolCap
+	// Submits is the rate of the plugin's submits on this host, per second, with a
+	// burst of one second's worth; nil for none: submit_rate.
+	Submits *Limiter
+}
+
+// NewSubmitRate is the Quota.Submits of perSecond submits a second, on this host.
+func NewSubmitRate(perSecond int) *Limiter {
+	return NewLimiter(time.Second/time.Duration(perSecond), perSecond)
 }
 
 // HTTPDoer performs outbound HTTP for a guest under its grant. httpfn.Client is one.

@@ -129,6 +129,9 @@ func (c *Core) Call(ctx context.Context, op abi.Op, req []byte) (reply []byte) {
 	return reply
 }
 
+// FromBackend is fromBackend, for the host's own calls of the backend (Host.Submit).
+func FromBackend(err error) *abi.Error { return fromBackend(err) }
+
 // fromBackend translates a primitives error into an abi kind, once, at this boundary.
 func fromBackend(err error) *abi.Error {
 	switch {
@@ -147,6 +150,29 @@ func fromBackend(err error) *abi.Error {
 	}
 	return abi.Errorf(abi.Internal, "%v", err)
 }
+
+// quotaError is fromBackend, naming the grants-file field of the cap or quota that
+// refused the write: fields maps primitives.CapError.Which to it. An *abi.Error passes
+// as it is.
+func quotaError(err error, fields map[string]string) *abi.Error {
+	var ae *abi.Error
+	if errors.As(err, &ae) {
+		return ae
+	}
+	e := fromBackend(err)
+	var ce *primitives.CapError
+	if errors.As(err, &ce) && fields[ce.Which] != "" {
+		e.Message += " (grant field " + fields[ce.Which] + ")"
+	}
+	return e
+}
+
+// The grants-file fields of each write's caps, by primitives.CapError.Which.
+var (
+	kvFields    = map[string]string{"keys": "kv_max_keys", "bytes": "kv_max_bytes"}
+	poolFields  = map[string]string{"items": "max_pool_items", "bytes": "max_pool_bytes"}
+	queueFields = map[string]string{"depth": "max_queue_depth", "bytes": "max_queue_bytes"}
+)
 
 // decode is abi.DecodeRequest: strict, an unknown field is a TypeError.
 func decode(req []byte, v any) *abi.Error {

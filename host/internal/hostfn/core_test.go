@@ -36,11 +36,11 @@ func (s *spy) hit() error {
 	return s.fail
 }
 
-func (s *spy) PoolPut(ctx context.Context, pool string, payload []byte, tags primitives.Tags, ttl time.Duration) (string, error) {
+func (s *spy) PoolPutWithin(ctx context.Context, pool string, payload []byte, tags primitives.Tags, ttl time.Duration, c primitives.PoolCap) (string, error) {
 	if err := s.hit(); err != nil {
 		return "", err
 	}
-	return s.Backend.PoolPut(ctx, pool, payload, tags, ttl)
+	return s.Backend.PoolPutWithin(ctx, pool, payload, tags, ttl, c)
 }
 func (s *spy) PoolList(ctx context.Context, pool string, where primitives.Tags, limit int) ([]primitives.Item, error) {
 	if err := s.hit(); err != nil {
@@ -72,11 +72,11 @@ func (s *spy) PoolSize(ctx context.Context, pool string) (int, error) {
 	}
 	return s.Backend.PoolSize(ctx, pool)
 }
-func (s *spy) KVSet(ctx context.Context, ns, key string, v []byte, ttl time.Duration) error {
+func (s *spy) KVSetWithin(ctx context.Context, ns, key string, v []byte, ttl time.Duration, q primitives.KVQuota) error {
 	if err := s.hit(); err != nil {
 		return err
 	}
-	return s.Backend.KVSet(ctx, ns, key, v, ttl)
+	return s.Backend.KVSetWithin(ctx, ns, key, v, ttl, q)
 }
 func (s *spy) KVGet(ctx context.Context, ns, key string) ([]byte, bool, error) {
 	if err := s.hit(); err != nil {
@@ -114,11 +114,11 @@ func (s *spy) CounterGet(ctx context.Context, name string) (int64, error) {
 	}
 	return s.Backend.CounterGet(ctx, name)
 }
-func (s *spy) QueuePush(ctx context.Context, queue string, payload []byte) (string, error) {
+func (s *spy) QueuePushWithin(ctx context.Context, queue string, payload []byte, c primitives.QueueCap) (string, error) {
 	if err := s.hit(); err != nil {
 		return "", err
 	}
-	return s.Backend.QueuePush(ctx, queue, payload)
+	return s.Backend.QueuePushWithin(ctx, queue, payload, c)
 }
 
 const (
@@ -460,6 +460,53 @@ func TestKVLockCounterConfig(t *testing.T) {
 	}
 	if m := f.core.Metrics().Snapshot(); len(m) != 1 || m[0] != (Metric{Plugin: "scraper", Name: "depth", Kind: "gauge", Value: 4}) {
 		t.Errorf("metrics = %+v", m)
+	}
+}
+
+// Each quota answers LimitExceeded past it, naming its grants-file field, and writes
+// nothing; within it the op succeeds.
+func TestQuotas(t *testing.T) {
+	f := newFixture(t)
+	tests := []struct {
+		quota Quota
+		op    abi.Op
+		req   string // %d is the call's number
+		ok    int    // calls that pass
+		field string
+	}{
+		{Quota{KVMaxKeys: 2}, abi.OpKVSet, `{"namespace":"scraper:s","key":"k%d","value":1}`, 2, "kv_max_keys"},
+		// The root already holds the two keys above, 12 bytes each; these cost 23.
+		{Quota{KVMaxBytes: 60}, abi.OpKVSet, `{"namespace":"scraper:b","key":"k%d","value":"0123456789"}`, 1, "kv_max_bytes"},
+		{Quota{Pool: primitives.PoolCap{Items: 2}}, abi.OpPoolPut, `{"pool":"cookies","payload":{"cookie":"c%d"},"tags":{"site":"x"}}`, 2, "max_pool_items"},
+		{Quota{Pool: primitives.PoolCap{Bytes: 70}}, abi.OpPoolPut, `{"pool":"cookies","payload":{"cookie":"d%d"},"tags":{"site":"x"}}`, 1, "max_pool_bytes"},
+		{Quota{Queue: primitives.QueueCap{Depth: 2}}, abi.OpSubmit, `{"queue":"jobs","payload":{"n":%d}}`, 2, "max_queue_depth"},
+		// The queue already holds the two tasks above, 7 bytes each.
+		{Quota{Queue: primitives.QueueCap{Bytes: 24}}, abi.OpSubmit, `{"queue":"jobs","payload":{"n":%d}}`, 1, "max_queue_bytes"},
+	}
+	for _, tt := range tests {
+		f.caller.Plugin.Quota = tt.quota
+		for i := range tt.ok + 1 {
+			e := f.call(t, tt.op, fmt.Sprintf(tt.req, i), nil)
+			switch {
+			case i < tt.ok && e != nil:
+				t.Errorf("%s #%d = %v, want ok within the quota", tt.op, i+1, e)
+			case i == tt.ok && (e == nil || e.Kind != abi.LimitExceeded || !strings.Contains(e.Message, "grant field "+tt.field)):
+				t.Errorf("%s past its quota = %v, want LimitExceeded naming %s", tt.op, e, tt.field)
+			}
+		}
+	}
+	// The submit rate: 3 a second, then refused whatever the queue holds.
+	f.caller.Plugin.Quota = Quota{Submits: NewSubmitRate(3)}
+	for i := range 3 {
+		if e := f.call(t, abi.OpSubmit, `{"queue":"jobs","payload":{"n":9}}`, nil); e != nil {
+			t.Errorf("submit #%d within the rate = %v", i+1, e)
+		}
+	}
+	if e := f.call(t, abi.OpSubmit, `{"queue":"jobs","payload":{"n":9}}`, nil); e == nil || !strings.Contains(e.Message, "submit_rate of 3") {
+		t.Errorf("submit past the rate = %v, want LimitExceeded naming submit_rate", e)
+	}
+	if st, _ := f.spy.Backend.QueueStats(f.ctx, "jobs"); st.Depth != 6 {
+		t.Errorf("queue depth = %d, want the 6 submits within the quotas", st.Depth)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/primitives"
 )
 
 // kvNamespace admits a namespace for caller: it must match the grant's KV patterns and
@@ -48,6 +49,9 @@ func (c *Core) kvGet(ctx context.Context, caller *Caller, req []byte) (any, *abi
 //
 //	request:  {"namespace": "scraper:state", "key": "last-run", "value": <json>, "ttl_ms": 300000}
 //	reply:    {}
+//
+// The key counts against the plugin's KV quota in the namespace's root (Quota); past it
+// the set is LimitExceeded and writes nothing.
 func (c *Core) kvSet(ctx context.Context, caller *Caller, req []byte) (any, *abi.Error) {
 	var r abi.KVSetRequest
 	if e := decode(req, &r); e != nil {
@@ -66,8 +70,10 @@ func (c *Core) kvSet(ctx context.Context, caller *Caller, req []byte) (any, *abi
 	if e != nil {
 		return nil, e
 	}
-	if err := c.backend.KVSet(ctx, r.Namespace, r.Key, r.Value, ttl); err != nil {
-		return nil, fromBackend(err)
+	q := caller.Plugin.Quota
+	kq := primitives.KVQuota{Owner: caller.Plugin.Type, MaxKeys: q.KVMaxKeys, MaxBytes: q.KVMaxBytes}
+	if err := c.backend.KVSetWithin(ctx, r.Namespace, r.Key, r.Value, ttl, kq); err != nil {
+		return nil, quotaError(err, kvFields)
 	}
 	return abi.Empty{}, nil
 }

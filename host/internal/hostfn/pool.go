@@ -34,7 +34,8 @@ func (c *Core) pool(ctx context.Context, caller *Caller, op abi.Op, name string)
 //	reply:    {"id": "..."}
 //
 // The payload is validated against the pool's payload schema, the tags against its tags
-// schema; each is capped at the plugin's MaxPayload.
+// schema; each is capped at the plugin's MaxPayload. A put past the plugin's Quota.Pool
+// is LimitExceeded.
 func (c *Core) poolPut(ctx context.Context, caller *Caller, req []byte) (any, *abi.Error) {
 	var r abi.PoolPutRequest
 	if e := decode(req, &r); e != nil {
@@ -64,9 +65,9 @@ func (c *Core) poolPut(ctx context.Context, caller *Caller, req []byte) (any, *a
 	if e != nil {
 		return nil, e
 	}
-	id, err := c.backend.PoolPut(ctx, r.Pool, r.Payload, tags, ttl)
+	id, err := c.backend.PoolPutWithin(ctx, r.Pool, r.Payload, tags, ttl, caller.Plugin.Quota.Pool)
 	if err != nil {
-		return nil, fromBackend(err)
+		return nil, quotaError(err, poolFields)
 	}
 	return abi.PoolPutReply{ID: id}, nil
 }

@@ -10,7 +10,8 @@ import (
 )
 
 // submit: submit. The plugin must be granted submit on the queue; the payload is
-// validated against that queue's payload schema.
+// validated against that queue's payload schema. Past the plugin's submit rate, or its
+// Quota.Queue, it is LimitExceeded.
 //
 //	request:  {"queue": "harvest", "payload": {"site": "x"}}
 //	reply:    {"task_id": "..."}
@@ -28,17 +29,25 @@ func (c *Core) submit(ctx context.Context, caller *Caller, req []byte) (any, *ab
 	if e := checkSize(caller.Plugin, "payload", r.Payload); e != nil {
 		return nil, e
 	}
-	id, e := Submit(ctx, c.backend, c.contracts, r.Queue, r.Payload)
-	if e != nil {
-		return nil, e
+	q := caller.Plugin.Quota
+	if q.Submits != nil {
+		if ok, _ := q.Submits.Allow(); !ok {
+			return nil, abi.Errorf(abi.LimitExceeded, "plugin %q submits faster than its submit_rate of %d a second", caller.Plugin.Type, int(q.Submits.burst))
+		}
+	}
+	id, err := Submit(ctx, c.backend, c.contracts, r.Queue, r.Payload, q.Queue)
+	if err != nil {
+		return nil, quotaError(err, queueFields)
 	}
 	return abi.SubmitReply{TaskID: id}, nil
 }
 
-// Submit validates payload against the queue's registered payload schema and pushes it.
-// It is the one path of every submission, from a guest or from the host's API, so that
-// both validate exactly alike. An unregistered queue is NotFound.
-func Submit(ctx context.Context, b primitives.Queue, contracts *validate.Registry, queue string, payload json.RawMessage) (string, *abi.Error) {
+// Submit validates payload against the queue's registered payload schema and pushes it
+// within c. It is the one path of every submission, from a guest or from the host's API,
+// so that both validate and are capped exactly alike. Its error is an *abi.Error (an
+// unregistered queue is NotFound), or the backend's, which fromBackend translates and
+// errors.As finds a primitives.CapError in when c refused the push.
+func Submit(ctx context.Context, b primitives.Queue, contracts *validate.Registry, queue string, payload json.RawMessage, c primitives.QueueCap) (string, error) {
 	if e := checkName("queue", queue); e != nil {
 		return "", e
 	}
@@ -52,9 +61,5 @@ func Submit(ctx context.Context, b primitives.Queue, contracts *validate.Registr
 	if e := q.Payload.Validate("payload", payload); e != nil {
 		return "", e
 	}
-	id, err := b.QueuePush(ctx, queue, payload)
-	if err != nil {
-		return "", fromBackend(err)
-	}
-	return id, nil
+	return b.QueuePushWithin(ctx, queue, payload, c)
 }

@@ -1,0 +1,458 @@
+package primitivestest
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fleethost/fleet/primitives"
+)
+
+// limitTests pin the caps and quotas that a write may be refused by: the queue depth of
+// QueuePushWithin, the live items of PoolPutWithin, the keys and bytes of KVSetWithin,
+// and the counter's overflow. Each refusal is ErrLimit and writes nothing; each cap
+// holds under a hammer of concurrent writers. They pin too the bounds of the reads
+// whose cost could follow a pool's size: list's limit across pages, stats' tag cap.
+var limitTests = []subtest{
+	{"PoolListLimitAcrossPages", testPoolListPages},
+	{"PoolClaimAcrossPages", testPoolClaimPages},
+	{"PoolStatsTagsCapped", testPoolStatsTagsCapped},
+	{"CounterOverflowIsLimit", testCounterOverflow},
+	{"QueueDepthCap", testQueueDepthCap},
+	{"QueueDepthCapHammer", testQueueDepthCapHammer},
+	{"QueueBytesCap", testQueueBytesCap},
+	{"PoolBytesCap", testPoolBytesCap},
+	{"PoolItemsCap", testPoolItemsCap},
+	{"PoolItemsCapHammer", testPoolItemsCapHammer},
+	{"KVKeysQuota", testKVKeysQuota},
+	{"KVBytesQuota", testKVBytesQuota},
+	{"KVQuotaIsPerRootAndOwner", testKVQuotaScope},
+	{"KVQuotaGivenBackByExpiry", testKVQuotaExpiry},
+	{"KVQuotaHammer", testKVQuotaHammer},
+}
+
+func testCounterOverflow(t *testing.T, b primitives.Backend) {
+	ctx := t.Context()
+	if _, err := b.CounterIncr(ctx, "c", math.MaxInt64); err != nil {
+		t.Fatalf("CounterIncr(MaxInt64) = %v", err)
+	}
+	_, err := b.CounterIncr(ctx, "c", 1)
+	wantErr(t, "CounterIncr(MaxInt64 + 1)", err, primitives.ErrLimit)
+	if n, _ := b.CounterGet(ctx, "c"); n != math.MaxInt64 {
+		t.Errorf("CounterGet after a refused overflow = %d, want MaxInt64 unchanged", n)
+	}
+	if _, err := b.CounterIncr(ctx, "d", math.MinInt64); err != nil {
+		t.Fatalf("CounterIncr(MinInt64) = %v", err)
+	}
+	_, err = b.CounterIncr(ctx, "d", -1)
+	wantErr(t, "CounterIncr(MinInt64 - 1)", err, primitives.ErrLimit)
+	if n, _ := b.CounterGet(ctx, "d"); n != math.MinInt64 {
+		t.Errorf("CounterGet after a refused underflow = %d, want MinInt64 unchanged", n)
+	}
+}
+
+func pushWithin(b primitives.Backend, t *testing.T, queue string, maxDepth int) error {
+	_, err := b.QueuePushWithin(t.Context(), queue, []byte(`{}`), primitives.QueueCap{Depth: maxDepth})
+	return err
+}
+
+func testQueueDepthCap(t *testing.T, b primitives.Backend) {
+	const q, depth = "q", 3
+	for i := range depth {
+		noErr(t, fmt.Sprintf("QueuePushWithin #%d", i+1), pushWithin(b, t, q, depth))
+	}
+	err := pushWithin(b, t, q, depth)
+	wantErr(t, "QueuePushWithin past the cap", err, primitives.ErrLimit)
+	if err != nil && !strings.Contains(err.Error(), `queue "q" holds 3 tasks waiting, its cap is 3`) {
+		t.Errorf("QueuePushWithin past the cap = %v, want it to say the depth and the cap", err)
+	}
+	if st, _ := b.QueueStats(t.Context(), q); st.Depth != depth {
+		t.Errorf("QueueStats.Depth after a refused push = %d, want %d", st.Depth, depth)
+	}
+	// A task in flight no longer waits, so it leaves room; a delayed one still waits.
+	c, ok, err := b.QueueClaim(t.Context(), q, time.Minute, 0)
+	if err != nil || !ok {
+		t.Fatalf("QueueClaim = %v, %v", ok, err)
+	}
+	noErr(t, "QueuePushWithin after a claim", pushWithin(b, t, q, depth))
+	_, err = b.QueueRelease(t.Context(), q, c.ID, c.Token, primitives.Retry{Delay: time.Hour})
+	noErr(t, "QueueRelease(delay)", err)
+	wantErr(t, "QueuePushWithin with a delayed task waiting", pushWithin(b, t, q, depth+1), primitives.ErrLimit)
+	// No cap, and other queues, are not bounded by it.
+	noErr(t, "QueuePushWithin(0)", pushWithin(b, t, q, 0))
+	noErr(t, "QueuePush", pushWithin(b, t, "other", depth))
+}
+
+func testQueueDepthCapHammer(t *testing.T, b primitives.Backend) {
+	const workers, each, depth = 16, 5, 25
+	var ok, limited atomic.Int64
+	Hammer(workers, func(int) {
+		for range each {
+			switch err := pushWithin(b, t, "q", depth); {
+			case err == nil:
+				ok.Add(1)
+			case errors.Is(err, primitives.ErrLimit):
+				limited.Add(1)
+			default:
+				t.Errorf("QueuePushWithin = %v", err)
+			}
+		}
+	})
+	if ok.Load() != depth || limited.Load() != workers*each-depth {
+		t.Errorf("%d concurrent pushes under a cap of %d: %d accepted, %d refused; want %d and %d",
+			workers*each, depth, ok.Load(), limited.Load(), depth, workers*each-depth)
+	}
+	if st, _ := b.QueueStats(t.Context(), "q"); st.Depth != depth {
+		t.Errorf("QueueStats.Depth = %d, want %d", st.Depth, depth)
+	}
+}
+
+func putWithin(b primitives.Backend, t *testing.T, pool string, ttl time.Duration, maxItems int) error {
+	_, err := b.PoolPutWithin(t.Context(), pool, []byte(`{}`), primitives.Tags{"site": `"x"`}, ttl, primitives.PoolCap{Items: maxItems})
+	return err
+}
+
+func testQueueBytesCap(t *testing.T, b primitives.Backend) {
+	c := primitives.QueueCap{Bytes: 30}
+	push := func(payload string) error {
+		_, err := b.QueuePushWithin(t.Context(), "q", []byte(payload), c)
+		return err
+	}
+	for i := range 3 {
+		noErr(t, fmt.Sprintf("QueuePushWithin(10 bytes) #%d", i+1), push(`"12345678"`))
+	}
+	err := push(`1`)
+	wantErr(t, "QueuePushWithin of 1 byte past 30", err, primitives.ErrLimit)
+	if err != nil && !strings.Contains(err.Error(), `queue "q" holds 30 bytes of tasks, 1 more would pass its cap of 30`) {
+		t.Errorf("QueuePushWithin past the bytes cap = %v, want it to say the bytes and the cap", err)
+	}
+	// In flight and parked tasks still count; only an ack gives the bytes back.
+	c1, _, err := b.QueueClaim(t.Context(), "q", time.Minute, 0)
+	noErr(t, "QueueClaim", err)
+	wantErr(t, "QueuePushWithin with one in flight", push(`1`), primitives.ErrLimit)
+	_, err = b.QueueRelease(t.Context(), "q", c1.ID, c1.Token, primitives.Retry{MaxAttempts: 1})
+	noErr(t, "QueueRelease(park)", err)
+	wantErr(t, "QueuePushWithin with one parked", push(`1`), primitives.ErrLimit)
+	c2, _, err := b.QueueClaim(t.Context(), "q", time.Minute, 0)
+	noErr(t, "QueueClaim", err)
+	noErr(t, "QueueAck", b.QueueAck(t.Context(), "q", c2.ID, c2.Token))
+	noErr(t, "QueuePushWithin(10 bytes) once one is acked", push(`"abcdefgh"`))
+	wantErr(t, "QueuePushWithin at the cap again", push(`1`), primitives.ErrLimit)
+}
+
+func testPoolBytesCap(t *testing.T, b primitives.Backend) {
+	// Each item costs its payload (2) and its tag, "site" and `"x"` (7): 9 bytes.
+	const ttl = 150 * time.Millisecond
+	c := primitives.PoolCap{Bytes: 27}
+	put := func(ttl time.Duration) (string, error) {
+		return b.PoolPutWithin(t.Context(), "p", []byte(`{}`), primitives.Tags{"site": `"x"`}, ttl, c)
+	}
+	_, err := put(ttl)
+	noErr(t, "PoolPutWithin(short ttl)", err)
+	_, err = put(0)
+	noErr(t, "PoolPutWithin", err)
+	id, err := put(0)
+	noErr(t, "PoolPutWithin", err)
+	_, err = put(0)
+	wantErr(t, "PoolPutWithin of 9 bytes past 27", err, primitives.ErrLimit)
+	if err != nil && !strings.Contains(err.Error(), `pool "p" holds 27 bytes of items, 9 more would pass the cap of 27`) {
+		t.Errorf("PoolPutWithin past the bytes cap = %v, want it to say the bytes and the cap", err)
+	}
+	// A mark_bad gives its bytes back, and so does an expiry.
+	noErr(t, "PoolMarkBad", b.PoolMarkBad(t.Context(), "p", id, "bad"))
+	_, err = put(0)
+	noErr(t, "PoolPutWithin after a mark_bad", err)
+	_, err = put(0)
+	wantErr(t, "PoolPutWithin at the cap again", err, primitives.ErrLimit)
+	sleep(t, ttl+100*time.Millisecond)
+	_, err = put(0)
+	noErr(t, "PoolPutWithin once one expired", err)
+	_, err = put(0)
+	wantErr(t, "PoolPutWithin at the cap once more", err, primitives.ErrLimit)
+}
+
+func testPoolItemsCap(t *testing.T, b primitives.Backend) {
+	const p, items, ttl = "p", 3, 150 * time.Millisecond
+	noErr(t, "PoolPutWithin(short ttl)", putWithin(b, t, p, ttl, items))
+	for range items - 1 {
+		noErr(t, "PoolPutWithin", putWithin(b, t, p, 0, items))
+	}
+	err := putWithin(b, t, p, 0, items)
+	wantErr(t, "PoolPutWithin past the cap", err, primitives.ErrLimit)
+	if err != nil && !strings.Contains(err.Error(), `pool "p" holds 3 live items, the cap is 3`) {
+		t.Errorf("PoolPutWithin past the cap = %v, want it to say the size and the cap", err)
+	}
+	wantSize(t, b, p, items)
+	// Leased items still count; an expired one does not.
+	if _, ok, err := b.PoolClaim(t.Context(), p, nil, time.Minute); err != nil || !ok {
+		t.Fatalf("PoolClaim = %v, %v", ok, err)
+	}
+	wantErr(t, "PoolPutWithin with one leased", putWithin(b, t, p, 0, items), primitives.ErrLimit)
+	sleep(t, ttl+100*time.Millisecond)
+	noErr(t, "PoolPutWithin once one expired", putWithin(b, t, p, 0, items))
+	wantErr(t, "PoolPutWithin at the cap again", putWithin(b, t, p, 0, items), primitives.ErrLimit)
+	noErr(t, "PoolPutWithin(0)", putWithin(b, t, p, 0, 0))
+	noErr(t, "PoolPutWithin(other pool)", putWithin(b, t, "other", 0, items))
+}
+
+func testPoolItemsCapHammer(t *testing.T, b primitives.Backend) {
+	const workers, each, items = 16, 5, 25
+	var ok atomic.Int64
+	Hammer(workers, func(int) {
+		for range each {
+			switch err := putWithin(b, t, "p", 0, items); {
+			case err == nil:
+				ok.Add(1)
+			case !errors.Is(err, primitives.ErrLimit):
+				t.Errorf("PoolPutWithin = %v", err)
+			}
+		}
+	})
+	if ok.Load() != items {
+		t.Errorf("%d concurrent puts under a cap of %d: %d accepted, want %d", workers*each, items, ok.Load(), items)
+	}
+	wantSize(t, b, "p", items)
+}
+
+func kvWithin(b primitives.Backend, t *testing.T, ns, key, value string, ttl time.Duration, q primitives.KVQuota) error {
+	return b.KVSetWithin(t.Context(), ns, key, []byte(value), ttl, q)
+}
+
+func testKVKeysQuota(t *testing.T, b primitives.Backend) {
+	q := primitives.KVQuota{Owner: "a", MaxKeys: 3}
+	for i := range 3 {
+		noErr(t, "KVSetWithin", kvWithin(b, t, "a:s", fmt.Sprint("k", i), `1`, 0, q))
+	}
+	err := kvWithin(b, t, "a:s", "k3", `1`, 0, q)
+	wantErr(t, "KVSetWithin of a 4th key under a quota of 3", err, primitives.ErrLimit)
+	if err != nil && !strings.Contains(err.Error(), `"a" would hold 4 kv keys under namespace root "a", its quota is 3 keys`) {
+		t.Errorf("KVSetWithin past the quota = %v, want it to name the owner, the root and the quota", err)
+	}
+	wantNoKV(t, b, "a:s", "k3")
+	// Overwriting a key the owner holds adds no key.
+	noErr(t, "KVSetWithin(overwrite)", kvWithin(b, t, "a:s", "k0", `2`, 0, q))
+	wantKV(t, b, "a:s", "k0", `2`)
+	// A delete gives its key back, once.
+	if existed, err := b.KVDelete(t.Context(), "a:s", "k1"); err != nil || !existed {
+		t.Fatalf("KVDelete = %v, %v", existed, err)
+	}
+	if existed, _ := b.KVDelete(t.Context(), "a:s", "k1"); existed {
+		t.Fatalf("KVDelete again = true")
+	}
+	noErr(t, "KVSetWithin after a delete", kvWithin(b, t, "a:s", "k3", `1`, 0, q))
+	wantErr(t, "KVSetWithin at the quota again", kvWithin(b, t, "a:s", "k4", `1`, 0, q), primitives.ErrLimit)
+	// Unowned writes count nowhere.
+	for i := range 5 {
+		noErr(t, "KVSet(unowned)", b.KVSet(t.Context(), "a:s", fmt.Sprint("free", i), []byte(`1`), 0))
+	}
+}
+
+func testKVBytesQuota(t *testing.T, b primitives.Backend) {
+	// Each key costs len("a:s") + len("kN") + len(value) = 5 + len(value).
+	q := primitives.KVQuota{Owner: "a", MaxBytes: 30}
+	noErr(t, "KVSetWithin(10 bytes)", kvWithin(b, t, "a:s", "k0", `"abc"`, 0, q))
+	noErr(t, "KVSetWithin(20 bytes)", kvWithin(b, t, "a:s", "k1", `"abcdefghijk"`+`12`, 0, q))
+	err := kvWithin(b, t, "a:s", "k2", `1`, 0, q)
+	wantErr(t, "KVSetWithin of 6 bytes more than 30", err, primitives.ErrLimit)
+	if err != nil && !strings.Contains(err.Error(), `"a" would hold 36 kv bytes under namespace root "a", its quota is 30 bytes`) {
+		t.Errorf("KVSetWithin past the bytes quota = %v, want it to name the bytes and the quota", err)
+	}
+	// An overwrite is charged the difference: growing k0 past the quota is refused and
+	// keeps the old value; shrinking k1 makes room.
+	wantErr(t, "KVSetWithin(k0 grown)", kvWithin(b, t, "a:s", "k0", `"abcd"`, 0, q), primitives.ErrLimit)
+	wantKV(t, b, "a:s", "k0", `"abc"`)
+	noErr(t, "KVSetWithin(k1 shrunk)", kvWithin(b, t, "a:s", "k1", `1`, 0, q))
+	noErr(t, "KVSetWithin(k0 grown into the room)", kvWithin(b, t, "a:s", "k0", `"abcdefghijklmnop"`, 0, q))
+}
+
+func testKVQuotaScope(t *testing.T, b primitives.Backend) {
+	qa := primitives.KVQuota{Owner: "a", MaxKeys: 2}
+	qb := primitives.KVQuota{Owner: "b", MaxKeys: 2}
+	// The namespaces of one root share the quota.
+	noErr(t, "KVSetWithin(a:x)", kvWithin(b, t, "a:x", "k", `1`, 0, qa))
+	noErr(t, "KVSetWithin(a:y)", kvWithin(b, t, "a:y", "k", `1`, 0, qa))
+	wantErr(t, "KVSetWithin(a:z) past the root's quota", kvWithin(b, t, "a:z", "k", `1`, 0, qa), primitives.ErrLimit)
+	// Another root, and another owner in the same root, count apart.
+	noErr(t, "KVSetWithin(other root)", kvWithin(b, t, "a2", "k", `1`, 0, qa))
+	noErr(t, "KVSetWithin(b in root a)", kvWithin(b, t, "a:z", "k", `1`, 0, qb))
+	// An overwrite moves the key to its new owner: a gets room, b is charged.
+	noErr(t, "KVSetWithin(b takes a:x/k)", kvWithin(b, t, "a:x", "k", `2`, 0, qb))
+	wantErr(t, "KVSetWithin(b past its quota)", kvWithin(b, t, "a:w", "k", `1`, 0, qb), primitives.ErrLimit)
+	noErr(t, "KVSetWithin(a, once a:x/k moved)", kvWithin(b, t, "a:w", "k", `1`, 0, qa))
+	// An unowned overwrite gives the key back to its owner.
+	noErr(t, "KVSet(unowned over b's key)", b.KVSet(t.Context(), "a:x", "k", []byte(`3`), 0))
+	noErr(t, "KVSetWithin(b, once a:x/k is unowned)", kvWithin(b, t, "a:v", "k", `1`, 0, qb))
+}
+
+func testKVQuotaExpiry(t *testing.T, b primitives.Backend) {
+	const ttl = 150 * time.Millisecond
+	q := primitives.KVQuota{Owner: "a", MaxKeys: 2, MaxBytes: 100}
+	noErr(t, "KVSetWithin(ttl)", kvWithin(b, t, "a:s", "short", `1`, ttl, q))
+	noErr(t, "KVSetWithin", kvWithin(b, t, "a:s", "long", `1`, 0, q))
+	wantErr(t, "KVSetWithin at the quota", kvWithin(b, t, "a:s", "k", `1`, 0, q), primitives.ErrLimit)
+	sleep(t, ttl+100*time.Millisecond)
+	noErr(t, "KVSetWithin once a key expired", kvWithin(b, t, "a:s", "k", `1`, 0, q))
+	wantErr(t, "KVSetWithin at the quota again", kvWithin(b, t, "a:s", "k2", `1`, 0, q), primitives.ErrLimit)
+	// A TTL'd key overwritten without a TTL stays counted after its old deadline.
+	noErr(t, "KVDelete", kvDelete(b, t, "a:s", "k"))
+	noErr(t, "KVSetWithin(ttl)", kvWithin(b, t, "a:s", "k", `1`, ttl, q))
+	noErr(t, "KVSetWithin(no ttl)", kvWithin(b, t, "a:s", "k", `2`, 0, q))
+	sleep(t, ttl+100*time.Millisecond)
+	wantKV(t, b, "a:s", "k", `2`)
+	wantErr(t, "KVSetWithin past the old deadline", kvWithin(b, t, "a:s", "k2", `1`, 0, q), primitives.ErrLimit)
+}
+
+func kvDelete(b primitives.Backend, t *testing.T, ns, key string) error {
+	_, err := b.KVDelete(t.Context(), ns, key)
+	return err
+}
+
+// testKVQuotaHammer races owners' sets of distinct keys, overwrites and deletes of
+// shared ones: no owner ever holds more than its quota, and what each holds at the end
+// is what the ledger lets it add.
+func testKVQuotaHammer(t *testing.T, b primitives.Backend) {
+	const workers, each, keys = 16, 12, 20
+	q := primitives.KVQuota{Owner: "a", MaxKeys: keys}
+	var ok atomic.Int64
+	Hammer(workers, func(w int) {
+		for i := range each {
+			key := fmt.Sprintf("w%d-%d", w, i)
+			if i%3 == 2 {
+				key = fmt.Sprint("shared", i%4) // overwritten and deleted by many
+			}
+			err := kvWithin(b, t, "a:s", key, `1`, 0, q)
+			switch {
+			case err == nil:
+				ok.Add(1)
+				if i%4 == 3 {
+					if err := kvDelete(b, t, "a:s", key); err != nil {
+						t.Errorf("KVDelete = %v", err)
+					}
+				}
+			case !errors.Is(err, primitives.ErrLimit):
+				t.Errorf("KVSetWithin = %v", err)
+			}
+		}
+	})
+	// Count what the owner holds: every key it could have written that is there.
+	held := 0
+	for w := range workers {
+		for i := range each {
+			if _, found, _ := b.KVGet(t.Context(), "a:s", fmt.Sprintf("w%d-%d", w, i)); found {
+				held++
+			}
+		}
+	}
+	for i := range 4 {
+		if _, found, _ := b.KVGet(t.Context(), "a:s", fmt.Sprint("shared", i)); found {
+			held++
+		}
+	}
+	if held > keys {
+		t.Errorf("after %d concurrent sets under a quota of %d keys, the owner holds %d", ok.Load(), keys, held)
+	}
+	// The ledger agrees with the keys held: exactly keys-held more fit.
+	for i := range keys - held {
+		noErr(t, "KVSetWithin into the room left", kvWithin(b, t, "a:s", fmt.Sprint("fill", i), `1`, 0, q))
+	}
+	wantErr(t, "KVSetWithin once full", kvWithin(b, t, "a:s", "one-more", `1`, 0, q), primitives.ErrLimit)
+}
+
+// putOverlapping puts n items: the first half tagged a, the second b, and the both
+// items in the middle tagged a and b: more items than a backend might read in one page,
+// and two large tag sets that overlap in a few items only, so that a filtered list or
+// claim must walk them.
+func putOverlapping(t *testing.T, b primitives.Backend, n, both int) {
+	t.Helper()
+	for i := range n {
+		tags := primitives.Tags{"a": "true"}
+		if i >= n/2-both {
+			tags = primitives.Tags{"b": "true"}
+			if i < n/2 {
+				tags["a"] = "true"
+			}
+		}
+		put(t, b, "p", fmt.Sprint(i), tags, 0)
+	}
+}
+
+func testPoolListPages(t *testing.T, b primitives.Backend) {
+	const n, both = 1100, 5
+	putOverlapping(t, b, n, both)
+	distinct := func(what string, items []primitives.Item, want int, where primitives.Tags) {
+		t.Helper()
+		ids := map[string]bool{}
+		for _, it := range items {
+			if ids[it.ID] {
+				t.Errorf("%s returned item %s twice", what, it.ID)
+			}
+			ids[it.ID] = true
+			for k, v := range where {
+				if it.Tags[k] != v {
+					t.Errorf("%s returned item %s with tags %v", what, it.ID, it.Tags)
+				}
+			}
+		}
+		if len(items) != want {
+			t.Errorf("%s returned %d items, want %d", what, len(items), want)
+		}
+	}
+	a := primitives.Tags{"a": "true"}
+	ab := primitives.Tags{"a": "true", "b": "true"}
+	distinct("PoolList(limit 1)", list(t, b, "p", nil, 1), 1, nil)
+	distinct("PoolList(where a, limit 1)", list(t, b, "p", a, 1), 1, a)
+	distinct("PoolList(limit 0)", list(t, b, "p", nil, 0), 100, nil)
+	distinct("PoolList(limit 1000)", list(t, b, "p", nil, 1000), 1000, nil)
+	distinct("PoolList(limit 2000)", list(t, b, "p", nil, 2000), n, nil)
+	distinct("PoolList(where a, limit 2000)", list(t, b, "p", a, 2000), n/2, a)
+	distinct("PoolList(where a and b)", list(t, b, "p", ab, 100), both, ab)
+	distinct("PoolList(where a and b, limit 2)", list(t, b, "p", ab, 2), 2, ab)
+}
+
+func testPoolClaimPages(t *testing.T, b primitives.Backend) {
+	const n, both, hold = 1100, 5, 300 * time.Millisecond
+	putOverlapping(t, b, n, both)
+	ab := primitives.Tags{"a": "true", "b": "true"}
+	seen := map[string]bool{}
+	for i := range both {
+		l, ok, err := b.PoolClaim(t.Context(), "p", ab, hold)
+		noErr(t, "PoolClaim(where a and b)", err)
+		if !ok || seen[l.ID] || !sameTags(l.Tags, ab) {
+			t.Fatalf("PoolClaim(where a and b) #%d = %s %v, %v; want a fresh item tagged a and b", i+1, l.ID, l.Tags, ok)
+		}
+		seen[l.ID] = true
+	}
+	if l, ok, err := b.PoolClaim(t.Context(), "p", ab, hold); ok || err != nil {
+		t.Fatalf("PoolClaim(where a and b) with all %d leased = %s, %v, %v; want none", both, l.ID, ok, err)
+	}
+	sleep(t, hold+100*time.Millisecond)
+	if l, ok, err := b.PoolClaim(t.Context(), "p", ab, hold); !ok || err != nil || !seen[l.ID] {
+		t.Fatalf("PoolClaim(where a and b) once the leases ended = %s, %v, %v; want one of them again", l.ID, ok, err)
+	}
+}
+
+func testPoolStatsTagsCapped(t *testing.T, b primitives.Backend) {
+	for i := range primitives.MaxStatsTags {
+		put(t, b, "p", `{}`, primitives.Tags{"n": fmt.Sprint(i)}, 0)
+	}
+	st, err := b.PoolStats(t.Context(), "p")
+	noErr(t, "PoolStats", err)
+	if len(st.ByTag) != primitives.MaxStatsTags || st.MoreTags || st.Size != primitives.MaxStatsTags {
+		t.Errorf("PoolStats with %d tags = %d tags, more %v, size %d; want all of them", primitives.MaxStatsTags, len(st.ByTag), st.MoreTags, st.Size)
+	}
+	put(t, b, "p", `{}`, primitives.Tags{"n": "-1"}, 0)
+	st, err = b.PoolStats(t.Context(), "p")
+	noErr(t, "PoolStats", err)
+	if len(st.ByTag) != primitives.MaxStatsTags || !st.MoreTags || st.Size != primitives.MaxStatsTags+1 {
+		t.Errorf("PoolStats with %d tags = %d tags, more %v, size %d; want %d tags and more", primitives.MaxStatsTags+1, len(st.ByTag), st.MoreTags, st.Size, primitives.MaxStatsTags)
+	}
+	for k, v := range st.ByTag {
+		if v != 1 {
+			t.Errorf("PoolStats.ByTag[%s] = %d, want 1", k, v)
+		}
+	}
+}
