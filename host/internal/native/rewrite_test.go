@@ -593,3 +593,19 @@ func TestRewriteRefusesLyingCounts(t *testing.T) {
 		t.Fatalf("rewrite kept a name section that declares 10^8 names in 5 bytes: %x", out)
 	}
 }
+
+// TestCompileRecovers feeds wazero a code entry whose locals pass its size, on which its
+// decoder panics (the fuzzer's find): compile turns it into an error, and the rewriter
+// refuses the module before wazero sees it.
+func TestCompileRecovers(t *testing.T) {
+	wasm := []byte("\x00asm\x01\x00\x00\x00\n\x1c\x02\b\x030~0|\xb50c000000000000000000")
+	ctx := context.Background()
+	r := wazero.NewRuntime(ctx)
+	defer r.Close(ctx)
+	if _, err := compile(ctx, r, wasm); err == nil || !strings.Contains(err.Error(), "wazero panicked") {
+		t.Fatalf("compile = %v, want wazero's panic as an error", err)
+	}
+	if _, err := rewrite(wasm); err == nil {
+		t.Fatal("rewrite = nil, want a refusal")
+	}
+}

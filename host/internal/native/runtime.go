@@ -79,7 +79,7 @@ func NewRuntime(ctx context.Context, p Params, wasm []byte) (rt *Runtime, err er
 			return nil, err
 		}
 	}
-	compiled, err := r.CompileModule(ctx, wasm)
+	compiled, err := compile(ctx, r, wasm)
 	if err != nil {
 		return nil, fmt.Errorf("native: compile: %w", err)
 	}
@@ -87,6 +87,18 @@ func NewRuntime(ctx context.Context, p Params, wasm []byte) (rt *Runtime, err er
 		return nil, err
 	}
 	return &Runtime{r: r, compiled: compiled}, nil
+}
+
+// compile compiles wasm in r, turning a panic of wazero's into an error: its decoder
+// panics on some malformed modules (a code entry whose locals pass its size makes a slice
+// of negative length), which the rewriter refuses first, and a module is the guest's.
+func compile(ctx context.Context, r wazero.Runtime, wasm []byte) (c wazero.CompiledModule, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c, err = nil, fmt.Errorf("wazero panicked: %v", p)
+		}
+	}()
+	return r.CompileModule(ctx, wasm)
 }
 
 func checkModule(c wazero.CompiledModule) error {
