@@ -123,6 +123,8 @@ func TestDescribeCheck(t *testing.T) {
 		{"missing schema", func(d *Describe) { d.Pools[0].Tags = nil }, "cookies tags schema is missing"},
 		{"schema not object", func(d *Describe) { d.Submits[0].Payload = json.RawMessage(`3`) }, "want an object"},
 		{"pool twice", func(d *Describe) { d.Pools = append(d.Pools, d.Pools[0]) }, "declared twice"},
+		{"longest version", func(d *Describe) { d.Version = strings.Repeat("1", MaxVersionLen) }, ""},
+		{"long version", func(d *Describe) { d.Version = strings.Repeat("1", MaxVersionLen+1) }, "version is 129 bytes, limit 128"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -42,6 +42,12 @@ type PoolContract struct {
 	Tags    json.RawMessage `json:"tags_schema"`
 }
 
+// MaxVersionLen caps Describe.Version, in bytes: the version is shown in every load's
+// log line, the API's plugin list and `fleet-host inspect`'s table, so a guest must not
+// make it the size of its whole describe document. 128 holds any semver with build
+// metadata.
+const MaxVersionLen = 128
+
 // Check verifies the shape of a describe document (not the schemas' meaning, which the
 // host compiles): the version, the names, the mode and the contracts it requires.
 func (d *Describe) Check() error {
@@ -50,6 +56,9 @@ func (d *Describe) Check() error {
 	}
 	if err := checkName("type", d.Type); err != nil {
 		return err
+	}
+	if len(d.Version) > MaxVersionLen {
+		return fmt.Errorf("abi: describe: plugin %q version is %d bytes, limit %d", d.Type, len(d.Version), MaxVersionLen)
 	}
 	switch d.Mode {
 	case ModeBatch:

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"time"
 
 	"github.com/fleethost/fleet/host/internal/hostfn"
@@ -22,7 +23,7 @@ import (
 type Config struct {
 	// PluginsDir is the folder whose *.wasm files are loaded, one plugin each (not
 	// recursive). A folder with no .wasm is an error.
-	// default: "plugins"
+	// default: DefaultPluginsDir ("plugins")
 	PluginsDir string
 
 	// Backend holds the fleet state: pools, KV, locks, counters and queues. Required.
@@ -31,7 +32,7 @@ type Config struct {
 	Backend primitives.Backend
 
 	// Slots is how many slots (instances) run each plugin.
-	// default: 1
+	// default: DefaultSlots (1)
 	Slots int
 
 	// SlotsByType overrides Slots per automation type. 0 runs no slot of that type: it
@@ -50,13 +51,14 @@ type Config struct {
 	// declares in fleet_describe with every role it asks for (each pool every pool role),
 	// and logs a WARN per plugin listing what it got that way. It is for development
 	// (`--grant-declared`): a plugin then reaches any pool or queue it names, another
-	// plugin's too.
+	// plugin's too. See RATIONALE.md, "Who may use a pool or a queue?".
 	// default: false
 	GrantDeclared bool
 
 	// CacheDir is where wazero keeps compiled plugins across runs, keyed by the module's
 	// content, the wazero version and the CPU. "off" keeps the cache in memory only.
-	// default: os.UserCacheDir()/fleet-host/wazero (in memory when there is no user cache dir)
+	// default: DefaultCacheDir(), os.UserCacheDir()/fleet-host/wazero ("off" when there is
+	// no user cache dir)
 	CacheDir string
 
 	// Logger receives the host's and the plugins' log lines.
@@ -65,20 +67,21 @@ type Config struct {
 
 	// PollInterval is how long a slot waits after finding its queue empty, and between
 	// two ticks of a loop plugin that reported done.
-	// default: 100ms
+	// default: DefaultPollInterval (100ms)
 	PollInterval time.Duration
 
 	// TaskLease is how long a claimed task is leased to its slot. The slot takes at least
-	// the plugin's call timeout plus 10s, and ends each call 10s before its task's lease
-	// at the latest, so that a task whose call may still run is never claimable elsewhere.
-	// default: 30s
+	// the plugin's call timeout plus LeaseMargin, and ends each call LeaseMargin before
+	// its task's lease at the latest, so that a task whose call may still run is never
+	// claimable elsewhere. See RATIONALE.md, "Why does a call always end before its task's
+	// lease?".
+	// default: DefaultTaskLease (30s)
 	TaskLease time.Duration
 
 	// MaxAttempts is a task's failure budget: a task whose attempt fails, dies or lets
 	// its lease expire once it has been claimed this many times is parked for the
-	// operator. A retry (a hand-back) and a call cut by the drain refund their attempt
-	// and never park; see the package doc's Decisions.
-	// default: 5
+	// operator. See RATIONALE.md, "Why does a retry refund its attempt?".
+	// default: DefaultMaxAttempts (5)
 	MaxAttempts int
 
 	// CallTimeout is the deadline of one guest call (fleet_handle, fleet_tick,
@@ -86,43 +89,43 @@ type Config struct {
 	// makes a fresh one. At load, a plugin's _initialize, fleet_abi_version and
 	// fleet_describe share one deadline, the largest call timeout of Config and Grants; a
 	// plugin past it is refused.
-	// default: 30s
+	// default: DefaultCallTimeout (30s)
 	CallTimeout time.Duration
 
 	// DrainTimeout is how long Run waits, once its ctx is done, for calls in flight to
 	// finish before cutting them. A cut call's task goes back to its queue at once; a
 	// slot whose call has not ended AbandonMargin after the cut is abandoned, and Run
 	// returns ErrDrainIncomplete.
-	// default: 10s
+	// default: DefaultDrainTimeout (10s)
 	DrainTimeout time.Duration
 
 	// MemoryLimitPages caps each instance's memory, in 64 KiB wasm pages. A Go guest
 	// starts at ~40 pages and its runtime grows the heap 64 pages (4 MiB) at a time.
-	// default: 256 (16 MiB)
+	// default: DefaultMemoryLimitPages (256, 16 MiB)
 	MemoryLimitPages uint32
 
 	// MaxPayload caps each payload, KV value, tags object and HTTP body a guest sends,
 	// and each payload given to Submit, in bytes. It must not exceed
 	// primitives.MaxValueLen.
-	// default: 256 KiB
+	// default: DefaultMaxPayload (256 KiB)
 	MaxPayload int
 
 	// MaxQueueDepth caps the tasks waiting (ready or delayed) in a queue that Submit adds
 	// to: past it Submit is LimitExceeded and its error matches ErrQueueFull (the HTTP
 	// API answers 429). It is each plugin's Grant.MaxQueueDepth too, unless the grant
 	// sets its own.
-	// default: 100000
+	// default: DefaultMaxQueueDepth (100000)
 	MaxQueueDepth int
 
 	// MaxQueueBytes caps the payload bytes of the tasks a queue that Submit adds to holds
 	// (every task until acked, parked ones too), as MaxQueueDepth caps their count; and
 	// it is each plugin's Grant.MaxQueueBytes unless the grant sets its own.
-	// default: 64 MiB
+	// default: DefaultMaxQueueBytes (64 MiB)
 	MaxQueueBytes int64
 
 	// RetryDelay is how long a task waits after a retry that names no delay, and a loop
 	// plugin after a failed tick.
-	// default: 1s
+	// default: DefaultRetryDelay (1s)
 	RetryDelay time.Duration
 
 	// Configs is each plugin's configuration, by automation type, validated against the
@@ -146,8 +149,8 @@ type Config struct {
 	// New that failed loading the plugins), the host calls it once more and closes that
 	// reporter with its own stopping beacon (Instance alone). A nil Reporter from it reports nothing for that
 	// instance. A dead or slow plane changes nothing in the loop, and costs shutdown at
-	// most one reporter's Close bound. See the package doc's Decisions, ReporterDropped,
-	// and reporter.New for a not-wired one.
+	// most one reporter's Close bound. See RATIONALE.md, "Who says stopping, and how is it
+	// last?", ReporterDropped, and reporter.New for a not-wired one.
 	//
 	//	cfg.NewReporter = func() reporter.Reporter { return reporter.New(url, key) }
 	//
@@ -156,67 +159,98 @@ type Config struct {
 
 	// Instance is this host's name on the plane; each slot reports as
 	// "<Instance>/<type>/<index>".
-	// default: os.Hostname() ("fleet-host" when it has none)
+	// default: DefaultInstance(), os.Hostname() ("fleet-host" when it has none)
 	Instance string
 
 	// Version is the fleet-host build that the reports carry.
-	// default: the main module's version from runtime/debug.ReadBuildInfo, or "dev"
+	// default: DefaultVersion(), the main module's version from runtime/debug.ReadBuildInfo,
+	// or "dev"
 	Version string
 }
 
-// The defaults of Config.
+// The defaults of Config, each the one place its value is written: New fills a zero
+// field with it, and a caller that shows or derives from a default (a command line's
+// --help) reads it here.
 const (
-	defaultPluginsDir       = "plugins"
-	defaultSlots            = 1
-	defaultPollInterval     = 100 * time.Millisecond
-	defaultTaskLease        = 30 * time.Second
-	defaultMaxAttempts      = 5
-	defaultCallTimeout      = 30 * time.Second
-	defaultDrainTimeout     = 10 * time.Second
-	defaultMemoryLimitPages = 256
-	defaultMaxPayload       = 256 << 10
-	defaultRetryDelay       = time.Second
-	defaultMaxQueueDepth    = 100_000
-	defaultMaxQueueBytes    = 64 << 20
+	DefaultPluginsDir       = "plugins"
+	DefaultSlots            = 1
+	DefaultPollInterval     = 100 * time.Millisecond
+	DefaultTaskLease        = 30 * time.Second
+	DefaultMaxAttempts      = 5
+	DefaultCallTimeout      = 30 * time.Second
+	DefaultDrainTimeout     = 10 * time.Second
+	DefaultMemoryLimitPages = 256
+	DefaultMaxPayload       = 256 << 10
+	DefaultRetryDelay       = time.Second
+	DefaultMaxQueueDepth    = 100_000
+	DefaultMaxQueueBytes    = 64 << 20
+)
+
+// LeaseMargin is what a task's lease exceeds its call timeout by, at least: a slot ends
+// each call LeaseMargin before its task's lease (Config.TaskLease).
+const LeaseMargin = 10 * time.Second
+
+// DefaultCacheDir is Config.CacheDir's default: fleet-host/wazero in the user cache dir,
+// or "off" (in memory) when there is none.
+func DefaultCacheDir() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "fleet-host", "wazero")
+	}
+	return "off"
+}
+
+// DefaultInstance is Config.Instance's default: the machine's host name, or
+// "fleet-host" when it has none.
+func DefaultInstance() string {
+	if h := hostname(); h != "" {
+		return h
+	}
+	return "fleet-host"
+}
+
+// DefaultVersion is Config.Version's default: the main module's version when the build
+// records one ("(devel)" is not one), else "dev".
+func DefaultVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+const (
 	// The default quotas of a Grant; see Grant for why each.
 	defaultKVMaxKeys    = 10_000
 	defaultKVMaxBytes   = 64 << 20
 	defaultSubmitRate   = 5000
 	defaultMaxPoolItems = 10_000
 	defaultMaxPoolBytes = 64 << 20
-	// leaseMargin is what a task's lease exceeds its call timeout by, at least.
-	leaseMargin = 10 * time.Second
 )
 
 // withDefaults fills in every zero field.
 func (c Config) withDefaults() Config {
-	c.PluginsDir = cmp.Or(c.PluginsDir, defaultPluginsDir)
-	c.Slots = cmp.Or(c.Slots, defaultSlots)
+	c.PluginsDir = cmp.Or(c.PluginsDir, DefaultPluginsDir)
+	c.Slots = cmp.Or(c.Slots, DefaultSlots)
 	if c.CacheDir == "" {
-		if d, err := os.UserCacheDir(); err == nil {
-			c.CacheDir = filepath.Join(d, "fleet-host", "wazero")
-		} else {
-			c.CacheDir = "off"
-		}
+		c.CacheDir = DefaultCacheDir()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	c.PollInterval = cmp.Or(c.PollInterval, defaultPollInterval)
-	c.TaskLease = cmp.Or(c.TaskLease, defaultTaskLease)
-	c.MaxAttempts = cmp.Or(c.MaxAttempts, defaultMaxAttempts)
-	c.CallTimeout = cmp.Or(c.CallTimeout, defaultCallTimeout)
-	c.DrainTimeout = cmp.Or(c.DrainTimeout, defaultDrainTimeout)
-	c.MemoryLimitPages = cmp.Or(c.MemoryLimitPages, defaultMemoryLimitPages)
-	c.MaxPayload = cmp.Or(c.MaxPayload, defaultMaxPayload)
-	c.RetryDelay = cmp.Or(c.RetryDelay, defaultRetryDelay)
-	c.MaxQueueDepth = cmp.Or(c.MaxQueueDepth, defaultMaxQueueDepth)
-	c.MaxQueueBytes = cmp.Or(c.MaxQueueBytes, defaultMaxQueueBytes)
+	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
+	c.TaskLease = cmp.Or(c.TaskLease, DefaultTaskLease)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, DefaultMaxAttempts)
+	c.CallTimeout = cmp.Or(c.CallTimeout, DefaultCallTimeout)
+	c.DrainTimeout = cmp.Or(c.DrainTimeout, DefaultDrainTimeout)
+	c.MemoryLimitPages = cmp.Or(c.MemoryLimitPages, DefaultMemoryLimitPages)
+	c.MaxPayload = cmp.Or(c.MaxPayload, DefaultMaxPayload)
+	c.RetryDelay = cmp.Or(c.RetryDelay, DefaultRetryDelay)
+	c.MaxQueueDepth = cmp.Or(c.MaxQueueDepth, DefaultMaxQueueDepth)
+	c.MaxQueueBytes = cmp.Or(c.MaxQueueBytes, DefaultMaxQueueBytes)
 	if c.Instance == "" {
-		c.Instance = defaultInstance()
+		c.Instance = DefaultInstance()
 	}
 	if c.Version == "" {
-		c.Version = defaultVersion()
+		c.Version = DefaultVersion()
 	}
 	return c
 }
@@ -295,80 +329,85 @@ func (c Config) check() error {
 //     another's names.
 //   - The zero Grant gives no pool and no queue.
 //   - The host's own KV namespace and lock ("fleet-contracts") are never granted.
+//   - As JSON (the grants file, the HTTP API, `fleet-host describe`) each field is its
+//     snake_case name below, a duration is a string ("20s"), and an unknown field is an
+//     error naming it: a typo would otherwise grant nothing, silently.
+//   - Plugin.Grant is the resolved Grant a loaded plugin runs under: every default
+//     filled in, pools and queues narrowed to what it declares.
 type Grant struct {
 	// Pools is the pools the plugin may use, by name, each with its roles: "put"
 	// (pool_put), "claim" (pool_claim, and pool_release of what it claimed), "list"
 	// (pool_list and pool_size) and "mark_bad" (pool_mark_bad). A pool the plugin
 	// declares needs one or more roles here, or the plugin does not start; each call is
-	// held to the roles. A putter of a pool records its contract fleet-wide; see
-	// RATIONALE.md.
+	// held to the roles. A putter of a pool records its contract fleet-wide. See
+	// RATIONALE.md, "Who may use a pool or a queue?" and "Who records a contract?".
 	// default: none (no pool)
-	Pools map[string][]string
+	Pools map[string][]string `json:"pools,omitempty"`
 	// Queues is the queues the plugin may use, by name, each with its roles: "consume"
 	// (its slots take the queue's tasks; the queue a batch plugin declares it consumes
 	// needs it) and "submit" (the submit op; each queue it declares it submits to needs
 	// it). A plugin missing one does not start. The consumer of a queue records its
-	// contract fleet-wide; see RATIONALE.md.
+	// contract fleet-wide (RATIONALE.md, "Who records a contract?").
 	// default: none (no queue)
-	Queues map[string][]string
+	Queues map[string][]string `json:"queues,omitempty"`
 
 	// KV is the KV namespaces the plugin may use.
 	// default: nil, which means []string{"<type>:*"}
-	KV []string
+	KV []string `json:"kv"`
 	// Locks is the lock names the plugin may take.
 	// default: nil, which means []string{"<type>:*"}
-	Locks []string
+	Locks []string `json:"locks"`
 	// Counters is the counter names the plugin may use.
 	// default: nil, which means []string{"<type>:*"}
-	Counters []string
+	Counters []string `json:"counters"`
 
 	// HTTPHosts is the host patterns outbound http may reach, checked on the first
 	// request and on every redirect hop: "example.com" (default port), "example.com:8080",
 	// "*.example.com" (subdomains), "*" (any host, default port).
 	// default: none (no outbound http)
-	HTTPHosts []string
+	HTTPHosts []string `json:"http_hosts,omitempty"`
 	// HTTPAllowPrivate lets outbound http reach loopback, private and other non-public
 	// addresses, checked on the resolved address at dial time.
 	// default: false
-	HTTPAllowPrivate bool
+	HTTPAllowPrivate bool `json:"http_allow_private,omitempty"`
 	// HTTPProxies is the http:// proxy URLs a request may name.
 	// default: none
-	HTTPProxies []string
+	HTTPProxies []string `json:"http_proxies,omitempty"`
 	// HTTPMaxBody caps a response body handed to the guest, in bytes.
 	// default: 0 (4 MiB)
-	HTTPMaxBody int64
+	HTTPMaxBody int64 `json:"http_max_body,omitempty"`
 	// HTTPTimeout caps one request, dial to last byte.
 	// default: 0 (30s)
-	HTTPTimeout time.Duration
+	HTTPTimeout time.Duration `json:"http_timeout,omitempty"`
 	// HTTPMaxRedirects caps the redirect hops followed; -1 follows none.
 	// default: 0 (10)
-	HTTPMaxRedirects int
+	HTTPMaxRedirects int `json:"http_max_redirects,omitempty"`
 
 	// MemoryLimitPages overrides Config.MemoryLimitPages for this plugin.
 	// default: 0 (Config.MemoryLimitPages)
-	MemoryLimitPages uint32
+	MemoryLimitPages uint32 `json:"memory_limit_pages,omitempty"`
 	// CallTimeout overrides Config.CallTimeout for this plugin.
 	// default: 0 (Config.CallTimeout)
-	CallTimeout time.Duration
+	CallTimeout time.Duration `json:"call_timeout,omitempty"`
 	// MaxPayload overrides Config.MaxPayload for this plugin.
 	// default: 0 (Config.MaxPayload)
-	MaxPayload int
+	MaxPayload int `json:"max_payload,omitempty"`
 
 	// MaxHostCalls caps the host calls of one guest call (a task's fleet_handle, a
 	// fleet_tick, an instance's _initialize); past it, every call answers LimitExceeded
 	// until that guest call ends. reply_fetch is not counted.
 	// default: 0 (1000)
-	MaxHostCalls int
+	MaxHostCalls int `json:"max_host_calls,omitempty"`
 	// MaxReply caps the reply of one host call, in bytes, and so what the host keeps for
 	// reply_fetch; a larger reply answers LimitExceeded. An http reply carries its body
 	// in base64 (4/3 of HTTPMaxBody) and up to 1 MiB of headers: raise MaxReply with
 	// HTTPMaxBody.
 	// default: 0 (8 MiB)
-	MaxReply int
+	MaxReply int `json:"max_reply,omitempty"`
 	// MaxPoolList caps the limit a pool_list may ask for; a larger one is a ValueError. A
 	// pool_list that names no limit gets 100, or MaxPoolList if that is smaller.
 	// default: 0 (1000)
-	MaxPoolList int
+	MaxPoolList int `json:"max_pool_list,omitempty"`
 
 	// Quotas: what the plugin may fill in the fleet's state. Past one, the host call
 	// answers LimitExceeded naming the field and writes nothing. Each default lets the
@@ -377,37 +416,39 @@ type Grant struct {
 	// MiB at typical payloads.
 
 	// KVMaxKeys caps the KV keys the plugin holds in each namespace root: the namespace
-	// up to its first ':', so "<type>" for the default grant "<type>:*". A key set with
-	// a TTL counts until it expires; a delete gives it back.
+	// up to its first ':', so "<type>" for the default grant "<type>:*". A KV pattern
+	// whose '*' comes before any ':' ("*", "cache*") admits any number of roots, each
+	// with a quota of its own, so it bounds nothing in total. A key set with a TTL
+	// counts until it expires; a delete gives it back.
 	// default: 0 (10000)
-	KVMaxKeys int
+	KVMaxKeys int `json:"kv_max_keys,omitempty"`
 	// KVMaxBytes caps the bytes of those keys, each costing its namespace, key and
 	// value.
 	// default: 0 (64 MiB)
-	KVMaxBytes int64
+	KVMaxBytes int64 `json:"kv_max_bytes,omitempty"`
 	// SubmitRate caps the plugin's submits per second on this host, with a burst of one
 	// second's worth. It is a host's own count: n hosts admit up to n times it. It
 	// bounds the backend work a looping plugin causes (the queue caps bound what it
 	// stores), and leaves room for a plugin that fans out thousands of tasks at once.
 	// default: 0 (5000)
-	SubmitRate int
+	SubmitRate int `json:"submit_rate,omitempty"`
 	// MaxQueueDepth refuses the plugin's submit to a queue already holding this many
 	// tasks waiting (ready or delayed); for the queue it consumes, the HTTP API's
 	// submits too.
 	// default: 0 (Config.MaxQueueDepth)
-	MaxQueueDepth int
+	MaxQueueDepth int `json:"max_queue_depth,omitempty"`
 	// MaxQueueBytes refuses it when the queue's tasks (until acked, parked ones too)
 	// hold this many payload bytes with the new one.
 	// default: 0 (Config.MaxQueueBytes)
-	MaxQueueBytes int64
+	MaxQueueBytes int64 `json:"max_queue_bytes,omitempty"`
 	// MaxPoolItems refuses the plugin's pool_put to a pool already holding this many
 	// live items, leased or not.
 	// default: 0 (10000)
-	MaxPoolItems int
+	MaxPoolItems int `json:"max_pool_items,omitempty"`
 	// MaxPoolBytes refuses it when the pool's items (payloads and tags) would hold
 	// this many bytes with the new one.
 	// default: 0 (64 MiB)
-	MaxPoolBytes int64
+	MaxPoolBytes int64 `json:"max_pool_bytes,omitempty"`
 }
 
 func (g Grant) check() error {
@@ -449,33 +490,7 @@ func (g Grant) check() error {
 	return nil
 }
 
-// quota is the hostfn.Quota of a plugin granted g, its zero fields set to their
-// defaults.
-func (c Config) quota(g Grant) hostfn.Quota {
-	return hostfn.Quota{
-		KVMaxKeys:  cmp.Or(g.KVMaxKeys, defaultKVMaxKeys),
-		KVMaxBytes: cmp.Or(g.KVMaxBytes, defaultKVMaxBytes),
-		Queue: primitives.QueueCap{
-			Depth: cmp.Or(g.MaxQueueDepth, c.MaxQueueDepth),
-			Bytes: cmp.Or(g.MaxQueueBytes, c.MaxQueueBytes),
-		},
-		Pool: primitives.PoolCap{
-			Items: cmp.Or(g.MaxPoolItems, defaultMaxPoolItems),
-			Bytes: cmp.Or(g.MaxPoolBytes, defaultMaxPoolBytes),
-		},
-		Submits: hostfn.NewSubmitRate(cmp.Or(g.SubmitRate, defaultSubmitRate)),
-	}
-}
-
 // queueCap is the cap of a queue that no plugin here consumes.
 func (c Config) queueCap() primitives.QueueCap {
 	return primitives.QueueCap{Depth: c.MaxQueueDepth, Bytes: c.MaxQueueBytes}
-}
-
-// patterns applies the default "<type>:*" to an unset pattern list.
-func patterns(typ string, ps []string) hostfn.Patterns {
-	if ps == nil {
-		return hostfn.Patterns{typ + ":*"}
-	}
-	return hostfn.Patterns(append([]string(nil), ps...))
 }

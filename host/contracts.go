@@ -36,7 +36,7 @@ const (
 //
 //   - A record is never deleted by the host: changing a contract's schema fleet-wide is
 //     an operator's act (delete the key, then restart the hosts with the new plugins).
-func recordContracts(ctx context.Context, b primitives.Backend, d *abi.Describe, grant hostfn.Grant) (err error) {
+func recordContracts(ctx context.Context, b primitives.Backend, d *abi.Describe, grant hostfn.Access) (err error) {
 	g, ok, err := b.LockAcquire(ctx, hostfn.ContractsNamespace, contractsLockHold, contractsLockWait)
 	if err != nil {
 		return fmt.Errorf("fleet contracts: lock: %w", err)

@@ -171,6 +171,16 @@ func TestSubmit(t *testing.T) {
 		case tt.kind != "" && (!errors.As(err, &e) || e.Kind != tt.kind):
 			t.Errorf("Submit(%s, %s) = %v, want kind %s", tt.queue, tt.payload, err, tt.kind)
 		}
+		// A refusal of the schema carries every violation; no other error does.
+		var pe *host.PayloadError
+		if schema := tt.queue == goQueue && (tt.kind == abi.ValueError || tt.kind == abi.TypeError); errors.As(err, &pe) != schema || schema && len(pe.Violations) == 0 {
+			t.Errorf("Submit(%s, %s) = %v (PayloadError %+v), want one listing its violations: %v", tt.queue, tt.payload, err, pe, schema)
+		}
+	}
+	_, err := h.Submit(context.Background(), goQueue, []byte(`{"op":1,"x":1}`))
+	var pe *host.PayloadError
+	if !errors.As(err, &pe) || len(pe.Violations) != 2 || pe.Err.Kind != abi.TypeError {
+		t.Errorf("Submit(two violations) = %v (%+v), want a TypeError listing both", err, pe)
 	}
 	if s := testutil.QueueStats(t, r.backend, goQueue); s.Depth != 1 {
 		t.Errorf("depth = %d, want 1", s.Depth)

@@ -1,13 +1,20 @@
 package host
 
 import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/hostfn"
+	"github.com/fleethost/fleet/host/internal/httpfn"
 	"github.com/fleethost/fleet/primitives"
 )
 
@@ -110,8 +117,8 @@ func MissingGrants(d *abi.Describe, g Grant) []string {
 
 // resolved is a plugin's grant, resolved from what it declares and its Grant.
 type resolved struct {
-	core hostfn.Grant // what the dispatch core checks
-	eff  Grant        // the same for operators to inspect (Plugin.Grant), without the limits
+	// grant is the Grant, its pools and queues narrowed to those declared.
+	grant Grant
 	// missing is every grant it asks for and is not given, as MissingGrants spells them;
 	// extra is what Config.GrantDeclared gave it beyond its Grant. One of them is empty.
 	missing, extra []string
@@ -119,19 +126,17 @@ type resolved struct {
 
 // resolveGrant resolves the grant of the plugin described by d from g: the pools and
 // queues d declares, with the roles g gives on each (a pool or queue g names and d does
-// not declare is left out: its contract is not the plugin's), and g's patterns with their
-// defaults. What d asks for and g does not give is missing, or with declared
-// (Config.GrantDeclared) given anyway and listed in extra.
+// not declare is left out: its contract is not the plugin's). What d asks for and g does
+// not give is missing, or with declared (Config.GrantDeclared) given anyway and listed in
+// extra.
 func resolveGrant(d *abi.Describe, g Grant, declared bool) resolved {
-	pools, queues := grantRoles(g)
-	r := resolved{core: hostfn.Grant{
-		Pools: map[string]hostfn.Roles{}, Queues: map[string]hostfn.Roles{},
-		KV: patterns(d.Type, g.KV), Locks: patterns(d.Type, g.Locks), Counters: patterns(d.Type, g.Counters),
-	}}
+	granted, qgranted := grantRoles(g)
+	pools, queues := map[string]hostfn.Roles{}, map[string]hostfn.Roles{}
+	var r resolved
 	for _, w := range wants(d) {
-		have, into := queues[w.name]&w.need, r.core.Queues
+		have, into := qgranted[w.name]&w.need, queues
 		if w.field == "pools" {
-			have, into = pools[w.name], r.core.Pools
+			have, into = granted[w.name], pools
 		}
 		if m := w.missing(have); m != 0 {
 			if !declared {
@@ -143,10 +148,18 @@ func resolveGrant(d *abi.Describe, g Grant, declared bool) resolved {
 		}
 		into[w.name] = have
 	}
-	r.eff = g
-	r.eff.KV, r.eff.Locks, r.eff.Counters = r.core.KV, r.core.Locks, r.core.Counters
-	r.eff.Pools, r.eff.Queues = roleNames(r.core.Pools), roleNames(r.core.Queues)
+	r.grant = g
+	r.grant.Pools, r.grant.Queues = roleNames(pools), roleNames(queues)
 	return r
+}
+
+// access is g, a resolved Grant, in the form the dispatch core checks.
+func access(g Grant) hostfn.Access {
+	pools, queues := grantRoles(g)
+	return hostfn.Access{
+		Pools: pools, Queues: queues,
+		KV: hostfn.Patterns(g.KV), Locks: hostfn.Patterns(g.Locks), Counters: hostfn.Patterns(g.Counters),
+	}
 }
 
 // undeclared lists the pools and queues g names that d does not declare: a grant with no
@@ -226,3 +239,124 @@ func PoolRoles() []string { return hostfn.PoolRoles.Names() }
 
 // QueueRoles: see PoolRoles.
 func QueueRoles() []string { return hostfn.QueueRoles.Names() }
+
+// withDefaults is g, the Grants entry of a plugin of type typ, with every default filled
+// in: the one place a grant's defaults are applied. A plugin's calls, its HTTP client, its
+// config identity, Plugin.Grant and the API all read the Grant this returns.
+func (c Config) grantWithDefaults(typ string, g Grant) Grant {
+	g.KV, g.Locks, g.Counters = patterns(typ, g.KV), patterns(typ, g.Locks), patterns(typ, g.Counters)
+	g.HTTPMaxBody = cmp.Or(g.HTTPMaxBody, httpfn.DefaultMaxBody)
+	g.HTTPTimeout = cmp.Or(g.HTTPTimeout, httpfn.DefaultTimeout)
+	g.HTTPMaxRedirects = cmp.Or(g.HTTPMaxRedirects, httpfn.DefaultMaxRedirects)
+	g.MemoryLimitPages = cmp.Or(g.MemoryLimitPages, c.MemoryLimitPages)
+	g.CallTimeout = cmp.Or(g.CallTimeout, c.CallTimeout)
+	g.MaxPayload = cmp.Or(g.MaxPayload, c.MaxPayload)
+	g.MaxHostCalls = cmp.Or(g.MaxHostCalls, hostfn.DefaultMaxHostCalls)
+	g.MaxReply = cmp.Or(g.MaxReply, hostfn.DefaultMaxReply)
+	g.MaxPoolList = cmp.Or(g.MaxPoolList, hostfn.DefaultMaxPoolList)
+	g.KVMaxKeys = cmp.Or(g.KVMaxKeys, defaultKVMaxKeys)
+	g.KVMaxBytes = cmp.Or(g.KVMaxBytes, defaultKVMaxBytes)
+	g.SubmitRate = cmp.Or(g.SubmitRate, defaultSubmitRate)
+	g.MaxQueueDepth = cmp.Or(g.MaxQueueDepth, c.MaxQueueDepth)
+	g.MaxQueueBytes = cmp.Or(g.MaxQueueBytes, c.MaxQueueBytes)
+	g.MaxPoolItems = cmp.Or(g.MaxPoolItems, defaultMaxPoolItems)
+	g.MaxPoolBytes = cmp.Or(g.MaxPoolBytes, defaultMaxPoolBytes)
+	return g
+}
+
+// patterns applies the default "<type>:*" to an unset pattern list.
+func patterns(typ string, ps []string) []string {
+	if ps == nil {
+		return []string{typ + ":*"}
+	}
+	return append([]string{}, ps...)
+}
+
+// limits are the boundary caps of g, a Grant with its defaults.
+func limits(g Grant) hostfn.Limits {
+	return hostfn.Limits{MaxPayload: g.MaxPayload, MaxHostCalls: g.MaxHostCalls, MaxReply: g.MaxReply, MaxPoolList: g.MaxPoolList}
+}
+
+// quota is the hostfn.Quota of g, a Grant with its defaults.
+func quota(g Grant) hostfn.Quota {
+	return hostfn.Quota{
+		KVMaxKeys: g.KVMaxKeys, KVMaxBytes: g.KVMaxBytes,
+		Queue:   primitives.QueueCap{Depth: g.MaxQueueDepth, Bytes: g.MaxQueueBytes},
+		Pool:    primitives.PoolCap{Items: g.MaxPoolItems, Bytes: g.MaxPoolBytes},
+		Submits: hostfn.NewSubmitRate(g.SubmitRate),
+	}
+}
+
+// grantJSON is Grant without its methods, so that MarshalJSON and UnmarshalJSON can hand
+// it to encoding/json.
+type grantJSON Grant
+
+// grantDurations shadows Grant's durations with their string form ("20s"): the outer
+// field wins over the embedded one of the same name.
+type grantDurations struct {
+	*grantJSON
+	HTTPTimeout string `json:"http_timeout,omitempty"`
+	CallTimeout string `json:"call_timeout,omitempty"`
+}
+
+// MarshalJSON writes g with its durations as strings ("20s").
+func (g Grant) MarshalJSON() ([]byte, error) {
+	v := grantDurations{grantJSON: (*grantJSON)(&g)}
+	if g.HTTPTimeout != 0 {
+		v.HTTPTimeout = g.HTTPTimeout.String()
+	}
+	if g.CallTimeout != 0 {
+		v.CallTimeout = g.CallTimeout.String()
+	}
+	return json.Marshal(v)
+}
+
+// UnmarshalJSON reads a grants file entry: snake_case fields, durations as strings, an
+// unknown field refused. An error names the field as the file spells it.
+func (g *Grant) UnmarshalJSON(b []byte) error {
+	v := grantDurations{grantJSON: (*grantJSON)(g)}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		var te *json.UnmarshalTypeError
+		if !errors.As(err, &te) || te.Field == "" {
+			return err
+		}
+		field := strings.TrimPrefix(te.Field, "grantJSON.")
+		want := jsonKind(te.Type)
+		if field == "http_timeout" || field == "call_timeout" {
+			want = `duration string such as "30s"`
+		}
+		return fmt.Errorf("%s: want a %s, got a JSON %s", field, want, te.Value)
+	}
+	for _, d := range []struct {
+		field string
+		s     string
+		into  *time.Duration
+	}{{"http_timeout", v.HTTPTimeout, &g.HTTPTimeout}, {"call_timeout", v.CallTimeout, &g.CallTimeout}} {
+		if d.s == "" {
+			continue
+		}
+		t, err := time.ParseDuration(d.s)
+		if err != nil {
+			return fmt.Errorf("%s: %q is not a duration such as \"30s\"", d.field, d.s)
+		}
+		*d.into = t
+	}
+	return nil
+}
+
+// jsonKind names what a Go type is in JSON, for an error.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Map, reflect.Struct:
+		return "JSON object"
+	case reflect.Slice:
+		return "JSON array"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.String:
+		return "string"
+	}
+	return "number"
+}

@@ -67,10 +67,13 @@ type Plugin struct {
 	Consumes *abi.QueueContract
 	Pools    []abi.PoolContract
 	Submits  []abi.QueueContract
-	// Grant is its effective grant, defaults applied: Pools and Queues hold each pool and
-	// queue it declares with the roles it was granted (by Config.Grants, or
-	// Config.GrantDeclared).
+	// Grant is its resolved grant, the one its calls are checked against: every default
+	// filled in (Config's for its limits and queue caps), and Pools and Queues holding
+	// each pool and queue it declares with the roles it was granted (by Config.Grants,
+	// or Config.GrantDeclared).
 	Grant Grant
+	// Paused is whether Pause holds the type (until Resume), when Plugins was called.
+	Paused bool
 }
 
 // New loads every .wasm in cfg.PluginsDir: it compiles each once (through the on-disk
@@ -161,6 +164,7 @@ func (h *Host) Plugins() []Plugin {
 	out := make([]Plugin, len(h.plugins))
 	for i, p := range h.plugins {
 		out[i] = p.info
+		out[i].Paused = p.paused.Load()
 	}
 	return out
 }

@@ -258,6 +258,9 @@ func TestPauseResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the slot to drain", func() bool { return r.events.count("draining") > 0 })
+	if ps := h.Plugins(); !ps[0].Paused {
+		t.Errorf("Plugins() after Pause = %+v, want it paused", ps[0])
+	}
 	for range 5 {
 		if _, err := h.Submit(context.Background(), "p-q", []byte(`{}`)); err != nil {
 			t.Fatal(err)
@@ -270,6 +273,9 @@ func TestPauseResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the queue to be worked", func() bool { return len(r.events.finished()) == 5 })
+	if ps := h.Plugins(); ps[0].Paused {
+		t.Errorf("Plugins() after Resume = %+v, want it not paused", ps[0])
+	}
 	stop()
 	if err := h.Pause("nope"); err == nil {
 		t.Error("Pause(unknown type) = nil")

@@ -1,7 +1,6 @@
 package host
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -69,24 +68,9 @@ func (h *Host) loadPlugin(ctx context.Context, file string) (p *plugin, err erro
 	if other := h.byType[typ]; other != nil {
 		return nil, fmt.Errorf("type %q is already loaded from %s", typ, filepath.Base(other.info.File))
 	}
-	grant := h.cfg.Grants[typ]
-	hg, eff, err := h.grantFor(desc, grant)
+	grant, err := h.grantFor(desc, h.cfg.grantWithDefaults(typ, h.cfg.Grants[typ]))
 	if err != nil {
 		return nil, err
-	}
-	// A grant's own limits win over the host's.
-	limits := struct {
-		pages   uint32
-		timeout time.Duration
-		payload int
-	}{
-		cmp.Or(grant.MemoryLimitPages, h.cfg.MemoryLimitPages),
-		cmp.Or(grant.CallTimeout, h.cfg.CallTimeout),
-		cmp.Or(grant.MaxPayload, h.cfg.MaxPayload),
-	}
-	// The caps of the dispatch core, whose defaults it fills in.
-	caps := hostfn.Limits{
-		MaxPayload: limits.payload, MaxHostCalls: grant.MaxHostCalls, MaxReply: grant.MaxReply, MaxPoolList: grant.MaxPoolList,
 	}
 	mode := abi.ExportHandle
 	if desc.Mode == abi.ModeLoop {
@@ -99,17 +83,18 @@ func (h *Host) loadPlugin(ctx context.Context, file string) (p *plugin, err erro
 	if err := h.contracts.Register(desc); err != nil {
 		return nil, err
 	}
-	if err := recordContracts(ctx, h.cfg.Backend, desc, hg); err != nil {
+	acc := access(grant)
+	if err := recordContracts(ctx, h.cfg.Backend, desc, acc); err != nil {
 		return nil, err
 	}
 	http, closeHTTP, err := newHTTP(grant)
 	if err != nil {
 		return nil, fmt.Errorf("Config.Grants[%q]: %w", typ, err)
 	}
-	fn := hostfn.NewPlugin(typ, hg, config, caps, http)
-	fn.Quota = h.cfg.quota(grant)
+	fn := hostfn.NewPlugin(typ, acc, config, limits(grant), http)
+	fn.Quota = quota(grant)
 	rt, err := native.NewRuntime(ctx, native.Params{
-		Cache: h.cache, MemoryLimitPages: limits.pages, Core: h.core, Log: h.cfg.Logger,
+		Cache: h.cache, MemoryLimitPages: grant.MemoryLimitPages, Core: h.core, Log: h.cfg.Logger,
 	}, wasm)
 	if err != nil {
 		if closeHTTP != nil {
@@ -128,18 +113,16 @@ func (h *Host) loadPlugin(ctx context.Context, file string) (p *plugin, err erro
 	if n, ok := h.cfg.SlotsByType[typ]; ok {
 		slots = n
 	}
-	eff.MemoryLimitPages, eff.CallTimeout, eff.MaxPayload = limits.pages, limits.timeout, limits.payload
-	eff.MaxHostCalls, eff.MaxReply, eff.MaxPoolList = fn.Limits.MaxHostCalls, fn.Limits.MaxReply, fn.Limits.MaxPoolList
 	h.cfg.Logger.Info("host: plugin loaded", "type", typ, "version", desc.Version, "mode", desc.Mode,
 		"file", filepath.Base(file), "slots", slots)
 	loaded := &plugin{
 		info: Plugin{
 			Type: typ, Version: desc.Version, Mode: desc.Mode, File: file,
 			Digest: "sha256:" + hex.EncodeToString(sum[:]), Slots: slots,
-			Consumes: desc.Consumes, Pools: desc.Pools, Submits: desc.Submits, Grant: eff,
+			Consumes: desc.Consumes, Pools: desc.Pools, Submits: desc.Submits, Grant: grant,
 		},
 		desc: desc, rt: rt, fn: fn, export: mode, closeHTTP: closeHTTP,
-		lease: max(h.cfg.TaskLease, limits.timeout+leaseMargin),
+		lease: max(h.cfg.TaskLease, grant.CallTimeout+LeaseMargin),
 	}
 	loaded.configID = configIdentity(h.cfg, loaded)
 	return loaded, nil
@@ -166,7 +149,10 @@ func (h *Host) probe(ctx context.Context, wasm []byte) (d *abi.Describe, err err
 	callCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	late := func(export string, err error) error { return pastDeadline(callCtx, ctx, export, timeout, err) }
-	caller := &hostfn.Caller{Plugin: hostfn.NewPlugin("(probe)", hostfn.Grant{}, nil, hostfn.Limits{}, nil), Slot: "probe"}
+	// The probe's caps are the defaults, its payload cap 0: it is granted nothing.
+	caps := limits(h.cfg.grantWithDefaults("(probe)", Grant{}))
+	caps.MaxPayload = 0
+	caller := &hostfn.Caller{Plugin: hostfn.NewPlugin("(probe)", hostfn.Access{}, nil, caps, nil), Slot: "probe"}
 	in, err := rt.Instantiate(callCtx, "probe", caller, nil)
 	if err != nil {
 		return nil, late(abi.ExportInitialize, err)
@@ -203,15 +189,15 @@ func pastDeadline(ctx, parent context.Context, export string, timeout time.Durat
 	return err
 }
 
-// grantFor resolves the grant of the plugin described by d from its Grants entry g
-// (resolveGrant): the one its calls are checked against, and the effective one shown to
-// operators. It refuses a plugin asking for more than g gives, listing every missing
-// grant, unless GrantDeclared; it logs what GrantDeclared gave beyond g, and what g names
-// that d does not declare.
-func (h *Host) grantFor(d *abi.Describe, g Grant) (hostfn.Grant, Grant, error) {
+// grantFor resolves the grant of the plugin described by d from g, its Grants entry with
+// its defaults (resolveGrant): the one its calls are checked against and operators see.
+// It refuses a plugin asking for more than g gives, listing every missing grant, unless
+// GrantDeclared; it logs what GrantDeclared gave beyond g, and what g names that d does
+// not declare.
+func (h *Host) grantFor(d *abi.Describe, g Grant) (Grant, error) {
 	r := resolveGrant(d, g, h.cfg.GrantDeclared)
 	if len(r.missing) > 0 {
-		return r.core, r.eff, fmt.Errorf("type %q is not granted what it declares; add to its entry in the grants file: %s; or, for development only, run with --grant-declared",
+		return Grant{}, fmt.Errorf("type %q is not granted what it declares; add to its entry in the grants file: %s; or, for development only, run with --grant-declared",
 			d.Type, strings.Join(r.missing, "; "))
 	}
 	if len(r.extra) > 0 {
@@ -222,7 +208,7 @@ func (h *Host) grantFor(d *abi.Describe, g Grant) (hostfn.Grant, Grant, error) {
 		h.cfg.Logger.Warn("host: the grants file grants what the plugin does not declare; it has no effect",
 			"type", d.Type, "undeclared", strings.Join(u, ", "))
 	}
-	return r.core, r.eff, nil
+	return r.grant, nil
 }
 
 // checkConfig validates the operator's configuration of a plugin against its config

@@ -1,6 +1,8 @@
 package host
 
 import (
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -10,7 +12,7 @@ import (
 // Every quota has its default, and a grant's own value wins.
 func TestQuotaDefaults(t *testing.T) {
 	c := Config{}.withDefaults()
-	q := c.quota(Grant{})
+	q := quota(c.grantWithDefaults("t", Grant{}))
 	if q.KVMaxKeys != 10_000 || q.KVMaxBytes != 64<<20 || q.Queue != (primitives.QueueCap{Depth: 100_000, Bytes: 64 << 20}) ||
 		q.Pool != (primitives.PoolCap{Items: 10_000, Bytes: 64 << 20}) {
 		t.Errorf("default quota = %+v", q)
@@ -26,12 +28,40 @@ func TestQuotaDefaults(t *testing.T) {
 	if bound := 5000 + int(5000*time.Since(start).Seconds()) + 1; passed < 5000 || passed > bound {
 		t.Errorf("the default submit rate passed %d of 15000 at once, want 5000..%d", passed, bound)
 	}
-	q = c.quota(Grant{KVMaxKeys: 5, KVMaxBytes: 6, MaxQueueDepth: 7, MaxQueueBytes: 8, MaxPoolItems: 9, MaxPoolBytes: 10, SubmitRate: 1})
+	q = quota(c.grantWithDefaults("t", Grant{KVMaxKeys: 5, KVMaxBytes: 6, MaxQueueDepth: 7, MaxQueueBytes: 8, MaxPoolItems: 9, MaxPoolBytes: 10, SubmitRate: 1}))
 	if q.KVMaxKeys != 5 || q.KVMaxBytes != 6 || q.Queue != (primitives.QueueCap{Depth: 7, Bytes: 8}) || q.Pool != (primitives.PoolCap{Items: 9, Bytes: 10}) {
 		t.Errorf("granted quota = %+v", q)
 	}
 	c.MaxQueueDepth, c.MaxQueueBytes = 11, 12
-	if q := c.quota(Grant{}); q.Queue != (primitives.QueueCap{Depth: 11, Bytes: 12}) {
+	if q := quota(c.grantWithDefaults("t", Grant{})); q.Queue != (primitives.QueueCap{Depth: 11, Bytes: 12}) {
 		t.Errorf("quota under Config.MaxQueueDepth 11, MaxQueueBytes 12 = %+v, want them as the default", q.Queue)
+	}
+}
+
+// The resolved grant has every number filled in, so a field added to Grant without its
+// default fails here; the zero Grant's patterns are "<type>:*" and a grant's own value
+// wins over every default.
+func TestGrantWithDefaults(t *testing.T) {
+	c := Config{}.withDefaults()
+	g := c.grantWithDefaults("scraper", Grant{})
+	v := reflect.ValueOf(g)
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		switch f.Type.Kind() {
+		case reflect.Int, reflect.Int64, reflect.Uint32:
+			if v.Field(i).IsZero() {
+				t.Errorf("grantWithDefaults(Grant{}).%s = 0, want its default", f.Name)
+			}
+		}
+	}
+	if want := []string{"scraper:*"}; !slices.Equal(g.KV, want) || !slices.Equal(g.Locks, want) || !slices.Equal(g.Counters, want) {
+		t.Errorf("grantWithDefaults(Grant{}) patterns = %v %v %v, want %v each", g.KV, g.Locks, g.Counters, want)
+	}
+	if g.HTTPMaxBody != 4<<20 || g.HTTPTimeout != 30*time.Second || g.HTTPMaxRedirects != 10 || g.MaxPayload != c.MaxPayload || g.CallTimeout != c.CallTimeout {
+		t.Errorf("grantWithDefaults(Grant{}) = %+v, want the HTTP defaults and Config's payload cap and call timeout", g)
+	}
+	own := Grant{KV: []string{}, HTTPMaxRedirects: -1, CallTimeout: time.Second, MaxReply: 7}
+	if g := c.grantWithDefaults("scraper", own); len(g.KV) != 0 || g.KV == nil || g.HTTPMaxRedirects != -1 || g.CallTimeout != time.Second || g.MaxReply != 7 {
+		t.Errorf("grantWithDefaults(%+v) = %+v, want the grant's own values", own, g)
 	}
 }

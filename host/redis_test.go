@@ -3,6 +3,7 @@ package host_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,11 +58,16 @@ func TestRedisOutage(t *testing.T) {
 	r := newRedisRig(t)
 	r.goGuest()
 	r.cfg.Slots = 2
+	claims := &failedClaims{Backend: r.backend}
+	r.cfg.Backend = claims
 	h, stop := r.start()
 	waitFor(t, "the slots to poll", func() bool { return r.events.count("idle") >= 2 })
 	r.redis.Stop()
-	idle := r.events.count("idle")
-	time.Sleep(300 * time.Millisecond) // slots poll a dead backend meanwhile
+	// Each slot logs its first failed claim: past it, an idle from a claim made before the
+	// outage has been said.
+	waitFor(t, "both slots to fail a claim", func() bool { return strings.Count(r.logs.String(), "slot: claim failed") >= 2 })
+	idle, failed := r.events.count("idle"), claims.failed.Load()
+	waitFor(t, "the slots to poll the dead backend", func() bool { return claims.failed.Load() >= failed+10 })
 	if got := r.events.count("idle"); got != idle {
 		t.Errorf("slots reported idle %d times while the backend was down; a failed claim is not idle", got-idle)
 	}
@@ -77,4 +83,19 @@ func TestRedisOutage(t *testing.T) {
 	if got := r.events.outcomes(); got["checkpoint"] < 1 {
 		t.Errorf("outcomes = %v, want the task done after the outage", got)
 	}
+}
+
+// failedClaims is a backend that counts the claims it fails (QueueAckClaim's n), so that a
+// test sees the slots poll a backend that is down.
+type failedClaims struct {
+	primitives.Backend
+	failed atomic.Int64
+}
+
+func (b *failedClaims) QueueAckClaim(ctx context.Context, queue string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.ClaimedTask, []error, error) {
+	claimed, ackErrs, err := b.Backend.QueueAckClaim(ctx, queue, acks, n, lease, maxAttempts)
+	if err != nil {
+		b.failed.Add(int64(n))
+	}
+	return claimed, ackErrs, err
 }

@@ -222,7 +222,7 @@ func (h *Host) slotParams(p *plugin, i int, pump *slot.Pump, rep *slotReport) sl
 		MaxAttempts: h.cfg.MaxAttempts,
 		Poll:        h.cfg.PollInterval,
 		CallTimeout: p.info.Grant.CallTimeout,
-		LeaseMargin: leaseMargin,
+		LeaseMargin: LeaseMargin,
 		RetryDelay:  h.cfg.RetryDelay,
 		Paused:      p.paused.Load,
 		Observe:     observers(report, observe),

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/hostfn"
+	"github.com/fleethost/fleet/host/internal/validate"
 	"github.com/fleethost/fleet/primitives"
 )
 
@@ -18,7 +19,8 @@ import (
 //	id, err := h.Submit(ctx, "harvest", []byte(`{"site":"x"}`))
 //
 // An error is an *abi.Error, whose Kind says what went wrong: NotFound (no plugin declares
-// the queue), TypeError or ValueError (the schema refuses the payload), LimitExceeded
+// the queue), TypeError or ValueError (the schema refuses the payload: the error is then
+// a *PayloadError too, listing every violation), LimitExceeded
 // (over Config.MaxPayload; or the queue is full, and then the error matches ErrQueueFull
 // too), Unavailable (the backend is down).
 //
@@ -36,12 +38,19 @@ func (h *Host) Submit(ctx context.Context, queue string, payload []byte) (string
 			c, consumer = p.fn.Quota.Queue, p.info.Type
 		}
 	}
-	id, err := hostfn.Submit(ctx, h.cfg.Backend, h.contracts, queue, json.RawMessage(payload), c)
+	var vs []validate.Violation
+	id, err := hostfn.Submit(ctx, h.cfg.Backend, h.contracts, queue, json.RawMessage(payload), c, &vs)
 	var ae *abi.Error
 	var ce *primitives.CapError
 	switch {
 	case err == nil:
 		return id, nil
+	case errors.As(err, &ae) && len(vs) > 0:
+		out := make([]Violation, len(vs))
+		for i, v := range vs {
+			out[i] = Violation{Pointer: v.Pointer, Keyword: v.Keyword, Message: v.Message}
+		}
+		return "", &PayloadError{Err: ae, Violations: out}
 	case errors.As(err, &ae):
 		return "", ae
 	case errors.As(err, &ce):

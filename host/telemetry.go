@@ -1,7 +1,6 @@
 package host
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/abi"
-	"github.com/fleethost/fleet/host/internal/httpfn"
 	"github.com/fleethost/fleet/host/internal/slot"
 	"github.com/fleethost/fleet/host/internal/validate"
 	"github.com/fleethost/fleet/reporter"
@@ -21,7 +19,7 @@ import (
 
 // telemetry turns the slots' events into reports, through one reporter per slot made by
 // Config.NewReporter: each slot is one instance of the plane, and its reporter carries
-// that instance's reports only. It is built by New; Run (or Close, when Run never ran)
+// that instance's reports only (host/RATIONALE.md, "What does the plane see?"). It is built by New; Run (or Close, when Run never ran)
 // uses it from one goroutine. Each slotReport is owned by its slot's goroutine while the
 // slot runs, and by Run once it has stopped.
 type telemetry struct {
@@ -109,14 +107,10 @@ func (t *telemetry) slot(cfg Config, p *plugin, i int) *slotReport {
 //
 // Close delivers what its reporter still has queued, newest first, then POSTs the beacon
 // last: with one instance per reporter, that is the slot's stopping after everything the
-// slot said, which is what the plane needs. With one reporter shared by every slot it
-// was not: a slot's draining, still queued before the others' stoppings, reached the
-// plane after its own stopping. See the package doc's Decisions.
-//
-// The reporters close at once, one goroutine each, rather than one after the other or
-// under a limit: each Close ends within its own bound (reporter.New's notes), so a dead
-// plane costs shutdown one bound instead of one per slot. stop returns when every Close
-// has.
+// slot said, which is what the plane needs. The reporters close at once, one goroutine
+// each, so that a dead plane costs shutdown one Close bound (reporter.New's notes), not
+// one per slot. stop returns when every Close has. See RATIONALE.md, "Who says stopping,
+// and how is it last?".
 func (t *telemetry) stop() {
 	if t == nil {
 		return
@@ -208,9 +202,8 @@ func (s *slotReport) iteration(it *slot.Iteration) reporter.Iteration {
 	}
 }
 
-// outcome maps a slot's iteration to the plane's vocabulary; see the package doc's
-// Decisions. A park wins over a death: the plane's parked is the retry budget spent, and
-// it is the outcome that asks for the operator.
+// outcome maps a slot's iteration to the plane's vocabulary. A park wins over a death.
+// See RATIONALE.md, "What is an iteration record?".
 func outcome(it *slot.Iteration) string {
 	if it.Parked {
 		return reporter.OutcomeParked
@@ -239,58 +232,33 @@ func observers(fns ...func(slot.Event)) func(slot.Event) {
 
 // configIdentity fingerprints what decides how p's slots behave: the module itself (its
 // digest) and the effective configuration of p, defaults applied: slots, lease, attempts,
-// timeouts, memory pages, payload and boundary caps, grant and the plugin's configuration
-// (canonical JSON, so that formatting alone changes nothing). It is "sha256:" and 16 hex
-// digits.
+// poll, retry and drain timings, its resolved Grant (every cap, quota and pattern; the
+// pattern lists sorted, the pools' and queues' roles in a fixed order) and the plugin's
+// configuration (canonical JSON, so that formatting alone changes nothing). It is
+// "sha256:" and 16 hex digits. See RATIONALE.md, "Which config identity?".
 func configIdentity(cfg Config, p *plugin) string {
 	g := p.info.Grant
-	sorted := func(ps []string) []string {
-		out := append([]string{}, ps...)
-		slices.Sort(out)
-		return out
+	for _, ps := range []*[]string{&g.KV, &g.Locks, &g.Counters, &g.HTTPHosts, &g.HTTPProxies} {
+		*ps = slices.Sorted(slices.Values(*ps))
 	}
 	conf := p.fn.Config // "{}" when none was given
 	if c, err := validate.Canonical(conf); err == nil {
 		conf = c
 	}
 	b, _ := json.Marshal(struct {
-		Module           string
-		Slots            int
-		Lease            time.Duration
-		MaxAttempts      int
-		CallTimeout      time.Duration
-		PollInterval     time.Duration
-		RetryDelay       time.Duration
-		DrainTimeout     time.Duration
-		MemoryLimitPages uint32
-		MaxPayload       int
-		MaxHostCalls     int
-		MaxReply         int
-		MaxPoolList      int
-		KV               []string
-		Locks            []string
-		Counters         []string
-		HTTPHosts        []string
-		HTTPAllowPrivate bool
-		HTTPProxies      []string
-		HTTPMaxBody      int64
-		HTTPTimeout      time.Duration
-		HTTPMaxRedirects int64
-		Pools, Queues    map[string][]string // roles in a fixed order; Marshal sorts the names
-		Config           json.RawMessage
+		Module       string
+		Slots        int
+		Lease        time.Duration
+		MaxAttempts  int
+		PollInterval time.Duration
+		RetryDelay   time.Duration
+		DrainTimeout time.Duration
+		Grant        Grant // Marshal sorts the pools' and queues' names
+		Config       json.RawMessage
 	}{
 		Module: p.info.Digest, Slots: p.info.Slots, Lease: p.lease, MaxAttempts: cfg.MaxAttempts,
-		CallTimeout: g.CallTimeout, PollInterval: cfg.PollInterval, RetryDelay: cfg.RetryDelay,
-		DrainTimeout: cfg.DrainTimeout, MemoryLimitPages: g.MemoryLimitPages, MaxPayload: g.MaxPayload,
-		MaxHostCalls: g.MaxHostCalls, MaxReply: g.MaxReply, MaxPoolList: g.MaxPoolList,
-		KV: sorted(g.KV), Locks: sorted(g.Locks), Counters: sorted(g.Counters),
-		HTTPHosts: sorted(g.HTTPHosts), HTTPAllowPrivate: g.HTTPAllowPrivate, HTTPProxies: sorted(g.HTTPProxies),
-		HTTPMaxBody:      cmp.Or(g.HTTPMaxBody, httpfn.DefaultMaxBody),
-		HTTPTimeout:      cmp.Or(g.HTTPTimeout, httpfn.DefaultTimeout),
-		HTTPMaxRedirects: cmp.Or(int64(g.HTTPMaxRedirects), httpfn.DefaultMaxRedirects),
-		Pools:            g.Pools,
-		Queues:           g.Queues,
-		Config:           conf,
+		PollInterval: cfg.PollInterval, RetryDelay: cfg.RetryDelay, DrainTimeout: cfg.DrainTimeout,
+		Grant: g, Config: conf,
 	})
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])[:16]
@@ -316,21 +284,4 @@ func hostname() string {
 		return ""
 	}
 	return h
-}
-
-// defaultInstance is Config.Instance's default.
-func defaultInstance() string {
-	if h := hostname(); h != "" {
-		return h
-	}
-	return "fleet-host"
-}
-
-// defaultVersion is Config.Version's default: the main module's version when the build
-// records one ("(devel)" is not one).
-func defaultVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
 }

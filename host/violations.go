@@ -1,5 +1,7 @@
 package host
 
+import "github.com/fleethost/fleet/abi"
+
 // Violation is one reason a queue's payload schema refuses a payload.
 type Violation struct {
 	Pointer string `json:"pointer"` // RFC 6901 JSON pointer of the refused value; "" is the whole payload
@@ -7,25 +9,18 @@ type Violation struct {
 	Message string `json:"message"` // what is wrong
 }
 
-// Violations lists every reason queue's payload schema refuses payload, or nil when it
-// accepts it (or no loaded plugin declares queue: Submit says NotFound). Submit's error
-// names only the first, deepest refusal; an operator's API should list them all.
+// PayloadError is Submit's error when the queue's payload schema refuses the payload. Err
+// (which errors.As finds) names the first, deepest refusal, as a guest's submit does;
+// Violations lists every one, from the same validation, for an operator's API.
 //
-//	if _, err := h.Submit(ctx, "scrape", body); err != nil {
-//		details := h.Violations("scrape", body) // [{"/url", "required", "missing required property \"url\""}]
+//	var pe *host.PayloadError
+//	if _, err := h.Submit(ctx, "scrape", body); errors.As(err, &pe) {
+//		details := pe.Violations // [{"/url", "required", "missing required property \"url\""}]
 //	}
-func (h *Host) Violations(queue string, payload []byte) []Violation {
-	q := h.contracts.Queue(queue)
-	if q == nil {
-		return nil
-	}
-	vs := q.Payload.Violations(payload)
-	if vs == nil {
-		return nil
-	}
-	out := make([]Violation, len(vs))
-	for i, v := range vs {
-		out[i] = Violation{Pointer: v.Pointer, Keyword: v.Keyword, Message: v.Message}
-	}
-	return out
+type PayloadError struct {
+	Err        *abi.Error
+	Violations []Violation
 }
+
+func (e *PayloadError) Error() string { return e.Err.Error() }
+func (e *PayloadError) Unwrap() error { return e.Err }

@@ -148,7 +148,8 @@ type KV interface {
 // write) cannot keep it exact under concurrency: a set and a delete of one key racing
 // leave a key that no ledger counts. An owner confined to one root (a plugin whose KV
 // grant is "<type>:*") is therefore bounded exactly; one granted n roots holds at most
-// n quotas.
+// n quotas, and one whose grant ends a prefix before any ':' ("*", "cache*") reaches
+// roots without end and is bounded by no quota in total.
 type KVQuota struct {
 	Owner    string
 	MaxKeys  int
@@ -292,15 +293,8 @@ type Retry struct {
 
 	// Refund gives the attempt back: Attempts is decremented (never below 0) and the
 	// task never parks on this release, whatever MaxAttempts says. Delay and Reason apply
-	// as without it.
-	//
-	// Attempts are counted at claim, because a consumer that dies mid-task never gets to
-	// say how it went; the count must already be spent when its lease expires. That makes
-	// every claim cost one attempt, a hand-back included, so a healthy task that only
-	// waits for a resource (a free cookie, a rate limit) would be parked after
-	// MaxAttempts waits. MaxAttempts is a failure budget: failures and deaths spend it, a
-	// hand-back does not. Refund is the consumer saying "this claim was not an attempt".
-	// Counting at ack or release instead was rejected: it would let a task whose every
-	// claim kills its consumer loop forever.
+	// as without it. Attempts are counted at claim, so Refund is the consumer saying "this
+	// claim was not an attempt". See host/RATIONALE.md, "Why does a retry refund its
+	// attempt?".
 	Refund bool
 }

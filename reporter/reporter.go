@@ -89,12 +89,23 @@ type options struct {
 	CloseMaxReports int
 }
 
+// The production bounds of a reporter's POSTs and of its Close; CloseBound derives from
+// them.
+const (
+	defaultPostTimeout  = 5 * time.Second
+	defaultCloseTimeout = 2 * time.Second
+)
+
+// CloseBound is the longest Close of a Reporter from New takes: its bound on what is
+// left (the POST in flight and the queue), then its final report's POST.
+const CloseBound = defaultCloseTimeout + defaultPostTimeout
+
 func (o options) withDefaults() options {
 	if o.QueueSize <= 0 {
 		o.QueueSize = 64
 	}
 	if o.PostTimeout <= 0 {
-		o.PostTimeout = 5 * time.Second
+		o.PostTimeout = defaultPostTimeout
 	}
 	if o.LogInterval <= 0 {
 		o.LogInterval = 30 * time.Second
@@ -103,7 +114,7 @@ func (o options) withDefaults() options {
 		o.Logger = slog.Default()
 	}
 	if o.CloseTimeout <= 0 {
-		o.CloseTimeout = 2 * time.Second
+		o.CloseTimeout = defaultCloseTimeout
 	}
 	if o.CloseMaxReports <= 0 {
 		o.CloseMaxReports = 16
@@ -219,7 +230,8 @@ type logState struct {
 func (r *reporter) Dropped() uint64 { return r.dropped.Load() }
 
 // Send enqueues a copy of rep without ever blocking; on a full queue it drops
-// and counts it. After Close it is a no-op.
+// and counts it. After Close it is a no-op. See RATIONALE.md, "Why can a report
+// never block, delay or fail the loop?".
 func (r *reporter) Send(rep Report) {
 	if r.closed.Load() {
 		return
@@ -231,12 +243,9 @@ func (r *reporter) Send(rep Report) {
 	}
 }
 
-// pump POSTs queued reports in order until stop is closed. It is the only
-// goroutine that POSTs before Close, which is what keeps reports in order and
-// the plane's last-writer-wins presence row the newest thing said.
-//
-// There is deliberately no retry: presence is corrected by the next report and
-// a lost iteration record is the price of keeping telemetry off the loop.
+// pump POSTs queued reports in order until stop is closed, each once. It is the
+// only goroutine that POSTs before Close. See RATIONALE.md, "Why one pump,
+// POSTing in order?" and "Why is there no retry?".
 func (r *reporter) pump() {
 	defer close(r.pumpDone)
 	var wake *time.Timer // nil until a held-back log line first needs one

@@ -214,12 +214,12 @@ func TestDropsCountedAndLoggedOncePerInterval(t *testing.T) {
 		t.Errorf("log line %q does not say dropped=%d", line, drops)
 	}
 	// Three more POSTs time out and more drops happen within the interval:
-	// still one line.
+	// still one line. The fifth POST's arrival says the pump is past the
+	// fourth's failure and the log check that follows it.
 	for i := range drops {
 		r.Send(report(1000 + i))
 	}
-	p.waitArrivals(t, 3)
-	time.Sleep(postTimeout + 50*time.Millisecond)
+	p.waitArrivals(t, 4)
 	if lines := logs.lines(); len(lines) != 1 {
 		t.Errorf("got %d log lines within one interval, want 1:\n%s", len(lines), strings.Join(lines, "\n"))
 	}
@@ -375,12 +375,18 @@ func TestCloseIsIdempotent(t *testing.T) {
 
 func TestSendAfterCloseIsNoop(t *testing.T) {
 	p := newPlane(t, nil)
+	base := pumps()
 	r := newTestReporter(t, p, reporter.Options{QueueSize: 1})
 	r.Close(report(1))
 	for i := range 10 {
 		r.Send(report(i + 2))
 	}
-	time.Sleep(100 * time.Millisecond)
+	// Nothing is left to POST later: the pump has ended, and the plane's Close
+	// waits for any request it has begun.
+	if got := pumps(); got != base {
+		t.Fatalf("%d reporter pumps after Close and Sends, want %d", got, base)
+	}
+	p.shutdown()
 	if got, want := p.ns(), []int{1}; !slices.Equal(got, want) {
 		t.Errorf("plane got state.n %v, want %v", got, want)
 	}
@@ -400,6 +406,7 @@ func TestConcurrentSendAndClose(t *testing.T) {
 		// what this test is about.
 		r := newTestReporter(t, p, reporter.Options{QueueSize: 8, PostTimeout: time.Minute, CloseTimeout: time.Minute})
 		var stop atomic.Bool
+		var sent atomic.Int64
 		var wg sync.WaitGroup
 		start := make(chan struct{})
 		for g := range 8 {
@@ -407,18 +414,20 @@ func TestConcurrentSendAndClose(t *testing.T) {
 				<-start
 				for i := 0; !stop.Load(); i++ {
 					r.Send(report(1 + g*1_000_000 + i))
+					sent.Add(1)
 					runtime.Gosched() // leave the plane and Close some CPU
 				}
 			})
 		}
 		close(start)
-		time.Sleep(5 * time.Millisecond)
+		waitFor(t, "Sends before Close", func() bool { return sent.Load() >= 100 })
 		var closers sync.WaitGroup
 		for range 3 {
 			closers.Go(func() { r.Close(report(0)) })
 		}
 		closers.Wait()
-		time.Sleep(20 * time.Millisecond) // Sends keep coming after Close
+		closed := sent.Load()
+		waitFor(t, "Sends after Close", func() bool { return sent.Load() >= closed+100 })
 		stop.Store(true)
 		wg.Wait()
 
@@ -447,7 +456,7 @@ func TestNotWired(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := len(p.requests())
+			before, base := len(p.requests()), pumps()
 			logger, logs := newLog()
 			r := reporter.NewWithOptions(tt.endpoint, tt.key, reporter.Options{Logger: logger})
 			for i := range 100 {
@@ -455,7 +464,10 @@ func TestNotWired(t *testing.T) {
 			}
 			r.Close(report(99))
 			r.Close(report(100))
-			time.Sleep(50 * time.Millisecond)
+			// Nothing could POST later: a not-wired reporter has no pump.
+			if got := pumps(); got != base {
+				t.Errorf("not-wired reporter left %d pumps running, want %d", got, base)
+			}
 			if got := len(p.requests()) - before; got != 0 {
 				t.Errorf("not-wired reporter made %d POSTs, want 0", got)
 			}

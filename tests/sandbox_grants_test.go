@@ -19,35 +19,12 @@ import (
 // another's pool, the fleet's record of a contract, another type's names. Each runs
 // beside the honest counter plugin, which must keep completing its tasks.
 
-// watGuest is a WAT guest described by d. Its fleet_handle (and fleet_tick) is body, a
-// function body that may use the imports kv_get and the data in data; without a body
-// every task is done.
-func watGuest(t *testing.T, d abi.Describe, imports, data, body string) string {
+// watGuest is a WAT guest described by d (testutil.GuestWAT) whose fleet_handle, and
+// fleet_tick for a loop plugin, runs handle, which may use imports and the functions and
+// data of funcs, and then answers done.
+func watGuest(t *testing.T, d abi.Describe, imports, funcs, handle string) string {
 	t.Helper()
-	doc, err := json.Marshal(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(doc) > 4000 {
-		t.Fatalf("describe of %d bytes does not fit", len(doc))
-	}
-	if body == "" {
-		body = fmt.Sprintf("(i64.const %d)", abi.Packed(4096, 18))
-	}
-	src := fmt.Sprintf(`(module
-  %s
-  (memory (export "memory") 1)
-  (data (i32.const 0) "%s")
-  (data (i32.const 4096) "{\"outcome\":\"done\"}")
-  %s
-  (func (export "fleet_abi_version") (result i32) (i32.const %d))
-  (func (export "fleet_input") (param i32) (result i32) (i32.const 8192))
-  (func (export "fleet_describe") (result i64) (i64.const %d))
-  (func $handle (param i32) (result i64) %s)
-  (export "fleet_handle" (func $handle))
-  (export "fleet_tick" (func $handle)))`,
-		imports, watString(string(doc)), data, abi.Version, abi.Packed(0, uint32(len(doc))), body)
-	return testutil.WAT(t, src)
+	return testutil.WAT(t, testutil.GuestWAT{Describe: d, Result: `{"outcome":"done"}`, Imports: imports, Funcs: funcs, Handle: handle}.Source(t))
 }
 
 // watString escapes s for a WAT string literal.
@@ -239,10 +216,9 @@ func TestSandboxGrantsTypeNames(t *testing.T) {
     (drop (call $kv_get (i32.const 5000) (i32.const %d) (i32.const 16384) (i32.const 4096)))
     (if (i32.ne (i32.load8_u (i32.const 16386)) (i32.const 111)) (then (return (i64.const %d))))
     (drop (call $kv_get (i32.const 5100) (i32.const %d) (i32.const 16384) (i32.const 4096)))
-    (if (i32.eq (i32.load8_u (i32.const 16386)) (i32.const 111)) (then (return (i64.const %d))))
-    (i64.const %d)`,
+    (if (i32.eq (i32.load8_u (i32.const 16386)) (i32.const 111)) (then (return (i64.const %d))))`,
 				len(own), abi.Packed(5200, uint32(len(fail)+len(`own namespace refused"}`))),
-				len(theirs), abi.Packed(5300, uint32(len(fail)+len(`reached shop-eu"}`))), abi.Packed(4096, 18))
+				len(theirs), abi.Packed(5300, uint32(len(fail)+len(`reached shop-eu"}`))))
 			shop := watGuest(t, abi.Describe{ABIVersion: abi.Version, Type: "shop", Version: "1.0.0", Mode: abi.ModeBatch,
 				Consumes: &abi.QueueContract{Name: "shop", Payload: json.RawMessage(`{}`)}},
 				`(import "fleet" "kv_get" (func $kv_get (param i32 i32 i32 i32) (result i32)))`, data, body)

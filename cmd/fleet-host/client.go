@@ -14,11 +14,12 @@ import (
 	"github.com/fleethost/fleet/internal/cli"
 	"github.com/fleethost/fleet/internal/grants"
 	"github.com/fleethost/fleet/internal/safetext"
+	"github.com/fleethost/fleet/primitives/redis"
 )
 
 // apiFlags are the flags of the commands that talk to a daemon's API.
 func apiFlags(f *flags, c *cli.Client) {
-	f.str(&c.Base, "api", "FLEET_API", "http://127.0.0.1:7070", "the daemon's HTTP API base URL")
+	f.str(&c.Base, "api", "FLEET_API", "http://"+defaultListen, "the daemon's HTTP API base URL")
 	f.str(&c.Token, "token", "FLEET_TOKEN", "", "the API's bearer token, if the daemon has one (prefer the variable)")
 }
 
@@ -105,8 +106,8 @@ func describeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	f := newFlags("describe", "describe [flags] plugin.wasm...\n\nShows what each plugin declares — type, version, mode, the queue it consumes, the pools\nit uses, the queues it submits to, with their JSON Schemas, and its config schema —\nwithout running it: no slot, no backend, nothing granted. Then what it asks for of the\npools and queues beside what the grants file grants it, and what is missing.", stderr)
 	f.boolean(&asJSON, "json", "FLEET_DESCRIBE_JSON", false, "print each plugin's describe document as JSON")
 	f.str(&grantsFile, "grants", "FLEET_GRANTS", "", "the grants file to compare each plugin's asks with (see run); none grants nothing")
-	f.str(&cacheDir, "cache-dir", "FLEET_CACHE_DIR", "", "where compiled plugins are cached (see run)")
-	f.dur(&callTimeout, "call-timeout", "FLEET_CALL_TIMEOUT", 30*time.Second, "the deadline of each plugin's _initialize, fleet_abi_version and fleet_describe together (see run)")
+	f.str(&cacheDir, "cache-dir", "FLEET_CACHE_DIR", host.DefaultCacheDir(), "where compiled plugins are cached (see run)")
+	f.dur(&callTimeout, "call-timeout", "FLEET_CALL_TIMEOUT", host.DefaultCallTimeout, "the deadline of each plugin's _initialize, fleet_abi_version and fleet_describe together (see run)")
 	if err := f.parse(args); err != nil {
 		return usageErr(err)
 	}
@@ -152,15 +153,15 @@ func describeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 func doctorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var p cli.DoctorParams
 	f := newFlags("doctor", "doctor [flags]\n\nChecks, one line each: the backend answers; every plugin in the folder compiles and\ndescribes itself; they load together with the grants, and their contracts agree with\neach other and with the fleet's; the plane accepts the key. Exits 1 if any check fails.\nTakes run's flags and variables for these settings.", stderr)
-	f.str(&p.PluginsDir, "plugins", "FLEET_PLUGINS", "plugins", "the folder of *.wasm plugins")
+	f.str(&p.PluginsDir, "plugins", "FLEET_PLUGINS", host.DefaultPluginsDir, "the folder of *.wasm plugins")
 	f.str(&p.Backend, "redis", "FLEET_REDIS", "", "the fleet backend URL (see run); empty is the embedded memory store")
 	f.str(&p.GrantsFile, "grants", "FLEET_GRANTS", "", "the grants file (see run)")
 	f.boolean(&p.GrantDeclared, "grant-declared", "FLEET_GRANT_DECLARED", false, "grant each plugin what it declares (see run)")
 	f.str(&p.ReportURL, "report-url", "FLEET_REPORT_URL", "", "the plane's fleet-report endpoint")
 	f.str(&p.ReportKey, "report-key", "FLEET_REPORT_KEY", "", "the plane's API key")
-	f.str(&p.CacheDir, "cache-dir", "FLEET_CACHE_DIR", "", "where compiled plugins are cached (see run)")
-	f.dur(&p.BackendTimeout, "backend-timeout", "FLEET_BACKEND_TIMEOUT", 2*time.Second, "the bound of each backend call")
-	f.dur(&p.CallTimeout, "call-timeout", "FLEET_CALL_TIMEOUT", 30*time.Second, "the deadline of each plugin's _initialize, fleet_abi_version and fleet_describe together (see run)")
+	f.str(&p.CacheDir, "cache-dir", "FLEET_CACHE_DIR", host.DefaultCacheDir(), "where compiled plugins are cached (see run)")
+	f.dur(&p.BackendTimeout, "backend-timeout", "FLEET_BACKEND_TIMEOUT", redis.DefaultCallTimeout, "the bound of each backend call")
+	f.dur(&p.CallTimeout, "call-timeout", "FLEET_CALL_TIMEOUT", host.DefaultCallTimeout, "the deadline of each plugin's _initialize, fleet_abi_version and fleet_describe together (see run)")
 	if err := f.parse(args); err != nil {
 		return usageErr(err)
 	}

@@ -51,6 +51,11 @@ func (f *flags) int(p *int, name, env string, def int, usage string) {
 	f.bind(name, env)
 }
 
+func (f *flags) int64(p *int64, name, env string, def int64, usage string) {
+	f.Int64Var(p, name, def, usage+" [$"+env+"]")
+	f.bind(name, env)
+}
+
 func (f *flags) dur(p *time.Duration, name, env string, def time.Duration, usage string) {
 	f.DurationVar(p, name, def, usage+" [$"+env+"]")
 	f.bind(name, env)

@@ -13,14 +13,15 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 
+	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/safetext"
 )
 
@@ -116,12 +117,5 @@ func exitCode(err error, stderr io.Writer) int {
 	return exitError
 }
 
-func binaryVersion() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
+// binaryVersion is the version -ldflags set, else the host's default.
+func binaryVersion() string { return cmp.Or(version, host.DefaultVersion()) }

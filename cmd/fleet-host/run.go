@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -17,6 +16,7 @@ import (
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/daemon"
 	"github.com/fleethost/fleet/internal/safetext"
+	"github.com/fleethost/fleet/primitives/redis"
 )
 
 func runCmd(ctx context.Context, args []string, stderr io.Writer) int {
@@ -24,30 +24,39 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) int {
 	var logLevel, logFormat string
 	var memPages int
 	sf := slotsFor{}
-	f := newFlags("run", "run [flags]\n\nRuns the daemon until SIGTERM or SIGINT, then drains: slots stop claiming, calls in\nflight get --drain-timeout to finish, tasks still held go back to their queue, and the\nreporter's stopping beacon is the last thing said; exit 0. A slot whose call has not\nended 5s after the drain deadline is abandoned, its task left to its lease (exit 4);\nwhatever hangs, the daemon exits by --drain-timeout + 20s (exit 4). A second signal\nstops at once (exit 3).", stderr)
-	f.str(&o.PluginsDir, "plugins", "FLEET_PLUGINS", "plugins", "the folder of *.wasm plugins to load (not recursive)")
+	f := newFlags("run", fmt.Sprintf(`run [flags]
+
+Runs the daemon until SIGTERM or SIGINT, then drains: slots stop claiming, calls in
+flight get --drain-timeout to finish, tasks still held go back to their queue, and the
+reporter's stopping beacon is the last thing said; exit 0. A slot whose call has not
+ended %v after the drain deadline is abandoned, its task left to its lease (exit 4);
+whatever hangs, the daemon exits by --drain-timeout + %v (exit 4). A second signal
+stops at once (exit 3).`, host.AbandonMargin, daemon.ShutdownMargin), stderr)
+	f.str(&o.PluginsDir, "plugins", "FLEET_PLUGINS", host.DefaultPluginsDir, "the folder of *.wasm plugins to load (not recursive)")
 	f.str(&o.Backend, "redis", "FLEET_REDIS", "", "the fleet backend URL: redis://host:6379/0 (rediss://, unix:// too), redis+cluster://host:port?addr=host2:port2 for Redis Cluster, redis+sentinel://host:26379/0?master_name=NAME for Sentinel; empty runs on the embedded memory store, whose state lives in the process")
-	f.int(&o.Slots, "slots", "FLEET_SLOTS", 1, "slots (wasm instances) per plugin")
+	f.int(&o.Slots, "slots", "FLEET_SLOTS", host.DefaultSlots, "slots (wasm instances) per plugin")
 	f.value(sf, "slots-for", "FLEET_SLOTS_FOR", "slots for one automation type, type=n, overriding --slots; repeat the flag, or comma-separate in the variable (scraper=4,noop=0); 0 loads the plugin and runs no slot")
 	f.str(&o.GrantsFile, "grants", "FLEET_GRANTS", "", "the grants file: JSON mapping each automation type to what it may touch (pools and queues with roles, kv, locks, counters, http_hosts, ...) and its \"config\"; see README")
 	f.boolean(&o.GrantDeclared, "grant-declared", "FLEET_GRANT_DECLARED", false, "grant each plugin the pools and queues it declares, beyond the grants file (development only: a plugin then reaches any pool or queue it names; logged as a WARN per plugin)")
-	f.str(&o.Listen, "listen", "FLEET_LISTEN", "127.0.0.1:7070", "the HTTP API's listen address; empty runs no API")
+	f.str(&o.Listen, "listen", "FLEET_LISTEN", defaultListen, "the HTTP API's listen address; empty runs no API")
 	f.str(&o.Token, "token", "FLEET_TOKEN", "", "the API's bearer token; empty needs none (prefer the variable: a flag shows in ps)")
 	f.str(&o.ReportURL, "report-url", "FLEET_REPORT_URL", "", "the plane's fleet-report endpoint; reporting is off without it and a key")
 	f.str(&o.ReportKey, "report-key", "FLEET_REPORT_KEY", "", "the plane's API key (prefer the variable)")
-	f.str(&o.Instance, "instance", "FLEET_INSTANCE", daemon.Hostname(), "this daemon's name on the plane; each slot reports as <instance>/<type>/<n>")
+	f.str(&o.Instance, "instance", "FLEET_INSTANCE", host.DefaultInstance(), "this daemon's name on the plane; each slot reports as <instance>/<type>/<n>")
 	f.str(&logLevel, "log-level", "FLEET_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 	f.str(&logFormat, "log-format", "FLEET_LOG_FORMAT", "text", "log format: text or json")
-	f.dur(&o.DrainTimeout, "drain-timeout", "FLEET_DRAIN_TIMEOUT", 10*time.Second, "on shutdown, how long calls in flight get to finish before they are cut")
-	f.dur(&o.TaskLease, "task-lease", "FLEET_TASK_LEASE", 30*time.Second, "how long a claimed task is leased to its slot (at least --call-timeout + 10s); a dead host's tasks come back after it")
-	f.dur(&o.CallTimeout, "call-timeout", "FLEET_CALL_TIMEOUT", 30*time.Second, "the deadline of one guest call; past it the instance is killed and replaced")
-	f.dur(&o.PollInterval, "poll-interval", "FLEET_POLL_INTERVAL", 100*time.Millisecond, "how long a slot waits after finding its queue empty")
-	f.dur(&o.RetryDelay, "retry-delay", "FLEET_RETRY_DELAY", time.Second, "how long a retried task waits when the plugin names no delay")
-	f.int(&o.MaxAttempts, "max-attempts", "FLEET_MAX_ATTEMPTS", 5, "a task's attempts before it is parked for the operator")
-	f.int(&o.MaxPayload, "max-payload", "FLEET_MAX_PAYLOAD", 256<<10, "the largest payload, KV value or HTTP body a plugin sends, and the largest API request body, in bytes")
-	f.int(&memPages, "memory-pages", "FLEET_MEMORY_PAGES", 256, "each instance's memory limit, in 64 KiB pages")
-	f.str(&o.CacheDir, "cache-dir", "FLEET_CACHE_DIR", "", "where compiled plugins are cached across runs; \"off\" keeps it in memory (default: the user cache dir)")
-	f.dur(&o.BackendTimeout, "backend-timeout", "FLEET_BACKEND_TIMEOUT", 2*time.Second, "the bound of each backend call")
+	f.dur(&o.DrainTimeout, "drain-timeout", "FLEET_DRAIN_TIMEOUT", host.DefaultDrainTimeout, "on shutdown, how long calls in flight get to finish before they are cut")
+	f.dur(&o.TaskLease, "task-lease", "FLEET_TASK_LEASE", host.DefaultTaskLease, fmt.Sprintf("how long a claimed task is leased to its slot (at least --call-timeout + %v); a dead host's tasks come back after it", host.LeaseMargin))
+	f.dur(&o.CallTimeout, "call-timeout", "FLEET_CALL_TIMEOUT", host.DefaultCallTimeout, "the deadline of one guest call; past it the instance is killed and replaced")
+	f.dur(&o.PollInterval, "poll-interval", "FLEET_POLL_INTERVAL", host.DefaultPollInterval, "how long a slot waits after finding its queue empty")
+	f.dur(&o.RetryDelay, "retry-delay", "FLEET_RETRY_DELAY", host.DefaultRetryDelay, "how long a retried task waits when the plugin names no delay")
+	f.int(&o.MaxAttempts, "max-attempts", "FLEET_MAX_ATTEMPTS", host.DefaultMaxAttempts, "a task's attempts before it is parked for the operator")
+	f.int(&o.MaxPayload, "max-payload", "FLEET_MAX_PAYLOAD", host.DefaultMaxPayload, "the largest payload, KV value or HTTP body a plugin sends, and the largest API request body, in bytes")
+	f.int(&o.MaxQueueDepth, "max-queue-depth", "FLEET_MAX_QUEUE_DEPTH", host.DefaultMaxQueueDepth, "the tasks waiting (ready or delayed) in a queue past which a submit to it is refused (the API answers 429); a grant's max_queue_depth overrides it for its plugin")
+	f.int64(&o.MaxQueueBytes, "max-queue-bytes", "FLEET_MAX_QUEUE_BYTES", host.DefaultMaxQueueBytes, "the payload bytes a queue's tasks (until acked, parked ones too) may hold, past which a submit to it is refused; a grant's max_queue_bytes overrides it for its plugin")
+	f.int(&memPages, "memory-pages", "FLEET_MEMORY_PAGES", host.DefaultMemoryLimitPages, "each instance's memory limit, in 64 KiB pages")
+	f.str(&o.CacheDir, "cache-dir", "FLEET_CACHE_DIR", host.DefaultCacheDir(), "where compiled plugins are cached across runs; \"off\" keeps it in memory")
+	f.dur(&o.BackendTimeout, "backend-timeout", "FLEET_BACKEND_TIMEOUT", redis.DefaultCallTimeout, "the bound of each backend call")
 	if err := f.parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -88,7 +97,6 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
 	defer signal.Stop(sigs)
-	drainTimeout := cmp.Or(o.DrainTimeout, 10*time.Second)
 	go func() {
 		select {
 		case s := <-sigs:
@@ -97,7 +105,7 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) int {
 		case <-ran:
 			return
 		}
-		watchdog := time.NewTimer(drainTimeout + shutdownMargin)
+		watchdog := time.NewTimer(o.ShutdownBound())
 		defer watchdog.Stop()
 		select {
 		case s := <-sigs:
@@ -105,7 +113,7 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) int {
 			os.Exit(exitAbort)
 		case <-watchdog.C:
 			log.Error("shutdown overran its bound: stopping now; tasks held come back when their leases expire",
-				"bound", drainTimeout+shutdownMargin)
+				"bound", o.ShutdownBound())
 			os.Exit(exitDrain)
 		case <-ran:
 		}
@@ -122,11 +130,8 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) int {
 	return exitOK
 }
 
-// shutdownMargin is how long past --drain-timeout a shutdown may take before the watchdog
-// ends the process: the drain's AbandonMargin (5s), the reporter's last reports (7s at
-// most) and the API's shutdown (5s at most), with room. See host/RATIONALE.md, "What
-// does the drain do with a call that does not end?".
-const shutdownMargin = 20 * time.Second
+// defaultListen is --listen's default, and where the other commands' --api looks.
+const defaultListen = "127.0.0.1:7070"
 
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	var lv slog.Level

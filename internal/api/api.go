@@ -24,12 +24,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host"
-	"github.com/fleethost/fleet/internal/grants"
 	"github.com/fleethost/fleet/internal/metrics"
 	"github.com/fleethost/fleet/internal/safetext"
 	"github.com/fleethost/fleet/primitives"
@@ -39,7 +37,6 @@ import (
 type Host interface {
 	Plugins() []host.Plugin
 	Submit(ctx context.Context, queue string, payload []byte) (string, error)
-	Violations(queue string, payload []byte) []host.Violation
 	Pause(typ string) error
 	Resume(typ string) error
 }
@@ -58,7 +55,7 @@ type Params struct {
 	// default: "" (no authentication; bind to loopback)
 	Token string
 	// MaxBody caps a request body, in bytes; a larger one is 413.
-	// default: 256 KiB
+	// default: host.DefaultMaxPayload (256 KiB)
 	MaxBody int64
 	// Draining, when it returns true, makes /readyz answer 503: the daemon is shutting down.
 	Draining func() bool
@@ -71,13 +68,10 @@ type Params struct {
 type Server struct {
 	p      Params
 	mux    *http.ServeMux
-	token  [32]byte               // sha256 of Params.Token; immutable
-	byType map[string]host.Plugin // immutable after New
-	queues []string               // every declared queue, sorted; immutable
-	pools  []string               // every declared pool, sorted; immutable
-
-	mu     sync.Mutex
-	paused map[string]bool // guarded by mu
+	token  [32]byte // sha256 of Params.Token; immutable
+	types  []string // every loaded type, sorted; immutable
+	queues []string // every declared queue, sorted; immutable
+	pools  []string // every declared pool, sorted; immutable
 }
 
 // New returns the API's handler.
@@ -86,16 +80,16 @@ func New(p Params) *Server {
 		panic("api: New needs a Host and a Backend")
 	}
 	if p.MaxBody <= 0 {
-		p.MaxBody = 256 << 10
+		p.MaxBody = host.DefaultMaxPayload
 	}
 	if p.Log == nil {
 		p.Log = slog.Default()
 	}
-	s := &Server{p: p, mux: http.NewServeMux(), byType: map[string]host.Plugin{}, paused: map[string]bool{}}
+	s := &Server{p: p, mux: http.NewServeMux()}
 	s.token = sha256.Sum256([]byte(p.Token))
-	qs, ps := map[string]bool{}, map[string]bool{}
+	ts, qs, ps := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, pl := range p.Host.Plugins() {
-		s.byType[pl.Type] = pl
+		ts[pl.Type] = true
 		if pl.Consumes != nil {
 			qs[pl.Consumes.Name] = true
 		}
@@ -106,7 +100,7 @@ func New(p Params) *Server {
 			ps[pool.Name] = true
 		}
 	}
-	s.queues, s.pools = sorted(qs), sorted(ps)
+	s.types, s.queues, s.pools = sorted(ts), sorted(qs), sorted(ps)
 
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)
@@ -167,7 +161,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if s.p.Draining != nil && s.p.Draining() {
 		problems = append(problems, "draining: shutting down")
 	}
-	if len(s.byType) == 0 {
+	if len(s.types) == 0 {
 		problems = append(problems, "no plugin loaded")
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
@@ -179,7 +173,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, abi.Unavailable, strings.Join(problems, "; "), problems)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "plugins": len(s.byType)})
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "plugins": len(s.types)})
 }
 
 // Automation is one loaded plugin as GET /api/v1/automations shows it.
@@ -194,7 +188,7 @@ type Automation struct {
 	Consumes *abi.QueueContract  `json:"consumes,omitempty"`
 	Pools    []abi.PoolContract  `json:"pools,omitempty"`
 	Submits  []abi.QueueContract `json:"submits,omitempty"`
-	Grant    grants.Entry        `json:"grant"`
+	Grant    host.Grant          `json:"grant"`
 	// SlotStates are its slots, each with its state: starting, idle, working, draining
 	// or stopped.
 	SlotStates []metrics.SlotState `json:"slot_states"`
@@ -203,12 +197,9 @@ type Automation struct {
 func (s *Server) automation(p host.Plugin, slots []metrics.SlotState) Automation {
 	a := Automation{
 		Type: p.Type, Version: p.Version, Mode: p.Mode, File: p.File, Digest: p.Digest, Slots: p.Slots,
-		Consumes: p.Consumes, Pools: p.Pools, Submits: p.Submits, Grant: grants.FromHost(p.Grant),
+		Paused: p.Paused, Consumes: p.Consumes, Pools: p.Pools, Submits: p.Submits, Grant: p.Grant,
 		SlotStates: []metrics.SlotState{},
 	}
-	s.mu.Lock()
-	a.Paused = s.paused[p.Type]
-	s.mu.Unlock()
 	for _, st := range slots {
 		if st.Plugin == p.Type {
 			a.SlotStates = append(a.SlotStates, st)
@@ -235,20 +226,14 @@ func (s *Server) listAutomations(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) plugin(w http.ResponseWriter, r *http.Request) (host.Plugin, bool) {
 	typ := r.PathValue("type")
-	p, ok := s.byType[typ]
-	if !ok {
-		writeError(w, http.StatusNotFound, abi.NotFound, fmt.Sprintf("no automation of type %q is loaded; types: %s", typ, strings.Join(s.types(), ", ")), nil)
+	// The host's own Plugins, not a copy: the host owns what changes (Paused).
+	for _, p := range s.p.Host.Plugins() {
+		if p.Type == typ {
+			return p, true
+		}
 	}
-	return p, ok
-}
-
-func (s *Server) types() []string {
-	out := make([]string, 0, len(s.byType))
-	for t := range s.byType {
-		out = append(out, t)
-	}
-	sort.Strings(out)
-	return out
+	writeError(w, http.StatusNotFound, abi.NotFound, fmt.Sprintf("no automation of type %q is loaded; types: %s", typ, strings.Join(s.types, ", ")), nil)
+	return host.Plugin{}, false
 }
 
 func (s *Server) getAutomation(w http.ResponseWriter, r *http.Request) {
@@ -294,10 +279,8 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Retry-After", "1")
 		}
 		var details any
-		if e.Kind == abi.TypeError || e.Kind == abi.ValueError {
-			if vs := s.p.Host.Violations(queue, body); len(vs) > 0 {
-				details = vs
-			}
+		if pe := (*host.PayloadError)(nil); errors.As(err, &pe) {
+			details = pe.Violations
 		}
 		writeError(w, status, e.Kind, e.Message, details)
 		return
@@ -355,9 +338,6 @@ func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) 
 		writeError(w, http.StatusInternalServerError, abi.Internal, err.Error(), nil)
 		return
 	}
-	s.mu.Lock()
-	s.paused[p.Type] = paused
-	s.mu.Unlock()
 	s.p.Log.Info("api: automation paused", "type", p.Type, "paused", paused)
 	writeJSON(w, http.StatusOK, map[string]any{"type": p.Type, "paused": paused})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/fleethost/fleet/internal/backend"
 	"github.com/fleethost/fleet/internal/grants"
 	"github.com/fleethost/fleet/internal/safetext"
+	"github.com/fleethost/fleet/primitives/redis"
 	"github.com/fleethost/fleet/reporter"
 )
 
@@ -80,10 +81,10 @@ func Doctor(ctx context.Context, p DoctorParams, out io.Writer) bool {
 		perr := b.Ping(pctx)
 		cancel()
 		if perr != nil {
-			line(false, "backend", "%s (%s) does not answer: %v", backend.Redact(p.Backend), kind, perr)
+			line(false, "backend", "%s (%s) does not answer: %v", redis.Redact(p.Backend), kind, perr)
 		} else {
 			backendOK = true
-			line(true, "backend", "%s (%s) answers", backend.Redact(p.Backend), kind)
+			line(true, "backend", "%s (%s) answers", redis.Redact(p.Backend), kind)
 		}
 	}
 	if b != nil {

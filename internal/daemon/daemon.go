@@ -3,6 +3,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +11,6 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -22,6 +22,8 @@ import (
 	"github.com/fleethost/fleet/internal/backend"
 	"github.com/fleethost/fleet/internal/grants"
 	"github.com/fleethost/fleet/internal/metrics"
+	"github.com/fleethost/fleet/primitives/redis"
+	"github.com/fleethost/fleet/reporter"
 )
 
 // Options are a daemon's settings, as `fleet-host run` reads them from flags and the
@@ -53,7 +55,9 @@ type Options struct {
 	MaxPayload       int
 	MemoryLimitPages uint32
 	CacheDir         string
-	BackendTimeout   time.Duration // bounds each backend call; default 2s
+	MaxQueueDepth    int
+	MaxQueueBytes    int64
+	BackendTimeout   time.Duration // bounds each backend call; 0 means redis.DefaultCallTimeout
 
 	Log *slog.Logger // default slog.Default()
 
@@ -100,12 +104,12 @@ func Run(ctx context.Context, o Options) (err error) {
 	if kind == backend.KindMemory {
 		log.Warn("daemon: backend is the embedded memory store: state lives in this process and is lost on exit; use --redis for a fleet")
 	} else {
-		log.Info("daemon: backend", "kind", kind, "url", backend.Redact(o.Backend))
+		log.Info("daemon: backend", "kind", kind, "url", redis.Redact(o.Backend))
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		perr := b.Ping(pctx)
 		cancel()
 		if perr != nil {
-			return fmt.Errorf("daemon: backend %s: %w", backend.Redact(o.Backend), perr)
+			return fmt.Errorf("daemon: backend %s: %w", redis.Redact(o.Backend), perr)
 		}
 	}
 
@@ -131,6 +135,8 @@ func Run(ctx context.Context, o Options) (err error) {
 		MemoryLimitPages: o.MemoryLimitPages,
 		MaxPayload:       o.MaxPayload,
 		RetryDelay:       o.RetryDelay,
+		MaxQueueDepth:    o.MaxQueueDepth,
+		MaxQueueBytes:    o.MaxQueueBytes,
 		Observe: func(e host.SlotEvent) {
 			if _, seen := started.LoadOrStore(e.Slot, struct{}{}); !seen {
 				log.Info("slot started", "slot", e.Slot, "plugin", e.Plugin)
@@ -194,12 +200,12 @@ func Run(ctx context.Context, o Options) (err error) {
 
 	stop := context.AfterFunc(ctx, func() {
 		draining.Store(true)
-		log.Info("daemon: shutting down: draining slots", "grace", orDefault(o.DrainTimeout, 10*time.Second))
+		log.Info("daemon: shutting down: draining slots", "grace", o.drainTimeout())
 	})
 	defer stop()
 	runErr := h.Run(ctx)
 	if httpSrv != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		sctx, cancel := context.WithTimeout(context.Background(), apiShutdownTimeout)
 		if err := httpSrv.Shutdown(sctx); err != nil {
 			_ = httpSrv.Close()
 		}
@@ -255,18 +261,21 @@ func loopback(a net.Addr) bool {
 	return ok && tcp.IP.IsLoopback()
 }
 
-func orDefault(d, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
-	}
-	return d
-}
+// apiShutdownTimeout bounds the API's graceful shutdown; past it the open connections
+// are closed.
+const apiShutdownTimeout = 5 * time.Second
 
-// Hostname is the default instance name: the machine's host name, or "fleet-host".
-func Hostname() string {
-	h, err := os.Hostname()
-	if err != nil || h == "" {
-		return "fleet-host"
-	}
-	return h
+// ShutdownMargin is how long past the drain timeout Run takes at most to return once its
+// ctx is done: the drain's host.AbandonMargin, the reporters' last reports
+// (reporter.CloseBound) and the API's shutdown (apiShutdownTimeout), each bounded by its
+// own clock, with room for the host and the backend to close. A watchdog of
+// ShutdownBound never cuts a shutdown that keeps to those bounds.
+const ShutdownMargin = host.AbandonMargin + reporter.CloseBound + apiShutdownTimeout + 3*time.Second
+
+// ShutdownBound is how long Run takes at most to return once its ctx is done.
+func (o Options) ShutdownBound() time.Duration { return o.drainTimeout() + ShutdownMargin }
+
+// drainTimeout is the host's drain timeout for o.
+func (o Options) drainTimeout() time.Duration {
+	return cmp.Or(o.DrainTimeout, host.DefaultDrainTimeout)
 }

@@ -32,14 +32,13 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/fleethost/fleet/host"
 )
 
-// Entry is one automation type's grant and configuration, as the file spells it: the
-// fields of host.Grant in snake_case, durations as Go duration strings ("30s"), and
-// "config", the plugin's configuration, validated against its config schema at load.
+// Entry is one automation type's entry in the file: its grant, the fields of host.Grant
+// as host.Grant reads them (snake_case, durations as "30s", an unknown field refused),
+// and "config", the plugin's configuration, validated against its config schema at load.
 //
 //	{
 //	  "scraper": {"queues": {"scrape": ["consume"]}, "http_hosts": ["example.com"], "http_timeout": "20s"},
@@ -47,56 +46,24 @@ import (
 //	                       "locks": ["harvest:*"], "config": {"cookie_ttl_seconds": 600}}
 //	}
 type Entry struct {
-	// Pools and Queues: name -> roles (see the package doc).
-	Pools  map[string][]string `json:"pools,omitempty"`
-	Queues map[string][]string `json:"queues,omitempty"`
-
-	KV               []string        `json:"kv,omitempty"`
-	Locks            []string        `json:"locks,omitempty"`
-	Counters         []string        `json:"counters,omitempty"`
-	HTTPHosts        []string        `json:"http_hosts,omitempty"`
-	HTTPAllowPrivate bool            `json:"http_allow_private,omitempty"`
-	HTTPProxies      []string        `json:"http_proxies,omitempty"`
-	HTTPMaxBody      int64           `json:"http_max_body,omitempty"`
-	HTTPTimeout      Duration        `json:"http_timeout,omitempty"`
-	HTTPMaxRedirects int             `json:"http_max_redirects,omitempty"`
-	MemoryLimitPages uint32          `json:"memory_limit_pages,omitempty"`
-	CallTimeout      Duration        `json:"call_timeout,omitempty"`
-	MaxPayload       int             `json:"max_payload,omitempty"`
-	MaxHostCalls     int             `json:"max_host_calls,omitempty"`
-	MaxReply         int             `json:"max_reply,omitempty"`
-	MaxPoolList      int             `json:"max_pool_list,omitempty"`
-	Config           json.RawMessage `json:"config,omitempty"`
-
-	// The quotas of host.Grant (KVMaxKeys, ...).
-	KVMaxKeys     int   `json:"kv_max_keys,omitempty"`
-	KVMaxBytes    int64 `json:"kv_max_bytes,omitempty"`
-	SubmitRate    int   `json:"submit_rate,omitempty"`
-	MaxQueueDepth int   `json:"max_queue_depth,omitempty"`
-	MaxQueueBytes int64 `json:"max_queue_bytes,omitempty"`
-	MaxPoolItems  int   `json:"max_pool_items,omitempty"`
-	MaxPoolBytes  int64 `json:"max_pool_bytes,omitempty"`
+	Grant  host.Grant
+	Config json.RawMessage
 }
 
-// Duration is a time.Duration that reads and writes as "30s".
-type Duration time.Duration
-
-// UnmarshalJSON reads a Go duration string.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("a duration is a string such as \"30s\", got %s", b)
+// UnmarshalJSON splits "config" from the grant's fields, which host.Grant reads.
+func (e *Entry) UnmarshalJSON(b []byte) error {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return err
 	}
-	v, err := time.ParseDuration(s)
+	e.Config = fields["config"]
+	delete(fields, "config")
+	rest, err := json.Marshal(fields)
 	if err != nil {
 		return err
 	}
-	*d = Duration(v)
-	return nil
+	return json.Unmarshal(rest, &e.Grant)
 }
-
-// MarshalJSON writes a Go duration string.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 
 // File is a grants file: automation type -> Entry.
 type File map[string]Entry
@@ -122,15 +89,20 @@ func Read(path string) (File, error) {
 func Parse(b []byte) (File, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	var f File
-	if err := dec.Decode(&f); err != nil {
+	var raw map[string]json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
 		return nil, err
 	}
 	if dec.More() {
 		return nil, fmt.Errorf("more than one JSON value")
 	}
-	if f == nil {
-		f = File{}
+	f := File{}
+	for typ, b := range raw {
+		var e Entry
+		if err := json.Unmarshal(b, &e); err != nil {
+			return nil, fmt.Errorf("%q: %w", typ, err)
+		}
+		f[typ] = e
 	}
 	if err := f.checkRoles(); err != nil {
 		return nil, err
@@ -142,7 +114,7 @@ func Parse(b []byte) (File, error) {
 // the type, the field and the name.
 func (f File) checkRoles() error {
 	for _, typ := range f.Types() {
-		e := f[typ]
+		e := f[typ].Grant
 		for _, fl := range []struct {
 			field, what string
 			m           map[string][]string
@@ -173,37 +145,12 @@ func (f File) Host() (map[string]host.Grant, map[string]json.RawMessage) {
 	gs := map[string]host.Grant{}
 	cs := map[string]json.RawMessage{}
 	for typ, e := range f {
-		gs[typ] = host.Grant{
-			Pools: e.Pools, Queues: e.Queues,
-			KV: e.KV, Locks: e.Locks, Counters: e.Counters,
-			HTTPHosts: e.HTTPHosts, HTTPAllowPrivate: e.HTTPAllowPrivate, HTTPProxies: e.HTTPProxies,
-			HTTPMaxBody: e.HTTPMaxBody, HTTPTimeout: time.Duration(e.HTTPTimeout), HTTPMaxRedirects: e.HTTPMaxRedirects,
-			MemoryLimitPages: e.MemoryLimitPages, CallTimeout: time.Duration(e.CallTimeout), MaxPayload: e.MaxPayload,
-			MaxHostCalls: e.MaxHostCalls, MaxReply: e.MaxReply, MaxPoolList: e.MaxPoolList,
-			KVMaxKeys: e.KVMaxKeys, KVMaxBytes: e.KVMaxBytes, SubmitRate: e.SubmitRate,
-			MaxQueueDepth: e.MaxQueueDepth, MaxQueueBytes: e.MaxQueueBytes,
-			MaxPoolItems: e.MaxPoolItems, MaxPoolBytes: e.MaxPoolBytes,
-		}
+		gs[typ] = e.Grant
 		if len(e.Config) > 0 {
 			cs[typ] = e.Config
 		}
 	}
 	return gs, cs
-}
-
-// FromHost is g in the file's shape, for showing an effective grant.
-func FromHost(g host.Grant) Entry {
-	return Entry{
-		Pools: g.Pools, Queues: g.Queues,
-		KV: g.KV, Locks: g.Locks, Counters: g.Counters,
-		HTTPHosts: g.HTTPHosts, HTTPAllowPrivate: g.HTTPAllowPrivate, HTTPProxies: g.HTTPProxies,
-		HTTPMaxBody: g.HTTPMaxBody, HTTPTimeout: Duration(g.HTTPTimeout), HTTPMaxRedirects: g.HTTPMaxRedirects,
-		MemoryLimitPages: g.MemoryLimitPages, CallTimeout: Duration(g.CallTimeout), MaxPayload: g.MaxPayload,
-		MaxHostCalls: g.MaxHostCalls, MaxReply: g.MaxReply, MaxPoolList: g.MaxPoolList,
-		KVMaxKeys: g.KVMaxKeys, KVMaxBytes: g.KVMaxBytes, SubmitRate: g.SubmitRate,
-		MaxQueueDepth: g.MaxQueueDepth, MaxQueueBytes: g.MaxQueueBytes,
-		MaxPoolItems: g.MaxPoolItems, MaxPoolBytes: g.MaxPoolBytes,
-	}
 }
 
 // Types lists the file's automation types, sorted.

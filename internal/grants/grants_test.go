@@ -37,12 +37,12 @@ func TestParse(t *testing.T) {
 	if g, _ := caps.Host(); !reflect.DeepEqual(g["bulk"], want) {
 		t.Errorf("bulk grant = %+v, want %+v", g["bulk"], want)
 	}
-	if got := FromHost(want); got.MaxHostCalls != 50000 || got.MaxReply != 16<<20 || got.MaxPoolList != 5000 {
-		t.Errorf("FromHost(%+v) = %+v, want the caps back", want, got)
+	if b, _ := json.Marshal(want); !strings.Contains(string(b), `"max_host_calls":50000,"max_reply":16777216,"max_pool_list":5000`) {
+		t.Errorf("json.Marshal(%+v) = %s, want the caps back", want, b)
 	}
-	b, _ := json.Marshal(FromHost(gs["scraper"]))
+	b, _ := json.Marshal(gs["scraper"])
 	if !strings.Contains(string(b), `"http_timeout":"20s"`) {
-		t.Errorf("FromHost = %s, want the duration as a string", b)
+		t.Errorf("json.Marshal(grant) = %s, want the duration as a string", b)
 	}
 }
 
@@ -56,9 +56,9 @@ func TestParseQuotas(t *testing.T) {
 	if g.KVMaxKeys != 50 || g.KVMaxBytes != 1<<20 || g.SubmitRate != 5 || g.MaxQueueDepth != 100 || g.MaxQueueBytes != 1000 || g.MaxPoolItems != 20 || g.MaxPoolBytes != 2000 {
 		t.Errorf("scraper grant = %+v, want every quota of the file", g)
 	}
-	b, _ := json.Marshal(FromHost(g))
+	b, _ := json.Marshal(g)
 	if !strings.Contains(string(b), `"kv_max_keys":50,"kv_max_bytes":1048576,"submit_rate":5,"max_queue_depth":100,"max_queue_bytes":1000,"max_pool_items":20,"max_pool_bytes":2000`) {
-		t.Errorf("FromHost = %s, want the quotas back in snake_case", b)
+		t.Errorf("json.Marshal(grant) = %s, want the quotas back in snake_case", b)
 	}
 }
 
@@ -67,6 +67,7 @@ func TestParseRefuses(t *testing.T) {
 		`{"scraper": {"http_host": ["typo.example"]}}`,
 		`{"scraper": {"http_timeout": 20}}`,
 		`{"scraper": {"http_timeout": "soon"}}`,
+		`{"scraper": {"max_reply": "8MiB"}}`,
 		`[]`,
 		`{} {}`,
 	} {
@@ -89,15 +90,18 @@ func TestParseRoles(t *testing.T) {
 	if !slices.Equal(g.Queues["scrape"], []string{"consume"}) || !slices.Equal(g.Pools["cookies"], []string{"claim", "mark_bad"}) {
 		t.Errorf("scraper grant = %+v, want the queues and pools with their roles", g)
 	}
-	b, _ := json.Marshal(FromHost(g))
+	b, _ := json.Marshal(g)
 	if want := `"pools":{"cookies":["claim","mark_bad"]},"queues":{"harvest":["submit"],"scrape":["consume"]}`; !strings.Contains(string(b), want) {
-		t.Errorf("FromHost = %s, want it to hold %s", b, want)
+		t.Errorf("json.Marshal(grant) = %s, want it to hold %s", b, want)
 	}
 	for doc, want := range map[string]string{
 		`{"s": {"pools": {"cookies": ["clam"]}}}`:     `"s": "pools": "cookies": "clam" is not a pool role; the roles are put, claim, list, mark_bad`,
 		`{"s": {"queues": {"jobs": ["put"]}}}`:        `"s": "queues": "jobs": "put" is not a queue role; the roles are consume, submit`,
 		`{"s": {"queues": {"jobs": []}}}`:             `"s": "queues": "jobs" grants no role; grant one or more of consume, submit, or leave it out`,
-		`{"s": {"pools": {"cookies": "claim"}}}`:      `cannot unmarshal`,
+		`{"s": {"pools": {"cookies": "claim"}}}`:      `"s": pools: want a JSON array, got a JSON string`,
+		`{"s": {"max_reply": "8MiB"}}`:                `"s": max_reply: want a number, got a JSON string`,
+		`{"s": {"http_timeout": 20}}`:                 `"s": http_timeout: want a duration string such as "30s", got a JSON number`,
+		`{"s": {"call_timeout": "soon"}}`:             `"s": call_timeout: "soon" is not a duration such as "30s"`,
 		`{"s": {"pool": {"cookies": ["claim"]}}}`:     `unknown field "pool"`,
 		`{"s": {"queues": {"jobs": ["consume "]}}}`:   `"consume " is not a queue role`,
 		`{"s": {"queues": {"jobs": ["Consume"]}}}`:    `"Consume" is not a queue role`,

@@ -11,7 +11,8 @@ import (
 
 // GuestWAT is a hand-written guest of the native ABI, put together from parts, with the
 // memory layout of host/testdata's templates: the describe document at 0, the result at
-// 4096, fleet_input's buffer at 8192.
+// 4096, fleet_input's buffer at 8192. A loop plugin (Describe.Mode abi.ModeLoop) exports
+// the same function as fleet_tick too.
 //
 //	path := testutil.WAT(t, testutil.GuestWAT{Describe: d, Result: `{"outcome":"done"}`,
 //		Funcs: `(func $spin (loop $l (br $l)))`, Handle: `(call $spin)`}.Source(t))
@@ -19,7 +20,7 @@ type GuestWAT struct {
 	Describe abi.Describe // what fleet_describe returns (at most 4 KiB of JSON)
 	Result   string       // what fleet_handle returns, after Handle has run
 	Imports  string       // import declarations, e.g. WASI's proc_exit as $proc_exit
-	Funcs    string       // function definitions for Handle to call
+	Funcs    string       // function definitions for Handle to call, and data segments
 	Handle   string       // the instructions fleet_handle runs before it returns Result
 }
 
@@ -34,6 +35,10 @@ func (g GuestWAT) Source(tb testing.TB) string {
 		tb.Fatalf("testutil: describe (%d bytes) or result (%d bytes) over 4 KiB", len(doc), len(g.Result))
 	}
 	str := strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+	tick := ""
+	if g.Describe.Mode == abi.ModeLoop {
+		tick = ` (export "fleet_tick")`
+	}
 	return fmt.Sprintf(`(module
   %s
   (memory (export "memory") 1)
@@ -43,9 +48,9 @@ func (g GuestWAT) Source(tb testing.TB) string {
   (func (export "fleet_input") (param i32) (result i32) (i32.const 8192))
   (func (export "fleet_describe") (result i64) (i64.const %d))
   %s
-  (func (export "fleet_handle") (param i32) (result i64)
+  (func (export "fleet_handle")%s (param i32) (result i64)
     %s
     (i64.const %d))
 )`, g.Imports, str.Replace(string(doc)), str.Replace(g.Result), abi.Version, abi.Packed(0, uint32(len(doc))),
-		g.Funcs, g.Handle, abi.Packed(4096, uint32(len(g.Result))))
+		g.Funcs, tick, g.Handle, abi.Packed(4096, uint32(len(g.Result))))
 }

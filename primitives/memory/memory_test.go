@@ -3,6 +3,7 @@ package memory
 import (
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/fleethost/fleet/primitives"
@@ -46,23 +47,27 @@ func TestClose(t *testing.T) {
 }
 
 func TestCloseEndsWaitingAcquire(t *testing.T) {
-	b := New(Options{})
-	if _, ok, _ := b.LockAcquire(t.Context(), "l", time.Minute, 0); !ok {
-		t.Fatal("LockAcquire = not granted")
-	}
-	done := make(chan error)
-	go func() {
-		_, _, err := b.LockAcquire(t.Context(), "l", time.Minute, time.Minute)
-		done <- err
-	}()
-	time.Sleep(20 * time.Millisecond)
-	_ = b.Close()
-	select {
-	case err := <-done:
-		if !errors.Is(err, primitives.ErrUnavailable) {
-			t.Errorf("waiting LockAcquire after Close = %v, want ErrUnavailable", err)
+	// In a synctest bubble, synctest.Wait says when the second LockAcquire is waiting
+	// between its polls, and the bound below is on the bubble's clock.
+	synctest.Test(t, func(t *testing.T) {
+		b := New(Options{})
+		if _, ok, _ := b.LockAcquire(t.Context(), "l", time.Minute, 0); !ok {
+			t.Fatal("LockAcquire = not granted")
 		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("waiting LockAcquire did not end within 2s of Close")
-	}
+		done := make(chan error)
+		go func() {
+			_, _, err := b.LockAcquire(t.Context(), "l", time.Minute, time.Minute)
+			done <- err
+		}()
+		synctest.Wait()
+		_ = b.Close()
+		select {
+		case err := <-done:
+			if !errors.Is(err, primitives.ErrUnavailable) {
+				t.Errorf("waiting LockAcquire after Close = %v, want ErrUnavailable", err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatal("waiting LockAcquire did not end within 2s of Close")
+		}
+	})
 }

@@ -1,5 +1,5 @@
-// Package redis is the fleet backend: the primitives on one Redis (or Redis Cluster),
-// each operation one round trip through go-redis.
+// Package redis is the fleet backend: the primitives on one Redis, a Redis Cluster or a
+// Redis behind Sentinel, each operation one round trip through go-redis.
 //
 // Every operation is one command or one Lua script run with EVALSHA, so that no state is
 // ever read in one round trip and written in another. The keys are built in keys.go and
@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	neturl "net/url"
 	"strings"
 	"time"
 
@@ -48,15 +49,15 @@ type Options struct {
 	CallTimeout time.Duration
 }
 
-// defaultCallTimeout is Options.CallTimeout's default.
-const defaultCallTimeout = 2 * time.Second
+// DefaultCallTimeout is Options.CallTimeout's default.
+const DefaultCallTimeout = 2 * time.Second
 
 // defaultListLimit is the limit PoolList and QueueParked use for limit <= 0.
 const defaultListLimit = 100
 
 func (o Options) withDefaults() Options {
 	if o.CallTimeout <= 0 {
-		o.CallTimeout = defaultCallTimeout
+		o.CallTimeout = DefaultCallTimeout
 	}
 	return o
 }
@@ -66,6 +67,7 @@ func (o Options) withDefaults() Options {
 type Backend struct {
 	client goredis.UniversalClient // immutable after construction; owned: Close closes it
 	opts   Options                 // immutable after construction; defaults filled in
+	kind   string                  // immutable after construction; see Kind
 }
 
 var _ primitives.Backend = (*Backend)(nil)
@@ -86,41 +88,122 @@ func New(client goredis.UniversalClient, opts Options) *Backend {
 	if client == nil {
 		panic("redis: New with a nil client")
 	}
-	return &Backend{client: client, opts: opts.withDefaults()}
+	kind := KindSingle
+	if _, ok := client.(*goredis.ClusterClient); ok {
+		kind = KindCluster
+	}
+	return &Backend{client: client, opts: opts.withDefaults(), kind: kind}
 }
 
-// Open connects to the Redis at url (redis://, rediss:// or unix://, as go-redis'
-// ParseURL reads them) with a client whose timeouts fit inside opts.CallTimeout:
-// dial, read, write and pool timeouts are capped at it, the context deadline bounds
-// socket I/O, a refused dial is not retried within a try, and a failed command is
-// retried at most once (a stale pooled connection after a server restart). It does not
-// contact the server; use Ping for that. A malformed url is ErrInvalid.
+// The kinds of Redis a Backend talks to, as Kind names them.
+const (
+	KindSingle   = "redis"
+	KindCluster  = "redis-cluster"
+	KindSentinel = "redis-sentinel"
+)
+
+// Kind is the kind of Redis b talks to: the one that Open's URL names, or for New,
+// KindCluster for a *goredis.ClusterClient and KindSingle for any other client.
+func (b *Backend) Kind() string { return b.kind }
+
+// Open returns a Backend on the Redis that url names:
+//
+//	redis://[user:pass@]host:port/db     one Redis (also rediss:// for TLS, unix:///path.sock)
+//	redis+cluster://host:port?addr=host2:port2&addr=...
+//	                                     Redis Cluster: the seed nodes (rediss+cluster:// for TLS)
+//	redis+sentinel://host:26379/db?master_name=mymaster&addr=host2:26379
+//	                                     Redis behind Sentinel: the sentinels and the master's name
+//	                                     (rediss+sentinel:// for TLS)
+//
+// The query parameters of go-redis' ParseURL, ParseClusterURL and ParseFailoverURL
+// (dial_timeout, pool_size, ...) pass through, then the client's timeouts are fitted
+// inside opts.CallTimeout: dial, read, write and pool timeouts are capped at it, the
+// context deadline bounds socket I/O, a refused dial is not retried within a try, and a
+// failed command is retried at most once (a stale pooled connection after a server
+// restart). It does not contact the server; use Ping for that. A malformed url is
+// ErrInvalid; its error shows the url with the password hidden (Redact).
 //
 //	b, err := redis.Open("redis://localhost:6379/0", redis.Options{})
 //
-// For Redis Cluster or Sentinel, build the client yourself and call New.
+// # Notes
+//
+// Why the "+cluster" and "+sentinel" schemes? go-redis' ParseURL reads redis:// as one
+// node only, and a URL alone cannot tell a cluster seed from a single server. Asking the
+// server (CLUSTER INFO) at start-up was the alternative: it makes Open do I/O, and it
+// cannot tell a sentinel apart at all. An explicit scheme says what the operator means.
 func Open(url string, opts Options) (*Backend, error) {
 	opts = opts.withDefaults()
-	o, err := goredis.ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("%w: redis: backend url: %v", primitives.ErrInvalid, err)
+	// bad names the url as the operator wrote it (its password hidden), and what it was
+	// read as.
+	bad := func(what, format string, args ...any) error {
+		return fmt.Errorf("%w: redis: %s %q: %s", primitives.ErrInvalid, what, Redact(url), fmt.Sprintf(format, args...))
 	}
-	limit := func(d *time.Duration) {
-		if *d <= 0 || *d > opts.CallTimeout {
-			*d = opts.CallTimeout
+	// go-redis' parse errors start with its package name, which ours already says.
+	parse := func(err error) string { return strings.TrimPrefix(err.Error(), "redis: ") }
+	const want = "want redis://, rediss://, unix://, redis+cluster:// or redis+sentinel://"
+	scheme, rest, ok := strings.Cut(url, "://")
+	if !ok {
+		return nil, bad("url", "no scheme; %s", want)
+	}
+	base, variant, _ := strings.Cut(scheme, "+")
+	if base != "redis" && base != "rediss" && !(base == "unix" && variant == "") {
+		return nil, bad("url", "unknown scheme %q; %s", scheme, want)
+	}
+	plain := base + "://" + rest
+	switch variant {
+	case "":
+		o, err := goredis.ParseURL(url)
+		if err != nil {
+			return nil, bad("url", "%s", parse(err))
+		}
+		fit(opts.CallTimeout, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout, &o.MaxRetries, &o.DialerRetries, &o.ContextTimeoutEnabled)
+		return New(goredis.NewClient(o), opts), nil
+	case "cluster":
+		o, err := goredis.ParseClusterURL(plain)
+		if err != nil {
+			return nil, bad("cluster url", "%s", parse(err))
+		}
+		fit(opts.CallTimeout, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout, &o.MaxRetries, &o.DialerRetries, &o.ContextTimeoutEnabled)
+		return New(goredis.NewClusterClient(o), opts), nil
+	case "sentinel":
+		o, err := goredis.ParseFailoverURL(plain)
+		if err != nil {
+			return nil, bad("sentinel url", "%s", parse(err))
+		}
+		if o.MasterName == "" {
+			return nil, bad("sentinel url", "names no master; add ?master_name=<name>")
+		}
+		fit(opts.CallTimeout, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout, &o.MaxRetries, &o.DialerRetries, &o.ContextTimeoutEnabled)
+		b := New(goredis.NewFailoverClient(o), opts)
+		b.kind = KindSentinel
+		return b, nil
+	}
+	return nil, bad("url", "unknown scheme %q; %s", scheme, want)
+}
+
+// fit fits a client's timeouts inside callTimeout, for Open: each of go-redis' three
+// option types has these fields, and each gets the same bounds.
+func fit(callTimeout time.Duration, dial, read, write, pool *time.Duration, maxRetries, dialerRetries *int, contextTimeout *bool) {
+	for _, d := range []*time.Duration{dial, read, write, pool} {
+		if *d <= 0 || *d > callTimeout {
+			*d = callTimeout
 		}
 	}
-	limit(&o.DialTimeout)
-	limit(&o.ReadTimeout)
-	limit(&o.WriteTimeout)
-	limit(&o.PoolTimeout)
-	o.ContextTimeoutEnabled = true
-	if o.MaxRetries == 0 || o.MaxRetries > 1 {
-		o.MaxRetries = 1
+	*contextTimeout = true
+	if *maxRetries == 0 || *maxRetries > 1 {
+		*maxRetries = 1
 	}
 	// A refused dial is an answer: do not sleep and dial again inside one try.
-	o.DialerRetries = 1
-	return New(goredis.NewClient(o), opts), nil
+	*dialerRetries = 1
+}
+
+// Redact is a backend url with its password hidden, for logs and errors.
+func Redact(url string) string {
+	u, err := neturl.Parse(url)
+	if err != nil {
+		return "(unparsable url)"
+	}
+	return u.Redacted()
 }
 
 // Ping reports whether Redis answers; ErrUnavailable when it does not.

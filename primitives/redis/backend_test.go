@@ -150,6 +150,101 @@ func TestOpenBadURL(t *testing.T) {
 	}
 }
 
+// Open reads each scheme of the README's URL table as its kind of Redis, and refuses
+// the rest naming what is wrong, without contacting a server.
+func TestOpenSchemes(t *testing.T) {
+	tests := []struct {
+		url     string
+		kind    string
+		wantErr string // a substring of the error; "" for none
+	}{
+		{"redis://127.0.0.1:6379/0", KindSingle, ""},
+		{"rediss://user:pw@127.0.0.1:6380/1", KindSingle, ""},
+		{"unix:///run/redis.sock", KindSingle, ""},
+		{"redis+cluster://127.0.0.1:7000?addr=127.0.0.1:7001&addr=127.0.0.1:7002", KindCluster, ""},
+		{"rediss+cluster://127.0.0.1:7000", KindCluster, ""},
+		{"redis+sentinel://127.0.0.1:26379/0?master_name=mymaster&addr=127.0.0.1:26380", KindSentinel, ""},
+		{"rediss+sentinel://127.0.0.1:26379/0?master_name=mymaster", KindSentinel, ""},
+		{"redis+sentinel://127.0.0.1:26379/0", "", "master_name"},
+		{"redis+cluster://127.0.0.1:7000?no_such_option=1", "", "cluster url"},
+		{"http://127.0.0.1:6379", "", "unknown scheme"},
+		{"unix+cluster:///x.sock", "", "unknown scheme"},
+		{"redis+other://127.0.0.1", "", "unknown scheme"},
+		{"127.0.0.1:6379", "", "no scheme"},
+		{"redis+sentinel://:secret@127.0.0.1:26379/0", "", "xxxxx"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.url, func(t *testing.T) {
+			b, err := Open(tt.url, Options{CallTimeout: time.Second})
+			if tt.wantErr != "" {
+				if !errors.Is(err, primitives.ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) || strings.Contains(err.Error(), "secret") {
+					t.Fatalf("Open(%q) = %v, want ErrInvalid containing %q, and no password", tt.url, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Open(%q) = %v", tt.url, err)
+			}
+			defer b.Close()
+			if b.Kind() != tt.kind {
+				t.Errorf("Open(%q).Kind() = %s, want %s", tt.url, b.Kind(), tt.kind)
+			}
+		})
+	}
+}
+
+// Every kind of client that Open makes has its timeouts inside the CallTimeout, the
+// context deadline bounding its socket I/O, and at most one retry, whatever the URL
+// asks for.
+func TestOpenFitsTimeouts(t *testing.T) {
+	const ask = "dial_timeout=1m&read_timeout=1m&write_timeout=1m&pool_timeout=1m&max_retries=5"
+	const callTimeout = 150 * time.Millisecond
+	type bounds struct {
+		dial, read, write, pool   time.Duration
+		maxRetries, dialerRetries int
+		contextTimeout            bool
+	}
+	want := bounds{callTimeout, callTimeout, callTimeout, callTimeout, 1, 1, true}
+	for _, url := range []string{
+		"redis://127.0.0.1:6379/0?" + ask,
+		"redis+cluster://127.0.0.1:7000?" + ask,
+		"redis+sentinel://127.0.0.1:26379/0?master_name=m&" + ask,
+	} {
+		b, err := Open(url, Options{CallTimeout: callTimeout})
+		if err != nil {
+			t.Fatalf("Open(%q) = %v", url, err)
+		}
+		var got bounds
+		switch c := b.client.(type) {
+		case *goredis.Client: // one node, or the master behind Sentinel
+			o := c.Options()
+			got = bounds{o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout, o.MaxRetries, o.DialerRetries, o.ContextTimeoutEnabled}
+		case *goredis.ClusterClient:
+			o := c.Options()
+			got = bounds{o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout, o.MaxRetries, o.DialerRetries, o.ContextTimeoutEnabled}
+		default:
+			t.Fatalf("Open(%q) made a %T", url, c)
+		}
+		b.Close()
+		if got != want {
+			t.Errorf("Open(%q) client bounds = %+v, want %+v", url, got, want)
+		}
+	}
+}
+
+func TestRedact(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"redis://user:secret@host:6379/0", "redis://user:xxxxx@host:6379/0"},
+		{"redis://host:6379", "redis://host:6379"},
+		{"redis+sentinel://:pw@host:26379?master_name=m", "redis+sentinel://:xxxxx@host:26379?master_name=m"},
+	}
+	for _, tt := range tests {
+		if got := Redact(tt.in); got != tt.want {
+			t.Errorf("Redact(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
 func TestNewNilClientPanics(t *testing.T) {
 	defer func() {
 		if recover() == nil {

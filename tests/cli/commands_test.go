@@ -116,7 +116,8 @@ func TestDoctor(t *testing.T) {
 
 func TestSubmitInspectDescribe(t *testing.T) {
 	dir := pluginsDir(t, workerPkg)
-	d := startDaemon(t, []string{"FLEET_TOKEN=" + token}, "--plugins", dir, "--slots-for", "worker=0")
+	// The queue holds at most the four tasks below: $FLEET_MAX_QUEUE_DEPTH reaches the host.
+	d := startDaemon(t, []string{"FLEET_TOKEN=" + token, "FLEET_MAX_QUEUE_DEPTH=4"}, "--plugins", dir, "--slots-for", "worker=0")
 	env := []string{"FLEET_API=" + d.api, "FLEET_TOKEN=" + token}
 	id := regexp.MustCompile(`^[0-9a-f]+$`)
 	cache := "--cache-dir=" + cacheDir
@@ -157,6 +158,9 @@ func TestSubmitInspectDescribe(t *testing.T) {
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &snap) != nil || len(snap.Queues) != 1 || snap.Queues[0].Depth != 4 {
 		t.Errorf("inspect --json = exit %d, %s; want queue work with depth 4", code, out)
+	}
+	if code, _, errOut = run(t, env, "", "submit", "worker", `{"n": 5}`); code != 1 || !strings.Contains(errOut, "429") {
+		t.Errorf("a fifth submit with FLEET_MAX_QUEUE_DEPTH=4 = exit %d, stderr %q; want 1 and a 429", code, errOut)
 	}
 
 	code, out, errOut = run(t, nil, "", "describe", cache, filepath.Join(dir, "worker.wasm"))

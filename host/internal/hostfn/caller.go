@@ -15,9 +15,9 @@ import (
 // themselves.
 type Plugin struct {
 	Type   string
-	Grant  Grant
+	Access Access
 	Config json.RawMessage // the validated configuration; nil means `{}`
-	// Limits caps what crosses the boundary; NewPlugin filled in its defaults.
+	// Limits caps what crosses the boundary.
 	Limits Limits
 	// HTTP performs the http op; nil answers Unavailable.
 	HTTP HTTPDoer
@@ -68,13 +68,13 @@ type HTTPDoer interface {
 	Do(ctx context.Context, req abi.HTTPRequest) (abi.HTTPReply, *abi.Error)
 }
 
-// NewPlugin returns a Plugin with its limits' defaults filled in and its log limiters
+// NewPlugin returns a Plugin with its log limiters
 // (see the rates in limiter.go): each kind of line a guest can cause is logged at most a
 // burst at once and then at a steady rate, per plugin, the dropped ones counted in the
 // next line as "suppressed".
-func NewPlugin(typ string, g Grant, config json.RawMessage, limits Limits, http HTTPDoer) *Plugin {
+func NewPlugin(typ string, a Access, config json.RawMessage, limits Limits, http HTTPDoer) *Plugin {
 	return &Plugin{
-		Type: typ, Grant: g, Config: config, Limits: limits.withDefaults(), HTTP: http,
+		Type: typ, Access: a, Config: config, Limits: limits, HTTP: http,
 		Events:    NewEventLimiter(),
 		Output:    NewLimiter(outputEvery, outputBurst),
 		logLimit:  NewLimiter(logEvery, logBurst),
@@ -85,7 +85,8 @@ func NewPlugin(typ string, g Grant, config json.RawMessage, limits Limits, http 
 // Caller is the per-instance state that a host function needs: which plugin and slot is
 // calling. A slot makes one per wasm instance and puts it in the ctx of every guest call
 // (WithCaller), so that host functions, which wazero hands only that ctx and the calling
-// module, find it without a lookup table.
+// module, find it without a lookup table. See host/RATIONALE.md, "How does a host
+// function know who is calling?".
 type Caller struct {
 	Plugin *Plugin // immutable
 	Slot   string  // immutable; the slot's name, e.g. "scraper/2"

@@ -158,13 +158,13 @@ func newFixture(t testing.TB) *fixture {
 	logs := &bytes.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	core := NewCore(s, reg, nil, log)
-	p := NewPlugin("scraper", Grant{
+	p := NewPlugin("scraper", Access{
 		Pools:    map[string]Roles{"cookies": PoolRoles},
 		Queues:   map[string]Roles{"jobs": QueueRoles},
 		KV:       Patterns{"scraper:*"},
 		Locks:    Patterns{"scraper:*"},
 		Counters: Patterns{"scraper:*", "shared-exact"},
-	}, json.RawMessage(`{"site":"x"}`), Limits{MaxPayload: 1024}, nil)
+	}, json.RawMessage(`{"site":"x"}`), testLimits, nil)
 	caller := &Caller{Plugin: p, Slot: "scraper/0"}
 	return &fixture{core: core, spy: s, caller: caller, ctx: WithCaller(context.Background(), caller), logs: logs}
 }
@@ -313,10 +313,10 @@ func TestRoles(t *testing.T) {
 	for role, ops := range admits {
 		t.Run(role.String(), func(t *testing.T) {
 			f := newFixture(t)
-			g := f.caller.Plugin.Grant
+			g := f.caller.Plugin.Access
 			g.Pools = map[string]Roles{"cookies": role & PoolRoles}
 			g.Queues = map[string]Roles{"jobs": role & QueueRoles}
-			f.caller.Plugin = NewPlugin("scraper", g, nil, Limits{MaxPayload: 1024}, nil)
+			f.caller.Plugin = NewPlugin("scraper", g, nil, testLimits, nil)
 			f.ctx = WithCaller(context.Background(), f.caller)
 			for op, req := range calls {
 				before := f.spy.calls.Load()

@@ -10,7 +10,7 @@ func (c *Core) counterName(ctx context.Context, caller *Caller, op abi.Op, name 
 	if e := checkName("counter", name); e != nil {
 		return e
 	}
-	if !caller.Plugin.Grant.Counters.Match(name) {
+	if !caller.Plugin.Access.Counters.Match(name) {
 		return c.deny(ctx, caller, op, "counter", name)
 	}
 	return nil

@@ -9,10 +9,11 @@ import (
 	"github.com/fleethost/fleet/primitives"
 )
 
-// Grant is what a plugin may touch, as the core checks it on every call. Deny by default:
+// Access is a plugin's resolved host.Grant in the form the core checks on every call:
+// the roles of each pool and queue as bit sets, the names as Patterns. Deny by default:
 // a name that no field admits, or a pool or queue op whose role is not granted, gets
 // PermissionDenied and never reaches the backend. Immutable after construction.
-type Grant struct {
+type Access struct {
 	// Pools are the pools the plugin may use, each with its roles (PoolRoles).
 	Pools map[string]Roles
 	// Queues are the queues the plugin may use, each with its roles (QueueRoles).

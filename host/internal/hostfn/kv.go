@@ -14,7 +14,7 @@ func (c *Core) kvNamespace(ctx context.Context, caller *Caller, op abi.Op, ns st
 	if e := checkName("namespace", ns); e != nil {
 		return e
 	}
-	if ns == ContractsNamespace || !caller.Plugin.Grant.KV.Match(ns) {
+	if ns == ContractsNamespace || !caller.Plugin.Access.KV.Match(ns) {
 		return c.deny(ctx, caller, op, "kv namespace", ns)
 	}
 	return nil

@@ -6,8 +6,9 @@ import (
 	"github.com/fleethost/fleet/abi"
 )
 
-// The defaults of Limits: the one place they are written. host.Grant's doc lines and the
-// README's grants fields name them.
+// The defaults of Limits: the one place they are written. The host applies them when it
+// resolves a plugin's grant; host.Grant's doc lines and the README's grants fields name
+// them.
 const (
 	// DefaultMaxHostCalls is the host calls one guest call (a task, a tick) may make. The
 	// example plugins make 1 to 10 per task (the cookie harvester: config_get, lock,
@@ -32,41 +33,24 @@ const (
 )
 
 // Limits are the caps on what one plugin's guest may send across the boundary and have
-// sent back. The host fills them from the plugin's grant; a zero field other than
-// MaxPayload takes its default (see NewPlugin). Immutable once the Plugin is made.
+// sent back, from the plugin's resolved grant (every default filled in: a zero cap
+// refuses every call it bounds). Immutable once the Plugin is made.
 type Limits struct {
 	// MaxPayload caps each payload, KV value, tags object and HTTP body a guest sends, in
-	// bytes. It has no default here: the host's Config gives one, and 0 admits no payload.
+	// bytes; 0 admits no payload.
 	MaxPayload int
 	// MaxHostCalls caps the host calls of one guest call (a task's fleet_handle, a
 	// fleet_tick, an instance's _initialize); past it, every call answers LimitExceeded
 	// until that guest call ends. reply_fetch is part of the call it fetches for and is
 	// not counted.
-	// default: DefaultMaxHostCalls
 	MaxHostCalls int
 	// MaxReply caps one host call's reply envelope, in bytes; a larger reply is not kept
 	// and the call answers LimitExceeded naming both sizes.
-	// default: DefaultMaxReply
 	MaxReply int
 	// MaxPoolList caps the limit a pool_list may ask for: a larger one is a ValueError
 	// (the guest asked for more than it may have, so it is told rather than silently
 	// given less). A pool_list with no limit gets min(100, MaxPoolList).
-	// default: DefaultMaxPoolList
 	MaxPoolList int
-}
-
-// withDefaults fills every zero field but MaxPayload.
-func (l Limits) withDefaults() Limits {
-	if l.MaxHostCalls == 0 {
-		l.MaxHostCalls = DefaultMaxHostCalls
-	}
-	if l.MaxReply == 0 {
-		l.MaxReply = DefaultMaxReply
-	}
-	if l.MaxPoolList == 0 {
-		l.MaxPoolList = DefaultMaxPoolList
-	}
-	return l
 }
 
 // spend takes one host call from the budget of the guest call in flight, or refuses it

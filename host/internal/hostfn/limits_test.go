@@ -1,6 +1,7 @@
 package hostfn
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,17 +12,17 @@ import (
 	"github.com/fleethost/fleet/primitives"
 )
 
-// withLimits gives the fixture's plugin limits l (defaults filled as NewPlugin does).
-func (f *fixture) withLimits(l Limits) {
-	l.MaxPayload = f.caller.Plugin.Limits.MaxPayload
-	f.caller.Plugin.Limits = l.withDefaults()
-}
+// testLimits are the limits of a plugin granted no caps of its own, as the host resolves
+// them, with a 1 KiB MaxPayload.
+var testLimits = Limits{MaxPayload: 1024, MaxHostCalls: DefaultMaxHostCalls, MaxReply: DefaultMaxReply, MaxPoolList: DefaultMaxPoolList}
 
-func TestLimitsDefaults(t *testing.T) {
-	got := NewPlugin("p", Grant{}, nil, Limits{MaxPayload: 7}, nil).Limits
-	want := Limits{MaxPayload: 7, MaxHostCalls: DefaultMaxHostCalls, MaxReply: DefaultMaxReply, MaxPoolList: DefaultMaxPoolList}
-	if got != want {
-		t.Errorf("NewPlugin(zero limits).Limits = %+v, want %+v", got, want)
+// withLimits gives the fixture's plugin the caps of l that are set, testLimits' others.
+func (f *fixture) withLimits(l Limits) {
+	f.caller.Plugin.Limits = Limits{
+		MaxPayload:   f.caller.Plugin.Limits.MaxPayload,
+		MaxHostCalls: cmp.Or(l.MaxHostCalls, testLimits.MaxHostCalls),
+		MaxReply:     cmp.Or(l.MaxReply, testLimits.MaxReply),
+		MaxPoolList:  cmp.Or(l.MaxPoolList, testLimits.MaxPoolList),
 	}
 }
 

@@ -18,7 +18,7 @@ func (c *Core) pool(ctx context.Context, caller *Caller, op abi.Op, name string)
 	if e := checkName("pool", name); e != nil {
 		return nil, e
 	}
-	if caller.Plugin.Grant.Pools[name]&opRole[op] == 0 {
+	if caller.Plugin.Access.Pools[name]&opRole[op] == 0 {
 		return nil, c.denyRole(ctx, caller, op, "pool", name)
 	}
 	p := c.contracts.Pool(name)

@@ -23,7 +23,7 @@ func (c *Core) submit(ctx context.Context, caller *Caller, req []byte) (any, *ab
 	if e := checkName("queue", r.Queue); e != nil {
 		return nil, e
 	}
-	if caller.Plugin.Grant.Queues[r.Queue]&RoleSubmit == 0 {
+	if caller.Plugin.Access.Queues[r.Queue]&RoleSubmit == 0 {
 		return nil, c.denyRole(ctx, caller, abi.OpSubmit, "queue", r.Queue)
 	}
 	if e := checkSize(caller.Plugin, "payload", r.Payload); e != nil {
@@ -35,7 +35,7 @@ func (c *Core) submit(ctx context.Context, caller *Caller, req []byte) (any, *ab
 			return nil, abi.Errorf(abi.LimitExceeded, "plugin %q submits faster than its submit_rate of %d a second", caller.Plugin.Type, int(q.Submits.burst))
 		}
 	}
-	id, err := Submit(ctx, c.backend, c.contracts, r.Queue, r.Payload, q.Queue)
+	id, err := Submit(ctx, c.backend, c.contracts, r.Queue, r.Payload, q.Queue, nil)
 	if err != nil {
 		return nil, quotaError(err, queueFields)
 	}
@@ -46,8 +46,10 @@ func (c *Core) submit(ctx context.Context, caller *Caller, req []byte) (any, *ab
 // within c. It is the one path of every submission, from a guest or from the host's API,
 // so that both validate and are capped exactly alike. Its error is an *abi.Error (an
 // unregistered queue is NotFound), or the backend's, which fromBackend translates and
-// errors.As finds a primitives.CapError in when c refused the push.
-func Submit(ctx context.Context, b primitives.Queue, contracts *validate.Registry, queue string, payload json.RawMessage, c primitives.QueueCap) (string, error) {
+// errors.As finds a primitives.CapError in when c refused the push. With details non-nil,
+// a payload the schema refuses also lists every violation there, from the same
+// validation: what an operator's API shows.
+func Submit(ctx context.Context, b primitives.Queue, contracts *validate.Registry, queue string, payload json.RawMessage, c primitives.QueueCap, details *[]validate.Violation) (string, error) {
 	if e := checkName("queue", queue); e != nil {
 		return "", e
 	}
@@ -58,7 +60,12 @@ func Submit(ctx context.Context, b primitives.Queue, contracts *validate.Registr
 	if e := required("payload", payload); e != nil {
 		return "", e
 	}
-	if e := q.Payload.Validate("payload", payload); e != nil {
+	if details != nil {
+		var e *abi.Error
+		if e, *details = q.Payload.Check("payload", payload); e != nil {
+			return "", e
+		}
+	} else if e := q.Payload.Validate("payload", payload); e != nil {
 		return "", e
 	}
 	return b.QueuePushWithin(ctx, queue, payload, c)

@@ -83,7 +83,7 @@ func blockingGuest(tb testing.TB, in, body string) *Runtime {
 }
 
 func blockingCaller() *hostfn.Caller {
-	return &hostfn.Caller{Plugin: hostfn.NewPlugin("blocking", hostfn.Grant{}, nil, hostfn.Limits{MaxPayload: 1024}, nil), Slot: "blocking/0"}
+	return &hostfn.Caller{Plugin: hostfn.NewPlugin("blocking", hostfn.Access{}, nil, hostfn.Limits{MaxPayload: 1024, MaxHostCalls: hostfn.DefaultMaxHostCalls, MaxReply: hostfn.DefaultMaxReply, MaxPoolList: hostfn.DefaultMaxPoolList}, nil), Slot: "blocking/0"}
 }
 
 // callExport instantiates rt under ctx and calls export, the way the loader's probe and

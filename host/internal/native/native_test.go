@@ -61,11 +61,11 @@ func newTestInstance(tb testing.TB, wasm []byte, p Params) *Instance {
 	tb.Helper()
 	b := memory.New(memory.Options{})
 	tb.Cleanup(func() { b.Close() })
-	return newTestInstanceOn(tb, wasm, p, b, hostfn.Grant{})
+	return newTestInstanceOn(tb, wasm, p, b, hostfn.Access{})
 }
 
 // newTestInstanceOn is newTestInstance over backend b, for a plugin granted g.
-func newTestInstanceOn(tb testing.TB, wasm []byte, p Params, b primitives.Backend, g hostfn.Grant) *Instance {
+func newTestInstanceOn(tb testing.TB, wasm []byte, p Params, b primitives.Backend, g hostfn.Access) *Instance {
 	tb.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	core := hostfn.NewCore(b, validate.NewRegistry(), nil, log)
@@ -77,7 +77,7 @@ func newTestInstanceOn(tb testing.TB, wasm []byte, p Params, b primitives.Backen
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { rt.Close(ctx) })
-	plugin := hostfn.NewPlugin("bench", g, json.RawMessage(`{"k":"v"}`), hostfn.Limits{MaxPayload: 1024}, nil)
+	plugin := hostfn.NewPlugin("bench", g, json.RawMessage(`{"k":"v"}`), hostfn.Limits{MaxPayload: 1024, MaxHostCalls: hostfn.DefaultMaxHostCalls, MaxReply: hostfn.DefaultMaxReply, MaxPoolList: hostfn.DefaultMaxPoolList}, nil)
 	in, err := rt.Instantiate(ctx, "bench/0", &hostfn.Caller{Plugin: plugin, Slot: "bench/0"}, nil)
 	if err != nil {
 		tb.Fatal(err)

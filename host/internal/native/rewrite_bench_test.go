@@ -49,7 +49,7 @@ func goInstances(b *testing.B, pkg string) (asGiven, rewritten *Instance) {
 	if err := be.KVSet(context.Background(), "bench:kv", "k", []byte(`{"a":1}`), 0); err != nil {
 		b.Fatal(err)
 	}
-	g := hostfn.Grant{KV: hostfn.Patterns{"bench:*"}, Counters: hostfn.Patterns{"bench:*"}}
+	g := hostfn.Access{KV: hostfn.Patterns{"bench:*"}, Counters: hostfn.Patterns{"bench:*"}}
 	p := Params{MemoryLimitPages: 256, Cache: benchCache(b)}
 	rewritten = newTestInstanceOn(b, wasm, p, be, g)
 	p.noRewrite = true

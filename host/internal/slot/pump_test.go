@@ -6,8 +6,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/memory"
 )
@@ -30,84 +32,85 @@ func (g *gatedQueue) QueueAckClaim(ctx context.Context, queue string, acks []pri
 	return g.Queue.QueueAckClaim(ctx, queue, acks, n, lease, maxAttempts)
 }
 
-// runPump runs p until the test ends.
-func runPump(t *testing.T, p *Pump) {
-	ctx, stop := context.WithCancel(context.Background())
-	var ran sync.WaitGroup
-	ran.Go(func() { p.Run(ctx) })
-	t.Cleanup(func() {
-		stop()
-		ran.Wait()
-	})
-}
-
 // TestPumpBatches: requests that arrive while a call is in flight go out together in the
-// next call, and each gets its own task and its own ack result.
+// next call, and each gets its own task and its own ack result. It runs in a synctest
+// bubble so that synctest.Wait says when the waiting requests are all blocked behind the
+// gate: then exactly one more call takes them all.
 func TestPumpBatches(t *testing.T) {
-	b := memory.New(memory.Options{})
-	t.Cleanup(func() { b.Close() })
-	const waiting = 10
-	for range waiting + 1 {
-		if _, err := b.QueuePush(t.Context(), "q", []byte(`{}`)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	g := &gatedQueue{Queue: b, open: make(chan struct{})}
-	p := NewPump(g, "q", time.Minute, 3)
-	runPump(t, p)
-
-	first := make(chan PumpResult, 1)
-	go func() { first <- p.Do(nil) }()
-	for g.calls.Load() == 0 { // the first call is in flight, held at the gate
-		time.Sleep(time.Millisecond)
-	}
-	results := make(chan PumpResult, waiting)
-	var asked sync.WaitGroup
-	for i := range waiting {
-		asked.Go(func() {
-			ack := &primitives.Ack{ID: "no-such-task", Token: "t"}
-			if i%2 == 0 {
-				ack = nil
+	testutil.CheckGoroutines(t)
+	synctest.Test(t, func(t *testing.T) {
+		b := memory.New(memory.Options{})
+		defer b.Close()
+		const waiting = 10
+		for range waiting + 1 {
+			if _, err := b.QueuePush(t.Context(), "q", []byte(`{}`)); err != nil {
+				t.Fatal(err)
 			}
-			results <- p.Do(ack)
-		})
-	}
-	time.Sleep(200 * time.Millisecond) // let them all queue up behind the gate
-	close(g.open)
-	asked.Wait()
-	close(results)
+		}
+		g := &gatedQueue{Queue: b, open: make(chan struct{})}
+		p := NewPump(g, "q", time.Minute, 3)
+		ctx, stop := context.WithCancel(context.Background())
+		var ran sync.WaitGroup
+		ran.Go(func() { p.Run(ctx) })
+		defer func() {
+			stop()
+			ran.Wait()
+		}()
 
-	seen := map[string]bool{}
-	r := <-first
-	if r.Err != nil || !r.OK {
-		t.Fatalf("first Do = %+v, want a task", r)
-	}
-	seen[r.Task.ID] = true
-	acks := 0
-	for r := range results {
-		if r.Err != nil || !r.OK || seen[r.Task.ID] {
-			t.Errorf("Do = %+v, want a task of its own", r)
+		first := make(chan PumpResult, 1)
+		go func() { first <- p.Do(nil) }()
+		synctest.Wait() // the first call is in flight, held at the gate
+		if n := g.calls.Load(); n != 1 {
+			t.Fatalf("%d backend calls after the first Do, want 1 held at the gate", n)
+		}
+		results := make(chan PumpResult, waiting)
+		var asked sync.WaitGroup
+		for i := range waiting {
+			asked.Go(func() {
+				ack := &primitives.Ack{ID: "no-such-task", Token: "t"}
+				if i%2 == 0 {
+					ack = nil
+				}
+				results <- p.Do(ack)
+			})
+		}
+		synctest.Wait() // every request waits behind the gate
+		close(g.open)
+		asked.Wait()
+		close(results)
+
+		seen := map[string]bool{}
+		r := <-first
+		if r.Err != nil || !r.OK {
+			t.Fatalf("first Do = %+v, want a task", r)
 		}
 		seen[r.Task.ID] = true
-		if r.AckErr != nil {
-			acks++
-			if !errors.Is(r.AckErr, primitives.ErrNotFound) {
-				t.Errorf("ack of an unknown task: AckErr = %v, want ErrNotFound", r.AckErr)
+		acks := 0
+		for r := range results {
+			if r.Err != nil || !r.OK || seen[r.Task.ID] {
+				t.Errorf("Do = %+v, want a task of its own", r)
+			}
+			seen[r.Task.ID] = true
+			if r.AckErr != nil {
+				acks++
+				if !errors.Is(r.AckErr, primitives.ErrNotFound) {
+					t.Errorf("ack of an unknown task: AckErr = %v, want ErrNotFound", r.AckErr)
+				}
 			}
 		}
-	}
-	if acks != waiting/2 {
-		t.Errorf("%d requests got their ack's error, want %d", acks, waiting/2)
-	}
-	// One call held at the gate, then the ten waiting requests in one (a few more when
-	// the machine is slow to queue them up); one call per request means no batching.
-	if n := g.calls.Load(); n > 5 {
-		t.Errorf("%d backend calls for %d requests, want the waiting ones batched (<= 5 calls)", n, waiting+1)
-	}
+		if acks != waiting/2 {
+			t.Errorf("%d requests got their ack's error, want %d", acks, waiting/2)
+		}
+		// One call held at the gate, then the ten waiting requests in one.
+		if n := g.calls.Load(); n != 2 {
+			t.Errorf("%d backend calls for %d requests, want 2: one held at the gate, then the waiting ones batched", n, waiting+1)
+		}
+	})
 }
 
 // TestPumpErrors: a failed batch is every request's Err; a stopped pump answers at once.
 func TestPumpErrors(t *testing.T) {
+	testutil.CheckGoroutines(t)
 	b := memory.New(memory.Options{})
 	t.Cleanup(func() { b.Close() })
 	g := &gatedQueue{Queue: b, open: make(chan struct{}), fail: primitives.ErrUnavailable}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/fleethost/fleet/abi"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 )
@@ -33,21 +34,29 @@ type Violation struct {
 // above them); anyOf, oneOf and not are reported as one violation each rather than one
 // per failed branch.
 func (s *Schema) Violations(raw []byte) []Violation {
+	_, vs := s.Check("value", raw)
+	return vs
+}
+
+// Check is Validate and Violations from one validation: the error Validate returns, and
+// every violation, for a refusal shown to an operator.
+func (s *Schema) Check(what string, raw []byte) (*abi.Error, []Violation) {
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return []Violation{{Pointer: "", Keyword: "", Message: "not JSON: " + err.Error()}}
+		return abi.Errorf(abi.ValueError, "%s is not JSON: %v", what, err),
+			[]Violation{{Pointer: "", Keyword: "", Message: "not JSON: " + err.Error()}}
 	}
 	err = s.compiled.Validate(v)
 	if err == nil {
-		return nil
+		return nil, nil
 	}
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
-		return []Violation{{Message: err.Error()}}
+		return translate(what, err), []Violation{{Message: err.Error()}}
 	}
 	var out []Violation
 	collect(ve, &out)
-	return out
+	return translate(what, err), out
 }
 
 func collect(e *jsonschema.ValidationError, out *[]Violation) {

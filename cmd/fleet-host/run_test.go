@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/internal/daemon"
+	"github.com/fleethost/fleet/primitives/redis"
+)
+
+// runFlagOf is the run flag that sets each field of host.Config, and the default its
+// help must show, read from the constant host.Config's default is.
+var runFlagOf = map[string]struct {
+	flag string
+	def  any
+}{
+	"PluginsDir":       {"plugins", host.DefaultPluginsDir},
+	"Slots":            {"slots", host.DefaultSlots},
+	"SlotsByType":      {"slots-for", nil},
+	"Grants":           {"grants", nil},
+	"Configs":          {"grants", nil},
+	"GrantDeclared":    {"grant-declared", nil},
+	"CacheDir":         {"cache-dir", host.DefaultCacheDir()},
+	"Logger":           {"log-level", nil},
+	"PollInterval":     {"poll-interval", host.DefaultPollInterval},
+	"TaskLease":        {"task-lease", host.DefaultTaskLease},
+	"MaxAttempts":      {"max-attempts", host.DefaultMaxAttempts},
+	"CallTimeout":      {"call-timeout", host.DefaultCallTimeout},
+	"DrainTimeout":     {"drain-timeout", host.DefaultDrainTimeout},
+	"MemoryLimitPages": {"memory-pages", host.DefaultMemoryLimitPages},
+	"MaxPayload":       {"max-payload", host.DefaultMaxPayload},
+	"MaxQueueDepth":    {"max-queue-depth", host.DefaultMaxQueueDepth},
+	"MaxQueueBytes":    {"max-queue-bytes", host.DefaultMaxQueueBytes},
+	"RetryDelay":       {"retry-delay", host.DefaultRetryDelay},
+	"NewReporter":      {"report-url", nil},
+	"Instance":         {"instance", host.DefaultInstance()},
+}
+
+// notRunFlags are the fields of host.Config that no run flag sets, and why.
+var notRunFlags = map[string]string{
+	"Backend": "--redis names it; the daemon opens it",
+	"Observe": "the daemon's own metrics and logs",
+	"Version": "the binary's version",
+}
+
+// `fleet-host run -h` shows each default of host.Config, and the shutdown margins, as
+// the host and the daemon define them; every field of host.Config is a run flag or says
+// why not, so that a new default cannot miss its flag.
+func TestRunHelpShowsTheHostDefaults(t *testing.T) {
+	var stderr bytes.Buffer
+	if code := realMain(context.Background(), []string{"run", "-h"}, nil, &stderr, &stderr); code != exitOK {
+		t.Fatalf("run -h = exit %d:\n%s", code, &stderr)
+	}
+	help := stderr.String()
+	// Each flag's entry: its line, then its indented usage.
+	entries := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^  -(\S+)[^\n]*\n((?:    [^\n]*\n?)*)`).FindAllStringSubmatch(help, -1) {
+		entries[m[1]] = m[2]
+	}
+	fields := reflect.TypeFor[host.Config]()
+	for i := range fields.NumField() {
+		name := fields.Field(i).Name
+		if _, ok := notRunFlags[name]; ok {
+			continue
+		}
+		f, ok := runFlagOf[name]
+		if !ok {
+			t.Errorf("host.Config.%s has no run flag; add one (and to runFlagOf), or say why not in notRunFlags", name)
+			continue
+		}
+		entry, ok := entries[f.flag]
+		if !ok {
+			t.Errorf("run -h shows no --%s (host.Config.%s):\n%s", f.flag, name, help)
+			continue
+		}
+		if f.def == nil {
+			continue
+		}
+		want := fmt.Sprintf("(default %v)", f.def)
+		if s, ok := f.def.(string); ok {
+			want = fmt.Sprintf("(default %q)", s)
+		}
+		if !strings.Contains(entry, want) {
+			t.Errorf("run -h: --%s says %q, want host.Config.%s's default %s", f.flag, strings.TrimSpace(entry), name, want)
+		}
+	}
+	if want := fmt.Sprintf("(default %v)", redis.DefaultCallTimeout); !strings.Contains(entries["backend-timeout"], want) {
+		t.Errorf("run -h: --backend-timeout says %q, want redis' default %s", strings.TrimSpace(entries["backend-timeout"]), want)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("--call-timeout + %v", host.LeaseMargin),
+		fmt.Sprintf("not\nended %v after the drain deadline", host.AbandonMargin),
+		fmt.Sprintf("--drain-timeout + %v", daemon.ShutdownMargin),
+	} {
+		if !strings.Contains(help, want) {
+			t.Errorf("run -h does not say %q:\n%s", want, help)
+		}
+	}
+}
