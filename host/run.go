@@ -30,8 +30,9 @@ type SlotEvent struct {
 	Outcome string   // "checkpoint", "released", "parked" or "dead"
 	Reason  string   // why the task went back or the instance died
 	// Death is why the instance died, when it did, from the error's type (never its
-	// text): "deadline", "drain" (cut at the drain deadline), "memory", "trap", "exit"
-	// (proc_exit), "bad_result" (a malformed result) or "host_panic"; "" otherwise.
+	// text): "deadline", "drain" (cut at the drain deadline), "memory", "stack" (past the
+	// stack limit), "trap", "exit" (proc_exit), "bad_result" (a malformed result) or
+	// "host_panic"; "" otherwise.
 	Death    string
 	Duration time.Duration // the iteration's wall time
 }

@@ -103,8 +103,9 @@ func (in *Instance) enter(ctx context.Context) context.Context {
 // still runs is the host's own, not wazero's "module closed with context deadline
 // exceeded". See host/RATIONALE.md, "Why does a slot event carry its death's reason?".
 //
-// A stack overflow, wazero's or the stack limit's, traps like any other: wazero reports
-// traps only as an internal type, so a reason of their own would need one of ours.
+// A stack overflow past the rewriter's budget is DeathStack, told by the budget global;
+// wazero's own (a module compiled without the rewrite) traps like any other, since
+// wazero reports traps only as an internal type.
 func (in *Instance) died(ctx context.Context, name string, err error) error {
 	var exit *sys.ExitError
 	var hostBug runtime.Error
@@ -121,7 +122,23 @@ func (in *Instance) died(ctx context.Context, name string, err error) error {
 	if death != slot.DeathHostPanic && in.memoryFull() {
 		death = slot.DeathMemory
 	}
+	if death == slot.DeathTrap && in.stackLimitHit() {
+		death, err = slot.DeathStack, fmt.Errorf("%w: %w", ErrStackLimit, err)
+	}
 	return &slot.Died{Death: death, Err: fmt.Errorf("native: %s: %w", name, err)}
+}
+
+// ErrStackLimit is wrapped by the error of a guest call that died because its nested
+// calls spent the instance's stack budget (stackBudget, set by the module rewriter); its
+// death is slot.DeathStack.
+var ErrStackLimit = errors.New("the guest's call stack passed its limit")
+
+// stackLimitHit reports whether the rewriter's stack check trapped. That check alone sets
+// the budget global to stackExhausted, and no guest instruction can reach the global, so
+// the reason comes from the instance's state, never from text the guest controls.
+func (in *Instance) stackLimitHit() bool {
+	g := in.mod.ExportedGlobal(stackGlobal)
+	return g != nil && int32(uint32(g.Get())) == stackExhausted
 }
 
 func badResult(err error) error { return &slot.Died{Death: slot.DeathBadResult, Err: err} }

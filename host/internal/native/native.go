@@ -4,6 +4,10 @@
 //
 // It is kept apart from hostfn so that the dispatch core knows nothing of wazero: hostfn
 // sees request bytes and a Caller, never a module.
+//
+// Every module is rewritten before it is compiled (rewrite.go), so that any guest reaches
+// a deadline check within a bounded run of code, its call stack stays within a budget,
+// and its table has a small maximum.
 package native
 
 import (

@@ -1,6 +1,7 @@
 package native
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/host/internal/validate"
 	"github.com/fleethost/fleet/internal/testutil"
+	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/memory"
 )
 
@@ -50,18 +52,33 @@ func instantiate(tb testing.TB, path string, limitPages uint32) *Instance {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return newTestInstance(tb, wasm, Params{MemoryLimitPages: limitPages})
+}
+
+// newTestInstance instantiates wasm in a runtime of its own over a memory backend, with
+// p's fields filled where zero.
+func newTestInstance(tb testing.TB, wasm []byte, p Params) *Instance {
+	tb.Helper()
 	b := memory.New(memory.Options{})
 	tb.Cleanup(func() { b.Close() })
+	return newTestInstanceOn(tb, wasm, p, b, hostfn.Access{})
+}
+
+// newTestInstanceOn is newTestInstance over backend b, for a plugin granted g.
+func newTestInstanceOn(tb testing.TB, wasm []byte, p Params, b primitives.Backend, g hostfn.Access) *Instance {
+	tb.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	core := hostfn.NewCore(b, validate.NewRegistry(), nil, log)
 	ctx := context.Background()
-	rt, err := NewRuntime(ctx, Params{MemoryLimitPages: limitPages, Core: core, Log: log}, wasm)
+	p.MemoryLimitPages = cmp.Or(p.MemoryLimitPages, 16)
+	p.Core, p.Log = core, log
+	rt, err := NewRuntime(ctx, p, wasm)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { rt.Close(ctx) })
-	p := hostfn.NewPlugin("bench", hostfn.Access{}, json.RawMessage(`{"k":"v"}`), hostfn.Limits{MaxPayload: 1024, MaxHostCalls: hostfn.DefaultMaxHostCalls, MaxReply: hostfn.DefaultMaxReply, MaxPoolList: hostfn.DefaultMaxPoolList}, nil)
-	in, err := rt.Instantiate(ctx, "bench/0", &hostfn.Caller{Plugin: p, Slot: "bench/0"}, nil)
+	plugin := hostfn.NewPlugin("bench", g, json.RawMessage(`{"k":"v"}`), hostfn.Limits{MaxPayload: 1024, MaxHostCalls: hostfn.DefaultMaxHostCalls, MaxReply: hostfn.DefaultMaxReply, MaxPoolList: hostfn.DefaultMaxPoolList}, nil)
+	in, err := rt.Instantiate(ctx, "bench/0", &hostfn.Caller{Plugin: plugin, Slot: "bench/0"}, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -31,6 +31,10 @@ type Params struct {
 	MemoryLimitPages uint32                  // per instance memory limit, in 64 KiB pages
 	Core             *hostfn.Core
 	Log              *slog.Logger
+
+	// noRewrite compiles the module as given, for the benchmarks that measure what the
+	// rewriter costs. Only this package's tests set it.
+	noRewrite bool
 }
 
 // The signatures the ABI fixes for the guest's exports.
@@ -44,10 +48,13 @@ var exportSigs = map[string]struct{ params, results []api.ValueType }{
 }
 
 // NewRuntime compiles wasm in a new runtime with the sandbox's settings: the memory limit,
-// WithCloseOnContextDone (a deadline kills a runaway guest), WASI and the fleet host module.
+// WithCloseOnContextDone (a deadline kills a runaway guest), WASI and the fleet host module,
+// after the module rewriter (rewrite.go) makes every call a deadline check and bounds the
+// guest's call stack and table.
 // It refuses a module whose required exports (fleet_abi_version, fleet_input,
-// fleet_describe) are missing or mistyped, or which imports anything but WASI and the
-// fleet operations, naming the export or import.
+// fleet_describe) are missing or mistyped, which imports anything but WASI and the
+// fleet operations, or which the rewriter refuses, naming the export, import or what was
+// refused.
 func NewRuntime(ctx context.Context, p Params, wasm []byte) (rt *Runtime, err error) {
 	cfg := wazero.NewRuntimeConfig().
 		WithMemoryLimitPages(p.MemoryLimitPages).
@@ -67,7 +74,12 @@ func NewRuntime(ctx context.Context, p Params, wasm []byte) (rt *Runtime, err er
 	if err := instantiateHostModule(ctx, r, p.Core, p.Log); err != nil {
 		return nil, fmt.Errorf("native: instantiate host module: %w", err)
 	}
-	compiled, err := r.CompileModule(ctx, wasm)
+	if !p.noRewrite {
+		if wasm, err = rewrite(wasm); err != nil {
+			return nil, err
+		}
+	}
+	compiled, err := compile(ctx, r, wasm)
 	if err != nil {
 		return nil, fmt.Errorf("native: compile: %w", err)
 	}
@@ -75,6 +87,18 @@ func NewRuntime(ctx context.Context, p Params, wasm []byte) (rt *Runtime, err er
 		return nil, err
 	}
 	return &Runtime{r: r, compiled: compiled}, nil
+}
+
+// compile compiles wasm in r, turning a panic of wazero's into an error: its decoder
+// panics on some malformed modules (a code entry whose locals pass its size makes a slice
+// of negative length), which the rewriter refuses first, and a module is the guest's.
+func compile(ctx context.Context, r wazero.Runtime, wasm []byte) (c wazero.CompiledModule, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c, err = nil, fmt.Errorf("wazero panicked: %v", p)
+		}
+	}()
+	return r.CompileModule(ctx, wasm)
 }
 
 func checkModule(c wazero.CompiledModule) error {

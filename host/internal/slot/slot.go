@@ -53,7 +53,8 @@ const (
 	DeathDeadline  Death = "deadline"   // the call ran past CallTimeout
 	DeathDrain     Death = "drain"      // the host cut the call at the drain deadline
 	DeathMemory    Death = "memory"     // the guest died with its memory at the limit
-	DeathTrap      Death = "trap"       // a wasm trap: unreachable, out of bounds, stack overflow, ...
+	DeathStack     Death = "stack"      // the guest's nested calls passed the stack limit
+	DeathTrap      Death = "trap"       // a wasm trap: unreachable, out of bounds, ...
 	DeathExit      Death = "exit"       // the guest called proc_exit
 	DeathBadResult Death = "bad_result" // the guest broke the ABI: a malformed result, a range outside its memory
 	DeathHostPanic Death = "host_panic" // the host's own bug, recovered
