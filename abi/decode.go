@@ -77,57 +77,6 @@ func DecodeDescribe(b []byte) (*Describe, error) {
 	return &d, nil
 }
 
-// DecodeHandleResult parses what fleet_handle or fleet_tick returned. An unknown outcome,
-// or a retry_after_ms outside 0..MaxMillis, is an error.
-func DecodeHandleResult(b []byte) (HandleResult, error) {
-	if string(b) == DoneResult {
-		return HandleResult{Outcome: OutcomeDone}, nil
-	}
-	var r HandleResult
-	if e := DecodeRequest(b, &r); e != nil {
-		return r, fmt.Errorf("abi: handle result: %s", e.Message)
-	}
-	switch r.Outcome {
-	case OutcomeDone, OutcomeRetry, OutcomeFail:
-	default:
-		return r, fmt.Errorf("abi: handle result: outcome %q, want %q, %q or %q", r.Outcome, OutcomeDone, OutcomeRetry, OutcomeFail)
-	}
-	if _, e := Millis("retry_after_ms", r.RetryAfterMs); e != nil {
-		return r, fmt.Errorf("abi: handle result: %s", e.Message)
-	}
-	return r, nil
-}
-
-// DecodeHandleInput parses what fleet_handle receives into in, which it does not keep.
-// The form the host writes is read in one pass, without reflection, and in.Task.Payload
-// then aliases b; any other form is decoded by encoding/json, to the same values.
-func DecodeHandleInput(b []byte, in *HandleInput) error {
-	r := wire{b: b}
-	if r.handleInput(in) {
-		return nil
-	}
-	if err := unmarshalVia(b, in, json.Unmarshal); err != nil {
-		return fmt.Errorf("abi: handle input: %w", err)
-	}
-	return nil
-}
-
-// DecodeTickInput parses what fleet_tick receives into in, as DecodeHandleInput does.
-func DecodeTickInput(b []byte, in *TickInput) error {
-	r := wire{b: b}
-	r.want(`{"iteration":`)
-	n := r.int()
-	r.want(`}`)
-	if r.end() {
-		in.Iteration = n
-		return nil
-	}
-	if err := unmarshalVia(b, in, json.Unmarshal); err != nil {
-		return fmt.Errorf("abi: tick input: %w", err)
-	}
-	return nil
-}
-
 // unmarshalVia decodes b with decode into a copy of *v and stores the copy back, error or
 // not, as decoding into v itself would. The copy is what decode keeps (encoding/json
 // takes its argument to escape), so that v, often a variable on the caller's stack,

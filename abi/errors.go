@@ -69,8 +69,8 @@ type Envelope struct {
 // EncodeOK marshals result into an Envelope. A result that cannot be marshalled is an
 // Internal error envelope: it is the host's bug, not the guest's.
 func EncodeOK(result any) []byte {
-	if out, ok := appendKnown(append(make([]byte, 0, 256), okHead...), result); ok {
-		return append(out, '}')
+	if out, ok := encodeKnown(result); ok {
+		return out
 	}
 	return encodeOKJSON(result)
 }

@@ -374,13 +374,10 @@ func TestHotWire(t *testing.T) {
 	}
 	item := &PoolItem{ID: "i", Payload: json.RawMessage(`{"a":1}`), Tags: json.RawMessage(`{"site":"x"}`), CreatedAtMs: 1}
 	for _, v := range []any{
-		Empty{}, CounterReply{Value: 1}, KVDeleteReply{}, LockReleaseReply{Released: true},
 		KVGetReply{Found: true, Value: json.RawMessage(`{"a":[1,"b"]}`)}, KVGetReply{},
-		LockAcquireReply{Acquired: true, Token: "t", Fence: 3, UntilMs: 4},
-		PoolPutReply{ID: "i"}, SubmitReply{TaskID: "t"}, PoolSizeReply{Size: 2},
 		PoolClaimReply{Found: true, Item: item, Token: "t", UntilMs: 5}, PoolClaimReply{},
 	} {
-		if _, ok := appendKnown(nil, v); !ok {
+		if _, ok := encodeKnown(v); !ok {
 			t.Errorf("EncodeOK(%#v) took the slow path", v)
 		}
 	}
@@ -403,6 +400,40 @@ func FuzzEncodeHandleInput(f *testing.F) {
 		full, errFull := json.Marshal(in)
 		if (errFast == nil) != (errFull == nil) || !bytes.Equal(fast, full) {
 			t.Fatalf("EncodeHandleInput(%#v) = %s, %v; json.Marshal = %s, %v", in, fast, errFast, full, errFull)
+		}
+	})
+}
+
+// FuzzAppendJSON holds each request's AppendJSON, which the guest SDK writes requests
+// with, to json.Marshal, byte for byte, for raw values as json.Marshal writes them.
+func FuzzAppendJSON(f *testing.F) {
+	f.Add("bench:kv", "k", "tok", int64(0), int64(1))
+	f.Add(`a"b\c`, "<&>\u2028é", "\xff\x00\n", int64(-1), int64(1795984071653))
+	f.Add("", "", "", int64(-9223372036854775808), int64(9223372036854775807))
+	f.Fuzz(func(t *testing.T, s1, s2, s3 string, n1, n2 int64) {
+		payload, _ := json.Marshal(map[string]any{"site": s1, "n": n1, "h": s3})
+		tags, _ := json.Marshal(map[string]any{"site": s2, "fresh": n2 > 0})
+		value, _ := json.Marshal(s3)
+		where := Where{s1: value, s2: tags, "site": json.RawMessage(`true`)}
+		for _, r := range []Appender{
+			KVGetRequest{Namespace: s1, Key: s2}, KVDeleteRequest{Namespace: s1, Key: s2},
+			KVSetRequest{Namespace: s1, Key: s2, Value: payload, TTLMs: n1},
+			CounterIncrRequest{Name: s1, Delta: n1}, CounterGetRequest{Name: s1},
+			LockAcquireRequest{Name: s1, HoldMs: n1, WaitMs: n2}, LockReleaseRequest{Name: s1, Token: s2},
+			PoolPutRequest{Pool: s1, Payload: payload, Tags: tags, TTLMs: n1}, PoolPutRequest{Pool: s1, Payload: payload},
+			PoolClaimRequest{Pool: s1, Where: where, HoldMs: n1}, PoolClaimRequest{Pool: s1, HoldMs: n1},
+			PoolListRequest{Pool: s1, Where: where, Limit: int(n2)}, PoolListRequest{Pool: s1},
+			PoolReleaseRequest{Pool: s1, ID: s2, Token: s3}, PoolMarkBadRequest{Pool: s1, ID: s2, Reason: s3},
+			PoolSizeRequest{Pool: s1}, SubmitRequest{Queue: s1, Payload: payload},
+			HandleResult{Outcome: s1, Reason: s2, RetryAfterMs: n1}, HandleResult{Outcome: OutcomeDone},
+		} {
+			want, err := json.Marshal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := r.AppendJSON(nil); !bytes.Equal(got, want) {
+				t.Errorf("%T.AppendJSON wrote %s, json.Marshal %s", r, got, want)
+			}
 		}
 	})
 }

@@ -1,6 +1,9 @@
 package abi
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strconv"
+)
 
 // wire reads the one form that json.Marshal writes for the ABI's own structs (fields in
 // declaration order, no whitespace), in one pass and without reflection. A Go guest reads
@@ -290,226 +293,192 @@ func digits(b []byte, i int) int {
 	return i
 }
 
+// The hot messages' layouts, encoders and readers are in one file per op family: kv.go,
+// counter.go, lock.go, pool.go, submit.go and handle.go. BenchmarkWire times each next to
+// encoding/json.
+
+// Appender is a hot request that the guest SDK writes by hand: AppendJSON appends it as
+// json.Marshal writes it (FuzzAppendJSON holds the two to the same bytes), which is the
+// form DecodeRequest reads without reflection. Its raw values (a payload, a value, a
+// filter's) are appended as they are, so they must be as json.Marshal writes them:
+// compact and HTML-escaped, as json.Marshal's own output is.
+type Appender interface {
+	AppendJSON(dst []byte) []byte
+}
+
+// decodeRequestKnown reads a request of one of the hot operations in the form AppendJSON
+// writes it, and reports whether it did. It writes nothing to v unless it read the whole
+// input, and it sets exactly the fields that the Decoder would set from the same bytes.
+func decodeRequestKnown(b []byte, v any) bool {
+	r := wire{b: b}
+	switch v := v.(type) {
+	case *KVGetRequest:
+		return r.kvGetRequest(v)
+	case *KVDeleteRequest: // the same fields as a KVGetRequest
+		return r.kvGetRequest((*KVGetRequest)(v))
+	case *KVSetRequest:
+		return r.kvSetRequest(v)
+	case *CounterIncrRequest:
+		return r.counterIncrRequest(v)
+	case *CounterGetRequest:
+		return r.counterGetRequest(v)
+	case *LockAcquireRequest:
+		return r.lockAcquireRequest(v)
+	case *LockReleaseRequest:
+		return r.lockReleaseRequest(v)
+	case *PoolPutRequest:
+		return r.poolPutRequest(v)
+	case *PoolClaimRequest:
+		return r.poolClaimRequest(v)
+	case *PoolReleaseRequest:
+		return r.poolReleaseRequest(v)
+	case *PoolMarkBadRequest:
+		return r.poolMarkBadRequest(v)
+	case *PoolSizeRequest:
+		return r.poolSizeRequest(v)
+	case *SubmitRequest:
+		return r.submitRequest(v)
+	}
+	return false
+}
+
+// encodeKnown writes the envelope of result as EncodeOK's json.Marshal path writes it,
+// for the replies that carry a raw value of the guest's (a KV value, a pool item's
+// payload and tags), and reports whether it did. json.Marshal scans such a value twice
+// more, to compact and escape it, and the value can be large; a reply without one
+// json.Marshal writes as fast as by hand (BenchmarkWire's encode-reply rows), so it goes
+// there. It declines (and the caller marshals) a raw value that is not already in the
+// form json.Marshal would write.
+func encodeKnown(result any) ([]byte, bool) {
+	var out []byte
+	ok := false
+	switch v := result.(type) {
+	case KVGetReply:
+		out, ok = appendKVGetReply(okBuffer(len(v.Value)), v)
+	case PoolClaimReply:
+		size := 0
+		if v.Item != nil {
+			size = len(v.Item.Payload) + len(v.Item.Tags)
+		}
+		out, ok = appendPoolClaimReply(okBuffer(size), v)
+	}
+	if !ok {
+		return nil, false
+	}
+	return append(out, '}'), true
+}
+
+// okBuffer is a buffer for a result envelope with raw values of n bytes, okHead written.
+func okBuffer(n int) []byte { return append(make([]byte, 0, 192+n), okHead...) }
+
 // decodeKnown reads a result of one of the hot reply types in the form json.Marshal
 // writes it, and reports whether it did. It leaves result unchanged when it did not,
 // including for a nil pointer, which encoding/json refuses.
-//
-// The layouts, as the host writes them (fields in brackets are omitted when zero):
-//
-//	CounterReply      {"value":N}
-//	KVGetReply        {"found":B[,"value":V]}
-//	KVDeleteReply     {"existed":B}
-//	LockAcquireReply  {"acquired":B[,"token":S][,"fence":N][,"until_ms":N]}
-//	LockReleaseReply  {"released":B}
-//	PoolPutReply      {"id":S}
-//	SubmitReply       {"task_id":S}
-//	PoolSizeReply     {"size":N}
-//	PoolClaimReply    {"found":B[,"item":{"id":S,"payload":V,"tags":V,"created_at_ms":N[,"expires_at_ms":N]}][,"token":S][,"until_ms":N]}
 func decodeKnown(b []byte, result any) bool {
 	r := wire{b: b}
 	switch v := result.(type) {
 	case *CounterReply:
-		r.want(`{"value":`)
-		n := r.int64()
-		r.want(`}`)
-		if v == nil || !r.end() {
-			return false
-		}
-		v.Value = n
+		return r.counterReply(v)
 	case *KVGetReply:
-		r.want(`{"found":`)
-		found := r.bool()
-		var value []byte
-		if r.lit(`,"value":`) {
-			value = r.raw()
-		}
-		r.want(`}`)
-		if v == nil || !r.end() {
-			return false
-		}
-		v.Found = found
-		if value != nil {
-			v.Value = append(v.Value[:0], value...)
-		}
-	case *LockAcquireReply:
-		r.want(`{"acquired":`)
-		var w LockAcquireReply
-		w.Acquired = r.bool()
-		hasToken := r.lit(`,"token":`)
-		if hasToken {
-			w.Token = r.str()
-		}
-		hasFence := r.lit(`,"fence":`)
-		if hasFence {
-			w.Fence = r.int64()
-		}
-		hasUntil := r.lit(`,"until_ms":`)
-		if hasUntil {
-			w.UntilMs = r.int64()
-		}
-		r.want(`}`)
-		if v == nil || !r.end() {
-			return false
-		}
-		v.Acquired = w.Acquired
-		if hasToken {
-			v.Token = w.Token
-		}
-		if hasFence {
-			v.Fence = w.Fence
-		}
-		if hasUntil {
-			v.UntilMs = w.UntilMs
-		}
-	case *LockReleaseReply:
-		r.want(`{"released":`)
-		ok := r.bool()
-		r.want(`}`)
-		if v == nil || !r.end() {
-			return false
-		}
-		v.Released = ok
+		return r.kvGetReply(v)
 	case *KVDeleteReply:
-		r.want(`{"existed":`)
-		ok := r.bool()
-		r.want(`}`)
-		if v == nil || !r.end() {
-			return false
-		}
-		v.Existed = ok
+		return r.kvDeleteReply(v)
+	case *LockAcquireReply:
+		return r.lockAcquireReply(v)
+	case *LockReleaseReply:
+		return r.lockReleaseReply(v)
 	case *PoolPutReply:
-		r.want(`{"id":`)
-		id := r.str()
-		r.want(`}`)
-		if v == nil || !r.end() {
-			return false
-		}
-		v.ID = id
+		return r.poolPutReply(v)
 	case *SubmitReply:
-		r.want(`{"task_id":`)
-		id := r.str()
-		r.want(`}`)
-		if v == nil || !r.end() {
-			return false
-		}
-		v.TaskID = id
+		return r.submitReply(v)
 	case *PoolSizeReply:
-		r.want(`{"size":`)
-		n := r.int()
-		r.want(`}`)
-		if v == nil || !r.end() {
+		return r.poolSizeReply(v)
+	case *PoolClaimReply:
+		return r.poolClaimReply(v)
+	}
+	return false
+}
+
+// name reads head (the opening of an object and its first key) and a string.
+func (r *wire) name(head string) string {
+	r.want(head)
+	return r.str()
+}
+
+// stringObject reads head, a string and the closing brace: a one-field object, read
+// whole.
+func (r *wire) stringObject(head string) (string, bool) {
+	s := r.name(head)
+	r.want(`}`)
+	return s, r.end()
+}
+
+// boolObject reads head, a bool and the closing brace: a one-field object, read whole.
+func (r *wire) boolObject(head string) (v, ok bool) {
+	r.want(head)
+	v = r.bool()
+	r.want(`}`)
+	return v, r.end()
+}
+
+// optInt64 reads `key N` if the input continues with key, and reports whether it did.
+func (r *wire) optInt64(key string) (int64, bool) {
+	if !r.lit(key) {
+		return 0, false
+	}
+	return r.int64(), true
+}
+
+// appendStringObject appends head, s as a JSON string and the closing brace.
+func appendStringObject(dst []byte, head, s string) []byte {
+	return append(AppendString(append(dst, head...), s), '}')
+}
+
+// appendBoolObject appends head, v and the closing brace.
+
+// appendIntField appends `key N` for an omitempty integer field: nothing when n is 0. key
+// is the field's separator and quoted name, such as `,"ttl_ms":`.
+func appendIntField(dst []byte, key string, n int64) []byte {
+	if n == 0 {
+		return dst
+	}
+	return appendIntKey(dst, key, n)
+}
+
+// appendIntKey appends `key N` for an integer field that is always written, such as
+// `,"hold_ms":`.
+func appendIntKey(dst []byte, key string, n int64) []byte {
+	return strconv.AppendInt(append(dst, key...), n, 10)
+}
+
+// safeRaw reports whether json.Marshal writes the raw value v as it is: v is one compact
+// JSON value (which an empty or nil RawMessage is not: Marshal writes null for it) with
+// none of the bytes that Marshal escapes in strings (<, > and &) and no byte that may
+// start U+2028 or U+2029, which it escapes too.
+func safeRaw(v []byte) bool {
+	if skip(v, 0, maxDepth) != len(v) {
+		return false
+	}
+	for _, c := range v {
+		if c == '<' || c == '>' || c == '&' || c == 0xE2 {
 			return false
 		}
-		v.Size = n
-	case *PoolClaimReply:
-		return v != nil && r.poolClaimReply(v)
-	default:
-		return false
 	}
 	return true
 }
 
-func (r *wire) poolClaimReply(v *PoolClaimReply) bool {
-	r.want(`{"found":`)
-	found := r.bool()
-	hasItem := r.lit(`,"item":`)
-	var item poolItemWire
-	if hasItem {
-		r.poolItem(&item)
-	}
-	hasToken := r.lit(`,"token":`)
-	var token string
-	if hasToken {
-		token = r.str()
-	}
-	hasUntil := r.lit(`,"until_ms":`)
-	var until int64
-	if hasUntil {
-		until = r.int64()
-	}
-	r.want(`}`)
-	if !r.end() {
-		return false
-	}
-	v.Found = found
-	if hasItem {
-		if v.Item == nil {
-			v.Item = new(PoolItem)
+// AppendString appends s as json.Marshal writes a string. Printable ASCII without quotes,
+// backslashes or the characters Marshal escapes for HTML (the names, keys, ids and tokens
+// of the ABI) is copied as it is; anything else is left to json.Marshal, which escapes it
+// and replaces invalid UTF-8.
+func AppendString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s) // a string always marshals
+			return append(dst, b...)
 		}
-		item.store(v.Item)
 	}
-	if hasToken {
-		v.Token = token
-	}
-	if hasUntil {
-		v.UntilMs = until
-	}
-	return true
-}
-
-// poolItemWire is a PoolItem as read, with its raw values still aliasing the input.
-type poolItemWire struct {
-	id               string
-	payload, tags    []byte
-	created, expires int64
-	hasExpires       bool
-}
-
-func (r *wire) poolItem(w *poolItemWire) {
-	r.want(`{"id":`)
-	w.id = r.str()
-	r.want(`,"payload":`)
-	w.payload = r.raw()
-	r.want(`,"tags":`)
-	w.tags = r.raw()
-	r.want(`,"created_at_ms":`)
-	w.created = r.int64()
-	if w.hasExpires = r.lit(`,"expires_at_ms":`); w.hasExpires {
-		w.expires = r.int64()
-	}
-	r.want(`}`)
-}
-
-// store sets the fields of it as encoding/json would: raw values are copied into the
-// field's own array.
-func (w *poolItemWire) store(it *PoolItem) {
-	it.ID = w.id
-	it.Payload = append(it.Payload[:0], w.payload...)
-	it.Tags = append(it.Tags[:0], w.tags...)
-	it.CreatedAtMs = w.created
-	if w.hasExpires {
-		it.ExpiresAtMs = w.expires
-	}
-}
-
-// handleInput reads a HandleInput in the form the host writes:
-//
-//	{"task":{"id":S,"payload":V,"attempts":N,"enqueued_at_ms":N[,"last_error":S]},"iteration":N}
-//
-// Payload aliases the input.
-func (r *wire) handleInput(in *HandleInput) bool {
-	var w HandleInput
-	r.want(`{"task":{"id":`)
-	w.Task.ID = r.str()
-	r.want(`,"payload":`)
-	w.Task.Payload = r.raw()
-	r.want(`,"attempts":`)
-	w.Task.Attempts = r.int()
-	r.want(`,"enqueued_at_ms":`)
-	w.Task.EnqueuedAtMs = r.int64()
-	hasLastError := r.lit(`,"last_error":`)
-	if hasLastError {
-		w.Task.LastError = r.str()
-	}
-	r.want(`},"iteration":`)
-	w.Iteration = r.int()
-	r.want(`}`)
-	if !r.end() {
-		return false
-	}
-	if !hasLastError {
-		w.Task.LastError = in.Task.LastError
-	}
-	*in = w
-	return true
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }

@@ -25,13 +25,13 @@ func (c CounterClient) IncrBy(n int64) (int64, error) {
 		return c.Get() // the wire reads delta 0 as 1
 	}
 	var reply abi.CounterReply
-	err := send(abi.OpCounterIncr, func(dst []byte) []byte { return counterIncrRequest(dst, c.name, n) }, &reply)
+	err := send(abi.OpCounterIncr, abi.CounterIncrRequest{Name: c.name, Delta: n}.AppendJSON, &reply)
 	return reply.Value, err
 }
 
 // Get returns the current value.
 func (c CounterClient) Get() (int64, error) {
 	var reply abi.CounterReply
-	err := send(abi.OpCounterGet, func(dst []byte) []byte { return nameRequest(dst, `{"name":`, c.name) }, &reply)
+	err := send(abi.OpCounterGet, abi.CounterGetRequest{Name: c.name}.AppendJSON, &reply)
 	return reply.Value, err
 }

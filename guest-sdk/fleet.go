@@ -35,8 +35,8 @@ import (
 )
 
 // call marshals req, sends it to the host function op and decodes the result into reply
-// (nil to ignore it). Errors are *HostError. The hot operations write their request by
-// hand (wire.go) and use send.
+// (nil to ignore it). Errors are *HostError. The hot operations write their request with
+// its abi type's AppendJSON (see wire.go) and use send.
 func call(op abi.Op, req, reply any) error {
 	b, err := json.Marshal(req)
 	if err != nil {

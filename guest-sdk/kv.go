@@ -26,14 +26,14 @@ func (kv KVClient) Set(key string, v any, ttl time.Duration) error {
 	if err != nil {
 		return localError(abi.OpKVSet, abi.ValueError, fmt.Sprintf("namespace %q key %q: value: %v", kv.namespace, key, err))
 	}
-	return send(abi.OpKVSet, func(dst []byte) []byte { return kvSetRequest(dst, kv.namespace, key, b, millis(ttl)) }, noReply)
+	return send(abi.OpKVSet, abi.KVSetRequest{Namespace: kv.namespace, Key: key, Value: b, TTLMs: millis(ttl)}.AppendJSON, noReply)
 }
 
 // Get returns the JSON value under key, and false (with no error) when the key is absent
 // or expired.
 func (kv KVClient) Get(key string) (json.RawMessage, bool, error) {
 	var reply abi.KVGetReply
-	if err := send(abi.OpKVGet, func(dst []byte) []byte { return kvRequest(dst, kv.namespace, key) }, &reply); err != nil {
+	if err := send(abi.OpKVGet, abi.KVGetRequest{Namespace: kv.namespace, Key: key}.AppendJSON, &reply); err != nil {
 		return nil, false, err
 	}
 	if !reply.Found {
@@ -61,6 +61,6 @@ func GetAs[T any](kv KVClient, key string) (T, bool, error) {
 // Delete removes key and reports whether it existed.
 func (kv KVClient) Delete(key string) (bool, error) {
 	var reply abi.KVDeleteReply
-	err := send(abi.OpKVDelete, func(dst []byte) []byte { return kvRequest(dst, kv.namespace, key) }, &reply)
+	err := send(abi.OpKVDelete, abi.KVDeleteRequest{Namespace: kv.namespace, Key: key}.AppendJSON, &reply)
 	return reply.Existed, err
 }

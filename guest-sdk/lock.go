@@ -28,7 +28,7 @@ type Held struct {
 // after hold. While the host waits, this guest is blocked.
 func Lock(name string, hold, wait time.Duration) (*Held, error) {
 	var reply abi.LockAcquireReply
-	if err := send(abi.OpLockAcquire, func(dst []byte) []byte { return lockAcquireRequest(dst, name, millis(hold), millis(wait)) }, &reply); err != nil {
+	if err := send(abi.OpLockAcquire, abi.LockAcquireRequest{Name: name, HoldMs: millis(hold), WaitMs: millis(wait)}.AppendJSON, &reply); err != nil {
 		return nil, err
 	}
 	if !reply.Acquired {
@@ -41,6 +41,6 @@ func Lock(name string, hold, wait time.Duration) (*Held, error) {
 // expired, and maybe been granted to another holder, whose lock it leaves alone.
 func (h *Held) Release() (bool, error) {
 	var reply abi.LockReleaseReply
-	err := send(abi.OpLockRelease, func(dst []byte) []byte { return lockReleaseRequest(dst, h.Name, h.token) }, &reply)
+	err := send(abi.OpLockRelease, abi.LockReleaseRequest{Name: h.Name, Token: h.token}.AppendJSON, &reply)
 	return reply.Released, err
 }

@@ -47,14 +47,14 @@ func (p PoolClient[P, T]) Put(payload P, tags T, ttl time.Duration) (id string, 
 		return "", localError(abi.OpPoolPut, abi.ValueError, fmt.Sprintf("pool %q tags: %v", p.name, err))
 	}
 	var reply abi.PoolPutReply
-	err = send(abi.OpPoolPut, func(dst []byte) []byte { return poolPutRequest(dst, p.name, pb, tb, millis(ttl)) }, &reply)
+	err = send(abi.OpPoolPut, abi.PoolPutRequest{Pool: p.name, Payload: pb, Tags: tb, TTLMs: millis(ttl)}.AppendJSON, &reply)
 	return reply.ID, err
 }
 
 // Size counts the pool's live items, leased or not.
 func (p PoolClient[P, T]) Size() (int, error) {
 	var reply abi.PoolSizeReply
-	err := send(abi.OpPoolSize, func(dst []byte) []byte { return nameRequest(dst, `{"pool":`, p.name) }, &reply)
+	err := send(abi.OpPoolSize, abi.PoolSizeRequest{Pool: p.name}.AppendJSON, &reply)
 	return reply.Size, err
 }
 
@@ -155,7 +155,7 @@ func (q PoolQuery[P, T]) List() ([]Item[P, T], error) {
 		return nil, err
 	}
 	var reply abi.PoolListReply
-	if err := send(abi.OpPoolList, func(dst []byte) []byte { return poolQueryRequest(dst, q.pool, q.filters, false, 0, q.limit) }, &reply); err != nil {
+	if err := send(abi.OpPoolList, abi.PoolListRequest{Pool: q.pool, Where: where(q.filters), Limit: q.limit}.AppendJSON, &reply); err != nil {
 		return nil, err
 	}
 	items := make([]Item[P, T], 0, len(reply.Items))
@@ -178,7 +178,7 @@ func (q PoolQuery[P, T]) Claim(hold time.Duration) (*Item[P, T], error) {
 		return nil, err
 	}
 	var reply abi.PoolClaimReply
-	if err := send(abi.OpPoolClaim, func(dst []byte) []byte { return poolQueryRequest(dst, q.pool, q.filters, true, millis(hold), 0) }, &reply); err != nil {
+	if err := send(abi.OpPoolClaim, abi.PoolClaimRequest{Pool: q.pool, Where: where(q.filters), HoldMs: millis(hold)}.AppendJSON, &reply); err != nil {
 		return nil, err
 	}
 	if !reply.Found {
@@ -190,7 +190,7 @@ func (q PoolQuery[P, T]) Claim(hold time.Duration) (*Item[P, T], error) {
 	it, err := decodeItem[P, T](abi.OpPoolClaim, q.pool, *reply.Item)
 	if err != nil {
 		// An item we cannot read is of no use to us; give it back to the others.
-		_ = send(abi.OpPoolRelease, func(dst []byte) []byte { return poolItemRequest(dst, q.pool, reply.Item.ID, `,"token":`, reply.Token) }, noReply)
+		_ = send(abi.OpPoolRelease, abi.PoolReleaseRequest{Pool: q.pool, ID: reply.Item.ID, Token: reply.Token}.AppendJSON, noReply)
 		return nil, err
 	}
 	it.token = reply.Token
@@ -223,11 +223,11 @@ func (it *Item[P, T]) Release() error {
 	if it.token == "" {
 		return localError(abi.OpPoolRelease, abi.ValueError, fmt.Sprintf("pool %q item %s was listed, not claimed: there is no lease to release", it.pool, it.ID))
 	}
-	return send(abi.OpPoolRelease, func(dst []byte) []byte { return poolItemRequest(dst, it.pool, it.ID, `,"token":`, it.token) }, noReply)
+	return send(abi.OpPoolRelease, abi.PoolReleaseRequest{Pool: it.pool, ID: it.ID, Token: it.token}.AppendJSON, noReply)
 }
 
 // MarkBad evicts the item from the pool permanently, leased or not, for reason (an
 // expired session, a rejected cookie). ErrNotFound when it is already gone.
 func (it *Item[P, T]) MarkBad(reason string) error {
-	return send(abi.OpPoolMarkBad, func(dst []byte) []byte { return poolItemRequest(dst, it.pool, it.ID, `,"reason":`, reason) }, noReply)
+	return send(abi.OpPoolMarkBad, abi.PoolMarkBadRequest{Pool: it.pool, ID: it.ID, Reason: reason}.AppendJSON, noReply)
 }

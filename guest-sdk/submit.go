@@ -19,6 +19,6 @@ func Submit[P any](q QueueContract[P], payload P) (taskID string, err error) {
 		return "", localError(abi.OpSubmit, abi.ValueError, fmt.Sprintf("queue %q payload: %v", q.name, err))
 	}
 	var reply abi.SubmitReply
-	err = send(abi.OpSubmit, func(dst []byte) []byte { return submitRequest(dst, q.name, b) }, &reply)
+	err = send(abi.OpSubmit, abi.SubmitRequest{Queue: q.name, Payload: b}.AppendJSON, &reply)
 	return reply.TaskID, err
 }

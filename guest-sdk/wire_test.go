@@ -10,45 +10,31 @@ import (
 	"github.com/fleethost/fleet/abi"
 )
 
-// FuzzWireBytes holds the hand-written requests and results to json.Marshal of their abi
-// structs, byte for byte: the host reads exactly what it read before.
+// FuzzWireBytes holds what the SDK writes by hand (its filters as a Where, the handler's
+// result, Eq's values) to json.Marshal, byte for byte: the host reads exactly what it read
+// before. abi's FuzzAppendJSON holds each request's AppendJSON to json.Marshal.
 func FuzzWireBytes(f *testing.F) {
 	f.Add("bench:kv", "k", "tok", int64(0), int64(1))
 	f.Add(`a"b\c`, "<&>\u2028é", "\xff\x00\n", int64(-1), int64(1795984071653))
 	f.Add("", "", "", int64(-9223372036854775808), int64(9223372036854775807))
 	f.Fuzz(func(t *testing.T, s1, s2, s3 string, n1, n2 int64) {
-		payload, _ := json.Marshal(map[string]any{"site": s1, "n": n1, "h": s3})
-		tags, _ := json.Marshal(map[string]any{"site": s2, "fresh": n2 > 0})
 		filters := []Filter{Eq(s2, n1), Eq("site", s1), Eq(s3, true)}
-		where := abi.Where{}
+		whereMap := abi.Where{}
 		for _, f := range filters {
-			where[f.tag] = f.value
+			whereMap[f.tag] = f.value
 		}
-		if len(where) < len(filters) {
+		if len(whereMap) < len(filters) {
 			filters = filters[1:2] // a tag twice is refused before any request is written
-			where = abi.Where{"site": filters[0].value}
+			whereMap = abi.Where{"site": filters[0].value}
 		}
 		tests := []struct {
 			name string
 			got  []byte
 			want any
 		}{
-			{"kv_get", kvRequest(nil, s1, s2), abi.KVGetRequest{Namespace: s1, Key: s2}},
-			{"kv_delete", kvRequest(nil, s1, s2), abi.KVDeleteRequest{Namespace: s1, Key: s2}},
-			{"kv_set", kvSetRequest(nil, s1, s2, payload, n1), abi.KVSetRequest{Namespace: s1, Key: s2, Value: payload, TTLMs: n1}},
-			{"counter_incr", counterIncrRequest(nil, s1, n1), abi.CounterIncrRequest{Name: s1, Delta: n1}},
-			{"counter_get", nameRequest(nil, `{"name":`, s1), abi.CounterGetRequest{Name: s1}},
-			{"pool_size", nameRequest(nil, `{"pool":`, s1), abi.PoolSizeRequest{Pool: s1}},
-			{"lock_acquire", lockAcquireRequest(nil, s1, n1, n2), abi.LockAcquireRequest{Name: s1, HoldMs: n1, WaitMs: n2}},
-			{"lock_release", lockReleaseRequest(nil, s1, s2), abi.LockReleaseRequest{Name: s1, Token: s2}},
-			{"pool_put", poolPutRequest(nil, s1, payload, tags, n1), abi.PoolPutRequest{Pool: s1, Payload: payload, Tags: tags, TTLMs: n1}},
-			{"pool_put no tags", poolPutRequest(nil, s1, payload, nil, 0), abi.PoolPutRequest{Pool: s1, Payload: payload}},
-			{"pool_claim", poolQueryRequest(nil, s1, filters, true, n1, 0), abi.PoolClaimRequest{Pool: s1, Where: where, HoldMs: n1}},
-			{"pool_claim all", poolQueryRequest(nil, s1, nil, true, n1, 0), abi.PoolClaimRequest{Pool: s1, HoldMs: n1}},
-			{"pool_list", poolQueryRequest(nil, s1, filters, false, 0, int(n2)), abi.PoolListRequest{Pool: s1, Where: where, Limit: int(n2)}},
-			{"pool_release", poolItemRequest(nil, s1, s2, `,"token":`, s3), abi.PoolReleaseRequest{Pool: s1, ID: s2, Token: s3}},
-			{"pool_mark_bad", poolItemRequest(nil, s1, s2, `,"reason":`, s3), abi.PoolMarkBadRequest{Pool: s1, ID: s2, Reason: s3}},
-			{"submit", submitRequest(nil, s1, payload), abi.SubmitRequest{Queue: s1, Payload: payload}},
+			{"pool_claim", abi.PoolClaimRequest{Pool: s1, Where: where(filters), HoldMs: n1}.AppendJSON(nil), abi.PoolClaimRequest{Pool: s1, Where: whereMap, HoldMs: n1}},
+			{"pool_claim all", abi.PoolClaimRequest{Pool: s1, Where: where(nil), HoldMs: n1}.AppendJSON(nil), abi.PoolClaimRequest{Pool: s1, HoldMs: n1}},
+			{"pool_list", abi.PoolListRequest{Pool: s1, Where: where(filters), Limit: int(n2)}.AppendJSON(nil), abi.PoolListRequest{Pool: s1, Where: whereMap, Limit: int(n2)}},
 			{"result done", encodeResult(Done()), abi.HandleResult{Outcome: abi.OutcomeDone}},
 			{"result retry", encodeResult(Retry(time.Duration(n1)).Because(s1)), Retry(time.Duration(n1)).Because(s1).wire()},
 			{"result fail", encodeResult(Fail(nil).Because(s2)), Fail(nil).Because(s2).wire()},

@@ -51,7 +51,7 @@ type Config struct {
 	// declares in fleet_describe with every role it asks for (each pool every pool role),
 	// and logs a WARN per plugin listing what it got that way. It is for development
 	// (`--grant-declared`): a plugin then reaches any pool or queue it names, another
-	// plugin's too.
+	// plugin's too. See RATIONALE.md, "Who may use a pool or a queue?".
 	// default: false
 	GrantDeclared bool
 
@@ -73,14 +73,14 @@ type Config struct {
 	// TaskLease is how long a claimed task is leased to its slot. The slot takes at least
 	// the plugin's call timeout plus LeaseMargin, and ends each call LeaseMargin before
 	// its task's lease at the latest, so that a task whose call may still run is never
-	// claimable elsewhere.
+	// claimable elsewhere. See RATIONALE.md, "Why does a call always end before its task's
+	// lease?".
 	// default: DefaultTaskLease (30s)
 	TaskLease time.Duration
 
 	// MaxAttempts is a task's failure budget: a task whose attempt fails, dies or lets
 	// its lease expire once it has been claimed this many times is parked for the
-	// operator. A retry (a hand-back) and a call cut by the drain refund their attempt
-	// and never park; see the package doc's Decisions.
+	// operator. See RATIONALE.md, "Why does a retry refund its attempt?".
 	// default: DefaultMaxAttempts (5)
 	MaxAttempts int
 
@@ -149,8 +149,8 @@ type Config struct {
 	// New that failed loading the plugins), the host calls it once more and closes that
 	// reporter with its own stopping beacon (Instance alone). A nil Reporter from it reports nothing for that
 	// instance. A dead or slow plane changes nothing in the loop, and costs shutdown at
-	// most one reporter's Close bound. See the package doc's Decisions, ReporterDropped,
-	// and reporter.New for a not-wired one.
+	// most one reporter's Close bound. See RATIONALE.md, "Who says stopping, and how is it
+	// last?", ReporterDropped, and reporter.New for a not-wired one.
 	//
 	//	cfg.NewReporter = func() reporter.Reporter { return reporter.New(url, key) }
 	//
@@ -341,15 +341,15 @@ type Grant struct {
 	// (pool_put), "claim" (pool_claim, and pool_release of what it claimed), "list"
 	// (pool_list and pool_size) and "mark_bad" (pool_mark_bad). A pool the plugin
 	// declares needs one or more roles here, or the plugin does not start; each call is
-	// held to the roles. A putter of a pool records its contract fleet-wide; see
-	// RATIONALE.md.
+	// held to the roles. A putter of a pool records its contract fleet-wide. See
+	// RATIONALE.md, "Who may use a pool or a queue?" and "Who records a contract?".
 	// default: none (no pool)
 	Pools map[string][]string `json:"pools,omitempty"`
 	// Queues is the queues the plugin may use, by name, each with its roles: "consume"
 	// (its slots take the queue's tasks; the queue a batch plugin declares it consumes
 	// needs it) and "submit" (the submit op; each queue it declares it submits to needs
 	// it). A plugin missing one does not start. The consumer of a queue records its
-	// contract fleet-wide; see RATIONALE.md.
+	// contract fleet-wide (RATIONALE.md, "Who records a contract?").
 	// default: none (no queue)
 	Queues map[string][]string `json:"queues,omitempty"`
 

@@ -19,7 +19,7 @@ import (
 
 // telemetry turns the slots' events into reports, through one reporter per slot made by
 // Config.NewReporter: each slot is one instance of the plane, and its reporter carries
-// that instance's reports only. It is built by New; Run (or Close, when Run never ran)
+// that instance's reports only (host/RATIONALE.md, "What does the plane see?"). It is built by New; Run (or Close, when Run never ran)
 // uses it from one goroutine. Each slotReport is owned by its slot's goroutine while the
 // slot runs, and by Run once it has stopped.
 type telemetry struct {
@@ -107,14 +107,10 @@ func (t *telemetry) slot(cfg Config, p *plugin, i int) *slotReport {
 //
 // Close delivers what its reporter still has queued, newest first, then POSTs the beacon
 // last: with one instance per reporter, that is the slot's stopping after everything the
-// slot said, which is what the plane needs. With one reporter shared by every slot it
-// was not: a slot's draining, still queued before the others' stoppings, reached the
-// plane after its own stopping. See the package doc's Decisions.
-//
-// The reporters close at once, one goroutine each, rather than one after the other or
-// under a limit: each Close ends within its own bound (reporter.New's notes), so a dead
-// plane costs shutdown one bound instead of one per slot. stop returns when every Close
-// has.
+// slot said, which is what the plane needs. The reporters close at once, one goroutine
+// each, so that a dead plane costs shutdown one Close bound (reporter.New's notes), not
+// one per slot. stop returns when every Close has. See RATIONALE.md, "Who says stopping,
+// and how is it last?".
 func (t *telemetry) stop() {
 	if t == nil {
 		return
@@ -206,9 +202,8 @@ func (s *slotReport) iteration(it *slot.Iteration) reporter.Iteration {
 	}
 }
 
-// outcome maps a slot's iteration to the plane's vocabulary; see the package doc's
-// Decisions. A park wins over a death: the plane's parked is the retry budget spent, and
-// it is the outcome that asks for the operator.
+// outcome maps a slot's iteration to the plane's vocabulary. A park wins over a death.
+// See RATIONALE.md, "What is an iteration record?".
 func outcome(it *slot.Iteration) string {
 	if it.Parked {
 		return reporter.OutcomeParked
@@ -240,7 +235,7 @@ func observers(fns ...func(slot.Event)) func(slot.Event) {
 // poll, retry and drain timings, its resolved Grant (every cap, quota and pattern; the
 // pattern lists sorted, the pools' and queues' roles in a fixed order) and the plugin's
 // configuration (canonical JSON, so that formatting alone changes nothing). It is
-// "sha256:" and 16 hex digits.
+// "sha256:" and 16 hex digits. See RATIONALE.md, "Which config identity?".
 func configIdentity(cfg Config, p *plugin) string {
 	g := p.info.Grant
 	for _, ps := range []*[]string{&g.KV, &g.Locks, &g.Counters, &g.HTTPHosts, &g.HTTPProxies} {

@@ -381,8 +381,7 @@ func TestReportOutcomes(t *testing.T) {
 // what decides the order. That is what makes this test fail with one reporter shared by
 // the slots: its queue then holds every slot's draining behind the other slots'
 // stoppings, and Close delivers the stoppings first. A sleep before that Close does not
-// save it either: at 200ms a report, the pump cannot empty the queue in the 250ms the
-// host used to wait.
+// save it either: at 200ms a report, the pump cannot empty the queue in a 250ms wait.
 func TestReportPause(t *testing.T) {
 	r := newRig(t)
 	pl := newPlane(t, false)

@@ -320,15 +320,8 @@ type Retry struct {
 
 	// Refund gives the attempt back: Attempts is decremented (never below 0) and the
 	// task never parks on this release, whatever MaxAttempts says. Delay and Reason apply
-	// as without it.
-	//
-	// Attempts are counted at claim, because a consumer that dies mid-task never gets to
-	// say how it went; the count must already be spent when its lease expires. That makes
-	// every claim cost one attempt, a hand-back included, so a healthy task that only
-	// waits for a resource (a free cookie, a rate limit) would be parked after
-	// MaxAttempts waits. MaxAttempts is a failure budget: failures and deaths spend it, a
-	// hand-back does not. Refund is the consumer saying "this claim was not an attempt".
-	// Counting at ack or release instead was rejected: it would let a task whose every
-	// claim kills its consumer loop forever.
+	// as without it. Attempts are counted at claim, so Refund is the consumer saying "this
+	// claim was not an attempt". See host/RATIONALE.md, "Why does a retry refund its
+	// attempt?".
 	Refund bool
 }

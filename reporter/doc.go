@@ -5,15 +5,9 @@
 // append-only row per finished task, carried by the report that follows the
 // drain boundary). In fleet-host each slot is one instance the plane sees.
 //
-// The one design rule everything here serves: reporting is TELEMETRY, never
-// control flow. A failed or slow report is logged (at most one line per
-// interval, with counts) and dropped; it never blocks, delays or fails the
-// loop. So Send enqueues onto a bounded channel and returns immediately — a
-// wedged endpoint cannot slow the poll it rode in on — and a single
-// background pump does the POSTs, so reports arrive in order and the plane's
-// last-writer-wins presence row is always the newest thing the slot said.
-// There is deliberately no retry queue: presence is corrected by the next
-// report, and an iteration record lost to an outage is gone.
+// A failed or slow report is logged and dropped: Send never blocks, and one
+// background pump POSTs the reports in order, with no retry. Why is in
+// reporter/RATIONALE.md.
 //
 // # Metrics
 //

@@ -230,7 +230,8 @@ type logState struct {
 func (r *reporter) Dropped() uint64 { return r.dropped.Load() }
 
 // Send enqueues a copy of rep without ever blocking; on a full queue it drops
-// and counts it. After Close it is a no-op.
+// and counts it. After Close it is a no-op. See RATIONALE.md, "Why can a report
+// never block, delay or fail the loop?".
 func (r *reporter) Send(rep Report) {
 	if r.closed.Load() {
 		return
@@ -242,12 +243,9 @@ func (r *reporter) Send(rep Report) {
 	}
 }
 
-// pump POSTs queued reports in order until stop is closed. It is the only
-// goroutine that POSTs before Close, which is what keeps reports in order and
-// the plane's last-writer-wins presence row the newest thing said.
-//
-// There is deliberately no retry: presence is corrected by the next report and
-// a lost iteration record is the price of keeping telemetry off the loop.
+// pump POSTs queued reports in order until stop is closed, each once. It is the
+// only goroutine that POSTs before Close. See RATIONALE.md, "Why one pump,
+// POSTing in order?" and "Why is there no retry?".
 func (r *reporter) pump() {
 	defer close(r.pumpDone)
 	var wake *time.Timer // nil until a held-back log line first needs one

@@ -242,7 +242,7 @@ func perRoundTrip(b *testing.B, rt int) {
 // and claims with that filter, and stats.
 // server-µs-max is the longest single command or script the server ran meanwhile
 // (SLOWLOG): what every other client of the Redis may wait. smembers-50k is the read of
-// one whole tag set, the cost of the unpaged list this replaced.
+// one whole tag set, what an unpaged list would cost each call.
 func BenchmarkPoolList100k(b *testing.B) {
 	be, raw := setup(b)
 	const n, workers = 100_000, 8

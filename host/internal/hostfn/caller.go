@@ -89,7 +89,8 @@ func NewPlugin(typ string, a Access, config json.RawMessage, limits Limits, http
 // Caller is the per-instance state that a host function needs: which plugin and slot is
 // calling. A slot makes one per wasm instance and puts it in the ctx of every guest call
 // (WithCaller), so that host functions, which wazero hands only that ctx and the calling
-// module, find it without a lookup table.
+// module, find it without a lookup table. See host/RATIONALE.md, "How does a host
+// function know who is calling?".
 type Caller struct {
 	Plugin *Plugin // immutable
 	Slot   string  // immutable; the slot's name, e.g. "scraper/2"

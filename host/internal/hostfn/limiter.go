@@ -12,7 +12,7 @@ const (
 	logEvery, logBurst       = 100 * time.Millisecond, 50 // the log op
 	eventEvery, eventBurst   = 100 * time.Millisecond, 20 // a task's or guest call's lines: parked, died...
 	outputEvery, outputBurst = 100 * time.Millisecond, 20 // a guest's stdout and stderr lines
-	denyEvery, denyBurst     = time.Second, 5             // refused calls
+	denyEvery, denyBurst     = time.Second, 5             // refused calls (host/RATIONALE.md, "What may a plugin touch?")
 )
 
 // Limiter lets through a burst of events and then one per interval, counting what it

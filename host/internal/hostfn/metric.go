@@ -23,7 +23,8 @@ type Metric struct {
 type metricKey struct{ plugin, name string }
 
 // Metrics is the in-process registry of plugin metrics, by plugin and name. Safe for
-// concurrent use. It is exposed (as Prometheus, later) through Snapshot.
+// concurrent use. Snapshot is how the host reads it (Host.PluginMetrics, which the daemon
+// serves as fleet_plugin_metric).
 type Metrics struct {
 	mu       sync.Mutex
 	m        map[metricKey]*Metric // guarded by mu

@@ -101,7 +101,7 @@ func (in *Instance) enter(ctx context.Context) context.Context {
 // owns the call's context, and a guest can proc_exit with wazero's deadline exit code
 // (sys.ExitCodeDeadlineExceeded) to pass for one; so the text of a proc_exit while ctx
 // still runs is the host's own, not wazero's "module closed with context deadline
-// exceeded".
+// exceeded". See host/RATIONALE.md, "Why does a slot event carry its death's reason?".
 //
 // A stack overflow, wazero's or the stack limit's, traps like any other: wazero reports
 // traps only as an internal type, so a reason of their own would need one of ours.

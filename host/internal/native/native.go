@@ -2,8 +2,8 @@
 // core's operations as the `fleet` host module, moves request and reply bytes across the
 // guest's memory with bounds checks, and wraps a plugin instance's exports.
 //
-// It is kept apart from hostfn so that a second transport (Extism) can sit over the same
-// core.
+// It is kept apart from hostfn so that the dispatch core knows nothing of wazero: hostfn
+// sees request bytes and a Caller, never a module.
 package native
 
 import (

@@ -18,8 +18,8 @@ import (
 )
 
 // Runtime is one plugin's wazero runtime: WASI, the fleet host module and the plugin
-// compiled once. It is one runtime per plugin because the memory limit is a runtime
-// setting; the compilation cache is shared between them. Safe for concurrent use.
+// compiled once. It is one runtime per plugin, sharing one compilation cache (see
+// host/RATIONALE.md, "Why one wazero runtime per plugin?"). Safe for concurrent use.
 type Runtime struct {
 	r        wazero.Runtime        // immutable after NewRuntime
 	compiled wazero.CompiledModule // immutable after NewRuntime
@@ -51,7 +51,7 @@ var exportSigs = map[string]struct{ params, results []api.ValueType }{
 func NewRuntime(ctx context.Context, p Params, wasm []byte) (rt *Runtime, err error) {
 	cfg := wazero.NewRuntimeConfig().
 		WithMemoryLimitPages(p.MemoryLimitPages).
-		WithCloseOnContextDone(true)
+		WithCloseOnContextDone(true) // host/RATIONALE.md, "What does the sandbox cost?"
 	if p.Cache != nil {
 		cfg = cfg.WithCompilationCache(p.Cache)
 	}

@@ -12,7 +12,8 @@ import (
 // Pump carries the claims and acks of all the slots of one batch plugin to the backend,
 // batched: while one QueueAckClaim is in flight, the requests of the other slots wait,
 // and the next call takes all of them. A lone request goes out at once, so an idle host
-// adds no latency; a busy one pays one round trip per batch instead of one per task.
+// adds no latency; a busy one pays one round trip per batch instead of one per task. See
+// host/RATIONALE.md, "How many round trips does a task cost?".
 //
 // Build it with NewPump; Run owns its goroutine. Every slot that uses a Pump must
 // return before Run's context ends: Do answers ErrPumpStopped after that.

@@ -45,7 +45,8 @@ const (
 // Death says why an instance died: the reason label of fleet_slot_deaths_total. It comes
 // from the error's type and from the slot's own contexts, never from the error's text,
 // which holds the guest's function names (a trap in a function named
-// $call_ran_past_its_deadline is a trap).
+// $call_ran_past_its_deadline is a trap). See host/RATIONALE.md, "Why does a slot event
+// carry its death's reason?".
 type Death string
 
 const (
@@ -101,7 +102,7 @@ type Params struct {
 	Backend     primitives.Queue
 	Pump        *Pump // batch: the plugin's queue pump, through which claims and acks-with-claim go
 	NewGuest    func(ctx context.Context) (Guest, error)
-	MaxAttempts int           // the task's failure budget: fails, deaths and expired leases spend it; retries and drain cuts do not
+	MaxAttempts int           // the task's failure budget (host/RATIONALE.md, "Why does a retry refund its attempt?")
 	Poll        time.Duration // wait after an empty claim, and between loop ticks
 	CallTimeout time.Duration
 	// LeaseMargin is how long before its task's lease a call ends at the latest: a call's
@@ -175,8 +176,8 @@ func New(p Params) *Slot {
 // Run runs the loop until soft is done, then returns once the iteration in flight has
 // settled. soft ending stops claiming; hard ending cuts the guest call in flight (its
 // instance dies) — the host cancels hard when the drain's grace period is over. A task
-// that a cut call held goes back to its queue at once with its attempt refunded: it never
-// parks.
+// that a cut call held goes back to its queue at once with its attempt refunded (see
+// host/RATIONALE.md, "What does each outcome do?").
 func (s *Slot) Run(soft, hard context.Context) {
 	defer func() {
 		if s.guest != nil {
@@ -373,9 +374,8 @@ func (s *Slot) handleOnce(soft, hard context.Context, t claim) (it Iteration, ne
 		it.Outcome = outcome
 	}
 
-	// Who spends the task's attempts (MaxAttempts): a fail and a death do; a retry (the
-	// guest handing the task back, e.g. waiting for a cookie) and a call the drain cut
-	// (the host's doing) refund theirs, so they never park a task.
+	// A fail and a death spend the task's attempt; a retry and a drain's cut refund it.
+	// See host/RATIONALE.md, "Why does a retry refund its attempt?".
 	switch {
 	case death == DeathDrain:
 		// The drain's grace period ended mid-call: not the task's fault.
@@ -422,7 +422,8 @@ func (s *Slot) handleOnce(soft, hard context.Context, t claim) (it Iteration, ne
 }
 
 // tickOnce runs one loop step and says how long to wait before the next: Poll after
-// done, the guest's retry_after (or RetryDelay) after retry, RetryDelay after fail.
+// done, the guest's retry_after (or RetryDelay) after retry, RetryDelay after fail. See
+// host/RATIONALE.md, "How fast do loop plugins tick?".
 func (s *Slot) tickOnce(hard context.Context) (Iteration, time.Duration) {
 	s.n++
 	start := time.Now()

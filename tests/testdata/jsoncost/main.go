@@ -19,7 +19,7 @@ var sink int
 
 // The kinds of work, in the order BenchmarkGuestJSON names them.
 const (
-	kindAppendRequest    = iota // a kv_get request as the SDK writes it (abi.AppendString)
+	kindAppendRequest    = iota // a kv_get request as the SDK writes it (AppendJSON)
 	kindMarshalRequest          // the same request with json.Marshal, which the SDK avoids
 	kindDecodeReply             // abi.DecodeReply of a kv_get reply, as the SDK reads it
 	kindUnmarshalReply          // json.Unmarshal of the same result, which the SDK avoids
@@ -49,9 +49,7 @@ func loop(n int32, kind int32) int64 {
 	for range n {
 		switch kind {
 		case kindAppendRequest:
-			buf = abi.AppendString(append(buf[:0], `{"namespace":`...), "bench:kv")
-			buf = abi.AppendString(append(buf, `,"key":`...), "k")
-			buf = append(buf, '}')
+			buf = abi.KVGetRequest{Namespace: "bench:kv", Key: "k"}.AppendJSON(buf[:0])
 			sink += len(buf)
 		case kindMarshalRequest:
 			b, _ := json.Marshal(abi.KVGetRequest{Namespace: "bench:kv", Key: "k"})

@@ -1,0 +1,303 @@
+package abi
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+)
+
+// The pool family's hot wire (see kv.go for the notation):
+//
+//	PoolPutRequest      {"pool":S,"payload":V[,"tags":V][,"ttl_ms":N]}
+//	PoolClaimRequest    {"pool":S[,"where":{S:V,...}],"hold_ms":N}
+//	PoolListRequest     {"pool":S[,"where":{S:V,...}][,"limit":N]}    (written only)
+//	PoolReleaseRequest  {"pool":S,"id":S,"token":S}
+//	PoolMarkBadRequest  {"pool":S,"id":S,"reason":S}
+//	PoolSizeRequest     {"pool":S}
+//	PoolPutReply        {"id":S}
+//	PoolSizeReply       {"size":N}
+//	PoolClaimReply      {"found":B[,"item":{"id":S,"payload":V,"tags":V,"created_at_ms":N[,"expires_at_ms":N]}][,"token":S][,"until_ms":N]}
+
+// AppendJSON appends r as json.Marshal writes it, Payload and Tags as they are (see
+// Appender).
+func (r PoolPutRequest) AppendJSON(dst []byte) []byte {
+	b := AppendString(append(dst, `{"pool":`...), r.Pool)
+	b = append(append(b, `,"payload":`...), r.Payload...)
+	if len(r.Tags) > 0 {
+		b = append(append(b, `,"tags":`...), r.Tags...)
+	}
+	return append(appendIntField(b, `,"ttl_ms":`, r.TTLMs), '}')
+}
+
+func (r *wire) poolPutRequest(v *PoolPutRequest) bool {
+	pool := r.name(`{"pool":`)
+	r.want(`,"payload":`)
+	payload := r.raw()
+	hasTags := r.lit(`,"tags":`)
+	var tags []byte
+	if hasTags {
+		tags = r.raw()
+	}
+	ttl, hasTTL := r.optInt64(`,"ttl_ms":`)
+	r.want(`}`)
+	if v == nil || !r.end() {
+		return false
+	}
+	v.Pool, v.Payload = pool, append(v.Payload[:0], payload...)
+	if hasTags {
+		v.Tags = append(v.Tags[:0], tags...)
+	}
+	if hasTTL {
+		v.TTLMs = ttl
+	}
+	return true
+}
+
+// AppendJSON appends r as json.Marshal writes it, the values of Where as they are (see
+// Appender).
+func (r PoolClaimRequest) AppendJSON(dst []byte) []byte {
+	b := appendPoolQueryHead(dst, r.Pool, r.Where)
+	return append(appendIntKey(b, `,"hold_ms":`, r.HoldMs), '}')
+}
+
+// AppendJSON appends r as json.Marshal writes it, the values of Where as they are (see
+// Appender).
+func (r PoolListRequest) AppendJSON(dst []byte) []byte {
+	b := appendPoolQueryHead(dst, r.Pool, r.Where)
+	return append(appendIntField(b, `,"limit":`, int64(r.Limit)), '}')
+}
+
+// appendPoolQueryHead appends {"pool":S[,"where":{...}], the where's tags sorted as
+// json.Marshal sorts a map's keys.
+func appendPoolQueryHead(dst []byte, pool string, where Where) []byte {
+	b := AppendString(append(dst, `{"pool":`...), pool)
+	if len(where) == 0 {
+		return b
+	}
+	b = append(b, `,"where":{`...)
+	for i, tag := range slices.Sorted(maps.Keys(where)) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(AppendString(b, tag), ':')
+		b = append(b, where[tag]...)
+	}
+	return append(b, '}')
+}
+
+func (r *wire) poolClaimRequest(v *PoolClaimRequest) bool {
+	pool := r.name(`{"pool":`)
+	var where []whereEntry
+	hasWhere := r.lit(`,"where":`)
+	if hasWhere {
+		where = r.where()
+	}
+	r.want(`,"hold_ms":`)
+	hold := r.int64()
+	r.want(`}`)
+	if v == nil || !r.end() {
+		return false
+	}
+	v.Pool, v.HoldMs = pool, hold
+	if hasWhere {
+		if v.Where == nil {
+			v.Where = make(Where, len(where))
+		}
+		for _, e := range where {
+			v.Where[e.tag] = append([]byte(nil), e.value...)
+		}
+	}
+	return true
+}
+
+// whereEntry is one tag filter as read, its value aliasing the input.
+type whereEntry struct {
+	tag   string
+	value []byte
+}
+
+// where reads an object of tag filters, {} or {S:V,...}, in input order
+// (encoding/json keeps the last of a tag given twice, and so does storing them in order).
+func (r *wire) where() []whereEntry {
+	r.want(`{`)
+	if r.lit(`}`) {
+		return nil
+	}
+	var entries []whereEntry
+	for !r.bad {
+		tag := r.str()
+		r.want(`:`)
+		entries = append(entries, whereEntry{tag, r.raw()})
+		if r.lit(`}`) {
+			break
+		}
+		r.want(`,`)
+	}
+	return entries
+}
+
+// AppendJSON appends r as json.Marshal writes it.
+func (r PoolReleaseRequest) AppendJSON(dst []byte) []byte {
+	return appendPoolItemRef(dst, r.Pool, r.ID, `,"token":`, r.Token)
+}
+
+func (r *wire) poolReleaseRequest(v *PoolReleaseRequest) bool {
+	pool, id, token := r.poolItemRef(`,"token":`)
+	if v == nil || !r.end() {
+		return false
+	}
+	v.Pool, v.ID, v.Token = pool, id, token
+	return true
+}
+
+// AppendJSON appends r as json.Marshal writes it.
+func (r PoolMarkBadRequest) AppendJSON(dst []byte) []byte {
+	return appendPoolItemRef(dst, r.Pool, r.ID, `,"reason":`, r.Reason)
+}
+
+func (r *wire) poolMarkBadRequest(v *PoolMarkBadRequest) bool {
+	pool, id, reason := r.poolItemRef(`,"reason":`)
+	if v == nil || !r.end() {
+		return false
+	}
+	v.Pool, v.ID, v.Reason = pool, id, reason
+	return true
+}
+
+// appendPoolItemRef appends {"pool":S,"id":S<last>S}.
+func appendPoolItemRef(dst []byte, pool, id, last, value string) []byte {
+	b := AppendString(append(dst, `{"pool":`...), pool)
+	b = AppendString(append(b, `,"id":`...), id)
+	b = AppendString(append(b, last...), value)
+	return append(b, '}')
+}
+
+// poolItemRef reads {"pool":S,"id":S<last>S}.
+func (r *wire) poolItemRef(last string) (pool, id, value string) {
+	pool = r.name(`{"pool":`)
+	r.want(`,"id":`)
+	id = r.str()
+	r.want(last)
+	value = r.str()
+	r.want(`}`)
+	return pool, id, value
+}
+
+// AppendJSON appends r as json.Marshal writes it.
+func (r PoolSizeRequest) AppendJSON(dst []byte) []byte {
+	return appendStringObject(dst, `{"pool":`, r.Pool)
+}
+
+func (r *wire) poolSizeRequest(v *PoolSizeRequest) bool {
+	pool, ok := r.stringObject(`{"pool":`)
+	if v == nil || !ok {
+		return false
+	}
+	v.Pool = pool
+	return true
+}
+
+func (r *wire) poolPutReply(v *PoolPutReply) bool {
+	id, ok := r.stringObject(`{"id":`)
+	if v == nil || !ok {
+		return false
+	}
+	v.ID = id
+	return true
+}
+
+func (r *wire) poolSizeReply(v *PoolSizeReply) bool {
+	r.want(`{"size":`)
+	n := r.int()
+	r.want(`}`)
+	if v == nil || !r.end() {
+		return false
+	}
+	v.Size = n
+	return true
+}
+
+func appendPoolClaimReply(dst []byte, v PoolClaimReply) ([]byte, bool) {
+	if it := v.Item; it != nil && (!safeRaw(it.Payload) || !safeRaw(it.Tags)) {
+		return dst, false
+	}
+	dst = strconv.AppendBool(append(dst, `{"found":`...), v.Found)
+	if it := v.Item; it != nil {
+		dst = AppendString(append(dst, `,"item":{"id":`...), it.ID)
+		dst = append(append(dst, `,"payload":`...), it.Payload...)
+		dst = append(append(dst, `,"tags":`...), it.Tags...)
+		dst = appendIntKey(dst, `,"created_at_ms":`, it.CreatedAtMs)
+		dst = append(appendIntField(dst, `,"expires_at_ms":`, it.ExpiresAtMs), '}')
+	}
+	if v.Token != "" {
+		dst = AppendString(append(dst, `,"token":`...), v.Token)
+	}
+	return append(appendIntField(dst, `,"until_ms":`, v.UntilMs), '}'), true
+}
+
+func (r *wire) poolClaimReply(v *PoolClaimReply) bool {
+	r.want(`{"found":`)
+	found := r.bool()
+	hasItem := r.lit(`,"item":`)
+	var item poolItemWire
+	if hasItem {
+		r.poolItem(&item)
+	}
+	hasToken := r.lit(`,"token":`)
+	var token string
+	if hasToken {
+		token = r.str()
+	}
+	until, hasUntil := r.optInt64(`,"until_ms":`)
+	r.want(`}`)
+	if v == nil || !r.end() {
+		return false
+	}
+	v.Found = found
+	if hasItem {
+		if v.Item == nil {
+			v.Item = new(PoolItem)
+		}
+		item.store(v.Item)
+	}
+	if hasToken {
+		v.Token = token
+	}
+	if hasUntil {
+		v.UntilMs = until
+	}
+	return true
+}
+
+// poolItemWire is a PoolItem as read, with its raw values still aliasing the input.
+type poolItemWire struct {
+	id               string
+	payload, tags    []byte
+	created, expires int64
+	hasExpires       bool
+}
+
+func (r *wire) poolItem(w *poolItemWire) {
+	r.want(`{"id":`)
+	w.id = r.str()
+	r.want(`,"payload":`)
+	w.payload = r.raw()
+	r.want(`,"tags":`)
+	w.tags = r.raw()
+	r.want(`,"created_at_ms":`)
+	w.created = r.int64()
+	w.expires, w.hasExpires = r.optInt64(`,"expires_at_ms":`)
+	r.want(`}`)
+}
+
+// store sets the fields of it as encoding/json would: raw values are copied into the
+// field's own array.
+func (w *poolItemWire) store(it *PoolItem) {
+	it.ID = w.id
+	it.Payload = append(it.Payload[:0], w.payload...)
+	it.Tags = append(it.Tags[:0], w.tags...)
+	it.CreatedAtMs = w.created
+	if w.hasExpires {
+		it.ExpiresAtMs = w.expires
+	}
+}

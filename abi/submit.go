@@ -1,0 +1,34 @@
+package abi
+
+// The submit op's hot wire (see kv.go for the notation):
+//
+//	SubmitRequest  {"queue":S,"payload":V}
+//	SubmitReply    {"task_id":S}
+
+// AppendJSON appends r as json.Marshal writes it, Payload as it is (see Appender).
+func (r SubmitRequest) AppendJSON(dst []byte) []byte {
+	b := AppendString(append(dst, `{"queue":`...), r.Queue)
+	b = append(append(b, `,"payload":`...), r.Payload...)
+	return append(b, '}')
+}
+
+func (r *wire) submitRequest(v *SubmitRequest) bool {
+	queue := r.name(`{"queue":`)
+	r.want(`,"payload":`)
+	payload := r.raw()
+	r.want(`}`)
+	if v == nil || !r.end() {
+		return false
+	}
+	v.Queue, v.Payload = queue, append(v.Payload[:0], payload...)
+	return true
+}
+
+func (r *wire) submitReply(v *SubmitReply) bool {
+	id, ok := r.stringObject(`{"task_id":`)
+	if v == nil || !ok {
+		return false
+	}
+	v.TaskID = id
+	return true
+}
