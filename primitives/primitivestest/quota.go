@@ -125,6 +125,13 @@ func testCounterOverflow(t *testing.T, b primitives.Backend) {
 	}
 	_, err := b.CounterIncr(ctx, "c", 1)
 	wantErr(t, "CounterIncr(MaxInt64 + 1)", err, primitives.ErrLimit)
+	// The same within a names quota (a script on Redis): still ErrLimit, and not a
+	// name's CapError, since the name exists.
+	_, err = b.CounterIncrWithin(ctx, "c", 1, primitives.NameQuota{Owner: "a", Max: 1})
+	wantErr(t, "CounterIncrWithin(MaxInt64 + 1)", err, primitives.ErrLimit)
+	if ce := (*primitives.CapError)(nil); errors.As(err, &ce) {
+		t.Errorf("CounterIncrWithin(MaxInt64 + 1) = %v, want an overflow, not a quota", err)
+	}
 	if n, _ := b.CounterGet(ctx, "c"); n != math.MaxInt64 {
 		t.Errorf("CounterGet after a refused overflow = %d, want MaxInt64 unchanged", n)
 	}
