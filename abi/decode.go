@@ -45,7 +45,10 @@ func decodeRequestJSON(b []byte, v any) *Error {
 func decodeError(err error) *Error {
 	var typeErr *json.UnmarshalTypeError
 	var syntaxErr *json.SyntaxError
+	var abiErr *Error
 	switch {
+	case errors.As(err, &abiErr): // from a field's own decoder
+		return abiErr
 	case errors.As(err, &typeErr):
 		field := typeErr.Field
 		if field == "" {

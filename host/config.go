@@ -117,8 +117,9 @@ type Config struct {
 	// default: DefaultMaxQueueDepth (100000)
 	MaxQueueDepth int
 
-	// MaxQueueBytes caps the payload bytes of the tasks a queue that Submit adds to holds
-	// (every task until acked, parked ones too), as MaxQueueDepth caps their count; and
+	// MaxQueueBytes caps the bytes of the tasks a queue that Submit adds to holds (every
+	// task until acked, parked ones too; each costs its payload + primitives.TaskOverhead),
+	// as MaxQueueDepth caps their count; and
 	// it is each plugin's Grant.MaxQueueBytes unless the grant sets its own.
 	// default: DefaultMaxQueueBytes (64 MiB)
 	MaxQueueBytes int64
@@ -447,7 +448,7 @@ type Grant struct {
 	// default: 0 (Config.MaxQueueDepth)
 	MaxQueueDepth int `json:"max_queue_depth,omitempty"`
 	// MaxQueueBytes refuses it when the queue's tasks (until acked, parked ones too)
-	// hold this many payload bytes with the new one.
+	// cost this many bytes with the new one (payload + primitives.TaskOverhead a task).
 	// default: 0 (Config.MaxQueueBytes)
 	MaxQueueBytes int64 `json:"max_queue_bytes,omitempty"`
 	// MaxPoolItems refuses the plugin's pool_put to a pool already holding this many

@@ -249,10 +249,21 @@ const MaxBatch = 256
 
 // QueueCap bounds what a queue may hold when QueuePushWithin adds to it. Zero fields
 // bound nothing.
+//
+// Bytes bounds every task the queue holds, parked ones too: each costs its payload and
+// TaskOverhead, so that tasks of tiny payloads are bounded by what they keep (a plugin
+// that fails every 1-byte task it submits parks at most Bytes/TaskOverhead of them).
+// Depth counts only the tasks waiting, so that parked tasks, which wait for an operator,
+// do not stop the work behind them.
 type QueueCap struct {
 	Depth int   // tasks waiting: ready or delayed
-	Bytes int64 // the payload bytes of every task it holds, until acked
+	Bytes int64 // the cost (payload + TaskOverhead) of every task it holds, until acked
 }
+
+// TaskOverhead is what a task costs in QueueCap.Bytes beside its payload: about what the
+// backends keep for it (its id, attempts, times, lease and a last error of up to 1024
+// bytes).
+const TaskOverhead = 1024
 
 // QueueStats is an operator's view of a queue.
 type QueueStats struct {
@@ -269,8 +280,9 @@ type Queue interface {
 	QueuePush(ctx context.Context, queue string, payload []byte) (id string, err error)
 	// QueuePushWithin is QueuePush that refuses, with ErrLimit and nothing written, a
 	// push past c: to a queue already holding c.Depth tasks waiting (ready or delayed;
-	// not those in flight or parked), or whose tasks' payloads (every task it holds,
-	// parked ones too) would exceed c.Bytes with this one, in the same step as the push,
+	// not those in flight or parked), or whose tasks' costs (payload + TaskOverhead,
+	// every task it holds, parked ones too) would exceed c.Bytes with this one, in the
+	// same step as the push,
 	// so that concurrent pushes never exceed it. QueuePush is QueuePushWithin with the
 	// zero QueueCap.
 	QueuePushWithin(ctx context.Context, queue string, payload []byte, c QueueCap) (id string, err error)

@@ -84,7 +84,7 @@ type queue struct {
 	inflight deadlines[*task] // guarded by mu; leased until their deadline
 	parked   map[string]*task // guarded by mu
 	seq      uint64           // guarded by mu
-	bytes    int64            // the payload bytes of tasks; guarded by mu
+	bytes    int64            // the cost of its tasks (taskCost); guarded by mu
 }
 
 func newQueue() *queue {
@@ -190,7 +190,7 @@ func (b *Backend) QueuePushWithin(ctx context.Context, queueName string, payload
 	q := b.getQueue(queueName, true)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	depth, cost := q.ready.len()+q.delayed.size(), int64(len(payload))
+	depth, cost := q.ready.len()+q.delayed.size(), taskCost(payload)
 	if (c.Depth > 0 && depth >= c.Depth) || (c.Bytes > 0 && q.bytes+cost > c.Bytes) {
 		return "", primitives.QueueFull(queueName, depth, q.bytes, cost, c)
 	}
@@ -200,6 +200,9 @@ func (b *Backend) QueuePushWithin(ctx context.Context, queueName string, payload
 	q.makeReady(t)
 	return t.id, nil
 }
+
+// taskCost is what a task of payload costs in primitives.QueueCap.Bytes.
+func taskCost(payload []byte) int64 { return int64(len(payload)) + primitives.TaskOverhead }
 
 // QueueClaim implements primitives.Queue. Tasks are claimed in the order they became
 // ready: pushed, released, requeued, or their delay or lease ended.
@@ -244,7 +247,7 @@ func (q *queue) ack(queueName, id, token string, now time.Time) error {
 	}
 	q.inflight.remove(t)
 	delete(q.tasks, id)
-	q.bytes -= int64(len(t.payload))
+	q.bytes -= taskCost(t.payload)
 	return nil
 }
 

@@ -26,6 +26,7 @@ var limitTests = []subtest{
 	{"QueueDepthCap", testQueueDepthCap},
 	{"QueueDepthCapHammer", testQueueDepthCapHammer},
 	{"QueueBytesCap", testQueueBytesCap},
+	{"QueueBytesCapChargesEachTask", testQueueBytesCapPerTask},
 	{"PoolBytesCap", testPoolBytesCap},
 	{"PoolItemsCap", testPoolItemsCap},
 	{"PoolItemsCapHammer", testPoolItemsCapHammer},
@@ -207,7 +208,9 @@ func putWithin(b primitives.Backend, t *testing.T, pool string, ttl time.Duratio
 }
 
 func testQueueBytesCap(t *testing.T, b primitives.Backend) {
-	c := primitives.QueueCap{Bytes: 30}
+	// Each task costs its payload (10 bytes) and TaskOverhead.
+	const cost = 10 + primitives.TaskOverhead
+	c := primitives.QueueCap{Bytes: 3 * cost}
 	push := func(payload string) error {
 		_, err := b.QueuePushWithin(t.Context(), "q", []byte(payload), c)
 		return err
@@ -216,9 +219,9 @@ func testQueueBytesCap(t *testing.T, b primitives.Backend) {
 		noErr(t, fmt.Sprintf("QueuePushWithin(10 bytes) #%d", i+1), push(`"12345678"`))
 	}
 	err := push(`1`)
-	wantErr(t, "QueuePushWithin of 1 byte past 30", err, primitives.ErrLimit)
-	if err != nil && !strings.Contains(err.Error(), `queue "q" holds 30 bytes of tasks, 1 more would pass its cap of 30`) {
-		t.Errorf("QueuePushWithin past the bytes cap = %v, want it to say the bytes and the cap", err)
+	wantErr(t, "QueuePushWithin of 1 byte past the cap", err, primitives.ErrLimit)
+	if want := fmt.Sprintf(`queue "q" holds %d bytes of tasks, %d more would pass its cap of %d`, 3*cost, 1+primitives.TaskOverhead, 3*cost); err != nil && !strings.Contains(err.Error(), want) {
+		t.Errorf("QueuePushWithin past the bytes cap = %v, want it to say %s", err, want)
 	}
 	// In flight and parked tasks still count; only an ack gives the bytes back.
 	c1, _, err := b.QueueClaim(t.Context(), "q", time.Minute, 0)
@@ -232,6 +235,31 @@ func testQueueBytesCap(t *testing.T, b primitives.Backend) {
 	noErr(t, "QueueAck", b.QueueAck(t.Context(), "q", c2.ID, c2.Token))
 	noErr(t, "QueuePushWithin(10 bytes) once one is acked", push(`"abcdefgh"`))
 	wantErr(t, "QueuePushWithin at the cap again", push(`1`), primitives.ErrLimit)
+}
+
+// testQueueBytesCapPerTask: a task of a 1-byte payload costs TaskOverhead more, so a
+// plugin that parks every task it pushes parks at most Bytes/TaskOverhead of them.
+func testQueueBytesCapPerTask(t *testing.T, b primitives.Backend) {
+	c := primitives.QueueCap{Bytes: 4 * primitives.TaskOverhead}
+	n := 0
+	for ; n < 10; n++ {
+		if _, err := b.QueuePushWithin(t.Context(), "q", []byte(`1`), c); err != nil {
+			wantErr(t, "QueuePushWithin past the cap", err, primitives.ErrLimit)
+			break
+		}
+		task, ok, err := b.QueueClaim(t.Context(), "q", time.Minute, 0)
+		if err != nil || !ok {
+			t.Fatalf("QueueClaim = %v, %v", ok, err)
+		}
+		_, err = b.QueueRelease(t.Context(), "q", task.ID, task.Token, primitives.Retry{MaxAttempts: 1})
+		noErr(t, "QueueRelease(park)", err)
+	}
+	if n != 3 {
+		t.Errorf("pushes of 1-byte tasks, each parked, under a cap of %d bytes: %d accepted, want 3", c.Bytes, n)
+	}
+	if st, _ := b.QueueStats(t.Context(), "q"); st.Parked != n {
+		t.Errorf("QueueStats.Parked = %d, want %d", st.Parked, n)
+	}
 }
 
 func testPoolBytesCap(t *testing.T, b primitives.Backend) {

@@ -13,6 +13,9 @@ import (
 // leaseExpired is the LastError of a task whose lease ran out without an ack.
 const leaseExpired = "lease expired"
 
+// taskOverhead is primitives.TaskOverhead as Lua text (TestTaskOverhead holds them equal).
+const taskOverhead = "1024"
+
 // luaQueue is the prelude of every queue script. Every queue script passes
 //
 //	KEYS[1] -> fleet:queue:{q}:           prefix of task keys (never read itself)
@@ -22,6 +25,8 @@ const leaseExpired = "lease expired"
 //	KEYS[5] -> fleet:queue:{q}:parked     LIST of ids, oldest parked first
 const luaQueue = luaNow + luaQueueKeys + `
 local READY, DELAYED, INFLIGHT, PARKED = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+-- what a task costs in the bytes counter beside its payload: primitives.TaskOverhead
+local TASK_OVERHEAD = ` + taskOverhead + `
 
 -- park dead-letters a task that is in no other index, with its last error.
 local function park(id, reason)
@@ -49,12 +54,12 @@ end
 //	ARGV[1]    -> task id (fresh, from Go)
 //	ARGV[2]    -> payload
 //	ARGV[3]    -> the most tasks waiting (ready or delayed); 0 for no cap
-//	ARGV[4]    -> the most bytes of payloads the queue holds; 0 for no cap
+//	ARGV[4]    -> the most bytes (payload + TASK_OVERHEAD a task) the queue holds; 0 for no cap
 //
-// Output: {1}; {-3, depth, bytes} refused: the queue holds depth tasks waiting, bytes of
-// payloads
+// Output: {1}; {-3, depth, bytes} refused: the queue holds depth tasks waiting costing
+// bytes
 var queuePushCmd = goredis.NewScript(luaQueue + `
-local maxDepth, maxBytes, cost = tonumber(ARGV[3]), tonumber(ARGV[4]), #ARGV[2]
+local maxDepth, maxBytes, cost = tonumber(ARGV[3]), tonumber(ARGV[4]), #ARGV[2] + TASK_OVERHEAD
 if maxDepth > 0 or maxBytes > 0 then
   local depth = redis.call('LLEN', READY) + redis.call('ZCARD', DELAYED)
   local bytes = tonumber(redis.call('GET', BYTES) or '0')
@@ -99,7 +104,7 @@ func (b *Backend) QueuePushWithin(ctx context.Context, queue string, payload []b
 	case code == codeLimit && len(a) == 3:
 		depth, _ := a[1].(int64)
 		bytes, _ := a[2].(int64)
-		return "", primitives.QueueFull(queue, int(depth), bytes, int64(len(payload)), c)
+		return "", primitives.QueueFull(queue, int(depth), bytes, int64(len(payload))+primitives.TaskOverhead, c)
 	}
 	return "", replyError("queue push", v)
 }
@@ -207,7 +212,7 @@ local function ack(id, token, now)
   local h = holds(id, token, now)
   if h ~= 1 then return h end
   redis.call('ZREM', INFLIGHT, id)
-  if redis.call('DECRBY', BYTES, redis.call('HSTRLEN', task_key(id), 'payload')) <= 0 then
+  if redis.call('DECRBY', BYTES, redis.call('HSTRLEN', task_key(id), 'payload') + TASK_OVERHEAD) <= 0 then
     redis.call('DEL', BYTES)
   end
   redis.call('DEL', task_key(id))

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -270,5 +271,12 @@ func TestQueueClaimHammer(t *testing.T) {
 	wantEachOnce(t, "task", seen, tasks)
 	if st, _ := b.QueueStats(bg, "q"); st != (primitives.QueueStats{}) {
 		t.Fatalf("QueueStats after all acks = %+v, want empty", st)
+	}
+}
+
+// TestTaskOverhead: the scripts charge a task what the Go side says it costs.
+func TestTaskOverhead(t *testing.T) {
+	if taskOverhead != strconv.Itoa(primitives.TaskOverhead) {
+		t.Errorf("taskOverhead = %s, want primitives.TaskOverhead %d", taskOverhead, primitives.TaskOverhead)
 	}
 }

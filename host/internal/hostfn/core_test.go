@@ -480,8 +480,8 @@ func TestQuotas(t *testing.T) {
 		{Quota{Pool: primitives.PoolCap{Items: 2}}, abi.OpPoolPut, `{"pool":"cookies","payload":{"cookie":"c%d"},"tags":{"site":"x"}}`, 2, "max_pool_items"},
 		{Quota{Pool: primitives.PoolCap{Bytes: 70}}, abi.OpPoolPut, `{"pool":"cookies","payload":{"cookie":"d%d"},"tags":{"site":"x"}}`, 1, "max_pool_bytes"},
 		{Quota{Queue: primitives.QueueCap{Depth: 2}}, abi.OpSubmit, `{"queue":"jobs","payload":{"n":%d}}`, 2, "max_queue_depth"},
-		// The queue already holds the two tasks above, 7 bytes each.
-		{Quota{Queue: primitives.QueueCap{Bytes: 24}}, abi.OpSubmit, `{"queue":"jobs","payload":{"n":%d}}`, 1, "max_queue_bytes"},
+		// The queue already holds the two tasks above, 7 bytes each and TaskOverhead.
+		{Quota{Queue: primitives.QueueCap{Bytes: 4*(7+primitives.TaskOverhead) - 1}}, abi.OpSubmit, `{"queue":"jobs","payload":{"n":%d}}`, 1, "max_queue_bytes"},
 		{Quota{CounterNames: 2}, abi.OpCounterIncr, `{"name":"scraper:c%d"}`, 2, "counter_max_names"},
 		{Quota{LockNames: 2}, abi.OpLockAcquire, `{"name":"scraper:l%d","hold_ms":1000}`, 2, "lock_max_names"},
 	}

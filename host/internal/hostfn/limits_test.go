@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -199,5 +201,68 @@ func TestLogRateLimited(t *testing.T) {
 	f.call(t, abi.OpLog, `{"message":"after"}`, nil)
 	if want := fmt.Sprintf("suppressed=%d", 1000-logBurst); !strings.Contains(f.logs.String(), want) {
 		t.Errorf("the line after the flood = %q, want %s", f.logs, want)
+	}
+}
+
+// TestLogRequestMemory: a log request costs the host about its size, however many attrs
+// it carries: the attrs are counted as they are read, and refused at the first one past
+// maxLogAttrs, before the rest is decoded. A 4 MiB request of 1-byte attrs decoded whole
+// cost 16 times its size.
+func TestLogRequestMemory(t *testing.T) {
+	f := newFixture(t)
+	var b strings.Builder
+	b.WriteString(`{"message":"m","attrs":{`)
+	for i := 0; b.Len() < abi.MaxRequest-32; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"%x":0`, i)
+	}
+	b.WriteString(`}}`)
+	req := []byte(b.String())
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	reply := f.core.Call(f.ctx, abi.OpLog, req)
+	runtime.ReadMemStats(&after)
+	var e *abi.Error
+	if err := abi.DecodeReply(reply, nil); !errors.As(err, &e) || e.Kind != abi.LimitExceeded {
+		t.Fatalf("log of %d attrs = %v, want LimitExceeded", strings.Count(b.String(), ":")-1, err)
+	}
+	// encoding/json's Decoder, which reads every request, allocates about 4x the
+	// request for its buffer, whatever the request holds.
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 5*uint64(len(req)) {
+		t.Errorf("a log request of %d bytes allocated %d bytes (%.1fx), want at most 5x", len(req), alloc, float64(alloc)/float64(len(req)))
+	}
+}
+
+// TestLogValue: a value is decoded when its compact text fits, and otherwise cut as its
+// text, at a rune boundary, whatever escapes or whitespace it is written with.
+func TestLogValue(t *testing.T) {
+	tests := []struct {
+		raw  string
+		n    int
+		want any
+	}{
+		{`"abc"`, 3, "abc"},
+		{`"abcd"`, 3, "abc…"},
+		{`"\u00e9\u00e9"`, 3, "é…"},
+		{`"a\ud83d\ude00b"`, 5, "a😀…"},
+		{`"a\ud83d\ude00b"`, 3, "a…"},
+		{`"\n\"x"`, 2, "\n\"…"},
+		{`"ééé"`, 3, "é…"},
+		{` { "a" : [ 1, 2 ] } `, 13, map[string]any{"a": []any{1.0, 2.0}}},
+		{` { "a" : [ 1, 2 ] } `, 6, `{"a":[…`},
+		{`{"a b":"c d"}`, 20, map[string]any{"a b": "c d"}},
+		{`[ "x\" y" ]`, 5, `["x\"…`},
+		{`12`, 1, "1…"},
+	}
+	for _, tt := range tests {
+		got, size := logValue(json.RawMessage(tt.raw), tt.n)
+		if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+			t.Errorf("logValue(%s, %d) = %#v, want %#v", tt.raw, tt.n, got, tt.want)
+		}
+		if s, ok := got.(string); ok && size != len(s) || size > tt.n+len("…") {
+			t.Errorf("logValue(%s, %d) size %d", tt.raw, tt.n, size)
+		}
 	}
 }

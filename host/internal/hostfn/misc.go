@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/url"
-	"sort"
+	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/fleethost/fleet/abi"
@@ -48,8 +49,8 @@ const (
 //	request:  {"level": "info", "message": "fetched", "attrs": {"status": 200}}
 //	reply:    {}
 func (c *Core) logOp(ctx context.Context, caller *Caller, req []byte) (any, *abi.Error) {
-	var r abi.LogRequest
-	if e := decode(req, &r); e != nil {
+	r, e := abi.DecodeLogRequest(req, maxLogAttrs)
+	if e != nil {
 		return nil, e
 	}
 	var level slog.Level
@@ -65,15 +66,10 @@ func (c *Core) logOp(ctx context.Context, caller *Caller, req []byte) (any, *abi
 	default:
 		return nil, abi.Errorf(abi.ValueError, "level %q, want debug, info, warn or error", r.Level)
 	}
-	if len(r.Attrs) > maxLogAttrs {
-		return nil, abi.Errorf(abi.LimitExceeded, "%d attrs, limit %d", len(r.Attrs), maxLogAttrs)
-	}
-	keys := make([]string, 0, len(r.Attrs))
-	for k := range r.Attrs {
-		if len(k) > maxLogKey {
-			return nil, abi.Errorf(abi.LimitExceeded, "attr key %.16q... is %d bytes, limit %d", k, len(k), maxLogKey)
+	for _, a := range r.Attrs {
+		if len(a.Key) > maxLogKey {
+			return nil, abi.Errorf(abi.LimitExceeded, "attr key %.16q... is %d bytes, limit %d", a.Key, len(a.Key), maxLogKey)
 		}
-		keys = append(keys, k)
 	}
 	if !c.log.Enabled(ctx, level) {
 		return abi.Empty{}, nil
@@ -84,13 +80,13 @@ func (c *Core) logOp(ctx context.Context, caller *Caller, req []byte) (any, *abi
 	}
 	msg := cutText(r.Message, maxLogMessage)
 	room := maxLogLine - len(msg)
-	sort.Strings(keys)
-	guest := make([]any, 0, len(keys))
-	for _, k := range keys {
-		room -= len(k)
-		v, size := logValue(r.Attrs[k], min(maxLogAttrValue, max(room, 0)))
+	slices.SortFunc(r.Attrs, func(a, b abi.LogAttr) int { return strings.Compare(a.Key, b.Key) })
+	guest := make([]any, 0, len(r.Attrs))
+	for _, a := range r.Attrs {
+		room -= len(a.Key)
+		v, size := logValue(a.Value, min(maxLogAttrValue, max(room, 0)))
 		room -= size
-		guest = append(guest, slog.Any(k, v))
+		guest = append(guest, slog.Any(a.Key, v))
 	}
 	attrs := append(caller.attrs(), slog.Group("guest", guest...))
 	if dropped > 0 {
@@ -100,19 +96,70 @@ func (c *Core) logOp(ctx context.Context, caller *Caller, req []byte) (any, *abi
 	return abi.Empty{}, nil
 }
 
-// logValue is v, a decoded JSON value, if its text fits in n bytes, or else its text cut
-// to n bytes (a string: its own text; anything else: its JSON), and the text's size.
-func logValue(v any, n int) (any, int) {
-	if s, ok := v.(string); ok {
-		s = cutText(s, n)
+// logValue is raw, a JSON value's text, decoded if its compact text fits in n bytes, or
+// else that text cut to n bytes (a string: its own text), and the text's size. Only the
+// part of raw that can show is decoded, so that a huge value costs no more than a small.
+func logValue(raw json.RawMessage, n int) (any, int) {
+	if raw[0] == '"' {
+		s := cutText(unquotePrefix(raw, n+1), n)
 		return s, len(s)
 	}
-	b, _ := json.Marshal(v)
-	if len(b) <= n {
-		return v, len(b)
+	text := compactPrefix(raw, n+1)
+	if len(text) <= n {
+		var v any
+		_ = json.Unmarshal(text, &v) // text is all of raw, which encoding/json checked
+		return v, len(text)
 	}
-	s := cutText(string(b), n)
+	s := cutText(string(text), n)
 	return s, len(s)
+}
+
+// unquotePrefix is the JSON string raw decoded, or, if it is longer, at least its first
+// n bytes. Each byte or escape of raw decodes to at least one byte, so the first n of
+// them, to the end of the rune the last is in, are enough.
+func unquotePrefix(raw json.RawMessage, n int) string {
+	i := 1
+	for units := 0; units < n && raw[i] != '"'; units++ {
+		switch {
+		case raw[i] != '\\':
+			i++
+		case raw[i+1] != 'u':
+			i += 2
+		case i+12 <= len(raw) && raw[i+2]|0x20 == 'd' && raw[i+3]|0x20 >= '8' && raw[i+3]|0x20 <= 'b' && raw[i+6] == '\\':
+			i += 12 // a surrogate pair, decoded only whole
+		default:
+			i += 6
+		}
+	}
+	for raw[i] != '"' && !utf8.RuneStart(raw[i]) {
+		i++
+	}
+	var s string
+	_ = json.Unmarshal(append(raw[:i:i], '"'), &s)
+	return s
+}
+
+// compactPrefix is raw without the whitespace between its tokens, cut after n bytes.
+func compactPrefix(raw json.RawMessage, n int) []byte {
+	out := make([]byte, 0, min(n, len(raw)))
+	inString, escaped := false, false
+	for _, c := range raw {
+		if len(out) == n {
+			break
+		}
+		switch {
+		case escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case c == '"':
+			inString = !inString
+		case !inString && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // cutText cuts s to at most n bytes at a rune boundary, marking the cut with "…".
