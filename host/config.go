@@ -222,6 +222,8 @@ const (
 	// The default quotas of a Grant; see Grant for why each.
 	defaultKVMaxKeys    = 10_000
 	defaultKVMaxBytes   = 64 << 20
+	defaultCounterNames = 10_000
+	defaultLockNames    = 10_000
 	defaultSubmitRate   = 5000
 	defaultMaxPoolItems = 10_000
 	defaultMaxPoolBytes = 64 << 20
@@ -427,6 +429,13 @@ type Grant struct {
 	// value.
 	// default: 0 (64 MiB)
 	KVMaxBytes int64 `json:"kv_max_bytes,omitempty"`
+	// CounterMaxNames caps the distinct counter names the plugin creates in each root
+	// (the name up to its first ':', as for KV), and LockMaxNames the lock names. A
+	// counter or lock is never freed (a lock's fence must never go back), so a name,
+	// once created, counts for good; names created by another plugin cost nothing.
+	// default: 0 (10000 each)
+	CounterMaxNames int `json:"counter_max_names,omitempty"`
+	LockMaxNames    int `json:"lock_max_names,omitempty"`
 	// SubmitRate caps the plugin's submits per second on this host, with a burst of one
 	// second's worth. It is a host's own count: n hosts admit up to n times it. It
 	// bounds the backend work a looping plugin causes (the queue caps bound what it
@@ -481,6 +490,7 @@ func (g Grant) check() error {
 	}
 	for field, n := range map[string]int64{
 		"KVMaxKeys": int64(g.KVMaxKeys), "KVMaxBytes": g.KVMaxBytes, "SubmitRate": int64(g.SubmitRate),
+		"CounterMaxNames": int64(g.CounterMaxNames), "LockMaxNames": int64(g.LockMaxNames),
 		"MaxQueueDepth": int64(g.MaxQueueDepth), "MaxQueueBytes": g.MaxQueueBytes,
 		"MaxPoolItems": int64(g.MaxPoolItems), "MaxPoolBytes": g.MaxPoolBytes,
 	} {

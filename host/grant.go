@@ -256,6 +256,8 @@ func (c Config) grantWithDefaults(typ string, g Grant) Grant {
 	g.MaxPoolList = cmp.Or(g.MaxPoolList, hostfn.DefaultMaxPoolList)
 	g.KVMaxKeys = cmp.Or(g.KVMaxKeys, defaultKVMaxKeys)
 	g.KVMaxBytes = cmp.Or(g.KVMaxBytes, defaultKVMaxBytes)
+	g.CounterMaxNames = cmp.Or(g.CounterMaxNames, defaultCounterNames)
+	g.LockMaxNames = cmp.Or(g.LockMaxNames, defaultLockNames)
 	g.SubmitRate = cmp.Or(g.SubmitRate, defaultSubmitRate)
 	g.MaxQueueDepth = cmp.Or(g.MaxQueueDepth, c.MaxQueueDepth)
 	g.MaxQueueBytes = cmp.Or(g.MaxQueueBytes, c.MaxQueueBytes)
@@ -281,6 +283,7 @@ func limits(g Grant) hostfn.Limits {
 func quota(g Grant) hostfn.Quota {
 	return hostfn.Quota{
 		KVMaxKeys: g.KVMaxKeys, KVMaxBytes: g.KVMaxBytes,
+		CounterNames: g.CounterMaxNames, LockNames: g.LockMaxNames,
 		Queue:   primitives.QueueCap{Depth: g.MaxQueueDepth, Bytes: g.MaxQueueBytes},
 		Pool:    primitives.PoolCap{Items: g.MaxPoolItems, Bytes: g.MaxPoolBytes},
 		Submits: hostfn.NewSubmitRate(g.SubmitRate),

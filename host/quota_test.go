@@ -14,7 +14,7 @@ func TestQuotaDefaults(t *testing.T) {
 	c := Config{}.withDefaults()
 	q := quota(c.grantWithDefaults("t", Grant{}))
 	if q.KVMaxKeys != 10_000 || q.KVMaxBytes != 64<<20 || q.Queue != (primitives.QueueCap{Depth: 100_000, Bytes: 64 << 20}) ||
-		q.Pool != (primitives.PoolCap{Items: 10_000, Bytes: 64 << 20}) {
+		q.Pool != (primitives.PoolCap{Items: 10_000, Bytes: 64 << 20}) || q.CounterNames != 10_000 || q.LockNames != 10_000 {
 		t.Errorf("default quota = %+v", q)
 	}
 	// A burst of 5000 passes, then 5000 a second: never more than that in the time taken.
@@ -28,8 +28,9 @@ func TestQuotaDefaults(t *testing.T) {
 	if bound := 5000 + int(5000*time.Since(start).Seconds()) + 1; passed < 5000 || passed > bound {
 		t.Errorf("the default submit rate passed %d of 15000 at once, want 5000..%d", passed, bound)
 	}
-	q = quota(c.grantWithDefaults("t", Grant{KVMaxKeys: 5, KVMaxBytes: 6, MaxQueueDepth: 7, MaxQueueBytes: 8, MaxPoolItems: 9, MaxPoolBytes: 10, SubmitRate: 1}))
-	if q.KVMaxKeys != 5 || q.KVMaxBytes != 6 || q.Queue != (primitives.QueueCap{Depth: 7, Bytes: 8}) || q.Pool != (primitives.PoolCap{Items: 9, Bytes: 10}) {
+	q = quota(c.grantWithDefaults("t", Grant{KVMaxKeys: 5, KVMaxBytes: 6, MaxQueueDepth: 7, MaxQueueBytes: 8, MaxPoolItems: 9, MaxPoolBytes: 10, SubmitRate: 1, CounterMaxNames: 13, LockMaxNames: 14}))
+	if q.KVMaxKeys != 5 || q.KVMaxBytes != 6 || q.Queue != (primitives.QueueCap{Depth: 7, Bytes: 8}) || q.Pool != (primitives.PoolCap{Items: 9, Bytes: 10}) ||
+		q.CounterNames != 13 || q.LockNames != 14 {
 		t.Errorf("granted quota = %+v", q)
 	}
 	c.MaxQueueDepth, c.MaxQueueBytes = 11, 12

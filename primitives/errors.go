@@ -23,7 +23,7 @@ var (
 // CapError is the ErrLimit of a write refused by a cap or quota (QueuePushWithin,
 // PoolPutWithin, KVSetWithin), the same text from every backend. Which names the bound
 // that refused it: "depth" or "bytes" of a queue, "items" or "bytes" of a pool, "keys"
-// or "bytes" of a KV quota.
+// or "bytes" of a KV quota, "names" of a counter or lock NameQuota.
 type CapError struct {
 	Which string
 	msg   string
@@ -63,4 +63,10 @@ func KVQuotaExceeded(q KVQuota, root string, keys int, bytes int64) error {
 		return capError("keys", "%q would hold %d kv keys under namespace root %q, its quota is %d keys", q.Owner, keys, root, q.MaxKeys)
 	}
 	return capError("bytes", "%q would hold %d kv bytes under namespace root %q, its quota is %d bytes", q.Owner, bytes, root, q.MaxBytes)
+}
+
+// NamesExceeded is the error of a first use of a counter or lock name (kind) refused by
+// CounterIncrWithin or LockAcquireWithin: the owner already created q.Max names in root.
+func NamesExceeded(kind string, q NameQuota, root string) error {
+	return capError("names", "%q already holds its quota of %d %s names under root %q", q.Owner, q.Max, kind, root)
 }

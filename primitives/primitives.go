@@ -7,7 +7,7 @@
 // conformance suite in primitivestest.
 //
 // Every write a plugin causes has a bounded form (KVSetWithin, QueuePushWithin,
-// PoolPutWithin) that checks its quota in the write's own atomic step, and every read
+// PoolPutWithin, CounterIncrWithin, LockAcquireWithin) that checks its quota in the write's own atomic step, and every read
 // whose cost could follow a pool's size (PoolList, PoolStats) is bounded by its limit
 // or a cap, so that one plugin can neither fill the store nor hold it; see KVQuota for
 // why a KV quota counts per namespace root.
@@ -186,14 +186,41 @@ type Lock interface {
 	// LockRelease releases the lock only if token still holds it; released is false
 	// otherwise (the lease expired, maybe re-granted to another holder).
 	LockRelease(ctx context.Context, name, token string) (released bool, err error)
+	// LockAcquireWithin is LockAcquire counted against q.Owner's quota of lock names in
+	// the name's root (see NameQuota): the first grant of a name never granted before
+	// that would take the owner past q.Max names there is ErrLimit and creates nothing,
+	// in the same step as the grant, so that concurrent acquires never exceed it. A lock
+	// name is never freed (its fence must never go back), so a name, once counted,
+	// counts for good. LockAcquire is LockAcquireWithin with the zero NameQuota.
+	LockAcquireWithin(ctx context.Context, name string, hold, wait time.Duration, q NameQuota) (g Grant, ok bool, err error)
 }
 
 // Counter is an atomic fleet-wide integer.
 type Counter interface {
 	// CounterIncr adds delta (negative to decrement) and returns the new value.
 	CounterIncr(ctx context.Context, name string, delta int64) (int64, error)
+	// CounterIncrWithin is CounterIncr counted against q.Owner's quota of counter names
+	// in the name's root (see NameQuota): the first update of a name never touched that
+	// would take the owner past q.Max names there is ErrLimit and creates nothing, in the
+	// same step as the update. A counter is never freed, so a name, once counted, counts
+	// for good. CounterIncr is CounterIncrWithin with the zero NameQuota.
+	CounterIncrWithin(ctx context.Context, name string, delta int64, q NameQuota) (int64, error)
 	// CounterGet returns the current value; 0 for a counter never touched.
 	CounterGet(ctx context.Context, name string) (int64, error)
+}
+
+// NameQuota bounds how many distinct counter names, or lock names, one owner (the host
+// passes a plugin's type) creates within one root: the name up to its first ':', as
+// KVRoot cuts a namespace. A name counts against the owner whose update or grant first
+// created it; later uses by anyone cost nothing. Max 0 bounds nothing; an empty Owner
+// counts nowhere.
+//
+// The quota is per root for the reason KVQuota is: on Redis all counters (or locks) of
+// a root share one hash tag, so the check, the creation and the ledger are one script.
+// With the default grant "<type>:*" a plugin has one root, so its quota is exact.
+type NameQuota struct {
+	Owner string
+	Max   int
 }
 
 // Task is the envelope of one queued unit of work.

@@ -84,6 +84,29 @@ func TestSandboxKVKeysQuota(t *testing.T) {
 	}
 }
 
+// A plugin that creates distinct counter names, or lock names, in a loop (each kept for
+// good by the backend, a lock's fence never freed) is held by its default
+// counter_max_names, or lock_max_names, of 10,000: exactly that many are created, the
+// rest are LimitExceeded. The flood's own tally counters are created by the test, not
+// by the plugin, so that they count against no quota.
+func TestSandboxNamesQuota(t *testing.T) {
+	for _, mode := range []string{"counter", "lock"} {
+		for _, kind := range backendKinds {
+			t.Run(mode+"/"+kind, func(t *testing.T) {
+				r := quotaFlood(t, kind, map[string]any{"mode": mode, "wait": true}, host.Grant{})
+				for _, name := range []string{"quota:ok", "quota:limited", "quota:other"} {
+					if _, err := r.b.CounterIncr(context.Background(), name, 0); err != nil {
+						t.Fatal(err)
+					}
+				}
+				r.start(t)
+				r.quotaGo(t)
+				r.quotaHeld(t, "the "+mode+" flood is refused past its default 10,000 names", 10_000, 1)
+			})
+		}
+	}
+}
+
 // A plugin that kv_sets distinct 200 KB keys in a loop (the issue's +877 MiB) is held by
 // its kv_max_bytes: exactly the keys that fit are accepted, so the backend holds at most
 // the quota, whatever the flood tries. The host's live heap growth is logged beside

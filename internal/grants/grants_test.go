@@ -47,17 +47,18 @@ func TestParse(t *testing.T) {
 }
 
 func TestParseQuotas(t *testing.T) {
-	f, err := Parse([]byte(`{"scraper": {"kv_max_keys": 50, "kv_max_bytes": 1048576, "submit_rate": 5, "max_queue_depth": 100, "max_queue_bytes": 1000, "max_pool_items": 20, "max_pool_bytes": 2000}}`))
+	f, err := Parse([]byte(`{"scraper": {"kv_max_keys": 50, "kv_max_bytes": 1048576, "submit_rate": 5, "max_queue_depth": 100, "max_queue_bytes": 1000, "max_pool_items": 20, "max_pool_bytes": 2000, "counter_max_names": 30, "lock_max_names": 40}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	gs, _ := f.Host()
 	g := gs["scraper"]
-	if g.KVMaxKeys != 50 || g.KVMaxBytes != 1<<20 || g.SubmitRate != 5 || g.MaxQueueDepth != 100 || g.MaxQueueBytes != 1000 || g.MaxPoolItems != 20 || g.MaxPoolBytes != 2000 {
+	if g.KVMaxKeys != 50 || g.KVMaxBytes != 1<<20 || g.SubmitRate != 5 || g.MaxQueueDepth != 100 || g.MaxQueueBytes != 1000 || g.MaxPoolItems != 20 || g.MaxPoolBytes != 2000 ||
+		g.CounterMaxNames != 30 || g.LockMaxNames != 40 {
 		t.Errorf("scraper grant = %+v, want every quota of the file", g)
 	}
 	b, _ := json.Marshal(g)
-	if !strings.Contains(string(b), `"kv_max_keys":50,"kv_max_bytes":1048576,"submit_rate":5,"max_queue_depth":100,"max_queue_bytes":1000,"max_pool_items":20,"max_pool_bytes":2000`) {
+	if !strings.Contains(string(b), `"kv_max_keys":50,"kv_max_bytes":1048576,"counter_max_names":30,"lock_max_names":40,"submit_rate":5,"max_queue_depth":100,"max_queue_bytes":1000,"max_pool_items":20,"max_pool_bytes":2000`) {
 		t.Errorf("json.Marshal(grant) = %s, want the quotas back in snake_case", b)
 	}
 }

@@ -12,6 +12,12 @@ func checkCounter(name string) error { return primitives.CheckName("counter", na
 // CounterIncr implements primitives.Counter. An update that would overflow int64 is
 // ErrLimit and changes nothing, as Redis' INCRBY refuses it.
 func (b *Backend) CounterIncr(ctx context.Context, name string, delta int64) (int64, error) {
+	return b.CounterIncrWithin(ctx, name, delta, primitives.NameQuota{})
+}
+
+// CounterIncrWithin implements primitives.Counter: the first update of a name is
+// counted against q, or refused past it, under the same lock as the update.
+func (b *Backend) CounterIncrWithin(ctx context.Context, name string, delta int64, q primitives.NameQuota) (int64, error) {
 	if err := checkCounter(name); err != nil {
 		return 0, err
 	}
@@ -20,7 +26,12 @@ func (b *Backend) CounterIncr(ctx context.Context, name string, delta int64) (in
 	}
 	b.countersMu.Lock()
 	defer b.countersMu.Unlock()
-	v := b.counters[name]
+	v, ok := b.counters[name]
+	if !ok {
+		if err := b.counterNames.charge("counter", name, q); err != nil {
+			return 0, err
+		}
+	}
 	n := v + delta
 	if (delta > 0 && n < v) || (delta < 0 && n > v) {
 		return 0, fmt.Errorf("%w: counter %q at %d would overflow adding %d", primitives.ErrLimit, name, v, delta)

@@ -20,6 +20,12 @@ func checkLock(name string) error { return primitives.CheckName("lock", name) }
 // LockAcquire implements primitives.Lock. With wait > 0 it polls through
 // primitives.RetryAcquire, in real time whatever the Clock.
 func (b *Backend) LockAcquire(ctx context.Context, name string, hold, wait time.Duration) (primitives.Grant, bool, error) {
+	return b.LockAcquireWithin(ctx, name, hold, wait, primitives.NameQuota{})
+}
+
+// LockAcquireWithin implements primitives.Lock: the first grant of a name is counted
+// against q, or refused past it, under the same lock as the grant.
+func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait time.Duration, q primitives.NameQuota) (primitives.Grant, bool, error) {
 	if err := checkLock(name); err != nil {
 		return primitives.Grant{}, false, err
 	}
@@ -35,8 +41,9 @@ func (b *Backend) LockAcquire(ctx context.Context, name string, hold, wait time.
 			return false, err
 		}
 		var ok bool
-		g, ok = b.tryLock(name, hold)
-		return ok, nil
+		var err error
+		g, ok, err = b.tryLock(name, hold, q)
+		return ok, err
 	})
 	if !ok || err != nil {
 		return primitives.Grant{}, false, err
@@ -44,21 +51,24 @@ func (b *Backend) LockAcquire(ctx context.Context, name string, hold, wait time.
 	return g, true, nil
 }
 
-func (b *Backend) tryLock(name string, hold time.Duration) (primitives.Grant, bool) {
+func (b *Backend) tryLock(name string, hold time.Duration, q primitives.NameQuota) (primitives.Grant, bool, error) {
 	b.locksMu.Lock()
 	defer b.locksMu.Unlock()
 	now := b.clock.Now()
 	st := b.locks[name]
 	if st == nil {
+		if err := b.lockNames.charge("lock", name, q); err != nil {
+			return primitives.Grant{}, false, err
+		}
 		st = &lockState{}
 		b.locks[name] = st
 	}
 	if st.token != "" && now.Before(st.until) {
-		return primitives.Grant{}, false
+		return primitives.Grant{}, false, nil
 	}
 	st.fence++
 	st.token, st.until = primitives.NewToken(), now.Add(hold)
-	return primitives.Grant{Token: st.token, Fence: st.fence, Until: st.until}, true
+	return primitives.Grant{Token: st.token, Fence: st.fence, Until: st.until}, true, nil
 }
 
 // LockRelease implements primitives.Lock.

@@ -45,7 +45,8 @@ func (o *Options) init() {
 //   - Pools index their unleased items by tag, so that PoolClaim with where costs
 //     O(smallest matching set), whatever the size of the pool.
 //   - A lock name, once used, keeps a few bytes for its fence for the life of the Backend,
-//     so that fencing tokens never go back. So do pool and queue names, once written.
+//     so that fencing tokens never go back; so does a counter. The Within forms bound
+//     how many names each owner creates (primitives.NameQuota). So do pool and queue names, once written.
 type Backend struct {
 	clock  primitives.Clock // immutable after construction
 	closed atomic.Bool
@@ -63,11 +64,31 @@ type Backend struct {
 	// by kvMu. An owner with nothing left has no entry.
 	kvUsage map[kvLedger]kvCount
 
-	locksMu sync.Mutex
-	locks   map[string]*lockState // guarded by locksMu
+	locksMu   sync.Mutex
+	locks     map[string]*lockState // guarded by locksMu
+	lockNames names                 // guarded by locksMu
 
-	countersMu sync.RWMutex
-	counters   map[string]int64 // guarded by countersMu
+	countersMu   sync.RWMutex
+	counters     map[string]int64 // guarded by countersMu
+	counterNames names            // guarded by countersMu
+}
+
+// names counts the counter or lock names each owner created, by root and owner
+// (primitives.NameQuota). Names are never freed, so counts only grow.
+type names map[kvLedger]int
+
+// charge counts a name about to be created against q, or refuses it with ErrLimit
+// past the quota. Called with the family's mutex held, in the step that creates it.
+func (n names) charge(kind, name string, q primitives.NameQuota) error {
+	if q.Owner == "" {
+		return nil
+	}
+	l := kvLedger{primitives.KVRoot(name), q.Owner}
+	if q.Max > 0 && n[l] >= q.Max {
+		return primitives.NamesExceeded(kind, q, l.root)
+	}
+	n[l]++
+	return nil
 }
 
 var _ primitives.Backend = (*Backend)(nil)
@@ -79,14 +100,16 @@ var _ primitives.Backend = (*Backend)(nil)
 func New(o Options) *Backend {
 	o.init()
 	return &Backend{
-		clock:    o.Clock,
-		pools:    make(map[string]*pool),
-		queues:   make(map[string]*queue),
-		kv:       make(map[kvKey]*kvEntry),
-		kvTTL:    deadlines[*kvEntry]{node: func(e *kvEntry) *node { return &e.node }},
-		kvUsage:  make(map[kvLedger]kvCount),
-		locks:    make(map[string]*lockState),
-		counters: make(map[string]int64),
+		clock:        o.Clock,
+		pools:        make(map[string]*pool),
+		queues:       make(map[string]*queue),
+		kv:           make(map[kvKey]*kvEntry),
+		kvTTL:        deadlines[*kvEntry]{node: func(e *kvEntry) *node { return &e.node }},
+		kvUsage:      make(map[kvLedger]kvCount),
+		locks:        make(map[string]*lockState),
+		lockNames:    make(names),
+		counters:     make(map[string]int64),
+		counterNames: make(names),
 	}
 }
 

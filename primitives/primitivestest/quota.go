@@ -14,7 +14,8 @@ import (
 
 // limitTests pin the caps and quotas that a write may be refused by: the queue depth of
 // QueuePushWithin, the live items of PoolPutWithin, the keys and bytes of KVSetWithin,
-// and the counter's overflow. Each refusal is ErrLimit and writes nothing; each cap
+// the counter and lock names of CounterIncrWithin and LockAcquireWithin, and the
+// counter's overflow. Each refusal is ErrLimit and writes nothing; each cap
 // holds under a hammer of concurrent writers. They pin too the bounds of the reads
 // whose cost could follow a pool's size: list's limit across pages, stats' tag cap.
 var limitTests = []subtest{
@@ -34,6 +35,88 @@ var limitTests = []subtest{
 	{"KVQuotaIsPerRootAndOwner", testKVQuotaScope},
 	{"KVQuotaGivenBackByExpiry", testKVQuotaExpiry},
 	{"KVQuotaHammer", testKVQuotaHammer},
+	{"CounterNamesQuota", func(t *testing.T, b primitives.Backend) { testNamesQuota(t, counterNames(b)) }},
+	{"LockNamesQuota", func(t *testing.T, b primitives.Backend) { testNamesQuota(t, lockNames(b)) }},
+	{"CounterNamesQuotaHammer", func(t *testing.T, b primitives.Backend) { testNamesQuotaHammer(t, counterNames(b)) }},
+	{"LockNamesQuotaHammer", func(t *testing.T, b primitives.Backend) { testNamesQuotaHammer(t, lockNames(b)) }},
+}
+
+// useName is a use of a counter or lock name under a NameQuota: an update of the
+// counter, or an acquire of the lock, released at once. A lock held by another user
+// (in a hammer) is a use too: the name exists.
+type useName func(t *testing.T, name string, q primitives.NameQuota) error
+
+func counterNames(b primitives.Backend) useName {
+	return func(t *testing.T, name string, q primitives.NameQuota) error {
+		_, err := b.CounterIncrWithin(t.Context(), name, 1, q)
+		return err
+	}
+}
+
+func lockNames(b primitives.Backend) useName {
+	return func(t *testing.T, name string, q primitives.NameQuota) error {
+		g, ok, err := b.LockAcquireWithin(t.Context(), name, time.Minute, 0, q)
+		if ok {
+			_, err = b.LockRelease(t.Context(), name, g.Token)
+		}
+		return err
+	}
+}
+
+// testNamesQuota: an owner creates at most Max names per root; names it or anyone
+// already created cost nothing again; another owner, another root, and no owner are
+// counted apart; the refusal names the bound.
+func testNamesQuota(t *testing.T, use useName) {
+	qa := primitives.NameQuota{Owner: "a", Max: 2}
+	noErr(t, "first name", use(t, "a:1", qa))
+	noErr(t, "second name", use(t, "a:2", qa))
+	noErr(t, "a name already created", use(t, "a:1", qa))
+	err := use(t, "a:3", qa)
+	wantErr(t, "a third name under a quota of 2", err, primitives.ErrLimit)
+	var ce *primitives.CapError
+	if !errors.As(err, &ce) || ce.Which != "names" {
+		t.Errorf("refusal = %v, want a CapError of names", err)
+	}
+	noErr(t, "a third name, another root", use(t, "b:3", qa))
+	noErr(t, "a third name, another owner", use(t, "a:3", primitives.NameQuota{Owner: "b", Max: 2}))
+	noErr(t, "a name another owner created", use(t, "a:3", qa))
+	noErr(t, "no owner", use(t, "a:4", primitives.NameQuota{}))
+	noErr(t, "no bound", use(t, "a:5", primitives.NameQuota{Owner: "a"}))
+	wantErr(t, "a name once full", use(t, "a:6", qa), primitives.ErrLimit)
+}
+
+// testNamesQuotaHammer races one owner's first uses of distinct and shared names: it
+// never creates more than its quota, and exactly the quota fits in all.
+func testNamesQuotaHammer(t *testing.T, use useName) {
+	const workers, each, max = 16, 10, 25
+	q := primitives.NameQuota{Owner: "a", Max: max}
+	var created atomic.Int64
+	Hammer(workers, func(w int) {
+		for i := range each {
+			name := fmt.Sprintf("a:w%d-%d", w, i)
+			if i%2 == 1 {
+				name = fmt.Sprint("a:shared", i) // first used by one worker, reused by the others
+			}
+			switch err := use(t, name, q); {
+			case err == nil:
+				if i%2 == 0 {
+					created.Add(1)
+				}
+			case !errors.Is(err, primitives.ErrLimit):
+				t.Errorf("first use of %q = %v", name, err)
+			}
+		}
+	})
+	shared := 0
+	for i := range each {
+		if i%2 == 1 && use(t, fmt.Sprint("a:shared", i), q) == nil {
+			shared++
+		}
+	}
+	if n := created.Load() + int64(shared); n != max {
+		t.Errorf("under a quota of %d names, %d concurrent first uses created %d distinct and %d shared", max, workers*each, created.Load(), shared)
+	}
+	wantErr(t, "a name once full", use(t, "a:one-more", q), primitives.ErrLimit)
 }
 
 func testCounterOverflow(t *testing.T, b primitives.Backend) {
@@ -43,6 +126,13 @@ func testCounterOverflow(t *testing.T, b primitives.Backend) {
 	}
 	_, err := b.CounterIncr(ctx, "c", 1)
 	wantErr(t, "CounterIncr(MaxInt64 + 1)", err, primitives.ErrLimit)
+	// The same within a names quota (a script on Redis): still ErrLimit, and not a
+	// name's CapError, since the name exists.
+	_, err = b.CounterIncrWithin(ctx, "c", 1, primitives.NameQuota{Owner: "a", Max: 1})
+	wantErr(t, "CounterIncrWithin(MaxInt64 + 1)", err, primitives.ErrLimit)
+	if ce := (*primitives.CapError)(nil); errors.As(err, &ce) {
+		t.Errorf("CounterIncrWithin(MaxInt64 + 1) = %v, want an overflow, not a quota", err)
+	}
 	if n, _ := b.CounterGet(ctx, "c"); n != math.MaxInt64 {
 		t.Errorf("CounterGet after a refused overflow = %d, want MaxInt64 unchanged", n)
 	}

@@ -50,19 +50,35 @@ func BenchmarkKVSet(b *testing.B) {
 	}
 }
 
-func BenchmarkCounterIncr(b *testing.B) {
+func BenchmarkCounterIncr(b *testing.B) { benchCounterIncr(b, primitives.NameQuota{}) }
+
+// BenchmarkCounterIncrWithin is an update counted against a quota of 10,000 names (the
+// script), beside BenchmarkCounterIncr (one INCRBY): the quota's cost per counter_incr.
+func BenchmarkCounterIncrWithin(b *testing.B) {
+	benchCounterIncr(b, primitives.NameQuota{Owner: "bench", Max: 10_000})
+}
+
+func benchCounterIncr(b *testing.B, q primitives.NameQuota) {
 	be, _ := setup(b)
 	for b.Loop() {
-		if _, err := be.CounterIncr(bg, "c", 1); err != nil {
+		if _, err := be.CounterIncrWithin(bg, "c", 1, q); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
-func BenchmarkLockAcquireRelease(b *testing.B) {
+func BenchmarkLockAcquireRelease(b *testing.B) { benchLockAcquireRelease(b, primitives.NameQuota{}) }
+
+// BenchmarkLockAcquireReleaseWithin is BenchmarkLockAcquireRelease with the acquire
+// counted against a quota of 10,000 names.
+func BenchmarkLockAcquireReleaseWithin(b *testing.B) {
+	benchLockAcquireRelease(b, primitives.NameQuota{Owner: "bench", Max: 10_000})
+}
+
+func benchLockAcquireRelease(b *testing.B, q primitives.NameQuota) {
 	be, _ := setup(b)
 	for b.Loop() {
-		g, ok, err := be.LockAcquire(bg, "l", time.Minute, 0)
+		g, ok, err := be.LockAcquireWithin(bg, "l", time.Minute, 0, q)
 		if !ok || err != nil {
 			b.Fatal(ok, err)
 		}

@@ -139,12 +139,28 @@ func queueScriptKeys(queue string) []string {
 	return []string{p, p + queueReadySeg, p + queueDelayedSeg, p + queueInflightSeg, p + queueParkedSeg}
 }
 
+// Counters and locks are tagged by their name's root (primitives.KVRoot), as KV is: all
+// counters, or locks, of a root share one slot with their owners' ledgers of names, so
+// that one script checks the quota (primitives.NameQuota) and creates the name.
+// `[name]` is a name's member: a name cannot hold ']', so the first ']' ends it, and no
+// member starts with ':' as a ledger's segment does.
+
+// namesSeg + owner is an owner's ledger of names created in a root: STRING integer,
+// INCR when a name it uses is created, never decremented (names are never freed).
+const namesSeg = ":names:"
+
+// lockPrefix is the prefix of every lock key of name's root: `fleet:lock:{root}`.
+func lockPrefix(name string) string { return "fleet:lock:{" + primitives.KVRoot(name) + "}" }
+
 // lockKey is a lock: STRING holding the holder's token, with the hold as its PX TTL.
-func lockKey(name string) string { return "fleet:lock:{" + name + "}" }
+func lockKey(name string) string { return lockPrefix(name) + "[" + name + "]" }
 
 // lockFenceKey is a lock's fencing counter: STRING integer, INCR on every grant, never
-// expiring, so fences only grow.
-func lockFenceKey(name string) string { return "fleet:lock:{" + name + "}:fence" }
+// expiring, so fences only grow. It exists exactly when the name was ever granted.
+func lockFenceKey(name string) string { return lockKey(name) + ":fence" }
+
+// lockNamesKey is owner's ledger of the lock names it created in name's root.
+func lockNamesKey(name, owner string) string { return lockPrefix(name) + namesSeg + owner }
 
 // kvPrefix is the prefix of every key of a KV namespace root (primitives.KVRoot):
 // `fleet:kv:{root}`. Every namespace of a root, and the quota ledgers of its owners,
@@ -186,5 +202,11 @@ local function keys_key(o) return P .. '` + kvKeysSeg + `' .. o end
 local function bytes_key(o) return P .. '` + kvBytesSeg + `' .. o end
 `
 
+// counterPrefix is the prefix of every counter key of name's root: `fleet:counter:{root}`.
+func counterPrefix(name string) string { return "fleet:counter:{" + primitives.KVRoot(name) + "}" }
+
 // counterKey is a counter: STRING integer (INCRBY).
-func counterKey(name string) string { return "fleet:counter:{" + name + "}" }
+func counterKey(name string) string { return counterPrefix(name) + "[" + name + "]" }
+
+// counterNamesKey is owner's ledger of the counter names it created in name's root.
+func counterNamesKey(name, owner string) string { return counterPrefix(name) + namesSeg + owner }

@@ -100,6 +100,18 @@ func TestKeysMatchLuaAndShareASlot(t *testing.T) {
 		t.Errorf("lock and fence keys are in slots %d and %d", slot(lockKey("l")), slot(lockFenceKey("l")))
 	}
 
+	// A root's counters, or locks, share its slot with their owners' ledgers of names.
+	srv.Flush(t)
+	nq := primitives.NameQuota{Owner: "scraper", Max: 10}
+	b.CounterIncrWithin(bg, "scraper:a", 1, nq)
+	b.CounterIncrWithin(bg, "scraper:b:c", 1, nq)
+	checkKeys(t, "fleet:counter:*", []string{counterKey("scraper:a"), counterKey("scraper:b:c"), counterNamesKey("scraper:x", "scraper")})
+	b.LockAcquireWithin(bg, "scraper:a", time.Minute, 0, nq)
+	b.LockAcquireWithin(bg, "scraper", time.Minute, 0, nq)
+	checkKeys(t, "fleet:lock:*", []string{
+		lockKey("scraper:a"), lockFenceKey("scraper:a"), lockKey("scraper"), lockFenceKey("scraper"), lockNamesKey("scraper:y", "scraper"),
+	})
+
 	// A root's values and its owners' ledgers share the root's slot, whatever the namespace.
 	srv.Flush(t)
 	q := primitives.KVQuota{Owner: "scraper", MaxKeys: 10}

@@ -8,16 +8,27 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// lockAcquireCmd takes a free lock and draws its fencing token.
+// lockAcquireCmd takes a free lock and draws its fencing token. A name never granted
+// (no fence yet) is counted against its owner's quota of names first, when there is
+// an owner.
 //
-//	KEYS[1] -> fleet:lock:{name}        STRING holder's token, PX hold
-//	KEYS[2] -> fleet:lock:{name}:fence  STRING integer, never expires
+//	KEYS[1] -> fleet:lock:{root}[name]              STRING holder's token, PX hold
+//	KEYS[2] -> fleet:lock:{root}[name]:fence        STRING integer, never expires
+//	KEYS[3] -> fleet:lock:{root}:names:<owner>      STRING integer, the names it created (optional)
 //	ARGV[1] -> token (fresh, from Go)
 //	ARGV[2] -> hold in ms
+//	ARGV[3] -> the quota of names (0: none)
 //
-// Output: 0 the lock is held; n > 0 granted, n the fence.
+// Output: 0 the lock is held; -1 past the quota, nothing written; n > 0 granted, n the
+// fence.
 var lockAcquireCmd = goredis.NewScript(`
+local charge = KEYS[3] and redis.call('EXISTS', KEYS[2]) == 0
+if charge then
+  local max = tonumber(ARGV[3])
+  if max > 0 and tonumber(redis.call('GET', KEYS[3]) or '0') >= max then return -1 end
+end
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
+if charge then redis.call('INCR', KEYS[3]) end
 return redis.call('INCR', KEYS[2])
 `)
 
@@ -26,6 +37,12 @@ return redis.call('INCR', KEYS[2])
 // (primitives.RetryAcquire) until wait has passed or ctx ends. Each try is one round
 // trip, bounded by Options.CallTimeout. hold must be > 0.
 func (b *Backend) LockAcquire(ctx context.Context, name string, hold, wait time.Duration) (primitives.Grant, bool, error) {
+	return b.LockAcquireWithin(ctx, name, hold, wait, primitives.NameQuota{})
+}
+
+// LockAcquireWithin is LockAcquire that counts a name never granted against q in the
+// same script as the grant (primitives.Lock).
+func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait time.Duration, q primitives.NameQuota) (primitives.Grant, bool, error) {
 	if err := primitives.CheckName("lock", name); err != nil {
 		return primitives.Grant{}, false, err
 	}
@@ -36,21 +53,26 @@ func (b *Backend) LockAcquire(ctx context.Context, name string, hold, wait time.
 		return primitives.Grant{}, false, err
 	}
 	keys := []string{lockKey(name), lockFenceKey(name)}
+	if q.Owner != "" {
+		keys = append(keys, lockNamesKey(name, q.Owner))
+	}
 	var g primitives.Grant
 	ok, err := primitives.RetryAcquire(ctx, wait, func(ctx context.Context) (bool, error) {
 		token := primitives.NewToken()
 		start := time.Now()
 		ctx, cancel := b.call(ctx)
 		defer cancel()
-		v, err := lockAcquireCmd.Run(ctx, b.client, keys, token, ms(hold)).Result()
+		v, err := lockAcquireCmd.Run(ctx, b.client, keys, token, ms(hold), q.Max).Result()
 		if err != nil {
 			return false, b.scriptFail(ctx, "lock acquire", name, err)
 		}
 		fence, ok := v.(int64)
-		if !ok || fence < 0 {
+		switch {
+		case !ok || fence < -1:
 			return false, replyError("lock acquire", v)
-		}
-		if fence == 0 {
+		case fence == -1:
+			return false, primitives.NamesExceeded("lock", q, primitives.KVRoot(name))
+		case fence == 0:
 			return false, nil
 		}
 		g = primitives.Grant{Token: token, Fence: fence, Until: start.Add(hold)}
@@ -64,7 +86,7 @@ func (b *Backend) LockAcquire(ctx context.Context, name string, hold, wait time.
 
 // lockReleaseCmd deletes a lock only if the token still holds it.
 //
-//	KEYS[1] -> fleet:lock:{name}  STRING holder's token
+//	KEYS[1] -> fleet:lock:{root}[name]  STRING holder's token
 //	ARGV[1] -> token
 //
 // Output: 1 released; 0 not held by token (expired, maybe re-granted).

@@ -47,6 +47,10 @@ type Quota struct {
 	// kv_max_keys, kv_max_bytes.
 	KVMaxKeys  int
 	KVMaxBytes int64
+	// CounterNames and LockNames bound the distinct counter and lock names the plugin
+	// creates in each root (primitives.NameQuota): counter_max_names, lock_max_names.
+	CounterNames int
+	LockNames    int
 	// Queue refuses a submit to a queue already holding Depth tasks waiting, or whose
 	// tasks' payloads would pass Bytes: max_queue_depth, max_queue_bytes.
 	Queue primitives.QueueCap

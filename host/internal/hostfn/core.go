@@ -169,9 +169,11 @@ func quotaError(err error, fields map[string]string) *abi.Error {
 
 // The grants-file fields of each write's caps, by primitives.CapError.Which.
 var (
-	kvFields    = map[string]string{"keys": "kv_max_keys", "bytes": "kv_max_bytes"}
-	poolFields  = map[string]string{"items": "max_pool_items", "bytes": "max_pool_bytes"}
-	queueFields = map[string]string{"depth": "max_queue_depth", "bytes": "max_queue_bytes"}
+	kvFields      = map[string]string{"keys": "kv_max_keys", "bytes": "kv_max_bytes"}
+	counterFields = map[string]string{"names": "counter_max_names"}
+	lockFields    = map[string]string{"names": "lock_max_names"}
+	poolFields    = map[string]string{"items": "max_pool_items", "bytes": "max_pool_bytes"}
+	queueFields   = map[string]string{"depth": "max_queue_depth", "bytes": "max_queue_bytes"}
 )
 
 // decode is abi.DecodeRequest: strict, an unknown field is a TypeError.

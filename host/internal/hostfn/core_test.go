@@ -90,11 +90,11 @@ func (s *spy) KVDelete(ctx context.Context, ns, key string) (bool, error) {
 	}
 	return s.Backend.KVDelete(ctx, ns, key)
 }
-func (s *spy) LockAcquire(ctx context.Context, name string, hold, wait time.Duration) (primitives.Grant, bool, error) {
+func (s *spy) LockAcquireWithin(ctx context.Context, name string, hold, wait time.Duration, q primitives.NameQuota) (primitives.Grant, bool, error) {
 	if err := s.hit(); err != nil {
 		return primitives.Grant{}, false, err
 	}
-	return s.Backend.LockAcquire(ctx, name, hold, wait)
+	return s.Backend.LockAcquireWithin(ctx, name, hold, wait, q)
 }
 func (s *spy) LockRelease(ctx context.Context, name, token string) (bool, error) {
 	if err := s.hit(); err != nil {
@@ -102,11 +102,11 @@ func (s *spy) LockRelease(ctx context.Context, name, token string) (bool, error)
 	}
 	return s.Backend.LockRelease(ctx, name, token)
 }
-func (s *spy) CounterIncr(ctx context.Context, name string, delta int64) (int64, error) {
+func (s *spy) CounterIncrWithin(ctx context.Context, name string, delta int64, q primitives.NameQuota) (int64, error) {
 	if err := s.hit(); err != nil {
 		return 0, err
 	}
-	return s.Backend.CounterIncr(ctx, name, delta)
+	return s.Backend.CounterIncrWithin(ctx, name, delta, q)
 }
 func (s *spy) CounterGet(ctx context.Context, name string) (int64, error) {
 	if err := s.hit(); err != nil {
@@ -482,6 +482,8 @@ func TestQuotas(t *testing.T) {
 		{Quota{Queue: primitives.QueueCap{Depth: 2}}, abi.OpSubmit, `{"queue":"jobs","payload":{"n":%d}}`, 2, "max_queue_depth"},
 		// The queue already holds the two tasks above, 7 bytes each and TaskOverhead.
 		{Quota{Queue: primitives.QueueCap{Bytes: 4*(7+primitives.TaskOverhead) - 1}}, abi.OpSubmit, `{"queue":"jobs","payload":{"n":%d}}`, 1, "max_queue_bytes"},
+		{Quota{CounterNames: 2}, abi.OpCounterIncr, `{"name":"scraper:c%d"}`, 2, "counter_max_names"},
+		{Quota{LockNames: 2}, abi.OpLockAcquire, `{"name":"scraper:l%d","hold_ms":1000}`, 2, "lock_max_names"},
 	}
 	for _, tt := range tests {
 		f.caller.Plugin.Quota = tt.quota

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/primitives"
 )
 
 func (c *Core) counterName(ctx context.Context, caller *Caller, op abi.Op, name string) *abi.Error {
@@ -16,7 +17,9 @@ func (c *Core) counterName(ctx context.Context, caller *Caller, op abi.Op, name 
 	return nil
 }
 
-// counterIncr: counter_incr. A delta of 0 (or none) adds 1.
+// counterIncr: counter_incr. A delta of 0 (or none) adds 1. A name no one touched
+// before counts against the plugin's quota of counter names in its root (Quota); past
+// it the call is LimitExceeded and creates nothing.
 //
 //	request:  {"name": "scraper:inflight", "delta": -1}
 //	reply:    {"value": 4}
@@ -31,9 +34,10 @@ func (c *Core) counterIncr(ctx context.Context, caller *Caller, req []byte) (any
 	if r.Delta == 0 {
 		r.Delta = 1
 	}
-	v, err := c.backend.CounterIncr(ctx, r.Name, r.Delta)
+	q := primitives.NameQuota{Owner: caller.Plugin.Type, Max: caller.Plugin.Quota.CounterNames}
+	v, err := c.backend.CounterIncrWithin(ctx, r.Name, r.Delta, q)
 	if err != nil {
-		return nil, fromBackend(err)
+		return nil, quotaError(err, counterFields)
 	}
 	return abi.CounterReply{Value: v}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/primitives"
 )
 
 func (c *Core) lockName(ctx context.Context, caller *Caller, op abi.Op, name string) *abi.Error {
@@ -16,7 +17,9 @@ func (c *Core) lockName(ctx context.Context, caller *Caller, op abi.Op, name str
 	return nil
 }
 
-// lockAcquire: lock_acquire. The wait is bounded by the guest call's deadline too.
+// lockAcquire: lock_acquire. The wait is bounded by the guest call's deadline too. A
+// name never granted before counts against the plugin's quota of lock names in its root
+// (Quota); past it the call is LimitExceeded and creates nothing.
 //
 //	request:  {"name": "scraper:harvest", "hold_ms": 30000, "wait_ms": 2000}
 //	reply:    {"acquired": true, "token": "...", "fence": 7, "until_ms": 1700000000000}
@@ -36,9 +39,10 @@ func (c *Core) lockAcquire(ctx context.Context, caller *Caller, req []byte) (any
 	if e != nil {
 		return nil, e
 	}
-	g, ok, err := c.backend.LockAcquire(ctx, r.Name, hold, wait)
+	q := primitives.NameQuota{Owner: caller.Plugin.Type, Max: caller.Plugin.Quota.LockNames}
+	g, ok, err := c.backend.LockAcquireWithin(ctx, r.Name, hold, wait, q)
 	if err != nil {
-		return nil, fromBackend(err)
+		return nil, quotaError(err, lockFields)
 	}
 	if !ok {
 		return abi.LockAcquireReply{Acquired: false}, nil

@@ -5,6 +5,8 @@
 //	{"mode": "kv", "value_bytes": 200000}   kv_set of distinct keys with big values
 //	{"mode": "submit"}                      submit to a queue nobody consumes
 //	{"mode": "pool", "value_bytes": 1000}   pool_put of distinct items, padded
+//	{"mode": "counter"}                     counter_incr of distinct names
+//	{"mode": "lock"}                        lock_acquire of distinct names, never released
 //
 // "writes" is how many writes a tick tries (default 500). A tick writes nothing until
 // the fleet counter "quota:go" is set, so that a test can measure the host before.
@@ -19,6 +21,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"strings"
+	"time"
 
 	fleet "github.com/fleethost/fleet/guest-sdk"
 )
@@ -27,7 +30,7 @@ func main() {}
 
 // Config is the flood's configuration.
 type Config struct {
-	Mode       string `json:"mode" jsonschema:"enum=kv,enum=submit,enum=pool"`
+	Mode       string `json:"mode" jsonschema:"enum=kv,enum=submit,enum=pool,enum=counter,enum=lock"`
 	ValueBytes int    `json:"value_bytes,omitempty"`
 	Writes     int    `json:"writes,omitempty"`
 	Wait       bool   `json:"wait,omitempty"` // the test sets "quota:go" itself
@@ -100,6 +103,14 @@ func write(mode, value string, i int) error {
 		return err
 	case "pool":
 		_, err := fleet.Pool(items).Put(Item{V: unique() + value}, ItemTags{Site: "x"}, 0)
+		return err
+	case "counter":
+		_, err := fleet.Counter("quota:n:" + unique()).Incr()
+		return err
+	case "lock":
+		// Held for a second and left to expire: a release would spend a second host
+		// call, and the name stays counted either way.
+		_, err := fleet.Lock("quota:l:"+unique(), time.Second, 0)
 		return err
 	}
 	return errors.New("quota: unknown mode " + mode)
