@@ -37,23 +37,8 @@ func TestKill9(t *testing.T) {
 	ids := submitWork(t, victim, tasks, holdMs)
 
 	// Kill the victim once it has done some work and all its slots hold a task.
-	type autos struct {
-		Automations []struct {
-			SlotStates []struct {
-				State string `json:"state"`
-			} `json:"slot_states"`
-		} `json:"automations"`
-	}
 	testutil.WaitFor(t, 60*time.Second, "the victim's slots all working, after some tasks done", func() bool {
-		var a autos
-		victim.getJSON("/api/v1/automations", "", &a)
-		working := 0
-		for _, s := range a.Automations[0].SlotStates {
-			if s.State == "working" {
-				working++
-			}
-		}
-		return working == slots && testutil.Counter(t, b, "worker:done") >= 2*slots
+		return victim.working() == slots && testutil.Counter(t, b, "worker:done") >= 2*slots
 	})
 	if err := victim.cmd.Process.Kill(); err != nil { // SIGKILL: no drain, no release
 		t.Fatal(err)

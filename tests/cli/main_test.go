@@ -231,6 +231,30 @@ func (d *daemon) getJSON(path, token string, v any) {
 	}
 }
 
+// working counts the daemon's slots whose state is "working" (GET /api/v1/automations):
+// a slot says so when its call is about to start, after the drain's last chance to hand
+// its claimed task back, so it is the event that says a call is in flight.
+func (d *daemon) working() int {
+	d.t.Helper()
+	var a struct {
+		Automations []struct {
+			SlotStates []struct {
+				State string `json:"state"`
+			} `json:"slot_states"`
+		} `json:"automations"`
+	}
+	d.getJSON("/api/v1/automations", "", &a)
+	n := 0
+	for _, auto := range a.Automations {
+		for _, s := range auto.SlotStates {
+			if s.State == "working" {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // run runs the fleet-host binary with args and stdin, and returns its exit code,
 // stdout and stderr.
 func run(t *testing.T, env []string, stdin string, args ...string) (int, string, string) {
