@@ -86,10 +86,16 @@ func blockingCaller() *hostfn.Caller {
 	return &hostfn.Caller{Plugin: hostfn.NewPlugin("blocking", hostfn.Access{}, nil, hostfn.Limits{MaxPayload: 1024, MaxHostCalls: hostfn.DefaultMaxHostCalls, MaxReply: hostfn.DefaultMaxReply, MaxPoolList: hostfn.DefaultMaxPoolList}, nil), Slot: "blocking/0"}
 }
 
-// callExport instantiates rt under ctx and calls export, the way the loader's probe and
+// callExport instantiates rt and calls export under ctx, the way the loader's probe and
 // a slot do.
 func callExport(ctx context.Context, rt *Runtime, export string, out io.Writer) error {
-	in, err := rt.Instantiate(ctx, "blocking", blockingCaller(), out)
+	// Only _initialize runs inside Instantiate; any other export's deadline starts at its
+	// own call, so that a slow instantiation on a loaded machine does not spend it.
+	initCtx := context.Background()
+	if export == abi.ExportInitialize {
+		initCtx = ctx
+	}
+	in, err := rt.Instantiate(initCtx, "blocking", blockingCaller(), out)
 	if err != nil {
 		return err
 	}
