@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/testutil"
@@ -233,8 +232,6 @@ func BenchmarkGuestJSON(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	kinds := []string{"append-request", "marshal-request", "decode-reply", "unmarshal-reply",
-		"marshal-payload", "unmarshal-payload", "calls-1000", "loop-1000"}
 	for _, closeOn := range []bool{false, true} {
 		b.Run(fmt.Sprintf("close-on-ctx-done=%v", closeOn), func(b *testing.B) {
 			ctx := context.Background()
@@ -242,21 +239,9 @@ func BenchmarkGuestJSON(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer cache.Close(ctx)
-			r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
-				WithCloseOnContextDone(closeOn).WithCompilationCache(cache))
-			defer r.Close(ctx)
-			wasi_snapshot_preview1.MustInstantiate(ctx, r)
-			m, err := r.InstantiateWithConfig(ctx, wasm, wazero.NewModuleConfig().
-				WithStartFunctions().WithSysWalltime().WithSysNanotime())
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := m.ExportedFunction("_initialize").Call(ctx); err != nil {
-				b.Fatal(err)
-			}
-			loop := m.ExportedFunction("loop")
-			for kind, name := range kinds {
+			b.Cleanup(func() { cache.Close(ctx) })
+			loop := testutil.JSONCostLoop(b, wasm, cache, closeOn)
+			for kind, name := range testutil.JSONCostKinds {
 				b.Run(name, func(b *testing.B) {
 					if _, err := loop.Call(ctx, 10, uint64(kind)); err != nil { // warm the type caches
 						b.Fatal(err)

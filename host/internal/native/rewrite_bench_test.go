@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/internal/testutil"
@@ -122,19 +121,7 @@ func benchGuestJSON(b *testing.B) {
 	ctx := context.Background()
 	cache := benchCache(b)
 	loop := func(wasm []byte) func(n, kind int) time.Duration {
-		r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().
-			WithCloseOnContextDone(true).WithCompilationCache(cache))
-		b.Cleanup(func() { r.Close(ctx) })
-		wasi_snapshot_preview1.MustInstantiate(ctx, r)
-		m, err := r.InstantiateWithConfig(ctx, wasm, wazero.NewModuleConfig().
-			WithStartFunctions().WithSysWalltime().WithSysNanotime())
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := m.ExportedFunction("_initialize").Call(ctx); err != nil {
-			b.Fatal(err)
-		}
-		fn := m.ExportedFunction("loop")
+		fn := testutil.JSONCostLoop(b, wasm, cache, true)
 		return func(n, kind int) time.Duration {
 			res, err := fn.Call(ctx, uint64(n), uint64(kind))
 			if err != nil {
@@ -144,9 +131,7 @@ func benchGuestJSON(b *testing.B) {
 		}
 	}
 	given, rw := loop(wasm), loop(mustRewrite(b, wasm))
-	kinds := []string{"append-request", "marshal-request", "decode-reply", "unmarshal-reply",
-		"marshal-payload", "unmarshal-payload", "calls-1000", "loop-1000"}
-	for kind, name := range kinds {
+	for kind, name := range testutil.JSONCostKinds {
 		b.Run(name, func(b *testing.B) {
 			given(10, kind) // warm the type caches
 			rw(10, kind)
