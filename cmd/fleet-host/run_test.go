@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/internal/api"
 	"github.com/fleethost/fleet/internal/daemon"
 	"github.com/fleethost/fleet/primitives/redis"
 )
@@ -93,6 +94,29 @@ func TestRunHelpShowsTheHostDefaults(t *testing.T) {
 	if want := fmt.Sprintf("(default %v)", redis.DefaultCallTimeout); !strings.Contains(entries["backend-timeout"], want) {
 		t.Errorf("run -h: --backend-timeout says %q, want redis' default %s", strings.TrimSpace(entries["backend-timeout"]), want)
 	}
+	apiFlagOf := map[string]struct {
+		flag string
+		def  any
+	}{
+		"HeaderTimeout":  {"api-header-timeout", api.DefaultHeaderTimeout},
+		"ReadTimeout":    {"api-read-timeout", api.DefaultReadTimeout},
+		"WriteTimeout":   {"api-write-timeout", api.DefaultWriteTimeout},
+		"IdleTimeout":    {"api-idle-timeout", api.DefaultIdleTimeout},
+		"MaxHeaderBytes": {"api-max-header-bytes", api.DefaultMaxHeaderBytes},
+		"MaxConns":       {"api-max-conns", api.DefaultMaxConns},
+	}
+	apiFields := reflect.TypeFor[api.HTTPConfig]()
+	for i := range apiFields.NumField() {
+		name := apiFields.Field(i).Name
+		f, ok := apiFlagOf[name]
+		if !ok {
+			t.Errorf("api.HTTPConfig.%s has no run flag; add one (and to apiFlagOf)", name)
+			continue
+		}
+		if want := fmt.Sprintf("(default %v)", f.def); !strings.Contains(entries[f.flag], want) {
+			t.Errorf("run -h: --%s says %q, want api.HTTPConfig.%s's default %s", f.flag, strings.TrimSpace(entries[f.flag]), name, want)
+		}
+	}
 	for _, want := range []string{
 		fmt.Sprintf("--call-timeout + %v", host.LeaseMargin),
 		fmt.Sprintf("not\nended %v after the drain deadline", host.AbandonMargin),
@@ -100,6 +124,23 @@ func TestRunHelpShowsTheHostDefaults(t *testing.T) {
 	} {
 		if !strings.Contains(help, want) {
 			t.Errorf("run -h does not say %q:\n%s", want, help)
+		}
+	}
+}
+
+// An API bound of zero, which net/http reads as "no bound", is refused with the flag's
+// name before anything starts.
+func TestRunRefusesAnUnboundedAPI(t *testing.T) {
+	for _, args := range [][]string{
+		{"--api-read-timeout", "0"}, {"--api-write-timeout", "-1s"}, {"--api-idle-timeout", "0s"},
+		{"--api-header-timeout", "0"}, {"--api-max-conns", "0"}, {"--api-max-header-bytes", "0"},
+	} {
+		var stderr bytes.Buffer
+		if code := realMain(context.Background(), append([]string{"run"}, args...), nil, &stderr, &stderr); code != exitUsage {
+			t.Errorf("run %s = exit %d, want %d", strings.Join(args, " "), code, exitUsage)
+		}
+		if !strings.Contains(stderr.String(), args[0]) {
+			t.Errorf("run %s says %q, want it to name %s", strings.Join(args, " "), stderr.String(), args[0])
 		}
 	}
 }

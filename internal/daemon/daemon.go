@@ -39,8 +39,9 @@ type Options struct {
 	// for development only.
 	GrantDeclared bool
 
-	Listen string // the API's listen address; "" runs no API
-	Token  string // the API's bearer token; "" needs none
+	Listen string         // the API's listen address; "" runs no API
+	Token  string         // the API's bearer token; "" needs none
+	HTTP   api.HTTPConfig // the API server's timeouts and limits; zero fields are their defaults
 
 	ReportURL, ReportKey string // the plane's endpoint and key; either empty reports nothing
 	Instance             string // this daemon's name on the plane
@@ -174,7 +175,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	m.Watch(metrics.Sources{Queues: srv.Queues(), Pools: srv.Pools(), PluginMetrics: h.PluginMetrics})
 
 	var httpSrv *http.Server
-	serveDone := make(chan struct{})
+	var serveDone <-chan struct{}
 	if o.Listen != "" {
 		ln, err := net.Listen("tcp", o.Listen)
 		if err != nil {
@@ -183,19 +184,11 @@ func Run(ctx context.Context, o Options) (err error) {
 		if o.Token == "" && !loopback(ln.Addr()) {
 			log.Warn("daemon: the API listens beyond loopback without a token; anyone who reaches it can submit and pause", "addr", ln.Addr().String())
 		}
-		httpSrv = &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-		go func() {
-			defer close(serveDone)
-			if err := httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("daemon: api stopped", "err", err)
-			}
-		}()
+		httpSrv, serveDone = api.Serve(ln, srv, o.HTTP, log)
 		log.Info("daemon: api listening", "addr", ln.Addr().String(), "auth", o.Token != "")
 		if o.Listening != nil {
 			o.Listening(ln.Addr().String())
 		}
-	} else {
-		close(serveDone)
 	}
 
 	stop := context.AfterFunc(ctx, func() {
