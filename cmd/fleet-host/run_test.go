@@ -15,12 +15,15 @@ import (
 	"github.com/fleethost/fleet/primitives/redis"
 )
 
-// runFlagOf is the run flag that sets each field of host.Config, and the default its
-// help must show, read from the constant host.Config's default is.
-var runFlagOf = map[string]struct {
+// flagDefault is the run flag that sets a field, and the default its help must show,
+// read from the constant the field's default is (nil: none to show).
+type flagDefault struct {
 	flag string
 	def  any
-}{
+}
+
+// runFlagOf is the run flag of each field of host.Config.
+var runFlagOf = map[string]flagDefault{
 	"PluginsDir":       {"plugins", host.DefaultPluginsDir},
 	"Slots":            {"slots", host.DefaultSlots},
 	"SlotsByType":      {"slots-for", nil},
@@ -41,6 +44,16 @@ var runFlagOf = map[string]struct {
 	"RetryDelay":       {"retry-delay", host.DefaultRetryDelay},
 	"NewReporter":      {"report-url", nil},
 	"Instance":         {"instance", host.DefaultInstance()},
+}
+
+// apiFlagOf is the run flag of each field of api.HTTPConfig.
+var apiFlagOf = map[string]flagDefault{
+	"HeaderTimeout":  {"api-header-timeout", api.DefaultHeaderTimeout},
+	"ReadTimeout":    {"api-read-timeout", api.DefaultReadTimeout},
+	"WriteTimeout":   {"api-write-timeout", api.DefaultWriteTimeout},
+	"IdleTimeout":    {"api-idle-timeout", api.DefaultIdleTimeout},
+	"MaxHeaderBytes": {"api-max-header-bytes", api.DefaultMaxHeaderBytes},
+	"MaxConns":       {"api-max-conns", api.DefaultMaxConns},
 }
 
 // notRunFlags are the fields of host.Config that no run flag sets, and why.
@@ -64,58 +77,39 @@ func TestRunHelpShowsTheHostDefaults(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^  -(\S+)[^\n]*\n((?:    [^\n]*\n?)*)`).FindAllStringSubmatch(help, -1) {
 		entries[m[1]] = m[2]
 	}
-	fields := reflect.TypeFor[host.Config]()
-	for i := range fields.NumField() {
-		name := fields.Field(i).Name
-		if _, ok := notRunFlags[name]; ok {
-			continue
-		}
-		f, ok := runFlagOf[name]
-		if !ok {
-			t.Errorf("host.Config.%s has no run flag; add one (and to runFlagOf), or say why not in notRunFlags", name)
-			continue
-		}
-		entry, ok := entries[f.flag]
-		if !ok {
-			t.Errorf("run -h shows no --%s (host.Config.%s):\n%s", f.flag, name, help)
-			continue
-		}
-		if f.def == nil {
-			continue
-		}
-		want := fmt.Sprintf("(default %v)", f.def)
-		if s, ok := f.def.(string); ok {
-			want = fmt.Sprintf("(default %q)", s)
-		}
-		if !strings.Contains(entry, want) {
-			t.Errorf("run -h: --%s says %q, want host.Config.%s's default %s", f.flag, strings.TrimSpace(entry), name, want)
+	for _, c := range []struct {
+		typ reflect.Type
+		of  map[string]flagDefault
+	}{{reflect.TypeFor[host.Config](), runFlagOf}, {reflect.TypeFor[api.HTTPConfig](), apiFlagOf}} {
+		for i := range c.typ.NumField() {
+			name := c.typ.String() + "." + c.typ.Field(i).Name
+			if _, ok := notRunFlags[c.typ.Field(i).Name]; ok && c.typ == reflect.TypeFor[host.Config]() {
+				continue
+			}
+			f, ok := c.of[c.typ.Field(i).Name]
+			if !ok {
+				t.Errorf("%s has no run flag; add one (and to the test's map), or say why not in notRunFlags", name)
+				continue
+			}
+			entry, ok := entries[f.flag]
+			if !ok {
+				t.Errorf("run -h shows no --%s (%s):\n%s", f.flag, name, help)
+				continue
+			}
+			if f.def == nil {
+				continue
+			}
+			want := fmt.Sprintf("(default %v)", f.def)
+			if s, ok := f.def.(string); ok {
+				want = fmt.Sprintf("(default %q)", s)
+			}
+			if !strings.Contains(entry, want) {
+				t.Errorf("run -h: --%s says %q, want %s's default %s", f.flag, strings.TrimSpace(entry), name, want)
+			}
 		}
 	}
 	if want := fmt.Sprintf("(default %v)", redis.DefaultCallTimeout); !strings.Contains(entries["backend-timeout"], want) {
 		t.Errorf("run -h: --backend-timeout says %q, want redis' default %s", strings.TrimSpace(entries["backend-timeout"]), want)
-	}
-	apiFlagOf := map[string]struct {
-		flag string
-		def  any
-	}{
-		"HeaderTimeout":  {"api-header-timeout", api.DefaultHeaderTimeout},
-		"ReadTimeout":    {"api-read-timeout", api.DefaultReadTimeout},
-		"WriteTimeout":   {"api-write-timeout", api.DefaultWriteTimeout},
-		"IdleTimeout":    {"api-idle-timeout", api.DefaultIdleTimeout},
-		"MaxHeaderBytes": {"api-max-header-bytes", api.DefaultMaxHeaderBytes},
-		"MaxConns":       {"api-max-conns", api.DefaultMaxConns},
-	}
-	apiFields := reflect.TypeFor[api.HTTPConfig]()
-	for i := range apiFields.NumField() {
-		name := apiFields.Field(i).Name
-		f, ok := apiFlagOf[name]
-		if !ok {
-			t.Errorf("api.HTTPConfig.%s has no run flag; add one (and to apiFlagOf)", name)
-			continue
-		}
-		if want := fmt.Sprintf("(default %v)", f.def); !strings.Contains(entries[f.flag], want) {
-			t.Errorf("run -h: --%s says %q, want api.HTTPConfig.%s's default %s", f.flag, strings.TrimSpace(entries[f.flag]), name, want)
-		}
 	}
 	for _, want := range []string{
 		fmt.Sprintf("--call-timeout + %v", host.LeaseMargin),
