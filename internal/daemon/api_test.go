@@ -29,14 +29,14 @@ import (
 const closeBound = 30 * time.Second
 
 // startAPI runs a daemon on the memory store with one batch plugin, "echo", consuming
-// the queue "work" (whose payload is {"n": <integer>}) with no slot, and its API on a free
+// the queue "work" (whose payload is {"n": <int64>}, as the guest SDK writes an int64) with no slot, and its API on a free
 // loopback port with o's settings; it returns the API's address. The daemon stops when
 // the test ends.
 func startAPI(t *testing.T, o Options) string {
 	t.Helper()
 	d := abi.Describe{ABIVersion: abi.Version, Type: "echo", Version: "1.0.0", Mode: abi.ModeBatch,
 		Consumes: &abi.QueueContract{Name: "work", Payload: json.RawMessage(
-			`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"],"additionalProperties":false}`)}}
+			`{"type":"object","properties":{"n":{"type":"integer","minimum":-9223372036854775808,"maximum":9223372036854775807}},"required":["n"],"additionalProperties":false}`)}}
 	wasm, err := os.ReadFile(testutil.WAT(t, testutil.GuestWAT{Describe: d, Result: `{"outcome":"done"}`}.Source(t)))
 	if err != nil {
 		t.Fatal(err)
@@ -278,7 +278,8 @@ func TestAPIConnectionBound(t *testing.T) {
 // TestAPIStatuses: the answers the API gives before a handler's work: 405 with Allow for
 // a wrong method, the bearer scheme in any case, 415 for a body that is not
 // application/json, 431 for a header over the limit, and a long type name clipped in the
-// error that quotes it.
+// error that quotes it; and 400 naming the field for an integer the plugin's int64 does
+// not decode.
 func TestAPIStatuses(t *testing.T) {
 	const token = "s3cret"
 	addr := startAPI(t, Options{Token: token, HTTP: api.HTTPConfig{MaxHeaderBytes: 4 << 10}})
@@ -308,6 +309,10 @@ func TestAPIStatuses(t *testing.T) {
 		{"json in latin-1", "POST", "/api/v1/automations/echo/tasks", map[string]string{"Content-Type": "application/json; charset=iso-8859-1"}, `{"n": 1}`, 415, "", "charset utf-8"},
 		{"json lookalike", "POST", "/api/v1/automations/echo/tasks", map[string]string{"Content-Type": "application/jsonp"}, `{"n": 1}`, 415, "", "application/jsonp"},
 		{"header over the limit", "GET", "/healthz", map[string]string{"X-Pad": strings.Repeat("p", 16<<10)}, "", 431, "", ""},
+		{"int64 as 1e400", "POST", "/api/v1/automations/echo/tasks", nil, `{"n": 1e400}`, 400, "", `"pointer":"/n"`},
+		{"int64 past its maximum", "POST", "/api/v1/automations/echo/tasks", nil, `{"n": 9223372036854775808}`, 400, "", `"pointer":"/n"`},
+		{"int64 as 1.0", "POST", "/api/v1/automations/echo/tasks", nil, `{"n": 1.0}`, 400, "", `"pointer":"/n"`},
+		{"int64 minimum", "POST", "/api/v1/automations/echo/tasks", nil, `{"n": -9223372036854775808}`, 202, "", `"task_id"`},
 		{"long type name", "POST", "/api/v1/automations/" + long + "/tasks", nil, `{"n": 1}`, 404, "", "(5000 bytes)"},
 		{"long queue name", "GET", "/api/v1/queues/" + long, nil, "", 404, "", "(5000 bytes)"},
 	}
