@@ -109,6 +109,7 @@ stops at once (exit 3).`, host.AbandonMargin, daemon.ShutdownMargin), stderr)
 	}
 	o.Log = log
 	slog.SetDefault(log) // the reporter logs through the default logger
+	redis.LogTo(log)     // and go-redis through its own, which would write plain text
 
 	// The first signal drains; a second stops at once, without draining. The drain
 	// bounds itself (host.AbandonMargin) and so does each step after it, each by its own

@@ -293,3 +293,21 @@ func TestAPIFlagsShedSlowAndIdleClients(t *testing.T) {
 	_, second := open(bound, "")
 	answer(second, http.StatusServiceUnavailable)
 }
+
+// With --log-format json, the daemon's stderr is JSON throughout a backend outage: the
+// lines go-redis writes of its own (a pool that fails to dial) go through the daemon's
+// logger too.
+func TestLogsStayJSONWhenRedisIsDown(t *testing.T) {
+	srv := testutil.NewRedis(t)
+	d := startDaemon(t, nil, "--plugins", pluginsDir(t, workerPkg), "--redis", srv.URL(), "--poll-interval", "20ms")
+	srv.Stop()
+	testutil.WaitFor(t, 30*time.Second, "go-redis to log a failed dial", func() bool {
+		return strings.Contains(d.logs.String(), "failed to dial")
+	})
+	for _, line := range strings.Split(strings.TrimSpace(d.logs.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Errorf("stderr line is not JSON: %q", line)
+		}
+	}
+}
