@@ -198,18 +198,35 @@ func TestAPISlowBodyIsCut(t *testing.T) {
 	}
 }
 
-// TestAPIIdleConnectionsAreClosed: a keep-alive connection left idle past the idle
-// timeout is closed by the server.
-func TestAPIIdleConnectionsAreClosed(t *testing.T) {
-	addr := startAPI(t, Options{HTTP: api.HTTPConfig{IdleTimeout: 200 * time.Millisecond}})
-	c := dial(t, addr)
-	for range 2 { // the connection is reused, then left idle
-		c.send(get("/healthz"))
-		if resp, body := c.mustRespond(); resp.StatusCode != http.StatusOK || resp.Close {
-			t.Fatalf("GET /healthz = %d %s (close %v), want 200 on a kept-alive connection", resp.StatusCode, body, resp.Close)
+// TestAPITimeouts: each timeout of the server closes what it bounds: a keep-alive
+// connection left idle, a header that never ends, and an answer that cannot be written
+// within the write timeout (here 1ns, so that every answer is past it).
+func TestAPITimeouts(t *testing.T) {
+	t.Run("idle", func(t *testing.T) {
+		addr := startAPI(t, Options{HTTP: api.HTTPConfig{IdleTimeout: 200 * time.Millisecond}})
+		c := dial(t, addr)
+		for range 2 { // the connection is reused, then left idle
+			c.send(get("/healthz"))
+			if resp, body := c.mustRespond(); resp.StatusCode != http.StatusOK || resp.Close {
+				t.Fatalf("GET /healthz = %d %s (close %v), want 200 on a kept-alive connection", resp.StatusCode, body, resp.Close)
+			}
 		}
-	}
-	c.closed()
+		c.closed()
+	})
+	t.Run("header", func(t *testing.T) {
+		addr := startAPI(t, Options{HTTP: api.HTTPConfig{HeaderTimeout: 200 * time.Millisecond}})
+		c := dial(t, addr)
+		c.send("GET /healthz HTTP/1.1\r\nHost: fleet\r\n") // and never the blank line
+		c.closed()
+	})
+	t.Run("write", func(t *testing.T) {
+		addr := startAPI(t, Options{HTTP: api.HTTPConfig{WriteTimeout: time.Nanosecond}})
+		c := dial(t, addr)
+		c.send(get("/healthz"))
+		if resp, _, err := c.response(); err == nil {
+			t.Fatalf("GET /healthz = %d, want the connection closed without an answer", resp.StatusCode)
+		}
+	})
 }
 
 // TestAPIConnectionBound: with --api-max-conns 20, 100 keep-alive clients get 20
