@@ -137,31 +137,30 @@ func TestSandboxSubmitNumbers(t *testing.T) {
 		{"pool_put", `{"pool":"nums","payload":{"n":1},"tags":{"k":1.0}}`, "/k"},
 		{"pool_put", `{"pool":"nums","payload":{"n":1},"tags":{"k":9223372036854775807}}`, ""},
 	}
-	for _, kind := range backendKinds {
-		for _, tt := range tests {
-			t.Run(kind+"/"+tt.req, func(t *testing.T) {
-				r := newSandbox(t, kind)
-				e := r.probe(t, d, tt.op, tt.req, grant)
-				stored := testutil.QueueStats(t, r.b, "nums").Depth
-				if ps, err := r.b.PoolStats(t.Context(), "nums"); err != nil {
-					t.Fatal(err)
-				} else {
-					stored += ps.Size
+	// The host validates before it calls the backend, so one backend shows it.
+	for _, tt := range tests {
+		t.Run(tt.req, func(t *testing.T) {
+			r := newSandbox(t, "memory")
+			e := r.probe(t, d, tt.op, tt.req, grant)
+			stored := testutil.QueueStats(t, r.b, "nums").Depth
+			if ps, err := r.b.PoolStats(t.Context(), "nums"); err != nil {
+				t.Fatal(err)
+			} else {
+				stored += ps.Size
+			}
+			if tt.at == "" {
+				if e != nil || stored != 1 {
+					t.Fatalf("%s(%s) answered %v, %d stored; want it stored", tt.op, tt.req, e, stored)
 				}
-				if tt.at == "" {
-					if e != nil || stored != 1 {
-						t.Fatalf("%s(%s) answered %v, %d stored; want it stored", tt.op, tt.req, e, stored)
-					}
-					return
-				}
-				if e == nil || e.Kind != abi.ValueError || !strings.Contains(e.Message, "at "+tt.at+":") {
-					t.Errorf("%s(%s) answered %v, want a ValueError at %s", tt.op, tt.req, e, tt.at)
-				}
-				if stored != 0 {
-					t.Errorf("%d stored after a refused %s, want 0", stored, tt.op)
-				}
-			})
-		}
+				return
+			}
+			if e == nil || e.Kind != abi.ValueError || !strings.Contains(e.Message, "at "+tt.at+":") {
+				t.Errorf("%s(%s) answered %v, want a ValueError at %s", tt.op, tt.req, e, tt.at)
+			}
+			if stored != 0 {
+				t.Errorf("%d stored after a refused %s, want 0", stored, tt.op)
+			}
+		})
 	}
 }
 
