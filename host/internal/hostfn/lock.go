@@ -18,7 +18,7 @@ func (c *Core) lockName(ctx context.Context, caller *Caller, op abi.Op, name str
 }
 
 // lockAcquire: lock_acquire. The wait is bounded by the guest call's deadline too. A
-// name never granted before counts against the plugin's quota of lock names in its root
+// name never leased before counts against the plugin's quota of lock names in its root
 // (Quota); past it the call is LimitExceeded and creates nothing.
 //
 //	request:  {"name": "scraper:harvest", "hold_ms": 30000, "wait_ms": 2000}
