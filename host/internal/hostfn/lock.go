@@ -40,14 +40,14 @@ func (c *Core) lockAcquire(ctx context.Context, caller *Caller, req []byte) (any
 		return nil, e
 	}
 	q := primitives.NameQuota{Owner: caller.Plugin.Type, Max: caller.Plugin.Quota.LockNames}
-	g, ok, err := c.backend.LockAcquireWithin(ctx, r.Name, hold, wait, q)
+	l, ok, err := c.backend.LockAcquireWithin(ctx, r.Name, hold, wait, q)
 	if err != nil {
 		return nil, quotaError(err, lockFields)
 	}
 	if !ok {
 		return abi.LockAcquireReply{Acquired: false}, nil
 	}
-	return abi.LockAcquireReply{Acquired: true, Token: g.Token, Fence: g.Fence, UntilMs: g.Until.UnixMilli()}, nil
+	return abi.LockAcquireReply{Acquired: true, Token: l.Token, Fence: l.Fence, UntilMs: l.Until.UnixMilli()}, nil
 }
 
 // lockRelease: lock_release.
