@@ -242,6 +242,8 @@ func (b *Backend) fail(ctx context.Context, op, name string, err error) error {
 	if errors.As(err, &rerr) {
 		msg := rerr.Error()
 		switch {
+		case strings.HasPrefix(msg, errReusedReply+" "):
+			return fmt.Errorf("%w: %s", primitives.ErrReused, what)
 		case strings.HasPrefix(msg, "OOM "):
 			return fmt.Errorf("%w: %s: %v", primitives.ErrLimit, what, err)
 		case strings.HasPrefix(msg, "LOADING "), strings.HasPrefix(msg, "READONLY "),
@@ -262,6 +264,72 @@ func (b *Backend) fail(ctx context.Context, op, name string, err error) error {
 	// Refused, reset, timed out, closed client, pool exhausted: the backend is not there.
 	return fmt.Errorf("%w: %s: %v", primitives.ErrUnavailable, what, err)
 }
+
+// minRequestKeep is the least time a Backend keeps the record of a write whose request
+// id it made itself (primitives.Request): go-redis resends a command only within the
+// call's CallTimeout, so a record kept twice as long, and at least this, outlives every
+// resend of it. See RATIONALE.md, "Why does every write carry a request id?".
+const minRequestKeep = 30 * time.Second
+
+// requestKeep is how long b keeps the record of a request id it made.
+func (b *Backend) requestKeep() time.Duration { return max(minRequestKeep, 2*b.opts.CallTimeout) }
+
+// request is the request a write carries to its script (luaOnce): its id, the digest of
+// its arguments ("" for an id the backend made, which no other write carries), and how
+// long its record is kept.
+type request struct {
+	id, digest string
+	keep       time.Duration
+}
+
+// request returns the request of a write op with args: the caller's
+// (primitives.WithRequest), checked, or a fresh one. One logical call makes one request
+// and passes it to every try, so that a resent command carries the same id.
+func (b *Backend) request(ctx context.Context, op string, args ...any) (request, error) {
+	if r, ok := primitives.RequestOf(ctx); ok {
+		if err := primitives.CheckRequest(r); err != nil {
+			return request{}, err
+		}
+		return request{r.ID, primitives.RequestDigest(op, args...), r.Keep}, nil
+	}
+	return request{id: primitives.NewToken(), keep: b.requestKeep()}, nil
+}
+
+// args appends the request's three arguments to a script's ARGV, which luaOnce reads
+// from its end.
+func (r request) args(args ...any) []any { return append(args, r.id, r.digest, ms(r.keep)) }
+
+// errReusedReply starts the error reply of a script whose request id was recorded for
+// other arguments (luaOnce); fail turns it into primitives.ErrReused.
+const errReusedReply = "REUSED"
+
+// luaOnce is the prelude of every script that writes: it records the write's result
+// under a request id, in the script's own slot, so that the same request run again
+// returns that result instead of writing twice. Such a script passes its request last:
+//
+//	ARGV[#ARGV-2] -> the request id
+//	ARGV[#ARGV-1] -> the digest of the request's arguments ("" for an id the backend made)
+//	ARGV[#ARGV]   -> how long to keep the record, in ms
+//
+// replay(key) returns the record of the request under key ({digest, result...}), or
+// nil when there is none; a record of another digest is an error reply (errReusedReply).
+// remember(key, ...) records the result, with the request's keep as PX. A script
+// remembers only a write that changed something: one that changed nothing may run again.
+const luaOnce = `
+local REQ_ID, REQ_DIGEST, REQ_KEEP = ARGV[#ARGV - 2], ARGV[#ARGV - 1], ARGV[#ARGV]
+local function replay(key)
+  local r = redis.call('GET', key)
+  if not r then return nil end
+  local t = cmsgpack.unpack(r)
+  if t[1] ~= REQ_DIGEST then
+    error({err = '` + errReusedReply + ` request id reused for different arguments'})
+  end
+  return t
+end
+local function remember(key, ...)
+  redis.call('SET', key, cmsgpack.pack({REQ_DIGEST, ...}), 'PX', REQ_KEEP)
+end
+`
 
 // newID returns a fresh item or task id: 16 hex digits from crypto/rand.
 func newID() string {
