@@ -55,7 +55,7 @@ func WithRequest(ctx context.Context, r Request) context.Context {
 // carries none.
 func RequestOf(ctx context.Context) (r Request, ok bool) {
 	r, ok = ctx.Value(requestKey{}).(Request)
-	if ok && r.Keep <= 0 {
+	if ok && r.Keep == 0 {
 		r.Keep = DefaultRequestKeep
 	}
 	return r, ok

@@ -119,8 +119,8 @@ func (b *Backend) Kind() string { return b.kind }
 // (dial_timeout, pool_size, ...) pass through, then the client's timeouts are fitted
 // inside opts.CallTimeout: dial, read, write and pool timeouts are capped at it, the
 // context deadline bounds socket I/O, a refused dial is not retried within a try, and a
-// failed command is retried at most once (a stale pooled connection after a server
-// restart). It does not contact the server; use Ping for that. A malformed url is
+// command whose connection failed is resent up to MaxRetries times, within the same
+// CallTimeout (every write is recorded under its request id, so a resend applies once). It does not contact the server; use Ping for that. A malformed url is
 // ErrInvalid; its error shows the url with the password hidden (Redact).
 //
 //	b, err := redis.Open("redis://localhost:6379/0", redis.Options{})
@@ -181,6 +181,18 @@ func Open(url string, opts Options) (*Backend, error) {
 	return nil, bad("url", "unknown scheme %q; %s", scheme, want)
 }
 
+// MaxRetries is how many times Open's clients resend a command whose connection failed
+// (reset, EOF, a refused dial, a pool timeout) or that the server refused for now
+// (LOADING, READONLY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN), whatever the URL asks: go-redis'
+// own retry policy, for every operation alike, within the call's CallTimeout (a
+// deadline is never retried). Every operation may be resent: a read changes nothing,
+// and every write is recorded under its request id in its own script (luaOnce), so a
+// resend whose first send applied returns the first result. Three resends, after
+// go-redis' jittered backoff of 10–30, 10–50 and 10–90 ms, outlast a proxy or failover
+// that resets connections every few tens of ms. See RATIONALE.md, "Why does every write carry
+// a request id?".
+const MaxRetries = 3
+
 // fit fits a client's timeouts inside callTimeout, for Open: each of go-redis' three
 // option types has these fields, and each gets the same bounds.
 func fit(callTimeout time.Duration, dial, read, write, pool *time.Duration, maxRetries, dialerRetries *int, contextTimeout *bool) {
@@ -190,9 +202,7 @@ func fit(callTimeout time.Duration, dial, read, write, pool *time.Duration, maxR
 		}
 	}
 	*contextTimeout = true
-	if *maxRetries == 0 || *maxRetries > 1 {
-		*maxRetries = 1
-	}
+	*maxRetries = MaxRetries
 	// A refused dial is an answer: do not sleep and dial again inside one try.
 	*dialerRetries = 1
 }
