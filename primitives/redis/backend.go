@@ -189,8 +189,8 @@ func Open(url string, opts Options) (*Backend, error) {
 // and every write is recorded under its request id in its own script (luaOnce), so a
 // resend whose first send applied returns the first result. Three resends, after
 // go-redis' jittered backoff of 10–30, 10–50 and 10–90 ms, outlast a proxy or failover
-// that resets connections every few tens of ms. See RATIONALE.md, "Why does every write carry
-// a request id?".
+// that resets connections every few tens of ms. See primitives/RATIONALE.md, "Why does
+// every write carry a request id?".
 const MaxRetries = 3
 
 // fit fits a client's timeouts inside callTimeout, for Open: each of go-redis' three
@@ -278,7 +278,7 @@ func (b *Backend) fail(ctx context.Context, op, name string, err error) error {
 // minRequestKeep is the least time a Backend keeps the record of a write whose request
 // id it made itself (primitives.Request): go-redis resends a command only within the
 // call's CallTimeout, so a record kept twice as long, and at least this, outlives every
-// resend of it. See RATIONALE.md, "Why does every write carry a request id?".
+// resend of it. See primitives/RATIONALE.md, "Why does every write carry a request id?".
 const minRequestKeep = 30 * time.Second
 
 // requestKeep is how long b keeps the record of a request id it made.
