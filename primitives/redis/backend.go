@@ -2,7 +2,9 @@
 // Redis behind Sentinel, each operation one round trip through go-redis.
 //
 // Every operation is one command or one Lua script run with EVALSHA, so that no state is
-// ever read in one round trip and written in another. The keys are built in keys.go and
+// ever read in one round trip and written in another. Every write is a script that
+// records its result under the call's request id (primitives.Request, luaOnce), so that
+// go-redis' resend of a command whose reply was lost applies once. The keys are built in keys.go and
 // documented in KEYS.md; all keys of one pool or queue share a hash tag, so the same
 // scripts run on Redis Cluster.
 //
