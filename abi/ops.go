@@ -199,7 +199,7 @@ type CounterReply struct {
 // payload schema.
 //
 // Key, when set, makes the submit idempotent: the host enqueues once per key on the
-// queue, for an hour, and a repeat answers the first task id (another payload under the
+// queue, for 10 minutes, and a repeat answers the first task id (another payload under the
 // same key is Conflict). 1..255 bytes; the host scopes it by the plugin's type.
 type SubmitRequest struct {
 	Queue   string          `json:"queue"`

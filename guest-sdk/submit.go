@@ -22,7 +22,7 @@ import (
 // task being handled, the queue, the payload, and how many equal submits this handling
 // had answered before; so a Submit sent again after an error (ErrUnavailable: the task
 // may have been enqueued, its answer lost), and the same submits of the task's next
-// attempt within an hour, answer the first task ids instead of enqueueing again, while
+// attempt within 10 minutes, answer the first task ids instead of enqueueing again, while
 // two equal submits of one handling enqueue two tasks. Outside a task handler (a loop's
 // tick) the key names the tick instead of a task.
 func Submit[P any](q QueueContract[P], payload P) (taskID string, err error) {
@@ -39,7 +39,7 @@ func Submit[P any](q QueueContract[P], payload P) (taskID string, err error) {
 }
 
 // SubmitOnce is Submit under the plugin's own key: the host enqueues payload once per
-// key on q, for an hour, and answers a repeat with the first task id, whichever task or
+// key on q, for 10 minutes, and answers a repeat with the first task id, whichever task or
 // tick sends it; the same key with another payload is ErrConflict. A key is 1 to 255
 // bytes, such as the URL a task is about; the host keeps every plugin's keys apart.
 //

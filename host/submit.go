@@ -72,7 +72,7 @@ func (h *Host) Submit(ctx context.Context, queue string, payload []byte) (string
 
 // WithSubmitKey returns ctx making Submit idempotent by key, as a client's
 // Idempotency-Key does: the task is enqueued once per key on the queue, for
-// primitives.DefaultRequestKeep (an hour), and a repeat answers the first task id. The
+// primitives.DefaultRequestKeep (10 minutes), and a repeat answers the first task id. The
 // key is 1..255 bytes (ValueError otherwise). Keys of the API's clients are apart from
 // those of guests: no plugin's submit key answers for a client's.
 func WithSubmitKey(ctx context.Context, key string) (context.Context, error) {

@@ -35,12 +35,12 @@ type Request struct {
 // usual bound).
 const MaxRequestIDLen = 255
 
-// DefaultRequestKeep is how long a backend remembers a Request whose Keep is 0: an
-// hour, what the host keeps a submit's key (the HTTP API's Idempotency-Key, a guest's
-// submit key), long enough for a client to retry after an outage of its own or of the
-// fleet, short enough that the records of a fleet submitting hundreds of tasks a second
-// stay within tens of MB (host/RATIONALE.md, "How long is a submit's key remembered?").
-const DefaultRequestKeep = time.Hour
+// DefaultRequestKeep is how long a backend remembers a Request whose Keep is 0, which is
+// how long the host keeps a submit's key (the HTTP API's Idempotency-Key, a guest's
+// submit key): long enough for a client to retry after a timeout, a 503 or a restart of
+// its own, and for a task's next attempt; short enough that the records stay small
+// (about 200 bytes each on Redis: at most submits a second × 600 of them).
+const DefaultRequestKeep = 10 * time.Minute
 
 // ErrReused is the error of a write whose request id was already used for a write with
 // other arguments; nothing was written. It is an ErrConflict.

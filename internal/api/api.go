@@ -298,7 +298,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 }
 
 // IdempotencyKeyHeader makes a submit idempotent: the same key on the same automation
-// within an hour (primitives.DefaultRequestKeep) answers the first submit's task id and
+// within 10 minutes (primitives.DefaultRequestKeep) answers the first submit's task id and
 // enqueues nothing more, so that a client may send a submit again after a 503, a
 // timeout or a lost connection. The same key with another body is 422. The value is 1 to
 // 255 bytes of printable ASCII, bare or as a quoted string (the draft standard's sf-string,

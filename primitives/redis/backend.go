@@ -277,14 +277,12 @@ func (b *Backend) fail(ctx context.Context, op, name string, err error) error {
 	return fmt.Errorf("%w: %s: %v", primitives.ErrUnavailable, what, err)
 }
 
-// minRequestKeep is the least time a Backend keeps the record of a write whose request
-// id it made itself (primitives.Request): go-redis resends a command only within the
-// call's CallTimeout, so a record kept twice as long, and at least this, outlives every
-// resend of it. See primitives/RATIONALE.md, "Why does every write carry a request id?".
-const minRequestKeep = 30 * time.Second
-
-// requestKeep is how long b keeps the record of a request id it made.
-func (b *Backend) requestKeep() time.Duration { return max(minRequestKeep, 2*b.opts.CallTimeout) }
+// requestKeep is how long b keeps the record of a write whose request id it made itself
+// (primitives.Request): go-redis resends a command only within the call's CallTimeout,
+// so a record kept twice as long outlives every resend of it, and a fleet making
+// thousands of writes a second keeps only a few seconds' worth of records. See
+// primitives/RATIONALE.md, "Why does every write carry a request id?".
+func (b *Backend) requestKeep() time.Duration { return max(time.Second, 2*b.opts.CallTimeout) }
 
 // request is the request a write carries to its script (luaOnce): its id, the digest of
 // its arguments ("" for an id the backend made, which no other write carries), and how

@@ -88,7 +88,7 @@ const MaxSubmitKey = primitives.MaxRequestIDLen
 // WithSubmitKey returns ctx naming the request of a submit by key within scope ("api"
 // for the HTTP API, "plugin:<type>" for a guest), so that the submit enqueues once
 // however often it is sent: the backend records it in the queue's slot for
-// primitives.DefaultRequestKeep (an hour), and a repeat within that answers the first
+// primitives.DefaultRequestKeep (10 minutes), and a repeat within that answers the first
 // task id, one with another payload primitives.ErrReused. A key is 1..MaxSubmitKey
 // bytes. The request id is a hash of scope and key, so that no scope names another's
 // requests (a plugin cannot answer for the API's keys, nor one plugin for another's) and
