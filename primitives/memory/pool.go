@@ -369,26 +369,26 @@ func (b *Backend) PoolList(ctx context.Context, poolName string, where primitive
 
 // PoolClaim implements primitives.Pool. It looks only at the unleased items that carry
 // the rarest tag of where (all unleased items when where is empty).
-func (b *Backend) PoolClaim(ctx context.Context, poolName string, where primitives.Tags, hold time.Duration) (primitives.Lease, bool, error) {
+func (b *Backend) PoolClaim(ctx context.Context, poolName string, where primitives.Tags, hold time.Duration) (primitives.ItemLease, bool, error) {
 	if err := checkPool(poolName); err != nil {
-		return primitives.Lease{}, false, err
+		return primitives.ItemLease{}, false, err
 	}
 	if err := primitives.CheckTags(where); err != nil {
-		return primitives.Lease{}, false, err
+		return primitives.ItemLease{}, false, err
 	}
 	if err := primitives.CheckPositive("hold", hold); err != nil {
-		return primitives.Lease{}, false, err
+		return primitives.ItemLease{}, false, err
 	}
 	rq, err := requestOf(ctx, "pool claim", where, hold)
 	if err != nil {
-		return primitives.Lease{}, false, err
+		return primitives.ItemLease{}, false, err
 	}
 	if err := b.check(); err != nil {
-		return primitives.Lease{}, false, err
+		return primitives.ItemLease{}, false, err
 	}
 	p := b.getPool(poolName, false)
 	if p == nil {
-		return primitives.Lease{}, false, nil
+		return primitives.ItemLease{}, false, nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -398,16 +398,16 @@ func (b *Backend) PoolClaim(ctx context.Context, poolName string, where primitiv
 	if err != nil || ok {
 		// The lease the first run took, while its token holds it.
 		if it := p.items[prev[0]]; ok && it != nil && it.token == prev[1] {
-			return primitives.Lease{Item: it.export(), Token: it.token, Until: it.leaseNode.at}, true, nil
+			return primitives.ItemLease{Item: it.export(), Lease: primitives.Lease{Token: it.token, Until: it.leaseNode.at}}, true, nil
 		}
-		return primitives.Lease{}, false, err
+		return primitives.ItemLease{}, false, err
 	}
 	s := p.free
 	if len(where) > 0 {
 		s = smallest(p.avail, where)
 	}
 	if s == nil {
-		return primitives.Lease{}, false, nil
+		return primitives.ItemLease{}, false, nil
 	}
 	// Take from the end: when every member matches (one tag in where, the common case),
 	// that is the first look, and removing the last member moves nothing.
@@ -419,9 +419,9 @@ func (b *Backend) PoolClaim(ctx context.Context, poolName string, where primitiv
 		until := now.Add(hold)
 		token := p.lease(it, until)
 		p.replays.remember(now, "", rq, [2]string{it.id, token})
-		return primitives.Lease{Item: it.export(), Token: token, Until: until}, true, nil
+		return primitives.ItemLease{Item: it.export(), Lease: primitives.Lease{Token: token, Until: until}}, true, nil
 	}
-	return primitives.Lease{}, false, nil
+	return primitives.ItemLease{}, false, nil
 }
 
 // PoolRelease implements primitives.Pool.

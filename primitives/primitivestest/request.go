@@ -280,29 +280,29 @@ func testRequestPoolRelease(t *testing.T, b primitives.Backend) {
 
 func testRequestLock(t *testing.T, b primitives.Backend) {
 	ctx := req(t, "acquire-1")
-	g, ok, err := b.LockAcquire(ctx, "l", time.Minute, 0)
+	l, ok, err := b.LockAcquire(ctx, "l", time.Minute, 0)
 	if err != nil || !ok {
 		t.Fatalf("LockAcquire = %v, %v", ok, err)
 	}
 	again, ok, err := b.LockAcquire(ctx, "l", time.Minute, 0)
-	if err != nil || !ok || again.Token != g.Token || again.Fence != g.Fence {
-		t.Fatalf("LockAcquire again = %+v, %v, %v, want the first grant %+v", again, ok, err, g)
+	if err != nil || !ok || again.Token != l.Token || again.Fence != l.Fence {
+		t.Fatalf("LockAcquire again = %+v, %v, %v, want the first lease %+v", again, ok, err, l)
 	}
-	timeIn(t, "replayed Until", again.Until, g.Until, g.Until)
+	timeIn(t, "replayed Until", again.Until, l.Until, l.Until)
 	if _, ok, _ := b.LockAcquire(t.Context(), "l", time.Minute, 0); ok {
-		t.Fatal("LockAcquire of another request while the lock is held = granted")
+		t.Fatal("LockAcquire of another request while the lock is held = acquired")
 	}
 	ctx = req(t, "release-1")
 	for range 2 {
-		released, err := b.LockRelease(ctx, "l", g.Token)
+		released, err := b.LockRelease(ctx, "l", l.Token)
 		if err != nil || !released {
 			t.Fatalf("LockRelease under one request = %v, %v, want true each time", released, err)
 		}
 	}
-	// The repeats drew no fence: the next grant's is the next one.
+	// The repeats drew no fence: the next lease's is the next one.
 	next, ok, err := b.LockAcquire(t.Context(), "l", time.Minute, 0)
-	if err != nil || !ok || next.Fence != g.Fence+1 {
-		t.Errorf("LockAcquire after release = %+v, %v, %v, want fence %d", next, ok, err, g.Fence+1)
+	if err != nil || !ok || next.Fence != l.Fence+1 {
+		t.Errorf("LockAcquire after release = %+v, %v, %v, want fence %d", next, ok, err, l.Fence+1)
 	}
 }
 

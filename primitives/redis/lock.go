@@ -10,7 +10,7 @@ import (
 )
 
 // lockAcquireCmd takes a free lock and draws its fencing token, once per request
-// (luaOnce). A name never granted (no fence yet) is counted against its owner's quota
+// (luaOnce). A name never leased (no fence yet) is counted against its owner's quota
 // of names first, when there is an owner.
 //
 //	KEYS[1]    -> fleet:lock:{root}[name]              STRING holder's token, PX hold
@@ -23,7 +23,7 @@ import (
 //	ARGV[4..6] -> the request (luaOnce)
 //
 // Output: 0 the lock is held; -1 past the quota, nothing written; {fence, token, hold
-// left in ms} granted, by this run or by the request's first (then the hold left is 0
+// left in ms} acquired, by this run or by the request's first (then the hold left is 0
 // once its token no longer holds the lock).
 var lockAcquireCmd = goredis.NewScript(luaOnce + `
 local prev = replay(KEYS[3])
@@ -48,31 +48,31 @@ return {fence, ARGV[1], tonumber(ARGV[2])}
 // when the lock is held; with wait > 0 it tries again with jittered exponential backoff
 // (primitives.RetryAcquire) until wait has passed or ctx ends. Each try is one round
 // trip, bounded by Options.CallTimeout. hold must be > 0.
-func (b *Backend) LockAcquire(ctx context.Context, name string, hold, wait time.Duration) (primitives.Grant, bool, error) {
+func (b *Backend) LockAcquire(ctx context.Context, name string, hold, wait time.Duration) (primitives.LockLease, bool, error) {
 	return b.LockAcquireWithin(ctx, name, hold, wait, primitives.NameQuota{})
 }
 
-// LockAcquireWithin is LockAcquire that counts a name never granted against q in the
-// same script as the grant (primitives.Lock).
-func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait time.Duration, q primitives.NameQuota) (primitives.Grant, bool, error) {
+// LockAcquireWithin is LockAcquire that counts a name never leased against q in the
+// same script as the lease (primitives.Lock).
+func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait time.Duration, q primitives.NameQuota) (primitives.LockLease, bool, error) {
 	if err := primitives.CheckName("lock", name); err != nil {
-		return primitives.Grant{}, false, err
+		return primitives.LockLease{}, false, err
 	}
 	if err := primitives.CheckPositive("hold", hold); err != nil {
-		return primitives.Grant{}, false, err
+		return primitives.LockLease{}, false, err
 	}
 	if err := primitives.CheckTTL("wait", wait); err != nil {
-		return primitives.Grant{}, false, err
+		return primitives.LockLease{}, false, err
 	}
 	req, err := b.request(ctx, "lock acquire", name, ms(hold))
 	if err != nil {
-		return primitives.Grant{}, false, err
+		return primitives.LockLease{}, false, err
 	}
 	keys := []string{lockKey(name), lockFenceKey(name), lockRequestKey(name, req.id)}
 	if q.Owner != "" {
 		keys = append(keys, lockNamesKey(name, q.Owner))
 	}
-	var g primitives.Grant
+	var l primitives.LockLease
 	ok, err := primitives.RetryAcquire(ctx, wait, func(ctx context.Context) (bool, error) {
 		start := time.Now()
 		ctx, cancel := b.call(ctx)
@@ -97,13 +97,13 @@ func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait
 		if err := errors.Join(err1, err2, err3); err != nil {
 			return false, err
 		}
-		g = primitives.Grant{Token: token, Fence: fence, Until: start.Add(time.Duration(left) * time.Millisecond)}
+		l = primitives.LockLease{Lease: primitives.Lease{Token: token, Until: start.Add(time.Duration(left) * time.Millisecond)}, Fence: fence}
 		return true, nil
 	})
 	if err != nil || !ok {
-		return primitives.Grant{}, false, err
+		return primitives.LockLease{}, false, err
 	}
-	return g, true, nil
+	return l, true, nil
 }
 
 // lockReleaseCmd deletes a lock only if the token still holds it.
@@ -114,7 +114,7 @@ func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait
 //	ARGV[2..4] -> the request (luaOnce)
 //
 // Output: 1 released, by this run or the request's first; 0 not held by token
-// (expired, maybe re-granted).
+// (expired, maybe leased again).
 var lockReleaseCmd = goredis.NewScript(luaOnce + `
 if replay(KEYS[2]) then return 1 end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end

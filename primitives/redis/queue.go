@@ -168,13 +168,13 @@ end
 // returns expired leases to the queue, parking those whose attempts reached maxAttempts
 // (maxAttempts <= 0 never parks) with the error "lease expired". ok is false when
 // nothing is ready. It is a QueueAckClaim of no ack and one claim.
-func (b *Backend) QueueClaim(ctx context.Context, queue string, lease time.Duration, maxAttempts int) (primitives.ClaimedTask, bool, error) {
+func (b *Backend) QueueClaim(ctx context.Context, queue string, lease time.Duration, maxAttempts int) (primitives.TaskLease, bool, error) {
 	if err := primitives.CheckClaim(queue, lease); err != nil {
-		return primitives.ClaimedTask{}, false, err
+		return primitives.TaskLease{}, false, err
 	}
 	claimed, _, err := b.ackClaim(ctx, "queue claim", queue, nil, 1, lease, maxAttempts)
 	if err != nil || len(claimed) == 0 {
-		return primitives.ClaimedTask{}, false, err
+		return primitives.TaskLease{}, false, err
 	}
 	return claimed[0], true, nil
 }
@@ -300,7 +300,7 @@ return {codes, tasks}
 const claimFields = 7
 
 // QueueAckClaim acks acks and then claims up to n tasks of queue, in one script.
-func (b *Backend) QueueAckClaim(ctx context.Context, queue string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.ClaimedTask, []error, error) {
+func (b *Backend) QueueAckClaim(ctx context.Context, queue string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.TaskLease, []error, error) {
 	if err := primitives.CheckAckClaim(queue, acks, n, lease); err != nil {
 		return nil, nil, err
 	}
@@ -309,7 +309,7 @@ func (b *Backend) QueueAckClaim(ctx context.Context, queue string, acks []primit
 
 // ackClaim runs queueAckClaimCmd for checked arguments, naming op in its errors: the one
 // script behind QueueClaim, QueueAck and QueueAckClaim.
-func (b *Backend) ackClaim(ctx context.Context, op, queue string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.ClaimedTask, []error, error) {
+func (b *Backend) ackClaim(ctx context.Context, op, queue string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.TaskLease, []error, error) {
 	req, err := b.request(ctx, "queue ack-claim", acks, n, ms(lease), maxAttempts)
 	if err != nil {
 		return nil, nil, err
@@ -347,7 +347,7 @@ func (b *Backend) ackClaim(ctx context.Context, op, queue string, acks []primiti
 			ackErrs[i] = taskError(op, queue, acks[i].ID, c)
 		}
 	}
-	claimed := make([]primitives.ClaimedTask, 0, len(flat)/claimFields)
+	claimed := make([]primitives.TaskLease, 0, len(flat)/claimFields)
 	for i := 0; i < len(flat); i += claimFields {
 		t, err1 := taskFromReply(op, flat[i:i+5])
 		token, err2 := replyString(op, flat[i+5])
@@ -355,7 +355,7 @@ func (b *Backend) ackClaim(ctx context.Context, op, queue string, acks []primiti
 		if err := errors.Join(err1, err2, err3); err != nil {
 			return nil, nil, err
 		}
-		claimed = append(claimed, primitives.ClaimedTask{Task: t, Token: token, Until: start.Add(time.Duration(left) * time.Millisecond)})
+		claimed = append(claimed, primitives.TaskLease{Task: t, Lease: primitives.Lease{Token: token, Until: start.Add(time.Duration(left) * time.Millisecond)}})
 	}
 	return claimed, ackErrs, nil
 }

@@ -136,7 +136,7 @@ func TestResetsApplyOnce(t *testing.T) {
 		}
 		var acks []primitives.Ack
 		for i := 0; ; i++ {
-			var got []primitives.ClaimedTask
+			var got []primitives.TaskLease
 			var ackErrs []error
 			tries := 0
 			err := untilAnswered(t, fmt.Sprintf("batch-%d-%d", w, i), func(ctx context.Context) error {
