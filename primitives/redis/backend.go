@@ -379,6 +379,26 @@ func replyArray(op string, v any, n int) ([]any, error) {
 	return a, nil
 }
 
+// addedReply reads the reply of a script that adds a task or an item under a cap (push,
+// put): {1, id}, the id added by this run or by the request's first; or {-3, count,
+// bytes} when the cap refused it (full), the count and bytes the cap met.
+func addedReply(op string, v any) (id string, full bool, count, bytes int64, err error) {
+	a, err := replyArray(op, v, 2)
+	if err != nil {
+		return "", false, 0, 0, err
+	}
+	switch code, _ := a[0].(int64); {
+	case code == codeOK && len(a) == 2:
+		id, err = replyString(op, a[1])
+		return id, false, 0, 0, err
+	case code == codeLimit && len(a) == 3:
+		count, err1 := replyInt(op, a[1])
+		bytes, err2 := replyInt(op, a[2])
+		return "", err1 == nil && err2 == nil, count, bytes, errors.Join(err1, err2)
+	}
+	return "", false, 0, 0, replyError(op, v)
+}
+
 // replyInt reads an integer element of a script reply.
 func replyInt(op string, v any) (int64, error) {
 	n, ok := v.(int64)

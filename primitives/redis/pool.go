@@ -257,19 +257,11 @@ func (b *Backend) PoolPutWithin(ctx context.Context, pool string, payload []byte
 	if err != nil {
 		return "", b.scriptFail(ctx, "pool put", pool, err)
 	}
-	a, err := replyArray("pool put", v, 2)
-	if err != nil {
-		return "", err
-	}
-	switch code, _ := a[0].(int64); {
-	case code == codeOK && len(a) == 2:
-		return replyString("pool put", a[1])
-	case code == codeLimit && len(a) == 3:
-		size, _ := a[1].(int64)
-		bytes, _ := a[2].(int64)
+	id, full, size, bytes, err := addedReply("pool put", v)
+	if full {
 		return "", primitives.PoolFull(pool, int(size), bytes, cost, c)
 	}
-	return "", replyError("pool put", v)
+	return id, err
 }
 
 // scriptFail is fail for a script, whose nil reply would be a bug, not a missing key.

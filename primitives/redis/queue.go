@@ -103,19 +103,11 @@ func (b *Backend) QueuePushWithin(ctx context.Context, queue string, payload []b
 	if err != nil {
 		return "", b.scriptFail(ctx, "queue push", queue, err)
 	}
-	a, err := replyArray("queue push", v, 1)
-	if err != nil {
-		return "", err
-	}
-	switch code, _ := a[0].(int64); {
-	case code == codeOK && len(a) == 2:
-		return replyString("queue push", a[1])
-	case code == codeLimit && len(a) == 3:
-		depth, _ := a[1].(int64)
-		bytes, _ := a[2].(int64)
+	id, full, depth, bytes, err := addedReply("queue push", v)
+	if full {
 		return "", primitives.QueueFull(queue, int(depth), bytes, int64(len(payload))+primitives.TaskOverhead, c)
 	}
-	return "", replyError("queue push", v)
+	return id, err
 }
 
 // settleLimit is how many due delayed tasks, and how many expired leases, one claim
