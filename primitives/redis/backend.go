@@ -4,9 +4,9 @@
 // Every operation is one command or one Lua script run with EVALSHA, so that no state is
 // ever read in one round trip and written in another. Every write is a script that
 // records its result under the call's request id (primitives.Request, luaOnce), so that
-// go-redis' resend of a command whose reply was lost applies once. The keys are built in keys.go and
-// documented in KEYS.md; all keys of one pool or queue share a hash tag, so the same
-// scripts run on Redis Cluster.
+// go-redis' resend of a command whose reply was lost applies once. The keys are built
+// in keys.go and documented in KEYS.md; all keys of one pool or queue share a hash tag,
+// so the same scripts run on Redis Cluster.
 //
 // # Time
 //
@@ -122,8 +122,9 @@ func (b *Backend) Kind() string { return b.kind }
 // inside opts.CallTimeout: dial, read, write and pool timeouts are capped at it, the
 // context deadline bounds socket I/O, a refused dial is not retried within a try, and a
 // command whose connection failed is resent up to MaxRetries times, within the same
-// CallTimeout (every write is recorded under its request id, so a resend applies once). It does not contact the server; use Ping for that. A malformed url is
-// ErrInvalid; its error shows the url with the password hidden (Redact).
+// CallTimeout (every write is recorded under its request id, so a resend applies once).
+// It does not contact the server; use Ping for that. A malformed url is ErrInvalid; its
+// error shows the url with the password hidden (Redact).
 //
 //	b, err := redis.Open("redis://localhost:6379/0", redis.Options{})
 //
@@ -185,8 +186,8 @@ func Open(url string, opts Options) (*Backend, error) {
 
 // MaxRetries is how many times Open's clients resend a command whose connection failed
 // (reset, EOF, a refused dial, a pool timeout) or that the server refused for now
-// (LOADING, READONLY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN), whatever the URL asks: go-redis'
-// own retry policy, for every operation alike, within the call's CallTimeout (a
+// (LOADING, READONLY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN, NOREPLICAS, max clients),
+// whatever the URL asks: go-redis' own retry policy, for every operation alike, within the call's CallTimeout (a
 // deadline is never retried). Every operation may be resent: a read changes nothing,
 // and every write is recorded under its request id in its own script (luaOnce), so a
 // resend whose first send applied returns the first result. Three resends, after
