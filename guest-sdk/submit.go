@@ -26,9 +26,9 @@ import (
 // two equal submits of one handling enqueue two tasks. Outside a task handler (a loop's
 // tick) the key names the tick instead of a task.
 func Submit[P any](q QueueContract[P], payload P) (taskID string, err error) {
-	b, err := json.Marshal(payload)
+	b, err := marshalPayload(q, payload)
 	if err != nil {
-		return "", localError(abi.OpSubmit, abi.ValueError, fmt.Sprintf("queue %q payload: %v", q.name, err))
+		return "", err
 	}
 	base := submits.base(q.name, b)
 	id, err := submit(q.name, b, base+strconv.Itoa(submits.sent[base]))
@@ -45,14 +45,23 @@ func Submit[P any](q QueueContract[P], payload P) (taskID string, err error) {
 //
 //	_, err := fleet.SubmitOnce(contracts.Harvest, "harvest:"+site, contracts.HarvestRequest{Site: site})
 func SubmitOnce[P any](q QueueContract[P], key string, payload P) (taskID string, err error) {
-	b, err := json.Marshal(payload)
+	b, err := marshalPayload(q, payload)
 	if err != nil {
-		return "", localError(abi.OpSubmit, abi.ValueError, fmt.Sprintf("queue %q payload: %v", q.name, err))
+		return "", err
 	}
 	if key == "" || len(key) > maxSubmitKey {
 		return "", localError(abi.OpSubmit, abi.ValueError, fmt.Sprintf("queue %q: submit key is %d bytes, want 1 to %d", q.name, len(key), maxSubmitKey))
 	}
 	return submit(q.name, b, key)
+}
+
+// marshalPayload is payload as a submit to q sends it.
+func marshalPayload[P any](q QueueContract[P], payload P) ([]byte, error) {
+	b, err := json.Marshal(payload)
+	if err != nil {
+		return nil, localError(abi.OpSubmit, abi.ValueError, fmt.Sprintf("queue %q payload: %v", q.name, err))
+	}
+	return b, nil
 }
 
 // maxSubmitKey is the longest key SubmitOnce takes (the host's limit).
