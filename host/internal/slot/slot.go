@@ -14,6 +14,7 @@ import (
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/hostfn"
+	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/primitives"
 )
 
@@ -24,23 +25,6 @@ type Guest interface {
 	Tick(ctx context.Context, input []byte) ([]byte, error)
 	Close(ctx context.Context) error
 }
-
-// How an iteration ended; the reporter's vocabulary.
-const (
-	OutcomeCheckpoint = "checkpoint" // done: the task was acked (or the tick succeeded)
-	OutcomeReleased   = "released"   // the task went back to its queue (retry, fail, drain)
-	OutcomeParked     = "parked"     // the task's attempts are spent (fails, deaths): parked for the operator
-	OutcomeDead       = "dead"       // the instance died (trap, deadline, memory, broken result)
-)
-
-// The kinds of Event.
-const (
-	EventIdle     = "idle"     // polling, holding nothing
-	EventWorking  = "working"  // working task N in Phase
-	EventDraining = "draining" // paused or shutting down: not claiming
-	EventFinished = "finished" // an iteration ended; Iteration is set
-	EventStopped  = "stopped"  // the loop returned; the last event of a slot
-)
 
 // Death says why an instance died: the reason label of fleet_slot_deaths_total. It comes
 // from the error's type and from the slot's own contexts, never from the error's text,
@@ -74,11 +58,11 @@ func (d *Died) Unwrap() error { return d.Err }
 
 // Event is one step of a slot's lifecycle, for telemetry.
 type Event struct {
-	Kind      string
-	Slot      string // "<type>/<index>"
-	N         int    // the 1-based iteration number (working, finished)
-	TaskID    string // the task being worked, when one was claimed
-	Phase     string // "handle", "tick", "ack" or "release" (working)
+	Kind      slotstate.State // the state the slot enters, or slotstate.Finished
+	Slot      string          // "<type>/<index>"
+	N         int             // the 1-based iteration number (working, finished)
+	TaskID    string          // the task being worked, when one was claimed
+	Phase     string          // "handle", "tick", "ack" or "release" (working)
 	Iteration *Iteration
 }
 
@@ -86,12 +70,13 @@ type Event struct {
 type Iteration struct {
 	TaskID   string
 	Phases   []string // the phases run, in order
-	Outcome  string   // one of the Outcome constants
-	Reason   string   // why the task went back or the instance died, if it did
-	Death    Death    // why the instance died, when it did; "" otherwise
+	Outcome  slotstate.Outcome
+	Reason   string // why the task went back or the instance died, if it did
+	Death    Death  // why the instance died, when it did; "" otherwise
 	Duration time.Duration
 	// Parked is true when the release parked the task (its attempts are spent), whatever
-	// Outcome says: a death that spends the budget is OutcomeDead with Parked set.
+	// Outcome says: a death that spends the budget is slotstate.Dead with Parked set
+	// (slotstate.Outcome.Settle).
 	Parked bool
 }
 
@@ -148,7 +133,7 @@ type Slot struct {
 	guest  Guest // nil until made, and after a death
 	deaths int   // consecutive deaths, for the backoff
 	n      int   // iterations so far
-	state  string
+	state  slotstate.State
 
 	claimLogged time.Time // when a failed claim was last logged
 	claimErrs   int       // failed claims since then
@@ -185,7 +170,7 @@ func (s *Slot) Run(soft, hard context.Context) {
 			_ = s.guest.Close(context.WithoutCancel(hard))
 			s.guest = nil
 		}
-		s.emit(Event{Kind: EventStopped})
+		s.emit(Event{Kind: slotstate.Stopped})
 	}()
 	// next is the task that the last ack claimed in the same round trip (the Pump's
 	// QueueAckClaim), to work in the next iteration; haveNext says there is one. A task
@@ -199,7 +184,7 @@ func (s *Slot) Run(soft, hard context.Context) {
 	}()
 	for {
 		if soft.Err() != nil {
-			s.setState(EventDraining)
+			s.setState(slotstate.Draining)
 			return
 		}
 		if s.p.Paused() {
@@ -208,8 +193,8 @@ func (s *Slot) Run(soft, hard context.Context) {
 				haveNext = false
 			}
 			// Said on every poll, like idle: a paused slot's presence stays fresh.
-			s.emit(Event{Kind: EventDraining})
-			s.state = EventDraining
+			s.emit(Event{Kind: slotstate.Paused})
+			s.state = slotstate.Paused
 			sleep(soft, s.p.Poll)
 			continue
 		}
@@ -242,8 +227,8 @@ func (s *Slot) Run(soft, hard context.Context) {
 					continue
 				}
 				if !res.OK {
-					s.emit(Event{Kind: EventIdle})
-					s.state = EventIdle
+					s.emit(Event{Kind: slotstate.Idle})
+					s.state = slotstate.Idle
 					sleep(soft, s.p.Poll)
 					continue
 				}
@@ -256,13 +241,13 @@ func (s *Slot) Run(soft, hard context.Context) {
 			}
 			it, next, haveNext = s.handleOnce(soft, hard, t)
 		}
-		if it.Outcome == OutcomeDead {
+		if it.Outcome == slotstate.Dead {
 			s.deaths++
 		} else {
 			s.deaths = 0
 		}
-		s.emit(Event{Kind: EventFinished, N: s.n, TaskID: it.TaskID, Iteration: &it})
-		s.state = EventFinished
+		s.emit(Event{Kind: slotstate.Finished, N: s.n, TaskID: it.TaskID, Iteration: &it})
+		s.state = slotstate.Finished
 		if wait > 0 {
 			sleep(soft, wait)
 		}
@@ -298,7 +283,7 @@ func (s *Slot) guestLog(level slog.Level, msg string, attrs ...any) {
 	s.p.Log.Log(context.Background(), level, msg, attrs...)
 }
 
-func (s *Slot) setState(kind string) {
+func (s *Slot) setState(kind slotstate.State) {
 	if s.state != kind {
 		s.state = kind
 		s.emit(Event{Kind: kind})
@@ -342,8 +327,8 @@ func (s *Slot) handleOnce(soft, hard context.Context, t claim) (it Iteration, ne
 	s.n++
 	start := time.Now()
 	it = Iteration{TaskID: t.ID, Phases: []string{"handle"}}
-	s.emit(Event{Kind: EventWorking, N: s.n, TaskID: t.ID, Phase: "handle"})
-	s.state = EventWorking
+	s.emit(Event{Kind: slotstate.Working, N: s.n, TaskID: t.ID, Phase: "handle"})
+	s.state = slotstate.Working
 
 	input, _ := abi.EncodeHandleInput(abi.HandleInput{
 		Task: abi.TaskEnvelope{
@@ -356,23 +341,20 @@ func (s *Slot) handleOnce(soft, hard context.Context, t claim) (it Iteration, ne
 
 	// The settle context is made only where a call uses it: the done path of a running
 	// slot goes through the pump, which needs none.
-	release := func(r primitives.Retry, outcome string) {
+	release := func(r primitives.Retry, outcome slotstate.Outcome) {
 		it.Phases = append(it.Phases, "release")
-		s.emit(Event{Kind: EventWorking, N: s.n, TaskID: t.ID, Phase: "release"})
+		s.emit(Event{Kind: slotstate.Working, N: s.n, TaskID: t.ID, Phase: "release"})
 		settle, cancel := settleCtx(hard)
 		defer cancel()
 		parked, err := s.p.Backend.QueueRelease(settle, s.p.Queue, t.ID, t.Token, r)
 		switch {
 		case err != nil:
+			parked = false
 			s.guestLog(slog.LevelWarn, "slot: release failed; the lease will expire instead", "task", t.ID, "err", err)
-		case parked && outcome == OutcomeDead:
-			it.Parked = true
-			s.guestLog(slog.LevelWarn, "slot: task parked: its attempts are spent", "task", t.ID, "reason", r.Reason)
 		case parked:
-			outcome, it.Parked = OutcomeParked, true
 			s.guestLog(slog.LevelWarn, "slot: task parked: its attempts are spent", "task", t.ID, "reason", r.Reason)
 		}
-		it.Outcome = outcome
+		it.Outcome, it.Parked = outcome.Settle(parked), parked
 	}
 
 	// A fail and a death spend the task's attempt; a retry and a drain's cut refund it.
@@ -382,17 +364,17 @@ func (s *Slot) handleOnce(soft, hard context.Context, t claim) (it Iteration, ne
 		// The drain's grace period ended mid-call: not the task's fault.
 		s.discard()
 		it.Death, it.Reason = death, "host draining: call cut at the drain deadline"
-		release(primitives.Retry{Reason: it.Reason, Refund: true}, OutcomeReleased)
+		release(primitives.Retry{Reason: it.Reason, Refund: true}, slotstate.Released)
 	case err != nil:
 		s.discard()
 		it.Death, it.Reason = death, cut("guest died: "+err.Error())
 		s.guestLog(slog.LevelWarn, "slot: guest died; making a fresh instance", "task", t.ID, "err", err)
-		release(primitives.Retry{Reason: it.Reason, MaxAttempts: s.p.MaxAttempts}, OutcomeDead)
+		release(primitives.Retry{Reason: it.Reason, MaxAttempts: s.p.MaxAttempts}, slotstate.Dead)
 	default:
 		switch res.Outcome {
 		case abi.OutcomeDone:
 			it.Phases = append(it.Phases, "ack")
-			s.emit(Event{Kind: EventWorking, N: s.n, TaskID: t.ID, Phase: "ack"})
+			s.emit(Event{Kind: slotstate.Working, N: s.n, TaskID: t.ID, Phase: "ack"})
 			var err error
 			if soft.Err() == nil && !s.p.Paused() {
 				res := s.p.Pump.Do(&primitives.Ack{ID: t.ID, Token: t.Token})
@@ -405,17 +387,17 @@ func (s *Slot) handleOnce(soft, hard context.Context, t claim) (it Iteration, ne
 			if err != nil {
 				s.guestLog(slog.LevelWarn, "slot: ack failed; the task may run again", "task", t.ID, "err", err)
 			}
-			it.Outcome = OutcomeCheckpoint
+			it.Outcome = slotstate.Checkpoint
 		case abi.OutcomeRetry:
 			delay := res.RetryAfter()
 			if delay == 0 {
 				delay = s.p.RetryDelay
 			}
 			it.Reason = cut(cmp.Or(res.Reason, "retry"))
-			release(primitives.Retry{Reason: it.Reason, Delay: delay, Refund: true}, OutcomeReleased)
+			release(primitives.Retry{Reason: it.Reason, Delay: delay, Refund: true}, slotstate.Released)
 		case abi.OutcomeFail:
 			it.Reason = cut(cmp.Or(res.Reason, "failed"))
-			release(primitives.Retry{Reason: it.Reason, MaxAttempts: s.p.MaxAttempts}, OutcomeReleased)
+			release(primitives.Retry{Reason: it.Reason, MaxAttempts: s.p.MaxAttempts}, slotstate.Released)
 		}
 	}
 	it.Duration = time.Since(start)
@@ -429,29 +411,29 @@ func (s *Slot) tickOnce(hard context.Context) (Iteration, time.Duration) {
 	s.n++
 	start := time.Now()
 	it := Iteration{Phases: []string{"tick"}}
-	s.emit(Event{Kind: EventWorking, N: s.n, Phase: "tick"})
-	s.state = EventWorking
+	s.emit(Event{Kind: slotstate.Working, N: s.n, Phase: "tick"})
+	s.state = slotstate.Working
 	input, _ := json.Marshal(abi.TickInput{Iteration: s.n})
 	res, death, err := s.call(hard, time.Time{}, s.guest.Tick, input)
 	var wait time.Duration
 	switch {
 	case err != nil:
 		s.discard()
-		it.Outcome, it.Death = OutcomeDead, death
+		it.Outcome, it.Death = slotstate.Dead, death
 		it.Reason = cut("guest died: " + err.Error())
 		if death != DeathDrain {
 			s.guestLog(slog.LevelWarn, "slot: guest died; making a fresh instance", "err", err)
 		}
 	case res.Outcome == abi.OutcomeDone:
-		it.Outcome, wait = OutcomeCheckpoint, s.p.Poll
+		it.Outcome, wait = slotstate.Checkpoint, s.p.Poll
 	case res.Outcome == abi.OutcomeRetry:
-		it.Outcome, it.Reason = OutcomeReleased, cut(cmp.Or(res.Reason, "retry"))
+		it.Outcome, it.Reason = slotstate.Released, cut(cmp.Or(res.Reason, "retry"))
 		wait = res.RetryAfter()
 		if wait == 0 {
 			wait = s.p.RetryDelay
 		}
 	default: // fail
-		it.Outcome, it.Reason, wait = OutcomeReleased, cut(cmp.Or(res.Reason, "failed")), s.p.RetryDelay
+		it.Outcome, it.Reason, wait = slotstate.Released, cut(cmp.Or(res.Reason, "failed")), s.p.RetryDelay
 		s.guestLog(slog.LevelWarn, "slot: tick failed", "reason", it.Reason)
 	}
 	it.Duration = time.Since(start)
