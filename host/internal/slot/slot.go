@@ -134,6 +134,11 @@ type Slot struct {
 	deaths int   // consecutive deaths, for the backoff
 	n      int   // iterations so far
 	state  slotstate.State
+	// next is the task that the last ack claimed in the same round trip (the Pump's
+	// QueueAckClaim), to work in the next iteration; haveNext says there is one. A task
+	// still held when the slot pauses or stops goes back to the queue (handBackNext).
+	next     claim
+	haveNext bool
 
 	claimLogged time.Time // when a failed claim was last logged
 	claimErrs   int       // failed claims since then
@@ -165,93 +170,121 @@ func New(p Params) *Slot {
 // that a cut call held goes back to its queue at once with its attempt refunded (see
 // host/RATIONALE.md, "What does each outcome do?").
 func (s *Slot) Run(soft, hard context.Context) {
-	defer func() {
-		if s.guest != nil {
-			_ = s.guest.Close(context.WithoutCancel(hard))
-			s.guest = nil
+	defer s.stop(hard)
+	if s.p.Mode == abi.ModeLoop {
+		s.tickLoop(soft, hard)
+	} else {
+		s.batchLoop(soft, hard)
+	}
+}
+
+// batchLoop works one claimed task per iteration: the task the last ack claimed, or a
+// fresh claim.
+func (s *Slot) batchLoop(soft, hard context.Context) {
+	for s.ready(soft, hard) {
+		if t, ok := s.take(soft); ok {
+			s.finish(s.handle(soft, hard, t))
 		}
-		s.emit(Event{Kind: slotstate.Stopped})
-	}()
-	// next is the task that the last ack claimed in the same round trip (the Pump's
-	// QueueAckClaim), to work in the next iteration; haveNext says there is one. A task
-	// still held when the loop pauses or returns goes back to the queue (handBack).
-	var next claim
-	var haveNext bool
-	defer func() {
-		if haveNext {
-			s.handBack(hard, next)
-		}
-	}()
+	}
+}
+
+// tickLoop runs one tick per iteration, and waits as the tick's outcome says.
+func (s *Slot) tickLoop(soft, hard context.Context) {
+	for s.ready(soft, hard) {
+		it, wait := s.tick(hard)
+		s.finish(it)
+		sleep(soft, wait)
+	}
+}
+
+// ready returns when the slot may start an iteration: true with a live instance, or
+// false once soft has ended (the slot drains). While its plugin is paused it waits, and
+// while no instance can be made it backs off and tries again.
+func (s *Slot) ready(soft, hard context.Context) bool {
 	for {
 		if soft.Err() != nil {
 			s.setState(slotstate.Draining)
-			return
+			return false
 		}
 		if s.p.Paused() {
-			if haveNext {
-				s.handBack(hard, next)
-				haveNext = false
-			}
-			// Said on every poll, like idle: a paused slot's presence stays fresh.
-			s.emit(Event{Kind: slotstate.Paused})
-			s.state = slotstate.Paused
-			sleep(soft, s.p.Poll)
+			s.pause(soft, hard)
 			continue
 		}
-		if s.guest == nil {
-			if s.deaths > 0 && !sleep(soft, s.backoff()) {
-				continue // soft ended: the loop top returns
-			}
-			g, err := s.p.NewGuest(hard)
-			if err != nil {
-				s.deaths++
-				s.guestLog(slog.LevelError, "slot: cannot make an instance", "deaths", s.deaths, "err", err)
-				continue
-			}
-			s.guest = g
+		if s.guest != nil {
+			return true
 		}
-		var it Iteration
-		var wait time.Duration
-		if s.p.Mode == abi.ModeLoop {
-			it, wait = s.tickOnce(hard)
-		} else {
-			t, ok := next, haveNext
-			haveNext = false
-			if !ok {
-				res := s.p.Pump.Do(nil)
-				if res.Err != nil {
-					if soft.Err() == nil {
-						s.claimFailed(res.Err)
-					}
-					sleep(soft, s.p.Poll)
-					continue
-				}
-				if !res.OK {
-					s.emit(Event{Kind: slotstate.Idle})
-					s.state = slotstate.Idle
-					sleep(soft, s.p.Poll)
-					continue
-				}
-				if soft.Err() != nil || s.p.Paused() {
-					// Claimed while the drain or a pause began: the loop top hands it back.
-					next, haveNext = res.claim(), true
-					continue
-				}
-				t = res.claim()
-			}
-			it, next, haveNext = s.handleOnce(soft, hard, t)
+		if s.deaths > 0 && !sleep(soft, s.backoff()) {
+			continue // soft ended: the loop top returns
 		}
-		if it.Outcome == slotstate.Dead {
+		g, err := s.p.NewGuest(hard)
+		if err != nil {
 			s.deaths++
-		} else {
-			s.deaths = 0
+			s.guestLog(slog.LevelError, "slot: cannot make an instance", "deaths", s.deaths, "err", err)
+			continue
 		}
-		s.emit(Event{Kind: slotstate.Finished, N: s.n, TaskID: it.TaskID, Iteration: &it})
-		s.state = slotstate.Finished
-		if wait > 0 {
-			sleep(soft, wait)
-		}
+		s.guest = g
 	}
+}
+
+// pause hands back the slot's next task, says paused and waits a poll. It says so on
+// every poll, as idle does, so that a paused slot's presence stays fresh.
+func (s *Slot) pause(soft, hard context.Context) {
+	s.handBackNext(hard)
+	s.emit(Event{Kind: slotstate.Paused})
+	s.state = slotstate.Paused
+	sleep(soft, s.p.Poll)
+}
+
+// take returns the task to work: the slot's next one, or a fresh claim through the
+// pump. With none (the claim failed, or found the queue empty) it waits a poll and
+// reports false; a task claimed as the drain or a pause began becomes the slot's next,
+// which the loop top hands back, and take reports false.
+func (s *Slot) take(soft context.Context) (claim, bool) {
+	if s.haveNext {
+		s.haveNext = false
+		return s.next, true
+	}
+	res := s.p.Pump.Do(nil)
+	switch {
+	case res.Err != nil:
+		if soft.Err() == nil {
+			s.claimFailed(res.Err)
+		}
+		sleep(soft, s.p.Poll)
+		return claim{}, false
+	case !res.OK:
+		s.emit(Event{Kind: slotstate.Idle})
+		s.state = slotstate.Idle
+		sleep(soft, s.p.Poll)
+		return claim{}, false
+	case soft.Err() != nil || s.p.Paused():
+		s.next, s.haveNext = res.claim(), true
+		return claim{}, false
+	}
+	return res.claim(), true
+}
+
+// finish ends an iteration: a death counts for the backoff, any other outcome resets
+// it, and the observer hears the iteration.
+func (s *Slot) finish(it Iteration) {
+	if it.Outcome == slotstate.Dead {
+		s.deaths++
+	} else {
+		s.deaths = 0
+	}
+	s.emit(Event{Kind: slotstate.Finished, N: s.n, TaskID: it.TaskID, Iteration: &it})
+	s.state = slotstate.Finished
+}
+
+// stop ends Run: the slot's next task goes back to its queue, its instance is closed, and
+// its last event says stopped.
+func (s *Slot) stop(hard context.Context) {
+	s.handBackNext(hard)
+	if s.guest != nil {
+		_ = s.guest.Close(context.WithoutCancel(hard))
+		s.guest = nil
+	}
+	s.emit(Event{Kind: slotstate.Stopped})
 }
 
 // claimFailed logs a failed claim at most once per claimLogEvery, with the count of those
@@ -309,9 +342,14 @@ type claim struct {
 	expires time.Time // PumpResult.Expires
 }
 
-// handBack returns a task that was claimed but never started (the slot is draining or
-// paused) to its queue at once, with its attempt refunded.
-func (s *Slot) handBack(hard context.Context, t claim) {
+// handBackNext returns the slot's next task, claimed but never started (the slot is
+// draining or paused), to its queue at once, with its attempt refunded.
+func (s *Slot) handBackNext(hard context.Context) {
+	if !s.haveNext {
+		return
+	}
+	t := s.next
+	s.next, s.haveNext = claim{}, false
 	settle, cancel := settleCtx(hard)
 	defer cancel()
 	r := primitives.Retry{Reason: "handed back unstarted: the slot is draining or paused", Refund: true}
@@ -320,16 +358,59 @@ func (s *Slot) handBack(hard context.Context, t claim) {
 	}
 }
 
-// handleOnce works one claimed task to its outcome. When the guest is done and soft
-// still runs and the slot is not paused, the ack claims the slot's next task in the same
-// round trip (the Pump's), which handleOnce returns (ok true) for the next iteration.
-func (s *Slot) handleOnce(soft, hard context.Context, t claim) (it Iteration, next claim, ok bool) {
+// begin starts iteration it: the slot's next iteration number, in its first phase.
+func (s *Slot) begin(it Iteration, phase string) Iteration {
 	s.n++
-	start := time.Now()
-	it = Iteration{TaskID: t.ID, Phases: []string{"handle"}}
-	s.emit(Event{Kind: slotstate.Working, N: s.n, TaskID: t.ID, Phase: "handle"})
-	s.state = slotstate.Working
+	s.enter(&it, phase)
+	return it
+}
 
+// enter records that it enters phase, and says the slot is working in it.
+func (s *Slot) enter(it *Iteration, phase string) {
+	it.Phases = append(it.Phases, phase)
+	s.emit(Event{Kind: slotstate.Working, N: s.n, TaskID: it.TaskID, Phase: phase})
+	s.state = slotstate.Working
+}
+
+// handle works one claimed task to its outcome: the guest's call, then the ack or the
+// release that its result asks for. A fail and a death spend the task's attempt; a retry
+// and a drain's cut refund it. See host/RATIONALE.md, "Why does a retry refund its
+// attempt?".
+func (s *Slot) handle(soft, hard context.Context, t claim) Iteration {
+	start := time.Now()
+	it := s.begin(Iteration{TaskID: t.ID}, "handle")
+	res, death, err := s.callHandle(hard, t)
+	switch {
+	case death == DeathDrain:
+		// The drain's grace period ended mid-call: not the task's fault.
+		s.discard()
+		it.Death, it.Reason = death, "host draining: call cut at the drain deadline"
+		s.release(hard, t, &it, primitives.Retry{Reason: it.Reason, Refund: true}, slotstate.Released)
+	case err != nil:
+		s.discard()
+		it.Death, it.Reason = death, cut("guest died: "+err.Error())
+		s.guestLog(slog.LevelWarn, "slot: guest died; making a fresh instance", "task", t.ID, "err", err)
+		s.release(hard, t, &it, primitives.Retry{Reason: it.Reason, MaxAttempts: s.p.MaxAttempts}, slotstate.Dead)
+	case res.Outcome == abi.OutcomeDone:
+		s.ack(soft, hard, t, &it)
+	case res.Outcome == abi.OutcomeRetry:
+		delay := res.RetryAfter()
+		if delay == 0 {
+			delay = s.p.RetryDelay
+		}
+		it.Reason = cut(cmp.Or(res.Reason, "retry"))
+		s.release(hard, t, &it, primitives.Retry{Reason: it.Reason, Delay: delay, Refund: true}, slotstate.Released)
+	default: // fail
+		it.Reason = cut(cmp.Or(res.Reason, "failed"))
+		s.release(hard, t, &it, primitives.Retry{Reason: it.Reason, MaxAttempts: s.p.MaxAttempts}, slotstate.Released)
+	}
+	it.Duration = time.Since(start)
+	return it
+}
+
+// callHandle is the one place a task's guest call runs: fleet_handle on t, ended before
+// t's lease (LeaseMargin before it).
+func (s *Slot) callHandle(hard context.Context, t claim) (abi.HandleResult, Death, error) {
 	input, _ := abi.EncodeHandleInput(abi.HandleInput{
 		Task: abi.TaskEnvelope{
 			ID: t.ID, Payload: json.RawMessage(t.Payload), Attempts: t.Attempts,
@@ -337,82 +418,52 @@ func (s *Slot) handleOnce(soft, hard context.Context, t claim) (it Iteration, ne
 		},
 		Iteration: s.n,
 	})
-	res, death, err := s.call(hard, t.expires.Add(-s.p.LeaseMargin), s.guest.Handle, input)
-
-	// The settle context is made only where a call uses it: the done path of a running
-	// slot goes through the pump, which needs none.
-	release := func(r primitives.Retry, outcome slotstate.Outcome) {
-		it.Phases = append(it.Phases, "release")
-		s.emit(Event{Kind: slotstate.Working, N: s.n, TaskID: t.ID, Phase: "release"})
-		settle, cancel := settleCtx(hard)
-		defer cancel()
-		parked, err := s.p.Backend.QueueRelease(settle, s.p.Queue, t.ID, t.Token, r)
-		switch {
-		case err != nil:
-			parked = false
-			s.guestLog(slog.LevelWarn, "slot: release failed; the lease will expire instead", "task", t.ID, "err", err)
-		case parked:
-			s.guestLog(slog.LevelWarn, "slot: task parked: its attempts are spent", "task", t.ID, "reason", r.Reason)
-		}
-		it.Outcome, it.Parked = outcome.Settle(parked), parked
-	}
-
-	// A fail and a death spend the task's attempt; a retry and a drain's cut refund it.
-	// See host/RATIONALE.md, "Why does a retry refund its attempt?".
-	switch {
-	case death == DeathDrain:
-		// The drain's grace period ended mid-call: not the task's fault.
-		s.discard()
-		it.Death, it.Reason = death, "host draining: call cut at the drain deadline"
-		release(primitives.Retry{Reason: it.Reason, Refund: true}, slotstate.Released)
-	case err != nil:
-		s.discard()
-		it.Death, it.Reason = death, cut("guest died: "+err.Error())
-		s.guestLog(slog.LevelWarn, "slot: guest died; making a fresh instance", "task", t.ID, "err", err)
-		release(primitives.Retry{Reason: it.Reason, MaxAttempts: s.p.MaxAttempts}, slotstate.Dead)
-	default:
-		switch res.Outcome {
-		case abi.OutcomeDone:
-			it.Phases = append(it.Phases, "ack")
-			s.emit(Event{Kind: slotstate.Working, N: s.n, TaskID: t.ID, Phase: "ack"})
-			var err error
-			if soft.Err() == nil && !s.p.Paused() {
-				res := s.p.Pump.Do(&primitives.Ack{ID: t.ID, Token: t.Token})
-				next, ok, err = res.claim(), res.OK, errors.Join(res.Err, res.AckErr)
-			} else {
-				settle, cancel := settleCtx(hard)
-				err = s.p.Backend.QueueAck(settle, s.p.Queue, t.ID, t.Token)
-				cancel()
-			}
-			if err != nil {
-				s.guestLog(slog.LevelWarn, "slot: ack failed; the task may run again", "task", t.ID, "err", err)
-			}
-			it.Outcome = slotstate.Checkpoint
-		case abi.OutcomeRetry:
-			delay := res.RetryAfter()
-			if delay == 0 {
-				delay = s.p.RetryDelay
-			}
-			it.Reason = cut(cmp.Or(res.Reason, "retry"))
-			release(primitives.Retry{Reason: it.Reason, Delay: delay, Refund: true}, slotstate.Released)
-		case abi.OutcomeFail:
-			it.Reason = cut(cmp.Or(res.Reason, "failed"))
-			release(primitives.Retry{Reason: it.Reason, MaxAttempts: s.p.MaxAttempts}, slotstate.Released)
-		}
-	}
-	it.Duration = time.Since(start)
-	return it, next, ok
+	return s.call(hard, t.expires.Add(-s.p.LeaseMargin), s.guest.Handle, input)
 }
 
-// tickOnce runs one loop step and says how long to wait before the next: Poll after
-// done, the guest's retry_after (or RetryDelay) after retry, RetryDelay after fail. See
+// ack settles t as done. While the slot goes on (soft runs and it is not paused), the ack
+// goes through the pump and claims the slot's next task in the same round trip;
+// otherwise it is a plain ack under the settle context, which only that path makes.
+func (s *Slot) ack(soft, hard context.Context, t claim, it *Iteration) {
+	s.enter(it, "ack")
+	var err error
+	if soft.Err() == nil && !s.p.Paused() {
+		res := s.p.Pump.Do(&primitives.Ack{ID: t.ID, Token: t.Token})
+		s.next, s.haveNext, err = res.claim(), res.OK, errors.Join(res.Err, res.AckErr)
+	} else {
+		settle, cancel := settleCtx(hard)
+		err = s.p.Backend.QueueAck(settle, s.p.Queue, t.ID, t.Token)
+		cancel()
+	}
+	if err != nil {
+		s.guestLog(slog.LevelWarn, "slot: ack failed; the task may run again", "task", t.ID, "err", err)
+	}
+	it.Outcome = slotstate.Checkpoint
+}
+
+// release hands t back to its queue under r and ends it as outcome, settled by whether
+// the release parked the task (slotstate.Outcome.Settle).
+func (s *Slot) release(hard context.Context, t claim, it *Iteration, r primitives.Retry, outcome slotstate.Outcome) {
+	s.enter(it, "release")
+	settle, cancel := settleCtx(hard)
+	defer cancel()
+	parked, err := s.p.Backend.QueueRelease(settle, s.p.Queue, t.ID, t.Token, r)
+	switch {
+	case err != nil:
+		parked = false
+		s.guestLog(slog.LevelWarn, "slot: release failed; the lease will expire instead", "task", t.ID, "err", err)
+	case parked:
+		s.guestLog(slog.LevelWarn, "slot: task parked: its attempts are spent", "task", t.ID, "reason", r.Reason)
+	}
+	it.Outcome, it.Parked = outcome.Settle(parked), parked
+}
+
+// tick runs one loop step and says how long to wait before the next: Poll after done,
+// the guest's retry_after (or RetryDelay) after retry, RetryDelay after fail. See
 // host/RATIONALE.md, "How fast do loop plugins tick?".
-func (s *Slot) tickOnce(hard context.Context) (Iteration, time.Duration) {
-	s.n++
+func (s *Slot) tick(hard context.Context) (Iteration, time.Duration) {
 	start := time.Now()
-	it := Iteration{Phases: []string{"tick"}}
-	s.emit(Event{Kind: slotstate.Working, N: s.n, Phase: "tick"})
-	s.state = slotstate.Working
+	it := s.begin(Iteration{}, "tick")
 	input, _ := json.Marshal(abi.TickInput{Iteration: s.n})
 	res, death, err := s.call(hard, time.Time{}, s.guest.Tick, input)
 	var wait time.Duration
