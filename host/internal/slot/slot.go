@@ -214,7 +214,7 @@ func (s *Slot) ready(soft, hard context.Context) bool {
 			return true
 		}
 		if s.deaths > 0 && !sleep(soft, s.backoff()) {
-			continue // soft ended: the loop top returns
+			continue // soft ended: the check above returns
 		}
 		g, err := s.p.NewGuest(hard)
 		if err != nil {
