@@ -24,10 +24,10 @@ type SlotEvent struct {
 	Kind   slotstate.State
 	N      int    // the slot's 1-based iteration number
 	TaskID string // the task being worked, when one was claimed
-	Phase  string // "handle", "tick", "ack" or "release"
+	Phase  slotstate.Phase
 
 	// For slotstate.Finished:
-	Phases  []string          // the phases run, in order
+	Phases  []slotstate.Phase // the phases run, in order
 	Outcome slotstate.Outcome // the host's outcome (slotstate.Outcome.Settle)
 	Reason  string            // why the task went back or the instance died
 	// Death is why the instance died, when it did, from the error's type (never its

@@ -159,7 +159,7 @@ func (s *slotReport) observe(e slot.Event) {
 	case slotstate.Idle, slotstate.Paused, slotstate.Draining:
 		s.send(reporter.State{Kind: e.Kind.Plane()})
 	case slotstate.Working:
-		if e.Phase != "handle" && e.Phase != "tick" {
+		if !e.Phase.Guest() {
 			return
 		}
 		s.send(reporter.State{Kind: e.Kind.Plane(), N: e.N, TaskRef: e.TaskID, Phase: s.export})

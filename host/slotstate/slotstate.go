@@ -42,6 +42,20 @@ func (s State) Plane() string {
 	}
 }
 
+// Phase is the step of an iteration that a working slot is in.
+type Phase string
+
+const (
+	Handle  Phase = "handle"  // fleet_handle runs on the task
+	Tick    Phase = "tick"    // fleet_tick runs
+	Ack     Phase = "ack"     // the task is acked: the guest said done
+	Release Phase = "release" // the task goes back to its queue
+)
+
+// Guest reports whether a guest export runs in p: its call's latency, and what the plane
+// hears as the iteration's phase.
+func (p Phase) Guest() bool { return p == Handle || p == Tick }
+
 // Outcome is how an iteration ended. The words are the plane's.
 type Outcome string
 

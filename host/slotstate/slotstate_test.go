@@ -47,3 +47,12 @@ func TestOutcomes(t *testing.T) {
 		}
 	}
 }
+
+// TestPhaseGuest: a guest export runs in handle and tick, not in the ack or release after.
+func TestPhaseGuest(t *testing.T) {
+	for p, want := range map[Phase]bool{Handle: true, Tick: true, Ack: false, Release: false} {
+		if p.Guest() != want {
+			t.Errorf("%s.Guest() = %v, want %v", p, !want, want)
+		}
+	}
+}

@@ -129,13 +129,13 @@ func (m *Metrics) Observe(e host.SlotEvent) {
 		m.mu.Lock()
 		start, running := m.guestStart[e.Slot]
 		switch {
-		case e.Phase == "handle" || e.Phase == "tick":
+		case e.Phase.Guest():
 			m.guestStart[e.Slot] = time.Now()
 		case running: // ack or release: the guest call is over
 			delete(m.guestStart, e.Slot)
 		}
 		m.mu.Unlock()
-		if running && e.Phase != "handle" && e.Phase != "tick" {
+		if running && !e.Phase.Guest() {
 			m.guestCallS.WithLabelValues(e.Plugin).Observe(time.Since(start).Seconds())
 		}
 	case slotstate.Finished:

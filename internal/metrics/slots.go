@@ -17,7 +17,7 @@ type SlotState struct {
 	State  slotstate.State `json:"state"`
 	N      int             `json:"iteration,omitempty"` // its iterations so far
 	TaskID string          `json:"task_id,omitempty"`   // the task it works, when working
-	Phase  string          `json:"phase,omitempty"`     // "handle", "tick", "ack" or "release", when working
+	Phase  slotstate.Phase `json:"phase,omitempty"`     // when working
 	Since  time.Time       `json:"since"`               // when it entered State
 	// LastOutcome is how its last iteration ended.
 	LastOutcome slotstate.Outcome `json:"last_outcome,omitempty"`

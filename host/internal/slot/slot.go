@@ -62,14 +62,14 @@ type Event struct {
 	Slot      string          // "<type>/<index>"
 	N         int             // the 1-based iteration number (working, finished)
 	TaskID    string          // the task being worked, when one was claimed
-	Phase     string          // "handle", "tick", "ack" or "release" (working)
+	Phase     slotstate.Phase // working
 	Iteration *Iteration
 }
 
 // Iteration is one finished loop step.
 type Iteration struct {
 	TaskID   string
-	Phases   []string // the phases run, in order
+	Phases   []slotstate.Phase // the phases run, in order
 	Outcome  slotstate.Outcome
 	Reason   string // why the task went back or the instance died, if it did
 	Death    Death  // why the instance died, when it did; "" otherwise
@@ -359,14 +359,14 @@ func (s *Slot) handBackNext(hard context.Context) {
 }
 
 // begin starts iteration it: the slot's next iteration number, in its first phase.
-func (s *Slot) begin(it Iteration, phase string) Iteration {
+func (s *Slot) begin(it Iteration, phase slotstate.Phase) Iteration {
 	s.n++
 	s.enter(&it, phase)
 	return it
 }
 
 // enter records that it enters phase, and says the slot is working in it.
-func (s *Slot) enter(it *Iteration, phase string) {
+func (s *Slot) enter(it *Iteration, phase slotstate.Phase) {
 	it.Phases = append(it.Phases, phase)
 	s.emit(Event{Kind: slotstate.Working, N: s.n, TaskID: it.TaskID, Phase: phase})
 	s.state = slotstate.Working
@@ -378,7 +378,7 @@ func (s *Slot) enter(it *Iteration, phase string) {
 // attempt?".
 func (s *Slot) handle(soft, hard context.Context, t claim) Iteration {
 	start := time.Now()
-	it := s.begin(Iteration{TaskID: t.ID}, "handle")
+	it := s.begin(Iteration{TaskID: t.ID}, slotstate.Handle)
 	res, death, err := s.callHandle(hard, t)
 	switch {
 	case death == DeathDrain:
@@ -425,7 +425,7 @@ func (s *Slot) callHandle(hard context.Context, t claim) (abi.HandleResult, Deat
 // goes through the pump and claims the slot's next task in the same round trip;
 // otherwise it is a plain ack under the settle context, which only that path makes.
 func (s *Slot) ack(soft, hard context.Context, t claim, it *Iteration) {
-	s.enter(it, "ack")
+	s.enter(it, slotstate.Ack)
 	var err error
 	if soft.Err() == nil && !s.p.Paused() {
 		res := s.p.Pump.Do(&primitives.Ack{ID: t.ID, Token: t.Token})
@@ -444,7 +444,7 @@ func (s *Slot) ack(soft, hard context.Context, t claim, it *Iteration) {
 // release hands t back to its queue under r and ends it as outcome, settled by whether
 // the release parked the task (slotstate.Outcome.Settle).
 func (s *Slot) release(hard context.Context, t claim, it *Iteration, r primitives.Retry, outcome slotstate.Outcome) {
-	s.enter(it, "release")
+	s.enter(it, slotstate.Release)
 	settle, cancel := settleCtx(hard)
 	defer cancel()
 	parked, err := s.p.Backend.QueueRelease(settle, s.p.Queue, t.ID, t.Token, r)
@@ -463,7 +463,7 @@ func (s *Slot) release(hard context.Context, t claim, it *Iteration, r primitive
 // host/RATIONALE.md, "How fast do loop plugins tick?".
 func (s *Slot) tick(hard context.Context) (Iteration, time.Duration) {
 	start := time.Now()
-	it := s.begin(Iteration{}, "tick")
+	it := s.begin(Iteration{}, slotstate.Tick)
 	input, _ := json.Marshal(abi.TickInput{Iteration: s.n})
 	res, death, err := s.call(hard, time.Time{}, s.guest.Tick, input)
 	var wait time.Duration

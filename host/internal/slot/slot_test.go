@@ -155,25 +155,25 @@ func TestOutcomes(t *testing.T) {
 		name     string
 		answer   func(in abi.HandleInput) ([]byte, error)
 		outcomes []slotstate.Outcome // per claim, MaxAttempts 3
-		phases   []string
+		phases   []slotstate.Phase
 		stats    primitives.QueueStats
 	}{
 		{"done", func(abi.HandleInput) ([]byte, error) { return result(abi.HandleResult{Outcome: abi.OutcomeDone}), nil },
-			[]slotstate.Outcome{slotstate.Checkpoint}, []string{"handle", "ack"}, primitives.QueueStats{}},
+			[]slotstate.Outcome{slotstate.Checkpoint}, []slotstate.Phase{slotstate.Handle, slotstate.Ack}, primitives.QueueStats{}},
 		{"retry", func(abi.HandleInput) ([]byte, error) {
 			return result(abi.HandleResult{Outcome: abi.OutcomeRetry, RetryAfterMs: 1}), nil
 		}, // a retry refunds its attempt: twice MaxAttempts hand-backs, and the task still waits
 			[]slotstate.Outcome{slotstate.Released, slotstate.Released, slotstate.Released, slotstate.Released, slotstate.Released, slotstate.Released},
-			[]string{"handle", "release"}, primitives.QueueStats{Depth: 1}},
+			[]slotstate.Phase{slotstate.Handle, slotstate.Release}, primitives.QueueStats{Depth: 1}},
 		{"fail", func(abi.HandleInput) ([]byte, error) {
 			return result(abi.HandleResult{Outcome: abi.OutcomeFail, Reason: "nope"}), nil
-		}, []slotstate.Outcome{slotstate.Released, slotstate.Released, slotstate.Parked}, []string{"handle", "release"}, primitives.QueueStats{Parked: 1}},
+		}, []slotstate.Outcome{slotstate.Released, slotstate.Released, slotstate.Parked}, []slotstate.Phase{slotstate.Handle, slotstate.Release}, primitives.QueueStats{Parked: 1}},
 		{"trap", func(abi.HandleInput) ([]byte, error) { return nil, errors.New("wasm error: unreachable") },
-			[]slotstate.Outcome{slotstate.Dead, slotstate.Dead, slotstate.Dead}, []string{"handle", "release"}, primitives.QueueStats{Parked: 1}},
+			[]slotstate.Outcome{slotstate.Dead, slotstate.Dead, slotstate.Dead}, []slotstate.Phase{slotstate.Handle, slotstate.Release}, primitives.QueueStats{Parked: 1}},
 		{"garbage", func(abi.HandleInput) ([]byte, error) { return []byte("garbage"), nil },
-			[]slotstate.Outcome{slotstate.Dead, slotstate.Dead, slotstate.Dead}, []string{"handle", "release"}, primitives.QueueStats{Parked: 1}},
+			[]slotstate.Outcome{slotstate.Dead, slotstate.Dead, slotstate.Dead}, []slotstate.Phase{slotstate.Handle, slotstate.Release}, primitives.QueueStats{Parked: 1}},
 		{"host panic", func(abi.HandleInput) ([]byte, error) { panic("boom") },
-			[]slotstate.Outcome{slotstate.Dead, slotstate.Dead, slotstate.Dead}, []string{"handle", "release"}, primitives.QueueStats{Parked: 1}},
+			[]slotstate.Outcome{slotstate.Dead, slotstate.Dead, slotstate.Dead}, []slotstate.Phase{slotstate.Handle, slotstate.Release}, primitives.QueueStats{Parked: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
