@@ -1,7 +1,7 @@
 // Package slotstate is the one vocabulary of a slot's life: the states a slot is in, as
 // its events say them and as the operator sees them (fleet-host inspect, the HTTP API,
-// the fleet_slots metric), the outcomes its iterations end with, and their mapping to the
-// plane's words (package reporter's, the plane's own).
+// the fleet_slots metric), the phases of an iteration and the outcomes it ends with, and
+// their mapping to the plane's words (package reporter's, the plane's own).
 package slotstate
 
 import "github.com/fleethost/fleet/reporter"
