@@ -58,6 +58,7 @@ const (
 	DeathExit      Death = "exit"       // the guest called proc_exit
 	DeathBadResult Death = "bad_result" // the guest broke the ABI: a malformed result, a range outside its memory
 	DeathHostPanic Death = "host_panic" // the host's own bug, recovered
+	DeathLease     Death = "lease"      // the host cut the call: its task's lease was lost, or could not be renewed
 )
 
 // Died is an error of a Guest call that says why its instance died. The slot decides
@@ -106,13 +107,6 @@ type Params struct {
 	MaxAttempts int           // the task's failure budget (host/RATIONALE.md, "Why does a retry refund its attempt?")
 	Poll        time.Duration // wait after an empty claim, and between loop ticks
 	CallTimeout time.Duration
-	// LeaseMargin is how long before its task's lease a call ends at the latest: a call's
-	// deadline is CallTimeout after it starts or LeaseMargin before the lease ends
-	// (counted from when the claim was sent, PumpResult.Expires), whichever comes first,
-	// so that no other slot can claim the task while its call still runs. Optional: 0
-	// lets a call run to the lease's end. See host/RATIONALE.md, "Why does a call always
-	// end before its task's lease?".
-	LeaseMargin time.Duration
 	RetryDelay  time.Duration // a retry's delay when the guest gives none
 	// BackoffMin and BackoffMax bound the wait before a fresh instance after repeated
 	// deaths: BackoffMin after the first, doubling, reset by any iteration that does not
@@ -352,7 +346,8 @@ func (s *Slot) handleOnce(soft, hard context.Context, t claim) (it Iteration, ne
 		},
 		Iteration: s.n,
 	})
-	res, death, err := s.call(hard, t.expires.Add(-s.p.LeaseMargin), s.guest.Handle, input)
+	hold := s.hold(t)
+	res, death, err := s.call(hard, hold, s.guest.Handle, input)
 
 	// The settle context is made only where a call uses it: the done path of a running
 	// slot goes through the pump, which needs none.
@@ -378,11 +373,19 @@ func (s *Slot) handleOnce(soft, hard context.Context, t claim) (it Iteration, ne
 	// A fail and a death spend the task's attempt; a retry and a drain's cut refund it.
 	// See host/RATIONALE.md, "Why does a retry refund its attempt?".
 	switch {
+	case errors.Is(hold.lost(), errLeaseLost):
+		s.leaseLost(&it, t, err, hold.lost())
 	case death == DeathDrain:
 		// The drain's grace period ended mid-call: not the task's fault.
 		s.discard()
 		it.Death, it.Reason = death, "host draining: call cut at the drain deadline"
 		release(primitives.Retry{Reason: it.Reason, Refund: true}, OutcomeReleased)
+	case death == DeathLease:
+		// The backend did not renew the lease: not the task's fault.
+		s.discard()
+		it.Death, it.Reason = death, cut("call cut while its lease was still held: "+err.Error())
+		s.guestLog(slog.LevelWarn, "slot: call cut: its task's lease could not be renewed; handing the task back", "task", t.ID, "err", err)
+		release(primitives.Retry{Reason: it.Reason, Refund: true}, OutcomeDead)
 	case err != nil:
 		s.discard()
 		it.Death, it.Reason = death, cut("guest died: "+err.Error())
@@ -432,7 +435,7 @@ func (s *Slot) tickOnce(hard context.Context) (Iteration, time.Duration) {
 	s.emit(Event{Kind: EventWorking, N: s.n, Phase: "tick"})
 	s.state = EventWorking
 	input, _ := json.Marshal(abi.TickInput{Iteration: s.n})
-	res, death, err := s.call(hard, time.Time{}, s.guest.Tick, input)
+	res, death, err := s.call(hard, nil, s.guest.Tick, input)
 	var wait time.Duration
 	switch {
 	case err != nil:
@@ -458,11 +461,11 @@ func (s *Slot) tickOnce(hard context.Context) (Iteration, time.Duration) {
 	return it, wait
 }
 
-// call runs one guest export under CallTimeout, and ends it by endBy when that is sooner
-// (a task's lease, less LeaseMargin; zero for none), and decodes its HandleResult. On an
-// error the instance is dead, and death says why. A panic anywhere below (the host's bug)
-// becomes an error too, so the instance is discarded and the slot goes on.
-func (s *Slot) call(hard context.Context, endBy time.Time, fn func(context.Context, []byte) ([]byte, error), input []byte) (res abi.HandleResult, death Death, err error) {
+// call runs one guest export under CallTimeout while hold keeps its task's lease (nil
+// for a tick), and decodes its HandleResult. On an error the instance is dead, and death
+// says why. A panic anywhere below (the host's bug) becomes an error too, so the instance
+// is discarded and the slot goes on.
+func (s *Slot) call(hard context.Context, hold *holder, fn func(context.Context, []byte) ([]byte, error), input []byte) (res abi.HandleResult, death Death, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			death, err = DeathHostPanic, fmt.Errorf("host panic during the guest call: %v", r)
@@ -471,11 +474,10 @@ func (s *Slot) call(hard context.Context, endBy time.Time, fn func(context.Conte
 	}()
 	start := time.Now()
 	deadline := start.Add(s.p.CallTimeout)
-	if !endBy.IsZero() && endBy.Before(deadline) {
-		deadline = endBy
-	}
 	ctx, cancel := context.WithDeadline(hard, deadline)
 	defer cancel()
+	ctx = hold.keep(ctx)
+	defer hold.stop()
 	out, err := fn(ctx, input)
 	var died *Died
 	switch {
@@ -486,6 +488,8 @@ func (s *Slot) call(hard context.Context, endBy time.Time, fn func(context.Conte
 		return res, "", nil
 	case hard.Err() != nil:
 		return res, DeathDrain, err
+	case hold.lost() != nil:
+		return res, DeathLease, fmt.Errorf("%w: %w", hold.lost(), err)
 	case ctx.Err() != nil:
 		// hard still runs, so ctx ended by its own deadline. The context's error decides,
 		// not err's: a guest's proc_exit with wazero's deadline exit code is an error that
