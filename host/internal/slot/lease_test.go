@@ -2,6 +2,7 @@ package slot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/memory"
+	fleetredis "github.com/fleethost/fleet/primitives/redis"
 )
 
 // fleet runs slots of one queue "q" in a synctest bubble, each on a backend of its own
@@ -324,5 +326,55 @@ func TestOnlyTheDeadlineIsADeadline(t *testing.T) {
 	h.run(func() bool { return len(h.finished()) == 1 })
 	if it := h.finished()[0]; it.Outcome != OutcomeDead || strings.Contains(it.Reason, "ran past its") {
 		t.Errorf("iteration = %+v, want dead, not past its deadline", it)
+	}
+}
+
+// TestSettledAfterAnOutage: a task whose call ends while the backend does not answer (a
+// Redis stalled by CLIENT PAUSE, as one that restarts or fails over is) is acked, or
+// handed back with its attempt refunded, once the backend answers again, within the
+// lease: it is neither left in flight to expire nor run again.
+func TestSettledAfterAnOutage(t *testing.T) {
+	tests := []struct {
+		name   string
+		answer abi.HandleResult
+		want   primitives.QueueStats
+	}{
+		{"ack", abi.HandleResult{Outcome: abi.OutcomeDone}, primitives.QueueStats{}},
+		{"release", abi.HandleResult{Outcome: abi.OutcomeRetry, RetryAfterMs: 3_600_000}, primitives.QueueStats{Depth: 1}},
+	}
+	srv := testutil.NewRedis(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv.Flush(t)
+			// The slot's backend gives up on a call after 100ms; the test's waits out the
+			// pause, so that it sees what the slot left.
+			b, err1 := fleetredis.Open(srv.URL(), fleetredis.Options{CallTimeout: 100 * time.Millisecond})
+			view, err2 := fleetredis.Open(srv.URL(), fleetredis.Options{})
+			if err := errors.Join(err1, err2); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { b.Close(); view.Close() })
+			var calls atomic.Int64
+			h := newHarness(t, func(ctx context.Context, in abi.HandleInput) ([]byte, error) {
+				calls.Add(1)
+				// The backend stops answering as the call ends: the slot's ack or release
+				// meets a server that holds every command for the next 500ms.
+				c := srv.Client()
+				defer c.Close()
+				if err := c.Do(ctx, "CLIENT", "PAUSE", 500, "ALL").Err(); err != nil {
+					t.Errorf("CLIENT PAUSE = %v", err)
+				}
+				return result(tt.answer), nil
+			})
+			h.b, h.params.Backend = view, b
+			h.push(`{}`)
+			h.run(func() bool { return len(h.finished()) == 1 })
+			if st := h.stats(); st != tt.want {
+				t.Errorf("queue = %+v, want %+v: settled once the backend answered", st, tt.want)
+			}
+			if n := calls.Load(); n != 1 {
+				t.Errorf("%d calls, want 1", n)
+			}
+		})
 	}
 }

@@ -321,10 +321,11 @@ type claim struct {
 // handBack returns a task that was claimed but never started (the slot is draining or
 // paused) to its queue at once, with its attempt refunded.
 func (s *Slot) handBack(hard context.Context, t claim) {
-	settle, cancel := settleCtx(hard)
-	defer cancel()
 	r := primitives.Retry{Reason: "handed back unstarted: the slot is draining or paused", Refund: true}
-	if _, err := s.p.Backend.QueueRelease(settle, s.p.Queue, t.ID, t.Token, r); err != nil {
+	if err := s.settle(hard, t.expires, func(ctx context.Context) error {
+		_, err := s.p.Backend.QueueRelease(ctx, s.p.Queue, t.ID, t.Token, r)
+		return err
+	}); err != nil {
 		s.guestLog(slog.LevelWarn, "slot: handing back an unstarted task failed; its lease will expire instead", "task", t.ID, "err", err)
 	}
 }
@@ -349,14 +350,16 @@ func (s *Slot) handleOnce(soft, hard context.Context, t claim) (it Iteration, ne
 	hold := s.hold(t)
 	res, death, err := s.call(hard, hold, s.guest.Handle, input)
 
-	// The settle context is made only where a call uses it: the done path of a running
-	// slot goes through the pump, which needs none.
+	// Every ack and release goes through settle, which tries it again while the backend
+	// does not answer, as long as the lease lasts.
 	release := func(r primitives.Retry, outcome string) {
 		it.Phases = append(it.Phases, "release")
 		s.emit(Event{Kind: EventWorking, N: s.n, TaskID: t.ID, Phase: "release"})
-		settle, cancel := settleCtx(hard)
-		defer cancel()
-		parked, err := s.p.Backend.QueueRelease(settle, s.p.Queue, t.ID, t.Token, r)
+		var parked bool
+		err := s.settle(hard, hold.until(), func(ctx context.Context) (err error) {
+			parked, err = s.p.Backend.QueueRelease(ctx, s.p.Queue, t.ID, t.Token, r)
+			return err
+		})
 		switch {
 		case err != nil:
 			s.guestLog(slog.LevelWarn, "slot: release failed; the lease will expire instead", "task", t.ID, "err", err)
@@ -396,14 +399,19 @@ func (s *Slot) handleOnce(soft, hard context.Context, t claim) (it Iteration, ne
 		case abi.OutcomeDone:
 			it.Phases = append(it.Phases, "ack")
 			s.emit(Event{Kind: EventWorking, N: s.n, TaskID: t.ID, Phase: "ack"})
+			ack := func(ctx context.Context) error { return s.p.Backend.QueueAck(ctx, s.p.Queue, t.ID, t.Token) }
 			var err error
 			if soft.Err() == nil && !s.p.Paused() {
 				res := s.p.Pump.Do(&primitives.Ack{ID: t.ID, Token: t.Token})
-				next, ok, err = res.claim(), res.OK, errors.Join(res.Err, res.AckErr)
+				next, ok, err = res.claim(), res.OK, res.AckErr
+				if res.Err != nil {
+					// Whether the batch acked is unknown: the retry's ErrNotFound says it did.
+					if err = s.settle(hard, hold.until(), ack); errors.Is(err, primitives.ErrNotFound) {
+						err = nil
+					}
+				}
 			} else {
-				settle, cancel := settleCtx(hard)
-				err = s.p.Backend.QueueAck(settle, s.p.Queue, t.ID, t.Token)
-				cancel()
+				err = s.settle(hard, hold.until(), ack)
 			}
 			if err != nil {
 				s.guestLog(slog.LevelWarn, "slot: ack failed; the task may run again", "task", t.ID, "err", err)
