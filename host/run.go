@@ -31,8 +31,9 @@ type SlotEvent struct {
 	Reason  string   // why the task went back or the instance died
 	// Death is why the instance died, when it did, from the error's type (never its
 	// text): "deadline", "drain" (cut at the drain deadline), "memory", "stack" (past the
-	// stack limit), "trap", "exit" (proc_exit), "bad_result" (a malformed result) or
-	// "host_panic"; "" otherwise.
+	// stack limit), "trap", "exit" (proc_exit), "bad_result" (a malformed result),
+	// "host_panic" or "lease" (cut: its task's lease was lost or could not be renewed);
+	// "" otherwise.
 	Death    string
 	Duration time.Duration // the iteration's wall time
 }
