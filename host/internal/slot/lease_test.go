@@ -179,7 +179,7 @@ func (c *cutOff) QueueRelease(ctx context.Context, queue, id, token string, r pr
 	return c.Queue.QueueRelease(ctx, queue, id, token, r)
 }
 
-func (c *cutOff) QueueAckClaim(ctx context.Context, queue string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.ClaimedTask, []error, error) {
+func (c *cutOff) QueueAckClaim(ctx context.Context, queue string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.TaskLease, []error, error) {
 	if c.down() {
 		return nil, nil, primitives.ErrUnavailable
 	}
@@ -251,7 +251,7 @@ func TestLeaseLostIsNotAcked(t *testing.T) {
 		// The guest takes its task from under its own slot: it hands the task back with
 		// the slot's token and claims it again, as another host would after a lease the
 		// backend lost (a failover to a replica that missed the renewals).
-		var other primitives.ClaimedTask
+		var other primitives.TaskLease
 		f.slot(ctx, "a/0", seen, func(ctx context.Context, in abi.HandleInput) ([]byte, error) {
 			mine := seen.of(in.Task.ID)
 			if _, err := f.b.QueueRelease(ctx, "q", mine.ID, mine.Token, primitives.Retry{Refund: true}); err != nil {
@@ -291,10 +291,10 @@ func TestLeaseLostIsNotAcked(t *testing.T) {
 type claims struct {
 	primitives.Queue
 	mu      sync.Mutex
-	claimed []primitives.ClaimedTask
+	claimed []primitives.TaskLease
 }
 
-func (c *claims) QueueAckClaim(ctx context.Context, queue string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.ClaimedTask, []error, error) {
+func (c *claims) QueueAckClaim(ctx context.Context, queue string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.TaskLease, []error, error) {
 	claimed, ackErrs, err := c.Queue.QueueAckClaim(ctx, queue, acks, n, lease, maxAttempts)
 	c.mu.Lock()
 	c.claimed = append(c.claimed, claimed...)
@@ -303,7 +303,7 @@ func (c *claims) QueueAckClaim(ctx context.Context, queue string, acks []primiti
 }
 
 // of is the last claim of task id.
-func (c *claims) of(id string) primitives.ClaimedTask {
+func (c *claims) of(id string) primitives.TaskLease {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i := len(c.claimed) - 1; i >= 0; i-- {
@@ -311,7 +311,7 @@ func (c *claims) of(id string) primitives.ClaimedTask {
 			return c.claimed[i]
 		}
 	}
-	return primitives.ClaimedTask{}
+	return primitives.TaskLease{}
 }
 
 // TestOnlyTheDeadlineIsADeadline: a guest whose call fails with wazero's deadline exit
