@@ -102,7 +102,7 @@ func (h *holder) beat() {
 		cut := h.sent.Add(h.lease - quarter)
 		if !next.Before(cut) {
 			if sleep(h.ctx, time.Until(cut)) {
-				h.cancel(fmt.Errorf("%w (last renewed %v before its end)", errLeaseRunOut, h.lease))
+				h.cancel(fmt.Errorf("%w for %v of its %v", errLeaseRunOut, time.Since(h.sent).Round(time.Millisecond), h.lease))
 			}
 			return
 		}
