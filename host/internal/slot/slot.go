@@ -315,7 +315,7 @@ func (s *Slot) backoff() time.Duration {
 // claim is a claimed task and when its lease ends by this host's clock.
 type claim struct {
 	primitives.TaskLease
-	expires time.Time // PumpResult.Expires
+	expires time.Time // PumpResult.Expires, then the end of the last renewal (holder.until)
 }
 
 // handBack returns a task that was claimed but never started (the slot is draining or
@@ -349,6 +349,7 @@ func (s *Slot) handleOnce(soft, hard context.Context, t claim) (it Iteration, ne
 	})
 	hold := s.hold(t)
 	res, death, err := s.call(hard, hold, s.guest.Handle, input)
+	t.expires = hold.until() // renewed while the call ran
 
 	// Every ack and release goes through settle, which tries it again while the backend
 	// does not answer, as long as the lease lasts.
@@ -356,7 +357,7 @@ func (s *Slot) handleOnce(soft, hard context.Context, t claim) (it Iteration, ne
 		it.Phases = append(it.Phases, "release")
 		s.emit(Event{Kind: EventWorking, N: s.n, TaskID: t.ID, Phase: "release"})
 		var parked bool
-		err := s.settle(hard, hold.until(), func(ctx context.Context) (err error) {
+		err := s.settle(hard, t.expires, func(ctx context.Context) (err error) {
 			parked, err = s.p.Backend.QueueRelease(ctx, s.p.Queue, t.ID, t.Token, r)
 			return err
 		})
@@ -406,12 +407,12 @@ func (s *Slot) handleOnce(soft, hard context.Context, t claim) (it Iteration, ne
 				next, ok, err = res.claim(), res.OK, res.AckErr
 				if res.Err != nil {
 					// Whether the batch acked is unknown: the retry's ErrNotFound says it did.
-					if err = s.settle(hard, hold.until(), ack); errors.Is(err, primitives.ErrNotFound) {
+					if err = s.settle(hard, t.expires, ack); errors.Is(err, primitives.ErrNotFound) {
 						err = nil
 					}
 				}
 			} else {
-				err = s.settle(hard, hold.until(), ack)
+				err = s.settle(hard, t.expires, ack)
 			}
 			if err != nil {
 				s.guestLog(slog.LevelWarn, "slot: ack failed; the task may run again", "task", t.ID, "err", err)
