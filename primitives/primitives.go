@@ -11,6 +11,11 @@
 // whose cost could follow a pool's size (PoolList, PoolStats) is bounded by its limit
 // or a cap, so that one plugin can neither fill the store nor hold it; see KVQuota for
 // why a KV quota counts per namespace root.
+//
+// Every write applies once per request (Request): sent twice under one request id, by a
+// caller's retry (WithRequest) or by a client library's resend of a command whose reply
+// was lost, it writes once and answers the first result. A lease's renewal (QueueExtend,
+// PoolExtend) needs no request: applied twice, it renews twice. See RATIONALE.md.
 package primitives
 
 import (
@@ -87,8 +92,8 @@ type Pool interface {
 	PoolRelease(ctx context.Context, pool, id, token string) error
 	// PoolExtend renews the lease token holds on item id: it now ends hold from now, and
 	// until is when (as PoolClaim's Until). ErrConflict and ErrNotFound as for
-	// PoolRelease; hold must be > 0 (ErrInvalid). A retried extend only sets the end
-	// again from a later now, so it needs no request id.
+	// PoolRelease; hold must be > 0 (ErrInvalid). It is the one kind of write that
+	// takes no Request (a WithRequest is ignored), as QueueExtend.
 	PoolExtend(ctx context.Context, pool, id, token string, hold time.Duration) (until time.Time, err error)
 	// PoolMarkBad evicts an item permanently, leased or not. ErrNotFound when it is gone.
 	PoolMarkBad(ctx context.Context, pool, id, reason string) error
@@ -317,8 +322,11 @@ type Queue interface {
 	// lease renews it while it works, so that the lease bounds how long a dead
 	// consumer's tasks wait, not how long a task may run. ErrConflict and ErrNotFound as
 	// for QueueAck: a lease that ended is not revived, even if nobody claimed the task
-	// since. lease must be > 0 (ErrInvalid). A retried extend only sets the end again
-	// from a later now, so it needs no request id.
+	// since. lease must be > 0 (ErrInvalid). It takes no Request (a WithRequest is
+	// ignored): run twice, an extend sets the lease's end again from a later now and
+	// answers as the first did while the token holds, which is what a retry wants; a
+	// record would cost a key per renewal of every running task. See RATIONALE.md,
+	// "Why does every write carry a request id?".
 	QueueExtend(ctx context.Context, queue, id, token string, lease time.Duration) (until time.Time, err error)
 	// QueueRelease hands a claimed task back. If its attempts reached r.MaxAttempts it is
 	// parked with r.Reason (parked true); otherwise it becomes claimable after r.Delay.

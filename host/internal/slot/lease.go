@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/primitives"
 )
 
@@ -127,16 +128,13 @@ func (h *holder) beat() {
 	}
 }
 
-// leaseLost ends the iteration of a task whose lease is no longer the slot's (why wraps
-// errLeaseLost): the call was cut (err is its error, and its instance is dead) or ended
-// as the loss was found. Either way the slot neither acks the task, whatever the guest
-// said, nor releases it: its token no longer holds it, and the task is another claim's,
-// or gone. The guest's effects so far stand, as a dead host's would.
-func (s *Slot) leaseLost(it *Iteration, t claim, err, why error) {
-	it.Outcome, it.Reason = OutcomeReleased, cut(why.Error())
-	if err != nil {
-		s.discard()
-		it.Outcome, it.Death = OutcomeDead, DeathLease
-	}
-	s.guestLog(slog.LevelWarn, "slot: task's lease lost; its outcome is dropped, neither acked nor released", "task", t.ID, "err", why)
+// leaseLost ends the iteration of a task whose lease is no longer the slot's (err wraps
+// errLeaseLost): the call was cut, or ended as the loss was found, and its instance is
+// discarded as after any cut. The slot neither acks the task, whatever the guest said,
+// nor releases it: its token no longer holds it, and the task is another claim's, or
+// gone. The guest's effects so far stand, as a dead host's would.
+func (s *Slot) leaseLost(it *Iteration, t claim, err error) {
+	s.discard()
+	it.Outcome, it.Death, it.Reason = slotstate.Dead, DeathLease, cut(err.Error())
+	s.guestLog(slog.LevelWarn, "slot: task's lease lost; its outcome is dropped, neither acked nor released", "task", t.ID, "err", err)
 }

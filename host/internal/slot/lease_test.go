@@ -17,6 +17,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/memory"
@@ -143,7 +144,7 @@ func TestLongCallKeepsItsTask(t *testing.T) {
 		if n := len(f.calls); n != 1 {
 			t.Errorf("%d calls, want 1: a second slot claimed the task while its call ran (%+v)", n, f.calls)
 		}
-		if fin := f.finished(); len(fin) != 1 || fin[0].Outcome != OutcomeCheckpoint {
+		if fin := f.finished(); len(fin) != 1 || fin[0].Outcome != slotstate.Checkpoint {
 			t.Errorf("iterations = %+v, want one checkpoint", fin)
 		}
 	})
@@ -271,7 +272,7 @@ func TestLeaseLostIsNotAcked(t *testing.T) {
 		stop()
 		f.wg.Wait()
 		fin := f.finished()[0]
-		if fin.Outcome != OutcomeDead || fin.Death != DeathLease || !strings.Contains(fin.Reason, "lost") {
+		if fin.Outcome != slotstate.Dead || fin.Death != DeathLease || !strings.Contains(fin.Reason, "lost") {
 			t.Errorf("iteration = %+v, want dead, its lease lost", fin)
 		}
 		if slices.Contains(fin.Phases, "ack") || slices.Contains(fin.Phases, "release") {
@@ -324,7 +325,7 @@ func TestOnlyTheDeadlineIsADeadline(t *testing.T) {
 	h.params.MaxAttempts = 1
 	h.push(`{}`)
 	h.run(func() bool { return len(h.finished()) == 1 })
-	if it := h.finished()[0]; it.Outcome != OutcomeDead || strings.Contains(it.Reason, "ran past its") {
+	if it := h.finished()[0]; it.Outcome != slotstate.Dead || strings.Contains(it.Reason, "ran past its") {
 		t.Errorf("iteration = %+v, want dead, not past its deadline", it)
 	}
 }

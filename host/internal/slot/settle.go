@@ -25,11 +25,15 @@ const (
 // through a backend outage therefore goes back, or is acked, once the backend answers
 // again, rather than waiting out its lease and spending an attempt. See
 // host/RATIONALE.md, "What becomes of a task held through a backend outage?".
+//
+// Every try is one request (primitives.Request), kept until the last try can have ended,
+// so that a try that applied but whose answer was lost makes the next answer its result.
 func (s *Slot) settle(hard context.Context, until time.Time, op func(context.Context) error) error {
+	req := primitives.Request{ID: primitives.NewToken(), Keep: max(time.Until(until), 0) + settleTimeout}
 	wait := settleRetryMin
 	for {
 		ctx, cancel := settleCtx(hard)
-		err := op(ctx)
+		err := op(primitives.WithRequest(ctx, req))
 		cancel()
 		if err == nil || !errors.Is(err, primitives.ErrUnavailable) {
 			return err
