@@ -368,9 +368,9 @@ func (s *Slot) enter(it *Iteration, phase slotstate.Phase) {
 }
 
 // handle works one claimed task to its outcome: the guest's call, then the ack or the
-// release that its result asks for. A fail and a death spend the task's attempt; a retry
-// and a drain's cut refund it. See host/RATIONALE.md, "Why does a retry refund its
-// attempt?".
+// release that its result asks for. A fail and a death spend the task's attempt; a
+// retry, a drain's cut and the cut of a call whose lease could not be renewed refund it.
+// See host/RATIONALE.md, "Why does a retry refund its attempt?".
 func (s *Slot) handle(soft, hard context.Context, t claim) Iteration {
 	start := time.Now()
 	it := s.begin(Iteration{TaskID: t.ID}, slotstate.Handle)
