@@ -108,8 +108,9 @@ func compress(kinds []string) string {
 	return b.String()
 }
 
-// openRedis opens the backend the daemons share, to read what they left behind.
-func openRedis(t *testing.T, srv *testutil.Redis) primitives.Backend {
+// openRedis opens the backend the daemons share, to read what they left behind: srv is
+// a *testutil.Redis or a *testutil.RedisCluster.
+func openRedis(t *testing.T, srv interface{ URL() string }) primitives.Backend {
 	t.Helper()
 	b, err := fleetredis.Open(srv.URL(), fleetredis.Options{})
 	if err != nil {
