@@ -315,6 +315,14 @@ type Queue interface {
 	// QueueRequeue moves a parked task back to the queue with its attempts reset.
 	// ErrNotFound when no such parked task exists.
 	QueueRequeue(ctx context.Context, queue, id string) error
+	// QueueDeleteParked deletes parked task id for good, giving its cost back to the
+	// queue's QueueCap.Bytes. ErrNotFound when no such parked task exists.
+	QueueDeleteParked(ctx context.Context, queue, id string) error
+	// QueuePurgeParked deletes, as QueueDeleteParked does, every task of queue parked at
+	// least age ago (age 0: every parked task), oldest parked first, and returns how many.
+	// The age is counted from the park on the backend's clock; tasks parked after the
+	// purge began are kept. A negative age is ErrInvalid.
+	QueuePurgeParked(ctx context.Context, queue string, age time.Duration) (deleted int, err error)
 }
 
 // Retry says how a released task goes back to its queue.

@@ -34,6 +34,7 @@ type task struct {
 	token     string    // of the current lease while inflight
 	until     time.Time // end of the current lease while inflight
 	parkedSeq uint64    // order of parking while parked
+	parkedAt  time.Time // when it was parked, while parked
 	node      node      // in queue.delayed or queue.inflight
 }
 
@@ -102,11 +103,17 @@ func (q *queue) makeReady(t *task) {
 	q.ready.push(t)
 }
 
-func (q *queue) park(t *task, reason string) {
+func (q *queue) park(t *task, reason string, now time.Time) {
 	t.state, t.token, t.until, t.lastErr = parked, "", time.Time{}, reason
 	q.seq++
-	t.parkedSeq = q.seq
+	t.parkedSeq, t.parkedAt = q.seq, now
 	q.parked[t.id] = t
+}
+
+// forget deletes task t, which is in no index any more, and takes its cost off bytes.
+func (q *queue) forget(t *task) {
+	delete(q.tasks, t.id)
+	q.bytes -= taskCost(t.payload)
 }
 
 // settle makes claimable what time made so, in the order it became so: delayed tasks
@@ -123,7 +130,7 @@ func (q *queue) settle(now time.Time, maxAttempts int) {
 		case lok && !l.After(now):
 			t, _ := q.inflight.popDue(now)
 			if maxAttempts > 0 && t.attempts >= maxAttempts {
-				q.park(t, leaseExpired)
+				q.park(t, leaseExpired, now)
 			} else {
 				t.lastErr = leaseExpired
 				q.makeReady(t)
@@ -246,8 +253,7 @@ func (q *queue) ack(queueName, id, token string, now time.Time) error {
 		return err
 	}
 	q.inflight.remove(t)
-	delete(q.tasks, id)
-	q.bytes -= taskCost(t.payload)
+	q.forget(t)
 	return nil
 }
 
@@ -335,7 +341,7 @@ func (b *Backend) QueueRelease(ctx context.Context, queueName, id, token string,
 	if r.Refund {
 		t.attempts = max(t.attempts-1, 0)
 	} else if r.MaxAttempts > 0 && t.attempts >= r.MaxAttempts {
-		q.park(t, r.Reason)
+		q.park(t, r.Reason, now)
 		return true, nil
 	}
 	t.lastErr = r.Reason
@@ -414,6 +420,26 @@ func (b *Backend) QueueRequeue(ctx context.Context, queueName, id string) error 
 	if err := b.check(); err != nil {
 		return err
 	}
+	return b.takeParked(queueName, id, func(q *queue, t *task) {
+		t.attempts = 0
+		q.makeReady(t)
+	})
+}
+
+// QueueDeleteParked implements primitives.Queue.
+func (b *Backend) QueueDeleteParked(ctx context.Context, queueName, id string) error {
+	if err := checkQueue(queueName); err != nil {
+		return err
+	}
+	if err := b.check(); err != nil {
+		return err
+	}
+	return b.takeParked(queueName, id, (*queue).forget)
+}
+
+// takeParked takes parked task id out of the parked set and hands it to then, under the
+// queue's lock; ErrNotFound when no such task is parked.
+func (b *Backend) takeParked(queueName, id string, then func(*queue, *task)) error {
 	q := b.getQueue(queueName, false)
 	if q == nil {
 		return fmt.Errorf("%w: queue %q has no parked task %q", primitives.ErrNotFound, queueName, id)
@@ -425,7 +451,36 @@ func (b *Backend) QueueRequeue(ctx context.Context, queueName, id string) error 
 		return fmt.Errorf("%w: queue %q has no parked task %q", primitives.ErrNotFound, queueName, id)
 	}
 	delete(q.parked, id)
-	t.attempts = 0
-	q.makeReady(t)
+	then(q, t)
 	return nil
+}
+
+// QueuePurgeParked implements primitives.Queue: one pass over the parked tasks under the
+// queue's lock, so no task parks while it runs.
+func (b *Backend) QueuePurgeParked(ctx context.Context, queueName string, age time.Duration) (int, error) {
+	if err := checkQueue(queueName); err != nil {
+		return 0, err
+	}
+	if err := primitives.CheckTTL("age", age); err != nil {
+		return 0, err
+	}
+	if err := b.check(); err != nil {
+		return 0, err
+	}
+	q := b.getQueue(queueName, false)
+	if q == nil {
+		return 0, nil
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	cutoff := b.clock.Now().Add(-age)
+	n := 0
+	for id, t := range q.parked {
+		if !t.parkedAt.After(cutoff) {
+			delete(q.parked, id)
+			q.forget(t)
+			n++
+		}
+	}
+	return n, nil
 }
