@@ -117,6 +117,8 @@ func New(p Params) *Server {
 	api("GET /api/v1/queues/{name}", s.getQueue)
 	api("GET /api/v1/queues/{name}/parked", s.listParked)
 	api("POST /api/v1/queues/{name}/parked/{id}/requeue", s.requeue)
+	api("DELETE /api/v1/queues/{name}/parked/{id}", s.deleteParked)
+	api("DELETE /api/v1/queues/{name}/parked", s.purgeParked)
 	api("GET /api/v1/pools", s.listPools)
 	api("GET /api/v1/pools/{name}", s.getPool)
 	api("/api/", func(w http.ResponseWriter, r *http.Request) {
@@ -443,6 +445,50 @@ func (s *Server) requeue(w http.ResponseWriter, r *http.Request) {
 	}
 	s.p.Log.Info("api: parked task requeued", "queue", name, "task", id)
 	writeJSON(w, http.StatusOK, map[string]any{"queue": name, "task_id": id, "requeued": true})
+}
+
+func (s *Server) deleteParked(w http.ResponseWriter, r *http.Request) {
+	name, id := r.PathValue("name"), r.PathValue("id")
+	if !s.known(w, "queue", name, s.queues) {
+		return
+	}
+	if err := s.p.Backend.QueueDeleteParked(r.Context(), name, id); err != nil {
+		backendError(w, err)
+		return
+	}
+	s.p.Log.Info("api: parked task deleted", "queue", name, "task", id)
+	writeJSON(w, http.StatusOK, map[string]any{"queue": name, "task_id": id, "deleted": true})
+}
+
+// Purged is the answer to DELETE /api/v1/queues/{name}/parked.
+type Purged struct {
+	Queue   string `json:"queue"`
+	Deleted int    `json:"deleted"`
+}
+
+// purgeParked deletes every parked task of a queue, or with ?older_than=<duration> (Go
+// syntax: 24h, 90m) those parked at least that long ago.
+func (s *Server) purgeParked(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if !s.known(w, "queue", name, s.queues) {
+		return
+	}
+	var age time.Duration
+	if v := r.URL.Query().Get("older_than"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			writeError(w, http.StatusBadRequest, abi.ValueError, fmt.Sprintf("older_than %q: want a duration >= 0 such as 24h or 90m", v), nil)
+			return
+		}
+		age = d
+	}
+	n, err := s.p.Backend.QueuePurgeParked(r.Context(), name, age)
+	if err != nil {
+		backendError(w, err)
+		return
+	}
+	s.p.Log.Info("api: parked tasks purged", "queue", name, "older_than", age, "deleted", n)
+	writeJSON(w, http.StatusOK, Purged{Queue: name, Deleted: n})
 }
 
 // PoolStats is one pool as the API shows it.
