@@ -439,9 +439,11 @@ type Grant struct {
 	// default: 0 (64 MiB)
 	KVMaxBytes int64 `json:"kv_max_bytes,omitempty"`
 	// CounterMaxNames caps the distinct counter names the plugin creates in each root
-	// (the name up to its first ':', as for KV), and LockMaxNames the lock names. A
-	// counter or lock is never freed (a lock's fence must never go back), so a name,
+	// (the name up to its first ':', as for KV): a counter is never freed, so a name,
 	// once created, counts for good; names created by another plugin cost nothing.
+	// LockMaxNames caps the locks the plugin holds at once in each root: a release or
+	// the end of a hold gives one back (a lock keeps nothing past its hold; its fence
+	// comes from its root's one sequence, which only grows).
 	// default: 0 (10000 each)
 	CounterMaxNames int `json:"counter_max_names,omitempty"`
 	LockMaxNames    int `json:"lock_max_names,omitempty"`

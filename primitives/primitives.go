@@ -173,7 +173,7 @@ func KVCost(namespace, key string, value []byte) int64 {
 // Grant is a held lock.
 type Grant struct {
 	Token string    // proves the holder on LockRelease; unique per grant
-	Fence int64     // strictly increasing per lock name across all grants: a fencing token
+	Fence int64     // strictly increasing per lock name across all grants: a fencing token (not contiguous: a root's locks draw from one sequence)
 	Until time.Time // when the lease expires if not released
 }
 
@@ -186,12 +186,13 @@ type Lock interface {
 	// LockRelease releases the lock only if token still holds it; released is false
 	// otherwise (the lease expired, maybe re-granted to another holder).
 	LockRelease(ctx context.Context, name, token string) (released bool, err error)
-	// LockAcquireWithin is LockAcquire counted against q.Owner's quota of lock names in
-	// the name's root (see NameQuota): the first grant of a name never granted before
-	// that would take the owner past q.Max names there is ErrLimit and creates nothing,
-	// in the same step as the grant, so that concurrent acquires never exceed it. A lock
-	// name is never freed (its fence must never go back), so a name, once counted,
-	// counts for good. LockAcquire is LockAcquireWithin with the zero NameQuota.
+	// LockAcquireWithin is LockAcquire counted against q.Owner's quota of locks in the
+	// name's root (see NameQuota): a grant that would take the owner past q.Max locks
+	// held at once there is ErrLimit and takes nothing, in the same step as the grant, so
+	// that concurrent acquires never exceed it. A release or the hold's end gives the
+	// lock back: a lock keeps no state past its hold, since its fence is drawn from its
+	// root's one sequence, which only grows. LockAcquire is LockAcquireWithin with the
+	// zero NameQuota.
 	LockAcquireWithin(ctx context.Context, name string, hold, wait time.Duration, q NameQuota) (g Grant, ok bool, err error)
 }
 
@@ -209,11 +210,12 @@ type Counter interface {
 	CounterGet(ctx context.Context, name string) (int64, error)
 }
 
-// NameQuota bounds how many distinct counter names, or lock names, one owner (the host
-// passes a plugin's type) creates within one root: the name up to its first ':', as
-// KVRoot cuts a namespace. A name counts against the owner whose update or grant first
-// created it; later uses by anyone cost nothing. Max 0 bounds nothing; an empty Owner
-// counts nowhere.
+// NameQuota bounds how many distinct counter names one owner (the host passes a plugin's
+// type) creates within one root, or how many locks it holds at once there: the root is
+// the name up to its first ':', as KVRoot cuts a namespace. A counter name counts against
+// the owner whose update first created it, for good (a counter is never freed); later
+// uses by anyone cost nothing. A lock counts against its holder until released or its
+// hold ends. Max 0 bounds nothing; an empty Owner counts nowhere.
 //
 // The quota is per root for the reason KVQuota is: on Redis all counters (or locks) of
 // a root share one hash tag, so the check, the creation and the ledger are one script.

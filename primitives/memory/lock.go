@@ -7,12 +7,16 @@ import (
 	"github.com/fleethost/fleet/primitives"
 )
 
-// lockState is one lock name. Its fields are guarded by Backend.locksMu. It outlives its
-// holders, so that the fence never goes back.
+// lockState is one held lock. Its fields are guarded by Backend.locksMu. It lives in
+// Backend.locks from its grant until its release or, once its hold has ended, the next
+// acquire: a lock keeps nothing past its hold, since its fence comes from its root's
+// sequence (Backend.lockFences).
 type lockState struct {
-	token string    // of the holder; "" when free
-	until time.Time // end of the holder's lease
-	fence int64     // of the last grant
+	name  string    // immutable
+	owner string    // immutable: the NameQuota.Owner it counts against, "" for none
+	token string    // immutable: the holder's
+	until time.Time // immutable: end of the holder's lease
+	node  node      // in Backend.lockTTL
 }
 
 func checkLock(name string) error { return primitives.CheckName("lock", name) }
@@ -23,8 +27,8 @@ func (b *Backend) LockAcquire(ctx context.Context, name string, hold, wait time.
 	return b.LockAcquireWithin(ctx, name, hold, wait, primitives.NameQuota{})
 }
 
-// LockAcquireWithin implements primitives.Lock: the first grant of a name is counted
-// against q, or refused past it, under the same lock as the grant.
+// LockAcquireWithin implements primitives.Lock: the grant is counted against q, or
+// refused past it, under the same lock as the grant.
 func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait time.Duration, q primitives.NameQuota) (primitives.Grant, bool, error) {
 	if err := checkLock(name); err != nil {
 		return primitives.Grant{}, false, err
@@ -55,20 +59,38 @@ func (b *Backend) tryLock(name string, hold time.Duration, q primitives.NameQuot
 	b.locksMu.Lock()
 	defer b.locksMu.Unlock()
 	now := b.clock.Now()
-	st := b.locks[name]
-	if st == nil {
-		if err := b.lockNames.charge("lock", name, q); err != nil {
-			return primitives.Grant{}, false, err
-		}
-		st = &lockState{}
-		b.locks[name] = st
+	for st, ok := b.lockTTL.popDue(now); ok; st, ok = b.lockTTL.popDue(now) {
+		b.dropLock(st)
 	}
-	if st.token != "" && now.Before(st.until) {
+	if b.locks[name] != nil {
 		return primitives.Grant{}, false, nil
 	}
-	st.fence++
-	st.token, st.until = primitives.NewToken(), now.Add(hold)
-	return primitives.Grant{Token: st.token, Fence: st.fence, Until: st.until}, true, nil
+	root := primitives.KVRoot(name)
+	held := kvLedger{root, q.Owner}
+	if q.Owner != "" && q.Max > 0 && b.locksHeld[held] >= q.Max {
+		return primitives.Grant{}, false, primitives.NamesExceeded("lock", q, root)
+	}
+	st := &lockState{name: name, owner: q.Owner, token: primitives.NewToken(), until: now.Add(hold)}
+	b.locks[name] = st
+	b.lockTTL.push(st, st.until, 0)
+	if q.Owner != "" {
+		b.locksHeld[held]++
+	}
+	b.lockFences[root]++
+	return primitives.Grant{Token: st.token, Fence: b.lockFences[root], Until: st.until}, true, nil
+}
+
+// dropLock forgets a lock released or past its hold, and gives it back to its owner's
+// quota. The caller holds locksMu and has taken st out of lockTTL.
+func (b *Backend) dropLock(st *lockState) {
+	delete(b.locks, st.name)
+	if st.owner == "" {
+		return
+	}
+	held := kvLedger{primitives.KVRoot(st.name), st.owner}
+	if b.locksHeld[held]--; b.locksHeld[held] == 0 {
+		delete(b.locksHeld, held)
+	}
 }
 
 // LockRelease implements primitives.Lock.
@@ -82,9 +104,10 @@ func (b *Backend) LockRelease(ctx context.Context, name, token string) (bool, er
 	b.locksMu.Lock()
 	defer b.locksMu.Unlock()
 	st := b.locks[name]
-	if st == nil || st.token == "" || st.token != token || !b.clock.Now().Before(st.until) {
+	if st == nil || st.token != token || !b.clock.Now().Before(st.until) {
 		return false, nil
 	}
-	st.token, st.until = "", time.Time{}
+	b.lockTTL.remove(st)
+	b.dropLock(st)
 	return true, nil
 }

@@ -109,7 +109,7 @@ func TestKeysMatchLuaAndShareASlot(t *testing.T) {
 	b.LockAcquireWithin(bg, "scraper:a", time.Minute, 0, nq)
 	b.LockAcquireWithin(bg, "scraper", time.Minute, 0, nq)
 	checkKeys(t, "fleet:lock:*", []string{
-		lockKey("scraper:a"), lockFenceKey("scraper:a"), lockKey("scraper"), lockFenceKey("scraper"), lockNamesKey("scraper:y", "scraper"),
+		lockKey("scraper:a"), lockKey("scraper"), lockFenceKey("scraper:x"), lockHeldKey("scraper:y", "scraper"),
 	})
 
 	// A root's values and its owners' ledgers share the root's slot, whatever the namespace.

@@ -8,28 +8,42 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// lockAcquireCmd takes a free lock and draws its fencing token. A name never granted
-// (no fence yet) is counted against its owner's quota of names first, when there is
-// an owner.
+// lockAcquireCmd takes a free lock and draws its fencing token from the root's sequence.
+// With an owner, the grant is counted in the owner's ledger of held locks, after the
+// ledger has dropped the locks whose hold has ended, and refused at the quota.
 //
 //	KEYS[1] -> fleet:lock:{root}[name]              STRING holder's token, PX hold
-//	KEYS[2] -> fleet:lock:{root}[name]:fence        STRING integer, never expires
-//	KEYS[3] -> fleet:lock:{root}:names:<owner>      STRING integer, the names it created (optional)
-//	ARGV[1] -> token (fresh, from Go)
+//	KEYS[2] -> fleet:lock:{root}:fence              STRING integer, the root's fences; never expires
+//	KEYS[3] -> fleet:lock:{root}:held:<owner>       ZSET name -> hold end ms (optional)
+//	ARGV[1] -> token (fresh, from Go; "<hex>/<owner>" with an owner)
 //	ARGV[2] -> hold in ms
-//	ARGV[3] -> the quota of names (0: none)
+//	ARGV[3] -> the quota of locks held (0: none)
+//	ARGV[4] -> name, the ledger's member
+//
+// A root's first fence (INCR gives 1: the sequence is new, or was lost) is Redis's clock
+// in µs instead: above every fence drawn before, which an INCR a grant never outruns,
+// and above the per-name sequences of the layout before this one.
 //
 // Output: 0 the lock is held; -1 past the quota, nothing written; n > 0 granted, n the
 // fence.
-var lockAcquireCmd = goredis.NewScript(`
-local charge = KEYS[3] and redis.call('EXISTS', KEYS[2]) == 0
-if charge then
+var lockAcquireCmd = goredis.NewScript(luaNow + `
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local hold = tonumber(ARGV[2])
+local now = now_ms()
+if KEYS[3] then
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
   local max = tonumber(ARGV[3])
-  if max > 0 and tonumber(redis.call('GET', KEYS[3]) or '0') >= max then return -1 end
+  if max > 0 and redis.call('ZCARD', KEYS[3]) >= max then return -1 end
+  redis.call('ZADD', KEYS[3], now + hold, ARGV[4])
 end
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
-if charge then redis.call('INCR', KEYS[3]) end
-return redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', hold)
+local fence = redis.call('INCR', KEYS[2])
+if fence == 1 then
+  local t = redis.call('TIME')
+  fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  redis.call('SET', KEYS[2], fence)
+end
+return fence
 `)
 
 // LockAcquire takes lock name for hold. With wait 0 it tries once and returns ok false
@@ -54,15 +68,15 @@ func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait
 	}
 	keys := []string{lockKey(name), lockFenceKey(name)}
 	if q.Owner != "" {
-		keys = append(keys, lockNamesKey(name, q.Owner))
+		keys = append(keys, lockHeldKey(name, q.Owner))
 	}
 	var g primitives.Grant
 	ok, err := primitives.RetryAcquire(ctx, wait, func(ctx context.Context) (bool, error) {
-		token := primitives.NewToken()
+		token := lockToken(q.Owner)
 		start := time.Now()
 		ctx, cancel := b.call(ctx)
 		defer cancel()
-		v, err := lockAcquireCmd.Run(ctx, b.client, keys, token, ms(hold), q.Max).Result()
+		v, err := lockAcquireCmd.Run(ctx, b.client, keys, token, ms(hold), q.Max, name).Result()
 		if err != nil {
 			return false, b.scriptFail(ctx, "lock acquire", name, err)
 		}
@@ -84,15 +98,32 @@ func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait
 	return g, true, nil
 }
 
-// lockReleaseCmd deletes a lock only if the token still holds it.
+// lockToken is a fresh lock token: primitives.NewToken, and "/<owner>" when the grant
+// counts against an owner, so that the release, which is given only the token, finds
+// the ledger to take the lock out of. A token is compared whole before its owner is
+// read, so no caller can name another's ledger.
+func lockToken(owner string) string {
+	if owner == "" {
+		return primitives.NewToken()
+	}
+	return primitives.NewToken() + "/" + owner
+}
+
+// lockReleaseCmd deletes a lock only if the token still holds it, and takes it out of
+// the ledger of the owner its token names.
 //
 //	KEYS[1] -> fleet:lock:{root}[name]  STRING holder's token
+//	KEYS[2] -> fleet:lock:{root}:held:  prefix of the owners' ledgers (never read itself)
 //	ARGV[1] -> token
+//	ARGV[2] -> name, the ledger's member
 //
 // Output: 1 released; 0 not held by token (expired, maybe re-granted).
 var lockReleaseCmd = goredis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+local owner = string.match(ARGV[1], '^[^/]*/(.+)$')
+if owner then redis.call('ZREM', KEYS[2] .. owner, ARGV[2]) end
+return 1
 `)
 
 // LockRelease releases lock name if token still holds it; released is false otherwise
@@ -103,7 +134,7 @@ func (b *Backend) LockRelease(ctx context.Context, name, token string) (bool, er
 	}
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := lockReleaseCmd.Run(ctx, b.client, []string{lockKey(name)}, token).Result()
+	v, err := lockReleaseCmd.Run(ctx, b.client, []string{lockKey(name), lockHeldPrefix(name)}, token, name).Result()
 	if err != nil {
 		return false, b.scriptFail(ctx, "lock release", name, err)
 	}
