@@ -435,29 +435,26 @@ func (s *Server) listParked(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) requeue(w http.ResponseWriter, r *http.Request) {
-	name, id := r.PathValue("name"), r.PathValue("id")
-	if !s.known(w, "queue", name, s.queues) {
-		return
-	}
-	if err := s.p.Backend.QueueRequeue(r.Context(), name, id); err != nil {
-		backendError(w, err)
-		return
-	}
-	s.p.Log.Info("api: parked task requeued", "queue", name, "task", id)
-	writeJSON(w, http.StatusOK, map[string]any{"queue": name, "task_id": id, "requeued": true})
+	s.parkedTask(w, r, "requeued", s.p.Backend.QueueRequeue)
 }
 
 func (s *Server) deleteParked(w http.ResponseWriter, r *http.Request) {
+	s.parkedTask(w, r, "deleted", s.p.Backend.QueueDeleteParked)
+}
+
+// parkedTask runs op on the parked task the route names, logs it as done, and answers
+// {"queue", "task_id", done: true}.
+func (s *Server) parkedTask(w http.ResponseWriter, r *http.Request, done string, op func(ctx context.Context, queue, id string) error) {
 	name, id := r.PathValue("name"), r.PathValue("id")
 	if !s.known(w, "queue", name, s.queues) {
 		return
 	}
-	if err := s.p.Backend.QueueDeleteParked(r.Context(), name, id); err != nil {
+	if err := op(r.Context(), name, id); err != nil {
 		backendError(w, err)
 		return
 	}
-	s.p.Log.Info("api: parked task deleted", "queue", name, "task", id)
-	writeJSON(w, http.StatusOK, map[string]any{"queue": name, "task_id": id, "deleted": true})
+	s.p.Log.Info("api: parked task "+done, "queue", name, "task", id)
+	writeJSON(w, http.StatusOK, map[string]any{"queue": name, "task_id": id, done: true})
 }
 
 // Purged is the answer to DELETE /api/v1/queues/{name}/parked.

@@ -509,20 +509,21 @@ return 1
 // QueueRequeue moves parked task id of queue back to the queue with its attempts
 // reset; it keeps its last error. ErrNotFound when no such parked task exists.
 func (b *Backend) QueueRequeue(ctx context.Context, queue, id string) error {
+	return b.onParked(ctx, "queue requeue", queueRequeueCmd, queue, id)
+}
+
+// onParked runs cmd, a script on one parked task (1 done, -1 no such parked task), on
+// task id of queue.
+func (b *Backend) onParked(ctx context.Context, op string, cmd *goredis.Script, queue, id string) error {
 	if err := primitives.CheckName("queue", queue); err != nil {
 		return err
 	}
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := queueRequeueCmd.Run(ctx, b.client, queueScriptKeys(queue), id).Result()
+	v, err := cmd.Run(ctx, b.client, queueScriptKeys(queue), id).Result()
 	if err != nil {
-		return b.scriptFail(ctx, "queue requeue", queue, err)
+		return b.scriptFail(ctx, op, queue, err)
 	}
-	return parkedError("queue requeue", queue, id, v)
-}
-
-// parkedError is the error of a script on one parked task: nil for 1, ErrNotFound for -1.
-func parkedError(op, queue, id string, v any) error {
 	switch v {
 	case int64(codeOK):
 		return nil
@@ -548,16 +549,7 @@ return 1
 // QueueDeleteParked deletes parked task id of queue and gives its cost back to the
 // queue's bytes. ErrNotFound when no such parked task exists.
 func (b *Backend) QueueDeleteParked(ctx context.Context, queue, id string) error {
-	if err := primitives.CheckName("queue", queue); err != nil {
-		return err
-	}
-	ctx, cancel := b.call(ctx)
-	defer cancel()
-	v, err := queueDeleteParkedCmd.Run(ctx, b.client, queueScriptKeys(queue), id).Result()
-	if err != nil {
-		return b.scriptFail(ctx, "queue delete parked", queue, err)
-	}
-	return parkedError("queue delete parked", queue, id, v)
+	return b.onParked(ctx, "queue delete parked", queueDeleteParkedCmd, queue, id)
 }
 
 // purgePage is how many parked tasks one script of QueuePurgeParked deletes at most, so

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -16,15 +15,7 @@ func parkFailing(t *testing.T, d *daemon, n int) []string {
 	t.Helper()
 	var ids []string
 	for range n {
-		status, b := d.request(http.MethodPost, "/api/v1/automations/worker/tasks", "", []byte(`{"n": 1, "fail": true}`))
-		if status != http.StatusAccepted {
-			t.Fatalf("submit = %d %s", status, b)
-		}
-		var ok struct {
-			TaskID string `json:"task_id"`
-		}
-		json.Unmarshal(b, &ok)
-		ids = append(ids, ok.TaskID)
+		ids = append(ids, submitTask(t, d, `{"n": 1, "fail": true}`))
 	}
 	var q queueStats
 	testutil.WaitFor(t, 30*time.Second, "the failing tasks parked", func() bool {
@@ -89,10 +80,7 @@ func TestParkedDelete(t *testing.T) {
 // is that old, and says so in its log.
 func TestParkedRetention(t *testing.T) {
 	d := startDaemon(t, nil, "--plugins", pluginsDir(t, workerPkg), "--max-attempts", "1", "--poll-interval", "20ms", "--parked-retention", "300ms")
-	status, b := d.request(http.MethodPost, "/api/v1/automations/worker/tasks", "", []byte(`{"n": 1, "fail": true}`))
-	if status != http.StatusAccepted {
-		t.Fatalf("submit = %d %s", status, b)
-	}
+	submitTask(t, d, `{"n": 1, "fail": true}`)
 	testutil.WaitFor(t, 30*time.Second, "the parked task deleted past its retention", func() bool {
 		return strings.Contains(d.logs.String(), `"msg":"host: parked tasks past their retention deleted","queue":"work","deleted":1`)
 	})
