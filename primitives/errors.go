@@ -66,7 +66,7 @@ func KVQuotaExceeded(q KVQuota, root string, keys int, bytes int64) error {
 }
 
 // NamesExceeded is the error of a first use of a counter name refused by
-// CounterIncrWithin, or of a grant refused by LockAcquireWithin (kind "lock"): the owner
+// CounterIncrWithin, or of a lease refused by LockAcquireWithin (kind "lock"): the owner
 // already created q.Max counter names, or holds q.Max locks, in root.
 func NamesExceeded(kind string, q NameQuota, root string) error {
 	return capError("names", "%q already holds its quota of %d %s names under root %q", q.Owner, q.Max, kind, root)

@@ -8,7 +8,7 @@ import (
 )
 
 // lockState is one held lock. Its fields are guarded by Backend.locksMu. It lives in
-// Backend.locks from its grant until its release or, once its hold has ended, the next
+// Backend.locks from its lease until its release or, once its hold has ended, the next
 // acquire: a lock keeps nothing past its hold, since its fence comes from its root's
 // sequence (Backend.lockFences).
 type lockState struct {
@@ -23,39 +23,39 @@ func checkLock(name string) error { return primitives.CheckName("lock", name) }
 
 // LockAcquire implements primitives.Lock. With wait > 0 it polls through
 // primitives.RetryAcquire, in real time whatever the Clock.
-func (b *Backend) LockAcquire(ctx context.Context, name string, hold, wait time.Duration) (primitives.Grant, bool, error) {
+func (b *Backend) LockAcquire(ctx context.Context, name string, hold, wait time.Duration) (primitives.LockLease, bool, error) {
 	return b.LockAcquireWithin(ctx, name, hold, wait, primitives.NameQuota{})
 }
 
-// LockAcquireWithin implements primitives.Lock: the grant is counted against q, or
-// refused past it, under the same lock as the grant.
-func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait time.Duration, q primitives.NameQuota) (primitives.Grant, bool, error) {
+// LockAcquireWithin implements primitives.Lock: the lease is counted against q, or
+// refused past it, under the same lock as the lease.
+func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait time.Duration, q primitives.NameQuota) (primitives.LockLease, bool, error) {
 	if err := checkLock(name); err != nil {
-		return primitives.Grant{}, false, err
+		return primitives.LockLease{}, false, err
 	}
 	if err := primitives.CheckPositive("hold", hold); err != nil {
-		return primitives.Grant{}, false, err
+		return primitives.LockLease{}, false, err
 	}
 	if err := primitives.CheckTTL("wait", wait); err != nil {
-		return primitives.Grant{}, false, err
+		return primitives.LockLease{}, false, err
 	}
-	var g primitives.Grant
+	var l primitives.LockLease
 	ok, err := primitives.RetryAcquire(ctx, wait, func(context.Context) (bool, error) {
 		if err := b.check(); err != nil {
 			return false, err
 		}
 		var ok bool
 		var err error
-		g, ok, err = b.tryLock(name, hold, q)
+		l, ok, err = b.tryLock(name, hold, q)
 		return ok, err
 	})
 	if !ok || err != nil {
-		return primitives.Grant{}, false, err
+		return primitives.LockLease{}, false, err
 	}
-	return g, true, nil
+	return l, true, nil
 }
 
-func (b *Backend) tryLock(name string, hold time.Duration, q primitives.NameQuota) (primitives.Grant, bool, error) {
+func (b *Backend) tryLock(name string, hold time.Duration, q primitives.NameQuota) (primitives.LockLease, bool, error) {
 	b.locksMu.Lock()
 	defer b.locksMu.Unlock()
 	now := b.clock.Now()
@@ -63,12 +63,12 @@ func (b *Backend) tryLock(name string, hold time.Duration, q primitives.NameQuot
 		b.dropLock(st)
 	}
 	if b.locks[name] != nil {
-		return primitives.Grant{}, false, nil
+		return primitives.LockLease{}, false, nil
 	}
 	root := primitives.KVRoot(name)
 	held := kvLedger{root, q.Owner}
 	if q.Owner != "" && q.Max > 0 && b.locksHeld[held] >= q.Max {
-		return primitives.Grant{}, false, primitives.NamesExceeded("lock", q, root)
+		return primitives.LockLease{}, false, primitives.NamesExceeded("lock", q, root)
 	}
 	st := &lockState{name: name, owner: q.Owner, token: primitives.NewToken(), until: now.Add(hold)}
 	b.locks[name] = st
@@ -77,7 +77,7 @@ func (b *Backend) tryLock(name string, hold time.Duration, q primitives.NameQuot
 		b.locksHeld[held]++
 	}
 	b.lockFences[root]++
-	return primitives.Grant{Token: st.token, Fence: b.lockFences[root], Until: st.until}, true, nil
+	return primitives.LockLease{Lease: primitives.Lease{Token: st.token, Until: st.until}, Fence: b.lockFences[root]}, true, nil
 }
 
 // dropLock forgets a lock released or past its hold, and gives it back to its owner's

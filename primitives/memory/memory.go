@@ -69,7 +69,7 @@ type Backend struct {
 	locksMu    sync.Mutex
 	locks      map[string]*lockState // guarded by locksMu; the locks held (or past their hold, until pruned)
 	lockTTL    deadlines[*lockState] // guarded by locksMu; the entries of locks, by the end of their hold
-	lockFences map[string]int64      // guarded by locksMu; by root: the fence of its last grant
+	lockFences map[string]int64      // guarded by locksMu; by root: the fence of its last lease
 	locksHeld  map[kvLedger]int      // guarded by locksMu; the locks of locks that count against an owner, by root and owner
 
 	countersMu   sync.RWMutex

@@ -44,7 +44,7 @@ var limitTests = []subtest{
 
 // useName is a use of a counter or lock name under a NameQuota: an update of the
 // counter, or an acquire of the lock, kept held so that it keeps counting. A lock held
-// already (by this owner or another) is a use too, granted nothing and charged nothing.
+// already (by this owner or another) is a use too, leased nothing and charged nothing.
 type useName func(t *testing.T, name string, q primitives.NameQuota) error
 
 func counterNames(b primitives.Backend) useName {
@@ -581,28 +581,28 @@ func testLockQuotaGivenBack(t *testing.T, b primitives.Backend) {
 	const hold = 150 * time.Millisecond
 	ctx := t.Context()
 	q := primitives.NameQuota{Owner: "a", Max: 1}
-	grant := func(name string, hold time.Duration) (primitives.Grant, error) {
-		g, ok, err := b.LockAcquireWithin(ctx, name, hold, 0, q)
+	acquireIn := func(name string, hold time.Duration) (primitives.LockLease, error) {
+		l, ok, err := b.LockAcquireWithin(ctx, name, hold, 0, q)
 		if err == nil && !ok {
-			t.Fatalf("LockAcquireWithin(%q) = not granted, want granted or ErrLimit", name)
+			t.Fatalf("LockAcquireWithin(%q) = not acquired, want acquired or ErrLimit", name)
 		}
-		return g, err
+		return l, err
 	}
 	for i := range 3 { // one name over and over, released each time
-		g, err := grant("a:same", time.Minute)
+		l, err := acquireIn("a:same", time.Minute)
 		noErr(t, fmt.Sprintf("LockAcquireWithin(a:same) #%d", i+1), err)
-		release(t, b, "a:same", g.Token)
+		release(t, b, "a:same", l.Token)
 	}
-	g, err := grant("a:1", time.Minute)
+	l, err := acquireIn("a:1", time.Minute)
 	noErr(t, "LockAcquireWithin(a:1)", err)
-	_, err = grant("a:2", time.Minute)
+	_, err = acquireIn("a:2", time.Minute)
 	wantErr(t, "LockAcquireWithin(a:2) while a:1 is held, quota 1", err, primitives.ErrLimit)
-	release(t, b, "a:1", g.Token)
-	_, err = grant("a:2", hold)
+	release(t, b, "a:1", l.Token)
+	_, err = acquireIn("a:2", hold)
 	noErr(t, "LockAcquireWithin(a:2) after a:1 was released", err)
-	_, err = grant("a:3", time.Minute)
+	_, err = acquireIn("a:3", time.Minute)
 	wantErr(t, "LockAcquireWithin(a:3) while a:2 is held", err, primitives.ErrLimit)
 	sleep(t, hold+150*time.Millisecond) // a:2's hold ends, never released
-	_, err = grant("a:3", time.Minute)
+	_, err = acquireIn("a:3", time.Minute)
 	noErr(t, "LockAcquireWithin(a:3) after a:2's hold ended", err)
 }

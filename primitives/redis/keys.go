@@ -155,7 +155,7 @@ func lockPrefix(name string) string { return "fleet:lock:{" + primitives.KVRoot(
 // lockKey is a lock: STRING holding the holder's token, with the hold as its PX TTL.
 func lockKey(name string) string { return lockPrefix(name) + "[" + name + "]" }
 
-// lockFenceKey is the fence sequence of name's root: STRING integer, INCR on every grant
+// lockFenceKey is the fence sequence of name's root: STRING integer, INCR on every lease
 // of any lock of the root, never expiring, so that every lock's fences only grow while
 // a lock keeps no key past its hold. One key a root.
 func lockFenceKey(name string) string { return lockPrefix(name) + ":fence" }

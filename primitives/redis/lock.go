@@ -9,7 +9,7 @@ import (
 )
 
 // lockAcquireCmd takes a free lock and draws its fencing token from the root's sequence.
-// With an owner, the grant is counted in the owner's ledger of held locks, after the
+// With an owner, the lease is counted in the owner's ledger of held locks, after the
 // ledger has dropped the locks whose hold has ended, and refused at the quota.
 //
 //	KEYS[1] -> fleet:lock:{root}[name]              STRING holder's token, PX hold
@@ -21,10 +21,10 @@ import (
 //	ARGV[4] -> name, the ledger's member
 //
 // A root's first fence (INCR gives 1: the sequence is new, or was lost) is Redis's clock
-// in µs instead: above every fence drawn before, which an INCR a grant never outruns,
+// in µs instead: above every fence drawn before, which an INCR a lease never outruns,
 // and above the per-name sequences of the layout before this one.
 //
-// Output: 0 the lock is held; -1 past the quota, nothing written; n > 0 granted, n the
+// Output: 0 the lock is held; -1 past the quota, nothing written; n > 0 leased, n the
 // fence.
 var lockAcquireCmd = goredis.NewScript(luaNow + `
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
@@ -50,27 +50,27 @@ return fence
 // when the lock is held; with wait > 0 it tries again with jittered exponential backoff
 // (primitives.RetryAcquire) until wait has passed or ctx ends. Each try is one round
 // trip, bounded by Options.CallTimeout. hold must be > 0.
-func (b *Backend) LockAcquire(ctx context.Context, name string, hold, wait time.Duration) (primitives.Grant, bool, error) {
+func (b *Backend) LockAcquire(ctx context.Context, name string, hold, wait time.Duration) (primitives.LockLease, bool, error) {
 	return b.LockAcquireWithin(ctx, name, hold, wait, primitives.NameQuota{})
 }
 
-// LockAcquireWithin is LockAcquire that counts a name never granted against q in the
-// same script as the grant (primitives.Lock).
-func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait time.Duration, q primitives.NameQuota) (primitives.Grant, bool, error) {
+// LockAcquireWithin is LockAcquire that counts a name never leased against q in the
+// same script as the lease (primitives.Lock).
+func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait time.Duration, q primitives.NameQuota) (primitives.LockLease, bool, error) {
 	if err := primitives.CheckName("lock", name); err != nil {
-		return primitives.Grant{}, false, err
+		return primitives.LockLease{}, false, err
 	}
 	if err := primitives.CheckPositive("hold", hold); err != nil {
-		return primitives.Grant{}, false, err
+		return primitives.LockLease{}, false, err
 	}
 	if err := primitives.CheckTTL("wait", wait); err != nil {
-		return primitives.Grant{}, false, err
+		return primitives.LockLease{}, false, err
 	}
 	keys := []string{lockKey(name), lockFenceKey(name)}
 	if q.Owner != "" {
 		keys = append(keys, lockHeldKey(name, q.Owner))
 	}
-	var g primitives.Grant
+	var l primitives.LockLease
 	ok, err := primitives.RetryAcquire(ctx, wait, func(ctx context.Context) (bool, error) {
 		token := lockToken(q.Owner)
 		start := time.Now()
@@ -89,16 +89,16 @@ func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait
 		case fence == 0:
 			return false, nil
 		}
-		g = primitives.Grant{Token: token, Fence: fence, Until: start.Add(hold)}
+		l = primitives.LockLease{Lease: primitives.Lease{Token: token, Until: start.Add(hold)}, Fence: fence}
 		return true, nil
 	})
 	if err != nil || !ok {
-		return primitives.Grant{}, false, err
+		return primitives.LockLease{}, false, err
 	}
-	return g, true, nil
+	return l, true, nil
 }
 
-// lockToken is a fresh lock token: primitives.NewToken, and "/<owner>" when the grant
+// lockToken is a fresh lock token: primitives.NewToken, and "/<owner>" when the lease
 // counts against an owner, so that the release, which is given only the token, finds
 // the ledger to take the lock out of. A token is compared whole before its owner is
 // read, so no caller can name another's ledger.
@@ -117,7 +117,7 @@ func lockToken(owner string) string {
 //	ARGV[1] -> token
 //	ARGV[2] -> name, the ledger's member
 //
-// Output: 1 released; 0 not held by token (expired, maybe re-granted).
+// Output: 1 released; 0 not held by token (expired, maybe leased again).
 var lockReleaseCmd = goredis.NewScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])

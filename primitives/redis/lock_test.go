@@ -17,15 +17,15 @@ import (
 func TestLockState(t *testing.T) {
 	b, raw := setup(t)
 	start := time.Now()
-	g1, ok, err := b.LockAcquire(bg, "harvest:x", 5*time.Second, 0)
+	l1, ok, err := b.LockAcquire(bg, "harvest:x", 5*time.Second, 0)
 	if err != nil || !ok {
 		t.Fatalf("LockAcquire = %v, %v", ok, err)
 	}
-	if g1.Token == "" || g1.Fence < 1 || g1.Until.Before(start.Add(5*time.Second)) || g1.Until.After(time.Now().Add(5*time.Second)) {
-		t.Fatalf("LockAcquire = %+v, want a token, a fence and start+5s", g1)
+	if l1.Token == "" || l1.Fence < 1 || l1.Until.Before(start.Add(5*time.Second)) || l1.Until.After(time.Now().Add(5*time.Second)) {
+		t.Fatalf("LockAcquire = %+v, want a token, a fence and start+5s", l1)
 	}
-	if v := raw.Get(bg, lockKey("harvest:x")).Val(); v != g1.Token {
-		t.Errorf("GET lock = %q, want the token %q", v, g1.Token)
+	if v := raw.Get(bg, lockKey("harvest:x")).Val(); v != l1.Token {
+		t.Errorf("GET lock = %q, want the token %q", v, l1.Token)
 	}
 	if ttl := raw.PTTL(bg, lockKey("harvest:x")).Val(); ttl <= 4*time.Second || ttl > 5*time.Second {
 		t.Errorf("PTTL lock = %v, want about 5s", ttl)
@@ -36,26 +36,26 @@ func TestLockState(t *testing.T) {
 	if released, err := b.LockRelease(bg, "harvest:x", "not-mine"); released || err != nil {
 		t.Fatalf("LockRelease(wrong token) = %v, %v, want false", released, err)
 	}
-	if released, err := b.LockRelease(bg, "harvest:x", g1.Token); !released || err != nil {
+	if released, err := b.LockRelease(bg, "harvest:x", l1.Token); !released || err != nil {
 		t.Fatalf("LockRelease = %v, %v, want true", released, err)
 	}
 	if raw.Exists(bg, lockKey("harvest:x")).Val() != 0 {
 		t.Errorf("lock key still exists after release")
 	}
-	if released, _ := b.LockRelease(bg, "harvest:x", g1.Token); released {
+	if released, _ := b.LockRelease(bg, "harvest:x", l1.Token); released {
 		t.Fatalf("LockRelease twice = true, want false")
 	}
-	g2, ok, _ := b.LockAcquire(bg, "harvest:x", time.Second, 0)
-	if !ok || g2.Fence <= g1.Fence || g2.Token == g1.Token {
-		t.Fatalf("second grant = %+v, want a new token and a fence above %d", g2, g1.Fence)
+	l2, ok, _ := b.LockAcquire(bg, "harvest:x", time.Second, 0)
+	if !ok || l2.Fence <= l1.Fence || l2.Token == l1.Token {
+		t.Fatalf("second lease = %+v, want a new token and a fence above %d", l2, l1.Fence)
 	}
-	if f, _ := raw.Get(bg, lockFenceKey("harvest:x")).Int64(); f != g2.Fence || g2.Fence != g1.Fence+1 {
-		t.Errorf("GET fence = %d after fences %d, %d; want the root's sequence at the last", f, g1.Fence, g2.Fence)
+	if f, _ := raw.Get(bg, lockFenceKey("harvest:x")).Int64(); f != l2.Fence || l2.Fence != l1.Fence+1 {
+		t.Errorf("GET fence = %d after fences %d, %d; want the root's sequence at the last", f, l1.Fence, l2.Fence)
 	}
 	// The root's first fence is Redis's clock in µs: above any per-name sequence of the
 	// layout before, and above what a lost sequence had drawn.
-	if now := time.Now().UnixMicro(); g1.Fence < start.UnixMicro()-int64(time.Minute/time.Microsecond) || g1.Fence > now+int64(time.Minute/time.Microsecond) {
-		t.Errorf("first fence of a root = %d, want Redis's clock in µs (about %d)", g1.Fence, now)
+	if now := time.Now().UnixMicro(); l1.Fence < start.UnixMicro()-int64(time.Minute/time.Microsecond) || l1.Fence > now+int64(time.Minute/time.Microsecond) {
+		t.Errorf("first fence of a root = %d, want Redis's clock in µs (about %d)", l1.Fence, now)
 	}
 }
 
@@ -71,12 +71,12 @@ func TestLockKeepsNothingPastItsHold(t *testing.T) {
 		if i%2 == 0 {
 			hold, q = 20*time.Millisecond, owned // left to expire
 		}
-		g, ok, err := b.LockAcquireWithin(bg, name, hold, 0, q)
+		l, ok, err := b.LockAcquireWithin(bg, name, hold, 0, q)
 		if err != nil || !ok {
 			t.Fatalf("LockAcquireWithin(%s) = %v, %v", name, ok, err)
 		}
 		if i%2 == 1 {
-			if released, err := b.LockRelease(bg, name, g.Token); !released || err != nil {
+			if released, err := b.LockRelease(bg, name, l.Token); !released || err != nil {
 				t.Fatalf("LockRelease(%s) = %v, %v", name, released, err)
 			}
 		}
@@ -89,14 +89,14 @@ func TestLockKeepsNothingPastItsHold(t *testing.T) {
 	if n := raw.ZCard(bg, ledger).Val(); n < 1 || n > 1000 {
 		t.Errorf("ZCARD ledger before the next owned acquire = %d, want 1..1000 (the holds ended since the last owned acquire)", n)
 	}
-	g, ok, err := b.LockAcquireWithin(bg, "worker:last", time.Minute, 0, owned)
+	l, ok, err := b.LockAcquireWithin(bg, "worker:last", time.Minute, 0, owned)
 	if err != nil || !ok {
 		t.Fatalf("LockAcquireWithin(worker:last) = %v, %v", ok, err)
 	}
 	if members := raw.ZRange(bg, ledger, 0, -1).Val(); len(members) != 1 || members[0] != "worker:last" {
 		t.Errorf("ledger after an owned acquire = %v, want only worker:last (the ended holds pruned)", members)
 	}
-	b.LockRelease(bg, "worker:last", g.Token)
+	b.LockRelease(bg, "worker:last", l.Token)
 	if keys := raw.Keys(bg, "fleet:lock:*").Val(); len(keys) != 1 || keys[0] != fence {
 		t.Errorf("keys after 2,001 locks released or expired = %v, want only %s", keys, fence)
 	}
@@ -104,16 +104,16 @@ func TestLockKeepsNothingPastItsHold(t *testing.T) {
 
 func TestLockExpiresAndWait(t *testing.T) {
 	b, _ := setup(t)
-	g1, ok, _ := b.LockAcquire(bg, "l", 50*time.Millisecond, 0)
+	l1, ok, _ := b.LockAcquire(bg, "l", 50*time.Millisecond, 0)
 	if !ok {
 		t.Fatal("LockAcquire = not ok")
 	}
 	// A waiter gets it once the hold runs out.
-	g2, ok, err := b.LockAcquire(bg, "l", time.Minute, time.Second)
-	if err != nil || !ok || g2.Fence <= g1.Fence {
-		t.Fatalf("LockAcquire with wait = %+v, %v, %v, want granted after the hold", g2, ok, err)
+	l2, ok, err := b.LockAcquire(bg, "l", time.Minute, time.Second)
+	if err != nil || !ok || l2.Fence <= l1.Fence {
+		t.Fatalf("LockAcquire with wait = %+v, %v, %v, want acquired after the hold", l2, ok, err)
 	}
-	if released, _ := b.LockRelease(bg, "l", g1.Token); released {
+	if released, _ := b.LockRelease(bg, "l", l1.Token); released {
 		t.Fatalf("LockRelease by the expired holder = true, want false")
 	}
 	// A waiter that runs out of wait gets nothing.
@@ -161,7 +161,7 @@ func TestLockHammer(t *testing.T) {
 	fences := map[int64]bool{}
 	primitivestest.Hammer(8, func(int) {
 		for range 20 {
-			g, ok, err := b.LockAcquire(bg, "l", time.Minute, time.Second)
+			l, ok, err := b.LockAcquire(bg, "l", time.Minute, time.Second)
 			if err != nil || !ok {
 				t.Errorf("LockAcquire = %v, %v", ok, err)
 				return
@@ -170,18 +170,18 @@ func TestLockHammer(t *testing.T) {
 				t.Errorf("%d holders at once", n)
 			}
 			mu.Lock()
-			if fences[g.Fence] {
-				t.Errorf("fence %d granted twice", g.Fence)
+			if fences[l.Fence] {
+				t.Errorf("fence %d leased twice", l.Fence)
 			}
-			fences[g.Fence] = true
+			fences[l.Fence] = true
 			mu.Unlock()
 			holders.Add(-1)
-			if ok, err := b.LockRelease(bg, "l", g.Token); !ok || err != nil {
+			if ok, err := b.LockRelease(bg, "l", l.Token); !ok || err != nil {
 				t.Errorf("LockRelease = %v, %v", ok, err)
 			}
 		}
 	})
 	if len(fences) != 160 {
-		t.Fatalf("%d grants, want 160", len(fences))
+		t.Fatalf("%d leases, want 160", len(fences))
 	}
 }

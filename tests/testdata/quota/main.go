@@ -108,7 +108,7 @@ func write(mode, value string, i int) error {
 		_, err := fleet.Counter("quota:n:" + unique()).Incr()
 		return err
 	case "lock":
-		// Held for an hour, never released: a lock counts while held, so the flood
+		// Leased for an hour, never released: a lock counts while held, so the flood
 		// holds its quota and every acquire after it is refused.
 		_, err := fleet.Lock("quota:l:"+unique(), time.Hour, 0)
 		return err
