@@ -39,6 +39,10 @@ func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait
 	if err := primitives.CheckTTL("wait", wait); err != nil {
 		return primitives.LockLease{}, false, err
 	}
+	rq, err := requestOf(ctx, "lock acquire", name, hold)
+	if err != nil {
+		return primitives.LockLease{}, false, err
+	}
 	var l primitives.LockLease
 	ok, err := primitives.RetryAcquire(ctx, wait, func(context.Context) (bool, error) {
 		if err := b.check(); err != nil {
@@ -46,7 +50,7 @@ func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait
 		}
 		var ok bool
 		var err error
-		l, ok, err = b.tryLock(name, hold, q)
+		l, ok, err = b.tryLock(name, hold, q, rq)
 		return ok, err
 	})
 	if !ok || err != nil {
@@ -55,17 +59,21 @@ func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait
 	return l, true, nil
 }
 
-func (b *Backend) tryLock(name string, hold time.Duration, q primitives.NameQuota) (primitives.LockLease, bool, error) {
+// tryLock is one try of LockAcquireWithin: a lease once per request rq, whose repeat
+// returns the first lease.
+func (b *Backend) tryLock(name string, hold time.Duration, q primitives.NameQuota, rq *request) (primitives.LockLease, bool, error) {
 	b.locksMu.Lock()
 	defer b.locksMu.Unlock()
-	now := b.clock.Now()
+	now, root := b.clock.Now(), primitives.KVRoot(name)
+	if l, ok, err := replay[primitives.LockLease](&b.lockReplays, now, "lock acquire", root, rq); ok || err != nil {
+		return l, ok, err
+	}
 	for st, ok := b.lockTTL.popDue(now); ok; st, ok = b.lockTTL.popDue(now) {
 		b.dropLock(st)
 	}
 	if b.locks[name] != nil {
 		return primitives.LockLease{}, false, nil
 	}
-	root := primitives.KVRoot(name)
 	held := kvLedger{root, q.Owner}
 	if q.Owner != "" && q.Max > 0 && b.locksHeld[held] >= q.Max {
 		return primitives.LockLease{}, false, primitives.NamesExceeded("lock", q, root)
@@ -77,7 +85,9 @@ func (b *Backend) tryLock(name string, hold time.Duration, q primitives.NameQuot
 		b.locksHeld[held]++
 	}
 	b.lockFences[root]++
-	return primitives.LockLease{Lease: primitives.Lease{Token: st.token, Until: st.until}, Fence: b.lockFences[root]}, true, nil
+	l := primitives.LockLease{Lease: primitives.Lease{Token: st.token, Until: st.until}, Fence: b.lockFences[root]}
+	b.lockReplays.remember(now, root, rq, l)
+	return l, true, nil
 }
 
 // dropLock forgets a lock released or past its hold, and gives it back to its owner's
@@ -98,16 +108,25 @@ func (b *Backend) LockRelease(ctx context.Context, name, token string) (bool, er
 	if err := checkLock(name); err != nil {
 		return false, err
 	}
+	rq, err := requestOf(ctx, "lock release", name, token)
+	if err != nil {
+		return false, err
+	}
 	if err := b.check(); err != nil {
 		return false, err
 	}
 	b.locksMu.Lock()
 	defer b.locksMu.Unlock()
+	now, root := b.clock.Now(), primitives.KVRoot(name)
+	if _, ok, err := replay[struct{}](&b.lockReplays, now, "lock release", root, rq); ok || err != nil {
+		return ok, err
+	}
 	st := b.locks[name]
-	if st == nil || st.token != token || !b.clock.Now().Before(st.until) {
+	if st == nil || st.token != token || !now.Before(st.until) {
 		return false, nil
 	}
 	b.lockTTL.remove(st)
 	b.dropLock(st)
+	b.lockReplays.remember(now, root, rq, struct{}{})
 	return true, nil
 }

@@ -64,17 +64,20 @@ type Backend struct {
 	kvTTL deadlines[*kvEntry] // guarded by kvMu; the entries of kv that have a TTL
 	// kvUsage counts the entries of kv that have an owner, by root and owner; guarded
 	// by kvMu. An owner with nothing left has no entry.
-	kvUsage map[kvLedger]kvCount
+	kvUsage   map[kvLedger]kvCount
+	kvReplays replays // guarded by kvMu
 
-	locksMu    sync.Mutex
-	locks      map[string]*lockState // guarded by locksMu; the locks held (or past their hold, until pruned)
-	lockTTL    deadlines[*lockState] // guarded by locksMu; the entries of locks, by the end of their hold
-	lockFences map[string]int64      // guarded by locksMu; by root: the fence of its last lease
-	locksHeld  map[kvLedger]int      // guarded by locksMu; the locks of locks that count against an owner, by root and owner
+	locksMu     sync.Mutex
+	locks       map[string]*lockState // guarded by locksMu; the locks held (or past their hold, until pruned)
+	lockTTL     deadlines[*lockState] // guarded by locksMu; the entries of locks, by the end of their hold
+	lockFences  map[string]int64      // guarded by locksMu; by root: the fence of its last lease
+	locksHeld   map[kvLedger]int      // guarded by locksMu; the locks of locks that count against an owner, by root and owner
+	lockReplays replays               // guarded by locksMu
 
-	countersMu   sync.RWMutex
-	counters     map[string]int64 // guarded by countersMu
-	counterNames names            // guarded by countersMu
+	countersMu     sync.RWMutex
+	counters       map[string]int64 // guarded by countersMu
+	counterNames   names            // guarded by countersMu
+	counterReplays replays          // guarded by countersMu
 }
 
 // names counts the counter names each owner created, by root and owner

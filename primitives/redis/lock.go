@@ -2,39 +2,50 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/fleethost/fleet/primitives"
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// lockAcquireCmd takes a free lock and draws its fencing token from the root's sequence.
-// With an owner, the lease is counted in the owner's ledger of held locks, after the
-// ledger has dropped the locks whose hold has ended, and refused at the quota.
+// lockAcquireCmd takes a free lock and draws its fencing token from the root's sequence,
+// once per request (luaOnce). With an owner, the lease is counted in the owner's ledger
+// of held locks, after the ledger has dropped the locks whose hold has ended, and
+// refused at the quota.
 //
-//	KEYS[1] -> fleet:lock:{root}[name]              STRING holder's token, PX hold
-//	KEYS[2] -> fleet:lock:{root}:fence              STRING integer, the root's fences; never expires
-//	KEYS[3] -> fleet:lock:{root}:held:<owner>       ZSET name -> hold end ms (optional)
-//	ARGV[1] -> token (fresh, from Go; "<hex>/<owner>" with an owner)
-//	ARGV[2] -> hold in ms
-//	ARGV[3] -> the quota of locks held (0: none)
-//	ARGV[4] -> name, the ledger's member
+//	KEYS[1]    -> fleet:lock:{root}[name]              STRING holder's token, PX hold
+//	KEYS[2]    -> fleet:lock:{root}:fence              STRING integer, the root's fences; never expires
+//	KEYS[3]    -> fleet:lock:{root}:req:<id>           the request's record
+//	KEYS[4]    -> fleet:lock:{root}:held:<owner>       ZSET name -> hold end ms (optional)
+//	ARGV[1]    -> token (fresh, from Go; "<hex>/<owner>" with an owner)
+//	ARGV[2]    -> hold in ms
+//	ARGV[3]    -> the quota of locks held (0: none)
+//	ARGV[4]    -> name, the ledger's member
+//	ARGV[5..7] -> the request (luaOnce)
 //
 // A root's first fence (INCR gives 1: the sequence is new, or was lost) is Redis's clock
 // in µs instead: above every fence drawn before, which an INCR a lease never outruns,
 // and above the per-name sequences of the layout before this one.
 //
-// Output: 0 the lock is held; -1 past the quota, nothing written; n > 0 leased, n the
-// fence.
-var lockAcquireCmd = goredis.NewScript(luaNow + `
+// Output: 0 the lock is held; -1 past the quota, nothing written; {fence, token, hold
+// left in ms} acquired, by this run or by the request's first (then the hold left is 0
+// once its token no longer holds the lock).
+var lockAcquireCmd = goredis.NewScript(luaNow + luaOnce + `
+local prev = replay(KEYS[3])
+if prev then
+  local left = 0
+  if redis.call('GET', KEYS[1]) == prev[3] then left = math.max(redis.call('PTTL', KEYS[1]), 0) end
+  return {prev[2], prev[3], left}
+end
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 local hold = tonumber(ARGV[2])
 local now = now_ms()
-if KEYS[3] then
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+if KEYS[4] then
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
   local max = tonumber(ARGV[3])
-  if max > 0 and redis.call('ZCARD', KEYS[3]) >= max then return -1 end
-  redis.call('ZADD', KEYS[3], now + hold, ARGV[4])
+  if max > 0 and redis.call('ZCARD', KEYS[4]) >= max then return -1 end
+  redis.call('ZADD', KEYS[4], now + hold, ARGV[4])
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', hold)
 local fence = redis.call('INCR', KEYS[2])
@@ -43,7 +54,8 @@ if fence == 1 then
   fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
   redis.call('SET', KEYS[2], fence)
 end
-return fence
+remember(KEYS[3], fence, ARGV[1])
+return {fence, ARGV[1], hold}
 `)
 
 // LockAcquire takes lock name for hold. With wait 0 it tries once and returns ok false
@@ -54,7 +66,7 @@ func (b *Backend) LockAcquire(ctx context.Context, name string, hold, wait time.
 	return b.LockAcquireWithin(ctx, name, hold, wait, primitives.NameQuota{})
 }
 
-// LockAcquireWithin is LockAcquire that counts a name never leased against q in the
+// LockAcquireWithin is LockAcquire that counts the lease against q's locks held in the
 // same script as the lease (primitives.Lock).
 func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait time.Duration, q primitives.NameQuota) (primitives.LockLease, bool, error) {
 	if err := primitives.CheckName("lock", name); err != nil {
@@ -66,30 +78,40 @@ func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait
 	if err := primitives.CheckTTL("wait", wait); err != nil {
 		return primitives.LockLease{}, false, err
 	}
-	keys := []string{lockKey(name), lockFenceKey(name)}
+	req, err := b.request(ctx, "lock acquire", name, ms(hold))
+	if err != nil {
+		return primitives.LockLease{}, false, err
+	}
+	keys := []string{lockKey(name), lockFenceKey(name), lockRequestKey(name, req.id)}
 	if q.Owner != "" {
 		keys = append(keys, lockHeldKey(name, q.Owner))
 	}
 	var l primitives.LockLease
 	ok, err := primitives.RetryAcquire(ctx, wait, func(ctx context.Context) (bool, error) {
-		token := lockToken(q.Owner)
 		start := time.Now()
 		ctx, cancel := b.call(ctx)
 		defer cancel()
-		v, err := lockAcquireCmd.Run(ctx, b.client, keys, token, ms(hold), q.Max, name).Result()
+		v, err := lockAcquireCmd.Run(ctx, b.client, keys, req.args(lockToken(q.Owner), ms(hold), q.Max, name)...).Result()
 		if err != nil {
 			return false, b.scriptFail(ctx, "lock acquire", name, err)
 		}
-		fence, ok := v.(int64)
-		switch {
-		case !ok || fence < -1:
-			return false, replyError("lock acquire", v)
-		case fence == -1:
-			return false, primitives.NamesExceeded("lock", q, primitives.KVRoot(name))
-		case fence == 0:
+		switch v {
+		case int64(0):
 			return false, nil
+		case int64(-1):
+			return false, primitives.NamesExceeded("lock", q, primitives.KVRoot(name))
 		}
-		l = primitives.LockLease{Lease: primitives.Lease{Token: token, Until: start.Add(hold)}, Fence: fence}
+		a, err := replyArray("lock acquire", v, 3)
+		if err != nil {
+			return false, err
+		}
+		fence, err1 := replyInt("lock acquire", a[0])
+		token, err2 := replyString("lock acquire", a[1])
+		left, err3 := replyInt("lock acquire", a[2])
+		if err := errors.Join(err1, err2, err3); err != nil {
+			return false, err
+		}
+		l = primitives.LockLease{Lease: primitives.Lease{Token: token, Until: start.Add(time.Duration(left) * time.Millisecond)}, Fence: fence}
 		return true, nil
 	})
 	if err != nil || !ok {
@@ -114,15 +136,20 @@ func lockToken(owner string) string {
 //
 //	KEYS[1] -> fleet:lock:{root}[name]  STRING holder's token
 //	KEYS[2] -> fleet:lock:{root}:held:  prefix of the owners' ledgers (never read itself)
+//	KEYS[3] -> fleet:lock:{root}:req:<id>  the request's record
 //	ARGV[1] -> token
 //	ARGV[2] -> name, the ledger's member
+//	ARGV[3..5] -> the request (luaOnce)
 //
-// Output: 1 released; 0 not held by token (expired, maybe leased again).
-var lockReleaseCmd = goredis.NewScript(`
+// Output: 1 released, by this run or the request's first; 0 not held by token
+// (expired, maybe leased again).
+var lockReleaseCmd = goredis.NewScript(luaOnce + `
+if replay(KEYS[3]) then return 1 end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 local owner = string.match(ARGV[1], '^[^/]*/(.+)$')
 if owner then redis.call('ZREM', KEYS[2] .. owner, ARGV[2]) end
+remember(KEYS[3], 1)
 return 1
 `)
 
@@ -132,9 +159,13 @@ func (b *Backend) LockRelease(ctx context.Context, name, token string) (bool, er
 	if err := primitives.CheckName("lock", name); err != nil {
 		return false, err
 	}
+	req, err := b.request(ctx, "lock release", name, token)
+	if err != nil {
+		return false, err
+	}
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := lockReleaseCmd.Run(ctx, b.client, []string{lockKey(name), lockHeldPrefix(name)}, token, name).Result()
+	v, err := lockReleaseCmd.Run(ctx, b.client, []string{lockKey(name), lockHeldPrefix(name), lockRequestKey(name, req.id)}, req.args(token, name)...).Result()
 	if err != nil {
 		return false, b.scriptFail(ctx, "lock release", name, err)
 	}

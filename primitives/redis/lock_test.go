@@ -83,7 +83,7 @@ func TestLockKeepsNothingPastItsHold(t *testing.T) {
 	}
 	fence, ledger := lockFenceKey("worker:x"), lockHeldKey("worker:x", "worker")
 	testutil.WaitFor(t, 10*time.Second, "every hold ended", func() bool {
-		return len(raw.Keys(bg, "fleet:lock:*").Val()) == 2
+		return len(stateKeys(t, raw, "fleet:lock:*")) == 2
 	})
 	// Each owned acquire drops the ended holds first: what is left ended since the last.
 	if n := raw.ZCard(bg, ledger).Val(); n < 1 || n > 1000 {
@@ -97,7 +97,7 @@ func TestLockKeepsNothingPastItsHold(t *testing.T) {
 		t.Errorf("ledger after an owned acquire = %v, want only worker:last (the ended holds pruned)", members)
 	}
 	b.LockRelease(bg, "worker:last", l.Token)
-	if keys := raw.Keys(bg, "fleet:lock:*").Val(); len(keys) != 1 || keys[0] != fence {
+	if keys := stateKeys(t, raw, "fleet:lock:*"); len(keys) != 1 || keys[0] != fence {
 		t.Errorf("keys after 2,001 locks released or expired = %v, want only %s", keys, fence)
 	}
 }

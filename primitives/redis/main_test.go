@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 
@@ -144,4 +145,17 @@ func wantEachOnce(t *testing.T, what string, seen map[string]int, want int) {
 			t.Fatalf("%s %s claimed %d times, want 1", what, id, n)
 		}
 	}
+}
+
+// stateKeys lists the keys matching pattern but the request records (luaOnce), which
+// expire by themselves after their keep: the state a test expects to find, or not.
+func stateKeys(t *testing.T, raw *goredis.Client, pattern string) []string {
+	t.Helper()
+	var keys []string
+	for _, k := range raw.Keys(bg, pattern).Val() {
+		if !strings.Contains(k, "}:"+requestSeg) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }

@@ -317,14 +317,14 @@ func TestQueuePurgeParkedState(t *testing.T) {
 	if n, err := b.QueuePurgeParked(bg, "q", 0); n != purgePage+2 || err != nil {
 		t.Fatalf("QueuePurgeParked(0) = %d, %v; want %d", n, err, purgePage+2)
 	}
-	if n := raw.DBSize(bg).Val(); n != 0 {
-		t.Errorf("DBSIZE after purging every parked task = %d, want 0 (tasks, parked list and bytes gone)", n)
+	if keys := stateKeys(t, raw, "*"); len(keys) != 0 {
+		t.Errorf("keys after purging every parked task = %v, want none (tasks, parked list and bytes gone)", keys)
 	}
 	id := park(1)[0]
 	if err := b.QueueDeleteParked(bg, "q", id); err != nil {
 		t.Fatal(err)
 	}
-	if n := raw.DBSize(bg).Val(); n != 0 {
-		t.Errorf("DBSIZE after deleting the one parked task = %d, want 0", n)
+	if keys := stateKeys(t, raw, "*"); len(keys) != 0 {
+		t.Errorf("keys after deleting the one parked task = %v, want none", keys)
 	}
 }
