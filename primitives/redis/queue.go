@@ -610,7 +610,8 @@ const purgePage = 1000
 
 // queuePurgeParkedCmd deletes parked tasks from the head of the parked list (oldest
 // parked first) while they were parked at or before the cutoff, up to a page. A task
-// parked before the 'parked' field existed is stamped with now and taken as parked now.
+// parked before the 'parked' field existed is stamped with now and taken as parked now;
+// an id whose task is gone (which no script leaves) is dropped, uncounted.
 //
 //	KEYS[1..5] -> the queue's keys (luaQueue)
 //	ARGV[1]    -> age in ms
@@ -627,14 +628,18 @@ while n < page do
   local id = redis.call('LINDEX', PARKED, 0)
   if not id then return {n, cutoff, 0} end
   local at = redis.call('HGET', task_key(id), 'parked')
-  if not at then
-    at = now
-    redis.call('HSET', task_key(id), 'parked', now)
+  if not at and redis.call('EXISTS', task_key(id)) == 0 then
+    redis.call('LPOP', PARKED) -- an id without its task: nothing to delete or count
+  else
+    if not at then
+      at = now
+      redis.call('HSET', task_key(id), 'parked', now)
+    end
+    if tonumber(at) > cutoff then return {n, cutoff, 0} end
+    redis.call('LPOP', PARKED)
+    forget(id)
+    n = n + 1
   end
-  if tonumber(at) > cutoff then return {n, cutoff, 0} end
-  redis.call('LPOP', PARKED)
-  forget(id)
-  n = n + 1
 end
 return {n, cutoff, 1}
 `)
