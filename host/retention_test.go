@@ -55,3 +55,27 @@ func TestParkedRetention(t *testing.T) {
 		t.Errorf("no log line of the deletion:\n%s", r.logs)
 	}
 }
+
+// TestParkedRetentionBackendDown: prunes that fail while Redis is down are logged once
+// when they start failing and once when they work again, not at every tick.
+func TestParkedRetentionBackendDown(t *testing.T) {
+	const retention = 200 * time.Millisecond // prunes every 100ms
+	r := newRedisRig(t)
+	r.wat("done", "drop", batchDescribe("drop", "drop-q", anyObject))
+	r.cfg.ParkedRetention = retention
+	r.cfg.SlotsByType = map[string]int{"drop": 0}
+	_, stop := r.start()
+	const failed, works = "host: prune parked tasks failed", "host: prune parked tasks works again"
+	r.redis.Stop()
+	waitFor(t, "a failed prune logged", func() bool { return strings.Contains(r.logs.String(), failed) })
+	down := time.Now()
+	waitFor(t, "five prune intervals with Redis down", func() bool { return time.Since(down) > 5*retention/2 })
+	if err := r.redis.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the prunes working again, logged", func() bool { return strings.Contains(r.logs.String(), works) })
+	stop()
+	if n := strings.Count(r.logs.String(), failed); n != 1 {
+		t.Errorf("%d lines %q over five intervals of Redis down, want 1:\n%s", n, failed, r.logs)
+	}
+}
