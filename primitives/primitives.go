@@ -242,6 +242,7 @@ type Task struct {
 	Attempts   int       // how many times it has been claimed, less the claims refunded (Retry.Refund)
 	EnqueuedAt time.Time // when it was first pushed
 	LastError  string    // why the last attempt failed, if one did
+	ParkedAt   time.Time // when it was parked, as QueueParked lists it; zero otherwise
 }
 
 // TaskLease is a task leased to one consumer.

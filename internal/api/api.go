@@ -443,6 +443,9 @@ type ParkedTask struct {
 	Attempts   int             `json:"attempts"`
 	EnqueuedAt time.Time       `json:"enqueued_at"`
 	LastError  string          `json:"last_error"`
+	// ParkedAt is when it was parked (a retention counts from it); absent for a task
+	// parked before the backend kept the instant.
+	ParkedAt *time.Time `json:"parked_at,omitempty"`
 }
 
 func (s *Server) listParked(w http.ResponseWriter, r *http.Request) {
@@ -470,7 +473,11 @@ func (s *Server) listParked(w http.ResponseWriter, r *http.Request) {
 		if !json.Valid(payload) {
 			payload, _ = json.Marshal(string(t.Payload))
 		}
-		out = append(out, ParkedTask{ID: t.ID, Payload: payload, Attempts: t.Attempts, EnqueuedAt: t.EnqueuedAt, LastError: t.LastError})
+		pt := ParkedTask{ID: t.ID, Payload: payload, Attempts: t.Attempts, EnqueuedAt: t.EnqueuedAt, LastError: t.LastError}
+		if !t.ParkedAt.IsZero() {
+			pt.ParkedAt = &t.ParkedAt
+		}
+		out = append(out, pt)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"queue": name, "tasks": out})
 }

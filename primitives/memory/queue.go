@@ -39,13 +39,17 @@ type task struct {
 }
 
 func (t *task) export() primitives.Task {
-	return primitives.Task{
+	e := primitives.Task{
 		ID:         t.id,
 		Payload:    clone(t.payload),
 		Attempts:   t.attempts,
 		EnqueuedAt: t.enqueued,
 		LastError:  t.lastErr,
 	}
+	if t.state == parked {
+		e.ParkedAt = t.parkedAt
+	}
+	return e
 }
 
 // fifo is a queue of tasks: append at the tail, take from the head.

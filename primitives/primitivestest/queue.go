@@ -667,13 +667,21 @@ func testQueuePurgeParked(t *testing.T, b primitives.Backend) {
 	if n, err := b.QueuePurgeParked(ctx, "never-written", 0); n != 0 || err != nil {
 		t.Errorf("QueuePurgeParked(never written) = %d, %v; want 0, nil", n, err)
 	}
+	beforePark := time.Now()
 	old := parkNew(t, b, "q", `1`, `2`, `3`)
+	afterPark := time.Now()
+	for _, p := range parkedTasks(t, b, "q", 0) {
+		timeIn(t, "parked ParkedAt", p.ParkedAt, beforePark, afterPark)
+	}
 	requeued := old[2]
 	sleep(t, age+150*time.Millisecond)
 	start := time.Now()
 	// Requeued and parked again now: young, though pushed before the purge's age.
 	noErr(t, "QueueRequeue", b.QueueRequeue(ctx, "q", requeued))
 	c := mustQClaim(t, b, "q", time.Minute, 1)
+	if !c.ParkedAt.IsZero() {
+		t.Errorf("QueueClaim of a requeued task: ParkedAt = %v, want zero (it is not parked)", c.ParkedAt)
+	}
 	qrelease(t, b, "q", c, primitives.Retry{Reason: "again", MaxAttempts: 1})
 	young := append([]string{requeued}, parkNew(t, b, "q", `4`)...)
 	push(t, b, "q", `5`) // waiting: a purge never touches it

@@ -180,20 +180,6 @@ func (b *Backend) QueueClaim(ctx context.Context, queue string, lease time.Durat
 	return claimed[0], true, nil
 }
 
-// tasksFromReply reads the tasks of a flat script reply, five fields each (taskFromReply);
-// len(flat) is a multiple of 5.
-func tasksFromReply(op string, flat []any) ([]primitives.Task, error) {
-	tasks := make([]primitives.Task, 0, len(flat)/5)
-	for i := 0; i+5 <= len(flat); i += 5 {
-		t, err := taskFromReply(op, flat[i:i+5])
-		if err != nil {
-			return nil, err
-		}
-		tasks = append(tasks, t)
-	}
-	return tasks, nil
-}
-
 // taskFromReply reads id, payload, attempts, enqueued, error from a script reply.
 func taskFromReply(op string, a []any) (primitives.Task, error) {
 	var t primitives.Task
@@ -493,18 +479,19 @@ func (b *Backend) QueueStats(ctx context.Context, queue string) (primitives.Queu
 //	KEYS[1..5] -> the queue's keys (luaQueue)
 //	ARGV[1]    -> limit
 //
-// Output: {id, payload, attempts, enqueued, error, ...} for each task, flat, oldest
-// parked first.
+// Output: {id, payload, attempts, enqueued, error, parked (0: not recorded), ...} for
+// each task, flat, oldest parked first.
 var queueParkedCmd = goredis.NewScript(luaQueue + `
 local out = {}
 for _, id in ipairs(redis.call('LRANGE', PARKED, 0, tonumber(ARGV[1]) - 1)) do
-  local f = redis.call('HMGET', task_key(id), 'payload', 'attempts', 'enqueued', 'error')
+  local f = redis.call('HMGET', task_key(id), 'payload', 'attempts', 'enqueued', 'error', 'parked')
   if f[1] then
     out[#out + 1] = id
     out[#out + 1] = f[1]
     out[#out + 1] = tonumber(f[2])
     out[#out + 1] = tonumber(f[3])
     out[#out + 1] = f[4] or ''
+    out[#out + 1] = tonumber(f[5] or '0')
   end
 end
 return out
@@ -526,10 +513,25 @@ func (b *Backend) QueueParked(ctx context.Context, queue string, limit int) ([]p
 		return nil, b.scriptFail(ctx, "queue parked", queue, err)
 	}
 	a, err := replyArray("queue parked", v, 0)
-	if err != nil || len(a)%5 != 0 {
+	if err != nil || len(a)%6 != 0 {
 		return nil, replyError("queue parked", v)
 	}
-	return tasksFromReply("queue parked", a)
+	tasks := make([]primitives.Task, 0, len(a)/6)
+	for i := 0; i < len(a); i += 6 {
+		t, err := taskFromReply("queue parked", a[i:i+5])
+		if err != nil {
+			return nil, err
+		}
+		parked, err := replyInt("queue parked", a[i+5])
+		if err != nil {
+			return nil, err
+		}
+		if parked > 0 { // 0: parked by an earlier version, which kept no instant
+			t.ParkedAt = millis(parked)
+		}
+		tasks = append(tasks, t)
+	}
+	return tasks, nil
 }
 
 // queueRequeueCmd moves a parked task back to the ready list with its attempts reset.

@@ -37,7 +37,20 @@ func parkedCount(t *testing.T, d *daemon) int {
 func TestParkedDelete(t *testing.T) {
 	d := startDaemon(t, nil, "--plugins", pluginsDir(t, workerPkg), "--max-attempts", "1", "--poll-interval", "20ms")
 	env := []string{"FLEET_API=" + d.api}
+	before := time.Now()
 	ids := parkFailing(t, d, 4)
+	var parked struct {
+		Tasks []struct {
+			ID       string     `json:"id"`
+			ParkedAt *time.Time `json:"parked_at"`
+		} `json:"tasks"`
+	}
+	d.getJSON("/api/v1/queues/work/parked", "", &parked)
+	for _, p := range parked.Tasks {
+		if p.ParkedAt == nil || p.ParkedAt.Before(before.Add(-time.Second)) || p.ParkedAt.After(time.Now().Add(time.Second)) {
+			t.Errorf("parked task %s: parked_at = %v, want the instant of its park", p.ID, p.ParkedAt)
+		}
+	}
 
 	code, out, errOut := run(t, env, "", "parked", "delete", "work", ids[0])
 	if code != 0 || strings.TrimSpace(out) != ids[0] || parkedCount(t, d) != 3 {
