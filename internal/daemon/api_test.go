@@ -315,6 +315,7 @@ func TestAPIStatuses(t *testing.T) {
 		{"405 on a public route", "POST", "/healthz", nil, "", 405, "GET, HEAD", "method not allowed"},
 		{"405 on an api route", "GET", "/api/v1/automations/echo/tasks", nil, "", 405, "POST", "allowed: POST"},
 		{"405 with a body", "PUT", "/api/v1/queues/work", map[string]string{"Content-Type": "application/json"}, `{"n": 1}`, 405, "GET, HEAD", ""},
+		{"405 on a route of two methods", "POST", "/api/v1/queues/work/parked", nil, "", 405, "GET, HEAD, DELETE", "allowed: GET, HEAD, DELETE"},
 		{"405 after the token", "DELETE", "/api/v1/queues", map[string]string{"Authorization": ""}, "", 401, "", "bearer token"},
 		{"bearer in lower case", "GET", "/api/v1/queues", map[string]string{"Authorization": "bearer " + token}, "", 200, "", `"queues"`},
 		{"bearer in upper case, two spaces", "GET", "/api/v1/queues", map[string]string{"Authorization": "BEARER  " + token}, "", 200, "", `"queues"`},
