@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,14 +20,16 @@ import (
 )
 
 // Redis is a redis-server process that a test owns: on a free loopback port, with no
-// persistence, killed when the test (or TestMain) ends. It can be stopped and started
-// again on the same port to test what happens while the backend is down.
+// persistence unless NewRedisAOF made it, killed when the test (or TestMain) ends. It
+// can be stopped and started again on the same port to test what happens while the
+// backend is down.
 type Redis struct {
 	Addr string // host:port on 127.0.0.1
 
 	bin string
 	dir string
 	url string // set for a server the tests did not start (ExternalRedis)
+	aof bool   // append-only file, fsynced every second, kept across Shutdown and Start
 
 	mu  sync.Mutex
 	cmd *exec.Cmd // guarded by mu; nil while stopped
@@ -37,7 +40,9 @@ const installHint = "install it with: apt-get update && apt-get install -y redis
 
 // StartRedis starts a fresh redis-server. A missing binary is a failure, never a skip:
 // the tests talk to a real server or they do not pass.
-func StartRedis() (*Redis, error) {
+func StartRedis() (*Redis, error) { return startRedis(false) }
+
+func startRedis(aof bool) (*Redis, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, fmt.Errorf("testutil: redis-server not found on PATH; %s", installHint)
@@ -51,7 +56,7 @@ func StartRedis() (*Redis, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	r := &Redis{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), bin: bin, dir: dir}
+	r := &Redis{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), bin: bin, dir: dir, aof: aof}
 	if err := r.Start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -60,9 +65,16 @@ func StartRedis() (*Redis, error) {
 }
 
 // NewRedis starts a server for one test and stops it when the test ends.
-func NewRedis(tb testing.TB) *Redis {
+func NewRedis(tb testing.TB) *Redis { return newRedis(tb, false) }
+
+// NewRedisAOF starts a server for one test, as an operator runs one that must survive
+// its restarts: with the append-only file fsynced every second (appendfsync everysec)
+// in its own folder, which a Shutdown and a Start keep.
+func NewRedisAOF(tb testing.TB) *Redis { return newRedis(tb, true) }
+
+func newRedis(tb testing.TB, aof bool) *Redis {
 	tb.Helper()
-	r, err := StartRedis()
+	r, err := startRedis(aof)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -100,9 +112,13 @@ func (r *Redis) Start() error {
 		return nil
 	}
 	_, port, _ := net.SplitHostPort(r.Addr)
+	aof := "no"
+	if r.aof {
+		aof = "yes"
+	}
 	cmd := exec.Command(r.bin,
 		"--port", port, "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no",
+		"--save", "", "--appendonly", aof, "--appendfsync", "everysec",
 		"--dir", r.dir, "--daemonize", "no", "--loglevel", "warning",
 	)
 	out, err := os.Create(filepath.Join(r.dir, "redis.log"))
@@ -138,6 +154,28 @@ func (r *Redis) Stop() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.stopLocked()
+}
+
+// Shutdown stops the server as an operator's restart does (SIGTERM: it writes and
+// fsyncs its append-only file, then exits) and waits until it has exited. Killing a
+// server whose file is fsynced every second loses up to that second of acknowledged
+// writes, by Redis' design, which no client can make up for; Stop is that crash.
+func (r *Redis) Shutdown() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil {
+		return nil
+	}
+	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return fmt.Errorf("testutil: SIGTERM redis-server on %s: %w", r.Addr, err)
+	}
+	err := r.cmd.Wait()
+	r.cmd = nil
+	if err != nil {
+		log, _ := os.ReadFile(filepath.Join(r.dir, "redis.log"))
+		return fmt.Errorf("testutil: redis-server on %s did not shut down cleanly: %v\n%s", r.Addr, err, strings.TrimSpace(string(log)))
+	}
+	return nil
 }
 
 func (r *Redis) stopLocked() {
