@@ -50,15 +50,16 @@ const (
 // end after it, with the counter's new value or the increment's error. Per task (the
 // payload's n, so that a task enqueued twice by a retried submit counts as one) the
 // recorder keeps its executions: a begin while another execution of the same task has
-// begun and not ended is a concurrent execution; the executions the killed daemon had
-// begun and not ended are cut at the kill (its process is gone, so they cannot overlap
-// what runs later). An execution that ended with a value applied its effect; a cut one
-// may have; one that ended with the increment's error hands its task back (Retry) and
+// begun, and has not ended yet but does later, is a concurrent execution; the executions
+// the killed daemon had begun and not ended are cut at the kill (its process is gone, so
+// they cannot overlap what runs later), and one on a live host that never ends is a call
+// that died (its deadline). An execution that ended with a value applied its effect; a
+// cut one, or one whose call died, may have; one that ended with the increment's error hands its task back (Retry) and
 // applied none, unless the error hid an increment made, which the counter shows. A
 // task whose effect may have applied more than once is a duplicate, allowed only when
 // the killed daemon ran it and it was in flight (claimed, not acked) at the kill. The
 // counter is exact when every increment it holds is one an execution saw, bar at most
-// one per execution cut at the kill, made before it. What the fleet does is logged
+// one per execution cut at the kill (made before it) or whose call died. What the fleet does is logged
 // beside the assertions (t.Logf, "chaos: ..."), so that a run's counts can be quoted.
 //
 // Submits retry a failed answer (a 503, a reset, a daemon killed mid-request) with the
@@ -194,12 +195,12 @@ func TestChaos(t *testing.T) {
 		s.requests, s.accepted, s.refused, s.transport, c.enqueuedTwice)
 	t.Logf("chaos: faults: kill -9 of %s at %d completed (%d tasks in flight then, %d of them begun by it, %d executions cut); Redis restart at %d; %d connections reset between %d and %d completed",
 		victim.name, at(chaosKillAt), len(atKill), c.victimInFlight, c.cut, at(chaosRedis), connsReset, at(chaosResets), at(chaosCalm))
-	t.Logf("chaos: executions %d (tasks by their runs: %s); ended with the increment %d, with its error %d",
-		c.executions, c.histogram, c.ok, c.failed)
+	t.Logf("chaos: executions %d (tasks by their runs: %s); ended with the increment %d, with its error %d, never (the call died) %d",
+		c.executions, c.histogram, c.ok, c.failed, c.unended)
 	t.Logf("chaos: lost %d; concurrent %d (tasks %d, of them under two task ids %d); parked %d",
 		c.lost, c.concurrent, c.concurrentTasks, c.concurrentTwoIDs, q.Parked)
-	t.Logf("chaos: counter %d, increments seen %d: extra %d (unseen %d, of which before the kill %d, allowed for the %d cut executions)",
-		c.counter, c.ok, c.extra, c.unseen, c.unseenBeforeKill, c.cut)
+	t.Logf("chaos: counter %d, increments seen %d: extra %d (unseen %d, of which before the kill %d; allowed: one per execution cut at the kill, %d, and per call that died, %d)",
+		c.counter, c.ok, c.extra, c.unseen, c.unseenBeforeKill, c.cut, c.unended)
 	t.Logf("chaos: duplicates %d: among the tasks in flight at the kill %d, others %d (under two task ids %d; by the phase their first run ended in: %v) %s",
 		c.duplicates, c.duplicates-c.duplicatesOutside, c.duplicatesOutside, c.outsideTwoIDs, c.outsideByPhase, sample(c.outside))
 
@@ -210,7 +211,7 @@ func TestChaos(t *testing.T) {
 		t.Errorf("%d concurrent executions: a task run by two slots at the same time %s", c.concurrent, sample(c.overlapping))
 	}
 	if c.extra != 0 {
-		t.Errorf("counter = %d, want the %d increments the executions saw, plus at most one per execution cut at the kill (%d): %d extra", c.counter, c.ok, c.cut, c.extra)
+		t.Errorf("counter = %d, want the %d increments the executions saw, plus at most one per execution cut at the kill (%d) or whose call died (%d): %d extra", c.counter, c.ok, c.cut, c.unended, c.extra)
 	}
 	if q.Parked != 0 {
 		t.Errorf("%d tasks parked, want none", q.Parked)
@@ -410,10 +411,10 @@ type chaosRecorder struct {
 	host string // 127.0.0.1:port, the guest's http_hosts grant
 
 	mu        sync.Mutex
-	changed   *sync.Cond   // on mu: broadcast when a task completes, and when a wait's ctx ends
-	execs     []*chaosExec // guarded by mu; an execution's id is its index
-	open      map[int]int  // guarded by mu: task → executions begun, neither ended nor cut
-	overlaps  []chaosOverlap
+	changed   *sync.Cond      // on mu: broadcast when a task completes, and when a wait's ctx ends
+	execs     []*chaosExec    // guarded by mu; an execution's id is its index
+	open      map[int]int     // guarded by mu: task → executions begun, neither ended nor cut
+	overlaps  []chaosOverlap  // guarded by mu
 	done      map[int]int     // guarded by mu: task → executions ended with a value
 	dead      map[string]bool // guarded by mu: daemons killed
 	phase     string          // guarded by mu: the fault schedule's phase, for each begin
@@ -429,11 +430,11 @@ type chaosExec struct {
 	value  int64
 }
 
-// chaosOverlap is a begin that met a running execution of the same task.
+// chaosOverlap is a begin that met running executions of the same task.
 type chaosOverlap struct {
 	n       int
-	twoIDs  bool // the two executions ran different task ids of the same n
-	against string
+	twoIDs  bool         // they ran different task ids of the same n
+	against []*chaosExec // the executions it met
 }
 
 func newChaosRecorder(t *testing.T) *chaosRecorder {
@@ -509,7 +510,7 @@ func (r *chaosRecorder) overlap(e *chaosExec) chaosOverlap {
 	for _, x := range r.execs {
 		if x.n == e.n && x.state == "running" {
 			o.twoIDs = o.twoIDs || x.task != e.task
-			o.against = x.daemon
+			o.against = append(o.against, x)
 		}
 	}
 	return o
@@ -582,6 +583,7 @@ type chaosCounts struct {
 	lostTasks []string
 
 	concurrent, concurrentTasks, concurrentTwoIDs int
+	unended                                       int // executions on a live host that never ended: their calls died, maybe after the increment
 	overlapping                                   []string
 
 	counter, unseen, unseenBeforeKill, extra int64
@@ -629,6 +631,8 @@ func (r *chaosRecorder) count(victim string, atKill map[string]bool, counter, co
 			continue
 		case "cut":
 			c.cut++
+		case "running": // at the end: its call died, maybe after its increment
+			c.unended++
 		}
 		if tk.effects == 0 {
 			tk.first = e.phase
@@ -672,8 +676,20 @@ func (r *chaosRecorder) count(victim string, atKill map[string]bool, counter, co
 	}
 	c.histogram = strings.Join(h, ", ")
 
+	// A begin that met a running execution which then ended ran beside it. One that met
+	// only executions that never ended did not: those died mid-call (a deadline), on a
+	// host still alive, and are counted apart.
 	byTask := map[int]bool{}
 	for _, o := range r.overlaps {
+		var ran []string
+		for _, x := range o.against {
+			if x.state != "running" {
+				ran = append(ran, x.daemon)
+			}
+		}
+		if len(ran) == 0 {
+			continue
+		}
 		c.concurrent++
 		if !byTask[o.n] {
 			byTask[o.n] = true
@@ -681,7 +697,7 @@ func (r *chaosRecorder) count(victim string, atKill map[string]bool, counter, co
 			if o.twoIDs {
 				c.concurrentTwoIDs++
 			}
-			c.overlapping = append(c.overlapping, fmt.Sprintf("%d (also on %s)", o.n, o.against))
+			c.overlapping = append(c.overlapping, fmt.Sprintf("%d (also on %s)", o.n, strings.Join(ran, ", ")))
 		}
 	}
 
@@ -699,7 +715,7 @@ func (r *chaosRecorder) count(victim string, atKill map[string]bool, counter, co
 	for _, k := range seen {
 		c.extra += int64(k - 1) // a value seen twice: impossible for INCRBY, counted anyway
 	}
-	c.extra += c.unseen - min(c.unseenBeforeKill, int64(c.cut))
+	c.extra += max(0, c.unseen-min(c.unseenBeforeKill, int64(c.cut))-int64(c.unended))
 	return c
 }
 
