@@ -26,10 +26,10 @@ import (
 type Redis struct {
 	Addr string // host:port on 127.0.0.1
 
-	bin string
-	dir string
-	url string // set for a server the tests did not start (ExternalRedis)
-	aof bool   // append-only file, fsynced every second, kept across Shutdown and Start
+	bin  string
+	dir  string
+	url  string   // set for a server the tests did not start (ExternalRedis)
+	args []string // more redis-server arguments (a cluster node's)
 
 	mu  sync.Mutex
 	cmd *exec.Cmd // guarded by mu; nil while stopped
@@ -40,9 +40,11 @@ const installHint = "install it with: apt-get update && apt-get install -y redis
 
 // StartRedis starts a fresh redis-server. A missing binary is a failure, never a skip:
 // the tests talk to a real server or they do not pass.
-func StartRedis() (*Redis, error) { return startRedis(false) }
+func StartRedis() (*Redis, error) { return startRedis() }
 
-func startRedis(aof bool) (*Redis, error) {
+// startRedis starts a fresh redis-server with args added to its command line; args may
+// name a file relative to the server's own directory.
+func startRedis(args ...string) (*Redis, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, fmt.Errorf("testutil: redis-server not found on PATH; %s", installHint)
@@ -56,7 +58,7 @@ func startRedis(aof bool) (*Redis, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	r := &Redis{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), bin: bin, dir: dir, aof: aof}
+	r := &Redis{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), bin: bin, dir: dir, args: args}
 	if err := r.Start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -65,16 +67,18 @@ func startRedis(aof bool) (*Redis, error) {
 }
 
 // NewRedis starts a server for one test and stops it when the test ends.
-func NewRedis(tb testing.TB) *Redis { return newRedis(tb, false) }
+func NewRedis(tb testing.TB) *Redis { return newRedis(tb) }
 
 // NewRedisAOF starts a server for one test, as an operator runs one that must survive
 // its restarts: with the append-only file fsynced every second (appendfsync everysec)
 // in its own folder, which a Shutdown and a Start keep.
-func NewRedisAOF(tb testing.TB) *Redis { return newRedis(tb, true) }
+func NewRedisAOF(tb testing.TB) *Redis {
+	return newRedis(tb, "--appendonly", "yes", "--appendfsync", "everysec")
+}
 
-func newRedis(tb testing.TB, aof bool) *Redis {
+func newRedis(tb testing.TB, args ...string) *Redis {
 	tb.Helper()
-	r, err := startRedis(aof)
+	r, err := startRedis(args...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -112,15 +116,11 @@ func (r *Redis) Start() error {
 		return nil
 	}
 	_, port, _ := net.SplitHostPort(r.Addr)
-	aof := "no"
-	if r.aof {
-		aof = "yes"
-	}
-	cmd := exec.Command(r.bin,
+	cmd := exec.Command(r.bin, append([]string{
 		"--port", port, "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", aof, "--appendfsync", "everysec",
+		"--save", "", "--appendonly", "no",
 		"--dir", r.dir, "--daemonize", "no", "--loglevel", "warning",
-	)
+	}, r.args...)...)
 	out, err := os.Create(filepath.Join(r.dir, "redis.log"))
 	if err != nil {
 		return err
