@@ -100,7 +100,8 @@ func TestChaos(t *testing.T) {
 
 	// kill -9 of a daemon while it runs tasks, and its restart (as a new daemon).
 	victim := fleet.daemons[0]
-	reached("the kill, with the victim running a task", chaosKillAt, func() bool { return rec.running(victim.name) > 0 })
+	// Every slot of the victim in a call, so that some are still when the signal lands.
+	reached("the kill, with every slot of the victim running a task", chaosKillAt, func() bool { return rec.running(victim.name) == chaosSlots })
 	fleet.remove(victim)
 	if err := victim.cmd.Process.Kill(); err != nil { // SIGKILL: no drain, no release
 		t.Fatal(err)
