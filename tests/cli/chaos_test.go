@@ -194,8 +194,8 @@ func TestChaos(t *testing.T) {
 	t.Logf("chaos: %d tasks, 3 daemons × %d slots, ready in %v, run %v", chaosTasks, chaosSlots, ready.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	t.Logf("chaos: submits: %d requests for %d tasks; answers not 202: %v; transport errors %d; tasks enqueued under 2+ task ids %d",
 		s.requests, s.accepted, s.refused, s.transport, c.enqueuedTwice)
-	t.Logf("chaos: faults: kill -9 of %s at %d completed (%d tasks in flight then, %d of them begun by it, %d executions cut); Redis restart at %d; %d connections reset between %d and %d completed",
-		victim.name, at(chaosKillAt), len(atKill), c.victimInFlight, c.cut, at(chaosRedis), connsReset, at(chaosResets), at(chaosCalm))
+	t.Logf("chaos: faults: kill -9 of %s at %d completed (%d tasks in flight then, %d of them begun by it, %d executions cut; the last of those back after %v); Redis restart at %d; %d connections reset between %d and %d completed",
+		victim.name, at(chaosKillAt), len(atKill), c.victimInFlight, c.cut, c.cameBack.Round(time.Millisecond), at(chaosRedis), connsReset, at(chaosResets), at(chaosCalm))
 	t.Logf("chaos: executions %d (tasks by their runs: %s); ended with the increment %d, with its error %d, never (the call died) %d",
 		c.executions, c.histogram, c.ok, c.failed, c.unended)
 	t.Logf("chaos: lost %d; concurrent %d (tasks %d, of them under two task ids %d); parked %d",
@@ -419,6 +419,7 @@ type chaosRecorder struct {
 	done      map[int]int     // guarded by mu: task → executions ended with a value
 	dead      map[string]bool // guarded by mu: daemons killed
 	phase     string          // guarded by mu: the fault schedule's phase, for each begin
+	killedAt  time.Time       // guarded by mu: when kill was called
 	malformed []string        // guarded by mu: requests the recorder could not read
 }
 
@@ -429,6 +430,7 @@ type chaosExec struct {
 	phase  string // the fault schedule's phase at its end (its ack follows), or at its begin while it runs
 	state  string // running, done (value set), failed (the increment's error), cut (at the kill)
 	value  int64
+	begun  time.Time
 }
 
 // chaosOverlap is a begin that met running executions of the same task.
@@ -466,7 +468,7 @@ func (r *chaosRecorder) serve(w http.ResponseWriter, req *http.Request) {
 		if err != nil || req.Method != http.MethodPost {
 			break
 		}
-		e := &chaosExec{n: n, task: q.Get("task"), daemon: daemon, phase: r.phase, state: "running"}
+		e := &chaosExec{n: n, task: q.Get("task"), daemon: daemon, phase: r.phase, state: "running", begun: time.Now()}
 		if r.dead[daemon] {
 			// Sent before the kill, read after it: it is cut already.
 			e.state = "cut"
@@ -522,6 +524,7 @@ func (r *chaosRecorder) kill(daemon string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.dead[daemon] = true
+	r.killedAt = time.Now()
 	for _, e := range r.execs {
 		if e.daemon == daemon && e.state == "running" {
 			e.state = "cut"
@@ -594,6 +597,7 @@ type chaosCounts struct {
 	outsideTwoIDs                 int            // of those outside, tasks run under two task ids (enqueued twice)
 	outsideByPhase                map[string]int // of those outside, by the phase their first run ended in
 	victimInFlight                int            // tasks the victim had begun that were in flight at the kill
+	cameBack                      time.Duration  // from the kill to the last of those begun again elsewhere
 }
 
 func (r *chaosRecorder) count(victim string, atKill map[string]bool, counter, counterAtKill int64) chaosCounts {
@@ -608,6 +612,8 @@ func (r *chaosRecorder) count(victim string, atKill map[string]bool, counter, co
 	}
 	tasks := make([]task, chaosTasks)
 	seen := make(map[int64]int)
+	held := map[string]bool{}          // task ids the victim ran that were in flight at the kill
+	back := map[string]time.Duration{} // task id in flight at the kill → its first begin elsewhere after it
 	for _, e := range r.execs {
 		if e.n < 0 || e.n >= chaosTasks {
 			r.malformed = append(r.malformed, fmt.Sprintf("an execution of task %d", e.n))
@@ -622,6 +628,12 @@ func (r *chaosRecorder) count(victim string, atKill map[string]bool, counter, co
 		tk.ids[e.task] = true
 		if e.daemon == victim && atKill[e.task] {
 			tk.held = true
+			held[e.task] = true
+		}
+		if d := e.begun.Sub(r.killedAt); e.daemon != victim && atKill[e.task] && d > 0 {
+			if first, ok := back[e.task]; !ok || d < first {
+				back[e.task] = d
+			}
 		}
 		switch e.state {
 		case "done":
@@ -639,6 +651,9 @@ func (r *chaosRecorder) count(victim string, atKill map[string]bool, counter, co
 			tk.first = e.phase
 		}
 		tk.effects++
+	}
+	for id := range held {
+		c.cameBack = max(c.cameBack, back[id])
 	}
 	c.outsideByPhase = map[string]int{}
 	hist := map[int]int{}
