@@ -37,7 +37,7 @@ const (
 //   - A record is never deleted by the host: changing a contract's schema fleet-wide is
 //     an operator's act (delete the key, then restart the hosts with the new plugins).
 func recordContracts(ctx context.Context, b primitives.Backend, d *abi.Describe, grant hostfn.Access) (err error) {
-	g, ok, err := b.LockAcquire(ctx, hostfn.ContractsNamespace, contractsLockHold, contractsLockWait)
+	l, ok, err := b.LockAcquire(ctx, hostfn.ContractsNamespace, contractsLockHold, contractsLockWait)
 	if err != nil {
 		return fmt.Errorf("fleet contracts: lock: %w", err)
 	}
@@ -45,7 +45,7 @@ func recordContracts(ctx context.Context, b primitives.Backend, d *abi.Describe,
 		return fmt.Errorf("fleet contracts: lock %q still held after %v", hostfn.ContractsNamespace, contractsLockWait)
 	}
 	defer func() {
-		if _, rerr := b.LockRelease(context.WithoutCancel(ctx), hostfn.ContractsNamespace, g.Token); rerr != nil && err == nil {
+		if _, rerr := b.LockRelease(context.WithoutCancel(ctx), hostfn.ContractsNamespace, l.Token); rerr != nil && err == nil {
 			err = fmt.Errorf("fleet contracts: unlock: %w", rerr)
 		}
 	}()
