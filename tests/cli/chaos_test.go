@@ -196,12 +196,12 @@ func TestChaos(t *testing.T) {
 		s.requests, s.accepted, s.refused, s.transport, c.enqueuedTwice)
 	t.Logf("chaos: faults: kill -9 of %s at %d completed (%d tasks in flight then, %d of them begun by it, %d executions cut; the last of those back after %v); Redis restart at %d; %d connections reset between %d and %d completed",
 		victim.name, at(chaosKillAt), len(atKill), c.victimInFlight, c.cut, c.cameBack.Round(time.Millisecond), at(chaosRedis), connsReset, at(chaosResets), at(chaosCalm))
-	t.Logf("chaos: executions %d (tasks by their runs: %s); ended with the increment %d, with its error %d, never (the call died) %d",
-		c.executions, c.histogram, c.ok, c.failed, c.unended)
+	t.Logf("chaos: executions %d (tasks by their runs: %s); ended with the increment %d, with its error %d (by phase %v: %q), never (the call died) %d",
+		c.executions, c.histogram, c.ok, c.failed, c.failedByPhase, c.failures, c.unended)
 	t.Logf("chaos: lost %d; concurrent %d (tasks %d, of them under two task ids %d); parked %d",
 		c.lost, c.concurrent, c.concurrentTasks, c.concurrentTwoIDs, q.Parked)
-	t.Logf("chaos: counter %d, increments seen %d: extra %d (unseen %d, of which before the kill %d; allowed: one per execution cut at the kill, %d, and per call that died, %d)",
-		c.counter, c.ok, c.extra, c.unseen, c.unseenBeforeKill, c.cut, c.unended)
+	t.Logf("chaos: counter %d, increments seen %d: extra %d (unseen %d %v, of which before the kill %d; allowed: one per execution cut at the kill, %d, and per call that died, %d)",
+		c.counter, c.ok, c.extra, c.unseen, c.unseenByPhase, c.unseenBeforeKill, c.cut, c.unended)
 	t.Logf("chaos: duplicates %d: among the tasks in flight at the kill %d, others %d (under two task ids %d; by the phase their first run ended in: %v) %s",
 		c.duplicates, c.duplicates-c.duplicatesOutside, c.duplicatesOutside, c.outsideTwoIDs, c.outsideByPhase, sample(c.outside))
 
@@ -430,6 +430,7 @@ type chaosExec struct {
 	phase  string // the fault schedule's phase at its end (its ack follows), or at its begin while it runs
 	state  string // running, done (value set), failed (the increment's error), cut (at the kill)
 	value  int64
+	err    string // the increment's error, when it failed
 	begun  time.Time
 }
 
@@ -491,7 +492,7 @@ func (r *chaosRecorder) serve(w http.ResponseWriter, req *http.Request) {
 			r.open[e.n]--
 		}
 		if q.Has("err") {
-			e.state = "failed"
+			e.state, e.err, e.phase = "failed", q.Get("err"), r.phase
 			return
 		}
 		v, err := strconv.ParseInt(q.Get("value"), 10, 64)
@@ -580,8 +581,10 @@ func (r *chaosRecorder) waitCompleted(ctx context.Context, k int) bool {
 // flight at the kill.
 type chaosCounts struct {
 	executions, ok, failed, cut int
-	histogram                   string // tasks by their number of executions: "1 run(s): 4990, 2 run(s): 10"
-	enqueuedTwice               int    // tasks run under two or more task ids
+	failedByPhase               map[string]int // the failed executions by the phase they ended in
+	failures                    []string       // the first few errors
+	histogram                   string         // tasks by their number of executions: "1 run(s): 4990, 2 run(s): 10"
+	enqueuedTwice               int            // tasks run under two or more task ids
 
 	lost      int
 	lostTasks []string
@@ -591,6 +594,7 @@ type chaosCounts struct {
 	overlapping                                   []string
 
 	counter, unseen, unseenBeforeKill, extra int64
+	unseenByPhase                            map[string]int // the unseen values by the phase of the next seen value's execution
 
 	duplicates, duplicatesOutside int
 	outside                       []string
@@ -603,7 +607,7 @@ type chaosCounts struct {
 func (r *chaosRecorder) count(victim string, atKill map[string]bool, counter, counterAtKill int64) chaosCounts {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var c chaosCounts
+	c := chaosCounts{failedByPhase: map[string]int{}}
 	type task struct {
 		execs, effects int    // executions; those that applied, or may have, their effect
 		first          string // the phase in which the first that did ended
@@ -612,6 +616,7 @@ func (r *chaosRecorder) count(victim string, atKill map[string]bool, counter, co
 	}
 	tasks := make([]task, chaosTasks)
 	seen := make(map[int64]int)
+	valuePhase := map[int64]string{}   // a value seen → the phase its execution ended in
 	held := map[string]bool{}          // task ids the victim ran that were in flight at the kill
 	back := map[string]time.Duration{} // task id in flight at the kill → its first begin elsewhere after it
 	for _, e := range r.execs {
@@ -639,8 +644,13 @@ func (r *chaosRecorder) count(victim string, atKill map[string]bool, counter, co
 		case "done":
 			c.ok++
 			seen[e.value]++
+			valuePhase[e.value] = e.phase
 		case "failed":
 			c.failed++
+			c.failedByPhase[e.phase]++
+			if len(c.failures) < 3 {
+				c.failures = append(c.failures, e.err)
+			}
 			continue
 		case "cut":
 			c.cut++
@@ -720,12 +730,18 @@ func (r *chaosRecorder) count(victim string, atKill map[string]bool, counter, co
 	// Every value from 1 to the counter is an increment applied; one no execution saw is
 	// extra unless a cut execution made it, before the kill.
 	c.counter = counter
+	c.unseenByPhase = map[string]int{}
 	for v := int64(1); v <= counter; v++ {
 		if seen[v] == 0 {
 			c.unseen++
 			if v <= counterAtKill {
 				c.unseenBeforeKill++
 			}
+			next := v + 1
+			for next <= counter && seen[next] == 0 {
+				next++
+			}
+			c.unseenByPhase[valuePhase[next]]++ // "" when no later value was seen
 		}
 	}
 	for _, k := range seen {
