@@ -149,7 +149,7 @@ func run(bin, plugins string, urls int, timeout time.Duration) error {
 	start := time.Now()
 	for i := range urls {
 		payload := fmt.Sprintf(`{"url": %q}`, fmt.Sprintf("%s/page/%d", site.URL(), i))
-		if _, err := c.Submit(ctx, "scraper", []byte(payload)); err != nil {
+		if _, err := c.Submit(ctx, "scraper", "", []byte(payload)); err != nil {
 			return fmt.Errorf("submit %d: %w", i, err)
 		}
 	}

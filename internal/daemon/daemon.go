@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/api"
 	"github.com/fleethost/fleet/internal/backend"
 	"github.com/fleethost/fleet/internal/grants"
@@ -143,7 +144,7 @@ func Run(ctx context.Context, o Options) (err error) {
 			}
 			slots.Observe(e)
 			m.Observe(e)
-			if e.Kind == "stopped" {
+			if e.Kind == slotstate.Stopped {
 				log.Debug("slot stopped", "slot", e.Slot, "plugin", e.Plugin, "iterations", e.N)
 			}
 		},
