@@ -126,12 +126,14 @@ func TestChaos(t *testing.T) {
 	// has loaded its append-only file again.
 	reached("the Redis restart", chaosRedis, nil)
 	rec.setPhase("the Redis restart")
+	down := time.Now()
 	if err := srv.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
+	redisDown := time.Since(down)
 	rec.setPhase("after the Redis restart")
 
 	// Connection resets, each of every client but the one resetting, as a proxy, a NAT
@@ -194,8 +196,8 @@ func TestChaos(t *testing.T) {
 	t.Logf("chaos: %d tasks, 3 daemons × %d slots, ready in %v, run %v", chaosTasks, chaosSlots, ready.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	t.Logf("chaos: submits: %d requests for %d tasks; answers not 202: %v; transport errors %d; tasks enqueued under 2+ task ids %d",
 		s.requests, s.accepted, s.refused, s.transport, c.enqueuedTwice)
-	t.Logf("chaos: faults: kill -9 of %s at %d completed (%d tasks in flight then, %d of them begun by it, %d executions cut; the last of those back after %v); Redis restart at %d; %d connections reset between %d and %d completed",
-		victim.name, at(chaosKillAt), len(atKill), c.victimInFlight, c.cut, c.cameBack.Round(time.Millisecond), at(chaosRedis), connsReset, at(chaosResets), at(chaosCalm))
+	t.Logf("chaos: faults: kill -9 of %s at %d completed (%d tasks in flight then, %d of them begun by it, %d executions cut; the last of those back after %v); Redis restart at %d (down %v, until it answered PING); %d connections reset between %d and %d completed",
+		victim.name, at(chaosKillAt), len(atKill), c.victimInFlight, c.cut, c.cameBack.Round(time.Millisecond), at(chaosRedis), redisDown.Round(time.Millisecond), connsReset, at(chaosResets), at(chaosCalm))
 	t.Logf("chaos: executions %d (tasks by their runs: %s); ended with the increment %d, with its error %d (by phase %v: %q), never (the call died) %d",
 		c.executions, c.histogram, c.ok, c.failed, c.failedByPhase, c.failures, c.unended)
 	t.Logf("chaos: lost %d; concurrent %d (tasks %d, of them under two task ids %d); parked %d",
