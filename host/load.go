@@ -122,7 +122,6 @@ func (h *Host) loadPlugin(ctx context.Context, file string) (p *plugin, err erro
 			Consumes: desc.Consumes, Pools: desc.Pools, Submits: desc.Submits, Grant: grant,
 		},
 		desc: desc, rt: rt, fn: fn, export: mode, closeHTTP: closeHTTP,
-		lease: max(h.cfg.TaskLease, grant.CallTimeout+LeaseMargin),
 	}
 	loaded.configID = configIdentity(h.cfg, loaded)
 	return loaded, nil
