@@ -266,11 +266,10 @@ func (f *chaosFleet) start() *chaosDaemon {
 	if err := os.WriteFile(path, doc, 0o644); err != nil {
 		f.t.Fatal(err)
 	}
-	// The lease is the shortest the host takes (a call timeout of 2s + 10s on main), so that
-	// the killed daemon's tasks come back within the run.
+	// The lease and the call timeout are the defaults, so that the time the killed
+	// daemon's tasks take to come back is the one an operator gets.
 	d := &chaosDaemon{name: name, daemon: startDaemon(f.t, nil, "--plugins", f.dir, "--redis", f.redis, "--grants", path,
-		"--instance", name, "--slots", strconv.Itoa(chaosSlots), "--poll-interval", "20ms",
-		"--task-lease", "1s", "--call-timeout", "2s", "--drain-timeout", "20s")}
+		"--instance", name, "--slots", strconv.Itoa(chaosSlots), "--poll-interval", "20ms", "--drain-timeout", "20s")}
 	f.mu.Lock()
 	f.daemons = append(f.daemons, d)
 	f.mu.Unlock()
