@@ -58,6 +58,7 @@ type Options struct {
 	CacheDir         string
 	MaxQueueDepth    int
 	MaxQueueBytes    int64
+	ParkedRetention  time.Duration // host.Config.ParkedRetention; 0 keeps parked tasks
 	BackendTimeout   time.Duration // bounds each backend call; 0 means redis.DefaultCallTimeout
 
 	Log *slog.Logger // default slog.Default()
@@ -138,6 +139,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		RetryDelay:       o.RetryDelay,
 		MaxQueueDepth:    o.MaxQueueDepth,
 		MaxQueueBytes:    o.MaxQueueBytes,
+		ParkedRetention:  o.ParkedRetention,
 		Observe: func(e host.SlotEvent) {
 			if _, seen := started.LoadOrStore(e.Slot, struct{}{}); !seen {
 				log.Info("slot started", "slot", e.Slot, "plugin", e.Plugin)
