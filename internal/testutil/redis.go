@@ -29,7 +29,7 @@ type Redis struct {
 	bin  string
 	dir  string
 	url  string   // set for a server the tests did not start (ExternalRedis)
-	args []string // more redis-server arguments (a cluster node's)
+	args []string // more redis-server arguments (a cluster node's, the append-only file's)
 
 	mu  sync.Mutex
 	cmd *exec.Cmd // guarded by mu; nil while stopped
