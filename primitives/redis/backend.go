@@ -94,7 +94,9 @@ func New(client goredis.UniversalClient, opts Options) *Backend {
 	if _, ok := client.(*goredis.ClusterClient); ok {
 		kind = KindCluster
 	}
-	return &Backend{client: client, opts: opts.withDefaults(), kind: kind}
+	b := &Backend{client: client, opts: opts.withDefaults(), kind: kind}
+	client.AddHook(&resender{window: b.opts.CallTimeout})
+	return b
 }
 
 // The kinds of Redis a Backend talks to, as Kind names them.
