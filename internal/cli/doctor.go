@@ -104,11 +104,8 @@ func (c *checks) backend(ctx context.Context, p DoctorParams) (primitives.Backen
 		c.line(true, "backend", "the embedded memory store (state lives in the process; use --redis for a fleet)")
 		return b, kind, true
 	}
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	perr := b.Ping(pctx)
-	cancel()
-	if perr != nil {
-		c.line(false, "backend", "%s (%s) does not answer: %v", redis.Redact(p.Backend), kind, perr)
+	if err := backend.Ping(ctx, b); err != nil {
+		c.line(false, "backend", "%s (%s) does not answer: %v", redis.Redact(p.Backend), kind, err)
 		return b, kind, false
 	}
 	c.line(true, "backend", "%s (%s) answers", redis.Redact(p.Backend), kind)

@@ -133,11 +133,8 @@ func openBackend(ctx context.Context, o Options, log *slog.Logger) (primitives.B
 		return b, nil
 	}
 	log.Info("daemon: backend", "kind", kind, "url", redis.Redact(o.Backend))
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	perr := b.Ping(pctx)
-	cancel()
-	if perr != nil {
-		return nil, errors.Join(fmt.Errorf("daemon: backend %s: %w", redis.Redact(o.Backend), perr), closeBackend(b))
+	if err := backend.Ping(ctx, b); err != nil {
+		return nil, errors.Join(fmt.Errorf("daemon: backend %s: %w", redis.Redact(o.Backend), err), closeBackend(b))
 	}
 	return b, nil
 }
