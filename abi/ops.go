@@ -160,7 +160,7 @@ type LockAcquireRequest struct {
 	WaitMs int64  `json:"wait_ms,omitempty"`
 }
 
-// LockAcquireReply is the grant, with its fencing token, or Acquired false.
+// LockAcquireReply is the lease, with its fencing token, or Acquired false.
 type LockAcquireReply struct {
 	Acquired bool   `json:"acquired"`
 	Token    string `json:"token,omitempty"`

@@ -189,7 +189,7 @@ func TestReplies(t *testing.T) {
 		t.Fatalf("Release = %v, %v", ok, err)
 	}
 	if got := fleettest.Requests[abi.LockReleaseRequest](h, abi.OpLockRelease); len(got) != 1 || got[0].Token != "lt" {
-		t.Errorf("lock_release requests = %+v, want the grant's token", got)
+		t.Errorf("lock_release requests = %+v, want the lease's token", got)
 	}
 	h.Reply(abi.OpLockAcquire, abi.LockAcquireReply{Acquired: false})
 	if held, err := Lock("l", time.Second, 0); held != nil || err != nil {

@@ -6,10 +6,11 @@ import (
 	"github.com/fleethost/fleet/abi"
 )
 
-// Held is a fleet-wide lock that this caller holds until Release or until it expires.
-type Held struct {
+// LockLease is a fleet-wide lock that this caller holds until Release or until it
+// expires.
+type LockLease struct {
 	Name  string
-	Fence int64     // the fencing token: strictly increasing across all grants of Name
+	Fence int64     // the fencing token: strictly increasing across all leases of Name
 	Until time.Time // when the lock expires unless released first
 
 	token string
@@ -26,7 +27,7 @@ type Held struct {
 //
 // Choose hold a little longer than the work: if the slot dies, the lock frees itself
 // after hold. While the host waits, this guest is blocked.
-func Lock(name string, hold, wait time.Duration) (*Held, error) {
+func Lock(name string, hold, wait time.Duration) (*LockLease, error) {
 	var reply abi.LockAcquireReply
 	if err := send(abi.OpLockAcquire, abi.LockAcquireRequest{Name: name, HoldMs: millis(hold), WaitMs: millis(wait)}.AppendJSON, &reply); err != nil {
 		return nil, err
@@ -34,13 +35,13 @@ func Lock(name string, hold, wait time.Duration) (*Held, error) {
 	if !reply.Acquired {
 		return nil, nil
 	}
-	return &Held{Name: name, Fence: reply.Fence, Until: fromMillis(reply.UntilMs), token: reply.Token}, nil
+	return &LockLease{Name: name, Fence: reply.Fence, Until: fromMillis(reply.UntilMs), token: reply.Token}, nil
 }
 
 // Release frees the lock. It returns false (not an error) when the lock had already
-// expired, and maybe been granted to another holder, whose lock it leaves alone.
-func (h *Held) Release() (bool, error) {
+// expired, and maybe been leased since to another holder, whose lock it leaves alone.
+func (l *LockLease) Release() (bool, error) {
 	var reply abi.LockReleaseReply
-	err := send(abi.OpLockRelease, abi.LockReleaseRequest{Name: h.Name, Token: h.token}.AppendJSON, &reply)
+	err := send(abi.OpLockRelease, abi.LockReleaseRequest{Name: l.Name, Token: l.token}.AppendJSON, &reply)
 	return reply.Released, err
 }

@@ -319,7 +319,8 @@ func (c Config) check() error {
 //	host.Grant{
 //		Queues: map[string][]string{"scrape": {"consume"}, "harvest": {"submit"}},
 //		Pools:  map[string][]string{"cookies": {"claim", "mark_bad"}},
-//		KV:     []string{"scraper:*", "shared:sessions"}, HTTPHosts: []string{"example.com"},
+//		KV:     []string{"scraper:*", "shared:sessions"},
+//		HTTP:   host.HTTP{Hosts: []string{"example.com"}},
 //	}
 //
 // # Notes
@@ -364,27 +365,26 @@ type Grant struct {
 	// default: nil, which means []string{"<type>:*"}
 	Counters []string `json:"counters"`
 
-	// HTTPHosts is the host patterns outbound http may reach, checked on the first
-	// request and on every redirect hop: "example.com" (default port), "example.com:8080",
-	// "*.example.com" (subdomains), "*" (any host, default port).
-	// default: none (no outbound http)
-	HTTPHosts []string `json:"http_hosts,omitempty"`
-	// HTTPAllowPrivate lets outbound http reach loopback, private and other non-public
-	// addresses, checked on the resolved address at dial time.
-	// default: false
-	HTTPAllowPrivate bool `json:"http_allow_private,omitempty"`
-	// HTTPProxies is the http:// proxy URLs a request may name.
-	// default: none
-	HTTPProxies []string `json:"http_proxies,omitempty"`
-	// HTTPMaxBody caps a response body handed to the guest, in bytes.
-	// default: 0 (4 MiB)
-	HTTPMaxBody int64 `json:"http_max_body,omitempty"`
-	// HTTPTimeout caps one request, dial to last byte.
-	// default: 0 (30s)
-	HTTPTimeout time.Duration `json:"http_timeout,omitempty"`
-	// HTTPMaxRedirects caps the redirect hops followed; -1 follows none.
-	// default: 0 (10)
-	HTTPMaxRedirects int `json:"http_max_redirects,omitempty"`
+	// HTTP is what the plugin's outbound http may do (see HTTP). It is embedded so that
+	// the grants file writes its fields flat; code names them through it (g.HTTP.Timeout,
+	// not g.Timeout):
+	//   - Hosts, http_hosts: the host patterns it may reach, on the first request and on
+	//     every redirect hop: "example.com" (default port), "example.com:8080",
+	//     "*.example.com" (subdomains), "*" (any host, default port).
+	//     default: none (no outbound http)
+	//   - AllowPrivate, http_allow_private: lets it reach loopback, private and other
+	//     non-public addresses, checked on the resolved address at dial time.
+	//     default: false
+	//   - Proxies, http_proxies: the http:// proxy URLs a request may name.
+	//     default: none
+	//   - MaxBody, http_max_body: caps a response body handed to the guest, in bytes.
+	//     default: 0 (4 MiB)
+	//   - Timeout, http_timeout: caps one request, dial to last byte.
+	//     default: 0 (30s)
+	//   - MaxRedirects, http_max_redirects: caps the redirect hops followed; -1 follows
+	//     none.
+	//     default: 0 (10)
+	HTTP
 
 	// MemoryLimitPages overrides Config.MemoryLimitPages for this plugin.
 	// default: 0 (Config.MemoryLimitPages)
@@ -403,8 +403,8 @@ type Grant struct {
 	MaxHostCalls int `json:"max_host_calls,omitempty"`
 	// MaxReply caps the reply of one host call, in bytes, and so what the host keeps for
 	// reply_fetch; a larger reply answers LimitExceeded. An http reply carries its body
-	// in base64 (4/3 of HTTPMaxBody) and up to 1 MiB of headers: raise MaxReply with
-	// HTTPMaxBody.
+	// in base64 (4/3 of HTTP.MaxBody) and up to 1 MiB of headers: raise MaxReply with
+	// HTTP.MaxBody.
 	// default: 0 (8 MiB)
 	MaxReply int `json:"max_reply,omitempty"`
 	// MaxPoolList caps the limit a pool_list may ask for; a larger one is a ValueError. A

@@ -41,7 +41,7 @@ func recordContracts(ctx context.Context, b primitives.Backend, d *abi.Describe,
 	if err != nil {
 		return err
 	}
-	g, ok, err := b.LockAcquire(ctx, hostfn.ContractsNamespace, contractsLockHold, contractsLockWait)
+	l, ok, err := b.LockAcquire(ctx, hostfn.ContractsNamespace, contractsLockHold, contractsLockWait)
 	if err != nil {
 		return fmt.Errorf("fleet contracts: lock: %w", err)
 	}
@@ -49,7 +49,7 @@ func recordContracts(ctx context.Context, b primitives.Backend, d *abi.Describe,
 		return fmt.Errorf("fleet contracts: lock %q still held after %v", hostfn.ContractsNamespace, contractsLockWait)
 	}
 	defer func() {
-		if _, rerr := b.LockRelease(context.WithoutCancel(ctx), hostfn.ContractsNamespace, g.Token); rerr != nil && err == nil {
+		if _, rerr := b.LockRelease(context.WithoutCancel(ctx), hostfn.ContractsNamespace, l.Token); rerr != nil && err == nil {
 			err = fmt.Errorf("fleet contracts: unlock: %w", rerr)
 		}
 	}()

@@ -14,7 +14,6 @@ import (
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/hostfn"
-	"github.com/fleethost/fleet/host/internal/httpfn"
 	"github.com/fleethost/fleet/primitives"
 )
 
@@ -245,9 +244,7 @@ func QueueRoles() []string { return hostfn.QueueRoles.Names() }
 // config identity, Plugin.Grant and the API all read the Grant this returns.
 func (c Config) grantWithDefaults(typ string, g Grant) Grant {
 	g.KV, g.Locks, g.Counters = patterns(typ, g.KV), patterns(typ, g.Locks), patterns(typ, g.Counters)
-	g.HTTPMaxBody = cmp.Or(g.HTTPMaxBody, httpfn.DefaultMaxBody)
-	g.HTTPTimeout = cmp.Or(g.HTTPTimeout, httpfn.DefaultTimeout)
-	g.HTTPMaxRedirects = cmp.Or(g.HTTPMaxRedirects, httpfn.DefaultMaxRedirects)
+	g.HTTP = g.HTTP.WithDefaults()
 	g.MemoryLimitPages = cmp.Or(g.MemoryLimitPages, c.MemoryLimitPages)
 	g.CallTimeout = cmp.Or(g.CallTimeout, c.CallTimeout)
 	g.MaxPayload = cmp.Or(g.MaxPayload, c.MaxPayload)
@@ -305,8 +302,8 @@ type grantDurations struct {
 // MarshalJSON writes g with its durations as strings ("20s").
 func (g Grant) MarshalJSON() ([]byte, error) {
 	v := grantDurations{grantJSON: (*grantJSON)(&g)}
-	if g.HTTPTimeout != 0 {
-		v.HTTPTimeout = g.HTTPTimeout.String()
+	if g.HTTP.Timeout != 0 {
+		v.HTTPTimeout = g.HTTP.Timeout.String()
 	}
 	if g.CallTimeout != 0 {
 		v.CallTimeout = g.CallTimeout.String()
@@ -325,7 +322,9 @@ func (g *Grant) UnmarshalJSON(b []byte) error {
 		if !errors.As(err, &te) || te.Field == "" {
 			return err
 		}
-		field := strings.TrimPrefix(te.Field, "grantJSON.")
+		// The path names the embedded structs the field is in (encoding/json's Go names,
+		// not the file's): drop them, so that the error names the field as written.
+		field := strings.TrimPrefix(strings.TrimPrefix(te.Field, "grantJSON."), "HTTP.")
 		want := jsonKind(te.Type)
 		if field == "http_timeout" || field == "call_timeout" {
 			want = `duration string such as "30s"`
@@ -336,7 +335,7 @@ func (g *Grant) UnmarshalJSON(b []byte) error {
 		field string
 		s     string
 		into  *time.Duration
-	}{{"http_timeout", v.HTTPTimeout, &g.HTTPTimeout}, {"call_timeout", v.CallTimeout, &g.CallTimeout}} {
+	}{{"http_timeout", v.HTTPTimeout, &g.HTTP.Timeout}, {"call_timeout", v.CallTimeout, &g.CallTimeout}} {
 		if d.s == "" {
 			continue
 		}

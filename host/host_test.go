@@ -47,7 +47,7 @@ func TestPlugins(t *testing.T) {
 	}
 	g := p.Grant
 	if strings.Join(g.KV, ",") != "shared:*" || strings.Join(g.Locks, ",") != "lister:*" || strings.Join(g.Counters, ",") != "lister:*" ||
-		g.CallTimeout != time.Second || g.MemoryLimitPages != 256 || g.MaxPayload != 256<<10 || len(g.HTTPHosts) != 0 {
+		g.CallTimeout != time.Second || g.MemoryLimitPages != 256 || g.MaxPayload != 256<<10 || len(g.HTTP.Hosts) != 0 {
 		t.Errorf("effective grant = %+v", g)
 	}
 	// Pools and queues: what it declares, with the roles granted in a fixed order; a

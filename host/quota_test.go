@@ -58,11 +58,11 @@ func TestGrantWithDefaults(t *testing.T) {
 	if want := []string{"scraper:*"}; !slices.Equal(g.KV, want) || !slices.Equal(g.Locks, want) || !slices.Equal(g.Counters, want) {
 		t.Errorf("grantWithDefaults(Grant{}) patterns = %v %v %v, want %v each", g.KV, g.Locks, g.Counters, want)
 	}
-	if g.HTTPMaxBody != 4<<20 || g.HTTPTimeout != 30*time.Second || g.HTTPMaxRedirects != 10 || g.MaxPayload != c.MaxPayload || g.CallTimeout != c.CallTimeout {
+	if g.HTTP.MaxBody != 4<<20 || g.HTTP.Timeout != 30*time.Second || g.HTTP.MaxRedirects != 10 || g.MaxPayload != c.MaxPayload || g.CallTimeout != c.CallTimeout {
 		t.Errorf("grantWithDefaults(Grant{}) = %+v, want the HTTP defaults and Config's payload cap and call timeout", g)
 	}
-	own := Grant{KV: []string{}, HTTPMaxRedirects: -1, CallTimeout: time.Second, MaxReply: 7}
-	if g := c.grantWithDefaults("scraper", own); len(g.KV) != 0 || g.KV == nil || g.HTTPMaxRedirects != -1 || g.CallTimeout != time.Second || g.MaxReply != 7 {
+	own := Grant{KV: []string{}, HTTP: HTTP{MaxRedirects: -1}, CallTimeout: time.Second, MaxReply: 7}
+	if g := c.grantWithDefaults("scraper", own); len(g.KV) != 0 || g.KV == nil || g.HTTP.MaxRedirects != -1 || g.CallTimeout != time.Second || g.MaxReply != 7 {
 		t.Errorf("grantWithDefaults(%+v) = %+v, want the grant's own values", own, g)
 	}
 }

@@ -92,7 +92,7 @@ type failedClaims struct {
 	failed atomic.Int64
 }
 
-func (b *failedClaims) QueueAckClaim(ctx context.Context, queue string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.ClaimedTask, []error, error) {
+func (b *failedClaims) QueueAckClaim(ctx context.Context, queue string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.TaskLease, []error, error) {
 	claimed, ackErrs, err := b.Backend.QueueAckClaim(ctx, queue, acks, n, lease, maxAttempts)
 	if err != nil {
 		b.failed.Add(int64(n))

@@ -238,7 +238,7 @@ func observers(fns ...func(slot.Event)) func(slot.Event) {
 // "sha256:" and 16 hex digits. See RATIONALE.md, "Which config identity?".
 func configIdentity(cfg Config, p *plugin) string {
 	g := p.info.Grant
-	for _, ps := range []*[]string{&g.KV, &g.Locks, &g.Counters, &g.HTTPHosts, &g.HTTPProxies} {
+	for _, ps := range []*[]string{&g.KV, &g.Locks, &g.Counters, &g.HTTP.Hosts, &g.HTTP.Proxies} {
 		*ps = slices.Sorted(slices.Values(*ps))
 	}
 	conf := p.fn.Config // "{}" when none was given

@@ -550,7 +550,7 @@ func TestConfigIdentity(t *testing.T) {
 			c.Grants = map[string]host.Grant{"cid": {Queues: cidQ, KV: []string{"shared:*"}}}
 		}},
 		{"grant http", v1, func(c *host.Config) {
-			c.Grants = map[string]host.Grant{"cid": {Queues: cidQ, HTTPHosts: []string{"example.com"}}}
+			c.Grants = map[string]host.Grant{"cid": {Queues: cidQ, HTTP: host.HTTP{Hosts: []string{"example.com"}}}}
 		}},
 		{"plugin config", v1, func(c *host.Config) { c.Configs["cid"] = json.RawMessage(`{"x":2}`) }},
 	}
@@ -570,7 +570,7 @@ func TestConfigIdentity(t *testing.T) {
 		{"config formatting", func(c *host.Config) { c.Configs["cid"] = json.RawMessage(" { \"x\" : 1 } ") }},
 		{"defaults spelled out", func(c *host.Config) {
 			c.Slots, c.MaxAttempts, c.MemoryLimitPages = 1, 5, 256
-			c.Grants = map[string]host.Grant{"cid": {Queues: cidQ, KV: []string{"cid:*"}, HTTPMaxRedirects: 10, MemoryLimitPages: 256,
+			c.Grants = map[string]host.Grant{"cid": {Queues: cidQ, KV: []string{"cid:*"}, HTTP: host.HTTP{MaxRedirects: 10}, MemoryLimitPages: 256,
 				MaxHostCalls: 1000, MaxReply: 8 << 20, MaxPoolList: 1000}}
 		}},
 		{"instance and version", func(c *host.Config) { c.Instance, c.Version = "elsewhere", "v9" }},

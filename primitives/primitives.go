@@ -48,11 +48,18 @@ type Item struct {
 	ExpiresAt time.Time // zero when the item has no TTL
 }
 
-// Lease is an exclusive claim on a pool item. It ends at Until unless released first.
+// Lease is what claiming a pool item or a task, or acquiring a lock, hands the holder:
+// the token that proves it holds the claim, and when the claim ends by itself unless
+// released first.
 type Lease struct {
+	Token string    // proves the holder on release (and a task's Ack); unique per claim
+	Until time.Time // when the lease ends unless released first
+}
+
+// ItemLease is an exclusive claim on a pool item.
+type ItemLease struct {
 	Item
-	Token string    // proves the holder on Release; unique per claim
-	Until time.Time // when the lease auto-releases
+	Lease
 }
 
 // Pool is a bag of leased artifacts (cookies, sessions, tokens) that producers fill and
@@ -74,7 +81,7 @@ type Pool interface {
 	// PoolClaim takes an exclusive lease for hold on one live, unleased item whose tags
 	// equal every entry of where. ok is false when no such item exists. Its cost does not
 	// grow with items that do not match where. hold must be > 0 (ErrInvalid).
-	PoolClaim(ctx context.Context, pool string, where Tags, hold time.Duration) (l Lease, ok bool, err error)
+	PoolClaim(ctx context.Context, pool string, where Tags, hold time.Duration) (l ItemLease, ok bool, err error)
 	// PoolRelease ends a lease early. ErrConflict when token no longer holds the item
 	// (the lease expired or was re-claimed); ErrNotFound when the item is gone.
 	PoolRelease(ctx context.Context, pool, id, token string) error
@@ -170,11 +177,10 @@ func KVCost(namespace, key string, value []byte) int64 {
 	return int64(len(namespace) + len(key) + len(value))
 }
 
-// Grant is a held lock.
-type Grant struct {
-	Token string    // proves the holder on LockRelease; unique per grant
-	Fence int64     // strictly increasing per lock name across all grants: a fencing token
-	Until time.Time // when the lease expires if not released
+// LockLease is a held lock.
+type LockLease struct {
+	Lease
+	Fence int64 // strictly increasing per lock name across all its leases: a fencing token
 }
 
 // Lock is a fleet-wide mutual exclusion with leases and fencing tokens.
@@ -182,17 +188,17 @@ type Lock interface {
 	// LockAcquire tries to take the lock for hold. With wait 0 it fails at once when the
 	// lock is held (ok false); with wait > 0 it retries with jittered exponential
 	// backoff until wait has passed or ctx ends. hold must be > 0.
-	LockAcquire(ctx context.Context, name string, hold, wait time.Duration) (g Grant, ok bool, err error)
+	LockAcquire(ctx context.Context, name string, hold, wait time.Duration) (l LockLease, ok bool, err error)
 	// LockRelease releases the lock only if token still holds it; released is false
-	// otherwise (the lease expired, maybe re-granted to another holder).
+	// otherwise (the lease expired, maybe leased since to another holder).
 	LockRelease(ctx context.Context, name, token string) (released bool, err error)
 	// LockAcquireWithin is LockAcquire counted against q.Owner's quota of lock names in
-	// the name's root (see NameQuota): the first grant of a name never granted before
+	// the name's root (see NameQuota): the first lease of a name never leased before
 	// that would take the owner past q.Max names there is ErrLimit and creates nothing,
-	// in the same step as the grant, so that concurrent acquires never exceed it. A lock
+	// in the same step as the lease, so that concurrent acquires never exceed it. A lock
 	// name is never freed (its fence must never go back), so a name, once counted,
 	// counts for good. LockAcquire is LockAcquireWithin with the zero NameQuota.
-	LockAcquireWithin(ctx context.Context, name string, hold, wait time.Duration, q NameQuota) (g Grant, ok bool, err error)
+	LockAcquireWithin(ctx context.Context, name string, hold, wait time.Duration, q NameQuota) (l LockLease, ok bool, err error)
 }
 
 // Counter is an atomic fleet-wide integer.
@@ -211,7 +217,7 @@ type Counter interface {
 
 // NameQuota bounds how many distinct counter names, or lock names, one owner (the host
 // passes a plugin's type) creates within one root: the name up to its first ':', as
-// KVRoot cuts a namespace. A name counts against the owner whose update or grant first
+// KVRoot cuts a namespace. A name counts against the owner whose update or lease first
 // created it; later uses by anyone cost nothing. Max 0 bounds nothing; an empty Owner
 // counts nowhere.
 //
@@ -232,11 +238,10 @@ type Task struct {
 	LastError  string    // why the last attempt failed, if one did
 }
 
-// ClaimedTask is a task leased to one consumer until Until.
-type ClaimedTask struct {
+// TaskLease is a task leased to one consumer.
+type TaskLease struct {
 	Task
-	Token string // proves the holder on Ack and Release; unique per claim
-	Until time.Time
+	Lease
 }
 
 // Ack names a claimed task to complete: its id and the token of its lease.
@@ -290,7 +295,7 @@ type Queue interface {
 	// expired leases to the queue, parking those whose attempts reached maxAttempts with
 	// the error "lease expired" (maxAttempts <= 0 never parks). ok is false when nothing
 	// is ready. lease must be > 0 (ErrInvalid).
-	QueueClaim(ctx context.Context, queue string, lease time.Duration, maxAttempts int) (t ClaimedTask, ok bool, err error)
+	QueueClaim(ctx context.Context, queue string, lease time.Duration, maxAttempts int) (t TaskLease, ok bool, err error)
 	// QueueAck completes a claimed task. ErrConflict when token no longer holds it (the
 	// lease ended, even if nobody claimed it since, or it was claimed again or parked);
 	// ErrNotFound when the task is gone (acked) or never existed.
@@ -301,7 +306,7 @@ type Queue interface {
 	// error of acks[i] (nil: acked; ErrConflict, ErrNotFound as for QueueAck), which
 	// stops neither the other acks nor the claims. Bad arguments (a lease <= 0, n < 0,
 	// more than MaxBatch acks or claims) are ErrInvalid before anything is done.
-	QueueAckClaim(ctx context.Context, queue string, acks []Ack, n int, lease time.Duration, maxAttempts int) (claimed []ClaimedTask, ackErrs []error, err error)
+	QueueAckClaim(ctx context.Context, queue string, acks []Ack, n int, lease time.Duration, maxAttempts int) (claimed []TaskLease, ackErrs []error, err error)
 	// QueueRelease hands a claimed task back. If its attempts reached r.MaxAttempts it is
 	// parked with r.Reason (parked true); otherwise it becomes claimable after r.Delay.
 	// With r.Refund the claim's attempt is given back and it never parks. ErrConflict and

@@ -118,13 +118,13 @@ func (env *benchEnv) native(b *testing.B, op, site string, n int) time.Duration 
 		case "counter_incr":
 			_, err = be.CounterIncr(ctx, "bench:n", 1)
 		case "lock":
-			g, ok, aerr := be.LockAcquire(ctx, "bench:lock", 10*time.Second, 0)
+			l, ok, aerr := be.LockAcquire(ctx, "bench:lock", 10*time.Second, 0)
 			if err = aerr; err == nil && !ok {
 				err = fmt.Errorf("not acquired")
 			}
 			if err == nil {
 				var released bool
-				if released, err = be.LockRelease(ctx, "bench:lock", g.Token); err == nil && !released {
+				if released, err = be.LockRelease(ctx, "bench:lock", l.Token); err == nil && !released {
 					err = fmt.Errorf("not released")
 				}
 			}

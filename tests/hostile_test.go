@@ -261,9 +261,9 @@ func hostileCalls(t *testing.T, kind string) {
 		Logger:     testLogger(t),
 		Slots:      1,
 		Grants: map[string]host.Grant{"hostile": {
-			Queues:    map[string][]string{"hostile": {"consume"}, "hostile-sub": {"submit"}},
-			Pools:     map[string][]string{"hostile-items": host.PoolRoles()},
-			HTTPHosts: []string{site.Host()}, HTTPAllowPrivate: true,
+			Queues:     map[string][]string{"hostile": {"consume"}, "hostile-sub": {"submit"}},
+			Pools:      map[string][]string{"hostile-items": host.PoolRoles()},
+			HTTP:       host.HTTP{Hosts: []string{site.Host()}, AllowPrivate: true},
 			MaxPayload: hostileMaxPayload,
 			// Room for the guest to build a request over abi.MaxRequest (4 MiB).
 			MemoryLimitPages: 1024,

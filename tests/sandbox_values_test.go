@@ -136,8 +136,8 @@ func TestSandboxMillis(t *testing.T) {
 				if !strings.Contains(env.Error.Message, "30 days") {
 					t.Errorf("%s(%s) answered %q, want the range named", tt.op, tt.req, env.Error.Message)
 				}
-				if g, held, err := r.b.LockAcquire(t.Context(), "values:lock", time.Second, 0); err != nil || !held {
-					t.Errorf("LockAcquire(values:lock) = %+v, %v, %v; want it free: the refused request took nothing", g, held, err)
+				if l, held, err := r.b.LockAcquire(t.Context(), "values:lock", time.Second, 0); err != nil || !held {
+					t.Errorf("LockAcquire(values:lock) = %+v, %v, %v; want it free: the refused request took nothing", l, held, err)
 				}
 			})
 		}

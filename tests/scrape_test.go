@@ -70,18 +70,18 @@ func scrapeDemoSite(t *testing.T, kind string) {
 		SlotsByType: map[string]int{"scraper": 4, "cookie-harvester": 2},
 		Grants: map[string]host.Grant{
 			"scraper": {
-				Queues:    map[string][]string{"scrape": {"consume"}, "harvest": {"submit"}},
-				Pools:     map[string][]string{"cookies": {"claim", "mark_bad"}},
-				HTTPHosts: []string{site.Host()}, HTTPAllowPrivate: true,
+				Queues: map[string][]string{"scrape": {"consume"}, "harvest": {"submit"}},
+				Pools:  map[string][]string{"cookies": {"claim", "mark_bad"}},
+				HTTP:   host.HTTP{Hosts: []string{site.Host()}, AllowPrivate: true},
 			},
 			// The harvest lock "harvest:<site>" is outside the default "cookie-harvester:*";
 			// a non-nil Locks replaces the default, so the harvester's own prefix is
 			// listed too.
 			"cookie-harvester": {
-				Queues:    map[string][]string{"harvest": {"consume"}},
-				Pools:     map[string][]string{"cookies": {"put", "list"}},
-				HTTPHosts: []string{site.Host()}, HTTPAllowPrivate: true,
-				Locks: []string{"harvest:*", "cookie-harvester:*"},
+				Queues: map[string][]string{"harvest": {"consume"}},
+				Pools:  map[string][]string{"cookies": {"put", "list"}},
+				HTTP:   host.HTTP{Hosts: []string{site.Host()}, AllowPrivate: true},
+				Locks:  []string{"harvest:*", "cookie-harvester:*"},
 			},
 		},
 		Configs: map[string]json.RawMessage{"cookie-harvester": json.RawMessage(`{"scheme":"http"}`)},

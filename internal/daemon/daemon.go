@@ -319,8 +319,8 @@ func contractAttrs(p host.Plugin) []any {
 	if len(p.Grant.Pools) > 0 {
 		attrs = append(attrs, "granted_pools", granted(p.Grant.Pools))
 	}
-	if len(p.Grant.HTTPHosts) > 0 {
-		attrs = append(attrs, "http_hosts", strings.Join(p.Grant.HTTPHosts, ","))
+	if len(p.Grant.HTTP.Hosts) > 0 {
+		attrs = append(attrs, "http_hosts", strings.Join(p.Grant.HTTP.Hosts, ","))
 	}
 	return attrs
 }

@@ -20,7 +20,7 @@ func TestParse(t *testing.T) {
 		t.Fatal(err)
 	}
 	gs, cs := f.Host()
-	if g := gs["scraper"]; g.HTTPTimeout != 20*time.Second || len(g.HTTPHosts) != 1 || g.KV == nil || len(g.KV) != 0 || g.Locks != nil {
+	if g := gs["scraper"]; g.HTTP.Timeout != 20*time.Second || len(g.HTTP.Hosts) != 1 || g.KV == nil || len(g.KV) != 0 || g.Locks != nil {
 		t.Errorf("scraper grant = %+v; want the timeout, the host, KV granted none (empty, not nil) and Locks left to the default (nil)", g)
 	}
 	if g := gs["harvester"]; g.CallTimeout != 5*time.Second || g.Locks[0] != "harvest:*" {
@@ -102,6 +102,8 @@ func TestParseRoles(t *testing.T) {
 		`{"s": {"pools": {"cookies": "claim"}}}`:      `"s": pools: want a JSON array, got a JSON string`,
 		`{"s": {"max_reply": "8MiB"}}`:                `"s": max_reply: want a number, got a JSON string`,
 		`{"s": {"http_timeout": 20}}`:                 `"s": http_timeout: want a duration string such as "30s", got a JSON number`,
+		`{"s": {"http_max_body": "4MiB"}}`:            `"s": http_max_body: want a number, got a JSON string`,
+		`{"s": {"http_hostz": ["a.com"]}}`:            `unknown field "http_hostz"`,
 		`{"s": {"call_timeout": "soon"}}`:             `"s": call_timeout: "soon" is not a duration such as "30s"`,
 		`{"s": {"pool": {"cookies": ["claim"]}}}`:     `unknown field "pool"`,
 		`{"s": {"queues": {"jobs": ["consume "]}}}`:   `"consume " is not a queue role`,

@@ -208,11 +208,11 @@ func BenchmarkLockAcquireRelease(b *testing.B) {
 	be, _ := benchBackend(b)
 	ctx := b.Context()
 	for b.Loop() {
-		g, ok, err := be.LockAcquire(ctx, "harvest:x", time.Minute, 0)
+		l, ok, err := be.LockAcquire(ctx, "harvest:x", time.Minute, 0)
 		if !ok || err != nil {
 			b.Fatal(ok, err)
 		}
-		be.LockRelease(ctx, "harvest:x", g.Token)
+		be.LockRelease(ctx, "harvest:x", l.Token)
 	}
 }
 

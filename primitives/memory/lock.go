@@ -12,63 +12,63 @@ import (
 type lockState struct {
 	token string    // of the holder; "" when free
 	until time.Time // end of the holder's lease
-	fence int64     // of the last grant
+	fence int64     // of the last lease
 }
 
 func checkLock(name string) error { return primitives.CheckName("lock", name) }
 
 // LockAcquire implements primitives.Lock. With wait > 0 it polls through
 // primitives.RetryAcquire, in real time whatever the Clock.
-func (b *Backend) LockAcquire(ctx context.Context, name string, hold, wait time.Duration) (primitives.Grant, bool, error) {
+func (b *Backend) LockAcquire(ctx context.Context, name string, hold, wait time.Duration) (primitives.LockLease, bool, error) {
 	return b.LockAcquireWithin(ctx, name, hold, wait, primitives.NameQuota{})
 }
 
-// LockAcquireWithin implements primitives.Lock: the first grant of a name is counted
-// against q, or refused past it, under the same lock as the grant.
-func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait time.Duration, q primitives.NameQuota) (primitives.Grant, bool, error) {
+// LockAcquireWithin implements primitives.Lock: the first lease of a name is counted
+// against q, or refused past it, under the same lock as the lease.
+func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait time.Duration, q primitives.NameQuota) (primitives.LockLease, bool, error) {
 	if err := checkLock(name); err != nil {
-		return primitives.Grant{}, false, err
+		return primitives.LockLease{}, false, err
 	}
 	if err := primitives.CheckPositive("hold", hold); err != nil {
-		return primitives.Grant{}, false, err
+		return primitives.LockLease{}, false, err
 	}
 	if err := primitives.CheckTTL("wait", wait); err != nil {
-		return primitives.Grant{}, false, err
+		return primitives.LockLease{}, false, err
 	}
-	var g primitives.Grant
+	var l primitives.LockLease
 	ok, err := primitives.RetryAcquire(ctx, wait, func(context.Context) (bool, error) {
 		if err := b.check(); err != nil {
 			return false, err
 		}
 		var ok bool
 		var err error
-		g, ok, err = b.tryLock(name, hold, q)
+		l, ok, err = b.tryLock(name, hold, q)
 		return ok, err
 	})
 	if !ok || err != nil {
-		return primitives.Grant{}, false, err
+		return primitives.LockLease{}, false, err
 	}
-	return g, true, nil
+	return l, true, nil
 }
 
-func (b *Backend) tryLock(name string, hold time.Duration, q primitives.NameQuota) (primitives.Grant, bool, error) {
+func (b *Backend) tryLock(name string, hold time.Duration, q primitives.NameQuota) (primitives.LockLease, bool, error) {
 	b.locksMu.Lock()
 	defer b.locksMu.Unlock()
 	now := b.clock.Now()
 	st := b.locks[name]
 	if st == nil {
 		if err := b.lockNames.charge("lock", name, q); err != nil {
-			return primitives.Grant{}, false, err
+			return primitives.LockLease{}, false, err
 		}
 		st = &lockState{}
 		b.locks[name] = st
 	}
 	if st.token != "" && now.Before(st.until) {
-		return primitives.Grant{}, false, nil
+		return primitives.LockLease{}, false, nil
 	}
 	st.fence++
 	st.token, st.until = primitives.NewToken(), now.Add(hold)
-	return primitives.Grant{Token: st.token, Fence: st.fence, Until: st.until}, true, nil
+	return primitives.LockLease{Lease: primitives.Lease{Token: st.token, Until: st.until}, Fence: st.fence}, true, nil
 }
 
 // LockRelease implements primitives.Lock.

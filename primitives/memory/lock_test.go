@@ -8,38 +8,38 @@ import (
 func TestLockLeaseBoundaryAndFence(t *testing.T) {
 	b, clk := newFake(t)
 	ctx := t.Context()
-	g1, ok, err := b.LockAcquire(ctx, "l", 10*time.Second, 0)
-	if err != nil || !ok || g1.Fence != 1 {
-		t.Fatalf("LockAcquire = %+v, %v, %v; want fence 1", g1, ok, err)
+	l1, ok, err := b.LockAcquire(ctx, "l", 10*time.Second, 0)
+	if err != nil || !ok || l1.Fence != 1 {
+		t.Fatalf("LockAcquire = %+v, %v, %v; want fence 1", l1, ok, err)
 	}
-	if want := clk.Now().Add(10 * time.Second); !g1.Until.Equal(want) {
-		t.Errorf("Grant.Until = %v, want %v", g1.Until, want)
+	if want := clk.Now().Add(10 * time.Second); !l1.Until.Equal(want) {
+		t.Errorf("LockLease.Until = %v, want %v", l1.Until, want)
 	}
 	clk.Advance(10*time.Second - time.Nanosecond)
 	if _, ok, _ := b.LockAcquire(ctx, "l", time.Second, 0); ok {
-		t.Fatal("LockAcquire 1ns before the lease ends was granted")
+		t.Fatal("LockAcquire 1ns before the lease ends was acquired")
 	}
 	clk.Advance(time.Nanosecond)
-	if released, _ := b.LockRelease(ctx, "l", g1.Token); released {
+	if released, _ := b.LockRelease(ctx, "l", l1.Token); released {
 		t.Error("LockRelease when the lease ended = true, want false")
 	}
-	g2, ok, _ := b.LockAcquire(ctx, "l", 10*time.Second, 0)
-	if !ok || g2.Fence != 2 {
-		t.Fatalf("LockAcquire when the lease ended = %+v, %v; want fence 2", g2, ok)
+	l2, ok, _ := b.LockAcquire(ctx, "l", 10*time.Second, 0)
+	if !ok || l2.Fence != 2 {
+		t.Fatalf("LockAcquire when the lease ended = %+v, %v; want fence 2", l2, ok)
 	}
-	if released, _ := b.LockRelease(ctx, "l", g1.Token); released {
+	if released, _ := b.LockRelease(ctx, "l", l1.Token); released {
 		t.Error("LockRelease by the expired holder = true, want false")
 	}
-	if released, _ := b.LockRelease(ctx, "l", g2.Token); !released {
+	if released, _ := b.LockRelease(ctx, "l", l2.Token); !released {
 		t.Error("LockRelease by the holder = false, want true")
 	}
-	g3, ok, _ := b.LockAcquire(ctx, "l", time.Second, 0)
-	if !ok || g3.Fence != 3 {
-		t.Errorf("LockAcquire after release = %+v, %v; want fence 3", g3, ok)
+	l3, ok, _ := b.LockAcquire(ctx, "l", time.Second, 0)
+	if !ok || l3.Fence != 3 {
+		t.Errorf("LockAcquire after release = %+v, %v; want fence 3", l3, ok)
 	}
 	// Each name has its own fence.
-	if g, ok, _ := b.LockAcquire(ctx, "other", time.Second, 0); !ok || g.Fence != 1 {
-		t.Errorf("LockAcquire(other) = %+v, %v; want fence 1", g, ok)
+	if l, ok, _ := b.LockAcquire(ctx, "other", time.Second, 0); !ok || l.Fence != 1 {
+		t.Errorf("LockAcquire(other) = %+v, %v; want fence 1", l, ok)
 	}
 }
 
@@ -47,11 +47,11 @@ func TestLockTokensAreUnique(t *testing.T) {
 	b, _ := newFake(t)
 	seen := map[string]bool{}
 	for range 1000 {
-		g, ok, _ := b.LockAcquire(t.Context(), "l", time.Second, 0)
-		if !ok || len(g.Token) != 32 || seen[g.Token] {
-			t.Fatalf("LockAcquire = %+v, %v; want a fresh 32-hex-digit token", g, ok)
+		l, ok, _ := b.LockAcquire(t.Context(), "l", time.Second, 0)
+		if !ok || len(l.Token) != 32 || seen[l.Token] {
+			t.Fatalf("LockAcquire = %+v, %v; want a fresh 32-hex-digit token", l, ok)
 		}
-		seen[g.Token] = true
-		b.LockRelease(t.Context(), "l", g.Token)
+		seen[l.Token] = true
+		b.LockRelease(t.Context(), "l", l.Token)
 	}
 }

@@ -52,7 +52,7 @@ func TestCloseEndsWaitingAcquire(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := New(Options{})
 		if _, ok, _ := b.LockAcquire(t.Context(), "l", time.Minute, 0); !ok {
-			t.Fatal("LockAcquire = not granted")
+			t.Fatal("LockAcquire = not acquired")
 		}
 		done := make(chan error)
 		go func() {

@@ -360,22 +360,22 @@ func (b *Backend) PoolList(ctx context.Context, poolName string, where primitive
 
 // PoolClaim implements primitives.Pool. It looks only at the unleased items that carry
 // the rarest tag of where (all unleased items when where is empty).
-func (b *Backend) PoolClaim(ctx context.Context, poolName string, where primitives.Tags, hold time.Duration) (primitives.Lease, bool, error) {
+func (b *Backend) PoolClaim(ctx context.Context, poolName string, where primitives.Tags, hold time.Duration) (primitives.ItemLease, bool, error) {
 	if err := checkPool(poolName); err != nil {
-		return primitives.Lease{}, false, err
+		return primitives.ItemLease{}, false, err
 	}
 	if err := primitives.CheckTags(where); err != nil {
-		return primitives.Lease{}, false, err
+		return primitives.ItemLease{}, false, err
 	}
 	if err := primitives.CheckPositive("hold", hold); err != nil {
-		return primitives.Lease{}, false, err
+		return primitives.ItemLease{}, false, err
 	}
 	if err := b.check(); err != nil {
-		return primitives.Lease{}, false, err
+		return primitives.ItemLease{}, false, err
 	}
 	p := b.getPool(poolName, false)
 	if p == nil {
-		return primitives.Lease{}, false, nil
+		return primitives.ItemLease{}, false, nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -386,7 +386,7 @@ func (b *Backend) PoolClaim(ctx context.Context, poolName string, where primitiv
 		s = smallest(p.avail, where)
 	}
 	if s == nil {
-		return primitives.Lease{}, false, nil
+		return primitives.ItemLease{}, false, nil
 	}
 	// Take from the end: when every member matches (one tag in where, the common case),
 	// that is the first look, and removing the last member moves nothing.
@@ -397,9 +397,9 @@ func (b *Backend) PoolClaim(ctx context.Context, poolName string, where primitiv
 		}
 		until := now.Add(hold)
 		token := p.lease(it, until)
-		return primitives.Lease{Item: it.export(), Token: token, Until: until}, true, nil
+		return primitives.ItemLease{Item: it.export(), Lease: primitives.Lease{Token: token, Until: until}}, true, nil
 	}
-	return primitives.Lease{}, false, nil
+	return primitives.ItemLease{}, false, nil
 }
 
 // PoolRelease implements primitives.Pool.

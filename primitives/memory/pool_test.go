@@ -23,7 +23,7 @@ func TestPoolLeaseEndsExactlyAtUntil(t *testing.T) {
 		t.Fatalf("PoolClaim = %+v, %v, %v", l, ok, err)
 	}
 	if want := clk.Now().Add(10 * time.Second); !l.Until.Equal(want) {
-		t.Errorf("Lease.Until = %v, want %v", l.Until, want)
+		t.Errorf("ItemLease.Until = %v, want %v", l.Until, want)
 	}
 	clk.Advance(10*time.Second - time.Nanosecond)
 	if _, ok, _ := b.PoolClaim(ctx, "p", siteX, time.Second); ok {

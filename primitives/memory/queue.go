@@ -206,16 +206,16 @@ func taskCost(payload []byte) int64 { return int64(len(payload)) + primitives.Ta
 
 // QueueClaim implements primitives.Queue. Tasks are claimed in the order they became
 // ready: pushed, released, requeued, or their delay or lease ended.
-func (b *Backend) QueueClaim(ctx context.Context, queueName string, lease time.Duration, maxAttempts int) (primitives.ClaimedTask, bool, error) {
+func (b *Backend) QueueClaim(ctx context.Context, queueName string, lease time.Duration, maxAttempts int) (primitives.TaskLease, bool, error) {
 	if err := primitives.CheckClaim(queueName, lease); err != nil {
-		return primitives.ClaimedTask{}, false, err
+		return primitives.TaskLease{}, false, err
 	}
 	if err := b.check(); err != nil {
-		return primitives.ClaimedTask{}, false, err
+		return primitives.TaskLease{}, false, err
 	}
 	q := b.getQueue(queueName, false)
 	if q == nil {
-		return primitives.ClaimedTask{}, false, nil
+		return primitives.TaskLease{}, false, nil
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -227,16 +227,16 @@ func (b *Backend) QueueClaim(ctx context.Context, queueName string, lease time.D
 
 // take leases the oldest ready task at now. The caller holds q.mu and has settled the
 // queue at now.
-func (q *queue) take(now time.Time, lease time.Duration) (primitives.ClaimedTask, bool) {
+func (q *queue) take(now time.Time, lease time.Duration) (primitives.TaskLease, bool) {
 	t := q.ready.pop()
 	if t == nil {
-		return primitives.ClaimedTask{}, false
+		return primitives.TaskLease{}, false
 	}
 	t.attempts++
 	t.state, t.token, t.until = inflight, primitives.NewToken(), now.Add(lease)
 	q.seq++
 	q.inflight.push(t, t.until, q.seq)
-	return primitives.ClaimedTask{Task: t.export(), Token: t.token, Until: t.until}, true
+	return primitives.TaskLease{Task: t.export(), Lease: primitives.Lease{Token: t.token, Until: t.until}}, true
 }
 
 // ack completes task id if token holds it at now. The caller holds q.mu.
@@ -270,7 +270,7 @@ func (b *Backend) QueueAck(ctx context.Context, queueName, id, token string) err
 
 // QueueAckClaim implements primitives.Queue: the acks and the claims under one lock, at
 // one instant.
-func (b *Backend) QueueAckClaim(ctx context.Context, queueName string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.ClaimedTask, []error, error) {
+func (b *Backend) QueueAckClaim(ctx context.Context, queueName string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.TaskLease, []error, error) {
 	if err := primitives.CheckAckClaim(queueName, acks, n, lease); err != nil {
 		return nil, nil, err
 	}
@@ -294,7 +294,7 @@ func (b *Backend) QueueAckClaim(ctx context.Context, queueName string, acks []pr
 	if n > 0 {
 		q.settle(now, maxAttempts) // once: every claim of the batch is at the same now
 	}
-	var claimed []primitives.ClaimedTask
+	var claimed []primitives.TaskLease
 	for range n {
 		t, ok := q.take(now, lease)
 		if !ok {

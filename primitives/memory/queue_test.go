@@ -112,7 +112,7 @@ func TestQueueReadyOrder(t *testing.T) {
 	for _, name := range []string{"lease3s", "delay2s", "delay4s", "lease1s"} {
 		ids[name], _ = b.QueuePush(ctx, "q", []byte(`"`+name+`"`))
 	}
-	claim := func(lease time.Duration) primitives.ClaimedTask {
+	claim := func(lease time.Duration) primitives.TaskLease {
 		t.Helper()
 		c, ok, err := b.QueueClaim(ctx, "q", lease, 0)
 		if !ok || err != nil {

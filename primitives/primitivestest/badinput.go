@@ -229,8 +229,8 @@ func testLongestName(t *testing.T, b primitives.Backend) {
 	}
 	kvSet(t, b, long, long, `1`, 0)
 	wantKV(t, b, long, long, `1`)
-	g := mustAcquire(t, b, long, time.Minute)
-	if !release(t, b, long, g.Token) {
+	lock := mustAcquire(t, b, long, time.Minute)
+	if !release(t, b, long, lock.Token) {
 		t.Error("LockRelease(longest name) = false, want true")
 	}
 	if n, err := b.CounterIncr(ctx, long, 2); err != nil || n != 2 {

@@ -20,7 +20,7 @@ import (
 // It compares what the contract makes deterministic: error kinds, KV values, counters,
 // pool sizes, stats and list contents (as sets), which pool item a claim that names a
 // unique tag takes, queue claims (in ready order, with attempts and last error), stats
-// and parked lists, and whether locks are granted. Where a backend may choose (a pool
+// and parked lists, and whether locks are acquired. Where a backend may choose (a pool
 // claim that several items match) it compares only whether a claim succeeded, and
 // hands the item back at once. Nothing waits on time: TTLs and leases are 0 or an hour.
 //
@@ -45,15 +45,15 @@ type side struct {
 	itemIDs []string          // logical item -> id
 	itemIdx map[string]int    // id -> logical item
 	leases  map[int]string    // logical item -> token of the lease the differential holds
-	grants  map[string]string // lock -> token
+	locks   map[string]string // lock -> token of its lease
 	fences  map[string]int64  // lock -> last fence
-	held    []primitives.ClaimedTask
+	held    []primitives.TaskLease
 	taskIDs map[string]string // queue task payload (its logical index) -> id
 }
 
 func newSide(b primitives.Backend) *side {
 	return &side{
-		b: b, itemIdx: map[string]int{}, leases: map[int]string{}, grants: map[string]string{},
+		b: b, itemIdx: map[string]int{}, leases: map[int]string{}, locks: map[string]string{},
 		fences: map[string]int64{}, taskIDs: map[string]string{},
 	}
 }
@@ -241,12 +241,12 @@ func (d *differ) one() {
 		name := d.name("l")
 		if d.r.IntN(2) == 0 {
 			ra, rb := both(func(s *side) any {
-				g, ok, err := s.b.LockAcquire(ctx, name, time.Hour, 0)
+				l, ok, err := s.b.LockAcquire(ctx, name, time.Hour, 0)
 				if ok {
-					if g.Fence <= s.fences[name] {
-						return fmt.Sprintf("fence %d after %d", g.Fence, s.fences[name])
+					if l.Fence <= s.fences[name] {
+						return fmt.Sprintf("fence %d after %d", l.Fence, s.fences[name])
 					}
-					s.fences[name], s.grants[name] = g.Fence, g.Token
+					s.fences[name], s.locks[name] = l.Fence, l.Token
 				}
 				return fmt.Sprint(ok, kind(err))
 			})
@@ -254,7 +254,7 @@ func (d *differ) one() {
 		} else {
 			wrong := d.r.IntN(4) == 0
 			ra, rb := both(func(s *side) any {
-				token := s.grants[name]
+				token := s.locks[name]
 				if wrong {
 					token = "wrong-token"
 				}

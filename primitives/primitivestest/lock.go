@@ -12,7 +12,7 @@ import (
 
 var lockTests = []subtest{
 	{"OneHolderAtATime", testLockHammer},
-	{"Grant", testLockGrant},
+	{"Lease", testLockLease},
 	{"ReleaseOnlyByHolder", testLockReleaseOnlyByHolder},
 	{"StaleHolderCannotRelease", testLockStaleHolder},
 	{"ExpiresIfHolderDies", testLockExpires},
@@ -22,29 +22,29 @@ var lockTests = []subtest{
 	{"FencesIncrease", testLockFences},
 }
 
-func acquire(t *testing.T, b primitives.Backend, name string, hold, wait time.Duration) (primitives.Grant, bool) {
+func acquire(t *testing.T, b primitives.Backend, name string, hold, wait time.Duration) (primitives.LockLease, bool) {
 	t.Helper()
-	g, ok, err := b.LockAcquire(t.Context(), name, hold, wait)
+	l, ok, err := b.LockAcquire(t.Context(), name, hold, wait)
 	noErr(t, fmt.Sprintf("LockAcquire(%q, %v, %v)", name, hold, wait), err)
-	if ok && g.Token == "" {
-		t.Fatalf("LockAcquire(%q) granted an empty token", name)
+	if ok && l.Token == "" {
+		t.Fatalf("LockAcquire(%q) leased an empty token", name)
 	}
-	return g, ok
+	return l, ok
 }
 
-func mustAcquire(t *testing.T, b primitives.Backend, name string, hold time.Duration) primitives.Grant {
+func mustAcquire(t *testing.T, b primitives.Backend, name string, hold time.Duration) primitives.LockLease {
 	t.Helper()
-	g, ok := acquire(t, b, name, hold, 0)
+	l, ok := acquire(t, b, name, hold, 0)
 	if !ok {
-		t.Fatalf("LockAcquire(%q) = not granted, want granted", name)
+		t.Fatalf("LockAcquire(%q) = not acquired, want acquired", name)
 	}
-	return g
+	return l
 }
 
 func wantHeld(t *testing.T, b primitives.Backend, name string) {
 	t.Helper()
-	if g, ok := acquire(t, b, name, time.Minute, 0); ok {
-		t.Errorf("LockAcquire(%q, wait 0) on a held lock was granted (fence %d)", name, g.Fence)
+	if l, ok := acquire(t, b, name, time.Minute, 0); ok {
+		t.Errorf("LockAcquire(%q, wait 0) on a held lock was acquired (fence %d)", name, l.Fence)
 	}
 }
 
@@ -70,9 +70,9 @@ func testLockHammer(t *testing.T, b primitives.Backend) {
 	ctx := t.Context()
 	Hammer(holders, func(i int) {
 		for range rounds {
-			g, ok, err := b.LockAcquire(ctx, "migration", 10*time.Second, 10*time.Second)
+			l, ok, err := b.LockAcquire(ctx, "migration", 10*time.Second, 10*time.Second)
 			if err != nil || !ok {
-				t.Errorf("LockAcquire(wait 10s) = %v, %v; want granted", ok, err)
+				t.Errorf("LockAcquire(wait 10s) = %v, %v; want acquired", ok, err)
 				return
 			}
 			if n := inSection.Add(1); n != 1 {
@@ -82,11 +82,11 @@ func testLockHammer(t *testing.T, b primitives.Backend) {
 			time.Sleep(time.Millisecond)
 			shared.Store(v + 1)
 			mu.Lock()
-			fences = append(fences, g.Fence)
+			fences = append(fences, l.Fence)
 			mu.Unlock()
-			mine[i] = append(mine[i], g.Fence)
+			mine[i] = append(mine[i], l.Fence)
 			inSection.Add(-1)
-			if ok, err := b.LockRelease(ctx, "migration", g.Token); err != nil || !ok {
+			if ok, err := b.LockRelease(ctx, "migration", l.Token); err != nil || !ok {
 				t.Errorf("LockRelease by the holder = %v, %v; want true", ok, err)
 			}
 		}
@@ -109,32 +109,32 @@ func testLockHammer(t *testing.T, b primitives.Backend) {
 	}
 }
 
-func testLockGrant(t *testing.T, b primitives.Backend) {
+func testLockLease(t *testing.T, b primitives.Backend) {
 	const hold = 10 * time.Second
 	before := time.Now()
-	g := mustAcquire(t, b, "l", hold)
+	l := mustAcquire(t, b, "l", hold)
 	after := time.Now()
-	timeIn(t, "Grant.Until", g.Until, before.Add(hold), after.Add(hold))
+	timeIn(t, "LockLease.Until", l.Until, before.Add(hold), after.Add(hold))
 	wantHeld(t, b, "l")
-	if !release(t, b, "l", g.Token) {
+	if !release(t, b, "l", l.Token) {
 		t.Fatal("LockRelease by the holder = false, want true")
 	}
-	if release(t, b, "l", g.Token) {
+	if release(t, b, "l", l.Token) {
 		t.Error("LockRelease twice = true, want false")
 	}
 	if release(t, b, "never-held", "any-token") {
 		t.Error("LockRelease(never held) = true, want false")
 	}
-	g2 := mustAcquire(t, b, "l", hold)
-	if g2.Token == g.Token {
-		t.Errorf("two grants have the same token %q", g.Token)
+	l2 := mustAcquire(t, b, "l", hold)
+	if l2.Token == l.Token {
+		t.Errorf("two leases have the same token %q", l.Token)
 	}
 	// Locks of other names are independent.
 	mustAcquire(t, b, "other", hold)
 }
 
 func testLockReleaseOnlyByHolder(t *testing.T, b primitives.Backend) {
-	g := mustAcquire(t, b, "l", time.Minute)
+	l := mustAcquire(t, b, "l", time.Minute)
 	if release(t, b, "l", "not-the-token") {
 		t.Error("LockRelease(wrong token) = true, want false")
 	}
@@ -142,7 +142,7 @@ func testLockReleaseOnlyByHolder(t *testing.T, b primitives.Backend) {
 		t.Error("LockRelease(empty token) = true, want false")
 	}
 	wantHeld(t, b, "l")
-	if !release(t, b, "l", g.Token) {
+	if !release(t, b, "l", l.Token) {
 		t.Error("LockRelease(holder) = false, want true")
 	}
 	mustAcquire(t, b, "l", time.Minute)
@@ -154,16 +154,16 @@ func testLockStaleHolder(t *testing.T, b primitives.Backend) {
 	sleep(t, hold+150*time.Millisecond)
 	fresh := mustAcquire(t, b, "l", time.Minute)
 	if release(t, b, "l", stale.Token) {
-		t.Error("LockRelease by a holder whose lease ended and was re-granted = true, want false")
+		t.Error("LockRelease by a holder whose lease ended and was leased again = true, want false")
 	}
 	wantHeld(t, b, "l")
 	if !release(t, b, "l", fresh.Token) {
 		t.Error("LockRelease(new holder) = false, want true")
 	}
-	// A lease that ended and was not re-granted cannot be released either.
-	g := mustAcquire(t, b, "m", hold)
+	// A lease that ended and was not leased again cannot be released either.
+	l := mustAcquire(t, b, "m", hold)
 	sleep(t, hold+150*time.Millisecond)
-	if release(t, b, "m", g.Token) {
+	if release(t, b, "m", l.Token) {
 		t.Error("LockRelease after the lease ended = true, want false")
 	}
 }
@@ -173,7 +173,7 @@ func testLockExpires(t *testing.T, b primitives.Backend) {
 	start := time.Now()
 	mustAcquire(t, b, "l", hold) // and the holder dies
 	if _, ok := acquire(t, b, "l", time.Minute, 0); ok && time.Since(start) < hold/2 {
-		t.Error("LockAcquire on a held lock was granted before its lease ended")
+		t.Error("LockAcquire on a held lock was acquired before its lease ended")
 	}
 	sleep(t, hold+150*time.Millisecond)
 	mustAcquire(t, b, "l", time.Minute)
@@ -187,33 +187,33 @@ func testLockWaitZero(t *testing.T, b primitives.Backend) {
 		t.Errorf("LockAcquire(wait 0) on a held lock took %v, want at once (<50ms)", took)
 	}
 	if ok {
-		t.Error("LockAcquire(wait 0) on a held lock was granted")
+		t.Error("LockAcquire(wait 0) on a held lock was acquired")
 	}
 }
 
 func testLockWaitSucceeds(t *testing.T, b primitives.Backend) {
 	const after, wait = 100 * time.Millisecond, 500 * time.Millisecond
-	g := mustAcquire(t, b, "l", time.Minute)
+	l := mustAcquire(t, b, "l", time.Minute)
 	start := time.Now()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		time.Sleep(after)
-		if ok, err := b.LockRelease(t.Context(), "l", g.Token); err != nil || !ok {
+		if ok, err := b.LockRelease(t.Context(), "l", l.Token); err != nil || !ok {
 			t.Errorf("LockRelease(holder) = %v, %v; want true", ok, err)
 		}
 	}()
-	g2, ok := acquire(t, b, "l", time.Minute, wait)
+	l2, ok := acquire(t, b, "l", time.Minute, wait)
 	took := time.Since(start)
 	<-done
 	if !ok {
-		t.Fatalf("LockAcquire(wait %v) with the holder releasing after %v was not granted (took %v)", wait, after, took)
+		t.Fatalf("LockAcquire(wait %v) with the holder releasing after %v was not acquired (took %v)", wait, after, took)
 	}
 	if took < after {
-		t.Errorf("LockAcquire(wait) was granted after %v, before the holder released at %v", took, after)
+		t.Errorf("LockAcquire(wait) was acquired after %v, before the holder released at %v", took, after)
 	}
-	if g2.Fence <= g.Fence {
-		t.Errorf("fence after waiting = %d, want > %d", g2.Fence, g.Fence)
+	if l2.Fence <= l.Fence {
+		t.Errorf("fence after waiting = %d, want > %d", l2.Fence, l.Fence)
 	}
 }
 
@@ -224,7 +224,7 @@ func testLockWaitTimesOut(t *testing.T, b primitives.Backend) {
 	_, ok := acquire(t, b, "l", time.Minute, wait)
 	took := time.Since(start)
 	if ok {
-		t.Fatal("LockAcquire(wait) on a lock held throughout was granted")
+		t.Fatal("LockAcquire(wait) on a lock held throughout was acquired")
 	}
 	if took < wait {
 		t.Errorf("LockAcquire(wait %v) gave up after %v, before its deadline", wait, took)
@@ -237,17 +237,17 @@ func testLockWaitTimesOut(t *testing.T, b primitives.Backend) {
 func testLockFences(t *testing.T, b primitives.Backend) {
 	const hold = 150 * time.Millisecond
 	var fences []int64
-	g := mustAcquire(t, b, "l", time.Minute)
-	fences = append(fences, g.Fence)
-	release(t, b, "l", g.Token)
-	g = mustAcquire(t, b, "l", hold)
-	fences = append(fences, g.Fence)
+	l := mustAcquire(t, b, "l", time.Minute)
+	fences = append(fences, l.Fence)
+	release(t, b, "l", l.Token)
+	l = mustAcquire(t, b, "l", hold)
+	fences = append(fences, l.Fence)
 	sleep(t, hold+150*time.Millisecond) // expires, never released
-	g = mustAcquire(t, b, "l", time.Minute)
-	fences = append(fences, g.Fence)
-	release(t, b, "l", g.Token)
-	g = mustAcquire(t, b, "l", time.Minute)
-	fences = append(fences, g.Fence)
+	l = mustAcquire(t, b, "l", time.Minute)
+	fences = append(fences, l.Fence)
+	release(t, b, "l", l.Token)
+	l = mustAcquire(t, b, "l", time.Minute)
+	fences = append(fences, l.Fence)
 	for i := 1; i < len(fences); i++ {
 		if fences[i] <= fences[i-1] {
 			t.Errorf("fences across release and expiry = %v, want strictly increasing", fences)

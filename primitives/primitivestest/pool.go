@@ -64,7 +64,7 @@ func listIDs(t *testing.T, b primitives.Backend, pool string, where primitives.T
 	return ids
 }
 
-func claim(t *testing.T, b primitives.Backend, pool string, where primitives.Tags, hold time.Duration) (primitives.Lease, bool) {
+func claim(t *testing.T, b primitives.Backend, pool string, where primitives.Tags, hold time.Duration) (primitives.ItemLease, bool) {
 	t.Helper()
 	l, ok, err := b.PoolClaim(t.Context(), pool, where, hold)
 	noErr(t, fmt.Sprintf("PoolClaim(%q, %v, %v)", pool, where, hold), err)
@@ -74,7 +74,7 @@ func claim(t *testing.T, b primitives.Backend, pool string, where primitives.Tag
 	return l, ok
 }
 
-func mustClaim(t *testing.T, b primitives.Backend, pool string, where primitives.Tags, hold time.Duration) primitives.Lease {
+func mustClaim(t *testing.T, b primitives.Backend, pool string, where primitives.Tags, hold time.Duration) primitives.ItemLease {
 	t.Helper()
 	l, ok := claim(t, b, pool, where, hold)
 	if !ok {
@@ -292,7 +292,7 @@ func testPoolWhere(t *testing.T, b primitives.Backend) {
 	// pick any matching item, so hold each until none is left, then release them all.
 	for _, tc := range tests[2:] {
 		t.Run("claim "+tc.name, func(t *testing.T) {
-			var held []primitives.Lease
+			var held []primitives.ItemLease
 			for len(held) <= len(tc.want) {
 				l, ok := claim(t, b, "p", tc.where, time.Minute)
 				if !ok {
@@ -334,7 +334,7 @@ func testPoolLeaseAutoReleases(t *testing.T, b primitives.Backend) {
 	if l.ID != id {
 		t.Fatalf("PoolClaim = %q, want the only item %q", l.ID, id)
 	}
-	timeIn(t, "Lease.Until", l.Until, before.Add(hold), after.Add(hold))
+	timeIn(t, "ItemLease.Until", l.Until, before.Add(hold), after.Add(hold))
 	if _, ok := claim(t, b, "p", siteX, hold); ok && time.Since(before) < hold/2 {
 		t.Errorf("PoolClaim on a leased item succeeded before the lease ended")
 	}

@@ -39,7 +39,7 @@ func push(t *testing.T, b primitives.Backend, queue, payload string) string {
 	return id
 }
 
-func qclaim(t *testing.T, b primitives.Backend, queue string, lease time.Duration, maxAttempts int) (primitives.ClaimedTask, bool) {
+func qclaim(t *testing.T, b primitives.Backend, queue string, lease time.Duration, maxAttempts int) (primitives.TaskLease, bool) {
 	t.Helper()
 	c, ok, err := b.QueueClaim(t.Context(), queue, lease, maxAttempts)
 	noErr(t, fmt.Sprintf("QueueClaim(%q, %v, %d)", queue, lease, maxAttempts), err)
@@ -49,7 +49,7 @@ func qclaim(t *testing.T, b primitives.Backend, queue string, lease time.Duratio
 	return c, ok
 }
 
-func mustQClaim(t *testing.T, b primitives.Backend, queue string, lease time.Duration, maxAttempts int) primitives.ClaimedTask {
+func mustQClaim(t *testing.T, b primitives.Backend, queue string, lease time.Duration, maxAttempts int) primitives.TaskLease {
 	t.Helper()
 	c, ok := qclaim(t, b, queue, lease, maxAttempts)
 	if !ok {
@@ -94,12 +94,12 @@ func wantRedelivered(t *testing.T, b primitives.Backend, queue, id string, start
 	wantQStats(t, b, queue, primitives.QueueStats{})
 }
 
-func ack(t *testing.T, b primitives.Backend, queue string, c primitives.ClaimedTask) {
+func ack(t *testing.T, b primitives.Backend, queue string, c primitives.TaskLease) {
 	t.Helper()
 	noErr(t, fmt.Sprintf("QueueAck(%q, %q)", queue, c.ID), b.QueueAck(t.Context(), queue, c.ID, c.Token))
 }
 
-func qrelease(t *testing.T, b primitives.Backend, queue string, c primitives.ClaimedTask, r primitives.Retry) bool {
+func qrelease(t *testing.T, b primitives.Backend, queue string, c primitives.TaskLease, r primitives.Retry) bool {
 	t.Helper()
 	parked, err := b.QueueRelease(t.Context(), queue, c.ID, c.Token, r)
 	noErr(t, fmt.Sprintf("QueueRelease(%q, %q, %+v)", queue, c.ID, r), err)
@@ -128,7 +128,7 @@ func testQueuePushClaimAck(t *testing.T, b primitives.Backend) {
 		t.Errorf("QueueClaim = id %q payload %s attempts %d error %q; want %q {\"site\":\"x\"} 1 \"\"", c.ID, c.Payload, c.Attempts, c.LastError, id)
 	}
 	timeIn(t, "EnqueuedAt", c.EnqueuedAt, beforePush, afterPush)
-	timeIn(t, "ClaimedTask.Until", c.Until, beforeClaim.Add(lease), afterClaim.Add(lease))
+	timeIn(t, "TaskLease.Until", c.Until, beforeClaim.Add(lease), afterClaim.Add(lease))
 	wantQStats(t, b, "q", primitives.QueueStats{InFlight: 1})
 	wantNoQClaim(t, b, "q")
 	ack(t, b, "q", c)
@@ -469,7 +469,7 @@ func testQueuesAreIsolated(t *testing.T, b primitives.Backend) {
 
 // ackClaim acks cs and claims up to n tasks of queue in one QueueAckClaim, and checks
 // the shape of its answer.
-func ackClaim(t *testing.T, b primitives.Backend, queue string, cs []primitives.ClaimedTask, n int, lease time.Duration, maxAttempts int) ([]primitives.ClaimedTask, []error) {
+func ackClaim(t *testing.T, b primitives.Backend, queue string, cs []primitives.TaskLease, n int, lease time.Duration, maxAttempts int) ([]primitives.TaskLease, []error) {
 	t.Helper()
 	acks := make([]primitives.Ack, len(cs))
 	for i, c := range cs {
@@ -503,7 +503,7 @@ func testQueueAckClaim(t *testing.T, b primitives.Backend) {
 		}
 		wantQStats(t, b, "q", primitives.QueueStats{Depth: len(ids) - i - 1, InFlight: 1})
 		before := time.Now()
-		next, ackErrs := ackClaim(t, b, "q", []primitives.ClaimedTask{c}, 1, lease, 3)
+		next, ackErrs := ackClaim(t, b, "q", []primitives.TaskLease{c}, 1, lease, 3)
 		after := time.Now()
 		noErr(t, "QueueAckClaim's ack", ackErrs[0])
 		if last := i == len(ids)-1; (len(next) == 1) == last {
@@ -513,7 +513,7 @@ func testQueueAckClaim(t *testing.T, b primitives.Backend) {
 		if len(next) == 0 {
 			break
 		}
-		timeIn(t, "ClaimedTask.Until", next[0].Until, before.Add(lease), after.Add(lease))
+		timeIn(t, "TaskLease.Until", next[0].Until, before.Add(lease), after.Add(lease))
 		if next[0].Token == c.Token {
 			t.Errorf("QueueAckClaim reused the token %q of the acked claim", c.Token)
 		}
@@ -537,8 +537,8 @@ func testQueueAckClaimBatch(t *testing.T, b primitives.Backend) {
 	}
 	stale := first[1]
 	stale.Token = "not-the-token"
-	unknown := primitives.ClaimedTask{Task: primitives.Task{ID: "no-such-id"}, Token: "t"}
-	next, ackErrs := ackClaim(t, b, "q", []primitives.ClaimedTask{first[0], stale, unknown, first[2]}, 2, lease, 0)
+	unknown := primitives.TaskLease{Task: primitives.Task{ID: "no-such-id"}, Lease: primitives.Lease{Token: "t"}}
+	next, ackErrs := ackClaim(t, b, "q", []primitives.TaskLease{first[0], stale, unknown, first[2]}, 2, lease, 0)
 	noErr(t, "ack 0", ackErrs[0])
 	wantErr(t, "ack of a stale token", ackErrs[1], primitives.ErrConflict)
 	wantErr(t, "ack of an unknown task", ackErrs[2], primitives.ErrNotFound)
@@ -547,7 +547,7 @@ func testQueueAckClaimBatch(t *testing.T, b primitives.Backend) {
 		t.Fatalf("QueueAckClaim claimed %+v, want tasks 3 and 4 with their own tokens", next)
 	}
 	wantQStats(t, b, "q", primitives.QueueStats{Depth: 1, InFlight: 3})
-	done, ackErrs := ackClaim(t, b, "q", []primitives.ClaimedTask{first[1], next[0], next[1]}, 0, lease, 0)
+	done, ackErrs := ackClaim(t, b, "q", []primitives.TaskLease{first[1], next[0], next[1]}, 0, lease, 0)
 	if len(done) != 0 || ackErrs[0] != nil || ackErrs[1] != nil || ackErrs[2] != nil {
 		t.Fatalf("QueueAckClaim(3 acks, 0) = %d tasks, %v; want only the acks", len(done), ackErrs)
 	}
@@ -584,7 +584,7 @@ func testQueueAckClaimSettles(t *testing.T, b primitives.Backend) {
 	push(t, b, "q", `"worked"`)
 	w := mustQClaim(t, b, "q", time.Minute, 1)
 	sleep(t, short+100*time.Millisecond)
-	if next, _ := ackClaim(t, b, "q", []primitives.ClaimedTask{w}, 1, time.Minute, 1); len(next) != 0 {
+	if next, _ := ackClaim(t, b, "q", []primitives.TaskLease{w}, 1, time.Minute, 1); len(next) != 0 {
 		t.Errorf("QueueAckClaim claimed %q (%s), want nothing: the expired task is out of attempts", next[0].ID, next[0].Payload)
 	}
 	parked := parkedTasks(t, b, "q", 10)

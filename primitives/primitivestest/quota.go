@@ -55,9 +55,9 @@ func counterNames(b primitives.Backend) useName {
 
 func lockNames(b primitives.Backend) useName {
 	return func(t *testing.T, name string, q primitives.NameQuota) error {
-		g, ok, err := b.LockAcquireWithin(t.Context(), name, time.Minute, 0, q)
+		l, ok, err := b.LockAcquireWithin(t.Context(), name, time.Minute, 0, q)
 		if ok {
-			_, err = b.LockRelease(t.Context(), name, g.Token)
+			_, err = b.LockRelease(t.Context(), name, l.Token)
 		}
 		return err
 	}

@@ -11,10 +11,10 @@
 // Expiry and leases run on Redis's clock: scripts read it with TIME, and KV and lock TTLs
 // are Redis's own (PX). One clock for the whole fleet means two hosts whose clocks
 // disagree still agree on which lease has expired. The stored instants that callers see
-// (Item.CreatedAt, Item.ExpiresAt, Task.EnqueuedAt) are Redis's time. The Until of a
-// lease, task claim or lock grant is the caller's own time.Now() taken before the round
-// trip plus the hold: never later than the server's deadline, whatever the clock skew.
-// There is therefore no injected Clock: expiry is proven with real short TTLs.
+// (Item.CreatedAt, Item.ExpiresAt, Task.EnqueuedAt) are Redis's time. The Until of an
+// ItemLease, a TaskLease or a LockLease is the caller's own time.Now() taken before the
+// round trip plus the hold: never later than the server's deadline, whatever the clock
+// skew. There is therefore no injected Clock: expiry is proven with real short TTLs.
 //
 // Requires Redis 6.2 or later (scripts use TIME and effects replication).
 package redis

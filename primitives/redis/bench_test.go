@@ -78,11 +78,11 @@ func BenchmarkLockAcquireReleaseWithin(b *testing.B) {
 func benchLockAcquireRelease(b *testing.B, q primitives.NameQuota) {
 	be, _ := setup(b)
 	for b.Loop() {
-		g, ok, err := be.LockAcquireWithin(bg, "l", time.Minute, 0, q)
+		l, ok, err := be.LockAcquireWithin(bg, "l", time.Minute, 0, q)
 		if !ok || err != nil {
 			b.Fatal(ok, err)
 		}
-		if ok, err := be.LockRelease(bg, "l", g.Token); !ok || err != nil {
+		if ok, err := be.LockRelease(bg, "l", l.Token); !ok || err != nil {
 			b.Fatal(ok, err)
 		}
 	}

@@ -155,8 +155,8 @@ func lockPrefix(name string) string { return "fleet:lock:{" + primitives.KVRoot(
 // lockKey is a lock: STRING holding the holder's token, with the hold as its PX TTL.
 func lockKey(name string) string { return lockPrefix(name) + "[" + name + "]" }
 
-// lockFenceKey is a lock's fencing counter: STRING integer, INCR on every grant, never
-// expiring, so fences only grow. It exists exactly when the name was ever granted.
+// lockFenceKey is a lock's fencing counter: STRING integer, INCR on every lease, never
+// expiring, so fences only grow. It exists exactly when the name was ever leased.
 func lockFenceKey(name string) string { return lockKey(name) + ":fence" }
 
 // lockNamesKey is owner's ledger of the lock names it created in name's root.

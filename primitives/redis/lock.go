@@ -8,7 +8,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// lockAcquireCmd takes a free lock and draws its fencing token. A name never granted
+// lockAcquireCmd takes a free lock and draws its fencing token. A name never leased
 // (no fence yet) is counted against its owner's quota of names first, when there is
 // an owner.
 //
@@ -19,7 +19,7 @@ import (
 //	ARGV[2] -> hold in ms
 //	ARGV[3] -> the quota of names (0: none)
 //
-// Output: 0 the lock is held; -1 past the quota, nothing written; n > 0 granted, n the
+// Output: 0 the lock is held; -1 past the quota, nothing written; n > 0 leased, n the
 // fence.
 var lockAcquireCmd = goredis.NewScript(`
 local charge = KEYS[3] and redis.call('EXISTS', KEYS[2]) == 0
@@ -36,27 +36,27 @@ return redis.call('INCR', KEYS[2])
 // when the lock is held; with wait > 0 it tries again with jittered exponential backoff
 // (primitives.RetryAcquire) until wait has passed or ctx ends. Each try is one round
 // trip, bounded by Options.CallTimeout. hold must be > 0.
-func (b *Backend) LockAcquire(ctx context.Context, name string, hold, wait time.Duration) (primitives.Grant, bool, error) {
+func (b *Backend) LockAcquire(ctx context.Context, name string, hold, wait time.Duration) (primitives.LockLease, bool, error) {
 	return b.LockAcquireWithin(ctx, name, hold, wait, primitives.NameQuota{})
 }
 
-// LockAcquireWithin is LockAcquire that counts a name never granted against q in the
-// same script as the grant (primitives.Lock).
-func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait time.Duration, q primitives.NameQuota) (primitives.Grant, bool, error) {
+// LockAcquireWithin is LockAcquire that counts a name never leased against q in the
+// same script as the lease (primitives.Lock).
+func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait time.Duration, q primitives.NameQuota) (primitives.LockLease, bool, error) {
 	if err := primitives.CheckName("lock", name); err != nil {
-		return primitives.Grant{}, false, err
+		return primitives.LockLease{}, false, err
 	}
 	if err := primitives.CheckPositive("hold", hold); err != nil {
-		return primitives.Grant{}, false, err
+		return primitives.LockLease{}, false, err
 	}
 	if err := primitives.CheckTTL("wait", wait); err != nil {
-		return primitives.Grant{}, false, err
+		return primitives.LockLease{}, false, err
 	}
 	keys := []string{lockKey(name), lockFenceKey(name)}
 	if q.Owner != "" {
 		keys = append(keys, lockNamesKey(name, q.Owner))
 	}
-	var g primitives.Grant
+	var l primitives.LockLease
 	ok, err := primitives.RetryAcquire(ctx, wait, func(ctx context.Context) (bool, error) {
 		token := primitives.NewToken()
 		start := time.Now()
@@ -75,13 +75,13 @@ func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait
 		case fence == 0:
 			return false, nil
 		}
-		g = primitives.Grant{Token: token, Fence: fence, Until: start.Add(hold)}
+		l = primitives.LockLease{Lease: primitives.Lease{Token: token, Until: start.Add(hold)}, Fence: fence}
 		return true, nil
 	})
 	if err != nil || !ok {
-		return primitives.Grant{}, false, err
+		return primitives.LockLease{}, false, err
 	}
-	return g, true, nil
+	return l, true, nil
 }
 
 // lockReleaseCmd deletes a lock only if the token still holds it.
@@ -89,7 +89,7 @@ func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait
 //	KEYS[1] -> fleet:lock:{root}[name]  STRING holder's token
 //	ARGV[1] -> token
 //
-// Output: 1 released; 0 not held by token (expired, maybe re-granted).
+// Output: 1 released; 0 not held by token (expired, maybe leased again).
 var lockReleaseCmd = goredis.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0

@@ -15,15 +15,15 @@ import (
 func TestLockState(t *testing.T) {
 	b, raw := setup(t)
 	start := time.Now()
-	g1, ok, err := b.LockAcquire(bg, "harvest:x", 5*time.Second, 0)
+	l1, ok, err := b.LockAcquire(bg, "harvest:x", 5*time.Second, 0)
 	if err != nil || !ok {
 		t.Fatalf("LockAcquire = %v, %v", ok, err)
 	}
-	if g1.Token == "" || g1.Fence < 1 || g1.Until.Before(start.Add(5*time.Second)) || g1.Until.After(time.Now().Add(5*time.Second)) {
-		t.Fatalf("LockAcquire = %+v, want a token, a fence and start+5s", g1)
+	if l1.Token == "" || l1.Fence < 1 || l1.Until.Before(start.Add(5*time.Second)) || l1.Until.After(time.Now().Add(5*time.Second)) {
+		t.Fatalf("LockAcquire = %+v, want a token, a fence and start+5s", l1)
 	}
-	if v := raw.Get(bg, lockKey("harvest:x")).Val(); v != g1.Token {
-		t.Errorf("GET lock = %q, want the token %q", v, g1.Token)
+	if v := raw.Get(bg, lockKey("harvest:x")).Val(); v != l1.Token {
+		t.Errorf("GET lock = %q, want the token %q", v, l1.Token)
 	}
 	if ttl := raw.PTTL(bg, lockKey("harvest:x")).Val(); ttl <= 4*time.Second || ttl > 5*time.Second {
 		t.Errorf("PTTL lock = %v, want about 5s", ttl)
@@ -34,18 +34,18 @@ func TestLockState(t *testing.T) {
 	if released, err := b.LockRelease(bg, "harvest:x", "not-mine"); released || err != nil {
 		t.Fatalf("LockRelease(wrong token) = %v, %v, want false", released, err)
 	}
-	if released, err := b.LockRelease(bg, "harvest:x", g1.Token); !released || err != nil {
+	if released, err := b.LockRelease(bg, "harvest:x", l1.Token); !released || err != nil {
 		t.Fatalf("LockRelease = %v, %v, want true", released, err)
 	}
 	if raw.Exists(bg, lockKey("harvest:x")).Val() != 0 {
 		t.Errorf("lock key still exists after release")
 	}
-	if released, _ := b.LockRelease(bg, "harvest:x", g1.Token); released {
+	if released, _ := b.LockRelease(bg, "harvest:x", l1.Token); released {
 		t.Fatalf("LockRelease twice = true, want false")
 	}
-	g2, ok, _ := b.LockAcquire(bg, "harvest:x", time.Second, 0)
-	if !ok || g2.Fence <= g1.Fence || g2.Token == g1.Token {
-		t.Fatalf("second grant = %+v, want a new token and a fence above %d", g2, g1.Fence)
+	l2, ok, _ := b.LockAcquire(bg, "harvest:x", time.Second, 0)
+	if !ok || l2.Fence <= l1.Fence || l2.Token == l1.Token {
+		t.Fatalf("second lease = %+v, want a new token and a fence above %d", l2, l1.Fence)
 	}
 	if f := raw.Get(bg, lockFenceKey("harvest:x")).Val(); f != "2" {
 		t.Errorf("GET fence = %q, want 2", f)
@@ -54,16 +54,16 @@ func TestLockState(t *testing.T) {
 
 func TestLockExpiresAndWait(t *testing.T) {
 	b, _ := setup(t)
-	g1, ok, _ := b.LockAcquire(bg, "l", 50*time.Millisecond, 0)
+	l1, ok, _ := b.LockAcquire(bg, "l", 50*time.Millisecond, 0)
 	if !ok {
 		t.Fatal("LockAcquire = not ok")
 	}
 	// A waiter gets it once the hold runs out.
-	g2, ok, err := b.LockAcquire(bg, "l", time.Minute, time.Second)
-	if err != nil || !ok || g2.Fence <= g1.Fence {
-		t.Fatalf("LockAcquire with wait = %+v, %v, %v, want granted after the hold", g2, ok, err)
+	l2, ok, err := b.LockAcquire(bg, "l", time.Minute, time.Second)
+	if err != nil || !ok || l2.Fence <= l1.Fence {
+		t.Fatalf("LockAcquire with wait = %+v, %v, %v, want acquired after the hold", l2, ok, err)
 	}
-	if released, _ := b.LockRelease(bg, "l", g1.Token); released {
+	if released, _ := b.LockRelease(bg, "l", l1.Token); released {
 		t.Fatalf("LockRelease by the expired holder = true, want false")
 	}
 	// A waiter that runs out of wait gets nothing.
@@ -111,7 +111,7 @@ func TestLockHammer(t *testing.T) {
 	fences := map[int64]bool{}
 	primitivestest.Hammer(8, func(int) {
 		for range 20 {
-			g, ok, err := b.LockAcquire(bg, "l", time.Minute, time.Second)
+			l, ok, err := b.LockAcquire(bg, "l", time.Minute, time.Second)
 			if err != nil || !ok {
 				t.Errorf("LockAcquire = %v, %v", ok, err)
 				return
@@ -120,18 +120,18 @@ func TestLockHammer(t *testing.T) {
 				t.Errorf("%d holders at once", n)
 			}
 			mu.Lock()
-			if fences[g.Fence] {
-				t.Errorf("fence %d granted twice", g.Fence)
+			if fences[l.Fence] {
+				t.Errorf("fence %d leased twice", l.Fence)
 			}
-			fences[g.Fence] = true
+			fences[l.Fence] = true
 			mu.Unlock()
 			holders.Add(-1)
-			if ok, err := b.LockRelease(bg, "l", g.Token); !ok || err != nil {
+			if ok, err := b.LockRelease(bg, "l", l.Token); !ok || err != nil {
 				t.Errorf("LockRelease = %v, %v", ok, err)
 			}
 		}
 	})
 	if len(fences) != 160 {
-		t.Fatalf("%d grants, want 160", len(fences))
+		t.Fatalf("%d leases, want 160", len(fences))
 	}
 }

@@ -508,15 +508,15 @@ return {1, id, f[1], f[2], tonumber(f[3]), tonumber(f[4])}
 // runs a script per page of at most listPage candidates, so that no script holds the
 // server for long: it looks at the free items first, and only when none matches
 // returns expired leases (a page of them) and looks again.
-func (b *Backend) PoolClaim(ctx context.Context, pool string, where primitives.Tags, hold time.Duration) (primitives.Lease, bool, error) {
+func (b *Backend) PoolClaim(ctx context.Context, pool string, where primitives.Tags, hold time.Duration) (primitives.ItemLease, bool, error) {
 	if err := primitives.CheckName("pool", pool); err != nil {
-		return primitives.Lease{}, false, err
+		return primitives.ItemLease{}, false, err
 	}
 	if err := primitives.CheckTags(where); err != nil {
-		return primitives.Lease{}, false, err
+		return primitives.ItemLease{}, false, err
 	}
 	if err := primitives.CheckPositive("hold", hold); err != nil {
-		return primitives.Lease{}, false, err
+		return primitives.ItemLease{}, false, err
 	}
 	keys := poolScriptKeys(pool, len(where))
 	for k, v := range where {
@@ -528,28 +528,28 @@ func (b *Backend) PoolClaim(ctx context.Context, pool string, where primitives.T
 		start := time.Now()
 		a, err := b.poolClaimPage(ctx, pool, keys, ms(hold), token, cursor, phase, scan)
 		if err != nil {
-			return primitives.Lease{}, false, err
+			return primitives.ItemLease{}, false, err
 		}
 		switch code, _ := a[0].(int64); {
 		case code == codeOK && len(a) == 6:
 			it, err := itemFromReply("pool claim", a[1:])
 			if err != nil {
-				return primitives.Lease{}, false, err
+				return primitives.ItemLease{}, false, err
 			}
-			return primitives.Lease{Item: it, Token: token, Until: start.Add(hold)}, true, nil
+			return primitives.ItemLease{Item: it, Lease: primitives.Lease{Token: token, Until: start.Add(hold)}}, true, nil
 		case code == codeNone && len(a) == 1 && phase == 0:
 			cursor, phase, scan = "0", 1, 0
 		case code == codeNone && len(a) == 1:
-			return primitives.Lease{}, false, nil
+			return primitives.ItemLease{}, false, nil
 		case code == codeMore && len(a) == 3:
 			next, err1 := replyString("pool claim", a[1])
 			k, err2 := replyInt("pool claim", a[2])
 			if err := errors.Join(err1, err2); err != nil {
-				return primitives.Lease{}, false, err
+				return primitives.ItemLease{}, false, err
 			}
 			cursor, scan = next, k
 		default:
-			return primitives.Lease{}, false, replyError("pool claim", a)
+			return primitives.ItemLease{}, false, replyError("pool claim", a)
 		}
 	}
 }

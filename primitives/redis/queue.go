@@ -159,13 +159,13 @@ end
 // returns expired leases to the queue, parking those whose attempts reached maxAttempts
 // (maxAttempts <= 0 never parks) with the error "lease expired". ok is false when
 // nothing is ready. It is a QueueAckClaim of no ack and one claim.
-func (b *Backend) QueueClaim(ctx context.Context, queue string, lease time.Duration, maxAttempts int) (primitives.ClaimedTask, bool, error) {
+func (b *Backend) QueueClaim(ctx context.Context, queue string, lease time.Duration, maxAttempts int) (primitives.TaskLease, bool, error) {
 	if err := primitives.CheckClaim(queue, lease); err != nil {
-		return primitives.ClaimedTask{}, false, err
+		return primitives.TaskLease{}, false, err
 	}
 	claimed, _, err := b.ackClaim(ctx, "queue claim", queue, nil, 1, lease, maxAttempts)
 	if err != nil || len(claimed) == 0 {
-		return primitives.ClaimedTask{}, false, err
+		return primitives.TaskLease{}, false, err
 	}
 	return claimed[0], true, nil
 }
@@ -264,7 +264,7 @@ return {codes, tasks}
 `)
 
 // QueueAckClaim acks acks and then claims up to n tasks of queue, in one script.
-func (b *Backend) QueueAckClaim(ctx context.Context, queue string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.ClaimedTask, []error, error) {
+func (b *Backend) QueueAckClaim(ctx context.Context, queue string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.TaskLease, []error, error) {
 	if err := primitives.CheckAckClaim(queue, acks, n, lease); err != nil {
 		return nil, nil, err
 	}
@@ -273,7 +273,7 @@ func (b *Backend) QueueAckClaim(ctx context.Context, queue string, acks []primit
 
 // ackClaim runs queueAckClaimCmd for checked arguments, naming op in its errors: the one
 // script behind QueueClaim, QueueAck and QueueAckClaim.
-func (b *Backend) ackClaim(ctx context.Context, op, queue string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.ClaimedTask, []error, error) {
+func (b *Backend) ackClaim(ctx context.Context, op, queue string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.TaskLease, []error, error) {
 	args := make([]any, 0, 4+2*len(acks)+n)
 	args = append(args, ms(lease), maxAttempts, len(acks), n)
 	for _, a := range acks {
@@ -313,9 +313,9 @@ func (b *Backend) ackClaim(ctx context.Context, op, queue string, acks []primiti
 	if err != nil {
 		return nil, nil, err
 	}
-	claimed := make([]primitives.ClaimedTask, len(tasks))
+	claimed := make([]primitives.TaskLease, len(tasks))
 	for i, t := range tasks {
-		claimed[i] = primitives.ClaimedTask{Task: t, Token: tokens[i], Until: start.Add(lease)}
+		claimed[i] = primitives.TaskLease{Task: t, Lease: primitives.Lease{Token: tokens[i], Until: start.Add(lease)}}
 	}
 	return claimed, ackErrs, nil
 }

@@ -48,9 +48,9 @@ func (s *spy) PoolList(ctx context.Context, pool string, where primitives.Tags, 
 	}
 	return s.Backend.PoolList(ctx, pool, where, limit)
 }
-func (s *spy) PoolClaim(ctx context.Context, pool string, where primitives.Tags, hold time.Duration) (primitives.Lease, bool, error) {
+func (s *spy) PoolClaim(ctx context.Context, pool string, where primitives.Tags, hold time.Duration) (primitives.ItemLease, bool, error) {
 	if err := s.hit(); err != nil {
-		return primitives.Lease{}, false, err
+		return primitives.ItemLease{}, false, err
 	}
 	return s.Backend.PoolClaim(ctx, pool, where, hold)
 }
@@ -90,9 +90,9 @@ func (s *spy) KVDelete(ctx context.Context, ns, key string) (bool, error) {
 	}
 	return s.Backend.KVDelete(ctx, ns, key)
 }
-func (s *spy) LockAcquireWithin(ctx context.Context, name string, hold, wait time.Duration, q primitives.NameQuota) (primitives.Grant, bool, error) {
+func (s *spy) LockAcquireWithin(ctx context.Context, name string, hold, wait time.Duration, q primitives.NameQuota) (primitives.LockLease, bool, error) {
 	if err := s.hit(); err != nil {
-		return primitives.Grant{}, false, err
+		return primitives.LockLease{}, false, err
 	}
 	return s.Backend.LockAcquireWithin(ctx, name, hold, wait, q)
 }

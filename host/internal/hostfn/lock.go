@@ -18,7 +18,7 @@ func (c *Core) lockName(ctx context.Context, caller *Caller, op abi.Op, name str
 }
 
 // lockAcquire: lock_acquire. The wait is bounded by the guest call's deadline too. A
-// name never granted before counts against the plugin's quota of lock names in its root
+// name never leased before counts against the plugin's quota of lock names in its root
 // (Quota); past it the call is LimitExceeded and creates nothing.
 //
 //	request:  {"name": "scraper:harvest", "hold_ms": 30000, "wait_ms": 2000}
@@ -40,14 +40,14 @@ func (c *Core) lockAcquire(ctx context.Context, caller *Caller, req []byte) (any
 		return nil, e
 	}
 	q := primitives.NameQuota{Owner: caller.Plugin.Type, Max: caller.Plugin.Quota.LockNames}
-	g, ok, err := c.backend.LockAcquireWithin(ctx, r.Name, hold, wait, q)
+	l, ok, err := c.backend.LockAcquireWithin(ctx, r.Name, hold, wait, q)
 	if err != nil {
 		return nil, quotaError(err, lockFields)
 	}
 	if !ok {
 		return abi.LockAcquireReply{Acquired: false}, nil
 	}
-	return abi.LockAcquireReply{Acquired: true, Token: g.Token, Fence: g.Fence, UntilMs: g.Until.UnixMilli()}, nil
+	return abi.LockAcquireReply{Acquired: true, Token: l.Token, Fence: l.Fence, UntilMs: l.Until.UnixMilli()}, nil
 }
 
 // lockRelease: lock_release.

@@ -71,31 +71,31 @@ func WithLookup(f LookupFunc) Option { return func(o *options) { o.lookup = f } 
 // by the plugin's slots: it is safe for concurrent use, and it keeps connections alive
 // between requests. Its fields are immutable after New.
 type Client struct {
-	grant    Grant // defaults filled in
+	policy   Policy // defaults filled in
 	patterns []pattern
 	proxies  []grantedProxy
 	direct   *http.Transport
 	proxied  map[string]*http.Transport // by grantedProxy.key
 }
 
-// New checks g and builds its Client. An error names the Grant field that is wrong.
+// New checks g and builds its Client. An error names the Policy field that is wrong.
 //
-//	c, err := httpfn.New(httpfn.Grant{Hosts: []string{"*.example.com"}})
+//	c, err := httpfn.New(httpfn.Policy{Hosts: []string{"*.example.com"}})
 //
 // # Notes
 //
-//   - The environment's HTTP_PROXY is ignored: only Grant.Proxies are ever used.
+//   - The environment's HTTP_PROXY is ignored: only Policy.Proxies are ever used.
 //   - Call CloseIdleConnections when the plugin is unloaded.
-func New(g Grant, opts ...Option) (*Client, error) {
+func New(g Policy, opts ...Option) (*Client, error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
-	g, err := g.withDefaults()
-	if err != nil {
+	if err := g.check(); err != nil {
 		return nil, err
 	}
-	c := &Client{grant: g, proxied: make(map[string]*http.Transport)}
+	g = g.WithDefaults()
+	c := &Client{policy: g, proxied: make(map[string]*http.Transport)}
 	for i, h := range g.Hosts {
 		p, err := parsePattern(h)
 		if err != nil {
@@ -172,7 +172,7 @@ type prepared struct {
 // body_too_large, and a body cut off by a timeout or a reset, keep the Status and
 // Headers. FinalURL is the last URL requested (for redirect_denied, the one whose
 // redirect was refused). Every redirect hop is checked against the grant before it is
-// followed, and every address is checked at dial time (see Grant.AllowPrivate).
+// followed, and every address is checked at dial time (see Policy.AllowPrivate).
 //
 // Headers: keys are canonicalised; hop-by-hop headers (Connection and those it names,
 // Keep-Alive, Proxy-*, TE, Trailer, Transfer-Encoding, Upgrade) and Content-Length are
@@ -238,7 +238,7 @@ func (c *Client) reply(ctx context.Context, resp *http.Response, timeout time.Du
 		Headers:  maps.Clone(map[string][]string(resp.Header)),
 		FinalURL: resp.Request.URL.String(),
 	}
-	limit := c.grant.MaxBody
+	limit := c.policy.MaxBody
 	if resp.ContentLength > limit {
 		reply.Error = fmt.Sprintf("httpfn: response body is %d bytes, limit %d", resp.ContentLength, limit)
 		reply.ErrorCode = CodeBodyTooLarge
@@ -323,7 +323,7 @@ func (c *Client) target(raw string) (*url.URL, *abi.Error) {
 // timeout is a request's timeout, from its timeout_ms: the grant's when it names none,
 // refused past it.
 func (c *Client) timeout(ms int64) (time.Duration, *abi.Error) {
-	limit := c.grant.Timeout
+	limit := c.policy.Timeout
 	timeout, e := abi.Millis("timeout_ms", ms)
 	switch {
 	case e != nil:
@@ -340,7 +340,7 @@ func (c *Client) timeout(ms int64) (time.Duration, *abi.Error) {
 // grant's when it is 0, none (-1: the guest follows them itself), or n within the
 // grant's.
 func (c *Client) maxRedirects(n int) (int, *abi.Error) {
-	granted := c.grant.MaxRedirects
+	granted := c.policy.MaxRedirects
 	switch {
 	case n < -1:
 		return 0, abi.Errorf(abi.ValueError, "httpfn: max_redirects is %d, want >= -1", n)
@@ -396,7 +396,7 @@ func (c *Client) checkHop(u *url.URL) error {
 	if !c.granted(u) {
 		return &redirectDeniedError{what: fmt.Sprintf("host %q", hostPort(u))}
 	}
-	if !c.grant.AllowPrivate {
+	if !c.policy.AllowPrivate {
 		if ip, err := netip.ParseAddr(u.Hostname()); err == nil && !publicAddr(ip) {
 			return &addressDeniedError{ip: ip}
 		}

@@ -90,7 +90,7 @@ func (s *server) port() string {
 	return port
 }
 
-func newClient(t *testing.T, g httpfn.Grant, opts ...httpfn.Option) *httpfn.Client {
+func newClient(t *testing.T, g httpfn.Policy, opts ...httpfn.Option) *httpfn.Client {
 	t.Helper()
 	c, err := httpfn.New(g, append([]httpfn.Option{httpfn.WithLookup(testLookup)}, opts...)...)
 	if err != nil {
@@ -154,7 +154,7 @@ func TestDoRoundTrip(t *testing.T) {
 		w.Header().Set("Content-Type", "text/plain")
 		fmt.Fprintf(w, "%s %s", r.Method, r.URL.Path)
 	})
-	c := newClient(t, httpfn.Grant{Hosts: []string{s.host()}, AllowPrivate: true})
+	c := newClient(t, httpfn.Policy{Hosts: []string{s.host()}, AllowPrivate: true})
 
 	reply := do(t, c, abi.HTTPRequest{
 		Method: "POST",
@@ -205,7 +205,7 @@ func TestDoRoundTrip(t *testing.T) {
 // the transport may dial while a finished connection is on its way back to the pool.)
 func TestDoReusesConnections(t *testing.T) {
 	s := newServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
-	c := newClient(t, httpfn.Grant{Hosts: []string{s.host()}, AllowPrivate: true})
+	c := newClient(t, httpfn.Policy{Hosts: []string{s.host()}, AllowPrivate: true})
 	const n = 10
 	for i := 0; i < n; i++ {
 		if r := do(t, c, abi.HTTPRequest{URL: s.URL}); r.Status != 200 {
@@ -222,7 +222,7 @@ func TestDoHead(t *testing.T) {
 		w.Header().Set("X-Method", r.Method)
 		io.WriteString(w, "body")
 	})
-	c := newClient(t, httpfn.Grant{Hosts: []string{s.host()}, AllowPrivate: true})
+	c := newClient(t, httpfn.Policy{Hosts: []string{s.host()}, AllowPrivate: true})
 	r := do(t, c, abi.HTTPRequest{Method: "HEAD", URL: s.URL})
 	if r.Status != 200 || len(r.Body) != 0 || r.Headers["X-Method"][0] != "HEAD" {
 		t.Errorf("HEAD reply = %d %q %v", r.Status, r.Body, r.Headers)
@@ -245,7 +245,7 @@ func TestDoHostNotGranted(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newClient(t, httpfn.Grant{Hosts: tt.grant, AllowPrivate: true})
+			c := newClient(t, httpfn.Policy{Hosts: tt.grant, AllowPrivate: true})
 			_, e := c.Do(context.Background(), abi.HTTPRequest{URL: tt.url})
 			wantKind(t, e, abi.PermissionDenied, `"`+tt.named+`"`)
 		})
@@ -257,7 +257,7 @@ func TestDoHostNotGranted(t *testing.T) {
 
 func TestDoGrantedByWildcardAndAnyPort(t *testing.T) {
 	s := newServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.Host) })
-	c := newClient(t, httpfn.Grant{Hosts: []string{"*.loop.test:*"}, AllowPrivate: true})
+	c := newClient(t, httpfn.Policy{Hosts: []string{"*.loop.test:*"}, AllowPrivate: true})
 	r := do(t, c, abi.HTTPRequest{URL: "http://a.b.loop.test:" + s.port() + "/"})
 	if r.Status != 200 || string(r.Body) != "a.b.loop.test:"+s.port() {
 		t.Errorf("reply = %d %q (%s), want 200 and the name as Host", r.Status, r.Body, r.Error)
@@ -276,7 +276,7 @@ func TestDoRedirectDenied(t *testing.T) {
 			http.Redirect(w, r, "/away", http.StatusFound)
 		}
 	})
-	c := newClient(t, httpfn.Grant{Hosts: []string{s.host()}, AllowPrivate: true})
+	c := newClient(t, httpfn.Policy{Hosts: []string{s.host()}, AllowPrivate: true})
 	for _, path := range []string{"/away", "/hop"} {
 		r := do(t, c, abi.HTTPRequest{URL: s.URL + path})
 		wantCode(t, r, httpfn.CodeRedirectDenied)
@@ -307,7 +307,7 @@ func TestDoRedirectChainWithinGrant(t *testing.T) {
 			http.Redirect(w, r, b.URL+"/3", http.StatusTemporaryRedirect)
 		}
 	})
-	c := newClient(t, httpfn.Grant{Hosts: []string{a.host(), b.host()}, AllowPrivate: true})
+	c := newClient(t, httpfn.Policy{Hosts: []string{a.host(), b.host()}, AllowPrivate: true})
 	r := do(t, c, abi.HTTPRequest{URL: a.URL + "/1"})
 	if r.ErrorCode != "" || r.Status != 200 || string(r.Body) != "end /3" || r.FinalURL != b.URL+"/3" {
 		t.Errorf("reply = %d %q at %q (%s), want 200 \"end /3\" at %s/3", r.Status, r.Body, r.FinalURL, r.Error, b.URL)
@@ -324,7 +324,7 @@ func TestDoTooManyRedirects(t *testing.T) {
 	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, r.URL.Path+"x", http.StatusFound)
 	})
-	c := newClient(t, httpfn.Grant{Hosts: []string{s.host()}, AllowPrivate: true, MaxRedirects: 5})
+	c := newClient(t, httpfn.Policy{Hosts: []string{s.host()}, AllowPrivate: true, MaxRedirects: 5})
 
 	r := do(t, c, abi.HTTPRequest{URL: s.URL + "/", MaxRedirects: 3})
 	wantCode(t, r, httpfn.CodeTooManyRedirects)
@@ -363,7 +363,7 @@ func TestDoTimeout(t *testing.T) {
 		}
 	})
 	defer close(release) // before s.Close (cleanup), so no handler stays blocked
-	c := newClient(t, httpfn.Grant{Hosts: []string{s.host()}, AllowPrivate: true, Timeout: 50 * time.Millisecond})
+	c := newClient(t, httpfn.Policy{Hosts: []string{s.host()}, AllowPrivate: true, Timeout: 50 * time.Millisecond})
 
 	r := do(t, c, abi.HTTPRequest{URL: s.URL + "/slow"})
 	wantCode(t, r, httpfn.CodeTimeout)
@@ -374,7 +374,7 @@ func TestDoTimeout(t *testing.T) {
 	// The headers arrive, the body never ends: the reply keeps the status. On a loaded
 	// machine the headers may take longer than the timeout, so the timeout grows until
 	// they make it; every attempt must time out.
-	slow := newClient(t, httpfn.Grant{Hosts: []string{s.host()}, AllowPrivate: true, Timeout: time.Minute})
+	slow := newClient(t, httpfn.Policy{Hosts: []string{s.host()}, AllowPrivate: true, Timeout: time.Minute})
 	for ms := int64(50); ; ms *= 2 {
 		r = do(t, slow, abi.HTTPRequest{URL: s.URL + "/slow-body", TimeoutMs: ms})
 		wantCode(t, r, httpfn.CodeTimeout)
@@ -404,7 +404,7 @@ func TestDoCanceled(t *testing.T) {
 		}
 	})
 	defer close(release)
-	c := newClient(t, httpfn.Grant{Hosts: []string{s.host()}, AllowPrivate: true})
+	c := newClient(t, httpfn.Policy{Hosts: []string{s.host()}, AllowPrivate: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		<-started
@@ -426,7 +426,7 @@ func TestDoBodyCap(t *testing.T) {
 		}
 		io.WriteString(w, strings.Repeat("b", n))
 	})
-	c := newClient(t, httpfn.Grant{Hosts: []string{s.host()}, AllowPrivate: true, MaxBody: 10})
+	c := newClient(t, httpfn.Policy{Hosts: []string{s.host()}, AllowPrivate: true, MaxBody: 10})
 	for _, q := range []string{"", "?chunked"} {
 		r := do(t, c, abi.HTTPRequest{URL: s.URL + "/" + strings.Repeat("x", 10) + q})
 		if r.ErrorCode != "" || len(r.Body) != 10 {
@@ -447,7 +447,7 @@ func TestDoConnectionRefused(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now
-	c := newClient(t, httpfn.Grant{Hosts: []string{addr}, AllowPrivate: true})
+	c := newClient(t, httpfn.Policy{Hosts: []string{addr}, AllowPrivate: true})
 	r := do(t, c, abi.HTTPRequest{URL: "http://" + addr + "/"})
 	wantCode(t, r, httpfn.CodeRefused)
 	if r.Status != 0 {
@@ -456,7 +456,7 @@ func TestDoConnectionRefused(t *testing.T) {
 }
 
 func TestDoDNSFailure(t *testing.T) {
-	c := newClient(t, httpfn.Grant{Hosts: []string{"nowhere.test"}, AllowPrivate: true})
+	c := newClient(t, httpfn.Policy{Hosts: []string{"nowhere.test"}, AllowPrivate: true})
 	r := do(t, c, abi.HTTPRequest{URL: "http://nowhere.test/"})
 	wantCode(t, r, httpfn.CodeDNS)
 	if !strings.Contains(r.Error, "nowhere.test") {
@@ -468,7 +468,7 @@ func TestDoDNSFailure(t *testing.T) {
 // and the server never sees a request.
 func TestDoAddressDenied(t *testing.T) {
 	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {})
-	c := newClient(t, httpfn.Grant{Hosts: []string{s.host(), "*.loop.test:*", "[::ffff:127.0.0.1]:*"}})
+	c := newClient(t, httpfn.Policy{Hosts: []string{s.host(), "*.loop.test:*", "[::ffff:127.0.0.1]:*"}})
 	for _, u := range []string{
 		s.URL,
 		"http://rebind.loop.test:" + s.port() + "/", // a name that resolves to 127.0.0.1
@@ -506,7 +506,7 @@ func newProxy(t *testing.T) *server {
 func TestDoProxy(t *testing.T) {
 	p := newProxy(t)
 	other := newProxy(t)
-	c := newClient(t, httpfn.Grant{
+	c := newClient(t, httpfn.Policy{
 		Hosts:   []string{"origin.test"},
 		Proxies: []string{"http://user:pw@" + p.host()},
 		// AllowPrivate false: the granted proxy's own address is trusted.
@@ -552,7 +552,7 @@ func TestDoProxy(t *testing.T) {
 	// rule for a target written as an IP.
 	_, e := c.Do(context.Background(), abi.HTTPRequest{URL: "http://elsewhere.test/", Proxy: "http://" + p.host()})
 	wantKind(t, e, abi.PermissionDenied, "elsewhere.test")
-	c2 := newClient(t, httpfn.Grant{Hosts: []string{"10.0.0.1", "origin.test", "127.0.0.1:1"}, Proxies: []string{"http://" + p.host()}})
+	c2 := newClient(t, httpfn.Policy{Hosts: []string{"10.0.0.1", "origin.test", "127.0.0.1:1"}, Proxies: []string{"http://" + p.host()}})
 	r = do(t, c2, abi.HTTPRequest{URL: "http://10.0.0.1/", Proxy: "http://" + p.host()})
 	wantCode(t, r, httpfn.CodeAddressDenied)
 	if n := p.requests.Load(); n != 2 {
@@ -568,7 +568,7 @@ func TestDoProxy(t *testing.T) {
 
 func TestDoRefusesBadRequests(t *testing.T) {
 	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {})
-	c := newClient(t, httpfn.Grant{Hosts: []string{s.host()}, AllowPrivate: true, Timeout: time.Second, MaxRedirects: 3})
+	c := newClient(t, httpfn.Policy{Hosts: []string{s.host()}, AllowPrivate: true, Timeout: time.Second, MaxRedirects: 3})
 	ok := abi.HTTPRequest{URL: s.URL}
 	tests := []struct {
 		name string
@@ -624,7 +624,7 @@ func TestDoRefusesBadRequests(t *testing.T) {
 // One Client serves many slots at once.
 func TestDoConcurrent(t *testing.T) {
 	s := newServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.URL.Path) })
-	c := newClient(t, httpfn.Grant{Hosts: []string{s.host()}, AllowPrivate: true})
+	c := newClient(t, httpfn.Policy{Hosts: []string{s.host()}, AllowPrivate: true})
 	const workers, each = 8, 25
 	var wg sync.WaitGroup
 	errs := make(chan string, workers*each)
@@ -656,7 +656,7 @@ func FuzzDo(f *testing.F) {
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	defer s.Close()
 	host := strings.TrimPrefix(s.URL, "http://")
-	c, err := httpfn.New(httpfn.Grant{Hosts: []string{host}, AllowPrivate: true, Timeout: 2 * time.Second},
+	c, err := httpfn.New(httpfn.Policy{Hosts: []string{host}, AllowPrivate: true, Timeout: 2 * time.Second},
 		httpfn.WithLookup(testLookup))
 	if err != nil {
 		f.Fatal(err)

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// nonPublic lists the address ranges refused unless Grant.AllowPrivate, beyond what
+// nonPublic lists the address ranges refused unless Policy.AllowPrivate, beyond what
 // netip.Addr's own predicates (loopback, private, link-local, multicast, unspecified)
 // already cover.
 var nonPublic = []netip.Prefix{
@@ -35,7 +35,7 @@ var (
 	sixToFour = netip.MustParsePrefix("2002::/16")    // the IPv4 address in bits 16..48
 )
 
-// publicAddr reports whether ip may be dialled without Grant.AllowPrivate.
+// publicAddr reports whether ip may be dialled without Policy.AllowPrivate.
 func publicAddr(ip netip.Addr) bool {
 	ip = ip.Unmap()
 	if !ip.IsValid() || ip.IsLoopback() || ip.IsPrivate() || ip.IsUnspecified() ||

@@ -18,7 +18,7 @@ func ExampleClient_Do() {
 	site := httptest.NewServer(http.RedirectHandler(elsewhere.URL, http.StatusFound))
 	defer site.Close()
 
-	c, err := httpfn.New(httpfn.Grant{
+	c, err := httpfn.New(httpfn.Policy{
 		Hosts:        []string{strings.TrimPrefix(site.URL, "http://")},
 		AllowPrivate: true, // the test servers are on loopback
 	})

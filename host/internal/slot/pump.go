@@ -37,20 +37,20 @@ type pumpRequest struct {
 
 // PumpResult answers one Do.
 type PumpResult struct {
-	Task   primitives.ClaimedTask // the claimed task when OK
-	OK     bool                   // a task was claimed for this request
-	AckErr error                  // the ack's own error (ErrConflict, ErrNotFound), if any
+	Task   primitives.TaskLease // the claimed task when OK
+	OK     bool                 // a task was claimed for this request
+	AckErr error                // the ack's own error (ErrConflict, ErrNotFound), if any
 	// Err is the batch's error (the backend unavailable, the pump stopped): whether the
 	// ack happened is unknown, as after a failed QueueAck, and nothing was claimed.
 	Err error
 	// Expires is when Task's lease ends at the soonest, by this host's monotonic clock:
 	// the lease after the moment the claim was sent. The backend's own expiry
-	// (ClaimedTask.Until) is by its clock, which may differ from this host's.
+	// (TaskLease.Until) is by its clock, which may differ from this host's.
 	Expires time.Time
 }
 
 func (r PumpResult) claim() claim {
-	return claim{ClaimedTask: r.Task, expires: r.Expires}
+	return claim{TaskLease: r.Task, expires: r.Expires}
 }
 
 // NewPump returns a pump for queue with the claim settings of its slots.

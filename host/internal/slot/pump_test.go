@@ -22,7 +22,7 @@ type gatedQueue struct {
 	fail  error // returned by every call when set
 }
 
-func (g *gatedQueue) QueueAckClaim(ctx context.Context, queue string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.ClaimedTask, []error, error) {
+func (g *gatedQueue) QueueAckClaim(ctx context.Context, queue string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.TaskLease, []error, error) {
 	if g.calls.Add(1) == 1 {
 		<-g.open
 	}

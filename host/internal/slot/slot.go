@@ -320,7 +320,7 @@ func (s *Slot) backoff() time.Duration {
 
 // claim is a claimed task and when its lease ends by this host's clock.
 type claim struct {
-	primitives.ClaimedTask
+	primitives.TaskLease
 	expires time.Time // PumpResult.Expires
 }
 

@@ -439,7 +439,7 @@ type flaky struct {
 	fails atomic.Int64
 }
 
-func (f *flaky) QueueAckClaim(ctx context.Context, queue string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.ClaimedTask, []error, error) {
+func (f *flaky) QueueAckClaim(ctx context.Context, queue string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.TaskLease, []error, error) {
 	if f.down.Load() {
 		f.fails.Add(1)
 		return nil, nil, primitives.ErrUnavailable
@@ -490,7 +490,7 @@ type claimCounter struct {
 	calls, acks atomic.Int64
 }
 
-func (c *claimCounter) QueueAckClaim(ctx context.Context, queue string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.ClaimedTask, []error, error) {
+func (c *claimCounter) QueueAckClaim(ctx context.Context, queue string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.TaskLease, []error, error) {
 	c.calls.Add(1)
 	c.acks.Add(int64(len(acks)))
 	return c.Backend.QueueAckClaim(ctx, queue, acks, n, lease, maxAttempts)

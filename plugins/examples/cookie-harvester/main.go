@@ -20,8 +20,8 @@
 // server sets "http".
 //
 // Grants: the lock name "harvest:<site>" is the reference's, outside the default
-// "cookie-harvester:*", so the operator grants Locks "harvest:*"; and HTTPHosts the sites
-// (HTTPAllowPrivate for a loopback test site). The counter is within the default.
+// "cookie-harvester:*", so the operator grants "locks" "harvest:*"; and http_hosts the
+// sites (http_allow_private for a loopback test site). The counter is within the default.
 package main
 
 import (

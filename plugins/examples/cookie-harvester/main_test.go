@@ -72,7 +72,7 @@ func TestHarvest(t *testing.T) {
 		t.Errorf("pool_put = %s %s ttl %d, cookie %+v", put.Pool, put.Tags, put.TTLMs, cookie)
 	}
 	if rel := fleettest.Requests[abi.LockReleaseRequest](h, abi.OpLockRelease)[0]; rel.Token != "lock-1" {
-		t.Errorf("lock_release = %+v, want the grant's token", rel)
+		t.Errorf("lock_release = %+v, want the lease's token", rel)
 	}
 	if c := fleettest.Requests[abi.CounterIncrRequest](h, abi.OpCounterIncr)[0]; c.Name != HarvestsCounter {
 		t.Errorf("counter_incr = %+v", c)

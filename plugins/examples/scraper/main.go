@@ -18,8 +18,8 @@
 // URL itself.
 //
 // Grants: the KV namespace and the counter are within the default "scraper:*"; the
-// operator grants HTTPHosts the sites (HTTPAllowPrivate for a loopback test site) and
-// HTTPProxies the cookies' proxies, if any.
+// operator grants http_hosts the sites (http_allow_private for a loopback test site) and
+// http_proxies the cookies' proxies, if any.
 package main
 
 import (

@@ -194,7 +194,7 @@ func raw(j Job) error {
 	return nil
 }
 
-// rawLock takes and releases the lock n times; the release needs the grant's token, which
+// rawLock takes and releases the lock n times; the release needs the lease's token, which
 // is the one reply it decodes.
 func rawLock(n int) error {
 	acquire := mustJSON(abi.LockAcquireRequest{Name: "bench:lock", HoldMs: 10000})

@@ -108,7 +108,7 @@ func write(mode, value string, i int) error {
 		_, err := fleet.Counter("quota:n:" + unique()).Incr()
 		return err
 	case "lock":
-		// Held for a second and left to expire: a release would spend a second host
+		// Leased for a second and left to expire: a release would spend a second host
 		// call, and the name stays counted either way.
 		_, err := fleet.Lock("quota:l:"+unique(), time.Second, 0)
 		return err

@@ -48,7 +48,7 @@ func TestPatternMatches(t *testing.T) {
 		{"[::1]:*", "http://[::1]:8080/", true},
 	}
 	for _, tt := range tests {
-		c, err := New(Grant{Hosts: []string{tt.pattern}})
+		c, err := New(Policy{Hosts: []string{tt.pattern}})
 		if err != nil {
 			t.Fatalf("New(%q) = %v", tt.pattern, err)
 		}
@@ -62,30 +62,30 @@ func TestPatternMatches(t *testing.T) {
 	}
 }
 
-func TestNewRefusesBadGrant(t *testing.T) {
+func TestNewRefusesBadPolicy(t *testing.T) {
 	tests := []struct {
 		name  string
-		grant Grant
+		grant Policy
 		want  string // in the error
 	}{
-		{"empty pattern", Grant{Hosts: []string{""}}, "Hosts[0]"},
-		{"bad port", Grant{Hosts: []string{"a.com:0"}}, "Hosts[0]"},
-		{"big port", Grant{Hosts: []string{"a.com:70000"}}, "bad port"},
-		{"bad name", Grant{Hosts: []string{"ok.com", "a b.com"}}, "Hosts[1]"},
-		{"empty label", Grant{Hosts: []string{"a..com"}}, "Hosts[0]"},
-		{"wildcard in middle", Grant{Hosts: []string{"a.*.com"}}, "Hosts[0]"},
-		{"bare wildcard dot", Grant{Hosts: []string{"*."}}, "Hosts[0]"},
-		{"unclosed bracket", Grant{Hosts: []string{"[::1"}}, "Hosts[0]"},
-		{"path", Grant{Hosts: []string{"a.com/x"}}, "Hosts[0]"},
-		{"https proxy", Grant{Proxies: []string{"https://p:1"}}, "Proxies[0]"},
-		{"socks proxy", Grant{Proxies: []string{"socks5://p:1"}}, "Proxies[0]"},
-		{"proxy path", Grant{Proxies: []string{"http://p:1/x"}}, "Proxies[0]"},
-		{"proxy no host", Grant{Proxies: []string{"http:///"}}, "Proxies[0]"},
-		{"proxy twice", Grant{Proxies: []string{"http://p:80", "http://P"}}, "twice"},
-		{"proxy password redacted", Grant{Proxies: []string{"http://u:secret@p:1/x"}}, "Proxies[0]"},
-		{"negative body", Grant{MaxBody: -1}, "MaxBody"},
-		{"negative timeout", Grant{Timeout: -time.Second}, "Timeout"},
-		{"redirects", Grant{MaxRedirects: -2}, "MaxRedirects"},
+		{"empty pattern", Policy{Hosts: []string{""}}, "Hosts[0]"},
+		{"bad port", Policy{Hosts: []string{"a.com:0"}}, "Hosts[0]"},
+		{"big port", Policy{Hosts: []string{"a.com:70000"}}, "bad port"},
+		{"bad name", Policy{Hosts: []string{"ok.com", "a b.com"}}, "Hosts[1]"},
+		{"empty label", Policy{Hosts: []string{"a..com"}}, "Hosts[0]"},
+		{"wildcard in middle", Policy{Hosts: []string{"a.*.com"}}, "Hosts[0]"},
+		{"bare wildcard dot", Policy{Hosts: []string{"*."}}, "Hosts[0]"},
+		{"unclosed bracket", Policy{Hosts: []string{"[::1"}}, "Hosts[0]"},
+		{"path", Policy{Hosts: []string{"a.com/x"}}, "Hosts[0]"},
+		{"https proxy", Policy{Proxies: []string{"https://p:1"}}, "Proxies[0]"},
+		{"socks proxy", Policy{Proxies: []string{"socks5://p:1"}}, "Proxies[0]"},
+		{"proxy path", Policy{Proxies: []string{"http://p:1/x"}}, "Proxies[0]"},
+		{"proxy no host", Policy{Proxies: []string{"http:///"}}, "Proxies[0]"},
+		{"proxy twice", Policy{Proxies: []string{"http://p:80", "http://P"}}, "twice"},
+		{"proxy password redacted", Policy{Proxies: []string{"http://u:secret@p:1/x"}}, "Proxies[0]"},
+		{"negative body", Policy{MaxBody: -1}, "MaxBody"},
+		{"negative timeout", Policy{Timeout: -time.Second}, "Timeout"},
+		{"redirects", Policy{MaxRedirects: -2}, "MaxRedirects"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -103,15 +103,12 @@ func TestNewRefusesBadGrant(t *testing.T) {
 	}
 }
 
-func TestGrantDefaults(t *testing.T) {
-	g, err := Grant{}.withDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
+func TestPolicyDefaults(t *testing.T) {
+	g := Policy{}.WithDefaults()
 	if g.MaxBody != DefaultMaxBody || g.Timeout != DefaultTimeout || g.MaxRedirects != DefaultMaxRedirects || g.AllowPrivate {
-		t.Errorf("Grant{}.withDefaults() = %+v", g)
+		t.Errorf("Policy{}.WithDefaults() = %+v", g)
 	}
-	g, _ = Grant{MaxRedirects: -1}.withDefaults()
+	g = Policy{MaxRedirects: -1}.WithDefaults()
 	if g.MaxRedirects != -1 {
 		t.Errorf("MaxRedirects -1 became %d, want -1 kept", g.MaxRedirects)
 	}

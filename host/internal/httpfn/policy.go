@@ -2,6 +2,7 @@
 package httpfn
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -11,15 +12,17 @@ import (
 	"time"
 )
 
-// The grant's defaults, applied to zero fields by New.
+// The policy's defaults, applied to zero fields by WithDefaults.
 const (
 	DefaultMaxBody      = 4 << 20
 	DefaultTimeout      = 30 * time.Second
 	DefaultMaxRedirects = 10
 )
 
-// Grant is what an operator allows one plugin's outbound HTTP to do. The zero Grant
-// allows nothing: no host is granted.
+// Policy is what an operator allows one plugin's outbound HTTP to do: the HTTP part of
+// its grant, which host.Grant holds as this value (embedded, so that the grants file
+// writes these fields flat, by their JSON names). The zero Policy allows nothing: no
+// host is granted.
 //
 // A host pattern is one of
 //
@@ -41,57 +44,56 @@ const (
 //     "api.example.com" must not also open the admin port 8080 on the same machine.
 //   - The host pattern decides which names may be asked for; AllowPrivate decides which
 //     addresses those names may resolve to. Both must pass.
-type Grant struct {
+type Policy struct {
 	// Hosts are the host patterns the plugin may reach, on the first request and on every
 	// redirect hop.
-	// default: none (every host is refused)
-	Hosts []string
+	// default: none (every host is refused: no outbound http)
+	Hosts []string `json:"http_hosts,omitempty"`
 	// AllowPrivate lets requests reach loopback, private, link-local, unspecified,
 	// multicast and other non-public addresses. It is checked on the resolved address
 	// at dial time, so a name that resolves (or rebinds) to 127.0.0.1 is refused too.
 	// default: false
-	AllowPrivate bool
+	AllowPrivate bool `json:"http_allow_private,omitempty"`
 	// Proxies are the http:// proxy URLs a request may name in its Proxy field
 	// (for example "http://user:pass@10.0.0.2:3128"). A granted proxy is trusted: its
 	// own address is not checked against AllowPrivate, and the resolved address of a
 	// target reached through it is the proxy's to check (IP literals are still checked).
 	// default: none (a request that names a proxy is refused)
-	Proxies []string
+	Proxies []string `json:"http_proxies,omitempty"`
 	// MaxBody is the largest response body, in bytes, handed to the guest.
 	// default: 4 MiB (DefaultMaxBody)
-	MaxBody int64
+	MaxBody int64 `json:"http_max_body,omitempty"`
 	// Timeout is the longest a request may take, from dial to the last body byte, and
 	// the timeout of a request that asks for none. A request may ask for less, never more.
+	// In JSON it is a duration string ("20s"): host.Grant writes and reads it so.
 	// default: 30s (DefaultTimeout)
-	Timeout time.Duration
+	Timeout time.Duration `json:"http_timeout,omitempty"`
 	// MaxRedirects is the most redirect hops a request may follow; -1 follows none (a
 	// 3xx is handed to the guest as it is). A request may ask for fewer, never more.
 	// default: 10 (DefaultMaxRedirects)
-	MaxRedirects int
+	MaxRedirects int `json:"http_max_redirects,omitempty"`
 }
 
-// withDefaults returns g with its zero fields filled in, or an error naming the field
-// that is out of range.
-func (g Grant) withDefaults() (Grant, error) {
+// check returns an error naming the field of g that is out of range.
+func (g Policy) check() error {
 	switch {
 	case g.MaxBody < 0:
-		return g, fmt.Errorf("httpfn: grant: MaxBody is %d, want >= 0", g.MaxBody)
-	case g.MaxBody == 0:
-		g.MaxBody = DefaultMaxBody
-	}
-	switch {
+		return fmt.Errorf("httpfn: grant: MaxBody is %d, want >= 0", g.MaxBody)
 	case g.Timeout < 0:
-		return g, fmt.Errorf("httpfn: grant: Timeout is %v, want >= 0", g.Timeout)
-	case g.Timeout == 0:
-		g.Timeout = DefaultTimeout
-	}
-	switch {
+		return fmt.Errorf("httpfn: grant: Timeout is %v, want >= 0", g.Timeout)
 	case g.MaxRedirects < -1:
-		return g, fmt.Errorf("httpfn: grant: MaxRedirects is %d, want >= -1", g.MaxRedirects)
-	case g.MaxRedirects == 0:
-		g.MaxRedirects = DefaultMaxRedirects
+		return fmt.Errorf("httpfn: grant: MaxRedirects is %d, want >= -1", g.MaxRedirects)
 	}
-	return g, nil
+	return nil
+}
+
+// WithDefaults returns g with its zero fields filled in: the one place the policy's
+// defaults are applied (host.Grant's resolution calls it too).
+func (g Policy) WithDefaults() Policy {
+	g.MaxBody = cmp.Or(g.MaxBody, DefaultMaxBody)
+	g.Timeout = cmp.Or(g.Timeout, DefaultTimeout)
+	g.MaxRedirects = cmp.Or(g.MaxRedirects, DefaultMaxRedirects)
+	return g
 }
 
 // pattern is one parsed host pattern. Immutable after parsePattern.
@@ -125,7 +127,7 @@ func (p pattern) matches(host string, port int, defaultPort int) bool {
 	}
 }
 
-// parsePattern parses one Grant.Hosts entry.
+// parsePattern parses one Policy.Hosts entry.
 func parsePattern(s string) (pattern, error) {
 	var p pattern
 	if s == "" {
@@ -238,7 +240,7 @@ func validName(s string) bool {
 	return true
 }
 
-// grantedProxy is one parsed Grant.Proxies entry. Immutable after parseProxy.
+// grantedProxy is one parsed Policy.Proxies entry. Immutable after parseProxy.
 type grantedProxy struct {
 	url *url.URL // as granted, credentials included
 	key string   // lowercase host:port, the port made explicit
