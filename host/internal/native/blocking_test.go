@@ -88,18 +88,35 @@ func blockingCaller() *hostfn.Caller {
 
 // callExport instantiates rt and calls export under ctx, the way the loader's probe and
 // a slot do.
-func callExport(ctx context.Context, rt *Runtime, export string, out io.Writer) error {
-	// Only _initialize runs inside Instantiate; any other export's deadline starts at its
-	// own call, so that a slow instantiation on a loaded machine does not spend it.
-	initCtx := context.Background()
-	if export == abi.ExportInitialize {
-		initCtx = ctx
+func callExport(rt *Runtime, export string, out io.Writer, timeout time.Duration) error {
+	// The deadline starts at the export's own call (for _initialize, which runs inside
+	// Instantiate, at the instantiation), so that a slow instantiation on a loaded
+	// machine does not spend it.
+	call := func() (context.Context, context.CancelFunc) {
+		if timeout == 0 {
+			return context.Background(), func() {}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		if w, ok := out.(*lineWriter); ok {
+			w.ctx.Store(&ctx)
+		}
+		return ctx, cancel
 	}
+	initCtx, cancel := context.Background(), context.CancelFunc(func() {})
+	if export == abi.ExportInitialize {
+		initCtx, cancel = call()
+	}
+	defer cancel()
 	in, err := rt.Instantiate(initCtx, "blocking", blockingCaller(), out)
 	if err != nil {
 		return err
 	}
 	defer in.Close(context.Background())
+	if export == abi.ExportInitialize {
+		return nil
+	}
+	ctx, cancel := call()
+	defer cancel()
 	switch export {
 	case abi.ExportABIVersion:
 		_, err = in.ABIVersion(ctx)
@@ -120,9 +137,7 @@ func TestSleepEndsAtTheDeadline(t *testing.T) {
 	for _, export := range blockingExports {
 		t.Run(export, func(t *testing.T) {
 			rt := blockingGuest(t, export, "(call $sleep_forever)")
-			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-			defer cancel()
-			err := callExport(ctx, rt, export, nil)
+			err := callExport(rt, export, nil, 50*time.Millisecond)
 			var exit *sys.ExitError
 			if !errors.As(err, &exit) || exit.ExitCode() != sys.ExitCodeDeadlineExceeded || !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("%s sleeping forever = %v, want the deadline's exit error", export, err)
@@ -180,22 +195,22 @@ func TestSleepIsCapped(t *testing.T) {
 	// End to end: a 146-year sleep in a call without a deadline returns, and the guest
 	// goes on to return its result.
 	rt := blockingGuest(t, abi.ExportHandle, "(call $sleep_once)")
-	if err := callExport(context.Background(), rt, abi.ExportHandle, nil); err != nil {
+	if err := callExport(rt, abi.ExportHandle, nil, 0); err != nil {
 		t.Fatalf("Handle after a capped sleep = %v, want done", err)
 	}
 }
 
 // lineWriter counts the lines written to it, reading every byte as a line logger (the
-// host's guestLog) does, and the writes that began after ctx was done. Safe for
-// concurrent use.
+// host's guestLog) does, and the writes that began after the call's context (which
+// callExport stores in ctx) was done. Safe for concurrent use.
 type lineWriter struct {
-	ctx                 context.Context
+	ctx                 atomic.Pointer[context.Context]
 	writes, late, lines atomic.Int64
 }
 
 func (w *lineWriter) Write(p []byte) (int, error) {
 	w.writes.Add(1)
-	if w.ctx.Err() != nil {
+	if ctx := w.ctx.Load(); ctx != nil && (*ctx).Err() != nil {
 		w.late.Add(1)
 	}
 	w.lines.Add(int64(bytes.Count(p, []byte("\n"))))
@@ -210,10 +225,8 @@ func TestWriteEndsAtTheDeadline(t *testing.T) {
 	for _, export := range blockingExports {
 		t.Run(export, func(t *testing.T) {
 			rt := blockingGuest(t, export, "(call $write_forever)")
-			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-			defer cancel()
-			out := &lineWriter{ctx: ctx}
-			err := callExport(ctx, rt, export, out)
+			out := &lineWriter{}
+			err := callExport(rt, export, out, 50*time.Millisecond)
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("%s writing forever = %v, want the deadline", export, err)
 			}
