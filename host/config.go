@@ -135,9 +135,9 @@ type Config struct {
 	// default: none
 	Configs map[string]json.RawMessage
 
-	// Observe, when set, is called on every step of every slot's life (idle, working,
-	// draining, finished, stopped) from the slot's goroutine. It is for telemetry and
-	// metrics: it must return quickly and must not block.
+	// Observe, when set, is called on every step of every slot's life (SlotEvent.Kind)
+	// from the slot's goroutine. It is for telemetry and metrics: it must return quickly
+	// and must not block.
 	// default: nil (nothing observes)
 	Observe func(SlotEvent)
 

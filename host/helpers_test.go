@@ -14,6 +14,7 @@ import (
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/memory"
@@ -212,7 +213,7 @@ func (e *events) finished() []host.SlotEvent {
 	return out
 }
 
-func (e *events) count(kind string) int {
+func (e *events) count(kind slotstate.State) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	n := 0
@@ -224,8 +225,8 @@ func (e *events) count(kind string) int {
 	return n
 }
 
-func (e *events) outcomes() map[string]int {
-	out := map[string]int{}
+func (e *events) outcomes() map[slotstate.Outcome]int {
+	out := map[slotstate.Outcome]int{}
 	for _, ev := range e.finished() {
 		out[ev.Outcome]++
 	}

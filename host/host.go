@@ -170,7 +170,8 @@ func (h *Host) Plugins() []Plugin {
 }
 
 // Pause stops the slots of a plugin type from claiming new tasks (or ticking); calls in
-// flight finish. Observers see the slots draining. Unknown types are an error.
+// flight finish. Observers see the slots paused (the plane, draining). Unknown types are
+// an error.
 func (h *Host) Pause(typ string) error {
 	p := h.byType[typ]
 	if p == nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/testutil"
 )
 
@@ -238,8 +239,8 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
-// TestPauseResume: a paused type claims nothing and says it is draining; resumed, it
-// works its queue.
+// TestPauseResume: a paused type claims nothing and says it is paused; resumed, it works
+// its queue.
 func TestPauseResume(t *testing.T) {
 	r := newRig(t)
 	r.wat("done", "p", batchDescribe("p", "p-q", anyObject))
@@ -247,7 +248,7 @@ func TestPauseResume(t *testing.T) {
 	if err := h.Pause("p"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the slot to drain", func() bool { return r.events.count("draining") > 0 })
+	waitFor(t, "the slot to say paused", func() bool { return r.events.count(slotstate.Paused) > 0 })
 	if ps := h.Plugins(); !ps[0].Paused {
 		t.Errorf("Plugins() after Pause = %+v, want it paused", ps[0])
 	}

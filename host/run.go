@@ -11,24 +11,25 @@ import (
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/host/internal/slot"
+	"github.com/fleethost/fleet/host/slotstate"
 )
 
 // SlotEvent is one step of a slot's life, handed to Config.Observe for telemetry.
 type SlotEvent struct {
 	Plugin string // the automation type
 	Slot   string // the slot's name, "<type>/<index>"
-	// Kind is "idle" (polling, holding nothing), "working" (iteration N on TaskID, in
-	// Phase), "draining" (paused or shutting down), "finished" (an iteration ended: the
-	// fields below are set) or "stopped" (the slot's last event).
-	Kind   string
+	// Kind is the state the slot enters (slotstate.Idle, Working on iteration N and
+	// TaskID in Phase, Paused, Draining, or Stopped, its last event) or
+	// slotstate.Finished: an iteration ended, and the fields below are set.
+	Kind   slotstate.State
 	N      int    // the slot's 1-based iteration number
 	TaskID string // the task being worked, when one was claimed
-	Phase  string // "handle", "tick", "ack" or "release"
+	Phase  slotstate.Phase
 
-	// For "finished":
-	Phases  []string // the phases run, in order
-	Outcome string   // "checkpoint", "released", "parked" or "dead"
-	Reason  string   // why the task went back or the instance died
+	// For slotstate.Finished:
+	Phases  []slotstate.Phase // the phases run, in order
+	Outcome slotstate.Outcome // the host's outcome (slotstate.Outcome.Settle)
+	Reason  string            // why the task went back or the instance died
 	// Death is why the instance died, when it did, from the error's type (never its
 	// text): "deadline", "drain" (cut at the drain deadline), "memory", "stack" (past the
 	// stack limit), "trap", "exit" (proc_exit), "bad_result" (a malformed result) or
@@ -168,7 +169,7 @@ func (rs *runningSlot) observer(next func(slot.Event)) func(slot.Event) {
 			return
 		}
 		rs.task = ""
-		if e.Kind == slot.EventWorking {
+		if e.Kind == slotstate.Working {
 			rs.task = e.TaskID
 		}
 		next(e)

@@ -14,6 +14,7 @@ import (
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/slot"
 	"github.com/fleethost/fleet/host/internal/validate"
+	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/reporter"
 )
 
@@ -117,7 +118,7 @@ func (t *telemetry) stop() {
 	}
 	if len(t.slots) == 0 {
 		if rep := t.open(); rep != nil {
-			rep.Close(reporter.Report{Identity: t.host, State: reporter.State{Kind: reporter.StateStopping}})
+			rep.Close(reporter.Report{Identity: t.host, State: reporter.State{Kind: slotstate.Stopped.Plane()}})
 		}
 		return
 	}
@@ -141,35 +142,34 @@ type slotReport struct {
 	pending  []reporter.Iteration
 }
 
-// observe maps one slot event to what the plane is told:
+// observe maps one slot event to what the plane is told, in the plane's word for the
+// slot's state (slotstate.State.Plane):
 //
 //	idle (every empty poll)            -> idle
 //	working in handle or tick          -> iteration N on the task, in fleet_handle/fleet_tick
 //	working in ack or release          -> nothing (no guest export runs; still iteration N)
-//	draining (every paused poll, or
-//	  once on shutdown)                -> draining
+//	paused (every paused poll),
+//	  draining (once on shutdown)      -> draining
 //	finished                           -> its record waits for the slot's next report
 //	                                      (a loop slot's next report is idle, at once)
 //	stopped                            -> nothing: Run closes the slot's reporter with
 //	                                      stopping once all have stopped
 func (s *slotReport) observe(e slot.Event) {
 	switch e.Kind {
-	case slot.EventIdle:
-		s.send(reporter.State{Kind: reporter.StateIdle})
-	case slot.EventWorking:
-		if e.Phase != "handle" && e.Phase != "tick" {
+	case slotstate.Idle, slotstate.Paused, slotstate.Draining:
+		s.send(reporter.State{Kind: e.Kind.Plane()})
+	case slotstate.Working:
+		if !e.Phase.Guest() {
 			return
 		}
-		s.send(reporter.State{Kind: reporter.StateIteration, N: e.N, TaskRef: e.TaskID, Phase: s.export})
-	case slot.EventDraining:
-		s.send(reporter.State{Kind: reporter.StateDraining})
-	case slot.EventFinished:
+		s.send(reporter.State{Kind: e.Kind.Plane(), N: e.N, TaskRef: e.TaskID, Phase: s.export})
+	case slotstate.Finished:
 		if e.Iteration != nil {
 			s.pending = append(s.pending, s.iteration(e.Iteration))
 		}
 		if s.loop {
 			// Between ticks a loop slot waits, holding nothing.
-			s.send(reporter.State{Kind: reporter.StateIdle})
+			s.send(reporter.State{Kind: slotstate.Idle.Plane()})
 		}
 	}
 }
@@ -183,7 +183,7 @@ func (s *slotReport) send(state reporter.State) {
 
 // final is the slot's stopping beacon, with what it has not reported yet.
 func (s *slotReport) final() reporter.Report {
-	r := reporter.Report{Identity: s.id, State: reporter.State{Kind: reporter.StateStopping}, Iterations: s.pending}
+	r := reporter.Report{Identity: s.id, State: reporter.State{Kind: slotstate.Stopped.Plane()}, Iterations: s.pending}
 	s.pending = nil
 	return r
 }
@@ -197,26 +197,8 @@ func (s *slotReport) iteration(it *slot.Iteration) reporter.Iteration {
 		TaskRef:         it.TaskID,
 		Phases:          s.phases,
 		Sessions:        s.sessions,
-		Outcome:         outcome(it),
+		Outcome:         it.Outcome.Plane(it.Parked),
 		DurationSeconds: it.Duration.Seconds(),
-	}
-}
-
-// outcome maps a slot's iteration to the plane's vocabulary. A park wins over a death.
-// See RATIONALE.md, "What is an iteration record?".
-func outcome(it *slot.Iteration) string {
-	if it.Parked {
-		return reporter.OutcomeParked
-	}
-	switch it.Outcome {
-	case slot.OutcomeCheckpoint:
-		return reporter.OutcomeCheckpoint
-	case slot.OutcomeReleased:
-		return reporter.OutcomeReleased
-	case slot.OutcomeParked:
-		return reporter.OutcomeParked
-	default:
-		return reporter.OutcomeDead
 	}
 }
 

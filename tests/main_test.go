@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/memory"
@@ -118,8 +119,8 @@ func (e *events) finished(typ string) []host.SlotEvent {
 }
 
 // outcomes counts the finished iterations of typ by outcome.
-func (e *events) outcomes(typ string) map[string]int {
-	out := map[string]int{}
+func (e *events) outcomes(typ string) map[slotstate.Outcome]int {
+	out := map[slotstate.Outcome]int{}
 	for _, ev := range e.finished(typ) {
 		out[ev.Outcome]++
 	}

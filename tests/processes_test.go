@@ -78,7 +78,7 @@ func runChild() int {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			report.Outcomes[e.Outcome]++
+			report.Outcomes[string(e.Outcome)]++
 			if e.Outcome == "checkpoint" {
 				report.Slots[e.Slot]++
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/testutil"
 )
 
@@ -46,7 +47,8 @@ func TestSandboxWasm(t *testing.T) {
 	tests := []struct {
 		name, handle, funcs string
 		kinds               []string
-		outcome, death      string // the first iteration's outcome and death reason
+		outcome             slotstate.Outcome // the first iteration's outcome
+		death               string            // and its death reason
 	}{
 		{
 			name: "call-tree", handle: "(call $f0)", funcs: callTree(),

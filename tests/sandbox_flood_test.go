@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 )
@@ -90,7 +91,7 @@ func (r *floodSandbox) maxLines(burst int, every time.Duration) int {
 }
 
 // finished counts the flood plugin's finished iterations by outcome.
-func (r *floodSandbox) outcomes() map[string]int { return r.ev.outcomes("flood") }
+func (r *floodSandbox) outcomes() map[slotstate.Outcome]int { return r.ev.outcomes("flood") }
 
 // TestSandboxFlood: a plugin that floods every count and size crossing the boundary is
 // capped, each cap answered as the ABI promises and each flood of log lines rate-limited

@@ -189,8 +189,8 @@ type Automation struct {
 	Pools    []abi.PoolContract  `json:"pools,omitempty"`
 	Submits  []abi.QueueContract `json:"submits,omitempty"`
 	Grant    host.Grant          `json:"grant"`
-	// SlotStates are its slots, each with its state: starting, idle, working, draining
-	// or stopped.
+	// SlotStates are its slots, each with its state (slotstate.States): starting, idle,
+	// working, paused (its plugin is paused), draining (the host shuts down) or stopped.
 	SlotStates []metrics.SlotState `json:"slot_states"`
 }
 

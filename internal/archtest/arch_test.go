@@ -18,6 +18,9 @@ var rules = []struct {
 }{
 	{"abi", nil},
 	{"reporter", nil},
+	// The slot vocabulary is a leaf that host, its slots, metrics and the API share: it
+	// knows the plane's words and nothing else.
+	{"host/slotstate", []string{"reporter"}},
 	{"primitives", []string{"primitives", "github.com/redis/go-redis/", "github.com/cespare/xxhash/", "github.com/dgryski/go-rendezvous", "go.uber.org/atomic", "golang.org/x/sys/"}},
 	{"guest-sdk", []string{"abi", "guest-sdk", "github.com/invopop/jsonschema", "github.com/bahlo/generic-list-go", "github.com/buger/jsonparser", "github.com/pb33f/ordered-map/", "github.com/wk8/go-ordered-map/", "go.yaml.in/yaml/", "gopkg.in/yaml"}},
 }

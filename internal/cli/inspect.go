@@ -95,8 +95,8 @@ func (s *Snapshot) WriteTable(w io.Writer, now time.Time) error {
 	fmt.Fprintln(tw, "SLOT\tSTATE\tFOR\tITERATION\tTASK\tPHASE\tLAST OUTCOME")
 	for _, a := range s.Automations {
 		for _, st := range a.SlotStates {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", cell(st.Slot), cell(st.State), now.Sub(st.Since).Round(time.Second),
-				st.N, cell(st.TaskID), cell(st.Phase), cell(st.LastOutcome))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", cell(st.Slot), cell(string(st.State)), now.Sub(st.Since).Round(time.Second),
+				st.N, cell(st.TaskID), cell(string(st.Phase)), cell(string(st.LastOutcome)))
 		}
 	}
 	for _, q := range slices.Sorted(maps.Keys(s.Parked)) {
@@ -112,7 +112,7 @@ func (s *Snapshot) WriteTable(w io.Writer, now time.Time) error {
 func stateCounts(a api.Automation) string {
 	counts := map[string]int{}
 	for _, st := range a.SlotStates {
-		counts[st.State]++
+		counts[string(st.State)]++
 	}
 	return countsLine(counts, "=")
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/api"
 	"github.com/fleethost/fleet/internal/backend"
 	"github.com/fleethost/fleet/internal/grants"
@@ -209,7 +210,7 @@ func (obs observers) observe(log *slog.Logger) func(host.SlotEvent) {
 		}
 		obs.slots.Observe(e)
 		obs.metrics.Observe(e)
-		if e.Kind == "stopped" {
+		if e.Kind == slotstate.Stopped {
 			log.Debug("slot stopped", "slot", e.Slot, "plugin", e.Plugin, "iterations", e.N)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/primitives"
 )
 
@@ -124,20 +125,20 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 // call latency.
 func (m *Metrics) Observe(e host.SlotEvent) {
 	switch e.Kind {
-	case "working":
+	case slotstate.Working:
 		m.mu.Lock()
 		start, running := m.guestStart[e.Slot]
 		switch {
-		case e.Phase == "handle" || e.Phase == "tick":
+		case e.Phase.Guest():
 			m.guestStart[e.Slot] = time.Now()
 		case running: // ack or release: the guest call is over
 			delete(m.guestStart, e.Slot)
 		}
 		m.mu.Unlock()
-		if running && e.Phase != "handle" && e.Phase != "tick" {
+		if running && !e.Phase.Guest() {
 			m.guestCallS.WithLabelValues(e.Plugin).Observe(time.Since(start).Seconds())
 		}
-	case "finished":
+	case slotstate.Finished:
 		m.mu.Lock()
 		start, running := m.guestStart[e.Slot]
 		delete(m.guestStart, e.Slot)
@@ -145,7 +146,7 @@ func (m *Metrics) Observe(e host.SlotEvent) {
 		if running { // a tick, or a handle with nothing to settle
 			m.guestCallS.WithLabelValues(e.Plugin).Observe(time.Since(start).Seconds())
 		}
-		m.iterations.WithLabelValues(e.Plugin, e.Outcome).Inc()
+		m.iterations.WithLabelValues(e.Plugin, string(e.Outcome)).Inc()
 		// Every instance death, whatever became of its task: a call the drain cut is
 		// released, not dead, but its instance died all the same.
 		if e.Death != "" {
@@ -195,15 +196,19 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 	src := c.m.src
 	c.m.mu.Unlock()
 	if p.Slots != nil {
-		counts := map[[2]string]int{}
+		type key struct {
+			plugin string
+			state  slotstate.State
+		}
+		counts := map[key]int{}
 		types := map[string]bool{}
 		for _, s := range p.Slots.Snapshot() {
-			counts[[2]string{s.Plugin, s.State}]++
+			counts[key{s.Plugin, s.State}]++
 			types[s.Plugin] = true
 		}
 		for typ := range types {
-			for _, st := range States {
-				ch <- prometheus.MustNewConstMetric(descSlots, prometheus.GaugeValue, float64(counts[[2]string{typ, st}]), typ, st)
+			for _, st := range slotstate.States {
+				ch <- prometheus.MustNewConstMetric(descSlots, prometheus.GaugeValue, float64(counts[key{typ, st}]), typ, string(st))
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/host/slotstate"
 )
 
 func TestObserve(t *testing.T) {
@@ -33,8 +34,7 @@ func TestObserve(t *testing.T) {
 	m.HostCall(host.HostCall{Op: "kv_get", Duration: time.Microsecond})
 	m.HostCall(host.HostCall{Op: "kv_get", Kind: "PermissionDenied", Duration: time.Microsecond})
 
-	vals := gather(t, m)
-	for name, want := range map[string]float64{
+	expect(t, m, map[string]float64{
 		`fleet_iterations_total{automation=w,outcome=checkpoint}`: 1,
 		`fleet_iterations_total{automation=w,outcome=dead}`:       1,
 		`fleet_slot_deaths_total{automation=w,reason=trap}`:       1,
@@ -45,14 +45,49 @@ func TestObserve(t *testing.T) {
 		`fleet_slots{automation=w,state=idle}`:                    1,
 		`fleet_slots{automation=w,state=working}`:                 1,
 		`fleet_slots{automation=w,state=starting}`:                0,
-	} {
-		if got, ok := vals[name]; !ok || got != want {
-			t.Errorf("%s = %v (present %v), want %v", name, got, ok, want)
-		}
-	}
+	})
 	snap := slots.Snapshot()
-	if len(snap) != 2 || snap[0].State != StateIdle || snap[0].LastOutcome != "dead" || snap[1].State != StateWorking || snap[1].TaskID != "t3" {
+	if len(snap) != 2 || snap[0].State != slotstate.Idle || snap[0].LastOutcome != "dead" || snap[1].State != slotstate.Working || snap[1].TaskID != "t3" {
 		t.Errorf("slots = %+v; want w/0 idle after a dead iteration, w/1 working on t3", snap)
+	}
+}
+
+// TestPausedSlots: the slots of a paused plugin count as paused in fleet_slots and the
+// slot states, not as draining, which is the host shutting down.
+func TestPausedSlots(t *testing.T) {
+	slots := NewSlots()
+	slots.Register([]host.Plugin{{Type: "w", Slots: 2}, {Type: "v", Slots: 1}})
+	m := New(Params{Slots: slots})
+	for _, e := range []host.SlotEvent{
+		{Plugin: "w", Slot: "w/0", Kind: slotstate.Paused},
+		{Plugin: "w", Slot: "w/1", Kind: slotstate.Working, N: 1, TaskID: "t1", Phase: "handle"},
+		{Plugin: "w", Slot: "w/1", Kind: slotstate.Finished, N: 1, TaskID: "t1", Outcome: slotstate.Checkpoint},
+		{Plugin: "w", Slot: "w/1", Kind: slotstate.Paused},
+		{Plugin: "v", Slot: "v/0", Kind: slotstate.Draining},
+	} {
+		slots.Observe(e)
+		m.Observe(e)
+	}
+	expect(t, m, map[string]float64{
+		`fleet_slots{automation=w,state=paused}`:   2,
+		`fleet_slots{automation=w,state=draining}`: 0,
+		`fleet_slots{automation=v,state=draining}`: 1,
+		`fleet_slots{automation=v,state=paused}`:   0,
+	})
+	snap := slots.Snapshot()
+	if len(snap) != 3 || snap[1].State != slotstate.Paused || snap[2].State != slotstate.Paused || snap[2].TaskID != "" || snap[2].LastOutcome != slotstate.Checkpoint {
+		t.Errorf("slots = %+v; want w/0 and w/1 paused, w/1 holding nothing after its checkpoint", snap)
+	}
+}
+
+// expect checks that m has each metric of want (as gather names them) with its value.
+func expect(t *testing.T, m *Metrics, want map[string]float64) {
+	t.Helper()
+	vals := gather(t, m)
+	for name, w := range want {
+		if got, ok := vals[name]; !ok || got != w {
+			t.Errorf("%s = %v (present %v), want %v", name, got, ok, w)
+		}
 	}
 }
 

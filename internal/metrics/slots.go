@@ -7,31 +7,20 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/host/slotstate"
 )
-
-// The states a slot is in, as Slots reports them.
-const (
-	StateStarting = "starting" // no event yet: making its first instance
-	StateIdle     = "idle"     // polling its queue, holding nothing
-	StateWorking  = "working"  // in an iteration (a guest call, an ack or a release)
-	StateDraining = "draining" // paused or shutting down: not claiming
-	StateStopped  = "stopped"  // its loop has returned
-)
-
-// States lists the slot states in a stable order.
-var States = []string{StateStarting, StateIdle, StateWorking, StateDraining, StateStopped}
 
 // SlotState is one slot as an operator sees it.
 type SlotState struct {
-	Plugin string    `json:"automation"`
-	Slot   string    `json:"slot"`
-	State  string    `json:"state"`
-	N      int       `json:"iteration,omitempty"` // its iterations so far
-	TaskID string    `json:"task_id,omitempty"`   // the task it works, when working
-	Phase  string    `json:"phase,omitempty"`     // "handle", "tick", "ack" or "release", when working
-	Since  time.Time `json:"since"`               // when it entered State
-	// LastOutcome is how its last iteration ended: checkpoint, released, parked or dead.
-	LastOutcome string `json:"last_outcome,omitempty"`
+	Plugin string          `json:"automation"`
+	Slot   string          `json:"slot"`
+	State  slotstate.State `json:"state"`
+	N      int             `json:"iteration,omitempty"` // its iterations so far
+	TaskID string          `json:"task_id,omitempty"`   // the task it works, when working
+	Phase  slotstate.Phase `json:"phase,omitempty"`     // when working
+	Since  time.Time       `json:"since"`               // when it entered State
+	// LastOutcome is how its last iteration ended.
+	LastOutcome slotstate.Outcome `json:"last_outcome,omitempty"`
 }
 
 // Slots tracks every slot's state from the host's SlotEvents. Its methods are safe for
@@ -53,7 +42,7 @@ func (s *Slots) Register(plugins []host.Plugin) {
 		for i := range p.Slots {
 			name := slotName(p.Type, i)
 			if s.slots[name] == nil {
-				s.slots[name] = &SlotState{Plugin: p.Type, Slot: name, State: StateStarting, Since: now}
+				s.slots[name] = &SlotState{Plugin: p.Type, Slot: name, State: slotstate.Starting, Since: now}
 			}
 		}
 	}
@@ -70,21 +59,15 @@ func (s *Slots) Observe(e host.SlotEvent) {
 	}
 	state := cur.State
 	switch e.Kind {
-	case "idle":
-		state = StateIdle
-		cur.TaskID, cur.Phase = "", ""
-	case "working":
-		state = StateWorking
+	case slotstate.Working:
+		state = e.Kind
 		cur.N, cur.TaskID, cur.Phase = e.N, e.TaskID, e.Phase
-	case "draining":
-		state = StateDraining
-		cur.TaskID, cur.Phase = "", ""
-	case "finished":
+	case slotstate.Finished:
 		// The slot goes on to claim again: idle until it says otherwise.
-		state = StateIdle
+		state = slotstate.Idle
 		cur.N, cur.TaskID, cur.Phase, cur.LastOutcome = e.N, "", "", e.Outcome
-	case "stopped":
-		state = StateStopped
+	case slotstate.Idle, slotstate.Paused, slotstate.Draining, slotstate.Stopped:
+		state = e.Kind
 		cur.TaskID, cur.Phase = "", ""
 	}
 	if state != cur.State {

@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -165,17 +166,29 @@ func TestAPIInspectPauseRequeue(t *testing.T) {
 			} `json:"grant"`
 		} `json:"automations"`
 	}
-	testutil.WaitFor(t, 10*time.Second, "both slots draining while paused", func() bool {
+	// A paused plugin's slots say paused (draining is the host shutting down), in the API,
+	// in inspect and in fleet_slots.
+	testutil.WaitFor(t, 10*time.Second, "both slots paused", func() bool {
 		d.getJSON("/api/v1/automations", "", &autos)
 		a := autos.Automations[0]
 		n := 0
 		for _, s := range a.SlotStates {
-			if s.State == "draining" {
+			if s.State == "paused" {
 				n++
 			}
 		}
 		return len(autos.Automations) == 1 && a.Paused && n == 2
 	})
+	if code, out, errOut := run(t, []string{"FLEET_API=" + d.api}, "", "inspect"); code != 0 ||
+		!regexp.MustCompile(`(?m)^worker\s.*\spaused=2\s+true\s*$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^worker/0\s+paused\s`).MatchString(out) || !regexp.MustCompile(`(?m)^worker/1\s+paused\s`).MatchString(out) {
+		t.Errorf("inspect while paused = exit %d, %s %s; want the worker paused=2 and each slot paused", code, out, errOut)
+	}
+	if status, b := d.request(http.MethodGet, "/metrics", "", nil); status != http.StatusOK ||
+		!strings.Contains(string(b), `fleet_slots{automation="worker",state="paused"} 2`) ||
+		!strings.Contains(string(b), `fleet_slots{automation="worker",state="draining"} 0`) {
+		t.Errorf("/metrics while paused = %d, want fleet_slots paused 2 and draining 0:\n%s", status, b)
+	}
 	a := autos.Automations[0]
 	if a.Type != "worker" || a.Slots != 2 || a.Consumes == nil || a.Consumes.Name != "work" || !strings.Contains(string(a.Consumes.Payload), `"hold_ms"`) {
 		t.Errorf("automation = %+v, want worker, 2 slots, consuming work with its schema", a)

@@ -10,6 +10,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/testutil"
 )
 
@@ -64,7 +65,7 @@ func TestCallEndsBeforeItsLease(t *testing.T) {
 		}
 	}
 	for i, it := range h.finished() {
-		if it.Outcome != OutcomeDead || !strings.Contains(it.Reason, "deadline") {
+		if it.Outcome != slotstate.Dead || !strings.Contains(it.Reason, "deadline") {
 			t.Errorf("iteration %d = %+v, want dead at its deadline", i, it)
 		}
 		// Parked on the second death: the release went through with the claim's token,
@@ -85,7 +86,7 @@ func TestOnlyTheDeadlineIsADeadline(t *testing.T) {
 	h.params.MaxAttempts = 1
 	h.push(`{}`)
 	h.run(func() bool { return len(h.finished()) == 1 })
-	if it := h.finished()[0]; it.Outcome != OutcomeDead || strings.Contains(it.Reason, "ran past its") {
+	if it := h.finished()[0]; it.Outcome != slotstate.Dead || strings.Contains(it.Reason, "ran past its") {
 		t.Errorf("iteration = %+v, want dead, not past its deadline", it)
 	}
 }

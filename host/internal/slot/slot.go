@@ -14,6 +14,7 @@ import (
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/hostfn"
+	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/primitives"
 )
 
@@ -24,23 +25,6 @@ type Guest interface {
 	Tick(ctx context.Context, input []byte) ([]byte, error)
 	Close(ctx context.Context) error
 }
-
-// How an iteration ended; the reporter's vocabulary.
-const (
-	OutcomeCheckpoint = "checkpoint" // done: the task was acked (or the tick succeeded)
-	OutcomeReleased   = "released"   // the task went back to its queue (retry, fail, drain)
-	OutcomeParked     = "parked"     // the task's attempts are spent (fails, deaths): parked for the operator
-	OutcomeDead       = "dead"       // the instance died (trap, deadline, memory, broken result)
-)
-
-// The kinds of Event.
-const (
-	EventIdle     = "idle"     // polling, holding nothing
-	EventWorking  = "working"  // working task N in Phase
-	EventDraining = "draining" // paused or shutting down: not claiming
-	EventFinished = "finished" // an iteration ended; Iteration is set
-	EventStopped  = "stopped"  // the loop returned; the last event of a slot
-)
 
 // Death says why an instance died: the reason label of fleet_slot_deaths_total. It comes
 // from the error's type and from the slot's own contexts, never from the error's text,
@@ -74,24 +58,25 @@ func (d *Died) Unwrap() error { return d.Err }
 
 // Event is one step of a slot's lifecycle, for telemetry.
 type Event struct {
-	Kind      string
-	Slot      string // "<type>/<index>"
-	N         int    // the 1-based iteration number (working, finished)
-	TaskID    string // the task being worked, when one was claimed
-	Phase     string // "handle", "tick", "ack" or "release" (working)
+	Kind      slotstate.State // the state the slot enters, or slotstate.Finished
+	Slot      string          // "<type>/<index>"
+	N         int             // the 1-based iteration number (working, finished)
+	TaskID    string          // the task being worked, when one was claimed
+	Phase     slotstate.Phase // working
 	Iteration *Iteration
 }
 
 // Iteration is one finished loop step.
 type Iteration struct {
 	TaskID   string
-	Phases   []string // the phases run, in order
-	Outcome  string   // one of the Outcome constants
-	Reason   string   // why the task went back or the instance died, if it did
-	Death    Death    // why the instance died, when it did; "" otherwise
+	Phases   []slotstate.Phase // the phases run, in order
+	Outcome  slotstate.Outcome
+	Reason   string // why the task went back or the instance died, if it did
+	Death    Death  // why the instance died, when it did; "" otherwise
 	Duration time.Duration
 	// Parked is true when the release parked the task (its attempts are spent), whatever
-	// Outcome says: a death that spends the budget is OutcomeDead with Parked set.
+	// Outcome says: a death that spends the budget is slotstate.Dead with Parked set
+	// (slotstate.Outcome.Settle).
 	Parked bool
 }
 
@@ -148,7 +133,12 @@ type Slot struct {
 	guest  Guest // nil until made, and after a death
 	deaths int   // consecutive deaths, for the backoff
 	n      int   // iterations so far
-	state  string
+	state  slotstate.State
+	// next is the task that the last ack claimed in the same round trip (the Pump's
+	// QueueAckClaim), to work in the next iteration; haveNext says there is one. A task
+	// still held when the slot pauses or stops goes back to the queue (handBackNext).
+	next     claim
+	haveNext bool
 
 	claimLogged time.Time // when a failed claim was last logged
 	claimErrs   int       // failed claims since then
@@ -180,93 +170,121 @@ func New(p Params) *Slot {
 // that a cut call held goes back to its queue at once with its attempt refunded (see
 // host/RATIONALE.md, "What does each outcome do?").
 func (s *Slot) Run(soft, hard context.Context) {
-	defer func() {
-		if s.guest != nil {
-			_ = s.guest.Close(context.WithoutCancel(hard))
-			s.guest = nil
-		}
-		s.emit(Event{Kind: EventStopped})
-	}()
-	// next is the task that the last ack claimed in the same round trip (the Pump's
-	// QueueAckClaim), to work in the next iteration; haveNext says there is one. A task
-	// still held when the loop pauses or returns goes back to the queue (handBack).
-	var next claim
-	var haveNext bool
-	defer func() {
-		if haveNext {
-			s.handBack(hard, next)
-		}
-	}()
-	for {
-		if soft.Err() != nil {
-			s.setState(EventDraining)
-			return
-		}
-		if s.p.Paused() {
-			if haveNext {
-				s.handBack(hard, next)
-				haveNext = false
-			}
-			// Said on every poll, like idle: a paused slot's presence stays fresh.
-			s.emit(Event{Kind: EventDraining})
-			s.state = EventDraining
-			sleep(soft, s.p.Poll)
-			continue
-		}
-		if s.guest == nil {
-			if s.deaths > 0 && !sleep(soft, s.backoff()) {
-				continue // soft ended: the loop top returns
-			}
-			g, err := s.p.NewGuest(hard)
-			if err != nil {
-				s.deaths++
-				s.guestLog(slog.LevelError, "slot: cannot make an instance", "deaths", s.deaths, "err", err)
-				continue
-			}
-			s.guest = g
-		}
-		var it Iteration
-		var wait time.Duration
-		if s.p.Mode == abi.ModeLoop {
-			it, wait = s.tickOnce(hard)
-		} else {
-			t, ok := next, haveNext
-			haveNext = false
-			if !ok {
-				res := s.p.Pump.Do(nil)
-				if res.Err != nil {
-					if soft.Err() == nil {
-						s.claimFailed(res.Err)
-					}
-					sleep(soft, s.p.Poll)
-					continue
-				}
-				if !res.OK {
-					s.emit(Event{Kind: EventIdle})
-					s.state = EventIdle
-					sleep(soft, s.p.Poll)
-					continue
-				}
-				if soft.Err() != nil || s.p.Paused() {
-					// Claimed while the drain or a pause began: the loop top hands it back.
-					next, haveNext = res.claim(), true
-					continue
-				}
-				t = res.claim()
-			}
-			it, next, haveNext = s.handleOnce(soft, hard, t)
-		}
-		if it.Outcome == OutcomeDead {
-			s.deaths++
-		} else {
-			s.deaths = 0
-		}
-		s.emit(Event{Kind: EventFinished, N: s.n, TaskID: it.TaskID, Iteration: &it})
-		s.state = EventFinished
-		if wait > 0 {
-			sleep(soft, wait)
+	defer s.stop(hard)
+	if s.p.Mode == abi.ModeLoop {
+		s.tickLoop(soft, hard)
+	} else {
+		s.batchLoop(soft, hard)
+	}
+}
+
+// batchLoop works one claimed task per iteration: the task the last ack claimed, or a
+// fresh claim.
+func (s *Slot) batchLoop(soft, hard context.Context) {
+	for s.ready(soft, hard) {
+		if t, ok := s.take(soft); ok {
+			s.finish(s.handle(soft, hard, t))
 		}
 	}
+}
+
+// tickLoop runs one tick per iteration, and waits as the tick's outcome says.
+func (s *Slot) tickLoop(soft, hard context.Context) {
+	for s.ready(soft, hard) {
+		it, wait := s.tick(hard)
+		s.finish(it)
+		sleep(soft, wait)
+	}
+}
+
+// ready returns when the slot may start an iteration: true with a live instance, or
+// false once soft has ended (the slot drains). While its plugin is paused it waits, and
+// while no instance can be made it backs off and tries again.
+func (s *Slot) ready(soft, hard context.Context) bool {
+	for {
+		if soft.Err() != nil {
+			s.setState(slotstate.Draining)
+			return false
+		}
+		if s.p.Paused() {
+			s.pause(soft, hard)
+			continue
+		}
+		if s.guest != nil {
+			return true
+		}
+		if s.deaths > 0 && !sleep(soft, s.backoff()) {
+			continue // soft ended: the check above returns
+		}
+		g, err := s.p.NewGuest(hard)
+		if err != nil {
+			s.deaths++
+			s.guestLog(slog.LevelError, "slot: cannot make an instance", "deaths", s.deaths, "err", err)
+			continue
+		}
+		s.guest = g
+	}
+}
+
+// pause hands back the slot's next task, says paused and waits a poll. It says so on
+// every poll, as idle does, so that a paused slot's presence stays fresh.
+func (s *Slot) pause(soft, hard context.Context) {
+	s.handBackNext(hard)
+	s.emit(Event{Kind: slotstate.Paused})
+	s.state = slotstate.Paused
+	sleep(soft, s.p.Poll)
+}
+
+// take returns the task to work: the slot's next one, or a fresh claim through the
+// pump. With none (the claim failed, or found the queue empty) it waits a poll and
+// reports false; a task claimed as the drain or a pause began becomes the slot's next,
+// which the loop top hands back, and take reports false.
+func (s *Slot) take(soft context.Context) (claim, bool) {
+	if s.haveNext {
+		s.haveNext = false
+		return s.next, true
+	}
+	res := s.p.Pump.Do(nil)
+	switch {
+	case res.Err != nil:
+		if soft.Err() == nil {
+			s.claimFailed(res.Err)
+		}
+		sleep(soft, s.p.Poll)
+		return claim{}, false
+	case !res.OK:
+		s.emit(Event{Kind: slotstate.Idle})
+		s.state = slotstate.Idle
+		sleep(soft, s.p.Poll)
+		return claim{}, false
+	case soft.Err() != nil || s.p.Paused():
+		s.next, s.haveNext = res.claim(), true
+		return claim{}, false
+	}
+	return res.claim(), true
+}
+
+// finish ends an iteration: a death counts for the backoff, any other outcome resets
+// it, and the observer hears the iteration.
+func (s *Slot) finish(it Iteration) {
+	if it.Outcome == slotstate.Dead {
+		s.deaths++
+	} else {
+		s.deaths = 0
+	}
+	s.emit(Event{Kind: slotstate.Finished, N: s.n, TaskID: it.TaskID, Iteration: &it})
+	s.state = slotstate.Finished
+}
+
+// stop ends Run: the slot's next task goes back to its queue, its instance is closed, and
+// its last event says stopped.
+func (s *Slot) stop(hard context.Context) {
+	s.handBackNext(hard)
+	if s.guest != nil {
+		_ = s.guest.Close(context.WithoutCancel(hard))
+		s.guest = nil
+	}
+	s.emit(Event{Kind: slotstate.Stopped})
 }
 
 // claimFailed logs a failed claim at most once per claimLogEvery, with the count of those
@@ -298,7 +316,7 @@ func (s *Slot) guestLog(level slog.Level, msg string, attrs ...any) {
 	s.p.Log.Log(context.Background(), level, msg, attrs...)
 }
 
-func (s *Slot) setState(kind string) {
+func (s *Slot) setState(kind slotstate.State) {
 	if s.state != kind {
 		s.state = kind
 		s.emit(Event{Kind: kind})
@@ -324,9 +342,14 @@ type claim struct {
 	expires time.Time // PumpResult.Expires
 }
 
-// handBack returns a task that was claimed but never started (the slot is draining or
-// paused) to its queue at once, with its attempt refunded.
-func (s *Slot) handBack(hard context.Context, t claim) {
+// handBackNext returns the slot's next task, claimed but never started (the slot is
+// draining or paused), to its queue at once, with its attempt refunded.
+func (s *Slot) handBackNext(hard context.Context) {
+	if !s.haveNext {
+		return
+	}
+	t := s.next
+	s.next, s.haveNext = claim{}, false
 	settle, cancel := settleCtx(hard)
 	defer cancel()
 	r := primitives.Retry{Reason: "handed back unstarted: the slot is draining or paused", Refund: true}
@@ -335,16 +358,59 @@ func (s *Slot) handBack(hard context.Context, t claim) {
 	}
 }
 
-// handleOnce works one claimed task to its outcome. When the guest is done and soft
-// still runs and the slot is not paused, the ack claims the slot's next task in the same
-// round trip (the Pump's), which handleOnce returns (ok true) for the next iteration.
-func (s *Slot) handleOnce(soft, hard context.Context, t claim) (it Iteration, next claim, ok bool) {
+// begin starts iteration it: the slot's next iteration number, in its first phase.
+func (s *Slot) begin(it Iteration, phase slotstate.Phase) Iteration {
 	s.n++
-	start := time.Now()
-	it = Iteration{TaskID: t.ID, Phases: []string{"handle"}}
-	s.emit(Event{Kind: EventWorking, N: s.n, TaskID: t.ID, Phase: "handle"})
-	s.state = EventWorking
+	s.enter(&it, phase)
+	return it
+}
 
+// enter records that it enters phase, and says the slot is working in it.
+func (s *Slot) enter(it *Iteration, phase slotstate.Phase) {
+	it.Phases = append(it.Phases, phase)
+	s.emit(Event{Kind: slotstate.Working, N: s.n, TaskID: it.TaskID, Phase: phase})
+	s.state = slotstate.Working
+}
+
+// handle works one claimed task to its outcome: the guest's call, then the ack or the
+// release that its result asks for. A fail and a death spend the task's attempt; a retry
+// and a drain's cut refund it. See host/RATIONALE.md, "Why does a retry refund its
+// attempt?".
+func (s *Slot) handle(soft, hard context.Context, t claim) Iteration {
+	start := time.Now()
+	it := s.begin(Iteration{TaskID: t.ID}, slotstate.Handle)
+	res, death, err := s.callHandle(hard, t)
+	switch {
+	case death == DeathDrain:
+		// The drain's grace period ended mid-call: not the task's fault.
+		s.discard()
+		it.Death, it.Reason = death, "host draining: call cut at the drain deadline"
+		s.release(hard, t, &it, primitives.Retry{Reason: it.Reason, Refund: true}, slotstate.Released)
+	case err != nil:
+		s.discard()
+		it.Death, it.Reason = death, cut("guest died: "+err.Error())
+		s.guestLog(slog.LevelWarn, "slot: guest died; making a fresh instance", "task", t.ID, "err", err)
+		s.release(hard, t, &it, primitives.Retry{Reason: it.Reason, MaxAttempts: s.p.MaxAttempts}, slotstate.Dead)
+	case res.Outcome == abi.OutcomeDone:
+		s.ack(soft, hard, t, &it)
+	case res.Outcome == abi.OutcomeRetry:
+		delay := res.RetryAfter()
+		if delay == 0 {
+			delay = s.p.RetryDelay
+		}
+		it.Reason = cut(cmp.Or(res.Reason, "retry"))
+		s.release(hard, t, &it, primitives.Retry{Reason: it.Reason, Delay: delay, Refund: true}, slotstate.Released)
+	default: // fail
+		it.Reason = cut(cmp.Or(res.Reason, "failed"))
+		s.release(hard, t, &it, primitives.Retry{Reason: it.Reason, MaxAttempts: s.p.MaxAttempts}, slotstate.Released)
+	}
+	it.Duration = time.Since(start)
+	return it
+}
+
+// callHandle is the one place a task's guest call runs: fleet_handle on t, ended before
+// t's lease (LeaseMargin before it).
+func (s *Slot) callHandle(hard context.Context, t claim) (abi.HandleResult, Death, error) {
 	input, _ := abi.EncodeHandleInput(abi.HandleInput{
 		Task: abi.TaskEnvelope{
 			ID: t.ID, Payload: json.RawMessage(t.Payload), Attempts: t.Attempts,
@@ -352,106 +418,73 @@ func (s *Slot) handleOnce(soft, hard context.Context, t claim) (it Iteration, ne
 		},
 		Iteration: s.n,
 	})
-	res, death, err := s.call(hard, t.expires.Add(-s.p.LeaseMargin), s.guest.Handle, input)
-
-	// The settle context is made only where a call uses it: the done path of a running
-	// slot goes through the pump, which needs none.
-	release := func(r primitives.Retry, outcome string) {
-		it.Phases = append(it.Phases, "release")
-		s.emit(Event{Kind: EventWorking, N: s.n, TaskID: t.ID, Phase: "release"})
-		settle, cancel := settleCtx(hard)
-		defer cancel()
-		parked, err := s.p.Backend.QueueRelease(settle, s.p.Queue, t.ID, t.Token, r)
-		switch {
-		case err != nil:
-			s.guestLog(slog.LevelWarn, "slot: release failed; the lease will expire instead", "task", t.ID, "err", err)
-		case parked && outcome == OutcomeDead:
-			it.Parked = true
-			s.guestLog(slog.LevelWarn, "slot: task parked: its attempts are spent", "task", t.ID, "reason", r.Reason)
-		case parked:
-			outcome, it.Parked = OutcomeParked, true
-			s.guestLog(slog.LevelWarn, "slot: task parked: its attempts are spent", "task", t.ID, "reason", r.Reason)
-		}
-		it.Outcome = outcome
-	}
-
-	// A fail and a death spend the task's attempt; a retry and a drain's cut refund it.
-	// See host/RATIONALE.md, "Why does a retry refund its attempt?".
-	switch {
-	case death == DeathDrain:
-		// The drain's grace period ended mid-call: not the task's fault.
-		s.discard()
-		it.Death, it.Reason = death, "host draining: call cut at the drain deadline"
-		release(primitives.Retry{Reason: it.Reason, Refund: true}, OutcomeReleased)
-	case err != nil:
-		s.discard()
-		it.Death, it.Reason = death, cut("guest died: "+err.Error())
-		s.guestLog(slog.LevelWarn, "slot: guest died; making a fresh instance", "task", t.ID, "err", err)
-		release(primitives.Retry{Reason: it.Reason, MaxAttempts: s.p.MaxAttempts}, OutcomeDead)
-	default:
-		switch res.Outcome {
-		case abi.OutcomeDone:
-			it.Phases = append(it.Phases, "ack")
-			s.emit(Event{Kind: EventWorking, N: s.n, TaskID: t.ID, Phase: "ack"})
-			var err error
-			if soft.Err() == nil && !s.p.Paused() {
-				res := s.p.Pump.Do(&primitives.Ack{ID: t.ID, Token: t.Token})
-				next, ok, err = res.claim(), res.OK, errors.Join(res.Err, res.AckErr)
-			} else {
-				settle, cancel := settleCtx(hard)
-				err = s.p.Backend.QueueAck(settle, s.p.Queue, t.ID, t.Token)
-				cancel()
-			}
-			if err != nil {
-				s.guestLog(slog.LevelWarn, "slot: ack failed; the task may run again", "task", t.ID, "err", err)
-			}
-			it.Outcome = OutcomeCheckpoint
-		case abi.OutcomeRetry:
-			delay := res.RetryAfter()
-			if delay == 0 {
-				delay = s.p.RetryDelay
-			}
-			it.Reason = cut(cmp.Or(res.Reason, "retry"))
-			release(primitives.Retry{Reason: it.Reason, Delay: delay, Refund: true}, OutcomeReleased)
-		case abi.OutcomeFail:
-			it.Reason = cut(cmp.Or(res.Reason, "failed"))
-			release(primitives.Retry{Reason: it.Reason, MaxAttempts: s.p.MaxAttempts}, OutcomeReleased)
-		}
-	}
-	it.Duration = time.Since(start)
-	return it, next, ok
+	return s.call(hard, t.expires.Add(-s.p.LeaseMargin), s.guest.Handle, input)
 }
 
-// tickOnce runs one loop step and says how long to wait before the next: Poll after
-// done, the guest's retry_after (or RetryDelay) after retry, RetryDelay after fail. See
+// ack settles t as done. While the slot goes on (soft runs and it is not paused), the ack
+// goes through the pump and claims the slot's next task in the same round trip;
+// otherwise it is a plain ack under the settle context, which only that path makes.
+func (s *Slot) ack(soft, hard context.Context, t claim, it *Iteration) {
+	s.enter(it, slotstate.Ack)
+	var err error
+	if soft.Err() == nil && !s.p.Paused() {
+		res := s.p.Pump.Do(&primitives.Ack{ID: t.ID, Token: t.Token})
+		s.next, s.haveNext, err = res.claim(), res.OK, errors.Join(res.Err, res.AckErr)
+	} else {
+		settle, cancel := settleCtx(hard)
+		err = s.p.Backend.QueueAck(settle, s.p.Queue, t.ID, t.Token)
+		cancel()
+	}
+	if err != nil {
+		s.guestLog(slog.LevelWarn, "slot: ack failed; the task may run again", "task", t.ID, "err", err)
+	}
+	it.Outcome = slotstate.Checkpoint
+}
+
+// release hands t back to its queue under r and ends it as outcome, settled by whether
+// the release parked the task (slotstate.Outcome.Settle).
+func (s *Slot) release(hard context.Context, t claim, it *Iteration, r primitives.Retry, outcome slotstate.Outcome) {
+	s.enter(it, slotstate.Release)
+	settle, cancel := settleCtx(hard)
+	defer cancel()
+	parked, err := s.p.Backend.QueueRelease(settle, s.p.Queue, t.ID, t.Token, r)
+	switch {
+	case err != nil:
+		parked = false
+		s.guestLog(slog.LevelWarn, "slot: release failed; the lease will expire instead", "task", t.ID, "err", err)
+	case parked:
+		s.guestLog(slog.LevelWarn, "slot: task parked: its attempts are spent", "task", t.ID, "reason", r.Reason)
+	}
+	it.Outcome, it.Parked = outcome.Settle(parked), parked
+}
+
+// tick runs one loop step and says how long to wait before the next: Poll after done,
+// the guest's retry_after (or RetryDelay) after retry, RetryDelay after fail. See
 // host/RATIONALE.md, "How fast do loop plugins tick?".
-func (s *Slot) tickOnce(hard context.Context) (Iteration, time.Duration) {
-	s.n++
+func (s *Slot) tick(hard context.Context) (Iteration, time.Duration) {
 	start := time.Now()
-	it := Iteration{Phases: []string{"tick"}}
-	s.emit(Event{Kind: EventWorking, N: s.n, Phase: "tick"})
-	s.state = EventWorking
+	it := s.begin(Iteration{}, slotstate.Tick)
 	input, _ := json.Marshal(abi.TickInput{Iteration: s.n})
 	res, death, err := s.call(hard, time.Time{}, s.guest.Tick, input)
 	var wait time.Duration
 	switch {
 	case err != nil:
 		s.discard()
-		it.Outcome, it.Death = OutcomeDead, death
+		it.Outcome, it.Death = slotstate.Dead, death
 		it.Reason = cut("guest died: " + err.Error())
 		if death != DeathDrain {
 			s.guestLog(slog.LevelWarn, "slot: guest died; making a fresh instance", "err", err)
 		}
 	case res.Outcome == abi.OutcomeDone:
-		it.Outcome, wait = OutcomeCheckpoint, s.p.Poll
+		it.Outcome, wait = slotstate.Checkpoint, s.p.Poll
 	case res.Outcome == abi.OutcomeRetry:
-		it.Outcome, it.Reason = OutcomeReleased, cut(cmp.Or(res.Reason, "retry"))
+		it.Outcome, it.Reason = slotstate.Released, cut(cmp.Or(res.Reason, "retry"))
 		wait = res.RetryAfter()
 		if wait == 0 {
 			wait = s.p.RetryDelay
 		}
 	default: // fail
-		it.Outcome, it.Reason, wait = OutcomeReleased, cut(cmp.Or(res.Reason, "failed")), s.p.RetryDelay
+		it.Outcome, it.Reason, wait = slotstate.Released, cut(cmp.Or(res.Reason, "failed")), s.p.RetryDelay
 		s.guestLog(slog.LevelWarn, "slot: tick failed", "reason", it.Reason)
 	}
 	it.Duration = time.Since(start)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/hostfn"
+	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/memory"
@@ -128,7 +129,7 @@ func (h *harness) finished() []Iteration {
 	defer h.mu.Unlock()
 	var out []Iteration
 	for _, e := range h.events {
-		if e.Kind == EventFinished {
+		if e.Kind == slotstate.Finished {
 			out = append(out, *e.Iteration)
 		}
 	}
@@ -153,26 +154,26 @@ func TestOutcomes(t *testing.T) {
 	tests := []struct {
 		name     string
 		answer   func(in abi.HandleInput) ([]byte, error)
-		outcomes []string // per claim, MaxAttempts 3
-		phases   []string
+		outcomes []slotstate.Outcome // per claim, MaxAttempts 3
+		phases   []slotstate.Phase
 		stats    primitives.QueueStats
 	}{
 		{"done", func(abi.HandleInput) ([]byte, error) { return result(abi.HandleResult{Outcome: abi.OutcomeDone}), nil },
-			[]string{OutcomeCheckpoint}, []string{"handle", "ack"}, primitives.QueueStats{}},
+			[]slotstate.Outcome{slotstate.Checkpoint}, []slotstate.Phase{slotstate.Handle, slotstate.Ack}, primitives.QueueStats{}},
 		{"retry", func(abi.HandleInput) ([]byte, error) {
 			return result(abi.HandleResult{Outcome: abi.OutcomeRetry, RetryAfterMs: 1}), nil
 		}, // a retry refunds its attempt: twice MaxAttempts hand-backs, and the task still waits
-			[]string{OutcomeReleased, OutcomeReleased, OutcomeReleased, OutcomeReleased, OutcomeReleased, OutcomeReleased},
-			[]string{"handle", "release"}, primitives.QueueStats{Depth: 1}},
+			[]slotstate.Outcome{slotstate.Released, slotstate.Released, slotstate.Released, slotstate.Released, slotstate.Released, slotstate.Released},
+			[]slotstate.Phase{slotstate.Handle, slotstate.Release}, primitives.QueueStats{Depth: 1}},
 		{"fail", func(abi.HandleInput) ([]byte, error) {
 			return result(abi.HandleResult{Outcome: abi.OutcomeFail, Reason: "nope"}), nil
-		}, []string{OutcomeReleased, OutcomeReleased, OutcomeParked}, []string{"handle", "release"}, primitives.QueueStats{Parked: 1}},
+		}, []slotstate.Outcome{slotstate.Released, slotstate.Released, slotstate.Parked}, []slotstate.Phase{slotstate.Handle, slotstate.Release}, primitives.QueueStats{Parked: 1}},
 		{"trap", func(abi.HandleInput) ([]byte, error) { return nil, errors.New("wasm error: unreachable") },
-			[]string{OutcomeDead, OutcomeDead, OutcomeDead}, []string{"handle", "release"}, primitives.QueueStats{Parked: 1}},
+			[]slotstate.Outcome{slotstate.Dead, slotstate.Dead, slotstate.Dead}, []slotstate.Phase{slotstate.Handle, slotstate.Release}, primitives.QueueStats{Parked: 1}},
 		{"garbage", func(abi.HandleInput) ([]byte, error) { return []byte("garbage"), nil },
-			[]string{OutcomeDead, OutcomeDead, OutcomeDead}, []string{"handle", "release"}, primitives.QueueStats{Parked: 1}},
+			[]slotstate.Outcome{slotstate.Dead, slotstate.Dead, slotstate.Dead}, []slotstate.Phase{slotstate.Handle, slotstate.Release}, primitives.QueueStats{Parked: 1}},
 		{"host panic", func(abi.HandleInput) ([]byte, error) { panic("boom") },
-			[]string{OutcomeDead, OutcomeDead, OutcomeDead}, []string{"handle", "release"}, primitives.QueueStats{Parked: 1}},
+			[]slotstate.Outcome{slotstate.Dead, slotstate.Dead, slotstate.Dead}, []slotstate.Phase{slotstate.Handle, slotstate.Release}, primitives.QueueStats{Parked: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -195,7 +196,7 @@ func TestOutcomes(t *testing.T) {
 			if s := h.stats(); s != tt.stats {
 				t.Errorf("stats = %+v, want %+v", s, tt.stats)
 			}
-			if tt.outcomes[0] == OutcomeDead {
+			if tt.outcomes[0] == slotstate.Dead {
 				if n := h.made.Load(); n < int64(len(tt.outcomes)) {
 					t.Errorf("instances made = %d, want a fresh one per attempt after a death", n)
 				}
@@ -235,13 +236,13 @@ func TestRetryRefundsAttempt(t *testing.T) {
 	tests := []struct {
 		name   string
 		spend  func() ([]byte, error) // the answer that spends the attempt
-		spent  string                 // its outcome while under the budget
+		spent  slotstate.Outcome      // its outcome while under the budget
 		parked Iteration              // the last claim's outcome
 	}{
 		{"fail", func() ([]byte, error) { return result(abi.HandleResult{Outcome: abi.OutcomeFail, Reason: "nope"}), nil },
-			OutcomeReleased, Iteration{Outcome: OutcomeParked, Parked: true}},
+			slotstate.Released, Iteration{Outcome: slotstate.Parked, Parked: true}},
 		{"dead", func() ([]byte, error) { return nil, errors.New("wasm error: unreachable") },
-			OutcomeDead, Iteration{Outcome: OutcomeDead, Parked: true}},
+			slotstate.Dead, Iteration{Outcome: slotstate.Dead, Parked: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -261,9 +262,9 @@ func TestRetryRefundsAttempt(t *testing.T) {
 			h.push(`{}`)
 			h.run(func() bool { return len(h.finished()) == 6 && h.stats().InFlight == 0 })
 			want := []Iteration{
-				{Outcome: OutcomeReleased}, {Outcome: tt.spent},
-				{Outcome: OutcomeReleased}, {Outcome: tt.spent},
-				{Outcome: OutcomeReleased}, tt.parked,
+				{Outcome: slotstate.Released}, {Outcome: tt.spent},
+				{Outcome: slotstate.Released}, {Outcome: tt.spent},
+				{Outcome: slotstate.Released}, tt.parked,
 			}
 			for i, it := range h.finished() {
 				if it.Outcome != want[i].Outcome || it.Parked != want[i].Parked {
@@ -292,7 +293,7 @@ func TestDeadlineKills(t *testing.T) {
 	h.params.MaxAttempts = 1
 	h.push(`{}`)
 	h.run(func() bool { return len(h.finished()) == 1 })
-	if it := h.finished()[0]; it.Outcome != OutcomeDead || it.Death != DeathDeadline || it.Reason != "guest died: call ran past its 5ms deadline: context deadline exceeded" {
+	if it := h.finished()[0]; it.Outcome != slotstate.Dead || it.Death != DeathDeadline || it.Reason != "guest died: call ran past its 5ms deadline: context deadline exceeded" {
 		t.Errorf("iteration = %+v", it)
 	}
 }
@@ -327,7 +328,7 @@ func TestDeathReasons(t *testing.T) {
 			h.params.MaxAttempts = 1
 			h.push(`{}`)
 			h.run(func() bool { return len(h.finished()) == 1 })
-			if it := h.finished()[0]; it.Outcome != OutcomeDead || it.Death != tt.want {
+			if it := h.finished()[0]; it.Outcome != slotstate.Dead || it.Death != tt.want {
 				t.Errorf("iteration = %+v, want dead of %s", it, tt.want)
 			}
 		})
@@ -381,7 +382,7 @@ func TestDrainCut(t *testing.T) {
 	if s := h.stats(); s != (primitives.QueueStats{Depth: 1}) {
 		t.Errorf("stats = %+v, want the task back and not parked", s)
 	}
-	if fin := h.finished(); len(fin) != 1 || fin[0].Outcome != OutcomeReleased || fin[0].Parked || fin[0].Death != DeathDrain {
+	if fin := h.finished(); len(fin) != 1 || fin[0].Outcome != slotstate.Released || fin[0].Parked || fin[0].Death != DeathDrain {
 		t.Errorf("iterations = %+v, want one released, its instance dead of the drain", fin)
 	}
 	c, ok, err := h.b.QueueClaim(context.Background(), "q", time.Minute, 1)
@@ -402,7 +403,7 @@ func TestPaused(t *testing.T) {
 	h.run(func() bool {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		return len(h.events) > 0 && h.events[0].Kind == EventDraining
+		return len(h.events) > 0 && h.events[0].Kind == slotstate.Paused
 	})
 	if s := h.stats(); s.Depth != 1 {
 		t.Errorf("a paused slot claimed: %+v", s)
@@ -424,7 +425,7 @@ func TestLoopTicks(t *testing.T) {
 	h.params.Mode, h.params.Queue = abi.ModeLoop, ""
 	h.run(func() bool { return len(h.finished()) >= 4 })
 	fin := h.finished()
-	want := []string{OutcomeReleased, OutcomeDead, OutcomeCheckpoint, OutcomeCheckpoint}
+	want := []slotstate.Outcome{slotstate.Released, slotstate.Dead, slotstate.Checkpoint, slotstate.Checkpoint}
 	for i, w := range want {
 		if fin[i].Outcome != w {
 			t.Errorf("tick %d = %s, want %s", i+1, fin[i].Outcome, w)
@@ -509,7 +510,7 @@ func TestAckClaimsNext(t *testing.T) {
 	}
 	var callsAtFifth int64
 	h.params.Observe = func(e Event) {
-		if e.Kind == EventFinished && e.N == 5 {
+		if e.Kind == slotstate.Finished && e.N == 5 {
 			callsAtFifth = counter.calls.Load()
 		}
 		h.mu.Lock()
@@ -526,7 +527,7 @@ func TestAckClaimsNext(t *testing.T) {
 		t.Errorf("after 5 tasks: %d QueueAckClaim calls carrying %d acks, want 6 and 5", callsAtFifth, counter.acks.Load())
 	}
 	for i, it := range h.finished() {
-		if it.Outcome != OutcomeCheckpoint {
+		if it.Outcome != slotstate.Checkpoint {
 			t.Errorf("iteration %d = %+v, want a checkpoint", i, it)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/slotstate"
 )
 
 // TestParked: Parked says whether the release parked the task, whatever the outcome: a
@@ -19,14 +20,14 @@ func TestParked(t *testing.T) {
 		want   []Iteration // Outcome and Parked, per attempt; MaxAttempts 3
 	}{
 		{"done", func() ([]byte, error) { return result(abi.HandleResult{Outcome: abi.OutcomeDone}), nil },
-			[]Iteration{{Outcome: OutcomeCheckpoint}}},
+			[]Iteration{{Outcome: slotstate.Checkpoint}}},
 		{"retry", func() ([]byte, error) {
 			return result(abi.HandleResult{Outcome: abi.OutcomeRetry, RetryAfterMs: 1}), nil
 		},
 			// A retry refunds its attempt: never parked, however often.
-			[]Iteration{{Outcome: OutcomeReleased}, {Outcome: OutcomeReleased}, {Outcome: OutcomeReleased}, {Outcome: OutcomeReleased}}},
+			[]Iteration{{Outcome: slotstate.Released}, {Outcome: slotstate.Released}, {Outcome: slotstate.Released}, {Outcome: slotstate.Released}}},
 		{"trap", func() ([]byte, error) { return nil, errors.New("wasm error: unreachable") },
-			[]Iteration{{Outcome: OutcomeDead}, {Outcome: OutcomeDead}, {Outcome: OutcomeDead, Parked: true}}},
+			[]Iteration{{Outcome: slotstate.Dead}, {Outcome: slotstate.Dead}, {Outcome: slotstate.Dead, Parked: true}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,7 +58,7 @@ func TestPausedRefreshes(t *testing.T) {
 		defer h.mu.Unlock()
 		n := 0
 		for _, e := range h.events {
-			if e.Kind == EventDraining {
+			if e.Kind == slotstate.Paused {
 				n++
 			}
 		}

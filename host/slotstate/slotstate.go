@@ -1,0 +1,88 @@
+// Package slotstate is the one vocabulary of a slot's life: the states a slot is in, as
+// its events say them and as the operator sees them (fleet-host inspect, the HTTP API,
+// the fleet_slots metric), the phases of an iteration and the outcomes it ends with, and
+// their mapping to the plane's words (package reporter's, the plane's own).
+package slotstate
+
+import "github.com/fleethost/fleet/reporter"
+
+// State is what a slot is doing. A slot event says the state the slot enters (host's
+// SlotEvent.Kind); Starting is said by no event, Finished by no lasting state.
+type State string
+
+const (
+	Starting State = "starting" // no event yet: making its first instance
+	Idle     State = "idle"     // polling its queue (or waiting between ticks), holding nothing
+	Working  State = "working"  // in an iteration: a guest call, an ack or a release
+	Paused   State = "paused"   // its plugin is paused: not claiming until resumed
+	Draining State = "draining" // the host is shutting down: not claiming
+	Stopped  State = "stopped"  // its loop has returned; the last event of a slot
+	// Finished is the event of an iteration that ended (its Iteration is set); the slot
+	// then goes on to claim, idle until it says otherwise.
+	Finished State = "finished"
+)
+
+// States lists the states a slot stays in, in a stable order: the fleet_slots series.
+var States = []State{Starting, Idle, Working, Paused, Draining, Stopped}
+
+// Plane is the plane's word for s, one of its four presence states: a slot that holds
+// nothing is idle, a working one is in an iteration, a paused or draining one is
+// draining (the plane's word for alive but not taking work), and a stopped one says
+// stopping, its last beacon.
+func (s State) Plane() string {
+	switch s {
+	case Working:
+		return reporter.StateIteration
+	case Paused, Draining:
+		return reporter.StateDraining
+	case Stopped:
+		return reporter.StateStopping
+	default: // Starting, Idle, Finished
+		return reporter.StateIdle
+	}
+}
+
+// Phase is the step of an iteration that a working slot is in.
+type Phase string
+
+const (
+	Handle  Phase = "handle"  // fleet_handle runs on the task
+	Tick    Phase = "tick"    // fleet_tick runs
+	Ack     Phase = "ack"     // the task is acked: the guest said done
+	Release Phase = "release" // the task goes back to its queue
+)
+
+// Guest reports whether a guest export runs in p: its call's latency, and what the plane
+// hears as the iteration's phase.
+func (p Phase) Guest() bool { return p == Handle || p == Tick }
+
+// Outcome is how an iteration ended. The words are the plane's.
+type Outcome string
+
+const (
+	Checkpoint Outcome = reporter.OutcomeCheckpoint // done: the task was acked (or the tick succeeded)
+	Released   Outcome = reporter.OutcomeReleased   // the task went back to its queue (retry, fail, drain)
+	Parked     Outcome = reporter.OutcomeParked     // the task's attempts are spent: parked for the operator
+	Dead       Outcome = reporter.OutcomeDead       // the instance died (trap, deadline, memory, broken result)
+)
+
+// Settle is the host's outcome of an iteration that ended as o once its task's release
+// parked it (parked): a park replaces released, and a death stays dead, since deaths
+// drive the slot's backoff. The plane's is Plane's. See host/RATIONALE.md, "What is an
+// iteration record?".
+func (o Outcome) Settle(parked bool) Outcome {
+	if parked && o != Dead {
+		return Parked
+	}
+	return o
+}
+
+// Plane is the plane's word for an iteration that ended as o, whose task's release parked
+// it when parked: a park wins, a death included, because parked is the one outcome that
+// asks for the operator.
+func (o Outcome) Plane(parked bool) string {
+	if parked {
+		return reporter.OutcomeParked
+	}
+	return string(o)
+}
