@@ -278,6 +278,7 @@ func FuzzDecodeRequestFast(f *testing.F) {
 		`{"name":"l","hold_ms":12345678901234567890}`, `{"name":"l","hold_ms":-0}`, `{"name":"l","hold_ms":1.0}`,
 		`{"name":"l","hold_ms":18446744073710}`, `{"name":"l","hold_ms":1,"wait_ms":9223372036854775807}`,
 		`{"namespace":"a","key":"k","value":1,"ttl_ms":18446744073710}`, `{"pool":"p","hold_ms":9223372036854775807}`,
+		`{"queue":"q","payload":{},"key":""}`, `{"queue":"q","payload":{},"key":"a","key":"b"}`, `{"queue":"q","payload":{},"key":null}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -358,6 +359,7 @@ func hotRequests() []any {
 		PoolMarkBadRequest{Pool: "p", ID: "i", Reason: "403 \"forbidden\"\n"},
 		PoolSizeRequest{Pool: "p"},
 		SubmitRequest{Queue: "q", Payload: json.RawMessage(`{"url":"http://x/a?b=c&d"}`)},
+		SubmitRequest{Queue: "q", Payload: json.RawMessage(`{}`), Key: "task:0123/ab\"c/0"},
 	}
 }
 
@@ -424,7 +426,7 @@ func FuzzAppendJSON(f *testing.F) {
 			PoolClaimRequest{Pool: s1, Where: where, HoldMs: n1}, PoolClaimRequest{Pool: s1, HoldMs: n1},
 			PoolListRequest{Pool: s1, Where: where, Limit: int(n2)}, PoolListRequest{Pool: s1},
 			PoolReleaseRequest{Pool: s1, ID: s2, Token: s3}, PoolMarkBadRequest{Pool: s1, ID: s2, Reason: s3},
-			PoolSizeRequest{Pool: s1}, SubmitRequest{Queue: s1, Payload: payload},
+			PoolSizeRequest{Pool: s1}, SubmitRequest{Queue: s1, Payload: payload}, SubmitRequest{Queue: s1, Payload: payload, Key: s2},
 			HandleResult{Outcome: s1, Reason: s2, RetryAfterMs: n1}, HandleResult{Outcome: OutcomeDone},
 		} {
 			want, err := json.Marshal(r)

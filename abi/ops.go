@@ -197,9 +197,14 @@ type CounterReply struct {
 
 // SubmitRequest enqueues a task on a queue; Payload is validated against the queue's
 // payload schema.
+//
+// Key, when set, makes the submit idempotent: the host enqueues once per key on the
+// queue, for 10 minutes, and a repeat answers the first task id (another payload under the
+// same key is Conflict). 1..255 bytes; the host scopes it by the plugin's type.
 type SubmitRequest struct {
 	Queue   string          `json:"queue"`
 	Payload json.RawMessage `json:"payload"`
+	Key     string          `json:"key,omitempty"`
 }
 
 // SubmitReply names the new task.

@@ -2,13 +2,16 @@ package abi
 
 // The submit op's hot wire (see kv.go for the notation):
 //
-//	SubmitRequest  {"queue":S,"payload":V}
+//	SubmitRequest  {"queue":S,"payload":V[,"key":S]}
 //	SubmitReply    {"task_id":S}
 
 // AppendJSON appends r as json.Marshal writes it, Payload as it is (see Appender).
 func (r SubmitRequest) AppendJSON(dst []byte) []byte {
 	b := AppendString(append(dst, `{"queue":`...), r.Queue)
 	b = append(append(b, `,"payload":`...), r.Payload...)
+	if r.Key != "" {
+		b = AppendString(append(b, `,"key":`...), r.Key)
+	}
 	return append(b, '}')
 }
 
@@ -16,11 +19,18 @@ func (r *wire) submitRequest(v *SubmitRequest) bool {
 	queue := r.name(`{"queue":`)
 	r.want(`,"payload":`)
 	payload := r.raw()
+	var key string
+	if r.lit(`,"key":`) {
+		key = r.str()
+	}
 	r.want(`}`)
 	if v == nil || !r.end() {
 		return false
 	}
 	v.Queue, v.Payload = queue, append(v.Payload[:0], payload...)
+	if key != "" {
+		v.Key = key
+	}
 	return true
 }
 

@@ -96,10 +96,10 @@ func TestRequests(t *testing.T) {
 			_, err := Counter("c").IncrBy(0)
 			return err
 		}, `{"name":"c"}`},
-		{"submit", abi.OpSubmit, abi.SubmitReply{TaskID: "t"}, func() error {
-			_, err := Submit(NewQueue[cookieTags]("q"), cookieTags{Site: "s"})
+		{"submit once", abi.OpSubmit, abi.SubmitReply{TaskID: "t"}, func() error {
+			_, err := SubmitOnce(NewQueue[cookieTags]("q"), "site:s", cookieTags{Site: "s"})
 			return err
-		}, `{"queue":"q","payload":{"site":"s","fresh":false}}`},
+		}, `{"queue":"q","payload":{"site":"s","fresh":false},"key":"site:s"}`},
 		{"config", abi.OpConfigGet, abi.ConfigGetReply{}, func() error {
 			_, err := Config[cookieTags]()
 			return err

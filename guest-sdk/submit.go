@@ -1,8 +1,12 @@
 package fleet
 
 import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/fleethost/fleet/abi"
 )
@@ -13,12 +17,86 @@ import (
 // resubmits there, and the operator grants it the role submit on q.
 //
 //	_, err := fleet.Submit(contracts.Harvest, contracts.HarvestRequest{Site: site})
+//
+// Submit enqueues once however often it is sent. It sends a key (SubmitOnce) made of the
+// task being handled, the queue, the payload, and how many equal submits this handling
+// had answered before; so a Submit sent again after an error (ErrUnavailable: the task
+// may have been enqueued, its answer lost), and the same submits of the task's next
+// attempt within 10 minutes, answer the first task ids instead of enqueueing again, while
+// two equal submits of one handling enqueue two tasks. Outside a task handler (a loop's
+// tick) the key names the tick instead of a task.
 func Submit[P any](q QueueContract[P], payload P) (taskID string, err error) {
+	b, err := marshalPayload(q, payload)
+	if err != nil {
+		return "", err
+	}
+	base := submits.base(q.name, b)
+	id, err := submit(q.name, b, base+strconv.Itoa(submits.sent[base]))
+	if err == nil {
+		submits.sent[base]++
+	}
+	return id, err
+}
+
+// SubmitOnce is Submit under the plugin's own key: the host enqueues payload once per
+// key on q, for 10 minutes, and answers a repeat with the first task id, whichever task or
+// tick sends it; the same key with another payload is ErrConflict. A key is 1 to 255
+// bytes, such as the URL a task is about; the host keeps every plugin's keys apart.
+//
+//	_, err := fleet.SubmitOnce(contracts.Harvest, "harvest:"+site, contracts.HarvestRequest{Site: site})
+func SubmitOnce[P any](q QueueContract[P], key string, payload P) (taskID string, err error) {
+	b, err := marshalPayload(q, payload)
+	if err != nil {
+		return "", err
+	}
+	if key == "" || len(key) > maxSubmitKey {
+		return "", localError(abi.OpSubmit, abi.ValueError, fmt.Sprintf("queue %q: submit key is %d bytes, want 1 to %d", q.name, len(key), maxSubmitKey))
+	}
+	return submit(q.name, b, key)
+}
+
+// marshalPayload is payload as a submit to q sends it.
+func marshalPayload[P any](q QueueContract[P], payload P) ([]byte, error) {
 	b, err := json.Marshal(payload)
 	if err != nil {
-		return "", localError(abi.OpSubmit, abi.ValueError, fmt.Sprintf("queue %q payload: %v", q.name, err))
+		return nil, localError(abi.OpSubmit, abi.ValueError, fmt.Sprintf("queue %q payload: %v", q.name, err))
 	}
+	return b, nil
+}
+
+// maxSubmitKey is the longest key SubmitOnce takes (the host's limit).
+const maxSubmitKey = 255
+
+func submit(queue string, payload []byte, key string) (string, error) {
 	var reply abi.SubmitReply
-	err = send(abi.OpSubmit, abi.SubmitRequest{Queue: q.name, Payload: b}.AppendJSON, &reply)
+	err := send(abi.OpSubmit, abi.SubmitRequest{Queue: queue, Payload: payload, Key: key}.AppendJSON, &reply)
 	return reply.TaskID, err
+}
+
+// submits names the submits of the export call running, for the keys Submit sends.
+// Written only by the call's goroutine (a guest runs one call at a time).
+var submits submitScope
+
+type submitScope struct {
+	scope string         // "task:<id>" in a handler; a random "call:<hex>" elsewhere, made on first use
+	sent  map[string]int // how many submits the call had answered, by their key's base
+}
+
+// begin starts the submits of a call: a task handler's (scope "task:<id>"), or another
+// call's (scope "").
+func (s *submitScope) begin(scope string) { s.scope, s.sent = scope, nil }
+
+// base is the key of a submit of payload on queue but its count: the scope and a digest
+// of the two. The key appends how many such submits the call had answered.
+func (s *submitScope) base(queue string, payload []byte) string {
+	if s.scope == "" {
+		var b [12]byte
+		_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error; it crashes instead
+		s.scope = "call:" + hex.EncodeToString(b[:])
+	}
+	if s.sent == nil {
+		s.sent = make(map[string]int)
+	}
+	sum := sha256.Sum256(append([]byte(queue+"\x00"), payload...))
+	return s.scope + "/" + hex.EncodeToString(sum[:12]) + "/"
 }

@@ -24,6 +24,9 @@ import (
 // (over Config.MaxPayload; or the queue is full, and then the error matches ErrQueueFull
 // too), Unavailable (the backend is down).
 //
+// A ctx made by WithSubmitKey submits once per key: a repeat answers the first task id,
+// and one with another payload is Conflict, matching ErrKeyReused.
+//
 // The queue is full when it holds the max_queue_depth tasks waiting, or the
 // max_queue_bytes of payloads, of the plugin that consumes it here (by default
 // Config.MaxQueueDepth and Config.MaxQueueBytes), or Config's when no plugin here
@@ -60,19 +63,41 @@ func (h *Host) Submit(ctx context.Context, queue string, payload []byte) (string
 		if consumer == "" {
 			field = map[string]string{"depth": "Config.MaxQueueDepth", "bytes": "Config.MaxQueueBytes"}[ce.Which]
 		}
-		return "", queueFull{abi.Errorf(abi.LimitExceeded, "%v (%s)", err, field)}
+		return "", alsoIs{abi.Errorf(abi.LimitExceeded, "%v (%s)", err, field), ErrQueueFull}
+	case errors.Is(err, primitives.ErrReused):
+		return "", alsoIs{abi.Errorf(abi.Conflict, "the submit key was used for another payload on queue %q within the last %v", queue, primitives.DefaultRequestKeep), ErrKeyReused}
 	}
 	return "", hostfn.FromBackend(err)
 }
+
+// WithSubmitKey returns ctx making Submit idempotent by key, as a client's
+// Idempotency-Key does: the task is enqueued once per key on the queue, for
+// primitives.DefaultRequestKeep (10 minutes), and a repeat answers the first task id. The
+// key is 1..255 bytes (ValueError otherwise). Keys of the API's clients are apart from
+// those of guests: no plugin's submit key answers for a client's.
+func WithSubmitKey(ctx context.Context, key string) (context.Context, error) {
+	ctx, e := hostfn.WithSubmitKey(ctx, "api", key)
+	if e != nil {
+		return ctx, e
+	}
+	return ctx, nil
+}
+
+// ErrKeyReused is matched (errors.Is) by the error of a Submit whose key (WithSubmitKey)
+// was used for another payload on the queue: nothing was enqueued.
+var ErrKeyReused = errors.New("host: submit key reused for another payload")
 
 // ErrQueueFull is matched (errors.Is) by the error of a Submit refused because the queue
 // is full: back-pressure, to retry later, where another LimitExceeded (a payload too
 // large) never succeeds as it is.
 var ErrQueueFull = errors.New("host: queue full")
 
-// queueFull is Submit's error when the queue is full: an *abi.Error of kind
-// LimitExceeded, that matches ErrQueueFull too.
-type queueFull struct{ e *abi.Error }
+// alsoIs is an error of Submit that is an *abi.Error and matches a sentinel too
+// (ErrQueueFull, ErrKeyReused).
+type alsoIs struct {
+	e    *abi.Error
+	also error
+}
 
-func (q queueFull) Error() string   { return q.e.Error() }
-func (q queueFull) Unwrap() []error { return []error{q.e, ErrQueueFull} }
+func (a alsoIs) Error() string   { return a.e.Error() }
+func (a alsoIs) Unwrap() []error { return []error{a.e, a.also} }

@@ -11,6 +11,10 @@
 // whose cost could follow a pool's size (PoolList, PoolStats) is bounded by its limit
 // or a cap, so that one plugin can neither fill the store nor hold it; see KVQuota for
 // why a KV quota counts per namespace root.
+//
+// Every write applies once per request (Request): sent twice under one request id, by a
+// caller's retry (WithRequest) or by a client library's resend of a command whose reply
+// was lost, it writes once and answers the first result. See RATIONALE.md.
 package primitives
 
 import (

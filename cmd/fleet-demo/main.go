@@ -230,7 +230,7 @@ func (d *daemon) kill() {
 func submit(ctx context.Context, c *cli.Client, site *demosite.Site, urls int) error {
 	for i := range urls {
 		payload := fmt.Sprintf(`{"url": %q}`, fmt.Sprintf("%s/page/%d", site.URL(), i))
-		if _, err := c.Submit(ctx, "scraper", []byte(payload)); err != nil {
+		if _, err := c.Submit(ctx, "scraper", "", []byte(payload)); err != nil {
 			return fmt.Errorf("submit %d: %w", i, err)
 		}
 	}

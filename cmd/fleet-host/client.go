@@ -14,6 +14,7 @@ import (
 	"github.com/fleethost/fleet/internal/cli"
 	"github.com/fleethost/fleet/internal/grants"
 	"github.com/fleethost/fleet/internal/safetext"
+	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/redis"
 )
 
@@ -25,8 +26,11 @@ func apiFlags(f *flags, c *cli.Client) {
 
 func submitCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var c cli.Client
-	f := newFlags("submit", "submit [flags] TYPE JSON\n       fleet-host submit [flags] TYPE -      (one JSON task per line on stdin)\n\nSubmits tasks to the queue automation TYPE consumes, through the daemon's HTTP API,\nvalidated against that queue's payload schema. Prints each task id on its own line.", stderr)
+	var key string
+	f := newFlags("submit", "submit [flags] TYPE JSON\n       fleet-host submit [flags] TYPE -      (one JSON task per line on stdin)\n\nSubmits tasks to the queue automation TYPE consumes, through the daemon's HTTP API,\nvalidated against that queue's payload schema. Prints each task id on its own line.\n\nEach task is sent with an Idempotency-Key, so that the daemon enqueues it once however\noften it is sent: one of its own (random) unless --key names it, and a task not answered\nor answered 502, 503 or 504 is sent again under it, up to --retries times. The daemon\nremembers a key for 10 minutes.", stderr)
 	apiFlags(f, &c)
+	f.str(&key, "key", "FLEET_SUBMIT_KEY", "", "the task's Idempotency-Key, so that running the same submit again enqueues nothing more; with -, line n's key is KEY/n (default: a random key per task)")
+	f.int(&c.Retries, "retries", "FLEET_SUBMIT_RETRIES", 3, "how many times to send a task again that was not answered or answered 502, 503 or 504")
 	if err := f.parse(args); err != nil {
 		return usageErr(err)
 	}
@@ -34,9 +38,22 @@ func submitCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		f.Usage()
 		return usageError{errors.New("submit takes TYPE and JSON (or - for stdin)")}
 	}
+	if c.Retries < 0 {
+		return usageError{fmt.Errorf("--retries is %d, want 0 or more", c.Retries)}
+	}
+	// keyOf is the Idempotency-Key of the task on line n (0 for the argument's).
+	keyOf := func(n int) string {
+		switch {
+		case key == "":
+			return primitives.NewToken()
+		case n == 0:
+			return key
+		}
+		return fmt.Sprintf("%s/%d", key, n)
+	}
 	typ, arg := f.Arg(0), f.Arg(1)
 	if arg != "-" {
-		id, err := c.Submit(ctx, typ, []byte(arg))
+		id, err := c.Submit(ctx, typ, keyOf(0), []byte(arg))
 		if err != nil {
 			return err
 		}
@@ -52,7 +69,7 @@ func submitCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			continue
 		}
 		n++
-		id, err := c.Submit(ctx, typ, b)
+		id, err := c.Submit(ctx, typ, keyOf(line), b)
 		if err != nil {
 			failed++
 			fmt.Fprintf(stderr, "fleet-host submit: line %d: %s\n", line, safetext.Escape(err.Error()))

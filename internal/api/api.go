@@ -263,8 +263,12 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	ctx, ok := submitKey(w, r)
+	if !ok {
+		return
+	}
 	queue := p.Consumes.Name
-	id, err := s.p.Host.Submit(r.Context(), queue, body)
+	id, err := s.p.Host.Submit(ctx, queue, body)
 	if err != nil {
 		var e *abi.Error
 		if !errors.As(err, &e) {
@@ -278,6 +282,11 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusTooManyRequests
 			w.Header().Set("Retry-After", "1")
 		}
+		if errors.Is(err, host.ErrKeyReused) {
+			// The Idempotency-Key convention's answer to a key sent again with another
+			// body: the request is well-formed, its content cannot be processed.
+			status = http.StatusUnprocessableEntity
+		}
 		var details any
 		if pe := (*host.PayloadError)(nil); errors.As(err, &pe) {
 			details = pe.Violations
@@ -286,6 +295,38 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusAccepted, Submitted{TaskID: id, Queue: queue})
+}
+
+// IdempotencyKeyHeader makes a submit idempotent: the same key on the same automation
+// within 10 minutes (primitives.DefaultRequestKeep) answers the first submit's task id and
+// enqueues nothing more, so that a client may send a submit again after a 503, a
+// timeout or a lost connection. The same key with another body is 422. The value is 1 to
+// 255 bytes of printable ASCII, bare or as a quoted string (the draft standard's sf-string,
+// `Idempotency-Key: "8e03978e-40d5"`).
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// submitKey returns the request's context, made idempotent by its Idempotency-Key when it
+// has one (host.WithSubmitKey); a malformed key is answered 400 here.
+func submitKey(w http.ResponseWriter, r *http.Request) (context.Context, bool) {
+	vs := r.Header.Values(IdempotencyKeyHeader)
+	if len(vs) == 0 {
+		return r.Context(), true
+	}
+	key := vs[0]
+	if len(key) >= 2 && key[0] == '"' && key[len(key)-1] == '"' {
+		key = key[1 : len(key)-1]
+	}
+	bad := len(vs) > 1 || len(key) > primitives.MaxRequestIDLen
+	for i := 0; i < len(key) && !bad; i++ {
+		bad = key[i] < 0x20 || key[i] > 0x7e
+	}
+	ctx, err := host.WithSubmitKey(r.Context(), key)
+	if bad || err != nil {
+		writeError(w, http.StatusBadRequest, abi.ValueError, fmt.Sprintf("header %s must be one value of 1 to %d printable ASCII bytes",
+			IdempotencyKeyHeader, primitives.MaxRequestIDLen), nil)
+		return nil, false
+	}
+	return ctx, true
 }
 
 // readBody reads a JSON body of at most MaxBody bytes, answering 413 or 400 itself.

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -23,6 +24,10 @@ type Client struct {
 	Base  string       // the API's base URL, "http://127.0.0.1:7070"
 	Token string       // the bearer token, if the daemon wants one
 	HTTP  *http.Client // default: a client with a 30s timeout
+	// Retries is how many times Submit sends a submit again that was not answered (a
+	// timeout, a reset) or answered 502, 503 or 504, under the same Idempotency-Key.
+	// default: 0
+	Retries int
 }
 
 // APIError is an error answer of the API.
@@ -47,6 +52,11 @@ func (e *APIError) Error() string {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) error {
+	return c.doWith(ctx, method, path, nil, body, out)
+}
+
+// doWith is do with the request headers hdr too.
+func (c *Client) doWith(ctx context.Context, method, path string, hdr http.Header, body []byte, out any) error {
 	hc := c.HTTP
 	if hc == nil {
 		hc = &http.Client{Timeout: 30 * time.Second}
@@ -64,6 +74,9 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 	}
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	for k, vs := range hdr {
+		req.Header[k] = vs
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -90,13 +103,47 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 	return nil
 }
 
-// Submit submits one task to an automation type and returns its id.
-func (c *Client) Submit(ctx context.Context, typ string, payload []byte) (string, error) {
-	var out api.Submitted
-	if err := c.do(ctx, http.MethodPost, "/api/v1/automations/"+url.PathEscape(typ)+"/tasks", payload, &out); err != nil {
-		return "", err
+// Submit submits one task to an automation type and returns its id. With a key it sends
+// the Idempotency-Key header, so that the daemon enqueues the task once however often it
+// is sent, and it sends it again, up to c.Retries times, when no answer came or the
+// answer was 502, 503 or 504: the first may have been enqueued before its answer was
+// lost, and the daemon then answers the same task id.
+func (c *Client) Submit(ctx context.Context, typ, key string, payload []byte) (string, error) {
+	var hdr http.Header
+	if key != "" {
+		hdr = http.Header{api.IdempotencyKeyHeader: {key}}
 	}
-	return out.TaskID, nil
+	path := "/api/v1/automations/" + url.PathEscape(typ) + "/tasks"
+	for try := 0; ; try++ {
+		var out api.Submitted
+		err := c.doWith(ctx, http.MethodPost, path, hdr, payload, &out)
+		if err == nil {
+			return out.TaskID, nil
+		}
+		if key == "" || try >= c.Retries || !resendable(err) || ctx.Err() != nil {
+			return "", err
+		}
+		select {
+		case <-ctx.Done():
+			return "", err
+		case <-time.After(min(250*time.Millisecond<<try, 4*time.Second)):
+		}
+	}
+}
+
+// resendable reports whether a submit that failed with err may have been lost on the
+// way or refused by a daemon or backend that is down for now: no answer, or 502, 503, 504.
+// A 429 (the queue is full) is left to the caller, who may wait longer.
+func resendable(err error) bool {
+	var ae *APIError
+	if !errors.As(err, &ae) {
+		return true
+	}
+	switch ae.Status {
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
 }
 
 // Automations lists the loaded automations with their slots.

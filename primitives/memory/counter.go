@@ -21,11 +21,19 @@ func (b *Backend) CounterIncrWithin(ctx context.Context, name string, delta int6
 	if err := checkCounter(name); err != nil {
 		return 0, err
 	}
+	rq, err := requestOf(ctx, "counter incr", name, delta)
+	if err != nil {
+		return 0, err
+	}
 	if err := b.check(); err != nil {
 		return 0, err
 	}
 	b.countersMu.Lock()
 	defer b.countersMu.Unlock()
+	now, root := b.clock.Now(), primitives.KVRoot(name)
+	if n, ok, err := replay[int64](&b.counterReplays, now, "counter incr", root, rq); ok || err != nil {
+		return n, err
+	}
 	v, ok := b.counters[name]
 	if !ok {
 		if err := b.counterNames.charge("counter", name, q); err != nil {
@@ -37,6 +45,7 @@ func (b *Backend) CounterIncrWithin(ctx context.Context, name string, delta int6
 		return 0, fmt.Errorf("%w: counter %q at %d would overflow adding %d", primitives.ErrLimit, name, v, delta)
 	}
 	b.counters[name] = n
+	b.counterReplays.remember(now, root, rq, n)
 	return n, nil
 }
 

@@ -82,6 +82,10 @@ func (b *Backend) KVSetWithin(ctx context.Context, namespace, key string, value 
 	if err := primitives.CheckValue("value", value); err != nil {
 		return err
 	}
+	rq, err := requestOf(ctx, "kv set", namespace, key, value, ttl)
+	if err != nil {
+		return err
+	}
 	if err := b.check(); err != nil {
 		return err
 	}
@@ -91,7 +95,10 @@ func (b *Backend) KVSetWithin(ctx context.Context, namespace, key string, value 
 	}
 	b.kvMu.Lock()
 	defer b.kvMu.Unlock()
-	now := b.clock.Now()
+	now, root := b.clock.Now(), primitives.KVRoot(namespace)
+	if _, ok, err := replay[struct{}](&b.kvReplays, now, "kv set", root, rq); ok || err != nil {
+		return err
+	}
 	b.pruneKV(now)
 	k := kvKey{namespace, key}
 	e := b.kv[k]
@@ -126,6 +133,7 @@ func (b *Backend) KVSetWithin(ctx context.Context, namespace, key string, value 
 		e.expires = time.Time{}
 		b.kvTTL.remove(e)
 	}
+	b.kvReplays.remember(now, root, rq, struct{}{})
 	return nil
 }
 
@@ -151,11 +159,19 @@ func (b *Backend) KVDelete(ctx context.Context, namespace, key string) (bool, er
 	if err := primitives.CheckKV(namespace, key); err != nil {
 		return false, err
 	}
+	rq, err := requestOf(ctx, "kv delete", namespace, key)
+	if err != nil {
+		return false, err
+	}
 	if err := b.check(); err != nil {
 		return false, err
 	}
 	b.kvMu.Lock()
 	defer b.kvMu.Unlock()
+	now, root := b.clock.Now(), primitives.KVRoot(namespace)
+	if _, ok, err := replay[struct{}](&b.kvReplays, now, "kv delete", root, rq); ok || err != nil {
+		return ok, err
+	}
 	k := kvKey{namespace, key}
 	e := b.kv[k]
 	if e == nil {
@@ -164,5 +180,9 @@ func (b *Backend) KVDelete(ctx context.Context, namespace, key string) (bool, er
 	delete(b.kv, k)
 	b.kvTTL.remove(e)
 	b.release(e)
-	return e.live(b.clock.Now()), nil
+	if !e.live(now) {
+		return false, nil
+	}
+	b.kvReplays.remember(now, root, rq, struct{}{})
+	return true, nil
 }

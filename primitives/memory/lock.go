@@ -35,6 +35,10 @@ func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait
 	if err := primitives.CheckTTL("wait", wait); err != nil {
 		return primitives.LockLease{}, false, err
 	}
+	rq, err := requestOf(ctx, "lock acquire", name, hold)
+	if err != nil {
+		return primitives.LockLease{}, false, err
+	}
 	var l primitives.LockLease
 	ok, err := primitives.RetryAcquire(ctx, wait, func(context.Context) (bool, error) {
 		if err := b.check(); err != nil {
@@ -42,7 +46,7 @@ func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait
 		}
 		var ok bool
 		var err error
-		l, ok, err = b.tryLock(name, hold, q)
+		l, ok, err = b.tryLock(name, hold, q, rq)
 		return ok, err
 	})
 	if !ok || err != nil {
@@ -51,10 +55,15 @@ func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait
 	return l, true, nil
 }
 
-func (b *Backend) tryLock(name string, hold time.Duration, q primitives.NameQuota) (primitives.LockLease, bool, error) {
+// tryLock is one try of LockAcquireWithin: a lease once per request rq, whose repeat
+// returns the first lease.
+func (b *Backend) tryLock(name string, hold time.Duration, q primitives.NameQuota, rq *request) (primitives.LockLease, bool, error) {
 	b.locksMu.Lock()
 	defer b.locksMu.Unlock()
-	now := b.clock.Now()
+	now, root := b.clock.Now(), primitives.KVRoot(name)
+	if l, ok, err := replay[primitives.LockLease](&b.lockReplays, now, "lock acquire", root, rq); ok || err != nil {
+		return l, ok, err
+	}
 	st := b.locks[name]
 	if st == nil {
 		if err := b.lockNames.charge("lock", name, q); err != nil {
@@ -68,7 +77,9 @@ func (b *Backend) tryLock(name string, hold time.Duration, q primitives.NameQuot
 	}
 	st.fence++
 	st.token, st.until = primitives.NewToken(), now.Add(hold)
-	return primitives.LockLease{Lease: primitives.Lease{Token: st.token, Until: st.until}, Fence: st.fence}, true, nil
+	l := primitives.LockLease{Lease: primitives.Lease{Token: st.token, Until: st.until}, Fence: st.fence}
+	b.lockReplays.remember(now, root, rq, l)
+	return l, true, nil
 }
 
 // LockRelease implements primitives.Lock.
@@ -76,15 +87,24 @@ func (b *Backend) LockRelease(ctx context.Context, name, token string) (bool, er
 	if err := checkLock(name); err != nil {
 		return false, err
 	}
+	rq, err := requestOf(ctx, "lock release", name, token)
+	if err != nil {
+		return false, err
+	}
 	if err := b.check(); err != nil {
 		return false, err
 	}
 	b.locksMu.Lock()
 	defer b.locksMu.Unlock()
+	now, root := b.clock.Now(), primitives.KVRoot(name)
+	if _, ok, err := replay[struct{}](&b.lockReplays, now, "lock release", root, rq); ok || err != nil {
+		return ok, err
+	}
 	st := b.locks[name]
-	if st == nil || st.token == "" || st.token != token || !b.clock.Now().Before(st.until) {
+	if st == nil || st.token == "" || st.token != token || !now.Before(st.until) {
 		return false, nil
 	}
 	st.token, st.until = "", time.Time{}
+	b.lockReplays.remember(now, root, rq, struct{}{})
 	return true, nil
 }

@@ -62,15 +62,18 @@ type Backend struct {
 	kvTTL deadlines[*kvEntry] // guarded by kvMu; the entries of kv that have a TTL
 	// kvUsage counts the entries of kv that have an owner, by root and owner; guarded
 	// by kvMu. An owner with nothing left has no entry.
-	kvUsage map[kvLedger]kvCount
+	kvUsage   map[kvLedger]kvCount
+	kvReplays replays // guarded by kvMu
 
-	locksMu   sync.Mutex
-	locks     map[string]*lockState // guarded by locksMu
-	lockNames names                 // guarded by locksMu
+	locksMu     sync.Mutex
+	locks       map[string]*lockState // guarded by locksMu
+	lockNames   names                 // guarded by locksMu
+	lockReplays replays               // guarded by locksMu
 
-	countersMu   sync.RWMutex
-	counters     map[string]int64 // guarded by countersMu
-	counterNames names            // guarded by countersMu
+	countersMu     sync.RWMutex
+	counters       map[string]int64 // guarded by countersMu
+	counterNames   names            // guarded by countersMu
+	counterReplays replays          // guarded by countersMu
 }
 
 // names counts the counter or lock names each owner created, by root and owner

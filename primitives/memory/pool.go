@@ -107,7 +107,8 @@ type pool struct {
 	// first and last end the list of items in put order (item.prev, item.next), so
 	// that an unfiltered list reads only the items it returns; guarded by mu.
 	first, last *item
-	bytes       int64 // the cost of the items; guarded by mu
+	bytes       int64   // the cost of the items; guarded by mu
+	replays     replays // guarded by mu
 }
 
 func newPool() *pool {
@@ -276,6 +277,10 @@ func (b *Backend) PoolPutWithin(ctx context.Context, poolName string, payload []
 	if err := primitives.CheckValue("payload", payload); err != nil {
 		return "", err
 	}
+	rq, err := requestOf(ctx, "pool put", payload, tags, ttl)
+	if err != nil {
+		return "", err
+	}
 	if err := b.check(); err != nil {
 		return "", err
 	}
@@ -291,6 +296,9 @@ func (b *Backend) PoolPutWithin(ctx context.Context, poolName string, payload []
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := b.clock.Now()
+	if id, ok, err := replay[string](&p.replays, now, "pool put", "", rq); ok || err != nil {
+		return id, err
+	}
 	p.settle(now)
 	it.cost = primitives.PoolCost(payload, tags)
 	if (c.Items > 0 && len(p.items) >= c.Items) || (c.Bytes > 0 && p.bytes+it.cost > c.Bytes) {
@@ -309,6 +317,7 @@ func (b *Backend) PoolPutWithin(ctx context.Context, poolName string, payload []
 		addTo(p.byTag, k, it)
 	}
 	p.makeFree(it)
+	p.replays.remember(now, "", rq, it.id)
 	return it.id, nil
 }
 
@@ -370,6 +379,10 @@ func (b *Backend) PoolClaim(ctx context.Context, poolName string, where primitiv
 	if err := primitives.CheckPositive("hold", hold); err != nil {
 		return primitives.ItemLease{}, false, err
 	}
+	rq, err := requestOf(ctx, "pool claim", where, hold)
+	if err != nil {
+		return primitives.ItemLease{}, false, err
+	}
 	if err := b.check(); err != nil {
 		return primitives.ItemLease{}, false, err
 	}
@@ -381,6 +394,14 @@ func (b *Backend) PoolClaim(ctx context.Context, poolName string, where primitiv
 	defer p.mu.Unlock()
 	now := b.clock.Now()
 	p.settle(now)
+	prev, ok, err := replay[[2]string](&p.replays, now, "pool claim", "", rq)
+	if err != nil || ok {
+		// The lease the first run took, while its token holds it.
+		if it := p.items[prev[0]]; ok && it != nil && it.token == prev[1] {
+			return primitives.ItemLease{Item: it.export(), Lease: primitives.Lease{Token: it.token, Until: it.leaseNode.at}}, true, nil
+		}
+		return primitives.ItemLease{}, false, err
+	}
 	s := p.free
 	if len(where) > 0 {
 		s = smallest(p.avail, where)
@@ -397,6 +418,7 @@ func (b *Backend) PoolClaim(ctx context.Context, poolName string, where primitiv
 		}
 		until := now.Add(hold)
 		token := p.lease(it, until)
+		p.replays.remember(now, "", rq, [2]string{it.id, token})
 		return primitives.ItemLease{Item: it.export(), Lease: primitives.Lease{Token: token, Until: until}}, true, nil
 	}
 	return primitives.ItemLease{}, false, nil
@@ -404,7 +426,11 @@ func (b *Backend) PoolClaim(ctx context.Context, poolName string, where primitiv
 
 // PoolRelease implements primitives.Pool.
 func (b *Backend) PoolRelease(ctx context.Context, poolName, id, token string) error {
-	return b.withItem(poolName, id, func(p *pool, it *item) error {
+	rq, err := requestOf(ctx, "pool release", id, token)
+	if err != nil {
+		return err
+	}
+	return b.withItem(poolName, id, "pool release", rq, func(p *pool, it *item) error {
 		if it.token == "" || it.token != token {
 			return fmt.Errorf("%w: token does not hold item %q of pool %q (lease ended or re-claimed)", primitives.ErrConflict, id, poolName)
 		}
@@ -416,15 +442,20 @@ func (b *Backend) PoolRelease(ctx context.Context, poolName, id, token string) e
 
 // PoolMarkBad implements primitives.Pool. The reason is not kept.
 func (b *Backend) PoolMarkBad(ctx context.Context, poolName, id, reason string) error {
-	return b.withItem(poolName, id, func(p *pool, it *item) error {
+	rq, err := requestOf(ctx, "pool mark_bad", id)
+	if err != nil {
+		return err
+	}
+	return b.withItem(poolName, id, "pool mark_bad", rq, func(p *pool, it *item) error {
 		p.drop(it)
 		return nil
 	})
 }
 
 // withItem runs fn on the live item id of the pool, under the pool's lock and after its
-// expired leases and items are settled; ErrNotFound when there is no such item.
-func (b *Backend) withItem(poolName, id string, fn func(p *pool, it *item) error) error {
+// expired leases and items are settled, once per request rq (op names it); ErrNotFound
+// when there is no such item.
+func (b *Backend) withItem(poolName, id, op string, rq *request, fn func(p *pool, it *item) error) error {
 	if err := checkPool(poolName); err != nil {
 		return err
 	}
@@ -437,12 +468,20 @@ func (b *Backend) withItem(poolName, id string, fn func(p *pool, it *item) error
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.settle(b.clock.Now())
+	now := b.clock.Now()
+	p.settle(now)
+	if _, ok, err := replay[struct{}](&p.replays, now, op, "", rq); ok || err != nil {
+		return err
+	}
 	it := p.items[id]
 	if it == nil {
 		return noItem(poolName, id)
 	}
-	return fn(p, it)
+	if err := fn(p, it); err != nil {
+		return err
+	}
+	p.replays.remember(now, "", rq, struct{}{})
+	return nil
 }
 
 // PoolSize implements primitives.Pool.

@@ -85,6 +85,7 @@ type queue struct {
 	parked   map[string]*task // guarded by mu
 	seq      uint64           // guarded by mu
 	bytes    int64            // the cost of its tasks (taskCost); guarded by mu
+	replays  replays          // guarded by mu
 }
 
 func newQueue() *queue {
@@ -183,6 +184,10 @@ func (b *Backend) QueuePushWithin(ctx context.Context, queueName string, payload
 	if err := primitives.CheckValue("payload", payload); err != nil {
 		return "", err
 	}
+	rq, err := requestOf(ctx, "queue push", payload)
+	if err != nil {
+		return "", err
+	}
 	if err := b.check(); err != nil {
 		return "", err
 	}
@@ -190,14 +195,19 @@ func (b *Backend) QueuePushWithin(ctx context.Context, queueName string, payload
 	q := b.getQueue(queueName, true)
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	now := b.clock.Now()
+	if id, ok, err := replay[string](&q.replays, now, "queue push", "", rq); ok || err != nil {
+		return id, err
+	}
 	depth, cost := q.ready.len()+q.delayed.size(), taskCost(payload)
 	if (c.Depth > 0 && depth >= c.Depth) || (c.Bytes > 0 && q.bytes+cost > c.Bytes) {
 		return "", primitives.QueueFull(queueName, depth, q.bytes, cost, c)
 	}
 	q.bytes += cost
-	t.enqueued = b.clock.Now()
+	t.enqueued = now
 	q.tasks[t.id] = t
 	q.makeReady(t)
+	q.replays.remember(now, "", rq, t.id)
 	return t.id, nil
 }
 
@@ -251,27 +261,38 @@ func (q *queue) ack(queueName, id, token string, now time.Time) error {
 	return nil
 }
 
-// QueueAck implements primitives.Queue.
+// QueueAck implements primitives.Queue: a QueueAckClaim of one ack and no claim.
 func (b *Backend) QueueAck(ctx context.Context, queueName, id, token string) error {
 	if err := checkQueue(queueName); err != nil {
 		return err
 	}
-	if err := b.check(); err != nil {
+	_, ackErrs, err := b.ackClaim(ctx, queueName, []primitives.Ack{{ID: id, Token: token}}, 0, 0, 0)
+	if err != nil {
 		return err
 	}
-	q := b.getQueue(queueName, false)
-	if q == nil {
-		return notFound(queueName, id)
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.ack(queueName, id, token, b.clock.Now())
+	return ackErrs[0]
 }
 
 // QueueAckClaim implements primitives.Queue: the acks and the claims under one lock, at
 // one instant.
 func (b *Backend) QueueAckClaim(ctx context.Context, queueName string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.TaskLease, []error, error) {
 	if err := primitives.CheckAckClaim(queueName, acks, n, lease); err != nil {
+		return nil, nil, err
+	}
+	return b.ackClaim(ctx, queueName, acks, n, lease, maxAttempts)
+}
+
+// ackClaimed is the record of a request that acked or claimed: the acks' errors and the
+// ids and tokens of its claims.
+type ackClaimed struct {
+	errs        []error
+	ids, tokens []string
+}
+
+// ackClaim is QueueAckClaim for checked arguments, and QueueAck.
+func (b *Backend) ackClaim(ctx context.Context, queueName string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.TaskLease, []error, error) {
+	rq, err := requestOf(ctx, "queue ack-claim", acks, n, lease, maxAttempts)
+	if err != nil {
 		return nil, nil, err
 	}
 	if err := b.check(); err != nil {
@@ -288,19 +309,40 @@ func (b *Backend) QueueAckClaim(ctx context.Context, queueName string, acks []pr
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	now := b.clock.Now()
+	var claimed []primitives.TaskLease
+	prev, ok, err := replay[ackClaimed](&q.replays, now, "queue ack-claim", "", rq)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ok {
+		// The claims that the first run made and its tokens still hold.
+		for i, id := range prev.ids {
+			if t := q.tasks[id]; t != nil && t.state == inflight && t.token == prev.tokens[i] && now.Before(t.until) {
+				claimed = append(claimed, primitives.TaskLease{Task: t.export(), Lease: primitives.Lease{Token: t.token, Until: t.until}})
+			}
+		}
+		return claimed, append([]error(nil), prev.errs...), nil
+	}
+	wrote := false
 	for i, a := range acks {
 		ackErrs[i] = q.ack(queueName, a.ID, a.Token, now)
+		wrote = wrote || ackErrs[i] == nil
 	}
 	if n > 0 {
 		q.settle(now, maxAttempts) // once: every claim of the batch is at the same now
 	}
-	var claimed []primitives.TaskLease
+	var rec ackClaimed
 	for range n {
 		t, ok := q.take(now, lease)
 		if !ok {
 			break
 		}
 		claimed = append(claimed, t)
+		rec.ids, rec.tokens = append(rec.ids, t.ID), append(rec.tokens, t.Token)
+	}
+	if wrote || len(claimed) > 0 {
+		rec.errs = append([]error(nil), ackErrs...)
+		q.replays.remember(now, "", rq, rec)
 	}
 	return claimed, ackErrs, nil
 }
@@ -317,6 +359,10 @@ func (b *Backend) QueueRelease(ctx context.Context, queueName, id, token string,
 	if err := primitives.CheckValue("retry reason", []byte(r.Reason)); err != nil {
 		return false, err
 	}
+	rq, err := requestOf(ctx, "queue release", id, token, r)
+	if err != nil {
+		return false, err
+	}
 	if err := b.check(); err != nil {
 		return false, err
 	}
@@ -327,6 +373,9 @@ func (b *Backend) QueueRelease(ctx context.Context, queueName, id, token string,
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	now := b.clock.Now()
+	if parked, ok, err := replay[bool](&q.replays, now, "queue release", "", rq); ok || err != nil {
+		return parked, err
+	}
 	t, err := q.holder(queueName, id, token, now)
 	if err != nil {
 		return false, err
@@ -336,8 +385,10 @@ func (b *Backend) QueueRelease(ctx context.Context, queueName, id, token string,
 		t.attempts = max(t.attempts-1, 0)
 	} else if r.MaxAttempts > 0 && t.attempts >= r.MaxAttempts {
 		q.park(t, r.Reason)
+		q.replays.remember(now, "", rq, true)
 		return true, nil
 	}
+	q.replays.remember(now, "", rq, false)
 	t.lastErr = r.Reason
 	if r.Delay > 0 {
 		t.state, t.token, t.until = delayed, "", time.Time{}
@@ -411,6 +462,10 @@ func (b *Backend) QueueRequeue(ctx context.Context, queueName, id string) error 
 	if err := checkQueue(queueName); err != nil {
 		return err
 	}
+	rq, err := requestOf(ctx, "queue requeue", id)
+	if err != nil {
+		return err
+	}
 	if err := b.check(); err != nil {
 		return err
 	}
@@ -420,6 +475,10 @@ func (b *Backend) QueueRequeue(ctx context.Context, queueName, id string) error 
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	now := b.clock.Now()
+	if _, ok, err := replay[struct{}](&q.replays, now, "queue requeue", "", rq); ok || err != nil {
+		return err
+	}
 	t := q.parked[id]
 	if t == nil {
 		return fmt.Errorf("%w: queue %q has no parked task %q", primitives.ErrNotFound, queueName, id)
@@ -427,5 +486,6 @@ func (b *Backend) QueueRequeue(ctx context.Context, queueName, id string) error 
 	delete(q.parked, id)
 	t.attempts = 0
 	q.makeReady(t)
+	q.replays.remember(now, "", rq, struct{}{})
 	return nil
 }

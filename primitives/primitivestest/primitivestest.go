@@ -36,7 +36,7 @@ import (
 )
 
 // Run runs the conformance suite. Subtests are named by primitive: Pool/..., KV/...,
-// Lock/..., Counter/..., Queue/..., BadInput/..., Limits/....
+// Lock/..., Counter/..., Queue/..., BadInput/..., Limits/..., Request/....
 //
 // newBackend is called once per subtest and must return a fresh, empty backend; it
 // should close it with t.Cleanup (the suite never closes it). The whole suite takes a
@@ -54,6 +54,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) primitives.Backend) {
 		{"Queue", queueTests},
 		{"BadInput", badInputTests},
 		{"Limits", limitTests},
+		{"Request", requestTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -2,9 +2,11 @@
 // Redis behind Sentinel, each operation one round trip through go-redis.
 //
 // Every operation is one command or one Lua script run with EVALSHA, so that no state is
-// ever read in one round trip and written in another. The keys are built in keys.go and
-// documented in KEYS.md; all keys of one pool or queue share a hash tag, so the same
-// scripts run on Redis Cluster.
+// ever read in one round trip and written in another. Every write is a script that
+// records its result under the call's request id (primitives.Request, luaOnce), so that
+// go-redis' resend of a command whose reply was lost applies once. The keys are built
+// in keys.go and documented in KEYS.md; all keys of one pool or queue share a hash tag,
+// so the same scripts run on Redis Cluster.
 //
 // # Time
 //
@@ -119,9 +121,10 @@ func (b *Backend) Kind() string { return b.kind }
 // (dial_timeout, pool_size, ...) pass through, then the client's timeouts are fitted
 // inside opts.CallTimeout: dial, read, write and pool timeouts are capped at it, the
 // context deadline bounds socket I/O, a refused dial is not retried within a try, and a
-// failed command is retried at most once (a stale pooled connection after a server
-// restart). It does not contact the server; use Ping for that. A malformed url is
-// ErrInvalid; its error shows the url with the password hidden (Redact).
+// command whose connection failed is resent up to MaxRetries times, within the same
+// CallTimeout (every write is recorded under its request id, so a resend applies once).
+// It does not contact the server; use Ping for that. A malformed url is ErrInvalid; its
+// error shows the url with the password hidden (Redact).
 //
 //	b, err := redis.Open("redis://localhost:6379/0", redis.Options{})
 //
@@ -181,6 +184,18 @@ func Open(url string, opts Options) (*Backend, error) {
 	return nil, bad("url", "unknown scheme %q; %s", scheme, want)
 }
 
+// MaxRetries is how many times Open's clients resend a command whose connection failed
+// (reset, EOF, a refused dial, a pool timeout) or that the server refused for now
+// (LOADING, READONLY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN, NOREPLICAS, max clients),
+// whatever the URL asks: go-redis' own retry policy, for every operation alike, within the call's CallTimeout (a
+// deadline is never retried). Every operation may be resent: a read changes nothing,
+// and every write is recorded under its request id in its own script (luaOnce), so a
+// resend whose first send applied returns the first result. Three resends, after
+// go-redis' jittered backoff of 10–30, 10–50 and 10–90 ms, outlast a proxy or failover
+// that resets connections every few tens of ms. See primitives/RATIONALE.md, "Why does
+// every write carry a request id?".
+const MaxRetries = 3
+
 // fit fits a client's timeouts inside callTimeout, for Open: each of go-redis' three
 // option types has these fields, and each gets the same bounds.
 func fit(callTimeout time.Duration, dial, read, write, pool *time.Duration, maxRetries, dialerRetries *int, contextTimeout *bool) {
@@ -190,9 +205,7 @@ func fit(callTimeout time.Duration, dial, read, write, pool *time.Duration, maxR
 		}
 	}
 	*contextTimeout = true
-	if *maxRetries == 0 || *maxRetries > 1 {
-		*maxRetries = 1
-	}
+	*maxRetries = MaxRetries
 	// A refused dial is an answer: do not sleep and dial again inside one try.
 	*dialerRetries = 1
 }
@@ -242,6 +255,8 @@ func (b *Backend) fail(ctx context.Context, op, name string, err error) error {
 	if errors.As(err, &rerr) {
 		msg := rerr.Error()
 		switch {
+		case strings.HasPrefix(msg, errReusedReply+" "):
+			return fmt.Errorf("%w: %s", primitives.ErrReused, what)
 		case strings.HasPrefix(msg, "OOM "):
 			return fmt.Errorf("%w: %s: %v", primitives.ErrLimit, what, err)
 		case strings.HasPrefix(msg, "LOADING "), strings.HasPrefix(msg, "READONLY "),
@@ -262,6 +277,70 @@ func (b *Backend) fail(ctx context.Context, op, name string, err error) error {
 	// Refused, reset, timed out, closed client, pool exhausted: the backend is not there.
 	return fmt.Errorf("%w: %s: %v", primitives.ErrUnavailable, what, err)
 }
+
+// requestKeep is how long b keeps the record of a write whose request id it made itself
+// (primitives.Request): go-redis resends a command only within the call's CallTimeout,
+// so a record kept twice as long outlives every resend of it, and a fleet making
+// thousands of writes a second keeps only a few seconds' worth of records. See
+// primitives/RATIONALE.md, "Why does every write carry a request id?".
+func (b *Backend) requestKeep() time.Duration { return max(time.Second, 2*b.opts.CallTimeout) }
+
+// request is the request a write carries to its script (luaOnce): its id, the digest of
+// its arguments ("" for an id the backend made, which no other write carries), and how
+// long its record is kept.
+type request struct {
+	id, digest string
+	keep       time.Duration
+}
+
+// request returns the request of a write op with args: the caller's
+// (primitives.WithRequest), checked, or a fresh one. One logical call makes one request
+// and passes it to every try, so that a resent command carries the same id.
+func (b *Backend) request(ctx context.Context, op string, args ...any) (request, error) {
+	if r, ok := primitives.RequestOf(ctx); ok {
+		if err := primitives.CheckRequest(r); err != nil {
+			return request{}, err
+		}
+		return request{r.ID, primitives.RequestDigest(op, args...), r.Keep}, nil
+	}
+	return request{id: primitives.NewToken(), keep: b.requestKeep()}, nil
+}
+
+// args appends the request's three arguments to a script's ARGV, which luaOnce reads
+// from its end.
+func (r request) args(args ...any) []any { return append(args, r.id, r.digest, ms(r.keep)) }
+
+// errReusedReply starts the error reply of a script whose request id was recorded for
+// other arguments (luaOnce); fail turns it into primitives.ErrReused.
+const errReusedReply = "REUSED"
+
+// luaOnce is the prelude of every script that writes: it records the write's result
+// under a request id, in the script's own slot, so that the same request run again
+// returns that result instead of writing twice. Such a script passes its request last:
+//
+//	ARGV[#ARGV-2] -> the request id
+//	ARGV[#ARGV-1] -> the digest of the request's arguments ("" for an id the backend made)
+//	ARGV[#ARGV]   -> how long to keep the record, in ms
+//
+// replay(key) returns the record of the request under key ({digest, result...}), or
+// nil when there is none; a record of another digest is an error reply (errReusedReply).
+// remember(key, ...) records the result, with the request's keep as PX. A script
+// remembers only a write that changed something: one that changed nothing may run again.
+const luaOnce = `
+local REQ_ID, REQ_DIGEST, REQ_KEEP = ARGV[#ARGV - 2], ARGV[#ARGV - 1], ARGV[#ARGV]
+local function replay(key)
+  local r = redis.call('GET', key)
+  if not r then return nil end
+  local t = cmsgpack.unpack(r)
+  if t[1] ~= REQ_DIGEST then
+    error({err = '` + errReusedReply + ` request id reused for different arguments'})
+  end
+  return t
+end
+local function remember(key, ...)
+  redis.call('SET', key, cmsgpack.pack({REQ_DIGEST, ...}), 'PX', REQ_KEEP)
+end
+`
 
 // newID returns a fresh item or task id: 16 hex digits from crypto/rand.
 func newID() string {
@@ -299,6 +378,26 @@ func replyArray(op string, v any, n int) ([]any, error) {
 		return nil, replyError(op, v)
 	}
 	return a, nil
+}
+
+// addedReply reads the reply of a script that adds a task or an item under a cap (push,
+// put): {1, id}, the id added by this run or by the request's first; or {-3, count,
+// bytes} when the cap refused it (full), the count and bytes the cap met.
+func addedReply(op string, v any) (id string, full bool, count, bytes int64, err error) {
+	a, err := replyArray(op, v, 2)
+	if err != nil {
+		return "", false, 0, 0, err
+	}
+	switch code, _ := a[0].(int64); {
+	case code == codeOK && len(a) == 2:
+		id, err = replyString(op, a[1])
+		return id, false, 0, 0, err
+	case code == codeLimit && len(a) == 3:
+		count, err1 := replyInt(op, a[1])
+		bytes, err2 := replyInt(op, a[2])
+		return "", err1 == nil && err2 == nil, count, bytes, errors.Join(err1, err2)
+	}
+	return "", false, 0, 0, replyError(op, v)
 }
 
 // replyInt reads an integer element of a script reply.

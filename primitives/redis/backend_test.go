@@ -194,7 +194,7 @@ func TestOpenSchemes(t *testing.T) {
 }
 
 // Every kind of client that Open makes has its timeouts inside the CallTimeout, the
-// context deadline bounding its socket I/O, and at most one retry, whatever the URL
+// context deadline bounding its socket I/O, and MaxRetries resends, whatever the URL
 // asks for.
 func TestOpenFitsTimeouts(t *testing.T) {
 	const ask = "dial_timeout=1m&read_timeout=1m&write_timeout=1m&pool_timeout=1m&max_retries=5"
@@ -204,7 +204,7 @@ func TestOpenFitsTimeouts(t *testing.T) {
 		maxRetries, dialerRetries int
 		contextTimeout            bool
 	}
-	want := bounds{callTimeout, callTimeout, callTimeout, callTimeout, 1, 1, true}
+	want := bounds{callTimeout, callTimeout, callTimeout, callTimeout, MaxRetries, 1, true}
 	for _, url := range []string{
 		"redis://127.0.0.1:6379/0?" + ask,
 		"redis+cluster://127.0.0.1:7000?" + ask,

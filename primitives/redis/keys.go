@@ -78,6 +78,7 @@ local function item_key(id) return P .. '` + poolItemSeg + `' .. id end
 local function tag_suffix(k, v) return '[' .. k .. ']=' .. v end
 local function tag_key(s) return P .. '` + poolTagSetSeg + `' .. s end
 local function free_tag_key(s) return P .. '` + poolFreeTagSeg + `' .. s end
+local function req_key() return P .. '` + requestSeg + `' .. REQ_ID end
 `
 
 // poolScriptKeys returns KEYS[1..5] of the pool scripts (see luaPool), with room for
@@ -88,6 +89,18 @@ func poolScriptKeys(pool string, extra int) []string {
 	keys[0], keys[1], keys[2], keys[3], keys[4] = p, p+poolLiveSeg, p+poolFreeSeg, p+poolLeasesSeg, p+poolTagsSeg
 	return keys
 }
+
+// requestSeg + id is the record of a write's request (luaOnce): STRING, the write's
+// result in cmsgpack, with the request's keep as its PX. It lives in the slot of the
+// keys the write changes: after a pool's or queue's prefix (the scripts derive it with
+// req_key), after a root's prefix for counters, locks and KV (declared in KEYS).
+const requestSeg = "req:"
+
+// poolRequestKey is the record of request id on pool.
+func poolRequestKey(pool, id string) string { return poolPrefix(pool) + requestSeg + id }
+
+// queueRequestKey is the record of request id on queue.
+func queueRequestKey(queue, id string) string { return queuePrefix(queue) + requestSeg + id }
 
 // Segments of queue keys after the prefix, shared with the Lua helpers.
 const (
@@ -130,6 +143,7 @@ const luaQueueKeys = `
 local P = KEYS[1]
 local function task_key(id) return P .. '` + queueTaskSeg + `' .. id end
 local BYTES = P .. '` + queueBytesSeg + `'
+local function req_key() return P .. '` + requestSeg + `' .. REQ_ID end
 `
 
 // queueScriptKeys returns KEYS[1..5] of every queue script (see luaQueue): the
@@ -159,6 +173,9 @@ func lockKey(name string) string { return lockPrefix(name) + "[" + name + "]" }
 // expiring, so fences only grow. It exists exactly when the name was ever leased.
 func lockFenceKey(name string) string { return lockKey(name) + ":fence" }
 
+// lockRequestKey is the record of request id on a lock of name's root.
+func lockRequestKey(name, id string) string { return lockPrefix(name) + ":" + requestSeg + id }
+
 // lockNamesKey is owner's ledger of the lock names it created in name's root.
 func lockNamesKey(name, owner string) string { return lockPrefix(name) + namesSeg + owner }
 
@@ -187,6 +204,9 @@ const (
 // HASH kvMember -> owner.
 func kvOwnersKey(namespace string) string { return kvPrefix(namespace) + kvOwnersSeg }
 
+// kvRequestKey is the record of request id on a key of namespace's root.
+func kvRequestKey(namespace, id string) string { return kvPrefix(namespace) + ":" + requestSeg + id }
+
 // kvKeysKey is an owner's ledger of keys in the root: ZSET kvMember -> expires-at ms.
 func kvKeysKey(namespace, owner string) string { return kvPrefix(namespace) + kvKeysSeg + owner }
 
@@ -207,6 +227,9 @@ func counterPrefix(name string) string { return "fleet:counter:{" + primitives.K
 
 // counterKey is a counter: STRING integer (INCRBY).
 func counterKey(name string) string { return counterPrefix(name) + "[" + name + "]" }
+
+// counterRequestKey is the record of request id on a counter of name's root.
+func counterRequestKey(name, id string) string { return counterPrefix(name) + ":" + requestSeg + id }
 
 // counterNamesKey is owner's ledger of the counter names it created in name's root.
 func counterNamesKey(name, owner string) string { return counterPrefix(name) + namesSeg + owner }

@@ -1,6 +1,8 @@
 package redis
 
 import (
+	"context"
+	"fmt"
 	"sort"
 	"strings"
 	"testing"
@@ -55,13 +57,16 @@ func keysOf(t *testing.T, pattern string) []string {
 }
 
 // The keys that the scripts create are exactly those that keys.go builds (so the Lua
-// derivations match the Go builders), and all of one pool or queue share one slot.
+// derivations match the Go builders, the records of requests too), and all of one pool
+// or queue share one slot. Every write names its request, so that its record's key is
+// known.
 func TestKeysMatchLuaAndShareASlot(t *testing.T) {
 	b, _ := setup(t)
+	r := func(id string) context.Context { return primitives.WithRequest(bg, primitives.Request{ID: id}) }
 	const pool = "cf-cookies"
-	a, _ := b.PoolPut(bg, pool, []byte("a"), primitives.Tags{"site": `"x"`}, time.Hour)
-	bID, _ := b.PoolPut(bg, pool, []byte("b"), primitives.Tags{"site": `"x"`, "fresh": "true"}, 0)
-	if l, ok, _ := b.PoolClaim(bg, pool, primitives.Tags{"fresh": "true"}, time.Minute); !ok || l.ID != bID {
+	a, _ := b.PoolPut(r("put-a"), pool, []byte("a"), primitives.Tags{"site": `"x"`}, time.Hour)
+	bID, _ := b.PoolPut(r("put-b"), pool, []byte("b"), primitives.Tags{"site": `"x"`, "fresh": "true"}, 0)
+	if l, ok, _ := b.PoolClaim(r("claim"), pool, primitives.Tags{"fresh": "true"}, time.Minute); !ok || l.ID != bID {
 		t.Fatalf("PoolClaim(fresh) = %s, %v, want %s", l.ID, ok, bID)
 	}
 	want := []string{
@@ -70,57 +75,79 @@ func TestKeysMatchLuaAndShareASlot(t *testing.T) {
 		poolTagKey(pool, "site", `"x"`), poolFreeTagKey(pool, "site", `"x"`),
 		poolTagKey(pool, "fresh", "true"),
 		// poolFreeTagKey(pool, "fresh", "true") is empty, so absent.
+		poolRequestKey(pool, "put-a"), poolRequestKey(pool, "put-b"), poolRequestKey(pool, "claim"),
 	}
 	checkKeys(t, "fleet:pool:*", want)
 
 	srv.Flush(t)
 	const queue = "harvest"
 	var ids []string
-	for range 4 {
-		id, _ := b.QueuePush(bg, queue, []byte("t"))
+	for i := range 4 {
+		id, _ := b.QueuePush(r(fmt.Sprint("push", i)), queue, []byte("t"))
 		ids = append(ids, id)
 	}
-	c1, _, _ := b.QueueClaim(bg, queue, time.Minute, 0)
-	b.QueueRelease(bg, queue, c1.ID, c1.Token, primitives.Retry{Delay: time.Hour})
-	c2, _, _ := b.QueueClaim(bg, queue, time.Minute, 0)
-	b.QueueRelease(bg, queue, c2.ID, c2.Token, primitives.Retry{MaxAttempts: 1})
-	b.QueueClaim(bg, queue, time.Minute, 0)
+	c1, _, _ := b.QueueClaim(r("claim1"), queue, time.Minute, 0)
+	b.QueueRelease(r("release1"), queue, c1.ID, c1.Token, primitives.Retry{Delay: time.Hour})
+	c2, _, _ := b.QueueClaim(r("claim2"), queue, time.Minute, 0)
+	b.QueueRelease(r("release2"), queue, c2.ID, c2.Token, primitives.Retry{MaxAttempts: 1})
+	b.QueueClaim(r("claim3"), queue, time.Minute, 0)
 	want = []string{
 		queueTaskKey(queue, ids[0]), queueTaskKey(queue, ids[1]), queueTaskKey(queue, ids[2]), queueTaskKey(queue, ids[3]),
 		queueReadyKey(queue), queueDelayedKey(queue), queueInflightKey(queue), queueParkedKey(queue), queueBytesKey(queue),
 	}
+	for _, id := range []string{"push0", "push1", "push2", "push3", "claim1", "release1", "claim2", "release2", "claim3"} {
+		want = append(want, queueRequestKey(queue, id))
+	}
 	checkKeys(t, "fleet:queue:*", want)
 
 	srv.Flush(t)
-	b.LockAcquire(bg, "l", time.Minute, 0)
-	b.KVSet(bg, "ns", "k", []byte("v"), 0)
-	b.CounterIncr(bg, "c", 1)
-	checkKeys(t, "fleet:*", []string{lockKey("l"), lockFenceKey("l"), kvKey("ns", "k"), counterKey("c")})
-	if slot(lockKey("l")) != slot(lockFenceKey("l")) {
-		t.Errorf("lock and fence keys are in slots %d and %d", slot(lockKey("l")), slot(lockFenceKey("l")))
+	b.LockAcquire(r("acquire"), "l", time.Minute, 0)
+	b.KVSet(r("set"), "ns", "k", []byte("v"), 0)
+	b.CounterIncr(r("incr"), "c", 1)
+	checkKeys(t, "fleet:*", []string{lockKey("l"), lockFenceKey("l"), lockRequestKey("l", "acquire"), kvKey("ns", "k"), kvRequestKey("ns", "set"), counterKey("c"), counterRequestKey("c", "incr")})
+	for _, k := range []string{lockFenceKey("l"), lockRequestKey("l", "acquire")} {
+		if slot(lockKey("l")) != slot(k) {
+			t.Errorf("lock key and %s are in slots %d and %d", k, slot(lockKey("l")), slot(k))
+		}
 	}
 
 	// A root's counters, or locks, share its slot with their owners' ledgers of names.
 	srv.Flush(t)
 	nq := primitives.NameQuota{Owner: "scraper", Max: 10}
-	b.CounterIncrWithin(bg, "scraper:a", 1, nq)
-	b.CounterIncrWithin(bg, "scraper:b:c", 1, nq)
-	checkKeys(t, "fleet:counter:*", []string{counterKey("scraper:a"), counterKey("scraper:b:c"), counterNamesKey("scraper:x", "scraper")})
-	b.LockAcquireWithin(bg, "scraper:a", time.Minute, 0, nq)
-	b.LockAcquireWithin(bg, "scraper", time.Minute, 0, nq)
+	b.CounterIncrWithin(r("i1"), "scraper:a", 1, nq)
+	b.CounterIncrWithin(r("i2"), "scraper:b:c", 1, nq)
+	checkKeys(t, "fleet:counter:*", []string{counterKey("scraper:a"), counterKey("scraper:b:c"), counterNamesKey("scraper:x", "scraper"),
+		counterRequestKey("scraper", "i1"), counterRequestKey("scraper", "i2")})
+	b.LockAcquireWithin(r("a1"), "scraper:a", time.Minute, 0, nq)
+	b.LockAcquireWithin(r("a2"), "scraper", time.Minute, 0, nq)
 	checkKeys(t, "fleet:lock:*", []string{
 		lockKey("scraper:a"), lockFenceKey("scraper:a"), lockKey("scraper"), lockFenceKey("scraper"), lockNamesKey("scraper:y", "scraper"),
+		lockRequestKey("scraper", "a1"), lockRequestKey("scraper", "a2"),
 	})
 
 	// A root's values and its owners' ledgers share the root's slot, whatever the namespace.
 	srv.Flush(t)
 	q := primitives.KVQuota{Owner: "scraper", MaxKeys: 10}
-	b.KVSetWithin(bg, "scraper:state", "k", []byte("v"), 0, q)
-	b.KVSetWithin(bg, "scraper:results", "k", []byte("v"), time.Hour, q)
+	b.KVSetWithin(r("s1"), "scraper:state", "k", []byte("v"), 0, q)
+	b.KVSetWithin(r("s2"), "scraper:results", "k", []byte("v"), time.Hour, q)
 	checkKeys(t, "fleet:kv:*", []string{
 		kvKey("scraper:state", "k"), kvKey("scraper:results", "k"),
 		kvOwnersKey("scraper:x"), kvKeysKey("scraper:y", "scraper"), kvBytesKey("scraper", "scraper"),
+		kvRequestKey("scraper", "s1"), kvRequestKey("scraper", "s2"),
 	})
+}
+
+// dataKeys is the keys of pattern but the records of requests (luaOnce), which outlive
+// the data they record by design (KEYS.md, "Requests").
+func dataKeys(t *testing.T, pattern string) []string {
+	t.Helper()
+	var out []string
+	for _, k := range keysOf(t, pattern) {
+		if !strings.Contains(k, "}:"+requestSeg) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 func checkKeys(t *testing.T, pattern string, want []string) {

@@ -14,8 +14,10 @@ import (
 //
 //	KEYS[1] -> fleet:kv:{root}[ns]key   the value
 //	KEYS[2] -> fleet:kv:{root}          prefix of the root's quota keys (never read itself)
+//	KEYS[3] -> fleet:kv:{root}:req:<id> the request's record (luaOnce)
 //	ARGV[1] -> [ns]key                  the key's member in the ledgers
-const luaKV = luaNow + luaKVKeys + `
+//	ARGV[-3..] -> the request (luaOnce)
+const luaKV = luaNow + luaOnce + luaKVKeys + `
 local M = ARGV[1]
 
 -- release takes member m out of owner o's ledger, and out of OWNERS if o holds it there.
@@ -33,7 +35,7 @@ end
 
 // kvSetCmd sets a value, counting it against its owner's quota in the root.
 //
-//	KEYS[1..2], ARGV[1] -> as luaKV
+//	KEYS[1..3], ARGV[1] -> as luaKV
 //	ARGV[2] -> the value
 //	ARGV[3] -> ttl in ms; 0 for none
 //	ARGV[4] -> the owner; '' counts nowhere
@@ -41,7 +43,8 @@ end
 //	ARGV[6] -> the owner's most bytes in the root; 0 for no cap
 //	ARGV[7] -> the key's cost in bytes (primitives.KVCost)
 //
-// Output: {1}; {-3, keys, bytes} refused: the owner would hold keys keys of bytes bytes.
+// Output: {1} set, by this run or the request's first (a repeat does not set again over
+// a later write); {-3, keys, bytes} refused: the owner would hold keys keys of bytes bytes.
 //
 // The ledger counts a key until just after Redis expires it (a member is pruned once
 // its expiry is in the past, PXAT keeps the key while it is not), so it never counts
@@ -49,6 +52,7 @@ end
 // the set would be refused, so that a refusal counts no expired key unless over 1,100
 // of the owner's expired at once (the next sets prune them).
 var kvSetCmd = goredis.NewScript(luaKV + `
+if replay(KEYS[3]) then return {1} end
 local now = now_ms()
 local value, ttl, owner = ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local maxKeys, maxBytes, cost = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -102,18 +106,23 @@ if owner ~= '' then
   redis.call('HINCRBY', bytes_key(owner), 'total', cost - tonumber(old or '0'))
   if not old then redis.call('HSET', OWNERS, M, owner) end
 end
+remember(KEYS[3], 1)
 return {1}
 `)
 
 // kvDeleteCmd deletes a value and gives it back to its owner's quota.
 //
-//	KEYS[1..2], ARGV[1] -> as luaKV
+//	KEYS[1..3], ARGV[1] -> as luaKV
 //
-// Output: 1 the key existed (and had not expired); 0 not.
+// Output: 1 the key existed (and had not expired); 0 not. A repeat of a request that
+// deleted returns 1 and deletes nothing that was set since.
 var kvDeleteCmd = goredis.NewScript(luaKV + `
+if replay(KEYS[3]) then return 1 end
 local prev = redis.call('HGET', OWNERS, M)
 if prev then release(prev, M) end
-return redis.call('DEL', KEYS[1])
+local n = redis.call('DEL', KEYS[1])
+if n > 0 then remember(KEYS[3], 1) end
+return n
 `)
 
 // KVSet stores value under (namespace, key), counted against no owner; see KVSetWithin.
@@ -139,11 +148,15 @@ func (b *Backend) KVSetWithin(ctx context.Context, namespace, key string, value 
 			return err
 		}
 	}
+	req, err := b.request(ctx, "kv set", namespace, key, value, ttl)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := kvSetCmd.Run(ctx, b.client, []string{kvKey(namespace, key), kvPrefix(namespace)},
-		kvMember(namespace, key), value, ms(ttl), q.Owner, max(q.MaxKeys, 0), max(q.MaxBytes, 0),
-		primitives.KVCost(namespace, key, value)).Result()
+	v, err := kvSetCmd.Run(ctx, b.client, []string{kvKey(namespace, key), kvPrefix(namespace), kvRequestKey(namespace, req.id)},
+		req.args(kvMember(namespace, key), value, ms(ttl), q.Owner, max(q.MaxKeys, 0), max(q.MaxBytes, 0),
+			primitives.KVCost(namespace, key, value))...).Result()
 	if err != nil {
 		return b.scriptFail(ctx, "kv set", namespace, err)
 	}
@@ -186,9 +199,14 @@ func (b *Backend) KVDelete(ctx context.Context, namespace, key string) (bool, er
 	if err := primitives.CheckKV(namespace, key); err != nil {
 		return false, err
 	}
+	req, err := b.request(ctx, "kv delete", namespace, key)
+	if err != nil {
+		return false, err
+	}
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := kvDeleteCmd.Run(ctx, b.client, []string{kvKey(namespace, key), kvPrefix(namespace)}, kvMember(namespace, key)).Result()
+	v, err := kvDeleteCmd.Run(ctx, b.client, []string{kvKey(namespace, key), kvPrefix(namespace), kvRequestKey(namespace, req.id)},
+		req.args(kvMember(namespace, key))...).Result()
 	if err != nil {
 		return false, b.scriptFail(ctx, "kv delete", namespace, err)
 	}

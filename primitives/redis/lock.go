@@ -2,34 +2,46 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/fleethost/fleet/primitives"
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// lockAcquireCmd takes a free lock and draws its fencing token. A name never leased
-// (no fence yet) is counted against its owner's quota of names first, when there is
-// an owner.
+// lockAcquireCmd takes a free lock and draws its fencing token, once per request
+// (luaOnce). A name never leased (no fence yet) is counted against its owner's quota
+// of names first, when there is an owner.
 //
-//	KEYS[1] -> fleet:lock:{root}[name]              STRING holder's token, PX hold
-//	KEYS[2] -> fleet:lock:{root}[name]:fence        STRING integer, never expires
-//	KEYS[3] -> fleet:lock:{root}:names:<owner>      STRING integer, the names it created (optional)
-//	ARGV[1] -> token (fresh, from Go)
-//	ARGV[2] -> hold in ms
-//	ARGV[3] -> the quota of names (0: none)
+//	KEYS[1]    -> fleet:lock:{root}[name]              STRING holder's token, PX hold
+//	KEYS[2]    -> fleet:lock:{root}[name]:fence        STRING integer, never expires
+//	KEYS[3]    -> fleet:lock:{root}:req:<id>           the request's record
+//	KEYS[4]    -> fleet:lock:{root}:names:<owner>      STRING integer, the names it created (optional)
+//	ARGV[1]    -> token (fresh, from Go)
+//	ARGV[2]    -> hold in ms
+//	ARGV[3]    -> the quota of names (0: none)
+//	ARGV[4..6] -> the request (luaOnce)
 //
-// Output: 0 the lock is held; -1 past the quota, nothing written; n > 0 leased, n the
-// fence.
-var lockAcquireCmd = goredis.NewScript(`
-local charge = KEYS[3] and redis.call('EXISTS', KEYS[2]) == 0
+// Output: 0 the lock is held; -1 past the quota, nothing written; {fence, token, hold
+// left in ms} acquired, by this run or by the request's first (then the hold left is 0
+// once its token no longer holds the lock).
+var lockAcquireCmd = goredis.NewScript(luaOnce + `
+local prev = replay(KEYS[3])
+if prev then
+  local left = 0
+  if redis.call('GET', KEYS[1]) == prev[3] then left = math.max(redis.call('PTTL', KEYS[1]), 0) end
+  return {prev[2], prev[3], left}
+end
+local charge = KEYS[4] and redis.call('EXISTS', KEYS[2]) == 0
 if charge then
   local max = tonumber(ARGV[3])
-  if max > 0 and tonumber(redis.call('GET', KEYS[3]) or '0') >= max then return -1 end
+  if max > 0 and tonumber(redis.call('GET', KEYS[4]) or '0') >= max then return -1 end
 end
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
-if charge then redis.call('INCR', KEYS[3]) end
-return redis.call('INCR', KEYS[2])
+if charge then redis.call('INCR', KEYS[4]) end
+local fence = redis.call('INCR', KEYS[2])
+remember(KEYS[3], fence, ARGV[1])
+return {fence, ARGV[1], tonumber(ARGV[2])}
 `)
 
 // LockAcquire takes lock name for hold. With wait 0 it tries once and returns ok false
@@ -52,30 +64,40 @@ func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait
 	if err := primitives.CheckTTL("wait", wait); err != nil {
 		return primitives.LockLease{}, false, err
 	}
-	keys := []string{lockKey(name), lockFenceKey(name)}
+	req, err := b.request(ctx, "lock acquire", name, ms(hold))
+	if err != nil {
+		return primitives.LockLease{}, false, err
+	}
+	keys := []string{lockKey(name), lockFenceKey(name), lockRequestKey(name, req.id)}
 	if q.Owner != "" {
 		keys = append(keys, lockNamesKey(name, q.Owner))
 	}
 	var l primitives.LockLease
 	ok, err := primitives.RetryAcquire(ctx, wait, func(ctx context.Context) (bool, error) {
-		token := primitives.NewToken()
 		start := time.Now()
 		ctx, cancel := b.call(ctx)
 		defer cancel()
-		v, err := lockAcquireCmd.Run(ctx, b.client, keys, token, ms(hold), q.Max).Result()
+		v, err := lockAcquireCmd.Run(ctx, b.client, keys, req.args(primitives.NewToken(), ms(hold), q.Max)...).Result()
 		if err != nil {
 			return false, b.scriptFail(ctx, "lock acquire", name, err)
 		}
-		fence, ok := v.(int64)
-		switch {
-		case !ok || fence < -1:
-			return false, replyError("lock acquire", v)
-		case fence == -1:
-			return false, primitives.NamesExceeded("lock", q, primitives.KVRoot(name))
-		case fence == 0:
+		switch v {
+		case int64(0):
 			return false, nil
+		case int64(-1):
+			return false, primitives.NamesExceeded("lock", q, primitives.KVRoot(name))
 		}
-		l = primitives.LockLease{Lease: primitives.Lease{Token: token, Until: start.Add(hold)}, Fence: fence}
+		a, err := replyArray("lock acquire", v, 3)
+		if err != nil {
+			return false, err
+		}
+		fence, err1 := replyInt("lock acquire", a[0])
+		token, err2 := replyString("lock acquire", a[1])
+		left, err3 := replyInt("lock acquire", a[2])
+		if err := errors.Join(err1, err2, err3); err != nil {
+			return false, err
+		}
+		l = primitives.LockLease{Lease: primitives.Lease{Token: token, Until: start.Add(time.Duration(left) * time.Millisecond)}, Fence: fence}
 		return true, nil
 	})
 	if err != nil || !ok {
@@ -87,12 +109,18 @@ func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait
 // lockReleaseCmd deletes a lock only if the token still holds it.
 //
 //	KEYS[1] -> fleet:lock:{root}[name]  STRING holder's token
+//	KEYS[2] -> fleet:lock:{root}:req:<id>  the request's record
 //	ARGV[1] -> token
+//	ARGV[2..4] -> the request (luaOnce)
 //
-// Output: 1 released; 0 not held by token (expired, maybe leased again).
-var lockReleaseCmd = goredis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
+// Output: 1 released, by this run or the request's first; 0 not held by token
+// (expired, maybe leased again).
+var lockReleaseCmd = goredis.NewScript(luaOnce + `
+if replay(KEYS[2]) then return 1 end
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+remember(KEYS[2], 1)
+return 1
 `)
 
 // LockRelease releases lock name if token still holds it; released is false otherwise
@@ -101,9 +129,13 @@ func (b *Backend) LockRelease(ctx context.Context, name, token string) (bool, er
 	if err := primitives.CheckName("lock", name); err != nil {
 		return false, err
 	}
+	req, err := b.request(ctx, "lock release", name, token)
+	if err != nil {
+		return false, err
+	}
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := lockReleaseCmd.Run(ctx, b.client, []string{lockKey(name)}, token).Result()
+	v, err := lockReleaseCmd.Run(ctx, b.client, []string{lockKey(name), lockRequestKey(name, req.id)}, req.args(token)...).Result()
 	if err != nil {
 		return false, b.scriptFail(ctx, "lock release", name, err)
 	}

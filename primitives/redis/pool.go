@@ -73,7 +73,7 @@ func tagsDecode(s string) (primitives.Tags, error) {
 //	KEYS[3] -> fleet:pool:{p}:free     SET of unleased ids
 //	KEYS[4] -> fleet:pool:{p}:leases   ZSET id -> lease deadline ms
 //	KEYS[5] -> fleet:pool:{p}:tags     SET of `[name]=value` in use
-const luaPool = luaNow + luaPoolKeys + `
+const luaPool = luaNow + luaOnce + luaPoolKeys + `
 local LIVE, FREE, LEASES, TAGS = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local BYTES = P .. '` + poolBytesSeg + `'
 
@@ -177,12 +177,16 @@ end
 //	ARGV[7]     -> the most bytes of items; 0 for no cap
 //	ARGV[8]     -> the item's cost (primitives.PoolCost)
 //	ARGV[9+i]   -> tag i's `[name]=value`, for the tags SET
+//	ARGV[-3..]  -> the request (luaOnce)
 //
-// Output: 1; {-3, live items, bytes} refused.
+// Output: {1, id}: the item put, by this run or by the request's first; {-3, live
+// items, bytes} refused.
 //
 // The bytes count an expired item until it is pruned; a put over the bytes cap prunes
 // up to 1,000 more expired items before it refuses.
 var poolPutCmd = goredis.NewScript(luaPoolIndex + `
+local prev = replay(req_key())
+if prev then return {1, prev[2]} end
 local now = now_ms()
 prune(now, tonumber(ARGV[5]))
 local maxItems, maxBytes, cost = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -209,7 +213,8 @@ for i = 6, #KEYS, 2 do
   redis.call('SADD', KEYS[i + 1], id)
   redis.call('SADD', TAGS, ARGV[9 + (i - 6) / 2])
 end
-return 1
+remember(req_key(), id)
+return {1, id}
 `)
 
 // PoolPut adds an item to pool and returns its id. ttl 0 means no expiry. Each put
@@ -233,29 +238,30 @@ func (b *Backend) PoolPutWithin(ctx context.Context, pool string, payload []byte
 	if err := primitives.CheckTTL("ttl", ttl); err != nil {
 		return "", err
 	}
-	id := newID()
+	enc := tagsEncode(tags)
+	req, err := b.request(ctx, "pool put", payload, enc, ttl)
+	if err != nil {
+		return "", err
+	}
 	keys := poolScriptKeys(pool, 2*len(tags))
 	cost := primitives.PoolCost(payload, tags)
-	args := []any{id, payload, tagsEncode(tags), ms(ttl), prunePerPut, max(c.Items, 0), max(c.Bytes, 0), cost}
+	args := make([]any, 0, 11+len(tags))
+	args = append(args, newID(), payload, enc, ms(ttl), prunePerPut, max(c.Items, 0), max(c.Bytes, 0), cost)
 	for k, v := range tags {
 		keys = append(keys, poolTagKey(pool, k, v), poolFreeTagKey(pool, k, v))
 		args = append(args, tagSuffix(k, v))
 	}
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := poolPutCmd.Run(ctx, b.client, keys, args...).Result()
+	v, err := poolPutCmd.Run(ctx, b.client, keys, req.args(args...)...).Result()
 	if err != nil {
 		return "", b.scriptFail(ctx, "pool put", pool, err)
 	}
-	if n, ok := v.(int64); ok && n == codeOK {
-		return id, nil
-	}
-	if a, ok := v.([]any); ok && len(a) == 3 && a[0] == int64(codeLimit) {
-		size, _ := a[1].(int64)
-		bytes, _ := a[2].(int64)
+	id, full, size, bytes, err := addedReply("pool put", v)
+	if full {
 		return "", primitives.PoolFull(pool, int(size), bytes, cost, c)
 	}
-	return "", replyError("pool put", v)
+	return id, err
 }
 
 // scriptFail is fail for a script, whose nil reply would be a bug, not a missing key.
@@ -442,12 +448,21 @@ func (b *Backend) poolListPage(ctx context.Context, pool string, keys []string, 
 //	ARGV[4]    -> 0: free items only; 1: return expired leases first (when ARGV[3] is "0")
 //	ARGV[5]    -> which of KEYS[6..] to scan, 0 for the smallest (chosen on the first page)
 //	ARGV[6]    -> how many candidates the page may look at (listPage)
+//	ARGV[7..9] -> the request (luaOnce); every page of one claim passes the same
 //
 // Output: {0} nothing to claim (in this phase); {2, cursor, scanned key} a page found
-// nothing, go on from cursor; {1, id, payload, tags, created, expires} the item now
-// leased.
+// nothing, go on from cursor; {1, id, payload, tags, created, expires, token, lease
+// left in ms} the item now leased. The page that leases records it; a repeat of the
+// request returns that lease while its token still holds it, and {0} once it does not.
 var poolClaimCmd = goredis.NewScript(luaPoolIndex + `
 local now, cursor, phase, k, budget = now_ms(), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+
+local prev = replay(req_key())
+if prev then
+  local f = redis.call('HMGET', item_key(prev[2]), 'payload', 'tags', 'created', 'expires', 'token', 'until')
+  if f[5] ~= prev[3] or tonumber(f[6]) <= now or expired(f[4], now) then return {0} end
+  return {1, prev[2], f[1], f[2], tonumber(f[3]), tonumber(f[4]), f[5], tonumber(f[6]) - now}
+end
 
 -- usable reads candidate c into f if it is a live item; if not, c goes from every index.
 local f
@@ -499,7 +514,8 @@ redis.call('SREM', FREE, id)
 for _, s in ipairs(suffixes(f[2])) do redis.call('SREM', free_tag_key(s), id) end
 redis.call('HSET', ik, 'token', ARGV[2], 'until', deadline)
 redis.call('ZADD', LEASES, deadline, id)
-return {1, id, f[1], f[2], tonumber(f[3]), tonumber(f[4])}
+remember(req_key(), id, ARGV[2])
+return {1, id, f[1], f[2], tonumber(f[3]), tonumber(f[4]), ARGV[2], tonumber(ARGV[1])}
 `)
 
 // PoolClaim leases one live, unleased item of pool whose tags equal every entry of
@@ -522,21 +538,27 @@ func (b *Backend) PoolClaim(ctx context.Context, pool string, where primitives.T
 	for k, v := range where {
 		keys = append(keys, poolFreeTagKey(pool, k, v))
 	}
+	req, err := b.request(ctx, "pool claim", where, ms(hold))
+	if err != nil {
+		return primitives.ItemLease{}, false, err
+	}
 	token := primitives.NewToken()
 	cursor, phase, scan := "0", 0, int64(0)
 	for {
 		start := time.Now()
-		a, err := b.poolClaimPage(ctx, pool, keys, ms(hold), token, cursor, phase, scan)
+		a, err := b.poolClaimPage(ctx, pool, keys, req.args(ms(hold), token, cursor, phase, scan, listPage))
 		if err != nil {
 			return primitives.ItemLease{}, false, err
 		}
 		switch code, _ := a[0].(int64); {
-		case code == codeOK && len(a) == 6:
-			it, err := itemFromReply("pool claim", a[1:])
-			if err != nil {
+		case code == codeOK && len(a) == 8:
+			it, err1 := itemFromReply("pool claim", a[1:6])
+			held, err2 := replyString("pool claim", a[6])
+			left, err3 := replyInt("pool claim", a[7])
+			if err := errors.Join(err1, err2, err3); err != nil {
 				return primitives.ItemLease{}, false, err
 			}
-			return primitives.ItemLease{Item: it, Lease: primitives.Lease{Token: token, Until: start.Add(hold)}}, true, nil
+			return primitives.ItemLease{Item: it, Lease: primitives.Lease{Token: held, Until: start.Add(time.Duration(left) * time.Millisecond)}}, true, nil
 		case code == codeNone && len(a) == 1 && phase == 0:
 			cursor, phase, scan = "0", 1, 0
 		case code == codeNone && len(a) == 1:
@@ -554,11 +576,11 @@ func (b *Backend) PoolClaim(ctx context.Context, pool string, where primitives.T
 	}
 }
 
-// poolClaimPage runs one page of poolClaimCmd.
-func (b *Backend) poolClaimPage(ctx context.Context, pool string, keys []string, hold int64, token, cursor string, phase int, scan int64) ([]any, error) {
+// poolClaimPage runs one page of poolClaimCmd with args.
+func (b *Backend) poolClaimPage(ctx context.Context, pool string, keys []string, args []any) ([]any, error) {
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := poolClaimCmd.Run(ctx, b.client, keys, hold, token, cursor, phase, scan, listPage).Result()
+	v, err := poolClaimCmd.Run(ctx, b.client, keys, args...).Result()
 	if err != nil {
 		return nil, b.scriptFail(ctx, "pool claim", pool, err)
 	}
@@ -570,10 +592,13 @@ func (b *Backend) poolClaimPage(ctx context.Context, pool string, keys []string,
 //	KEYS[1..5] -> the pool's fixed keys (luaPool)
 //	ARGV[1]    -> item id
 //	ARGV[2]    -> lease token
+//	ARGV[3..5] -> the request (luaOnce)
 //
-// Output: 1 released; -1 no such live item (an expired one is removed);
-// -2 the token does not hold the lease (an expired lease is returned to the pool).
+// Output: 1 released, by this run or the request's first; -1 no such live item (an
+// expired one is removed); -2 the token does not hold the lease (an expired lease is
+// returned to the pool).
 var poolReleaseCmd = goredis.NewScript(luaPoolIndex + `
+if replay(req_key()) then return 1 end
 local now, id = now_ms(), ARGV[1]
 local f = redis.call('HMGET', item_key(id), 'expires', 'token', 'until', 'tags')
 if not f[1] then return -1 end
@@ -581,6 +606,7 @@ if expired(f[1], now) then remove_item(id); return -1 end
 if f[2] ~= ARGV[2] then return -2 end
 make_free(id, f[4])
 if tonumber(f[3]) <= now then return -2 end
+remember(req_key(), 1)
 return 1
 `)
 
@@ -591,9 +617,13 @@ func (b *Backend) PoolRelease(ctx context.Context, pool, id, token string) error
 	if err := primitives.CheckName("pool", pool); err != nil {
 		return err
 	}
+	req, err := b.request(ctx, "pool release", id, token)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := poolReleaseCmd.Run(ctx, b.client, poolScriptKeys(pool, 0), id, token).Result()
+	v, err := poolReleaseCmd.Run(ctx, b.client, poolScriptKeys(pool, 0), req.args(id, token)...).Result()
 	if err != nil {
 		return b.scriptFail(ctx, "pool release", pool, err)
 	}
@@ -612,14 +642,18 @@ func (b *Backend) PoolRelease(ctx context.Context, pool, id, token string) error
 //
 //	KEYS[1..5] -> the pool's fixed keys (luaPool)
 //	ARGV[1]    -> item id
+//	ARGV[2..4] -> the request (luaOnce)
 //
-// Output: 1 evicted; -1 no such live item (an expired one is removed all the same).
+// Output: 1 evicted, by this run or the request's first; -1 no such live item (an
+// expired one is removed all the same).
 var poolMarkBadCmd = goredis.NewScript(luaPoolIndex + `
+if replay(req_key()) then return 1 end
 local id = ARGV[1]
 local e = redis.call('HGET', item_key(id), 'expires')
 if not e then return -1 end
 remove_item(id)
 if expired(e, now_ms()) then return -1 end
+remember(req_key(), 1)
 return 1
 `)
 
@@ -629,9 +663,13 @@ func (b *Backend) PoolMarkBad(ctx context.Context, pool, id, reason string) erro
 	if err := primitives.CheckName("pool", pool); err != nil {
 		return err
 	}
+	req, err := b.request(ctx, "pool mark_bad", id)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := poolMarkBadCmd.Run(ctx, b.client, poolScriptKeys(pool, 0), id).Result()
+	v, err := poolMarkBadCmd.Run(ctx, b.client, poolScriptKeys(pool, 0), req.args(id)...).Result()
 	if err != nil {
 		return b.scriptFail(ctx, "pool mark_bad", pool, err)
 	}

@@ -276,7 +276,7 @@ func TestPoolItemExpires(t *testing.T) {
 
 // An expired item that no put has pruned yet is removed, not returned, by claim.
 func TestPoolClaimSkipsExpired(t *testing.T) {
-	b, raw := setup(t)
+	b, _ := setup(t)
 	for range 5 {
 		b.PoolPut(bg, "p", []byte("old"), primitives.Tags{"a": "1", "b": "2"}, 30*time.Millisecond)
 	}
@@ -301,14 +301,14 @@ func TestPoolClaimSkipsExpired(t *testing.T) {
 		if l, ok, err := b.PoolClaim(bg, "q", where, time.Minute); ok || err != nil {
 			t.Fatalf("PoolClaim(%v) of expired items = %+v, %v, %v, want none", where, l, ok, err)
 		}
-		if keys := raw.Keys(bg, "fleet:pool:*").Val(); len(keys) != 0 {
+		if keys := dataKeys(t, "fleet:pool:*"); len(keys) != 0 {
 			t.Errorf("PoolClaim(%v) left keys of expired items: %v", where, keys)
 		}
 	}
 }
 
 func TestPoolMarkBad(t *testing.T) {
-	b, raw := setup(t)
+	b, _ := setup(t)
 	id, _ := b.PoolPut(bg, "p", []byte("x"), primitives.Tags{"site": `"x"`}, time.Hour)
 	l, ok, _ := b.PoolClaim(bg, "p", nil, time.Minute)
 	if !ok {
@@ -317,7 +317,7 @@ func TestPoolMarkBad(t *testing.T) {
 	if err := b.PoolMarkBad(bg, "p", id, "clearance rejected"); err != nil {
 		t.Fatalf("PoolMarkBad(leased) = %v", err)
 	}
-	if keys := raw.Keys(bg, "fleet:pool:*").Val(); len(keys) != 0 {
+	if keys := dataKeys(t, "fleet:pool:*"); len(keys) != 0 {
 		t.Fatalf("keys left after mark_bad of the only item: %v", keys)
 	}
 	if err := b.PoolMarkBad(bg, "p", id, "again"); !errors.Is(err, primitives.ErrNotFound) {

@@ -23,7 +23,7 @@ const taskOverhead = "1024"
 //	KEYS[3] -> fleet:queue:{q}:delayed    ZSET id -> visible-at ms
 //	KEYS[4] -> fleet:queue:{q}:inflight   ZSET id -> lease deadline ms
 //	KEYS[5] -> fleet:queue:{q}:parked     LIST of ids, oldest parked first
-const luaQueue = luaNow + luaQueueKeys + `
+const luaQueue = luaNow + luaOnce + luaQueueKeys + `
 local READY, DELAYED, INFLIGHT, PARKED = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 -- what a task costs in the bytes counter beside its payload: primitives.TaskOverhead
 local TASK_OVERHEAD = ` + taskOverhead + `
@@ -48,17 +48,21 @@ local function holds(id, token, now)
 end
 `
 
-// queuePushCmd enqueues a task, unless the queue already holds its cap.
+// queuePushCmd enqueues a task, unless the queue already holds its cap, once per
+// request (luaOnce).
 //
 //	KEYS[1..5] -> the queue's keys (luaQueue)
 //	ARGV[1]    -> task id (fresh, from Go)
 //	ARGV[2]    -> payload
 //	ARGV[3]    -> the most tasks waiting (ready or delayed); 0 for no cap
 //	ARGV[4]    -> the most bytes (payload + TASK_OVERHEAD a task) the queue holds; 0 for no cap
+//	ARGV[5..7] -> the request (luaOnce)
 //
-// Output: {1}; {-3, depth, bytes} refused: the queue holds depth tasks waiting costing
-// bytes
+// Output: {1, id}: the task pushed, by this run or by the first run of the request;
+// {-3, depth, bytes} refused: the queue holds depth tasks waiting costing bytes
 var queuePushCmd = goredis.NewScript(luaQueue + `
+local prev = replay(req_key())
+if prev then return {1, prev[2]} end
 local maxDepth, maxBytes, cost = tonumber(ARGV[3]), tonumber(ARGV[4]), #ARGV[2] + TASK_OVERHEAD
 if maxDepth > 0 or maxBytes > 0 then
   local depth = redis.call('LLEN', READY) + redis.call('ZCARD', DELAYED)
@@ -70,7 +74,8 @@ end
 redis.call('HSET', task_key(ARGV[1]), 'payload', ARGV[2], 'attempts', 0, 'enqueued', now_ms())
 redis.call('INCRBY', BYTES, cost)
 redis.call('RPUSH', READY, ARGV[1])
-return {1}
+remember(req_key(), ARGV[1])
+return {1, ARGV[1]}
 `)
 
 // QueuePush enqueues payload on queue and returns the task id.
@@ -79,7 +84,8 @@ func (b *Backend) QueuePush(ctx context.Context, queue string, payload []byte) (
 }
 
 // QueuePushWithin is QueuePush refused with ErrLimit past c; the counts (LLEN, ZCARD and
-// a bytes counter that push and ack keep, all O(1)) and the push are one script.
+// a bytes counter that push and ack keep, all O(1)) and the push are one script. A
+// request pushes once: its repeat returns the first push's id.
 func (b *Backend) QueuePushWithin(ctx context.Context, queue string, payload []byte, c primitives.QueueCap) (string, error) {
 	if err := primitives.CheckName("queue", queue); err != nil {
 		return "", err
@@ -87,26 +93,21 @@ func (b *Backend) QueuePushWithin(ctx context.Context, queue string, payload []b
 	if err := primitives.CheckValue("payload", payload); err != nil {
 		return "", err
 	}
-	id := newID()
-	ctx, cancel := b.call(ctx)
-	defer cancel()
-	v, err := queuePushCmd.Run(ctx, b.client, queueScriptKeys(queue), id, payload, max(c.Depth, 0), max(c.Bytes, 0)).Result()
-	if err != nil {
-		return "", b.scriptFail(ctx, "queue push", queue, err)
-	}
-	a, err := replyArray("queue push", v, 1)
+	req, err := b.request(ctx, "queue push", payload)
 	if err != nil {
 		return "", err
 	}
-	switch code, _ := a[0].(int64); {
-	case code == codeOK:
-		return id, nil
-	case code == codeLimit && len(a) == 3:
-		depth, _ := a[1].(int64)
-		bytes, _ := a[2].(int64)
+	ctx, cancel := b.call(ctx)
+	defer cancel()
+	v, err := queuePushCmd.Run(ctx, b.client, queueScriptKeys(queue), req.args(newID(), payload, max(c.Depth, 0), max(c.Bytes, 0))...).Result()
+	if err != nil {
+		return "", b.scriptFail(ctx, "queue push", queue, err)
+	}
+	id, full, depth, bytes, err := addedReply("queue push", v)
+	if full {
 		return "", primitives.QueueFull(queue, int(depth), bytes, int64(len(payload))+primitives.TaskOverhead, c)
 	}
-	return "", replyError("queue push", v)
+	return id, err
 }
 
 // settleLimit is how many due delayed tasks, and how many expired leases, one claim
@@ -236,7 +237,10 @@ func (b *Backend) QueueAck(ctx context.Context, queue, id, token string) error {
 }
 
 // queueAckClaimCmd acks tasks (luaAck) and then claims up to n (luaClaim), at one
-// instant: one round trip for a batch of finished tasks and their successors.
+// instant: one round trip for a batch of finished tasks and their successors. A request
+// that acked or claimed anything is recorded (luaOnce): its repeat acks nothing again
+// and returns the first run's ack codes and those of its claims that its tokens still
+// hold, so that a resent batch leaves no claim orphaned.
 //
 //	KEYS[1..5]  -> the queue's keys (luaQueue)
 //	ARGV[1]     -> lease of the claims, in ms
@@ -244,24 +248,48 @@ func (b *Backend) QueueAck(ctx context.Context, queue, id, token string) error {
 //	ARGV[3]     -> a, the number of acks
 //	ARGV[4]     -> n, the most tasks to claim
 //	ARGV[5..]   -> a pairs of task id and lease token to ack, then n fresh lease tokens
+//	ARGV[-3..]  -> the request (luaOnce)
 //
 // Output: {codes, tasks}: codes holds ack's code for each ack; tasks holds id,
-// payload, attempts, enqueued, error of each task claimed, flat, in claim order.
+// payload, attempts, enqueued, error, token and the lease left in ms of each task
+// claimed, flat, in claim order.
 var queueAckClaimCmd = goredis.NewScript(luaQueue + luaAck + luaClaim + `
 local now, lease, maxAttempts = now_ms(), tonumber(ARGV[1]), tonumber(ARGV[2])
 local a, n = tonumber(ARGV[3]), tonumber(ARGV[4])
-local codes, tasks = {}, {}
+local codes, tasks, ids, tokens = {}, {}, {}, {}
+local prev = replay(req_key())
+if prev then
+  for i, id in ipairs(prev[3]) do
+    local f = redis.call('HMGET', task_key(id), 'payload', 'attempts', 'enqueued', 'error', 'token', 'until')
+    if f[5] == prev[4][i] and tonumber(f[6]) > now then
+      for _, v in ipairs({id, f[1], tonumber(f[2]), tonumber(f[3]), f[4] or '', f[5], tonumber(f[6]) - now}) do
+        tasks[#tasks + 1] = v
+      end
+    end
+  end
+  return {prev[2], tasks}
+end
+local wrote = false
 for i = 1, a do
   codes[i] = ack(ARGV[3 + 2 * i], ARGV[4 + 2 * i], now)
+  wrote = wrote or codes[i] == 1
 end
 if n > 0 then settle(now, maxAttempts) end
 for j = 1, n do
-  local t = take(now, lease, ARGV[4 + 2 * a + j])
+  local token = ARGV[4 + 2 * a + j]
+  local t = take(now, lease, token)
   if not t then break end
   for _, v in ipairs(t) do tasks[#tasks + 1] = v end
+  tasks[#tasks + 1] = token
+  tasks[#tasks + 1] = lease
+  ids[j], tokens[j] = t[1], token
 end
+if wrote or #ids > 0 then remember(req_key(), codes, ids, tokens) end
 return {codes, tasks}
 `)
+
+// claimFields is how many fields queueAckClaimCmd returns for each task it claims.
+const claimFields = 7
 
 // QueueAckClaim acks acks and then claims up to n tasks of queue, in one script.
 func (b *Backend) QueueAckClaim(ctx context.Context, queue string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.TaskLease, []error, error) {
@@ -274,20 +302,22 @@ func (b *Backend) QueueAckClaim(ctx context.Context, queue string, acks []primit
 // ackClaim runs queueAckClaimCmd for checked arguments, naming op in its errors: the one
 // script behind QueueClaim, QueueAck and QueueAckClaim.
 func (b *Backend) ackClaim(ctx context.Context, op, queue string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.TaskLease, []error, error) {
-	args := make([]any, 0, 4+2*len(acks)+n)
+	req, err := b.request(ctx, "queue ack-claim", acks, n, ms(lease), maxAttempts)
+	if err != nil {
+		return nil, nil, err
+	}
+	args := make([]any, 0, 7+2*len(acks)+n)
 	args = append(args, ms(lease), maxAttempts, len(acks), n)
 	for _, a := range acks {
 		args = append(args, a.ID, a.Token)
 	}
-	tokens := make([]string, n)
-	for i := range tokens {
-		tokens[i] = primitives.NewToken()
-		args = append(args, tokens[i])
+	for range n {
+		args = append(args, primitives.NewToken())
 	}
 	start := time.Now()
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := queueAckClaimCmd.Run(ctx, b.client, queueScriptKeys(queue), args...).Result()
+	v, err := queueAckClaimCmd.Run(ctx, b.client, queueScriptKeys(queue), req.args(args...)...).Result()
 	if err != nil {
 		return nil, nil, b.scriptFail(ctx, op, queue, err)
 	}
@@ -300,7 +330,7 @@ func (b *Backend) ackClaim(ctx context.Context, op, queue string, acks []primiti
 	if err := errors.Join(err1, err2); err != nil {
 		return nil, nil, err
 	}
-	if len(out) != 2 || len(codes) != len(acks) || len(flat)%5 != 0 || len(flat)/5 > n {
+	if len(out) != 2 || len(codes) != len(acks) || len(flat)%claimFields != 0 || len(flat)/claimFields > n {
 		return nil, nil, replyError(op, v)
 	}
 	ackErrs := make([]error, len(acks))
@@ -309,13 +339,15 @@ func (b *Backend) ackClaim(ctx context.Context, op, queue string, acks []primiti
 			ackErrs[i] = taskError(op, queue, acks[i].ID, c)
 		}
 	}
-	tasks, err := tasksFromReply(op, flat)
-	if err != nil {
-		return nil, nil, err
-	}
-	claimed := make([]primitives.TaskLease, len(tasks))
-	for i, t := range tasks {
-		claimed[i] = primitives.TaskLease{Task: t, Lease: primitives.Lease{Token: tokens[i], Until: start.Add(lease)}}
+	claimed := make([]primitives.TaskLease, 0, len(flat)/claimFields)
+	for i := 0; i < len(flat); i += claimFields {
+		t, err1 := taskFromReply(op, flat[i:i+5])
+		token, err2 := replyString(op, flat[i+5])
+		left, err3 := replyInt(op, flat[i+6])
+		if err := errors.Join(err1, err2, err3); err != nil {
+			return nil, nil, err
+		}
+		claimed = append(claimed, primitives.TaskLease{Task: t, Lease: primitives.Lease{Token: token, Until: start.Add(time.Duration(left) * time.Millisecond)}})
 	}
 	return claimed, ackErrs, nil
 }
@@ -342,9 +374,13 @@ func taskError(op, queue, id string, v any) error {
 //	ARGV[4]    -> delay in ms before it is claimable again; 0 for at once
 //	ARGV[5]    -> maxAttempts; <= 0 never parks; ignored on a refund
 //	ARGV[6]    -> refund: 1 gives the attempt back and never parks; 0 spends it
+//	ARGV[7..9] -> the request (luaOnce)
 //
 // Output: 1 back in the queue; 2 parked; -1 no such task; -2 the token does not hold it.
+// A repeat of a request that released returns the first run's 1 or 2.
 var queueReleaseCmd = goredis.NewScript(luaQueue + `
+local prev = replay(req_key())
+if prev then return prev[2] end
 local id, now = ARGV[1], now_ms()
 local h, attempts = holds(id, ARGV[2], now)
 if h ~= 1 then return h end
@@ -354,6 +390,7 @@ if refund then
   attempts = math.max(attempts - 1, 0)
 elseif maxAttempts > 0 and attempts >= maxAttempts then
   park(id, ARGV[3])
+  remember(req_key(), 2)
   return 2
 end
 redis.call('HSET', task_key(id), 'error', ARGV[3], 'attempts', attempts)
@@ -364,6 +401,7 @@ if delay > 0 then
 else
   redis.call('RPUSH', READY, id)
 end
+remember(req_key(), 1)
 return 1
 `)
 
@@ -381,9 +419,13 @@ func (b *Backend) QueueRelease(ctx context.Context, queue, id, token string, r p
 	if err := primitives.CheckValue("reason", []byte(r.Reason)); err != nil {
 		return false, err
 	}
+	req, err := b.request(ctx, "queue release", id, token, r)
+	if err != nil {
+		return false, err
+	}
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := queueReleaseCmd.Run(ctx, b.client, queueScriptKeys(queue), id, token, r.Reason, ms(r.Delay), r.MaxAttempts, refundArg(r.Refund)).Result()
+	v, err := queueReleaseCmd.Run(ctx, b.client, queueScriptKeys(queue), req.args(id, token, r.Reason, ms(r.Delay), r.MaxAttempts, refundArg(r.Refund))...).Result()
 	if err != nil {
 		return false, b.scriptFail(ctx, "queue release", queue, err)
 	}
@@ -489,13 +531,16 @@ func (b *Backend) QueueParked(ctx context.Context, queue string, limit int) ([]p
 //
 //	KEYS[1..5] -> the queue's keys (luaQueue)
 //	ARGV[1]    -> task id
+//	ARGV[2..4] -> the request (luaOnce)
 //
-// Output: 1 requeued; -1 no such parked task.
+// Output: 1 requeued, by this run or the request's first; -1 no such parked task.
 var queueRequeueCmd = goredis.NewScript(luaQueue + `
+if replay(req_key()) then return 1 end
 local id = ARGV[1]
 if redis.call('LREM', PARKED, 1, id) == 0 then return -1 end
 redis.call('HSET', task_key(id), 'attempts', 0)
 redis.call('RPUSH', READY, id)
+remember(req_key(), 1)
 return 1
 `)
 
@@ -505,9 +550,13 @@ func (b *Backend) QueueRequeue(ctx context.Context, queue, id string) error {
 	if err := primitives.CheckName("queue", queue); err != nil {
 		return err
 	}
+	req, err := b.request(ctx, "queue requeue", id)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := queueRequeueCmd.Run(ctx, b.client, queueScriptKeys(queue), id).Result()
+	v, err := queueRequeueCmd.Run(ctx, b.client, queueScriptKeys(queue), req.args(id)...).Result()
 	if err != nil {
 		return b.scriptFail(ctx, "queue requeue", queue, err)
 	}

@@ -257,6 +257,7 @@ func TestCallKinds(t *testing.T) {
 		{"submit unknown property", abi.OpSubmit, `{"queue":"jobs","payload":{"n":1,"m":2}}`, abi.TypeError, true},
 		{"submit oversized", abi.OpSubmit, `{"queue":"jobs","payload":{"n":1,"pad":` + big + `}}`, abi.LimitExceeded, true},
 		{"submit ungranted", abi.OpSubmit, `{"queue":"secret-jobs","payload":{}}`, abi.PermissionDenied, true},
+		{"submit key too long", abi.OpSubmit, `{"queue":"jobs","payload":{"n":1},"key":"` + strings.Repeat("k", MaxSubmitKey+1) + `"}`, abi.ValueError, true},
 		// config, log, metric, http
 		{"config ok", abi.OpConfigGet, `{}`, "", true},
 		{"config unknown field", abi.OpConfigGet, `{"x":1}`, abi.TypeError, true},
@@ -632,5 +633,39 @@ func TestHTTPOp(t *testing.T) {
 	logs := f.logs.String()
 	if !strings.Contains(logs, "evil.example") || strings.Contains(logs, "s3cret") || strings.Contains(logs, "secret@") {
 		t.Errorf("the denial log should name the host and nothing else of the URL:\n%s", logs)
+	}
+}
+
+// A submit with a key enqueues once per key and plugin: the same key answers the first
+// task, another payload under it is Conflict, and another plugin's same key is its own.
+func TestSubmitKey(t *testing.T) {
+	f := newFixture(t)
+	submit := func(ctx context.Context, payload string) (string, *abi.Error) {
+		var r abi.SubmitReply
+		reply := f.core.Call(ctx, abi.OpSubmit, []byte(`{"queue":"jobs","payload":`+payload+`,"key":"k1"}`))
+		if err := abi.DecodeReply(reply, &r); err != nil {
+			var e *abi.Error
+			errors.As(err, &e)
+			return "", e
+		}
+		return r.TaskID, nil
+	}
+	first, e := submit(f.ctx, `{"n":1}`)
+	if e != nil {
+		t.Fatal(e)
+	}
+	if again, e := submit(f.ctx, `{"n":1}`); e != nil || again != first {
+		t.Errorf("the same submit under its key = %s, %v, want the first task %s", again, e, first)
+	}
+	if _, e := submit(f.ctx, `{"n":2}`); e == nil || e.Kind != abi.Conflict {
+		t.Errorf("another payload under the key = %v, want Conflict", e)
+	}
+	other := &Caller{Plugin: NewPlugin("rival", Access{Queues: map[string]Roles{"jobs": RoleSubmit}}, nil, testLimits, nil), Slot: "rival/0"}
+	theirs, e := submit(WithCaller(context.Background(), other), `{"n":1}`)
+	if e != nil || theirs == first {
+		t.Errorf("another plugin's submit under the same key = %s, %v, want a task of its own", theirs, e)
+	}
+	if st, _ := f.spy.Backend.QueueStats(context.Background(), "jobs"); st.Depth != 2 {
+		t.Errorf("jobs depth = %d, want 2", st.Depth)
 	}
 }

@@ -2,6 +2,8 @@ package hostfn
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 
 	"github.com/fleethost/fleet/abi"
@@ -11,9 +13,11 @@ import (
 
 // submit: submit. The plugin must be granted submit on the queue; the payload is
 // validated against that queue's payload schema. Past the plugin's submit rate, or its
-// Quota.Queue, it is LimitExceeded.
+// Quota.Queue, it is LimitExceeded. With a key, the submit enqueues once (WithSubmitKey,
+// scoped by the plugin's type): a repeat answers the first task id, one with another
+// payload is Conflict.
 //
-//	request:  {"queue": "harvest", "payload": {"site": "x"}}
+//	request:  {"queue": "harvest", "payload": {"site": "x"}, "key": "..."}
 //	reply:    {"task_id": "..."}
 func (c *Core) submit(ctx context.Context, caller *Caller, req []byte) (any, *abi.Error) {
 	var r abi.SubmitRequest
@@ -28,6 +32,12 @@ func (c *Core) submit(ctx context.Context, caller *Caller, req []byte) (any, *ab
 	}
 	if e := checkSize(caller.Plugin, "payload", r.Payload); e != nil {
 		return nil, e
+	}
+	if r.Key != "" {
+		var e *abi.Error
+		if ctx, e = WithSubmitKey(ctx, "plugin:"+caller.Plugin.Type, r.Key); e != nil {
+			return nil, e
+		}
 	}
 	q := caller.Plugin.Quota
 	if q.Submits != nil {
@@ -69,4 +79,24 @@ func Submit(ctx context.Context, b primitives.Queue, contracts *validate.Registr
 		return "", e
 	}
 	return b.QueuePushWithin(ctx, queue, payload, c)
+}
+
+// MaxSubmitKey is the longest submit key: a guest's SubmitRequest.Key, the HTTP API's
+// Idempotency-Key.
+const MaxSubmitKey = primitives.MaxRequestIDLen
+
+// WithSubmitKey returns ctx naming the request of a submit by key within scope ("api"
+// for the HTTP API, "plugin:<type>" for a guest), so that the submit enqueues once
+// however often it is sent: the backend records it in the queue's slot for
+// primitives.DefaultRequestKeep (10 minutes), and a repeat within that answers the first
+// task id, one with another payload primitives.ErrReused. A key is 1..MaxSubmitKey
+// bytes. The request id is a hash of scope and key, so that no scope names another's
+// requests (a plugin cannot answer for the API's keys, nor one plugin for another's) and
+// every id has one length.
+func WithSubmitKey(ctx context.Context, scope, key string) (context.Context, *abi.Error) {
+	if key == "" || len(key) > MaxSubmitKey {
+		return ctx, abi.Errorf(abi.ValueError, "submit key is %d bytes, want 1 to %d", len(key), MaxSubmitKey)
+	}
+	sum := sha256.Sum256([]byte(scope + "\x00" + key))
+	return primitives.WithRequest(ctx, primitives.Request{ID: "submit:" + hex.EncodeToString(sum[:16])}), nil
 }

@@ -1,0 +1,81 @@
+package fleet
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/guest-sdk/fleettest"
+)
+
+// submitKeys runs submit under a fake host and returns the keys the submits it made sent.
+func submitKeys(h *fleettest.Host) []string {
+	var keys []string
+	for _, r := range fleettest.Requests[abi.SubmitRequest](h, abi.OpSubmit) {
+		keys = append(keys, r.Key)
+	}
+	return keys
+}
+
+// Submit's key names the task, the queue and the payload, and counts only the submits
+// answered: a Submit sent again after an error, and the same Submit of the task's next
+// attempt, send the same key; a second equal Submit of one handling sends another.
+func TestSubmitKeys(t *testing.T) {
+	q := NewQueue[cookieTags]("q")
+	a, b := cookieTags{Site: "a"}, cookieTags{Site: "b"}
+	h := fleettest.New(t)
+
+	submits.begin("task:t1")
+	h.Fail(abi.OpSubmit, abi.Unavailable, "backend down")
+	if _, err := Submit(q, a); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Submit = %v, want ErrUnavailable", err)
+	}
+	h.Reply(abi.OpSubmit, abi.SubmitReply{TaskID: "x"})
+	for _, p := range []cookieTags{a, a, b} {
+		if _, err := Submit(q, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	submits.begin("task:t1") // the task's next attempt
+	Submit(q, a)
+	submits.begin("task:t2")
+	Submit(q, a)
+	submits.begin("") // a tick
+	Submit(q, a)
+	submits.begin("")
+	Submit(q, a)
+
+	k := submitKeys(h)
+	if len(k) != 8 {
+		t.Fatalf("sent %d submits, want 8", len(k))
+	}
+	switch {
+	case k[0] != k[1]:
+		t.Errorf("the retry of a failed Submit sent key %q, the first %q: want the same", k[1], k[0])
+	case k[2] == k[1]:
+		t.Errorf("a second equal Submit of one handling sent the first's key %q", k[2])
+	case k[3] == k[1] || k[3] == k[2]:
+		t.Errorf("a Submit of another payload sent key %q, as an earlier one", k[3])
+	case k[4] != k[1]:
+		t.Errorf("the next attempt's Submit sent %q, the first attempt's %q: want the same", k[4], k[1])
+	case k[5] == k[1]:
+		t.Errorf("another task's Submit sent the first task's key %q", k[5])
+	case k[6] == k[7] || !strings.HasPrefix(k[6], "call:"):
+		t.Errorf("two ticks' Submits sent %q and %q: want two keys of their calls", k[6], k[7])
+	}
+	for _, key := range k {
+		if len(key) > maxSubmitKey {
+			t.Errorf("key %q is %d bytes, over the host's %d", key, len(key), maxSubmitKey)
+		}
+	}
+}
+
+func TestSubmitOnceRefusesABadKey(t *testing.T) {
+	fleettest.New(t)
+	for _, key := range []string{"", strings.Repeat("k", maxSubmitKey+1)} {
+		if _, err := SubmitOnce(NewQueue[cookieTags]("q"), key, cookieTags{}); !errors.Is(err, ErrValueError) {
+			t.Errorf("SubmitOnce with a %d-byte key = %v, want ErrValueError", len(key), err)
+		}
+	}
+}
