@@ -12,6 +12,7 @@ const (
 	OpPoolClaim   Op = "pool_claim"
 	OpPoolList    Op = "pool_list"
 	OpPoolRelease Op = "pool_release"
+	OpPoolExtend  Op = "pool_extend"
 	OpPoolMarkBad Op = "pool_mark_bad"
 	OpPoolSize    Op = "pool_size"
 	OpKVGet       Op = "kv_get"
@@ -34,7 +35,7 @@ const (
 
 // Ops lists every operation, in a stable order.
 var Ops = []Op{
-	OpPoolPut, OpPoolClaim, OpPoolList, OpPoolRelease, OpPoolMarkBad, OpPoolSize,
+	OpPoolPut, OpPoolClaim, OpPoolList, OpPoolRelease, OpPoolExtend, OpPoolMarkBad, OpPoolSize,
 	OpKVGet, OpKVSet, OpKVDelete, OpLockAcquire, OpLockRelease, OpCounterIncr, OpCounterGet,
 	OpSubmit, OpConfigGet, OpLog, OpMetric, OpHTTP, OpReplyFetch,
 }
@@ -102,6 +103,20 @@ type PoolReleaseRequest struct {
 	Pool  string `json:"pool"`
 	ID    string `json:"id"`
 	Token string `json:"token"`
+}
+
+// PoolExtendRequest renews the lease of a claimed item: it then ends HoldMs from now, a
+// hold bounded as a claim's is.
+type PoolExtendRequest struct {
+	Pool   string `json:"pool"`
+	ID     string `json:"id"`
+	Token  string `json:"token"`
+	HoldMs int64  `json:"hold_ms"`
+}
+
+// PoolExtendReply is when the renewed lease ends.
+type PoolExtendReply struct {
+	UntilMs int64 `json:"until_ms"`
 }
 
 // PoolMarkBadRequest evicts an item permanently.

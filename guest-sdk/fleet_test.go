@@ -141,6 +141,7 @@ func TestReplies(t *testing.T) {
 	h.Reply(abi.OpPoolClaim, abi.PoolClaimReply{Found: true, Token: "tok", UntilMs: now.Add(20 * time.Second).UnixMilli(), Item: &abi.PoolItem{
 		ID: "i1", Payload: json.RawMessage(`{"cookies":{"cf":"1"},"user_agent":"ua"}`), Tags: json.RawMessage(`{"site":"x","fresh":true}`), CreatedAtMs: now.UnixMilli(),
 	}})
+	h.Reply(abi.OpPoolExtend, abi.PoolExtendReply{UntilMs: now.Add(time.Minute).UnixMilli()})
 	h.Reply(abi.OpPoolRelease, abi.Empty{})
 	h.Reply(abi.OpPoolMarkBad, abi.Empty{})
 	item, err := Pool(testPool).Where(Eq("site", "x")).Claim(20 * time.Second)
@@ -149,6 +150,15 @@ func TestReplies(t *testing.T) {
 	}
 	if item.ID != "i1" || item.Payload.Cookies["cf"] != "1" || item.Tags != (cookieTags{"x", true}) || !item.CreatedAt.Equal(now) || !item.LeasedUntil.Equal(now.Add(20*time.Second)) {
 		t.Fatalf("Claim = %+v", item)
+	}
+	if err := item.Extend(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if !item.LeasedUntil.Equal(now.Add(time.Minute)) {
+		t.Errorf("LeasedUntil after Extend = %v, want the host's until %v", item.LeasedUntil, now.Add(time.Minute))
+	}
+	if ext := fleettest.Requests[abi.PoolExtendRequest](h, abi.OpPoolExtend); len(ext) != 1 || ext[0] != (abi.PoolExtendRequest{Pool: "cookies", ID: "i1", Token: "tok", HoldMs: 60000}) {
+		t.Errorf("extend requests = %+v", ext)
 	}
 	if err := item.Release(); err != nil {
 		t.Fatal(err)
@@ -177,6 +187,9 @@ func TestReplies(t *testing.T) {
 	}
 	if err := items[0].Release(); !errors.Is(err, ErrValueError) {
 		t.Errorf("Release of a listed item = %v, want ErrValueError", err)
+	}
+	if err := items[0].Extend(time.Minute); !errors.Is(err, ErrValueError) {
+		t.Errorf("Extend of a listed item = %v, want ErrValueError", err)
 	}
 
 	h.Reply(abi.OpLockAcquire, abi.LockAcquireReply{Acquired: true, Token: "lt", Fence: 9})

@@ -230,7 +230,7 @@ func runHandle[P any](input []byte, handle func(Task[P]) Result, zeroIfEmpty boo
 	if err := abi.DecodeHandleInput(input, &in); err != nil {
 		return Fail(fmt.Errorf("fleet: fleet_handle input is not a HandleInput: %v", err))
 	}
-	submits.begin("task:" + in.Task.ID)
+	submits.begin()
 	t := Task[P]{
 		ID:         in.Task.ID,
 		Attempts:   in.Task.Attempts,
@@ -265,7 +265,7 @@ func runTick(input []byte, step func(int) Result) (res Result) {
 	if err := abi.DecodeTickInput(input, &in); err != nil {
 		return Fail(fmt.Errorf("fleet: fleet_tick input is not a TickInput: %v", err))
 	}
-	submits.begin("")
+	submits.begin()
 	defer recoverInto(&res)
 	return step(in.Iteration)
 }

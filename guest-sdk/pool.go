@@ -220,10 +220,36 @@ func decodeItem[P, T any](op abi.Op, pool string, wi abi.PoolItem) (*Item[P, T],
 // ErrConflict when the lease already expired (maybe claimed by another slot since),
 // ErrNotFound when the item is gone. Releasing an item from List is ErrValueError.
 func (it *Item[P, T]) Release() error {
-	if it.token == "" {
-		return localError(abi.OpPoolRelease, abi.ValueError, fmt.Sprintf("pool %q item %s was listed, not claimed: there is no lease to release", it.pool, it.ID))
+	if err := it.claimed(abi.OpPoolRelease, "release"); err != nil {
+		return err
 	}
 	return send(abi.OpPoolRelease, abi.PoolReleaseRequest{Pool: it.pool, ID: it.ID, Token: it.token}.AppendJSON, noReply)
+}
+
+// Extend renews the lease of a claimed item: it then ends hold from now (LeasedUntil
+// says when), so that work that outlasts the claim's hold keeps the item without
+// claiming it for longer than a crash should keep it from the others. ErrConflict when
+// the lease already ended (maybe claimed by another slot since): the item is no longer
+// the caller's. ErrNotFound when the item is gone. Extending an item from List is
+// ErrValueError.
+func (it *Item[P, T]) Extend(hold time.Duration) error {
+	if err := it.claimed(abi.OpPoolExtend, "extend"); err != nil {
+		return err
+	}
+	var reply abi.PoolExtendReply
+	if err := call(abi.OpPoolExtend, abi.PoolExtendRequest{Pool: it.pool, ID: it.ID, Token: it.token, HoldMs: millis(hold)}, &reply); err != nil {
+		return err
+	}
+	it.LeasedUntil = fromMillis(reply.UntilMs)
+	return nil
+}
+
+// claimed refuses op (which verb names) on an item from List, which holds no lease.
+func (it *Item[P, T]) claimed(op abi.Op, verb string) error {
+	if it.token == "" {
+		return localError(op, abi.ValueError, fmt.Sprintf("pool %q item %s was listed, not claimed: there is no lease to %s", it.pool, it.ID, verb))
+	}
+	return nil
 }
 
 // MarkBad evicts the item from the pool permanently, leased or not, for reason (an

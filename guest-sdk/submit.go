@@ -18,13 +18,14 @@ import (
 //
 //	_, err := fleet.Submit(contracts.Harvest, contracts.HarvestRequest{Site: site})
 //
-// Submit enqueues once however often it is sent. It sends a key (SubmitOnce) made of the
-// task being handled, the queue, the payload, and how many equal submits this handling
-// had answered before; so a Submit sent again after an error (ErrUnavailable: the task
-// may have been enqueued, its answer lost), and the same submits of the task's next
-// attempt within 10 minutes, answer the first task ids instead of enqueueing again, while
-// two equal submits of one handling enqueue two tasks. Outside a task handler (a loop's
-// tick) the key names the tick instead of a task.
+// Submit enqueues once however often one handling sends it. It sends a key (SubmitOnce)
+// made of the export call running (a task's handling, a tick), the queue, the payload,
+// and how many equal submits the call had answered before; so a Submit sent again after
+// an error (ErrUnavailable: the task may have been enqueued, its answer lost) answers the
+// first task id instead of enqueueing again, while two equal submits of one call enqueue
+// two tasks. The task's next attempt is a call of its own and submits again, as a queue
+// delivers at least once: a task that must leave its children once across attempts
+// names them with SubmitOnce (a key of the task's id or of what the child is about).
 func Submit[P any](q QueueContract[P], payload P) (taskID string, err error) {
 	b, err := marshalPayload(q, payload)
 	if err != nil {
@@ -78,13 +79,14 @@ func submit(queue string, payload []byte, key string) (string, error) {
 var submits submitScope
 
 type submitScope struct {
-	scope string         // "task:<id>" in a handler; a random "call:<hex>" elsewhere, made on first use
+	scope string         // a random "call:<hex>", made on the call's first submit
 	sent  map[string]int // how many submits the call had answered, by their key's base
 }
 
-// begin starts the submits of a call: a task handler's (scope "task:<id>"), or another
-// call's (scope "").
-func (s *submitScope) begin(scope string) { s.scope, s.sent = scope, nil }
+// begin starts the submits of an export call. A call of its own for each handling keeps
+// a retried task's submits apart from its first attempt's: a handler that asks for a
+// harvest and answers Retry asks again on its next attempt, and must be heard.
+func (s *submitScope) begin() { s.scope, s.sent = "", nil }
 
 // base is the key of a submit of payload on queue but its count: the scope and a digest
 // of the two. The key appends how many such submits the call had answered.

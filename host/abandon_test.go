@@ -23,6 +23,9 @@ func TestDrainAbandonsAStuckSlot(t *testing.T) {
 	r.cfg.PluginsDir = r.dir
 	r.cfg.Slots = 2
 	r.cfg.DrainTimeout = 100 * time.Millisecond
+	// A lease that outlasts the drain and its AbandonMargin, so that the task is seen
+	// left to it, not released.
+	r.cfg.TaskLease = time.Minute
 	h, err := host.New(context.Background(), r.cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -70,12 +70,14 @@ type Config struct {
 	// default: DefaultPollInterval (100ms)
 	PollInterval time.Duration
 
-	// TaskLease is how long a claimed task is leased to its slot. The slot takes at least
-	// the plugin's call timeout plus LeaseMargin, and ends each call LeaseMargin before
-	// its task's lease at the latest, so that a task whose call may still run is never
-	// claimable elsewhere. See RATIONALE.md, "Why does a call always end before its task's
-	// lease?".
-	// default: DefaultTaskLease (30s)
+	// TaskLease is how long a claimed task is leased to its slot at a time. While the
+	// task's guest call runs, the slot renews the lease every quarter of it; when two
+	// renewals in a row fail, it cuts the call a quarter before the lease ends, so that
+	// a task whose call may still run is never claimable elsewhere. A dead host's tasks
+	// therefore come back within one lease, whatever the call timeout. At least
+	// MinTaskLease; New refuses a shorter one. See RATIONALE.md, "How long is a task's
+	// lease, and who renews it?".
+	// default: DefaultTaskLease (5s)
 	TaskLease time.Duration
 
 	// MaxAttempts is a task's failure budget: a task whose attempt fails, dies or lets
@@ -176,7 +178,7 @@ const (
 	DefaultPluginsDir       = "plugins"
 	DefaultSlots            = 1
 	DefaultPollInterval     = 100 * time.Millisecond
-	DefaultTaskLease        = 30 * time.Second
+	DefaultTaskLease        = 5 * time.Second
 	DefaultMaxAttempts      = 5
 	DefaultCallTimeout      = 30 * time.Second
 	DefaultDrainTimeout     = 10 * time.Second
@@ -187,9 +189,10 @@ const (
 	DefaultMaxQueueBytes    = 64 << 20
 )
 
-// LeaseMargin is what a task's lease exceeds its call timeout by, at least: a slot ends
-// each call LeaseMargin before its task's lease (Config.TaskLease).
-const LeaseMargin = 10 * time.Second
+// MinTaskLease is the shortest Config.TaskLease the host honours: a quarter of it, the
+// time between two renewals, stays well above a backend's round trip on a loaded host.
+// See RATIONALE.md, "How long is a task's lease, and who renews it?".
+const MinTaskLease = time.Second
 
 // DefaultCacheDir is Config.CacheDir's default: fleet-host/wazero in the user cache dir,
 // or "off" (in memory) when there is none.
@@ -280,6 +283,9 @@ func (c Config) check() error {
 		if d < 0 {
 			bad("%s is negative (%v)", name, d)
 		}
+	}
+	if c.TaskLease >= 0 && c.TaskLease < MinTaskLease {
+		bad("TaskLease is %v, want at least %v (MinTaskLease): the slots renew a lease every quarter of it", c.TaskLease, MinTaskLease)
 	}
 	if c.MaxAttempts < 0 {
 		bad("MaxAttempts is %d, want >= 0", c.MaxAttempts)

@@ -7,7 +7,6 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/tetratelabs/wazero"
 
@@ -45,7 +44,6 @@ type plugin struct {
 	rt        *native.Runtime // immutable pointer
 	fn        *hostfn.Plugin  // immutable pointer
 	export    string          // immutable: the export its slots call (abi.ExportHandle or abi.ExportTick)
-	lease     time.Duration   // immutable
 	configID  string          // immutable: configIdentity, what the plane is told of its slots
 	closeHTTP func()          // immutable; may be nil
 

@@ -86,7 +86,6 @@ func (h *Host) loadPlugin(ctx context.Context, file string) (*plugin, error) {
 	loaded := &plugin{
 		info: h.info(file, wasm, desc, grant),
 		desc: desc, rt: rt, fn: fn, export: export, closeHTTP: closeHTTP,
-		lease: max(h.cfg.TaskLease, grant.CallTimeout+LeaseMargin),
 	}
 	loaded.configID = configIdentity(h.cfg, loaded)
 	h.cfg.Logger.Info("host: plugin loaded", "type", desc.Type, "version", desc.Version, "mode", desc.Mode,

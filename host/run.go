@@ -32,8 +32,9 @@ type SlotEvent struct {
 	Reason  string            // why the task went back or the instance died
 	// Death is why the instance died, when it did, from the error's type (never its
 	// text): "deadline", "drain" (cut at the drain deadline), "memory", "stack" (past the
-	// stack limit), "trap", "exit" (proc_exit), "bad_result" (a malformed result) or
-	// "host_panic"; "" otherwise.
+	// stack limit), "trap", "exit" (proc_exit), "bad_result" (a malformed result),
+	// "host_panic" or "lease" (cut: its task's lease was lost or could not be renewed);
+	// "" otherwise.
 	Death    string
 	Duration time.Duration // the iteration's wall time
 }
@@ -113,7 +114,7 @@ func (h *Host) startSlots(ctx, hard, pumpCtx context.Context, pumps *sync.WaitGr
 	for _, p := range h.plugins {
 		var pump *slot.Pump
 		if p.desc.Consumes != nil {
-			pump = slot.NewPump(h.cfg.Backend, p.desc.Consumes.Name, p.lease, h.cfg.MaxAttempts)
+			pump = slot.NewPump(h.cfg.Backend, p.desc.Consumes.Name, h.cfg.TaskLease, h.cfg.MaxAttempts)
 			pumps.Go(func() { pump.Run(pumpCtx) })
 		}
 		for i := range p.info.Slots {
@@ -207,7 +208,7 @@ func (h *Host) abandon(slots []*runningSlot) error {
 		rs.plugin.abandoned.Store(true)
 		names = append(names, rs.name)
 		h.cfg.Logger.Error("host: slot abandoned: its call did not end after the drain cut it; its task comes back when its lease expires",
-			"slot", rs.name, "task", task, "margin", AbandonMargin, "lease", rs.plugin.lease)
+			"slot", rs.name, "task", task, "margin", AbandonMargin, "lease", h.cfg.TaskLease)
 	}
 	return fmt.Errorf("%w: %d slot(s) abandoned, their calls still running %v after the drain deadline: %s",
 		ErrDrainIncomplete, len(names), AbandonMargin, strings.Join(names, ", "))
@@ -239,7 +240,6 @@ func (h *Host) slotParams(p *plugin, i int, pump *slot.Pump, rep *slotReport) sl
 		MaxAttempts: h.cfg.MaxAttempts,
 		Poll:        h.cfg.PollInterval,
 		CallTimeout: p.info.Grant.CallTimeout,
-		LeaseMargin: LeaseMargin,
 		RetryDelay:  h.cfg.RetryDelay,
 		Paused:      p.paused.Load,
 		Observe:     observers(report, observe),

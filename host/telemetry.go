@@ -238,7 +238,7 @@ func configIdentity(cfg Config, p *plugin) string {
 		Grant        Grant // Marshal sorts the pools' and queues' names
 		Config       json.RawMessage
 	}{
-		Module: p.info.Digest, Slots: p.info.Slots, Lease: p.lease, MaxAttempts: cfg.MaxAttempts,
+		Module: p.info.Digest, Slots: p.info.Slots, Lease: cfg.TaskLease, MaxAttempts: cfg.MaxAttempts,
 		PollInterval: cfg.PollInterval, RetryDelay: cfg.RetryDelay, DrainTimeout: cfg.DrainTimeout,
 		Grant: g, Config: conf,
 	})

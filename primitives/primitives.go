@@ -14,7 +14,8 @@
 //
 // Every write applies once per request (Request): sent twice under one request id, by a
 // caller's retry (WithRequest) or by a client library's resend of a command whose reply
-// was lost, it writes once and answers the first result. See RATIONALE.md.
+// was lost, it writes once and answers the first result. A lease's renewal (QueueExtend,
+// PoolExtend) needs no request: applied twice, it renews twice. See RATIONALE.md.
 package primitives
 
 import (
@@ -89,6 +90,11 @@ type Pool interface {
 	// PoolRelease ends a lease early. ErrConflict when token no longer holds the item
 	// (the lease expired or was re-claimed); ErrNotFound when the item is gone.
 	PoolRelease(ctx context.Context, pool, id, token string) error
+	// PoolExtend renews the lease token holds on item id: it now ends hold from now, and
+	// until is when (as PoolClaim's Until). ErrConflict and ErrNotFound as for
+	// PoolRelease; hold must be > 0 (ErrInvalid). It is the one kind of write that
+	// takes no Request (a WithRequest is ignored), as QueueExtend.
+	PoolExtend(ctx context.Context, pool, id, token string, hold time.Duration) (until time.Time, err error)
 	// PoolMarkBad evicts an item permanently, leased or not. ErrNotFound when it is gone.
 	PoolMarkBad(ctx context.Context, pool, id, reason string) error
 	// PoolSize counts the live items of the pool, leased or not.
@@ -311,6 +317,17 @@ type Queue interface {
 	// stops neither the other acks nor the claims. Bad arguments (a lease <= 0, n < 0,
 	// more than MaxBatch acks or claims) are ErrInvalid before anything is done.
 	QueueAckClaim(ctx context.Context, queue string, acks []Ack, n int, lease time.Duration, maxAttempts int) (claimed []TaskLease, ackErrs []error, err error)
+	// QueueExtend renews the lease token holds on task id: it now ends lease from now,
+	// and until is when (as a TaskLease's Until). A consumer whose work outlasts a short
+	// lease renews it while it works, so that the lease bounds how long a dead
+	// consumer's tasks wait, not how long a task may run. ErrConflict and ErrNotFound as
+	// for QueueAck: a lease that ended is not revived, even if nobody claimed the task
+	// since. lease must be > 0 (ErrInvalid). It takes no Request (a WithRequest is
+	// ignored): run twice, an extend sets the lease's end again from a later now and
+	// answers as the first did while the token holds, which is what a retry wants; a
+	// record would cost a key per renewal of every running task. See RATIONALE.md,
+	// "Why does every write carry a request id?".
+	QueueExtend(ctx context.Context, queue, id, token string, lease time.Duration) (until time.Time, err error)
 	// QueueRelease hands a claimed task back. If its attempts reached r.MaxAttempts it is
 	// parked with r.Reason (parked true); otherwise it becomes claimable after r.Delay.
 	// With r.Refund the claim's attempt is given back and it never parks. ErrConflict and

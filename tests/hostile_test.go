@@ -88,6 +88,15 @@ func hostileCases(siteURL string) []hostileCase {
 		{"pool_release/long-id", `{` + pool + `,"id":"@PAD@","token":"t"}`, 300, abi.NotFound},
 		{"pool_release/denied", `{"pool":"cookies","id":"x","token":"t"}`, 0, abi.PermissionDenied},
 
+		{"pool_extend/malformed", `{` + pool + `,"id":"x","token":"t","hold_ms":`, 0, abi.ValueError},
+		{"pool_extend/unknown-field", `{` + pool + `,"id":"x","token":"t","hold_ms":1000,"force":true}`, 0, abi.TypeError},
+		{"pool_extend/wrong-type", `{` + pool + `,"id":"x","token":"t","hold_ms":"1000"}`, 0, abi.ValueError},
+		{"pool_extend/zero-hold", `{` + pool + `,"id":"x","token":"t"}`, 0, abi.ValueError},
+		{"pool_extend/negative-hold", `{` + pool + `,"id":"x","token":"t","hold_ms":-1}`, 0, abi.ValueError},
+		{"pool_extend/max-int-hold", `{` + pool + `,"id":"x","token":"t","hold_ms":9223372036854775807}`, 0, abi.ValueError},
+		{"pool_extend/not-found", `{` + pool + `,"id":"no-such-item","token":"t","hold_ms":1000}`, 0, abi.NotFound},
+		{"pool_extend/denied", `{"pool":"cookies","id":"x","token":"t","hold_ms":1000}`, 0, abi.PermissionDenied},
+
 		{"pool_mark_bad/malformed", `{` + pool + `,"id":"x",`, 0, abi.ValueError},
 		{"pool_mark_bad/unknown-field", `{` + pool + `,"id":"x","reason":"r","ban":true}`, 0, abi.TypeError},
 		{"pool_mark_bad/wrong-type", `{` + pool + `,"id":"x","reason":["r"]}`, 0, abi.ValueError},

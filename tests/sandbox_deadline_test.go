@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"text/template"
@@ -11,6 +12,7 @@ import (
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/testutil"
+	"github.com/fleethost/fleet/primitives"
 )
 
 // sleepyWAT is the plugin "sleepy" (queue "sleepy"), whose export {{.In}} sleeps through
@@ -144,17 +146,17 @@ func TestSleepInHandle(t *testing.T) {
 	}
 }
 
-// TestSleepPastTheLease: a guest that sleeps far past its task's lease is cut before the
-// lease ends, so that no second slot ever runs the task while the first call runs; each
-// cut call's release goes through with its own claim (a release after the lease would be
-// refused, and the task would not park).
+// TestSleepPastTheLease: a guest that sleeps past its call's deadline is cut there,
+// while its task's lease is still its slot's, so that no second slot ever runs the task
+// while the first call runs; each cut call's release goes through with its own claim (a
+// release after the lease would be refused, and the task would not park).
 func TestSleepPastTheLease(t *testing.T) {
 	for _, kind := range backendKinds {
 		t.Run(kind, func(t *testing.T) {
 			r := newSandbox(t, kind)
 			installPlugin(t, "tests/testdata/sleeper", r.dir, "sleeper")
 			r.grants["sleeper"] = host.Grant{CallTimeout: 300 * time.Millisecond, Queues: map[string][]string{"sleep": {"consume"}}}
-			r.cfg.TaskLease = time.Millisecond // the host takes the call timeout + its margin instead
+			r.cfg.TaskLease = host.MinTaskLease
 			r.cfg.MaxAttempts = 2
 			r.cfg.SlotsByType = map[string]int{"sleeper": 3}
 			var logs *testutil.LogBuffer
@@ -176,6 +178,36 @@ func TestSleepPastTheLease(t *testing.T) {
 			}
 			if strings.Contains(logs.String(), "release failed") {
 				t.Errorf("a cut call's release failed: the call outlived its lease")
+			}
+		})
+	}
+}
+
+// TestNapPastTheLease: guests whose calls sleep through several of their tasks' leases
+// keep their tasks, renewed under them, while other slots poll the queue: each task runs
+// once, on one slot, and is done.
+func TestNapPastTheLease(t *testing.T) {
+	for _, kind := range backendKinds {
+		t.Run(kind, func(t *testing.T) {
+			r := newSandbox(t, kind)
+			installPlugin(t, "tests/testdata/sleeper", r.dir, "sleeper")
+			r.grants["sleeper"] = host.Grant{CallTimeout: time.Minute, Queues: map[string][]string{"sleep": {"consume"}}}
+			r.cfg.TaskLease = host.MinTaskLease
+			r.cfg.SlotsByType = map[string]int{"sleeper": 4}
+			r.start(t)
+			const tasks = 3
+			nap := fmt.Sprintf(`{"ms":%d}`, (3 * host.MinTaskLease).Milliseconds())
+			for range tasks {
+				if _, err := r.h.Submit(context.Background(), "sleep", []byte(nap)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitFor(t, "every nap done", func() bool { return testutil.QueueStats(t, r.b, "sleep") == primitives.QueueStats{} })
+			if o := overlaps(r.ev, "sleeper"); len(o) > 0 {
+				t.Errorf("tasks run by two slots at once: %v", o)
+			}
+			if n := testutil.Counter(t, r.b, "sleeper:execs"); n != tasks {
+				t.Errorf("sleeper:execs = %d, want %d: each task once, its lease renewed through its nap", n, tasks)
 			}
 		})
 	}

@@ -46,7 +46,7 @@ stops at once (exit 3).`, host.AbandonMargin, daemon.ShutdownMargin), stderr)
 	f.str(&logLevel, "log-level", "FLEET_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 	f.str(&logFormat, "log-format", "FLEET_LOG_FORMAT", "text", "log format: text or json")
 	f.dur(&o.DrainTimeout, "drain-timeout", "FLEET_DRAIN_TIMEOUT", host.DefaultDrainTimeout, "on shutdown, how long calls in flight get to finish before they are cut")
-	f.dur(&o.TaskLease, "task-lease", "FLEET_TASK_LEASE", host.DefaultTaskLease, fmt.Sprintf("how long a claimed task is leased to its slot (at least --call-timeout + %v); a dead host's tasks come back after it", host.LeaseMargin))
+	f.dur(&o.TaskLease, "task-lease", "FLEET_TASK_LEASE", host.DefaultTaskLease, fmt.Sprintf("how long a claimed task is leased to its slot at a time, at least %v: renewed every quarter of it while its call runs, so a dead host's tasks come back within it whatever --call-timeout says", host.MinTaskLease))
 	f.dur(&o.CallTimeout, "call-timeout", "FLEET_CALL_TIMEOUT", host.DefaultCallTimeout, "the deadline of one guest call; past it the instance is killed and replaced")
 	f.dur(&o.PollInterval, "poll-interval", "FLEET_POLL_INTERVAL", host.DefaultPollInterval, "how long a slot waits after finding its queue empty")
 	f.dur(&o.RetryDelay, "retry-delay", "FLEET_RETRY_DELAY", host.DefaultRetryDelay, "how long a retried task waits when the plugin names no delay")
@@ -70,6 +70,10 @@ stops at once (exit 3).`, host.AbandonMargin, daemon.ShutdownMargin), stderr)
 	}
 	if o.Slots < 1 {
 		fmt.Fprintf(stderr, "fleet-host run: --slots %d: want >= 1 (use --slots-for TYPE=0 to run none of a type)\n", o.Slots)
+		return exitUsage
+	}
+	if o.TaskLease < host.MinTaskLease {
+		fmt.Fprintf(stderr, "fleet-host run: --task-lease %v: want at least %v (a lease is renewed every quarter of it)\n", o.TaskLease, host.MinTaskLease)
 		return exitUsage
 	}
 	if memPages < 1 || memPages > 65536 {

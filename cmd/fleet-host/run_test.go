@@ -94,12 +94,33 @@ func TestRunHelpShowsTheHostDefaults(t *testing.T) {
 		t.Errorf("run -h: --backend-timeout says %q, want redis' default %s", strings.TrimSpace(entries["backend-timeout"]), want)
 	}
 	for _, want := range []string{
-		fmt.Sprintf("--call-timeout + %v", host.LeaseMargin),
+		fmt.Sprintf("leased to its slot at a time, at least %v", host.MinTaskLease),
 		fmt.Sprintf("not\nended %v after the drain deadline", host.AbandonMargin),
 		fmt.Sprintf("--drain-timeout + %v", daemon.ShutdownMargin),
 	} {
 		if !strings.Contains(help, want) {
 			t.Errorf("run -h does not say %q:\n%s", want, help)
+		}
+	}
+}
+
+// TestRunRefusesAShortTaskLease: a --task-lease the host cannot renew in time is refused
+// before anything starts, naming the flag (from the variable too), never raised.
+func TestRunRefusesAShortTaskLease(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		env  string
+	}{
+		{[]string{"--task-lease", "500ms"}, ""},
+		{nil, "999ms"},
+	} {
+		if tt.env != "" {
+			t.Setenv("FLEET_TASK_LEASE", tt.env)
+		}
+		var stderr bytes.Buffer
+		code := runCmd(context.Background(), tt.args, &stderr)
+		if want := fmt.Sprintf("want at least %v", host.MinTaskLease); code != exitUsage || !strings.Contains(stderr.String(), "--task-lease") || !strings.Contains(stderr.String(), want) {
+			t.Errorf("run %q (FLEET_TASK_LEASE=%q) = exit %d, %q; want exit %d naming --task-lease and %q", tt.args, tt.env, code, stderr.String(), exitUsage, want)
 		}
 	}
 }

@@ -122,6 +122,7 @@ var requestTypes = map[abi.Op]func() any{
 	abi.OpPoolClaim:   func() any { return new(abi.PoolClaimRequest) },
 	abi.OpPoolList:    func() any { return new(abi.PoolListRequest) },
 	abi.OpPoolRelease: func() any { return new(abi.PoolReleaseRequest) },
+	abi.OpPoolExtend:  func() any { return new(abi.PoolExtendRequest) },
 	abi.OpPoolMarkBad: func() any { return new(abi.PoolMarkBadRequest) },
 	abi.OpPoolSize:    func() any { return new(abi.PoolSizeRequest) },
 	abi.OpKVGet:       func() any { return new(abi.KVGetRequest) },

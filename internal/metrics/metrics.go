@@ -65,7 +65,7 @@ func (m *Metrics) Watch(src Sources) {
 // New registers every metric on a fresh registry:
 //
 //	fleet_iterations_total{automation,outcome}          iterations ended, by outcome
-//	fleet_slot_deaths_total{automation,reason}          instances that died: deadline, drain, memory, stack, trap, exit, bad_result, host_panic
+//	fleet_slot_deaths_total{automation,reason}          instances that died: deadline, drain, memory, stack, trap, exit, bad_result, host_panic, lease
 //	fleet_host_calls_total{op,kind}                     host calls, kind "ok" or the error kind
 //	fleet_host_call_duration_seconds{op}                host call latency
 //	fleet_guest_call_duration_seconds{automation}       fleet_handle / fleet_tick latency
@@ -88,7 +88,7 @@ func New(p Params) *Metrics {
 			Name: "fleet_iterations_total", Help: "Slot iterations ended, by automation type and outcome (checkpoint, released, parked, dead).",
 		}, []string{"automation", "outcome"}),
 		deaths: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fleet_slot_deaths_total", Help: "Plugin instances that died, by automation type and reason (deadline, drain, memory, stack, trap, exit, bad_result, host_panic).",
+			Name: "fleet_slot_deaths_total", Help: "Plugin instances that died, by automation type and reason (deadline, drain, memory, stack, trap, exit, bad_result, host_panic, lease).",
 		}, []string{"automation", "reason"}),
 		hostCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleet_host_calls_total", Help: "Host function calls made by guests, by operation and answer (ok, or the error kind).",

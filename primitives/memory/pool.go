@@ -431,13 +431,41 @@ func (b *Backend) PoolRelease(ctx context.Context, poolName, id, token string) e
 		return err
 	}
 	return b.withItem(poolName, id, "pool release", rq, func(p *pool, it *item) error {
-		if it.token == "" || it.token != token {
-			return fmt.Errorf("%w: token does not hold item %q of pool %q (lease ended or re-claimed)", primitives.ErrConflict, id, poolName)
+		if err := holds(poolName, it, token); err != nil {
+			return err
 		}
 		p.leases.remove(it)
 		p.makeFree(it)
 		return nil
 	})
+}
+
+// PoolExtend implements primitives.Pool.
+func (b *Backend) PoolExtend(ctx context.Context, poolName, id, token string, hold time.Duration) (time.Time, error) {
+	if err := primitives.CheckPositive("hold", hold); err != nil {
+		return time.Time{}, err
+	}
+	var until time.Time
+	// No request (primitives.Request): an extend applied twice sets the same lease end
+	// from a later now, so it is recorded nowhere.
+	err := b.withItem(poolName, id, "pool extend", nil, func(p *pool, it *item) error {
+		if err := holds(poolName, it, token); err != nil {
+			return err
+		}
+		until = b.clock.Now().Add(hold)
+		p.seq++
+		p.leases.set(it, until, p.seq)
+		return nil
+	})
+	return until, err
+}
+
+// holds checks that token holds the lease of it, whose expired leases are settled.
+func holds(poolName string, it *item, token string) error {
+	if it.token == "" || it.token != token {
+		return fmt.Errorf("%w: token does not hold item %q of pool %q (lease ended or re-claimed)", primitives.ErrConflict, it.id, poolName)
+	}
+	return nil
 }
 
 // PoolMarkBad implements primitives.Pool. The reason is not kept.

@@ -347,6 +347,31 @@ func (b *Backend) ackClaim(ctx context.Context, queueName string, acks []primiti
 	return claimed, ackErrs, nil
 }
 
+// QueueExtend implements primitives.Queue.
+func (b *Backend) QueueExtend(ctx context.Context, queueName, id, token string, lease time.Duration) (time.Time, error) {
+	if err := primitives.CheckClaim(queueName, lease); err != nil {
+		return time.Time{}, err
+	}
+	if err := b.check(); err != nil {
+		return time.Time{}, err
+	}
+	q := b.getQueue(queueName, false)
+	if q == nil {
+		return time.Time{}, notFound(queueName, id)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := b.clock.Now()
+	t, err := q.holder(queueName, id, token, now)
+	if err != nil {
+		return time.Time{}, err
+	}
+	t.until = now.Add(lease)
+	q.seq++
+	q.inflight.set(t, t.until, q.seq)
+	return t.until, nil
+}
+
 // QueueRelease implements primitives.Queue. A refunded release (r.Refund) gives the
 // claim's attempt back and never parks.
 func (b *Backend) QueueRelease(ctx context.Context, queueName, id, token string, r primitives.Retry) (bool, error) {

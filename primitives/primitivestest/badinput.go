@@ -68,6 +68,10 @@ var nameArgs = []struct {
 	{"PoolRelease(pool)", func(ctx context.Context, b primitives.Backend, n string) error {
 		return b.PoolRelease(ctx, n, "id", "token")
 	}},
+	{"PoolExtend(pool)", func(ctx context.Context, b primitives.Backend, n string) error {
+		_, err := b.PoolExtend(ctx, n, "id", "token", time.Minute)
+		return err
+	}},
 	{"PoolMarkBad(pool)", func(ctx context.Context, b primitives.Backend, n string) error {
 		return b.PoolMarkBad(ctx, n, "id", "reason")
 	}},
@@ -134,6 +138,10 @@ var nameArgs = []struct {
 	}},
 	{"QueueAckClaim(queue)", func(ctx context.Context, b primitives.Backend, n string) error {
 		_, _, err := b.QueueAckClaim(ctx, n, []primitives.Ack{{ID: "id", Token: "token"}}, 1, time.Minute, 0)
+		return err
+	}},
+	{"QueueExtend(queue)", func(ctx context.Context, b primitives.Backend, n string) error {
+		_, err := b.QueueExtend(ctx, n, "id", "token", time.Minute)
 		return err
 	}},
 	{"QueueRelease(queue)", func(ctx context.Context, b primitives.Backend, n string) error {
@@ -265,6 +273,8 @@ func testBadDurations(t *testing.T, b primitives.Backend) {
 			_, _, err := b.QueueAckClaim(ctx, "q", []primitives.Ack{{ID: c.ID, Token: c.Token}}, 1, -time.Second, 0)
 			return err
 		}},
+		{"QueueExtend(lease -1s)", func() error { _, err := b.QueueExtend(ctx, "q", c.ID, c.Token, -time.Second); return err }},
+		{"PoolExtend(hold -1s)", func() error { _, err := b.PoolExtend(ctx, "p", "id", "token", -time.Second); return err }},
 		{"QueueRelease(delay -1s)", func() error {
 			_, err := b.QueueRelease(ctx, "q", c.ID, c.Token, primitives.Retry{Reason: "x", Delay: -time.Second})
 			return err
@@ -317,6 +327,8 @@ func testUnknownIDs(t *testing.T, b primitives.Backend) {
 	for _, pool := range []string{"p", "never-written"} {
 		wantErr(t, fmt.Sprintf("PoolRelease(%s, unknown id)", pool), b.PoolRelease(ctx, pool, "no-such-id", "token"), primitives.ErrNotFound)
 		wantErr(t, fmt.Sprintf("PoolMarkBad(%s, unknown id)", pool), b.PoolMarkBad(ctx, pool, "no-such-id", "bad"), primitives.ErrNotFound)
+		_, err := b.PoolExtend(ctx, pool, "no-such-id", "token", time.Minute)
+		wantErr(t, fmt.Sprintf("PoolExtend(%s, unknown id)", pool), err, primitives.ErrNotFound)
 	}
 	for _, queue := range []string{"q", "never-written"} {
 		wantErr(t, fmt.Sprintf("QueueAck(%s, unknown id)", queue), b.QueueAck(ctx, queue, "no-such-id", "token"), primitives.ErrNotFound)
@@ -328,6 +340,8 @@ func testUnknownIDs(t *testing.T, b primitives.Backend) {
 		wantErr(t, fmt.Sprintf("QueueAckClaim(%s, unknown id)", queue), ackErrs[0], primitives.ErrNotFound)
 		_, err = b.QueueRelease(ctx, queue, "no-such-id", "token", primitives.Retry{Reason: "x"})
 		wantErr(t, fmt.Sprintf("QueueRelease(%s, unknown id)", queue), err, primitives.ErrNotFound)
+		_, err = b.QueueExtend(ctx, queue, "no-such-id", "token", time.Minute)
+		wantErr(t, fmt.Sprintf("QueueExtend(%s, unknown id)", queue), err, primitives.ErrNotFound)
 		wantErr(t, fmt.Sprintf("QueueRequeue(%s, unknown id)", queue), b.QueueRequeue(ctx, queue, "no-such-id"), primitives.ErrNotFound)
 	}
 	if ok, err := b.LockRelease(ctx, "never-held", "token"); ok || err != nil {
@@ -346,6 +360,14 @@ func testUnknownIDs(t *testing.T, b primitives.Backend) {
 				return err
 			}(),
 			"QueueRequeue": b.QueueRequeue(ctx, "q", id),
+			"QueueExtend": func() error {
+				_, err := b.QueueExtend(ctx, "q", id, "token", time.Minute)
+				return err
+			}(),
+			"PoolExtend": func() error {
+				_, err := b.PoolExtend(ctx, "p", id, "token", time.Minute)
+				return err
+			}(),
 		} {
 			if !errors.Is(err, primitives.ErrNotFound) && !errors.Is(err, primitives.ErrInvalid) {
 				t.Errorf("%s(id that is %s) = %v, want ErrNotFound or ErrInvalid", op, label, err)

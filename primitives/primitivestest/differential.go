@@ -161,15 +161,19 @@ func (d *differ) one() {
 			return fmt.Sprint(ok, " ", kind(err))
 		})
 		d.same(fmt.Sprintf("PoolClaim(%q, %v)", pool, where), ra, rb)
-	case op < 30: // PoolRelease, by the holder or not
+	case op < 30: // PoolRelease or PoolExtend, by the holder or not
 		if len(A.itemIDs) == 0 {
 			return
 		}
-		k, pool, wrong := d.r.IntN(len(A.itemIDs)), d.name("p"), d.r.IntN(4) == 0
+		k, pool, wrong, extend := d.r.IntN(len(A.itemIDs)), d.name("p"), d.r.IntN(4) == 0, d.r.IntN(3) == 0
 		ra, rb := both(func(s *side) any {
 			token := s.leases[k]
 			if wrong {
 				token = "wrong-token"
+			}
+			if extend {
+				_, err := s.b.PoolExtend(ctx, pool, s.itemIDs[k], token, time.Hour)
+				return kind(err)
 			}
 			err := s.b.PoolRelease(ctx, pool, s.itemIDs[k], token)
 			if err == nil {
@@ -177,7 +181,7 @@ func (d *differ) one() {
 			}
 			return kind(err)
 		})
-		d.same(fmt.Sprintf("PoolRelease(%q, item %d, wrong token %v)", pool, k, wrong), ra, rb)
+		d.same(fmt.Sprintf("PoolRelease(%q, item %d, wrong token %v, extend %v)", pool, k, wrong, extend), ra, rb)
 	case op < 33: // PoolMarkBad
 		if len(A.itemIDs) == 0 {
 			return
@@ -287,12 +291,12 @@ func (d *differ) one() {
 			return fmt.Sprint(ok, kind(err))
 		})
 		d.same(fmt.Sprintf("QueueClaim(%q, %d)", queue, maxAttempts), ra, rb)
-	case op < 90: // QueueAck, QueueAckClaim or QueueRelease of a held task
+	case op < 90: // QueueAck, QueueAckClaim, QueueRelease or QueueExtend of a held task
 		if len(A.held) == 0 || len(A.held) != len(B.held) {
 			return
 		}
 		i, queue, wrong := d.r.IntN(len(A.held)), d.name("q"), d.r.IntN(5) == 0
-		how := []string{"Release", "Ack", "AckClaim"}[d.r.IntN(3)]
+		how := []string{"Release", "Ack", "AckClaim", "Extend"}[d.r.IntN(4)]
 		r := primitives.Retry{Reason: "step " + strconv.Itoa(d.step), Delay: []time.Duration{0, time.Hour}[d.r.IntN(2)], MaxAttempts: d.r.IntN(4), Refund: d.r.IntN(3) == 0}
 		ra, rb := both(func(s *side) any {
 			c := s.held[i]
@@ -307,6 +311,9 @@ func (d *differ) one() {
 				res = fmt.Sprint(parked, kind(err))
 			case "Ack":
 				res = kind(s.b.QueueAck(ctx, queue, c.ID, token))
+			case "Extend":
+				_, err := s.b.QueueExtend(ctx, queue, c.ID, token, time.Hour)
+				return fmt.Sprintf("task %s: %s", c.Payload, kind(err)) // still held
 			case "AckClaim":
 				next, ackErrs, err := s.b.QueueAckClaim(ctx, queue, []primitives.Ack{{ID: c.ID, Token: token}}, 1, time.Hour, r.MaxAttempts)
 				res = kind(err)

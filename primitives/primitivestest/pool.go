@@ -22,6 +22,8 @@ var poolTests = []subtest{
 	{"ReleaseEarly", testPoolReleaseEarly},
 	{"ReleaseWrongToken", testPoolReleaseWrongToken},
 	{"ReleaseStaleToken", testPoolReleaseStaleToken},
+	{"ExtendRenewsTheLease", testPoolExtend},
+	{"ExtendDoesNotReviveAnEndedLease", testPoolExtendEnded},
 	{"MarkBad", testPoolMarkBad},
 	{"MarkBadLeased", testPoolMarkBadLeased},
 	{"ExpiredItemsAreGone", testPoolExpiry},
@@ -382,6 +384,53 @@ func testPoolReleaseStaleToken(t *testing.T, b primitives.Backend) {
 	wantErr(t, "PoolRelease(re-claimed)", b.PoolRelease(t.Context(), "p", stale.ID, stale.Token), primitives.ErrConflict)
 	wantNoClaim(t, b, "p", nil) // the new holder keeps it
 	noErr(t, "PoolRelease(new holder)", b.PoolRelease(t.Context(), "p", l.ID, l.Token))
+}
+
+// testPoolExtend: an extend renews the lease from now, past the claim's own hold and
+// shorter than it too; only the holder's token extends.
+func testPoolExtend(t *testing.T, b primitives.Backend) {
+	const hold = 200 * time.Millisecond
+	id := put(t, b, "p", `1`, siteX, 0)
+	l := mustClaim(t, b, "p", siteX, hold)
+	_, err := b.PoolExtend(t.Context(), "p", l.ID, "not-the-token", time.Minute)
+	wantErr(t, "PoolExtend(wrong token)", err, primitives.ErrConflict)
+	_, err = b.PoolExtend(t.Context(), "p", "no-such-id", l.Token, time.Minute)
+	wantErr(t, "PoolExtend(no such item)", err, primitives.ErrNotFound)
+	_, err = b.PoolExtend(t.Context(), "p", l.ID, l.Token, 0)
+	wantErr(t, "PoolExtend(hold 0)", err, primitives.ErrInvalid)
+	before := time.Now()
+	until, err := b.PoolExtend(t.Context(), "p", l.ID, l.Token, time.Minute)
+	noErr(t, "PoolExtend", err)
+	timeIn(t, "PoolExtend's until", until, before.Add(time.Minute), time.Now().Add(time.Minute))
+	sleep(t, hold+150*time.Millisecond)
+	wantNoClaim(t, b, "p", siteX) // the claim's own hold is over; the renewed one holds
+
+	_, err = b.PoolExtend(t.Context(), "p", l.ID, l.Token, hold)
+	noErr(t, "PoolExtend(shorter)", err)
+	sleep(t, hold+150*time.Millisecond)
+	l2 := mustClaim(t, b, "p", siteX, time.Minute)
+	if l2.ID != id {
+		t.Errorf("PoolClaim after the renewed lease ended = %q, want %q", l2.ID, id)
+	}
+	_, err = b.PoolExtend(t.Context(), "p", l.ID, l.Token, time.Minute)
+	wantErr(t, "PoolExtend(re-claimed)", err, primitives.ErrConflict)
+	noErr(t, "PoolMarkBad", b.PoolMarkBad(t.Context(), "p", id, "done"))
+	_, err = b.PoolExtend(t.Context(), "p", l2.ID, l2.Token, time.Minute)
+	wantErr(t, "PoolExtend(marked bad)", err, primitives.ErrNotFound)
+}
+
+// testPoolExtendEnded: a lease that ended stays ended, even before another claim took
+// the item, and the item is claimable.
+func testPoolExtendEnded(t *testing.T, b primitives.Backend) {
+	const hold = 150 * time.Millisecond
+	put(t, b, "p", `1`, nil, 0)
+	l := mustClaim(t, b, "p", nil, hold)
+	sleep(t, hold+150*time.Millisecond)
+	_, err := b.PoolExtend(t.Context(), "p", l.ID, l.Token, time.Minute)
+	wantErr(t, "PoolExtend(lease ended)", err, primitives.ErrConflict)
+	if l2 := mustClaim(t, b, "p", nil, time.Minute); l2.ID != l.ID {
+		t.Errorf("PoolClaim after the refused extend = %q, want %q", l2.ID, l.ID)
+	}
 }
 
 func testPoolMarkBad(t *testing.T, b primitives.Backend) {

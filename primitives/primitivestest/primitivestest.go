@@ -184,6 +184,10 @@ var Ops = []Op{
 	{"PoolRelease", func(ctx context.Context, b primitives.Backend) error {
 		return b.PoolRelease(ctx, "p", "no-such-id", "no-such-token")
 	}},
+	{"PoolExtend", func(ctx context.Context, b primitives.Backend) error {
+		_, err := b.PoolExtend(ctx, "p", "no-such-id", "no-such-token", time.Second)
+		return err
+	}},
 	{"PoolMarkBad", func(ctx context.Context, b primitives.Backend) error {
 		return b.PoolMarkBad(ctx, "p", "no-such-id", "bad")
 	}},
@@ -239,6 +243,10 @@ var Ops = []Op{
 	}},
 	{"QueueAckClaim", func(ctx context.Context, b primitives.Backend) error {
 		_, _, err := b.QueueAckClaim(ctx, "q", []primitives.Ack{{ID: "no-such-id", Token: "no-such-token"}}, 1, time.Second, 3)
+		return err
+	}},
+	{"QueueExtend", func(ctx context.Context, b primitives.Backend) error {
+		_, err := b.QueueExtend(ctx, "q", "no-such-id", "no-such-token", time.Second)
 		return err
 	}},
 	{"QueueRelease", func(ctx context.Context, b primitives.Backend) error {

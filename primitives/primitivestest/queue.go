@@ -13,6 +13,8 @@ var queueTests = []subtest{
 	{"PushClaimAck", testQueuePushClaimAck},
 	{"LeaseExpiryRedelivers", testQueueLeaseExpiry},
 	{"StaleTokenConflicts", testQueueStaleToken},
+	{"ExtendRenewsTheLease", testQueueExtend},
+	{"ExtendDoesNotReviveAnEndedLease", testQueueExtendEnded},
 	{"ReleaseWithDelay", testQueueReleaseDelay},
 	{"ParkAfterMaxAttemptsOnRelease", testQueueParkOnRelease},
 	{"ParkAfterMaxAttemptsOnLeaseExpiry", testQueueParkOnExpiry},
@@ -186,6 +188,59 @@ func testQueueStaleToken(t *testing.T, b primitives.Backend) {
 	wantQStats(t, b, "q", primitives.QueueStats{InFlight: 1})
 	ack(t, b, "q", c)
 	wantQStats(t, b, "q", primitives.QueueStats{})
+}
+
+// testQueueExtend: an extend renews the lease from now, past the claim's own lease and
+// shorter than it too; only the holder's token extends.
+func testQueueExtend(t *testing.T, b primitives.Backend) {
+	const lease = 200 * time.Millisecond
+	id := push(t, b, "q", `1`)
+	c := mustQClaim(t, b, "q", lease, 0)
+	_, err := b.QueueExtend(t.Context(), "q", c.ID, "not-the-token", time.Minute)
+	wantErr(t, "QueueExtend(wrong token)", err, primitives.ErrConflict)
+	_, err = b.QueueExtend(t.Context(), "q", "no-such-id", c.Token, time.Minute)
+	wantErr(t, "QueueExtend(no such task)", err, primitives.ErrNotFound)
+	_, err = b.QueueExtend(t.Context(), "q", c.ID, c.Token, 0)
+	wantErr(t, "QueueExtend(lease 0)", err, primitives.ErrInvalid)
+	before := time.Now()
+	until, err := b.QueueExtend(t.Context(), "q", c.ID, c.Token, time.Minute)
+	noErr(t, "QueueExtend", err)
+	timeIn(t, "QueueExtend's until", until, before.Add(time.Minute), time.Now().Add(time.Minute))
+	sleep(t, lease+150*time.Millisecond)
+	wantNoQClaim(t, b, "q") // the claim's own lease is over; the renewed one holds
+	wantQStats(t, b, "q", primitives.QueueStats{InFlight: 1})
+
+	// Shortened: the lease now ends soon, and the task comes back when it does.
+	_, err = b.QueueExtend(t.Context(), "q", c.ID, c.Token, lease)
+	noErr(t, "QueueExtend(shorter)", err)
+	sleep(t, lease+150*time.Millisecond)
+	c2 := mustQClaim(t, b, "q", time.Minute, 0)
+	if c2.ID != id || c2.Attempts != 2 || c2.LastError != "lease expired" {
+		t.Errorf("QueueClaim after the renewed lease ended = id %q attempts %d error %q; want %q 2 \"lease expired\"", c2.ID, c2.Attempts, c2.LastError, id)
+	}
+	_, err = b.QueueExtend(t.Context(), "q", c.ID, c.Token, time.Minute)
+	wantErr(t, "QueueExtend(re-claimed)", err, primitives.ErrConflict)
+	ack(t, b, "q", c2)
+	_, err = b.QueueExtend(t.Context(), "q", c2.ID, c2.Token, time.Minute)
+	wantErr(t, "QueueExtend(acked)", err, primitives.ErrNotFound)
+	wantQStats(t, b, "q", primitives.QueueStats{})
+}
+
+// testQueueExtendEnded: a lease that ended stays ended, even before another claim took
+// the task: its holder has been told it may have lost it.
+func testQueueExtendEnded(t *testing.T, b primitives.Backend) {
+	const lease = 150 * time.Millisecond
+	push(t, b, "q", `1`)
+	c := mustQClaim(t, b, "q", lease, 0)
+	sleep(t, lease+150*time.Millisecond)
+	_, err := b.QueueExtend(t.Context(), "q", c.ID, c.Token, time.Minute)
+	wantErr(t, "QueueExtend(lease ended)", err, primitives.ErrConflict)
+	wantErr(t, "QueueAck(lease ended, extend refused)", b.QueueAck(t.Context(), "q", c.ID, c.Token), primitives.ErrConflict)
+	c2 := mustQClaim(t, b, "q", time.Minute, 0)
+	if c2.ID != c.ID || c2.Attempts != 2 {
+		t.Errorf("QueueClaim = id %q attempts %d, want %q 2", c2.ID, c2.Attempts, c.ID)
+	}
+	ack(t, b, "q", c2)
 }
 
 func testQueueReleaseDelay(t *testing.T, b primitives.Backend) {

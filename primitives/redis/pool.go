@@ -633,9 +633,65 @@ func (b *Backend) PoolRelease(ctx context.Context, pool, id, token string) error
 	case int64(codeNotFound):
 		return noItem(pool, id)
 	case int64(codeConflict):
-		return fmt.Errorf("%w: redis: pool %q item %q: the token no longer holds the lease", primitives.ErrConflict, pool, id)
+		return poolLeaseLost(pool, id)
 	}
 	return replyError("pool release", v)
+}
+
+// poolLeaseLost is the error of a release or extend whose token no longer holds the item.
+func poolLeaseLost(pool, id string) error {
+	return fmt.Errorf("%w: redis: pool %q item %q: the token no longer holds the lease", primitives.ErrConflict, pool, id)
+}
+
+// poolExtendCmd renews an item's lease, if the token still holds it.
+//
+//	KEYS[1..5] -> the pool's fixed keys (luaPool)
+//	ARGV[1]    -> item id
+//	ARGV[2]    -> lease token
+//	ARGV[3]    -> hold, in ms from now
+//
+// Output: 1 renewed; -1 no such live item (an expired one is removed);
+// -2 the token does not hold the lease (an expired lease is returned to the pool). It
+// carries no request (luaOnce): run twice, it renews twice (primitives.Pool.PoolExtend).
+var poolExtendCmd = goredis.NewScript(luaPoolIndex + `
+local now, id = now_ms(), ARGV[1]
+local f = redis.call('HMGET', item_key(id), 'expires', 'token', 'until', 'tags')
+if not f[1] then return -1 end
+if expired(f[1], now) then remove_item(id); return -1 end
+if f[2] ~= ARGV[2] then return -2 end
+if tonumber(f[3]) <= now then make_free(id, f[4]); return -2 end
+local deadline = now + tonumber(ARGV[3])
+redis.call('HSET', item_key(id), 'until', deadline)
+redis.call('ZADD', LEASES, deadline, id)
+return 1
+`)
+
+// PoolExtend renews the lease token holds on item id of pool to end hold from now.
+// until is by this host's clock, as PoolClaim's Until is. ErrConflict when the token no
+// longer holds it; ErrNotFound when the item is gone.
+func (b *Backend) PoolExtend(ctx context.Context, pool, id, token string, hold time.Duration) (time.Time, error) {
+	if err := primitives.CheckName("pool", pool); err != nil {
+		return time.Time{}, err
+	}
+	if err := primitives.CheckPositive("hold", hold); err != nil {
+		return time.Time{}, err
+	}
+	start := time.Now()
+	ctx, cancel := b.call(ctx)
+	defer cancel()
+	v, err := poolExtendCmd.Run(ctx, b.client, poolScriptKeys(pool, 0), id, token, ms(hold)).Result()
+	if err != nil {
+		return time.Time{}, b.scriptFail(ctx, "pool extend", pool, err)
+	}
+	switch v {
+	case int64(codeOK):
+		return start.Add(hold), nil
+	case int64(codeNotFound):
+		return time.Time{}, noItem(pool, id)
+	case int64(codeConflict):
+		return time.Time{}, poolLeaseLost(pool, id)
+	}
+	return time.Time{}, replyError("pool extend", v)
 }
 
 // poolMarkBadCmd evicts an item and all its index entries, leased or not.

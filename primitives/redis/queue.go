@@ -363,6 +363,45 @@ func taskError(op, queue, id string, v any) error {
 	return replyError(op, v)
 }
 
+// queueExtendCmd renews a claimed task's lease, if the token still holds it.
+//
+//	KEYS[1..5] -> the queue's keys (luaQueue)
+//	ARGV[1]    -> task id
+//	ARGV[2]    -> lease token
+//	ARGV[3]    -> the lease, in ms from now
+//
+// Output: 1 renewed; -1 no such task; -2 the token does not hold it. It carries no
+// request (luaOnce): run twice, it renews twice (primitives.Queue.QueueExtend).
+var queueExtendCmd = goredis.NewScript(luaQueue + `
+local id, now = ARGV[1], now_ms()
+local h = holds(id, ARGV[2], now)
+if h ~= 1 then return h end
+local deadline = now + tonumber(ARGV[3])
+redis.call('HSET', task_key(id), 'until', deadline)
+redis.call('ZADD', INFLIGHT, deadline, id)
+return 1
+`)
+
+// QueueExtend renews the lease token holds on task id of queue to end lease from now.
+// until is by this host's clock, from before the script was sent, as a claim's Until
+// is. ErrConflict when token no longer holds it; ErrNotFound when the task is gone.
+func (b *Backend) QueueExtend(ctx context.Context, queue, id, token string, lease time.Duration) (time.Time, error) {
+	if err := primitives.CheckClaim(queue, lease); err != nil {
+		return time.Time{}, err
+	}
+	start := time.Now()
+	ctx, cancel := b.call(ctx)
+	defer cancel()
+	v, err := queueExtendCmd.Run(ctx, b.client, queueScriptKeys(queue), id, token, ms(lease)).Result()
+	if err != nil {
+		return time.Time{}, b.scriptFail(ctx, "queue extend", queue, err)
+	}
+	if v != int64(codeOK) {
+		return time.Time{}, taskError("queue extend", queue, id, v)
+	}
+	return start.Add(lease), nil
+}
+
 // queueReleaseCmd hands a claimed task back, or parks it when its attempts are used. A
 // refund gives the claim's attempt back (attempts - 1, never below 0) in the same HSET
 // that records the reason, and never parks: one round trip, as without it.

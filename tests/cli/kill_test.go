@@ -27,8 +27,8 @@ func TestKill9(t *testing.T) {
 	)
 	srv := testutil.NewRedis(t)
 	dir := pluginsDir(t, workerPkg)
-	// The lease is the shortest the host allows: --call-timeout + 10s (12s here), since
-	// --task-lease 1s is below it. That is how long the survivor waits for the victim's tasks.
+	// The lease is the shortest the host allows, 1s, renewed while each call runs: the
+	// victim's tasks are claimable again within a second of the kill.
 	args := []string{"--plugins", dir, "--redis", srv.URL(), "--slots", "3", "--poll-interval", "20ms",
 		"--task-lease", "1s", "--call-timeout", "2s", "--drain-timeout", "20s"}
 	victim := startDaemon(t, nil, args...)

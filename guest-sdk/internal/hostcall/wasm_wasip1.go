@@ -24,6 +24,9 @@ func poolList(req unsafe.Pointer, reqLen uint32, reply unsafe.Pointer, replyCap 
 //go:wasmimport fleet pool_release
 func poolRelease(req unsafe.Pointer, reqLen uint32, reply unsafe.Pointer, replyCap uint32) int32
 
+//go:wasmimport fleet pool_extend
+func poolExtend(req unsafe.Pointer, reqLen uint32, reply unsafe.Pointer, replyCap uint32) int32
+
 //go:wasmimport fleet pool_mark_bad
 func poolMarkBad(req unsafe.Pointer, reqLen uint32, reply unsafe.Pointer, replyCap uint32) int32
 
@@ -81,6 +84,8 @@ func lookup(op abi.Op) importFunc {
 		return poolList
 	case abi.OpPoolRelease:
 		return poolRelease
+	case abi.OpPoolExtend:
+		return poolExtend
 	case abi.OpPoolMarkBad:
 		return poolMarkBad
 	case abi.OpPoolSize:

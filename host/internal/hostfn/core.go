@@ -57,6 +57,7 @@ func NewCore(backend primitives.Backend, contracts *validate.Registry, metrics *
 		abi.OpPoolClaim:   c.poolClaim,
 		abi.OpPoolList:    c.poolList,
 		abi.OpPoolRelease: c.poolRelease,
+		abi.OpPoolExtend:  c.poolExtend,
 		abi.OpPoolMarkBad: c.poolMarkBad,
 		abi.OpPoolSize:    c.poolSize,
 		abi.OpKVGet:       c.kvGet,

@@ -60,6 +60,12 @@ func (s *spy) PoolRelease(ctx context.Context, pool, id, token string) error {
 	}
 	return s.Backend.PoolRelease(ctx, pool, id, token)
 }
+func (s *spy) PoolExtend(ctx context.Context, pool, id, token string, hold time.Duration) (time.Time, error) {
+	if err := s.hit(); err != nil {
+		return time.Time{}, err
+	}
+	return s.Backend.PoolExtend(ctx, pool, id, token, hold)
+}
 func (s *spy) PoolMarkBad(ctx context.Context, pool, id, reason string) error {
 	if err := s.hit(); err != nil {
 		return err
@@ -220,6 +226,10 @@ func TestCallKinds(t *testing.T) {
 		{"list ungranted", abi.OpPoolList, `{"pool":"secrets"}`, abi.PermissionDenied, true},
 		{"release gone", abi.OpPoolRelease, `{"pool":"cookies","id":"nope","token":"t"}`, abi.NotFound, false},
 		{"release ungranted", abi.OpPoolRelease, `{"pool":"secrets","id":"x","token":"t"}`, abi.PermissionDenied, true},
+		{"extend gone", abi.OpPoolExtend, `{"pool":"cookies","id":"nope","token":"t","hold_ms":1000}`, abi.NotFound, false},
+		{"extend no hold", abi.OpPoolExtend, `{"pool":"cookies","id":"x","token":"t"}`, abi.ValueError, true},
+		{"extend hold past the bound", abi.OpPoolExtend, fmt.Sprintf(`{"pool":"cookies","id":"x","token":"t","hold_ms":%d}`, abi.MaxMillis+1), abi.ValueError, true},
+		{"extend ungranted", abi.OpPoolExtend, `{"pool":"secrets","id":"x","token":"t","hold_ms":1000}`, abi.PermissionDenied, true},
 		{"mark_bad gone", abi.OpPoolMarkBad, `{"pool":"cookies","id":"nope","reason":"r"}`, abi.NotFound, false},
 		{"mark_bad long reason", abi.OpPoolMarkBad, `{"pool":"cookies","id":"x","reason":` + big + `}`, abi.LimitExceeded, true},
 		{"mark_bad ungranted", abi.OpPoolMarkBad, `{"pool":"secrets","id":"x","reason":"r"}`, abi.PermissionDenied, true},
@@ -298,6 +308,7 @@ func TestRoles(t *testing.T) {
 		abi.OpPoolPut:     `{"pool":"cookies","payload":{"cookie":"c"}}`,
 		abi.OpPoolClaim:   `{"pool":"cookies","hold_ms":1000}`,
 		abi.OpPoolRelease: `{"pool":"cookies","id":"x","token":"t"}`,
+		abi.OpPoolExtend:  `{"pool":"cookies","id":"x","token":"t","hold_ms":1000}`,
 		abi.OpPoolList:    `{"pool":"cookies"}`,
 		abi.OpPoolSize:    `{"pool":"cookies"}`,
 		abi.OpPoolMarkBad: `{"pool":"cookies","id":"x","reason":"r"}`,
@@ -305,7 +316,7 @@ func TestRoles(t *testing.T) {
 	}
 	admits := map[Roles][]abi.Op{
 		RolePut:     {abi.OpPoolPut},
-		RoleClaim:   {abi.OpPoolClaim, abi.OpPoolRelease},
+		RoleClaim:   {abi.OpPoolClaim, abi.OpPoolRelease, abi.OpPoolExtend},
 		RoleList:    {abi.OpPoolList, abi.OpPoolSize},
 		RoleMarkBad: {abi.OpPoolMarkBad},
 		RoleSubmit:  {abi.OpSubmit},
@@ -400,8 +411,23 @@ func TestPoolRoundTrip(t *testing.T) {
 	if e := f.call(t, abi.OpPoolList, `{"pool":"cookies"}`, &list); e != nil || len(list.Items) != 2 {
 		t.Fatalf("list = %+v, %v; want 2 items", list, e)
 	}
+	// An extend renews the lease from now: the claim's 5s hold becomes a minute's.
+	var ext abi.PoolExtendReply
+	before := time.Now()
+	if e := f.call(t, abi.OpPoolExtend, fmt.Sprintf(`{"pool":"cookies","id":%q,"token":%q,"hold_ms":60000}`, put.ID, claim.Token), &ext); e != nil {
+		t.Fatal(e)
+	}
+	if until := time.UnixMilli(ext.UntilMs); until.Before(before.Add(time.Minute).Truncate(time.Millisecond)) || until.After(time.Now().Add(time.Minute)) {
+		t.Errorf("extend until = %v, want a minute from the call", until)
+	}
+	if e := f.call(t, abi.OpPoolExtend, fmt.Sprintf(`{"pool":"cookies","id":%q,"token":"not-the-token","hold_ms":60000}`, put.ID), nil); e == nil || e.Kind != abi.Conflict {
+		t.Fatalf("extend with another token = %v, want Conflict", e)
+	}
 	if e := f.call(t, abi.OpPoolRelease, fmt.Sprintf(`{"pool":"cookies","id":%q,"token":%q}`, put.ID, claim.Token), nil); e != nil {
 		t.Fatal(e)
+	}
+	if e := f.call(t, abi.OpPoolExtend, fmt.Sprintf(`{"pool":"cookies","id":%q,"token":%q,"hold_ms":60000}`, put.ID, claim.Token), nil); e == nil || e.Kind != abi.Conflict {
+		t.Fatalf("extend after the release = %v, want Conflict", e)
 	}
 	if e := f.call(t, abi.OpPoolRelease, fmt.Sprintf(`{"pool":"cookies","id":%q,"token":%q}`, put.ID, claim.Token), nil); e == nil || e.Kind != abi.Conflict {
 		t.Fatalf("release twice = %v, want Conflict", e)

@@ -51,13 +51,15 @@ const (
 	QueueRoles = RoleConsume | RoleSubmit
 )
 
-// opRole is the role each pool and queue op needs. pool_release comes with claim: it
-// gives back a lease only a claim hands out (it needs the claim's token). pool_size
+// opRole is the role each pool and queue op needs. pool_release and pool_extend come
+// with claim: they end or renew a lease only a claim hands out (they need the claim's
+// token). pool_size
 // comes with list: it tells how much a pool holds, less than listing it shows.
 var opRole = map[abi.Op]Roles{
 	abi.OpPoolPut:     RolePut,
 	abi.OpPoolClaim:   RoleClaim,
 	abi.OpPoolRelease: RoleClaim,
+	abi.OpPoolExtend:  RoleClaim,
 	abi.OpPoolList:    RoleList,
 	abi.OpPoolSize:    RoleList,
 	abi.OpPoolMarkBad: RoleMarkBad,

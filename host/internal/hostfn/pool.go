@@ -176,6 +176,31 @@ func (c *Core) poolRelease(ctx context.Context, caller *Caller, req []byte) (any
 	return abi.Empty{}, nil
 }
 
+// poolExtend: pool_extend.
+//
+//	request:  {"pool": "cookies", "id": "...", "token": "...", "hold_ms": 20000}
+//	reply:    {"until_ms": 1700000000000}
+//
+// The lease then ends hold_ms from now; hold_ms is bounded as a claim's is (holdMs).
+func (c *Core) poolExtend(ctx context.Context, caller *Caller, req []byte) (any, *abi.Error) {
+	var r abi.PoolExtendRequest
+	if e := decode(req, &r); e != nil {
+		return nil, e
+	}
+	if _, e := c.pool(ctx, caller, abi.OpPoolExtend, r.Pool); e != nil {
+		return nil, e
+	}
+	hold, e := holdMs(r.HoldMs)
+	if e != nil {
+		return nil, e
+	}
+	until, err := c.backend.PoolExtend(ctx, r.Pool, r.ID, r.Token, hold)
+	if err != nil {
+		return nil, fromBackend(err)
+	}
+	return abi.PoolExtendReply{UntilMs: until.UnixMilli()}, nil
+}
+
 // maxReason caps a mark_bad reason or a task's failure reason, in bytes.
 const maxReason = 1024
 

@@ -42,6 +42,7 @@ const (
 	DeathExit      Death = "exit"       // the guest called proc_exit
 	DeathBadResult Death = "bad_result" // the guest broke the ABI: a malformed result, a range outside its memory
 	DeathHostPanic Death = "host_panic" // the host's own bug, recovered
+	DeathLease     Death = "lease"      // the host cut the call: its task's lease was lost, or could not be renewed
 )
 
 // Died is an error of a Guest call that says why its instance died. The slot decides
@@ -91,13 +92,6 @@ type Params struct {
 	MaxAttempts int           // the task's failure budget (host/RATIONALE.md, "Why does a retry refund its attempt?")
 	Poll        time.Duration // wait after an empty claim, and between loop ticks
 	CallTimeout time.Duration
-	// LeaseMargin is how long before its task's lease a call ends at the latest: a call's
-	// deadline is CallTimeout after it starts or LeaseMargin before the lease ends
-	// (counted from when the claim was sent, PumpResult.Expires), whichever comes first,
-	// so that no other slot can claim the task while its call still runs. Optional: 0
-	// lets a call run to the lease's end. See host/RATIONALE.md, "Why does a call always
-	// end before its task's lease?".
-	LeaseMargin time.Duration
 	RetryDelay  time.Duration // a retry's delay when the guest gives none
 	// BackoffMin and BackoffMax bound the wait before a fresh instance after repeated
 	// deaths: BackoffMin after the first, doubling, reset by any iteration that does not
@@ -339,7 +333,7 @@ func (s *Slot) backoff() time.Duration {
 // claim is a claimed task and when its lease ends by this host's clock.
 type claim struct {
 	primitives.TaskLease
-	expires time.Time // PumpResult.Expires
+	expires time.Time // PumpResult.Expires, then the end of the last renewal (holder.until)
 }
 
 // handBackNext returns the slot's next task, claimed but never started (the slot is
@@ -350,10 +344,11 @@ func (s *Slot) handBackNext(hard context.Context) {
 	}
 	t := s.next
 	s.next, s.haveNext = claim{}, false
-	settle, cancel := settleCtx(hard)
-	defer cancel()
 	r := primitives.Retry{Reason: "handed back unstarted: the slot is draining or paused", Refund: true}
-	if _, err := s.p.Backend.QueueRelease(settle, s.p.Queue, t.ID, t.Token, r); err != nil {
+	if err := s.settle(hard, t.expires, func(ctx context.Context) error {
+		_, err := s.p.Backend.QueueRelease(ctx, s.p.Queue, t.ID, t.Token, r)
+		return err
+	}); err != nil {
 		s.guestLog(slog.LevelWarn, "slot: handing back an unstarted task failed; its lease will expire instead", "task", t.ID, "err", err)
 	}
 }
@@ -373,19 +368,27 @@ func (s *Slot) enter(it *Iteration, phase slotstate.Phase) {
 }
 
 // handle works one claimed task to its outcome: the guest's call, then the ack or the
-// release that its result asks for. A fail and a death spend the task's attempt; a retry
-// and a drain's cut refund it. See host/RATIONALE.md, "Why does a retry refund its
-// attempt?".
+// release that its result asks for. A fail and a death spend the task's attempt; a
+// retry, a drain's cut and the cut of a call whose lease could not be renewed refund it.
+// See host/RATIONALE.md, "Why does a retry refund its attempt?".
 func (s *Slot) handle(soft, hard context.Context, t claim) Iteration {
 	start := time.Now()
 	it := s.begin(Iteration{TaskID: t.ID}, slotstate.Handle)
-	res, death, err := s.callHandle(hard, t)
+	res, death, err := s.callHandle(hard, &t)
 	switch {
+	case errors.Is(err, errLeaseLost):
+		s.leaseLost(&it, t, err)
 	case death == DeathDrain:
 		// The drain's grace period ended mid-call: not the task's fault.
 		s.discard()
 		it.Death, it.Reason = death, "host draining: call cut at the drain deadline"
 		s.release(hard, t, &it, primitives.Retry{Reason: it.Reason, Refund: true}, slotstate.Released)
+	case death == DeathLease:
+		// The backend did not renew the lease: not the task's fault.
+		s.discard()
+		it.Death, it.Reason = death, cut("call cut while its lease was still held: "+err.Error())
+		s.guestLog(slog.LevelWarn, "slot: call cut: its task's lease could not be renewed; handing the task back", "task", t.ID, "err", err)
+		s.release(hard, t, &it, primitives.Retry{Reason: it.Reason, Refund: true}, slotstate.Dead)
 	case err != nil:
 		s.discard()
 		it.Death, it.Reason = death, cut("guest died: "+err.Error())
@@ -408,9 +411,11 @@ func (s *Slot) handle(soft, hard context.Context, t claim) Iteration {
 	return it
 }
 
-// callHandle is the one place a task's guest call runs: fleet_handle on t, ended before
-// t's lease (LeaseMargin before it).
-func (s *Slot) callHandle(hard context.Context, t claim) (abi.HandleResult, Death, error) {
+// callHandle is the one place a task's guest call runs: fleet_handle on t, its lease
+// renewed meanwhile (holder), after which t.expires is the renewed lease's end. A call
+// that ends as its lease is found lost answers an error wrapping errLeaseLost, whatever
+// the guest said.
+func (s *Slot) callHandle(hard context.Context, t *claim) (abi.HandleResult, Death, error) {
 	input, _ := abi.EncodeHandleInput(abi.HandleInput{
 		Task: abi.TaskEnvelope{
 			ID: t.ID, Payload: json.RawMessage(t.Payload), Attempts: t.Attempts,
@@ -418,22 +423,34 @@ func (s *Slot) callHandle(hard context.Context, t claim) (abi.HandleResult, Deat
 		},
 		Iteration: s.n,
 	})
-	return s.call(hard, t.expires.Add(-s.p.LeaseMargin), s.guest.Handle, input)
+	hold := s.hold(*t)
+	res, death, err := s.call(hard, hold, s.guest.Handle, input)
+	t.expires = hold.until()
+	if lost := hold.lost(); err == nil && errors.Is(lost, errLeaseLost) {
+		return res, DeathLease, lost
+	}
+	return res, death, err
 }
 
 // ack settles t as done. While the slot goes on (soft runs and it is not paused), the ack
 // goes through the pump and claims the slot's next task in the same round trip;
-// otherwise it is a plain ack under the settle context, which only that path makes.
+// otherwise, or when the pump's batch failed, it is a plain ack, tried again while the
+// backend does not answer (settle).
 func (s *Slot) ack(soft, hard context.Context, t claim, it *Iteration) {
 	s.enter(it, slotstate.Ack)
+	ack := func(ctx context.Context) error { return s.p.Backend.QueueAck(ctx, s.p.Queue, t.ID, t.Token) }
 	var err error
 	if soft.Err() == nil && !s.p.Paused() {
 		res := s.p.Pump.Do(&primitives.Ack{ID: t.ID, Token: t.Token})
-		s.next, s.haveNext, err = res.claim(), res.OK, errors.Join(res.Err, res.AckErr)
+		s.next, s.haveNext, err = res.claim(), res.OK, res.AckErr
+		if res.Err != nil {
+			// Whether the batch acked is unknown: the retry's ErrNotFound says it did.
+			if err = s.settle(hard, t.expires, ack); errors.Is(err, primitives.ErrNotFound) {
+				err = nil
+			}
+		}
 	} else {
-		settle, cancel := settleCtx(hard)
-		err = s.p.Backend.QueueAck(settle, s.p.Queue, t.ID, t.Token)
-		cancel()
+		err = s.settle(hard, t.expires, ack)
 	}
 	if err != nil {
 		s.guestLog(slog.LevelWarn, "slot: ack failed; the task may run again", "task", t.ID, "err", err)
@@ -445,9 +462,11 @@ func (s *Slot) ack(soft, hard context.Context, t claim, it *Iteration) {
 // the release parked the task (slotstate.Outcome.Settle).
 func (s *Slot) release(hard context.Context, t claim, it *Iteration, r primitives.Retry, outcome slotstate.Outcome) {
 	s.enter(it, slotstate.Release)
-	settle, cancel := settleCtx(hard)
-	defer cancel()
-	parked, err := s.p.Backend.QueueRelease(settle, s.p.Queue, t.ID, t.Token, r)
+	var parked bool
+	err := s.settle(hard, t.expires, func(ctx context.Context) (err error) {
+		parked, err = s.p.Backend.QueueRelease(ctx, s.p.Queue, t.ID, t.Token, r)
+		return err
+	})
 	switch {
 	case err != nil:
 		parked = false
@@ -465,7 +484,7 @@ func (s *Slot) tick(hard context.Context) (Iteration, time.Duration) {
 	start := time.Now()
 	it := s.begin(Iteration{}, slotstate.Tick)
 	input, _ := json.Marshal(abi.TickInput{Iteration: s.n})
-	res, death, err := s.call(hard, time.Time{}, s.guest.Tick, input)
+	res, death, err := s.call(hard, nil, s.guest.Tick, input)
 	var wait time.Duration
 	switch {
 	case err != nil:
@@ -491,11 +510,11 @@ func (s *Slot) tick(hard context.Context) (Iteration, time.Duration) {
 	return it, wait
 }
 
-// call runs one guest export under CallTimeout, and ends it by endBy when that is sooner
-// (a task's lease, less LeaseMargin; zero for none), and decodes its HandleResult. On an
-// error the instance is dead, and death says why. A panic anywhere below (the host's bug)
-// becomes an error too, so the instance is discarded and the slot goes on.
-func (s *Slot) call(hard context.Context, endBy time.Time, fn func(context.Context, []byte) ([]byte, error), input []byte) (res abi.HandleResult, death Death, err error) {
+// call runs one guest export under CallTimeout while hold keeps its task's lease (nil
+// for a tick), and decodes its HandleResult. On an error the instance is dead, and death
+// says why. A panic anywhere below (the host's bug) becomes an error too, so the instance
+// is discarded and the slot goes on.
+func (s *Slot) call(hard context.Context, hold *holder, fn func(context.Context, []byte) ([]byte, error), input []byte) (res abi.HandleResult, death Death, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			death, err = DeathHostPanic, fmt.Errorf("host panic during the guest call: %v", r)
@@ -504,11 +523,10 @@ func (s *Slot) call(hard context.Context, endBy time.Time, fn func(context.Conte
 	}()
 	start := time.Now()
 	deadline := start.Add(s.p.CallTimeout)
-	if !endBy.IsZero() && endBy.Before(deadline) {
-		deadline = endBy
-	}
 	ctx, cancel := context.WithDeadline(hard, deadline)
 	defer cancel()
+	ctx = hold.keep(ctx)
+	defer hold.stop()
 	out, err := fn(ctx, input)
 	var died *Died
 	switch {
@@ -519,6 +537,8 @@ func (s *Slot) call(hard context.Context, endBy time.Time, fn func(context.Conte
 		return res, "", nil
 	case hard.Err() != nil:
 		return res, DeathDrain, err
+	case hold.lost() != nil:
+		return res, DeathLease, fmt.Errorf("%w: %w", hold.lost(), err)
 	case ctx.Err() != nil:
 		// hard still runs, so ctx ended by its own deadline. The context's error decides,
 		// not err's: a guest's proc_exit with wazero's deadline exit code is an error that

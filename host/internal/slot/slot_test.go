@@ -127,8 +127,13 @@ func (h *harness) run(until func() bool) {
 func (h *harness) finished() []Iteration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return finished(h.events)
+}
+
+// finished is the iterations that events say finished, in order.
+func finished(events []Event) []Iteration {
 	var out []Iteration
-	for _, e := range h.events {
+	for _, e := range events {
 		if e.Kind == slotstate.Finished {
 			out = append(out, *e.Iteration)
 		}

@@ -64,6 +64,9 @@ func poolList(req unsafe.Pointer, reqLen uint32, reply unsafe.Pointer, replyCap 
 //go:wasmimport fleet pool_release
 func poolRelease(req unsafe.Pointer, reqLen uint32, reply unsafe.Pointer, replyCap uint32) int32
 
+//go:wasmimport fleet pool_extend
+func poolExtend(req unsafe.Pointer, reqLen uint32, reply unsafe.Pointer, replyCap uint32) int32
+
 //go:wasmimport fleet pool_mark_bad
 func poolMarkBad(req unsafe.Pointer, reqLen uint32, reply unsafe.Pointer, replyCap uint32) int32
 
@@ -111,7 +114,7 @@ func replyFetch(req unsafe.Pointer, reqLen uint32, reply unsafe.Pointer, replyCa
 
 var imports = map[string]importFunc{
 	"pool_put": poolPut, "pool_claim": poolClaim, "pool_list": poolList,
-	"pool_release": poolRelease, "pool_mark_bad": poolMarkBad, "pool_size": poolSize,
+	"pool_release": poolRelease, "pool_extend": poolExtend, "pool_mark_bad": poolMarkBad, "pool_size": poolSize,
 	"kv_get": kvGet, "kv_set": kvSet, "kv_delete": kvDelete,
 	"lock_acquire": lockAcquire, "lock_release": lockRelease,
 	"counter_incr": counterIncr, "counter_get": counterGet,

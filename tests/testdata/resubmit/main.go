@@ -2,7 +2,7 @@
 // every task submits two children, one with fleet.Submit and one with fleet.SubmitOnce
 // under a key of the task's number, and fails its first attempt after submitting. Its
 // second attempt submits the same children again and is done, so that a test counts how
-// many children each task left: two when submits are idempotent, more when they are not.
+// many children each task left: one per attempt of Submit's, one of SubmitOnce's.
 package main
 
 import (
