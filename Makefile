@@ -1,5 +1,5 @@
 # The one command: `make test`. It installs what the tests need when it is missing
-# (redis-server and wabt from Debian's packages), then vets, builds the guest side for
+# (redis-server, redis-tools and wabt from Debian's packages), then vets, builds the guest side for
 # wasip1, and runs every test with the race detector.
 
 GO ?= go
@@ -11,10 +11,12 @@ test: deps vet wasm-build
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 # deps installs the servers and tools the tests start. A missing one would fail the
-# tests (never skip them), so install rather than hope.
+# tests (never skip them), so install rather than hope. redis-cli (Debian's redis-tools,
+# which redis-server's package depends on) joins the Redis Cluster the tests start.
 deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-tools"; \
 	command -v wat2wasm >/dev/null 2>&1 || missing="$$missing wabt"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \

@@ -126,6 +126,15 @@ type Config struct {
 	// default: DefaultMaxQueueBytes (64 MiB)
 	MaxQueueBytes int64
 
+	// ParkedRetention is how long a parked task is kept: the hosts that run a queue's
+	// consumer delete the tasks parked at least this long ago from it, every half of it
+	// (at least every ParkedPruneMin, at most every ParkedPruneMax). It is each plugin's
+	// Grant.ParkedRetention too, unless the grant sets its own. 0 keeps parked tasks
+	// until an operator requeues or deletes them. See RATIONALE.md, "Who deletes parked
+	// tasks past their retention?".
+	// default: 0 (kept)
+	ParkedRetention time.Duration
+
 	// RetryDelay is how long a task waits after a retry that names no delay, and a loop
 	// plugin after a failed tick.
 	// default: DefaultRetryDelay (1s)
@@ -278,7 +287,7 @@ func (c Config) check() error {
 	}
 	for name, d := range map[string]time.Duration{
 		"PollInterval": c.PollInterval, "TaskLease": c.TaskLease, "CallTimeout": c.CallTimeout,
-		"DrainTimeout": c.DrainTimeout, "RetryDelay": c.RetryDelay,
+		"DrainTimeout": c.DrainTimeout, "RetryDelay": c.RetryDelay, "ParkedRetention": c.ParkedRetention,
 	} {
 		if d < 0 {
 			bad("%s is negative (%v)", name, d)
@@ -436,9 +445,11 @@ type Grant struct {
 	// default: 0 (64 MiB)
 	KVMaxBytes int64 `json:"kv_max_bytes,omitempty"`
 	// CounterMaxNames caps the distinct counter names the plugin creates in each root
-	// (the name up to its first ':', as for KV), and LockMaxNames the lock names. A
-	// counter or lock is never freed (a lock's fence must never go back), so a name,
+	// (the name up to its first ':', as for KV): a counter is never freed, so a name,
 	// once created, counts for good; names created by another plugin cost nothing.
+	// LockMaxNames caps the locks the plugin holds at once in each root: a release or
+	// the end of a hold gives one back (a lock keeps nothing past its hold; its fence
+	// comes from its root's one sequence, which only grows).
 	// default: 0 (10000 each)
 	CounterMaxNames int `json:"counter_max_names,omitempty"`
 	LockMaxNames    int `json:"lock_max_names,omitempty"`
@@ -457,6 +468,11 @@ type Grant struct {
 	// cost this many bytes with the new one (payload + primitives.TaskOverhead a task).
 	// default: 0 (Config.MaxQueueBytes)
 	MaxQueueBytes int64 `json:"max_queue_bytes,omitempty"`
+	// ParkedRetention is how long the tasks parked in the queue the plugin consumes are
+	// kept (Config.ParkedRetention), for that queue; the grants file writes it as a
+	// duration string ("72h").
+	// default: 0 (Config.ParkedRetention)
+	ParkedRetention time.Duration `json:"parked_retention,omitempty"`
 	// MaxPoolItems refuses the plugin's pool_put to a pool already holding this many
 	// live items, leased or not.
 	// default: 0 (10000)
@@ -481,6 +497,9 @@ func (g Grant) check() error {
 	}
 	if g.CallTimeout < 0 {
 		return fmt.Errorf("CallTimeout is negative (%v)", g.CallTimeout)
+	}
+	if g.ParkedRetention < 0 {
+		return fmt.Errorf("ParkedRetention is negative (%v)", g.ParkedRetention)
 	}
 	if g.MaxPayload < 0 || g.MaxPayload > primitives.MaxValueLen {
 		return fmt.Errorf("MaxPayload is %d, want 0..%d", g.MaxPayload, primitives.MaxValueLen)

@@ -258,6 +258,7 @@ func (c Config) grantWithDefaults(typ string, g Grant) Grant {
 	g.SubmitRate = cmp.Or(g.SubmitRate, defaultSubmitRate)
 	g.MaxQueueDepth = cmp.Or(g.MaxQueueDepth, c.MaxQueueDepth)
 	g.MaxQueueBytes = cmp.Or(g.MaxQueueBytes, c.MaxQueueBytes)
+	g.ParkedRetention = cmp.Or(g.ParkedRetention, c.ParkedRetention)
 	g.MaxPoolItems = cmp.Or(g.MaxPoolItems, defaultMaxPoolItems)
 	g.MaxPoolBytes = cmp.Or(g.MaxPoolBytes, defaultMaxPoolBytes)
 	return g
@@ -295,8 +296,9 @@ type grantJSON Grant
 // field wins over the embedded one of the same name.
 type grantDurations struct {
 	*grantJSON
-	HTTPTimeout string `json:"http_timeout,omitempty"`
-	CallTimeout string `json:"call_timeout,omitempty"`
+	HTTPTimeout     string `json:"http_timeout,omitempty"`
+	CallTimeout     string `json:"call_timeout,omitempty"`
+	ParkedRetention string `json:"parked_retention,omitempty"`
 }
 
 // MarshalJSON writes g with its durations as strings ("20s").
@@ -307,6 +309,9 @@ func (g Grant) MarshalJSON() ([]byte, error) {
 	}
 	if g.CallTimeout != 0 {
 		v.CallTimeout = g.CallTimeout.String()
+	}
+	if g.ParkedRetention != 0 {
+		v.ParkedRetention = g.ParkedRetention.String()
 	}
 	return json.Marshal(v)
 }
@@ -326,7 +331,7 @@ func (g *Grant) UnmarshalJSON(b []byte) error {
 		// not the file's): drop them, so that the error names the field as written.
 		field := strings.TrimPrefix(strings.TrimPrefix(te.Field, "grantJSON."), "HTTP.")
 		want := jsonKind(te.Type)
-		if field == "http_timeout" || field == "call_timeout" {
+		if field == "http_timeout" || field == "call_timeout" || field == "parked_retention" {
 			want = `duration string such as "30s"`
 		}
 		return fmt.Errorf("%s: want a %s, got a JSON %s", field, want, te.Value)
@@ -335,7 +340,7 @@ func (g *Grant) UnmarshalJSON(b []byte) error {
 		field string
 		s     string
 		into  *time.Duration
-	}{{"http_timeout", v.HTTPTimeout, &g.HTTP.Timeout}, {"call_timeout", v.CallTimeout, &g.CallTimeout}} {
+	}{{"http_timeout", v.HTTPTimeout, &g.HTTP.Timeout}, {"call_timeout", v.CallTimeout, &g.CallTimeout}, {"parked_retention", v.ParkedRetention, &g.ParkedRetention}} {
 		if d.s == "" {
 			continue
 		}

@@ -227,6 +227,8 @@ func TestConfigErrors(t *testing.T) {
 		{func(c *host.Config) { c.Grants = map[string]host.Grant{"x": {MaxPoolList: -5}} }, `Config.Grants["x"].MaxPoolList is -5`},
 		{func(c *host.Config) { c.MaxQueueDepth = -1 }, "Config.MaxQueueDepth"},
 		{func(c *host.Config) { c.TaskLease = host.MinTaskLease - time.Millisecond }, "Config.TaskLease is 999ms, want at least 1s"},
+		{func(c *host.Config) { c.ParkedRetention = -time.Hour }, "Config.ParkedRetention is negative"},
+		{func(c *host.Config) { c.Grants = map[string]host.Grant{"x": {ParkedRetention: -1}} }, `Config.Grants["x"].ParkedRetention is negative`},
 		{func(c *host.Config) { c.Grants = map[string]host.Grant{"x": {KVMaxBytes: -1}} }, `Config.Grants["x"].KVMaxBytes is -1`},
 		{func(c *host.Config) { c.PluginsDir = t.TempDir() }, "holds no .wasm"},
 	}

@@ -116,6 +116,9 @@ func (h *Host) startSlots(ctx, hard, pumpCtx context.Context, pumps *sync.WaitGr
 		if p.desc.Consumes != nil {
 			pump = slot.NewPump(h.cfg.Backend, p.desc.Consumes.Name, h.cfg.TaskLease, h.cfg.MaxAttempts)
 			pumps.Go(func() { pump.Run(pumpCtx) })
+			if r := p.info.Grant.ParkedRetention; r > 0 {
+				pumps.Go(func() { h.pruneParked(pumpCtx, p.desc.Consumes.Name, r) })
+			}
 		}
 		for i := range p.info.Slots {
 			rs := &runningSlot{plugin: p, done: make(chan struct{})}

@@ -65,8 +65,9 @@ func KVQuotaExceeded(q KVQuota, root string, keys int, bytes int64) error {
 	return capError("bytes", "%q would hold %d kv bytes under namespace root %q, its quota is %d bytes", q.Owner, bytes, root, q.MaxBytes)
 }
 
-// NamesExceeded is the error of a first use of a counter or lock name (kind) refused by
-// CounterIncrWithin or LockAcquireWithin: the owner already created q.Max names in root.
+// NamesExceeded is the error of a first use of a counter name refused by
+// CounterIncrWithin, or of a lease refused by LockAcquireWithin (kind "lock"): the owner
+// already created q.Max counter names, or holds q.Max locks, in root.
 func NamesExceeded(kind string, q NameQuota, root string) error {
 	return capError("names", "%q already holds its quota of %d %s names under root %q", q.Owner, q.Max, kind, root)
 }

@@ -190,7 +190,7 @@ func KVCost(namespace, key string, value []byte) int64 {
 // LockLease is a held lock.
 type LockLease struct {
 	Lease
-	Fence int64 // strictly increasing per lock name across all its leases: a fencing token
+	Fence int64 // strictly increasing per lock name across all its leases: a fencing token (not contiguous: a root's locks draw from one sequence)
 }
 
 // Lock is a fleet-wide mutual exclusion with leases and fencing tokens.
@@ -202,12 +202,13 @@ type Lock interface {
 	// LockRelease releases the lock only if token still holds it; released is false
 	// otherwise (the lease expired, maybe leased since to another holder).
 	LockRelease(ctx context.Context, name, token string) (released bool, err error)
-	// LockAcquireWithin is LockAcquire counted against q.Owner's quota of lock names in
-	// the name's root (see NameQuota): the first lease of a name never leased before
-	// that would take the owner past q.Max names there is ErrLimit and creates nothing,
-	// in the same step as the lease, so that concurrent acquires never exceed it. A lock
-	// name is never freed (its fence must never go back), so a name, once counted,
-	// counts for good. LockAcquire is LockAcquireWithin with the zero NameQuota.
+	// LockAcquireWithin is LockAcquire counted against q.Owner's quota of locks in the
+	// name's root (see NameQuota): a lease that would take the owner past q.Max locks
+	// held at once there is ErrLimit and takes nothing, in the same step as the lease,
+	// so that concurrent acquires never exceed it. A release or the hold's end gives the
+	// lock back: a lock keeps no state past its hold, since its fence is drawn from its
+	// root's one sequence, which only grows. LockAcquire is LockAcquireWithin with the
+	// zero NameQuota.
 	LockAcquireWithin(ctx context.Context, name string, hold, wait time.Duration, q NameQuota) (l LockLease, ok bool, err error)
 }
 
@@ -225,11 +226,12 @@ type Counter interface {
 	CounterGet(ctx context.Context, name string) (int64, error)
 }
 
-// NameQuota bounds how many distinct counter names, or lock names, one owner (the host
-// passes a plugin's type) creates within one root: the name up to its first ':', as
-// KVRoot cuts a namespace. A name counts against the owner whose update or lease first
-// created it; later uses by anyone cost nothing. Max 0 bounds nothing; an empty Owner
-// counts nowhere.
+// NameQuota bounds how many distinct counter names one owner (the host passes a plugin's
+// type) creates within one root, or how many locks it holds at once there: the root is
+// the name up to its first ':', as KVRoot cuts a namespace. A counter name counts against
+// the owner whose update first created it, for good (a counter is never freed); later
+// uses by anyone cost nothing. A lock counts against its holder until released or its
+// hold ends. Max 0 bounds nothing; an empty Owner counts nowhere.
 //
 // The quota is per root for the reason KVQuota is: on Redis all counters (or locks) of
 // a root share one hash tag, so the check, the creation and the ledger are one script.
@@ -246,6 +248,7 @@ type Task struct {
 	Attempts   int       // how many times it has been claimed, less the claims refunded (Retry.Refund)
 	EnqueuedAt time.Time // when it was first pushed
 	LastError  string    // why the last attempt failed, if one did
+	ParkedAt   time.Time // when it was parked, as QueueParked lists it; zero otherwise
 }
 
 // TaskLease is a task leased to one consumer.
@@ -341,6 +344,14 @@ type Queue interface {
 	// QueueRequeue moves a parked task back to the queue with its attempts reset.
 	// ErrNotFound when no such parked task exists.
 	QueueRequeue(ctx context.Context, queue, id string) error
+	// QueueDeleteParked deletes parked task id for good, giving its cost back to the
+	// queue's QueueCap.Bytes. ErrNotFound when no such parked task exists.
+	QueueDeleteParked(ctx context.Context, queue, id string) error
+	// QueuePurgeParked deletes, as QueueDeleteParked does, every task of queue parked at
+	// least age ago (age 0: every parked task), oldest parked first, and returns how many.
+	// The age is counted from the park on the backend's clock; tasks parked after the
+	// purge began are kept. A negative age is ErrInvalid.
+	QueuePurgeParked(ctx context.Context, queue string, age time.Duration) (deleted int, err error)
 }
 
 // Retry says how a released task goes back to its queue.

@@ -84,10 +84,10 @@ func TestSandboxKVKeysQuota(t *testing.T) {
 	}
 }
 
-// A plugin that creates distinct counter names, or lock names, in a loop (each kept for
-// good by the backend, a lock's fence never freed) is held by its default
-// counter_max_names, or lock_max_names, of 10,000: exactly that many are created, the
-// rest are LimitExceeded. The flood's own tally counters are created by the test, not
+// A plugin that creates distinct counter names in a loop (each kept for good by the
+// backend), or takes distinct locks and holds them, is held by its default
+// counter_max_names, or lock_max_names, of 10,000: exactly that many are created or
+// held, the rest are LimitExceeded. The flood's own tally counters are created by the test, not
 // by the plugin, so that they count against no quota.
 func TestSandboxNamesQuota(t *testing.T) {
 	for _, mode := range []string{"counter", "lock"} {

@@ -54,6 +54,7 @@ stops at once (exit 3).`, host.AbandonMargin, daemon.ShutdownMargin), stderr)
 	f.int(&o.MaxPayload, "max-payload", "FLEET_MAX_PAYLOAD", host.DefaultMaxPayload, "the largest payload, KV value or HTTP body a plugin sends, and the largest API request body, in bytes")
 	f.int(&o.MaxQueueDepth, "max-queue-depth", "FLEET_MAX_QUEUE_DEPTH", host.DefaultMaxQueueDepth, "the tasks waiting (ready or delayed) in a queue past which a submit to it is refused (the API answers 429); a grant's max_queue_depth overrides it for its plugin")
 	f.int64(&o.MaxQueueBytes, "max-queue-bytes", "FLEET_MAX_QUEUE_BYTES", host.DefaultMaxQueueBytes, "the bytes a queue's tasks (until acked, parked ones too; each its payload + 1 KiB) may hold, past which a submit to it is refused; a grant's max_queue_bytes overrides it for its plugin")
+	f.dur(&o.ParkedRetention, "parked-retention", "FLEET_PARKED_RETENTION", 0, "how long a parked task is kept before the hosts running its queue's consumer delete it (0: until an operator requeues or deletes it); a grant's parked_retention overrides it for the queue its plugin consumes")
 	f.int(&memPages, "memory-pages", "FLEET_MEMORY_PAGES", host.DefaultMemoryLimitPages, "each instance's memory limit, in 64 KiB pages")
 	f.str(&o.CacheDir, "cache-dir", "FLEET_CACHE_DIR", host.DefaultCacheDir(), "where compiled plugins are cached across runs; \"off\" keeps it in memory")
 	f.dur(&o.BackendTimeout, "backend-timeout", "FLEET_BACKEND_TIMEOUT", redis.DefaultCallTimeout, "the bound of each backend call")
@@ -78,6 +79,10 @@ stops at once (exit 3).`, host.AbandonMargin, daemon.ShutdownMargin), stderr)
 	}
 	if memPages < 1 || memPages > 65536 {
 		fmt.Fprintf(stderr, "fleet-host run: --memory-pages %d: want 1..65536\n", memPages)
+		return exitUsage
+	}
+	if o.ParkedRetention < 0 {
+		fmt.Fprintf(stderr, "fleet-host run: --parked-retention %v: want >= 0 (0 keeps parked tasks)\n", o.ParkedRetention)
 		return exitUsage
 	}
 	o.MemoryLimitPages = uint32(memPages)

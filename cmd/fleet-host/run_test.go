@@ -38,6 +38,7 @@ var runFlagOf = map[string]struct {
 	"MaxQueueDepth":    {"max-queue-depth", host.DefaultMaxQueueDepth},
 	"MaxQueueBytes":    {"max-queue-bytes", host.DefaultMaxQueueBytes},
 	"RetryDelay":       {"retry-delay", host.DefaultRetryDelay},
+	"ParkedRetention":  {"parked-retention", nil},
 	"NewReporter":      {"report-url", nil},
 	"Instance":         {"instance", host.DefaultInstance()},
 }

@@ -117,6 +117,8 @@ func New(p Params) *Server {
 	api("GET /api/v1/queues/{name}", s.getQueue)
 	api("GET /api/v1/queues/{name}/parked", s.listParked)
 	api("POST /api/v1/queues/{name}/parked/{id}/requeue", s.requeue)
+	api("DELETE /api/v1/queues/{name}/parked/{id}", s.deleteParked)
+	api("DELETE /api/v1/queues/{name}/parked", s.purgeParked)
 	api("GET /api/v1/pools", s.listPools)
 	api("GET /api/v1/pools/{name}", s.getPool)
 	api("/api/", func(w http.ResponseWriter, r *http.Request) {
@@ -441,6 +443,9 @@ type ParkedTask struct {
 	Attempts   int             `json:"attempts"`
 	EnqueuedAt time.Time       `json:"enqueued_at"`
 	LastError  string          `json:"last_error"`
+	// ParkedAt is when it was parked (a retention counts from it); absent for a task
+	// parked before the backend kept the instant.
+	ParkedAt *time.Time `json:"parked_at,omitempty"`
 }
 
 func (s *Server) listParked(w http.ResponseWriter, r *http.Request) {
@@ -468,22 +473,67 @@ func (s *Server) listParked(w http.ResponseWriter, r *http.Request) {
 		if !json.Valid(payload) {
 			payload, _ = json.Marshal(string(t.Payload))
 		}
-		out = append(out, ParkedTask{ID: t.ID, Payload: payload, Attempts: t.Attempts, EnqueuedAt: t.EnqueuedAt, LastError: t.LastError})
+		pt := ParkedTask{ID: t.ID, Payload: payload, Attempts: t.Attempts, EnqueuedAt: t.EnqueuedAt, LastError: t.LastError}
+		if !t.ParkedAt.IsZero() {
+			pt.ParkedAt = &t.ParkedAt
+		}
+		out = append(out, pt)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"queue": name, "tasks": out})
 }
 
 func (s *Server) requeue(w http.ResponseWriter, r *http.Request) {
+	s.parkedTask(w, r, "requeued", s.p.Backend.QueueRequeue)
+}
+
+func (s *Server) deleteParked(w http.ResponseWriter, r *http.Request) {
+	s.parkedTask(w, r, "deleted", s.p.Backend.QueueDeleteParked)
+}
+
+// parkedTask runs op on the parked task the route names, logs it as done, and answers
+// {"queue", "task_id", done: true}.
+func (s *Server) parkedTask(w http.ResponseWriter, r *http.Request, done string, op func(ctx context.Context, queue, id string) error) {
 	name, id := r.PathValue("name"), r.PathValue("id")
 	if !s.known(w, "queue", name, s.queues) {
 		return
 	}
-	if err := s.p.Backend.QueueRequeue(r.Context(), name, id); err != nil {
+	if err := op(r.Context(), name, id); err != nil {
 		backendError(w, err)
 		return
 	}
-	s.p.Log.Info("api: parked task requeued", "queue", name, "task", id)
-	writeJSON(w, http.StatusOK, map[string]any{"queue": name, "task_id": id, "requeued": true})
+	s.p.Log.Info("api: parked task "+done, "queue", name, "task", id)
+	writeJSON(w, http.StatusOK, map[string]any{"queue": name, "task_id": id, done: true})
+}
+
+// Purged is the answer to DELETE /api/v1/queues/{name}/parked.
+type Purged struct {
+	Queue   string `json:"queue"`
+	Deleted int    `json:"deleted"`
+}
+
+// purgeParked deletes every parked task of a queue, or with ?older_than=<duration> (Go
+// syntax: 24h, 90m) those parked at least that long ago.
+func (s *Server) purgeParked(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if !s.known(w, "queue", name, s.queues) {
+		return
+	}
+	var age time.Duration
+	if v := r.URL.Query().Get("older_than"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			writeError(w, http.StatusBadRequest, abi.ValueError, fmt.Sprintf("older_than %q: want a duration >= 0 such as 24h or 90m", v), nil)
+			return
+		}
+		age = d
+	}
+	n, err := s.p.Backend.QueuePurgeParked(r.Context(), name, age)
+	if err != nil {
+		backendError(w, err)
+		return
+	}
+	s.p.Log.Info("api: parked tasks purged", "queue", name, "older_than", age, "deleted", n)
+	writeJSON(w, http.StatusOK, Purged{Queue: name, Deleted: n})
 }
 
 // PoolStats is one pool as the API shows it.

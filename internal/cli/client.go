@@ -178,8 +178,35 @@ func (c *Client) Parked(ctx context.Context, queue string, limit int) ([]api.Par
 	var out struct {
 		Tasks []api.ParkedTask `json:"tasks"`
 	}
-	err := c.do(ctx, http.MethodGet, fmt.Sprintf("/api/v1/queues/%s/parked?limit=%d", url.PathEscape(queue), limit), nil, &out)
+	err := c.do(ctx, http.MethodGet, fmt.Sprintf("%s?limit=%d", parkedPath(queue, ""), limit), nil, &out)
 	return out.Tasks, err
+}
+
+// Requeue moves parked task id of queue back to the queue.
+func (c *Client) Requeue(ctx context.Context, queue, id string) error {
+	return c.do(ctx, http.MethodPost, parkedPath(queue, id)+"/requeue", nil, nil)
+}
+
+// DeleteParked deletes parked task id of queue.
+func (c *Client) DeleteParked(ctx context.Context, queue, id string) error {
+	return c.do(ctx, http.MethodDelete, parkedPath(queue, id), nil, nil)
+}
+
+// PurgeParked deletes the tasks of queue parked at least olderThan ago (0: all of them)
+// and returns how many.
+func (c *Client) PurgeParked(ctx context.Context, queue string, olderThan time.Duration) (int, error) {
+	var out api.Purged
+	err := c.do(ctx, http.MethodDelete, parkedPath(queue, "")+"?older_than="+url.QueryEscape(olderThan.String()), nil, &out)
+	return out.Deleted, err
+}
+
+// parkedPath is the path of queue's parked tasks, or of the one with id.
+func parkedPath(queue, id string) string {
+	p := "/api/v1/queues/" + url.PathEscape(queue) + "/parked"
+	if id != "" {
+		p += "/" + url.PathEscape(id)
+	}
+	return p
 }
 
 // Ready reports whether the daemon answers /readyz with 200.

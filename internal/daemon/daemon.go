@@ -59,6 +59,7 @@ type Options struct {
 	CacheDir         string
 	MaxQueueDepth    int
 	MaxQueueBytes    int64
+	ParkedRetention  time.Duration // host.Config.ParkedRetention; 0 keeps parked tasks
 	BackendTimeout   time.Duration // bounds each backend call; 0 means redis.DefaultCallTimeout
 
 	Log *slog.Logger // default slog.Default()
@@ -183,6 +184,7 @@ func buildHost(ctx context.Context, o Options, log *slog.Logger, b primitives.Ba
 		RetryDelay:       o.RetryDelay,
 		MaxQueueDepth:    o.MaxQueueDepth,
 		MaxQueueBytes:    o.MaxQueueBytes,
+		ParkedRetention:  o.ParkedRetention,
 		Observe:          obs.observe(log),
 	}
 	rep.configure(&cfg, o)

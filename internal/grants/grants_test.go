@@ -14,7 +14,7 @@ import (
 func TestParse(t *testing.T) {
 	f, err := Parse([]byte(`{
   "scraper": {"http_hosts": ["example.com"], "http_timeout": "20s", "kv": []},
-  "harvester": {"locks": ["harvest:*"], "call_timeout": "5s", "config": {"scheme": "http"}}
+  "harvester": {"locks": ["harvest:*"], "call_timeout": "5s", "parked_retention": "72h", "config": {"scheme": "http"}}
 }`))
 	if err != nil {
 		t.Fatal(err)
@@ -23,7 +23,7 @@ func TestParse(t *testing.T) {
 	if g := gs["scraper"]; g.HTTP.Timeout != 20*time.Second || len(g.HTTP.Hosts) != 1 || g.KV == nil || len(g.KV) != 0 || g.Locks != nil {
 		t.Errorf("scraper grant = %+v; want the timeout, the host, KV granted none (empty, not nil) and Locks left to the default (nil)", g)
 	}
-	if g := gs["harvester"]; g.CallTimeout != 5*time.Second || g.Locks[0] != "harvest:*" {
+	if g := gs["harvester"]; g.CallTimeout != 5*time.Second || g.ParkedRetention != 72*time.Hour || g.Locks[0] != "harvest:*" {
 		t.Errorf("harvester grant = %+v", g)
 	}
 	if string(cs["harvester"]) != `{"scheme": "http"}` || cs["scraper"] != nil {
@@ -43,6 +43,9 @@ func TestParse(t *testing.T) {
 	b, _ := json.Marshal(gs["scraper"])
 	if !strings.Contains(string(b), `"http_timeout":"20s"`) {
 		t.Errorf("json.Marshal(grant) = %s, want the duration as a string", b)
+	}
+	if b, _ := json.Marshal(gs["harvester"]); !strings.Contains(string(b), `"parked_retention":"72h0m0s"`) {
+		t.Errorf("json.Marshal(grant) = %s, want the retention as a string", b)
 	}
 }
 
@@ -105,6 +108,7 @@ func TestParseRoles(t *testing.T) {
 		`{"s": {"http_max_body": "4MiB"}}`:            `"s": http_max_body: want a number, got a JSON string`,
 		`{"s": {"http_hostz": ["a.com"]}}`:            `unknown field "http_hostz"`,
 		`{"s": {"call_timeout": "soon"}}`:             `"s": call_timeout: "soon" is not a duration such as "30s"`,
+		`{"s": {"parked_retention": 86400}}`:          `"s": parked_retention: want a duration string such as "30s", got a JSON number`,
 		`{"s": {"pool": {"cookies": ["claim"]}}}`:     `unknown field "pool"`,
 		`{"s": {"queues": {"jobs": ["consume "]}}}`:   `"consume " is not a queue role`,
 		`{"s": {"queues": {"jobs": ["Consume"]}}}`:    `"Consume" is not a queue role`,

@@ -24,9 +24,10 @@ import (
 type Redis struct {
 	Addr string // host:port on 127.0.0.1
 
-	bin string
-	dir string
-	url string // set for a server the tests did not start (ExternalRedis)
+	bin  string
+	dir  string
+	url  string   // set for a server the tests did not start (ExternalRedis)
+	args []string // more redis-server arguments (a cluster node's)
 
 	mu  sync.Mutex
 	cmd *exec.Cmd // guarded by mu; nil while stopped
@@ -37,7 +38,11 @@ const installHint = "install it with: apt-get update && apt-get install -y redis
 
 // StartRedis starts a fresh redis-server. A missing binary is a failure, never a skip:
 // the tests talk to a real server or they do not pass.
-func StartRedis() (*Redis, error) {
+func StartRedis() (*Redis, error) { return startRedis() }
+
+// startRedis starts a fresh redis-server with args added to its command line; args may
+// name a file relative to the server's own directory.
+func startRedis(args ...string) (*Redis, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, fmt.Errorf("testutil: redis-server not found on PATH; %s", installHint)
@@ -51,7 +56,7 @@ func StartRedis() (*Redis, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	r := &Redis{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), bin: bin, dir: dir}
+	r := &Redis{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), bin: bin, dir: dir, args: args}
 	if err := r.Start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -100,11 +105,11 @@ func (r *Redis) Start() error {
 		return nil
 	}
 	_, port, _ := net.SplitHostPort(r.Addr)
-	cmd := exec.Command(r.bin,
+	cmd := exec.Command(r.bin, append([]string{
 		"--port", port, "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no",
 		"--dir", r.dir, "--daemonize", "no", "--loglevel", "warning",
-	)
+	}, r.args...)...)
 	out, err := os.Create(filepath.Join(r.dir, "redis.log"))
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"context"
+	"strings"
 	"testing"
 )
 
@@ -35,5 +36,28 @@ func TestWATCached(t *testing.T) {
 	b := WAT(t, src)
 	if a != b {
 		t.Fatalf("WAT twice = %q, %q; want one cached path", a, b)
+	}
+}
+
+// The cluster is real: its three nodes each own slots, and a command whose keys hash to
+// different slots is refused, as it is on any Redis Cluster.
+func TestRedisCluster(t *testing.T) {
+	rc := NewRedisCluster(t)
+	c := rc.Client()
+	defer c.Close()
+	ctx := context.Background()
+	slots, err := c.ClusterSlots(ctx).Result()
+	if err != nil || len(slots) != 3 {
+		t.Fatalf("CLUSTER SLOTS = %d ranges, %v; want 3 (one per master)", len(slots), err)
+	}
+	if err := c.Set(ctx, "a", "1", 0).Err(); err != nil {
+		t.Fatalf("SET a = %v", err)
+	}
+	if err := c.MSet(ctx, "a", "1", "b", "2").Err(); err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
+		t.Fatalf("MSET a b (two slots) = %v, want CROSSSLOT", err)
+	}
+	rc.Flush(t)
+	if n, err := c.Exists(ctx, "a").Result(); err != nil || n != 0 {
+		t.Fatalf("EXISTS a after Flush = %d, %v; want 0", n, err)
 	}
 }

@@ -7,12 +7,16 @@ import (
 	"github.com/fleethost/fleet/primitives"
 )
 
-// lockState is one lock name. Its fields are guarded by Backend.locksMu. It outlives its
-// holders, so that the fence never goes back.
+// lockState is one held lock. Its fields are guarded by Backend.locksMu. It lives in
+// Backend.locks from its lease until its release or, once its hold has ended, the next
+// acquire: a lock keeps nothing past its hold, since its fence comes from its root's
+// sequence (Backend.lockFences).
 type lockState struct {
-	token string    // of the holder; "" when free
-	until time.Time // end of the holder's lease
-	fence int64     // of the last lease
+	name  string    // immutable
+	owner string    // immutable: the NameQuota.Owner it counts against, "" for none
+	token string    // immutable: the holder's
+	until time.Time // immutable: end of the holder's lease
+	node  node      // in Backend.lockTTL
 }
 
 func checkLock(name string) error { return primitives.CheckName("lock", name) }
@@ -23,8 +27,8 @@ func (b *Backend) LockAcquire(ctx context.Context, name string, hold, wait time.
 	return b.LockAcquireWithin(ctx, name, hold, wait, primitives.NameQuota{})
 }
 
-// LockAcquireWithin implements primitives.Lock: the first lease of a name is counted
-// against q, or refused past it, under the same lock as the lease.
+// LockAcquireWithin implements primitives.Lock: the lease is counted against q, or
+// refused past it, under the same lock as the lease.
 func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait time.Duration, q primitives.NameQuota) (primitives.LockLease, bool, error) {
 	if err := checkLock(name); err != nil {
 		return primitives.LockLease{}, false, err
@@ -64,22 +68,39 @@ func (b *Backend) tryLock(name string, hold time.Duration, q primitives.NameQuot
 	if l, ok, err := replay[primitives.LockLease](&b.lockReplays, now, "lock acquire", root, rq); ok || err != nil {
 		return l, ok, err
 	}
-	st := b.locks[name]
-	if st == nil {
-		if err := b.lockNames.charge("lock", name, q); err != nil {
-			return primitives.LockLease{}, false, err
-		}
-		st = &lockState{}
-		b.locks[name] = st
+	for st, ok := b.lockTTL.popDue(now); ok; st, ok = b.lockTTL.popDue(now) {
+		b.dropLock(st)
 	}
-	if st.token != "" && now.Before(st.until) {
+	if b.locks[name] != nil {
 		return primitives.LockLease{}, false, nil
 	}
-	st.fence++
-	st.token, st.until = primitives.NewToken(), now.Add(hold)
-	l := primitives.LockLease{Lease: primitives.Lease{Token: st.token, Until: st.until}, Fence: st.fence}
+	held := kvLedger{root, q.Owner}
+	if q.Owner != "" && q.Max > 0 && b.locksHeld[held] >= q.Max {
+		return primitives.LockLease{}, false, primitives.NamesExceeded("lock", q, root)
+	}
+	st := &lockState{name: name, owner: q.Owner, token: primitives.NewToken(), until: now.Add(hold)}
+	b.locks[name] = st
+	b.lockTTL.push(st, st.until, 0)
+	if q.Owner != "" {
+		b.locksHeld[held]++
+	}
+	b.lockFences[root]++
+	l := primitives.LockLease{Lease: primitives.Lease{Token: st.token, Until: st.until}, Fence: b.lockFences[root]}
 	b.lockReplays.remember(now, root, rq, l)
 	return l, true, nil
+}
+
+// dropLock forgets a lock released or past its hold, and gives it back to its owner's
+// quota. The caller holds locksMu and has taken st out of lockTTL.
+func (b *Backend) dropLock(st *lockState) {
+	delete(b.locks, st.name)
+	if st.owner == "" {
+		return
+	}
+	held := kvLedger{primitives.KVRoot(st.name), st.owner}
+	if b.locksHeld[held]--; b.locksHeld[held] == 0 {
+		delete(b.locksHeld, held)
+	}
 }
 
 // LockRelease implements primitives.Lock.
@@ -101,10 +122,11 @@ func (b *Backend) LockRelease(ctx context.Context, name, token string) (bool, er
 		return ok, err
 	}
 	st := b.locks[name]
-	if st == nil || st.token == "" || st.token != token || !now.Before(st.until) {
+	if st == nil || st.token != token || !now.Before(st.until) {
 		return false, nil
 	}
-	st.token, st.until = "", time.Time{}
+	b.lockTTL.remove(st)
+	b.dropLock(st)
 	b.lockReplays.remember(now, root, rq, struct{}{})
 	return true, nil
 }

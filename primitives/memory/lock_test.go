@@ -1,8 +1,11 @@
 package memory
 
 import (
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/fleethost/fleet/primitives"
 )
 
 func TestLockLeaseBoundaryAndFence(t *testing.T) {
@@ -37,9 +40,39 @@ func TestLockLeaseBoundaryAndFence(t *testing.T) {
 	if !ok || l3.Fence != 3 {
 		t.Errorf("LockAcquire after release = %+v, %v; want fence 3", l3, ok)
 	}
-	// Each name has its own fence.
+	// A root's locks draw from its one sequence; each root has its own.
+	if l, ok, _ := b.LockAcquire(ctx, "l:sub", time.Second, 0); !ok || l.Fence != 4 {
+		t.Errorf("LockAcquire(l:sub) = %+v, %v; want fence 4, the next of root l", l, ok)
+	}
 	if l, ok, _ := b.LockAcquire(ctx, "other", time.Second, 0); !ok || l.Fence != 1 {
 		t.Errorf("LockAcquire(other) = %+v, %v; want fence 1", l, ok)
+	}
+}
+
+// A lock keeps nothing past its hold: released or expired, it is gone from the
+// Backend once the next acquire has run, and its owner's count with it.
+func TestLockKeepsNothingPastItsHold(t *testing.T) {
+	b, clk := newFake(t)
+	ctx := t.Context()
+	q := primitives.NameQuota{Owner: "a", Max: 1000}
+	for i := range 1000 {
+		l, ok, err := b.LockAcquireWithin(ctx, fmt.Sprintf("a:%d", i), time.Second, 0, q)
+		if err != nil || !ok {
+			t.Fatalf("LockAcquireWithin #%d = %v, %v", i, ok, err)
+		}
+		if i%2 == 0 {
+			b.LockRelease(ctx, fmt.Sprintf("a:%d", i), l.Token)
+		}
+	}
+	clk.Advance(time.Second)
+	l, ok, err := b.LockAcquireWithin(ctx, "a:last", time.Second, 0, q)
+	if err != nil || !ok {
+		t.Fatalf("LockAcquireWithin(a:last) = %v, %v", ok, err)
+	}
+	b.LockRelease(ctx, "a:last", l.Token)
+	if len(b.locks) != 0 || b.lockTTL.size() != 0 || len(b.locksHeld) != 0 || len(b.lockFences) != 1 {
+		t.Errorf("after 1,001 locks released or expired: %d locks, %d deadlines, %d owners' counts, %d fence sequences; want 0, 0, 0, 1",
+			len(b.locks), b.lockTTL.size(), len(b.locksHeld), len(b.lockFences))
 	}
 }
 

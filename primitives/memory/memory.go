@@ -44,9 +44,11 @@ func (o *Options) init() {
 //
 //   - Pools index their unleased items by tag, so that PoolClaim with where costs
 //     O(smallest matching set), whatever the size of the pool.
-//   - A lock name, once used, keeps a few bytes for its fence for the life of the Backend,
-//     so that fencing tokens never go back; so does a counter. The Within forms bound
-//     how many names each owner creates (primitives.NameQuota). So do pool and queue names, once written.
+//   - A lock keeps nothing past its hold but its root's fence sequence, one integer a
+//     root, so that fencing tokens never go back. A counter name, once used, keeps its
+//     value for the life of the Backend; the Within forms bound how many names each
+//     owner creates and how many locks it holds (primitives.NameQuota). So do pool and
+//     queue names, once written.
 type Backend struct {
 	clock  primitives.Clock // immutable after construction
 	closed atomic.Bool
@@ -66,8 +68,10 @@ type Backend struct {
 	kvReplays replays // guarded by kvMu
 
 	locksMu     sync.Mutex
-	locks       map[string]*lockState // guarded by locksMu
-	lockNames   names                 // guarded by locksMu
+	locks       map[string]*lockState // guarded by locksMu; the locks held (or past their hold, until pruned)
+	lockTTL     deadlines[*lockState] // guarded by locksMu; the entries of locks, by the end of their hold
+	lockFences  map[string]int64      // guarded by locksMu; by root: the fence of its last lease
+	locksHeld   map[kvLedger]int      // guarded by locksMu; the locks of locks that count against an owner, by root and owner
 	lockReplays replays               // guarded by locksMu
 
 	countersMu     sync.RWMutex
@@ -76,7 +80,7 @@ type Backend struct {
 	counterReplays replays          // guarded by countersMu
 }
 
-// names counts the counter or lock names each owner created, by root and owner
+// names counts the counter names each owner created, by root and owner
 // (primitives.NameQuota). Names are never freed, so counts only grow.
 type names map[kvLedger]int
 
@@ -110,7 +114,9 @@ func New(o Options) *Backend {
 		kvTTL:        deadlines[*kvEntry]{node: func(e *kvEntry) *node { return &e.node }},
 		kvUsage:      make(map[kvLedger]kvCount),
 		locks:        make(map[string]*lockState),
-		lockNames:    make(names),
+		lockTTL:      deadlines[*lockState]{node: func(l *lockState) *node { return &l.node }},
+		lockFences:   make(map[string]int64),
+		locksHeld:    make(map[kvLedger]int),
 		counters:     make(map[string]int64),
 		counterNames: make(names),
 	}

@@ -34,17 +34,22 @@ type task struct {
 	token     string    // of the current lease while inflight
 	until     time.Time // end of the current lease while inflight
 	parkedSeq uint64    // order of parking while parked
+	parkedAt  time.Time // when it was parked, while parked
 	node      node      // in queue.delayed or queue.inflight
 }
 
 func (t *task) export() primitives.Task {
-	return primitives.Task{
+	e := primitives.Task{
 		ID:         t.id,
 		Payload:    clone(t.payload),
 		Attempts:   t.attempts,
 		EnqueuedAt: t.enqueued,
 		LastError:  t.lastErr,
 	}
+	if t.state == parked {
+		e.ParkedAt = t.parkedAt
+	}
+	return e
 }
 
 // fifo is a queue of tasks: append at the tail, take from the head.
@@ -103,11 +108,17 @@ func (q *queue) makeReady(t *task) {
 	q.ready.push(t)
 }
 
-func (q *queue) park(t *task, reason string) {
+func (q *queue) park(t *task, reason string, now time.Time) {
 	t.state, t.token, t.until, t.lastErr = parked, "", time.Time{}, reason
 	q.seq++
-	t.parkedSeq = q.seq
+	t.parkedSeq, t.parkedAt = q.seq, now
 	q.parked[t.id] = t
+}
+
+// forget deletes task t, which is in no index any more, and takes its cost off bytes.
+func (q *queue) forget(t *task) {
+	delete(q.tasks, t.id)
+	q.bytes -= taskCost(t.payload)
 }
 
 // settle makes claimable what time made so, in the order it became so: delayed tasks
@@ -124,7 +135,7 @@ func (q *queue) settle(now time.Time, maxAttempts int) {
 		case lok && !l.After(now):
 			t, _ := q.inflight.popDue(now)
 			if maxAttempts > 0 && t.attempts >= maxAttempts {
-				q.park(t, leaseExpired)
+				q.park(t, leaseExpired, now)
 			} else {
 				t.lastErr = leaseExpired
 				q.makeReady(t)
@@ -256,8 +267,7 @@ func (q *queue) ack(queueName, id, token string, now time.Time) error {
 		return err
 	}
 	q.inflight.remove(t)
-	delete(q.tasks, id)
-	q.bytes -= taskCost(t.payload)
+	q.forget(t)
 	return nil
 }
 
@@ -409,7 +419,7 @@ func (b *Backend) QueueRelease(ctx context.Context, queueName, id, token string,
 	if r.Refund {
 		t.attempts = max(t.attempts-1, 0)
 	} else if r.MaxAttempts > 0 && t.attempts >= r.MaxAttempts {
-		q.park(t, r.Reason)
+		q.park(t, r.Reason, now)
 		q.replays.remember(now, "", rq, true)
 		return true, nil
 	}
@@ -484,10 +494,25 @@ func (b *Backend) QueueParked(ctx context.Context, queueName string, limit int) 
 // QueueRequeue implements primitives.Queue. The task keeps its LastError and goes to the
 // tail of the queue.
 func (b *Backend) QueueRequeue(ctx context.Context, queueName, id string) error {
+	return b.takeParked(ctx, "queue requeue", queueName, id, func(q *queue, t *task) {
+		t.attempts = 0
+		q.makeReady(t)
+	})
+}
+
+// QueueDeleteParked implements primitives.Queue.
+func (b *Backend) QueueDeleteParked(ctx context.Context, queueName, id string) error {
+	return b.takeParked(ctx, "queue delete parked", queueName, id, (*queue).forget)
+}
+
+// takeParked is the write op on one parked task: it takes task id out of the parked set
+// and hands it to then, under the queue's lock, once per request; ErrNotFound when no
+// such task is parked.
+func (b *Backend) takeParked(ctx context.Context, op, queueName, id string, then func(*queue, *task)) error {
 	if err := checkQueue(queueName); err != nil {
 		return err
 	}
-	rq, err := requestOf(ctx, "queue requeue", id)
+	rq, err := requestOf(ctx, op, id)
 	if err != nil {
 		return err
 	}
@@ -501,7 +526,7 @@ func (b *Backend) QueueRequeue(ctx context.Context, queueName, id string) error 
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	now := b.clock.Now()
-	if _, ok, err := replay[struct{}](&q.replays, now, "queue requeue", "", rq); ok || err != nil {
+	if _, ok, err := replay[struct{}](&q.replays, now, op, "", rq); ok || err != nil {
 		return err
 	}
 	t := q.parked[id]
@@ -509,8 +534,37 @@ func (b *Backend) QueueRequeue(ctx context.Context, queueName, id string) error 
 		return fmt.Errorf("%w: queue %q has no parked task %q", primitives.ErrNotFound, queueName, id)
 	}
 	delete(q.parked, id)
-	t.attempts = 0
-	q.makeReady(t)
+	then(q, t)
 	q.replays.remember(now, "", rq, struct{}{})
 	return nil
+}
+
+// QueuePurgeParked implements primitives.Queue: one pass over the parked tasks under the
+// queue's lock, so no task parks while it runs.
+func (b *Backend) QueuePurgeParked(ctx context.Context, queueName string, age time.Duration) (int, error) {
+	if err := checkQueue(queueName); err != nil {
+		return 0, err
+	}
+	if err := primitives.CheckTTL("age", age); err != nil {
+		return 0, err
+	}
+	if err := b.check(); err != nil {
+		return 0, err
+	}
+	q := b.getQueue(queueName, false)
+	if q == nil {
+		return 0, nil
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	cutoff := b.clock.Now().Add(-age)
+	n := 0
+	for id, t := range q.parked {
+		if !t.parkedAt.After(cutoff) {
+			delete(q.parked, id)
+			q.forget(t)
+			n++
+		}
+	}
+	return n, nil
 }

@@ -159,6 +159,13 @@ var nameArgs = []struct {
 	{"QueueRequeue(queue)", func(ctx context.Context, b primitives.Backend, n string) error {
 		return b.QueueRequeue(ctx, n, "id")
 	}},
+	{"QueueDeleteParked(queue)", func(ctx context.Context, b primitives.Backend, n string) error {
+		return b.QueueDeleteParked(ctx, n, "id")
+	}},
+	{"QueuePurgeParked(queue)", func(ctx context.Context, b primitives.Backend, n string) error {
+		_, err := b.QueuePurgeParked(ctx, n, 0)
+		return err
+	}},
 }
 
 // snapshot is what the suite can see of a backend seeded by seed: a refused call must
@@ -279,6 +286,7 @@ func testBadDurations(t *testing.T, b primitives.Backend) {
 			_, err := b.QueueRelease(ctx, "q", c.ID, c.Token, primitives.Retry{Reason: "x", Delay: -time.Second})
 			return err
 		}},
+		{"QueuePurgeParked(age -1s)", func() error { _, err := b.QueuePurgeParked(ctx, "q", -time.Second); return err }},
 	}
 	for _, tc := range tests {
 		wantErr(t, tc.op, tc.call(), primitives.ErrInvalid)
@@ -343,6 +351,7 @@ func testUnknownIDs(t *testing.T, b primitives.Backend) {
 		_, err = b.QueueExtend(ctx, queue, "no-such-id", "token", time.Minute)
 		wantErr(t, fmt.Sprintf("QueueExtend(%s, unknown id)", queue), err, primitives.ErrNotFound)
 		wantErr(t, fmt.Sprintf("QueueRequeue(%s, unknown id)", queue), b.QueueRequeue(ctx, queue, "no-such-id"), primitives.ErrNotFound)
+		wantErr(t, fmt.Sprintf("QueueDeleteParked(%s, unknown id)", queue), b.QueueDeleteParked(ctx, queue, "no-such-id"), primitives.ErrNotFound)
 	}
 	if ok, err := b.LockRelease(ctx, "never-held", "token"); ok || err != nil {
 		t.Errorf("LockRelease(never held) = %v, %v; want false, nil", ok, err)
@@ -359,7 +368,8 @@ func testUnknownIDs(t *testing.T, b primitives.Backend) {
 				_, err := b.QueueRelease(ctx, "q", id, "token", primitives.Retry{})
 				return err
 			}(),
-			"QueueRequeue": b.QueueRequeue(ctx, "q", id),
+			"QueueRequeue":      b.QueueRequeue(ctx, "q", id),
+			"QueueDeleteParked": b.QueueDeleteParked(ctx, "q", id),
 			"QueueExtend": func() error {
 				_, err := b.QueueExtend(ctx, "q", id, "token", time.Minute)
 				return err

@@ -343,19 +343,27 @@ func (d *differ) one() {
 			return fmt.Sprint(st, kind(err), parked, kind(perr))
 		})
 		d.same(fmt.Sprintf("QueueStats/Parked(%q)", queue), ra, rb)
-	default: // QueueRequeue of some task, parked or not
+	default: // QueueRequeue or QueueDeleteParked of some task, parked or not; rarely a purge
 		if d.tasks == 0 {
 			return
 		}
 		queue, payload := d.name("q"), strconv.Itoa(d.r.IntN(d.tasks))
+		how, age := []string{"Requeue", "Requeue", "DeleteParked", "DeleteParked", "PurgeParked"}[d.r.IntN(5)], []time.Duration{0, time.Hour}[d.r.IntN(2)]
 		ra, rb := both(func(s *side) any {
 			id, ok := s.taskIDs[payload]
 			if !ok {
 				id = "no-such-id"
 			}
-			return kind(s.b.QueueRequeue(ctx, queue, id))
+			switch how {
+			case "Requeue":
+				return kind(s.b.QueueRequeue(ctx, queue, id))
+			case "DeleteParked":
+				return kind(s.b.QueueDeleteParked(ctx, queue, id))
+			}
+			n, err := s.b.QueuePurgeParked(ctx, queue, age)
+			return fmt.Sprint(n, kind(err))
 		})
-		d.same(fmt.Sprintf("QueueRequeue(%q, task %s)", queue, payload), ra, rb)
+		d.same(fmt.Sprintf("Queue%s(%q, task %s, age %v)", how, queue, payload, age), ra, rb)
 	}
 }
 

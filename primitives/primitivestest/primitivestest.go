@@ -264,4 +264,11 @@ var Ops = []Op{
 	{"QueueRequeue", func(ctx context.Context, b primitives.Backend) error {
 		return b.QueueRequeue(ctx, "q", "no-such-id")
 	}},
+	{"QueueDeleteParked", func(ctx context.Context, b primitives.Backend) error {
+		return b.QueueDeleteParked(ctx, "q", "no-such-id")
+	}},
+	{"QueuePurgeParked", func(ctx context.Context, b primitives.Backend) error {
+		_, err := b.QueuePurgeParked(ctx, "q", 0)
+		return err
+	}},
 }

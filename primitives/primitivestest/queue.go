@@ -2,6 +2,7 @@ package primitivestest
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +24,8 @@ var queueTests = []subtest{
 	{"ParkAfterRefundsAtRealAttempts", testQueueParkAfterRefunds},
 	{"ParkedOrderAndLimit", testQueueParkedOrder},
 	{"RequeueUnknown", testQueueRequeueUnknown},
+	{"DeleteParked", testQueueDeleteParked},
+	{"PurgeParkedByAge", testQueuePurgeParked},
 	{"FIFO", testQueueFIFO},
 	{"ClaimIsExclusive", testQueueClaimHammer},
 	{"QueuesAreIsolated", testQueuesAreIsolated},
@@ -647,4 +650,117 @@ func testQueueAckClaimSettles(t *testing.T, b primitives.Backend) {
 		t.Errorf("QueueParked = %+v, want task %q with error \"lease expired\"", parked, expired)
 	}
 	wantQStats(t, b, "q", primitives.QueueStats{Parked: 1})
+}
+
+// parkNew pushes payloads to queue and parks each (one attempt of one), returning ids.
+func parkNew(t *testing.T, b primitives.Backend, queue string, payloads ...string) []string {
+	t.Helper()
+	var ids []string
+	for _, p := range payloads {
+		id := push(t, b, queue, p)
+		c := mustQClaim(t, b, queue, time.Minute, 1)
+		if c.ID != id || !qrelease(t, b, queue, c, primitives.Retry{Reason: "boom", MaxAttempts: 1}) {
+			t.Fatalf("QueueRelease of task %q (claimed %q) at its last attempt did not park it", id, c.ID)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// parkedIDs lists the ids of queue's parked tasks, oldest parked first.
+func parkedIDs(t *testing.T, b primitives.Backend, queue string) []string {
+	t.Helper()
+	var ids []string
+	for _, p := range parkedTasks(t, b, queue, 1000) {
+		ids = append(ids, p.ID)
+	}
+	return ids
+}
+
+// testQueueDeleteParked: a parked task deleted by id is gone for good (neither parked
+// nor claimable, its cost back in the queue's cap); only parked tasks can be deleted.
+func testQueueDeleteParked(t *testing.T, b primitives.Backend) {
+	ctx := t.Context()
+	ids := parkNew(t, b, "q", `1`, `2`)
+	waiting := push(t, b, "q", `3`)
+	// A cap of exactly the three tasks' cost: the fourth push is refused while they stay.
+	c := primitives.QueueCap{Bytes: 3 * (1 + primitives.TaskOverhead)}
+	_, err := b.QueuePushWithin(ctx, "q", []byte(`4`), c)
+	wantErr(t, "QueuePushWithin(full of parked tasks)", err, primitives.ErrLimit)
+
+	noErr(t, "QueueDeleteParked", b.QueueDeleteParked(ctx, "q", ids[0]))
+	if got := parkedIDs(t, b, "q"); !slices.Equal(got, ids[1:]) {
+		t.Errorf("QueueParked after deleting %s = %v, want %v", ids[0], got, ids[1:])
+	}
+	wantQStats(t, b, "q", primitives.QueueStats{Depth: 1, Parked: 1})
+	wantErr(t, "QueueDeleteParked(twice)", b.QueueDeleteParked(ctx, "q", ids[0]), primitives.ErrNotFound)
+	wantErr(t, "QueueRequeue(deleted)", b.QueueRequeue(ctx, "q", ids[0]), primitives.ErrNotFound)
+	wantErr(t, "QueueDeleteParked(waiting task)", b.QueueDeleteParked(ctx, "q", waiting), primitives.ErrNotFound)
+	wantErr(t, "QueueDeleteParked(other queue)", b.QueueDeleteParked(ctx, "other", ids[1]), primitives.ErrNotFound)
+	_, err = b.QueuePushWithin(ctx, "q", []byte(`4`), c)
+	noErr(t, "QueuePushWithin(after a parked task was deleted)", err)
+
+	cl := mustQClaim(t, b, "q", time.Minute, 0)
+	wantErr(t, "QueueDeleteParked(claimed task)", b.QueueDeleteParked(ctx, "q", cl.ID), primitives.ErrNotFound)
+	if cl.ID != waiting {
+		t.Errorf("QueueClaim = %q, want the waiting task %q (a deleted task is never claimed)", cl.ID, waiting)
+	}
+	ack(t, b, "q", cl)
+	noErr(t, "QueueDeleteParked", b.QueueDeleteParked(ctx, "q", ids[1]))
+	ack(t, b, "q", mustQClaim(t, b, "q", time.Minute, 0))
+	wantQStats(t, b, "q", primitives.QueueStats{})
+	_, err = b.QueuePushWithin(ctx, "q", []byte(`5`), primitives.QueueCap{Bytes: 1 + primitives.TaskOverhead})
+	noErr(t, "QueuePushWithin(a cap of one task, the queue emptied)", err)
+}
+
+// testQueuePurgeParked: a purge deletes the tasks parked at least its age ago and keeps
+// the younger ones; age 0 deletes every parked task; a task requeued and parked again
+// counts from its last park.
+func testQueuePurgeParked(t *testing.T, b primitives.Backend) {
+	const age = 300 * time.Millisecond
+	ctx := t.Context()
+	if n, err := b.QueuePurgeParked(ctx, "never-written", 0); n != 0 || err != nil {
+		t.Errorf("QueuePurgeParked(never written) = %d, %v; want 0, nil", n, err)
+	}
+	beforePark := time.Now()
+	old := parkNew(t, b, "q", `1`, `2`, `3`)
+	afterPark := time.Now()
+	for _, p := range parkedTasks(t, b, "q", 0) {
+		timeIn(t, "parked ParkedAt", p.ParkedAt, beforePark, afterPark)
+	}
+	requeued := old[2]
+	sleep(t, age+150*time.Millisecond)
+	start := time.Now()
+	// Requeued and parked again now: young, though pushed before the purge's age.
+	noErr(t, "QueueRequeue", b.QueueRequeue(ctx, "q", requeued))
+	c := mustQClaim(t, b, "q", time.Minute, 1)
+	if !c.ParkedAt.IsZero() {
+		t.Errorf("QueueClaim of a requeued task: ParkedAt = %v, want zero (it is not parked)", c.ParkedAt)
+	}
+	qrelease(t, b, "q", c, primitives.Retry{Reason: "again", MaxAttempts: 1})
+	young := append([]string{requeued}, parkNew(t, b, "q", `4`)...)
+	push(t, b, "q", `5`) // waiting: a purge never touches it
+
+	n, err := b.QueuePurgeParked(ctx, "q", age)
+	noErr(t, "QueuePurgeParked(age)", err)
+	got := parkedIDs(t, b, "q")
+	if time.Since(start) < age { // else the young ones may have reached the age too
+		if n != 2 || !slices.Equal(got, young) {
+			t.Errorf("QueuePurgeParked(%v) = %d, leaving %v; want 2 deleted, leaving %v", age, n, got, young)
+		}
+	}
+	for _, id := range old[:2] {
+		if slices.Contains(got, id) {
+			t.Errorf("task %s, parked %v before the purge, is still parked: %v", id, age, got)
+		}
+	}
+	n, err = b.QueuePurgeParked(ctx, "q", 0)
+	noErr(t, "QueuePurgeParked(0)", err)
+	if got := parkedIDs(t, b, "q"); len(got) != 0 {
+		t.Errorf("QueuePurgeParked(0) = %d, leaving %v parked; want none", n, got)
+	}
+	wantQStats(t, b, "q", primitives.QueueStats{Depth: 1})
+	ack(t, b, "q", mustQClaim(t, b, "q", time.Minute, 0))
+	_, err = b.QueuePushWithin(ctx, "q", []byte(`6`), primitives.QueueCap{Bytes: 1 + primitives.TaskOverhead})
+	noErr(t, "QueuePushWithin(a cap of one task, every parked task purged)", err)
 }

@@ -14,7 +14,7 @@ import (
 
 // limitTests pin the caps and quotas that a write may be refused by: the queue depth of
 // QueuePushWithin, the live items of PoolPutWithin, the keys and bytes of KVSetWithin,
-// the counter and lock names of CounterIncrWithin and LockAcquireWithin, and the
+// the counter names of CounterIncrWithin and the locks held of LockAcquireWithin, and the
 // counter's overflow. Each refusal is ErrLimit and writes nothing; each cap
 // holds under a hammer of concurrent writers. They pin too the bounds of the reads
 // whose cost could follow a pool's size: list's limit across pages, stats' tag cap.
@@ -39,11 +39,12 @@ var limitTests = []subtest{
 	{"LockNamesQuota", func(t *testing.T, b primitives.Backend) { testNamesQuota(t, lockNames(b)) }},
 	{"CounterNamesQuotaHammer", func(t *testing.T, b primitives.Backend) { testNamesQuotaHammer(t, counterNames(b)) }},
 	{"LockNamesQuotaHammer", func(t *testing.T, b primitives.Backend) { testNamesQuotaHammer(t, lockNames(b)) }},
+	{"LockQuotaGivenBack", testLockQuotaGivenBack},
 }
 
 // useName is a use of a counter or lock name under a NameQuota: an update of the
-// counter, or an acquire of the lock, released at once. A lock held by another user
-// (in a hammer) is a use too: the name exists.
+// counter, or an acquire of the lock, kept held so that it keeps counting. A lock held
+// already (by this owner or another) is a use too, leased nothing and charged nothing.
 type useName func(t *testing.T, name string, q primitives.NameQuota) error
 
 func counterNames(b primitives.Backend) useName {
@@ -55,17 +56,15 @@ func counterNames(b primitives.Backend) useName {
 
 func lockNames(b primitives.Backend) useName {
 	return func(t *testing.T, name string, q primitives.NameQuota) error {
-		l, ok, err := b.LockAcquireWithin(t.Context(), name, time.Minute, 0, q)
-		if ok {
-			_, err = b.LockRelease(t.Context(), name, l.Token)
-		}
+		_, _, err := b.LockAcquireWithin(t.Context(), name, time.Minute, 0, q)
 		return err
 	}
 }
 
-// testNamesQuota: an owner creates at most Max names per root; names it or anyone
-// already created cost nothing again; another owner, another root, and no owner are
-// counted apart; the refusal names the bound.
+// testNamesQuota: an owner creates at most Max counter names, or holds at most Max
+// locks, per root; names it or anyone already created (or holds) cost nothing again;
+// another owner, another root, and no owner are counted apart; the refusal names the
+// bound.
 func testNamesQuota(t *testing.T, use useName) {
 	qa := primitives.NameQuota{Owner: "a", Max: 2}
 	noErr(t, "first name", use(t, "a:1", qa))
@@ -573,4 +572,37 @@ func testPoolStatsTagsCapped(t *testing.T, b primitives.Backend) {
 			t.Errorf("PoolStats.ByTag[%s] = %d, want 1", k, v)
 		}
 	}
+}
+
+// testLockQuotaGivenBack: a lock counts against its owner only while held, so a release
+// or the end of its hold gives it back, and a lock name used and freed any number of
+// times costs nothing for good.
+func testLockQuotaGivenBack(t *testing.T, b primitives.Backend) {
+	const hold = 150 * time.Millisecond
+	ctx := t.Context()
+	q := primitives.NameQuota{Owner: "a", Max: 1}
+	acquireIn := func(name string, hold time.Duration) (primitives.LockLease, error) {
+		l, ok, err := b.LockAcquireWithin(ctx, name, hold, 0, q)
+		if err == nil && !ok {
+			t.Fatalf("LockAcquireWithin(%q) = not acquired, want acquired or ErrLimit", name)
+		}
+		return l, err
+	}
+	for i := range 3 { // one name over and over, released each time
+		l, err := acquireIn("a:same", time.Minute)
+		noErr(t, fmt.Sprintf("LockAcquireWithin(a:same) #%d", i+1), err)
+		release(t, b, "a:same", l.Token)
+	}
+	l, err := acquireIn("a:1", time.Minute)
+	noErr(t, "LockAcquireWithin(a:1)", err)
+	_, err = acquireIn("a:2", time.Minute)
+	wantErr(t, "LockAcquireWithin(a:2) while a:1 is held, quota 1", err, primitives.ErrLimit)
+	release(t, b, "a:1", l.Token)
+	_, err = acquireIn("a:2", hold)
+	noErr(t, "LockAcquireWithin(a:2) after a:1 was released", err)
+	_, err = acquireIn("a:3", time.Minute)
+	wantErr(t, "LockAcquireWithin(a:3) while a:2 is held", err, primitives.ErrLimit)
+	sleep(t, hold+150*time.Millisecond) // a:2's hold ends, never released
+	_, err = acquireIn("a:3", time.Minute)
+	noErr(t, "LockAcquireWithin(a:3) after a:2's hold ended", err)
 }

@@ -22,6 +22,7 @@ var requestTests = []subtest{
 	{"AckClaimOnce", testRequestAckClaim},
 	{"ReleaseOnce", testRequestRelease},
 	{"RequeueOnce", testRequestRequeue},
+	{"DeleteParkedOnce", testRequestDeleteParked},
 	{"CounterIncrOnce", testRequestCounter},
 	{"PoolPutOnce", testRequestPoolPut},
 	{"PoolClaimOnce", testRequestPoolClaim},
@@ -192,6 +193,17 @@ func testRequestRequeue(t *testing.T, b primitives.Backend) {
 	noErr(t, "QueueRequeue", b.QueueRequeue(ctx, "q", id))
 	noErr(t, "QueueRequeue again", b.QueueRequeue(ctx, "q", id))
 	wantQStats(t, b, "q", primitives.QueueStats{Depth: 1})
+}
+
+// testRequestDeleteParked: a delete of a parked task sent twice under one request
+// answers the first result, not "gone".
+func testRequestDeleteParked(t *testing.T, b primitives.Backend) {
+	id := parkNew(t, b, "q", "x")[0]
+	ctx := req(t, "delete-1")
+	noErr(t, "QueueDeleteParked", b.QueueDeleteParked(ctx, "q", id))
+	noErr(t, "QueueDeleteParked again", b.QueueDeleteParked(ctx, "q", id))
+	wantErr(t, "QueueDeleteParked under another request", b.QueueDeleteParked(req(t, "delete-2"), "q", id), primitives.ErrNotFound)
+	wantQStats(t, b, "q", primitives.QueueStats{})
 }
 
 func testRequestCounter(t *testing.T, b primitives.Backend) {

@@ -169,15 +169,24 @@ func lockPrefix(name string) string { return "fleet:lock:{" + primitives.KVRoot(
 // lockKey is a lock: STRING holding the holder's token, with the hold as its PX TTL.
 func lockKey(name string) string { return lockPrefix(name) + "[" + name + "]" }
 
-// lockFenceKey is a lock's fencing counter: STRING integer, INCR on every lease, never
-// expiring, so fences only grow. It exists exactly when the name was ever leased.
-func lockFenceKey(name string) string { return lockKey(name) + ":fence" }
+// lockFenceKey is the fence sequence of name's root: STRING integer, INCR on every lease
+// of any lock of the root, never expiring, so that every lock's fences only grow while
+// a lock keeps no key past its hold. One key a root.
+func lockFenceKey(name string) string { return lockPrefix(name) + ":fence" }
 
 // lockRequestKey is the record of request id on a lock of name's root.
 func lockRequestKey(name, id string) string { return lockPrefix(name) + ":" + requestSeg + id }
 
-// lockNamesKey is owner's ledger of the lock names it created in name's root.
-func lockNamesKey(name, owner string) string { return lockPrefix(name) + namesSeg + owner }
+// lockHeldSeg is the segment of an owner's ledger of held locks after the root's prefix.
+const lockHeldSeg = ":held:"
+
+// lockHeldPrefix is the prefix of the owners' ledgers of name's root; the release
+// script derives the holder's ledger from it and the owner its token names.
+func lockHeldPrefix(name string) string { return lockPrefix(name) + lockHeldSeg }
+
+// lockHeldKey is owner's ledger of the locks it holds in name's root: ZSET name -> the
+// end of its hold, Redis ms.
+func lockHeldKey(name, owner string) string { return lockHeldPrefix(name) + owner }
 
 // kvPrefix is the prefix of every key of a KV namespace root (primitives.KVRoot):
 // `fleet:kv:{root}`. Every namespace of a root, and the quota ledgers of its owners,

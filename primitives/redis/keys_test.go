@@ -121,7 +121,7 @@ func TestKeysMatchLuaAndShareASlot(t *testing.T) {
 	b.LockAcquireWithin(r("a1"), "scraper:a", time.Minute, 0, nq)
 	b.LockAcquireWithin(r("a2"), "scraper", time.Minute, 0, nq)
 	checkKeys(t, "fleet:lock:*", []string{
-		lockKey("scraper:a"), lockFenceKey("scraper:a"), lockKey("scraper"), lockFenceKey("scraper"), lockNamesKey("scraper:y", "scraper"),
+		lockKey("scraper:a"), lockKey("scraper"), lockFenceKey("scraper:x"), lockHeldKey("scraper:y", "scraper"),
 		lockRequestKey("scraper", "a1"), lockRequestKey("scraper", "a2"),
 	})
 

@@ -9,39 +9,53 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// lockAcquireCmd takes a free lock and draws its fencing token, once per request
-// (luaOnce). A name never leased (no fence yet) is counted against its owner's quota
-// of names first, when there is an owner.
+// lockAcquireCmd takes a free lock and draws its fencing token from the root's sequence,
+// once per request (luaOnce). With an owner, the lease is counted in the owner's ledger
+// of held locks, after the ledger has dropped the locks whose hold has ended, and
+// refused at the quota.
 //
 //	KEYS[1]    -> fleet:lock:{root}[name]              STRING holder's token, PX hold
-//	KEYS[2]    -> fleet:lock:{root}[name]:fence        STRING integer, never expires
+//	KEYS[2]    -> fleet:lock:{root}:fence              STRING integer, the root's fences; never expires
 //	KEYS[3]    -> fleet:lock:{root}:req:<id>           the request's record
-//	KEYS[4]    -> fleet:lock:{root}:names:<owner>      STRING integer, the names it created (optional)
-//	ARGV[1]    -> token (fresh, from Go)
+//	KEYS[4]    -> fleet:lock:{root}:held:<owner>       ZSET name -> hold end ms (optional)
+//	ARGV[1]    -> token (fresh, from Go; "<hex>/<owner>" with an owner)
 //	ARGV[2]    -> hold in ms
-//	ARGV[3]    -> the quota of names (0: none)
-//	ARGV[4..6] -> the request (luaOnce)
+//	ARGV[3]    -> the quota of locks held (0: none)
+//	ARGV[4]    -> name, the ledger's member
+//	ARGV[5..7] -> the request (luaOnce)
+//
+// A root's first fence (INCR gives 1: the sequence is new, or was lost) is Redis's clock
+// in µs instead: above every fence drawn before, which an INCR a lease never outruns,
+// and above the per-name sequences of the layout before this one.
 //
 // Output: 0 the lock is held; -1 past the quota, nothing written; {fence, token, hold
 // left in ms} acquired, by this run or by the request's first (then the hold left is 0
 // once its token no longer holds the lock).
-var lockAcquireCmd = goredis.NewScript(luaOnce + `
+var lockAcquireCmd = goredis.NewScript(luaNow + luaOnce + `
 local prev = replay(KEYS[3])
 if prev then
   local left = 0
   if redis.call('GET', KEYS[1]) == prev[3] then left = math.max(redis.call('PTTL', KEYS[1]), 0) end
   return {prev[2], prev[3], left}
 end
-local charge = KEYS[4] and redis.call('EXISTS', KEYS[2]) == 0
-if charge then
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local hold = tonumber(ARGV[2])
+local now = now_ms()
+if KEYS[4] then
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
   local max = tonumber(ARGV[3])
-  if max > 0 and tonumber(redis.call('GET', KEYS[4]) or '0') >= max then return -1 end
+  if max > 0 and redis.call('ZCARD', KEYS[4]) >= max then return -1 end
+  redis.call('ZADD', KEYS[4], now + hold, ARGV[4])
 end
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
-if charge then redis.call('INCR', KEYS[4]) end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', hold)
 local fence = redis.call('INCR', KEYS[2])
+if fence == 1 then
+  local t = redis.call('TIME')
+  fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  redis.call('SET', KEYS[2], fence)
+end
 remember(KEYS[3], fence, ARGV[1])
-return {fence, ARGV[1], tonumber(ARGV[2])}
+return {fence, ARGV[1], hold}
 `)
 
 // LockAcquire takes lock name for hold. With wait 0 it tries once and returns ok false
@@ -52,7 +66,7 @@ func (b *Backend) LockAcquire(ctx context.Context, name string, hold, wait time.
 	return b.LockAcquireWithin(ctx, name, hold, wait, primitives.NameQuota{})
 }
 
-// LockAcquireWithin is LockAcquire that counts a name never leased against q in the
+// LockAcquireWithin is LockAcquire that counts the lease against q's locks held in the
 // same script as the lease (primitives.Lock).
 func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait time.Duration, q primitives.NameQuota) (primitives.LockLease, bool, error) {
 	if err := primitives.CheckName("lock", name); err != nil {
@@ -70,14 +84,14 @@ func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait
 	}
 	keys := []string{lockKey(name), lockFenceKey(name), lockRequestKey(name, req.id)}
 	if q.Owner != "" {
-		keys = append(keys, lockNamesKey(name, q.Owner))
+		keys = append(keys, lockHeldKey(name, q.Owner))
 	}
 	var l primitives.LockLease
 	ok, err := primitives.RetryAcquire(ctx, wait, func(ctx context.Context) (bool, error) {
 		start := time.Now()
 		ctx, cancel := b.call(ctx)
 		defer cancel()
-		v, err := lockAcquireCmd.Run(ctx, b.client, keys, req.args(primitives.NewToken(), ms(hold), q.Max)...).Result()
+		v, err := lockAcquireCmd.Run(ctx, b.client, keys, req.args(lockToken(q.Owner), ms(hold), q.Max, name)...).Result()
 		if err != nil {
 			return false, b.scriptFail(ctx, "lock acquire", name, err)
 		}
@@ -106,20 +120,36 @@ func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait
 	return l, true, nil
 }
 
-// lockReleaseCmd deletes a lock only if the token still holds it.
+// lockToken is a fresh lock token: primitives.NewToken, and "/<owner>" when the lease
+// counts against an owner, so that the release, which is given only the token, finds
+// the ledger to take the lock out of. A token is compared whole before its owner is
+// read, so no caller can name another's ledger.
+func lockToken(owner string) string {
+	if owner == "" {
+		return primitives.NewToken()
+	}
+	return primitives.NewToken() + "/" + owner
+}
+
+// lockReleaseCmd deletes a lock only if the token still holds it, and takes it out of
+// the ledger of the owner its token names.
 //
 //	KEYS[1] -> fleet:lock:{root}[name]  STRING holder's token
-//	KEYS[2] -> fleet:lock:{root}:req:<id>  the request's record
+//	KEYS[2] -> fleet:lock:{root}:held:  prefix of the owners' ledgers (never read itself)
+//	KEYS[3] -> fleet:lock:{root}:req:<id>  the request's record
 //	ARGV[1] -> token
-//	ARGV[2..4] -> the request (luaOnce)
+//	ARGV[2] -> name, the ledger's member
+//	ARGV[3..5] -> the request (luaOnce)
 //
 // Output: 1 released, by this run or the request's first; 0 not held by token
 // (expired, maybe leased again).
 var lockReleaseCmd = goredis.NewScript(luaOnce + `
-if replay(KEYS[2]) then return 1 end
+if replay(KEYS[3]) then return 1 end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
-remember(KEYS[2], 1)
+local owner = string.match(ARGV[1], '^[^/]*/(.+)$')
+if owner then redis.call('ZREM', KEYS[2] .. owner, ARGV[2]) end
+remember(KEYS[3], 1)
 return 1
 `)
 
@@ -135,7 +165,7 @@ func (b *Backend) LockRelease(ctx context.Context, name, token string) (bool, er
 	}
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := lockReleaseCmd.Run(ctx, b.client, []string{lockKey(name), lockRequestKey(name, req.id)}, req.args(token)...).Result()
+	v, err := lockReleaseCmd.Run(ctx, b.client, []string{lockKey(name), lockHeldPrefix(name), lockRequestKey(name, req.id)}, req.args(token, name)...).Result()
 	if err != nil {
 		return false, b.scriptFail(ctx, "lock release", name, err)
 	}

@@ -3,11 +3,13 @@ package redis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/primitivestest"
 )
@@ -47,8 +49,56 @@ func TestLockState(t *testing.T) {
 	if !ok || l2.Fence <= l1.Fence || l2.Token == l1.Token {
 		t.Fatalf("second lease = %+v, want a new token and a fence above %d", l2, l1.Fence)
 	}
-	if f := raw.Get(bg, lockFenceKey("harvest:x")).Val(); f != "2" {
-		t.Errorf("GET fence = %q, want 2", f)
+	if f, _ := raw.Get(bg, lockFenceKey("harvest:x")).Int64(); f != l2.Fence || l2.Fence != l1.Fence+1 {
+		t.Errorf("GET fence = %d after fences %d, %d; want the root's sequence at the last", f, l1.Fence, l2.Fence)
+	}
+	// The root's first fence is Redis's clock in µs: above any per-name sequence of the
+	// layout before, and above what a lost sequence had drawn.
+	if now := time.Now().UnixMicro(); l1.Fence < start.UnixMicro()-int64(time.Minute/time.Microsecond) || l1.Fence > now+int64(time.Minute/time.Microsecond) {
+		t.Errorf("first fence of a root = %d, want Redis's clock in µs (about %d)", l1.Fence, now)
+	}
+}
+
+// A lock keeps no key past its hold: after thousands of distinct names, released or
+// expired, with and without an owner, only the root's fence sequence remains, and the
+// owner's ledger is emptied of them.
+func TestLockKeepsNothingPastItsHold(t *testing.T) {
+	b, raw := setup(t)
+	owned := primitives.NameQuota{Owner: "worker"}
+	for i := range 2000 {
+		name := fmt.Sprintf("worker:hold:%d", i)
+		hold, q := time.Minute, primitives.NameQuota{}
+		if i%2 == 0 {
+			hold, q = 20*time.Millisecond, owned // left to expire
+		}
+		l, ok, err := b.LockAcquireWithin(bg, name, hold, 0, q)
+		if err != nil || !ok {
+			t.Fatalf("LockAcquireWithin(%s) = %v, %v", name, ok, err)
+		}
+		if i%2 == 1 {
+			if released, err := b.LockRelease(bg, name, l.Token); !released || err != nil {
+				t.Fatalf("LockRelease(%s) = %v, %v", name, released, err)
+			}
+		}
+	}
+	fence, ledger := lockFenceKey("worker:x"), lockHeldKey("worker:x", "worker")
+	testutil.WaitFor(t, 10*time.Second, "every hold ended", func() bool {
+		return len(stateKeys(t, raw, "fleet:lock:*")) == 2
+	})
+	// Each owned acquire drops the ended holds first: what is left ended since the last.
+	if n := raw.ZCard(bg, ledger).Val(); n < 1 || n > 1000 {
+		t.Errorf("ZCARD ledger before the next owned acquire = %d, want 1..1000 (the holds ended since the last owned acquire)", n)
+	}
+	l, ok, err := b.LockAcquireWithin(bg, "worker:last", time.Minute, 0, owned)
+	if err != nil || !ok {
+		t.Fatalf("LockAcquireWithin(worker:last) = %v, %v", ok, err)
+	}
+	if members := raw.ZRange(bg, ledger, 0, -1).Val(); len(members) != 1 || members[0] != "worker:last" {
+		t.Errorf("ledger after an owned acquire = %v, want only worker:last (the ended holds pruned)", members)
+	}
+	b.LockRelease(bg, "worker:last", l.Token)
+	if keys := stateKeys(t, raw, "fleet:lock:*"); len(keys) != 1 || keys[0] != fence {
+		t.Errorf("keys after 2,001 locks released or expired = %v, want only %s", keys, fence)
 	}
 }
 

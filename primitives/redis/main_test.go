@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 
@@ -29,7 +30,43 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	srv.Close()
+	if cluster != nil {
+		cluster.Close()
+	}
 	os.Exit(code)
+}
+
+// cluster is the Redis Cluster that the package's cluster tests share, started by the
+// first test that asks for it (clusterSetup), so that a run of other tests does not pay
+// for it; TestMain stops it.
+var (
+	cluster     *testutil.RedisCluster
+	clusterOnce sync.Once
+	clusterErr  error
+)
+
+// clusterSetup is setup on the shared Redis Cluster: it empties every node and returns a
+// Backend opened on the cluster's redis+cluster:// URL and a raw cluster client.
+func clusterSetup(tb testing.TB) (*Backend, *goredis.ClusterClient) {
+	tb.Helper()
+	clusterOnce.Do(func() { cluster, clusterErr = testutil.StartRedisCluster() })
+	if clusterErr != nil {
+		tb.Fatal(clusterErr)
+	}
+	cluster.Flush(tb)
+	b, err := Open(cluster.URL(), Options{})
+	if err != nil {
+		tb.Fatalf("Open(%q) = %v", cluster.URL(), err)
+	}
+	if b.Kind() != KindCluster {
+		tb.Fatalf("Open(%q).Kind() = %q, want %q", cluster.URL(), b.Kind(), KindCluster)
+	}
+	raw := cluster.Client()
+	tb.Cleanup(func() {
+		b.Close()
+		raw.Close()
+	})
+	return b, raw
 }
 
 // setup empties the shared server and returns a Backend on it and a raw client to
@@ -108,4 +145,17 @@ func wantEachOnce(t *testing.T, what string, seen map[string]int, want int) {
 			t.Fatalf("%s %s claimed %d times, want 1", what, id, n)
 		}
 	}
+}
+
+// stateKeys lists the keys matching pattern but the request records (luaOnce), which
+// expire by themselves after their keep: the state a test expects to find, or not.
+func stateKeys(t *testing.T, raw *goredis.Client, pattern string) []string {
+	t.Helper()
+	var keys []string
+	for _, k := range raw.Keys(bg, pattern).Val() {
+		if !strings.Contains(k, "}:"+requestSeg) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }

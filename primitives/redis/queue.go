@@ -28,11 +28,20 @@ local READY, DELAYED, INFLIGHT, PARKED = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 -- what a task costs in the bytes counter beside its payload: primitives.TaskOverhead
 local TASK_OVERHEAD = ` + taskOverhead + `
 
--- park dead-letters a task that is in no other index, with its last error.
+-- park dead-letters a task that is in no other index, with its last error and the
+-- instant it was parked (for QueuePurgeParked).
 local function park(id, reason)
-  redis.call('HSET', task_key(id), 'error', reason)
+  redis.call('HSET', task_key(id), 'error', reason, 'parked', now_ms())
   redis.call('HDEL', task_key(id), 'token', 'until')
   redis.call('RPUSH', PARKED, id)
+end
+
+-- forget deletes a task that is in no index any more, and takes its cost off BYTES.
+local function forget(id)
+  if redis.call('DECRBY', BYTES, redis.call('HSTRLEN', task_key(id), 'payload') + TASK_OVERHEAD) <= 0 then
+    redis.call('DEL', BYTES)
+  end
+  redis.call('DEL', task_key(id))
 end
 
 -- holds checks that token holds task id's lease at now: 1 yes, -1 no such task, -2 no;
@@ -171,20 +180,6 @@ func (b *Backend) QueueClaim(ctx context.Context, queue string, lease time.Durat
 	return claimed[0], true, nil
 }
 
-// tasksFromReply reads the tasks of a flat script reply, five fields each (taskFromReply);
-// len(flat) is a multiple of 5.
-func tasksFromReply(op string, flat []any) ([]primitives.Task, error) {
-	tasks := make([]primitives.Task, 0, len(flat)/5)
-	for i := 0; i+5 <= len(flat); i += 5 {
-		t, err := taskFromReply(op, flat[i:i+5])
-		if err != nil {
-			return nil, err
-		}
-		tasks = append(tasks, t)
-	}
-	return tasks, nil
-}
-
 // taskFromReply reads id, payload, attempts, enqueued, error from a script reply.
 func taskFromReply(op string, a []any) (primitives.Task, error) {
 	var t primitives.Task
@@ -213,10 +208,7 @@ local function ack(id, token, now)
   local h = holds(id, token, now)
   if h ~= 1 then return h end
   redis.call('ZREM', INFLIGHT, id)
-  if redis.call('DECRBY', BYTES, redis.call('HSTRLEN', task_key(id), 'payload') + TASK_OVERHEAD) <= 0 then
-    redis.call('DEL', BYTES)
-  end
-  redis.call('DEL', task_key(id))
+  forget(id)
   return 1
 end
 `
@@ -526,18 +518,19 @@ func (b *Backend) QueueStats(ctx context.Context, queue string) (primitives.Queu
 //	KEYS[1..5] -> the queue's keys (luaQueue)
 //	ARGV[1]    -> limit
 //
-// Output: {id, payload, attempts, enqueued, error, ...} for each task, flat, oldest
-// parked first.
+// Output: {id, payload, attempts, enqueued, error, parked (0: not recorded), ...} for
+// each task, flat, oldest parked first.
 var queueParkedCmd = goredis.NewScript(luaQueue + `
 local out = {}
 for _, id in ipairs(redis.call('LRANGE', PARKED, 0, tonumber(ARGV[1]) - 1)) do
-  local f = redis.call('HMGET', task_key(id), 'payload', 'attempts', 'enqueued', 'error')
+  local f = redis.call('HMGET', task_key(id), 'payload', 'attempts', 'enqueued', 'error', 'parked')
   if f[1] then
     out[#out + 1] = id
     out[#out + 1] = f[1]
     out[#out + 1] = tonumber(f[2])
     out[#out + 1] = tonumber(f[3])
     out[#out + 1] = f[4] or ''
+    out[#out + 1] = tonumber(f[5] or '0')
   end
 end
 return out
@@ -559,10 +552,25 @@ func (b *Backend) QueueParked(ctx context.Context, queue string, limit int) ([]p
 		return nil, b.scriptFail(ctx, "queue parked", queue, err)
 	}
 	a, err := replyArray("queue parked", v, 0)
-	if err != nil || len(a)%5 != 0 {
+	if err != nil || len(a)%6 != 0 {
 		return nil, replyError("queue parked", v)
 	}
-	return tasksFromReply("queue parked", a)
+	tasks := make([]primitives.Task, 0, len(a)/6)
+	for i := 0; i < len(a); i += 6 {
+		t, err := taskFromReply("queue parked", a[i:i+5])
+		if err != nil {
+			return nil, err
+		}
+		parked, err := replyInt("queue parked", a[i+5])
+		if err != nil {
+			return nil, err
+		}
+		if parked > 0 { // 0: parked by an earlier version, which kept no instant
+			t.ParkedAt = millis(parked)
+		}
+		tasks = append(tasks, t)
+	}
+	return tasks, nil
 }
 
 // queueRequeueCmd moves a parked task back to the ready list with its attempts reset.
@@ -578,6 +586,7 @@ if replay(req_key()) then return 1 end
 local id = ARGV[1]
 if redis.call('LREM', PARKED, 1, id) == 0 then return -1 end
 redis.call('HSET', task_key(id), 'attempts', 0)
+redis.call('HDEL', task_key(id), 'parked')
 redis.call('RPUSH', READY, id)
 remember(req_key(), 1)
 return 1
@@ -586,18 +595,24 @@ return 1
 // QueueRequeue moves parked task id of queue back to the queue with its attempts
 // reset; it keeps its last error. ErrNotFound when no such parked task exists.
 func (b *Backend) QueueRequeue(ctx context.Context, queue, id string) error {
+	return b.onParked(ctx, "queue requeue", queueRequeueCmd, queue, id)
+}
+
+// onParked runs cmd, a script on one parked task (1 done, by this run or the request's
+// first; -1 no such parked task), on task id of queue, once per request (luaOnce).
+func (b *Backend) onParked(ctx context.Context, op string, cmd *goredis.Script, queue, id string) error {
 	if err := primitives.CheckName("queue", queue); err != nil {
 		return err
 	}
-	req, err := b.request(ctx, "queue requeue", id)
+	req, err := b.request(ctx, op, id)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := queueRequeueCmd.Run(ctx, b.client, queueScriptKeys(queue), req.args(id)...).Result()
+	v, err := cmd.Run(ctx, b.client, queueScriptKeys(queue), req.args(id)...).Result()
 	if err != nil {
-		return b.scriptFail(ctx, "queue requeue", queue, err)
+		return b.scriptFail(ctx, op, queue, err)
 	}
 	switch v {
 	case int64(codeOK):
@@ -605,5 +620,110 @@ func (b *Backend) QueueRequeue(ctx context.Context, queue, id string) error {
 	case int64(codeNotFound):
 		return fmt.Errorf("%w: redis: queue %q has no parked task %q", primitives.ErrNotFound, queue, id)
 	}
-	return replyError("queue requeue", v)
+	return replyError(op, v)
+}
+
+// queueDeleteParkedCmd deletes a parked task. LREM walks the parked list, as requeue's.
+//
+//	KEYS[1..5] -> the queue's keys (luaQueue)
+//	ARGV[1]    -> task id
+//	ARGV[2..4] -> the request (luaOnce)
+//
+// Output: 1 deleted, by this run or the request's first; -1 no such parked task.
+var queueDeleteParkedCmd = goredis.NewScript(luaQueue + `
+if replay(req_key()) then return 1 end
+local id = ARGV[1]
+if redis.call('LREM', PARKED, 1, id) == 0 then return -1 end
+forget(id)
+remember(req_key(), 1)
+return 1
+`)
+
+// QueueDeleteParked deletes parked task id of queue and gives its cost back to the
+// queue's bytes. ErrNotFound when no such parked task exists.
+func (b *Backend) QueueDeleteParked(ctx context.Context, queue, id string) error {
+	return b.onParked(ctx, "queue delete parked", queueDeleteParkedCmd, queue, id)
+}
+
+// purgePage is how many parked tasks one script of QueuePurgeParked deletes at most, so
+// that a purge of a long parked list holds the server for a page at a time.
+const purgePage = 1000
+
+// queuePurgeParkedCmd deletes parked tasks from the head of the parked list (oldest
+// parked first) while they were parked at or before the cutoff, up to a page. A task
+// parked before the 'parked' field existed is stamped with now and taken as parked now;
+// an id whose task is gone (which no script leaves) is dropped, uncounted.
+//
+//	KEYS[1..5] -> the queue's keys (luaQueue)
+//	ARGV[1]    -> age in ms
+//	ARGV[2]    -> cutoff, Redis ms; 0 on the first page: now - age
+//	ARGV[3]    -> the most tasks to delete
+//
+// Output: {deleted, cutoff, more}: more is 1 when the page ended before the due tasks did.
+var queuePurgeParkedCmd = goredis.NewScript(luaQueue + `
+local now = now_ms()
+local cutoff, page = tonumber(ARGV[2]), tonumber(ARGV[3])
+if cutoff == 0 then cutoff = now - tonumber(ARGV[1]) end
+local n = 0
+while n < page do
+  local id = redis.call('LINDEX', PARKED, 0)
+  if not id then return {n, cutoff, 0} end
+  local at = redis.call('HGET', task_key(id), 'parked')
+  if not at and redis.call('EXISTS', task_key(id)) == 0 then
+    redis.call('LPOP', PARKED) -- an id without its task: nothing to delete or count
+  else
+    if not at then
+      at = now
+      redis.call('HSET', task_key(id), 'parked', now)
+    end
+    if tonumber(at) > cutoff then return {n, cutoff, 0} end
+    redis.call('LPOP', PARKED)
+    forget(id)
+    n = n + 1
+  end
+end
+return {n, cutoff, 1}
+`)
+
+// QueuePurgeParked deletes the tasks of queue parked at least age ago (age 0: all), a
+// page of purgePage per script; every page uses the cutoff the first one computed, so
+// that tasks parked during the purge are kept and it ends.
+func (b *Backend) QueuePurgeParked(ctx context.Context, queue string, age time.Duration) (int, error) {
+	if err := primitives.CheckName("queue", queue); err != nil {
+		return 0, err
+	}
+	if err := primitives.CheckTTL("age", age); err != nil {
+		return 0, err
+	}
+	total, cutoff := 0, int64(0)
+	for {
+		n, c, more, err := b.purgeParkedPage(ctx, queue, age, cutoff)
+		total, cutoff = total+n, c
+		if err != nil || !more {
+			return total, err
+		}
+	}
+}
+
+// purgeParkedPage runs one page of queuePurgeParkedCmd: how many it deleted, the cutoff,
+// and whether more are due.
+func (b *Backend) purgeParkedPage(ctx context.Context, queue string, age time.Duration, cutoff int64) (int, int64, bool, error) {
+	const op = "queue purge parked"
+	ctx, cancel := b.call(ctx)
+	defer cancel()
+	v, err := queuePurgeParkedCmd.Run(ctx, b.client, queueScriptKeys(queue), ms(age), cutoff, purgePage).Result()
+	if err != nil {
+		return 0, cutoff, false, b.scriptFail(ctx, op, queue, err)
+	}
+	a, err := replyArray(op, v, 3)
+	if err != nil {
+		return 0, cutoff, false, err
+	}
+	n, err1 := replyInt(op, a[0])
+	c, err2 := replyInt(op, a[1])
+	more, err3 := replyInt(op, a[2])
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return 0, cutoff, false, err
+	}
+	return int(n), c, more == 1, nil
 }

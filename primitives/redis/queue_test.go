@@ -280,3 +280,51 @@ func TestTaskOverhead(t *testing.T) {
 		t.Errorf("taskOverhead = %s, want primitives.TaskOverhead %d", taskOverhead, primitives.TaskOverhead)
 	}
 }
+
+// A parked task carries the instant of its park; a purge pops the parked list from its
+// head while those are due, a page of purgePage at a time, and a task parked before the
+// field existed is stamped by the first purge that meets it and counts from then.
+func TestQueuePurgeParkedState(t *testing.T) {
+	b, raw := setup(t)
+	park := func(n int) []string {
+		var ids []string
+		for range n {
+			id, _ := b.QueuePush(bg, "q", []byte("t"))
+			c, ok, err := b.QueueClaim(bg, "q", time.Minute, 1)
+			if err != nil || !ok || c.ID != id {
+				t.Fatalf("QueueClaim = %+v, %v, %v", c, ok, err)
+			}
+			if parked, err := b.QueueRelease(bg, "q", c.ID, c.Token, primitives.Retry{MaxAttempts: 1}); !parked || err != nil {
+				t.Fatalf("QueueRelease = %v, %v; want parked", parked, err)
+			}
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	legacy := park(1)[0]
+	before := time.Now().UnixMilli()
+	if at, err := raw.HGet(bg, queueTaskKey("q", legacy), "parked").Int64(); err != nil || at < before-int64(time.Minute/time.Millisecond) || at > before+int64(time.Minute/time.Millisecond) {
+		t.Fatalf("HGET task parked = %d, %v; want Redis's now in ms", at, err)
+	}
+	raw.HDel(bg, queueTaskKey("q", legacy), "parked") // as an earlier version parked it
+	if n, err := b.QueuePurgeParked(bg, "q", time.Hour); n != 0 || err != nil {
+		t.Fatalf("QueuePurgeParked(1h) = %d, %v; want 0: the undated task counts from now", n, err)
+	}
+	if raw.HExists(bg, queueTaskKey("q", legacy), "parked").Val() != true {
+		t.Errorf("the undated parked task was not stamped by the purge")
+	}
+	park(purgePage + 1) // more than a page: the purge takes two scripts
+	if n, err := b.QueuePurgeParked(bg, "q", 0); n != purgePage+2 || err != nil {
+		t.Fatalf("QueuePurgeParked(0) = %d, %v; want %d", n, err, purgePage+2)
+	}
+	if keys := stateKeys(t, raw, "*"); len(keys) != 0 {
+		t.Errorf("keys after purging every parked task = %v, want none (tasks, parked list and bytes gone)", keys)
+	}
+	id := park(1)[0]
+	if err := b.QueueDeleteParked(bg, "q", id); err != nil {
+		t.Fatal(err)
+	}
+	if keys := stateKeys(t, raw, "*"); len(keys) != 0 {
+		t.Errorf("keys after deleting the one parked task = %v, want none", keys)
+	}
+}

@@ -103,20 +103,8 @@ func TestAPIInspectPauseRequeue(t *testing.T) {
 	}
 
 	// A task that fails once is parked (max attempts 1); one that succeeds is acked.
-	submit := func(body string) string {
-		t.Helper()
-		status, b := d.request(http.MethodPost, "/api/v1/automations/worker/tasks", "", []byte(body))
-		if status != http.StatusAccepted {
-			t.Fatalf("submit %s = %d %s", body, status, b)
-		}
-		var ok struct {
-			TaskID string `json:"task_id"`
-		}
-		json.Unmarshal(b, &ok)
-		return ok.TaskID
-	}
-	failing := submit(`{"n": 1, "fail": true}`)
-	submit(`{"n": 2}`)
+	failing := submitTask(t, d, `{"n": 1, "fail": true}`)
+	submitTask(t, d, `{"n": 2}`)
 
 	type queue struct {
 		Queue    string `json:"queue"`

@@ -108,8 +108,9 @@ func compress(kinds []string) string {
 	return b.String()
 }
 
-// openRedis opens the backend the daemons share, to read what they left behind.
-func openRedis(t *testing.T, srv *testutil.Redis) primitives.Backend {
+// openRedis opens the backend the daemons share, to read what they left behind: srv is
+// a *testutil.Redis or a *testutil.RedisCluster.
+func openRedis(t *testing.T, srv interface{ URL() string }) primitives.Backend {
 	t.Helper()
 	b, err := fleetredis.Open(srv.URL(), fleetredis.Options{})
 	if err != nil {
@@ -123,17 +124,23 @@ func submitWork(t *testing.T, d *daemon, n, holdMs int) []string {
 	t.Helper()
 	var ids []string
 	for i := range n {
-		status, b := d.request(http.MethodPost, "/api/v1/automations/worker/tasks", "", []byte(fmt.Sprintf(`{"n": %d, "hold_ms": %d}`, i, holdMs)))
-		if status != http.StatusAccepted {
-			t.Fatalf("submit = %d %s", status, b)
-		}
-		var ok struct {
-			TaskID string `json:"task_id"`
-		}
-		json.Unmarshal(b, &ok)
-		ids = append(ids, ok.TaskID)
+		ids = append(ids, submitTask(t, d, fmt.Sprintf(`{"n": %d, "hold_ms": %d}`, i, holdMs)))
 	}
 	return ids
+}
+
+// submitTask submits one task of payload body to the worker and returns its id.
+func submitTask(t *testing.T, d *daemon, body string) string {
+	t.Helper()
+	status, b := d.request(http.MethodPost, "/api/v1/automations/worker/tasks", "", []byte(body))
+	if status != http.StatusAccepted {
+		t.Fatalf("submit %s = %d %s", body, status, b)
+	}
+	var ok struct {
+		TaskID string `json:"task_id"`
+	}
+	json.Unmarshal(b, &ok)
+	return ok.TaskID
 }
 
 type queueStats struct {

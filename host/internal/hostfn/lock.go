@@ -18,8 +18,8 @@ func (c *Core) lockName(ctx context.Context, caller *Caller, op abi.Op, name str
 }
 
 // lockAcquire: lock_acquire. The wait is bounded by the guest call's deadline too. A
-// name never leased before counts against the plugin's quota of lock names in its root
-// (Quota); past it the call is LimitExceeded and creates nothing.
+// lease counts against the plugin's quota of locks held in its root (Quota) until it is
+// released or its hold ends; past it the call is LimitExceeded and takes nothing.
 //
 //	request:  {"name": "scraper:harvest", "hold_ms": 30000, "wait_ms": 2000}
 //	reply:    {"acquired": true, "token": "...", "fence": 7, "until_ms": 1700000000000}

@@ -108,9 +108,9 @@ func write(mode, value string, i int) error {
 		_, err := fleet.Counter("quota:n:" + unique()).Incr()
 		return err
 	case "lock":
-		// Leased for a second and left to expire: a release would spend a second host
-		// call, and the name stays counted either way.
-		_, err := fleet.Lock("quota:l:"+unique(), time.Second, 0)
+		// Leased for an hour, never released: a lock counts while held, so the flood
+		// holds its quota and every acquire after it is refused.
+		_, err := fleet.Lock("quota:l:"+unique(), time.Hour, 0)
 		return err
 	}
 	return errors.New("quota: unknown mode " + mode)
