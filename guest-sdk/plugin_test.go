@@ -59,7 +59,7 @@ func TestDescribe(t *testing.T) {
 		"consumes": `{"$schema":"https://json-schema.org/draft/2020-12/schema","properties":{"url":{"type":"string"}},"additionalProperties":false,"type":"object","required":["url"]}`,
 		"payload":  `{"$schema":"https://json-schema.org/draft/2020-12/schema","properties":{"cookies":{"additionalProperties":{"type":"string"},"type":"object"},"user_agent":{"type":"string"}},"additionalProperties":false,"type":"object","required":["cookies","user_agent"]}`,
 		"tags":     `{"$schema":"https://json-schema.org/draft/2020-12/schema","properties":{"site":{"type":"string"},"fresh":{"type":"boolean"}},"additionalProperties":false,"type":"object","required":["site","fresh"]}`,
-		"config":   `{"$schema":"https://json-schema.org/draft/2020-12/schema","properties":{"hold_ms":{"type":"integer"}},"additionalProperties":false,"type":"object"}`,
+		"config":   `{"$schema":"https://json-schema.org/draft/2020-12/schema","properties":{"hold_ms":{"type":"integer","maximum":9223372036854775807,"minimum":-9223372036854775808}},"additionalProperties":false,"type":"object"}`,
 	}
 	got := map[string]json.RawMessage{"consumes": d.Consumes.Payload, "payload": d.Pools[0].Payload, "tags": d.Pools[0].Tags, "config": d.ConfigSchema}
 	for k, want := range golden {

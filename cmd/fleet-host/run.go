@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/internal/api"
 	"github.com/fleethost/fleet/internal/daemon"
 	"github.com/fleethost/fleet/internal/safetext"
 	"github.com/fleethost/fleet/primitives/redis"
@@ -40,6 +41,12 @@ stops at once (exit 3).`, host.AbandonMargin, daemon.ShutdownMargin), stderr)
 	f.boolean(&o.GrantDeclared, "grant-declared", "FLEET_GRANT_DECLARED", false, "grant each plugin the pools and queues it declares, beyond the grants file (development only: a plugin then reaches any pool or queue it names; logged as a WARN per plugin)")
 	f.str(&o.Listen, "listen", "FLEET_LISTEN", defaultListen, "the HTTP API's listen address; empty runs no API")
 	f.str(&o.Token, "token", "FLEET_TOKEN", "", "the API's bearer token; empty needs none (prefer the variable: a flag shows in ps)")
+	f.dur(&o.HTTP.HeaderTimeout, "api-header-timeout", "FLEET_API_HEADER_TIMEOUT", api.DefaultHeaderTimeout, "how long the API waits for a request's header; past it the connection is closed")
+	f.dur(&o.HTTP.ReadTimeout, "api-read-timeout", "FLEET_API_READ_TIMEOUT", api.DefaultReadTimeout, "how long the API waits for a whole request, header and body; past it the answer is 408 and the connection is closed")
+	f.dur(&o.HTTP.WriteTimeout, "api-write-timeout", "FLEET_API_WRITE_TIMEOUT", api.DefaultWriteTimeout, "how long a request may take from the end of its header to the end of its answer; past it the connection is closed")
+	f.dur(&o.HTTP.IdleTimeout, "api-idle-timeout", "FLEET_API_IDLE_TIMEOUT", api.DefaultIdleTimeout, "how long a keep-alive connection may wait for its next request before it is closed")
+	f.int(&o.HTTP.MaxHeaderBytes, "api-max-header-bytes", "FLEET_API_MAX_HEADER_BYTES", api.DefaultMaxHeaderBytes, "the largest request header the API reads, in bytes; a larger one is answered 431")
+	f.int(&o.HTTP.MaxConns, "api-max-conns", "FLEET_API_MAX_CONNS", api.DefaultMaxConns, "the connections the API keeps open at once; one more is answered 503 with Retry-After and closed, never queued")
 	f.str(&o.ReportURL, "report-url", "FLEET_REPORT_URL", "", "the plane's fleet-report endpoint; reporting is off without it and a key")
 	f.str(&o.ReportKey, "report-key", "FLEET_REPORT_KEY", "", "the plane's API key (prefer the variable)")
 	f.str(&o.Instance, "instance", "FLEET_INSTANCE", host.DefaultInstance(), "this daemon's name on the plane; each slot reports as <instance>/<type>/<n>")
@@ -81,6 +88,22 @@ stops at once (exit 3).`, host.AbandonMargin, daemon.ShutdownMargin), stderr)
 		fmt.Fprintf(stderr, "fleet-host run: --memory-pages %d: want 1..65536\n", memPages)
 		return exitUsage
 	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{
+		{"--api-header-timeout", o.HTTP.HeaderTimeout}, {"--api-read-timeout", o.HTTP.ReadTimeout},
+		{"--api-write-timeout", o.HTTP.WriteTimeout}, {"--api-idle-timeout", o.HTTP.IdleTimeout},
+	} {
+		if d.v <= 0 {
+			fmt.Fprintf(stderr, "fleet-host run: %s %v: want > 0 (the API bounds every connection)\n", d.flag, d.v)
+			return exitUsage
+		}
+	}
+	if o.HTTP.MaxHeaderBytes < 1 || o.HTTP.MaxConns < 1 {
+		fmt.Fprintf(stderr, "fleet-host run: --api-max-header-bytes %d, --api-max-conns %d: want >= 1 each\n", o.HTTP.MaxHeaderBytes, o.HTTP.MaxConns)
+		return exitUsage
+	}
 	if o.ParkedRetention < 0 {
 		fmt.Fprintf(stderr, "fleet-host run: --parked-retention %v: want >= 0 (0 keeps parked tasks)\n", o.ParkedRetention)
 		return exitUsage
@@ -95,6 +118,7 @@ stops at once (exit 3).`, host.AbandonMargin, daemon.ShutdownMargin), stderr)
 	}
 	o.Log = log
 	slog.SetDefault(log) // the reporter logs through the default logger
+	redis.LogTo(log)     // and go-redis through its own, which would write plain text
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

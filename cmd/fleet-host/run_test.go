@@ -10,16 +10,20 @@ import (
 	"testing"
 
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/internal/api"
 	"github.com/fleethost/fleet/internal/daemon"
 	"github.com/fleethost/fleet/primitives/redis"
 )
 
-// runFlagOf is the run flag that sets each field of host.Config, and the default its
-// help must show, read from the constant host.Config's default is.
-var runFlagOf = map[string]struct {
+// flagDefault is the run flag that sets a field, and the default its help must show,
+// read from the constant the field's default is (nil: none to show).
+type flagDefault struct {
 	flag string
 	def  any
-}{
+}
+
+// runFlagOf is the run flag of each field of host.Config.
+var runFlagOf = map[string]flagDefault{
 	"PluginsDir":       {"plugins", host.DefaultPluginsDir},
 	"Slots":            {"slots", host.DefaultSlots},
 	"SlotsByType":      {"slots-for", nil},
@@ -43,6 +47,16 @@ var runFlagOf = map[string]struct {
 	"Instance":         {"instance", host.DefaultInstance()},
 }
 
+// apiFlagOf is the run flag of each field of api.HTTPConfig.
+var apiFlagOf = map[string]flagDefault{
+	"HeaderTimeout":  {"api-header-timeout", api.DefaultHeaderTimeout},
+	"ReadTimeout":    {"api-read-timeout", api.DefaultReadTimeout},
+	"WriteTimeout":   {"api-write-timeout", api.DefaultWriteTimeout},
+	"IdleTimeout":    {"api-idle-timeout", api.DefaultIdleTimeout},
+	"MaxHeaderBytes": {"api-max-header-bytes", api.DefaultMaxHeaderBytes},
+	"MaxConns":       {"api-max-conns", api.DefaultMaxConns},
+}
+
 // notRunFlags are the fields of host.Config that no run flag sets, and why.
 var notRunFlags = map[string]string{
 	"Backend": "--redis names it; the daemon opens it",
@@ -64,31 +78,35 @@ func TestRunHelpShowsTheHostDefaults(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^  -(\S+)[^\n]*\n((?:    [^\n]*\n?)*)`).FindAllStringSubmatch(help, -1) {
 		entries[m[1]] = m[2]
 	}
-	fields := reflect.TypeFor[host.Config]()
-	for i := range fields.NumField() {
-		name := fields.Field(i).Name
-		if _, ok := notRunFlags[name]; ok {
-			continue
-		}
-		f, ok := runFlagOf[name]
-		if !ok {
-			t.Errorf("host.Config.%s has no run flag; add one (and to runFlagOf), or say why not in notRunFlags", name)
-			continue
-		}
-		entry, ok := entries[f.flag]
-		if !ok {
-			t.Errorf("run -h shows no --%s (host.Config.%s):\n%s", f.flag, name, help)
-			continue
-		}
-		if f.def == nil {
-			continue
-		}
-		want := fmt.Sprintf("(default %v)", f.def)
-		if s, ok := f.def.(string); ok {
-			want = fmt.Sprintf("(default %q)", s)
-		}
-		if !strings.Contains(entry, want) {
-			t.Errorf("run -h: --%s says %q, want host.Config.%s's default %s", f.flag, strings.TrimSpace(entry), name, want)
+	for _, c := range []struct {
+		typ reflect.Type
+		of  map[string]flagDefault
+	}{{reflect.TypeFor[host.Config](), runFlagOf}, {reflect.TypeFor[api.HTTPConfig](), apiFlagOf}} {
+		for i := range c.typ.NumField() {
+			name := c.typ.String() + "." + c.typ.Field(i).Name
+			if _, ok := notRunFlags[c.typ.Field(i).Name]; ok && c.typ == reflect.TypeFor[host.Config]() {
+				continue
+			}
+			f, ok := c.of[c.typ.Field(i).Name]
+			if !ok {
+				t.Errorf("%s has no run flag; add one (and to the test's map), or say why not in notRunFlags", name)
+				continue
+			}
+			entry, ok := entries[f.flag]
+			if !ok {
+				t.Errorf("run -h shows no --%s (%s):\n%s", f.flag, name, help)
+				continue
+			}
+			if f.def == nil {
+				continue
+			}
+			want := fmt.Sprintf("(default %v)", f.def)
+			if s, ok := f.def.(string); ok {
+				want = fmt.Sprintf("(default %q)", s)
+			}
+			if !strings.Contains(entry, want) {
+				t.Errorf("run -h: --%s says %q, want %s's default %s", f.flag, strings.TrimSpace(entry), name, want)
+			}
 		}
 	}
 	if want := fmt.Sprintf("(default %v)", redis.DefaultCallTimeout); !strings.Contains(entries["backend-timeout"], want) {
@@ -101,6 +119,23 @@ func TestRunHelpShowsTheHostDefaults(t *testing.T) {
 	} {
 		if !strings.Contains(help, want) {
 			t.Errorf("run -h does not say %q:\n%s", want, help)
+		}
+	}
+}
+
+// An API bound of zero, which net/http reads as "no bound", is refused with the flag's
+// name before anything starts.
+func TestRunRefusesAnUnboundedAPI(t *testing.T) {
+	for _, args := range [][]string{
+		{"--api-read-timeout", "0"}, {"--api-write-timeout", "-1s"}, {"--api-idle-timeout", "0s"},
+		{"--api-header-timeout", "0"}, {"--api-max-conns", "0"}, {"--api-max-header-bytes", "0"},
+	} {
+		var stderr bytes.Buffer
+		if code := realMain(context.Background(), append([]string{"run"}, args...), nil, &stderr, &stderr); code != exitUsage {
+			t.Errorf("run %s = exit %d, want %d", strings.Join(args, " "), code, exitUsage)
+		}
+		if !strings.Contains(stderr.String(), args[0]) {
+			t.Errorf("run %s says %q, want it to name %s", strings.Join(args, " "), stderr.String(), args[0])
 		}
 	}
 }

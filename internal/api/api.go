@@ -7,8 +7,10 @@
 //
 // with the abi's error kinds (TypeError, ValueError, PermissionDenied, NotFound, Conflict,
 // LimitExceeded, Unavailable, Internal). Routes under /api/v1/ need
-// `Authorization: Bearer <token>` when a token is configured; /healthz, /readyz and
-// /metrics do not.
+// `Authorization: Bearer <token>` when a token is configured, checked before the body is
+// read; /healthz, /readyz and /metrics do not. A wrong method is 405 with Allow; a body
+// must be application/json (415 otherwise). Serve bounds the server: timeouts, header
+// size, connections (HTTPConfig).
 package api
 
 import (
@@ -20,7 +22,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -102,33 +106,161 @@ func New(p Params) *Server {
 	}
 	s.types, s.queues, s.pools = sorted(ts), sorted(qs), sorted(ps)
 
-	s.mux.HandleFunc("GET /healthz", s.healthz)
-	s.mux.HandleFunc("GET /readyz", s.readyz)
+	s.route("/healthz", false, on(http.MethodGet, s.healthz))
+	s.route("/readyz", false, on(http.MethodGet, s.readyz))
 	if p.Metrics != nil {
-		s.mux.Handle("GET /metrics", p.Metrics)
+		s.route("/metrics", false, on(http.MethodGet, p.Metrics.ServeHTTP))
 	}
-	api := func(pattern string, h http.HandlerFunc) { s.mux.Handle(pattern, s.auth(h)) }
-	api("GET /api/v1/automations", s.listAutomations)
-	api("GET /api/v1/automations/{type}", s.getAutomation)
-	api("POST /api/v1/automations/{type}/tasks", s.submit)
-	api("POST /api/v1/automations/{type}/pause", s.pause)
-	api("POST /api/v1/automations/{type}/resume", s.resume)
-	api("GET /api/v1/queues", s.listQueues)
-	api("GET /api/v1/queues/{name}", s.getQueue)
-	api("GET /api/v1/queues/{name}/parked", s.listParked)
-	api("POST /api/v1/queues/{name}/parked/{id}/requeue", s.requeue)
-	api("DELETE /api/v1/queues/{name}/parked/{id}", s.deleteParked)
-	api("DELETE /api/v1/queues/{name}/parked", s.purgeParked)
-	api("GET /api/v1/pools", s.listPools)
-	api("GET /api/v1/pools/{name}", s.getPool)
-	api("/api/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, abi.NotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path), nil)
-	})
+	s.route("/api/v1/automations", true, on(http.MethodGet, s.listAutomations))
+	s.route("/api/v1/automations/{type}", true, on(http.MethodGet, s.getAutomation))
+	s.route("/api/v1/automations/{type}/tasks", true, on(http.MethodPost, s.submit))
+	s.route("/api/v1/automations/{type}/pause", true, on(http.MethodPost, s.pause))
+	s.route("/api/v1/automations/{type}/resume", true, on(http.MethodPost, s.resume))
+	s.route("/api/v1/queues", true, on(http.MethodGet, s.listQueues))
+	s.route("/api/v1/queues/{name}", true, on(http.MethodGet, s.getQueue))
+	s.route("/api/v1/queues/{name}/parked", true, on(http.MethodGet, s.listParked), on(http.MethodDelete, s.purgeParked))
+	s.route("/api/v1/queues/{name}/parked/{id}", true, on(http.MethodDelete, s.deleteParked))
+	s.route("/api/v1/queues/{name}/parked/{id}/requeue", true, on(http.MethodPost, s.requeue))
+	s.route("/api/v1/pools", true, on(http.MethodGet, s.listPools))
+	s.route("/api/v1/pools/{name}", true, on(http.MethodGet, s.getPool))
+	noRoute := func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, abi.NotFound, fmt.Sprintf("no route %s %s", safetext.Clip(r.Method, maxEcho), safetext.Clip(r.URL.Path, maxEcho)), nil)
+	}
+	// Under /api/ the token comes first, so that a client without it learns nothing of
+	// the routes.
+	s.mux.Handle("/api/", s.auth(noRoute))
+	s.mux.HandleFunc("/", noRoute)
 	return s
 }
 
+// maxEcho bounds what of a client's text (a type or queue name from the URL, a method)
+// an error message quotes.
+const maxEcho = 100
+
+// method is one method a route answers, and its handler.
+type method struct {
+	name string
+	h    http.HandlerFunc
+}
+
+func on(name string, h http.HandlerFunc) method { return method{name, h} }
+
+// route serves path's methods, behind the token when authed, and answers any other
+// method 405 with the Allow header (GET allows HEAD too, as http.ServeMux serves it).
+func (s *Server) route(path string, authed bool, ms ...method) {
+	wrap := func(h http.HandlerFunc) http.Handler {
+		if authed {
+			return s.auth(h)
+		}
+		return h
+	}
+	var allow []string
+	for _, m := range ms {
+		s.mux.Handle(m.name+" "+path, wrap(m.h))
+		allow = append(allow, m.name)
+		if m.name == http.MethodGet {
+			allow = append(allow, http.MethodHead)
+		}
+	}
+	allowed := strings.Join(allow, ", ")
+	s.mux.Handle(path, wrap(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allowed)
+		writeError(w, http.StatusMethodNotAllowed, abi.NotFound,
+			fmt.Sprintf("%s %s: method not allowed; allowed: %s", safetext.Clip(r.Method, maxEcho), safetext.Clip(r.URL.Path, maxEcho), allowed), nil)
+	}))
+}
+
 // ServeHTTP serves the API.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+//
+// An answer sent before the handler has read the whole body (a 401, 404, 405, 413, 415,
+// or a read cut by the read timeout) closes the connection: net/http would otherwise
+// read the rest of the body, up to 256 KiB at the client's pace, before it sends the
+// answer and again after it, so that a client without the token could hold a
+// connection for as long as it trickles bytes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength == 0 {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	b := &watchedBody{ReadCloser: r.Body}
+	r.Body = b
+	cw := &closeUnread{ResponseWriter: w, body: b}
+	s.mux.ServeHTTP(cw, r)
+	if cw.closing && w.Header().Get("Content-Length") != "" {
+		linger(w)
+	}
+}
+
+// lingerBound is how long a connection closed with its request unread waits, once its
+// answer is sent, for the client to close its side.
+const lingerBound = time.Second
+
+// linger closes the connection of an answer sent whole (it has a Content-Length) while
+// the request's body is still arriving, without reading that body: the answer is
+// flushed, the write side closed, so that the client reads the answer and an end of
+// file, then whatever the client still sends is discarded until it closes or
+// lingerBound has passed. Closing at once, with unread bytes in the socket, would send a
+// reset that can destroy the answer before the client reads it (RFC 9112 section 9.6).
+// An answer without a Content-Length (one another handler streams) is left to net/http,
+// whose read of the rest is bounded by the read timeout.
+func linger(w http.ResponseWriter) {
+	rc := http.NewResponseController(w)
+	if rc.Flush() != nil {
+		return
+	}
+	conn, _, err := rc.Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(lingerBound))
+	_, _ = io.Copy(io.Discard, conn)
+}
+
+// watchedBody is a request body that knows whether it has been read to its end.
+type watchedBody struct {
+	io.ReadCloser
+	eof bool
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.eof = true
+	}
+	return n, err
+}
+
+// closeUnread is a ResponseWriter that asks for the connection to close when the answer
+// starts before the body has been read to its end.
+type closeUnread struct {
+	http.ResponseWriter
+	body        *watchedBody
+	wroteHeader bool
+	closing     bool // the answer says Connection: close
+}
+
+func (w *closeUnread) WriteHeader(code int) {
+	if !w.wroteHeader && !w.body.eof {
+		w.Header().Set("Connection", "close")
+		w.closing = true
+	}
+	w.wroteHeader = true
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *closeUnread) Write(p []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap serves http.ResponseController.
+func (w *closeUnread) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Queues lists every queue a loaded plugin declares, sorted.
 func (s *Server) Queues() []string { return append([]string(nil), s.queues...) }
@@ -136,15 +268,17 @@ func (s *Server) Queues() []string { return append([]string(nil), s.queues...) }
 // Pools lists every pool a loaded plugin declares, sorted.
 func (s *Server) Pools() []string { return append([]string(nil), s.pools...) }
 
-// auth requires the bearer token, when one is configured. Both sides are hashed before
-// the constant-time comparison, so that neither the time nor an early length mismatch
-// tells how much of a guess was right.
+// auth requires the bearer token, when one is configured, before the handler runs and
+// so before any of the body is read. The scheme is matched case-insensitively (RFC 7235
+// section 2.1), the token exactly. Both tokens are hashed before the constant-time
+// comparison, so that neither the time nor an early length mismatch tells how much of a
+// guess was right.
 func (s *Server) auth(next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.p.Token != "" {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			sum := sha256.Sum256([]byte(got))
-			if !ok || subtle.ConstantTimeCompare(sum[:], s.token[:]) != 1 {
+			scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+			sum := sha256.Sum256([]byte(strings.TrimLeft(got, " ")))
+			if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(sum[:], s.token[:]) != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="fleet-host"`)
 				writeError(w, http.StatusUnauthorized, abi.PermissionDenied, "a valid bearer token is required (Authorization: Bearer <token>)", nil)
 				return
@@ -234,7 +368,7 @@ func (s *Server) plugin(w http.ResponseWriter, r *http.Request) (host.Plugin, bo
 			return p, true
 		}
 	}
-	writeError(w, http.StatusNotFound, abi.NotFound, fmt.Sprintf("no automation of type %q is loaded; types: %s", typ, strings.Join(s.types, ", ")), nil)
+	writeError(w, http.StatusNotFound, abi.NotFound, fmt.Sprintf("no automation of type %q is loaded; types: %s", safetext.Clip(typ, maxEcho), strings.Join(s.types, ", ")), nil)
 	return host.Plugin{}, false
 }
 
@@ -331,8 +465,13 @@ func submitKey(w http.ResponseWriter, r *http.Request) (context.Context, bool) {
 	return ctx, true
 }
 
-// readBody reads a JSON body of at most MaxBody bytes, answering 413 or 400 itself.
+// readBody reads a JSON body of at most MaxBody bytes, answering 415, 413, 408 or 400
+// itself. The content type is checked first, before any of the body is read.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if msg := jsonContentType(r.Header.Get("Content-Type")); msg != "" {
+		writeError(w, http.StatusUnsupportedMediaType, abi.ValueError, msg, nil)
+		return nil, false
+	}
 	if r.ContentLength > s.p.MaxBody {
 		writeError(w, http.StatusRequestEntityTooLarge, abi.LimitExceeded,
 			fmt.Sprintf("body is %d bytes, limit %d", r.ContentLength, s.p.MaxBody), nil)
@@ -341,11 +480,14 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.p.MaxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
+		switch {
+		case errors.As(err, &tooBig):
 			writeError(w, http.StatusRequestEntityTooLarge, abi.LimitExceeded, fmt.Sprintf("body is over the limit of %d bytes", s.p.MaxBody), nil)
-			return nil, false
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			writeError(w, http.StatusRequestTimeout, abi.LimitExceeded, "the body did not arrive within the read timeout (--api-read-timeout)", nil)
+		default:
+			writeError(w, http.StatusBadRequest, abi.ValueError, "read body: "+err.Error(), nil)
 		}
-		writeError(w, http.StatusBadRequest, abi.ValueError, "read body: "+err.Error(), nil)
 		return nil, false
 	}
 	if !json.Valid(body) {
@@ -361,6 +503,25 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 		return nil, false
 	}
 	return body, true
+}
+
+// jsonContentType says what is wrong with ct as the type of a JSON body, or "" when it
+// is application/json, with or without parameters; a charset, when given, must be
+// UTF-8, JSON's only encoding (RFC 8259 section 8.1). See RATIONALE.md, "Which content
+// types a body may have".
+func jsonContentType(ct string) string {
+	want := "a JSON body needs Content-Type: application/json"
+	if ct == "" {
+		return want + "; the request has none"
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/json" {
+		return fmt.Sprintf("%s, not %q", want, safetext.Clip(ct, maxEcho))
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return fmt.Sprintf("%s with charset utf-8 or none, not %q", want, safetext.Clip(ct, maxEcho))
+	}
+	return ""
 }
 
 func (s *Server) pause(w http.ResponseWriter, r *http.Request)  { s.setPaused(w, r, true) }
@@ -398,7 +559,7 @@ func (s *Server) known(w http.ResponseWriter, what, name string, names []string)
 	if i < len(names) && names[i] == name {
 		return true
 	}
-	writeError(w, http.StatusNotFound, abi.NotFound, fmt.Sprintf("no loaded plugin declares %s %q; %ss: %s", what, name, what, strings.Join(names, ", ")), nil)
+	writeError(w, http.StatusNotFound, abi.NotFound, fmt.Sprintf("no loaded plugin declares %s %q; %ss: %s", what, safetext.Clip(name, maxEcho), what, strings.Join(names, ", ")), nil)
 	return false
 }
 
@@ -457,7 +618,7 @@ func (s *Server) listParked(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
-			writeError(w, http.StatusBadRequest, abi.ValueError, fmt.Sprintf("limit %q: want 1..1000", v), nil)
+			writeError(w, http.StatusBadRequest, abi.ValueError, fmt.Sprintf("limit %q: want 1..1000", safetext.Clip(v, maxEcho)), nil)
 			return
 		}
 		limit = n
@@ -522,7 +683,7 @@ func (s *Server) purgeParked(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("older_than"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
-			writeError(w, http.StatusBadRequest, abi.ValueError, fmt.Sprintf("older_than %q: want a duration >= 0 such as 24h or 90m", v), nil)
+			writeError(w, http.StatusBadRequest, abi.ValueError, fmt.Sprintf("older_than %q: want a duration >= 0 such as 24h or 90m", safetext.Clip(v, maxEcho)), nil)
 			return
 		}
 		age = d
@@ -606,11 +767,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		status = http.StatusInternalServerError
 		b, _ = json.Marshal(ErrorBody{Error: ErrorDetail{Kind: string(abi.Internal), Message: "api: encode reply: " + err.Error()}})
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
 	// A guest's text (a version, a fail reason, a payload) may reach a terminal through
 	// curl: its control characters go as JSON escapes, the same JSON.
-	_, _ = w.Write(append(safetext.JSON(b), '\n'))
+	b = append(safetext.JSON(b), '\n')
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
 }
 
 // statusOf is the HTTP status of an abi error kind.

@@ -41,8 +41,9 @@ type Options struct {
 	// for development only.
 	GrantDeclared bool
 
-	Listen string // the API's listen address; "" runs no API
-	Token  string // the API's bearer token; "" needs none
+	Listen string         // the API's listen address; "" runs no API
+	Token  string         // the API's bearer token; "" needs none
+	HTTP   api.HTTPConfig // the API server's timeouts and limits; zero fields are their defaults
 
 	ReportURL, ReportKey string // the plane's endpoint and key; either empty reports nothing
 	Instance             string // this daemon's name on the plane
@@ -229,15 +230,16 @@ func newAPI(o Options, log *slog.Logger, h *host.Host, b primitives.Backend, obs
 	return srv
 }
 
-// apiServer serves the API on o.Listen. It owns the goroutine that serves, which ends in
-// shutdown. A daemon without --listen has a nil *apiServer, whose shutdown does nothing.
+// apiServer serves the API on o.Listen. It owns the goroutine that serves (api.Serve's),
+// which ends in shutdown. A daemon without --listen has a nil *apiServer, whose shutdown
+// does nothing.
 type apiServer struct {
 	srv  *http.Server
-	done chan struct{} // closed once Serve has returned
+	done <-chan struct{} // closed once the server has stopped serving
 }
 
-// serveAPI listens on o.Listen and serves handler there until shutdown; it serves nothing
-// when o.Listen is "".
+// serveAPI listens on o.Listen and serves handler there, with o.HTTP's bounds, until
+// shutdown; it serves nothing when o.Listen is "".
 func serveAPI(o Options, log *slog.Logger, handler http.Handler) (*apiServer, error) {
 	if o.Listen == "" {
 		return nil, nil
@@ -249,16 +251,8 @@ func serveAPI(o Options, log *slog.Logger, handler http.Handler) (*apiServer, er
 	if o.Token == "" && !loopback(ln.Addr()) {
 		log.Warn("daemon: the API listens beyond loopback without a token; anyone who reaches it can submit and pause", "addr", ln.Addr().String())
 	}
-	a := &apiServer{
-		srv:  &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)},
-		done: make(chan struct{}),
-	}
-	go func() {
-		defer close(a.done)
-		if err := a.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("daemon: api stopped", "err", err)
-		}
-	}()
+	a := &apiServer{}
+	a.srv, a.done = api.Serve(ln, handler, o.HTTP, log)
 	log.Info("daemon: api listening", "addr", ln.Addr().String(), "auth", o.Token != "")
 	if o.Listening != nil {
 		o.Listening(ln.Addr().String())

@@ -51,6 +51,22 @@ func Escape(s string) string {
 	return b.String()
 }
 
+// Clip is Escape of at most the first max bytes of s, cut at a character boundary, with
+// "…" and the length of s after a cut, so that a message quoting a client's or a guest's
+// text (a type name in a URL, a header) stays short whatever that text is:
+//
+//	safetext.Clip(strings.Repeat("a", 5000), 8) // "aaaaaaaa… (5000 bytes)"
+func Clip(s string, max int) string {
+	if len(s) <= max {
+		return Escape(s)
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", Escape(s[:cut]), len(s))
+}
+
 // firstUnsafe is the index of the first byte of s that Escape changes, or -1.
 func firstUnsafe(s string) int {
 	for i := 0; i < len(s); {

@@ -157,3 +157,26 @@ func FuzzJSON(f *testing.F) {
 		}
 	})
 }
+
+func TestClip(t *testing.T) {
+	tests := []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"short", 8, "short"},
+		{"exactly8", 8, "exactly8"},
+		{strings.Repeat("a", 5000), 8, "aaaaaaaa… (5000 bytes)"},
+		{"ééééé", 3, "é… (10 bytes)"}, // never half a character
+		{"a\x1b[2Jb", 100, `a\x1b[2Jb`},
+		{"\x1b\x1b\x1b", 2, `\x1b\x1b… (3 bytes)`},
+	}
+	for _, tt := range tests {
+		if got := Clip(tt.in, tt.max); got != tt.want {
+			t.Errorf("Clip(%q, %d) = %q, want %q", tt.in, tt.max, got, tt.want)
+		}
+		if !utf8.ValidString(Clip(tt.in, tt.max)) {
+			t.Errorf("Clip(%q, %d) is not valid UTF-8", tt.in, tt.max)
+		}
+	}
+}

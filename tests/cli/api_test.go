@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"bufio"
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"sort"
@@ -235,6 +238,77 @@ func TestAPIInspectPauseRequeue(t *testing.T) {
 	} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+// The run flags bound the API's connections: a body slower than --api-read-timeout is
+// answered 408 and its connection closed, a keep-alive connection idle past
+// --api-idle-timeout is closed, and a connection past --api-max-conns is answered 503.
+// internal/daemon's tests show each with many.
+func TestAPIFlagsShedSlowAndIdleClients(t *testing.T) {
+	plugins := pluginsDir(t, workerPkg)
+	d := startDaemon(t, nil, "--plugins", plugins, "--api-read-timeout", "300ms", "--api-idle-timeout", "300ms")
+	// A second daemon holds a connection that has sent nothing for a minute.
+	bound := startDaemon(t, nil, "--plugins", plugins, "--api-max-conns", "1", "--api-header-timeout", "1m")
+	open := func(d *daemon, req string) (net.Conn, *bufio.Reader) {
+		t.Helper()
+		c, err := net.Dial("tcp", strings.TrimPrefix(d.api, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(30 * time.Second)) // a failure, not a wait: every bound here is 300ms
+		if _, err := io.WriteString(c, req); err != nil {
+			t.Fatal(err)
+		}
+		return c, bufio.NewReader(c)
+	}
+	answer := func(r *bufio.Reader, want int) {
+		t.Helper()
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != want {
+			t.Fatalf("answer %d %s, want %d", resp.StatusCode, b, want)
+		}
+	}
+	closed := func(r *bufio.Reader) {
+		t.Helper()
+		if _, err := r.ReadByte(); err != io.EOF {
+			t.Fatalf("read after the answer = %v, want the connection closed (EOF)", err)
+		}
+	}
+
+	_, slow := open(d, "POST /api/v1/automations/worker/tasks HTTP/1.1\r\nHost: fleet\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+	answer(slow, http.StatusRequestTimeout)
+	closed(slow)
+
+	_, idle := open(d, "GET /healthz HTTP/1.1\r\nHost: fleet\r\n\r\n")
+	answer(idle, http.StatusOK)
+	closed(idle)
+
+	open(bound, "")
+	_, second := open(bound, "")
+	answer(second, http.StatusServiceUnavailable)
+}
+
+// With --log-format json, the daemon's stderr is JSON throughout a backend outage: the
+// lines go-redis writes of its own (a pool that fails to dial) go through the daemon's
+// logger too.
+func TestLogsStayJSONWhenRedisIsDown(t *testing.T) {
+	srv := testutil.NewRedis(t)
+	d := startDaemon(t, nil, "--plugins", pluginsDir(t, workerPkg), "--redis", srv.URL(), "--poll-interval", "20ms")
+	srv.Stop()
+	testutil.WaitFor(t, 30*time.Second, "go-redis to log a failed dial", func() bool {
+		return strings.Contains(d.logs.String(), "failed to dial")
+	})
+	for _, line := range strings.Split(strings.TrimSpace(d.logs.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Errorf("stderr line is not JSON: %q", line)
 		}
 	}
 }

@@ -69,6 +69,8 @@ func Compile(what string, raw json.RawMessage) (*Schema, error) {
 	c := jsonschema.NewCompiler()
 	c.UseLoader(denyLoader{})
 	c.DefaultDraft(jsonschema.Draft2020)
+	c.RegisterVocabulary(numbers)
+	c.AssertVocabs()
 	loc := "https://schemas.fleet.invalid/" + url.PathEscape(what) + ".json"
 	if err := c.AddResource(loc, doc); err != nil {
 		return nil, fmt.Errorf("validate: %s schema: %v", what, err)

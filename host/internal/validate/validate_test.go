@@ -38,7 +38,8 @@ func TestWhere(t *testing.T) {
 	}{
 		{"none", `{}`, nil, ""},
 		{"string", `{"site":"x"}`, primitives.Tags{"site": `"x"`}, ""},
-		{"bool and int", `{"fresh":true,"n":3.0}`, primitives.Tags{"fresh": "true", "n": "3"}, ""},
+		{"bool and int", `{"fresh":true,"n":3}`, primitives.Tags{"fresh": "true", "n": "3"}, ""},
+		{"int written with a fraction", `{"n":3.0}`, nil, abi.ValueError},
 		{"unknown tag", `{"color":"red"}`, nil, abi.TypeError},
 		{"wrong type", `{"site":3}`, nil, abi.ValueError},
 		{"wrong bool", `{"fresh":"true"}`, nil, abi.ValueError},
@@ -203,5 +204,74 @@ func TestRegisterConflict(t *testing.T) {
 	}
 	if r.Pool("p") != nil {
 		t.Error("a refused plugin's pool was registered")
+	}
+}
+
+// TestNumbersAreWhatGoDecodes: an "integer" accepts what a Go integer type decodes and
+// nothing else (digits only, within int64..uint64, within the schema's bounds, which the
+// guest SDK writes for a sized type), a "number" what a float64 holds; a refusal names
+// the field, whether the value is a payload, a tag or a where entry.
+func TestNumbersAreWhatGoDecodes(t *testing.T) {
+	s := mustCompile(t, "queue jobs payload", `{"type":"object","properties":{
+		"any": {"type":"integer"},
+		"i64": {"type":"integer","minimum":-9223372036854775808,"maximum":9223372036854775807},
+		"i8": {"type":"integer","minimum":-128,"maximum":127},
+		"either": {"type":["integer","string"]},
+		"f": {"type":"number"},
+		"list": {"type":"array","items":{"type":"integer"}}}}`)
+	tests := []struct {
+		payload string
+		pointer string // "" accepted
+	}{
+		{`{"any": 1}`, ""},
+		{`{"any": -0}`, ""},
+		{`{"any": -9223372036854775808}`, ""},
+		{`{"any": 18446744073709551615}`, ""},
+		{`{"any": 18446744073709551616}`, "/any"},
+		{`{"any": -9223372036854775809}`, "/any"},
+		{`{"any": 1e400}`, "/any"},
+		{`{"any": 1.0}`, "/any"},
+		{`{"any": 1E2}`, "/any"},
+		{`{"any": 1.5}`, "/any"}, // the type keyword's own refusal, once
+		{`{"i64": 9223372036854775807}`, ""},
+		{`{"i64": 9223372036854775808}`, "/i64"},
+		{`{"i64": 1e400}`, "/i64"},
+		{`{"i64": 1.0}`, "/i64"},
+		{`{"i8": 127}`, ""},
+		{`{"i8": 128}`, "/i8"},
+		{`{"either": "x"}`, ""},
+		{`{"either": 2.0}`, "/either"},
+		{`{"f": 1.0}`, ""},
+		{`{"f": 1e300}`, ""},
+		{`{"f": 1e400}`, "/f"},
+		{`{"list": [1, 2, 3.0]}`, "/list/2"},
+	}
+	for _, tt := range tests {
+		e, vs := s.Check("payload", []byte(tt.payload))
+		if tt.pointer == "" {
+			if e != nil {
+				t.Errorf("%s refused: %v", tt.payload, e)
+			}
+			continue
+		}
+		if e == nil || e.Kind != abi.ValueError || !strings.Contains(e.Message, "at "+tt.pointer+":") {
+			t.Errorf("%s = %v, want a ValueError at %s", tt.payload, e, tt.pointer)
+		}
+		if len(vs) == 0 {
+			t.Errorf("%s has no violation, want one at %s", tt.payload, tt.pointer)
+		}
+		for _, v := range vs {
+			if v.Pointer != tt.pointer || v.Keyword == "" {
+				t.Errorf("%s violations = %+v, want each at %s with its keyword", tt.payload, vs, tt.pointer)
+			}
+		}
+	}
+
+	tags := mustCompile(t, "pool p tags", `{"type":"object","properties":{"n":{"type":"integer"}}}`)
+	if _, e := Tags(tags, json.RawMessage(`{"n": 9e99}`)); e == nil || e.Kind != abi.ValueError {
+		t.Errorf("tags {\"n\": 9e99} = %v, want a ValueError", e)
+	}
+	if _, e := Where(tags, abi.Where{"n": json.RawMessage(`18446744073709551616`)}); e == nil || e.Kind != abi.ValueError {
+		t.Errorf("where n = 18446744073709551616: %v, want a ValueError", e)
 	}
 }
