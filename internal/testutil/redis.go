@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,15 +20,16 @@ import (
 )
 
 // Redis is a redis-server process that a test owns: on a free loopback port, with no
-// persistence, killed when the test (or TestMain) ends. It can be stopped and started
-// again on the same port to test what happens while the backend is down.
+// persistence unless NewRedisAOF made it, killed when the test (or TestMain) ends. It
+// can be stopped and started again on the same port to test what happens while the
+// backend is down.
 type Redis struct {
 	Addr string // host:port on 127.0.0.1
 
 	bin  string
 	dir  string
 	url  string   // set for a server the tests did not start (ExternalRedis)
-	args []string // more redis-server arguments (a cluster node's)
+	args []string // more redis-server arguments (a cluster node's, the append-only file's)
 
 	mu  sync.Mutex
 	cmd *exec.Cmd // guarded by mu; nil while stopped
@@ -65,9 +67,18 @@ func startRedis(args ...string) (*Redis, error) {
 }
 
 // NewRedis starts a server for one test and stops it when the test ends.
-func NewRedis(tb testing.TB) *Redis {
+func NewRedis(tb testing.TB) *Redis { return newRedis(tb) }
+
+// NewRedisAOF starts a server for one test, as an operator runs one that must survive
+// its restarts: with the append-only file fsynced every second (appendfsync everysec)
+// in its own folder, which a Shutdown and a Start keep.
+func NewRedisAOF(tb testing.TB) *Redis {
+	return newRedis(tb, "--appendonly", "yes", "--appendfsync", "everysec")
+}
+
+func newRedis(tb testing.TB, args ...string) *Redis {
 	tb.Helper()
-	r, err := StartRedis()
+	r, err := startRedis(args...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -143,6 +154,28 @@ func (r *Redis) Stop() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.stopLocked()
+}
+
+// Shutdown stops the server as an operator's restart does (SIGTERM: it writes and
+// fsyncs its append-only file, then exits) and waits until it has exited. Killing a
+// server whose file is fsynced every second loses up to that second of acknowledged
+// writes, by Redis' design, which no client can make up for; Stop is that crash.
+func (r *Redis) Shutdown() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil {
+		return nil
+	}
+	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return fmt.Errorf("testutil: SIGTERM redis-server on %s: %w", r.Addr, err)
+	}
+	err := r.cmd.Wait()
+	r.cmd = nil
+	if err != nil {
+		log, _ := os.ReadFile(filepath.Join(r.dir, "redis.log"))
+		return fmt.Errorf("testutil: redis-server on %s did not shut down cleanly: %v\n%s", r.Addr, err, strings.TrimSpace(string(log)))
+	}
+	return nil
 }
 
 func (r *Redis) stopLocked() {
