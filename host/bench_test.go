@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/memory"
 )
 
@@ -48,25 +49,35 @@ func BenchmarkThroughput(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer h.Close()
-				for range b.N {
-					if _, err := backend.QueuePush(context.Background(), plugin.queue, []byte(plugin.payload)); err != nil {
-						b.Fatal(err)
-					}
-				}
-				ctx, cancel := context.WithCancel(context.Background())
-				ran := make(chan error, 1)
-				b.ResetTimer()
-				go func() { ran <- h.Run(ctx) }()
-				for done.Load() < int64(b.N) {
-					time.Sleep(100 * time.Microsecond)
-				}
-				b.StopTimer()
-				cancel()
-				if err := <-ran; err != nil {
-					b.Fatal(err)
-				}
-				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+				runTasks(b, h, backend, plugin.queue, plugin.payload, &done)()
 			})
+		}
+	}
+}
+
+// runTasks pushes b.N tasks of payload to queue, then times h running them until done
+// counts b.N finished iterations, and reports tasks/s. It returns the stop of h's Run,
+// which the caller calls once it has read what it measures.
+func runTasks(b *testing.B, h *host.Host, backend primitives.Backend, queue, payload string, done *atomic.Int64) (stop func()) {
+	b.Helper()
+	for range b.N {
+		if _, err := backend.QueuePush(context.Background(), queue, []byte(payload)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	b.ResetTimer()
+	go func() { ran <- h.Run(ctx) }()
+	for done.Load() < int64(b.N) {
+		time.Sleep(100 * time.Microsecond)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+	return func() {
+		cancel()
+		if err := <-ran; err != nil {
+			b.Fatal(err)
 		}
 	}
 }

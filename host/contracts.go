@@ -37,6 +37,10 @@ const (
 //   - A record is never deleted by the host: changing a contract's schema fleet-wide is
 //     an operator's act (delete the key, then restart the hosts with the new plugins).
 func recordContracts(ctx context.Context, b primitives.Backend, d *abi.Describe, grant hostfn.Access) (err error) {
+	records, err := contractRecords(d, grant)
+	if err != nil {
+		return err
+	}
 	l, ok, err := b.LockAcquire(ctx, hostfn.ContractsNamespace, contractsLockHold, contractsLockWait)
 	if err != nil {
 		return fmt.Errorf("fleet contracts: lock: %w", err)
@@ -49,60 +53,77 @@ func recordContracts(ctx context.Context, b primitives.Backend, d *abi.Describe,
 			err = fmt.Errorf("fleet contracts: unlock: %w", rerr)
 		}
 	}()
-	type record struct {
-		contract, name, key string
-		doc                 []byte
-		owner               bool // the plugin may write the record
+	for _, r := range records {
+		if err := r.record(ctx, b, d.Type); err != nil {
+			return err
+		}
 	}
-	var records []record
+	return nil
+}
+
+// contractRecord is one contract as the fleet records it.
+type contractRecord struct {
+	contract, name, key string
+	doc                 []byte // canonical
+	owner               bool   // the plugin may write the record
+}
+
+// contractRecords lists the contracts d declares, as the fleet records them, each owned
+// or not by the plugin's grant.
+func contractRecords(d *abi.Describe, grant hostfn.Access) ([]contractRecord, error) {
+	var records []contractRecord
 	queue := func(q abi.QueueContract) error {
 		c, err := validate.Canonical(q.Payload)
 		if err != nil {
 			return fmt.Errorf("queue %q payload schema: %w", q.Name, err)
 		}
-		records = append(records, record{"queue", q.Name, "queue:" + q.Name, c, grant.Queues[q.Name]&hostfn.RoleConsume != 0})
+		records = append(records, contractRecord{"queue", q.Name, "queue:" + q.Name, c, grant.Queues[q.Name]&hostfn.RoleConsume != 0})
 		return nil
 	}
 	if d.Consumes != nil {
 		if err := queue(*d.Consumes); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	for _, q := range d.Submits {
 		if err := queue(q); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	for _, p := range d.Pools {
 		doc, _ := json.Marshal(map[string]json.RawMessage{"payload_schema": p.Payload, "tags_schema": p.Tags})
 		c, err := validate.Canonical(doc)
 		if err != nil {
-			return fmt.Errorf("pool %q schemas: %w", p.Name, err)
+			return nil, fmt.Errorf("pool %q schemas: %w", p.Name, err)
 		}
-		records = append(records, record{"pool", p.Name, "pool:" + p.Name, c, grant.Pools[p.Name]&hostfn.RolePut != 0})
+		records = append(records, contractRecord{"pool", p.Name, "pool:" + p.Name, c, grant.Pools[p.Name]&hostfn.RolePut != 0})
 	}
-	for _, r := range records {
-		have, found, err := b.KVGet(ctx, hostfn.ContractsNamespace, r.key)
-		if err != nil {
-			return fmt.Errorf("fleet contracts: read %s: %w", r.key, err)
+	return records, nil
+}
+
+// record compares r with the fleet's record in b, and writes it when there is none and
+// the plugin (of type typ) owns it.
+func (r contractRecord) record(ctx context.Context, b primitives.Backend, typ string) error {
+	have, found, err := b.KVGet(ctx, hostfn.ContractsNamespace, r.key)
+	if err != nil {
+		return fmt.Errorf("fleet contracts: read %s: %w", r.key, err)
+	}
+	if !found {
+		if !r.owner {
+			return nil
 		}
-		if !found {
-			if !r.owner {
-				continue
-			}
-			if err := b.KVSet(ctx, hostfn.ContractsNamespace, r.key, r.doc, 0); err != nil {
-				return fmt.Errorf("fleet contracts: record %s: %w", r.key, err)
-			}
-			continue
+		if err := b.KVSet(ctx, hostfn.ContractsNamespace, r.key, r.doc, 0); err != nil {
+			return fmt.Errorf("fleet contracts: record %s: %w", r.key, err)
 		}
-		if path, here, there, same := validate.FirstDiff(r.doc, have); !same {
-			schema := "payload"
-			if r.contract == "pool" {
-				schema = "payload or tags"
-			}
-			return &validate.ConflictError{Plugin: d.Type, Contract: r.contract, Name: r.name, Schema: schema,
-				Other: "the fleet (recorded in the backend by another host)", Path: path, Here: here, There: there}
+		return nil
+	}
+	if path, here, there, same := validate.FirstDiff(r.doc, have); !same {
+		schema := "payload"
+		if r.contract == "pool" {
+			schema = "payload or tags"
 		}
+		return &validate.ConflictError{Plugin: typ, Contract: r.contract, Name: r.name, Schema: schema,
+			Other: "the fleet (recorded in the backend by another host)", Path: path, Here: here, There: there}
 	}
 	return nil
 }

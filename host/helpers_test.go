@@ -177,6 +177,17 @@ func copyPluginTB(t testing.TB, wasm, dir, file string) string {
 	return dst
 }
 
+// wantRefusal logs err, host.New's refusal, and checks that it mentions each of want.
+func wantRefusal(t *testing.T, err error, want ...string) {
+	t.Helper()
+	t.Logf("refused: %v", err)
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("host.New = %q, want it to mention %q", err, w)
+		}
+	}
+}
+
 // events records what slots report.
 type events struct {
 	mu  sync.Mutex

@@ -133,12 +133,7 @@ func TestContractConflict(t *testing.T) {
 			if err == nil {
 				t.Fatal("host.New loaded conflicting plugins")
 			}
-			t.Logf("refused: %v", err)
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("host.New = %q, want it to mention %q", err, w)
-				}
-			}
+			wantRefusal(t, err, tt.want...)
 		})
 	}
 }
@@ -169,12 +164,7 @@ func TestFleetContractConflict(t *testing.T) {
 	if err == nil {
 		t.Fatal("the second host loaded a plugin that disagrees with the fleet")
 	}
-	t.Logf("refused: %v", err)
-	for _, w := range []string{`queue "shared-q"`, "the fleet", "/required/0", `"y" here`, `"x" there`} {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("host.New = %q, want it to mention %q", err, w)
-		}
-	}
+	wantRefusal(t, err, `queue "shared-q"`, "the fleet", "/required/0", `"y" here`, `"x" there`)
 }
 
 // TestConfigValidated: a plugin's configuration is checked against its schema at load.

@@ -56,12 +56,7 @@ func TestRefusedAtLoad(t *testing.T) {
 				h.Close()
 				t.Fatalf("host.New loaded %s, want a refusal", tt.fixture)
 			}
-			t.Logf("refused: %v", err)
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("host.New = %q, want it to mention %q", err, w)
-				}
-			}
+			wantRefusal(t, err, tt.want...)
 		})
 	}
 }

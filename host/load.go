@@ -48,83 +48,125 @@ func (h *Host) load(ctx context.Context, file string) (*plugin, error) {
 	return p, nil
 }
 
-func (h *Host) loadPlugin(ctx context.Context, file string) (p *plugin, err error) {
+func (h *Host) loadPlugin(ctx context.Context, file string) (*plugin, error) {
 	wasm, err := os.ReadFile(file)
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256(wasm)
-	// The memory limit is a runtime setting, needed before the probe tells us the type:
-	// probe under the largest limit any grant gives, then compile (from the cache) under
-	// the plugin's own.
+	desc, err := h.identify(ctx, wasm)
+	if err != nil {
+		return nil, err
+	}
+	grant, config, err := h.admit(desc)
+	if err != nil {
+		return nil, err
+	}
+	acc := access(grant)
+	if err := h.contracts.Register(desc); err != nil {
+		return nil, err
+	}
+	if err := recordContracts(ctx, h.cfg.Backend, desc, acc); err != nil {
+		return nil, err
+	}
+	fn, closeHTTP, err := hostFunctions(desc.Type, grant, acc, config)
+	if err != nil {
+		return nil, err
+	}
+	export := abi.ExportHandle
+	if desc.Mode == abi.ModeLoop {
+		export = abi.ExportTick
+	}
+	rt, err := h.compile(ctx, wasm, grant.MemoryLimitPages, desc.Mode, export)
+	if err != nil {
+		if closeHTTP != nil {
+			closeHTTP()
+		}
+		return nil, err
+	}
+	loaded := &plugin{
+		info: h.info(file, wasm, desc, grant),
+		desc: desc, rt: rt, fn: fn, export: export, closeHTTP: closeHTTP,
+	}
+	loaded.configID = configIdentity(h.cfg, loaded)
+	h.cfg.Logger.Info("host: plugin loaded", "type", desc.Type, "version", desc.Version, "mode", desc.Mode,
+		"file", filepath.Base(file), "slots", loaded.info.Slots)
+	return loaded, nil
+}
+
+// identify probes wasm for its describe document, and checks that its type is a valid
+// name no other loaded plugin has.
+//
+// The memory limit is a runtime setting, needed before the probe tells the type: probe
+// under the largest limit any grant gives, then compile (from the cache) under the
+// plugin's own.
+func (h *Host) identify(ctx context.Context, wasm []byte) (*abi.Describe, error) {
 	desc, err := h.probe(ctx, wasm)
 	if err != nil {
 		return nil, err
 	}
-	typ := desc.Type
-	if err := checkType(typ); err != nil {
+	if err := checkType(desc.Type); err != nil {
 		return nil, err
 	}
-	if other := h.byType[typ]; other != nil {
-		return nil, fmt.Errorf("type %q is already loaded from %s", typ, filepath.Base(other.info.File))
+	if other := h.byType[desc.Type]; other != nil {
+		return nil, fmt.Errorf("type %q is already loaded from %s", desc.Type, filepath.Base(other.info.File))
 	}
-	grant, err := h.grantFor(desc, h.cfg.grantWithDefaults(typ, h.cfg.Grants[typ]))
+	return desc, nil
+}
+
+// admit resolves what the plugin described by desc is given: its grant (grantFor) and
+// its configuration (checkConfig).
+func (h *Host) admit(desc *abi.Describe) (Grant, json.RawMessage, error) {
+	grant, err := h.grantFor(desc, h.cfg.grantWithDefaults(desc.Type, h.cfg.Grants[desc.Type]))
 	if err != nil {
-		return nil, err
+		return Grant{}, nil, err
 	}
-	mode := abi.ExportHandle
-	if desc.Mode == abi.ModeLoop {
-		mode = abi.ExportTick
-	}
-	config, err := checkConfig(desc, h.cfg.Configs[typ])
+	config, err := checkConfig(desc, h.cfg.Configs[desc.Type])
 	if err != nil {
-		return nil, err
+		return Grant{}, nil, err
 	}
-	if err := h.contracts.Register(desc); err != nil {
-		return nil, err
-	}
-	acc := access(grant)
-	if err := recordContracts(ctx, h.cfg.Backend, desc, acc); err != nil {
-		return nil, err
-	}
+	return grant, config, nil
+}
+
+// hostFunctions makes the host functions of plugin typ: what its calls may reach (acc),
+// its limits and quotas, its configuration, and its HTTP client with the close of its
+// connections (nil when it is granted no host).
+func hostFunctions(typ string, grant Grant, acc hostfn.Access, config json.RawMessage) (*hostfn.Plugin, func(), error) {
 	http, closeHTTP, err := newHTTP(grant)
 	if err != nil {
-		return nil, fmt.Errorf("Config.Grants[%q]: %w", typ, err)
+		return nil, nil, fmt.Errorf("Config.Grants[%q]: %w", typ, err)
 	}
 	fn := hostfn.NewPlugin(typ, acc, config, limits(grant), http)
 	fn.Quota = quota(grant)
+	return fn, closeHTTP, nil
+}
+
+// compile compiles wasm (from the cache the probe filled) under the plugin's memory
+// limit, and checks that it exports the entry point its mode calls.
+func (h *Host) compile(ctx context.Context, wasm []byte, pages uint32, mode, export string) (*native.Runtime, error) {
 	rt, err := native.NewRuntime(ctx, native.Params{
-		Cache: h.cache, MemoryLimitPages: grant.MemoryLimitPages, Core: h.core, Log: h.cfg.Logger,
+		Cache: h.cache, MemoryLimitPages: pages, Core: h.core, Log: h.cfg.Logger,
 	}, wasm)
 	if err != nil {
-		if closeHTTP != nil {
-			closeHTTP()
-		}
 		return nil, err
 	}
-	if !rt.HasExport(mode) {
-		err := fmt.Errorf("a %s plugin must export %s", desc.Mode, mode)
-		if closeHTTP != nil {
-			closeHTTP()
-		}
-		return nil, errors.Join(err, rt.Close(ctx))
+	if !rt.HasExport(export) {
+		return nil, errors.Join(fmt.Errorf("a %s plugin must export %s", mode, export), rt.Close(ctx))
 	}
+	return rt, nil
+}
+
+// info is what an operator sees of the plugin loaded from file.
+func (h *Host) info(file string, wasm []byte, desc *abi.Describe, grant Grant) Plugin {
 	slots := h.cfg.Slots
-	if n, ok := h.cfg.SlotsByType[typ]; ok {
+	if n, ok := h.cfg.SlotsByType[desc.Type]; ok {
 		slots = n
 	}
-	h.cfg.Logger.Info("host: plugin loaded", "type", typ, "version", desc.Version, "mode", desc.Mode,
-		"file", filepath.Base(file), "slots", slots)
-	loaded := &plugin{
-		info: Plugin{
-			Type: typ, Version: desc.Version, Mode: desc.Mode, File: file,
-			Digest: "sha256:" + hex.EncodeToString(sum[:]), Slots: slots,
-			Consumes: desc.Consumes, Pools: desc.Pools, Submits: desc.Submits, Grant: grant,
-		},
-		desc: desc, rt: rt, fn: fn, export: mode, closeHTTP: closeHTTP,
+	sum := sha256.Sum256(wasm)
+	return Plugin{
+		Type: desc.Type, Version: desc.Version, Mode: desc.Mode, File: file,
+		Digest: "sha256:" + hex.EncodeToString(sum[:]), Slots: slots,
+		Consumes: desc.Consumes, Pools: desc.Pools, Submits: desc.Submits, Grant: grant,
 	}
-	loaded.configID = configIdentity(h.cfg, loaded)
-	return loaded, nil
 }
 
 // probe compiles wasm in a throwaway runtime, instantiates it once, and reads and checks

@@ -93,6 +93,23 @@ func (h *Host) Run(ctx context.Context) error {
 	// later claim gets slot.ErrPumpStopped).
 	pumpCtx, stopPumps := context.WithCancel(context.WithoutCancel(ctx))
 	var pumps sync.WaitGroup
+	slots := h.startSlots(ctx, hard, pumpCtx, &pumps)
+	h.cfg.Logger.Info("host: running", "plugins", len(h.plugins), "slots", len(slots))
+	<-ctx.Done()
+	err := h.drain(slots, cut)
+	stopPumps()
+	pumps.Wait()
+	if err == nil {
+		h.cfg.Logger.Info("host: drained")
+	}
+	h.tel.stop()
+	return err
+}
+
+// startSlots starts every plugin's slots, each in a goroutine that Run owns through the
+// returned runningSlot's done, running under ctx (claims) and hard (calls), and each batch
+// plugin's Pump, in a goroutine of pumps that ends when pumpCtx does.
+func (h *Host) startSlots(ctx, hard, pumpCtx context.Context, pumps *sync.WaitGroup) []*runningSlot {
 	var slots []*runningSlot
 	for _, p := range h.plugins {
 		var pump *slot.Pump
@@ -115,24 +132,23 @@ func (h *Host) Run(ctx context.Context) error {
 			slots = append(slots, rs)
 		}
 	}
-	h.cfg.Logger.Info("host: running", "plugins", len(h.plugins), "slots", len(slots))
-	<-ctx.Done()
+	return slots
+}
+
+// drain waits DrainTimeout for the slots to return, then cuts the calls still running
+// (cut) and waits AbandonMargin more, then abandons the slots still running. Its error
+// wraps ErrDrainIncomplete when it abandoned one.
+func (h *Host) drain(slots []*runningSlot, cut context.CancelFunc) error {
 	h.cfg.Logger.Info("host: draining", "grace", h.cfg.DrainTimeout)
-	var err error
-	if !waitSlots(slots, h.cfg.DrainTimeout) {
-		h.cfg.Logger.Warn("host: drain grace period over; cutting calls still running", "grace", h.cfg.DrainTimeout)
-		cut()
-		if !waitSlots(slots, AbandonMargin) {
-			err = h.abandon(slots)
-		}
+	if waitSlots(slots, h.cfg.DrainTimeout) {
+		return nil
 	}
-	stopPumps()
-	pumps.Wait()
-	if err == nil {
-		h.cfg.Logger.Info("host: drained")
+	h.cfg.Logger.Warn("host: drain grace period over; cutting calls still running", "grace", h.cfg.DrainTimeout)
+	cut()
+	if waitSlots(slots, AbandonMargin) {
+		return nil
 	}
-	h.tel.stop()
-	return err
+	return h.abandon(slots)
 }
 
 // runningSlot is one slot as Run's drain sees it.

@@ -714,27 +714,11 @@ func BenchmarkThroughputWedgedPlane(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer h.Close()
-			for range b.N {
-				if _, err := backend.QueuePush(context.Background(), "count", []byte(`{}`)); err != nil {
-					b.Fatal(err)
-				}
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			ran := make(chan error, 1)
-			b.ResetTimer()
-			go func() { ran <- h.Run(ctx) }()
-			for done.Load() < int64(b.N) {
-				time.Sleep(100 * time.Microsecond)
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+			stop := runTasks(b, h, backend, "count", `{}`, &done)
 			if wedged {
 				b.ReportMetric(float64(h.ReporterDropped()), "dropped")
 			}
-			cancel()
-			if err := <-ran; err != nil {
-				b.Fatal(err)
-			}
+			stop()
 		})
 	}
 }

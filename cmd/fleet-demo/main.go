@@ -57,6 +57,43 @@ func run(bin, plugins string, urls int, timeout time.Duration) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	grantsFile, err := writeGrants(dir, site)
+	if err != nil {
+		return err
+	}
+
+	d, err := startDaemon(bin, plugins, grantsFile)
+	if err != nil {
+		return err
+	}
+	defer d.kill()
+	c, err := d.ready(ctx)
+	if err != nil {
+		return err
+	}
+
+	start := time.Now()
+	if err := submit(ctx, c, site, urls); err != nil {
+		return err
+	}
+	parked, err := progress(ctx, c, site, urls, start)
+	switch {
+	case errors.Is(err, errTimeout):
+		return fmt.Errorf("queues not empty after %v; see %s", timeout, d.logFile)
+	case err != nil:
+		return err
+	}
+	elapsed := time.Since(start)
+
+	exitErr, err := d.stop()
+	if err != nil {
+		return err
+	}
+	return summary(site, urls, elapsed, parked, exitErr, d.logFile)
+}
+
+// writeGrants writes the demo's grants file into dir and returns its path.
+func writeGrants(dir string, site *demosite.Site) (string, error) {
 	grantsFile := filepath.Join(dir, "grants.json")
 	// Each plugin gets the pools and queues it declares, with the roles it uses of them:
 	// the scraper claims cookies and marks rejected ones bad, the harvester lists and puts
@@ -79,30 +116,51 @@ func run(bin, plugins string, urls int, timeout time.Duration) error {
 	}
 	b := grantsDoc(g)
 	if err := os.WriteFile(grantsFile, b, 0o644); err != nil {
-		return err
+		return "", err
 	}
 	fmt.Printf("demo: grants        %s\n%s\n", grantsFile, indent(string(b)))
+	return grantsFile, nil
+}
 
-	logFile := filepath.Join(os.TempDir(), "fleet-demo.log")
-	logs, err := os.Create(logFile)
-	if err != nil {
-		return err
+// daemon is the fleet-host process the demo runs. It owns the goroutine that copies the
+// process's log to logFile; that goroutine ends once the process has exited, which stop
+// or kill waits for.
+type daemon struct {
+	cmd     *exec.Cmd
+	logFile string
+	logs    *os.File
+	addr    chan string // the API's address, once the daemon logs it
+	exited  chan error  // the process's exit, once its log has been copied
+	stopped bool        // exited has been received
+}
+
+// startDaemon starts `fleet-host run` with the demo's plugins and grants, on the embedded
+// memory backend, its API on a free port.
+func startDaemon(bin, plugins, grantsFile string) (*daemon, error) {
+	d := &daemon{
+		logFile: filepath.Join(os.TempDir(), "fleet-demo.log"),
+		addr:    make(chan string, 1),
+		exited:  make(chan error, 1),
 	}
-	defer logs.Close()
+	logs, err := os.Create(d.logFile)
+	if err != nil {
+		return nil, err
+	}
+	d.logs = logs
 	args := []string{"run", "--plugins", plugins, "--grants", grantsFile, "--listen", "127.0.0.1:0",
 		"--slots-for", "scraper=1,cookie-harvester=1,counter=0,noop=0",
 		"--log-format", "json", "--instance", "fleet-demo"}
-	cmd := exec.Command(bin, args...)
-	stderr, err := cmd.StderrPipe()
+	d.cmd = exec.Command(bin, args...)
+	stderr, err := d.cmd.StderrPipe()
 	if err != nil {
-		return err
+		logs.Close()
+		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", bin, err)
+	if err := d.cmd.Start(); err != nil {
+		logs.Close()
+		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	fmt.Printf("demo: fleet-host    %s %s\n              (logs: %s)\n", bin, strings.Join(args, " "), logFile)
-	exited := make(chan error, 1)
-	addr := make(chan string, 1)
+	fmt.Printf("demo: fleet-host    %s %s\n              (logs: %s)\n", bin, strings.Join(args, " "), d.logFile)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -114,53 +172,82 @@ func run(bin, plugins string, urls int, timeout time.Duration) error {
 				Addr string `json:"addr"`
 			}
 			if json.Unmarshal(line, &rec) == nil && rec.Msg == "daemon: api listening" {
-				addr <- rec.Addr
+				d.addr <- rec.Addr
 			}
 		}
-		exited <- cmd.Wait()
+		d.exited <- d.cmd.Wait()
 	}()
-	stopped := false
-	defer func() {
-		if !stopped {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}()
+	return d, nil
+}
 
+// ready waits for the daemon's API to listen and to answer ready, and returns a client
+// of it.
+func (d *daemon) ready(ctx context.Context) (*cli.Client, error) {
 	var api string
 	select {
-	case a := <-addr:
+	case a := <-d.addr:
 		api = "http://" + a
-	case err := <-exited:
-		stopped = true
-		return fmt.Errorf("fleet-host exited before serving its API (%v); see %s", err, logFile)
+	case err := <-d.exited:
+		d.stopped = true
+		return nil, fmt.Errorf("fleet-host exited before serving its API (%v); see %s", err, d.logFile)
 	case <-ctx.Done():
-		return fmt.Errorf("fleet-host did not start in time; see %s", logFile)
+		return nil, fmt.Errorf("fleet-host did not start in time; see %s", d.logFile)
 	}
 	c := &cli.Client{Base: api}
 	for c.Ready(ctx) != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("fleet-host is not ready; see %s", logFile)
+			return nil, fmt.Errorf("fleet-host is not ready; see %s", d.logFile)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	fmt.Printf("demo: api           %s (ready)\n", api)
+	return c, nil
+}
 
-	start := time.Now()
+// stop stops the daemon as an operator would: SIGTERM, then a drain. It returns how the
+// process exited.
+func (d *daemon) stop() (exit error, err error) {
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case exit = <-d.exited:
+		d.stopped = true
+		return exit, nil
+	case <-time.After(30 * time.Second):
+		return nil, fmt.Errorf("fleet-host did not exit within 30s of SIGTERM; see %s", d.logFile)
+	}
+}
+
+// kill kills the daemon unless it has exited, waits for it, and closes its log.
+func (d *daemon) kill() {
+	if !d.stopped {
+		_ = d.cmd.Process.Kill()
+		<-d.exited
+	}
+	d.logs.Close()
+}
+
+// submit submits a scrape task for each of urls pages of the site.
+func submit(ctx context.Context, c *cli.Client, site *demosite.Site, urls int) error {
 	for i := range urls {
 		payload := fmt.Sprintf(`{"url": %q}`, fmt.Sprintf("%s/page/%d", site.URL(), i))
 		if _, err := c.Submit(ctx, "scraper", "", []byte(payload)); err != nil {
 			return fmt.Errorf("submit %d: %w", i, err)
 		}
 	}
-	fmt.Printf("demo: submitted     %d URLs to POST %s/api/v1/automations/scraper/tasks\n", urls, api)
+	fmt.Printf("demo: submitted     %d URLs to POST %s/api/v1/automations/scraper/tasks\n", urls, c.Base)
+	return nil
+}
 
-	// Progress until every queue is empty and nothing is in flight.
-	var parked int
+// errTimeout is progress's error when the demo's time is up before the queues are empty.
+var errTimeout = errors.New("demo: time is up")
+
+// progress prints the progress, twice a second, until every queue is empty and nothing
+// is in flight, and returns how many tasks are parked then.
+func progress(ctx context.Context, c *cli.Client, site *demosite.Site, urls int, start time.Time) (parked int, err error) {
 	for {
 		qs, err := c.Queues(ctx)
 		if err != nil {
-			return fmt.Errorf("read queues: %w", err)
+			return 0, fmt.Errorf("read queues: %w", err)
 		}
 		waiting, inFlight := 0, 0
 		parked = 0
@@ -176,26 +263,19 @@ func run(bin, plugins string, urls int, timeout time.Duration) error {
 		fmt.Printf("demo: %5.1fs  scraped %2d/%d  scrape queue %2d waiting %d in flight  harvests %d  rejected cookies %d  parked %d\n",
 			time.Since(start).Seconds(), len(site.ServedPaths()), urls, scrape.Depth, scrape.InFlight, site.Harvests(), site.Forbidden(), parked)
 		if waiting == 0 && inFlight == 0 {
-			break
+			return parked, nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("queues not empty after %v; see %s", timeout, logFile)
+			return 0, errTimeout
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-	elapsed := time.Since(start)
+}
 
-	// Stop the daemon as an operator would: SIGTERM, then a drain.
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	var exitErr error
-	select {
-	case exitErr = <-exited:
-		stopped = true
-	case <-time.After(30 * time.Second):
-		return fmt.Errorf("fleet-host did not exit within 30s of SIGTERM; see %s", logFile)
-	}
-
+// summary prints what the demo did and says whether it passed: every URL scraped, no
+// task parked, and a daemon that drained on SIGTERM.
+func summary(site *demosite.Site, urls int, elapsed time.Duration, parked int, exitErr error, logFile string) error {
 	scraped := len(site.ServedPaths())
 	fmt.Printf("\ndemo: done in %.1fs\n", elapsed.Seconds())
 	fmt.Printf("  scraped           %d of %d URLs (each page served once: %v)\n", scraped, urls, servedOnce(site))

@@ -4,8 +4,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -73,12 +74,7 @@ func (f *flags) value(v flag.Value, name, env, usage string) {
 
 // parse applies the environment, then the command line.
 func (f *flags) parse(args []string) error {
-	names := make([]string, 0, len(f.env))
-	for n := range f.env {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(f.env)) {
 		env := f.env[name]
 		v, ok := os.LookupEnv(env)
 		if !ok {
@@ -95,14 +91,9 @@ func (f *flags) parse(args []string) error {
 type slotsFor map[string]int
 
 func (s slotsFor) String() string {
-	keys := make([]string, 0, len(s))
-	for k := range s {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + "=" + strconv.Itoa(s[k])
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(s)) {
+		parts = append(parts, k+"="+strconv.Itoa(s[k]))
 	}
 	return strings.Join(parts, ",")
 }

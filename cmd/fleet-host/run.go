@@ -120,37 +120,10 @@ stops at once (exit 3).`, host.AbandonMargin, daemon.ShutdownMargin), stderr)
 	slog.SetDefault(log) // the reporter logs through the default logger
 	redis.LogTo(log)     // and go-redis through its own, which would write plain text
 
-	// The first signal drains; a second stops at once, without draining. The drain
-	// bounds itself (host.AbandonMargin) and so does each step after it, each by its own
-	// clock; the watchdog is the one bound an operator can count on, whatever hangs.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ran := make(chan struct{})
-	defer close(ran)
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
-	defer signal.Stop(sigs)
-	go func() {
-		select {
-		case s := <-sigs:
-			log.Info("signal: draining; a second signal stops at once", "signal", s.String())
-			cancel()
-		case <-ran:
-			return
-		}
-		watchdog := time.NewTimer(o.ShutdownBound())
-		defer watchdog.Stop()
-		select {
-		case s := <-sigs:
-			log.Error("second signal: stopping at once without draining; tasks held come back when their leases expire", "signal", s.String())
-			os.Exit(exitAbort)
-		case <-watchdog.C:
-			log.Error("shutdown overran its bound: stopping now; tasks held come back when their leases expire",
-				"bound", o.ShutdownBound())
-			os.Exit(exitDrain)
-		case <-ran:
-		}
-	}()
+	stopSignals := watchSignals(cancel, o.ShutdownBound(), log)
+	defer stopSignals()
 
 	log.Info("fleet-host starting", "version", o.Version, "instance", o.Instance, "plugins", o.PluginsDir)
 	if err := daemon.Run(ctx, o); err != nil {
@@ -161,6 +134,45 @@ stops at once (exit 3).`, host.AbandonMargin, daemon.ShutdownMargin), stderr)
 		return exitError
 	}
 	return exitOK
+}
+
+// watchSignals has the first SIGTERM or SIGINT call cancel, so that the daemon drains,
+// and a second one stop the process at once, without draining. The drain bounds itself
+// (host.AbandonMargin) and so does each step after it, each by its own clock; the
+// watchdog, bound after the first signal, is the one bound an operator can count on,
+// whatever hangs. It returns the stop of its goroutine, which returns once that
+// goroutine has ended.
+func watchSignals(cancel context.CancelFunc, bound time.Duration, log *slog.Logger) (stop func()) {
+	ran, done := make(chan struct{}), make(chan struct{})
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
+	go func() {
+		defer close(done)
+		select {
+		case s := <-sigs:
+			log.Info("signal: draining; a second signal stops at once", "signal", s.String())
+			cancel()
+		case <-ran:
+			return
+		}
+		watchdog := time.NewTimer(bound)
+		defer watchdog.Stop()
+		select {
+		case s := <-sigs:
+			log.Error("second signal: stopping at once without draining; tasks held come back when their leases expire", "signal", s.String())
+			os.Exit(exitAbort)
+		case <-watchdog.C:
+			log.Error("shutdown overran its bound: stopping now; tasks held come back when their leases expire",
+				"bound", bound)
+			os.Exit(exitDrain)
+		case <-ran:
+		}
+	}()
+	return func() {
+		signal.Stop(sigs)
+		close(ran)
+		<-done
+	}
 }
 
 // defaultListen is --listen's default, and where the other commands' --api looks.

@@ -3,6 +3,7 @@
 package backend
 
 import (
+	"context"
 	"time"
 
 	"github.com/fleethost/fleet/primitives"
@@ -27,4 +28,15 @@ func Open(rawURL string, callTimeout time.Duration) (primitives.Backend, string,
 		return nil, "", err
 	}
 	return b, b.Kind(), nil
+}
+
+// PingTimeout bounds Ping: how long a daemon or doctor waits, at start, for the backend
+// to answer.
+const PingTimeout = 5 * time.Second
+
+// Ping checks that b answers within PingTimeout.
+func Ping(ctx context.Context, b primitives.Backend) error {
+	ctx, cancel := context.WithTimeout(ctx, PingTimeout)
+	defer cancel()
+	return b.Ping(ctx)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/fleethost/fleet/internal/backend"
 	"github.com/fleethost/fleet/internal/grants"
 	"github.com/fleethost/fleet/internal/safetext"
+	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/redis"
 	"github.com/fleethost/fleet/reporter"
 )
@@ -55,139 +56,169 @@ type DoctorParams struct {
 //   - plane: reporter.Probe answers nil (skipped, not failed, when no endpoint or key
 //     is given: reporting is off).
 func Doctor(ctx context.Context, p DoctorParams, out io.Writer) bool {
-	ok := true
-	line := func(pass bool, name, format string, args ...any) {
-		tag := "ok  "
-		if !pass {
-			tag, ok = "FAIL", false
-		}
-		fmt.Fprintf(out, "%s  %s: %s\n", tag, safetext.Escape(name), safetext.Escape(fmt.Sprintf(format, args...)))
-	}
-	skip := func(name, format string, args ...any) {
-		fmt.Fprintf(out, "skip  %s: %s\n", safetext.Escape(name), safetext.Escape(fmt.Sprintf(format, args...)))
-	}
-
-	// Backend.
-	b, kind, err := backend.Open(p.Backend, p.BackendTimeout)
-	backendOK := false
-	switch {
-	case err != nil:
-		line(false, "backend", "%v", err)
-	case kind == backend.KindMemory:
-		backendOK = true
-		line(true, "backend", "the embedded memory store (state lives in the process; use --redis for a fleet)")
-	default:
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		perr := b.Ping(pctx)
-		cancel()
-		if perr != nil {
-			line(false, "backend", "%s (%s) does not answer: %v", redis.Redact(p.Backend), kind, perr)
-		} else {
-			backendOK = true
-			line(true, "backend", "%s (%s) answers", redis.Redact(p.Backend), kind)
-		}
-	}
+	c := &checks{out: out, ok: true}
+	b, kind, backendOK := c.backend(ctx, p)
 	if b != nil {
 		defer b.Close()
 	}
+	gf, grantsOK := c.grants(p)
+	pluginsOK := c.plugins(ctx, p, gf, grantsOK)
+	if backendOK && grantsOK && pluginsOK {
+		c.contracts(ctx, p, b, kind, gf)
+	} else {
+		c.skip("contracts", "needs the backend, the grants and every plugin above")
+	}
+	c.plane(ctx, p)
+	return c.ok
+}
 
-	// Grants.
-	gf, gerr := grants.Read(p.GrantsFile)
+// checks writes doctor's lines to out and remembers whether any failed.
+type checks struct {
+	out io.Writer
+	ok  bool // no check has failed yet
+}
+
+// line writes the line of the check name, "ok" or (when !pass) "FAIL".
+func (c *checks) line(pass bool, name, format string, args ...any) {
+	tag := "ok  "
+	if !pass {
+		tag, c.ok = "FAIL", false
+	}
+	fmt.Fprintf(c.out, "%s  %s: %s\n", tag, safetext.Escape(name), safetext.Escape(fmt.Sprintf(format, args...)))
+}
+
+// skip writes the line of a check that does not run, saying why.
+func (c *checks) skip(name, format string, args ...any) {
+	fmt.Fprintf(c.out, "skip  %s: %s\n", safetext.Escape(name), safetext.Escape(fmt.Sprintf(format, args...)))
+}
+
+// backend checks that the backend opens and answers a ping, and returns it (nil when it
+// does not open), its kind, and whether it passed.
+func (c *checks) backend(ctx context.Context, p DoctorParams) (primitives.Backend, string, bool) {
+	b, kind, err := backend.Open(p.Backend, p.BackendTimeout)
+	switch {
+	case err != nil:
+		c.line(false, "backend", "%v", err)
+		return nil, kind, false
+	case kind == backend.KindMemory:
+		c.line(true, "backend", "the embedded memory store (state lives in the process; use --redis for a fleet)")
+		return b, kind, true
+	}
+	if err := backend.Ping(ctx, b); err != nil {
+		c.line(false, "backend", "%s (%s) does not answer: %v", redis.Redact(p.Backend), kind, err)
+		return b, kind, false
+	}
+	c.line(true, "backend", "%s (%s) answers", redis.Redact(p.Backend), kind)
+	return b, kind, true
+}
+
+// grants checks that the grants file reads, when one is given, and returns it and
+// whether it read.
+func (c *checks) grants(p DoctorParams) (grants.File, bool) {
+	gf, err := grants.Read(p.GrantsFile)
 	switch {
 	case p.GrantsFile == "":
-		skip("grants", "no grants file: every plugin gets the default grant (no pool, no queue, no outbound HTTP)")
-	case gerr != nil:
-		line(false, "grants", "%v", gerr)
+		c.skip("grants", "no grants file: every plugin gets the default grant (no pool, no queue, no outbound HTTP)")
+	case err != nil:
+		c.line(false, "grants", "%v", err)
+		return gf, false
 	default:
-		line(true, "grants", "%s grants %s", p.GrantsFile, strings.Join(gf.Types(), ", "))
+		c.line(true, "grants", "%s grants %s", p.GrantsFile, strings.Join(gf.Types(), ", "))
 	}
+	return gf, true
+}
 
-	// Plugins, one by one, each with its grant.
-	gs, cs := gf.Host()
-	grantsOK := true
-	files, ferr := host.PluginFiles(p.PluginsDir)
-	pluginsOK := ferr == nil
-	if ferr != nil {
-		line(false, "plugins", "%v", ferr)
+// plugins checks each plugin of the folder, one by one, and (when the grants file read)
+// its grant; it reports whether every plugin described itself and was granted what it
+// asks for.
+func (c *checks) plugins(ctx context.Context, p DoctorParams, gf grants.File, grantsRead bool) bool {
+	files, err := host.PluginFiles(p.PluginsDir)
+	if err != nil {
+		c.line(false, "plugins", "%v", err)
+		return false
 	}
+	gs, _ := gf.Host()
+	ok := true
 	for _, f := range files {
 		d, err := host.Describe(ctx, f, p.CacheDir, p.CallTimeout)
 		if err != nil {
-			pluginsOK = false
-			line(false, "plugin "+filepath.Base(f), "%v", err)
+			ok = false
+			c.line(false, "plugin "+filepath.Base(f), "%v", err)
 			continue
 		}
-		line(true, "plugin "+filepath.Base(f), "%s", summary(d))
-		if gerr == nil {
-			grantsOK = grantLine(line, d, gs[d.Type], p.GrantDeclared) && grantsOK
-		}
-	}
-
-	// Contracts, all together, against the fleet.
-	switch {
-	case !backendOK || gerr != nil || !pluginsOK || !grantsOK:
-		skip("contracts", "needs the backend, the grants and every plugin above")
-	default:
-		h, err := host.New(ctx, host.Config{
-			PluginsDir: p.PluginsDir, Backend: b, Slots: 0, Grants: gs, Configs: cs, CacheDir: p.CacheDir,
-			GrantDeclared: p.GrantDeclared, CallTimeout: p.CallTimeout,
-			Logger: slog.New(slog.DiscardHandler),
-		})
-		if err != nil {
-			line(false, "contracts", "%v", err)
-			break
-		}
-		n := len(h.Plugins())
-		if cerr := h.Close(); cerr != nil {
-			line(false, "contracts", "close: %v", cerr)
-			break
-		}
-		where := "the fleet's (recorded in the backend)"
-		if kind == backend.KindMemory {
-			where = "this host's (the memory store has no fleet)"
-		}
-		line(true, "contracts", "%d plugins load together; their contracts agree with each other and with %s", n, where)
-	}
-
-	// The plane.
-	switch {
-	case p.ReportURL == "" && p.ReportKey == "":
-		skip("plane", "no --report-url and --report-key: reporting is off")
-	case p.ReportURL == "" || p.ReportKey == "":
-		line(false, "plane", "both --report-url and --report-key are needed; only one is set, so reporting is off")
-	default:
-		pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		err := reporter.Probe(pctx, p.ReportURL, p.ReportKey)
-		cancel()
-		var pe *reporter.ProbeError
-		switch {
-		case err == nil:
-			line(true, "plane", "%s is reachable and accepts the key", p.ReportURL)
-		case errors.As(err, &pe) && (pe.Status == 401 || pe.Status == 403):
-			line(false, "plane", "%s rejects the key (HTTP %d): %v", p.ReportURL, pe.Status, err)
-		case errors.As(err, &pe) && pe.Status == 404:
-			line(false, "plane", "%s answers 404: the plane does not know fleet reporting (wrong URL, or it predates it): %v", p.ReportURL, err)
-		case errors.As(err, &pe):
-			line(false, "plane", "%s answers HTTP %d, not what a plane says: %v", p.ReportURL, pe.Status, err)
-		default:
-			line(false, "plane", "%s is unreachable: %v", p.ReportURL, err)
+		c.line(true, "plugin "+filepath.Base(f), "%s", summary(d))
+		if grantsRead {
+			ok = c.grant(d, gs[d.Type], p.GrantDeclared) && ok
 		}
 	}
 	return ok
 }
 
-// grantLine writes the "grant <type>" check of the plugin described by d, granted g, and
+// contracts checks that every plugin loads together, on b, with the grants and
+// configurations of gf.
+func (c *checks) contracts(ctx context.Context, p DoctorParams, b primitives.Backend, kind string, gf grants.File) {
+	gs, cs := gf.Host()
+	h, err := host.New(ctx, host.Config{
+		PluginsDir: p.PluginsDir, Backend: b, Slots: 0, Grants: gs, Configs: cs, CacheDir: p.CacheDir,
+		GrantDeclared: p.GrantDeclared, CallTimeout: p.CallTimeout,
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		c.line(false, "contracts", "%v", err)
+		return
+	}
+	n := len(h.Plugins())
+	if err := h.Close(); err != nil {
+		c.line(false, "contracts", "close: %v", err)
+		return
+	}
+	where := "the fleet's (recorded in the backend)"
+	if kind == backend.KindMemory {
+		where = "this host's (the memory store has no fleet)"
+	}
+	c.line(true, "contracts", "%d plugins load together; their contracts agree with each other and with %s", n, where)
+}
+
+// plane checks that the plane accepts the key, when reporting is on.
+func (c *checks) plane(ctx context.Context, p DoctorParams) {
+	switch {
+	case p.ReportURL == "" && p.ReportKey == "":
+		c.skip("plane", "no --report-url and --report-key: reporting is off")
+		return
+	case p.ReportURL == "" || p.ReportKey == "":
+		c.line(false, "plane", "both --report-url and --report-key are needed; only one is set, so reporting is off")
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	err := reporter.Probe(pctx, p.ReportURL, p.ReportKey)
+	cancel()
+	var pe *reporter.ProbeError
+	switch {
+	case err == nil:
+		c.line(true, "plane", "%s is reachable and accepts the key", p.ReportURL)
+	case errors.As(err, &pe) && (pe.Status == 401 || pe.Status == 403):
+		c.line(false, "plane", "%s rejects the key (HTTP %d): %v", p.ReportURL, pe.Status, err)
+	case errors.As(err, &pe) && pe.Status == 404:
+		c.line(false, "plane", "%s answers 404: the plane does not know fleet reporting (wrong URL, or it predates it): %v", p.ReportURL, err)
+	case errors.As(err, &pe):
+		c.line(false, "plane", "%s answers HTTP %d, not what a plane says: %v", p.ReportURL, pe.Status, err)
+	default:
+		c.line(false, "plane", "%s is unreachable: %v", p.ReportURL, err)
+	}
+}
+
+// grant writes the "grant <type>" check of the plugin described by d, granted g, and
 // reports whether it passed.
-func grantLine(line func(pass bool, name, format string, args ...any), d *abi.Describe, g host.Grant, declared bool) bool {
+func (c *checks) grant(d *abi.Describe, g host.Grant, declared bool) bool {
 	name := "grant " + d.Type
 	missing := host.MissingGrants(d, g)
 	switch {
 	case len(missing) == 0:
-		line(true, name, "granted all it asks for (%s)", asks(d, g))
+		c.line(true, name, "granted all it asks for (%s)", asks(d, g))
 	case declared:
-		line(true, name, "--grant-declared gives it what the grants file does not (development only): %s", strings.Join(missing, "; "))
+		c.line(true, name, "--grant-declared gives it what the grants file does not (development only): %s", strings.Join(missing, "; "))
 	default:
-		line(false, name, "asks for what the grants file does not grant; add to its entry: %s", strings.Join(missing, "; "))
+		c.line(false, name, "asks for what the grants file does not grant; add to its entry: %s", strings.Join(missing, "; "))
 		return false
 	}
 	return true

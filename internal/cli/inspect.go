@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -87,7 +89,7 @@ func (s *Snapshot) WriteTable(w io.Writer, now time.Time) error {
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "POOL\tSIZE\tLEASED\tBY TAG")
 	for _, p := range s.Pools {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", cell(p.Pool), p.Size, p.Leased, byTag(p.ByTag))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", cell(p.Pool), p.Size, p.Leased, countsLine(p.ByTag, ":"))
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "SLOT\tSTATE\tFOR\tITERATION\tTASK\tPHASE\tLAST OUTCOME")
@@ -97,12 +99,7 @@ func (s *Snapshot) WriteTable(w io.Writer, now time.Time) error {
 				st.N, cell(st.TaskID), cell(string(st.Phase)), cell(string(st.LastOutcome)))
 		}
 	}
-	queues := make([]string, 0, len(s.Parked))
-	for q := range s.Parked {
-		queues = append(queues, q)
-	}
-	sort.Strings(queues)
-	for _, q := range queues {
+	for _, q := range slices.Sorted(maps.Keys(s.Parked)) {
 		fmt.Fprintln(tw)
 		fmt.Fprintf(tw, "PARKED IN %s\tATTEMPTS\tENQUEUED\tLAST ERROR\n", cell(q))
 		for _, t := range s.Parked[q] {
@@ -117,33 +114,17 @@ func stateCounts(a api.Automation) string {
 	for _, st := range a.SlotStates {
 		counts[string(st.State)]++
 	}
-	if len(counts) == 0 {
-		return "-"
-	}
-	names := make([]string, 0, len(counts))
-	for k := range counts {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	parts := make([]string, len(names))
-	for i, k := range names {
-		parts[i] = fmt.Sprintf("%s=%d", cell(k), counts[k])
-	}
-	return strings.Join(parts, " ")
+	return countsLine(counts, "=")
 }
 
-func byTag(m map[string]int) string {
+// countsLine is m, name<sep>count, in the order of the names; "-" when m is empty.
+func countsLine(m map[string]int, sep string) string {
 	if len(m) == 0 {
 		return "-"
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s:%d", cell(k), m[k])
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, cell(k)+sep+strconv.Itoa(m[k]))
 	}
 	return strings.Join(parts, " ")
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/fleethost/fleet/internal/backend"
 	"github.com/fleethost/fleet/internal/grants"
 	"github.com/fleethost/fleet/internal/metrics"
+	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/redis"
 	"github.com/fleethost/fleet/reporter"
 )
@@ -80,46 +81,90 @@ type Options struct {
 // slot still in its call host.AbandonMargin after the cut is abandoned) ->
 // every slot's reporter says its slot's stopping beacon and closes (the host does it as
 // its drain ends: the last thing the plane hears) -> the API stops -> the host closes -> the
-// backend closes.
+// backend closes. A start-up that fails half-way closes what it has opened, the host
+// before the backend.
 func Run(ctx context.Context, o Options) (err error) {
-	log := o.Log
-	if log == nil {
-		log = slog.Default()
-	}
+	log := cmp.Or(o.Log, slog.Default())
 	gf, err := grants.Read(o.GrantsFile)
 	if err != nil {
 		return err
 	}
-	grantsByType, configs := gf.Host()
 	if o.GrantDeclared {
 		log.Warn("daemon: --grant-declared: every plugin is granted the pools and queues it declares, whatever the grants file says; for development only, never in production")
 	}
 
-	b, kind, err := backend.Open(o.Backend, o.BackendTimeout)
+	b, err := openBackend(ctx, o, log)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, closeBackend(b)) }()
+
+	h, obs, err := buildHost(ctx, o, log, b, gf)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if cerr := b.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("daemon: close backend: %w", cerr))
+		if cerr := h.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
 		}
 	}()
-	if kind == backend.KindMemory {
-		log.Warn("daemon: backend is the embedded memory store: state lives in this process and is lost on exit; use --redis for a fleet")
-	} else {
-		log.Info("daemon: backend", "kind", kind, "url", redis.Redact(o.Backend))
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		perr := b.Ping(pctx)
-		cancel()
-		if perr != nil {
-			return fmt.Errorf("daemon: backend %s: %w", redis.Redact(o.Backend), perr)
-		}
+
+	var draining atomic.Bool
+	a, err := serveAPI(o, log, newAPI(o, log, h, b, obs, draining.Load))
+	if err != nil {
+		return err
 	}
 
-	slots := metrics.NewSlots()
+	runErr := runHost(ctx, o, log, h, &draining)
+	a.shutdown()
+	if runErr != nil {
+		return runErr
+	}
+	log.Info("daemon: stopped")
+	return nil
+}
+
+// openBackend opens the backend o names and, unless it is the embedded memory store,
+// checks that it answers.
+func openBackend(ctx context.Context, o Options, log *slog.Logger) (primitives.Backend, error) {
+	b, kind, err := backend.Open(o.Backend, o.BackendTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if kind == backend.KindMemory {
+		log.Warn("daemon: backend is the embedded memory store: state lives in this process and is lost on exit; use --redis for a fleet")
+		return b, nil
+	}
+	log.Info("daemon: backend", "kind", kind, "url", redis.Redact(o.Backend))
+	if err := backend.Ping(ctx, b); err != nil {
+		return nil, errors.Join(fmt.Errorf("daemon: backend %s: %w", redis.Redact(o.Backend), err), closeBackend(b))
+	}
+	return b, nil
+}
+
+// closeBackend closes b, saying so in its error.
+func closeBackend(b primitives.Backend) error {
+	if err := b.Close(); err != nil {
+		return fmt.Errorf("daemon: close backend: %w", err)
+	}
+	return nil
+}
+
+// observers are what watch the host's slots: the slot table the API shows and the
+// metrics.
+type observers struct {
+	slots   *metrics.Slots
+	metrics *metrics.Metrics
+}
+
+// buildHost loads the plugins into a host on b, with gf's grants and configurations, its
+// slots observed by the returned observers and reporting to the plane if o wires it. The
+// host's slots start in runHost.
+func buildHost(ctx context.Context, o Options, log *slog.Logger, b primitives.Backend, gf grants.File) (*host.Host, observers, error) {
+	obs := observers{slots: metrics.NewSlots()}
 	rep := newReporting(o)
-	m := metrics.New(metrics.Params{Slots: slots, Backend: b, ReporterDropped: rep.dropped})
-	var started sync.Map // slot name -> struct{}: slots that have said anything yet
+	obs.metrics = metrics.New(metrics.Params{Slots: obs.slots, Backend: b, ReporterDropped: rep.dropped})
+	grantsByType, configs := gf.Host()
 	cfg := host.Config{
 		PluginsDir:       o.PluginsDir,
 		Backend:          b,
@@ -141,78 +186,103 @@ func Run(ctx context.Context, o Options) (err error) {
 		MaxQueueDepth:    o.MaxQueueDepth,
 		MaxQueueBytes:    o.MaxQueueBytes,
 		ParkedRetention:  o.ParkedRetention,
-		Observe: func(e host.SlotEvent) {
-			if _, seen := started.LoadOrStore(e.Slot, struct{}{}); !seen {
-				log.Info("slot started", "slot", e.Slot, "plugin", e.Plugin)
-			}
-			slots.Observe(e)
-			m.Observe(e)
-			if e.Kind == slotstate.Stopped {
-				log.Debug("slot stopped", "slot", e.Slot, "plugin", e.Plugin, "iterations", e.N)
-			}
-		},
+		Observe:          obs.observe(log),
 	}
 	rep.configure(&cfg, o)
 	h, err := host.New(ctx, cfg)
 	if err != nil {
-		return err
+		return nil, observers{}, err
 	}
 	rep.built(h)
-	defer func() {
-		if cerr := h.Close(); cerr != nil {
-			err = errors.Join(err, cerr)
-		}
-	}()
 	plugins := h.Plugins()
-	slots.Register(plugins)
-	h.ObserveHostCalls(m.HostCall)
+	obs.slots.Register(plugins)
+	h.ObserveHostCalls(obs.metrics.HostCall)
 	for _, p := range plugins {
 		log.Info("plugin contracts", contractAttrs(p)...)
 	}
+	return h, obs, nil
+}
 
-	var draining atomic.Bool
-	srv := api.New(api.Params{
-		Host: h, Backend: b, Slots: slots, Metrics: m.Handler(), Token: o.Token,
-		MaxBody: int64(o.MaxPayload), Draining: draining.Load, Log: log,
-	})
-	m.Watch(metrics.Sources{Queues: srv.Queues(), Pools: srv.Pools(), PluginMetrics: h.PluginMetrics})
-
-	var httpSrv *http.Server
-	var serveDone <-chan struct{}
-	if o.Listen != "" {
-		ln, err := net.Listen("tcp", o.Listen)
-		if err != nil {
-			return fmt.Errorf("daemon: api: %w", err)
+// observe is the host's Observe: it logs a slot's first event and its end, and hands
+// every event to the slot table and the metrics.
+func (obs observers) observe(log *slog.Logger) func(host.SlotEvent) {
+	var started sync.Map // slot name -> struct{}: slots that have said anything yet
+	return func(e host.SlotEvent) {
+		if _, seen := started.LoadOrStore(e.Slot, struct{}{}); !seen {
+			log.Info("slot started", "slot", e.Slot, "plugin", e.Plugin)
 		}
-		if o.Token == "" && !loopback(ln.Addr()) {
-			log.Warn("daemon: the API listens beyond loopback without a token; anyone who reaches it can submit and pause", "addr", ln.Addr().String())
-		}
-		httpSrv, serveDone = api.Serve(ln, srv, o.HTTP, log)
-		log.Info("daemon: api listening", "addr", ln.Addr().String(), "auth", o.Token != "")
-		if o.Listening != nil {
-			o.Listening(ln.Addr().String())
+		obs.slots.Observe(e)
+		obs.metrics.Observe(e)
+		if e.Kind == slotstate.Stopped {
+			log.Debug("slot stopped", "slot", e.Slot, "plugin", e.Plugin, "iterations", e.N)
 		}
 	}
+}
 
+// newAPI makes the API's handler for h and has the metrics read the queues and pools it
+// knows of; draining says when /readyz answers 503.
+func newAPI(o Options, log *slog.Logger, h *host.Host, b primitives.Backend, obs observers, draining func() bool) *api.Server {
+	srv := api.New(api.Params{
+		Host: h, Backend: b, Slots: obs.slots, Metrics: obs.metrics.Handler(), Token: o.Token,
+		MaxBody: int64(o.MaxPayload), Draining: draining, Log: log,
+	})
+	obs.metrics.Watch(metrics.Sources{Queues: srv.Queues(), Pools: srv.Pools(), PluginMetrics: h.PluginMetrics})
+	return srv
+}
+
+// apiServer serves the API on o.Listen. It owns the goroutine that serves (api.Serve's),
+// which ends in shutdown. A daemon without --listen has a nil *apiServer, whose shutdown
+// does nothing.
+type apiServer struct {
+	srv  *http.Server
+	done <-chan struct{} // closed once the server has stopped serving
+}
+
+// serveAPI listens on o.Listen and serves handler there, with o.HTTP's bounds, until
+// shutdown; it serves nothing when o.Listen is "".
+func serveAPI(o Options, log *slog.Logger, handler http.Handler) (*apiServer, error) {
+	if o.Listen == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: api: %w", err)
+	}
+	if o.Token == "" && !loopback(ln.Addr()) {
+		log.Warn("daemon: the API listens beyond loopback without a token; anyone who reaches it can submit and pause", "addr", ln.Addr().String())
+	}
+	a := &apiServer{}
+	a.srv, a.done = api.Serve(ln, handler, o.HTTP, log)
+	log.Info("daemon: api listening", "addr", ln.Addr().String(), "auth", o.Token != "")
+	if o.Listening != nil {
+		o.Listening(ln.Addr().String())
+	}
+	return a, nil
+}
+
+// shutdown stops the API: it gives the requests in flight apiShutdownTimeout, then
+// closes the connections still open, and returns once the serving goroutine has.
+func (a *apiServer) shutdown() {
+	if a == nil {
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), apiShutdownTimeout)
+	if err := a.srv.Shutdown(sctx); err != nil {
+		_ = a.srv.Close()
+	}
+	cancel()
+	<-a.done
+}
+
+// runHost runs h's slots until ctx is done and their drain is over. From ctx's end on,
+// draining is set, so /readyz answers 503 while the slots drain.
+func runHost(ctx context.Context, o Options, log *slog.Logger, h *host.Host, draining *atomic.Bool) error {
 	stop := context.AfterFunc(ctx, func() {
 		draining.Store(true)
 		log.Info("daemon: shutting down: draining slots", "grace", o.drainTimeout())
 	})
 	defer stop()
-	runErr := h.Run(ctx)
-	if httpSrv != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), apiShutdownTimeout)
-		if err := httpSrv.Shutdown(sctx); err != nil {
-			_ = httpSrv.Close()
-		}
-		cancel()
-		<-serveDone
-	}
-	if runErr != nil {
-		return runErr
-	}
-	log.Info("daemon: stopped")
-	return nil
+	return h.Run(ctx)
 }
 
 func contractAttrs(p host.Plugin) []any {

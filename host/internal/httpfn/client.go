@@ -227,7 +227,12 @@ func (c *Client) Do(ctx context.Context, req abi.HTTPRequest) (abi.HTTPReply, *a
 		return failure(ctx, err, last, p.timeout), nil
 	}
 	defer resp.Body.Close()
+	return c.reply(ctx, resp, p.timeout), nil
+}
 
+// reply reads resp, the answer to a request under ctx with its timeout, into the guest's
+// reply: a body past the grant's MaxBody is an error in the reply, not a body.
+func (c *Client) reply(ctx context.Context, resp *http.Response, timeout time.Duration) abi.HTTPReply {
 	reply := abi.HTTPReply{
 		Status:   resp.StatusCode,
 		Headers:  maps.Clone(map[string][]string(resp.Header)),
@@ -237,21 +242,21 @@ func (c *Client) Do(ctx context.Context, req abi.HTTPRequest) (abi.HTTPReply, *a
 	if resp.ContentLength > limit {
 		reply.Error = fmt.Sprintf("httpfn: response body is %d bytes, limit %d", resp.ContentLength, limit)
 		reply.ErrorCode = CodeBodyTooLarge
-		return reply, nil
+		return reply
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
-		f := failure(ctx, err, resp.Request.URL, p.timeout)
+		f := failure(ctx, err, resp.Request.URL, timeout)
 		reply.Error, reply.ErrorCode = f.Error, f.ErrorCode
-		return reply, nil
+		return reply
 	}
 	if int64(len(b)) > limit {
 		reply.Error = fmt.Sprintf("httpfn: response body is over the limit of %d bytes", limit)
 		reply.ErrorCode = CodeBodyTooLarge
-		return reply, nil
+		return reply
 	}
 	reply.Body = b
-	return reply, nil
+	return reply
 }
 
 // prepare validates req against the grant and builds what Do sends.
@@ -264,23 +269,9 @@ func (c *Client) prepare(req abi.HTTPRequest) (*prepared, *abi.Error) {
 		return nil, abi.Errorf(abi.ValueError, "httpfn: method %q, want one of %s", truncate(p.method), strings.Join(Methods, ", "))
 	}
 
-	u, err := url.Parse(req.URL)
-	if err != nil {
-		return nil, abi.Errorf(abi.ValueError, "httpfn: url %q does not parse: %v", truncate(req.URL), unwrapURLError(err))
-	}
-	switch {
-	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, abi.Errorf(abi.ValueError, "httpfn: url %q: scheme %q, want http or https", truncate(req.URL), truncate(u.Scheme))
-	case u.Opaque != "" || u.Hostname() == "":
-		return nil, abi.Errorf(abi.ValueError, "httpfn: url %q has no host", truncate(req.URL))
-	}
-	if port := u.Port(); port != "" {
-		if _, err := parsePort(port); err != nil {
-			return nil, abi.Errorf(abi.ValueError, "httpfn: url %q: %v", truncate(req.URL), err)
-		}
-	}
-	if !c.granted(u) {
-		return nil, abi.Errorf(abi.PermissionDenied, "httpfn: host %q is not granted", hostPort(u))
+	u, e := c.target(req.URL)
+	if e != nil {
+		return nil, e
 	}
 	p.url = u
 
@@ -288,31 +279,11 @@ func (c *Client) prepare(req abi.HTTPRequest) (*prepared, *abi.Error) {
 		return nil, e
 	}
 
-	limit := c.policy.Timeout
-	timeout, e := abi.Millis("timeout_ms", req.TimeoutMs)
-	switch {
-	case e != nil:
-		return nil, abi.Errorf(e.Kind, "httpfn: %s", e.Message)
-	case timeout == 0:
-		p.timeout = limit
-	case timeout > limit:
-		return nil, abi.Errorf(abi.LimitExceeded, "httpfn: timeout_ms is %d, the grant allows at most %d", req.TimeoutMs, limit.Milliseconds())
-	default:
-		p.timeout = timeout
+	if p.timeout, e = c.timeout(req.TimeoutMs); e != nil {
+		return nil, e
 	}
-
-	granted := c.policy.MaxRedirects
-	switch n := req.MaxRedirects; {
-	case n < -1:
-		return nil, abi.Errorf(abi.ValueError, "httpfn: max_redirects is %d, want >= -1", n)
-	case n == 0:
-		p.maxRedirects = granted
-	case n == -1:
-		p.maxRedirects = -1
-	case granted < 0 || n > granted:
-		return nil, abi.Errorf(abi.LimitExceeded, "httpfn: max_redirects is %d, the grant allows at most %d", n, max(granted, 0))
-	default:
-		p.maxRedirects = n
+	if p.maxRedirects, e = c.maxRedirects(req.MaxRedirects); e != nil {
+		return nil, e
 	}
 
 	if req.Proxy != "" {
@@ -323,6 +294,64 @@ func (c *Client) prepare(req abi.HTTPRequest) (*prepared, *abi.Error) {
 		p.transport = t
 	}
 	return p, nil
+}
+
+// target parses and checks raw, a request's URL: http or https, with a host the grant
+// names.
+func (c *Client) target(raw string) (*url.URL, *abi.Error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, abi.Errorf(abi.ValueError, "httpfn: url %q does not parse: %v", truncate(raw), unwrapURLError(err))
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, abi.Errorf(abi.ValueError, "httpfn: url %q: scheme %q, want http or https", truncate(raw), truncate(u.Scheme))
+	case u.Opaque != "" || u.Hostname() == "":
+		return nil, abi.Errorf(abi.ValueError, "httpfn: url %q has no host", truncate(raw))
+	}
+	if port := u.Port(); port != "" {
+		if _, err := parsePort(port); err != nil {
+			return nil, abi.Errorf(abi.ValueError, "httpfn: url %q: %v", truncate(raw), err)
+		}
+	}
+	if !c.granted(u) {
+		return nil, abi.Errorf(abi.PermissionDenied, "httpfn: host %q is not granted", hostPort(u))
+	}
+	return u, nil
+}
+
+// timeout is a request's timeout, from its timeout_ms: the grant's when it names none,
+// refused past it.
+func (c *Client) timeout(ms int64) (time.Duration, *abi.Error) {
+	limit := c.policy.Timeout
+	timeout, e := abi.Millis("timeout_ms", ms)
+	switch {
+	case e != nil:
+		return 0, abi.Errorf(e.Kind, "httpfn: %s", e.Message)
+	case timeout == 0:
+		return limit, nil
+	case timeout > limit:
+		return 0, abi.Errorf(abi.LimitExceeded, "httpfn: timeout_ms is %d, the grant allows at most %d", ms, limit.Milliseconds())
+	}
+	return timeout, nil
+}
+
+// maxRedirects is how many redirects a request follows, from its max_redirects n: the
+// grant's when it is 0, none (-1: the guest follows them itself), or n within the
+// grant's.
+func (c *Client) maxRedirects(n int) (int, *abi.Error) {
+	granted := c.policy.MaxRedirects
+	switch {
+	case n < -1:
+		return 0, abi.Errorf(abi.ValueError, "httpfn: max_redirects is %d, want >= -1", n)
+	case n == 0:
+		return granted, nil
+	case n == -1:
+		return -1, nil
+	case granted < 0 || n > granted:
+		return 0, abi.Errorf(abi.LimitExceeded, "httpfn: max_redirects is %d, the grant allows at most %d", n, max(granted, 0))
+	}
+	return n, nil
 }
 
 func validMethod(m string) bool {

@@ -52,23 +52,7 @@ func TestWhere(t *testing.T) {
 				t.Fatal(err)
 			}
 			got, e := Where(s, w)
-			if tt.kind != "" {
-				if e == nil || e.Kind != tt.kind {
-					t.Fatalf("Where(%s) = %v, want kind %s", tt.where, e, tt.kind)
-				}
-				return
-			}
-			if e != nil {
-				t.Fatalf("Where(%s) = %v", tt.where, e)
-			}
-			if len(got) != len(tt.want) {
-				t.Fatalf("Where(%s) = %v, want %v", tt.where, got, tt.want)
-			}
-			for k, v := range tt.want {
-				if got[k] != v {
-					t.Errorf("Where(%s)[%s] = %s, want %s", tt.where, k, got[k], v)
-				}
-			}
+			wantTags(t, "Where("+tt.where+")", got, e, tt.want, tt.kind)
 		})
 	}
 }
@@ -91,24 +75,31 @@ func TestTags(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, e := Tags(s, json.RawMessage(tt.tags))
-			if tt.kind != "" {
-				if e == nil || e.Kind != tt.kind {
-					t.Fatalf("Tags(%s) = %v, want kind %s", tt.tags, e, tt.kind)
-				}
-				return
-			}
-			if e != nil {
-				t.Fatalf("Tags(%s) = %v", tt.tags, e)
-			}
-			if len(got) != len(tt.want) {
-				t.Fatalf("Tags(%s) = %v, want %v", tt.tags, got, tt.want)
-			}
-			for k, v := range tt.want {
-				if got[k] != v {
-					t.Errorf("Tags(%s)[%s] = %s, want %s", tt.tags, k, got[k], v)
-				}
-			}
+			wantTags(t, "Tags("+tt.tags+")", got, e, tt.want, tt.kind)
 		})
+	}
+}
+
+// wantTags checks got and e, what call returned: e of kind, when kind is set, else
+// exactly the tags want.
+func wantTags(t *testing.T, call string, got primitives.Tags, e *abi.Error, want primitives.Tags, kind abi.Kind) {
+	t.Helper()
+	if kind != "" {
+		if e == nil || e.Kind != kind {
+			t.Fatalf("%s = %v, want kind %s", call, e, kind)
+		}
+		return
+	}
+	if e != nil {
+		t.Fatalf("%s = %v", call, e)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%s = %v, want %v", call, got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s[%s] = %s, want %s", call, k, got[k], v)
+		}
 	}
 }
 
