@@ -7,14 +7,14 @@
 package compat
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/big"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
+
+	"github.com/fleethost/fleet/host/internal/validate"
 )
 
 // Mode says which readers must read which writers' values.
@@ -71,11 +71,11 @@ func (e *Error) Error() string {
 // Check reports whether schema new may be live beside schema old under mode: nil, or an
 // *Error with the first rule broken (backward first, properties in name order).
 func Check(mode Mode, old, new []byte) error {
-	o, err := decode(old)
+	o, err := validate.Decode(old)
 	if err != nil {
 		return fmt.Errorf("compat: old schema: %v", err)
 	}
-	n, err := decode(new)
+	n, err := validate.Decode(new)
 	if err != nil {
 		return fmt.Errorf("compat: new schema: %v", err)
 	}
@@ -92,19 +92,6 @@ func Check(mode Mode, old, new []byte) error {
 		}
 	}
 	return nil
-}
-
-func decode(raw []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("not JSON: %v", err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("not JSON: data after the value")
-	}
-	return v, nil
 }
 
 // node is a subschema and its JSON pointer in its document.
@@ -190,8 +177,6 @@ func lookup(doc any, ptr string) (any, bool) {
 	return cur, true
 }
 
-func esc(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1") }
-
 // constraints returns a schema's keywords that constrain, or nil for one that admits
 // everything (true, {}); never is true for false.
 func constraints(v any) (m map[string]any, never bool) {
@@ -263,22 +248,12 @@ func (c *checker) readable(w, r node) *Error {
 		}
 	}
 	// Constraints outside the subset must be written alike.
-	keys := make([]string, 0, len(wm)+len(rm))
-	for k := range wm {
-		keys = append(keys, k)
-	}
-	for k := range rm {
-		if _, ok := wm[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range validate.Keys(wm, rm) {
 		if understood[k] && k != "pattern" && k != "format" && k != "$ref" {
 			continue
 		}
 		if !reflect.DeepEqual(wm[k], rm[k]) {
-			return c.fail(w, r, "/"+esc(k), KeywordChanged, KeywordChanged,
+			return c.fail(w, r, "/"+validate.EscapeToken(k), KeywordChanged, KeywordChanged,
 				fmt.Sprintf("%q differs between the versions; only the rules of host/RATIONALE.md tell a compatible change", k))
 		}
 	}
@@ -315,9 +290,9 @@ func (c *checker) readable(w, r node) *Error {
 // sub is the subschema at key, true when absent.
 func sub(n node, m map[string]any, key string) node {
 	if v, ok := m[key]; ok {
-		return node{v, n.ptr + "/" + esc(key)}
+		return node{v, n.ptr + "/" + validate.EscapeToken(key)}
 	}
-	return node{true, n.ptr + "/" + esc(key)}
+	return node{true, n.ptr + "/" + validate.EscapeToken(key)}
 }
 
 // enum: every value w admits by its enum or const is one r's enum or const admits.
@@ -424,20 +399,10 @@ func (c *checker) object(w, r node, wm, rm map[string]any) *Error {
 	wp, _ := wm["properties"].(map[string]any)
 	rp, _ := rm["properties"].(map[string]any)
 	wreq, rreq := required(wm), required(rm)
-	names := make([]string, 0, len(wp)+len(rp))
-	for k := range wp {
-		names = append(names, k)
-	}
-	for k := range rp {
-		if _, ok := wp[k]; !ok {
-			names = append(names, k)
-		}
-	}
-	sort.Strings(names)
 	wExtra, wClosed := extra(w, wm)
 	rExtra, rClosed := extra(r, rm)
-	for _, name := range names {
-		suffix := "/properties/" + esc(name)
+	for _, name := range validate.Keys(wp, rp) {
+		suffix := "/properties/" + validate.EscapeToken(name)
 		_, inW := wp[name]
 		if rreq[name] && !wreq[name] {
 			switch {
