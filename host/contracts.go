@@ -2,11 +2,18 @@ package host
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/internal/compat"
 	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/host/internal/validate"
 	"github.com/fleethost/fleet/primitives"
@@ -18,35 +25,39 @@ const (
 	contractsLockWait = 10 * time.Second
 )
 
-// recordContracts compares the contracts d declares with those recorded fleet-wide in the
-// backend, and records the ones not there yet that the plugin owns by its grant: the
-// queue it is granted consume on, the pools it is granted put on. The first owner to
-// write sets a contract; a plugin that only submits to a queue, or only claims, lists or
-// marks a pool's items, checks its contract against the record and never writes it, so
-// that a plugin cannot fix, fleet-wide, the schema of a queue or pool it does not own
-// (see RATIONALE.md, "Who records a contract?"). It runs under the fleet lock
-// "fleet-contracts", so that two hosts starting together cannot both be first with
-// different schemas.
+// ContractTTL is how long a contract version a host holds stays live after the host's
+// last refresh: a host refreshes what it holds every ContractTTL/5 while it runs, so a
+// version outlives the last host that loaded it by at most ContractTTL. See
+// RATIONALE.md, "When may a contract change?".
+const ContractTTL = 10 * time.Minute
+
+// recordContracts compares the contracts d declares with the versions live fleet-wide
+// in the backend, and records, for the ones the plugin owns by its grant (the queue it
+// is granted consume on, the pools it is granted put on), that this host (holder) holds
+// its version, adding the version when it is new. A schema that is new must be
+// compatible (compat.Full) with every live version; otherwise the error names the
+// contract, the version, the rule and the JSON pointer. A plugin that only submits to a
+// queue, or only claims, lists or marks a pool's items, is checked the same way and
+// records nothing, so that a plugin cannot fix, fleet-wide, the schema of a queue or pool
+// it does not own (see RATIONALE.md, "Who records a contract?"). It runs under the fleet
+// lock "fleet-contracts", so that two hosts starting together cannot both add versions
+// that are not compatible with each other. It returns the holder keys written, which
+// the host refreshes (refreshContracts).
 //
-// The record is KV namespace "fleet-contracts", key "queue:<name>" holding the canonical
-// payload schema, and "pool:<name>" holding {"payload_schema": ..., "tags_schema": ...},
-// canonical. A difference is a *validate.ConflictError naming the first JSON pointer.
-//
-// # Notes
-//
-//   - A record is never deleted by the host: changing a contract's schema fleet-wide is
-//     an operator's act (delete the key, then restart the hosts with the new plugins).
-func recordContracts(ctx context.Context, b primitives.Backend, d *abi.Describe, grant hostfn.Access) (err error) {
+// The record is KV namespace "fleet-contracts", key "queue:<name>" or "pool:<name>",
+// holding a contractDoc; a holder key "held:<contract key>:<version>:<holder>" with TTL
+// ttl says the holder holds that version (primitives/redis/KEYS.md).
+func recordContracts(ctx context.Context, b primitives.Backend, d *abi.Describe, grant hostfn.Access, holder string, ttl time.Duration) (held []string, err error) {
 	records, err := contractRecords(d, grant)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	l, ok, err := b.LockAcquire(ctx, hostfn.ContractsNamespace, contractsLockHold, contractsLockWait)
 	if err != nil {
-		return fmt.Errorf("fleet contracts: lock: %w", err)
+		return nil, fmt.Errorf("fleet contracts: lock: %w", err)
 	}
 	if !ok {
-		return fmt.Errorf("fleet contracts: lock %q still held after %v", hostfn.ContractsNamespace, contractsLockWait)
+		return nil, fmt.Errorf("fleet contracts: lock %q still held after %v", hostfn.ContractsNamespace, contractsLockWait)
 	}
 	defer func() {
 		if _, rerr := b.LockRelease(context.WithoutCancel(ctx), hostfn.ContractsNamespace, l.Token); rerr != nil && err == nil {
@@ -54,18 +65,22 @@ func recordContracts(ctx context.Context, b primitives.Backend, d *abi.Describe,
 		}
 	}()
 	for _, r := range records {
-		if err := r.record(ctx, b, d.Type); err != nil {
-			return err
+		key, err := r.record(ctx, b, d.Type, holder, ttl)
+		if err != nil {
+			return nil, err
+		}
+		if key != "" {
+			held = append(held, key)
 		}
 	}
-	return nil
+	return held, nil
 }
 
-// contractRecord is one contract as the fleet records it.
+// contractRecord is one contract as a plugin declares it.
 type contractRecord struct {
 	contract, name, key string
-	doc                 []byte // canonical
-	owner               bool   // the plugin may write the record
+	doc                 []byte // canonical: the payload schema, or a pool's {"payload_schema", "tags_schema"}
+	owner               bool   // the plugin may add a version and hold it
 }
 
 // contractRecords lists the contracts d declares, as the fleet records them, each owned
@@ -101,29 +116,189 @@ func contractRecords(d *abi.Describe, grant hostfn.Access) ([]contractRecord, er
 	return records, nil
 }
 
-// record compares r with the fleet's record in b, and writes it when there is none and
-// the plugin (of type typ) owns it.
-func (r contractRecord) record(ctx context.Context, b primitives.Backend, typ string) error {
-	have, found, err := b.KVGet(ctx, hostfn.ContractsNamespace, r.key)
+// contractDoc is the fleet's record of one contract: its versions still live when it
+// was last written, and the number the next version gets.
+type contractDoc struct {
+	Next     int               `json:"next"`
+	Versions []contractVersion `json:"versions"`
+}
+
+// contractVersion is one version of a contract and the hosts that loaded it. A holder
+// counts while its holder key lives.
+type contractVersion struct {
+	Version int             `json:"version"`
+	Schema  json.RawMessage `json:"schema"` // canonical
+	Added   time.Time       `json:"added"`
+	Holders []string        `json:"holders"`
+}
+
+// heldKey is the holder key saying that holder holds version v of the contract at key.
+func heldKey(key string, v int, holder string) string {
+	return "held:" + key + ":" + strconv.Itoa(v) + ":" + holder
+}
+
+// readContract reads the record at key and drops the holders whose key has expired,
+// and the versions left with none. A record that is not a contractDoc (a bare schema,
+// as hosts before versions wrote) counts as having no live version.
+func readContract(ctx context.Context, b primitives.KV, key string) (contractDoc, error) {
+	var doc contractDoc
+	raw, found, err := b.KVGet(ctx, hostfn.ContractsNamespace, key)
 	if err != nil {
-		return fmt.Errorf("fleet contracts: read %s: %w", r.key, err)
+		return doc, fmt.Errorf("fleet contracts: read %s: %w", key, err)
 	}
-	if !found {
-		if !r.owner {
-			return nil
-		}
-		if err := b.KVSet(ctx, hostfn.ContractsNamespace, r.key, r.doc, 0); err != nil {
-			return fmt.Errorf("fleet contracts: record %s: %w", r.key, err)
-		}
-		return nil
+	if !found || json.Unmarshal(raw, &doc) != nil || doc.Next == 0 {
+		return contractDoc{Next: 1}, nil
 	}
-	if path, here, there, same := validate.FirstDiff(r.doc, have); !same {
-		schema := "payload"
-		if r.contract == "pool" {
-			schema = "payload or tags"
+	live := doc.Versions[:0]
+	for _, v := range doc.Versions {
+		holders := v.Holders[:0]
+		for _, h := range v.Holders {
+			_, ok, err := b.KVGet(ctx, hostfn.ContractsNamespace, heldKey(key, v.Version, h))
+			if err != nil {
+				return doc, fmt.Errorf("fleet contracts: read %s: %w", key, err)
+			}
+			if ok {
+				holders = append(holders, h)
+			}
 		}
-		return &validate.ConflictError{Plugin: typ, Contract: r.contract, Name: r.name, Schema: schema,
-			Other: "the fleet (recorded in the backend by another host)", Path: path, Here: here, There: there}
+		if v.Holders = holders; len(holders) > 0 {
+			live = append(live, v)
+		}
+	}
+	doc.Versions = live
+	return doc, nil
+}
+
+// record checks r against the live versions in b and, when the plugin (of type typ)
+// owns r, records that holder holds r's version, returning the holder key.
+func (r contractRecord) record(ctx context.Context, b primitives.Backend, typ, holder string, ttl time.Duration) (string, error) {
+	doc, err := readContract(ctx, b, r.key)
+	if err != nil {
+		return "", err
+	}
+	var mine *contractVersion
+	for i := range doc.Versions {
+		v := &doc.Versions[i]
+		if _, _, _, same := validate.FirstDiff(r.doc, v.Schema); same {
+			mine = v
+			continue
+		}
+		if err := r.compatible(v.Schema); err != nil {
+			return "", &IncompatibleError{Plugin: typ, Contract: r.contract, Name: r.name, Version: v.Version, Holders: v.Holders, Err: err}
+		}
+	}
+	if !r.owner {
+		return "", nil
+	}
+	if mine == nil {
+		doc.Versions = append(doc.Versions, contractVersion{Version: doc.Next, Schema: r.doc, Added: time.Now().UTC()})
+		doc.Next++
+		mine = &doc.Versions[len(doc.Versions)-1]
+	}
+	if !slices.Contains(mine.Holders, holder) {
+		mine.Holders = append(mine.Holders, holder)
+	}
+	hk := heldKey(r.key, mine.Version, holder)
+	if err := refreshHeld(ctx, b, hk, ttl); err != nil {
+		return "", err
+	}
+	raw, _ := json.Marshal(doc) // strings, numbers, times and canonical JSON: always marshals
+	if err := b.KVSet(ctx, hostfn.ContractsNamespace, r.key, raw, 0); err != nil {
+		return "", fmt.Errorf("fleet contracts: record %s: %w", r.key, err)
+	}
+	return hk, nil
+}
+
+// compatible checks r's schemas against a live version's, schema by schema.
+func (r contractRecord) compatible(live []byte) error {
+	if r.contract == "queue" {
+		return compat.Check(compat.Full, live, r.doc)
+	}
+	var old, new map[string]json.RawMessage
+	if json.Unmarshal(live, &old) != nil || json.Unmarshal(r.doc, &new) != nil {
+		return errors.New("the record is not a pool's schemas")
+	}
+	for _, part := range []string{"payload_schema", "tags_schema"} {
+		if err := compat.Check(compat.Full, old[part], new[part]); err != nil {
+			return fmt.Errorf("%s: %w", part, err)
+		}
 	}
 	return nil
+}
+
+// IncompatibleError says that a plugin declares a contract whose schema is not
+// compatible with a version the fleet still holds. Err is the compat.Error with the
+// rule and the pointer.
+type IncompatibleError struct {
+	Plugin, Contract, Name string
+	Version                int      // the live version it conflicts with
+	Holders                []string // the hosts that hold it
+	Err                    error
+}
+
+func (e *IncompatibleError) Error() string {
+	return fmt.Sprintf("fleet contracts: plugin %q declares %s %q with a schema incompatible with version %d that the fleet holds (recorded in the backend, held by %v): %v",
+		e.Plugin, e.Contract, e.Name, e.Version, e.Holders, e.Err)
+}
+
+func (e *IncompatibleError) Unwrap() error { return e.Err }
+
+// refreshHeld writes the holder key hk, valued the time of the refresh, for ttl.
+func refreshHeld(ctx context.Context, b primitives.KV, hk string, ttl time.Duration) error {
+	now, _ := time.Now().UTC().MarshalText()
+	if err := b.KVSet(ctx, hostfn.ContractsNamespace, hk, now, ttl); err != nil {
+		return fmt.Errorf("fleet contracts: hold %s: %w", hk, err)
+	}
+	return nil
+}
+
+// newHolder names this host process as a holder, "<instance>@<random hex>": its
+// instance (its first 64 bytes, each a backend name does not allow as '_'), and a random part that
+// tells two processes of one instance apart (a restart, two hosts of one test).
+func newHolder(instance string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail
+	name := []byte(instance)[:min(len(instance), 64)]
+	for i, c := range name {
+		if primitives.CheckName("instance", string(c)) != nil {
+			name[i] = '_'
+		}
+	}
+	return string(name) + "@" + hex.EncodeToString(b[:])
+}
+
+// heldContracts are the holder keys a host keeps alive.
+type heldContracts struct {
+	holder string
+	ttl    time.Duration
+	mu     sync.Mutex
+	keys   []string // guarded by mu
+}
+
+func (c *heldContracts) add(keys []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.keys = append(c.keys, keys...)
+}
+
+// refresh rewrites every holder key every ttl/5 until ctx ends. A failed write is
+// logged and tried again at the next tick: a version lapses only after ttl without one.
+func (c *heldContracts) refresh(ctx context.Context, b primitives.KV, log func(msg string, args ...any)) {
+	t := time.NewTicker(c.ttl / 5)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.mu.Lock()
+		keys := slices.Clone(c.keys)
+		c.mu.Unlock()
+		for _, k := range keys {
+			if err := refreshHeld(ctx, b, k, c.ttl); err != nil && ctx.Err() == nil {
+				log("host: contract hold not refreshed", "key", k, "err", err)
+			}
+		}
+	}
 }

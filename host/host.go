@@ -24,6 +24,7 @@ type Host struct {
 	cache     wazero.CompilationCache // shared by every plugin's runtime
 	core      *hostfn.Core
 	contracts *validate.Registry
+	held      *heldContracts     // the contract versions this host holds fleet-wide, refreshed by Run
 	plugins   []*plugin          // sorted by type; immutable after New
 	byType    map[string]*plugin // immutable after New
 	tel       *telemetry         // immutable pointer after New; nil without Config.NewReporter
@@ -92,7 +93,8 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	h := &Host{cfg: cfg, contracts: validate.NewRegistry(), byType: map[string]*plugin{}, tel: newTelemetry(cfg)}
+	h := &Host{cfg: cfg, contracts: validate.NewRegistry(), byType: map[string]*plugin{}, tel: newTelemetry(cfg),
+		held: &heldContracts{holder: newHolder(cfg.Instance), ttl: ContractTTL}}
 	if err := h.loadAll(ctx); err != nil {
 		return nil, errors.Join(err, h.Close())
 	}

@@ -65,9 +65,11 @@ func (h *Host) loadPlugin(ctx context.Context, file string) (*plugin, error) {
 	if err := h.contracts.Register(desc); err != nil {
 		return nil, err
 	}
-	if err := recordContracts(ctx, h.cfg.Backend, desc, acc); err != nil {
+	held, err := recordContracts(ctx, h.cfg.Backend, desc, acc, h.held.holder, h.held.ttl)
+	if err != nil {
 		return nil, err
 	}
+	h.held.add(held)
 	fn, closeHTTP, err := hostFunctions(desc.Type, grant, acc, config)
 	if err != nil {
 		return nil, err

@@ -401,7 +401,8 @@ func (c *checker) object(w, r node, wm, rm map[string]any) *Error {
 	wreq, rreq := required(wm), required(rm)
 	wExtra, wClosed := extra(w, wm)
 	rExtra, rClosed := extra(r, rm)
-	for _, name := range validate.Keys(wp, rp) {
+	// A name only required, on either side, counts as declared with any value.
+	for _, name := range validate.Keys(withRequired(wp, wreq), withRequired(rp, rreq)) {
 		suffix := "/properties/" + validate.EscapeToken(name)
 		_, inW := wp[name]
 		if rreq[name] && !wreq[name] {
@@ -437,6 +438,18 @@ func (c *checker) object(w, r node, wm, rm map[string]any) *Error {
 		return c.readable(wExtra, rExtra)
 	}
 	return nil
+}
+
+// withRequired is props and, for each required name it does not declare, true.
+func withRequired(props map[string]any, req map[string]bool) map[string]any {
+	out := make(map[string]any, len(props)+len(req))
+	for k := range req {
+		out[k] = true
+	}
+	for k, v := range props {
+		out[k] = v
+	}
+	return out
 }
 
 func required(m map[string]any) map[string]bool {

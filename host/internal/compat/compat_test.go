@@ -112,6 +112,16 @@ func TestCheckRefs(t *testing.T) {
 	}
 }
 
+// TestCheckRequiredOnly: a name that is required without being declared in properties
+// counts too.
+func TestCheckRequiredOnly(t *testing.T) {
+	var ie *Error
+	err := Check(Full, []byte(`{"type":"object","required":["x"]}`), []byte(`{"type":"object","required":["y"]}`))
+	if !errors.As(err, &ie) || ie.Rule != RequiredAdded || ie.Path != "/properties/y" {
+		t.Fatalf("Check = %v, want %s at /properties/y", err, RequiredAdded)
+	}
+}
+
 // TestCheckNotJSON: a schema that is not JSON is an error naming which one.
 func TestCheckNotJSON(t *testing.T) {
 	if err := Check(Full, []byte(v1), []byte(`{`)); err == nil || !strings.Contains(err.Error(), "new schema") {
