@@ -26,10 +26,15 @@ const (
 )
 
 // ContractTTL is how long a contract version a host holds stays live after the host's
-// last refresh: a host refreshes what it holds every ContractTTL/5 while it runs, so a
+// last refresh: a host refreshes what it holds every ContractSync while it runs, so a
 // version outlives the last host that loaded it by at most ContractTTL. See
 // RATIONALE.md, "When may a contract change?".
 const ContractTTL = 10 * time.Minute
+
+// ContractSync is how often a running host refreshes the versions it holds and reads
+// the versions the fleet holds of the queues its plugins declare, which its door
+// accepts too: a version a new host adds is accepted by the others within ContractSync.
+const ContractSync = 5 * time.Second
 
 // recordContracts compares the contracts d declares with the versions live fleet-wide
 // in the backend, and records, for the ones the plugin owns by its grant (the queue it
@@ -267,24 +272,48 @@ func newHolder(instance string) string {
 	return string(name) + "@" + hex.EncodeToString(b[:])
 }
 
-// heldContracts are the holder keys a host keeps alive.
+// queues are the registered queue contracts that d declares.
+func (h *Host) queues(d *abi.Describe) []*validate.Queue {
+	var out []*validate.Queue
+	if d.Consumes != nil {
+		out = append(out, h.contracts.Queue(d.Consumes.Name))
+	}
+	for _, q := range d.Submits {
+		out = append(out, h.contracts.Queue(q.Name))
+	}
+	return out
+}
+
+// heldContracts are the holder keys a host keeps alive, and the queues whose fleet
+// versions it follows.
 type heldContracts struct {
 	holder string
 	ttl    time.Duration
 	mu     sync.Mutex
-	keys   []string // guarded by mu
+	keys   []string                   // guarded by mu
+	queues map[string]*validate.Queue // guarded by mu
+	// compiled caches the fleet's versions by canonical schema; only sync uses it, from
+	// New and then from Run's one loop.
+	compiled map[string]*validate.Schema
 }
 
-func (c *heldContracts) add(keys []string) {
+// add keeps keys alive and follows the fleet's versions of queues.
+func (c *heldContracts) add(keys []string, queues ...*validate.Queue) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.keys = append(c.keys, keys...)
+	if c.queues == nil {
+		c.queues = map[string]*validate.Queue{}
+	}
+	for _, q := range queues {
+		c.queues[q.Name] = q
+	}
 }
 
-// refresh rewrites every holder key every ttl/5 until ctx ends. A failed write is
-// logged and tried again at the next tick: a version lapses only after ttl without one.
-func (c *heldContracts) refresh(ctx context.Context, b primitives.KV, log func(msg string, args ...any)) {
-	t := time.NewTicker(c.ttl / 5)
+// run refreshes and syncs every ContractSync until ctx ends. A failure is logged and
+// tried again at the next tick: a version lapses only after ContractTTL without one.
+func (c *heldContracts) run(ctx context.Context, b primitives.KV, log func(msg string, args ...any)) {
+	t := time.NewTicker(ContractSync)
 	defer t.Stop()
 	for {
 		select {
@@ -292,13 +321,62 @@ func (c *heldContracts) refresh(ctx context.Context, b primitives.KV, log func(m
 			return
 		case <-t.C:
 		}
-		c.mu.Lock()
-		keys := slices.Clone(c.keys)
-		c.mu.Unlock()
-		for _, k := range keys {
-			if err := refreshHeld(ctx, b, k, c.ttl); err != nil && ctx.Err() == nil {
-				log("host: contract hold not refreshed", "key", k, "err", err)
-			}
+		if err := c.refresh(ctx, b); err != nil && ctx.Err() == nil {
+			log("host: contract holds not refreshed", "err", err)
+		}
+		if err := c.sync(ctx, b); err != nil && ctx.Err() == nil {
+			log("host: fleet contract versions not read", "err", err)
 		}
 	}
+}
+
+// refresh rewrites every holder key.
+func (c *heldContracts) refresh(ctx context.Context, b primitives.KV) error {
+	c.mu.Lock()
+	keys := slices.Clone(c.keys)
+	c.mu.Unlock()
+	var errs []error
+	for _, k := range keys {
+		errs = append(errs, refreshHeld(ctx, b, k, c.ttl))
+	}
+	return errors.Join(errs...)
+}
+
+// sync reads the live versions of every followed queue and hands each queue those
+// other than its own.
+func (c *heldContracts) sync(ctx context.Context, b primitives.KV) error {
+	c.mu.Lock()
+	queues := make([]*validate.Queue, 0, len(c.queues))
+	for _, q := range c.queues {
+		queues = append(queues, q)
+	}
+	c.mu.Unlock()
+	if c.compiled == nil {
+		c.compiled = map[string]*validate.Schema{}
+	}
+	var errs []error
+	for _, q := range queues {
+		doc, err := readContract(ctx, b, "queue:"+q.Name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		var others []*validate.Schema
+		for _, v := range doc.Versions {
+			if string(v.Schema) == string(q.Payload.Canonical) {
+				continue
+			}
+			s := c.compiled[string(v.Schema)]
+			if s == nil {
+				if s, err = validate.Compile(fmt.Sprintf("queue %s payload version %d", q.Name, v.Version), v.Schema); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				c.compiled[string(v.Schema)] = s
+			}
+			others = append(others, s)
+		}
+		q.SetFleet(others)
+	}
+	return errors.Join(errs...)
 }

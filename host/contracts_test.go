@@ -22,7 +22,7 @@ const (
 // the consumer of queue "jobs". The second, whose payload has an added optional
 // property, starts beside the first, and the fleet holds both versions, each by its
 // host; a third, whose payload adds a required property, is refused naming the rule and
-// the JSON pointer; the first keeps serving.
+// the JSON pointer; the first keeps serving, and accepts the payloads of both versions.
 func TestContractEvolves(t *testing.T) {
 	onBothBackends(t, func(t *testing.T, r *rig) {
 		r.grant("a", consumer("jobs"))
@@ -54,11 +54,28 @@ func TestContractEvolves(t *testing.T) {
 		}
 		wantRefusal(t, err, `queue "jobs"`, "required-property-added", "/properties/depth", "version 1")
 
-		if _, err := ha.Submit(context.Background(), "jobs", []byte(`{"site":"x"}`)); err != nil {
+		// The first host's door accepts what the second's version admits once it has read
+		// the fleet's versions (Run does every ContractSync), and still only that.
+		ctx := context.Background()
+		fresh := []byte(`{"site":"x","fresh":true}`)
+		if _, err := ha.Submit(ctx, "jobs", fresh); err == nil {
+			t.Fatal("the first host accepted the new field before reading the fleet's versions")
+		}
+		if err := host.SyncContracts(ctx, ha); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the first host acks the task", func() bool {
-			return testutil.QueueStats(t, r.backend, "jobs") == (primitives.QueueStats{}) && len(r.events.finished()) == 1
+		for _, p := range []string{`{"site":"x"}`, string(fresh)} {
+			if _, err := ha.Submit(ctx, "jobs", []byte(p)); err != nil {
+				t.Fatalf("first host: Submit(%s) = %v", p, err)
+			}
+		}
+		for _, p := range []string{`{"site":"x","fresh":"yes"}`, `{"site":"x","depth":1}`} {
+			if _, err := ha.Submit(ctx, "jobs", []byte(p)); err == nil {
+				t.Errorf("first host: Submit(%s) accepted, which no live version admits", p)
+			}
+		}
+		waitFor(t, "the first host acks both tasks", func() bool {
+			return testutil.QueueStats(t, r.backend, "jobs") == (primitives.QueueStats{}) && len(r.events.finished()) == 2
 		})
 	})
 }

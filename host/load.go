@@ -69,7 +69,10 @@ func (h *Host) loadPlugin(ctx context.Context, file string) (*plugin, error) {
 	if err != nil {
 		return nil, err
 	}
-	h.held.add(held)
+	h.held.add(held, h.queues(desc)...)
+	if err := h.held.sync(ctx, h.cfg.Backend); err != nil {
+		return nil, err
+	}
 	fn, closeHTTP, err := hostFunctions(desc.Type, grant, acc, config)
 	if err != nil {
 		return nil, err
