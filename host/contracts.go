@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -207,11 +208,163 @@ func (r contractRecord) record(ctx context.Context, b primitives.Backend, typ, h
 	if err := refreshHeld(ctx, b, hk, ttl); err != nil {
 		return "", err
 	}
-	raw, _ := json.Marshal(doc) // strings, numbers, times and canonical JSON: always marshals
-	if err := b.KVSet(ctx, hostfn.ContractsNamespace, r.key, raw, 0); err != nil {
-		return "", fmt.Errorf("fleet contracts: record %s: %w", r.key, err)
+	if err := writeContract(ctx, b, r.key, doc); err != nil {
+		return "", err
 	}
-	return hk, nil
+	return hk, indexContract(ctx, b, r.key)
+}
+
+// writeContract writes the record at key.
+func writeContract(ctx context.Context, b primitives.KV, key string, doc contractDoc) error {
+	raw, _ := json.Marshal(doc) // strings, numbers, times and canonical JSON: always marshals
+	if err := b.KVSet(ctx, hostfn.ContractsNamespace, key, raw, 0); err != nil {
+		return fmt.Errorf("fleet contracts: record %s: %w", key, err)
+	}
+	return nil
+}
+
+// contractsIndex is the key of the sorted JSON list of every record's key, for listing.
+const contractsIndex = "index"
+
+// readIndex reads the list of record keys.
+func readIndex(ctx context.Context, b primitives.KV) ([]string, error) {
+	raw, found, err := b.KVGet(ctx, hostfn.ContractsNamespace, contractsIndex)
+	if err != nil {
+		return nil, fmt.Errorf("fleet contracts: read %s: %w", contractsIndex, err)
+	}
+	var keys []string
+	if found && json.Unmarshal(raw, &keys) != nil {
+		keys = nil // not a list: rebuilt by the records' next writes
+	}
+	return keys, nil
+}
+
+// indexContract adds key to the index, under the contracts lock.
+func indexContract(ctx context.Context, b primitives.KV, key string) error {
+	keys, err := readIndex(ctx, b)
+	if err != nil {
+		return err
+	}
+	i, found := slices.BinarySearch(keys, key)
+	if found {
+		return nil
+	}
+	raw, _ := json.Marshal(slices.Insert(keys, i, key))
+	if err := b.KVSet(ctx, hostfn.ContractsNamespace, contractsIndex, raw, 0); err != nil {
+		return fmt.Errorf("fleet contracts: record %s: %w", contractsIndex, err)
+	}
+	return nil
+}
+
+// Contract is one of the fleet's contracts as an operator inspects it: its live
+// versions, oldest first.
+type Contract struct {
+	Kind     string            `json:"kind"` // "queue" or "pool"
+	Name     string            `json:"name"`
+	Versions []ContractVersion `json:"versions"`
+}
+
+// ContractVersion is one live version of a contract and the hosts that hold it.
+type ContractVersion struct {
+	Version int              `json:"version"`
+	Schema  json.RawMessage  `json:"schema"` // canonical; a pool's {"payload_schema", "tags_schema"}
+	Added   time.Time        `json:"added"`
+	Holders []ContractHolder `json:"holders"`
+}
+
+// ContractHolder is a host process that holds a version, and its last refresh.
+type ContractHolder struct {
+	Holder    string    `json:"holder"` // "<instance>@<hex>"
+	Refreshed time.Time `json:"refreshed"`
+}
+
+// FleetContracts lists the contracts recorded in b with their live versions, sorted by
+// kind and name. A contract none of whose versions is live is listed with none.
+func FleetContracts(ctx context.Context, b primitives.KV) ([]Contract, error) {
+	keys, err := readIndex(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Contract, 0, len(keys))
+	for _, key := range keys {
+		c, err := fleetContract(ctx, b, key)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// FleetContract is the contract of kind ("queue" or "pool") and name recorded in b; ok
+// is false when there is no record.
+func FleetContract(ctx context.Context, b primitives.KV, kind, name string) (c Contract, ok bool, err error) {
+	key := kind + ":" + name
+	keys, err := readIndex(ctx, b)
+	if err != nil || !slices.Contains(keys, key) {
+		return Contract{}, false, err
+	}
+	c, err = fleetContract(ctx, b, key)
+	return c, err == nil, err
+}
+
+func fleetContract(ctx context.Context, b primitives.KV, key string) (Contract, error) {
+	kind, name, _ := strings.Cut(key, ":")
+	c := Contract{Kind: kind, Name: name, Versions: []ContractVersion{}}
+	doc, err := readContract(ctx, b, key)
+	if err != nil {
+		return c, err
+	}
+	for _, v := range doc.Versions {
+		cv := ContractVersion{Version: v.Version, Schema: v.Schema, Added: v.Added}
+		for _, h := range v.Holders {
+			raw, _, err := b.KVGet(ctx, hostfn.ContractsNamespace, heldKey(key, v.Version, h))
+			if err != nil {
+				return c, fmt.Errorf("fleet contracts: read %s: %w", key, err)
+			}
+			var at time.Time
+			_ = at.UnmarshalText(raw) // a holder key always holds a time; zero if not
+			cv.Holders = append(cv.Holders, ContractHolder{Holder: h, Refreshed: at})
+		}
+		c.Versions = append(c.Versions, cv)
+	}
+	return c, nil
+}
+
+// ForgetContractVersion retires version of the contract of kind and name in b, whoever
+// holds it: the record drops it and its holder keys, so that a schema compatible with
+// the other live versions only loads. It runs under the contracts lock. A host still
+// running the version keeps its own door; it is the operator's word that the version's
+// writers and readers are gone. It is an error when the version is not live.
+func ForgetContractVersion(ctx context.Context, b primitives.Backend, kind, name string, version int) (err error) {
+	key := kind + ":" + name
+	l, ok, err := b.LockAcquire(ctx, hostfn.ContractsNamespace, contractsLockHold, contractsLockWait)
+	if err != nil {
+		return fmt.Errorf("fleet contracts: lock: %w", err)
+	}
+	if !ok {
+		return fmt.Errorf("fleet contracts: lock %q still held after %v", hostfn.ContractsNamespace, contractsLockWait)
+	}
+	defer func() {
+		if _, rerr := b.LockRelease(context.WithoutCancel(ctx), hostfn.ContractsNamespace, l.Token); rerr != nil && err == nil {
+			err = fmt.Errorf("fleet contracts: unlock: %w", rerr)
+		}
+	}()
+	doc, err := readContract(ctx, b, key)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(doc.Versions, func(v contractVersion) bool { return v.Version == version })
+	if i < 0 {
+		return fmt.Errorf("fleet contracts: %s %q has no live version %d", kind, name, version)
+	}
+	for _, h := range doc.Versions[i].Holders {
+		if _, err := b.KVDelete(ctx, hostfn.ContractsNamespace, heldKey(key, version, h)); err != nil {
+			return fmt.Errorf("fleet contracts: forget %s version %d: %w", key, version, err)
+		}
+	}
+	doc.Versions = slices.Delete(doc.Versions, i, i+1)
+	return writeContract(ctx, b, key, doc)
 }
 
 // compatible checks r's schemas against a live version's, schema by schema.

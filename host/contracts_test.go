@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/fleethost/fleet/host"
@@ -172,3 +173,46 @@ func TestContractVersionLapses(t *testing.T) {
 
 // jobsRequiredCanonical is jobsRequired as the record keeps it.
 const jobsRequiredCanonical = `{"additionalProperties":false,"properties":{"depth":{"type":"integer"},"site":{"type":"string"}},"required":["site","depth"],"type":"object"}`
+
+// TestForgetContractVersion, on both backends: FleetContracts lists each contract's live
+// versions with their holders; forgetting the only live version lets an incompatible
+// schema load, and forgetting a version that is not live is an error naming it.
+func TestForgetContractVersion(t *testing.T) {
+	onBothBackends(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		r.grant("a", consumer("jobs"))
+		r.wat("done", "a", batchDescribe("a", "jobs", jobsV1))
+		r.cfg.PluginsDir = r.dir
+		ha, err := newHost(r.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ha.Close()
+		list, err := host.FleetContracts(ctx, r.backend)
+		if err != nil || len(list) != 1 || list[0].Kind != "queue" || list[0].Name != "jobs" || len(list[0].Versions) != 1 ||
+			len(list[0].Versions[0].Holders) != 1 || list[0].Versions[0].Holders[0].Refreshed.IsZero() {
+			t.Fatalf("FleetContracts = %+v, %v; want queue jobs version 1 held by one host", list, err)
+		}
+		if err := host.ForgetContractVersion(ctx, r.backend, "queue", "jobs", 9); err == nil || !strings.Contains(err.Error(), "no live version 9") {
+			t.Fatalf("forget version 9 = %v, want an error naming it", err)
+		}
+		if err := host.ForgetContractVersion(ctx, r.backend, "queue", "jobs", 1); err != nil {
+			t.Fatal(err)
+		}
+		cfg := r.cfg
+		cfg.PluginsDir = t.TempDir()
+		watPlugin(t, cfg.PluginsDir, "done", "a", batchDescribe("a", "jobs", jobsRequired))
+		hc, err := newHost(cfg)
+		if err != nil {
+			t.Fatalf("host.New with version 1 forgotten = %v, want it to start", err)
+		}
+		defer hc.Close()
+		c, ok, err := host.FleetContract(ctx, r.backend, "queue", "jobs")
+		if err != nil || !ok || len(c.Versions) != 1 || c.Versions[0].Version != 2 {
+			t.Fatalf("FleetContract = %+v, %v, %v; want only version 2", c, ok, err)
+		}
+		if _, ok, err := host.FleetContract(ctx, r.backend, "pool", "jobs"); ok || err != nil {
+			t.Fatalf("FleetContract(pool jobs) = %v, %v; want no record", ok, err)
+		}
+	})
+}
