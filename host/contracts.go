@@ -48,7 +48,7 @@ const ContractSync = 5 * time.Second
 // it does not own (see RATIONALE.md, "Who records a contract?"). It runs under the fleet
 // lock "fleet-contracts", so that two hosts starting together cannot both add versions
 // that are not compatible with each other. It returns the holder keys written, which
-// the host refreshes (refreshContracts).
+// the host refreshes (heldContracts.run).
 //
 // The record is KV namespace "fleet-contracts", key "queue:<name>" or "pool:<name>",
 // holding a contractDoc; a holder key "held:<contract key>:<version>:<holder>" with TTL

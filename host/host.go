@@ -85,8 +85,10 @@ type Plugin struct {
 // with a byte other than letters, digits and -_. ; a module missing a required export or
 // importing what the host does not provide; an ABI version the host does not speak
 // (naming both); a malformed describe; two plugins of one type; a pool or queue schema
-// that differs from one already registered here or in the fleet (naming the contract,
-// the schema and the first differing JSON pointer); a configuration its schema refuses.
+// that differs from one already registered here (naming the contract, the schema and the
+// first differing JSON pointer) or is not compatible with a version the fleet holds
+// (an *IncompatibleError naming the version, the rule and the pointer); a configuration
+// its schema refuses.
 // No slot runs until Run.
 func New(ctx context.Context, cfg Config) (*Host, error) {
 	cfg = cfg.withDefaults()
