@@ -81,6 +81,22 @@ func TestContractEvolves(t *testing.T) {
 	})
 }
 
+// jobsHost makes (without running it) a host on r's backend whose plugin "a" consumes
+// queue "jobs" with payload schema, closed at the test's end.
+func (r *rig) jobsHost(t *testing.T, schema string) *host.Host {
+	t.Helper()
+	r.grant("a", consumer("jobs"))
+	cfg := r.cfg
+	cfg.PluginsDir = t.TempDir()
+	watPlugin(t, cfg.PluginsDir, "done", "a", batchDescribe("a", "jobs", schema))
+	h, err := newHost(cfg)
+	if err != nil {
+		t.Fatalf("host.New with queue jobs' payload %s: %v", schema, err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
 // onBothBackends runs test on a rig on the memory backend and on one on Redis.
 func onBothBackends(t *testing.T, test func(*testing.T, *rig)) {
 	for _, tt := range []struct {
@@ -129,18 +145,11 @@ func latestSchema(t *testing.T, b primitives.Backend, key string) string {
 // a holder key of it lives. Once the first host's holder key is gone (what its TTL's end
 // does to a host that died), a host with an incompatible schema starts, and the record
 // keeps only its version, numbered on. On Redis, the holder key carries a TTL of at most
-// host.ContractTTL.
+// host.ContractTTL; a refresh writes it again.
 func TestContractVersionLapses(t *testing.T) {
 	onBothBackends(t, func(t *testing.T, r *rig) {
 		ctx := context.Background()
-		r.grant("a", consumer("jobs"))
-		r.wat("done", "a", batchDescribe("a", "jobs", jobsV1))
-		r.cfg.PluginsDir = r.dir
-		ha, err := newHost(r.cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ha.Close()
+		ha := r.jobsHost(t, jobsV1)
 		doc := contractRecord(t, r.backend, "queue:jobs")
 		if len(doc.Versions) != 1 || len(doc.Versions[0].Holders) != 1 {
 			t.Fatalf("record = %+v, want version 1 held by the first host", doc)
@@ -152,18 +161,21 @@ func TestContractVersionLapses(t *testing.T) {
 				t.Fatalf("holder key TTL = %v, %v; want within (0, %v]", ttl, err, host.ContractTTL)
 			}
 		}
+		// A refresh rewrites the holder key (Run's every ContractSync).
+		if existed, err := r.backend.KVDelete(ctx, "fleet-contracts", held); err != nil || !existed {
+			t.Fatalf("delete holder key %s = %v, %v", held, existed, err)
+		}
+		if err := host.RefreshContracts(ctx, ha); err != nil {
+			t.Fatal(err)
+		}
+		if _, found, err := r.backend.KVGet(ctx, "fleet-contracts", held); err != nil || !found {
+			t.Fatalf("holder key %s after a refresh: found %v, %v", held, found, err)
+		}
 		if existed, err := r.backend.KVDelete(ctx, "fleet-contracts", held); err != nil || !existed {
 			t.Fatalf("delete holder key %s = %v, %v", held, existed, err)
 		}
 
-		cfg := r.cfg
-		cfg.PluginsDir = t.TempDir()
-		watPlugin(t, cfg.PluginsDir, "done", "a", batchDescribe("a", "jobs", jobsRequired))
-		hc, err := newHost(cfg)
-		if err != nil {
-			t.Fatalf("host.New with version 1 lapsed = %v, want it to start", err)
-		}
-		defer hc.Close()
+		r.jobsHost(t, jobsRequired) // starts: version 1 lapsed
 		doc = contractRecord(t, r.backend, "queue:jobs")
 		if len(doc.Versions) != 1 || doc.Versions[0].Version != 2 || doc.Next != 3 || string(doc.Versions[0].Schema) != jobsRequiredCanonical {
 			t.Fatalf("record = %+v, want only version 2, the new schema", doc)
@@ -180,14 +192,7 @@ const jobsRequiredCanonical = `{"additionalProperties":false,"properties":{"dept
 func TestForgetContractVersion(t *testing.T) {
 	onBothBackends(t, func(t *testing.T, r *rig) {
 		ctx := context.Background()
-		r.grant("a", consumer("jobs"))
-		r.wat("done", "a", batchDescribe("a", "jobs", jobsV1))
-		r.cfg.PluginsDir = r.dir
-		ha, err := newHost(r.cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ha.Close()
+		r.jobsHost(t, jobsV1)
 		list, err := host.FleetContracts(ctx, r.backend)
 		if err != nil || len(list) != 1 || list[0].Kind != "queue" || list[0].Name != "jobs" || len(list[0].Versions) != 1 ||
 			len(list[0].Versions[0].Holders) != 1 || list[0].Versions[0].Holders[0].Refreshed.IsZero() {
@@ -199,14 +204,7 @@ func TestForgetContractVersion(t *testing.T) {
 		if err := host.ForgetContractVersion(ctx, r.backend, "queue", "jobs", 1); err != nil {
 			t.Fatal(err)
 		}
-		cfg := r.cfg
-		cfg.PluginsDir = t.TempDir()
-		watPlugin(t, cfg.PluginsDir, "done", "a", batchDescribe("a", "jobs", jobsRequired))
-		hc, err := newHost(cfg)
-		if err != nil {
-			t.Fatalf("host.New with version 1 forgotten = %v, want it to start", err)
-		}
-		defer hc.Close()
+		r.jobsHost(t, jobsRequired) // starts: version 1 forgotten
 		c, ok, err := host.FleetContract(ctx, r.backend, "queue", "jobs")
 		if err != nil || !ok || len(c.Versions) != 1 || c.Versions[0].Version != 2 {
 			t.Fatalf("FleetContract = %+v, %v, %v; want only version 2", c, ok, err)
