@@ -32,3 +32,10 @@ func (g stuckGuest) Tick(ctx context.Context, input []byte) ([]byte, error) {
 	<-g.release
 	return g.Guest.Tick(ctx, input)
 }
+
+// SyncContracts reads the fleet's live contract versions now, as Run does every
+// ContractSync.
+func SyncContracts(ctx context.Context, h *Host) error { return h.held.sync(ctx, h.cfg.Backend) }
+
+// RefreshContracts rewrites h's holder keys now, as Run does every ContractSync.
+func RefreshContracts(ctx context.Context, h *Host) error { return h.held.refresh(ctx, h.cfg.Backend) }

@@ -142,8 +142,8 @@ func TestContractOwners(t *testing.T) {
 		t.Fatalf("the owner, starting after a user with another schema, was refused: %v", err)
 	}
 	ho.Close()
-	if v, found, _ := r.backend.KVGet(ctx, "fleet-contracts", "queue:jobs"); !found || string(v) != `{"type":"object"}` {
-		t.Errorf("queue:jobs record = %s, %v; want the consumer's schema", v, found)
+	if v := latestSchema(t, r.backend, "queue:jobs"); v != `{"type":"object"}` {
+		t.Errorf("queue:jobs record = %s; want the consumer's schema", v)
 	}
 	if v, found, _ := r.backend.KVGet(ctx, "fleet-contracts", "pool:cookies"); found {
 		t.Errorf("a plugin not granted put on the pool recorded it: %s", v)

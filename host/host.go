@@ -24,6 +24,7 @@ type Host struct {
 	cache     wazero.CompilationCache // shared by every plugin's runtime
 	core      *hostfn.Core
 	contracts *validate.Registry
+	held      *heldContracts     // the contract versions this host holds fleet-wide, refreshed by Run
 	plugins   []*plugin          // sorted by type; immutable after New
 	byType    map[string]*plugin // immutable after New
 	tel       *telemetry         // immutable pointer after New; nil without Config.NewReporter
@@ -84,15 +85,18 @@ type Plugin struct {
 // with a byte other than letters, digits and -_. ; a module missing a required export or
 // importing what the host does not provide; an ABI version the host does not speak
 // (naming both); a malformed describe; two plugins of one type; a pool or queue schema
-// that differs from one already registered here or in the fleet (naming the contract,
-// the schema and the first differing JSON pointer); a configuration its schema refuses.
+// that differs from one already registered here (naming the contract, the schema and the
+// first differing JSON pointer) or is not compatible with a version the fleet holds
+// (an *IncompatibleError naming the version, the rule and the pointer); a configuration
+// its schema refuses.
 // No slot runs until Run.
 func New(ctx context.Context, cfg Config) (*Host, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	h := &Host{cfg: cfg, contracts: validate.NewRegistry(), byType: map[string]*plugin{}, tel: newTelemetry(cfg)}
+	h := &Host{cfg: cfg, contracts: validate.NewRegistry(), byType: map[string]*plugin{}, tel: newTelemetry(cfg),
+		held: &heldContracts{holder: newHolder(cfg.Instance), ttl: ContractTTL}}
 	if err := h.loadAll(ctx); err != nil {
 		return nil, errors.Join(err, h.Close())
 	}

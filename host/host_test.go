@@ -164,7 +164,7 @@ func TestFleetContractConflict(t *testing.T) {
 	if err == nil {
 		t.Fatal("the second host loaded a plugin that disagrees with the fleet")
 	}
-	wantRefusal(t, err, `queue "shared-q"`, "the fleet", "/required/0", `"y" here`, `"x" there`)
+	wantRefusal(t, err, `queue "shared-q"`, "the fleet", "required-property-added", "/properties/y")
 }
 
 // TestConfigValidated: a plugin's configuration is checked against its schema at load.

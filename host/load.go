@@ -65,7 +65,12 @@ func (h *Host) loadPlugin(ctx context.Context, file string) (*plugin, error) {
 	if err := h.contracts.Register(desc); err != nil {
 		return nil, err
 	}
-	if err := recordContracts(ctx, h.cfg.Backend, desc, acc); err != nil {
+	held, err := recordContracts(ctx, h.cfg.Backend, desc, acc, h.held.holder, h.held.ttl)
+	if err != nil {
+		return nil, err
+	}
+	h.held.add(held, h.queues(desc)...)
+	if err := h.held.sync(ctx, h.cfg.Backend); err != nil {
 		return nil, err
 	}
 	fn, closeHTTP, err := hostFunctions(desc.Type, grant, acc, config)

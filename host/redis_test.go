@@ -46,9 +46,8 @@ func TestFleetContractConflictRedis(t *testing.T) {
 	if _, err := newHost(cfg); err == nil || !strings.Contains(err.Error(), "the fleet") || !strings.Contains(err.Error(), "/type") {
 		t.Fatalf("host.New = %v, want a fleet contract conflict at /type", err)
 	}
-	v, ok, err := r.backend.KVGet(context.Background(), "fleet-contracts", "queue:shared-q")
-	if err != nil || !ok || string(v) != `{"type":"object"}` {
-		t.Errorf("recorded contract = %s, %v, %v; want the first host's canonical schema", v, ok, err)
+	if v := latestSchema(t, r.backend, "queue:shared-q"); v != `{"type":"object"}` {
+		t.Errorf("recorded contract = %s; want the first host's canonical schema", v)
 	}
 }
 

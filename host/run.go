@@ -93,6 +93,7 @@ func (h *Host) Run(ctx context.Context) error {
 	// later claim gets slot.ErrPumpStopped).
 	pumpCtx, stopPumps := context.WithCancel(context.WithoutCancel(ctx))
 	var pumps sync.WaitGroup
+	pumps.Go(func() { h.held.run(pumpCtx, h.cfg.Backend, h.cfg.Logger.Warn) })
 	slots := h.startSlots(ctx, hard, pumpCtx, &pumps)
 	h.cfg.Logger.Info("host: running", "plugins", len(h.plugins), "slots", len(slots))
 	<-ctx.Done()

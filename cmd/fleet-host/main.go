@@ -40,6 +40,7 @@ commands:
   parked    requeue, delete or purge a queue's parked tasks (through the HTTP API)
   describe  show what a plugin declares (type, contracts, schemas) without running it
   doctor    check the backend, every plugin and its contracts, and the plane
+  contracts list the fleet's contract versions and their hosts; retire a version
   version   print the version
 
 Run 'fleet-host <command> -h' for a command's flags; each also reads a FLEET_...
@@ -79,6 +80,8 @@ func realMain(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		err = describeCmd(ctx, rest, stdout, stderr)
 	case "doctor":
 		err = doctorCmd(ctx, rest, stdout, stderr)
+	case "contracts":
+		err = contractsCmd(ctx, rest, stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "fleet-host", binaryVersion())
 		return exitOK

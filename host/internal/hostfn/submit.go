@@ -52,7 +52,8 @@ func (c *Core) submit(ctx context.Context, caller *Caller, req []byte) (any, *ab
 	return abi.SubmitReply{TaskID: id}, nil
 }
 
-// Submit validates payload against the queue's registered payload schema and pushes it
+// Submit validates payload against the queue's registered payload schema, or another
+// version live in the fleet (validate.Queue.Admit), and pushes it
 // within c. It is the one path of every submission, from a guest or from the host's API,
 // so that both validate and are capped exactly alike. Its error is an *abi.Error (an
 // unregistered queue is NotFound), or the backend's, which fromBackend translates and
@@ -70,12 +71,7 @@ func Submit(ctx context.Context, b primitives.Queue, contracts *validate.Registr
 	if e := required("payload", payload); e != nil {
 		return "", e
 	}
-	if details != nil {
-		var e *abi.Error
-		if e, *details = q.Payload.Check("payload", payload); e != nil {
-			return "", e
-		}
-	} else if e := q.Payload.Validate("payload", payload); e != nil {
+	if e := q.Admit("payload", payload, details); e != nil {
 		return "", e
 	}
 	return b.QueuePushWithin(ctx, queue, payload, c)

@@ -14,7 +14,7 @@ import (
 // space, numbers normalized (see CanonicalNumber), strings without HTML escaping. Two JSON
 // texts denote the same value exactly when their canonical texts are equal.
 func Canonical(raw []byte) ([]byte, error) {
-	v, err := decode(raw)
+	v, err := Decode(raw)
 	if err != nil {
 		return nil, err
 	}
@@ -25,7 +25,8 @@ func Canonical(raw []byte) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func decode(raw []byte) (any, error) {
+// Decode decodes one JSON text, numbers as json.Number; text after the value is an error.
+func Decode(raw []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
@@ -116,11 +117,11 @@ func CanonicalNumber(n json.Number) (string, error) {
 // where they differ (in sorted key order), with a short rendering of each side there
 // ("absent" for a missing key). same is true when the documents are equal.
 func FirstDiff(a, b []byte) (path, left, right string, same bool) {
-	va, err := decode(a)
+	va, err := Decode(a)
 	if err != nil {
 		return "", "not JSON", "", false
 	}
-	vb, err := decode(b)
+	vb, err := Decode(b)
 	if err != nil {
 		return "", "", "not JSON", false
 	}
@@ -131,18 +132,8 @@ func firstDiff(path string, a, b any) (string, string, string, bool) {
 	ma, aObj := a.(map[string]any)
 	mb, bObj := b.(map[string]any)
 	if aObj && bObj {
-		keys := make([]string, 0, len(ma)+len(mb))
-		for k := range ma {
-			keys = append(keys, k)
-		}
-		for k := range mb {
-			if _, ok := ma[k]; !ok {
-				keys = append(keys, k)
-			}
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			p := path + "/" + strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+		for _, k := range Keys(ma, mb) {
+			p := path + "/" + EscapeToken(k)
 			va, inA := ma[k]
 			vb, inB := mb[k]
 			switch {
@@ -182,6 +173,26 @@ func firstDiff(path string, a, b any) (string, string, string, bool) {
 		path = "/"
 	}
 	return path, short(a), short(b), false
+}
+
+// Keys is the keys of a and b, sorted.
+func Keys(a, b map[string]any) []string {
+	keys := make([]string, 0, len(a)+len(b))
+	for k := range a {
+		keys = append(keys, k)
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// EscapeToken escapes one JSON pointer token: "~" as "~0", "/" as "~1".
+func EscapeToken(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
 // short renders a JSON value canonically, cut to 80 bytes.

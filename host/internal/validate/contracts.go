@@ -3,6 +3,7 @@ package validate
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/fleethost/fleet/abi"
 )
@@ -15,11 +16,45 @@ type Pool struct {
 	Tags    *Schema
 }
 
-// Queue is a registered queue contract. It is immutable once registered.
+// Queue is a registered queue contract. Its fields are immutable once registered.
 type Queue struct {
 	Name    string
 	Owner   string
 	Payload *Schema
+
+	// fleet holds the other versions of the contract live in the fleet, each compatible
+	// with Payload (host/RATIONALE.md, "When may a contract change?"); nil for none.
+	fleet atomic.Pointer[[]*Schema]
+}
+
+// SetFleet sets the other versions of q's contract live in the fleet.
+func (q *Queue) SetFleet(versions []*Schema) { q.fleet.Store(&versions) }
+
+// Admit checks a payload for q: it is valid under Payload, or under one of the fleet's
+// other live versions, so that a payload written under either side's schema of a rolling
+// upgrade is accepted. A refusal is Payload's; with details non-nil, it also lists
+// every violation of Payload there.
+func (q *Queue) Admit(what string, raw []byte, details *[]Violation) *abi.Error {
+	var e *abi.Error
+	if details != nil {
+		e, *details = q.Payload.Check(what, raw)
+	} else {
+		e = q.Payload.Validate(what, raw)
+	}
+	if e == nil {
+		return nil
+	}
+	if others := q.fleet.Load(); others != nil {
+		for _, s := range *others {
+			if s.Validate(what, raw) == nil {
+				if details != nil {
+					*details = nil
+				}
+				return nil
+			}
+		}
+	}
+	return e
 }
 
 // Registry holds the named contracts of one host. The zero value is not ready; use

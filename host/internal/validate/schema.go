@@ -158,7 +158,7 @@ func lookupPtr(doc any, ptr string) map[string]any {
 }
 
 func escapePtr(s string) string {
-	return url.PathEscape(strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1"))
+	return url.PathEscape(EscapeToken(s))
 }
 
 // Validate checks the JSON value raw against the schema. what names the value in the

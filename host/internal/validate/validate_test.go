@@ -275,3 +275,30 @@ func TestNumbersAreWhatGoDecodes(t *testing.T) {
 		t.Errorf("where n = 18446744073709551616: %v, want a ValueError", e)
 	}
 }
+
+// TestQueueAdmit: a payload is admitted under the queue's own version or one of the
+// fleet's other live versions; a refusal, with its details, is the own version's.
+func TestQueueAdmit(t *testing.T) {
+	own, err := Compile("own", json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{"site":{"type":"string"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := Compile("other", json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{"site":{"type":"string"},"fresh":{"type":"boolean"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &Queue{Name: "jobs", Payload: own}
+	fresh := []byte(`{"site":"x","fresh":true}`)
+	if e := q.Admit("payload", fresh, nil); e == nil {
+		t.Fatal("admitted a property only another version declares, with no fleet versions set")
+	}
+	q.SetFleet([]*Schema{other})
+	var details []Violation
+	if e := q.Admit("payload", fresh, &details); e != nil || details != nil {
+		t.Fatalf("Admit = %v, %v; want admitted under the fleet's other version", e, details)
+	}
+	e := q.Admit("payload", []byte(`{"site":1}`), &details)
+	if e == nil || len(details) != 1 || details[0].Pointer != "/site" {
+		t.Fatalf("Admit = %v, %+v; want the own version's refusal at /site", e, details)
+	}
+}

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/fleethost/fleet/internal/backend"
+	"github.com/fleethost/fleet/internal/cli"
+	"github.com/fleethost/fleet/primitives/redis"
+)
+
+func contractsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var url string
+	var yes bool
+	f := newFlags("contracts", "contracts [flags] list | show NAME | forget NAME VERSION --yes\n\nShows the fleet's contracts (queue:<name>, pool:<name>) with their live versions and the\nhosts that hold them, read from the backend; forget retires a version at once, so that a\nschema incompatible with it loads. Flags may follow the arguments.", stderr)
+	f.str(&url, "redis", "FLEET_REDIS", "", "the fleet backend URL (see run); empty is an embedded memory store, which holds no fleet")
+	f.BoolVar(&yes, "yes", false, "confirm forget (no variable: a confirmation is typed)")
+	var timeout time.Duration
+	f.dur(&timeout, "backend-timeout", "FLEET_BACKEND_TIMEOUT", redis.DefaultCallTimeout, "the bound of each backend call")
+	// Flags may follow the arguments (forget NAME VERSION --yes): parse again after each.
+	if err := f.parse(args); err != nil {
+		return usageErr(err)
+	}
+	var pos []string
+	for f.NArg() > 0 {
+		pos = append(pos, f.Arg(0))
+		if err := f.Parse(f.Args()[1:]); err != nil {
+			return usageErr(err)
+		}
+	}
+	b, _, err := backend.Open(url, timeout)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	err = cli.Contracts(ctx, b, pos, yes, stdout)
+	if ue := (cli.UsageError{}); errors.As(err, &ue) {
+		return usageError{ue}
+	}
+	return err
+}
