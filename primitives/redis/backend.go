@@ -261,10 +261,7 @@ func (b *Backend) fail(ctx context.Context, op, name string, err error) error {
 			return fmt.Errorf("%w: %s", primitives.ErrReused, what)
 		case strings.HasPrefix(msg, "OOM "):
 			return fmt.Errorf("%w: %s: %v", primitives.ErrLimit, what, err)
-		case strings.HasPrefix(msg, "LOADING "), strings.HasPrefix(msg, "READONLY "),
-			strings.HasPrefix(msg, "MASTERDOWN "), strings.HasPrefix(msg, "CLUSTERDOWN "),
-			strings.HasPrefix(msg, "TRYAGAIN "), strings.HasPrefix(msg, "BUSY "),
-			strings.HasPrefix(msg, "MOVED "), strings.HasPrefix(msg, "ASK "):
+		case notYet(rerr):
 			return fmt.Errorf("%w: %s: %v", primitives.ErrUnavailable, what, err)
 		}
 		// Anything else the server rejected (a script error, WRONGTYPE) is a bug or a

@@ -82,12 +82,20 @@ func unanswered(err error) bool {
 	}
 	var rerr goredis.Error
 	if errors.As(err, &rerr) {
-		for _, p := range []string{"LOADING ", "READONLY ", "MASTERDOWN ", "CLUSTERDOWN ", "TRYAGAIN "} {
-			if strings.HasPrefix(rerr.Error(), p) {
-				return true
-			}
-		}
-		return false
+		return notYet(rerr)
 	}
 	return true
+}
+
+// notYet reports whether the server's error reply says it cannot serve the command now
+// (loading, a replica, a cluster or master down, a script running, a slot moving): it
+// did not run the command, which Backend.fail reports as Unavailable and which may be
+// sent again.
+func notYet(rerr goredis.Error) bool {
+	for _, p := range []string{"LOADING ", "READONLY ", "MASTERDOWN ", "CLUSTERDOWN ", "TRYAGAIN ", "BUSY ", "MOVED ", "ASK "} {
+		if strings.HasPrefix(rerr.Error(), p) {
+			return true
+		}
+	}
+	return false
 }
