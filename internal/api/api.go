@@ -63,6 +63,9 @@ type Params struct {
 	MaxBody int64
 	// Draining, when it returns true, makes /readyz answer 503: the daemon is shutting down.
 	Draining func() bool
+	// Reload, when set, serves POST /api/v1/reload: it reloads the plugins folder and
+	// returns the refusals (host.Host.Reload). Optional.
+	Reload func(context.Context) error
 	// Log receives operator actions (pause, resume, requeue) and server errors.
 	// default: slog.Default()
 	Log *slog.Logger
@@ -121,6 +124,9 @@ func New(p Params) *Server {
 	s.route("/api/v1/queues/{name}/parked", true, on(http.MethodGet, s.listParked), on(http.MethodDelete, s.purgeParked))
 	s.route("/api/v1/queues/{name}/parked/{id}", true, on(http.MethodDelete, s.deleteParked))
 	s.route("/api/v1/queues/{name}/parked/{id}/requeue", true, on(http.MethodPost, s.requeue))
+	if p.Reload != nil {
+		s.route("/api/v1/reload", true, on(http.MethodPost, s.reload))
+	}
 	s.route("/api/v1/pools", true, on(http.MethodGet, s.listPools))
 	s.route("/api/v1/pools/{name}", true, on(http.MethodGet, s.getPool))
 	noRoute := func(w http.ResponseWriter, r *http.Request) {
@@ -314,17 +320,21 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 
 // Automation is one loaded plugin as GET /api/v1/automations shows it.
 type Automation struct {
-	Type     string              `json:"type"`
-	Version  string              `json:"version"`
-	Mode     string              `json:"mode"`
-	File     string              `json:"file"`
-	Digest   string              `json:"digest"`
-	Slots    int                 `json:"slots"`
-	Paused   bool                `json:"paused"`
-	Consumes *abi.QueueContract  `json:"consumes,omitempty"`
-	Pools    []abi.PoolContract  `json:"pools,omitempty"`
-	Submits  []abi.QueueContract `json:"submits,omitempty"`
-	Grant    host.Grant          `json:"grant"`
+	Type     string    `json:"type"`
+	Version  string    `json:"version"`
+	Mode     string    `json:"mode"`
+	File     string    `json:"file"`
+	Digest   string    `json:"digest"`
+	LoadedAt time.Time `json:"loaded_at"`
+	// ReloadError is why the last reload refused a new build of its file ("" when none
+	// is refused): this version keeps running.
+	ReloadError string              `json:"reload_error,omitempty"`
+	Slots       int                 `json:"slots"`
+	Paused      bool                `json:"paused"`
+	Consumes    *abi.QueueContract  `json:"consumes,omitempty"`
+	Pools       []abi.PoolContract  `json:"pools,omitempty"`
+	Submits     []abi.QueueContract `json:"submits,omitempty"`
+	Grant       host.Grant          `json:"grant"`
 	// SlotStates are its slots, each with its state (slotstate.States): starting, idle,
 	// working, paused (its plugin is paused), draining (the host shuts down) or stopped.
 	SlotStates []metrics.SlotState `json:"slot_states"`
@@ -333,7 +343,7 @@ type Automation struct {
 func (s *Server) automation(p host.Plugin, slots []metrics.SlotState) Automation {
 	a := Automation{
 		Type: p.Type, Version: p.Version, Mode: p.Mode, File: p.File, Digest: p.Digest, Slots: p.Slots,
-		Paused: p.Paused, Consumes: p.Consumes, Pools: p.Pools, Submits: p.Submits, Grant: p.Grant,
+		LoadedAt: p.LoadedAt, ReloadError: p.ReloadError, Paused: p.Paused, Consumes: p.Consumes, Pools: p.Pools, Submits: p.Submits, Grant: p.Grant,
 		SlotStates: []metrics.SlotState{},
 	}
 	for _, st := range slots {
@@ -522,6 +532,17 @@ func jsonContentType(ct string) string {
 		return fmt.Sprintf("%s with charset utf-8 or none, not %q", want, safetext.Clip(ct, maxEcho))
 	}
 	return ""
+}
+
+// reload reloads the plugins folder and answers 200 with the automations, or 422 with the
+// refusals (the running versions keep running); either way the reload happened.
+func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
+	s.p.Log.Info("api: reload", "remote", r.RemoteAddr)
+	if err := s.p.Reload(r.Context()); err != nil {
+		writeError(w, http.StatusUnprocessableEntity, abi.ValueError, err.Error(), nil)
+		return
+	}
+	s.listAutomations(w, r)
 }
 
 func (s *Server) pause(w http.ResponseWriter, r *http.Request)  { s.setPaused(w, r, true) }

@@ -1,0 +1,111 @@
+package daemon
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/internal/api"
+	"github.com/fleethost/fleet/internal/testutil"
+)
+
+// automations is GET /api/v1/automations, by type.
+func automations(t *testing.T, addr string) map[string]api.Automation {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/api/v1/automations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct{ Automations []api.Automation }
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]api.Automation{}
+	for _, a := range body.Automations {
+		out[a.Type] = a
+	}
+	return out
+}
+
+// dropWasm writes a batch WAT plugin of type typ into dir as <typ>.wasm by rename, the
+// safe deploy, and returns its bytes.
+func dropWasm(t *testing.T, dir, typ string) []byte {
+	t.Helper()
+	d := abi.Describe{ABIVersion: abi.Version, Type: typ, Version: "1.0.0", Mode: abi.ModeBatch,
+		Consumes: &abi.QueueContract{Name: typ + "-jobs", Payload: json.RawMessage(`{}`)}}
+	wasm, err := os.ReadFile(testutil.WAT(t, testutil.GuestWAT{Describe: d, Result: `{"outcome":"done"}`}.Source(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deployBytes(t, filepath.Join(dir, typ+".wasm"), wasm)
+	return wasm
+}
+
+func digest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func deployBytes(t *testing.T, dst string, b []byte) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(dst), ".deploy.tmp")
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReloadOnFolderChange: a plugin renamed into the folder of a running daemon is
+// loaded by the watcher, with no other trigger, and the API shows its digest and load
+// time.
+func TestReloadOnFolderChange(t *testing.T) {
+	dir := t.TempDir()
+	addr := startAPI(t, Options{PluginsDir: dir, ReloadSettle: 20 * time.Millisecond})
+	dropWasm(t, dir, "dropped")
+	testutil.WaitFor(t, 60*time.Second, "the dropped plugin loaded", func() bool {
+		a, ok := automations(t, addr)["dropped"]
+		return ok && strings.HasPrefix(a.Digest, "sha256:") && !a.LoadedAt.IsZero()
+	})
+}
+
+// TestReloadRoute: POST /api/v1/reload loads what the folder holds and answers the
+// automations; a truncated build answers 422 with the refusal, and the API shows it as the
+// running version's reload_error.
+func TestReloadRoute(t *testing.T) {
+	dir := t.TempDir()
+	// A settle far past the test: only the route reloads.
+	addr := startAPI(t, Options{PluginsDir: dir, ReloadSettle: time.Hour})
+	good := dropWasm(t, dir, "dropped")
+	post := func() (int, string) {
+		resp, err := http.Post("http://"+addr+"/api/v1/reload", "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b strings.Builder
+		_, _ = io.Copy(&b, resp.Body)
+		return resp.StatusCode, b.String()
+	}
+	if code, body := post(); code != 200 || !strings.Contains(body, `"dropped"`) {
+		t.Fatalf("POST /api/v1/reload = %d %s, want 200 listing dropped", code, body)
+	}
+	deployBytes(t, filepath.Join(dir, "dropped.wasm"), good[:len(good)/2])
+	if code, body := post(); code != 422 || !strings.Contains(body, "dropped.wasm") {
+		t.Fatalf("POST /api/v1/reload = %d %s, want 422 naming dropped.wasm", code, body)
+	}
+	a := automations(t, addr)["dropped"]
+	if a.Digest != digest(good) || !strings.Contains(a.ReloadError, "dropped.wasm") {
+		t.Errorf("dropped = digest %s, reload_error %q; want the running digest and the refusal", a.Digest, a.ReloadError)
+	}
+}
