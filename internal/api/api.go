@@ -73,12 +73,9 @@ type Params struct {
 
 // Server is the API's handler. Make it with New.
 type Server struct {
-	p      Params
-	mux    *http.ServeMux
-	token  [32]byte // sha256 of Params.Token; immutable
-	types  []string // every loaded type, sorted; immutable
-	queues []string // every declared queue, sorted; immutable
-	pools  []string // every declared pool, sorted; immutable
+	p     Params
+	mux   *http.ServeMux
+	token [32]byte // sha256 of Params.Token; immutable
 }
 
 // New returns the API's handler.
@@ -94,20 +91,6 @@ func New(p Params) *Server {
 	}
 	s := &Server{p: p, mux: http.NewServeMux()}
 	s.token = sha256.Sum256([]byte(p.Token))
-	ts, qs, ps := map[string]bool{}, map[string]bool{}, map[string]bool{}
-	for _, pl := range p.Host.Plugins() {
-		ts[pl.Type] = true
-		if pl.Consumes != nil {
-			qs[pl.Consumes.Name] = true
-		}
-		for _, q := range pl.Submits {
-			qs[q.Name] = true
-		}
-		for _, pool := range pl.Pools {
-			ps[pool.Name] = true
-		}
-	}
-	s.types, s.queues, s.pools = sorted(ts), sorted(qs), sorted(ps)
 
 	s.route("/healthz", false, on(http.MethodGet, s.healthz))
 	s.route("/readyz", false, on(http.MethodGet, s.readyz))
@@ -268,11 +251,33 @@ func (w *closeUnread) Write(p []byte) (int, error) {
 // Unwrap serves http.ResponseController.
 func (w *closeUnread) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// catalog is what the loaded plugins name, each sorted: their types, every queue they
+// consume or submit to, every pool they use. It is read from the host at each call: a
+// reload changes it.
+func (s *Server) catalog() (types, queues, pools []string) {
+	ts, qs, ps := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, pl := range s.p.Host.Plugins() {
+		ts[pl.Type] = true
+		if pl.Consumes != nil {
+			qs[pl.Consumes.Name] = true
+		}
+		for _, q := range pl.Submits {
+			qs[q.Name] = true
+		}
+		for _, pool := range pl.Pools {
+			ps[pool.Name] = true
+		}
+	}
+	return sorted(ts), sorted(qs), sorted(ps)
+}
+
+func (s *Server) types() []string { t, _, _ := s.catalog(); return t }
+
 // Queues lists every queue a loaded plugin declares, sorted.
-func (s *Server) Queues() []string { return append([]string(nil), s.queues...) }
+func (s *Server) Queues() []string { _, q, _ := s.catalog(); return q }
 
 // Pools lists every pool a loaded plugin declares, sorted.
-func (s *Server) Pools() []string { return append([]string(nil), s.pools...) }
+func (s *Server) Pools() []string { _, _, p := s.catalog(); return p }
 
 // auth requires the bearer token, when one is configured, before the handler runs and
 // so before any of the body is read. The scheme is matched case-insensitively (RFC 7235
@@ -303,7 +308,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if s.p.Draining != nil && s.p.Draining() {
 		problems = append(problems, "draining: shutting down")
 	}
-	if len(s.types) == 0 {
+	if len(s.types()) == 0 {
 		problems = append(problems, "no plugin loaded")
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
@@ -315,7 +320,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, abi.Unavailable, strings.Join(problems, "; "), problems)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "plugins": len(s.types)})
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "plugins": len(s.types())})
 }
 
 // Automation is one loaded plugin as GET /api/v1/automations shows it.
@@ -378,7 +383,7 @@ func (s *Server) plugin(w http.ResponseWriter, r *http.Request) (host.Plugin, bo
 			return p, true
 		}
 	}
-	writeError(w, http.StatusNotFound, abi.NotFound, fmt.Sprintf("no automation of type %q is loaded; types: %s", safetext.Clip(typ, maxEcho), strings.Join(s.types, ", ")), nil)
+	writeError(w, http.StatusNotFound, abi.NotFound, fmt.Sprintf("no automation of type %q is loaded; types: %s", safetext.Clip(typ, maxEcho), strings.Join(s.types(), ", ")), nil)
 	return host.Plugin{}, false
 }
 
@@ -594,7 +599,7 @@ func (s *Server) queueStats(ctx context.Context, name string) (QueueStats, error
 
 func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 	out := []QueueStats{}
-	for _, q := range s.queues {
+	for _, q := range s.Queues() {
 		st, err := s.queueStats(r.Context(), q)
 		if err != nil {
 			backendError(w, err)
@@ -607,7 +612,7 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	if !s.known(w, "queue", name, s.queues) {
+	if !s.known(w, "queue", name, s.Queues()) {
 		return
 	}
 	st, err := s.queueStats(r.Context(), name)
@@ -632,7 +637,7 @@ type ParkedTask struct {
 
 func (s *Server) listParked(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	if !s.known(w, "queue", name, s.queues) {
+	if !s.known(w, "queue", name, s.Queues()) {
 		return
 	}
 	limit := 100
@@ -676,7 +681,7 @@ func (s *Server) deleteParked(w http.ResponseWriter, r *http.Request) {
 // {"queue", "task_id", done: true}.
 func (s *Server) parkedTask(w http.ResponseWriter, r *http.Request, done string, op func(ctx context.Context, queue, id string) error) {
 	name, id := r.PathValue("name"), r.PathValue("id")
-	if !s.known(w, "queue", name, s.queues) {
+	if !s.known(w, "queue", name, s.Queues()) {
 		return
 	}
 	if err := op(r.Context(), name, id); err != nil {
@@ -697,7 +702,7 @@ type Purged struct {
 // syntax: 24h, 90m) those parked at least that long ago.
 func (s *Server) purgeParked(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	if !s.known(w, "queue", name, s.queues) {
+	if !s.known(w, "queue", name, s.Queues()) {
 		return
 	}
 	var age time.Duration
@@ -741,7 +746,7 @@ func (s *Server) poolStats(ctx context.Context, name string) (PoolStats, error) 
 
 func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {
 	out := []PoolStats{}
-	for _, p := range s.pools {
+	for _, p := range s.Pools() {
 		st, err := s.poolStats(r.Context(), p)
 		if err != nil {
 			backendError(w, err)
@@ -754,7 +759,7 @@ func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) getPool(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	if !s.known(w, "pool", name, s.pools) {
+	if !s.known(w, "pool", name, s.Pools()) {
 		return
 	}
 	st, err := s.poolStats(r.Context(), name)

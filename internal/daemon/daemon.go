@@ -11,10 +11,13 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/fleethost/fleet/host"
@@ -89,6 +92,11 @@ type Options struct {
 // before the backend.
 func Run(ctx context.Context, o Options) (err error) {
 	log := cmp.Or(o.Log, slog.Default())
+	// SIGHUP reloads: it is caught from the start, so that one sent while the plugins load
+	// does not end the process (its default); the reloader serves it once the host runs.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	gf, err := grants.Read(o.GrantsFile)
 	if err != nil {
 		return err
@@ -115,11 +123,13 @@ func Run(ctx context.Context, o Options) (err error) {
 
 	var draining atomic.Bool
 	rl := newReloader(h, log, obs)
+	rctx, stopReloads := context.WithCancel(ctx)
+	wait := rl.start(rctx, hup, o.PluginsDir, cmp.Or(o.ReloadSettle, DefaultReloadSettle))
+	defer func() { stopReloads(); wait() }() // before the host closes
 	a, err := serveAPI(o, log, newAPI(o, log, h, b, obs, draining.Load, rl.reload))
 	if err != nil {
 		return err
 	}
-	defer rl.start(ctx, o.PluginsDir, cmp.Or(o.ReloadSettle, DefaultReloadSettle))()
 
 	runErr := runHost(ctx, o, log, h, &draining)
 	a.shutdown()

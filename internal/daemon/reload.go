@@ -4,10 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -54,15 +52,12 @@ func (rl *reloader) reload(ctx context.Context) error {
 	return nil
 }
 
-// start watches dir and SIGHUP until ctx is done, and serves their requests; the
+// start watches dir and hup (SIGHUP) until ctx is done, and serves their requests; the
 // returned wait returns once its goroutines have. A folder that cannot be watched is
 // logged, not fatal: SIGHUP and the API still reload.
-func (rl *reloader) start(ctx context.Context, dir string, settle time.Duration) (wait func()) {
+func (rl *reloader) start(ctx context.Context, hup <-chan os.Signal, dir string, settle time.Duration) (wait func()) {
 	var wg sync.WaitGroup
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
 	wg.Go(func() {
-		defer signal.Stop(hup)
 		for {
 			select {
 			case <-ctx.Done():

@@ -80,7 +80,7 @@ func TestReloadOnFolderChange(t *testing.T) {
 }
 
 // TestReloadRoute: POST /api/v1/reload loads what the folder holds and answers the
-// automations; a truncated build answers 422 with the refusal, and the API shows it as the
+// automations, and the API knows the new plugin's queue; a truncated build answers 422 with the refusal, and the API shows it as the
 // running version's reload_error.
 func TestReloadRoute(t *testing.T) {
 	dir := t.TempDir()
@@ -99,6 +99,15 @@ func TestReloadRoute(t *testing.T) {
 	}
 	if code, body := post(); code != 200 || !strings.Contains(body, `"dropped"`) {
 		t.Fatalf("POST /api/v1/reload = %d %s, want 200 listing dropped", code, body)
+	}
+	// The API's routes follow the loaded set: the new plugin's queue is known.
+	resp, err := http.Get("http://" + addr + "/api/v1/queues/dropped-jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("GET /api/v1/queues/dropped-jobs = %d after the reload, want 200", resp.StatusCode)
 	}
 	deployBytes(t, filepath.Join(dir, "dropped.wasm"), good[:len(good)/2])
 	if code, body := post(); code != 422 || !strings.Contains(body, "dropped.wasm") {
