@@ -80,8 +80,9 @@ func TestReloadOnFolderChange(t *testing.T) {
 }
 
 // TestReloadRoute: POST /api/v1/reload loads what the folder holds and answers the
-// automations, and the API knows the new plugin's queue; a truncated build answers 422 with the refusal, and the API shows it as the
-// running version's reload_error.
+// automations, and the API knows the new plugin's queue; a truncated build answers 422
+// with the refusal, counted in fleet_reload_failures_total and shown as the running
+// version's reload_error.
 func TestReloadRoute(t *testing.T) {
 	dir := t.TempDir()
 	// A settle far past the test: only the route reloads.
@@ -112,6 +113,15 @@ func TestReloadRoute(t *testing.T) {
 	deployBytes(t, filepath.Join(dir, "dropped.wasm"), good[:len(good)/2])
 	if code, body := post(); code != 422 || !strings.Contains(body, "dropped.wasm") {
 		t.Fatalf("POST /api/v1/reload = %d %s, want 422 naming dropped.wasm", code, body)
+	}
+	resp, err = http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(metrics), "\nfleet_reload_failures_total 1\n") {
+		t.Errorf("/metrics has no fleet_reload_failures_total 1 after one refused build")
 	}
 	a := automations(t, addr)["dropped"]
 	if a.Digest != digest(good) || !strings.Contains(a.ReloadError, "dropped.wasm") {
