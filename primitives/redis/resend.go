@@ -10,8 +10,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// Resends past go-redis' own: a command that failed for want of an answer is sent again,
-// after a backoff from resendBackoff doubling to maxResendBackoff, while the server
+// Resends past go-redis' own: a script (a write) that failed for want of an answer is
+// sent again, after a backoff from resendBackoff doubling to maxResendBackoff, while the server
 // answered some command within the last CallTimeout and the call's deadline has not
 // passed. go-redis' MaxRetries resends span a few tens of ms, which a restart of the
 // server outlasts (down ~0.2 s, then LOADING); a write whose reply the restart lost would
@@ -46,7 +46,7 @@ func (r *resender) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 				r.answered.Store(time.Now().UnixNano())
 				return err
 			}
-			if time.Since(time.Unix(0, r.answered.Load())) > r.window || ctx.Err() != nil {
+			if !script(cmd) || time.Since(time.Unix(0, r.answered.Load())) > r.window || ctx.Err() != nil {
 				return err
 			}
 			t := time.NewTimer(wait)
@@ -59,6 +59,18 @@ func (r *resender) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 			wait = min(2*wait, maxResendBackoff)
 		}
 	}
+}
+
+// script reports whether cmd runs a script: every write does (luaOnce), under its
+// request id, and only a write needs to learn its first result. Other commands are not
+// resent here: a read may answer Unavailable at once, and the commands that set up a
+// connection (HELLO, AUTH, SELECT) run on that connection, which a resend cannot mend.
+func script(cmd goredis.Cmder) bool {
+	switch cmd.Name() {
+	case "evalsha", "eval", "evalsha_ro", "eval_ro":
+		return true
+	}
+	return false
 }
 
 // unanswered reports whether err says the server did not answer the command (the

@@ -226,7 +226,9 @@ func TestWriteEndsAtTheDeadline(t *testing.T) {
 		t.Run(export, func(t *testing.T) {
 			rt := blockingGuest(t, export, "(call $write_forever)")
 			out := &lineWriter{}
-			err := callExport(rt, export, out, 50*time.Millisecond)
+			// Long enough that a loaded machine under -race reaches the first write in
+			// it (at 50ms, 1 run in ~10 did not); the call it cuts would last minutes.
+			err := callExport(rt, export, out, 500*time.Millisecond)
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("%s writing forever = %v, want the deadline", export, err)
 			}
