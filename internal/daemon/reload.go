@@ -82,7 +82,7 @@ func (rl *reloader) start(ctx context.Context, hup <-chan os.Signal, dir string,
 	}
 	wg.Go(func() {
 		defer w.Close()
-		watchSettled(ctx, w, settle, rl.log, func() { rl.request("plugins folder") })
+		watchSettled(ctx, w.Events, w.Errors, settle, rl.log, func() { rl.request("plugins folder") })
 	})
 	return wg.Wait
 }
@@ -102,11 +102,11 @@ func stampOf(name string) stamp {
 	return stamp{exists: true, size: fi.Size(), mtime: fi.ModTime()}
 }
 
-// watchSettled calls changed once the .wasm files that w reports changed have settled:
+// watchSettled calls changed once the .wasm files that events (a watcher's) report changed have settled:
 // no event and the same size and mtime for settle. A file copied in place is loaded only
 // once its writes have paused for settle; one renamed into place (the safe deploy) is
 // whole at its first event. See RATIONALE.md, "Why a watcher, and when is a file settled?".
-func watchSettled(ctx context.Context, w *fsnotify.Watcher, settle time.Duration, log *slog.Logger, changed func()) {
+func watchSettled(ctx context.Context, events <-chan fsnotify.Event, errs <-chan error, settle time.Duration, log *slog.Logger, changed func()) {
 	pending := map[string]stamp{}
 	timer := time.NewTimer(settle)
 	timer.Stop()
@@ -115,7 +115,7 @@ func watchSettled(ctx context.Context, w *fsnotify.Watcher, settle time.Duration
 		select {
 		case <-ctx.Done():
 			return
-		case ev, ok := <-w.Events:
+		case ev, ok := <-events:
 			if !ok {
 				return
 			}
@@ -124,7 +124,7 @@ func watchSettled(ctx context.Context, w *fsnotify.Watcher, settle time.Duration
 			}
 			pending[ev.Name] = stampOf(ev.Name)
 			timer.Reset(settle)
-		case err, ok := <-w.Errors:
+		case err, ok := <-errs:
 			if !ok {
 				return
 			}

@@ -1,16 +1,21 @@
 package daemon
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/fsnotify/fsnotify"
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/internal/api"
@@ -127,4 +132,58 @@ func TestReloadRoute(t *testing.T) {
 	if a.Digest != digest(good) || !strings.Contains(a.ReloadError, "dropped.wasm") {
 		t.Errorf("dropped = digest %s, reload_error %q; want the running digest and the refusal", a.Digest, a.ReloadError)
 	}
+}
+
+// TestWatchSettles: the watcher reloads only once the changed .wasm has gone a whole
+// settle interval with no event and the same size and mtime: an event restarts the wait,
+// and so does a file that grew without one (a write whose event was coalesced); other
+// names are ignored. Fake time (synctest), a real file.
+func TestWatchSettles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const settle = time.Second
+		dir := t.TempDir()
+		file := filepath.Join(dir, "p.wasm")
+		events, errs := make(chan fsnotify.Event), make(chan error)
+		changed := make(chan struct{}, 10)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go watchSettled(ctx, events, errs, settle, slog.New(slog.DiscardHandler), func() { changed <- struct{}{} })
+		reloads := func() int {
+			synctest.Wait()
+			return len(changed)
+		}
+		write := func(b string) {
+			f, err := os.OpenFile(file, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteString(b); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+		}
+		events <- fsnotify.Event{Name: filepath.Join(dir, ".p.wasm.tmp"), Op: fsnotify.Write}
+		time.Sleep(2 * settle)
+		if n := reloads(); n != 0 {
+			t.Fatalf("reloads = %d after an event on a name not ending .wasm, want 0", n)
+		}
+		write("half")
+		events <- fsnotify.Event{Name: file, Op: fsnotify.Create}
+		time.Sleep(settle / 2)
+		write(" more")
+		events <- fsnotify.Event{Name: file, Op: fsnotify.Write}
+		time.Sleep(settle * 3 / 4) // 1.25 settles since the first event, 0.75 since the last
+		if n := reloads(); n != 0 {
+			t.Fatalf("reloads = %d within a settle of the last event, want 0", n)
+		}
+		write(" and the rest, with no event")
+		time.Sleep(settle / 2) // the timer fires: the size changed since the last event
+		if n := reloads(); n != 0 {
+			t.Fatalf("reloads = %d while the file still grew, want 0", n)
+		}
+		time.Sleep(settle)
+		if n := reloads(); n != 1 {
+			t.Fatalf("reloads = %d once the file kept its size and mtime for a settle, want 1", n)
+		}
+	})
 }
