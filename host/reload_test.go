@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/testutil"
@@ -93,7 +94,8 @@ func TestReloadAddsPlugin(t *testing.T) {
 
 // TestReloadReplacesUnderLoad: a new build of a running plugin, deployed while tasks flow,
 // replaces its slots one at a time: every task is acked exactly once (the counter says
-// each ran once), none is parked or left, and the host then runs the new digest.
+// each ran once), none is parked or left, and the host then runs the new digest, under a
+// new config identity.
 func TestReloadReplacesUnderLoad(t *testing.T) {
 	r := newRig(t)
 	file := r.goGuest()
@@ -103,6 +105,7 @@ func TestReloadReplacesUnderLoad(t *testing.T) {
 	const n = 300
 	submitN(t, h, n/2, `{"op":"sleep_ms","n":2}`)
 	waitFor(t, "tasks flowing", func() bool { return len(r.events.finished()) >= 10 })
+	before := h.ConfigIdentity("goguest")
 	var wg sync.WaitGroup
 	wg.Go(func() { submitN(t, h, n/2, `{"op":"sleep_ms","n":2}`) })
 	rebuild(t, src, file, "v2")
@@ -120,6 +123,9 @@ func TestReloadReplacesUnderLoad(t *testing.T) {
 	}
 	if got := r.events.outcomes(); got["checkpoint"] != n {
 		t.Errorf("outcomes = %v, want %d checkpoints", got, n)
+	}
+	if id := h.ConfigIdentity("goguest"); id == before {
+		t.Errorf("config identity %s unchanged by the new build, want the plane told of it", id)
 	}
 	b, _ := os.ReadFile(file)
 	if want := digestOf(b); p.Digest != want {
@@ -244,5 +250,41 @@ func TestReloadBeforeRun(t *testing.T) {
 	}
 	if err := h.Reload(context.Background()); err == nil {
 		t.Error("Reload after Close = nil, want an error")
+	}
+}
+
+// TestReloadRollsBack: a new build that passes every check but whose slots cannot make an
+// instance (its _initialize traps once granted) is rolled back: the replaced slots of the
+// running version start again, the build is refused with the reason, and the running
+// version serves on, never without a slot.
+func TestReloadRollsBack(t *testing.T) {
+	r := newRig(t)
+	file := r.goGuest()
+	good, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.cfg.Slots = 2
+	r.cfg.CallTimeout = 500 * time.Millisecond // the bound of a new slot's first instance: 2x
+	h, stop := r.start()
+	schema := `{"type":"object","properties":{"op":{"type":"string"},"n":{"type":"integer"}},"required":["op"],"additionalProperties":false}`
+	bad, err := os.ReadFile(watPlugin(t, t.TempDir(), "initcall", "initcall", batchDescribe("goguest", goQueue, schema)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deploy(t, file, bad)
+	err = h.Reload(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "no instance") {
+		t.Fatalf("Reload = %v, want the build refused: its slot made no instance", err)
+	}
+	p, _ := pluginOf(t, h, "goguest")
+	if p.Digest != digestOf(good) || !strings.Contains(p.ReloadError, "no instance") {
+		t.Errorf("goguest = digest %s, reload error %q; want the running digest and the refusal", p.Digest, p.ReloadError)
+	}
+	submitN(t, h, 10, `{"op":"incr"}`)
+	waitFor(t, "the running version serving", func() bool { return testutil.Counter(t, r.backend, "goguest:count") == 10 })
+	stop()
+	if s := testutil.QueueStats(t, r.backend, goQueue); s != (primitives.QueueStats{}) {
+		t.Errorf("stats = %+v, want every task acked", s)
 	}
 }
