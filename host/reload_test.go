@@ -28,19 +28,7 @@ func rebuild(t *testing.T, src, dst, tag string) {
 	body := append([]byte{byte(len(name))}, name...)
 	body = append(body, tag...)
 	b = append(b, 0, byte(len(body))) // section id 0 (custom), its size (< 128: one LEB128 byte)
-	deploy(t, dst, append(b, body...))
-}
-
-// deploy writes b to dst by writing a temporary file next to it and renaming it over dst.
-func deploy(t *testing.T, dst string, b []byte) {
-	t.Helper()
-	tmp := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp")
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, dst); err != nil {
-		t.Fatal(err)
-	}
+	testutil.Deploy(t, dst, append(b, body...))
 }
 
 func digestOf(b []byte) string {
@@ -74,7 +62,7 @@ func TestReloadAddsPlugin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deploy(t, filepath.Join(r.dir, "goguest.wasm"), b)
+	testutil.Deploy(t, filepath.Join(r.dir, "goguest.wasm"), b)
 	for range 2 {
 		if err := h.Reload(context.Background()); err != nil {
 			t.Fatalf("Reload = %v", err)
@@ -190,7 +178,7 @@ func TestReloadRefusesBrokenBuild(t *testing.T) {
 		{"truncated", good[:len(good)/2], "goguest.wasm"},
 		{"trap in _initialize", trapInit, "unreachable"},
 	} {
-		deploy(t, file, c.wasm)
+		testutil.Deploy(t, file, c.wasm)
 		for range 2 {
 			err := h.Reload(context.Background())
 			if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -208,7 +196,7 @@ func TestReloadRefusesBrokenBuild(t *testing.T) {
 		served += 5
 		waitFor(t, c.name+": the running version serving", func() bool { return testutil.Counter(t, r.backend, "goguest:count") == int64(served) })
 	}
-	deploy(t, file, good)
+	testutil.Deploy(t, file, good)
 	if err := h.Reload(context.Background()); err != nil {
 		t.Fatalf("Reload of the running bytes = %v", err)
 	}
@@ -272,7 +260,7 @@ func TestReloadRollsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deploy(t, file, bad)
+	testutil.Deploy(t, file, bad)
 	err = h.Reload(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "no instance") {
 		t.Fatalf("Reload = %v, want the build refused: its slot made no instance", err)

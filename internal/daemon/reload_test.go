@@ -51,24 +51,13 @@ func dropWasm(t *testing.T, dir, typ string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deployBytes(t, filepath.Join(dir, typ+".wasm"), wasm)
+	testutil.Deploy(t, filepath.Join(dir, typ+".wasm"), wasm)
 	return wasm
 }
 
 func digest(b []byte) string {
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
-func deployBytes(t *testing.T, dst string, b []byte) {
-	t.Helper()
-	tmp := filepath.Join(filepath.Dir(dst), ".deploy.tmp")
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, dst); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestReloadOnFolderChange: a plugin renamed into the folder of a running daemon is
@@ -115,7 +104,7 @@ func TestReloadRoute(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Errorf("GET /api/v1/queues/dropped-jobs = %d after the reload, want 200", resp.StatusCode)
 	}
-	deployBytes(t, filepath.Join(dir, "dropped.wasm"), good[:len(good)/2])
+	testutil.Deploy(t, filepath.Join(dir, "dropped.wasm"), good[:len(good)/2])
 	if code, body := post(); code != 422 || !strings.Contains(body, "dropped.wasm") {
 		t.Fatalf("POST /api/v1/reload = %d %s, want 422 naming dropped.wasm", code, body)
 	}

@@ -26,16 +26,7 @@ func TestReloadCommandAndSIGHUP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deploy := func(b []byte) {
-		t.Helper()
-		tmp := filepath.Join(t.TempDir(), "rival.wasm")
-		if err := os.WriteFile(tmp, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, filepath.Join(dir, "rival.wasm")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	deploy := func(b []byte) { testutil.Deploy(t, filepath.Join(dir, "rival.wasm"), b) }
 	digests := func() map[string]string {
 		var body struct {
 			Automations []struct{ Type, Digest string }
