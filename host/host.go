@@ -38,9 +38,12 @@ type Host struct {
 
 	// reloadMu serialises Reload, and Run's drain after it: a reload runs to its end
 	// before the drain takes the slots.
-	reloadMu       sync.Mutex
-	run            *runState    // guarded by reloadMu: set while Run runs, nil before and once it drains
-	drained        bool         // guarded by reloadMu: Run has begun its drain
+	reloadMu sync.Mutex
+	run      *runState // guarded by reloadMu: set while Run runs, nil before and once it drains
+	drained  bool      // guarded by reloadMu: Run has begun its drain
+	// lingering are versions out of the loaded set whose slots had not all stopped when
+	// Run's drain began: the drain stops them, and Close unloads them.
+	lingering      []*plugin    // guarded by reloadMu
 	reloadFailures atomic.Int64 // builds Reload refused
 	abandonedAny   atomic.Bool  // a slot was abandoned: the compilation cache stays open
 
@@ -274,7 +277,10 @@ func (h *Host) Close() error {
 		h.tel.stop() // the host's own stopping beacon; Run says the slots' when it ran
 	}
 	var errs []error
-	for _, p := range h.loaded() {
+	h.reloadMu.Lock()
+	lingering := h.lingering
+	h.reloadMu.Unlock()
+	for _, p := range append(h.loaded(), lingering...) {
 		errs = append(errs, h.unload(p))
 	}
 	if h.cache != nil && !h.abandonedAny.Load() {

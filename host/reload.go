@@ -37,7 +37,9 @@ type refusal struct {
 //
 // It returns the refusals, joined; nil when every file is loaded. It serialises with
 // other Reloads and with Run's drain. Before Run it changes only the loaded set (Run
-// starts its slots); once Run drains, or after Close, it is an error.
+// starts its slots); once Run drains, or after Close, it is an error. A reload under way
+// when Run's drain begins stops at once, leaving the slots it was replacing or removing
+// to the drain, so that a reload never lengthens a shutdown past its bound.
 // See RATIONALE.md, "How does a reload replace a running plugin?".
 func (h *Host) Reload(ctx context.Context) error {
 	h.reloadMu.Lock()
@@ -60,11 +62,14 @@ func (h *Host) Reload(ctx context.Context) error {
 	// Removals first: a type moved to another file is then free to load from it.
 	for file, p := range current {
 		if !slices.Contains(files, file) {
-			h.remove(p)
+			h.remove(r, p)
 		}
 	}
 	var errs []error
 	for _, file := range files {
+		if r != nil && r.ctx.Err() != nil {
+			break // Run's drain began: it waits for this reload, which stops here
+		}
 		errs = append(errs, h.reloadFile(ctx, r, file, current[file]))
 	}
 	return errors.Join(errs...)
@@ -116,7 +121,9 @@ func (h *Host) reloadFile(ctx context.Context, r *runState, file string, old *pl
 		h.cfg.Logger.Info("host: reload: plugin added", "type", p.info.Type, "version", p.info.Version, "file", filepath.Base(file))
 		return nil
 	}
-	if err := h.replace(r, old, p); err != nil {
+	if err := h.replace(r, old, p); errors.Is(err, errStopAborted) {
+		return err // not the build's fault
+	} else if err != nil {
 		return h.refuse(file, d, fmt.Errorf("host: plugin %s: %w", filepath.Base(file), err))
 	}
 	h.setRefusal(file, nil)
@@ -156,35 +163,51 @@ func (h *Host) replace(r *runState, old, p *plugin) error {
 	}
 	h.startPump(r, p)
 	olds := old.slots
-	old.slots = nil
 	for i := range max(len(olds), p.info.Slots) {
 		if i < p.info.Slots {
 			if err := h.awaitUp(h.startSlot(r, p, i), 2*p.info.Grant.CallTimeout); err != nil {
-				h.rollBack(r, old, p, olds, min(i, len(olds)))
+				old.slots = olds[min(i, len(olds)):]
+				h.rollBack(r, old, p, min(i, len(olds)))
 				return err
 			}
 		}
-		if i < len(olds) {
-			h.retire([]*runningSlot{olds[i]})
+		if i < len(olds) && !h.retire(r, olds[i:i+1]) {
+			// Run's drain began: it stops what is left of old.
+			old.slots = olds[i:]
+			h.setPlugin(p, old)
+			h.lingering = append(h.lingering, old)
+			return errStopAborted
 		}
 	}
+	old.slots = nil
 	h.setPlugin(p, old)
-	old.stopPump()
-	h.logUnload(h.unload(old))
+	h.unloadStopped(old)
 	return nil
 }
 
 // rollBack undoes a replace of old by p that failed after replacing old's first
-// replaced slots (olds is every old slot): those start again, p's slots drain, and p
-// unloads.
-func (h *Host) rollBack(r *runState, old, p *plugin, olds []*runningSlot, replaced int) {
+// replaced slots (old.slots holds those still running): those start again, p's slots
+// drain, and p unloads.
+func (h *Host) rollBack(r *runState, old, p *plugin, replaced int) {
+	kept := old.slots
+	old.slots = nil
 	for i := range replaced {
 		h.startSlot(r, old, i)
 	}
-	old.slots = append(old.slots, olds[replaced:]...)
-	h.retire(p.slots)
+	old.slots = append(old.slots, kept...)
+	if !h.retire(r, p.slots) {
+		h.lingering = append(h.lingering, p) // Run's drain stops them
+		return
+	}
 	p.slots = nil
-	p.stopPump()
+	h.unloadStopped(p)
+}
+
+// unloadStopped stops p's pump and unloads p, whose slots have all stopped.
+func (h *Host) unloadStopped(p *plugin) {
+	if p.stopPump != nil { // nil before Run
+		p.stopPump()
+	}
 	h.logUnload(h.unload(p))
 }
 
@@ -203,34 +226,45 @@ func (h *Host) awaitUp(rs *runningSlot, d time.Duration) error {
 }
 
 // remove drains p's slots and unloads it: its file is gone. Call it holding reloadMu.
-func (h *Host) remove(p *plugin) {
+func (h *Host) remove(r *runState, p *plugin) {
 	h.setPlugin(nil, p)
 	h.setRefusal(p.info.File, nil)
-	h.retire(p.slots)
-	p.slots = nil
-	if p.stopPump != nil { // nil before Run
-		p.stopPump()
+	if !h.retire(r, p.slots) {
+		h.lingering = append(h.lingering, p) // Run's drain stops them
+		return
 	}
-	h.logUnload(h.unload(p))
+	p.slots = nil
+	h.unloadStopped(p)
 	h.cfg.Logger.Info("host: reload: plugin removed", "type", p.info.Type, "file", filepath.Base(p.info.File))
 }
 
 // retire stops slots and waits for them as Run's drain does (DrainTimeout, then the cut,
-// then AbandonMargin), and closes their reporters with their stopping beacons.
-func (h *Host) retire(slots []*runningSlot) {
+// then AbandonMargin), and closes their reporters with their stopping beacons. It reports
+// false, the slots left running, when Run's drain begins first: the drain stops them
+// within its own bound, and its reporters' stop closes theirs.
+func (h *Host) retire(r *runState, slots []*runningSlot) bool {
 	reps := make([]*slotReport, len(slots))
 	for i, rs := range slots {
 		rs.stop()
 		reps[i] = rs.rep
 	}
-	if err := h.stopSlots(slots, func() {
+	var abort <-chan struct{}
+	if r != nil {
+		abort = r.ctx.Done()
+	}
+	err := h.stopSlots(slots, func() {
 		for _, rs := range slots {
 			rs.cut()
 		}
-	}); err != nil {
+	}, abort)
+	if errors.Is(err, errStopAborted) {
+		return false
+	}
+	if err != nil {
 		h.cfg.Logger.Error("host: reload: a slot did not stop", "err", err)
 	}
 	h.tel.retire(reps)
+	return true
 }
 
 func (h *Host) logUnload(err error) {

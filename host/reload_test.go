@@ -276,3 +276,49 @@ func TestReloadRollsBack(t *testing.T) {
 		t.Errorf("stats = %+v, want every task acked", s)
 	}
 }
+
+// TestReloadYieldsToDrain: a reload waiting for an old slot's call to finish (within a
+// drain timeout of 10 minutes) stops as soon as Run's drain begins, leaving that slot to
+// the drain, so a reload never holds a shutdown up; the call then finishes and its task
+// is acked once.
+func TestReloadYieldsToDrain(t *testing.T) {
+	r := newRig(t)
+	file := r.goGuest()
+	src := testutil.BuildPlugin(t, "host/testdata/goguest")
+	r.cfg.PluginsDir = r.dir
+	r.cfg.DrainTimeout = 10 * time.Minute
+	h, err := host.New(context.Background(), r.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	host.StickCalls(h, release)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	submitN(t, h, 1, `{"op":"incr"}`)
+	waitFor(t, "the old slot in its call", func() bool { return r.events.count("working") > 0 })
+	rebuild(t, src, file, "v2")
+	idle := r.events.count("idle") // the old slot, stuck in its call, says no more
+	reloaded := make(chan error, 1)
+	go func() { reloaded <- h.Reload(context.Background()) }()
+	waitFor(t, "the new slot up", func() bool { return r.events.count("idle") > idle })
+	cancel()
+	waitFor(t, "Reload to return once the drain began", func() bool { return len(reloaded) == 1 })
+	if err := <-reloaded; err == nil || !strings.Contains(err.Error(), "draining") {
+		t.Errorf("Reload = %v, want it stopped by the drain", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v", err)
+	}
+	if err := h.Close(); err != nil {
+		t.Errorf("Close = %v", err)
+	}
+	if got := testutil.Counter(t, r.backend, "goguest:count"); got != 1 {
+		t.Errorf("counter = %d, want the task run once", got)
+	}
+	if s := testutil.QueueStats(t, r.backend, goQueue); s != (primitives.QueueStats{}) {
+		t.Errorf("stats = %+v, want the task acked", s)
+	}
+}

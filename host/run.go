@@ -107,7 +107,7 @@ func (h *Host) Run(ctx context.Context) error {
 	h.reloadMu.Lock() // a reload in flight ends first: its slots drain with the others
 	h.run, h.drained = nil, true
 	var slots []*runningSlot
-	for _, p := range h.loaded() {
+	for _, p := range append(h.loaded(), h.lingering...) {
 		slots = append(slots, p.slots...)
 	}
 	h.reloadMu.Unlock()
@@ -179,20 +179,24 @@ func (h *Host) startSlot(r *runState, p *plugin, i int) *runningSlot {
 // wraps ErrDrainIncomplete when it abandoned one.
 func (h *Host) drain(slots []*runningSlot, cut context.CancelFunc) error {
 	h.cfg.Logger.Info("host: draining", "grace", h.cfg.DrainTimeout)
-	return h.stopSlots(slots, cut)
+	return h.stopSlots(slots, cut, nil)
 }
+
+// errStopAborted is stopSlots' error when abort closed before the slots stopped.
+var errStopAborted = errors.New("host: stopping slots aborted: the host is draining")
 
 // stopSlots waits DrainTimeout for slots, already told to stop, to return; then it cuts
 // the calls still running (cut) and waits AbandonMargin more; then it abandons the slots
-// still running, and its error wraps ErrDrainIncomplete.
-func (h *Host) stopSlots(slots []*runningSlot, cut func()) error {
-	if waitSlots(slots, h.cfg.DrainTimeout) {
-		return nil
+// still running, and its error wraps ErrDrainIncomplete. When abort (nil: never) closes
+// first, it returns errStopAborted at once, the slots still running.
+func (h *Host) stopSlots(slots []*runningSlot, cut func(), abort <-chan struct{}) error {
+	if ok, err := waitSlots(slots, h.cfg.DrainTimeout, abort); ok || err != nil {
+		return err
 	}
 	h.cfg.Logger.Warn("host: drain grace period over; cutting calls still running", "grace", h.cfg.DrainTimeout)
 	cut()
-	if waitSlots(slots, AbandonMargin) {
-		return nil
+	if ok, err := waitSlots(slots, AbandonMargin, abort); ok || err != nil {
+		return err
 	}
 	return h.abandon(slots)
 }
@@ -235,18 +239,21 @@ func (rs *runningSlot) observer(next func(slot.Event)) func(slot.Event) {
 	}
 }
 
-// waitSlots waits up to d for every slot to return, and reports whether they all did.
-func waitSlots(slots []*runningSlot, d time.Duration) bool {
+// waitSlots waits up to d for every slot to return, and reports whether they all did; it
+// is errStopAborted when abort (nil: never) closes first.
+func waitSlots(slots []*runningSlot, d time.Duration, abort <-chan struct{}) (bool, error) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for _, rs := range slots {
 		select {
 		case <-rs.done:
 		case <-t.C:
-			return false
+			return false, nil
+		case <-abort:
+			return false, errStopAborted
 		}
 	}
-	return true
+	return true, nil
 }
 
 // abandon gives up on every slot still running, logging each with its task, and returns
