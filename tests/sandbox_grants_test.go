@@ -83,6 +83,9 @@ func TestSandboxGrantsForeignQueue(t *testing.T) {
 			}
 			r.start(t)
 			r.honestCompletes(t, 50)
+			// The counter's incr comes before its ack and its iteration's event: wait for
+			// the events, then count them.
+			waitFor(t, "the counter's 50 iterations", func() bool { return len(r.ev.finished("counter")) >= 50 })
 			if got := len(r.ev.finished("counter")); got != 50 {
 				t.Errorf("the counter finished %d tasks, want all 50", got)
 			}
