@@ -543,7 +543,9 @@ func jsonContentType(ct string) string {
 // refusals (the running versions keep running); either way the reload happened.
 func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
 	s.p.Log.Info("api: reload", "remote", r.RemoteAddr)
-	if err := s.p.Reload(r.Context()); err != nil {
+	// A client that hangs up does not cut the reload: a probe cut mid-way would count as
+	// a refused build.
+	if err := s.p.Reload(context.WithoutCancel(r.Context())); err != nil {
 		writeError(w, http.StatusUnprocessableEntity, abi.ValueError, err.Error(), nil)
 		return
 	}
