@@ -267,3 +267,39 @@ func TestReloadYieldsToDrain(t *testing.T) {
 		t.Errorf("stats = %+v, want the task acked", s)
 	}
 }
+
+// TestReloadRollsBack: a new build that passes every check but whose slots cannot make an
+// instance (its _initialize traps once granted) is rolled back: the replaced slots of the
+// running version start again, the build is refused with the reason, and the running
+// version serves on, never without a slot.
+func TestReloadRollsBack(t *testing.T) {
+	r := newRig(t)
+	file := r.goGuest()
+	good, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.cfg.Slots = 2
+	r.cfg.CallTimeout = 500 * time.Millisecond // the bound of a new slot's first instance: 2x
+	h, stop := r.start()
+	schema := `{"type":"object","properties":{"op":{"type":"string"},"n":{"type":"integer"}},"required":["op"],"additionalProperties":false}`
+	bad, err := os.ReadFile(watPlugin(t, t.TempDir(), "initcall", "initcall", batchDescribe("goguest", goQueue, schema)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Deploy(t, file, bad)
+	err = h.Reload(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "no instance") {
+		t.Fatalf("Reload = %v, want the build refused: its slot made no instance", err)
+	}
+	p, _ := pluginOf(t, h, "goguest")
+	if p.Digest != digestOf(good) || !strings.Contains(p.ReloadError, "no instance") {
+		t.Errorf("goguest = digest %s, reload error %q; want the running digest and the refusal", p.Digest, p.ReloadError)
+	}
+	submitN(t, h, 10, `{"op":"incr"}`)
+	waitFor(t, "the running version serving", func() bool { return testutil.Counter(t, r.backend, "goguest:count") == 10 })
+	stop()
+	if s := testutil.QueueStats(t, r.backend, goQueue); s != (primitives.QueueStats{}) {
+		t.Errorf("stats = %+v, want every task acked", s)
+	}
+}
