@@ -8,7 +8,7 @@ import (
 
 // ConfigIdentity is the config identity that the slots of typ report, for the external
 // tests.
-func (h *Host) ConfigIdentity(typ string) string { return h.byType[typ].configID }
+func (h *Host) ConfigIdentity(typ string) string { return h.pluginOf(typ).configID }
 
 // StickCalls makes every guest call of h's slots block until release is closed, whatever
 // its context says, and only then run: a call the host cannot cut, for the drain's

@@ -284,11 +284,23 @@ func rigOn(t *testing.T, b primitives.Backend) *rig {
 // start makes the host and runs it; the returned stop drains it and waits for Run.
 func (r *rig) start() (*host.Host, func()) {
 	r.t.Helper()
+	h := r.build()
+	return h, r.run(h)
+}
+
+// build makes the host on the rig's folder, without running it.
+func (r *rig) build() *host.Host {
+	r.t.Helper()
 	r.cfg.PluginsDir = r.dir
 	h, err := host.New(context.Background(), r.cfg)
 	if err != nil {
 		r.t.Fatalf("host.New: %v", err)
 	}
+	return h
+}
+
+// run runs h; the returned stop drains it, waits for Run and closes h.
+func (r *rig) run(h *host.Host) func() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.Run(ctx) }()
@@ -305,7 +317,7 @@ func (r *rig) start() (*host.Host, func()) {
 		})
 	}
 	r.t.Cleanup(stop)
-	return h, stop
+	return stop
 }
 
 // waitFor polls cond until it holds, failing the test after a generous bound; it asserts

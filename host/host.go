@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 
@@ -24,10 +28,25 @@ type Host struct {
 	cache     wazero.CompilationCache // shared by every plugin's runtime
 	core      *hostfn.Core
 	contracts *validate.Registry
-	held      *heldContracts     // the contract versions this host holds fleet-wide, refreshed by Run
-	plugins   []*plugin          // sorted by type; immutable after New
-	byType    map[string]*plugin // immutable after New
-	tel       *telemetry         // immutable pointer after New; nil without Config.NewReporter
+	held      *heldContracts // the contract versions this host holds fleet-wide, refreshed by Run
+	tel       *telemetry     // immutable pointer after New; nil without Config.NewReporter
+
+	// pmu guards the loaded set, which Reload changes while Run runs.
+	pmu     sync.RWMutex
+	plugins []*plugin          // guarded by pmu: sorted by type
+	byType  map[string]*plugin // guarded by pmu
+	refused map[string]refusal // guarded by pmu: by file, the last build Reload refused
+
+	// reloadMu serialises Reload, and Run's drain after it: a reload runs to its end
+	// before the drain takes the slots.
+	reloadMu sync.Mutex
+	run      *runState // guarded by reloadMu: set while Run runs, nil before and once it drains
+	drained  bool      // guarded by reloadMu: Run has begun its drain
+	// lingering are versions out of the loaded set whose slots had not all stopped when
+	// Run's drain began: the drain stops them, and Close unloads them.
+	lingering      []*plugin    // guarded by reloadMu
+	reloadFailures atomic.Int64 // builds Reload refused
+	abandonedAny   atomic.Bool  // a slot was abandoned: the compilation cache stays open
 
 	// wrapGuest, when set (by the tests, before Run: export_test.go), wraps every slot's
 	// instance: the drain's tests make calls that no deadline can stop with it.
@@ -48,6 +67,10 @@ type plugin struct {
 	configID  string          // immutable: configIdentity, what the plane is told of its slots
 	closeHTTP func()          // immutable; may be nil
 
+	slots    []*runningSlot     // guarded by Host.reloadMu: its running slots, by index
+	pump     *slot.Pump         // guarded by Host.reloadMu: its slots' claims and acks (batch)
+	stopPump context.CancelFunc // guarded by Host.reloadMu: ends its pump; nil before its slots start
+
 	paused    atomic.Bool
 	gen       atomic.Int64 // instance generations, for unique module names
 	abandoned atomic.Bool  // Run's drain abandoned a slot of it: its runtime stays open
@@ -61,6 +84,11 @@ type Plugin struct {
 	File    string // the .wasm it was loaded from
 	Digest  string // "sha256:<hex>" of the .wasm
 	Slots   int    // how many slots run it
+	// LoadedAt is when this version was loaded (by New or Reload).
+	LoadedAt time.Time
+	// ReloadError is why Reload last refused a new build of its file, while this version
+	// kept running; "" when the last build Reload saw was loaded.
+	ReloadError string
 	// The contracts it declared: the queue it consumes (batch), the pools it uses and
 	// the queues it submits to, with their schemas.
 	Consumes *abi.QueueContract
@@ -95,7 +123,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	h := &Host{cfg: cfg, contracts: validate.NewRegistry(), byType: map[string]*plugin{}, tel: newTelemetry(cfg),
+	h := &Host{cfg: cfg, contracts: validate.NewRegistry(), byType: map[string]*plugin{}, refused: map[string]refusal{}, tel: newTelemetry(cfg),
 		held: &heldContracts{holder: newHolder(cfg.Instance), ttl: ContractTTL}}
 	if err := h.loadAll(ctx); err != nil {
 		return nil, errors.Join(err, h.Close())
@@ -114,14 +142,16 @@ func (h *Host) loadAll(ctx context.Context) (err error) {
 		return fmt.Errorf("host: Config.PluginsDir: %w", err)
 	}
 	for _, file := range files {
-		p, err := h.load(ctx, file)
+		wasm, err := os.ReadFile(file)
+		if err != nil {
+			return fmt.Errorf("host: plugin %s: %w", filepath.Base(file), err)
+		}
+		p, err := h.load(ctx, file, wasm)
 		if err != nil {
 			return err
 		}
-		h.plugins = append(h.plugins, p)
-		h.byType[p.info.Type] = p
+		h.setPlugin(p, nil)
 	}
-	sort.Slice(h.plugins, func(i, j int) bool { return h.plugins[i].info.Type < h.plugins[j].info.Type })
 	h.warnUnknownTypes()
 	return nil
 }
@@ -142,7 +172,7 @@ func newCache(dir string) (wazero.CompilationCache, error) {
 func (h *Host) warnUnknownTypes() {
 	check := func(field string, keys []string) {
 		for _, k := range keys {
-			if h.byType[k] == nil {
+			if h.pluginOf(k) == nil {
 				h.cfg.Logger.Warn("host: configuration names a type no plugin has", "field", field, "type", k)
 			}
 		}
@@ -161,12 +191,49 @@ func keys[V any](m map[string]V) []string {
 	return out
 }
 
+// setPlugin puts p in the loaded set in place of old (nil: p is new), sorted by type.
+func (h *Host) setPlugin(p, old *plugin) {
+	h.pmu.Lock()
+	defer h.pmu.Unlock()
+	if old != nil {
+		h.plugins = slices.DeleteFunc(h.plugins, func(q *plugin) bool { return q == old })
+		delete(h.byType, old.info.Type)
+	}
+	if p != nil {
+		h.plugins = append(h.plugins, p)
+		h.byType[p.info.Type] = p
+		if old != nil && old.paused.Load() {
+			p.paused.Store(true) // a new version of a paused type stays paused
+		}
+	}
+	sort.Slice(h.plugins, func(i, j int) bool { return h.plugins[i].info.Type < h.plugins[j].info.Type })
+}
+
+// loaded returns the loaded set, sorted by type: a snapshot the caller may keep.
+func (h *Host) loaded() []*plugin {
+	h.pmu.RLock()
+	defer h.pmu.RUnlock()
+	return slices.Clone(h.plugins)
+}
+
+// pluginOf returns the loaded plugin of typ, or nil.
+func (h *Host) pluginOf(typ string) *plugin {
+	h.pmu.RLock()
+	defer h.pmu.RUnlock()
+	return h.byType[typ]
+}
+
 // Plugins lists the loaded plugins, sorted by type.
 func (h *Host) Plugins() []Plugin {
+	h.pmu.RLock()
+	defer h.pmu.RUnlock()
 	out := make([]Plugin, len(h.plugins))
 	for i, p := range h.plugins {
 		out[i] = p.info
 		out[i].Paused = p.paused.Load()
+		if f, ok := h.refused[p.info.File]; ok {
+			out[i].ReloadError = f.err.Error()
+		}
 	}
 	return out
 }
@@ -175,7 +242,7 @@ func (h *Host) Plugins() []Plugin {
 // flight finish. Observers see the slots paused (the plane, draining). Unknown types are
 // an error.
 func (h *Host) Pause(typ string) error {
-	p := h.byType[typ]
+	p := h.pluginOf(typ)
 	if p == nil {
 		return fmt.Errorf("host: pause: no plugin of type %q", typ)
 	}
@@ -185,7 +252,7 @@ func (h *Host) Pause(typ string) error {
 
 // Resume undoes Pause.
 func (h *Host) Resume(typ string) error {
-	p := h.byType[typ]
+	p := h.pluginOf(typ)
 	if p == nil {
 		return fmt.Errorf("host: resume: no plugin of type %q", typ)
 	}
@@ -213,24 +280,33 @@ func (h *Host) Close() error {
 	if !ran {
 		h.tel.stop() // the host's own stopping beacon; Run says the slots' when it ran
 	}
-	ctx := context.Background()
 	var errs []error
-	abandoned := false
-	for _, p := range h.plugins {
-		if p.abandoned.Load() {
-			abandoned = true
-			h.cfg.Logger.Warn("host: plugin runtime left open: a slot of it was abandoned mid-call", "type", p.info.Type)
-		} else if err := p.rt.Close(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("host: close plugin %q: %w", p.info.Type, err))
-		}
-		if p.closeHTTP != nil {
-			p.closeHTTP()
-		}
+	h.reloadMu.Lock()
+	lingering := h.lingering
+	h.reloadMu.Unlock()
+	for _, p := range append(h.loaded(), lingering...) {
+		errs = append(errs, h.unload(p))
 	}
-	if h.cache != nil && !abandoned {
-		if err := h.cache.Close(ctx); err != nil {
+	if h.cache != nil && !h.abandonedAny.Load() {
+		if err := h.cache.Close(context.Background()); err != nil {
 			errs = append(errs, fmt.Errorf("host: close compilation cache: %w", err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// unload closes p's runtime, unless a slot of it was abandoned mid-call (its code may
+// still run), and its HTTP connections. Its slots must have returned or been abandoned.
+func (h *Host) unload(p *plugin) error {
+	if p.closeHTTP != nil {
+		p.closeHTTP()
+	}
+	if p.abandoned.Load() {
+		h.cfg.Logger.Warn("host: plugin runtime left open: a slot of it was abandoned mid-call", "type", p.info.Type)
+		return nil
+	}
+	if err := p.rt.Close(context.Background()); err != nil {
+		return fmt.Errorf("host: close plugin %q: %w", p.info.Type, err)
+	}
+	return nil
 }

@@ -7,9 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -22,38 +20,24 @@ import (
 // PluginFiles lists the .wasm files of dir, sorted: the plugins a host loads from it. A
 // folder without one is an error.
 func PluginFiles(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
+	files, err := wasmFiles(dir)
+	if err == nil && len(files) == 0 {
+		err = fmt.Errorf("%s holds no .wasm plugin", dir)
 	}
-	var files []string
-	for _, e := range entries {
-		if !e.IsDir() && strings.HasSuffix(e.Name(), ".wasm") {
-			files = append(files, filepath.Join(dir, e.Name()))
-		}
-	}
-	if len(files) == 0 {
-		return nil, fmt.Errorf("%s holds no .wasm plugin", dir)
-	}
-	sort.Strings(files)
-	return files, nil
+	return files, err
 }
 
-// load compiles, probes and registers one plugin file. Every error names the file.
-func (h *Host) load(ctx context.Context, file string) (*plugin, error) {
-	p, err := h.loadPlugin(ctx, file)
+// load compiles, probes and registers wasm, read from file. Every error names the file.
+func (h *Host) load(ctx context.Context, file string, wasm []byte) (*plugin, error) {
+	p, err := h.loadPlugin(ctx, file, wasm)
 	if err != nil {
 		return nil, fmt.Errorf("host: plugin %s: %w", filepath.Base(file), err)
 	}
 	return p, nil
 }
 
-func (h *Host) loadPlugin(ctx context.Context, file string) (*plugin, error) {
-	wasm, err := os.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	desc, err := h.identify(ctx, wasm)
+func (h *Host) loadPlugin(ctx context.Context, file string, wasm []byte) (*plugin, error) {
+	desc, err := h.identify(ctx, file, wasm)
 	if err != nil {
 		return nil, err
 	}
@@ -98,13 +82,13 @@ func (h *Host) loadPlugin(ctx context.Context, file string) (*plugin, error) {
 	return loaded, nil
 }
 
-// identify probes wasm for its describe document, and checks that its type is a valid
-// name no other loaded plugin has.
+// identify probes wasm, read from file, for its describe document, and checks that its
+// type is a valid name no plugin loaded from another file has.
 //
 // The memory limit is a runtime setting, needed before the probe tells the type: probe
 // under the largest limit any grant gives, then compile (from the cache) under the
 // plugin's own.
-func (h *Host) identify(ctx context.Context, wasm []byte) (*abi.Describe, error) {
+func (h *Host) identify(ctx context.Context, file string, wasm []byte) (*abi.Describe, error) {
 	desc, err := h.probe(ctx, wasm)
 	if err != nil {
 		return nil, err
@@ -112,7 +96,7 @@ func (h *Host) identify(ctx context.Context, wasm []byte) (*abi.Describe, error)
 	if err := checkType(desc.Type); err != nil {
 		return nil, err
 	}
-	if other := h.byType[desc.Type]; other != nil {
+	if other := h.pluginOf(desc.Type); other != nil && other.info.File != file {
 		return nil, fmt.Errorf("type %q is already loaded from %s", desc.Type, filepath.Base(other.info.File))
 	}
 	return desc, nil
@@ -166,12 +150,17 @@ func (h *Host) info(file string, wasm []byte, desc *abi.Describe, grant Grant) P
 	if n, ok := h.cfg.SlotsByType[desc.Type]; ok {
 		slots = n
 	}
-	sum := sha256.Sum256(wasm)
 	return Plugin{
 		Type: desc.Type, Version: desc.Version, Mode: desc.Mode, File: file,
-		Digest: "sha256:" + hex.EncodeToString(sum[:]), Slots: slots,
+		Digest: digest(wasm), Slots: slots, LoadedAt: time.Now(),
 		Consumes: desc.Consumes, Pools: desc.Pools, Submits: desc.Submits, Grant: grant,
 	}
+}
+
+// digest is what Plugin.Digest says of wasm: "sha256:" and the hex of its SHA-256.
+func digest(wasm []byte) string {
+	sum := sha256.Sum256(wasm)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // probe compiles wasm in a throwaway runtime, instantiates it once, and reads and checks

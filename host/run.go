@@ -94,9 +94,24 @@ func (h *Host) Run(ctx context.Context) error {
 	pumpCtx, stopPumps := context.WithCancel(context.WithoutCancel(ctx))
 	var pumps sync.WaitGroup
 	pumps.Go(func() { h.held.run(pumpCtx, h.cfg.Backend, h.cfg.Logger.Warn) })
-	slots := h.startSlots(ctx, hard, pumpCtx, &pumps)
-	h.cfg.Logger.Info("host: running", "plugins", len(h.plugins), "slots", len(slots))
+	r := &runState{ctx: ctx, hard: hard, pumpCtx: pumpCtx, pumps: &pumps}
+	h.reloadMu.Lock()
+	h.run = r
+	n := 0
+	for _, p := range h.loaded() {
+		h.startPlugin(r, p)
+		n += len(p.slots)
+	}
+	h.reloadMu.Unlock()
+	h.cfg.Logger.Info("host: running", "plugins", len(h.loaded()), "slots", n)
 	<-ctx.Done()
+	h.reloadMu.Lock() // a reload in flight ends first: its slots drain with the others
+	h.run, h.drained = nil, true
+	var slots []*runningSlot
+	for _, p := range append(h.loaded(), h.lingering...) {
+		slots = append(slots, p.slots...)
+	}
+	h.reloadMu.Unlock()
 	err := h.drain(slots, cut)
 	stopPumps()
 	pumps.Wait()
@@ -107,33 +122,57 @@ func (h *Host) Run(ctx context.Context) error {
 	return err
 }
 
-// startSlots starts every plugin's slots, each in a goroutine that Run owns through the
-// returned runningSlot's done, running under ctx (claims) and hard (calls), and each batch
-// plugin's Pump, in a goroutine of pumps that ends when pumpCtx does.
-func (h *Host) startSlots(ctx, hard, pumpCtx context.Context, pumps *sync.WaitGroup) []*runningSlot {
-	var slots []*runningSlot
-	for _, p := range h.plugins {
-		var pump *slot.Pump
-		if p.desc.Consumes != nil {
-			pump = slot.NewPump(h.cfg.Backend, p.desc.Consumes.Name, h.cfg.TaskLease, h.cfg.MaxAttempts)
-			pumps.Go(func() { pump.Run(pumpCtx) })
-			if r := p.info.Grant.ParkedRetention; r > 0 {
-				pumps.Go(func() { h.pruneParked(pumpCtx, p.desc.Consumes.Name, r) })
-			}
-		}
-		for i := range p.info.Slots {
-			rs := &runningSlot{plugin: p, done: make(chan struct{})}
-			params := h.slotParams(p, i, pump, h.tel.slot(h.cfg, p, i))
-			rs.name, params.Observe = params.Name, rs.observer(params.Observe)
-			s := slot.New(params)
-			go func() {
-				defer close(rs.done)
-				s.Run(ctx, hard)
-			}()
-			slots = append(slots, rs)
-		}
+// runState is what Run starts slots under, Reload's slots too: ctx (claims), hard (guest
+// calls) and pumpCtx (pumps, in goroutines of pumps).
+type runState struct {
+	ctx, hard, pumpCtx context.Context
+	pumps              *sync.WaitGroup
+}
+
+// startPlugin starts p's pump (batch plugins) and all its slots. Call it holding reloadMu.
+func (h *Host) startPlugin(r *runState, p *plugin) {
+	h.startPump(r, p)
+	for i := range p.info.Slots {
+		h.startSlot(r, p, i)
 	}
-	return slots
+}
+
+// startPump starts p's Pump (batch plugins) and its parked-task pruning, which end at
+// p.stopPump (once its slots have returned) or when Run's pumps stop. Call it holding
+// reloadMu.
+func (h *Host) startPump(r *runState, p *plugin) {
+	ctx, stop := context.WithCancel(r.pumpCtx)
+	p.stopPump = stop
+	if p.desc.Consumes == nil {
+		return
+	}
+	p.pump = slot.NewPump(h.cfg.Backend, p.desc.Consumes.Name, h.cfg.TaskLease, h.cfg.MaxAttempts)
+	r.pumps.Go(func() { p.pump.Run(ctx) })
+	if ret := p.info.Grant.ParkedRetention; ret > 0 {
+		r.pumps.Go(func() { h.pruneParked(ctx, p.desc.Consumes.Name, ret) })
+	}
+}
+
+// startSlot starts slot i of p in a goroutine that the returned runningSlot's done
+// tells the end of, and appends it to p.slots. It claims under a child of r.ctx (its
+// stop) and calls its guest under a child of r.hard (its cut), so that Reload can drain
+// it alone. Call it holding reloadMu, after startPump.
+func (h *Host) startSlot(r *runState, p *plugin, i int) *runningSlot {
+	soft, stop := context.WithCancel(r.ctx)
+	hard, cut := context.WithCancel(r.hard)
+	rs := &runningSlot{plugin: p, done: make(chan struct{}), up: make(chan struct{}), stop: stop, cut: cut}
+	rs.rep = h.tel.slot(h.cfg, p, i)
+	params := h.slotParams(p, i, p.pump, rs.rep)
+	rs.name, params.Observe = params.Name, rs.observer(params.Observe)
+	s := slot.New(params)
+	go func() {
+		defer close(rs.done)
+		defer cut()
+		defer stop()
+		s.Run(soft, hard)
+	}()
+	p.slots = append(p.slots, rs)
+	return rs
 }
 
 // drain waits DrainTimeout for the slots to return, then cuts the calls still running
@@ -141,26 +180,42 @@ func (h *Host) startSlots(ctx, hard, pumpCtx context.Context, pumps *sync.WaitGr
 // wraps ErrDrainIncomplete when it abandoned one.
 func (h *Host) drain(slots []*runningSlot, cut context.CancelFunc) error {
 	h.cfg.Logger.Info("host: draining", "grace", h.cfg.DrainTimeout)
-	if waitSlots(slots, h.cfg.DrainTimeout) {
-		return nil
+	return h.stopSlots(slots, cut, nil)
+}
+
+// errStopAborted is stopSlots' error when abort closed before the slots stopped.
+var errStopAborted = errors.New("host: stopping slots aborted: the host is draining")
+
+// stopSlots waits DrainTimeout for slots, already told to stop, to return; then it cuts
+// the calls still running (cut) and waits AbandonMargin more; then it abandons the slots
+// still running, and its error wraps ErrDrainIncomplete. When abort (nil: never) closes
+// first, it returns errStopAborted at once, the slots still running.
+func (h *Host) stopSlots(slots []*runningSlot, cut func(), abort <-chan struct{}) error {
+	if ok, err := waitSlots(slots, h.cfg.DrainTimeout, abort); ok || err != nil {
+		return err
 	}
 	h.cfg.Logger.Warn("host: drain grace period over; cutting calls still running", "grace", h.cfg.DrainTimeout)
 	cut()
-	if waitSlots(slots, AbandonMargin) {
-		return nil
+	if ok, err := waitSlots(slots, AbandonMargin, abort); ok || err != nil {
+		return err
 	}
 	return h.abandon(slots)
 }
 
-// runningSlot is one slot as Run's drain sees it.
+// runningSlot is one slot as Run's drain and Reload see it.
 type runningSlot struct {
-	name   string        // immutable
-	plugin *plugin       // immutable
-	done   chan struct{} // closed when the slot's Run has returned
+	name   string             // immutable
+	plugin *plugin            // immutable
+	rep    *slotReport        // immutable; nil when it reports to no plane
+	done   chan struct{}      // closed when the slot's Run has returned
+	up     chan struct{}      // closed at its first idle, working or paused event: it has an instance, or needs none
+	stop   context.CancelFunc // immutable: ends its claims (its soft context)
+	cut    context.CancelFunc // immutable: cuts its guest call (its hard context)
 
 	mu        sync.Mutex
 	abandoned bool   // guarded by mu: the drain gave up on the slot; its events are dropped
 	task      string // guarded by mu: the task it is working, by its last event
+	isUp      bool   // guarded by mu: up is closed
 }
 
 // observer wraps the slot's event path: it keeps the task being worked, for the log of an
@@ -177,22 +232,29 @@ func (rs *runningSlot) observer(next func(slot.Event)) func(slot.Event) {
 		if e.Kind == slotstate.Working {
 			rs.task = e.TaskID
 		}
+		if !rs.isUp && (e.Kind == slotstate.Idle || e.Kind == slotstate.Working || e.Kind == slotstate.Paused) {
+			rs.isUp = true
+			close(rs.up)
+		}
 		next(e)
 	}
 }
 
-// waitSlots waits up to d for every slot to return, and reports whether they all did.
-func waitSlots(slots []*runningSlot, d time.Duration) bool {
+// waitSlots waits up to d for every slot to return, and reports whether they all did; it
+// is errStopAborted when abort (nil: never) closes first.
+func waitSlots(slots []*runningSlot, d time.Duration, abort <-chan struct{}) (bool, error) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for _, rs := range slots {
 		select {
 		case <-rs.done:
 		case <-t.C:
-			return false
+			return false, nil
+		case <-abort:
+			return false, errStopAborted
 		}
 	}
-	return true
+	return true, nil
 }
 
 // abandon gives up on every slot still running, logging each with its task, and returns
@@ -210,6 +272,7 @@ func (h *Host) abandon(slots []*runningSlot) error {
 		task := rs.task
 		rs.mu.Unlock()
 		rs.plugin.abandoned.Store(true)
+		h.abandonedAny.Store(true)
 		names = append(names, rs.name)
 		h.cfg.Logger.Error("host: slot abandoned: its call did not end after the drain cut it; its task comes back when its lease expires",
 			"slot", rs.name, "task", task, "margin", AbandonMargin, "lease", h.cfg.TaskLease)

@@ -36,7 +36,7 @@ func (h *Host) Submit(ctx context.Context, queue string, payload []byte) (string
 		return "", abi.Errorf(abi.LimitExceeded, "payload is %d bytes, limit %d", len(payload), h.cfg.MaxPayload)
 	}
 	c, consumer := h.cfg.queueCap(), ""
-	for _, p := range h.plugins {
+	for _, p := range h.loaded() {
 		if p.desc.Consumes != nil && p.desc.Consumes.Name == queue {
 			c, consumer = p.fn.Quota.Queue, p.info.Type
 		}

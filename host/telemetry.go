@@ -21,15 +21,15 @@ import (
 // telemetry turns the slots' events into reports, through one reporter per slot made by
 // Config.NewReporter: each slot is one instance of the plane, and its reporter carries
 // that instance's reports only (host/RATIONALE.md, "What does the plane see?"). It is built by New; Run (or Close, when Run never ran)
-// uses it from one goroutine. Each slotReport is owned by its slot's goroutine while the
-// slot runs, and by Run once it has stopped.
+// and Reload use it. Each slotReport is owned by its slot's goroutine while the slot
+// runs, and by whoever stopped it (Run's drain, Reload) once it has stopped.
 type telemetry struct {
 	newReporter func() reporter.Reporter // immutable; never nil
 	host        reporter.Identity        // immutable: the host's own identity, for a stop with no slot
-	slots       []*slotReport            // owned by Run's goroutine: in start order
 
-	mu   sync.Mutex
-	reps []reporter.Reporter // guarded by mu: every reporter made, for dropped; only grows
+	mu    sync.Mutex
+	slots []*slotReport       // guarded by mu: the slots not retired, in start order
+	reps  []reporter.Reporter // guarded by mu: every reporter made, for dropped; only grows
 }
 
 // newTelemetry returns nil when there is no Config.NewReporter.
@@ -97,8 +97,37 @@ func (t *telemetry) slot(cfg Config, p *plugin, i int) *slotReport {
 		phases:   []string{p.export},
 		sessions: []reporter.Session{{Phase: p.export, Harness: harness}},
 	}
+	t.mu.Lock()
 	t.slots = append(t.slots, s)
+	t.mu.Unlock()
 	return s
+}
+
+// retire closes the reporters of slots that Reload stopped, each with its slot's
+// stopping beacon, at once, as stop does at the end of Run. nil entries (slots without a
+// reporter) are skipped.
+func (t *telemetry) retire(slots []*slotReport) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	t.slots = slices.DeleteFunc(t.slots, func(s *slotReport) bool { return slices.Contains(slots, s) })
+	t.mu.Unlock()
+	closeReports(slots)
+}
+
+// closeReports closes every slot's reporter with its stopping beacon, one goroutine
+// each, and returns when every Close has.
+func closeReports(slots []*slotReport) {
+	var wg sync.WaitGroup
+	for _, s := range slots {
+		if s == nil {
+			continue
+		}
+		final := s.final()
+		wg.Go(func() { s.rep.Close(final) })
+	}
+	wg.Wait()
 }
 
 // stop says the last thing: it closes every slot's reporter with that slot's stopping
@@ -116,18 +145,17 @@ func (t *telemetry) stop() {
 	if t == nil {
 		return
 	}
-	if len(t.slots) == 0 {
+	t.mu.Lock()
+	slots := t.slots
+	t.slots = nil
+	t.mu.Unlock()
+	if len(slots) == 0 {
 		if rep := t.open(); rep != nil {
 			rep.Close(reporter.Report{Identity: t.host, State: reporter.State{Kind: slotstate.Stopped.Plane()}})
 		}
 		return
 	}
-	var wg sync.WaitGroup
-	for _, s := range t.slots {
-		final := s.final()
-		wg.Go(func() { s.rep.Close(final) })
-	}
-	wg.Wait()
+	closeReports(slots)
 }
 
 // slotReport is one slot as the plane sees it. Its fields are owned by the slot's

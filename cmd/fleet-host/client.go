@@ -115,6 +115,26 @@ func inspectCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return s.WriteTable(stdout, time.Now())
 }
 
+func reloadCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c cli.Client
+	f := newFlags("reload", "reload [flags]\n\nHas the daemon reload its plugins folder, as a change to the folder or SIGHUP does:\nnew plugins load, changed ones (a new digest) replace their slots one at a time, removed\nones drain. Prints each automation's type, version and digest. A refused build fails\nthe command, naming the file and why; the running version keeps running.", stderr)
+	apiFlags(f, &c)
+	if err := f.parse(args); err != nil {
+		return usageErr(err)
+	}
+	if f.NArg() > 0 {
+		return usageError{fmt.Errorf("reload takes no arguments, got %q", f.Args())}
+	}
+	as, err := c.Reload(ctx)
+	if err != nil {
+		return err
+	}
+	for _, a := range as {
+		fmt.Fprintf(stdout, "%s\t%s\t%s\n", safetext.Escape(a.Type), safetext.Escape(a.Version), a.Digest)
+	}
+	return nil
+}
+
 const parkedSynopsis = `parked requeue [flags] QUEUE ID...
        fleet-host parked delete [flags] QUEUE ID...
        fleet-host parked purge [flags] QUEUE

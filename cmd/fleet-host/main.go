@@ -6,6 +6,7 @@
 //	fleet-host submit    submit tasks through the HTTP API
 //	fleet-host inspect   automations, slots, queues, pools and parked tasks
 //	fleet-host parked    requeue, delete or purge parked tasks
+//	fleet-host reload    have a running daemon reload its plugins folder
 //	fleet-host describe  what a plugin declares, without running it
 //	fleet-host doctor    check the backend, the plugins and the plane
 //
@@ -38,6 +39,7 @@ commands:
   submit    submit tasks to an automation through the HTTP API
   inspect   show automations, slots, queues, pools and parked tasks (through the HTTP API)
   parked    requeue, delete or purge a queue's parked tasks (through the HTTP API)
+  reload    have the daemon reload its plugins folder (through the HTTP API)
   describe  show what a plugin declares (type, contracts, schemas) without running it
   doctor    check the backend, every plugin and its contracts, and the plane
   contracts list the fleet's contract versions and their hosts; retire a version
@@ -76,6 +78,8 @@ func realMain(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		err = inspectCmd(ctx, rest, stdout, stderr)
 	case "parked":
 		err = parkedCmd(ctx, rest, stdout, stderr)
+	case "reload":
+		err = reloadCmd(ctx, rest, stdout, stderr)
 	case "describe":
 		err = describeCmd(ctx, rest, stdout, stderr)
 	case "doctor":

@@ -32,7 +32,11 @@ flight get --drain-timeout to finish, tasks still held go back to their queue, a
 reporter's stopping beacon is the last thing said; exit 0. A slot whose call has not
 ended %v after the drain deadline is abandoned, its task left to its lease (exit 4);
 whatever hangs, the daemon exits by --drain-timeout + %v (exit 4). A second signal
-stops at once (exit 3).`, host.AbandonMargin, daemon.ShutdownMargin), stderr)
+stops at once (exit 3).
+
+It reloads its plugins folder when a .wasm in it changes (once the file has settled for
+--reload-settle), on SIGHUP, on POST /api/v1/reload and on 'fleet-host reload'. Deploy a
+new build by writing it elsewhere and renaming it into the folder.`, host.AbandonMargin, daemon.ShutdownMargin), stderr)
 	f.str(&o.PluginsDir, "plugins", "FLEET_PLUGINS", host.DefaultPluginsDir, "the folder of *.wasm plugins to load (not recursive)")
 	f.str(&o.Backend, "redis", "FLEET_REDIS", "", "the fleet backend URL: redis://host:6379/0 (rediss://, unix:// too), redis+cluster://host:port?addr=host2:port2 for Redis Cluster, redis+sentinel://host:26379/0?master_name=NAME for Sentinel; empty runs on the embedded memory store, whose state lives in the process")
 	f.int(&o.Slots, "slots", "FLEET_SLOTS", host.DefaultSlots, "slots (wasm instances) per plugin")
@@ -64,6 +68,7 @@ stops at once (exit 3).`, host.AbandonMargin, daemon.ShutdownMargin), stderr)
 	f.dur(&o.ParkedRetention, "parked-retention", "FLEET_PARKED_RETENTION", 0, "how long a parked task is kept before the hosts running its queue's consumer delete it (0: until an operator requeues or deletes it); a grant's parked_retention overrides it for the queue its plugin consumes")
 	f.int(&memPages, "memory-pages", "FLEET_MEMORY_PAGES", host.DefaultMemoryLimitPages, "each instance's memory limit, in 64 KiB pages")
 	f.str(&o.CacheDir, "cache-dir", "FLEET_CACHE_DIR", host.DefaultCacheDir(), "where compiled plugins are cached across runs; \"off\" keeps it in memory")
+	f.dur(&o.ReloadSettle, "reload-settle", "FLEET_RELOAD_SETTLE", daemon.DefaultReloadSettle, "how long a changed .wasm in the plugins folder must keep its size and mtime before the daemon reloads it")
 	f.dur(&o.BackendTimeout, "backend-timeout", "FLEET_BACKEND_TIMEOUT", redis.DefaultCallTimeout, "the bound of each backend call")
 	if err := f.parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -63,6 +63,9 @@ type Params struct {
 	MaxBody int64
 	// Draining, when it returns true, makes /readyz answer 503: the daemon is shutting down.
 	Draining func() bool
+	// Reload, when set, serves POST /api/v1/reload: it reloads the plugins folder and
+	// returns the refusals (host.Host.Reload). Optional.
+	Reload func(context.Context) error
 	// Log receives operator actions (pause, resume, requeue) and server errors.
 	// default: slog.Default()
 	Log *slog.Logger
@@ -70,12 +73,9 @@ type Params struct {
 
 // Server is the API's handler. Make it with New.
 type Server struct {
-	p      Params
-	mux    *http.ServeMux
-	token  [32]byte // sha256 of Params.Token; immutable
-	types  []string // every loaded type, sorted; immutable
-	queues []string // every declared queue, sorted; immutable
-	pools  []string // every declared pool, sorted; immutable
+	p     Params
+	mux   *http.ServeMux
+	token [32]byte // sha256 of Params.Token; immutable
 }
 
 // New returns the API's handler.
@@ -91,20 +91,6 @@ func New(p Params) *Server {
 	}
 	s := &Server{p: p, mux: http.NewServeMux()}
 	s.token = sha256.Sum256([]byte(p.Token))
-	ts, qs, ps := map[string]bool{}, map[string]bool{}, map[string]bool{}
-	for _, pl := range p.Host.Plugins() {
-		ts[pl.Type] = true
-		if pl.Consumes != nil {
-			qs[pl.Consumes.Name] = true
-		}
-		for _, q := range pl.Submits {
-			qs[q.Name] = true
-		}
-		for _, pool := range pl.Pools {
-			ps[pool.Name] = true
-		}
-	}
-	s.types, s.queues, s.pools = sorted(ts), sorted(qs), sorted(ps)
 
 	s.route("/healthz", false, on(http.MethodGet, s.healthz))
 	s.route("/readyz", false, on(http.MethodGet, s.readyz))
@@ -121,6 +107,9 @@ func New(p Params) *Server {
 	s.route("/api/v1/queues/{name}/parked", true, on(http.MethodGet, s.listParked), on(http.MethodDelete, s.purgeParked))
 	s.route("/api/v1/queues/{name}/parked/{id}", true, on(http.MethodDelete, s.deleteParked))
 	s.route("/api/v1/queues/{name}/parked/{id}/requeue", true, on(http.MethodPost, s.requeue))
+	if p.Reload != nil {
+		s.route("/api/v1/reload", true, on(http.MethodPost, s.reload))
+	}
 	s.route("/api/v1/pools", true, on(http.MethodGet, s.listPools))
 	s.route("/api/v1/pools/{name}", true, on(http.MethodGet, s.getPool))
 	noRoute := func(w http.ResponseWriter, r *http.Request) {
@@ -262,11 +251,33 @@ func (w *closeUnread) Write(p []byte) (int, error) {
 // Unwrap serves http.ResponseController.
 func (w *closeUnread) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// catalog is what the loaded plugins name, each sorted: their types, every queue they
+// consume or submit to, every pool they use. It is read from the host at each call: a
+// reload changes it.
+func (s *Server) catalog() (types, queues, pools []string) {
+	ts, qs, ps := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, pl := range s.p.Host.Plugins() {
+		ts[pl.Type] = true
+		if pl.Consumes != nil {
+			qs[pl.Consumes.Name] = true
+		}
+		for _, q := range pl.Submits {
+			qs[q.Name] = true
+		}
+		for _, pool := range pl.Pools {
+			ps[pool.Name] = true
+		}
+	}
+	return sorted(ts), sorted(qs), sorted(ps)
+}
+
+func (s *Server) types() []string { t, _, _ := s.catalog(); return t }
+
 // Queues lists every queue a loaded plugin declares, sorted.
-func (s *Server) Queues() []string { return append([]string(nil), s.queues...) }
+func (s *Server) Queues() []string { _, q, _ := s.catalog(); return q }
 
 // Pools lists every pool a loaded plugin declares, sorted.
-func (s *Server) Pools() []string { return append([]string(nil), s.pools...) }
+func (s *Server) Pools() []string { _, _, p := s.catalog(); return p }
 
 // auth requires the bearer token, when one is configured, before the handler runs and
 // so before any of the body is read. The scheme is matched case-insensitively (RFC 7235
@@ -297,7 +308,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if s.p.Draining != nil && s.p.Draining() {
 		problems = append(problems, "draining: shutting down")
 	}
-	if len(s.types) == 0 {
+	if len(s.types()) == 0 {
 		problems = append(problems, "no plugin loaded")
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
@@ -309,22 +320,26 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, abi.Unavailable, strings.Join(problems, "; "), problems)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "plugins": len(s.types)})
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "plugins": len(s.types())})
 }
 
 // Automation is one loaded plugin as GET /api/v1/automations shows it.
 type Automation struct {
-	Type     string              `json:"type"`
-	Version  string              `json:"version"`
-	Mode     string              `json:"mode"`
-	File     string              `json:"file"`
-	Digest   string              `json:"digest"`
-	Slots    int                 `json:"slots"`
-	Paused   bool                `json:"paused"`
-	Consumes *abi.QueueContract  `json:"consumes,omitempty"`
-	Pools    []abi.PoolContract  `json:"pools,omitempty"`
-	Submits  []abi.QueueContract `json:"submits,omitempty"`
-	Grant    host.Grant          `json:"grant"`
+	Type     string    `json:"type"`
+	Version  string    `json:"version"`
+	Mode     string    `json:"mode"`
+	File     string    `json:"file"`
+	Digest   string    `json:"digest"`
+	LoadedAt time.Time `json:"loaded_at"`
+	// ReloadError is why the last reload refused a new build of its file ("" when none
+	// is refused): this version keeps running.
+	ReloadError string              `json:"reload_error,omitempty"`
+	Slots       int                 `json:"slots"`
+	Paused      bool                `json:"paused"`
+	Consumes    *abi.QueueContract  `json:"consumes,omitempty"`
+	Pools       []abi.PoolContract  `json:"pools,omitempty"`
+	Submits     []abi.QueueContract `json:"submits,omitempty"`
+	Grant       host.Grant          `json:"grant"`
 	// SlotStates are its slots, each with its state (slotstate.States): starting, idle,
 	// working, paused (its plugin is paused), draining (the host shuts down) or stopped.
 	SlotStates []metrics.SlotState `json:"slot_states"`
@@ -333,7 +348,7 @@ type Automation struct {
 func (s *Server) automation(p host.Plugin, slots []metrics.SlotState) Automation {
 	a := Automation{
 		Type: p.Type, Version: p.Version, Mode: p.Mode, File: p.File, Digest: p.Digest, Slots: p.Slots,
-		Paused: p.Paused, Consumes: p.Consumes, Pools: p.Pools, Submits: p.Submits, Grant: p.Grant,
+		LoadedAt: p.LoadedAt, ReloadError: p.ReloadError, Paused: p.Paused, Consumes: p.Consumes, Pools: p.Pools, Submits: p.Submits, Grant: p.Grant,
 		SlotStates: []metrics.SlotState{},
 	}
 	for _, st := range slots {
@@ -368,7 +383,7 @@ func (s *Server) plugin(w http.ResponseWriter, r *http.Request) (host.Plugin, bo
 			return p, true
 		}
 	}
-	writeError(w, http.StatusNotFound, abi.NotFound, fmt.Sprintf("no automation of type %q is loaded; types: %s", safetext.Clip(typ, maxEcho), strings.Join(s.types, ", ")), nil)
+	writeError(w, http.StatusNotFound, abi.NotFound, fmt.Sprintf("no automation of type %q is loaded; types: %s", safetext.Clip(typ, maxEcho), strings.Join(s.types(), ", ")), nil)
 	return host.Plugin{}, false
 }
 
@@ -524,6 +539,19 @@ func jsonContentType(ct string) string {
 	return ""
 }
 
+// reload reloads the plugins folder and answers 200 with the automations, or 422 with the
+// refusals (the running versions keep running); either way the reload happened.
+func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
+	s.p.Log.Info("api: reload", "remote", r.RemoteAddr)
+	// A client that hangs up does not cut the reload: a probe cut mid-way would count as
+	// a refused build.
+	if err := s.p.Reload(context.WithoutCancel(r.Context())); err != nil {
+		writeError(w, http.StatusUnprocessableEntity, abi.ValueError, err.Error(), nil)
+		return
+	}
+	s.listAutomations(w, r)
+}
+
 func (s *Server) pause(w http.ResponseWriter, r *http.Request)  { s.setPaused(w, r, true) }
 func (s *Server) resume(w http.ResponseWriter, r *http.Request) { s.setPaused(w, r, false) }
 
@@ -573,7 +601,7 @@ func (s *Server) queueStats(ctx context.Context, name string) (QueueStats, error
 
 func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 	out := []QueueStats{}
-	for _, q := range s.queues {
+	for _, q := range s.Queues() {
 		st, err := s.queueStats(r.Context(), q)
 		if err != nil {
 			backendError(w, err)
@@ -586,7 +614,7 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	if !s.known(w, "queue", name, s.queues) {
+	if !s.known(w, "queue", name, s.Queues()) {
 		return
 	}
 	st, err := s.queueStats(r.Context(), name)
@@ -611,7 +639,7 @@ type ParkedTask struct {
 
 func (s *Server) listParked(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	if !s.known(w, "queue", name, s.queues) {
+	if !s.known(w, "queue", name, s.Queues()) {
 		return
 	}
 	limit := 100
@@ -655,7 +683,7 @@ func (s *Server) deleteParked(w http.ResponseWriter, r *http.Request) {
 // {"queue", "task_id", done: true}.
 func (s *Server) parkedTask(w http.ResponseWriter, r *http.Request, done string, op func(ctx context.Context, queue, id string) error) {
 	name, id := r.PathValue("name"), r.PathValue("id")
-	if !s.known(w, "queue", name, s.queues) {
+	if !s.known(w, "queue", name, s.Queues()) {
 		return
 	}
 	if err := op(r.Context(), name, id); err != nil {
@@ -676,7 +704,7 @@ type Purged struct {
 // syntax: 24h, 90m) those parked at least that long ago.
 func (s *Server) purgeParked(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	if !s.known(w, "queue", name, s.queues) {
+	if !s.known(w, "queue", name, s.Queues()) {
 		return
 	}
 	var age time.Duration
@@ -720,7 +748,7 @@ func (s *Server) poolStats(ctx context.Context, name string) (PoolStats, error) 
 
 func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {
 	out := []PoolStats{}
-	for _, p := range s.pools {
+	for _, p := range s.Pools() {
 		st, err := s.poolStats(r.Context(), p)
 		if err != nil {
 			backendError(w, err)
@@ -733,7 +761,7 @@ func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) getPool(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	if !s.known(w, "pool", name, s.pools) {
+	if !s.known(w, "pool", name, s.Pools()) {
 		return
 	}
 	st, err := s.poolStats(r.Context(), name)

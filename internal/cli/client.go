@@ -155,6 +155,17 @@ func (c *Client) Automations(ctx context.Context) ([]api.Automation, error) {
 	return out.Automations, err
 }
 
+// Reload has the daemon reload its plugins folder (POST /api/v1/reload) and returns the
+// automations after it; a refused build is the error (a 422, naming the file and why),
+// and the running versions keep running.
+func (c *Client) Reload(ctx context.Context) ([]api.Automation, error) {
+	var out struct {
+		Automations []api.Automation `json:"automations"`
+	}
+	err := c.do(ctx, http.MethodPost, "/api/v1/reload", nil, &out)
+	return out.Automations, err
+}
+
 // Queues lists every declared queue's stats.
 func (c *Client) Queues(ctx context.Context) ([]api.QueueStats, error) {
 	var out struct {

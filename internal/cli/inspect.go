@@ -70,18 +70,32 @@ func WriteJSON(w io.Writer, v any) error {
 	return err
 }
 
-// WriteTable writes the snapshot as readable tables.
+// shortDigest is the first 12 hex digits of a "sha256:<hex>" digest: enough to tell
+// builds apart in a table (the JSON has it whole).
+func shortDigest(d string) string {
+	d = strings.TrimPrefix(d, "sha256:")
+	return d[:min(len(d), 12)]
+}
+
+// WriteTable writes the snapshot as readable tables: each automation with its version,
+// digest and load age, and the reason of a build that a reload refused.
 func (s *Snapshot) WriteTable(w io.Writer, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "AUTOMATION\tVERSION\tMODE\tCONSUMES\tSLOTS\tSTATES\tPAUSED")
+	fmt.Fprintln(tw, "AUTOMATION\tVERSION\tDIGEST\tLOADED\tMODE\tCONSUMES\tSLOTS\tSTATES\tPAUSED")
 	for _, a := range s.Automations {
 		consumes := "-"
 		if a.Consumes != nil {
 			consumes = a.Consumes.Name
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%v\n", cell(a.Type), cell(a.Version), cell(a.Mode), cell(consumes), a.Slots, stateCounts(a), a.Paused)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%v\n", cell(a.Type), cell(a.Version), cell(shortDigest(a.Digest)),
+			now.Sub(a.LoadedAt).Round(time.Second), cell(a.Mode), cell(consumes), a.Slots, stateCounts(a), a.Paused)
 	}
 	fmt.Fprintln(tw)
+	for _, a := range s.Automations {
+		if a.ReloadError != "" {
+			fmt.Fprintf(tw, "RELOAD REFUSED\t%s\t%s\n", cell(a.Type), cell(a.ReloadError))
+		}
+	}
 	fmt.Fprintln(tw, "QUEUE\tDEPTH\tIN FLIGHT\tPARKED")
 	for _, q := range s.Queues {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", cell(q.Queue), q.Depth, q.InFlight, q.Parked)

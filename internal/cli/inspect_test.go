@@ -37,3 +37,24 @@ func TestWriteTableEscapes(t *testing.T) {
 		t.Errorf("WriteTable cut a character in two:\n%q", out)
 	}
 }
+
+// TestWriteTableShowsReload: an automation's row shows its digest (short) and load age,
+// and a refused build's reason follows the table.
+func TestWriteTableShowsReload(t *testing.T) {
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	s := &Snapshot{Automations: []api.Automation{{
+		Type: "scraper", Version: "1.2.0", Mode: "batch", Slots: 1,
+		Digest: "sha256:0123456789abcdef0123", LoadedAt: now.Add(-90 * time.Second),
+		ReloadError: "host: plugin scraper.wasm: truncated",
+	}}}
+	var b strings.Builder
+	if err := s.WriteTable(&b, now); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"0123456789ab ", "1m30s", "RELOAD REFUSED", "scraper.wasm: truncated"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("WriteTable lacks %q:\n%s", want, out)
+		}
+	}
+}

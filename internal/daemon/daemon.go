@@ -11,10 +11,13 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/fleethost/fleet/host"
@@ -62,6 +65,10 @@ type Options struct {
 	MaxQueueBytes    int64
 	ParkedRetention  time.Duration // host.Config.ParkedRetention; 0 keeps parked tasks
 	BackendTimeout   time.Duration // bounds each backend call; 0 means redis.DefaultCallTimeout
+	// ReloadSettle is how long a changed .wasm must keep its size and mtime, with no
+	// event, before the watcher reloads: a file still being copied is not loaded.
+	// default: DefaultReloadSettle (500ms)
+	ReloadSettle time.Duration
 
 	Log *slog.Logger // default slog.Default()
 
@@ -85,6 +92,11 @@ type Options struct {
 // before the backend.
 func Run(ctx context.Context, o Options) (err error) {
 	log := cmp.Or(o.Log, slog.Default())
+	// SIGHUP reloads: it is caught from the start, so that one sent while the plugins load
+	// does not end the process (its default); the reloader serves it once the host runs.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	gf, err := grants.Read(o.GrantsFile)
 	if err != nil {
 		return err
@@ -110,7 +122,11 @@ func Run(ctx context.Context, o Options) (err error) {
 	}()
 
 	var draining atomic.Bool
-	a, err := serveAPI(o, log, newAPI(o, log, h, b, obs, draining.Load))
+	rl := newReloader(h, log, obs)
+	rctx, stopReloads := context.WithCancel(ctx)
+	wait := rl.start(rctx, hup, o.PluginsDir, cmp.Or(o.ReloadSettle, DefaultReloadSettle))
+	defer func() { stopReloads(); wait() }() // before the host closes
+	a, err := serveAPI(o, log, newAPI(o, log, h, b, obs, draining.Load, rl.reload))
 	if err != nil {
 		return err
 	}
@@ -220,13 +236,13 @@ func (obs observers) observe(log *slog.Logger) func(host.SlotEvent) {
 }
 
 // newAPI makes the API's handler for h and has the metrics read the queues and pools it
-// knows of; draining says when /readyz answers 503.
-func newAPI(o Options, log *slog.Logger, h *host.Host, b primitives.Backend, obs observers, draining func() bool) *api.Server {
+// knows of; draining says when /readyz answers 503, and reload serves POST /api/v1/reload.
+func newAPI(o Options, log *slog.Logger, h *host.Host, b primitives.Backend, obs observers, draining func() bool, reload func(context.Context) error) *api.Server {
 	srv := api.New(api.Params{
 		Host: h, Backend: b, Slots: obs.slots, Metrics: obs.metrics.Handler(), Token: o.Token,
-		MaxBody: int64(o.MaxPayload), Draining: draining, Log: log,
+		MaxBody: int64(o.MaxPayload), Draining: draining, Reload: reload, Log: log,
 	})
-	obs.metrics.Watch(metrics.Sources{Queues: srv.Queues(), Pools: srv.Pools(), PluginMetrics: h.PluginMetrics})
+	obs.metrics.Watch(metrics.Sources{Queues: srv.Queues, Pools: srv.Pools, PluginMetrics: h.PluginMetrics, ReloadFailures: h.ReloadFailures})
 	return srv
 }
 

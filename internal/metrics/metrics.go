@@ -49,10 +49,13 @@ type Metrics struct {
 
 // Sources are what a scrape reads that exists only once the host is loaded.
 type Sources struct {
-	// Queues and Pools are the names whose stats are collected from the backend.
-	Queues, Pools []string
+	// Queues and Pools return the names whose stats are collected from the backend, read
+	// at each scrape: a reload changes them.
+	Queues, Pools func() []string
 	// PluginMetrics returns the plugins' own metrics (host.Host.PluginMetrics).
 	PluginMetrics func() []host.PluginMetric
+	// ReloadFailures returns how many builds reloads have refused (host.Host.ReloadFailures).
+	ReloadFailures func() int64
 }
 
 // Watch sets what later scrapes read.
@@ -74,6 +77,7 @@ func (m *Metrics) Watch(src Sources) {
 //	fleet_pool_size{pool}, fleet_pool_leased{pool}      (on scrape, from the backend)
 //	fleet_plugin_metric{automation,name,kind}           what plugins record with the metric call
 //	fleet_reporter_dropped_total                        reports the reporter dropped
+//	fleet_reload_failures_total                         plugin builds a reload refused
 //	fleet_scrape_errors_total                           backend reads that failed during a scrape
 //
 // plus the Go runtime and process collectors.
@@ -181,10 +185,20 @@ var (
 	descPoolLeased = prometheus.NewDesc("fleet_pool_leased", "Live items of a pool under a lease.", []string{"pool"}, nil)
 	descPlugin     = prometheus.NewDesc("fleet_plugin_metric", "A metric a plugin records through the metric host call.", []string{"automation", "name", "kind"}, nil)
 	descDropped    = prometheus.NewDesc("fleet_reporter_dropped_total", "Reports the reporter dropped because the plane did not keep up.", nil, nil)
+	// descReloadFailures counts builds, not reloads: one reload may refuse several files.
+	descReloadFailures = prometheus.NewDesc("fleet_reload_failures_total", "Plugin builds a reload refused; the running versions kept running.", nil, nil)
 )
 
+// names is f's names, or none when f is nil.
+func names(f func() []string) []string {
+	if f == nil {
+		return nil
+	}
+	return f()
+}
+
 func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSlots, descDepth, descInFlight, descParked, descPoolSize, descPoolLeased, descPlugin, descDropped} {
+	for _, d := range []*prometheus.Desc{descSlots, descDepth, descInFlight, descParked, descPoolSize, descPoolLeased, descPlugin, descDropped, descReloadFailures} {
 		ch <- d
 	}
 	c.errs.Describe(ch)
@@ -215,7 +229,7 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 	if p.Backend != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), p.StatsTimeout)
 		defer cancel()
-		for _, q := range src.Queues {
+		for _, q := range names(src.Queues) {
 			st, err := p.Backend.QueueStats(ctx, q)
 			if err != nil {
 				c.errs.Inc()
@@ -225,7 +239,7 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(st.InFlight), q)
 			ch <- prometheus.MustNewConstMetric(descParked, prometheus.GaugeValue, float64(st.Parked), q)
 		}
-		for _, name := range src.Pools {
+		for _, name := range names(src.Pools) {
 			st, err := p.Backend.PoolStats(ctx, name)
 			if err != nil {
 				c.errs.Inc()
@@ -242,6 +256,9 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if p.ReporterDropped != nil {
 		ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(p.ReporterDropped()))
+	}
+	if src.ReloadFailures != nil {
+		ch <- prometheus.MustNewConstMetric(descReloadFailures, prometheus.CounterValue, float64(src.ReloadFailures()))
 	}
 	c.errs.Collect(ch)
 }

@@ -1,0 +1,290 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// refusal is the last build of a file that Reload refused: its digest ("" when the file
+// could not be read), so that the same bytes are not rebuilt on every trigger, and why.
+type refusal struct {
+	digest string
+	err    error
+}
+
+// Reload brings the running plugins in line with Config.PluginsDir, while Run runs. Per
+// .wasm file:
+//   - a new file is loaded as New loads one (compiled, described, checked: ABI,
+//     contracts, grant, configuration) and its slots start;
+//   - a changed file (a new digest) is loaded the same way while the running version
+//     keeps serving; then its slots are replaced one at a time: the new version's slot
+//     i starts, and once it has an instance the old slot i stops claiming and gets
+//     DrainTimeout to finish its call (then it is cut and its task goes back to its
+//     queue), so that the type always has a working slot and no task is lost;
+//   - a removed file's slots drain the same way, and its plugin unloads;
+//   - a refused build (unreadable, not a module, bad ABI, a trap in _initialize, a
+//     conflicting contract, not granted, or an instance that does not start) is logged
+//     with its reason, counted (ReloadFailures) and shown as its type's ReloadError;
+//     the running version keeps running untouched. The same bytes are not tried again
+//     until the file changes.
+//
+// It returns the refusals, joined; nil when every file is loaded. It serialises with
+// other Reloads and with Run's drain. Before Run it changes only the loaded set (Run
+// starts its slots); once Run drains, or after Close, it is an error. A reload under way
+// when Run's drain begins stops at once, leaving the slots it was replacing or removing
+// to the drain, so that a reload never lengthens a shutdown past its bound.
+// See RATIONALE.md, "How does a reload replace a running plugin?".
+func (h *Host) Reload(ctx context.Context) error {
+	h.reloadMu.Lock()
+	defer h.reloadMu.Unlock()
+	h.mu.Lock()
+	closed := h.closed
+	h.mu.Unlock()
+	r := h.run
+	if closed || h.drained || r != nil && r.ctx.Err() != nil {
+		return errors.New("host: reload: the host has stopped")
+	}
+	files, err := wasmFiles(h.cfg.PluginsDir)
+	if err != nil {
+		return fmt.Errorf("host: reload: Config.PluginsDir: %w", err)
+	}
+	current := map[string]*plugin{}
+	for _, p := range h.loaded() {
+		current[p.info.File] = p
+	}
+	// Removals first: a type moved to another file is then free to load from it.
+	for file, p := range current {
+		if !slices.Contains(files, file) {
+			h.remove(r, p)
+		}
+	}
+	var errs []error
+	for _, file := range files {
+		if r != nil && r.ctx.Err() != nil {
+			break // Run's drain began: it waits for this reload, which stops here
+		}
+		errs = append(errs, h.reloadFile(ctx, r, file, current[file]))
+	}
+	return errors.Join(errs...)
+}
+
+// ReloadFailures is how many builds Reload has refused: a counter.
+func (h *Host) ReloadFailures() int64 { return h.reloadFailures.Load() }
+
+// ReloadErrors is, by file (its base name), why Reload refused the last build of each
+// file whose last build it refused, loaded version or not.
+func (h *Host) ReloadErrors() map[string]string {
+	h.pmu.RLock()
+	defer h.pmu.RUnlock()
+	out := make(map[string]string, len(h.refused))
+	for file, f := range h.refused {
+		out[filepath.Base(file)] = f.err.Error()
+	}
+	return out
+}
+
+// reloadFile loads file in place of old (nil: the file is new), unless it holds old's
+// bytes or bytes already refused.
+func (h *Host) reloadFile(ctx context.Context, r *runState, file string, old *plugin) error {
+	wasm, err := os.ReadFile(file)
+	if err != nil {
+		return h.refuse(file, "", fmt.Errorf("host: plugin %s: %w", filepath.Base(file), err))
+	}
+	d := digest(wasm)
+	h.pmu.RLock()
+	f, seen := h.refused[file]
+	h.pmu.RUnlock()
+	switch {
+	case old != nil && old.info.Digest == d:
+		h.setRefusal(file, nil) // the running bytes are back: no refusal stands
+		return nil
+	case seen && f.digest == d:
+		return f.err
+	}
+	p, err := h.load(ctx, file, wasm)
+	if err != nil {
+		return h.refuse(file, d, err)
+	}
+	if old == nil {
+		if r != nil {
+			h.startPlugin(r, p)
+		}
+		h.setPlugin(p, nil)
+		h.setRefusal(file, nil)
+		h.cfg.Logger.Info("host: reload: plugin added", "type", p.info.Type, "version", p.info.Version, "file", filepath.Base(file))
+		return nil
+	}
+	if err := h.replace(r, old, p); errors.Is(err, errStopAborted) {
+		return err // not the build's fault
+	} else if err != nil {
+		return h.refuse(file, d, fmt.Errorf("host: plugin %s: %w", filepath.Base(file), err))
+	}
+	h.setRefusal(file, nil)
+	h.cfg.Logger.Info("host: reload: plugin replaced", "type", p.info.Type, "file", filepath.Base(file),
+		"from", old.info.Version, "to", p.info.Version, "digest", p.info.Digest)
+	return nil
+}
+
+// refuse records and counts err, the refusal of file's build with digest d, and returns it.
+func (h *Host) refuse(file, d string, err error) error {
+	h.reloadFailures.Add(1)
+	h.cfg.Logger.Error("host: reload refused a build; the running version keeps running", "file", filepath.Base(file), "err", err)
+	h.setRefusal(file, &refusal{digest: d, err: err})
+	return err
+}
+
+func (h *Host) setRefusal(file string, f *refusal) {
+	h.pmu.Lock()
+	defer h.pmu.Unlock()
+	if f == nil {
+		delete(h.refused, file)
+		return
+	}
+	h.refused[file] = *f
+}
+
+// replace rolls old's slots over to p, one index at a time: p's slot i starts, and once
+// it is up (has an instance) old's slot i drains. A slot of p that does not come up
+// within twice its call timeout (the bound of its first instance) rolls back: old's
+// slots start again in place of p's, which drain, and p unloads. Before Run (r nil) p
+// only takes old's place. Call it holding reloadMu.
+func (h *Host) replace(r *runState, old, p *plugin) error {
+	if r == nil {
+		h.setPlugin(p, old)
+		h.logUnload(h.unload(old))
+		return nil
+	}
+	h.startPump(r, p)
+	olds := old.slots
+	for i := range max(len(olds), p.info.Slots) {
+		if i < p.info.Slots {
+			if err := h.awaitUp(h.startSlot(r, p, i), 2*p.info.Grant.CallTimeout); err != nil {
+				old.slots = olds[min(i, len(olds)):]
+				h.rollBack(r, old, p, min(i, len(olds)))
+				return err
+			}
+		}
+		if i < len(olds) && !h.retire(r, olds[i:i+1]) {
+			// Run's drain began: it stops what is left of old.
+			old.slots = olds[i:]
+			h.setPlugin(p, old)
+			h.lingering = append(h.lingering, old)
+			return errStopAborted
+		}
+	}
+	old.slots = nil
+	h.setPlugin(p, old)
+	h.unloadStopped(old)
+	return nil
+}
+
+// rollBack undoes a replace of old by p that failed after replacing old's first
+// replaced slots (old.slots holds those still running): those start again, p's slots
+// drain, and p unloads.
+func (h *Host) rollBack(r *runState, old, p *plugin, replaced int) {
+	kept := old.slots
+	old.slots = nil
+	for i := range replaced {
+		h.startSlot(r, old, i)
+	}
+	old.slots = append(old.slots, kept...)
+	if !h.retire(r, p.slots) {
+		h.lingering = append(h.lingering, p) // Run's drain stops them
+		return
+	}
+	p.slots = nil
+	h.unloadStopped(p)
+}
+
+// unloadStopped stops p's pump and unloads p, whose slots have all stopped.
+func (h *Host) unloadStopped(p *plugin) {
+	if p.stopPump != nil { // nil before Run
+		p.stopPump()
+	}
+	h.logUnload(h.unload(p))
+}
+
+// awaitUp waits until rs is up, and is an error when it returned or d passed first.
+func (h *Host) awaitUp(rs *runningSlot, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-rs.up:
+		return nil
+	case <-rs.done:
+		return fmt.Errorf("slot %s of the new version stopped before it had an instance", rs.name)
+	case <-t.C:
+		return fmt.Errorf("slot %s of the new version made no instance within %v", rs.name, d)
+	}
+}
+
+// remove drains p's slots and unloads it: its file is gone. Call it holding reloadMu.
+func (h *Host) remove(r *runState, p *plugin) {
+	h.setPlugin(nil, p)
+	h.setRefusal(p.info.File, nil)
+	if !h.retire(r, p.slots) {
+		h.lingering = append(h.lingering, p) // Run's drain stops them
+		return
+	}
+	p.slots = nil
+	h.unloadStopped(p)
+	h.cfg.Logger.Info("host: reload: plugin removed", "type", p.info.Type, "file", filepath.Base(p.info.File))
+}
+
+// retire stops slots and waits for them as Run's drain does (DrainTimeout, then the cut,
+// then AbandonMargin), and closes their reporters with their stopping beacons. It reports
+// false, the slots left running, when Run's drain begins first: the drain stops them
+// within its own bound, and its reporters' stop closes theirs.
+func (h *Host) retire(r *runState, slots []*runningSlot) bool {
+	reps := make([]*slotReport, len(slots))
+	for i, rs := range slots {
+		rs.stop()
+		reps[i] = rs.rep
+	}
+	var abort <-chan struct{}
+	if r != nil {
+		abort = r.ctx.Done()
+	}
+	err := h.stopSlots(slots, func() {
+		for _, rs := range slots {
+			rs.cut()
+		}
+	}, abort)
+	if errors.Is(err, errStopAborted) {
+		return false
+	}
+	if err != nil {
+		h.cfg.Logger.Error("host: reload: a slot did not stop", "err", err)
+	}
+	h.tel.retire(reps)
+	return true
+}
+
+func (h *Host) logUnload(err error) {
+	if err != nil {
+		h.cfg.Logger.Warn("host: reload: unload", "err", err)
+	}
+}
+
+// wasmFiles lists the .wasm files of dir, sorted; none is no error (every plugin goes).
+func wasmFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, e := range entries {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), ".wasm") {
+			files = append(files, filepath.Join(dir, e.Name()))
+		}
+	}
+	sort.Strings(files)
+	return files, nil
+}

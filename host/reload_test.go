@@ -1,0 +1,305 @@
+package host_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/internal/testutil"
+	"github.com/fleethost/fleet/primitives"
+)
+
+// rebuild writes to dst, by rename (the safe way to deploy), the module at src with a
+// custom section holding tag appended: a new build of the same code, with a new digest.
+func rebuild(t *testing.T, src, dst, tag string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "fleet-test-build"
+	body := append([]byte{byte(len(name))}, name...)
+	body = append(body, tag...)
+	b = append(b, 0, byte(len(body))) // section id 0 (custom), its size (< 128: one LEB128 byte)
+	testutil.Deploy(t, dst, append(b, body...))
+}
+
+func digestOf(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func pluginOf(t *testing.T, h *host.Host, typ string) (host.Plugin, bool) {
+	t.Helper()
+	for _, p := range h.Plugins() {
+		if p.Type == typ {
+			return p, true
+		}
+	}
+	return host.Plugin{}, false
+}
+
+// TestReloadAddsPlugin: a plugin dropped into the folder of a running host loads on
+// Reload, its slots start and its tasks run; a second Reload of the same folder changes
+// nothing.
+func TestReloadAddsPlugin(t *testing.T) {
+	r := newRig(t)
+	r.wat("done", "done", batchDescribe("other", "other-jobs", `{}`))
+	r.grant("goguest", consumer(goQueue))
+	h, stop := r.start()
+	if _, ok := pluginOf(t, h, "goguest"); ok {
+		t.Fatal("goguest loaded before it was dropped in")
+	}
+	src := testutil.BuildPlugin(t, "host/testdata/goguest")
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Deploy(t, filepath.Join(r.dir, "goguest.wasm"), b)
+	for range 2 {
+		if err := h.Reload(context.Background()); err != nil {
+			t.Fatalf("Reload = %v", err)
+		}
+	}
+	p, ok := pluginOf(t, h, "goguest")
+	if !ok || p.Digest != digestOf(b) || p.LoadedAt.IsZero() || p.ReloadError != "" {
+		t.Fatalf("goguest = %+v (loaded %v), want it loaded with its digest and load time", p, ok)
+	}
+	submitN(t, h, 20, `{"op":"incr"}`)
+	waitFor(t, "20 tasks acked", func() bool { return testutil.Counter(t, r.backend, "goguest:count") == 20 })
+	stop()
+	if n := r.events.count("stopped"); n != 2 {
+		t.Errorf("stopped events = %d, want 2: one slot per plugin, the added one started once", n)
+	}
+}
+
+// TestReloadReplacesUnderLoad: a new build of a running plugin, deployed while tasks flow,
+// replaces its slots one at a time: every task is acked exactly once (the counter says
+// each ran once), none is parked or left, and the host then runs the new digest, under a
+// new config identity.
+func TestReloadReplacesUnderLoad(t *testing.T) {
+	r := newRig(t)
+	file := r.goGuest()
+	src := testutil.BuildPlugin(t, "host/testdata/goguest")
+	r.cfg.Slots = 3
+	h, stop := r.start()
+	const n = 300
+	submitN(t, h, n/2, `{"op":"sleep_ms","n":2}`)
+	waitFor(t, "tasks flowing", func() bool { return len(r.events.finished()) >= 10 })
+	before := h.ConfigIdentity("goguest")
+	var wg sync.WaitGroup
+	wg.Go(func() { submitN(t, h, n/2, `{"op":"sleep_ms","n":2}`) })
+	rebuild(t, src, file, "v2")
+	if err := h.Reload(context.Background()); err != nil {
+		t.Fatalf("Reload = %v", err)
+	}
+	wg.Wait()
+	waitFor(t, "every task acked", func() bool {
+		return testutil.Counter(t, r.backend, "goguest:count") >= n && testutil.QueueStats(t, r.backend, goQueue) == (primitives.QueueStats{})
+	})
+	p, _ := pluginOf(t, h, "goguest")
+	stop()
+	if got := testutil.Counter(t, r.backend, "goguest:count"); got != n {
+		t.Errorf("counter = %d, want %d: each task run once", got, n)
+	}
+	if got := r.events.outcomes(); got["checkpoint"] != n {
+		t.Errorf("outcomes = %v, want %d checkpoints", got, n)
+	}
+	if id := h.ConfigIdentity("goguest"); id == before {
+		t.Errorf("config identity %s unchanged by the new build, want the plane told of it", id)
+	}
+	b, _ := os.ReadFile(file)
+	if want := digestOf(b); p.Digest != want {
+		t.Errorf("digest = %s, want the new build's %s", p.Digest, want)
+	}
+	if n := r.events.count("stopped"); n != 6 {
+		t.Errorf("stopped events = %d, want 6: the 3 old slots at the reload, the 3 new at the drain", n)
+	}
+}
+
+// TestReloadRemoves: a plugin whose file is gone drains its slots and unloads on Reload;
+// its queue keeps what is submitted to it after, for a later version.
+func TestReloadRemoves(t *testing.T) {
+	r := newRig(t)
+	file := r.goGuest()
+	r.wat("done", "done", batchDescribe("other", "other-jobs", `{}`))
+	r.cfg.Slots = 2
+	h, stop := r.start()
+	submitN(t, h, 10, `{"op":"incr"}`)
+	waitFor(t, "10 tasks acked", func() bool { return testutil.Counter(t, r.backend, "goguest:count") == 10 })
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Reload(context.Background()); err != nil {
+		t.Fatalf("Reload = %v", err)
+	}
+	if _, ok := pluginOf(t, h, "goguest"); ok {
+		t.Fatal("goguest still loaded after its file was removed")
+	}
+	if n := r.events.count("stopped"); n != 2 {
+		t.Errorf("stopped events = %d, want goguest's 2 slots stopped", n)
+	}
+	submitN(t, h, 3, `{"op":"incr"}`)
+	stop()
+	if s := testutil.QueueStats(t, r.backend, goQueue); s != (primitives.QueueStats{Depth: 3}) {
+		t.Errorf("stats = %+v, want the 3 tasks submitted after the removal waiting", s)
+	}
+}
+
+// TestReloadRefusesBrokenBuild: a truncated file and a build whose _initialize traps are
+// each refused with its reason, counted once however often Reload sees the same bytes, and
+// shown as the type's ReloadError, while the running version keeps serving; deploying the
+// running bytes again clears the error.
+func TestReloadRefusesBrokenBuild(t *testing.T) {
+	r := newRig(t)
+	file := r.goGuest()
+	good, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, stop := r.start()
+	trapInit, err := os.ReadFile(watPlugin(t, t.TempDir(), "trapinit", "trapinit", batchDescribe("goguest", goQueue, `{}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := 0
+	for i, c := range []struct {
+		name string
+		wasm []byte
+		want string
+	}{
+		{"truncated", good[:len(good)/2], "goguest.wasm"},
+		{"trap in _initialize", trapInit, "unreachable"},
+	} {
+		testutil.Deploy(t, file, c.wasm)
+		for range 2 {
+			err := h.Reload(context.Background())
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("%s: Reload = %v, want a refusal mentioning %q", c.name, err, c.want)
+			}
+		}
+		if got := h.ReloadFailures(); got != int64(i+1) {
+			t.Errorf("%s: ReloadFailures = %d, want %d: the same bytes count once", c.name, got, i+1)
+		}
+		p, _ := pluginOf(t, h, "goguest")
+		if p.Digest != digestOf(good) || !strings.Contains(p.ReloadError, c.want) {
+			t.Errorf("%s: goguest = digest %s, reload error %q; want the running digest and the refusal", c.name, p.Digest, p.ReloadError)
+		}
+		submitN(t, h, 5, `{"op":"incr"}`)
+		served += 5
+		waitFor(t, c.name+": the running version serving", func() bool { return testutil.Counter(t, r.backend, "goguest:count") == int64(served) })
+	}
+	testutil.Deploy(t, file, good)
+	if err := h.Reload(context.Background()); err != nil {
+		t.Fatalf("Reload of the running bytes = %v", err)
+	}
+	if p, _ := pluginOf(t, h, "goguest"); p.ReloadError != "" {
+		t.Errorf("reload error = %q after the running bytes came back, want none", p.ReloadError)
+	}
+	stop()
+	if n := r.events.count("stopped"); n != 1 {
+		t.Errorf("stopped events = %d, want 1: the running slot was never replaced", n)
+	}
+}
+
+// TestReloadBeforeRun: a Reload between New and Run changes the loaded set, and Run
+// starts the slots of what it loaded; after Close, Reload is an error.
+func TestReloadBeforeRun(t *testing.T) {
+	r := newRig(t)
+	r.wat("done", "done", batchDescribe("other", "other-jobs", `{}`))
+	r.grant("goguest", consumer(goQueue))
+	h := r.build()
+	goGuest(t, r.dir, "goguest")
+	if err := h.Reload(context.Background()); err != nil {
+		t.Fatalf("Reload before Run = %v", err)
+	}
+	stop := r.run(h)
+	submitN(t, h, 5, `{"op":"incr"}`)
+	waitFor(t, "5 tasks acked", func() bool { return testutil.Counter(t, r.backend, "goguest:count") == 5 })
+	stop()
+	if err := h.Reload(context.Background()); err == nil {
+		t.Error("Reload after Close = nil, want an error")
+	}
+}
+
+// TestReloadYieldsToDrain: a reload waiting for an old slot's call to finish (within a
+// drain timeout of 10 minutes) stops as soon as Run's drain begins, leaving that slot to
+// the drain, so a reload never holds a shutdown up; the call then finishes and its task
+// is acked once.
+func TestReloadYieldsToDrain(t *testing.T) {
+	r := newRig(t)
+	file := r.goGuest()
+	src := testutil.BuildPlugin(t, "host/testdata/goguest")
+	r.cfg.DrainTimeout = 10 * time.Minute
+	h := r.build()
+	release := make(chan struct{})
+	host.StickCalls(h, release)
+	stop := r.run(h)
+	submitN(t, h, 1, `{"op":"incr"}`)
+	waitFor(t, "the old slot in its call", func() bool { return r.events.count("working") > 0 })
+	rebuild(t, src, file, "v2")
+	idle := r.events.count("idle") // the old slot, stuck in its call, says no more
+	reloaded := make(chan error, 1)
+	go func() { reloaded <- h.Reload(context.Background()) }()
+	waitFor(t, "the new slot up", func() bool { return r.events.count("idle") > idle })
+	// The stuck call ends only once Reload has returned: stop's drain, which Reload's wait
+	// would otherwise hold up for the 10-minute drain timeout, begins first.
+	var err error
+	go func() {
+		err = <-reloaded
+		close(release)
+	}()
+	stop()
+	if err == nil || !strings.Contains(err.Error(), "draining") {
+		t.Errorf("Reload = %v, want it stopped by the drain", err)
+	}
+	if got := testutil.Counter(t, r.backend, "goguest:count"); got != 1 {
+		t.Errorf("counter = %d, want the task run once", got)
+	}
+	if s := testutil.QueueStats(t, r.backend, goQueue); s != (primitives.QueueStats{}) {
+		t.Errorf("stats = %+v, want the task acked", s)
+	}
+}
+
+// TestReloadRollsBack: a new build that passes every check but whose slots cannot make an
+// instance (its _initialize traps once granted) is rolled back: the replaced slots of the
+// running version start again, the build is refused with the reason, and the running
+// version serves on, never without a slot.
+func TestReloadRollsBack(t *testing.T) {
+	r := newRig(t)
+	file := r.goGuest()
+	good, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.cfg.Slots = 2
+	r.cfg.CallTimeout = 500 * time.Millisecond // the bound of a new slot's first instance: 2x
+	h, stop := r.start()
+	schema := `{"type":"object","properties":{"op":{"type":"string"},"n":{"type":"integer"}},"required":["op"],"additionalProperties":false}`
+	bad, err := os.ReadFile(watPlugin(t, t.TempDir(), "initcall", "initcall", batchDescribe("goguest", goQueue, schema)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Deploy(t, file, bad)
+	err = h.Reload(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "no instance") {
+		t.Fatalf("Reload = %v, want the build refused: its slot made no instance", err)
+	}
+	p, _ := pluginOf(t, h, "goguest")
+	if p.Digest != digestOf(good) || !strings.Contains(p.ReloadError, "no instance") {
+		t.Errorf("goguest = digest %s, reload error %q; want the running digest and the refusal", p.Digest, p.ReloadError)
+	}
+	submitN(t, h, 10, `{"op":"incr"}`)
+	waitFor(t, "the running version serving", func() bool { return testutil.Counter(t, r.backend, "goguest:count") == 10 })
+	stop()
+	if s := testutil.QueueStats(t, r.backend, goQueue); s != (primitives.QueueStats{}) {
+		t.Errorf("stats = %+v, want every task acked", s)
+	}
+}

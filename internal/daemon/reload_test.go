@@ -1,0 +1,178 @@
+package daemon
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/internal/api"
+	"github.com/fleethost/fleet/internal/testutil"
+)
+
+// automations is GET /api/v1/automations, by type.
+func automations(t *testing.T, addr string) map[string]api.Automation {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/api/v1/automations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct{ Automations []api.Automation }
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]api.Automation{}
+	for _, a := range body.Automations {
+		out[a.Type] = a
+	}
+	return out
+}
+
+// dropWasm writes a batch WAT plugin of type typ into dir as <typ>.wasm by rename, the
+// safe deploy, and returns its bytes.
+func dropWasm(t *testing.T, dir, typ string) []byte {
+	t.Helper()
+	d := abi.Describe{ABIVersion: abi.Version, Type: typ, Version: "1.0.0", Mode: abi.ModeBatch,
+		Consumes: &abi.QueueContract{Name: typ + "-jobs", Payload: json.RawMessage(`{}`)}}
+	wasm, err := os.ReadFile(testutil.WAT(t, testutil.GuestWAT{Describe: d, Result: `{"outcome":"done"}`}.Source(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Deploy(t, filepath.Join(dir, typ+".wasm"), wasm)
+	return wasm
+}
+
+func digest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// TestReloadOnFolderChange: a plugin renamed into the folder of a running daemon is
+// loaded by the watcher, with no other trigger, and the API shows its digest and load
+// time.
+func TestReloadOnFolderChange(t *testing.T) {
+	dir := t.TempDir()
+	addr := startAPI(t, Options{PluginsDir: dir, ReloadSettle: 20 * time.Millisecond})
+	dropWasm(t, dir, "dropped")
+	testutil.WaitFor(t, 60*time.Second, "the dropped plugin loaded", func() bool {
+		a, ok := automations(t, addr)["dropped"]
+		return ok && strings.HasPrefix(a.Digest, "sha256:") && !a.LoadedAt.IsZero()
+	})
+}
+
+// TestReloadRoute: POST /api/v1/reload loads what the folder holds and answers the
+// automations, and the API knows the new plugin's queue; a truncated build answers 422
+// with the refusal, counted in fleet_reload_failures_total and shown as the running
+// version's reload_error.
+func TestReloadRoute(t *testing.T) {
+	dir := t.TempDir()
+	// A settle far past the test: only the route reloads.
+	addr := startAPI(t, Options{PluginsDir: dir, ReloadSettle: time.Hour})
+	good := dropWasm(t, dir, "dropped")
+	post := func() (int, string) {
+		resp, err := http.Post("http://"+addr+"/api/v1/reload", "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b strings.Builder
+		_, _ = io.Copy(&b, resp.Body)
+		return resp.StatusCode, b.String()
+	}
+	if code, body := post(); code != 200 || !strings.Contains(body, `"dropped"`) {
+		t.Fatalf("POST /api/v1/reload = %d %s, want 200 listing dropped", code, body)
+	}
+	// The API's routes follow the loaded set: the new plugin's queue is known.
+	resp, err := http.Get("http://" + addr + "/api/v1/queues/dropped-jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("GET /api/v1/queues/dropped-jobs = %d after the reload, want 200", resp.StatusCode)
+	}
+	testutil.Deploy(t, filepath.Join(dir, "dropped.wasm"), good[:len(good)/2])
+	if code, body := post(); code != 422 || !strings.Contains(body, "dropped.wasm") {
+		t.Fatalf("POST /api/v1/reload = %d %s, want 422 naming dropped.wasm", code, body)
+	}
+	resp, err = http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(metrics), "\nfleet_reload_failures_total 1\n") {
+		t.Errorf("/metrics has no fleet_reload_failures_total 1 after one refused build")
+	}
+	a := automations(t, addr)["dropped"]
+	if a.Digest != digest(good) || !strings.Contains(a.ReloadError, "dropped.wasm") {
+		t.Errorf("dropped = digest %s, reload_error %q; want the running digest and the refusal", a.Digest, a.ReloadError)
+	}
+}
+
+// TestWatchSettles: the watcher reloads only once the changed .wasm has gone a whole
+// settle interval with no event and the same size and mtime: an event restarts the wait,
+// and so does a file that grew without one (a write whose event was coalesced); other
+// names are ignored. Fake time (synctest), a real file.
+func TestWatchSettles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const settle = time.Second
+		dir := t.TempDir()
+		file := filepath.Join(dir, "p.wasm")
+		events, errs := make(chan fsnotify.Event), make(chan error)
+		changed := make(chan struct{}, 10)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go watchSettled(ctx, events, errs, settle, slog.New(slog.DiscardHandler), func() { changed <- struct{}{} })
+		reloads := func() int {
+			synctest.Wait()
+			return len(changed)
+		}
+		write := func(b string) {
+			f, err := os.OpenFile(file, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteString(b); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+		}
+		events <- fsnotify.Event{Name: filepath.Join(dir, ".p.wasm.tmp"), Op: fsnotify.Write}
+		time.Sleep(2 * settle)
+		if n := reloads(); n != 0 {
+			t.Fatalf("reloads = %d after an event on a name not ending .wasm, want 0", n)
+		}
+		write("half")
+		events <- fsnotify.Event{Name: file, Op: fsnotify.Create}
+		time.Sleep(settle / 2)
+		write(" more")
+		events <- fsnotify.Event{Name: file, Op: fsnotify.Write}
+		time.Sleep(settle * 3 / 4) // 1.25 settles since the first event, 0.75 since the last
+		if n := reloads(); n != 0 {
+			t.Fatalf("reloads = %d within a settle of the last event, want 0", n)
+		}
+		write(" and the rest, with no event")
+		time.Sleep(settle / 2) // the timer fires: the size changed since the last event
+		if n := reloads(); n != 0 {
+			t.Fatalf("reloads = %d while the file still grew, want 0", n)
+		}
+		time.Sleep(settle)
+		if n := reloads(); n != 1 {
+			t.Fatalf("reloads = %d once the file kept its size and mtime for a settle, want 1", n)
+		}
+	})
+}
