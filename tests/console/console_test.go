@@ -1,0 +1,248 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/fleethost/fleet/internal/cli"
+	"github.com/fleethost/fleet/internal/daemon"
+	"github.com/fleethost/fleet/internal/testutil"
+)
+
+// pageBound bounds each step the browser waits for: far past the page's one-second poll,
+// so that only a page that never shows what it should fails.
+const pageBound = 30 * time.Second
+
+const token = "console-test-token"
+
+// gates is the test's web server, which the gate guest's tasks fetch: /hold/<name>
+// answers 200 once the test releases name, and says on entered that a guest is waiting;
+// /flaky/<name> answers 500 the first time and 200 after.
+type gates struct {
+	srv     *httptest.Server
+	entered chan string
+	quit    chan struct{} // closed when the test ends: every hold answers
+
+	mu       sync.Mutex
+	released map[string]chan struct{} // guarded by mu
+	hits     map[string]int           // guarded by mu: /flaky requests by name
+}
+
+func newGates(t *testing.T) *gates {
+	g := &gates{entered: make(chan string, 16), quit: make(chan struct{}), released: map[string]chan struct{}{}, hits: map[string]int{}}
+	g.srv = httptest.NewServer(http.HandlerFunc(g.serve))
+	t.Cleanup(g.srv.Close)
+	return g
+}
+
+func (g *gates) gate(name string) chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c := g.released[name]
+	if c == nil {
+		c = make(chan struct{})
+		g.released[name] = c
+	}
+	return c
+}
+
+func (g *gates) serve(w http.ResponseWriter, r *http.Request) {
+	kind, name, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	switch kind {
+	case "hold":
+		g.entered <- name
+		select {
+		case <-g.gate(name):
+			fmt.Fprintln(w, "released")
+		case <-g.quit:
+			http.Error(w, "the test is over", http.StatusServiceUnavailable)
+		case <-r.Context().Done():
+		}
+	case "flaky":
+		g.mu.Lock()
+		g.hits[name]++
+		n := g.hits[name]
+		g.mu.Unlock()
+		if n == 1 {
+			http.Error(w, "not yet", http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (g *gates) flakyHits(name string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.hits[name]
+}
+
+// startDaemon runs a daemon (what `fleet-host run` runs) on the memory store with the
+// gate guest on one slot, its API on a free loopback port behind the token, and a task
+// parked at its first failure; it stops when the test ends. It returns a client of the
+// API.
+func startDaemon(t *testing.T, g *gates) *cli.Client {
+	t.Helper()
+	plugins := t.TempDir()
+	wasm, err := os.ReadFile(testutil.BuildPlugin(t, "tests/console/testdata/gate"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(plugins, "gate.wasm"), wasm, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(g.srv.URL)
+	grants, _ := json.Marshal(map[string]any{"gate": map[string]any{
+		"queues":   map[string][]string{"gate": {"consume"}},
+		"counters": []string{"gate:*"}, "kv": []string{"gate-notes"}, "locks": []string{"gate:*"},
+		"http_hosts": []string{u.Host}, "http_allow_private": true, "http_timeout": "1m", "call_timeout": "1m",
+	}})
+	grantsFile := filepath.Join(t.TempDir(), "grants.json")
+	if err := os.WriteFile(grantsFile, grants, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logs := &testutil.LogBuffer{}
+	addr := make(chan string, 1)
+	o := daemon.Options{
+		PluginsDir: plugins, GrantsFile: grantsFile, CacheDir: testutil.WazeroCacheDir(),
+		Listen: "127.0.0.1:0", Token: token, Listening: func(a string) { addr <- a },
+		MaxAttempts: 1, PollInterval: 20 * time.Millisecond, DrainTimeout: 2 * time.Second,
+		Log: slog.New(slog.NewTextHandler(logs, nil)),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- daemon.Run(ctx, o) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("daemon: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("daemon logs:\n%s", logs.String())
+		}
+	})
+	t.Cleanup(func() { close(g.quit) }) // first: a held guest answers, so the drain is quick
+	select {
+	case a := <-addr:
+		return &cli.Client{Base: "http://" + a, Token: token}
+	case err := <-done:
+		t.Fatalf("daemon stopped before listening: %v\n%s", err, logs.String())
+	}
+	return nil
+}
+
+// submit submits a gate task fetching path of the gates' server and returns its id.
+func submit(t *testing.T, c *cli.Client, g *gates, path string) string {
+	t.Helper()
+	payload, _ := json.Marshal(map[string]string{"url": g.srv.URL + path})
+	id, err := c.Submit(context.Background(), "gate", "", payload)
+	if err != nil {
+		t.Fatalf("submit %s: %v", path, err)
+	}
+	return id
+}
+
+// step runs actions in the tab, each wait bounded by pageBound, failing the test with
+// what it waited for.
+func step(t *testing.T, tab context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab, pageBound)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		t.Fatalf("console: %s: %v", what, err)
+	}
+}
+
+// visible waits until an element matches the CSS selector and is visible.
+func visible(sel string) chromedp.Action[chromedp.Void] { return chromedp.WaitVisible(chromedp.CSS(sel)) }
+
+// text is the text of the first element the CSS selector matches, once it is there.
+func text(t *testing.T, tab context.Context, sel string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab, pageBound)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		t.Fatalf("console: the text of %s: %v", sel, err)
+	}
+	return s
+}
+
+// TestConsole drives the console as an operator does: the page asks for the token (the
+// API answered 401), shows the automation and the slot idle, the slot working while a
+// task runs and idle again after it with the iteration's outcome, a parked task, whose
+// Requeue button sends it back to run again (and succeed), and the names the plugin is
+// granted.
+func TestConsole(t *testing.T) {
+	g := newGates(t)
+	c := startDaemon(t, g)
+	tab := newTab(t)
+
+	step(t, tab, "the sign-in form, since the API wants a token",
+		chromedp.Navigate(c.Base+"/"), visible(`#login`))
+	screenshot(t, tab, "sign-in")
+	step(t, tab, "sign in",
+		chromedp.SendKeys(chromedp.CSS(`#token`), token),
+		chromedp.Click(chromedp.CSS(`#login-form button[type="submit"]`)),
+		visible(`body[data-loaded] tr[data-type="gate"]`))
+
+	slot := `.slot[data-slot="gate/0"]`
+	step(t, tab, "the slot idle", visible(slot+`[data-state="idle"]`))
+
+	// idle -> working -> idle, on the guest's own call: the gate holds it until released.
+	submit(t, c, g, "/hold/one")
+	select {
+	case <-g.entered:
+	case <-time.After(pageBound):
+		t.Fatal("the gate guest never fetched /hold/one")
+	}
+	step(t, tab, "the slot working", visible(slot+`[data-state="working"]`))
+	screenshot(t, tab, "slot-working")
+	close(g.gate("one"))
+	step(t, tab, "the slot idle again with the iteration done",
+		visible(slot+`[data-state="idle"] tr[data-iteration="1"][data-outcome="checkpoint"]`))
+
+	// A task that fails once parks (max attempts 1); the page's Requeue runs it again.
+	id := submit(t, c, g, "/flaky/two")
+	row := fmt.Sprintf(`tr[data-queue="gate"][data-task=%q]`, id)
+	step(t, tab, "the parked task", visible(row))
+	if got := text(t, tab, row+` td.error`); !strings.Contains(got, "gate: 500 not yet") {
+		t.Errorf("the parked task's last error reads %q; want the guest's reason", got)
+	}
+	if got := text(t, tab, `#queues tr[data-queue="gate"] td:nth-child(5)`); got != "1" {
+		t.Errorf("the queue's parked count reads %q; want 1", got)
+	}
+	screenshot(t, tab, "parked")
+	step(t, tab, "requeue from the page",
+		chromedp.Click(chromedp.CSS(row+` button.requeue`)),
+		chromedp.WaitNotPresent(chromedp.CSS(row)),
+		visible(slot+` tr[data-iteration="3"][data-outcome="checkpoint"]`))
+	if n := g.flakyHits("two"); n != 2 {
+		t.Errorf("/flaky/two was fetched %d times; want 2 (the run that parked, the requeued run)", n)
+	}
+	qs, err := c.Queues(context.Background())
+	if err != nil || len(qs) != 1 || qs[0].Parked != 0 || qs[0].Depth != 0 {
+		t.Errorf("queues = %+v, %v; want gate with nothing parked or waiting", qs, err)
+	}
+
+	// What the plugin is granted, by name.
+	for _, name := range []string{"gate-notes", "gate:*"} {
+		step(t, tab, "the granted "+name, visible(fmt.Sprintf(`#state tr[data-name=%q]`, name)))
+	}
+	screenshot(t, tab, "after-requeue")
+}
