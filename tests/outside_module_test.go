@@ -46,13 +46,35 @@ func greet(t fleet.Task[Greeting]) fleet.Result {
 func main() {}
 `
 
+// outsidePluginTest is the plugin's own test, against fleettest.
+const outsidePluginTest = `package main
+
+import (
+	"testing"
+
+	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/guest-sdk/fleettest"
+)
+
+func TestGreet(t *testing.T) {
+	h := fleettest.New(t)
+	if res := h.Handle(Greeting{Name: "ada"}); res.Outcome != abi.OutcomeDone {
+		t.Fatalf("handle = %+v, want done", res)
+	}
+	if v, ok := h.KVValue("outside:greeted", "ada"); !ok || string(v) != "true" || h.CounterValue("outside:done") != 1 {
+		t.Fatalf("greeted = %s, %v; done = %d", v, ok, h.CounterValue("outside:done"))
+	}
+}
+`
+
 // hostModules are modules that only the host needs: none may enter a plugin's module.
 var hostModules = []string{"github.com/tetratelabs/wazero", "github.com/redis/go-redis", "github.com/prometheus/", "github.com/santhosh-tekuri/", "github.com/fsnotify/", "github.com/extism/", "github.com/chromedp/"}
 
 // TestPluginFromAnotherModule follows guest-sdk/README.md's steps for a plugin outside this
 // repository: go mod init in an empty folder, one go get of the SDK (served, with abi, from
-// a module proxy of this tree's abi and guest-sdk folders), a wasip1 reactor build; then
-// the host runs it, and the plugin's module holds none of the host's dependencies.
+// a module proxy of this tree's abi and guest-sdk folders), a wasip1 reactor build and the
+// plugin's own fleettest test; then the host runs it, and the plugin's module holds none
+// of the host's dependencies.
 func TestPluginFromAnotherModule(t *testing.T) {
 	root, err := testutil.ModuleRoot()
 	if err != nil {
@@ -95,11 +117,15 @@ func TestPluginFromAnotherModule(t *testing.T) {
 	}
 	run(nil, "mod", "init", "example.com/outside")
 	run(nil, "get", "github.com/fleethost/fleet/guest-sdk")
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(outsidePlugin), 0o644); err != nil {
-		t.Fatal(err)
+	for name, src := range map[string]string{"main.go": outsidePlugin, "main_test.go": outsidePluginTest} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	plugins := t.TempDir()
 	run([]string{"GOOS=wasip1", "GOARCH=wasm"}, "build", "-buildmode=c-shared", "-o", filepath.Join(plugins, "outside.wasm"), ".")
+
+	run(nil, "test", "./...")
 
 	all := run(nil, "list", "-m", "all")
 	sum, err := os.ReadFile(filepath.Join(dir, "go.sum"))
@@ -143,7 +169,9 @@ func requiredVersion(t *testing.T, file, path string) string {
 	if err != nil {
 		t.Fatalf("go mod edit -json %s: %v", file, err)
 	}
-	var mod struct{ Require []struct{ Path, Version string } }
+	var mod struct {
+		Require []struct{ Path, Version string }
+	}
 	if err := json.Unmarshal(out, &mod); err != nil {
 		t.Fatalf("decode go mod edit -json %s: %v", file, err)
 	}
