@@ -1,5 +1,7 @@
 // Package api is the HTTP API of a fleet-host daemon: submit tasks, inspect automations,
-// queues, pools and slots, pause and resume, health, readiness and metrics.
+// queues, pools and slots, pause and resume, requeue and delete parked tasks, read what
+// the plugins share (KV, counters, pool items with their leases, locks), health,
+// readiness and metrics.
 //
 // JSON in and out. Every error is
 //
@@ -112,6 +114,13 @@ func New(p Params) *Server {
 	}
 	s.route("/api/v1/pools", true, on(http.MethodGet, s.listPools))
 	s.route("/api/v1/pools/{name}", true, on(http.MethodGet, s.getPool))
+	// The operator's reads of what the plugins share, and requeue of a whole queue
+	// (state.go).
+	s.route("/api/v1/pools/{name}/items", true, on(http.MethodGet, s.listPoolItems))
+	s.route("/api/v1/kv/{ns}/{key}", true, on(http.MethodGet, s.getKV))
+	s.route("/api/v1/counters/{name}", true, on(http.MethodGet, s.getCounter))
+	s.route("/api/v1/locks/{name}", true, on(http.MethodGet, s.getLock))
+	s.route("/api/v1/queues/{name}/requeue", true, on(http.MethodPost, s.requeueAll))
 	noRoute := func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, abi.NotFound, fmt.Sprintf("no route %s %s", safetext.Clip(r.Method, maxEcho), safetext.Clip(r.URL.Path, maxEcho)), nil)
 	}
