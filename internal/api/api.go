@@ -35,6 +35,7 @@ import (
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/metrics"
+	"github.com/fleethost/fleet/internal/plane"
 	"github.com/fleethost/fleet/internal/safetext"
 	"github.com/fleethost/fleet/primitives"
 )
@@ -68,6 +69,10 @@ type Params struct {
 	// Reload, when set, serves POST /api/v1/reload: it reloads the plugins folder and
 	// returns the refusals (host.Host.Reload). Optional.
 	Reload func(context.Context) error
+	// Plane, when set, serves the plane half of the reporter contract (plane.go):
+	// POST /api/projects/{slug}/fleet/report, behind the plane's key, and
+	// GET /api/v1/plane/instances. Optional.
+	Plane *plane.Plane
 	// Log receives operator actions (pause, resume, requeue) and server errors.
 	// default: slog.Default()
 	Log *slog.Logger
@@ -121,6 +126,10 @@ func New(p Params) *Server {
 	s.route("/api/v1/counters/{name}", true, on(http.MethodGet, s.getCounter))
 	s.route("/api/v1/locks/{name}", true, on(http.MethodGet, s.getLock))
 	s.route("/api/v1/queues/{name}/requeue", true, on(http.MethodPost, s.requeueAll))
+	if p.Plane != nil {
+		s.route("/api/projects/{slug}/fleet/report", false, on(http.MethodPost, s.planeReport))
+		s.route("/api/v1/plane/instances", true, on(http.MethodGet, s.planeInstances))
+	}
 	noRoute := func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, abi.NotFound, fmt.Sprintf("no route %s %s", safetext.Clip(r.Method, maxEcho), safetext.Clip(r.URL.Path, maxEcho)), nil)
 	}
