@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/fleethost/fleet/internal/cli"
 	"github.com/fleethost/fleet/internal/demosite"
+	"github.com/fleethost/fleet/primitives"
 )
 
 func main() {
@@ -147,10 +149,21 @@ func startDaemon(bin, plugins, grantsFile string) (*daemon, error) {
 		return nil, err
 	}
 	d.logs = logs
-	args := []string{"run", "--plugins", plugins, "--grants", grantsFile, "--listen", "127.0.0.1:0",
+	// The daemon is its own plane (--plane): its slots report to its API, so the
+	// console's Fleet page shows them. The report URL names the port, so the port is
+	// chosen here rather than by the daemon.
+	listen, err := freeAddr()
+	if err != nil {
+		logs.Close()
+		return nil, err
+	}
+	args := []string{"run", "--plugins", plugins, "--grants", grantsFile, "--listen", listen,
 		"--slots-for", "scraper=1,cookie-harvester=1,counter=0,noop=0",
-		"--log-format", "json", "--instance", "fleet-demo"}
+		"--log-format", "json", "--instance", "fleet-demo",
+		"--plane", "--report-url", "http://" + listen + "/api/projects/demo/fleet/report"}
 	d.cmd = exec.Command(bin, args...)
+	key := primitives.NewToken()
+	d.cmd.Env = append(os.Environ(), "FLEET_PLANE_KEY="+key, "FLEET_REPORT_KEY="+key)
 	stderr, err := d.cmd.StderrPipe()
 	if err != nil {
 		logs.Close()
@@ -178,6 +191,16 @@ func startDaemon(bin, plugins, grantsFile string) (*daemon, error) {
 		d.exited <- d.cmd.Wait()
 	}()
 	return d, nil
+}
+
+// freeAddr is a loopback address with a port free now.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
 
 // ready waits for the daemon's API to listen and to answer ready, and returns a client

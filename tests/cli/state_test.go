@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -185,4 +186,126 @@ func mustGet(t *testing.T, d *daemon, path string) []byte {
 		t.Fatalf("GET %s = %d %s, want 200", path, status, b)
 	}
 	return b
+}
+
+// The operator's commands: each act through the API with the token, a line or a table,
+// or the API's answer with --json; flags after the arguments; --api without a scheme.
+func TestOperatorCommands(t *testing.T) {
+	r := newStateRig(t)
+	ctx := t.Context()
+	addr := strings.TrimPrefix(r.d.api, "http://")
+	env := []string{"FLEET_API=" + addr, "FLEET_TOKEN=" + token}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ok := func(args ...string) string {
+		t.Helper()
+		code, out, errOut := run(t, env, "", args...)
+		if code != 0 {
+			t.Fatalf("fleet-host %s = exit %d, %s%s", strings.Join(args, " "), code, out, errOut)
+		}
+		return out
+	}
+	must(r.b.KVSet(ctx, "scraper:state", "cursor", []byte(`{"page":3}`), 0))
+	_, err := r.b.CounterIncr(ctx, "scraper:pages", 41)
+	must(err)
+	_, err = r.b.PoolPut(ctx, "cookies", []byte(`{"c":1}`), primitives.Tags{"site": `"a"`}, 0)
+	must(err)
+	_, err = r.b.PoolPut(ctx, "cookies", []byte(`{"c":2}`), primitives.Tags{"site": `"b"`}, 0)
+	must(err)
+	_, _, err = r.b.PoolClaim(primitives.WithHolder(ctx, "scraper/1"), "cookies", primitives.Tags{"site": `"a"`}, time.Hour)
+	must(err)
+	lock, _, err := r.b.LockAcquireWithin(ctx, "harvest:site-a", time.Hour, 0, primitives.NameQuota{Owner: "harvester", Max: 10})
+	must(err)
+
+	if out := ok("kv", "get", "scraper:state", "cursor"); out != "{\"page\":3}\n" {
+		t.Errorf("kv get = %q, want the value", out)
+	}
+	// Flags after the arguments, and --api as host:port.
+	code, out, errOut := run(t, nil, "", "kv", "get", "scraper:state", "cursor", "--json", "--api", addr, "--token", token)
+	if code != 0 || !strings.Contains(out, `"namespace": "scraper:state"`) {
+		t.Errorf("kv get ... --json --api %s = exit %d, %s%s; want the entry as JSON", addr, code, out, errOut)
+	}
+	if code, _, errOut := run(t, env, "", "kv", "get", "scraper:state", "absent"); code != 1 || !strings.Contains(errOut, "404") {
+		t.Errorf("kv get of an absent key = exit %d, %q; want 1 and a 404", code, errOut)
+	}
+	if out := ok("counter", "get", "scraper:pages"); out != "41\n" {
+		t.Errorf("counter get = %q, want 41", out)
+	}
+	if out := ok("pool", "items", "cookies", "--where", "site=a"); !strings.Contains(out, "scraper/1") || strings.Contains(out, `{"c":2}`) {
+		t.Errorf("pool items --where site=a = %q, want the item of site a leased by scraper/1", out)
+	}
+	var items struct {
+		Items []struct {
+			Lease *struct{ Holder string }
+		}
+	}
+	if err := json.Unmarshal([]byte(ok("pool", "items", "cookies", "--json")), &items); err != nil || len(items.Items) != 2 {
+		t.Errorf("pool items --json = %+v, %v; want both items", items, err)
+	}
+	want := fmt.Sprintf("lock harvest:site-a is held by harvester, fence %d, until", lock.Fence)
+	if out := ok("lock", "show", "harvest:site-a"); !strings.HasPrefix(out, want) {
+		t.Errorf("lock show = %q, want it to start %q", out, want)
+	}
+	if out := ok("lock", "show", "harvest:free"); out != "lock harvest:free is free\n" {
+		t.Errorf("lock show (free) = %q", out)
+	}
+
+	// Paused, the worker claims nothing: tasks parked meanwhile stay for the operator.
+	if out := ok("pause", "worker"); out != "paused worker\n" {
+		t.Errorf("pause worker = %q", out)
+	}
+	testutil.WaitFor(t, 30*time.Second, "the worker's slot paused", func() bool {
+		var a struct {
+			SlotStates []struct{ State string } `json:"slot_states"`
+		}
+		r.d.getJSON("/api/v1/automations/worker", token, &a)
+		return len(a.SlotStates) == 1 && a.SlotStates[0].State == "paused"
+	})
+	for range 3 {
+		_, err := r.b.QueuePush(ctx, "work", []byte(`{"n": 1}`))
+		must(err)
+		l, claimed, err := r.b.QueueClaim(ctx, "work", time.Minute, 0)
+		must(err)
+		if !claimed {
+			t.Fatal("QueueClaim found nothing: the paused worker claimed the task")
+		}
+		_, err = r.b.QueueRelease(ctx, "work", l.ID, l.Token, primitives.Retry{Reason: "broke", MaxAttempts: 1})
+		must(err)
+	}
+	var parked struct {
+		Queue string
+		Tasks []struct {
+			LastError string `json:"last_error"`
+		}
+	}
+	if err := json.Unmarshal([]byte(ok("tasks", "parked", "work", "--json")), &parked); err != nil || len(parked.Tasks) != 3 || parked.Tasks[0].LastError != "broke" {
+		t.Errorf("tasks parked work --json = %+v, %v; want the 3 parked with their error", parked, err)
+	}
+	if out := ok("tasks", "parked", "work"); strings.Count(out, "broke") != 3 {
+		t.Errorf("tasks parked work = %q, want 3 rows", out)
+	}
+	if out := ok("tasks", "requeue", "work", "--all"); out != "requeued 3 parked tasks of queue work\n" {
+		t.Errorf("tasks requeue work --all = %q", out)
+	}
+	var q queueStats
+	r.d.getJSON("/api/v1/queues/work", token, &q)
+	if q.Parked != 0 || q.Depth != 3 {
+		t.Errorf("queue after requeue --all = %+v, want 3 waiting, none parked", q)
+	}
+	if out := ok("resume", "worker", "--json"); !strings.Contains(out, `"paused": false`) {
+		t.Errorf("resume worker --json = %q", out)
+	}
+
+	// No daemon: the error names the flag and the variable.
+	code, _, errOut = run(t, nil, "", "counter", "get", "x", "--api", "127.0.0.1:1")
+	if code != 1 || !strings.Contains(errOut, "connection refused") || !strings.Contains(errOut, "--api") || !strings.Contains(errOut, "FLEET_API") {
+		t.Errorf("counter get against no daemon = exit %d, %q; want 1 naming --api and FLEET_API", code, errOut)
+	}
+	if code, _, errOut := run(t, env, "", "counter", "get", "x"); code != 0 {
+		t.Errorf("counter get x = exit %d, %s", code, errOut)
+	}
 }
