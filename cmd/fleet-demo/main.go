@@ -86,6 +86,9 @@ func run(bin, plugins string, urls int, timeout time.Duration) error {
 		return err
 	}
 	elapsed := time.Since(start)
+	if err := planeLine(ctx, c); err != nil {
+		return err
+	}
 
 	exitErr, err := d.stop()
 	if err != nil {
@@ -191,6 +194,20 @@ func startDaemon(bin, plugins, grantsFile string) (*daemon, error) {
 		d.exited <- d.cmd.Wait()
 	}()
 	return d, nil
+}
+
+// planeLine prints the instances that report to the daemon's plane: its slots.
+func planeLine(ctx context.Context, c *cli.Client) error {
+	p, err := c.PlaneInstances(ctx, 0)
+	if err != nil {
+		return fmt.Errorf("plane: %w", err)
+	}
+	var rows []string
+	for _, in := range p.Instances {
+		rows = append(rows, in.Instance+" ("+in.State.Kind+")")
+	}
+	fmt.Printf("demo: plane         %d instances report (GET /api/v1/plane/instances): %s\n", len(rows), strings.Join(rows, ", "))
+	return nil
 }
 
 // freeAddr is a loopback address with a port free now.
