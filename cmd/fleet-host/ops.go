@@ -44,6 +44,21 @@ func (o *opCmd) parse(args []string, lo, hi int, what string) ([]string, error) 
 	return pos, nil
 }
 
+// read parses the arguments of a read, verb then the names: kv get NS KEY, pool items
+// NAME; it returns the names.
+func (o *opCmd) read(args []string, verb string, names ...string) ([]string, error) {
+	what := verb + " and " + strings.Join(names, " and ")
+	pos, err := o.parse(args, 1+len(names), 1+len(names), what)
+	if err != nil {
+		return nil, err
+	}
+	if pos[0] != verb {
+		o.f.Usage()
+		return nil, usageError{fmt.Errorf("%s takes %s, got %q", o.f.Name(), what, pos)}
+	}
+	return pos[1:], nil
+}
+
 // print writes v as JSON with --json, else runs table.
 func (o *opCmd) print(stdout io.Writer, v any, table func() error) error {
 	if o.asJSON {
@@ -164,14 +179,11 @@ func tasksCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 func kvCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o := newOp("kv", "kv get [flags] NAMESPACE KEY\n\nPrints the value of KEY in NAMESPACE as stored (any namespace: an operator sees what\nevery plugin keeps); an absent or expired key fails (exit 1).", stderr)
-	pos, err := o.parse(args, 3, 3, "get, a NAMESPACE and a KEY")
+	names, err := o.read(args, "get", "NAMESPACE", "KEY")
 	if err != nil {
 		return err
 	}
-	if pos[0] != "get" {
-		return usageError{fmt.Errorf("kv takes get, got %q", pos[0])}
-	}
-	e, err := o.c.KV(ctx, pos[1], pos[2])
+	e, err := o.c.KV(ctx, names[0], names[1])
 	if err != nil {
 		return err
 	}
@@ -183,14 +195,11 @@ func kvCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 func counterCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o := newOp("counter", "counter get [flags] NAME\n\nPrints counter NAME's value (0 for a counter never touched).", stderr)
-	pos, err := o.parse(args, 2, 2, "get and a NAME")
+	names, err := o.read(args, "get", "NAME")
 	if err != nil {
 		return err
 	}
-	if pos[0] != "get" {
-		return usageError{fmt.Errorf("counter takes get, got %q", pos[0])}
-	}
-	v, err := o.c.Counter(ctx, pos[1])
+	v, err := o.c.Counter(ctx, names[0])
 	if err != nil {
 		return err
 	}
@@ -219,14 +228,11 @@ func poolCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var limit int
 	o.f.value(&where, "where", "FLEET_POOL_WHERE", "only items with this tag, tag=value; repeat the flag for more, all must match")
 	o.f.int(&limit, "limit", "FLEET_POOL_LIMIT", 100, "list up to this many items (1..1000)")
-	pos, err := o.parse(args, 2, 2, "items and a pool NAME")
+	names, err := o.read(args, "items", "NAME")
 	if err != nil {
 		return err
 	}
-	if pos[0] != "items" {
-		return usageError{fmt.Errorf("pool takes items, got %q", pos[0])}
-	}
-	items, err := o.c.PoolItems(ctx, pos[1], where, limit)
+	items, err := o.c.PoolItems(ctx, names[0], where, limit)
 	if err != nil {
 		return err
 	}
@@ -235,14 +241,11 @@ func poolCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o := newOp("lock", "lock show [flags] NAME\n\nShows who holds lock NAME: the plugin type it counts against, the lease's fencing token\nand when it ends; or that it is free.", stderr)
-	pos, err := o.parse(args, 2, 2, "show and a lock NAME")
+	names, err := o.read(args, "show", "NAME")
 	if err != nil {
 		return err
 	}
-	if pos[0] != "show" {
-		return usageError{fmt.Errorf("lock takes show, got %q", pos[0])}
-	}
-	l, err := o.c.Lock(ctx, pos[1])
+	l, err := o.c.Lock(ctx, names[0])
 	if err != nil {
 		return err
 	}
