@@ -20,7 +20,8 @@ type holderKey struct{}
 // WithHolder returns ctx naming holder (the host passes a slot, "scraper/2") as who takes
 // the next pool lease made with it, so that operators see who holds an item
 // (Item.Holder). A holder is carried in the lease's token, after a '/', so that both
-// backends keep it where they keep the token and a list reads it back for free.
+// backends keep it where they keep the token and a list reads it back for free (see
+// RATIONALE.md, "Why does a lease's token carry its holder and its fence?").
 func WithHolder(ctx context.Context, holder string) context.Context {
 	return context.WithValue(ctx, holderKey{}, holder)
 }

@@ -17,7 +17,8 @@
 //
 // The key is checked before anything of the body is read, and an empty body is refused
 // 400 after it, so that reporter.Probe (`fleet-host doctor`) tells "wired" (400) from
-// "bad key" (401) without writing anything.
+// "bad key" (401) without writing anything. Why the plane is `run --plane`, with a key of
+// its own, is in RATIONALE.md.
 package plane
 
 import (
