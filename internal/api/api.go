@@ -10,7 +10,8 @@
 // with the abi's error kinds (TypeError, ValueError, PermissionDenied, NotFound, Conflict,
 // LimitExceeded, Unavailable, Internal). Routes under /api/v1/ need
 // `Authorization: Bearer <token>` when a token is configured, checked before the body is
-// read; /healthz, /readyz and /metrics do not. A wrong method is 405 with Allow; a body
+// read; /healthz, /readyz and /metrics do not, and the plane's report route
+// (Params.Plane) takes the plane's key instead. A wrong method is 405 with Allow; a body
 // must be application/json (415 otherwise). Serve bounds the server: timeouts, header
 // size, connections (HTTPConfig).
 package api
