@@ -1,7 +1,8 @@
 // Package api is the HTTP API of a fleet-host daemon: submit tasks, inspect automations,
-// queues, pools and slots (with their recent iterations), pause and resume, health,
-// readiness and metrics; and the Fleet console (package console) at /, whose every read
-// is one of these routes.
+// queues, pools and slots (with their recent iterations), pause and resume, requeue and
+// delete parked tasks, read what the plugins share (KV, counters, pool items with their
+// leases, locks), health, readiness and metrics; and the Fleet console (package console)
+// at /, whose every read is one of these routes.
 //
 // JSON in and out. Every error is
 //
@@ -10,7 +11,8 @@
 // with the abi's error kinds (TypeError, ValueError, PermissionDenied, NotFound, Conflict,
 // LimitExceeded, Unavailable, Internal). Routes under /api/v1/ need
 // `Authorization: Bearer <token>` when a token is configured, checked before the body is
-// read; /healthz, /readyz and /metrics do not. A wrong method is 405 with Allow; a body
+// read; /healthz, /readyz and /metrics do not, and the plane's report route
+// (Params.Plane) takes the plane's key instead. A wrong method is 405 with Allow; a body
 // must be application/json (415 otherwise). Serve bounds the server: timeouts, header
 // size, connections (HTTPConfig).
 package api
@@ -36,6 +38,7 @@ import (
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/console"
 	"github.com/fleethost/fleet/internal/metrics"
+	"github.com/fleethost/fleet/internal/plane"
 	"github.com/fleethost/fleet/internal/safetext"
 	"github.com/fleethost/fleet/primitives"
 )
@@ -69,6 +72,10 @@ type Params struct {
 	// Reload, when set, serves POST /api/v1/reload: it reloads the plugins folder and
 	// returns the refusals (host.Host.Reload). Optional.
 	Reload func(context.Context) error
+	// Plane, when set, serves the plane half of the reporter contract (plane.go):
+	// POST /api/projects/{slug}/fleet/report, behind the plane's key, and
+	// GET /api/v1/plane/instances. Optional.
+	Plane *plane.Plane
 	// Log receives operator actions (pause, resume, requeue) and server errors.
 	// default: slog.Default()
 	Log *slog.Logger
@@ -116,6 +123,17 @@ func New(p Params) *Server {
 	}
 	s.route("/api/v1/pools", true, on(http.MethodGet, s.listPools))
 	s.route("/api/v1/pools/{name}", true, on(http.MethodGet, s.getPool))
+	// The operator's reads of what the plugins share, and requeue of a whole queue
+	// (state.go).
+	s.route("/api/v1/pools/{name}/items", true, on(http.MethodGet, s.listPoolItems))
+	s.route("/api/v1/kv/{ns}/{key}", true, on(http.MethodGet, s.getKV))
+	s.route("/api/v1/counters/{name}", true, on(http.MethodGet, s.getCounter))
+	s.route("/api/v1/locks/{name}", true, on(http.MethodGet, s.getLock))
+	s.route("/api/v1/queues/{name}/requeue", true, on(http.MethodPost, s.requeueAll))
+	if p.Plane != nil {
+		s.route("/api/projects/{slug}/fleet/report", false, on(http.MethodPost, s.planeReport))
+		s.route("/api/v1/plane/instances", true, on(http.MethodGet, s.planeInstances))
+	}
 	noRoute := func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, abi.NotFound, fmt.Sprintf("no route %s %s", safetext.Clip(r.Method, maxEcho), safetext.Clip(r.URL.Path, maxEcho)), nil)
 	}
