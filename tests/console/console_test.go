@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -19,14 +20,25 @@ import (
 
 	"github.com/fleethost/fleet/internal/cli"
 	"github.com/fleethost/fleet/internal/daemon"
+	"github.com/fleethost/fleet/internal/plane"
 	"github.com/fleethost/fleet/internal/testutil"
+	"github.com/fleethost/fleet/reporter"
 )
 
 // pageBound bounds each step the browser waits for: far past the page's one-second poll,
 // so that only a page that never shows what it should fails.
 const pageBound = 30 * time.Second
 
-const token = "console-test-token"
+const (
+	token    = "console-test-token"
+	planeKey = "console-test-plane-key"
+	// staleAfter marks a plane instance stale: far past the live slots' reports (one at
+	// every 20 ms poll), so only the instance that stopped reporting turns stale.
+	staleAfter = 3 * time.Second
+)
+
+// planeURL is the report endpoint of the plane the daemon at addr serves.
+func planeURL(addr string) string { return "http://" + addr + "/api/projects/console/fleet/report" }
 
 // gates is the test's web server, which the gate guest's tasks fetch: /hold/<name>
 // answers 200 once the test releases name, and says on entered that a guest is waiting;
@@ -117,11 +129,21 @@ func startDaemon(t *testing.T, g *gates) *cli.Client {
 		t.Fatal(err)
 	}
 	logs := &testutil.LogBuffer{}
+	// The daemon is its own plane, as in `make demo`: its slots report to its API. The
+	// report URL names the port, so the port is chosen here.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := ln.Addr().String()
+	ln.Close()
 	addr := make(chan string, 1)
 	o := daemon.Options{
 		PluginsDir: plugins, GrantsFile: grantsFile, CacheDir: testutil.WazeroCacheDir(),
-		Listen: "127.0.0.1:0", Token: token, Listening: func(a string) { addr <- a },
+		Listen: listen, Token: token, Listening: func(a string) { addr <- a },
 		MaxAttempts: 1, PollInterval: 20 * time.Millisecond, DrainTimeout: 2 * time.Second,
+		Plane:     &plane.Config{Key: planeKey, StaleAfter: staleAfter},
+		ReportURL: planeURL(listen), ReportKey: planeKey, Instance: "console-test",
 		Log: slog.New(slog.NewTextHandler(logs, nil)),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -169,7 +191,9 @@ func step(t *testing.T, tab context.Context, what string, actions ...chromedp.Ac
 }
 
 // visible waits until an element matches the CSS selector and is visible.
-func visible(sel string) chromedp.Action[chromedp.Void] { return chromedp.WaitVisible(chromedp.CSS(sel)) }
+func visible(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.WaitVisible(chromedp.CSS(sel))
+}
 
 // text is the text of the first element the CSS selector matches, once it is there.
 func text(t *testing.T, tab context.Context, sel string) string {
@@ -186,8 +210,8 @@ func text(t *testing.T, tab context.Context, sel string) string {
 // TestConsole drives the console as an operator does: the page asks for the token (the
 // API answered 401), shows the automation and the slot idle, the slot working while a
 // task runs and idle again after it with the iteration's outcome, a parked task, whose
-// Requeue button sends it back to run again (and succeed), and the names the plugin is
-// granted.
+// Requeue button sends it back to run again (and succeed), the names the plugin is
+// granted, and the Fleet page of the daemon's plane with a silent instance marked stale.
 func TestConsole(t *testing.T) {
 	g := newGates(t)
 	c := startDaemon(t, g)
@@ -244,5 +268,23 @@ func TestConsole(t *testing.T) {
 	for _, name := range []string{"gate-notes", "gate:*"} {
 		step(t, tab, "the granted "+name, visible(fmt.Sprintf(`#state tr[data-name=%q]`, name)))
 	}
+	// The counter's form reads it through GET /api/v1/counters/{name}: a run per task run.
+	counter := `#state tr[data-kind="counter"][data-name="gate:*"]`
+	step(t, tab, "read the counter gate:runs",
+		chromedp.SetValue(chromedp.CSS(counter+` input`), "gate:runs"),
+		chromedp.Click(chromedp.CSS(counter+` button`)),
+		visible(counter+` pre.result[data-read]`))
+	if got := text(t, tab, counter+` pre.result`); !strings.Contains(got, `"counter": "gate:runs"`) || !strings.Contains(got, `"value": 3`) {
+		t.Errorf("the counter's read shows %q; want gate:runs at 3", got)
+	}
 	screenshot(t, tab, "after-requeue")
+
+	// The Fleet page: the daemon's own slot reports to its plane, and an instance that
+	// reported once and went silent is marked stale once staleAfter has passed.
+	ghost := reporter.New(planeURL(strings.TrimPrefix(c.Base, "http://")), planeKey)
+	ghost.Close(reporter.Report{Identity: reporter.Identity{Instance: "ghost/gate/0", Host: "gone", Version: "0.9.0"}, State: reporter.State{Kind: reporter.StateIdle}})
+	step(t, tab, "the Fleet page: the live slot, and the silent instance stale",
+		visible(`#fleet tr[data-instance="console-test/gate/0"][data-stale="false"]`),
+		visible(`#fleet tr[data-instance="ghost/gate/0"][data-stale="true"]`))
+	screenshot(t, tab, "fleet")
 }

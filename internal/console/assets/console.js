@@ -175,6 +175,11 @@ function parkedView(lists) {
     out.append(
       el("h3", {}, `Parked in ${queue} `,
         el("button", {
+          class: "requeue-all",
+          onclick: () => act(`requeued the parked tasks of ${queue}`, () => api("POST", `/api/v1/queues/${q}/requeue`)),
+        }, "Requeue all"),
+        " ",
+        el("button", {
           class: "danger delete-all",
           onclick: () => confirm(`Delete every parked task of ${queue}?`) &&
             act(`deleted the parked tasks of ${queue}`, () => api("DELETE", `/api/v1/queues/${q}/parked`)),
@@ -201,33 +206,142 @@ function parkedView(lists) {
 
 function poolsView(pools) {
   return table(
-    [["Pool"], ["Size", "num"], ["Leased", "num"], ["By tag"]],
+    [["Pool"], ["Size", "num"], ["Leased", "num"], ["By tag"], [""]],
     pools.map((p) => el("tr", { "data-pool": p.pool },
       el("td", {}, el("strong", {}, p.pool)),
       num(p.size), num(p.leased),
       el("td", { class: "mono" },
         Object.entries(p.by_tag || {}).sort().map(([t, n]) => `${t}: ${n}`).join("  ") || "–",
-        p.more_tags ? " (more tags)" : ""))),
+        p.more_tags ? " (more tags)" : ""),
+      el("td", {}, el("button", { class: "items", onclick: () => togglePool(p.pool) }, openPools.has(p.pool) ? "Hide items" : "Items")))),
     "No plugin declares a pool.");
 }
 
+// The pools whose items are shown, each with its panel: a tag filter (kept across
+// refreshes) and the items, read again at each refresh.
+const openPools = new Map(); // pool -> {panel, where, list}
+const ITEMS_LIMIT = 100;
+
+function togglePool(pool) {
+  if (openPools.has(pool)) {
+    openPools.get(pool).panel.remove();
+    openPools.delete(pool);
+  } else {
+    const where = el("input", { name: "where", placeholder: "tag=value, tag=value", size: 30 });
+    const list = el("div", {});
+    const panel = el("div", { class: "pool-items", "data-pool": pool },
+      el("h3", {}, `Items of ${pool}`),
+      el("form", { class: "lookup", onsubmit: (ev) => { ev.preventDefault(); shown.delete(list); refresh(); } },
+        el("label", {}, "where ", where), el("button", { type: "submit" }, "Filter")),
+      list);
+    openPools.set(pool, { panel, where, list });
+    section("pools", "items").append(panel);
+  }
+  shown.delete(section("pools"));
+  refresh();
+}
+
+function poolItemsPath(pool, where) {
+  const q = new URLSearchParams({ limit: ITEMS_LIMIT });
+  for (const w of where.split(",").map((x) => x.trim()).filter(Boolean)) q.append("where", w);
+  return `/api/v1/pools/${seg(pool)}/items?${q}`;
+}
+
+function poolItemsView({ items, more }) {
+  const rows = items.map((it) => el("tr", { "data-item": it.id },
+    el("td", { class: "mono" }, it.id),
+    el("td", { class: "mono" }, Object.entries(it.tags || {}).sort().map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(" ")),
+    el("td", { class: "payload mono" }, JSON.stringify(it.payload)),
+    el("td", {}, it.lease ? el("span", { title: it.lease.until }, `${it.lease.holder}, until ${new Date(it.lease.until).toLocaleTimeString()}`) : "–"),
+    el("td", { title: it.expires_at || "" }, it.expires_at ? new Date(it.expires_at).toLocaleString() : "–"),
+    el("td", { title: it.created_at }, ago(it.created_at))));
+  return el("div", {},
+    table([["Item"], ["Tags"], ["Payload"], ["Leased by"], ["Expires"], ["Created"]], rows, "No item matches."),
+    more ? el("p", { class: "muted" }, `The first ${ITEMS_LIMIT} items; filter by tag to see others.`) : null);
+}
+
 // stateView lists the names each plugin is granted: KV namespaces, counters and locks
-// (patterns may end in *).
+// (a pattern ends in *), each with a form that reads one: a key of the namespace, or the
+// counter or lock of that name (a pattern's prefix is filled in).
 function stateView(autos) {
   const rows = [];
   for (const a of autos) {
     const g = a.grant || {};
     for (const [kind, names] of [["kv", g.kv], ["counter", g.counters], ["lock", g.locks]]) {
-      for (const name of names || []) {
-        rows.push(el("tr", { "data-kind": kind, "data-name": name },
-          el("td", {}, kind === "kv" ? "KV namespace" : kind),
-          el("td", { class: "mono" }, name),
-          el("td", {}, a.type)));
-      }
+      for (const name of names || []) rows.push(stateRow(kind, name, a.type));
     }
   }
-  return table([["Kind"], ["Name"], ["Granted to"]], rows,
+  return table([["Kind"], ["Name"], ["Granted to"], ["Read"]], rows,
     "No plugin is granted a KV namespace, a counter or a lock.");
+}
+
+const readPath = {
+  kv: (ns, key) => `/api/v1/kv/${seg(ns)}/${seg(key)}`,
+  counter: (_, name) => `/api/v1/counters/${seg(name)}`,
+  lock: (_, name) => `/api/v1/locks/${seg(name)}`,
+};
+
+function stateRow(kind, name, type) {
+  const input = el("input", {
+    name: "name", size: 24, required: true,
+    placeholder: kind === "kv" ? "key" : "name",
+    value: kind === "kv" ? "" : name.replace(/\*$/, ""),
+  });
+  const result = el("pre", { class: "result", hidden: true });
+  const read = async (ev) => {
+    ev.preventDefault();
+    result.hidden = false;
+    result.classList.remove("error");
+    delete result.dataset.read;
+    result.textContent = "reading…";
+    try {
+      result.textContent = JSON.stringify(await get(readPath[kind](name, input.value)), null, 2);
+      result.dataset.read = "ok";
+    } catch (e) {
+      result.textContent = e.message;
+      result.classList.add("error");
+      result.dataset.read = "error";
+    }
+  };
+  return el("tr", { "data-kind": kind, "data-name": name },
+    el("td", {}, kind === "kv" ? "KV namespace" : kind),
+    el("td", { class: "mono" }, name),
+    el("td", {}, type),
+    el("td", {}, el("form", { class: "lookup", onsubmit: read }, input, el("button", { type: "submit" }, "Read")), result));
+}
+
+// fleetView lists the instances that report to this daemon's plane, stale ones marked;
+// null when the daemon serves no plane.
+function fleetView(p) {
+  if (p === null) {
+    return el("p", { class: "muted" },
+      "This daemon serves no plane. Run it with --plane (and --plane-key) and point the daemons' --report-url at " +
+      `${location.origin}/api/projects/<project>/fleet/report to list them here.`);
+  }
+  const rows = p.instances.map((i) => el("tr", { "data-instance": i.instance, "data-stale": i.stale ? "true" : "false", "data-state": i.state.kind },
+    el("td", { class: "mono" }, i.instance, i.stale ? el("span", { class: "stale" }, " stale") : null),
+    el("td", {}, i.project),
+    el("td", {}, i.host),
+    el("td", {}, i.version),
+    el("td", { class: "mono" }, i.config_identity),
+    el("td", {}, el("span", { class: "badge", "data-state": i.state.kind }, i.state.kind),
+      i.state.kind === "iteration" ? el("span", { class: "mono" }, ` #${i.state.n} ${i.state.phase} ${i.state.task_ref}`) : null),
+    el("td", { title: i.last_seen, class: i.stale ? "stale" : null }, ago(i.last_seen)),
+    el("td", {}, (i.iterations || []).map((it) => el("span", { class: "outcome-" + it.outcome, title: `${it.task_ref} ${ms(it.duration_seconds * 1000)}` }, it.outcome + " ")))));
+  return el("div", {},
+    el("p", { class: "muted" }, `An instance is stale when it has not reported for ${p.stale_after_seconds}s.`),
+    table([["Instance"], ["Project"], ["Host"], ["Version"], ["Config"], ["State"], ["Last report"], ["Last iterations"]], rows,
+      "No instance reports to this plane yet."));
+}
+
+// planeInstances reads the plane's instances, or null when the daemon serves no plane.
+async function planeInstances() {
+  try {
+    return await get("/api/v1/plane/instances?iterations=5");
+  } catch (e) {
+    if (e.status === 404 && e.kind === "NotFound") return null;
+    throw e;
+  }
 }
 
 // ---- the refresh ----
@@ -252,15 +366,20 @@ async function load() {
     const [{ automations }, { queues }, { pools }] = await Promise.all([
       get("/api/v1/automations"), get("/api/v1/queues"), get("/api/v1/pools")]);
     const withSlots = automations.filter((a) => a.slots > 0);
-    const [slots, parked] = await Promise.all([
+    const open = [...openPools].filter(([name]) => pools.some((p) => p.pool === name));
+    const [slots, parked, items, fleet] = await Promise.all([
       Promise.all(withSlots.map((a) => get(`/api/v1/automations/${seg(a.type)}/slots`))),
       Promise.all(queues.filter((q) => q.parked > 0).map((q) => get(`/api/v1/queues/${seg(q.queue)}/parked?limit=${PARKED_LIMIT}`))),
+      Promise.all(open.map(([name, o]) => get(poolItemsPath(name, o.where.value)))),
+      planeInstances(),
     ]);
     show(section("automations"), automations, automationsView);
     show(section("slots"), slots, slotsView);
     show(section("queues"), queues, queuesView);
     show(section("queues", "parked"), parked, parkedView);
     show(section("pools"), pools, poolsView);
+    open.forEach(([, o], i) => show(o.list, items[i], poolItemsView));
+    show(section("fleet"), fleet, fleetView);
     show(section("state"), automations.map((a) => ({ type: a.type, grant: a.grant })), stateView);
     document.body.dataset.loaded = "true";
     say("status", "updated " + new Date().toLocaleTimeString());
