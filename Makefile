@@ -1,5 +1,5 @@
 # The one command: `make test`. It installs what the tests need when it is missing
-# (redis-server, redis-tools and wabt from Debian's packages), then vets, builds the guest side for
+# (redis-server, redis-tools, wabt and chromium from Debian's packages), then vets, builds the guest side for
 # wasip1, and runs every test with the race detector.
 
 GO ?= go
@@ -18,12 +18,14 @@ test: deps vet wasm-build
 
 # deps installs the servers and tools the tests start. A missing one would fail the
 # tests (never skip them), so install rather than hope. redis-cli (Debian's redis-tools,
-# which redis-server's package depends on) joins the Redis Cluster the tests start.
+# which redis-server's package depends on) joins the Redis Cluster the tests start;
+# chromium runs the console's browser tests (tests/console).
 deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-tools"; \
 	command -v wat2wasm >/dev/null 2>&1 || missing="$$missing wabt"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
@@ -56,6 +58,7 @@ plugins:
 
 # demo: the scraper and the cookie harvester on a real daemon against a local demo site:
 # 50 URLs through the HTTP API, progress, the final counts, a SIGTERM drain. Exits 0 when
-# every URL was scraped and nothing was parked. Needs only Go (no Redis).
+# every URL was scraped and nothing was parked. Needs only Go (no Redis). It prints the
+# console's URL; `make demo DEMO_FLAGS=--keep` keeps the daemon up after the run until Ctrl-C.
 demo: build
-	$(GO) run ./cmd/fleet-demo --bin bin/fleet-host --plugins bin/plugins
+	$(GO) run ./cmd/fleet-demo --bin bin/fleet-host --plugins bin/plugins $(DEMO_FLAGS)

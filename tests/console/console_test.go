@@ -248,7 +248,7 @@ func TestConsole(t *testing.T) {
 	if got := text(t, tab, row+` td.error`); !strings.Contains(got, "gate: 500 not yet") {
 		t.Errorf("the parked task's last error reads %q; want the guest's reason", got)
 	}
-	if got := text(t, tab, `#queues tr[data-queue="gate"] td:nth-child(5)`); got != "1" {
+	if got := text(t, tab, `#queues .content tr[data-queue="gate"] td:nth-child(4)`); got != "1" {
 		t.Errorf("the queue's parked count reads %q; want 1", got)
 	}
 	screenshot(t, tab, "parked")

@@ -8,10 +8,12 @@ package console
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -111,4 +113,16 @@ func screenshot(t *testing.T, tab context.Context, name string) {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot: %s", path)
+}
+
+// TestMissingChromiumFails: without a browser the test binary fails, naming the install
+// command, rather than skipping: it runs itself again with $FLEET_CHROMIUM naming no file.
+func TestMissingChromiumFails(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "FLEET_CHROMIUM="+filepath.Join(t.TempDir(), "no-chromium"))
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), "make deps") || !strings.Contains(string(out), "apt-get install chromium") {
+		t.Fatalf("the tests without chromium: %v\n%s\nwant exit 1 naming `make deps` and `apt-get install chromium`", err, out)
+	}
 }

@@ -151,7 +151,7 @@ function slotsView(all) {
           el("span", { class: "badge", "data-state": s.state }, s.state),
           s.state === "working" ? el("span", { class: "mono" }, `#${s.iteration} ${s.phase || ""} ${s.task_id || ""}`) : null,
           el("span", { class: "muted", title: s.since }, "since " + ago(s.since))),
-        recent));
+        el("div", { class: "recent" }, recent)));
     }
   }
   if (cards.length === 0) return el("p", { class: "muted" }, "No slot runs: every plugin has 0 slots.");
@@ -160,10 +160,10 @@ function slotsView(all) {
 
 function queuesView(queues) {
   return table(
-    [["Queue"], ["Depth", "num"], ["Delayed", "num"], ["In flight", "num"], ["Parked", "num"]],
+    [["Queue"], ["Depth (ready or delayed)", "num"], ["In flight", "num"], ["Parked", "num"]],
     queues.map((q) => el("tr", { "data-queue": q.queue },
       el("td", {}, el("strong", {}, q.queue)),
-      num(q.depth), num(q.delayed), num(q.in_flight), num(q.parked))),
+      num(q.depth), num(q.in_flight), num(q.parked))),
     "No plugin declares a queue.");
 }
 
