@@ -119,6 +119,21 @@ func TestPlane(t *testing.T) {
 		t.Errorf("plane instances --json = exit %d, %s%s; want the API's answer with iterations", code, out, errOut)
 	}
 
+	// The plane's flags refuse what would serve nothing or bound nothing.
+	for _, tt := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{nil, []string{"--plane"}, "--plane-key"},
+		{[]string{"FLEET_PLANE_KEY=k"}, []string{"--plane", "--listen", ""}, "--listen"},
+		{[]string{"FLEET_PLANE_KEY=k"}, []string{"--plane", "--plane-retention", "-1h"}, "--plane-retention"},
+	} {
+		if code, _, errOut := run(t, tt.env, "", append([]string{"run"}, tt.args...)...); code != 2 || !strings.Contains(errOut, tt.want) {
+			t.Errorf("run %q = exit %d, %q; want 2 naming %s", tt.args, code, errOut, tt.want)
+		}
+	}
+
 	// The list needs the API's token; the report route the plane's key, not the token.
 	if status, _ := p.request(http.MethodGet, "/api/v1/plane/instances", "", nil); status != http.StatusUnauthorized {
 		t.Errorf("GET /api/v1/plane/instances without the token = %d, want 401", status)
