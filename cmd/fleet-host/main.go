@@ -8,6 +8,7 @@
 //	fleet-host pause     pause an automation type; resume resumes it
 //	fleet-host tasks     list, requeue or delete a queue's parked tasks
 //	fleet-host kv        read a KV key; counter, pool and lock read those
+//	fleet-host plane     the instances that report to the daemon's plane
 //	fleet-host reload    have a running daemon reload its plugins folder
 //	fleet-host describe  what a plugin declares, without running it
 //	fleet-host doctor    check the backend, the plugins and the plane
@@ -46,6 +47,7 @@ commands:
   counter   counter get NAME: read a counter
   pool      pool items NAME [--where tag=value]: a pool's items with their leases
   lock      lock show NAME: who holds a lock, its fence and deadline
+  plane     plane instances: the slots that report to the daemon's plane (run --plane)
   reload    have the daemon reload its plugins folder (through the HTTP API)
   describe  show what a plugin declares (type, contracts, schemas) without running it
   doctor    check the backend, every plugin and its contracts, and the plane
@@ -96,6 +98,8 @@ func realMain(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		err = poolCmd(ctx, rest, stdout, stderr)
 	case "lock":
 		err = lockCmd(ctx, rest, stdout, stderr)
+	case "plane":
+		err = planeCmd(ctx, rest, stdout, stderr)
 	case "reload":
 		err = reloadCmd(ctx, rest, stdout, stderr)
 	case "describe":

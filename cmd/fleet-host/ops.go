@@ -47,7 +47,7 @@ func (o *opCmd) parse(args []string, lo, hi int, what string) ([]string, error) 
 // read parses the arguments of a read, verb then the names: kv get NS KEY, pool items
 // NAME; it returns the names.
 func (o *opCmd) read(args []string, verb string, names ...string) ([]string, error) {
-	what := verb + " and " + strings.Join(names, " and ")
+	what := strings.Join(append([]string{verb}, names...), " and ")
 	pos, err := o.parse(args, 1+len(names), 1+len(names), what)
 	if err != nil {
 		return nil, err
@@ -250,4 +250,18 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	return o.print(stdout, l, func() error { return cli.WriteLock(stdout, l, time.Now()) })
+}
+
+func planeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o := newOp("plane", "plane instances [flags]\n\nLists the instances (slots of every daemon) that report to the daemon's plane (run\n--plane): project/instance, state, how long ago each last reported (stale past\n--plane-stale-after), version, host and the newest iteration's outcome.", stderr)
+	var iterations int
+	o.f.int(&iterations, "iterations", "FLEET_PLANE_LIST_ITERATIONS", 1, "each instance's newest iterations to fetch, 0..100 (the table shows the newest's outcome; --json all of them)")
+	if _, err := o.read(args, "instances"); err != nil {
+		return err
+	}
+	p, err := o.c.PlaneInstances(ctx, iterations)
+	if err != nil {
+		return err
+	}
+	return o.print(stdout, p, func() error { return cli.WritePlane(stdout, p, time.Now()) })
 }

@@ -123,6 +123,10 @@ new build by writing it elsewhere and renaming it into the folder.`, host.Abando
 		return exitUsage
 	}
 	if planeOn {
+		if o.Listen == "" {
+			fmt.Fprintln(stderr, "fleet-host run: --plane serves the plane on the API: it needs --listen")
+			return exitUsage
+		}
 		if err := pl.Check(); err != nil {
 			fmt.Fprintln(stderr, "fleet-host run:", err)
 			return exitUsage

@@ -76,3 +76,23 @@ func WriteLock(w io.Writer, l api.LockState, now time.Time) error {
 	_, err := fmt.Fprintf(w, "lock %s is held by %s, fence %d, until %s (%s left)\n", cell(l.Lock), owner, l.Fence, l.Until.Format(time.RFC3339), l.Until.Sub(now).Round(time.Millisecond))
 	return err
 }
+
+// WritePlane writes the instances that report to a plane: each one's state, how long
+// ago it last reported (stale past the plane's --plane-stale-after), its version and host,
+// and its newest iteration's outcome.
+func WritePlane(w io.Writer, p api.PlaneInstances, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "INSTANCE\tSTATE\tLAST REPORT\tVERSION\tHOST\tLAST OUTCOME")
+	for _, in := range p.Instances {
+		state := in.State.Kind
+		if in.Stale {
+			state += " (stale)"
+		}
+		last := "-"
+		if len(in.Iterations) > 0 {
+			last = in.Iterations[0].Outcome
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s ago\t%s\t%s\t%s\n", cell(in.Project+"/"+in.Instance), cell(state), now.Sub(in.Seen).Round(time.Second), cell(in.Version), cell(in.Host), cell(last))
+	}
+	return tw.Flush()
+}

@@ -109,6 +109,31 @@ func TestPlane(t *testing.T) {
 		t.Errorf("node-b's row = %+v, want live, its iteration with an outcome", r)
 	}
 
+	env := []string{"FLEET_API=" + p.api, "FLEET_TOKEN=" + token}
+	code, out, errOut := run(t, env, "", "plane", "instances")
+	if code != 0 || !strings.Contains(out, "demo/box/scraper/0") || !strings.Contains(out, "demo/node-b/worker/0") {
+		t.Errorf("plane instances = exit %d, %s%s; want both instances", code, out, errOut)
+	}
+	code, out, errOut = run(t, env, "", "plane", "instances", "--json", "--iterations", "5")
+	if code != 0 || !strings.Contains(out, `"stale_after_seconds": 60`) || !strings.Contains(out, `"task_id": "t1"`) {
+		t.Errorf("plane instances --json = exit %d, %s%s; want the API's answer with iterations", code, out, errOut)
+	}
+
+	// The plane's flags refuse what would serve nothing or bound nothing.
+	for _, tt := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{nil, []string{"--plane"}, "--plane-key"},
+		{[]string{"FLEET_PLANE_KEY=k"}, []string{"--plane", "--listen", ""}, "--listen"},
+		{[]string{"FLEET_PLANE_KEY=k"}, []string{"--plane", "--plane-retention", "-1h"}, "--plane-retention"},
+	} {
+		if code, _, errOut := run(t, tt.env, "", append([]string{"run"}, tt.args...)...); code != 2 || !strings.Contains(errOut, tt.want) {
+			t.Errorf("run %q = exit %d, %q; want 2 naming %s", tt.args, code, errOut, tt.want)
+		}
+	}
+
 	// The list needs the API's token; the report route the plane's key, not the token.
 	if status, _ := p.request(http.MethodGet, "/api/v1/plane/instances", "", nil); status != http.StatusUnauthorized {
 		t.Errorf("GET /api/v1/plane/instances without the token = %d, want 401", status)
