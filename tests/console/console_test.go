@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/fleethost/fleet/internal/cli"
@@ -210,8 +211,9 @@ func text(t *testing.T, tab context.Context, sel string) string {
 // TestConsole drives the console as an operator does: the page asks for the token (the
 // API answered 401), shows the automation and the slot idle, the slot working while a
 // task runs and idle again after it with the iteration's outcome, a parked task, whose
-// Requeue button sends it back to run again (and succeed), the names the plugin is
-// granted, and the Fleet page of the daemon's plane with a silent instance marked stale.
+// Requeue button sends it back to run again (and succeed), Pause and Resume, a parked task
+// deleted from the page after its confirmation, a counter read from the page, the names
+// the plugin is granted, and the Fleet page of the daemon's plane with a silent instance marked stale.
 func TestConsole(t *testing.T) {
 	g := newGates(t)
 	c := startDaemon(t, g)
@@ -268,14 +270,52 @@ func TestConsole(t *testing.T) {
 	for _, name := range []string{"gate-notes", "gate:*"} {
 		step(t, tab, "the granted "+name, visible(fmt.Sprintf(`#state tr[data-name=%q]`, name)))
 	}
-	// The counter's form reads it through GET /api/v1/counters/{name}: a run per task run.
+	// Pause and Resume: the slot shows paused until resumed.
+	step(t, tab, "pause from the page",
+		chromedp.Click(chromedp.CSS(`#automations tr[data-type="gate"] button.pause`)),
+		visible(slot+`[data-state="paused"]`),
+		chromedp.Click(chromedp.CSS(`#automations tr[data-type="gate"] button.resume`)),
+		visible(slot+`[data-state="idle"]`))
+
+	// Delete asks first (the test accepts the dialog, naming the task), and the task is
+	// gone without running again.
+	dialogs := make(chan string, 1)
+	go func() {
+		for ev, err := range chromedp.Events(tab, page.JavascriptDialogOpening) {
+			if err != nil {
+				return
+			}
+			dialogs <- ev.Message
+			_, _ = chromedp.Call(tab, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}
+	}()
+	id = submit(t, c, g, "/flaky/three")
+	row = fmt.Sprintf(`tr[data-queue="gate"][data-task=%q]`, id)
+	step(t, tab, "delete from the page",
+		visible(row),
+		chromedp.Click(chromedp.CSS(row+` button.delete`)),
+		chromedp.WaitNotPresent(chromedp.CSS(row)))
+	select {
+	case msg := <-dialogs:
+		if !strings.Contains(msg, id) {
+			t.Errorf("the delete asked %q; want the task's id %s named", msg, id)
+		}
+	default: // the dialog was answered before the row went, so it is here if it opened
+		t.Error("the delete asked nothing; want a confirmation")
+	}
+	if qs, err := c.Queues(context.Background()); err != nil || qs[0].Parked != 0 || qs[0].Depth != 0 || g.flakyHits("three") != 1 {
+		t.Errorf("after the delete: queues %+v, %v, /flaky/three fetched %d times; want nothing parked or waiting, one run", qs, err, g.flakyHits("three"))
+	}
+
+	// The counter's form reads it through GET /api/v1/counters/{name}: one per run (hold,
+	// flaky twice, the deleted task's one).
 	counter := `#state tr[data-kind="counter"][data-name="gate:*"]`
 	step(t, tab, "read the counter gate:runs",
 		chromedp.SetValue(chromedp.CSS(counter+` input`), "gate:runs"),
 		chromedp.Click(chromedp.CSS(counter+` button`)),
 		visible(counter+` pre.result[data-read]`))
-	if got := text(t, tab, counter+` pre.result`); !strings.Contains(got, `"counter": "gate:runs"`) || !strings.Contains(got, `"value": 3`) {
-		t.Errorf("the counter's read shows %q; want gate:runs at 3", got)
+	if got := text(t, tab, counter+` pre.result`); !strings.Contains(got, `"counter": "gate:runs"`) || !strings.Contains(got, `"value": 4`) {
+		t.Errorf("the counter's read shows %q; want gate:runs at 4", got)
 	}
 	screenshot(t, tab, "after-requeue")
 
