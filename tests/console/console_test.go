@@ -122,6 +122,7 @@ func startDaemon(t *testing.T, g *gates) *cli.Client {
 	u, _ := url.Parse(g.srv.URL)
 	grants, _ := json.Marshal(map[string]any{"gate": map[string]any{
 		"queues":   map[string][]string{"gate": {"consume"}},
+		"pools":    map[string][]string{"gate-answers": {"put"}},
 		"counters": []string{"gate:*"}, "kv": []string{"gate-notes"}, "locks": []string{"gate:*"},
 		"http_hosts": []string{u.Host}, "http_allow_private": true, "http_timeout": "1m", "call_timeout": "1m",
 	}})
@@ -181,12 +182,13 @@ func submit(t *testing.T, c *cli.Client, g *gates, path string) string {
 }
 
 // step runs actions in the tab, each wait bounded by pageBound, failing the test with
-// what it waited for.
+// what it waited for and a screenshot of the page then.
 func step(t *testing.T, tab context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(tab, pageBound)
 	defer cancel()
 	if err := chromedp.Do(ctx, actions...); err != nil {
+		screenshot(t, tab, "failed")
 		t.Fatalf("console: %s: %v", what, err)
 	}
 }
@@ -212,8 +214,9 @@ func text(t *testing.T, tab context.Context, sel string) string {
 // API answered 401), shows the automation and the slot idle, the slot working while a
 // task runs and idle again after it with the iteration's outcome, a parked task, whose
 // Requeue button sends it back to run again (and succeed), Pause and Resume, a parked task
-// deleted from the page after its confirmation, a counter read from the page, the names
-// the plugin is granted, and the Fleet page of the daemon's plane with a silent instance marked stale.
+// deleted from the page after its confirmation, a pool's items filtered by tag, a counter
+// read from the page, the names the plugin is granted, and the Fleet page of the daemon's
+// plane with a silent instance marked stale.
 func TestConsole(t *testing.T) {
 	g := newGates(t)
 	c := startDaemon(t, g)
@@ -307,6 +310,21 @@ func TestConsole(t *testing.T) {
 		t.Errorf("after the delete: queues %+v, %v, /flaky/three fetched %d times; want nothing parked or waiting, one run", qs, err, g.flakyHits("three"))
 	}
 
+	// The pool's items, one per answer the guest got, and filtered by tag.
+	items := `.pool-items[data-pool="gate-answers"]`
+	step(t, tab, "the pool's items",
+		visible(`#pools tr[data-pool="gate-answers"] td:nth-child(2)`),
+		chromedp.Click(chromedp.CSS(`#pools tr[data-pool="gate-answers"] button.items`)),
+		visible(items+` tbody tr:nth-child(4)[data-item]`))
+	step(t, tab, "the pool's items with status 500",
+		chromedp.SetValue(chromedp.CSS(items+` input[name="where"]`), "status=500"),
+		chromedp.Click(chromedp.CSS(items+` button[type="submit"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(items+` tbody tr:nth-child(3)`)),
+		visible(items+` tbody tr:nth-child(2)[data-item]`))
+	if got := text(t, tab, items+` tbody`); strings.Count(got, "status=500") != 2 || strings.Contains(got, "status=200") {
+		t.Errorf("the items with status 500 read %q; want the two 500 answers only", got)
+	}
+
 	// The counter's form reads it through GET /api/v1/counters/{name}: one per run (hold,
 	// flaky twice, the deleted task's one).
 	counter := `#state tr[data-kind="counter"][data-name="gate:*"]`
@@ -317,7 +335,7 @@ func TestConsole(t *testing.T) {
 	if got := text(t, tab, counter+` pre.result`); !strings.Contains(got, `"counter": "gate:runs"`) || !strings.Contains(got, `"value": 4`) {
 		t.Errorf("the counter's read shows %q; want gate:runs at 4", got)
 	}
-	screenshot(t, tab, "after-requeue")
+	screenshot(t, tab, "pool-and-state")
 
 	// The Fleet page: the daemon's own slot reports to its plane, and an instance that
 	// reported once and went silent is marked stale once staleAfter has passed.

@@ -104,6 +104,10 @@ func screenshot(t *testing.T, tab context.Context, name string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(tab, pageBound)
 	defer cancel()
+	// From the top: a full-page capture draws the sticky header where the page is scrolled.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[chromedp.Void]("window.scrollTo(0, 0)")); err != nil {
+		t.Fatalf("screenshot %s: scroll to the top: %v", name, err)
+	}
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)

@@ -235,7 +235,7 @@ function togglePool(pool) {
         el("label", {}, "where ", where), el("button", { type: "submit" }, "Filter")),
       list);
     openPools.set(pool, { panel, where, list });
-    section("pools", "items").append(panel);
+    section("pools", "pool-panels").append(panel);
   }
   shown.delete(section("pools"));
   refresh();
