@@ -75,6 +75,19 @@ function ago(iso) {
   return `${Math.round(s / 86400)}d ago`;
 }
 
+// since makes an element that says how long ago iso was ("3s ago", after prefix), kept
+// true by tick at every refresh: a view is rebuilt only when its data changes.
+function since(tag, iso, attrs, prefix) {
+  return el(tag, { ...attrs, title: iso || "", "data-ago": iso || "", "data-prefix": prefix || "" },
+    iso ? (prefix || "") + ago(iso) : "–");
+}
+
+function tick() {
+  for (const n of document.querySelectorAll("[data-ago]")) {
+    if (n.dataset.ago) n.textContent = n.dataset.prefix + ago(n.dataset.ago);
+  }
+}
+
 function ms(v) {
   if (v < 1) return `${v.toFixed(2)} ms`;
   if (v < 1000) return `${Math.round(v)} ms`;
@@ -120,7 +133,7 @@ function automationsView(autos) {
       el("td", {}, a.version),
       el("td", {}, a.mode),
       el("td", { class: "mono", title: a.digest }, (a.digest || "").replace(/^sha256:/, "").slice(0, 12)),
-      el("td", { title: a.loaded_at }, ago(a.loaded_at)),
+      since("td", a.loaded_at),
       num(a.slots),
       el("td", {}, a.consumes ? a.consumes.name : "–"),
       el("td", {}, (a.submits || []).map((q) => q.name).join(", ") || "–"),
@@ -143,14 +156,14 @@ function slotsView(all) {
           el("td", { class: "mono" }, it.task_id || "–"),
           el("td", { class: "outcome-" + it.outcome }, it.outcome, it.death ? ` (${it.death})` : ""),
           num(ms(it.duration_ms)),
-          el("td", { title: it.ended_at }, ago(it.ended_at)))),
+          since("td", it.ended_at))),
         "No iteration yet.");
       cards.push(el("div", { class: "card slot", "data-slot": s.slot, "data-state": s.state, "data-type": type },
         el("header", {},
           el("strong", { class: "mono" }, s.slot),
           el("span", { class: "badge", "data-state": s.state }, s.state),
           s.state === "working" ? el("span", { class: "mono" }, `#${s.iteration} ${s.phase || ""} ${s.task_id || ""}`) : null,
-          el("span", { class: "muted", title: s.since }, "since " + ago(s.since))),
+          since("span", s.since, { class: "muted" }, "since ")),
         el("div", { class: "recent" }, recent)));
     }
   }
@@ -190,7 +203,7 @@ function parkedView(lists) {
           el("td", { class: "mono" }, t.id),
           num(t.attempts),
           el("td", { class: "error" }, t.last_error),
-          el("td", { title: t.parked_at || "" }, ago(t.parked_at)),
+          since("td", t.parked_at),
           el("td", { class: "payload mono" }, JSON.stringify(t.payload)),
           el("td", {},
             el("button", { class: "requeue", onclick: () => act(`requeued ${t.id}`, () => api("POST", `/api/v1/queues/${q}/parked/${seg(t.id)}/requeue`)) }, "Requeue"),
@@ -254,7 +267,7 @@ function poolItemsView({ items, more }) {
     el("td", { class: "payload mono" }, JSON.stringify(it.payload)),
     el("td", {}, it.lease ? el("span", { title: it.lease.until }, `${it.lease.holder}, until ${new Date(it.lease.until).toLocaleTimeString()}`) : "–"),
     el("td", { title: it.expires_at || "" }, it.expires_at ? new Date(it.expires_at).toLocaleString() : "–"),
-    el("td", { title: it.created_at }, ago(it.created_at))));
+    since("td", it.created_at)));
   return el("div", {},
     table([["Item"], ["Tags"], ["Payload"], ["Leased by"], ["Expires"], ["Created"]], rows, "No item matches."),
     more ? el("p", { class: "muted" }, `The first ${ITEMS_LIMIT} items; filter by tag to see others.`) : null);
@@ -326,7 +339,7 @@ function fleetView(p) {
     el("td", { class: "mono" }, i.config_identity),
     el("td", {}, el("span", { class: "badge", "data-state": i.state.kind }, i.state.kind),
       i.state.kind === "iteration" ? el("span", { class: "mono" }, ` #${i.state.n} ${i.state.phase} ${i.state.task_ref}`) : null),
-    el("td", { title: i.last_seen, class: i.stale ? "stale" : null }, ago(i.last_seen)),
+    since("td", i.last_seen, { class: i.stale ? "stale" : null }),
     el("td", {}, (i.iterations || []).map((it) => el("span", { class: "outcome-" + it.outcome, title: `${it.task_ref} ${ms(it.duration_seconds * 1000)}` }, it.outcome + " ")))));
   return el("div", {},
     el("p", { class: "muted" }, `An instance is stale when it has not reported for ${p.stale_after_seconds}s.`),
@@ -381,6 +394,7 @@ async function load() {
     open.forEach(([, o], i) => show(o.list, items[i], poolItemsView));
     show(section("fleet"), fleet, fleetView);
     show(section("state"), automations.map((a) => ({ type: a.type, grant: a.grant })), stateView);
+    tick();
     document.body.dataset.loaded = "true";
     say("status", "updated " + new Date().toLocaleTimeString());
   } catch (e) {
