@@ -142,8 +142,12 @@ func New(p Params) *Server {
 	s.mux.Handle("/api/", s.auth(noRoute))
 	// The console's page and assets hold no data: each of its reads is an API request
 	// with the token.
-	s.mux.Handle("GET /{$}", console.Handler())
-	s.mux.Handle("GET "+console.AssetPrefix, console.Handler())
+	for _, path := range console.Paths() {
+		if path == "/" {
+			path = "/{$}"
+		}
+		s.mux.Handle("GET "+path, console.Handler())
+	}
 	s.mux.HandleFunc("/", noRoute)
 	return s
 }

@@ -11,14 +11,16 @@ import (
 	"embed"
 	"encoding/hex"
 	"io/fs"
+	"maps"
 	"net/http"
 	"path"
+	"slices"
 	"strings"
 	"time"
 )
 
-// AssetPrefix is the path under which the page's scripts and styles are served.
-const AssetPrefix = "/console/"
+// assetPrefix is the path under which the page's scripts and styles are served.
+const assetPrefix = "/console/"
 
 //go:embed assets
 var assets embed.FS
@@ -31,7 +33,7 @@ type asset struct {
 }
 
 // files are the embedded assets by URL path: "/" is the page, the others under
-// AssetPrefix. Built once: the embedded files never change.
+// assetPrefix. Built once: the embedded files never change.
 var files = func() map[string]asset {
 	out := map[string]asset{}
 	err := fs.WalkDir(assets, "assets", func(p string, d fs.DirEntry, err error) error {
@@ -48,7 +50,7 @@ var files = func() map[string]asset {
 		if name == "index.html" {
 			out["/"] = a
 		} else {
-			out[AssetPrefix+name] = a
+			out[assetPrefix+name] = a
 		}
 		return nil
 	})
@@ -77,7 +79,13 @@ func contentType(p string) string {
 // that reached the page as markup could run nothing.
 const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-// Handler serves the page at / and its assets under AssetPrefix; any other path is 404.
+// Paths are the paths Handler serves, sorted: "/" and each asset's, so that a mux routes
+// only those to it and answers any other path its own way.
+func Paths() []string {
+	return slices.Sorted(maps.Keys(files))
+}
+
+// Handler serves the page at / and its assets under assetPrefix; any other path is 404.
 // Each answer carries an ETag (the asset's digest), so a browser revalidates instead of
 // keeping a stale copy after an upgrade.
 func Handler() http.Handler {

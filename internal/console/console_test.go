@@ -36,8 +36,8 @@ func TestHandler(t *testing.T) {
 		t.Errorf("Content-Security-Policy = %q; want only the page's own scripts", csp)
 	}
 	for _, asset := range []struct{ path, ctype string }{
-		{AssetPrefix + "console.js", "text/javascript; charset=utf-8"},
-		{AssetPrefix + "console.css", "text/css; charset=utf-8"},
+		{assetPrefix + "console.js", "text/javascript; charset=utf-8"},
+		{assetPrefix + "console.css", "text/css; charset=utf-8"},
 	} {
 		if !strings.Contains(page, `"`+asset.path+`"`) {
 			t.Errorf("the page does not load %s", asset.path)
@@ -51,7 +51,10 @@ func TestHandler(t *testing.T) {
 			t.Errorf("GET %s with If-None-Match %s = %d; want 304", asset.path, etag, resp.StatusCode)
 		}
 	}
-	if resp, _ := get(AssetPrefix + "nope.js"); resp.StatusCode != 404 {
-		t.Errorf("GET %snope.js = %d; want 404", AssetPrefix, resp.StatusCode)
+	if resp, _ := get(assetPrefix + "nope.js"); resp.StatusCode != 404 {
+		t.Errorf("GET %snope.js = %d; want 404", assetPrefix, resp.StatusCode)
+	}
+	if got, want := strings.Join(Paths(), " "), "/ /console/console.css /console/console.js"; got != want {
+		t.Errorf("Paths() = %s; want %s", got, want)
 	}
 }

@@ -339,6 +339,7 @@ func TestAPIStatuses(t *testing.T) {
 		{"slots without the token", "GET", "/api/v1/automations/echo/slots", map[string]string{"Authorization": ""}, "", 401, "", "bearer token"},
 		{"slots of no type", "GET", "/api/v1/automations/nope/slots", nil, "", 404, "", `no automation of type \"nope\"`},
 		{"a path beside the console", "GET", "/console.js", nil, "", 404, "", "no route GET /console.js"},
+		{"a path under the console's assets", "GET", "/console/", nil, "", 404, "", "no route GET /console/"},
 		{"a method the console does not answer", "POST", "/", nil, "", 404, "", "no route POST /"},
 	}
 	for _, tt := range tests {
