@@ -211,7 +211,7 @@ func text(t *testing.T, tab context.Context, sel string) string {
 }
 
 // TestConsole drives the console as an operator does: the page asks for the token (the
-// API answered 401), shows the automation and the slot idle, the slot working while a
+// API answered 401), and again after a wrong one, shows the automation and the slot idle, the slot working while a
 // task runs and idle again after it with the iteration's outcome, a parked task, whose
 // Requeue button sends it back to run again (and succeed), Pause and Resume, a parked task
 // deleted from the page after its confirmation, a pool's items filtered by tag, a counter
@@ -225,6 +225,13 @@ func TestConsole(t *testing.T) {
 	step(t, tab, "the sign-in form, since the API wants a token",
 		chromedp.Navigate(c.Base+"/"), visible(`#login`))
 	screenshot(t, tab, "sign-in")
+	step(t, tab, "a wrong token asked again, with the API's reason",
+		chromedp.SendKeys(chromedp.CSS(`#token`), "wrong"),
+		chromedp.Click(chromedp.CSS(`#login-form button[type="submit"]`)),
+		visible(`#login #login-error:not(:empty)`))
+	if got := text(t, tab, `#login-error`); !strings.Contains(got, "a valid bearer token is required") {
+		t.Errorf("the sign-in after a wrong token says %q; want the API's 401 message", got)
+	}
 	step(t, tab, "sign in",
 		chromedp.SendKeys(chromedp.CSS(`#token`), token),
 		chromedp.Click(chromedp.CSS(`#login-form button[type="submit"]`)),
