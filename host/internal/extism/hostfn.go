@@ -62,8 +62,9 @@ func serve(ctx context.Context, core *hostfn.Core, log *slog.Logger, p *extism.C
 	return write(ctx, p, core.Call(ctx, op, req))
 }
 
-// read copies the request out of the block at offset. Offset 0 is an empty request (the
-// core's answer names it).
+// read copies the request out of the block at offset. Offset 0, or one that is not the
+// start of a block (the kernel gives it length 0), is an empty request, which the core
+// refuses as a ValueError.
 func read(ctx context.Context, p *extism.CurrentPlugin, offset uint64) ([]byte, *abi.Error) {
 	if offset == 0 {
 		return nil, nil
@@ -72,11 +73,14 @@ func read(ctx context.Context, p *extism.CurrentPlugin, offset uint64) ([]byte, 
 	if err != nil {
 		return nil, abi.Errorf(abi.Unavailable, "the request block could not be read: %v", err)
 	}
+	if n == 0 {
+		return nil, nil
+	}
 	if n > abi.MaxRequest {
 		return nil, abi.Errorf(abi.LimitExceeded, "request is %d bytes, limit %d", n, abi.MaxRequest)
 	}
-	if offset > math.MaxUint32 || n == 0 {
-		return nil, abi.Errorf(abi.ValueError, "request offset %d is not an Extism memory block", offset)
+	if offset > math.MaxUint32 {
+		return nil, abi.Errorf(abi.ValueError, "request offset %d is outside Extism memory", offset)
 	}
 	view, ok := p.Memory().Read(uint32(offset), uint32(n))
 	if !ok {
