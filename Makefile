@@ -13,12 +13,16 @@ test: deps vet wasm-build
 
 # deps installs the servers and tools the tests start. A missing one would fail the
 # tests (never skip them), so install rather than hope. redis-cli (Debian's redis-tools,
-# which redis-server's package depends on) joins the Redis Cluster the tests start.
+# which redis-server's package depends on) joins the Redis Cluster the tests start. clang,
+# lld (wasm-ld) and wasi-libc build the C plugins of guest-sdk/c (testutil.BuildC).
 deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-tools"; \
 	command -v wat2wasm >/dev/null 2>&1 || missing="$$missing wabt"; \
+	command -v clang >/dev/null 2>&1 || missing="$$missing clang"; \
+	command -v wasm-ld >/dev/null 2>&1 || missing="$$missing lld"; \
+	test -f "$$(clang --target=wasm32-wasi -print-file-name=crt1-reactor.o 2>/dev/null)" || missing="$$missing wasi-libc"; \
 	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
