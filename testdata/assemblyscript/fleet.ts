@@ -27,8 +27,13 @@ export function myAbort(message: string | null, fileName: string | null, line: u
   error_set(m.offset);
 }
 
+// block is a new block holding s. Memory.store writes it 8 bytes a kernel call, where
+// the PDK's Memory.allocateString makes one call a byte.
 function block(s: string): u64 {
-  return Memory.allocateString(s).offset;
+  const bytes = Uint8Array.wrap(String.UTF8.encode(s));
+  const m = Memory.allocate(bytes.length);
+  m.store(bytes);
+  return m.offset;
 }
 
 // reply reads the envelope in the block at offset; 0 (no block: the host could not
