@@ -94,7 +94,7 @@ func itoa(i int) string {
 // test plugins: Rust, C, Go, Haskell, AssemblyScript) is refused at load with a message
 // and no trap: those that import Extism's kernel as Extism modules that are not fleet
 // plugins, naming the missing export; the two that do not (noop, an instrumented C
-// module) as modules without the native exports.
+// module) by the native transport, as the WASI commands they are.
 func TestExtismSDKModulesRefused(t *testing.T) {
 	dir := filepath.Join(goModCache(t), "github.com", "extism", "go-sdk@v1.7.1", "wasm")
 	files, err := filepath.Glob(filepath.Join(dir, "*.wasm"))
@@ -114,7 +114,7 @@ func TestExtismSDKModulesRefused(t *testing.T) {
 			b, _ := os.ReadFile(f)
 			want := []string{"plugin.wasm", "an Extism module but not a fleet plugin", "does not export fleet_describe"}
 			if !strings.Contains(string(b), "extism:host/env") {
-				want = []string{"plugin.wasm", "does not export fleet_abi_version"}
+				want = []string{"plugin.wasm", "native: built as a command, not a reactor"}
 			}
 			wantRefusal(t, err, want...)
 			if strings.Contains(err.Error(), "wasm error") {
