@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
@@ -138,4 +139,17 @@ func goModCache(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return filepath.Join(home, "go", "pkg", "mod")
+}
+
+// TestExtismLoop: a loop plugin over Extism (a hand-written one, on the kernel's
+// functions alone) ticks through fleet_tick.
+func TestExtismLoop(t *testing.T) {
+	r := newRig(t)
+	r.wat("extismdone", "looper", abi.Describe{ABIVersion: abi.Version, Type: "looper", Version: "1.0.0", Mode: abi.ModeLoop})
+	_, stop := r.start()
+	waitFor(t, "5 ticks", func() bool { return len(r.events.finished()) >= 5 })
+	stop()
+	if got := r.events.outcomes(); got["checkpoint"] < 5 || len(got) != 1 {
+		t.Errorf("outcomes = %v, want only done ticks", got)
+	}
 }
