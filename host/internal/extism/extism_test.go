@@ -55,6 +55,17 @@ const kvImport = `(import "extism:host/user" "kv_get" (func $kv_get (param i64) 
 // config, over a memory backend.
 func guest(t *testing.T, imports, handle string, pages uint32, config string) *Instance {
 	t.Helper()
+	return newGuest(t, imports, handle, pages, config, nil)
+}
+
+// guestOut is guest with its log to out, under 16 pages and no configuration.
+func guestOut(t *testing.T, imports, handle string, out io.Writer) *Instance {
+	t.Helper()
+	return newGuest(t, imports, handle, 16, "", out)
+}
+
+func newGuest(t *testing.T, imports, handle string, pages uint32, config string, out io.Writer) *Instance {
+	t.Helper()
 	wasm, err := os.ReadFile(testutil.WAT(t, fmt.Sprintf(guestWAT, imports, handle)))
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +85,7 @@ func guest(t *testing.T, imports, handle string, pages uint32, config string) *I
 	plugin := hostfn.NewPlugin("t", hostfn.Access{KV: hostfn.Patterns{"t:*"}}, json.RawMessage(config), hostfn.Limits{
 		MaxPayload: 1024, MaxHostCalls: hostfn.DefaultMaxHostCalls, MaxReply: hostfn.DefaultMaxReply, MaxPoolList: hostfn.DefaultMaxPoolList,
 	}, nil)
-	in, err := rt.Instantiate(ctx, "t/0", &hostfn.Caller{Plugin: plugin, Slot: "t/0"}, nil)
+	in, err := rt.Instantiate(ctx, "t/0", &hostfn.Caller{Plugin: plugin, Slot: "t/0"}, out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,5 +203,41 @@ func TestDeadline(t *testing.T) {
 	}
 	if _, err := in.Handle(context.Background(), nil); err == nil {
 		t.Fatal("the instance answered after its deadline closed it")
+	}
+}
+
+// TestKernelFull: with the kernel's memory at its limit, a host call's reply cannot be
+// allocated and is offset 0, which the guest reads as Unavailable: no trap, no write
+// outside a block. The guest fills the kernel with 4 KiB blocks, then 1-byte ones,
+// until alloc gives 0, then calls kv_get, and returns 7 when the reply is 0.
+func TestKernelFull(t *testing.T) {
+	in := guest(t, kvImport, `(local $req i64)
+    (local.set $req (call $input))
+    (block $full (loop $more
+      (br_if $full (i64.eqz (call $alloc (i64.const 4096))))
+      (br $more)))
+    (block $full (loop $more
+      (br_if $full (i64.eqz (call $alloc (i64.const 1))))
+      (br $more)))
+    (if (result i32) (i64.eqz (call $kv_get (local.get $req)))
+      (then (i32.const 7)) (else (i32.const 0)))`, 16, "")
+	out, err := handle(t, in, `{"namespace":"t:a","key":"k"}`)
+	if err != nil || !strings.Contains(out, "fleet_handle returned 7") {
+		t.Fatalf("Handle = %q, %v; want rc 7, the reply offset 0", out, err)
+	}
+}
+
+// TestLog: Extism's log_info reaches the slot's guest log, with its level; log_debug is
+// dropped.
+func TestLog(t *testing.T) {
+	var out testutil.LogBuffer
+	in := guestOut(t, `(import "extism:host/env" "log_info" (func $info (param i64)))
+  (import "extism:host/env" "log_debug" (func $debug (param i64)))`,
+		`(call $info (call $input)) (call $debug (call $input)) (i32.const 0)`, &out)
+	if _, err := handle(t, in, "hello from the guest"); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != "extism INFO: hello from the guest\n" {
+		t.Fatalf("guest log = %q, want one info line", got)
 	}
 }
