@@ -241,3 +241,16 @@ func TestLog(t *testing.T) {
 		t.Fatalf("guest log = %q, want one info line", got)
 	}
 }
+
+// TestOutputCap: an output over 4 MiB (abi.MaxRequest) kills the instance as a bad
+// result, as a native result past the cap does.
+func TestOutputCap(t *testing.T) {
+	in := guest(t, "", `(local $b i64)
+    (local.set $b (call $alloc (i64.const 5242880)))
+    (call $output_set (local.get $b) (i64.const 5242880)) (i32.const 0)`, 256, "")
+	_, err := handle(t, in, "")
+	var died *slot.Died
+	if !errors.As(err, &died) || died.Death != slot.DeathBadResult || !strings.Contains(err.Error(), "limit 4194304") {
+		t.Fatalf("Handle = %v, want a bad_result death naming the limit", err)
+	}
+}

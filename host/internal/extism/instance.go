@@ -56,6 +56,9 @@ func (in *Instance) Describe(ctx context.Context) ([]byte, error) {
 	if failed != "" {
 		return nil, fmt.Errorf("extism: %s failed: %s", abi.ExportDescribe, failed)
 	}
+	if err := checkOutput(abi.ExportDescribe, out); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
@@ -84,11 +87,18 @@ func (in *Instance) run(ctx context.Context, export string, input []byte) ([]byt
 	if failed != "" {
 		return abi.HandleResult{Outcome: abi.OutcomeFail, Reason: failed}.AppendJSON(nil), nil
 	}
-	if len(out) > abi.MaxRequest {
-		return nil, &slot.Died{Death: slot.DeathBadResult,
-			Err: fmt.Errorf("extism: %s returned %d bytes, limit %d", export, len(out), abi.MaxRequest)}
+	if err := checkOutput(export, out); err != nil {
+		return nil, &slot.Died{Death: slot.DeathBadResult, Err: err}
 	}
 	return out, nil
+}
+
+// checkOutput caps what the host takes from an export, as native's maxResult does.
+func checkOutput(export string, out []byte) error {
+	if len(out) > abi.MaxRequest {
+		return fmt.Errorf("extism: %s returned %d bytes, limit %d", export, len(out), abi.MaxRequest)
+	}
+	return nil
 }
 
 // call calls export with input. failed is what the guest reported the Extism way (its
