@@ -163,9 +163,10 @@ func digest(wasm []byte) string {
 
 // probe compiles wasm in a throwaway runtime, instantiates it once, and reads and checks
 // its ABI version and describe document. A probe is granted nothing: a host call made
-// from _initialize or fleet_describe is PermissionDenied. Its three guest calls
-// (_initialize, fleet_abi_version, fleet_describe) share one deadline, the largest call
-// timeout of the configuration: they are as untrusted as a task's call, and a plugin
+// from _initialize or fleet_describe is PermissionDenied. Its guest calls
+// (_initialize, fleet_abi_version, fleet_describe; an Extism plugin's fleet_describe,
+// which runs its initialisation first) share one deadline, the largest call timeout of
+// the configuration: they are as untrusted as a task's call, and a plugin
 // that does not describe itself within it is refused, naming the export and the deadline.
 func (h *Host) probe(ctx context.Context, wasm []byte) (d *abi.Describe, err error) {
 	pages, timeout := h.cfg.MemoryLimitPages, h.cfg.CallTimeout
