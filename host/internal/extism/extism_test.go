@@ -254,3 +254,37 @@ func TestOutputCap(t *testing.T) {
 		t.Fatalf("Handle = %v, want a bad_result death naming the limit", err)
 	}
 }
+
+// TestIsExtism: the transport is chosen by the import section alone: a module importing
+// Extism's kernel is Extism's; one importing only fleet, or nothing, or that cannot be
+// read, is not; no prefix of a module makes it panic.
+func TestIsExtism(t *testing.T) {
+	read := func(src string) []byte {
+		b, err := os.ReadFile(testutil.WAT(t, src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	extism := read(fmt.Sprintf(guestWAT, "", "(i32.const 0)"))
+	native := read(`(module (import "fleet" "kv_get" (func (param i32 i32 i32 i32) (result i32))) (memory 1))`)
+	for name, tt := range map[string]struct {
+		wasm []byte
+		want bool
+	}{
+		"extism": {extism, true}, "native": {native, false}, "empty": {read(`(module)`), false}, "garbage": {[]byte("not wasm"), false},
+	} {
+		if got := IsExtism(tt.wasm); got != tt.want {
+			t.Errorf("IsExtism(%s) = %v, want %v", name, got, tt.want)
+		}
+	}
+	// A prefix cut inside the import section is unreadable; one past it has read it all.
+	seen := false
+	for n := range len(extism) {
+		got := IsExtism(extism[:n])
+		if seen && !got {
+			t.Fatalf("IsExtism of the first %d bytes = false after a shorter prefix was true", n)
+		}
+		seen = seen || got
+	}
+}
