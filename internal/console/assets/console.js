@@ -5,6 +5,10 @@
 "use strict";
 
 const POLL_MS = 1000;
+// FLEET_POLL_MS spaces the Fleet page's reads: it lists up to --plane-max-instances rows
+// (1000) with their iterations, read from the backend, and a plane instance reports at
+// most once a poll of its slot anyway.
+const FLEET_POLL_MS = 5000;
 const TOKEN_KEY = "fleet-token";
 const PARKED_LIMIT = 50;
 
@@ -347,14 +351,19 @@ function fleetView(p) {
       "No instance reports to this plane yet."));
 }
 
-// planeInstances reads the plane's instances, or null when the daemon serves no plane.
+// planeInstances reads the plane's instances, or null when the daemon serves no plane, at
+// most once every FLEET_POLL_MS; in between it gives the last read.
 async function planeInstances() {
+  const p = planeInstances;
+  if (p.at && Date.now() - p.at < FLEET_POLL_MS) return p.last;
   try {
-    return await get("/api/v1/plane/instances?iterations=5");
+    p.last = await get("/api/v1/plane/instances?iterations=5");
   } catch (e) {
-    if (e.status === 404 && e.kind === "NotFound") return null;
-    throw e;
+    if (!(e.status === 404 && e.kind === "NotFound")) throw e;
+    p.last = null;
   }
+  p.at = Date.now();
+  return p.last;
 }
 
 // ---- the refresh ----
