@@ -30,6 +30,10 @@ import (
 // so that only a page that never shows what it should fails.
 const pageBound = 30 * time.Second
 
+// injected is markup in a guest's text: the page must show it as text, never make it
+// an element.
+const injected = `not yet <img id="injected" src="x">`
+
 const (
 	token    = "console-test-token"
 	planeKey = "console-test-plane-key"
@@ -43,7 +47,8 @@ func planeURL(addr string) string { return "http://" + addr + "/api/projects/con
 
 // gates is the test's web server, which the gate guest's tasks fetch: /hold/<name>
 // answers 200 once the test releases name, and says on entered that a guest is waiting;
-// /flaky/<name> answers 500 the first time and 200 after.
+// /flaky/<name> answers 500 the first time, with markup that the guest's fail reason
+// carries to the page (injected), and 200 after.
 type gates struct {
 	srv     *httptest.Server
 	entered chan string
@@ -90,7 +95,7 @@ func (g *gates) serve(w http.ResponseWriter, r *http.Request) {
 		n := g.hits[name]
 		g.mu.Unlock()
 		if n == 1 {
-			http.Error(w, "not yet", http.StatusInternalServerError)
+			http.Error(w, injected, http.StatusInternalServerError)
 			return
 		}
 		fmt.Fprintln(w, "ok")
@@ -257,9 +262,10 @@ func TestConsole(t *testing.T) {
 	id := submit(t, c, g, "/flaky/two")
 	row := fmt.Sprintf(`tr[data-queue="gate"][data-task=%q]`, id)
 	step(t, tab, "the parked task", visible(row))
-	if got := text(t, tab, row+` td.error`); !strings.Contains(got, "gate: 500 not yet") {
-		t.Errorf("the parked task's last error reads %q; want the guest's reason", got)
+	if got := text(t, tab, row+` td.error`); !strings.Contains(got, "gate: 500 "+injected) {
+		t.Errorf("the parked task's last error reads %q; want the guest's reason, as text", got)
 	}
+	step(t, tab, "no element made of the guest's markup", chromedp.WaitNotPresent(chromedp.CSS(`#injected`)))
 	if got := text(t, tab, `#queues .content tr[data-queue="gate"] td:nth-child(4)`); got != "1" {
 		t.Errorf("the queue's parked count reads %q; want 1", got)
 	}
