@@ -216,12 +216,13 @@ func text(t *testing.T, tab context.Context, sel string) string {
 }
 
 // TestConsole drives the console as an operator does: the page asks for the token (the
-// API answered 401), and again after a wrong one, shows the automation and the slot idle, the slot working while a
-// task runs and idle again after it with the iteration's outcome, a parked task, whose
-// Requeue button sends it back to run again (and succeed), Pause and Resume, a parked task
-// deleted from the page after its confirmation, a pool's items filtered by tag, a counter
-// read from the page, the names the plugin is granted, and the Fleet page of the daemon's
-// plane with a silent instance marked stale.
+// API answered 401), and again after a wrong one; it shows the automation and the slot
+// idle, the slot working while a task runs and idle again after it with the iteration's
+// outcome; a parked task with its reason (markup in it shown as text), whose Requeue
+// button sends it back to run again and succeed; Pause and Resume; a parked task deleted
+// after the page's confirmation; a pool's items filtered by tag; a counter read from the
+// page; the names the plugin is granted; and the Fleet page of the daemon's plane with a
+// silent instance marked stale.
 func TestConsole(t *testing.T) {
 	g := newGates(t)
 	c := startDaemon(t, g)
