@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/fleethost/fleet/abi"
-	"github.com/fleethost/fleet/internal/testutil"
 )
 
 // opTypes are each operation's request and reply types, as abi/ops.go names them.
@@ -43,7 +44,7 @@ var opTypes = map[abi.Op][2]any{
 // JSON, names only error kinds the table gives the operation, and together an
 // operation's examples show every field of its types.
 func TestReferenceOps(t *testing.T) {
-	ref := testutil.LoadReference(t)
+	ref := loadReference(t)
 	rows := ref.Table(t, "| op | request | reply | also answers |")
 	var ops []abi.Op
 	for _, row := range rows {
@@ -133,7 +134,7 @@ func TestReferenceOps(t *testing.T) {
 // TestReferenceKinds: the error kinds table is abi.Kinds, in order.
 func TestReferenceKinds(t *testing.T) {
 	var kinds []abi.Kind
-	for _, row := range testutil.LoadReference(t).Table(t, "| kind | meaning |") {
+	for _, row := range loadReference(t).Table(t, "| kind | meaning |") {
 		kinds = append(kinds, abi.Kind(row[0]))
 	}
 	if !slices.Equal(kinds, abi.Kinds) {
@@ -146,14 +147,14 @@ func TestReferenceKinds(t *testing.T) {
 // TestReferenceExportSignatures holds the signatures to what the host checks.)
 func TestReferenceExports(t *testing.T) {
 	var names []string
-	for _, row := range testutil.LoadReference(t).Table(t, "| export | signature | required | what the host does with it |") {
+	for _, row := range loadReference(t).Table(t, "| export | signature | required | what the host does with it |") {
 		names = append(names, row[0])
 	}
 	want := []string{abi.ExportABIVersion, abi.ExportInput, abi.ExportDescribe, abi.ExportHandle, abi.ExportTick, abi.ExportInitialize}
 	if !slices.Equal(names, want) {
 		t.Errorf("the exports table lists %v, want %v", names, want)
 	}
-	if ref := testutil.LoadReference(t); !strings.Contains(ref.Text, "exports `"+abi.ExportStart+"` and not `"+abi.ExportInitialize+"`") {
+	if ref := loadReference(t); !strings.Contains(ref.Text, "exports `"+abi.ExportStart+"` and not `"+abi.ExportInitialize+"`") {
 		t.Errorf("REFERENCE.md does not say that a module exporting %s and not %s is refused", abi.ExportStart, abi.ExportInitialize)
 	}
 }
@@ -161,7 +162,7 @@ func TestReferenceExports(t *testing.T) {
 // TestReferencePacked: every worked example of Packed's layout packs and unpacks as
 // abi.Packed and abi.Unpack do.
 func TestReferencePacked(t *testing.T) {
-	blocks := testutil.LoadReference(t).Blocks("text packed")
+	blocks := loadReference(t).Blocks("text packed")
 	if len(blocks) != 1 {
 		t.Fatalf("%d packed examples blocks, want 1", len(blocks))
 	}
@@ -185,7 +186,7 @@ func TestReferencePacked(t *testing.T) {
 // (strictly, every field shown), and the outcome examples are results the host accepts,
 // one of each outcome, every field shown.
 func TestReferenceInputsAndOutcomes(t *testing.T) {
-	ref := testutil.LoadReference(t)
+	ref := loadReference(t)
 	for _, c := range []struct {
 		info string
 		v    any
@@ -239,7 +240,7 @@ func TestReferenceInputsAndOutcomes(t *testing.T) {
 // example holds exactly the fields the table requires of every plugin, DecodeDescribe
 // accepts it and refuses it without any one of them; the full example shows every field.
 func TestReferenceDescribe(t *testing.T) {
-	ref := testutil.LoadReference(t)
+	ref := loadReference(t)
 	rows := ref.Table(t, "| field | required | what |")
 	var names, required []string
 	for _, row := range rows {
@@ -394,4 +395,53 @@ func topLevel(paths []string) []string {
 		}
 	}
 	return out
+}
+
+// reference is REFERENCE.md as these tests read it: its fenced blocks by info string
+// ("json request kv_get") and its tables by header row. (The root module's tests of the
+// page, which abi cannot import, read it with testutil.LoadReference.)
+type reference struct {
+	Text   string
+	blocks map[string][]string
+}
+
+var fenceRE = regexp.MustCompile("(?ms)^```([^\n]*)\n(.*?)\n```$")
+
+func loadReference(t *testing.T) *reference {
+	t.Helper()
+	b, err := os.ReadFile("REFERENCE.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &reference{Text: string(b), blocks: map[string][]string{}}
+	for _, m := range fenceRE.FindAllStringSubmatch(r.Text, -1) {
+		info := strings.TrimSpace(m[1])
+		r.blocks[info] = append(r.blocks[info], m[2])
+	}
+	return r
+}
+
+// Blocks returns the bodies of the fenced blocks whose info string is info, in order.
+func (r *reference) Blocks(info string) []string { return r.blocks[info] }
+
+// Table returns the rows of the table whose header row is header, cells trimmed and
+// without code backticks.
+func (r *reference) Table(t *testing.T, header string) [][]string {
+	t.Helper()
+	_, after, ok := strings.Cut(r.Text, "\n"+header+"\n")
+	if !ok {
+		t.Fatalf("REFERENCE.md has no table %q", header)
+	}
+	var rows [][]string
+	for _, l := range strings.Split(after, "\n")[1:] { // past the --- row
+		if !strings.HasPrefix(l, "|") {
+			break
+		}
+		cells := strings.Split(strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(l), "|"), "|"), "|")
+		for j, c := range cells {
+			cells[j] = strings.ReplaceAll(strings.TrimSpace(c), "`", "")
+		}
+		rows = append(rows, cells)
+	}
+	return rows
 }
