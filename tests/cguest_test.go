@@ -131,3 +131,31 @@ func TestCPluginUsesTheHostsState(t *testing.T) {
 		})
 	}
 }
+
+// The C loop plugin (guest-sdk/c/examples/ticker) ticks: each tick reads its iteration
+// through fleet_read_tick, counts itself and keeps the iteration in KV, on every backend.
+func TestCLoopPluginTicks(t *testing.T) {
+	for _, kind := range backendKinds {
+		t.Run(kind, func(t *testing.T) {
+			r := newSandbox(t, kind)
+			r.install(t, testutil.BuildC(t, "guest-sdk/c/examples/ticker"), "ticker")
+			r.cfg.Slots = 1
+			r.start(t)
+			ctx := context.Background()
+			var n int64
+			waitFor(t, "the fifth tick", func() bool {
+				v, ok, err := r.b.KVGet(ctx, "ticker:state", "iteration")
+				return err == nil && ok && json.Unmarshal(v, &n) == nil && n >= 5
+			})
+			// Each tick counts itself before it keeps its iteration: the counter is ahead.
+			if v, err := r.b.CounterGet(ctx, "ticker:ticks"); err != nil || v < n {
+				t.Errorf("counter ticker:ticks = %d, %v; want %d or more, the ticks to iteration %d", v, err, n, n)
+			}
+			for o, n := range r.ev.outcomes("ticker") {
+				if o != slotstate.Released {
+					t.Errorf("%d ticks ended %q, want every one a retry (%q)", n, o, slotstate.Released)
+				}
+			}
+		})
+	}
+}
