@@ -162,6 +162,8 @@ FLEET_EXPORT("fleet_handle") uint64_t fleet_handle(uint32_t len) {
 	if ((k = fleet_submit("cdemo-results", buf, id, &tid))) return failed("submit", k);
 	snprintf(task_id, sizeof task_id, "%s", tid);
 	if ((k = fleet_kv_get("secret", "x", &found, &value)) != FLEET_PERMISSION_DENIED) return failed("kv_get secret", k);
+	/* the message arrives escapes and all: \"secret\" reads back as "secret" */
+	if (!strstr(fleet_error_message(), "\"secret\"")) return wrong("kv_get secret", fleet_error_message());
 
 	snprintf(buf, sizeof buf, "{\"n\":%lld,\"submitted\":\"%s\"}", n, task_id);
 	if ((k = fleet_log("info", "cdemo: task done", buf))) return failed("log", k);
