@@ -51,15 +51,6 @@ func (r *Reference) Blocks(info string) []string {
 	return out
 }
 
-// Infos returns every fenced block's info string, in order.
-func (r *Reference) Infos() []string {
-	out := make([]string, len(r.fences))
-	for i, f := range r.fences {
-		out[i] = f.info
-	}
-	return out
-}
-
 // Table returns the rows of the table whose header row is header (cells trimmed, code
 // backticks removed), failing the test when there is none.
 func (r *Reference) Table(tb testing.TB, header string) [][]string {
