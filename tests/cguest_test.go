@@ -57,7 +57,7 @@ func TestCPluginUsesTheHostsState(t *testing.T) {
 	const tasks = 20
 	for _, kind := range backendKinds {
 		t.Run(kind, func(t *testing.T) {
-			r := newSandbox(t, kind)
+			r := newEmptySandbox(t, kind)
 			log, lines := testLogs(t)
 			r.cfg.Logger = log
 			var pings atomic.Int64
@@ -137,9 +137,9 @@ func TestCPluginUsesTheHostsState(t *testing.T) {
 func TestCLoopPluginTicks(t *testing.T) {
 	for _, kind := range backendKinds {
 		t.Run(kind, func(t *testing.T) {
-			r := newSandbox(t, kind)
+			r := newEmptySandbox(t, kind)
 			r.install(t, testutil.BuildC(t, "guest-sdk/c/examples/ticker"), "ticker")
-			r.cfg.Slots = 1
+			r.cfg.Slots = 1 // one slot's iterations, in order
 			r.start(t)
 			ctx := context.Background()
 			var n int64
