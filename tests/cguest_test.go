@@ -159,3 +159,40 @@ func TestCLoopPluginTicks(t *testing.T) {
 		})
 	}
 }
+
+// The C SDK reads what the host writes beyond plain ASCII (tests/testdata/cwire): a fail
+// reason of quotes, a backslash, a tab, HTML characters (which the host's encoder writes
+// as \u escapes) and UTF-8 comes back as the next attempt's last_error unchanged, and an
+// HTTP body of every byte value crosses as base64 both ways.
+func TestCSDKReadsEscapesAndBytes(t *testing.T) {
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		io.Copy(w, req.Body)
+	}))
+	t.Cleanup(echo.Close)
+	r := newEmptySandbox(t, "memory")
+	log, lines := testLogs(t)
+	r.cfg.Logger = log
+	r.cfg.RetryDelay = time.Millisecond
+	r.install(t, testutil.BuildC(t, "tests/testdata/cwire"), "cwire")
+	r.grants["cwire"] = host.Grant{
+		Queues: map[string][]string{"cwire": {"consume"}},
+		HTTP:   host.HTTP{Hosts: []string{strings.TrimPrefix(echo.URL, "http://")}, AllowPrivate: true},
+	}
+	r.start(t)
+	const tasks = 3
+	for range tasks {
+		if _, err := r.h.Submit(context.Background(), "cwire", []byte(`{"url":"`+echo.URL+`/echo"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "every task done or retried", func() bool {
+		o := r.ev.outcomes("cwire")
+		return o[slotstate.Checkpoint]+o[slotstate.Released] >= 2*tasks
+	})
+	if got := r.ev.outcomes("cwire"); got[slotstate.Checkpoint] != tasks || got[slotstate.Released] != tasks {
+		t.Errorf("outcomes = %v, want %d done and %d released (the first attempts' fails); the log:\n%s", got, tasks, tasks, lines)
+	}
+	if v, err := r.b.CounterGet(context.Background(), "cwire:ok"); err != nil || v != tasks {
+		t.Errorf("counter cwire:ok = %d, %v; want %d", v, err, tasks)
+	}
+}
