@@ -22,7 +22,9 @@ FLEET_EXPORT("fleet_input") void *fleet_input(uint32_t size) {
 	if ((size_t)size + 1 > input_cap) {
 		char *b = realloc(input_buf, size + 1);
 		if (!b) {
-			return NULL; /* the host then refuses the call: the instance is replaced */
+			/* A pointer past any wasm32 memory (not NULL: address 0 is memory too), which
+			 * the host refuses: the instance is replaced by a fresh one. */
+			return (void *)(uintptr_t)UINT32_MAX;
 		}
 		input_buf = b, input_cap = size + 1;
 	}
