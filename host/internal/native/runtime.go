@@ -193,19 +193,10 @@ func (rt *Runtime) Close(ctx context.Context) error {
 // EOF, a poll on it is ready at once), sched_yield returns at once, and no other file or
 // socket is open.
 func (rt *Runtime) Instantiate(ctx context.Context, name string, caller *hostfn.Caller, out io.Writer) (*Instance, error) {
-	if out == nil {
-		out = io.Discard
-	}
-	call := &callState{out: out}
-	cfg := wazero.NewModuleConfig().
+	call := newCallState(out)
+	cfg := call.moduleConfig().
 		WithName(name).
-		WithStartFunctions(). // _initialize runs below, under the caller's ctx
-		WithStdout(call).
-		WithStderr(call).
-		WithSysWalltime().
-		WithSysNanotime().
-		WithNanosleep(call.sleep).
-		WithRandSource(call)
+		WithStartFunctions() // _initialize runs below, under the caller's ctx
 	call.enter(ctx)
 	ctx = hostfn.WithCaller(ctx, caller)
 	mod, err := rt.r.InstantiateModule(ctx, rt.compiled, cfg)
