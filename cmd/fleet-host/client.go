@@ -20,7 +20,7 @@ import (
 
 // apiFlags are the flags of the commands that talk to a daemon's API.
 func apiFlags(f *flags, c *cli.Client) {
-	f.str(&c.Base, "api", "FLEET_API", "http://"+defaultListen, "the daemon's HTTP API base URL")
+	f.str(&c.Base, "api", "FLEET_API", "http://"+defaultListen, "the daemon's HTTP API: its base URL, or host:port (http then)")
 	f.str(&c.Token, "token", "FLEET_TOKEN", "", "the API's bearer token, if the daemon has one (prefer the variable)")
 }
 

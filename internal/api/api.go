@@ -118,11 +118,6 @@ func New(p Params) *Server {
 	s.route("/api/v1/queues/{name}/parked", true, on(http.MethodGet, s.listParked), on(http.MethodDelete, s.purgeParked))
 	s.route("/api/v1/queues/{name}/parked/{id}", true, on(http.MethodDelete, s.deleteParked))
 	s.route("/api/v1/queues/{name}/parked/{id}/requeue", true, on(http.MethodPost, s.requeue))
-	if p.Reload != nil {
-		s.route("/api/v1/reload", true, on(http.MethodPost, s.reload))
-	}
-	s.route("/api/v1/pools", true, on(http.MethodGet, s.listPools))
-	s.route("/api/v1/pools/{name}", true, on(http.MethodGet, s.getPool))
 	// The operator's reads of what the plugins share, and requeue of a whole queue
 	// (state.go).
 	s.route("/api/v1/pools/{name}/items", true, on(http.MethodGet, s.listPoolItems))
@@ -134,6 +129,11 @@ func New(p Params) *Server {
 		s.route("/api/projects/{slug}/fleet/report", false, on(http.MethodPost, s.planeReport))
 		s.route("/api/v1/plane/instances", true, on(http.MethodGet, s.planeInstances))
 	}
+	if p.Reload != nil {
+		s.route("/api/v1/reload", true, on(http.MethodPost, s.reload))
+	}
+	s.route("/api/v1/pools", true, on(http.MethodGet, s.listPools))
+	s.route("/api/v1/pools/{name}", true, on(http.MethodGet, s.getPool))
 	noRoute := func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, abi.NotFound, fmt.Sprintf("no route %s %s", safetext.Clip(r.Method, maxEcho), safetext.Clip(r.URL.Path, maxEcho)), nil)
 	}

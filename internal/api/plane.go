@@ -46,19 +46,24 @@ type PlaneInstances struct {
 }
 
 // planeInstances lists every instance that reports to the plane, with its newest
-// ?iterations=n iterations (default 10, at most plane.MaxListIterations).
+// ?iterations=n iterations (default 10, at most plane.MaxListIterations; past it 400).
 func (s *Server) planeInstances(w http.ResponseWriter, r *http.Request) {
 	n := 10
 	if v := r.URL.Query().Get("iterations"); v != "" {
 		i, err := strconv.Atoi(v)
-		if err != nil || i < 0 || i > plane.MaxListIterations {
-			writeError(w, http.StatusBadRequest, abi.ValueError, "iterations "+strconv.Quote(safetext.Clip(v, maxEcho))+": want 0.."+strconv.Itoa(plane.MaxListIterations), nil)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, abi.ValueError, "iterations "+strconv.Quote(safetext.Clip(v, maxEcho))+": want an integer", nil)
 			return
 		}
 		n = i
 	}
 	rows, err := s.p.Plane.Instances(r.Context(), n)
-	if err != nil {
+	var be *plane.BodyError
+	switch {
+	case errors.As(err, &be):
+		writeError(w, http.StatusBadRequest, abi.ValueError, err.Error(), nil)
+		return
+	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, abi.Unavailable, err.Error(), nil)
 		return
 	}

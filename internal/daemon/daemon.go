@@ -50,11 +50,12 @@ type Options struct {
 	HTTP   api.HTTPConfig // the API server's timeouts and limits; zero fields are their defaults
 
 	ReportURL, ReportKey string // the plane's endpoint and key; either empty reports nothing
+	Instance             string // this daemon's name on the plane
+	Version              string // the binary's version
+
 	// Plane, when set, serves the plane on the API (internal/plane), its rows in the
 	// backend: Redis for a fleet, this process's memory for the embedded store.
-	Plane    *plane.Config
-	Instance string // this daemon's name on the plane
-	Version  string // the binary's version
+	Plane *plane.Config
 
 	DrainTimeout     time.Duration
 	TaskLease        time.Duration

@@ -182,10 +182,11 @@ func (p *Plane) Authorized(header string) bool {
 	return strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare(sum[:], p.key[:]) == 1
 }
 
-// BodyError is a report refused for its body: the HTTP answer is 400.
+// BodyError is a request refused for what it says (a report's body, a list's count):
+// the HTTP answer is 400.
 type BodyError struct{ Msg string }
 
-func (e *BodyError) Error() string { return "plane: report: " + e.Msg }
+func (e *BodyError) Error() string { return "plane: " + e.Msg }
 
 func bad(format string, args ...any) error { return &BodyError{Msg: fmt.Sprintf(format, args...)} }
 

@@ -138,6 +138,9 @@ func TestPlane(t *testing.T) {
 	if status, _ := p.request(http.MethodGet, "/api/v1/plane/instances", "", nil); status != http.StatusUnauthorized {
 		t.Errorf("GET /api/v1/plane/instances without the token = %d, want 401", status)
 	}
+	if status, b := p.request(http.MethodGet, "/api/v1/plane/instances?iterations=101", token, nil); status != http.StatusBadRequest || !strings.Contains(string(b), "iterations") {
+		t.Errorf("GET /api/v1/plane/instances?iterations=101 = %d %s, want 400 naming iterations", status, b)
+	}
 	if status, b := p.request(http.MethodPost, "/api/projects/demo/fleet/report", planeKey, []byte(`{"instance": "x", "state": {"kind": "bored"}}`)); status != http.StatusBadRequest || !strings.Contains(string(b), "state.kind") {
 		t.Errorf("POST a report with a bad state = %d %s, want 400 naming state.kind", status, b)
 	}

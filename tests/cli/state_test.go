@@ -300,6 +300,10 @@ func TestOperatorCommands(t *testing.T) {
 		t.Errorf("resume worker --json = %q", out)
 	}
 
+	if code, out, errOut := run(t, nil, "", "submit", "worker", `{"n": 1}`, "--api", addr, "--token", token); code != 0 || len(strings.TrimSpace(out)) == 0 {
+		t.Errorf("submit TYPE JSON --api --token = exit %d, %q %q; want a task id (flags after the arguments)", code, out, errOut)
+	}
+
 	// No daemon: the error names the flag and the variable.
 	code, _, errOut = run(t, nil, "", "counter", "get", "x", "--api", "127.0.0.1:1")
 	if code != 1 || !strings.Contains(errOut, "connection refused") || !strings.Contains(errOut, "--api") || !strings.Contains(errOut, "FLEET_API") {
