@@ -254,7 +254,11 @@ func (d *daemon) ready(ctx context.Context) (*cli.Client, error) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	fmt.Printf("demo: api           %s (ready)\n", api)
-	fmt.Printf("demo: console       %s/ (the Fleet console: slots, queues, pools, the plane's instances)\n", api)
+	hold := "up while the demo runs; make demo DEMO_FLAGS=--keep keeps it after"
+	if *keep {
+		hold = "kept up after the run until Ctrl-C (--keep)"
+	}
+	fmt.Printf("demo: console       %s/ (the Fleet console: slots, queues, pools, the plane's instances; %s)\n", api, hold)
 	return c, nil
 }
 
