@@ -38,11 +38,11 @@ type Item[P, T any] struct {
 // id. The host validates payload and tags against the pool's schemas (ErrValueError) and
 // prunes the pool's expired items.
 func (p PoolClient[P, T]) Put(payload P, tags T, ttl time.Duration) (id string, err error) {
-	pb, err := json.Marshal(payload)
+	pb, err := marshalValue(payload)
 	if err != nil {
 		return "", localError(abi.OpPoolPut, abi.ValueError, fmt.Sprintf("pool %q payload: %v", p.name, err))
 	}
-	tb, err := json.Marshal(tags)
+	tb, err := marshalValue(tags)
 	if err != nil {
 		return "", localError(abi.OpPoolPut, abi.ValueError, fmt.Sprintf("pool %q tags: %v", p.name, err))
 	}
@@ -205,11 +205,11 @@ func decodeItem[P, T any](op abi.Op, pool string, wi abi.PoolItem) (*Item[P, T],
 		ExpiresAt: fromMillis(wi.ExpiresAtMs),
 		pool:      pool,
 	}
-	if err := json.Unmarshal(wi.Payload, &it.Payload); err != nil {
+	if err := unmarshalValue(wi.Payload, &it.Payload); err != nil {
 		return nil, localError(op, abi.ValueError, fmt.Sprintf("pool %q item %s: payload does not decode into %T: %v", pool, wi.ID, it.Payload, err))
 	}
 	if len(wi.Tags) > 0 {
-		if err := json.Unmarshal(wi.Tags, &it.Tags); err != nil {
+		if err := unmarshalValue(wi.Tags, &it.Tags); err != nil {
 			return nil, localError(op, abi.ValueError, fmt.Sprintf("pool %q item %s: tags do not decode into %T: %v", pool, wi.ID, it.Tags, err))
 		}
 	}
