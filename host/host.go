@@ -66,6 +66,10 @@ type plugin struct {
 	export    string          // immutable: the export its slots call (abi.ExportHandle or abi.ExportTick)
 	configID  string          // immutable: configIdentity, what the plane is told of its slots
 	closeHTTP func()          // immutable; may be nil
+	// contracts are its versions registered on this host, and held are those it holds
+	// fleet-wide: released when a reload replaces or removes it (releaseContracts).
+	contracts *validate.Registration // immutable pointer
+	held      []*holding             // immutable
 
 	slots    []*runningSlot     // guarded by Host.reloadMu: its running slots, by index
 	pump     *slot.Pump         // guarded by Host.reloadMu: its slots' claims and acks (batch)
@@ -123,7 +127,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	h := &Host{cfg: cfg, contracts: validate.NewRegistry(), byType: map[string]*plugin{}, refused: map[string]refusal{}, tel: newTelemetry(cfg),
+	h := &Host{cfg: cfg, contracts: validate.NewRegistry(fullCompat), byType: map[string]*plugin{}, refused: map[string]refusal{}, tel: newTelemetry(cfg),
 		held: &heldContracts{holder: newHolder(cfg.Instance), ttl: ContractTTL}}
 	if err := h.loadAll(ctx); err != nil {
 		return nil, errors.Join(err, h.Close())
