@@ -6,8 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -361,9 +361,10 @@ func fleetContract(ctx context.Context, b primitives.KV, key string) (Contract, 
 
 // ForgetContractVersion retires version of the contract of kind and name in b, whoever
 // holds it: the record drops it and its holder keys, so that a schema compatible with
-// the other live versions only loads. It runs under the contracts lock. A host still
-// running the version keeps its own door; it is the operator's word that the version's
-// writers and readers are gone. It is an error when the version is not live.
+// the other live versions only loads. It runs under the contracts lock. It is the
+// operator's word that the version's writers and readers are gone: a host still running
+// the version rejoins as its holder at its next refresh (heldContracts.rejoin). A
+// version that is not live is an error that errors.Is primitives.ErrNotFound.
 func ForgetContractVersion(ctx context.Context, b primitives.Backend, kind, name string, version int) error {
 	key := kind + ":" + name
 	return underContractsLock(ctx, b, func() error {
@@ -373,7 +374,7 @@ func ForgetContractVersion(ctx context.Context, b primitives.Backend, kind, name
 		}
 		i := slices.IndexFunc(doc.Versions, func(v contractVersion) bool { return v.Version == version })
 		if i < 0 {
-			return fmt.Errorf("fleet contracts: %s %q has no live version %d", kind, name, version)
+			return fmt.Errorf("fleet contracts: %s %q has no live version %d (%w)", kind, name, version, primitives.ErrNotFound)
 		}
 		for _, h := range doc.Versions[i].Holders {
 			if _, err := b.KVDelete(ctx, hostfn.ContractsNamespace, heldKey(key, version, h)); err != nil {
@@ -460,7 +461,7 @@ type heldContracts struct {
 // holding is one version this host holds: an owned contract's record as its loaded
 // plugins declare it.
 type holding struct {
-	rec  contractRecord
+	rec     contractRecord
 	typ     string // a plugin type that declares it, for a log line
 	version int    // guarded by heldContracts.mu: its version number
 	key     string // guarded by heldContracts.mu: its holder key

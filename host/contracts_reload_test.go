@@ -15,7 +15,7 @@ import (
 // The tags of pool "cookies" that plugin "a" puts to in the reload tests, and the same
 // with a new optional tag.
 const (
-	tagsV1      = `{"type":"object","additionalProperties":false,"properties":{"site":{"type":"string"}}}`
+	tagsV1       = `{"type":"object","additionalProperties":false,"properties":{"site":{"type":"string"}}}`
 	tagsOptional = `{"type":"object","additionalProperties":false,"properties":{"site":{"type":"string"},"fresh":{"type":"boolean"}}}`
 )
 

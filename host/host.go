@@ -117,8 +117,8 @@ type Plugin struct {
 // with a byte other than letters, digits and -_. ; a module missing a required export or
 // importing what the host does not provide; an ABI version the host does not speak
 // (naming both); a malformed describe; two plugins of one type; a pool or queue schema
-// that differs from one already registered here (naming the contract, the schema and the
-// first differing JSON pointer) or is not compatible with a version the fleet holds
+// that is not compatible with one already registered here (naming the contract, the
+// schema, the rule and the JSON pointer) or is not compatible with a version the fleet holds
 // (an *IncompatibleError naming the version, the rule and the pointer); a configuration
 // its schema refuses.
 // No slot runs until Run.

@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fleethost/fleet/internal/testutil"
 )
@@ -31,4 +34,69 @@ func TestContractsCommand(t *testing.T) {
 	if code, out, _ := run(t, nil, "", "contracts", "--redis", srv.URL(), "list"); code != 0 || !strings.Contains(out, "queue work\tno live version") {
 		t.Fatalf("contracts list after forget = exit %d, %q", code, out)
 	}
+}
+
+// apiContract is a contract as GET /api/v1/contracts/{kind}/{name} answers it.
+type apiContract struct {
+	Kind     string `json:"kind"`
+	Name     string `json:"name"`
+	Versions []struct {
+		Version int             `json:"version"`
+		Schema  json.RawMessage `json:"schema"`
+		Holders []struct {
+			Holder    string    `json:"holder"`
+			Refreshed time.Time `json:"refreshed"`
+		} `json:"holders"`
+	} `json:"versions"`
+}
+
+// TestContractsAPI: the contracts routes of a running daemon on its memory backend
+// match the command: the list and one contract with its versions, schemas and holders;
+// a forget without ?confirm=yes is 400 naming it, one of a version that is not live 404,
+// an unknown kind 400, an unknown contract 404; a confirmed forget retires the version,
+// and the daemon, which still runs it, rejoins as its holder at its next refresh.
+func TestContractsAPI(t *testing.T) {
+	d := startDaemon(t, nil, "--plugins", pluginsDir(t, workerPkg))
+	var list struct {
+		Contracts []apiContract `json:"contracts"`
+	}
+	d.getJSON("/api/v1/contracts", "", &list)
+	if len(list.Contracts) != 1 || list.Contracts[0].Kind != "queue" || list.Contracts[0].Name != "work" || len(list.Contracts[0].Versions) != 1 {
+		t.Fatalf("GET /api/v1/contracts = %+v, want queue work with one version", list)
+	}
+	var c apiContract
+	d.getJSON("/api/v1/contracts/queue/work", "", &c)
+	if len(c.Versions) != 1 || c.Versions[0].Version != 1 || len(c.Versions[0].Schema) == 0 ||
+		len(c.Versions[0].Holders) != 1 || c.Versions[0].Holders[0].Holder == "" || c.Versions[0].Holders[0].Refreshed.IsZero() {
+		t.Fatalf("GET /api/v1/contracts/queue/work = %+v, want version 1 with its schema and holder", c)
+	}
+	for _, tt := range []struct {
+		method, path string
+		status       int
+		want         string
+	}{
+		{http.MethodGet, "/api/v1/contracts/queue/nope", http.StatusNotFound, `no contract queue \"nope\"`},
+		{http.MethodGet, "/api/v1/contracts/table/work", http.StatusBadRequest, "want queue or pool"},
+		{http.MethodDelete, "/api/v1/contracts/queue/work/versions/1", http.StatusBadRequest, "confirm=yes"},
+		{http.MethodDelete, "/api/v1/contracts/queue/work/versions/1?confirm=no", http.StatusBadRequest, "confirm=yes"},
+		{http.MethodDelete, "/api/v1/contracts/queue/work/versions/x?confirm=yes", http.StatusBadRequest, "version number"},
+		{http.MethodDelete, "/api/v1/contracts/queue/work/versions/9?confirm=yes", http.StatusNotFound, "no live version 9"},
+		{http.MethodPost, "/api/v1/contracts", http.StatusMethodNotAllowed, ""},
+	} {
+		if status, b := d.request(tt.method, tt.path, "", nil); status != tt.status || !strings.Contains(string(b), tt.want) {
+			t.Errorf("%s %s = %d %s, want %d naming %q", tt.method, tt.path, status, b, tt.status, tt.want)
+		}
+	}
+	status, b := d.request(http.MethodDelete, "/api/v1/contracts/queue/work/versions/1?confirm=yes", "", nil)
+	if status != http.StatusOK || !strings.Contains(string(b), `"version":1`) {
+		t.Fatalf("confirmed forget = %d %s, want 200 naming version 1", status, b)
+	}
+	d.getJSON("/api/v1/contracts/queue/work", "", &c)
+	if len(c.Versions) != 0 {
+		t.Errorf("after the forget: %+v, want no live version", c)
+	}
+	testutil.WaitFor(t, time.Minute, "the daemon rejoins as the holder of version 1, which it runs", func() bool {
+		d.getJSON("/api/v1/contracts/queue/work", "", &c)
+		return len(c.Versions) == 1 && c.Versions[0].Version == 1 && len(c.Versions[0].Holders) == 1
+	})
 }
