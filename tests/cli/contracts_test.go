@@ -3,10 +3,13 @@ package cli
 import (
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/internal/testutil"
 )
 
@@ -99,4 +102,63 @@ func TestContractsAPI(t *testing.T) {
 		d.getJSON("/api/v1/contracts/queue/work", "", &c)
 		return len(c.Versions) == 1 && c.Versions[0].Version == 1 && len(c.Versions[0].Holders) == 1
 	})
+}
+
+// TestReloadRefusesIncompatibleContract: the real binary. A plugin's new build whose
+// queue payload adds a required property, dropped in while the daemon runs, is refused
+// by the reload naming the rule and the JSON pointer: in POST /api/v1/reload's 422, in
+// GET /api/v1/automations' reload_error and in the log. The running version keeps
+// serving: a payload of its schema is accepted and acked, one only the refused build
+// declares is refused, and the fleet's record keeps version 1 alone.
+func TestReloadRefusesIncompatibleContract(t *testing.T) {
+	dir := t.TempDir()
+	build := func(schema string) []byte {
+		desc := abi.Describe{ABIVersion: abi.Version, Type: "jobs", Version: "1.0.0", Mode: abi.ModeBatch,
+			Consumes: &abi.QueueContract{Name: "jobs", Payload: json.RawMessage(schema)}}
+		b, err := os.ReadFile(testutil.WAT(t, testutil.GuestWAT{Describe: desc, Result: `{"outcome":"done"}`}.Source(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	deploy := func(b []byte) { testutil.Deploy(t, filepath.Join(dir, "jobs.wasm"), b) }
+	deploy(build(`{"type":"object","additionalProperties":false,"required":["site"],"properties":{"site":{"type":"string"}}}`))
+	d := startDaemon(t, nil, "--plugins", dir, "--reload-settle", "1h", "--grant-declared", "--poll-interval", "20ms")
+
+	deploy(build(`{"type":"object","additionalProperties":false,"required":["site","depth"],"properties":{"site":{"type":"string"},"depth":{"type":"integer"}}}`))
+	const rule, pointer = "required-property-added", "/properties/depth"
+	status, b := d.request(http.MethodPost, "/api/v1/reload", "", nil)
+	if status != http.StatusUnprocessableEntity || !strings.Contains(string(b), rule) || !strings.Contains(string(b), pointer) {
+		t.Fatalf("POST /api/v1/reload = %d %s, want 422 naming %s at %s", status, b, rule, pointer)
+	}
+	var autos struct {
+		Automations []struct {
+			Type        string `json:"type"`
+			ReloadError string `json:"reload_error"`
+		} `json:"automations"`
+	}
+	d.getJSON("/api/v1/automations", "", &autos)
+	if len(autos.Automations) != 1 || !strings.Contains(autos.Automations[0].ReloadError, rule) || !strings.Contains(autos.Automations[0].ReloadError, pointer) {
+		t.Errorf("GET /api/v1/automations = %+v, want jobs' reload_error naming %s at %s", autos, rule, pointer)
+	}
+	if log := d.logs.String(); !strings.Contains(log, "reload refused a build") || !strings.Contains(log, rule+" at "+pointer) {
+		t.Errorf("the log does not name the refusal's rule and pointer:\n%s", log)
+	}
+
+	if status, b := d.request(http.MethodPost, "/api/v1/automations/jobs/tasks", "", []byte(`{"site":"x"}`)); status != http.StatusAccepted {
+		t.Fatalf("submit under the running version = %d %s, want 202", status, b)
+	}
+	if status, b := d.request(http.MethodPost, "/api/v1/automations/jobs/tasks", "", []byte(`{"site":"x","depth":1}`)); status != http.StatusBadRequest {
+		t.Errorf("submit of the refused build's field = %d %s, want 400", status, b)
+	}
+	var q queueStats
+	testutil.WaitFor(t, time.Minute, "the running version acks the task", func() bool {
+		d.getJSON("/api/v1/queues/jobs", "", &q)
+		return q == (queueStats{})
+	})
+	var c apiContract
+	d.getJSON("/api/v1/contracts/queue/jobs", "", &c)
+	if len(c.Versions) != 1 || c.Versions[0].Version != 1 {
+		t.Errorf("the fleet's record = %+v, want version 1 alone", c)
+	}
 }
