@@ -64,15 +64,7 @@ func TestReloadContractOverlap(t *testing.T) {
 				watPlugin(t, r.dir, "done", "a", jobsAndCookies(jobsV1, tagsV1))
 				h, stop := r.start()
 				if other {
-					cfg := r.cfg
-					cfg.Instance = "other"
-					cfg.PluginsDir = t.TempDir()
-					watPlugin(t, cfg.PluginsDir, "done", "a", jobsAndCookies(jobsV1, tagsV1))
-					ho, err := newHost(cfg)
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { ho.Close() })
+					r.hostOf(t, "other", jobsAndCookies(jobsV1, tagsV1))
 				}
 
 				watPlugin(t, r.dir, "done", "a", jobsAndCookies(jobsOptional, tagsOptional))
@@ -151,15 +143,7 @@ func TestContractRejoinsAfterPartition(t *testing.T) {
 		if _, err := r.backend.KVDelete(ctx, "fleet-contracts", held); err != nil { // the TTL's end
 			t.Fatal(err)
 		}
-		cfg := r.cfg
-		cfg.Instance = "other"
-		cfg.PluginsDir = t.TempDir()
-		watPlugin(t, cfg.PluginsDir, "done", "a", batchDescribe("a", "jobs", jobsRequired))
-		hb, err := newHost(cfg)
-		if err != nil {
-			t.Fatalf("host.New with version 1 lapsed = %v", err)
-		}
-		defer hb.Close()
+		r.hostOf(t, "other", batchDescribe("a", "jobs", jobsRequired)) // loads: version 1 lapsed
 		if got := versionsOf(t, r.backend, "queue", "jobs"); !equalCounts(got, map[int]int{2: 1}) {
 			t.Fatalf("versions (holders) = %v, want only version 2 while the first host is cut off", got)
 		}
