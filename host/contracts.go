@@ -61,15 +61,25 @@ func recordContracts(ctx context.Context, b primitives.Backend, d *abi.Describe,
 		return nil, err
 	}
 	err = underContractsLock(ctx, b, func() error {
-		for _, r := range records {
+		// Every contract is checked before any is held: a plugin refused for one holds
+		// none of the others either.
+		type checked struct {
+			doc  contractDoc
+			mine *contractVersion
+		}
+		checks := make([]checked, len(records))
+		for i, r := range records {
 			doc, mine, err := r.check(ctx, b, d.Type)
 			if err != nil {
 				return err
 			}
+			checks[i] = checked{doc, mine}
+		}
+		for i, r := range records {
 			if !r.owner {
 				continue
 			}
-			v, key, err := r.hold(ctx, b, doc, mine, holder, ttl, 0)
+			v, key, err := r.hold(ctx, b, checks[i].doc, checks[i].mine, holder, ttl, 0)
 			if err != nil {
 				return err
 			}
@@ -105,13 +115,17 @@ type contractRecord struct {
 }
 
 // contractRecords lists the contracts d declares, as the fleet records them, each owned
-// or not by the plugin's grant.
+// or not by the plugin's grant; a queue it both consumes and submits to once (the
+// registry has made sure both say the same).
 func contractRecords(d *abi.Describe, grant hostfn.Access) ([]contractRecord, error) {
 	var records []contractRecord
 	queue := func(q abi.QueueContract) error {
 		c, err := validate.Canonical(q.Payload)
 		if err != nil {
 			return fmt.Errorf("queue %q payload schema: %w", q.Name, err)
+		}
+		if slices.ContainsFunc(records, func(r contractRecord) bool { return r.key == "queue:"+q.Name }) {
+			return nil
 		}
 		records = append(records, contractRecord{"queue", q.Name, "queue:" + q.Name, c, grant.Queues[q.Name]&hostfn.RoleConsume != 0})
 		return nil
@@ -450,6 +464,9 @@ func newHolder(instance string) string {
 type heldContracts struct {
 	holder string
 	ttl    time.Duration
+	// keysMu serialises refresh and release, which write and delete holder keys, so that
+	// a refresh never writes again (or rejoins) a version a release has let go.
+	keysMu sync.Mutex
 	mu     sync.Mutex
 	holds  map[string]*holding // guarded by mu: by holding.id
 	// syncMu serialises sync (Run's loop, a load's), which alone uses compiled: the
@@ -497,6 +514,8 @@ func (c *heldContracts) add(held []*holding) []*holding {
 // loaded plugin holds has its holder key deleted, so that the fleet sees at once that
 // this host no longer holds it (a reload's old version, a removed plugin).
 func (c *heldContracts) release(ctx context.Context, b primitives.KV, held []*holding) error {
+	c.keysMu.Lock()
+	defer c.keysMu.Unlock()
 	var keys []string
 	c.mu.Lock()
 	for _, h := range held {
@@ -539,6 +558,8 @@ func (c *heldContracts) run(ctx context.Context, b primitives.Backend, reg *vali
 // the backend for ContractTTL: a partition, a paused process) is not only written again:
 // the record may have dropped the version since, so the host rejoins it (rejoin).
 func (c *heldContracts) refresh(ctx context.Context, b primitives.Backend, log *slog.Logger) error {
+	c.keysMu.Lock()
+	defer c.keysMu.Unlock()
 	c.mu.Lock()
 	held := make([]*holding, 0, len(c.holds))
 	for _, h := range c.holds {
