@@ -32,7 +32,7 @@ var guestSources = []string{"abi", "guest-sdk", "plugins", "go.mod", "go.sum"}
 // builds each plugin once and later runs not at all. No .wasm is ever committed.
 func BuildPlugin(tb testing.TB, pkg string) string {
 	tb.Helper()
-	return buildPlugin(tb, pkg, nil)
+	return buildGo(tb, pkg, "wasm", nil, "-buildmode=c-shared")
 }
 
 // BuildPluginEdited is BuildPlugin with some of the module's source files replaced, as
@@ -43,10 +43,20 @@ func BuildPlugin(tb testing.TB, pkg string) string {
 // edits.
 func BuildPluginEdited(tb testing.TB, pkg string, edits map[string][]byte) string {
 	tb.Helper()
-	return buildPlugin(tb, pkg, edits)
+	return buildGo(tb, pkg, "wasm", edits, "-buildmode=c-shared")
 }
 
-func buildPlugin(tb testing.TB, pkg string, edits map[string][]byte) string {
+// BuildCommand is BuildPlugin without -buildmode=c-shared: pkg built as a WASI command
+// (exporting _start, not _initialize), as a plain `go build` makes it, which the host
+// refuses at load.
+func BuildCommand(tb testing.TB, pkg string) string {
+	tb.Helper()
+	return buildGo(tb, pkg, "wasm-command", nil)
+}
+
+// buildGo builds pkg for wasip1 with flags into the cache folder kind, with the files
+// of edits replaced (BuildPluginEdited).
+func buildGo(tb testing.TB, pkg, kind string, edits map[string][]byte, flags ...string) string {
 	tb.Helper()
 	root, err := ModuleRoot()
 	if err != nil {
@@ -68,7 +78,7 @@ func buildPlugin(tb testing.TB, pkg string, edits map[string][]byte) string {
 		}
 		sum = hex.EncodeToString(h.Sum(nil))
 	}
-	out := filepath.Join(cacheDir(), "wasm", sum[:16], filepath.Base(pkg)+".wasm")
+	out := filepath.Join(cacheDir(), kind, sum[:16], filepath.Base(pkg)+".wasm")
 	if _, err := os.Stat(out); err == nil {
 		return out
 	}
@@ -76,7 +86,7 @@ func buildPlugin(tb testing.TB, pkg string, edits map[string][]byte) string {
 		tb.Fatal(err)
 	}
 	tmp := out + ".tmp"
-	args := []string{"build", "-buildmode=c-shared", "-o", tmp}
+	args := append(append([]string{"build"}, flags...), "-o", tmp)
 	if len(files) > 0 {
 		overlay := map[string]map[string]string{"Replace": {}}
 		for i, f := range files {
