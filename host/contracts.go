@@ -34,8 +34,8 @@ const (
 const ContractTTL = 10 * time.Minute
 
 // ContractSync is how often a running host refreshes the versions it holds and reads
-// the versions the fleet holds of the queues its plugins declare, which its door
-// accepts too: a version a new host adds is accepted by the others within ContractSync.
+// the versions the fleet holds of the queues and pools its plugins declare, which it
+// admits values under too: a version a new host adds is accepted by the others within ContractSync.
 const ContractSync = 5 * time.Second
 
 // recordContracts compares the contracts d declares with the versions live fleet-wide
