@@ -3,8 +3,8 @@ package validate
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -213,23 +213,23 @@ func (r *Registry) Queue(name string) *Queue {
 func (r *Registry) Queues() []*Queue {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	out := make([]*Queue, 0, len(r.queues))
-	for _, e := range r.queues {
-		out = append(out, e.q)
-	}
-	slices.SortFunc(out, func(a, b *Queue) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	return byName(r.queues, func(e *queueEntry) *Queue { return e.q })
 }
 
 // Pools lists the registered pool contracts, by name.
 func (r *Registry) Pools() []*Pool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	out := make([]*Pool, 0, len(r.pools))
-	for _, e := range r.pools {
-		out = append(out, e.p)
+	return byName(r.pools, func(e *poolEntry) *Pool { return e.p })
+}
+
+// byName lists what get takes of each entry of m, in name order.
+func byName[E, T any](m map[string]E, get func(E) T) []T {
+	names := slices.Sorted(maps.Keys(m))
+	out := make([]T, len(names))
+	for i, n := range names {
+		out[i] = get(m[n])
 	}
-	slices.SortFunc(out, func(a, b *Pool) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
