@@ -134,6 +134,9 @@ func New(p Params) *Server {
 	}
 	s.route("/api/v1/pools", true, on(http.MethodGet, s.listPools))
 	s.route("/api/v1/pools/{name}", true, on(http.MethodGet, s.getPool))
+	s.route("/api/v1/contracts", true, on(http.MethodGet, s.listContracts))
+	s.route("/api/v1/contracts/{kind}/{name}", true, on(http.MethodGet, s.getContract))
+	s.route("/api/v1/contracts/{kind}/{name}/versions/{n}", true, on(http.MethodDelete, s.forgetContractVersion))
 	noRoute := func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, abi.NotFound, fmt.Sprintf("no route %s %s", safetext.Clip(r.Method, maxEcho), safetext.Clip(r.URL.Path, maxEcho)), nil)
 	}
