@@ -628,10 +628,12 @@ func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) 
 	writeJSON(w, http.StatusOK, map[string]any{"type": p.Type, "paused": paused})
 }
 
-// QueueStats is one queue as the API shows it.
+// QueueStats is one queue as the API shows it (primitives.QueueStats: depth counts the
+// delayed tasks too; depth - delayed are claimable now).
 type QueueStats struct {
 	Queue    string `json:"queue"`
 	Depth    int    `json:"depth"`
+	Delayed  int    `json:"delayed"`
 	InFlight int    `json:"in_flight"`
 	Parked   int    `json:"parked"`
 }
@@ -650,7 +652,7 @@ func (s *Server) queueStats(ctx context.Context, name string) (QueueStats, error
 	if err != nil {
 		return QueueStats{}, err
 	}
-	return QueueStats{Queue: name, Depth: st.Depth, InFlight: st.InFlight, Parked: st.Parked}, nil
+	return QueueStats{Queue: name, Depth: st.Depth, Delayed: st.Delayed, InFlight: st.InFlight, Parked: st.Parked}, nil
 }
 
 func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
