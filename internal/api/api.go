@@ -11,7 +11,7 @@
 // with the abi's error kinds (TypeError, ValueError, PermissionDenied, NotFound, Conflict,
 // LimitExceeded, Unavailable, Internal). Routes under /api/v1/ need
 // `Authorization: Bearer <token>` when a token is configured, checked before the body is
-// read; /healthz, /readyz and /metrics do not, and the plane's report route
+// read; before it, a browser's cross-origin POST or DELETE is refused 403 (sameOrigin); /healthz, /readyz and /metrics do not, and the plane's report route
 // (Params.Plane) takes the plane's key instead. A wrong method is 405 with Allow; a body
 // must be application/json (415 otherwise). Serve bounds the server: timeouts, header
 // size, connections (HTTPConfig).
@@ -85,7 +85,8 @@ type Params struct {
 type Server struct {
 	p     Params
 	mux   *http.ServeMux
-	token [32]byte // sha256 of Params.Token; immutable
+	h     http.Handler // mux behind the cross-origin check; immutable
+	token [32]byte     // sha256 of Params.Token; immutable
 }
 
 // New returns the API's handler.
@@ -152,7 +153,31 @@ func New(p Params) *Server {
 		s.mux.Handle("GET "+path, console.Handler())
 	}
 	s.mux.HandleFunc("/", noRoute)
+	s.h = sameOrigin(s.mux)
 	return s
+}
+
+// sameOrigin refuses, 403 before the token and the handler, a browser's cross-origin
+// request of a method that is not safe (every POST and DELETE: submit, pause, resume,
+// requeue, delete, reload): one whose Sec-Fetch-Site is not same-origin or none, or,
+// from a browser without Sec-Fetch-Site, whose Origin is not the Host it was sent to
+// (http.CrossOriginProtection). A client that is not a browser (the CLI, curl, a
+// reporter) sends neither header and passes; so does the console, which is same-origin.
+// GETs pass: they change nothing, and the API sends no CORS header, so a page of another
+// origin cannot read their answers (RATIONALE.md, "Why a cross-origin request is
+// refused").
+func sameOrigin(next http.Handler) http.Handler {
+	c := http.NewCrossOriginProtection()
+	c.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		if origin == "" {
+			origin = "(none)"
+		}
+		writeError(w, http.StatusForbidden, abi.PermissionDenied, fmt.Sprintf(
+			"a cross-origin %s is refused: the Origin header %s (Sec-Fetch-Site %s) is not this API's own origin (Host %s); send it from the console or without a browser",
+			safetext.Clip(r.Method, maxEcho), strconv.Quote(safetext.Clip(origin, maxEcho)), strconv.Quote(safetext.Clip(r.Header.Get("Sec-Fetch-Site"), maxEcho)), strconv.Quote(safetext.Clip(r.Host, maxEcho))), nil)
+	}))
+	return c.Handler(next)
 }
 
 // maxEcho bounds what of a client's text (a type or queue name from the URL, a method)
@@ -194,20 +219,20 @@ func (s *Server) route(path string, authed bool, ms ...method) {
 
 // ServeHTTP serves the API.
 //
-// An answer sent before the handler has read the whole body (a 401, 404, 405, 413, 415,
+// An answer sent before the handler has read the whole body (a 401, 403, 404, 405, 413, 415,
 // or a read cut by the read timeout) closes the connection: net/http would otherwise
 // read the rest of the body, up to 256 KiB at the client's pace, before it sends the
 // answer and again after it, so that a client without the token could hold a
 // connection for as long as it trickles bytes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength == 0 {
-		s.mux.ServeHTTP(w, r)
+		s.h.ServeHTTP(w, r)
 		return
 	}
 	b := &watchedBody{ReadCloser: r.Body}
 	r.Body = b
 	cw := &closeUnread{ResponseWriter: w, body: b}
-	s.mux.ServeHTTP(cw, r)
+	s.h.ServeHTTP(cw, r)
 	if cw.closing && w.Header().Get("Content-Length") != "" {
 		linger(w)
 	}

@@ -297,8 +297,9 @@ func TestAPIConnectionBound(t *testing.T) {
 // TestAPIStatuses: the answers the API gives before a handler's work: 405 with Allow for
 // a wrong method, the bearer scheme in any case, 415 for a body that is not
 // application/json, 431 for a header over the limit, and a long type name clipped in the
-// error that quotes it; and 400 naming the field for an integer the plugin's int64 does
-// not decode.
+// error that quotes it; 400 naming the field for an integer the plugin's int64 does
+// not decode; and 403 naming the Origin header for a browser's cross-origin POST or
+// DELETE, while its GETs, same-origin requests and clients without an Origin pass.
 func TestAPIStatuses(t *testing.T) {
 	const token = "s3cret"
 	addr := startAPI(t, Options{Token: token, HTTP: api.HTTPConfig{MaxHeaderBytes: 4 << 10}})
@@ -341,6 +342,18 @@ func TestAPIStatuses(t *testing.T) {
 		{"a path beside the console", "GET", "/console.js", nil, "", 404, "", "no route GET /console.js"},
 		{"a path under the console's assets", "GET", "/console/", nil, "", 404, "", "no route GET /console/"},
 		{"a method the console does not answer", "POST", "/", nil, "", 404, "", "no route POST /"},
+		// A browser's cross-origin POST or DELETE is refused before the token and the handler.
+		{"cross-site POST", "POST", "/api/v1/queues/work/requeue", map[string]string{"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site"}, "", 403, "", `the Origin header \"http://evil.example\"`},
+		{"cross-site POST without the token", "POST", "/api/v1/automations/echo/pause", map[string]string{"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site", "Authorization": ""}, "", 403, "", "Origin header"},
+		{"cross-site DELETE", "DELETE", "/api/v1/queues/work/parked", map[string]string{"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site"}, "", 403, "", "Origin header"},
+		{"cross-site submit", "POST", "/api/v1/automations/echo/tasks", map[string]string{"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site"}, `{"n": 1}`, 403, "", "Origin header"},
+		{"cross-site without an Origin", "POST", "/api/v1/queues/work/requeue", map[string]string{"Sec-Fetch-Site": "cross-site"}, "", 403, "", `the Origin header \"(none)\"`},
+		{"same site, another port", "POST", "/api/v1/queues/work/requeue", map[string]string{"Origin": "http://127.0.0.1:1", "Sec-Fetch-Site": "same-site"}, "", 403, "", "Origin header"},
+		{"another origin, a browser without Sec-Fetch-Site", "POST", "/api/v1/queues/work/requeue", map[string]string{"Origin": "http://evil.example"}, "", 403, "", "Origin header"},
+		{"the null origin", "POST", "/api/v1/queues/work/requeue", map[string]string{"Origin": "null"}, "", 403, "", "Origin header"},
+		{"same-origin POST", "POST", "/api/v1/queues/work/requeue", map[string]string{"Origin": "http://" + addr, "Sec-Fetch-Site": "same-origin"}, "", 200, "", `"requeued":0`},
+		{"the own origin, a browser without Sec-Fetch-Site", "POST", "/api/v1/queues/work/requeue", map[string]string{"Origin": "http://" + addr}, "", 200, "", `"requeued":0`},
+		{"cross-site GET", "GET", "/api/v1/queues", map[string]string{"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site"}, "", 200, "", `"queues"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -377,6 +390,43 @@ func TestAPIStatuses(t *testing.T) {
 				t.Errorf("answer is %d bytes, want a name clipped: %.200s", len(b), b)
 			}
 		})
+	}
+}
+
+// TestAPICrossOriginWithoutToken: with no token (a loopback daemon), a page of another
+// site that POSTs pause to the API without a body (no CORS preflight) is refused 403
+// before the handler runs: the type stays unpaused. The same POST from a client that is
+// no browser (no Origin, as curl and the CLI send) pauses it.
+func TestAPICrossOriginWithoutToken(t *testing.T) {
+	addr := startAPI(t, Options{})
+	post := func(headers map[string]string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/api/v1/automations/echo/pause", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b)
+	}
+	if status, b := post(map[string]string{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}); status != 403 || !strings.Contains(b, `the Origin header \"https://evil.example\"`) {
+		t.Errorf("cross-site POST pause = %d %s, want 403 naming the Origin header", status, b)
+	}
+	if automations(t, addr)["echo"].Paused {
+		t.Fatal("a refused cross-site POST paused echo")
+	}
+	if status, b := post(nil); status != 200 {
+		t.Fatalf("POST pause without an Origin = %d %s, want 200", status, b)
+	}
+	if !automations(t, addr)["echo"].Paused {
+		t.Error("POST pause without an Origin did not pause echo")
 	}
 }
 
