@@ -110,9 +110,9 @@ func DecodeHandleResult(b []byte) (HandleResult, error) {
 		return r, fmt.Errorf("abi: handle result: %s", e.Message)
 	}
 	switch r.Outcome {
-	case OutcomeDone, OutcomeRetry, OutcomeFail:
+	case OutcomeDone, OutcomeRetry, OutcomeFail, OutcomePark:
 	default:
-		return r, fmt.Errorf("abi: handle result: outcome %q, want %q, %q or %q", r.Outcome, OutcomeDone, OutcomeRetry, OutcomeFail)
+		return r, fmt.Errorf("abi: handle result: outcome %q, want %q, %q, %q or %q", r.Outcome, OutcomeDone, OutcomeRetry, OutcomeFail, OutcomePark)
 	}
 	if _, e := Millis("retry_after_ms", r.RetryAfterMs); e != nil {
 		return r, fmt.Errorf("abi: handle result: %s", e.Message)

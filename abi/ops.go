@@ -302,7 +302,11 @@ type TickInput struct {
 const (
 	OutcomeDone  = "done"  // the task is finished: ack it
 	OutcomeRetry = "retry" // hand the task back to its queue, after RetryAfterMs
-	OutcomeFail  = "fail"  // the attempt failed with Reason: hand it back, or park it once its attempts are spent
+	OutcomeFail  = "fail"  // the attempt failed with Reason: hand it back after a backoff, or park it once its attempts are spent
+	// OutcomePark: the task cannot succeed (Reason says why): park it now for the
+	// operator, whatever attempts it has left. A loop plugin's tick has no task: a park
+	// there is a fail. A host older than this outcome takes it as a malformed result.
+	OutcomePark = "park"
 )
 
 // DoneResult is a plain done result, as json.Marshal writes HandleResult{Outcome:

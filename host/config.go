@@ -481,6 +481,26 @@ type Grant struct {
 	// this many bytes with the new one.
 	// default: 0 (64 MiB)
 	MaxPoolBytes int64 `json:"max_pool_bytes,omitempty"`
+
+	// Failures of the plugin's tasks: a task whose attempt fails (the plugin's Fail) or
+	// whose instance dies on it goes back to the queue after a backoff drawn from its
+	// attempts, RetryBackoffBase × RetryBackoffFactor^(attempts-1) capped at
+	// RetryBackoffMax, with jitter (each wait uniformly in the upper half of that bound),
+	// until its attempts are spent (Config.MaxAttempts) and it parks. The grants file
+	// writes the durations as strings ("1s"). See RATIONALE.md, "How long does a failed
+	// task wait?".
+	// default: 0 (1s, 2 and 5m: waits of at most 1s, 2s, 4s, 8s, ...)
+	RetryBackoffBase   time.Duration `json:"retry_backoff_base,omitempty"`
+	RetryBackoffFactor float64       `json:"retry_backoff_factor,omitempty"`
+	RetryBackoffMax    time.Duration `json:"retry_backoff_max,omitempty"`
+	// HandBackAlert is how many hand-backs of one task (a Retry, which spends no
+	// attempt, or a drain's cut) the plugin's slots take for normal: past it, each
+	// further hand-back of the task is logged (rate-limited) and counted in
+	// fleet_task_hand_backs_over_alert_total, so that a task retried for ever (a
+	// livelock) shows. The task's count (primitives.Task.HandBacks) is in the API's and
+	// inspect's views of its tasks.
+	// default: 0 (100)
+	HandBackAlert int `json:"hand_back_alert,omitempty"`
 }
 
 func (g Grant) check() error {
@@ -501,6 +521,9 @@ func (g Grant) check() error {
 	if g.ParkedRetention < 0 {
 		return fmt.Errorf("ParkedRetention is negative (%v)", g.ParkedRetention)
 	}
+	if err := g.checkBackoff(); err != nil {
+		return err
+	}
 	if g.MaxPayload < 0 || g.MaxPayload > primitives.MaxValueLen {
 		return fmt.Errorf("MaxPayload is %d, want 0..%d", g.MaxPayload, primitives.MaxValueLen)
 	}
@@ -518,12 +541,51 @@ func (g Grant) check() error {
 		"CounterMaxNames": int64(g.CounterMaxNames), "LockMaxNames": int64(g.LockMaxNames),
 		"MaxQueueDepth": int64(g.MaxQueueDepth), "MaxQueueBytes": g.MaxQueueBytes,
 		"MaxPoolItems": int64(g.MaxPoolItems), "MaxPoolBytes": g.MaxPoolBytes,
+		"HandBackAlert (hand_back_alert)": int64(g.HandBackAlert),
 	} {
 		if n < 0 {
 			return fmt.Errorf("%s is %d, want >= 0 (0 for the default)", field, n)
 		}
 	}
 	return nil
+}
+
+// checkBackoff refuses a retry backoff that does not grow or never ends, naming the
+// grants file's field: each is 0 (the default) or in range, and the max, with the
+// defaults filled in, is at least the base.
+func (g Grant) checkBackoff() error {
+	switch f := g.RetryBackoffFactor; {
+	case g.RetryBackoffBase < 0:
+		return fmt.Errorf("RetryBackoffBase (retry_backoff_base) is %v, want > 0 (0 for the default, %v)", g.RetryBackoffBase, DefaultRetryBackoff.Base)
+	case g.RetryBackoffMax < 0:
+		return fmt.Errorf("RetryBackoffMax (retry_backoff_max) is %v, want > 0 (0 for the default, %v)", g.RetryBackoffMax, DefaultRetryBackoff.Max)
+	case f != 0 && !(f >= 1 && f <= maxBackoffFactor):
+		return fmt.Errorf("RetryBackoffFactor (retry_backoff_factor) is %v, want 1..%v (0 for the default, %v)", f, maxBackoffFactor, DefaultRetryBackoff.Factor)
+	}
+	if b := retryBackoff(g); b.Max < b.Base {
+		return fmt.Errorf("RetryBackoffMax (retry_backoff_max) is %v, below RetryBackoffBase (retry_backoff_base) %v", b.Max, b.Base)
+	}
+	return nil
+}
+
+// DefaultRetryBackoff is a failed task's backoff when its plugin's Grant sets none:
+// waits of at most 1s, 2s, 4s, 8s, ... up to 5 minutes.
+var DefaultRetryBackoff = primitives.Backoff{Base: time.Second, Factor: 2, Max: 5 * time.Minute}
+
+// maxBackoffFactor is the largest RetryBackoffFactor: past it, the second wait is
+// already a hundred times the first, which no retry policy needs.
+const maxBackoffFactor = 100
+
+// DefaultHandBackAlert is Grant.HandBackAlert's default.
+const DefaultHandBackAlert = 100
+
+// retryBackoff is g's backoff, the defaults filled in for its zero fields.
+func retryBackoff(g Grant) primitives.Backoff {
+	return primitives.Backoff{
+		Base:   cmp.Or(g.RetryBackoffBase, DefaultRetryBackoff.Base),
+		Factor: cmp.Or(g.RetryBackoffFactor, DefaultRetryBackoff.Factor),
+		Max:    cmp.Or(g.RetryBackoffMax, DefaultRetryBackoff.Max),
+	}
 }
 
 // queueCap is the cap of a queue that no plugin here consumes.
