@@ -135,6 +135,13 @@ type Config struct {
 	// default: 0 (kept)
 	ParkedRetention time.Duration
 
+	// RetryBackoff is how long a task whose attempt failed or died waits before it is
+	// claimable again, by the attempts it has made (primitives.Backoff.Wait); each zero
+	// field is DefaultRetryBackoff's. It is each plugin's Grant.RetryBackoffBase, Factor
+	// and Max too, unless the grant sets its own.
+	// default: DefaultRetryBackoff (1s, 2, 5m)
+	RetryBackoff primitives.Backoff
+
 	// RetryDelay is how long a task waits after a retry that names no delay, and a loop
 	// plugin after a failed tick.
 	// default: DefaultRetryDelay (1s)
@@ -259,6 +266,7 @@ func (c Config) withDefaults() Config {
 	c.MemoryLimitPages = cmp.Or(c.MemoryLimitPages, DefaultMemoryLimitPages)
 	c.MaxPayload = cmp.Or(c.MaxPayload, DefaultMaxPayload)
 	c.RetryDelay = cmp.Or(c.RetryDelay, DefaultRetryDelay)
+	c.RetryBackoff = backoffOr(c.RetryBackoff, DefaultRetryBackoff)
 	c.MaxQueueDepth = cmp.Or(c.MaxQueueDepth, DefaultMaxQueueDepth)
 	c.MaxQueueBytes = cmp.Or(c.MaxQueueBytes, DefaultMaxQueueBytes)
 	if c.Instance == "" {
@@ -311,11 +319,18 @@ func (c Config) check() error {
 	if c.MaxQueueBytes < 0 {
 		bad("MaxQueueBytes is %d, want >= 0", c.MaxQueueBytes)
 	}
+	if err := checkBackoff(c.RetryBackoff, DefaultRetryBackoff, [3]string{"RetryBackoff.Base", "RetryBackoff.Factor", "RetryBackoff.Max"}); err != nil {
+		bad("%v", err)
+	}
 	for typ, g := range c.Grants {
 		if err := checkType(typ); err != nil {
 			bad("Grants[%q]: %v", typ, err)
 		}
 		if err := g.check(); err != nil {
+			bad("Grants[%q].%v", typ, err)
+		}
+		// With Config's: it fills what the grant leaves out.
+		if err := checkBackoff(g.backoff(), c.RetryBackoff, grantBackoffFields); err != nil {
 			bad("Grants[%q].%v", typ, err)
 		}
 	}
@@ -521,9 +536,6 @@ func (g Grant) check() error {
 	if g.ParkedRetention < 0 {
 		return fmt.Errorf("ParkedRetention is negative (%v)", g.ParkedRetention)
 	}
-	if err := g.checkBackoff(); err != nil {
-		return err
-	}
 	if g.MaxPayload < 0 || g.MaxPayload > primitives.MaxValueLen {
 		return fmt.Errorf("MaxPayload is %d, want 0..%d", g.MaxPayload, primitives.MaxValueLen)
 	}
@@ -551,24 +563,39 @@ func (g Grant) check() error {
 }
 
 // checkBackoff refuses a retry backoff that does not grow or never ends, naming the
-// grants file's field: each is 0 (the default) or in range, and the max, with the
-// defaults filled in, is at least the base.
-func (g Grant) checkBackoff() error {
-	switch f := g.RetryBackoffFactor; {
-	case g.RetryBackoffBase < 0:
-		return fmt.Errorf("RetryBackoffBase (retry_backoff_base) is %v, want > 0 (0 for the default, %v)", g.RetryBackoffBase, DefaultRetryBackoff.Base)
-	case g.RetryBackoffMax < 0:
-		return fmt.Errorf("RetryBackoffMax (retry_backoff_max) is %v, want > 0 (0 for the default, %v)", g.RetryBackoffMax, DefaultRetryBackoff.Max)
+// fields as names spells them (base, factor, max): each is 0 (the default) or in range,
+// and the max, with the defaults filled in from def, is at least the base.
+func checkBackoff(b, def primitives.Backoff, names [3]string) error {
+	switch f := b.Factor; {
+	case b.Base < 0:
+		return fmt.Errorf("%s is %v, want > 0 (0 for the default, %v)", names[0], b.Base, def.Base)
 	case f != 0 && !(f >= 1 && f <= maxBackoffFactor):
-		return fmt.Errorf("RetryBackoffFactor (retry_backoff_factor) is %v, want 1..%v (0 for the default, %v)", f, maxBackoffFactor, DefaultRetryBackoff.Factor)
+		return fmt.Errorf("%s is %v, want 1..%v (0 for the default, %v)", names[1], f, maxBackoffFactor, def.Factor)
+	case b.Max < 0:
+		return fmt.Errorf("%s is %v, want > 0 (0 for the default, %v)", names[2], b.Max, def.Max)
 	}
-	if b := retryBackoff(g); b.Max < b.Base {
-		return fmt.Errorf("RetryBackoffMax (retry_backoff_max) is %v, below RetryBackoffBase (retry_backoff_base) %v", b.Max, b.Base)
+	if b := backoffOr(b, def); b.Max < b.Base {
+		return fmt.Errorf("%s is %v, below %s, %v", names[2], b.Max, names[0], b.Base)
 	}
 	return nil
 }
 
-// DefaultRetryBackoff is a failed task's backoff when its plugin's Grant sets none:
+// backoffOr is b with def's fields for its zero ones.
+func backoffOr(b, def primitives.Backoff) primitives.Backoff {
+	return primitives.Backoff{Base: cmp.Or(b.Base, def.Base), Factor: cmp.Or(b.Factor, def.Factor), Max: cmp.Or(b.Max, def.Max)}
+}
+
+// backoff is g's retry backoff as a primitives.Backoff (zero fields unset).
+func (g Grant) backoff() primitives.Backoff {
+	return primitives.Backoff{Base: g.RetryBackoffBase, Factor: g.RetryBackoffFactor, Max: g.RetryBackoffMax}
+}
+
+// grantBackoffFields name Grant's backoff fields in errors, as Go and the grants file
+// spell them.
+var grantBackoffFields = [3]string{"RetryBackoffBase (retry_backoff_base)", "RetryBackoffFactor (retry_backoff_factor)", "RetryBackoffMax (retry_backoff_max)"}
+
+// DefaultRetryBackoff is a failed task's backoff when neither Config nor its plugin's
+// Grant sets one:
 // waits of at most 1s, 2s, 4s, 8s, ... up to 5 minutes.
 var DefaultRetryBackoff = primitives.Backoff{Base: time.Second, Factor: 2, Max: 5 * time.Minute}
 
@@ -578,15 +605,6 @@ const maxBackoffFactor = 100
 
 // DefaultHandBackAlert is Grant.HandBackAlert's default.
 const DefaultHandBackAlert = 100
-
-// retryBackoff is g's backoff, the defaults filled in for its zero fields.
-func retryBackoff(g Grant) primitives.Backoff {
-	return primitives.Backoff{
-		Base:   cmp.Or(g.RetryBackoffBase, DefaultRetryBackoff.Base),
-		Factor: cmp.Or(g.RetryBackoffFactor, DefaultRetryBackoff.Factor),
-		Max:    cmp.Or(g.RetryBackoffMax, DefaultRetryBackoff.Max),
-	}
-}
 
 // queueCap is the cap of a queue that no plugin here consumes.
 func (c Config) queueCap() primitives.QueueCap {

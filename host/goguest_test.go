@@ -125,6 +125,47 @@ func TestGoGuestOutcomes(t *testing.T) {
 	}
 }
 
+// TestGoGuestPark: park parks the task at its first attempt with the guest's reason,
+// whatever attempts are left, and the event says the plugin parked it; a retry past the
+// grant's hand_back_alert says it is over.
+func TestGoGuestPark(t *testing.T) {
+	r := newRig(t)
+	r.goGuest()
+	r.cfg.MaxAttempts = 5
+	g := r.cfg.Grants["goguest"]
+	g.HandBackAlert = 2
+	r.cfg.Grants["goguest"] = g
+	h, stop := r.start()
+	submitN(t, h, 1, `{"op":"park"}`)
+	submitN(t, h, 1, `{"op":"retry"}`)
+	waitFor(t, "the park task parked and the retry task handed back 4 times", func() bool {
+		return testutil.QueueStats(t, r.backend, goQueue).Parked == 1 && r.events.outcomes()["released"] >= 4
+	})
+	stop()
+	parks, over := 0, 0
+	for _, ev := range r.events.finished() {
+		if ev.Parked {
+			parks++
+			if !ev.ParkedByPlugin || ev.Outcome != "parked" || ev.Reason != "asked to park" {
+				t.Errorf("park iteration = %+v, want parked by the plugin with its reason", ev)
+			}
+		}
+		if ev.OverAlert != (ev.HandBacks > 2) {
+			t.Errorf("iteration %+v: over the alert of 2 = %v, want %v", ev, ev.OverAlert, ev.HandBacks > 2)
+		}
+		if ev.OverAlert {
+			over++
+		}
+	}
+	if parks != 1 || over == 0 {
+		t.Errorf("%d parks, %d hand-backs over the alert; want 1 and some", parks, over)
+	}
+	parked, err := r.backend.QueueParked(context.Background(), goQueue, 10)
+	if err != nil || len(parked) != 1 || parked[0].Attempts != 1 || parked[0].LastError != "asked to park" {
+		t.Errorf("parked = %+v, %v; want the park task, at attempt 1 of 5, with the guest's reason", parked, err)
+	}
+}
+
 // TestGrantDenied: with no counter granted, the guest's counter_incr is PermissionDenied
 // (its fail reason says so) and the counter is never touched.
 func TestGrantDenied(t *testing.T) {

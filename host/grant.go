@@ -262,7 +262,7 @@ func (c Config) grantWithDefaults(typ string, g Grant) Grant {
 	g.ParkedRetention = cmp.Or(g.ParkedRetention, c.ParkedRetention)
 	g.MaxPoolItems = cmp.Or(g.MaxPoolItems, defaultMaxPoolItems)
 	g.MaxPoolBytes = cmp.Or(g.MaxPoolBytes, defaultMaxPoolBytes)
-	b := retryBackoff(g)
+	b := backoffOr(g.backoff(), c.RetryBackoff)
 	g.RetryBackoffBase, g.RetryBackoffFactor, g.RetryBackoffMax = b.Base, b.Factor, b.Max
 	g.HandBackAlert = cmp.Or(g.HandBackAlert, DefaultHandBackAlert)
 	return g

@@ -317,8 +317,8 @@ func (h *Host) slotParams(p *plugin, i int, pump *slot.Pump, rep *slotReport) sl
 		Poll:        h.cfg.PollInterval,
 		CallTimeout: p.info.Grant.CallTimeout,
 		RetryDelay:  h.cfg.RetryDelay,
-		Backoff:     retryBackoff(p.info.Grant),
-		// The grant has its defaults: HandBackAlert is set.
+		Backoff:     p.info.Grant.backoff(),
+		// The grant has its defaults: its backoff and HandBackAlert are set.
 		HandBackAlert: p.info.Grant.HandBackAlert,
 		Paused:        p.paused.Load,
 		Observe:       observers(report, observe),
