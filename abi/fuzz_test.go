@@ -360,6 +360,8 @@ func hotRequests() []any {
 		PoolSizeRequest{Pool: "p"},
 		SubmitRequest{Queue: "q", Payload: json.RawMessage(`{"url":"http://x/a?b=c&d"}`)},
 		SubmitRequest{Queue: "q", Payload: json.RawMessage(`{}`), Key: "task:0123/ab\"c/0"},
+		SubmitRequest{Queue: "q", Payload: json.RawMessage(`{}`), Unique: "site:a", UniqueTTLMs: 30000},
+		SubmitRequest{Queue: "q", Payload: json.RawMessage(`{}`), Key: "k", Unique: "u"},
 	}
 }
 
@@ -426,7 +428,7 @@ func FuzzAppendJSON(f *testing.F) {
 			PoolClaimRequest{Pool: s1, Where: where, HoldMs: n1}, PoolClaimRequest{Pool: s1, HoldMs: n1},
 			PoolListRequest{Pool: s1, Where: where, Limit: int(n2)}, PoolListRequest{Pool: s1},
 			PoolReleaseRequest{Pool: s1, ID: s2, Token: s3}, PoolMarkBadRequest{Pool: s1, ID: s2, Reason: s3},
-			PoolSizeRequest{Pool: s1}, SubmitRequest{Queue: s1, Payload: payload}, SubmitRequest{Queue: s1, Payload: payload, Key: s2},
+			PoolSizeRequest{Pool: s1}, SubmitRequest{Queue: s1, Payload: payload}, SubmitRequest{Queue: s1, Payload: payload, Key: s2}, SubmitRequest{Queue: s1, Payload: payload, Unique: s2, UniqueTTLMs: int64(len(s1))},
 			HandleResult{Outcome: s1, Reason: s2, RetryAfterMs: n1}, HandleResult{Outcome: OutcomeDone},
 		} {
 			want, err := json.Marshal(r)

@@ -216,10 +216,18 @@ type CounterReply struct {
 // Key, when set, makes the submit idempotent: the host enqueues once per key on the
 // queue, for 10 minutes, and a repeat answers the first task id (another payload under the
 // same key is Conflict). 1..255 bytes; the host scopes it by the plugin's type.
+//
+// Unique, when set, makes the task unique on the queue (primitives.QueuePushUnique):
+// while the task a submit of that key enqueued waits or runs, or for UniqueTTLMs after
+// it was submitted (whichever ends last), another submit of the key, from any plugin or
+// the API, enqueues nothing and answers the first task's id. 1..255 bytes; the TTL is
+// 0..86400000 (a day). A host older than these fields refuses them (TypeError).
 type SubmitRequest struct {
-	Queue   string          `json:"queue"`
-	Payload json.RawMessage `json:"payload"`
-	Key     string          `json:"key,omitempty"`
+	Queue       string          `json:"queue"`
+	Payload     json.RawMessage `json:"payload"`
+	Key         string          `json:"key,omitempty"`
+	Unique      string          `json:"unique,omitempty"`
+	UniqueTTLMs int64           `json:"unique_ttl_ms,omitempty"`
 }
 
 // SubmitReply names the new task.

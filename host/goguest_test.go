@@ -189,6 +189,36 @@ func TestGrantDenied(t *testing.T) {
 	}
 }
 
+// TestSubmitUnique: the host's SubmitUnique enqueues once per key while the task waits,
+// answering the first id; another key enqueues; a bad key or TTL is a ValueError.
+func TestSubmitUnique(t *testing.T) {
+	r := newRig(t)
+	r.goGuest()
+	r.cfg.SlotsByType = map[string]int{"goguest": 0} // nothing consumes: the task waits
+	h, _ := r.start()
+	ctx := context.Background()
+	u := primitives.Unique{Key: "site:a", TTL: time.Minute}
+	first, dup, err := h.SubmitUnique(ctx, goQueue, []byte(`{"op":"incr"}`), u)
+	if err != nil || dup {
+		t.Fatalf("SubmitUnique = %q %v %v, want a new task", first, dup, err)
+	}
+	if id, dup, err := h.SubmitUnique(ctx, goQueue, []byte(`{"op":"fail"}`), u); err != nil || !dup || id != first {
+		t.Errorf("SubmitUnique again = %q %v %v, want the first task %q", id, dup, err, first)
+	}
+	if _, dup, err := h.SubmitUnique(ctx, goQueue, []byte(`{"op":"incr"}`), primitives.Unique{Key: "site:b"}); err != nil || dup {
+		t.Errorf("SubmitUnique of another key = dup %v %v, want a new task", dup, err)
+	}
+	if s := testutil.QueueStats(t, r.backend, goQueue); s.Depth != 2 {
+		t.Errorf("stats = %+v, want the two tasks of two keys", s)
+	}
+	var ae *abi.Error
+	for _, bad := range []primitives.Unique{{Key: strings.Repeat("k", 256)}, {Key: "k", TTL: 25 * time.Hour}, {TTL: time.Second}} {
+		if _, _, err := h.SubmitUnique(ctx, goQueue, []byte(`{"op":"incr"}`), bad); !errors.As(err, &ae) || ae.Kind != abi.ValueError {
+			t.Errorf("SubmitUnique(%d-byte key, TTL %v) = %v, want a ValueError", len(bad.Key), bad.TTL, err)
+		}
+	}
+}
+
 // TestSubmit: the host's Submit validates like a guest's submit.
 func TestSubmit(t *testing.T) {
 	r := newRig(t)
