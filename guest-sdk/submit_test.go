@@ -80,7 +80,7 @@ func TestSubmitOnceRefusesABadKey(t *testing.T) {
 // sent.
 func TestSubmitUnique(t *testing.T) {
 	q := NewQueue[cookieTags]("q")
-	h := fleettest.New(t)
+	h := wirefake.New(t)
 	submits.begin()
 	h.Reply(abi.OpSubmit, abi.SubmitReply{TaskID: "x"})
 	if _, err := Submit(q, cookieTags{Site: "a"}, Unique("site:a", 90*time.Second)); err != nil {
@@ -94,7 +94,7 @@ func TestSubmitUnique(t *testing.T) {
 			t.Errorf("Submit with %+v = %v, want ErrValueError", bad, err)
 		}
 	}
-	rs := fleettest.Requests[abi.SubmitRequest](h, abi.OpSubmit)
+	rs := wirefake.Requests[abi.SubmitRequest](h, abi.OpSubmit)
 	if len(rs) != 2 || rs[0].Unique != "site:a" || rs[0].UniqueTTLMs != 90000 || rs[1].Unique != "site:a" || rs[1].UniqueTTLMs != 0 || rs[1].Key != "k" {
 		t.Errorf("submits sent = %+v, want the two with their unique keys and TTLs", rs)
 	}
