@@ -129,7 +129,7 @@ func harvestFlood(t *testing.T, kind string) {
 		worked[e.TaskID] = true
 	}
 	enqueued := len(worked) + st.Depth
-	asked := ev.outcomes("scraper")["released"]    // each retry of a scrape task asked for a harvest
+	asked := ev.outcomes("scraper")["released"] // each retry of a scrape task asked for a harvest
 	t.Logf("clearance broken, %d scrape tasks of one site: %d harvest tasks enqueued in %v (%.0f a minute; the scraper asked %d times, %.0f a minute), %d parked, %d clearance requests refused",
 		floodURLs, enqueued, elapsed.Round(time.Millisecond), float64(enqueued)/elapsed.Minutes(), asked, float64(asked)/elapsed.Minutes(), st.Parked, site.ClearanceRefused())
 
