@@ -29,6 +29,7 @@ import (
 
 	"github.com/fleethost/fleet/internal/cli"
 	"github.com/fleethost/fleet/internal/demosite"
+	"github.com/fleethost/fleet/primitives"
 )
 
 func main() {
@@ -231,7 +232,7 @@ func (d *daemon) kill() {
 func submit(ctx context.Context, c *cli.Client, site *demosite.Site, urls int) error {
 	for i := range urls {
 		payload := fmt.Sprintf(`{"url": %q}`, fmt.Sprintf("%s/page/%d", site.URL(), i))
-		if _, err := c.Submit(ctx, "scraper", "", []byte(payload)); err != nil {
+		if _, _, err := c.Submit(ctx, "scraper", "", primitives.Unique{}, []byte(payload)); err != nil {
 			return fmt.Errorf("submit %d: %w", i, err)
 		}
 	}
