@@ -293,6 +293,10 @@ type TaskEnvelope struct {
 	Attempts     int             `json:"attempts"`
 	EnqueuedAtMs int64           `json:"enqueued_at_ms"`
 	LastError    string          `json:"last_error,omitempty"`
+	// HandBacks is how often the task was handed back without spending an attempt (a
+	// retry, a drain's cut): a plugin that retries a task while it waits for something
+	// can park it once it has waited too often.
+	HandBacks int `json:"hand_backs,omitempty"`
 }
 
 // HandleInput is what fleet_handle receives: one task.

@@ -46,6 +46,7 @@ type Task[P any] struct {
 	Attempts   int       // how many times it has been claimed, this attempt included
 	EnqueuedAt time.Time // when it was first submitted
 	LastError  string    // why the previous attempt failed, if one did
+	HandBacks  int       // how often it was handed back without spending an attempt (Retry, a drain's cut)
 	Iteration  int       // the slot's iteration number
 }
 
@@ -276,6 +277,7 @@ func runHandle[P any](input []byte, handle func(Task[P]) Result, zeroIfEmpty boo
 		Attempts:   in.Task.Attempts,
 		EnqueuedAt: fromMillis(in.Task.EnqueuedAtMs),
 		LastError:  in.Task.LastError,
+		HandBacks:  in.Task.HandBacks,
 		Iteration:  in.Iteration,
 	}
 	if !zeroIfEmpty || string(in.Task.Payload) != "{}" {

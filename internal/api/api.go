@@ -682,11 +682,15 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) {
 
 // ParkedTask is one parked task as the API shows it.
 type ParkedTask struct {
-	ID         string          `json:"id"`
-	Payload    json.RawMessage `json:"payload"`
-	Attempts   int             `json:"attempts"`
-	EnqueuedAt time.Time       `json:"enqueued_at"`
-	LastError  string          `json:"last_error"`
+	ID       string          `json:"id"`
+	Payload  json.RawMessage `json:"payload"`
+	Attempts int             `json:"attempts"`
+	// HandBacks is how often it was handed back without spending an attempt (a retry, a
+	// drain's cut); past the consumer's hand_back_alert each counts in
+	// fleet_task_hand_backs_over_alert_total.
+	HandBacks  int       `json:"hand_backs"`
+	EnqueuedAt time.Time `json:"enqueued_at"`
+	LastError  string    `json:"last_error"`
 	// ParkedAt is when it was parked (a retention counts from it); absent for a task
 	// parked before the backend kept the instant.
 	ParkedAt *time.Time `json:"parked_at,omitempty"`
@@ -717,7 +721,7 @@ func (s *Server) listParked(w http.ResponseWriter, r *http.Request) {
 		if !json.Valid(payload) {
 			payload, _ = json.Marshal(string(t.Payload))
 		}
-		pt := ParkedTask{ID: t.ID, Payload: payload, Attempts: t.Attempts, EnqueuedAt: t.EnqueuedAt, LastError: t.LastError}
+		pt := ParkedTask{ID: t.ID, Payload: payload, Attempts: t.Attempts, HandBacks: t.HandBacks, EnqueuedAt: t.EnqueuedAt, LastError: t.LastError}
 		if !t.ParkedAt.IsZero() {
 			pt.ParkedAt = &t.ParkedAt
 		}

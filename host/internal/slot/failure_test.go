@@ -3,6 +3,7 @@ package slot
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -107,7 +108,14 @@ func TestParkNow(t *testing.T) {
 // TestHandBackAlert: a task handed back again and again counts its hand-backs, and each
 // hand-back past HandBackAlert says so; a fail is no hand-back.
 func TestHandBackAlert(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		seen []int // the hand-backs each call's input says
+	)
 	h := newHarness(t, func(_ context.Context, in abi.HandleInput) ([]byte, error) {
+		mu.Lock()
+		seen = append(seen, in.Task.HandBacks)
+		mu.Unlock()
 		if in.Iteration == 3 {
 			return result(abi.HandleResult{Outcome: abi.OutcomeFail, Reason: "once"}), nil
 		}
@@ -124,5 +132,10 @@ func TestHandBackAlert(t *testing.T) {
 		if it.HandBacks != want[i].handBacks || it.OverAlert != want[i].over {
 			t.Errorf("iteration %d: hand-backs %d over %v, want %d %v", i+1, it.HandBacks, it.OverAlert, want[i].handBacks, want[i].over)
 		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []int{0, 1, 2, 2, 3, 4}; !slices.Equal(seen[:6], want) {
+		t.Errorf("the guest saw hand-backs %v, want %v", seen[:6], want)
 	}
 }

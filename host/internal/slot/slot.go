@@ -444,7 +444,7 @@ func (s *Slot) callHandle(hard context.Context, t *claim) (abi.HandleResult, Dea
 	input, _ := abi.EncodeHandleInput(abi.HandleInput{
 		Task: abi.TaskEnvelope{
 			ID: t.ID, Payload: json.RawMessage(t.Payload), Attempts: t.Attempts,
-			EnqueuedAtMs: t.EnqueuedAt.UnixMilli(), LastError: t.LastError,
+			EnqueuedAtMs: t.EnqueuedAt.UnixMilli(), LastError: t.LastError, HandBacks: t.HandBacks,
 		},
 		Iteration: s.n,
 	})
