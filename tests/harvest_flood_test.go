@@ -2,13 +2,11 @@ package tests
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/demosite"
 	"github.com/fleethost/fleet/internal/testutil"
 )
@@ -48,38 +46,16 @@ func harvestFlood(t *testing.T, kind string) {
 	t.Cleanup(func() { site.Close() })
 	site.BreakClearance(true)
 
-	backend, _ := newBackend(t, kind)
-	dir := t.TempDir()
-	installPlugin(t, "plugins/examples/scraper", dir, "scraper")
-	installPlugin(t, "plugins/examples/cookie-harvester", dir, "cookie-harvester")
 	ev := &events{}
-	h, stop := startHost(t, host.Config{
-		PluginsDir:  dir,
-		Backend:     backend,
-		CacheDir:    cacheDir,
-		Logger:      testLogger(t),
-		SlotsByType: map[string]int{"scraper": 4, "cookie-harvester": 2},
-		Grants: map[string]host.Grant{
-			"scraper": {
-				Queues: map[string][]string{"scrape": {"consume"}, "harvest": {"submit"}},
-				Pools:  map[string][]string{"cookies": {"claim", "mark_bad"}},
-				HTTP:   host.HTTP{Hosts: []string{site.Host()}, AllowPrivate: true},
-			},
-			"cookie-harvester": {
-				Queues: map[string][]string{"harvest": {"consume"}},
-				Pools:  map[string][]string{"cookies": {"put", "list"}},
-				HTTP:   host.HTTP{Hosts: []string{site.Host()}, AllowPrivate: true},
-				Locks:  []string{"harvest:*", "cookie-harvester:*"},
-				// A harvest's attempts fail within tens of ms, so that the test sees
-				// several park: waits of at most 50ms, then 100ms.
-				RetryBackoffBase: 50 * time.Millisecond, RetryBackoffFactor: 2,
-			},
-		},
-		Configs:      map[string]json.RawMessage{"cookie-harvester": json.RawMessage(`{"scheme":"http"}`)},
-		MaxAttempts:  floodAttempts,
-		PollInterval: 5 * time.Millisecond,
-		Observe:      ev.observe,
-	})
+	cfg := examplesConfig(t, kind, site, ev)
+	backend := cfg.Backend
+	// A harvest's attempts fail within tens of ms, so that the test sees several park:
+	// waits of at most 50ms, then 100ms.
+	g := cfg.Grants["cookie-harvester"]
+	g.RetryBackoffBase, g.RetryBackoffFactor = 50*time.Millisecond, 2
+	cfg.Grants["cookie-harvester"] = g
+	cfg.MaxAttempts = floodAttempts
+	h, stop := startHost(t, cfg)
 
 	// Sample the harvest queue while the scraper waits: a flood shows as dozens waiting.
 	var (

@@ -51,18 +51,15 @@ const (
 	cookieMaxUses = 20
 )
 
-func scrapeDemoSite(t *testing.T, kind string) {
-	site := demosite.New()
-	site.MaxUses = cookieMaxUses
-	site.Start()
-	t.Cleanup(func() { site.Close() })
-
+// examplesConfig is a host of the example scraper (4 slots) and cookie harvester (2) on a
+// fresh backend of kind, granted what they need of site, polling every 5ms, its events
+// to ev.
+func examplesConfig(t *testing.T, kind string, site *demosite.Site, ev *events) host.Config {
 	backend, _ := newBackend(t, kind)
 	dir := t.TempDir()
 	installPlugin(t, "plugins/examples/scraper", dir, "scraper")
 	installPlugin(t, "plugins/examples/cookie-harvester", dir, "cookie-harvester")
-	ev := &events{}
-	h, stop := startHost(t, host.Config{
+	return host.Config{
 		PluginsDir:  dir,
 		Backend:     backend,
 		CacheDir:    cacheDir,
@@ -84,13 +81,25 @@ func scrapeDemoSite(t *testing.T, kind string) {
 				Locks:  []string{"harvest:*", "cookie-harvester:*"},
 			},
 		},
-		Configs: map[string]json.RawMessage{"cookie-harvester": json.RawMessage(`{"scheme":"http"}`)},
-		// MaxAttempts stays at its default (5) although the scraper hands most claims of a
-		// task back (Retry) while no fresh cookie is free: a retry refunds its attempt, so
-		// only failures and deaths spend the budget, and the test says none happen.
+		Configs:      map[string]json.RawMessage{"cookie-harvester": json.RawMessage(`{"scheme":"http"}`)},
 		PollInterval: 5 * time.Millisecond,
 		Observe:      ev.observe,
-	})
+	}
+}
+
+func scrapeDemoSite(t *testing.T, kind string) {
+	site := demosite.New()
+	site.MaxUses = cookieMaxUses
+	site.Start()
+	t.Cleanup(func() { site.Close() })
+
+	ev := &events{}
+	cfg := examplesConfig(t, kind, site, ev)
+	backend := cfg.Backend
+	// MaxAttempts stays at its default (5) although the scraper hands most claims of a
+	// task back (Retry) while no fresh cookie is free: a retry refunds its attempt, so
+	// only failures and deaths spend the budget, and the test says none happen.
+	h, stop := startHost(t, cfg)
 
 	paths := make([]string, scrapeURLs)
 	for i := range paths {

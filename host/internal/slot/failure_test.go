@@ -10,27 +10,10 @@ import (
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/slotstate"
+	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/memory"
 )
-
-// clock is a primitives.Clock that moves only when told.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 // TestFailBacksOff: a failed attempt, and a death, hand the task back delayed by the
 // backoff of the attempts it made: on a backend whose clock stands still while the slot
@@ -45,7 +28,7 @@ func TestFailBacksOff(t *testing.T) {
 		{"trap", func() ([]byte, error) { return nil, errors.New("wasm error: unreachable") }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := &clock{now: time.Unix(1_700_000_000, 0)}
+			clk := testutil.NewClock()
 			h := newHarness(t, func(context.Context, abi.HandleInput) ([]byte, error) { return tt.answer() })
 			b := memory.New(memory.Options{Clock: clk})
 			t.Cleanup(func() { b.Close() })
@@ -58,11 +41,11 @@ func TestFailBacksOff(t *testing.T) {
 				if s := h.stats(); s.Depth != 1 {
 					t.Fatalf("after attempt %d: stats %+v, want the task waiting", attempt+1, s)
 				}
-				clk.add(bound/2 - time.Millisecond)
+				clk.Advance(bound/2 - time.Millisecond)
 				if c, ok, err := b.QueueClaim(context.Background(), "q", time.Minute, 0); err != nil || ok {
 					t.Fatalf("claim %v before half the bound %v after attempt %d = %+v %v %v, want nothing", bound/2, bound, attempt+1, c, ok, err)
 				}
-				clk.add(bound/2 + time.Millisecond)
+				clk.Advance(bound/2 + time.Millisecond)
 			}
 			h.run(func() bool { return len(h.finished()) == 3 })
 			if fin := h.finished(); fin[2].Parked {
