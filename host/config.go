@@ -504,7 +504,8 @@ type Grant struct {
 	// until its attempts are spent (Config.MaxAttempts) and it parks. The grants file
 	// writes the durations as strings ("1s"). See RATIONALE.md, "How long does a failed
 	// task wait?".
-	// default: 0 (1s, 2 and 5m: waits of at most 1s, 2s, 4s, 8s, ...)
+	// default: 0 each (Config.RetryBackoff's, by default 1s, 2 and 5m: waits of at most
+	// 1s, 2s, 4s, 8s, ...)
 	RetryBackoffBase   time.Duration `json:"retry_backoff_base,omitempty"`
 	RetryBackoffFactor float64       `json:"retry_backoff_factor,omitempty"`
 	RetryBackoffMax    time.Duration `json:"retry_backoff_max,omitempty"`
@@ -514,7 +515,7 @@ type Grant struct {
 	// fleet_task_hand_backs_over_alert_total, so that a task retried for ever (a
 	// livelock) shows. The task's count (primitives.Task.HandBacks) is in the API's and
 	// inspect's views of its tasks.
-	// default: 0 (100)
+	// default: 0 (DefaultHandBackAlert, 100)
 	HandBackAlert int `json:"hand_back_alert,omitempty"`
 }
 
