@@ -71,7 +71,7 @@ func submitCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	// key was held.
 	submit := func(n int, typ string, payload []byte) error {
 		uq := uniqueOf(n)
-		id, dup, err := c.Submit(ctx, typ, keyOf(n), uq, payload)
+		id, dup, err := c.SubmitUnique(ctx, typ, keyOf(n), uq, payload)
 		if err != nil {
 			return err
 		}

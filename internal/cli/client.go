@@ -122,10 +122,16 @@ func (c *Client) base() string {
 // the Idempotency-Key header, so that the daemon enqueues the task once however often it
 // is sent, and it sends it again, up to c.Retries times, when no answer came or the
 // answer was 502, 503 or 504: the first may have been enqueued before its answer was
-// lost, and the daemon then answers the same task id. With u.Key it sends u as the
-// Fleet-Unique-Key and Fleet-Unique-TTL headers: dup says the key was held, and id is
-// the task that holds it (nothing was enqueued).
-func (c *Client) Submit(ctx context.Context, typ, key string, u primitives.Unique, payload []byte) (id string, dup bool, err error) {
+// lost, and the daemon then answers the same task id.
+func (c *Client) Submit(ctx context.Context, typ, key string, payload []byte) (string, error) {
+	id, _, err := c.SubmitUnique(ctx, typ, key, primitives.Unique{}, payload)
+	return id, err
+}
+
+// SubmitUnique is Submit that sends u as the Fleet-Unique-Key and Fleet-Unique-TTL
+// headers when u.Key is set: dup says the key was held, and id is the task that holds it
+// (nothing was enqueued).
+func (c *Client) SubmitUnique(ctx context.Context, typ, key string, u primitives.Unique, payload []byte) (id string, dup bool, err error) {
 	hdr := http.Header{}
 	if key != "" {
 		hdr.Set(api.IdempotencyKeyHeader, key)
