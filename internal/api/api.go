@@ -11,7 +11,9 @@
 // with the abi's error kinds (TypeError, ValueError, PermissionDenied, NotFound, Conflict,
 // LimitExceeded, Unavailable, Internal). Routes under /api/v1/ need
 // `Authorization: Bearer <token>` when a token is configured, checked before the body is
-// read; before it, a browser's cross-origin POST or DELETE is refused 403 (sameOrigin); /healthz, /readyz and /metrics do not, and the plane's report route
+// read; before it, a browser's cross-origin POST or DELETE is refused 403 (sameOrigin),
+// and so is any request to a loopback API without a token under a Host name that is not
+// localhost (namedHost); /healthz, /readyz and /metrics do not, and the plane's report route
 // (Params.Plane) takes the plane's key instead. A wrong method is 405 with Allow; a body
 // must be application/json (415 otherwise). Serve bounds the server: timeouts, header
 // size, connections (HTTPConfig).
@@ -27,6 +29,7 @@ import (
 	"io"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
 	"os"
 	"sort"
@@ -153,8 +156,40 @@ func New(p Params) *Server {
 		s.mux.Handle("GET "+path, console.Handler())
 	}
 	s.mux.HandleFunc("/", noRoute)
-	s.h = sameOrigin(s.mux)
+	s.h = s.namedHost(sameOrigin(s.mux))
 	return s
+}
+
+// namedHost refuses, 403 before anything else, a request that reached a loopback address
+// of an API without a token under a Host that is neither an IP address nor localhost (or
+// a name under .localhost, which browsers resolve to loopback themselves): a page whose
+// own name an attacker made resolve to 127.0.0.1 (DNS rebinding) is same-origin to the
+// browser, and only the name it sends tells it apart. With a token that page has no token
+// to send, and on an address beyond loopback the operator chose the names it is reached
+// by, so neither is checked (RATIONALE.md, "Why a cross-origin request is refused").
+func (s *Server) namedHost(next http.Handler) http.Handler {
+	if s.p.Token != "" {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if local, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr); ok && local.IP.IsLoopback() && !loopbackName(r.Host) {
+			writeError(w, http.StatusForbidden, abi.PermissionDenied, fmt.Sprintf(
+				"the Host header %s names this loopback API by a name, which a web page can make resolve here (DNS rebinding); without a token it answers only an IP address or localhost: use http://%s, or set --token",
+				strconv.Quote(safetext.Clip(r.Host, maxEcho)), local.String()), nil)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// loopbackName reports whether host (a Host header: a name or an address, with or
+// without a port) is an IP address, localhost, or a name under .localhost.
+func loopbackName(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+	return net.ParseIP(host) != nil || host == "localhost" || strings.HasSuffix(host, ".localhost")
 }
 
 // sameOrigin refuses, 403 before the token and the handler, a browser's cross-origin

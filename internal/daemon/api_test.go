@@ -140,7 +140,7 @@ func (c *conn) closed() {
 }
 
 func get(path string) string {
-	return "GET " + path + " HTTP/1.1\r\nHost: fleet\r\n\r\n"
+	return "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 }
 
 // TestAPISlowBodyIsCut: 50 clients that send a body at one byte per 2 s are each answered
@@ -163,7 +163,7 @@ func TestAPISlowBodyIsCut(t *testing.T) {
 			var wg sync.WaitGroup
 			for range clients {
 				c := dial(t, addr)
-				c.send("POST /api/v1/automations/echo/tasks HTTP/1.1\r\nHost: fleet\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
+				c.send("POST /api/v1/automations/echo/tasks HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
 				stop := make(chan struct{})
 				wg.Add(2)
 				go func() { // the slow client: one byte per 2 s until the connection fails
@@ -218,7 +218,7 @@ func TestAPITimeouts(t *testing.T) {
 	t.Run("header", func(t *testing.T) {
 		addr := startAPI(t, Options{HTTP: api.HTTPConfig{HeaderTimeout: 200 * time.Millisecond}})
 		c := dial(t, addr)
-		c.send("GET /healthz HTTP/1.1\r\nHost: fleet\r\n") // and never the blank line
+		c.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n") // and never the blank line
 		c.closed()
 	})
 	t.Run("write", func(t *testing.T) {
@@ -395,15 +395,21 @@ func TestAPIStatuses(t *testing.T) {
 
 // TestAPICrossOriginWithoutToken: with no token (a loopback daemon), a page of another
 // site that POSTs pause to the API without a body (no CORS preflight) is refused 403
-// before the handler runs: the type stays unpaused. The same POST from a client that is
-// no browser (no Origin, as curl and the CLI send) pauses it.
+// before the handler runs: the type stays unpaused; so is a request under a Host name
+// that is not localhost (what a DNS rebinding page sends, same-origin to the browser),
+// GETs too. The same POST from a client that is no browser (no Origin, as curl and the
+// CLI send), to an IP address or localhost, pauses it.
 func TestAPICrossOriginWithoutToken(t *testing.T) {
 	addr := startAPI(t, Options{})
-	post := func(headers map[string]string) (int, string) {
+	_, port, _ := net.SplitHostPort(addr)
+	send := func(method, path, host string, headers map[string]string) (int, string) {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/api/v1/automations/echo/pause", nil)
+		req, err := http.NewRequest(method, "http://"+addr+path, nil)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if host != "" {
+			req.Host = host
 		}
 		for k, v := range headers {
 			req.Header.Set(k, v)
@@ -416,13 +422,26 @@ func TestAPICrossOriginWithoutToken(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode, string(b)
 	}
-	if status, b := post(map[string]string{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}); status != 403 || !strings.Contains(b, `the Origin header \"https://evil.example\"`) {
+	const pause = "/api/v1/automations/echo/pause"
+	if status, b := send("POST", pause, "", map[string]string{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}); status != 403 || !strings.Contains(b, `the Origin header \"https://evil.example\"`) {
 		t.Errorf("cross-site POST pause = %d %s, want 403 naming the Origin header", status, b)
 	}
-	if automations(t, addr)["echo"].Paused {
-		t.Fatal("a refused cross-site POST paused echo")
+	rebound := "evil.example:" + port
+	for _, m := range []string{"POST", "GET"} {
+		path := map[string]string{"POST": pause, "GET": "/api/v1/queues"}[m]
+		if status, b := send(m, path, rebound, map[string]string{"Origin": "http://" + rebound, "Sec-Fetch-Site": "same-origin"}); status != 403 || !strings.Contains(b, `the Host header \"`+rebound+`\"`) {
+			t.Errorf("%s %s under Host %s = %d %s, want 403 naming the Host header", m, path, rebound, status, b)
+		}
 	}
-	if status, b := post(nil); status != 200 {
+	if automations(t, addr)["echo"].Paused {
+		t.Fatal("a refused POST paused echo")
+	}
+	for _, host := range []string{"localhost:" + port, "LocalHost.:" + port, "fleet.localhost:" + port, "[::1]:" + port} {
+		if status, b := send("GET", "/api/v1/queues", host, nil); status != 200 {
+			t.Errorf("GET under Host %s = %d %s, want 200", host, status, b)
+		}
+	}
+	if status, b := send("POST", pause, "", nil); status != 200 {
 		t.Fatalf("POST pause without an Origin = %d %s, want 200", status, b)
 	}
 	if !automations(t, addr)["echo"].Paused {
