@@ -311,15 +311,23 @@ func (c Config) check() error {
 	if c.MaxQueueBytes < 0 {
 		bad("MaxQueueBytes is %d, want >= 0", c.MaxQueueBytes)
 	}
-	for typ, g := range c.Grants {
+	errs = append(errs, checkGrants(c.Grants)...)
+	return errors.Join(errs...)
+}
+
+// checkGrants validates Config.Grants (New's, or ReloadGrants'), naming the type and the
+// field.
+func checkGrants(grants map[string]Grant) []error {
+	var errs []error
+	for _, typ := range keys(grants) {
 		if err := checkType(typ); err != nil {
-			bad("Grants[%q]: %v", typ, err)
+			errs = append(errs, fmt.Errorf("host: Config.Grants[%q]: %w", typ, err))
 		}
-		if err := g.check(); err != nil {
-			bad("Grants[%q].%v", typ, err)
+		if err := grants[typ].check(); err != nil {
+			errs = append(errs, fmt.Errorf("host: Config.Grants[%q].%w", typ, err))
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // Grant is what an operator grants one plugin. Deny by default: a call outside the grant

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -301,5 +303,88 @@ func TestReloadRollsBack(t *testing.T) {
 	stop()
 	if s := testutil.QueueStats(t, r.backend, goQueue); s != (primitives.QueueStats{}) {
 		t.Errorf("stats = %+v, want every task acked", s)
+	}
+}
+
+// TestReloadGrants: a grant change restarts only the slots of the type whose resolved
+// grant changed, one at a time while its tasks flow (each acked once), under a new
+// config identity; the other type's slot and identity are untouched. Grants that New
+// would refuse are refused whole, naming the type and field, counted, and change nothing;
+// a grant that no longer gives what a type declares refuses that type's reload (counted
+// once however often it is tried), and the type keeps running under its old grant.
+func TestReloadGrants(t *testing.T) {
+	r := newRig(t)
+	r.goGuest()
+	r.wat("done", "done", batchDescribe("other", "other-jobs", `{}`))
+	r.cfg.SlotsByType = map[string]int{"goguest": 2, "other": 1}
+	h, stop := r.start()
+	goID, otherID := h.ConfigIdentity("goguest"), h.ConfigIdentity("other")
+	grants := maps.Clone(r.cfg.Grants)
+	const n = 200
+	submitN(t, h, n/2, `{"op":"sleep_ms","n":2}`)
+	waitFor(t, "tasks flowing", func() bool { return len(r.events.finished()) >= 10 })
+	var wg sync.WaitGroup
+	wg.Go(func() { submitN(t, h, n/2, `{"op":"sleep_ms","n":2}`) })
+	g := grants["goguest"]
+	g.KV = []string{"goguest:*", "shared:sessions"}
+	grants["goguest"] = g
+	if err := h.ReloadGrants(context.Background(), grants, nil); err != nil {
+		t.Fatalf("ReloadGrants = %v", err)
+	}
+	wg.Wait()
+	waitFor(t, "every task acked", func() bool {
+		return testutil.Counter(t, r.backend, "goguest:count") >= n && testutil.QueueStats(t, r.backend, goQueue) == (primitives.QueueStats{})
+	})
+	p, _ := pluginOf(t, h, "goguest")
+	if !slices.Contains(p.Grant.KV, "shared:sessions") {
+		t.Errorf("goguest's grant KV = %v after the reload, want it to hold shared:sessions", p.Grant.KV)
+	}
+	if h.ConfigIdentity("goguest") == goID || h.ConfigIdentity("other") != otherID {
+		t.Errorf("config identities goguest %s -> %s, other %s -> %s; want goguest's changed and other's kept",
+			goID, h.ConfigIdentity("goguest"), otherID, h.ConfigIdentity("other"))
+	}
+	if got := r.events.stoppedBy(); got["goguest"] != 2 || got["other"] != 0 {
+		t.Errorf("stopped events by type = %v, want goguest's 2 old slots and none of other", got)
+	}
+
+	// Grants New would refuse: refused whole, naming the type and the field.
+	goID = h.ConfigIdentity("goguest")
+	bad := maps.Clone(grants)
+	bad["shop:eu"] = host.Grant{}
+	bad["other"] = host.Grant{MaxPayload: -1}
+	err := h.ReloadGrants(context.Background(), bad, nil)
+	if err == nil || !strings.Contains(err.Error(), `Config.Grants["shop:eu"]`) || !strings.Contains(err.Error(), `Config.Grants["other"].MaxPayload`) {
+		t.Fatalf("ReloadGrants of invalid grants = %v, want both refusals named", err)
+	}
+	if got := h.ReloadFailures(); got != 1 {
+		t.Errorf("ReloadFailures = %d after refused grants, want 1", got)
+	}
+	// A grant that no longer gives what goguest declares: its reload is refused.
+	ungranted := maps.Clone(grants)
+	delete(ungranted, "goguest")
+	for range 2 {
+		err := h.ReloadGrants(context.Background(), ungranted, nil)
+		if err == nil || !strings.Contains(err.Error(), "not granted") {
+			t.Fatalf("ReloadGrants without goguest's queue = %v, want goguest refused: not granted", err)
+		}
+	}
+	if got := h.ReloadFailures(); got != 2 {
+		t.Errorf("ReloadFailures = %d, want 2: the ungranted reload counts once", got)
+	}
+	if p, _ := pluginOf(t, h, "goguest"); !strings.Contains(p.ReloadError, "not granted") || h.ConfigIdentity("goguest") != goID {
+		t.Errorf("goguest = reload error %q, identity %s; want the refusal shown and the running grant kept (%s)", p.ReloadError, h.ConfigIdentity("goguest"), goID)
+	}
+	submitN(t, h, 5, `{"op":"incr"}`)
+	waitFor(t, "goguest serving under its old grant", func() bool { return testutil.Counter(t, r.backend, "goguest:count") == n+5 })
+	// The running grant back: the refusal no longer stands, and nothing restarts.
+	if err := h.ReloadGrants(context.Background(), grants, nil); err != nil {
+		t.Fatalf("ReloadGrants of the running grants = %v", err)
+	}
+	if p, _ := pluginOf(t, h, "goguest"); p.ReloadError != "" {
+		t.Errorf("reload error = %q once the running grant is back, want none", p.ReloadError)
+	}
+	stop()
+	if got := r.events.stoppedBy(); got["goguest"] != 4 || got["other"] != 1 {
+		t.Errorf("stopped events by type = %v, want goguest 2 + 2 (its restart, then the drain) and other 1", got)
 	}
 }

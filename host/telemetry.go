@@ -240,18 +240,16 @@ func observers(fns ...func(slot.Event)) func(slot.Event) {
 	}
 }
 
-// configIdentity fingerprints what decides how p's slots behave: the module itself (its
-// digest) and the effective configuration of p, defaults applied: slots, lease, attempts,
-// poll, retry and drain timings, its resolved Grant (every cap, quota and pattern; the
-// pattern lists sorted, the pools' and queues' roles in a fixed order) and the plugin's
-// configuration (canonical JSON, so that formatting alone changes nothing). It is
-// "sha256:" and 16 hex digits. See RATIONALE.md, "Which config identity?".
-func configIdentity(cfg Config, p *plugin) string {
-	g := p.info.Grant
+// configIdentity fingerprints what decides how the slots of a plugin behave: the module
+// itself (its digest) and its effective configuration, defaults applied: its slots,
+// lease, attempts, poll, retry and drain timings, its resolved grant (every cap, quota and
+// pattern; the pattern lists sorted, the pools' and queues' roles in a fixed order) and
+// the plugin's configuration (canonical JSON, so that formatting alone changes nothing).
+// It is "sha256:" and 16 hex digits. See RATIONALE.md, "Which config identity?".
+func configIdentity(cfg Config, module string, slots int, g Grant, conf json.RawMessage) string {
 	for _, ps := range []*[]string{&g.KV, &g.Locks, &g.Counters, &g.HTTP.Hosts, &g.HTTP.Proxies} {
 		*ps = slices.Sorted(slices.Values(*ps))
 	}
-	conf := p.fn.Config // "{}" when none was given
 	if c, err := validate.Canonical(conf); err == nil {
 		conf = c
 	}
@@ -266,7 +264,7 @@ func configIdentity(cfg Config, p *plugin) string {
 		Grant        Grant // Marshal sorts the pools' and queues' names
 		Config       json.RawMessage
 	}{
-		Module: p.info.Digest, Slots: p.info.Slots, Lease: cfg.TaskLease, MaxAttempts: cfg.MaxAttempts,
+		Module: module, Slots: slots, Lease: cfg.TaskLease, MaxAttempts: cfg.MaxAttempts,
 		PollInterval: cfg.PollInterval, RetryDelay: cfg.RetryDelay, DrainTimeout: cfg.DrainTimeout,
 		Grant: g, Config: conf,
 	})
