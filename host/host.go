@@ -49,7 +49,7 @@ type Host struct {
 	grants    map[string]Grant           // guarded by reloadMu
 	configs   map[string]json.RawMessage // guarded by reloadMu
 	grantsGen int                        // guarded by reloadMu
-	drained  bool      // guarded by reloadMu: Run has begun its drain
+	drained   bool                       // guarded by reloadMu: Run has begun its drain
 	// lingering are versions out of the loaded set whose slots had not all stopped when
 	// Run's drain began: the drain stops them, and Close unloads them.
 	lingering      []*plugin    // guarded by reloadMu
