@@ -315,8 +315,11 @@ func (c Config) check() error {
 	return errors.Join(errs...)
 }
 
-// checkGrants validates Config.Grants (New's, or ReloadGrants'), naming the type and the
-// field.
+// CheckGrants validates grants as New checks Config.Grants and ReloadGrants its grants,
+// naming the type and the field: a caller that reads grants from a file refuses a bad
+// file before it replaces anything.
+func CheckGrants(grants map[string]Grant) error { return errors.Join(checkGrants(grants)...) }
+
 func checkGrants(grants map[string]Grant) []error {
 	var errs []error
 	for _, typ := range keys(grants) {

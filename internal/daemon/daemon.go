@@ -39,7 +39,7 @@ type Options struct {
 	Backend    string         // backend URL (see backend.Open); "" is the embedded memory store
 	Slots      int            // slots per plugin; 0 means host.Config's default (1)
 	SlotsFor   map[string]int // slots by automation type, overriding Slots
-	GrantsFile string         // the grants file (see package grants); "" grants the defaults only (no pool, no queue)
+	GrantsFile string         // the grants file (see package grants), re-read on every reload; "" grants the defaults only (no pool, no queue)
 	// GrantDeclared grants each plugin the pools and queues it declares (host.Config.GrantDeclared);
 	// for development only.
 	GrantDeclared bool
@@ -122,11 +122,11 @@ func Run(ctx context.Context, o Options) (err error) {
 	}()
 
 	var draining atomic.Bool
-	rl := newReloader(h, log, obs)
+	rl := newReloader(h, log, obs, o.GrantsFile)
 	rctx, stopReloads := context.WithCancel(ctx)
 	wait := rl.start(rctx, hup, o.PluginsDir, cmp.Or(o.ReloadSettle, DefaultReloadSettle))
 	defer func() { stopReloads(); wait() }() // before the host closes
-	a, err := serveAPI(o, log, newAPI(o, log, h, b, obs, draining.Load, rl.reload))
+	a, err := serveAPI(o, log, newAPI(o, log, h, b, obs, draining.Load, rl))
 	if err != nil {
 		return err
 	}
@@ -236,13 +236,14 @@ func (obs observers) observe(log *slog.Logger) func(host.SlotEvent) {
 }
 
 // newAPI makes the API's handler for h and has the metrics read the queues and pools it
-// knows of; draining says when /readyz answers 503, and reload serves POST /api/v1/reload.
-func newAPI(o Options, log *slog.Logger, h *host.Host, b primitives.Backend, obs observers, draining func() bool, reload func(context.Context) error) *api.Server {
+// knows of; draining says when /readyz answers 503, and rl serves POST /api/v1/reload and
+// counts the reloads' refusals.
+func newAPI(o Options, log *slog.Logger, h *host.Host, b primitives.Backend, obs observers, draining func() bool, rl *reloader) *api.Server {
 	srv := api.New(api.Params{
 		Host: h, Backend: b, Slots: obs.slots, Metrics: obs.metrics.Handler(), Token: o.Token,
-		MaxBody: int64(o.MaxPayload), Draining: draining, Reload: reload, Log: log,
+		MaxBody: int64(o.MaxPayload), Draining: draining, Reload: rl.reload, Log: log,
 	})
-	obs.metrics.Watch(metrics.Sources{Queues: srv.Queues, Pools: srv.Pools, PluginMetrics: h.PluginMetrics, ReloadFailures: h.ReloadFailures})
+	obs.metrics.Watch(metrics.Sources{Queues: srv.Queues, Pools: srv.Pools, PluginMetrics: h.PluginMetrics, ReloadFailures: rl.reloadFailures})
 	return srv
 }
 

@@ -79,6 +79,12 @@ func Read(path string) (File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("grants: %w", err)
 	}
+	return ParseFile(path, b)
+}
+
+// ParseFile decodes b, the content of the grants file at path, as Read does; its error
+// names the file.
+func ParseFile(path string, b []byte) (File, error) {
 	f, err := Parse(b)
 	if err != nil {
 		return nil, fmt.Errorf("grants: %s: %w", path, err)
@@ -143,15 +149,22 @@ func (f File) checkRoles() error {
 
 // Host splits the file into host.Config's Grants and Configs.
 func (f File) Host() (map[string]host.Grant, map[string]json.RawMessage) {
-	gs := map[string]host.Grant{}
 	cs := map[string]json.RawMessage{}
 	for typ, e := range f {
-		gs[typ] = e.Grant
 		if len(e.Config) > 0 {
 			cs[typ] = e.Config
 		}
 	}
-	return gs, cs
+	return f.Grants(), cs
+}
+
+// Grants is the file's grants, host.Config's Grants.
+func (f File) Grants() map[string]host.Grant {
+	gs := map[string]host.Grant{}
+	for typ, e := range f {
+		gs[typ] = e.Grant
+	}
+	return gs
 }
 
 // Types lists the file's automation types, sorted.
