@@ -123,3 +123,29 @@ func gather(t *testing.T, m *Metrics) map[string]float64 {
 	}
 	return out
 }
+
+// TestRegisterDropsRemoved: once a reload has removed a type, Register with the new loaded
+// set drops its slots: fleet_slots and the slot table report it no more, and the types
+// still loaded keep their states.
+func TestRegisterDropsRemoved(t *testing.T) {
+	slots := NewSlots()
+	slots.Register([]host.Plugin{{Type: "w", Slots: 1}, {Type: "gone", Slots: 2}})
+	m := New(Params{Slots: slots})
+	for _, e := range []host.SlotEvent{
+		{Plugin: "w", Slot: "w/0", Kind: "idle"},
+		{Plugin: "gone", Slot: "gone/0", Kind: "stopped"},
+		{Plugin: "gone", Slot: "gone/1", Kind: "stopped"},
+	} {
+		slots.Observe(e)
+	}
+	expect(t, m, map[string]float64{`fleet_slots{automation=gone,state=stopped}`: 2, `fleet_slots{automation=w,state=idle}`: 1})
+	slots.Register([]host.Plugin{{Type: "w", Slots: 1}})
+	for name := range gather(t, m) {
+		if strings.Contains(name, "automation=gone") {
+			t.Errorf("metrics still report the removed type: %s", name)
+		}
+	}
+	if snap := slots.Snapshot(); len(snap) != 1 || snap[0].Slot != "w/0" || snap[0].State != slotstate.Idle {
+		t.Errorf("slots = %+v, want w/0 alone, still idle", snap)
+	}
+}

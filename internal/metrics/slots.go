@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"maps"
 	"sort"
 	"strconv"
 	"sync"
@@ -33,19 +34,26 @@ type Slots struct {
 // NewSlots returns an empty tracker.
 func NewSlots() *Slots { return &Slots{slots: map[string]*SlotState{}} }
 
-// Register adds every slot of plugins that the tracker has not heard of yet, starting.
+// Register makes the tracked slots those of plugins, the loaded set (at start, and after
+// each reload): a slot the tracker has not heard of yet is added, starting; a slot no
+// plugin has any more (its type was removed, or runs fewer slots) is dropped, so that
+// fleet_slots and the slot table stop reporting it. A reload has stopped those slots
+// before it returns, so no event of theirs comes after.
 func (s *Slots) Register(plugins []host.Plugin) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
+	keep := map[string]bool{}
 	for _, p := range plugins {
 		for i := range p.Slots {
 			name := slotName(p.Type, i)
+			keep[name] = true
 			if s.slots[name] == nil {
 				s.slots[name] = &SlotState{Plugin: p.Type, Slot: name, State: slotstate.Starting, Since: now}
 			}
 		}
 	}
+	maps.DeleteFunc(s.slots, func(name string, _ *SlotState) bool { return !keep[name] })
 }
 
 // Observe records one event. It is a host.Config.Observe: quick and never blocking.
