@@ -388,3 +388,50 @@ func TestReloadGrants(t *testing.T) {
 		t.Errorf("stopped events by type = %v, want goguest 2 + 2 (its restart, then the drain) and other 1", got)
 	}
 }
+
+// TestReloadRollsBackReplaced: a new build whose first slot comes up and whose second
+// cannot (its _initialize traps from the second instance on) rolls back after replacing
+// slot 0: the running version's slot 0 starts again before the new slot 0 drains, slot 1
+// was never stopped, and the running version serves on both slots.
+func TestReloadRollsBackReplaced(t *testing.T) {
+	r := newRig(t)
+	file := r.goGuest()
+	good, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.cfg.Slots = 2
+	r.cfg.CallTimeout = 500 * time.Millisecond // the bound of a new slot's first instance: 2x
+	h, stop := r.start()
+	waitFor(t, "both slots up", func() bool { return r.events.count("idle") >= 2 })
+	schema := `{"type":"object","properties":{"op":{"type":"string"},"n":{"type":"integer"}},"required":["op"],"additionalProperties":false}`
+	bad, err := os.ReadFile(watPlugin(t, t.TempDir(), "initsecond", "initsecond", batchDescribe("goguest", goQueue, schema)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Deploy(t, file, bad)
+	err = h.Reload(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "goguest/1") || !strings.Contains(err.Error(), "no instance") {
+		t.Fatalf("Reload = %v, want the build refused: its slot goguest/1 made no instance", err)
+	}
+	if got := testutil.Counter(t, r.backend, "goguest:init"); got < 2 {
+		t.Fatalf("goguest:init = %d, want the new slot 0 up (1) and slot 1 tried (2 and on)", got)
+	}
+	// Slot 0 of each version stopped once (the old at the roll-over, the new at the
+	// rollback) and the new slot 1 once: 3.
+	if n := r.events.count("stopped"); n != 3 {
+		t.Errorf("stopped events = %d, want 3: old slot 0, new slots 0 and 1", n)
+	}
+	if p, _ := pluginOf(t, h, "goguest"); p.Digest != digestOf(good) || !strings.Contains(p.ReloadError, "no instance") {
+		t.Errorf("goguest = digest %s, reload error %q; want the running digest and the refusal", p.Digest, p.ReloadError)
+	}
+	submitN(t, h, 20, `{"op":"sleep_ms","n":5}`)
+	waitFor(t, "the running version serving", func() bool { return testutil.Counter(t, r.backend, "goguest:count") == 20 })
+	stop()
+	if s := testutil.QueueStats(t, r.backend, goQueue); s != (primitives.QueueStats{}) {
+		t.Errorf("stats = %+v, want every task acked", s)
+	}
+	if n := r.events.count("stopped"); n != 5 {
+		t.Errorf("stopped events = %d, want 5: the 3 of the reload and the running version's 2 (slot 0 restarted) at the drain", n)
+	}
+}
