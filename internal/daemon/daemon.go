@@ -75,6 +75,9 @@ type Options struct {
 	// Listening, when set, is told the API's address once it listens (for tests that
 	// listen on port 0).
 	Listening func(addr string)
+	// Observe, when set, is told every slot event after the slot table and the metrics
+	// (for tests that measure the slots); it must return quickly.
+	Observe func(host.SlotEvent)
 }
 
 // Run runs the daemon until ctx is done, then drains and returns. It returns an error
@@ -202,7 +205,7 @@ func buildHost(ctx context.Context, o Options, log *slog.Logger, b primitives.Ba
 		MaxQueueDepth:    o.MaxQueueDepth,
 		MaxQueueBytes:    o.MaxQueueBytes,
 		ParkedRetention:  o.ParkedRetention,
-		Observe:          obs.observe(log),
+		Observe:          obs.observe(log, o.Observe),
 	}
 	rep.configure(&cfg, o)
 	h, err := host.New(ctx, cfg)
@@ -220,8 +223,8 @@ func buildHost(ctx context.Context, o Options, log *slog.Logger, b primitives.Ba
 }
 
 // observe is the host's Observe: it logs a slot's first event and its end, and hands
-// every event to the slot table and the metrics.
-func (obs observers) observe(log *slog.Logger) func(host.SlotEvent) {
+// every event to the slot table and the metrics, then to also (nil: nothing).
+func (obs observers) observe(log *slog.Logger, also func(host.SlotEvent)) func(host.SlotEvent) {
 	var started sync.Map // slot name -> struct{}: slots that have said anything yet
 	return func(e host.SlotEvent) {
 		if _, seen := started.LoadOrStore(e.Slot, struct{}{}); !seen {
@@ -231,6 +234,9 @@ func (obs observers) observe(log *slog.Logger) func(host.SlotEvent) {
 		obs.metrics.Observe(e)
 		if e.Kind == slotstate.Stopped {
 			log.Debug("slot stopped", "slot", e.Slot, "plugin", e.Plugin, "iterations", e.N)
+		}
+		if also != nil {
+			also(e)
 		}
 	}
 }
