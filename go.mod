@@ -3,8 +3,9 @@ module github.com/fleethost/fleet
 go 1.26.8
 
 require (
+	github.com/fleethost/fleet/abi v0.1.0
+	github.com/fleethost/fleet/guest-sdk v0.1.0
 	github.com/fsnotify/fsnotify v1.10.1
-	github.com/invopop/jsonschema v0.14.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
@@ -17,6 +18,7 @@ require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/buger/jsonparser v1.1.2 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/invopop/jsonschema v0.14.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/pb33f/ordered-map/v2 v2.3.1 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
@@ -26,4 +28,12 @@ require (
 	go.yaml.in/yaml/v4 v4.0.0-rc.2 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
+)
+
+// abi and guest-sdk are modules of their own, so that a plugin outside this repository
+// depends on them without the host's dependencies (guest-sdk/README.md); here they are
+// the folders beside this file.
+replace (
+	github.com/fleethost/fleet/abi => ./abi
+	github.com/fleethost/fleet/guest-sdk => ./guest-sdk
 )

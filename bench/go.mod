@@ -9,6 +9,7 @@ require (
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/fleethost/fleet/abi v0.1.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
@@ -23,3 +24,7 @@ require (
 )
 
 replace github.com/fleethost/fleet => ../
+
+replace github.com/fleethost/fleet/abi => ../abi
+
+replace github.com/fleethost/fleet/guest-sdk => ../guest-sdk

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/abi"
-	"github.com/fleethost/fleet/guest-sdk/fleettest"
 	"github.com/fleethost/fleet/guest-sdk/internal/hostcall"
+	"github.com/fleethost/fleet/guest-sdk/internal/wirefake"
 )
 
 type cookie struct {
@@ -27,7 +27,7 @@ var testPool = NewPool[cookie, cookieTags]("cookies")
 func TestErrorsIs(t *testing.T) {
 	for _, kind := range abi.Kinds {
 		t.Run(string(kind), func(t *testing.T) {
-			h := fleettest.New(t)
+			h := wirefake.New(t)
 			h.Fail(abi.OpCounterGet, kind, "the host's words")
 			_, err := Counter("c").Get()
 			if err == nil {
@@ -114,7 +114,7 @@ func TestRequests(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := fleettest.New(t)
+			h := wirefake.New(t)
 			h.Reply(tt.op, tt.reply)
 			if err := tt.do(); err != nil {
 				t.Fatalf("call = %v, want nil", err)
@@ -127,7 +127,7 @@ func TestRequests(t *testing.T) {
 	}
 }
 
-func fmtCalls(calls []fleettest.Call) string {
+func fmtCalls(calls []wirefake.Call) string {
 	var b strings.Builder
 	for _, c := range calls {
 		b.WriteString(string(c.Op) + " " + string(c.Request) + "; ")
@@ -136,7 +136,7 @@ func fmtCalls(calls []fleettest.Call) string {
 }
 
 func TestReplies(t *testing.T) {
-	h := fleettest.New(t)
+	h := wirefake.New(t)
 	now := time.UnixMilli(time.Now().UnixMilli())
 	h.Reply(abi.OpPoolClaim, abi.PoolClaimReply{Found: true, Token: "tok", UntilMs: now.Add(20 * time.Second).UnixMilli(), Item: &abi.PoolItem{
 		ID: "i1", Payload: json.RawMessage(`{"cookies":{"cf":"1"},"user_agent":"ua"}`), Tags: json.RawMessage(`{"site":"x","fresh":true}`), CreatedAtMs: now.UnixMilli(),
@@ -157,7 +157,7 @@ func TestReplies(t *testing.T) {
 	if !item.LeasedUntil.Equal(now.Add(time.Minute)) {
 		t.Errorf("LeasedUntil after Extend = %v, want the host's until %v", item.LeasedUntil, now.Add(time.Minute))
 	}
-	if ext := fleettest.Requests[abi.PoolExtendRequest](h, abi.OpPoolExtend); len(ext) != 1 || ext[0] != (abi.PoolExtendRequest{Pool: "cookies", ID: "i1", Token: "tok", HoldMs: 60000}) {
+	if ext := wirefake.Requests[abi.PoolExtendRequest](h, abi.OpPoolExtend); len(ext) != 1 || ext[0] != (abi.PoolExtendRequest{Pool: "cookies", ID: "i1", Token: "tok", HoldMs: 60000}) {
 		t.Errorf("extend requests = %+v", ext)
 	}
 	if err := item.Release(); err != nil {
@@ -166,8 +166,8 @@ func TestReplies(t *testing.T) {
 	if err := item.MarkBad("403"); err != nil {
 		t.Fatal(err)
 	}
-	rel := fleettest.Requests[abi.PoolReleaseRequest](h, abi.OpPoolRelease)
-	bad := fleettest.Requests[abi.PoolMarkBadRequest](h, abi.OpPoolMarkBad)
+	rel := wirefake.Requests[abi.PoolReleaseRequest](h, abi.OpPoolRelease)
+	bad := wirefake.Requests[abi.PoolMarkBadRequest](h, abi.OpPoolMarkBad)
 	if len(rel) != 1 || rel[0] != (abi.PoolReleaseRequest{Pool: "cookies", ID: "i1", Token: "tok"}) {
 		t.Errorf("release requests = %+v", rel)
 	}
@@ -201,7 +201,7 @@ func TestReplies(t *testing.T) {
 	if ok, err := held.Release(); !ok || err != nil {
 		t.Fatalf("Release = %v, %v", ok, err)
 	}
-	if got := fleettest.Requests[abi.LockReleaseRequest](h, abi.OpLockRelease); len(got) != 1 || got[0].Token != "lt" {
+	if got := wirefake.Requests[abi.LockReleaseRequest](h, abi.OpLockRelease); len(got) != 1 || got[0].Token != "lt" {
 		t.Errorf("lock_release requests = %+v, want the lease's token", got)
 	}
 	h.Reply(abi.OpLockAcquire, abi.LockAcquireReply{Acquired: false})
@@ -234,7 +234,7 @@ func TestReplies(t *testing.T) {
 // TestClaimUndecodable: an item whose payload does not fit P is given back, and the error
 // says why.
 func TestClaimUndecodable(t *testing.T) {
-	h := fleettest.New(t)
+	h := wirefake.New(t)
 	h.Reply(abi.OpPoolClaim, abi.PoolClaimReply{Found: true, Token: "tok", Item: &abi.PoolItem{ID: "i1", Payload: json.RawMessage(`[1]`)}})
 	h.Reply(abi.OpPoolRelease, abi.Empty{})
 	item, err := Pool(testPool).Claim(time.Second)
@@ -247,7 +247,7 @@ func TestClaimUndecodable(t *testing.T) {
 }
 
 func TestBadFilter(t *testing.T) {
-	h := fleettest.New(t)
+	h := wirefake.New(t)
 	_, err := Pool(testPool).Where(Eq("site", []string{"x"})).Claim(time.Second)
 	if !errors.Is(err, ErrValueError) {
 		t.Fatalf("Claim with a slice filter = %v, want ErrValueError", err)
@@ -264,7 +264,7 @@ func TestBadFilter(t *testing.T) {
 // TestOversizedReply runs a reply larger than the reply buffer through the SDK: it is
 // fetched and decoded whole.
 func TestOversizedReply(t *testing.T) {
-	h := fleettest.New(t)
+	h := wirefake.New(t)
 	big := strings.Repeat("é", 40<<10)
 	value, _ := json.Marshal(big)
 	h.Reply(abi.OpKVGet, abi.KVGetReply{Found: true, Value: value})
@@ -279,7 +279,7 @@ func TestOversizedReply(t *testing.T) {
 }
 
 func TestHTTP(t *testing.T) {
-	h := fleettest.New(t)
+	h := wirefake.New(t)
 	h.Reply(abi.OpHTTP, abi.HTTPReply{Status: 403, Headers: map[string][]string{"Set-Cookie": {"a=1", "b=2"}}, Body: []byte("no"), FinalURL: "http://x/final"})
 	resp, err := Get("http://x/", nil)
 	if err != nil || resp.Status != 403 || string(resp.Body) != "no" || resp.URL != "http://x/final" {
@@ -305,10 +305,10 @@ func TestHTTP(t *testing.T) {
 }
 
 func TestLog(t *testing.T) {
-	h := fleettest.New(t)
+	h := wirefake.New(t)
 	Info("harvested", "site", "x", "n", 3, "err", errors.New("boom"), 42)
 	Log(LevelDebug, "plain")
-	got := fleettest.Requests[abi.LogRequest](h, abi.OpLog)
+	got := wirefake.Requests[abi.LogRequest](h, abi.OpLog)
 	if len(got) != 2 {
 		t.Fatalf("log requests = %+v, want 2", got)
 	}

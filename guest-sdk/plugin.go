@@ -118,10 +118,13 @@ func HandleBatch[P any](p Plugin, queue QueueContract[P], handle func(Task[P]) R
 	})
 }
 
-// Loop registers a loop plugin: the host calls step repeatedly, with an increasing
-// iteration number, for as long as the slot runs. Call it once, from an init function of
-// the plugin's main package. Panics are handled as in HandleBatch, and Loop panics on the
-// same mistakes.
+// Loop registers a loop plugin: each of its slots calls step, one call at a time, for as
+// long as the slot runs, with iteration counting the slot's steps from 1. The Result
+// paces the slot: after Done the next step comes after the host's poll interval, after
+// Retry(after) after that delay, after Fail when the host paces a failed step
+// (guest-sdk/README.md, "2. Register the plugin from init", has the table). Call it once,
+// from an init function of the plugin's main package. Panics are handled as in
+// HandleBatch, and Loop panics on the same mistakes.
 func Loop(p Plugin, step func(iteration int) Result) {
 	if step == nil {
 		panic("fleet: Loop: step is nil")

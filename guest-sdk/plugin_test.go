@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/abi"
-	"github.com/fleethost/fleet/guest-sdk/fleettest"
 	"github.com/fleethost/fleet/guest-sdk/internal/hostcall"
+	"github.com/fleethost/fleet/guest-sdk/internal/wirefake"
 )
 
 type scrapeTask struct {
@@ -47,7 +47,7 @@ var scraperPlugin = Plugin{
 
 func TestDescribe(t *testing.T) {
 	registerForTest(t, func() { HandleBatch(scraperPlugin, scrapeQueue, func(Task[scrapeTask]) Result { return Done() }) })
-	h := fleettest.New(t)
+	h := wirefake.New(t)
 	d := h.Describe()
 	if d.Type != "scraper" || d.Version != "1.0.0" || d.Mode != abi.ModeBatch || d.ABIVersion != abi.Version {
 		t.Fatalf("Describe() = %+v", d)
@@ -165,7 +165,7 @@ func TestHandle(t *testing.T) {
 	registerForTest(t, func() {
 		HandleBatch(scraperPlugin, scrapeQueue, func(t Task[scrapeTask]) Result { got = t; return answer() })
 	})
-	h := fleettest.New(t)
+	h := wirefake.New(t)
 	enq := time.UnixMilli(1700000000123)
 	tests := []struct {
 		name   string
@@ -194,7 +194,7 @@ func TestHandle(t *testing.T) {
 		})
 	}
 	// A panic is logged with its stack.
-	logs := fleettest.Requests[abi.LogRequest](h, abi.OpLog)
+	logs := wirefake.Requests[abi.LogRequest](h, abi.OpLog)
 	if len(logs) != 2 || logs[0].Level != "error" || !strings.Contains(logs[0].Attrs["stack"].(string), "plugin_test.go") {
 		t.Errorf("logs after two panics = %+v, want two error lines with stacks", logs)
 	}
@@ -214,7 +214,7 @@ func TestLoop(t *testing.T) {
 	registerForTest(t, func() {
 		Loop(Plugin{Type: "poller", Version: "0.1.0"}, func(i int) Result { iterations = append(iterations, i); return Done() })
 	})
-	h := fleettest.New(t)
+	h := wirefake.New(t)
 	d := h.Describe()
 	if d.Mode != abi.ModeLoop || d.Consumes != nil || d.ConfigSchema != nil {
 		t.Fatalf("Describe() = %+v, want a loop plugin without queue or config", d)

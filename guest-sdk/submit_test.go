@@ -6,13 +6,13 @@ import (
 	"testing"
 
 	"github.com/fleethost/fleet/abi"
-	"github.com/fleethost/fleet/guest-sdk/fleettest"
+	"github.com/fleethost/fleet/guest-sdk/internal/wirefake"
 )
 
 // submitKeys runs submit under a fake host and returns the keys the submits it made sent.
-func submitKeys(h *fleettest.Host) []string {
+func submitKeys(h *wirefake.Host) []string {
 	var keys []string
-	for _, r := range fleettest.Requests[abi.SubmitRequest](h, abi.OpSubmit) {
+	for _, r := range wirefake.Requests[abi.SubmitRequest](h, abi.OpSubmit) {
 		keys = append(keys, r.Key)
 	}
 	return keys
@@ -25,7 +25,7 @@ func submitKeys(h *fleettest.Host) []string {
 func TestSubmitKeys(t *testing.T) {
 	q := NewQueue[cookieTags]("q")
 	a, b := cookieTags{Site: "a"}, cookieTags{Site: "b"}
-	h := fleettest.New(t)
+	h := wirefake.New(t)
 
 	submits.begin()
 	h.Fail(abi.OpSubmit, abi.Unavailable, "backend down")
@@ -67,7 +67,7 @@ func TestSubmitKeys(t *testing.T) {
 }
 
 func TestSubmitOnceRefusesABadKey(t *testing.T) {
-	fleettest.New(t)
+	wirefake.New(t)
 	for _, key := range []string{"", strings.Repeat("k", maxSubmitKey+1)} {
 		if _, err := SubmitOnce(NewQueue[cookieTags]("q"), key, cookieTags{}); !errors.Is(err, ErrValueError) {
 			t.Errorf("SubmitOnce with a %d-byte key = %v, want ErrValueError", len(key), err)

@@ -1,24 +1,37 @@
-// Package fleettest runs a plugin's handlers natively, against a scripted fake host, so
-// that plugin code is unit-tested with `go test` and no wasm runtime.
+// Package fleettest runs a plugin's handlers natively, against a fake host that keeps
+// what a host keeps (the plugin's config, KV values, pool items, counters, locks, the
+// tasks it submits, the answers of the URLs it fetches) in memory, so that plugin code is
+// unit-tested with `go test` and no wasm runtime.
 //
 //	func TestNoCookieSubmitsHarvest(t *testing.T) {
-//		h := fleettest.New(t)
-//		h.Reply(abi.OpPoolClaim, abi.PoolClaimReply{Found: false})
-//		h.Reply(abi.OpSubmit, abi.SubmitReply{TaskID: "t1"})
-//		res := h.Handle(contracts.ScrapeTask{URL: "http://example.com/"})
-//		// res.Outcome == abi.OutcomeRetry; h.Calls() lists what the plugin asked for
+//		h := fleettest.New(t) // the cookie pool is empty
+//		res := h.Handle(contracts.ScrapeTask{URL: "http://127.0.0.1:8080/page"})
+//		// res.Outcome == abi.OutcomeRetry
+//		// fleettest.Submitted(h, contracts.Harvest) == []contracts.HarvestRequest{{Site: "127.0.0.1:8080"}}
 //	}
 //
-// The fake speaks the real wire: requests are strictly decoded into their abi request
-// types (an SDK that sent an unknown field fails the test), replies go through the
-// reply buffer with the ABI's keep-and-fetch rule, and the plugin's registration, input
-// and result cross as the bytes fleet_describe, fleet_handle and fleet_tick exchange.
+// Before a run, say what the host holds: h.Config(v), h.KV(namespace, key, v),
+// h.Pool(contract, items...), h.Counter(name, n), h.Lock(name) (held by another slot),
+// h.HTTP(url, status, body) or h.HTTPError(url, code, message) for each URL the plugin
+// fetches, and h.Fail(op, kind, message) for an operation that fails. After it, read what
+// the plugin did: h.Calls(), Submitted, Items, h.MarkedBad, h.KVValue, h.CounterValue,
+// h.Held, h.Requests, h.Logs, h.Metrics.
+//
+// The fake answers as the host does: a claim from an empty pool is nil, nil; a lock held
+// elsewhere is not acquired; a submit sent again under the same key answers the first
+// task, and another payload under it is ErrConflict; a lease or lock whose time ran out
+// is gone. It speaks the real wire: the SDK's requests are strictly decoded into their
+// abi request types, replies cross the reply buffer, and the plugin's registration, input
+// and result are the bytes fleet_describe, fleet_handle and fleet_tick exchange. It does
+// not check values against the contracts' schemas, nor grants and limits: the host does,
+// and a test that runs the plugin in a host shows those.
 //
 // One Host is active at a time (it replaces the SDK's transport for the test): tests that
 // use it must not run in parallel.
 package fleettest
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -26,198 +39,678 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/abi"
-	"github.com/fleethost/fleet/guest-sdk/internal/hostcall"
+	fleet "github.com/fleethost/fleet/guest-sdk"
+	"github.com/fleethost/fleet/guest-sdk/internal/wirefake"
 )
 
-// Responder answers one host call: a result (marshalled into the envelope's ok) or an
-// error envelope. It runs inside the SDK's host call, so it must not call the SDK itself
-// (that would deadlock); record what it needs and let the test act afterwards.
-type Responder func(req json.RawMessage) (result any, err *abi.Error)
+// Host is a fake host. Make it with New.
+type Host struct {
+	w  *wirefake.Host
+	tb testing.TB
+
+	mu       sync.Mutex // guards the fields below; the answers run inside the SDK's calls
+	seq      int        // the last id handed out
+	config   json.RawMessage
+	kv       map[[2]string]kvValue
+	pools    map[string]*pool
+	counters map[string]int64
+	locks    map[string]*lock
+	tasks    map[string][]json.RawMessage // by queue, in order
+	submits  map[[2]string]submitted      // by queue and key
+	answers  map[string]*HTTPAnswer       // by URL
+	requests []fleet.Request
+	logs     []Log
+	metrics  []Metric
+}
+
+type kvValue struct {
+	value   json.RawMessage
+	expires time.Time // zero: never
+}
+
+type pool struct {
+	items []*item
+	bad   map[string]string // id → reason
+}
+
+type item struct {
+	id               string
+	payload, tags    json.RawMessage
+	created, expires time.Time // expires zero: never
+	token            string    // the lease's, "" when not leased
+	until            time.Time // the lease's end
+}
+
+type lock struct {
+	other bool      // held by another slot (Host.Lock)
+	token string    // the plugin's lease, "" when it holds none
+	until time.Time // the lease's end; zero: until released
+	fence int64
+}
+
+type submitted struct {
+	id      string
+	payload json.RawMessage
+}
+
+// Contract is a pool or queue contract (fleet.PoolContract, fleet.QueueContract): what
+// names the pool or queue.
+type Contract interface{ Name() string }
+
+// Item is a pool item for Host.Pool: its payload and tags (values of the pool's payload
+// and tags types, encoded as JSON) and its time to live (0: no expiry).
+type Item struct {
+	Payload, Tags any
+	TTL           time.Duration
+}
 
 // Call is one host call the plugin made.
 type Call struct {
-	Op      abi.Op
-	Request json.RawMessage
+	Op abi.Op
+	// Name is what the call named: the pool, queue, KV namespace, lock, counter or metric,
+	// or the URL of an HTTP request; "" for config and log.
+	Name string
+	// Key is the KV key, the pool item's id (release, extend, mark_bad), or a submit's key.
+	Key string
 }
 
-// Host is a scripted fake host. Make it with New.
-type Host struct {
-	tb testing.TB
-
-	mu      sync.Mutex // guards the fields below
-	answers map[abi.Op]Responder
-	calls   []Call
-	nextID  int
+// Log is one line the plugin logged.
+type Log struct {
+	Level   string // debug, info, warn or error
+	Message string
+	Attrs   map[string]any
 }
 
-// New installs a fake host for the rest of the test (it is removed at cleanup). Calls of
-// log and metric are answered with success; every other operation must be scripted with
-// On, Reply or Fail, and an unscripted call fails the test.
+// Metric is one metric the plugin recorded.
+type Metric struct {
+	Name  string
+	Kind  string // counter or gauge
+	Value float64
+}
+
+// HTTPAnswer is what the fake host answers to a URL: a response, or no response at all.
+type HTTPAnswer struct {
+	reply abi.HTTPReply
+}
+
+// Header adds a field to the response's header, and returns the answer for more.
+func (a *HTTPAnswer) Header(name, value string) *HTTPAnswer {
+	if a.reply.Headers == nil {
+		a.reply.Headers = map[string][]string{}
+	}
+	a.reply.Headers[name] = append(a.reply.Headers[name], value)
+	return a
+}
+
+// New installs a fake host that holds nothing, for the rest of the test (it is removed at
+// cleanup).
 func New(tb testing.TB) *Host {
 	tb.Helper()
-	h := &Host{tb: tb, answers: map[abi.Op]Responder{}}
-	ok := func(json.RawMessage) (any, *abi.Error) { return abi.Empty{}, nil }
-	h.answers[abi.OpLog] = ok
-	h.answers[abi.OpMetric] = ok
-	restore := hostcall.SetRaw(hostcall.Serve(h.serve))
-	tb.Cleanup(restore)
+	h := &Host{
+		w: wirefake.New(tb), tb: tb,
+		kv: map[[2]string]kvValue{}, pools: map[string]*pool{}, counters: map[string]int64{},
+		locks: map[string]*lock{}, tasks: map[string][]json.RawMessage{}, submits: map[[2]string]submitted{},
+		answers: map[string]*HTTPAnswer{},
+	}
+	for op, f := range map[abi.Op]func(json.RawMessage) (any, *abi.Error){
+		abi.OpPoolPut: h.poolPut, abi.OpPoolClaim: h.poolClaim, abi.OpPoolList: h.poolList,
+		abi.OpPoolRelease: h.poolRelease, abi.OpPoolExtend: h.poolExtend, abi.OpPoolMarkBad: h.poolMarkBad,
+		abi.OpPoolSize: h.poolSize, abi.OpKVGet: h.kvGet, abi.OpKVSet: h.kvSet, abi.OpKVDelete: h.kvDelete,
+		abi.OpLockAcquire: h.lockAcquire, abi.OpLockRelease: h.lockRelease,
+		abi.OpCounterIncr: h.counterIncr, abi.OpCounterGet: h.counterGet,
+		abi.OpSubmit: h.submit, abi.OpConfigGet: h.configGet, abi.OpLog: h.log, abi.OpMetric: h.metric,
+		abi.OpHTTP: h.http,
+	} {
+		h.w.On(op, locked(h, f))
+	}
 	return h
 }
 
-// On answers every later call of op with f.
-func (h *Host) On(op abi.Op, f Responder) {
+// locked runs an answer under the host's lock.
+func locked(h *Host, f func(json.RawMessage) (any, *abi.Error)) wirefake.Responder {
+	return func(req json.RawMessage) (any, *abi.Error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return f(req)
+	}
+}
+
+// encode is v as JSON, failing the test when it has none.
+func (h *Host) encode(what string, v any) json.RawMessage {
+	h.tb.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		h.tb.Fatalf("fleettest: encode %s %v: %v", what, v, err)
+	}
+	return b
+}
+
+// next is a fresh id of kind, unique within the host.
+func (h *Host) next(kind string) string {
+	h.seq++
+	return fmt.Sprintf("fleettest-%s-%d", kind, h.seq)
+}
+
+// Config sets the plugin's configuration: what fleet.Config decodes (its zero value until
+// Config is called).
+func (h *Host) Config(v any) {
+	h.tb.Helper()
+	b := h.encode("config", v)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.answers[op] = f
+	h.config = b
 }
 
-// Reply answers every later call of op with result (such as an abi.PoolClaimReply).
-func (h *Host) Reply(op abi.Op, result any) {
-	h.On(op, func(json.RawMessage) (any, *abi.Error) { return result, nil })
+// KV stores v, encoded as JSON, under key in namespace, with no expiry.
+func (h *Host) KV(namespace, key string, v any) {
+	h.tb.Helper()
+	b := h.encode("KV value", v)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.kv[[2]string{namespace, key}] = kvValue{value: b}
 }
 
-// Fail answers every later call of op with an error envelope of kind and message.
-func (h *Host) Fail(op abi.Op, kind abi.Kind, message string) {
-	h.On(op, func(json.RawMessage) (any, *abi.Error) { return nil, &abi.Error{Kind: kind, Message: message} })
+// KVValue is the JSON value under key in namespace, and false when there is none.
+func (h *Host) KVValue(namespace, key string) (json.RawMessage, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	v, ok := h.kv[[2]string{namespace, key}]
+	if !ok || expired(v.expires, time.Now()) {
+		return nil, false
+	}
+	return v.value, true
 }
 
-// Calls returns the calls made so far, in order.
+// Pool puts items into the pool that c names, unleased, and returns their ids.
+func (h *Host) Pool(c Contract, items ...Item) []string {
+	h.tb.Helper()
+	var ids []string
+	for _, it := range items {
+		payload, tags := h.encode("pool item payload", it.Payload), json.RawMessage(nil)
+		if it.Tags != nil {
+			tags = h.encode("pool item tags", it.Tags)
+		}
+		h.mu.Lock()
+		ttlMs := int64((it.TTL + time.Millisecond - 1) / time.Millisecond) // rounded up, as the SDK sends it
+		ids = append(ids, h.put(c.Name(), payload, tags, ttlMs))
+		h.mu.Unlock()
+	}
+	return ids
+}
+
+// Items returns the live items of the pool c, leased or not, decoded into its types.
+func Items[P, T any](h *Host, c fleet.PoolContract[P, T]) []fleet.Item[P, T] {
+	h.tb.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := time.Now()
+	var out []fleet.Item[P, T]
+	for _, it := range h.pool(c.Name()).live(now) {
+		fi := fleet.Item[P, T]{ID: it.id, CreatedAt: it.created, ExpiresAt: it.expires}
+		if it.token != "" && now.Before(it.until) {
+			fi.LeasedUntil = it.until
+		}
+		if err := json.Unmarshal(it.payload, &fi.Payload); err != nil {
+			h.tb.Fatalf("fleettest: pool %s item %s payload %s does not decode into %T: %v", c.Name(), it.id, it.payload, fi.Payload, err)
+		}
+		if len(it.tags) > 0 {
+			if err := json.Unmarshal(it.tags, &fi.Tags); err != nil {
+				h.tb.Fatalf("fleettest: pool %s item %s tags %s do not decode into %T: %v", c.Name(), it.id, it.tags, fi.Tags, err)
+			}
+		}
+		out = append(out, fi)
+	}
+	return out
+}
+
+// MarkedBad returns the items of the pool c that the plugin marked bad: id → reason.
+func (h *Host) MarkedBad(c Contract) map[string]string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]string{}
+	for id, reason := range h.pool(c.Name()).bad {
+		out[id] = reason
+	}
+	return out
+}
+
+// Counter sets the counter name to n.
+func (h *Host) Counter(name string, n int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.counters[name] = n
+}
+
+// CounterValue is the counter name's value (0 for a counter never touched).
+func (h *Host) CounterValue(name string) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.counters[name]
+}
+
+// Lock makes the lock name held by another slot until the test ends: the plugin's
+// fleet.Lock of it is not acquired, whatever it waits.
+func (h *Host) Lock(name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lock(name).other = true
+}
+
+// Held reports whether the lock name is held (by the plugin, unreleased and unexpired,
+// or by another slot).
+func (h *Host) Held(name string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	l, ok := h.locks[name]
+	return ok && l.held(time.Now())
+}
+
+// Submitted returns the payloads of the tasks the plugin enqueued on q, in order, decoded
+// into its payload type: a submit sent again under its key enqueues no second task.
+func Submitted[P any](h *Host, q fleet.QueueContract[P]) []P {
+	h.tb.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []P
+	for _, b := range h.tasks[q.Name()] {
+		var p P
+		if err := json.Unmarshal(b, &p); err != nil {
+			h.tb.Fatalf("fleettest: a task on %s, %s, does not decode into %T: %v", q.Name(), b, p, err)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// HTTP answers every later request of url with status and body; add header fields with
+// the answer's Header. A request of a URL with no answer fails the test.
+func (h *Host) HTTP(url string, status int, body string) *HTTPAnswer {
+	a := &HTTPAnswer{reply: abi.HTTPReply{Status: status, Body: []byte(body), FinalURL: url}}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.answers[url] = a
+	return a
+}
+
+// HTTPError answers every later request of url with no response: the plugin's fleet.HTTP
+// returns a *fleet.NetError of code (timeout, dns, refused, redirect_denied,
+// too_many_redirects, body_too_large or transport) and message.
+func (h *Host) HTTPError(url, code, message string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.answers[url] = &HTTPAnswer{reply: abi.HTTPReply{Error: message, ErrorCode: code}}
+}
+
+// Requests returns the HTTP requests the plugin made, in order.
+func (h *Host) Requests() []fleet.Request {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]fleet.Request(nil), h.requests...)
+}
+
+// Logs returns the lines the plugin logged, in order.
+func (h *Host) Logs() []Log {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Log(nil), h.logs...)
+}
+
+// Metrics returns the metrics the plugin recorded, in order.
+func (h *Host) Metrics() []Metric {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Metric(nil), h.metrics...)
+}
+
+// Fail makes every later call of op fail with kind and message, as the host's error: the
+// plugin sees a *fleet.HostError that errors.Is the kind's sentinel (abi.Unavailable is
+// fleet.ErrUnavailable).
+func (h *Host) Fail(op abi.Op, kind abi.Kind, message string) { h.w.Fail(op, kind, message) }
+
+// Calls returns the calls the plugin made so far, in order, logs included.
 func (h *Host) Calls() []Call {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]Call(nil), h.calls...)
+	h.tb.Helper()
+	var out []Call
+	for _, c := range h.w.Calls() {
+		var r struct {
+			Pool, Namespace, Key, Name, Queue, URL, ID string
+		}
+		if err := json.Unmarshal(c.Request, &r); err != nil {
+			h.tb.Fatalf("fleettest: decode %s request %s: %v", c.Op, c.Request, err)
+		}
+		call := Call{Op: c.Op, Name: r.Pool + r.Namespace + r.Name + r.Queue + r.URL, Key: r.Key + r.ID}
+		if c.Op == abi.OpLog {
+			call.Name = ""
+		}
+		out = append(out, call)
+	}
+	return out
 }
 
-// Ops returns the operations called so far, in order: a quick check of what a handler
-// did.
+// Ops returns the operations of Calls, in order: a quick check of what a handler did.
 func (h *Host) Ops() []abi.Op {
 	var ops []abi.Op
-	for _, c := range h.Calls() {
+	for _, c := range h.w.Calls() {
 		ops = append(ops, c.Op)
 	}
 	return ops
 }
 
-// Requests returns the requests of every call of op so far, decoded into T (such as
-// abi.SubmitRequest).
-func Requests[T any](h *Host, op abi.Op) []T {
-	h.tb.Helper()
-	var out []T
-	for _, c := range h.Calls() {
-		if c.Op != op {
-			continue
-		}
-		var v T
-		if err := json.Unmarshal(c.Request, &v); err != nil {
-			h.tb.Fatalf("fleettest: decode %s request %s into %T: %v", op, c.Request, v, err)
-		}
-		out = append(out, v)
-	}
-	return out
-}
-
-// requestTypes are the request types of the operations, for strict decoding.
-var requestTypes = map[abi.Op]func() any{
-	abi.OpPoolPut:     func() any { return new(abi.PoolPutRequest) },
-	abi.OpPoolClaim:   func() any { return new(abi.PoolClaimRequest) },
-	abi.OpPoolList:    func() any { return new(abi.PoolListRequest) },
-	abi.OpPoolRelease: func() any { return new(abi.PoolReleaseRequest) },
-	abi.OpPoolExtend:  func() any { return new(abi.PoolExtendRequest) },
-	abi.OpPoolMarkBad: func() any { return new(abi.PoolMarkBadRequest) },
-	abi.OpPoolSize:    func() any { return new(abi.PoolSizeRequest) },
-	abi.OpKVGet:       func() any { return new(abi.KVGetRequest) },
-	abi.OpKVSet:       func() any { return new(abi.KVSetRequest) },
-	abi.OpKVDelete:    func() any { return new(abi.KVDeleteRequest) },
-	abi.OpLockAcquire: func() any { return new(abi.LockAcquireRequest) },
-	abi.OpLockRelease: func() any { return new(abi.LockReleaseRequest) },
-	abi.OpCounterIncr: func() any { return new(abi.CounterIncrRequest) },
-	abi.OpCounterGet:  func() any { return new(abi.CounterGetRequest) },
-	abi.OpSubmit:      func() any { return new(abi.SubmitRequest) },
-	abi.OpConfigGet:   func() any { return new(abi.Empty) },
-	abi.OpLog:         func() any { return new(abi.LogRequest) },
-	abi.OpMetric:      func() any { return new(abi.MetricRequest) },
-	abi.OpHTTP:        func() any { return new(abi.HTTPRequest) },
-}
-
-// serve is the host side of one call; it runs under the SDK's transport lock.
-func (h *Host) serve(op abi.Op, req []byte) []byte {
-	req = append(json.RawMessage(nil), req...) // the SDK reuses its request buffer
-	h.mu.Lock()
-	h.calls = append(h.calls, Call{Op: op, Request: req})
-	f := h.answers[op]
-	h.mu.Unlock()
-
-	newReq, known := requestTypes[op]
-	if !known {
-		h.tb.Errorf("fleettest: the plugin called unknown op %q", op)
-		return abi.EncodeError(abi.Errorf(abi.Internal, "fleettest: unknown op %q", op))
-	}
-	if e := abi.DecodeRequest(req, newReq()); e != nil {
-		h.tb.Errorf("fleettest: %s request %s does not decode as the host would: %v", op, req, e)
-		return abi.EncodeError(e)
-	}
-	if f == nil {
-		h.tb.Errorf("fleettest: unscripted %s call with request %s; script it with On, Reply or Fail", op, req)
-		return abi.EncodeError(abi.Errorf(abi.Internal, "fleettest: unscripted %s", op))
-	}
-	result, e := f(req)
-	if e != nil {
-		return abi.EncodeError(e)
-	}
-	return abi.EncodeOK(result)
-}
-
-// Describe calls the registered plugin's fleet_describe and returns the document, checked
-// as the host checks it.
+// Describe calls the plugin's fleet_describe and returns the document, checked as the
+// host checks it.
 func (h *Host) Describe() *abi.Describe {
 	h.tb.Helper()
-	b := hostcall.Describe()
-	d, err := abi.DecodeDescribe(b)
-	if err != nil {
-		h.tb.Fatalf("fleettest: fleet_describe answered %s: %v", b, err)
-	}
-	return d
+	return h.w.Describe()
 }
 
-// Handle runs the registered batch handler on one task with payload (encoded as JSON),
+// Handle runs the plugin's batch handler on one task with payload (encoded as JSON),
 // through fleet_input and fleet_handle, and returns its checked result. The task has a
 // fresh id, 1 attempt and is enqueued now.
 func (h *Host) Handle(payload any) abi.HandleResult {
 	h.tb.Helper()
-	b, err := json.Marshal(payload)
-	if err != nil {
-		h.tb.Fatalf("fleettest: encode payload %v: %v", payload, err)
-	}
-	h.mu.Lock()
-	h.nextID++
-	id := fmt.Sprintf("fleettest-task-%d", h.nextID)
-	h.mu.Unlock()
-	return h.HandleTask(abi.TaskEnvelope{ID: id, Payload: b, Attempts: 1, EnqueuedAtMs: time.Now().UnixMilli()})
+	return h.w.Handle(payload)
 }
 
-// HandleTask runs the registered batch handler on task; see Handle.
+// HandleTask runs the plugin's batch handler on task; see Handle.
 func (h *Host) HandleTask(task abi.TaskEnvelope) abi.HandleResult {
 	h.tb.Helper()
-	return h.export("fleet_handle", abi.HandleInput{Task: task, Iteration: 1}, hostcall.Handle)
+	return h.w.HandleTask(task)
 }
 
-// Tick runs the registered loop step once with iteration.
+// Tick runs the plugin's loop step once with iteration.
 func (h *Host) Tick(iteration int) abi.HandleResult {
 	h.tb.Helper()
-	return h.export("fleet_tick", abi.TickInput{Iteration: iteration}, hostcall.Tick)
+	return h.w.Tick(iteration)
 }
 
-func (h *Host) export(name string, input any, f func(uint32) []byte) abi.HandleResult {
-	h.tb.Helper()
-	in, err := json.Marshal(input)
-	if err != nil {
-		h.tb.Fatalf("fleettest: encode %s input: %v", name, err)
+// The answers, each under h.mu. The fake decoded each request strictly already.
+
+func decode[T any](req json.RawMessage) T {
+	var r T
+	_ = json.Unmarshal(req, &r) // checked by wirefake before the answer runs
+	return r
+}
+
+func expired(t, now time.Time) bool { return !t.IsZero() && !now.Before(t) }
+
+func after(now time.Time, ms int64) time.Time {
+	if ms <= 0 {
+		return time.Time{}
 	}
-	copy(hostcall.Input(uint32(len(in))), in)
-	out := f(uint32(len(in)))
-	res, err := abi.DecodeHandleResult(out)
-	if err != nil {
-		h.tb.Fatalf("fleettest: %s answered %s: %v", name, out, err)
+	return now.Add(time.Duration(ms) * time.Millisecond)
+}
+
+func millis(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
 	}
-	return res
+	return t.UnixMilli()
+}
+
+func (h *Host) pool(name string) *pool {
+	p, ok := h.pools[name]
+	if !ok {
+		p = &pool{bad: map[string]string{}}
+		h.pools[name] = p
+	}
+	return p
+}
+
+func (p *pool) live(now time.Time) []*item {
+	var out []*item
+	for _, it := range p.items {
+		if !expired(it.expires, now) {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+func (p *pool) find(id string, now time.Time) *item {
+	for _, it := range p.live(now) {
+		if it.id == id {
+			return it
+		}
+	}
+	return nil
+}
+
+// matches reports whether every filter of where equals the item's tag of its name.
+func (it *item) matches(where abi.Where) bool {
+	var tags map[string]json.RawMessage
+	_ = json.Unmarshal(it.tags, &tags)
+	for tag, want := range where {
+		got, ok := tags[tag]
+		if !ok || !jsonEqual(got, want) {
+			return false
+		}
+	}
+	return true
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	var ca, cb bytes.Buffer
+	return json.Compact(&ca, a) == nil && json.Compact(&cb, b) == nil && bytes.Equal(ca.Bytes(), cb.Bytes())
+}
+
+func (it *item) wire() *abi.PoolItem {
+	return &abi.PoolItem{ID: it.id, Payload: it.payload, Tags: it.tags, CreatedAtMs: it.created.UnixMilli(), ExpiresAtMs: millis(it.expires)}
+}
+
+func (h *Host) put(pool string, payload, tags json.RawMessage, ttlMs int64) string {
+	now := time.Now()
+	it := &item{id: h.next("item"), payload: payload, tags: tags, created: now, expires: after(now, ttlMs)}
+	p := h.pool(pool)
+	p.items = append(p.items, it)
+	return it.id
+}
+
+func (h *Host) poolPut(req json.RawMessage) (any, *abi.Error) {
+	r := decode[abi.PoolPutRequest](req)
+	return abi.PoolPutReply{ID: h.put(r.Pool, r.Payload, r.Tags, r.TTLMs)}, nil
+}
+
+func (h *Host) poolClaim(req json.RawMessage) (any, *abi.Error) {
+	r := decode[abi.PoolClaimRequest](req)
+	now := time.Now()
+	for _, it := range h.pool(r.Pool).live(now) {
+		if (it.token != "" && now.Before(it.until)) || !it.matches(r.Where) {
+			continue
+		}
+		it.token, it.until = h.next("lease"), after(now, r.HoldMs)
+		return abi.PoolClaimReply{Found: true, Item: it.wire(), Token: it.token, UntilMs: millis(it.until)}, nil
+	}
+	return abi.PoolClaimReply{Found: false}, nil
+}
+
+func (h *Host) poolList(req json.RawMessage) (any, *abi.Error) {
+	r := decode[abi.PoolListRequest](req)
+	limit := r.Limit
+	if limit == 0 {
+		limit = 100
+	}
+	items := []abi.PoolItem{}
+	for _, it := range h.pool(r.Pool).live(time.Now()) {
+		if len(items) < limit && it.matches(r.Where) {
+			items = append(items, *it.wire())
+		}
+	}
+	return abi.PoolListReply{Items: items}, nil
+}
+
+// leased is the item id of pool under the lease token, or the host's error when the item
+// is gone or the lease is not (or no longer) token's.
+func (h *Host) leased(pool, id, token string) (*item, *abi.Error) {
+	now := time.Now()
+	it := h.pool(pool).find(id, now)
+	if it == nil {
+		return nil, abi.Errorf(abi.NotFound, "pool %q has no item %s", pool, id)
+	}
+	if it.token != token || !now.Before(it.until) {
+		return nil, abi.Errorf(abi.Conflict, "pool %q item %s: the lease ended", pool, id)
+	}
+	return it, nil
+}
+
+func (h *Host) poolRelease(req json.RawMessage) (any, *abi.Error) {
+	r := decode[abi.PoolReleaseRequest](req)
+	it, e := h.leased(r.Pool, r.ID, r.Token)
+	if e != nil {
+		return nil, e
+	}
+	it.token, it.until = "", time.Time{}
+	return abi.Empty{}, nil
+}
+
+func (h *Host) poolExtend(req json.RawMessage) (any, *abi.Error) {
+	r := decode[abi.PoolExtendRequest](req)
+	it, e := h.leased(r.Pool, r.ID, r.Token)
+	if e != nil {
+		return nil, e
+	}
+	it.until = after(time.Now(), r.HoldMs)
+	return abi.PoolExtendReply{UntilMs: millis(it.until)}, nil
+}
+
+func (h *Host) poolMarkBad(req json.RawMessage) (any, *abi.Error) {
+	r := decode[abi.PoolMarkBadRequest](req)
+	p := h.pool(r.Pool)
+	if p.find(r.ID, time.Now()) == nil {
+		return nil, abi.Errorf(abi.NotFound, "pool %q has no item %s", r.Pool, r.ID)
+	}
+	for i, it := range p.items {
+		if it.id == r.ID {
+			p.items = append(p.items[:i], p.items[i+1:]...)
+			break
+		}
+	}
+	p.bad[r.ID] = r.Reason
+	return abi.Empty{}, nil
+}
+
+func (h *Host) poolSize(req json.RawMessage) (any, *abi.Error) {
+	r := decode[abi.PoolSizeRequest](req)
+	return abi.PoolSizeReply{Size: len(h.pool(r.Pool).live(time.Now()))}, nil
+}
+
+func (h *Host) kvGet(req json.RawMessage) (any, *abi.Error) {
+	r := decode[abi.KVGetRequest](req)
+	v, ok := h.kv[[2]string{r.Namespace, r.Key}]
+	if !ok || expired(v.expires, time.Now()) {
+		return abi.KVGetReply{Found: false}, nil
+	}
+	return abi.KVGetReply{Found: true, Value: v.value}, nil
+}
+
+func (h *Host) kvSet(req json.RawMessage) (any, *abi.Error) {
+	r := decode[abi.KVSetRequest](req)
+	h.kv[[2]string{r.Namespace, r.Key}] = kvValue{value: r.Value, expires: after(time.Now(), r.TTLMs)}
+	return abi.Empty{}, nil
+}
+
+func (h *Host) kvDelete(req json.RawMessage) (any, *abi.Error) {
+	r := decode[abi.KVDeleteRequest](req)
+	k := [2]string{r.Namespace, r.Key}
+	v, ok := h.kv[k]
+	delete(h.kv, k)
+	return abi.KVDeleteReply{Existed: ok && !expired(v.expires, time.Now())}, nil
+}
+
+func (h *Host) lock(name string) *lock {
+	l, ok := h.locks[name]
+	if !ok {
+		l = &lock{}
+		h.locks[name] = l
+	}
+	return l
+}
+
+func (l *lock) held(now time.Time) bool {
+	return l.other || l.token != "" && !expired(l.until, now)
+}
+
+func (h *Host) lockAcquire(req json.RawMessage) (any, *abi.Error) {
+	r := decode[abi.LockAcquireRequest](req)
+	now := time.Now()
+	l := h.lock(r.Name)
+	if l.held(now) {
+		return abi.LockAcquireReply{Acquired: false}, nil
+	}
+	l.fence++
+	l.token, l.until = h.next("lock"), after(now, r.HoldMs)
+	return abi.LockAcquireReply{Acquired: true, Token: l.token, Fence: l.fence, UntilMs: millis(l.until)}, nil
+}
+
+func (h *Host) lockRelease(req json.RawMessage) (any, *abi.Error) {
+	r := decode[abi.LockReleaseRequest](req)
+	l := h.lock(r.Name)
+	if l.other || l.token == "" || l.token != r.Token || expired(l.until, time.Now()) {
+		return abi.LockReleaseReply{Released: false}, nil
+	}
+	l.token, l.until = "", time.Time{}
+	return abi.LockReleaseReply{Released: true}, nil
+}
+
+func (h *Host) counterIncr(req json.RawMessage) (any, *abi.Error) {
+	r := decode[abi.CounterIncrRequest](req)
+	if r.Delta == 0 {
+		r.Delta = 1 // as the host reads it
+	}
+	h.counters[r.Name] += r.Delta
+	return abi.CounterReply{Value: h.counters[r.Name]}, nil
+}
+
+func (h *Host) counterGet(req json.RawMessage) (any, *abi.Error) {
+	r := decode[abi.CounterGetRequest](req)
+	return abi.CounterReply{Value: h.counters[r.Name]}, nil
+}
+
+func (h *Host) submit(req json.RawMessage) (any, *abi.Error) {
+	r := decode[abi.SubmitRequest](req)
+	k := [2]string{r.Queue, r.Key}
+	if s, ok := h.submits[k]; ok && r.Key != "" {
+		if !jsonEqual(s.payload, r.Payload) {
+			return nil, abi.Errorf(abi.Conflict, "queue %q: key %q was submitted with another payload", r.Queue, r.Key)
+		}
+		return abi.SubmitReply{TaskID: s.id}, nil
+	}
+	id := h.next("task")
+	h.tasks[r.Queue] = append(h.tasks[r.Queue], r.Payload)
+	if r.Key != "" {
+		h.submits[k] = submitted{id: id, payload: r.Payload}
+	}
+	return abi.SubmitReply{TaskID: id}, nil
+}
+
+func (h *Host) configGet(json.RawMessage) (any, *abi.Error) {
+	if h.config == nil {
+		return abi.ConfigGetReply{Config: json.RawMessage("null")}, nil
+	}
+	return abi.ConfigGetReply{Config: h.config}, nil
+}
+
+func (h *Host) log(req json.RawMessage) (any, *abi.Error) {
+	r := decode[abi.LogRequest](req)
+	h.logs = append(h.logs, Log{Level: r.Level, Message: r.Message, Attrs: r.Attrs})
+	return abi.Empty{}, nil
+}
+
+func (h *Host) metric(req json.RawMessage) (any, *abi.Error) {
+	r := decode[abi.MetricRequest](req)
+	h.metrics = append(h.metrics, Metric{Name: r.Name, Kind: r.Kind, Value: r.Value})
+	return abi.Empty{}, nil
+}
+
+func (h *Host) http(req json.RawMessage) (any, *abi.Error) {
+	r := decode[abi.HTTPRequest](req)
+	h.requests = append(h.requests, fleet.Request{
+		Method: r.Method, URL: r.URL, Header: fleet.Header(r.Headers), Body: r.Body,
+		Timeout: time.Duration(r.TimeoutMs) * time.Millisecond, Proxy: r.Proxy, MaxRedirects: r.MaxRedirects,
+	})
+	a, ok := h.answers[r.URL]
+	if !ok {
+		h.tb.Errorf("fleettest: the plugin requested %s %s, which has no answer; give it one with h.HTTP or h.HTTPError", r.Method, r.URL)
+		return nil, abi.Errorf(abi.Internal, "fleettest: no answer for %s", r.URL)
+	}
+	return a.reply, nil
 }

@@ -1,9 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/guest-sdk/fleettest"
@@ -22,13 +22,6 @@ func ops(h *fleettest.Host) string {
 	return strings.Join(s, " ")
 }
 
-func script(h *fleettest.Host, config string) {
-	h.Reply(abi.OpConfigGet, abi.ConfigGetReply{Config: json.RawMessage(config)})
-	h.Reply(abi.OpLockAcquire, abi.LockAcquireReply{Acquired: true, Token: "lock-1", Fence: 1})
-	h.Reply(abi.OpLockRelease, abi.LockReleaseReply{Released: true})
-	h.Reply(abi.OpPoolList, abi.PoolListReply{Items: []abi.PoolItem{}})
-}
-
 func TestDescribe(t *testing.T) {
 	h := fleettest.New(t)
 	d := h.Describe()
@@ -39,10 +32,11 @@ func TestDescribe(t *testing.T) {
 
 func TestHarvest(t *testing.T) {
 	h := fleettest.New(t)
-	script(h, `{"scheme":"http","cookie_ttl_seconds":60}`)
-	h.Reply(abi.OpHTTP, abi.HTTPReply{Status: 200, Headers: map[string][]string{"Set-Cookie": {"cf_clearance=abc123; Path=/; HttpOnly", "__cf_bm=\"q\"; Max-Age=1800"}}})
-	h.Reply(abi.OpPoolPut, abi.PoolPutReply{ID: "cookie-1"})
-	h.Reply(abi.OpCounterIncr, abi.CounterReply{Value: 1})
+	h.Config(Config{Scheme: "http", CookieTTLSeconds: 60})
+	h.HTTP("http://"+site+"/clearance", 200, "").
+		Header("Set-Cookie", "cf_clearance=abc123; Path=/; HttpOnly").
+		Header("Set-Cookie", `__cf_bm="q"; Max-Age=1800`)
+	start := time.Now()
 	res := h.Handle(contracts.HarvestRequest{Site: site})
 	if res.Outcome != abi.OutcomeDone {
 		t.Fatalf("handle = %+v, want done", res)
@@ -50,56 +44,44 @@ func TestHarvest(t *testing.T) {
 	if got := ops(h); got != "config_get lock_acquire pool_list http pool_put lock_release counter_incr" {
 		t.Fatalf("ops = %s", got)
 	}
-	lock := fleettest.Requests[abi.LockAcquireRequest](h, abi.OpLockAcquire)[0]
-	if lock != (abi.LockAcquireRequest{Name: "harvest:" + site, HoldMs: 30000}) {
-		t.Errorf("lock_acquire = %+v, want harvest:%s held 30s without waiting", lock, site)
+	if h.Held(LockPrefix + site) {
+		t.Errorf("lock %s%s is still held, want it released", LockPrefix, site)
 	}
-	list := fleettest.Requests[abi.PoolListRequest](h, abi.OpPoolList)[0]
-	if list.Pool != "cookies" || string(list.Where["site"]) != `"`+site+`"` || string(list.Where["fresh"]) != "true" {
-		t.Errorf("pool_list = %+v, want fresh cookies of %s", list, site)
-	}
-	get := fleettest.Requests[abi.HTTPRequest](h, abi.OpHTTP)[0]
-	if get.URL != "http://"+site+"/clearance" || get.Headers["User-Agent"][0] != DefaultUserAgent {
+	if get := h.Requests()[0]; get.URL != "http://"+site+"/clearance" || get.Header.Get("User-Agent") != DefaultUserAgent {
 		t.Errorf("http = %+v, want GET http://%s/clearance with the default User-Agent", get, site)
 	}
-	put := fleettest.Requests[abi.PoolPutRequest](h, abi.OpPoolPut)[0]
-	var cookie contracts.CfCookie
-	if err := json.Unmarshal(put.Payload, &cookie); err != nil {
-		t.Fatal(err)
+	items := fleettest.Items(h, contracts.Cookies)
+	if len(items) != 1 {
+		t.Fatalf("cookies = %+v, want the harvested one", items)
 	}
-	if put.Pool != "cookies" || string(put.Tags) != `{"site":"`+site+`","fresh":true}` || put.TTLMs != 60000 ||
-		cookie.Site != site || cookie.UserAgent != DefaultUserAgent || len(cookie.Cookies) != 2 || cookie.Cookies["cf_clearance"] != "abc123" || cookie.Cookies["__cf_bm"] != "q" {
-		t.Errorf("pool_put = %s %s ttl %d, cookie %+v", put.Pool, put.Tags, put.TTLMs, cookie)
+	cookie := items[0]
+	if cookie.Tags != (contracts.CfCookieTags{Site: site, Fresh: true}) || cookie.ExpiresAt.Before(start.Add(time.Minute)) || cookie.ExpiresAt.After(time.Now().Add(time.Minute)) ||
+		cookie.Payload.Site != site || cookie.Payload.UserAgent != DefaultUserAgent || len(cookie.Payload.Cookies) != 2 || cookie.Payload.Cookies["cf_clearance"] != "abc123" || cookie.Payload.Cookies["__cf_bm"] != "q" {
+		t.Errorf("cookie = %+v, want the harvested one for a minute", cookie)
 	}
-	if rel := fleettest.Requests[abi.LockReleaseRequest](h, abi.OpLockRelease)[0]; rel.Token != "lock-1" {
-		t.Errorf("lock_release = %+v, want the lease's token", rel)
-	}
-	if c := fleettest.Requests[abi.CounterIncrRequest](h, abi.OpCounterIncr)[0]; c.Name != HarvestsCounter {
-		t.Errorf("counter_incr = %+v", c)
+	if n := h.CounterValue(HarvestsCounter); n != 1 {
+		t.Errorf("%s = %d, want 1", HarvestsCounter, n)
 	}
 }
 
 func TestDefaults(t *testing.T) {
 	h := fleettest.New(t)
-	script(h, `{}`)
-	h.Reply(abi.OpHTTP, abi.HTTPReply{Status: 200, Headers: map[string][]string{"Set-Cookie": {"a=1"}}})
-	h.Reply(abi.OpPoolPut, abi.PoolPutReply{ID: "cookie-1"})
-	h.Reply(abi.OpCounterIncr, abi.CounterReply{Value: 1})
+	h.HTTP("https://example.com/clearance", 200, "").Header("Set-Cookie", "a=1")
+	start := time.Now()
 	if res := h.Handle(contracts.HarvestRequest{Site: "example.com"}); res.Outcome != abi.OutcomeDone {
 		t.Fatalf("handle = %+v", res)
 	}
-	if get := fleettest.Requests[abi.HTTPRequest](h, abi.OpHTTP)[0]; get.URL != "https://example.com/clearance" {
+	if get := h.Requests()[0]; get.URL != "https://example.com/clearance" {
 		t.Errorf("clearance URL = %s, want https by default", get.URL)
 	}
-	if put := fleettest.Requests[abi.PoolPutRequest](h, abi.OpPoolPut)[0]; put.TTLMs != DefaultCookieTTL.Milliseconds() {
-		t.Errorf("ttl = %dms, want the default %v", put.TTLMs, DefaultCookieTTL)
+	if items := fleettest.Items(h, contracts.Cookies); len(items) != 1 || items[0].ExpiresAt.Before(start.Add(DefaultCookieTTL)) || items[0].ExpiresAt.After(time.Now().Add(DefaultCookieTTL)) {
+		t.Errorf("cookies = %+v, want one that lasts the default %v", items, DefaultCookieTTL)
 	}
 }
 
 func TestSomeoneElseHarvests(t *testing.T) {
 	h := fleettest.New(t)
-	h.Reply(abi.OpConfigGet, abi.ConfigGetReply{Config: json.RawMessage(`{}`)})
-	h.Reply(abi.OpLockAcquire, abi.LockAcquireReply{Acquired: false})
+	h.Lock(LockPrefix + site)
 	if res := h.Handle(contracts.HarvestRequest{Site: site}); res.Outcome != abi.OutcomeDone {
 		t.Fatalf("handle = %+v, want done", res)
 	}
@@ -110,8 +92,10 @@ func TestSomeoneElseHarvests(t *testing.T) {
 
 func TestFreshCookieExists(t *testing.T) {
 	h := fleettest.New(t)
-	script(h, `{}`)
-	h.Reply(abi.OpPoolList, abi.PoolListReply{Items: []abi.PoolItem{{ID: "c0", Payload: json.RawMessage(`{"cookies":{"a":"1"},"user_agent":"u","site":"` + site + `"}`), Tags: json.RawMessage(`{"site":"` + site + `","fresh":true}`)}}})
+	h.Pool(contracts.Cookies, fleettest.Item{
+		Payload: contracts.CfCookie{Cookies: map[string]string{"a": "1"}, UserAgent: "u", Site: site},
+		Tags:    contracts.CfCookieTags{Site: site, Fresh: true},
+	})
 	if res := h.Handle(contracts.HarvestRequest{Site: site}); res.Outcome != abi.OutcomeDone {
 		t.Fatalf("handle = %+v, want done", res)
 	}
@@ -121,15 +105,15 @@ func TestFreshCookieExists(t *testing.T) {
 }
 
 func TestClearanceRefused(t *testing.T) {
-	for name, reply := range map[string]abi.HTTPReply{
-		"status":    {Status: 503},
-		"no cookie": {Status: 200},
-		"network":   {Error: "timeout", ErrorCode: "timeout"},
+	url := "https://" + site + "/clearance"
+	for name, answer := range map[string]func(h *fleettest.Host){
+		"status":    func(h *fleettest.Host) { h.HTTP(url, 503, "") },
+		"no cookie": func(h *fleettest.Host) { h.HTTP(url, 200, "") },
+		"network":   func(h *fleettest.Host) { h.HTTPError(url, "timeout", "timeout") },
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := fleettest.New(t)
-			script(h, `{}`)
-			h.Reply(abi.OpHTTP, reply)
+			answer(h)
 			if res := h.Handle(contracts.HarvestRequest{Site: site}); res.Outcome != abi.OutcomeFail {
 				t.Fatalf("handle = %+v, want fail", res)
 			}

@@ -12,10 +12,12 @@ import (
 
 const target = "http://127.0.0.1:8080/page?id=1"
 
-func claimed(t *testing.T) abi.PoolClaimReply {
-	t.Helper()
-	payload, _ := json.Marshal(contracts.CfCookie{Cookies: map[string]string{"cf_clearance": "abc", "a": "1"}, UserAgent: "UA/1", ProxyURL: "http://proxy:3128", Site: "127.0.0.1:8080"})
-	return abi.PoolClaimReply{Found: true, Token: "lease-1", Item: &abi.PoolItem{ID: "cookie-1", Payload: payload, Tags: json.RawMessage(`{"site":"127.0.0.1:8080","fresh":true}`)}}
+// withCookie puts a fresh cookie for the target's site into the pool, and returns its id.
+func withCookie(h *fleettest.Host) string {
+	return h.Pool(contracts.Cookies, fleettest.Item{
+		Payload: contracts.CfCookie{Cookies: map[string]string{"cf_clearance": "abc", "a": "1"}, UserAgent: "UA/1", ProxyURL: "http://proxy:3128", Site: "127.0.0.1:8080"},
+		Tags:    contracts.CfCookieTags{Site: "127.0.0.1:8080", Fresh: true},
+	})[0]
 }
 
 func ops(h *fleettest.Host) string {
@@ -38,8 +40,7 @@ func TestDescribe(t *testing.T) {
 
 func TestNoCookieSubmitsHarvest(t *testing.T) {
 	h := fleettest.New(t)
-	h.Reply(abi.OpPoolClaim, abi.PoolClaimReply{Found: false})
-	h.Reply(abi.OpSubmit, abi.SubmitReply{TaskID: "h1"})
+	h.Pool(contracts.Cookies, fleettest.Item{Payload: contracts.CfCookie{Cookies: map[string]string{}}, Tags: contracts.CfCookieTags{Site: "127.0.0.1:8080", Fresh: false}})
 	res := h.Handle(contracts.ScrapeTask{URL: target})
 	if res.Outcome != abi.OutcomeRetry || res.RetryAfterMs != 200 {
 		t.Fatalf("handle = %+v, want retry after 200ms", res)
@@ -47,21 +48,18 @@ func TestNoCookieSubmitsHarvest(t *testing.T) {
 	if got := ops(h); got != "pool_claim submit" {
 		t.Fatalf("ops = %s, want pool_claim submit", got)
 	}
-	claim := fleettest.Requests[abi.PoolClaimRequest](h, abi.OpPoolClaim)[0]
-	if claim.Pool != "cookies" || claim.HoldMs != 20000 || string(claim.Where["site"]) != `"127.0.0.1:8080"` || string(claim.Where["fresh"]) != "true" {
-		t.Errorf("claim = %+v, want a fresh cookie of 127.0.0.1:8080 held 20s", claim)
+	if subs := fleettest.Submitted(h, contracts.Harvest); len(subs) != 1 || subs[0] != (contracts.HarvestRequest{Site: "127.0.0.1:8080"}) {
+		t.Errorf("harvest tasks = %+v, want one for 127.0.0.1:8080", subs)
 	}
-	sub := fleettest.Requests[abi.SubmitRequest](h, abi.OpSubmit)[0]
-	if sub.Queue != "harvest" || string(sub.Payload) != `{"site":"127.0.0.1:8080"}` {
-		t.Errorf("submit = %s %s, want harvest {\"site\":\"127.0.0.1:8080\"}", sub.Queue, sub.Payload)
+	if items := fleettest.Items(h, contracts.Cookies); len(items) != 1 || !items[0].LeasedUntil.IsZero() {
+		t.Errorf("cookies = %+v, want the stale cookie untouched", items)
 	}
 }
 
 func TestRejectedCookieMarkedBad(t *testing.T) {
 	h := fleettest.New(t)
-	h.Reply(abi.OpPoolClaim, claimed(t))
-	h.Reply(abi.OpHTTP, abi.HTTPReply{Status: 403})
-	h.Reply(abi.OpPoolMarkBad, abi.Empty{})
+	id := withCookie(h)
+	h.HTTP(target, 403, "")
 	res := h.Handle(contracts.ScrapeTask{URL: target})
 	if res.Outcome != abi.OutcomeRetry {
 		t.Fatalf("handle = %+v, want retry", res)
@@ -69,20 +67,19 @@ func TestRejectedCookieMarkedBad(t *testing.T) {
 	if got := ops(h); got != "pool_claim http pool_mark_bad" {
 		t.Fatalf("ops = %s, want pool_claim http pool_mark_bad", got)
 	}
-	bad := fleettest.Requests[abi.PoolMarkBadRequest](h, abi.OpPoolMarkBad)[0]
-	if bad.Pool != "cookies" || bad.ID != "cookie-1" || !strings.Contains(bad.Reason, "403") {
-		t.Errorf("mark_bad = %+v", bad)
+	if bad := h.MarkedBad(contracts.Cookies); len(bad) != 1 || !strings.Contains(bad[id], "403") {
+		t.Errorf("marked bad = %v, want %s for its 403", bad, id)
+	}
+	if items := fleettest.Items(h, contracts.Cookies); len(items) != 0 {
+		t.Errorf("cookies = %+v, want none left", items)
 	}
 }
 
 func TestScraped(t *testing.T) {
 	h := fleettest.New(t)
-	h.Reply(abi.OpPoolClaim, claimed(t))
-	body := []byte("<html><head><TITLE>\n  Hello,\n world </TITLE></head><body>ok</body></html>")
-	h.Reply(abi.OpHTTP, abi.HTTPReply{Status: 200, Body: body})
-	h.Reply(abi.OpKVSet, abi.Empty{})
-	h.Reply(abi.OpPoolRelease, abi.Empty{})
-	h.Reply(abi.OpCounterIncr, abi.CounterReply{Value: 1})
+	withCookie(h)
+	body := "<html><head><TITLE>\n  Hello,\n world </TITLE></head><body>ok</body></html>"
+	h.HTTP(target, 200, body)
 	res := h.Handle(contracts.ScrapeTask{URL: target})
 	if res.Outcome != abi.OutcomeDone {
 		t.Fatalf("handle = %+v, want done", res)
@@ -90,39 +87,37 @@ func TestScraped(t *testing.T) {
 	if got := ops(h); got != "pool_claim http kv_set pool_release counter_incr" {
 		t.Fatalf("ops = %s", got)
 	}
-	req := fleettest.Requests[abi.HTTPRequest](h, abi.OpHTTP)[0]
+	req := h.Requests()[0]
 	if req.URL != target || req.Method != "GET" || req.Proxy != "http://proxy:3128" ||
-		strings.Join(req.Headers["Cookie"], ",") != "a=1; cf_clearance=abc" || strings.Join(req.Headers["User-Agent"], ",") != "UA/1" {
+		strings.Join(req.Header["Cookie"], ",") != "a=1; cf_clearance=abc" || strings.Join(req.Header["User-Agent"], ",") != "UA/1" {
 		t.Errorf("http request = %+v", req)
 	}
-	set := fleettest.Requests[abi.KVSetRequest](h, abi.OpKVSet)[0]
+	v, ok := h.KVValue(ResultsNamespace, ResultKey(target))
 	var page Page
-	if err := json.Unmarshal(set.Value, &page); err != nil {
-		t.Fatal(err)
+	if !ok || json.Unmarshal(v, &page) != nil {
+		t.Fatalf("KV %s %s = %s, %v; want the page", ResultsNamespace, ResultKey(target), v, ok)
 	}
-	wantPage := Page{URL: target, Status: 200, Length: len(body), Title: "Hello, world"}
-	if set.Namespace != "scraper:results" || set.Key != ResultKey(target) || len(set.Key) != 32 || page != wantPage {
-		t.Errorf("kv_set = %s %s %+v, want scraper:results %s %+v", set.Namespace, set.Key, page, ResultKey(target), wantPage)
+	if wantPage := (Page{URL: target, Status: 200, Length: len(body), Title: "Hello, world"}); page != wantPage || len(ResultKey(target)) != 32 {
+		t.Errorf("page = %+v, want %+v", page, wantPage)
 	}
-	if rel := fleettest.Requests[abi.PoolReleaseRequest](h, abi.OpPoolRelease)[0]; rel.ID != "cookie-1" || rel.Token != "lease-1" {
-		t.Errorf("release = %+v, want cookie-1 with its lease token", rel)
+	if items := fleettest.Items(h, contracts.Cookies); len(items) != 1 || !items[0].LeasedUntil.IsZero() {
+		t.Errorf("cookies = %+v, want the cookie released", items)
 	}
-	if c := fleettest.Requests[abi.CounterIncrRequest](h, abi.OpCounterIncr)[0]; c.Name != "scraper:scraped" || c.Delta != 1 {
-		t.Errorf("counter_incr = %+v", c)
+	if n := h.CounterValue(ScrapedCounter); n != 1 {
+		t.Errorf("%s = %d, want 1", ScrapedCounter, n)
 	}
 }
 
 func TestNetworkErrorFails(t *testing.T) {
 	h := fleettest.New(t)
-	h.Reply(abi.OpPoolClaim, claimed(t))
-	h.Reply(abi.OpHTTP, abi.HTTPReply{Error: "dial tcp 127.0.0.1:8080: connect: connection refused", ErrorCode: "refused"})
-	h.Reply(abi.OpPoolRelease, abi.Empty{})
+	withCookie(h)
+	h.HTTPError(target, "refused", "dial tcp 127.0.0.1:8080: connect: connection refused")
 	res := h.Handle(contracts.ScrapeTask{URL: target})
 	if res.Outcome != abi.OutcomeFail || !strings.Contains(res.Reason, "refused") {
 		t.Fatalf("handle = %+v, want fail naming the refusal", res)
 	}
-	if got := ops(h); got != "pool_claim http pool_release" {
-		t.Fatalf("ops = %s, want the cookie released", got)
+	if items := fleettest.Items(h, contracts.Cookies); len(items) != 1 || !items[0].LeasedUntil.IsZero() {
+		t.Fatalf("cookies = %+v, want the cookie released", items)
 	}
 }
 

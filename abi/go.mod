@@ -1,0 +1,3 @@
+module github.com/fleethost/fleet/abi
+
+go 1.26.8

@@ -1,0 +1,19 @@
+module github.com/fleethost/fleet/guest-sdk
+
+go 1.26.8
+
+require (
+	github.com/fleethost/fleet/abi v0.1.0
+	github.com/invopop/jsonschema v0.14.0
+)
+
+require (
+	github.com/bahlo/generic-list-go v0.2.0 // indirect
+	github.com/buger/jsonparser v1.1.2 // indirect
+	github.com/pb33f/ordered-map/v2 v2.3.1 // indirect
+	go.yaml.in/yaml/v4 v4.0.0-rc.2 // indirect
+)
+
+// The abi module of this repository, while developing; a module that depends on the SDK
+// gets the abi version required above (README.md, "Use the SDK from your own module").
+replace github.com/fleethost/fleet/abi => ../abi
