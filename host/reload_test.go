@@ -16,6 +16,7 @@ import (
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
+	"github.com/fleethost/fleet/reporter"
 )
 
 // rebuild writes to dst, by rename (the safe way to deploy), the module at src with a
@@ -433,5 +434,77 @@ func TestReloadRollsBackReplaced(t *testing.T) {
 	}
 	if n := r.events.count("stopped"); n != 5 {
 		t.Errorf("stopped events = %d, want 5: the 3 of the reload and the running version's 2 (slot 0 restarted) at the drain", n)
+	}
+}
+
+// TestReloadReportsRollOver: what the plane sees of a replace under load. Each slot is one
+// instance with one reporter across the roll-over; its reports carry the old version's
+// config identity, then the new one's, never interleaved, with no stopping before the
+// last report (stopping, under the new identity); every task's record reaches the plane
+// once.
+func TestReloadReportsRollOver(t *testing.T) {
+	r := newRig(t)
+	pl := newPlane(t, false)
+	file := r.goGuest()
+	src := testutil.BuildPlugin(t, "host/testdata/goguest")
+	r.cfg.Slots = 2
+	r.cfg.NewReporter, r.cfg.Instance = pl.newReporter, "web-1"
+	h, stop := r.start()
+	const n = 100
+	submitN(t, h, n/2, `{"op":"sleep_ms","n":2}`)
+	waitFor(t, "tasks flowing", func() bool { return len(r.events.finished()) >= 10 })
+	before := h.ConfigIdentity("goguest")
+	var wg sync.WaitGroup
+	wg.Go(func() { submitN(t, h, n/2, `{"op":"sleep_ms","n":2}`) })
+	rebuild(t, src, file, "v2")
+	if err := h.Reload(context.Background()); err != nil {
+		t.Fatalf("Reload = %v", err)
+	}
+	wg.Wait()
+	after := h.ConfigIdentity("goguest")
+	insts := []string{"web-1/goguest/0", "web-1/goguest/1"}
+	waitFor(t, "every task acked and each instance reporting under the new identity", func() bool {
+		if testutil.Counter(t, r.backend, "goguest:count") < n {
+			return false
+		}
+		for _, inst := range insts {
+			got := pl.got(inst)
+			if len(got) == 0 || got[len(got)-1].ConfigIdentity != after || got[len(got)-1].State.Kind != reporter.StateIdle {
+				return false
+			}
+		}
+		return true
+	})
+	stop()
+	checkReporters(t, h, pl, 2) // one per instance, across the roll-over
+	seen := map[string]int{}
+	for _, inst := range insts {
+		got := pl.got(inst)
+		var ids []string // the identities in order, repeats folded
+		for i, g := range got {
+			if len(ids) == 0 || ids[len(ids)-1] != g.ConfigIdentity {
+				ids = append(ids, g.ConfigIdentity)
+			}
+			if g.State.Kind == reporter.StateStopping && i != len(got)-1 {
+				t.Errorf("%s: report %d of %d says stopping before the last", inst, i, len(got))
+			}
+			for _, it := range g.Iterations {
+				seen[it.TaskID]++
+			}
+		}
+		if !slices.Equal(ids, []string{before, after}) {
+			t.Errorf("%s: config identities in order %v, want the old %s then the new %s", inst, ids, before, after)
+		}
+		if last := got[len(got)-1]; last.State.Kind != reporter.StateStopping || last.ConfigIdentity != after {
+			t.Errorf("%s: last report %s under %s, want stopping under the new identity", inst, last.State.Kind, last.ConfigIdentity)
+		}
+	}
+	if len(seen) != n {
+		t.Errorf("the plane got records of %d tasks, want %d", len(seen), n)
+	}
+	for id, c := range seen {
+		if c != 1 {
+			t.Errorf("task %s has %d records, want 1", id, c)
+		}
 	}
 }
