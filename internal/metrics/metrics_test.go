@@ -149,3 +149,27 @@ func TestRegisterDropsRemoved(t *testing.T) {
 		t.Errorf("slots = %+v, want w/0 alone, still idle", snap)
 	}
 }
+
+// TestObserveRollOver: while a reload rolls a slot over, the old and the new version's
+// slot share its name; once the new one has come up, the old one's last iteration and
+// its stop do not make the slot look working or stopped.
+func TestObserveRollOver(t *testing.T) {
+	slots := NewSlots()
+	slots.Register([]host.Plugin{{Type: "w", Slots: 1}})
+	for _, e := range []host.SlotEvent{
+		{Plugin: "w", Slot: "w/0", ConfigIdentity: "old", Kind: "working", N: 7, TaskID: "t7", Phase: "handle"},
+		{Plugin: "w", Slot: "w/0", ConfigIdentity: "new", Kind: "idle"},
+		{Plugin: "w", Slot: "w/0", ConfigIdentity: "old", Kind: "finished", N: 7, TaskID: "t7", Outcome: "checkpoint"},
+		{Plugin: "w", Slot: "w/0", ConfigIdentity: "old", Kind: "draining"},
+		{Plugin: "w", Slot: "w/0", ConfigIdentity: "old", Kind: "stopped"},
+	} {
+		slots.Observe(e)
+	}
+	if snap := slots.Snapshot(); len(snap) != 1 || snap[0].State != slotstate.Idle || snap[0].N != 0 {
+		t.Fatalf("slots = %+v, want w/0 idle: the new version's state, not the old one's stop", snap)
+	}
+	slots.Observe(host.SlotEvent{Plugin: "w", Slot: "w/0", ConfigIdentity: "new", Kind: "working", N: 1, TaskID: "t8", Phase: "handle"})
+	if snap := slots.Snapshot(); snap[0].State != slotstate.Working || snap[0].TaskID != "t8" {
+		t.Errorf("slots = %+v, want w/0 working on t8", snap)
+	}
+}

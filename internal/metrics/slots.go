@@ -22,6 +22,10 @@ type SlotState struct {
 	Since  time.Time       `json:"since"`               // when it entered State
 	// LastOutcome is how its last iteration ended.
 	LastOutcome slotstate.Outcome `json:"last_outcome,omitempty"`
+
+	// owner is the config identity of the version whose slot holds the name: during a
+	// reload's roll-over two slots share it, and the one that came up last tells its state.
+	owner string
 }
 
 // Slots tracks every slot's state from the host's SlotEvents. Its methods are safe for
@@ -64,6 +68,17 @@ func (s *Slots) Observe(e host.SlotEvent) {
 	if cur == nil {
 		cur = &SlotState{Plugin: e.Plugin, Slot: e.Slot}
 		s.slots[e.Slot] = cur
+	}
+	switch {
+	case cur.owner == "" || e.ConfigIdentity == cur.owner:
+		cur.owner = e.ConfigIdentity
+	case e.Kind == slotstate.Idle || e.Kind == slotstate.Working || e.Kind == slotstate.Paused:
+		// Another version's slot of this index came up: it takes the name over (a new
+		// version in a roll-over, or the old one again after a rollback), its count anew.
+		cur.owner, cur.N, cur.LastOutcome = e.ConfigIdentity, 0, ""
+	default:
+		// The version it took over from, finishing and stopping: not this slot's state.
+		return
 	}
 	state := cur.State
 	switch e.Kind {
