@@ -38,9 +38,11 @@ const rolloutGapMargin = 250 * time.Millisecond
 
 // slotTimeline is every slot event of one automation type with when it was observed.
 type slotTimeline struct {
-	typ string
-	mu  sync.Mutex
-	evs []timedEvent
+	typ    string
+	second chan struct{} // closed when a slot of a second config identity first comes up
+	mu     sync.Mutex
+	evs    []timedEvent
+	ids    map[string]bool // guarded by mu: the config identities seen
 }
 
 type timedEvent struct {
@@ -54,8 +56,37 @@ func (tl *slotTimeline) observe(e host.SlotEvent) {
 	}
 	now := time.Now()
 	tl.mu.Lock()
+	defer tl.mu.Unlock()
 	tl.evs = append(tl.evs, timedEvent{now, e})
-	tl.mu.Unlock()
+	if !tl.ids[e.ConfigIdentity] {
+		tl.ids[e.ConfigIdentity] = true
+		if len(tl.ids) == 2 {
+			close(tl.second)
+		}
+	}
+}
+
+// finishedBetween counts the iterations that finished from the first event of identity
+// to up to the last draining or stopped event of identity from.
+func (tl *slotTimeline) finishedBetween(from, to string) int {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	var start, end time.Time
+	for _, te := range tl.evs {
+		switch e := te.ev; {
+		case e.ConfigIdentity == to && start.IsZero():
+			start = te.at
+		case e.ConfigIdentity == from && (e.Kind == slotstate.Draining || e.Kind == slotstate.Stopped):
+			end = te.at
+		}
+	}
+	n := 0
+	for _, te := range tl.evs {
+		if te.ev.Kind == slotstate.Finished && !te.at.Before(start) && !te.at.After(end) {
+			n++
+		}
+	}
+	return n
 }
 
 // analyse walks the events up to end: the longest interval, from the type's first
@@ -156,7 +187,7 @@ func startRolloutDaemon(t *testing.T) *rolloutDaemon {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	d := &rolloutDaemon{t: t, dir: t.TempDir(), backend: b, tl: &slotTimeline{typ: "rollout"}}
+	d := &rolloutDaemon{t: t, dir: t.TempDir(), backend: b, tl: &slotTimeline{typ: "rollout", second: make(chan struct{}), ids: map[string]bool{}}}
 	base := abi.Describe{ABIVersion: abi.Version, Type: "base", Version: "1.0.0", Mode: abi.ModeBatch,
 		Consumes: &abi.QueueContract{Name: "base-jobs", Payload: json.RawMessage(`{}`)}}
 	wasm, err := os.ReadFile(testutil.WAT(t, testutil.GuestWAT{Describe: base, Result: `{"outcome":"done"}`}.Source(t)))
@@ -278,9 +309,18 @@ func TestRolloutOneDaemon(t *testing.T) {
 
 	testutil.Deploy(t, file, v1)
 	waitFor(t, "the dropped-in plugin loaded", func() bool { _, ok := d.automation("rollout"); return ok })
+	// The last 300 of the 1000 tasks are submitted once the new build's first slot is up,
+	// so that tasks flow through the roll-over however long the build takes to compile.
 	const n = 1000
 	var wg sync.WaitGroup
-	wg.Go(func() { d.submit(0, n) })
+	wg.Go(func() {
+		d.submit(0, n-300)
+		select {
+		case <-d.tl.second:
+			d.submit(n-300, n)
+		case <-t.Context().Done(): // the test failed before the new build came up
+		}
+	})
 	waitFor(t, "tasks flowing", func() bool { return d.done() >= 100 })
 	testutil.Deploy(t, file, v2)
 	waitFor(t, "the new build running", func() bool { a, _ := d.automation("rollout"); return a.Digest == digestOf(v2) })
@@ -347,8 +387,10 @@ func TestRolloutOneDaemon(t *testing.T) {
 		t.Errorf("acked %d of %d, executed twice %d, never run %d, queue %+v; want each task acked exactly once and the queue empty",
 			acked, total, twice, missing, stats)
 	}
-	if flowed[ids[0]] == 0 || flowed[ids[1]] == 0 {
-		t.Errorf("the 1000 tasks finished by build %v, want tasks on both sides of the replace", flowed)
+	during := d.tl.finishedBetween(ids[0], ids[1])
+	t.Logf("rollout: %d tasks finished during the roll-over (the new build's first slot up to the old one's last stop)", during)
+	if flowed[ids[0]] == 0 || flowed[ids[1]] == 0 || during == 0 {
+		t.Errorf("the 1000 tasks finished by build %v, %d during the roll-over; want tasks on both sides and during it", flowed, during)
 	}
 	if gap > start+rolloutGapMargin {
 		t.Errorf("the type had no working slot for %v, more than one instance start (%v) + %v", gap, start, rolloutGapMargin)
