@@ -43,7 +43,8 @@ type Config struct {
 
 	// Grants says what each plugin, by automation type, may touch. A type with no entry
 	// gets the zero Grant, which grants no pool and no queue: a plugin that declares one
-	// does not start. See Grant.
+	// does not start. See Grant. Host.ReloadGrants replaces it (and Configs) while Run
+	// runs.
 	// default: none (the zero Grant for every type)
 	Grants map[string]Grant
 

@@ -94,8 +94,9 @@ type Plugin struct {
 	Slots   int    // how many slots run it
 	// LoadedAt is when this version was loaded (by New or Reload).
 	LoadedAt time.Time
-	// ReloadError is why Reload last refused a new build of its file, while this version
-	// kept running; "" when the last build Reload saw was loaded.
+	// ReloadError is why Reload last refused a new build of its file (or ReloadGrants
+	// its new grant or configuration), while this version kept running; "" when the last
+	// build Reload saw was loaded.
 	ReloadError string
 	// The contracts it declared: the queue it consumes (batch), the pools it uses and
 	// the queues it submits to, with their schemas.
