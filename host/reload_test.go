@@ -271,39 +271,59 @@ func TestReloadYieldsToDrain(t *testing.T) {
 	}
 }
 
-// TestReloadRollsBack: a new build that passes every check but whose slots cannot make an
-// instance (its _initialize traps once granted) is rolled back: the replaced slots of the
-// running version start again, the build is refused with the reason, and the running
-// version serves on, never without a slot.
+// TestReloadRollsBack: a new build that passes every check but one of whose slots cannot
+// make an instance is rolled back, the build refused with the reason, and the running
+// version serves on both slots, never without one:
+//   - initcall's _initialize traps once granted: the new slot 0 never comes up, and the
+//     running version was never touched;
+//   - initsecond's traps from the second instance on: the new slot 0 comes up and
+//     replaces the running slot 0, slot 1 does not, and the running version's slot 0
+//     starts again before the new one drains.
 func TestReloadRollsBack(t *testing.T) {
-	r := newRig(t)
-	file := r.goGuest()
-	good, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.cfg.Slots = 2
-	r.cfg.CallTimeout = 500 * time.Millisecond // the bound of a new slot's first instance: 2x
-	h, stop := r.start()
-	schema := `{"type":"object","properties":{"op":{"type":"string"},"n":{"type":"integer"}},"required":["op"],"additionalProperties":false}`
-	bad, err := os.ReadFile(watPlugin(t, t.TempDir(), "initcall", "initcall", batchDescribe("goguest", goQueue, schema)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	testutil.Deploy(t, file, bad)
-	err = h.Reload(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "no instance") {
-		t.Fatalf("Reload = %v, want the build refused: its slot made no instance", err)
-	}
-	p, _ := pluginOf(t, h, "goguest")
-	if p.Digest != digestOf(good) || !strings.Contains(p.ReloadError, "no instance") {
-		t.Errorf("goguest = digest %s, reload error %q; want the running digest and the refusal", p.Digest, p.ReloadError)
-	}
-	submitN(t, h, 10, `{"op":"incr"}`)
-	waitFor(t, "the running version serving", func() bool { return testutil.Counter(t, r.backend, "goguest:count") == 10 })
-	stop()
-	if s := testutil.QueueStats(t, r.backend, goQueue); s != (primitives.QueueStats{}) {
-		t.Errorf("stats = %+v, want every task acked", s)
+	for _, c := range []struct {
+		wat, slot string
+		stopped   int // at the reload: the slots it stopped
+	}{
+		{"initcall", "goguest/0", 1},   // the new slot 0
+		{"initsecond", "goguest/1", 3}, // the running slot 0, then the new slots 0 and 1
+	} {
+		t.Run(c.wat, func(t *testing.T) {
+			r := newRig(t)
+			file := r.goGuest()
+			good, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.cfg.Slots = 2
+			r.cfg.CallTimeout = 500 * time.Millisecond // the bound of a new slot's first instance: 2x
+			h, stop := r.start()
+			waitFor(t, "both slots up", func() bool { return r.events.count("idle") >= 2 })
+			schema := `{"type":"object","properties":{"op":{"type":"string"},"n":{"type":"integer"}},"required":["op"],"additionalProperties":false}`
+			bad, err := os.ReadFile(watPlugin(t, t.TempDir(), c.wat, c.wat, batchDescribe("goguest", goQueue, schema)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			testutil.Deploy(t, file, bad)
+			err = h.Reload(context.Background())
+			if err == nil || !strings.Contains(err.Error(), c.slot) || !strings.Contains(err.Error(), "no instance") {
+				t.Fatalf("Reload = %v, want the build refused: its slot %s made no instance", err, c.slot)
+			}
+			if n := r.events.count("stopped"); n != c.stopped {
+				t.Errorf("stopped events = %d at the reload, want %d", n, c.stopped)
+			}
+			if p, _ := pluginOf(t, h, "goguest"); p.Digest != digestOf(good) || !strings.Contains(p.ReloadError, "no instance") {
+				t.Errorf("goguest = digest %s, reload error %q; want the running digest and the refusal", p.Digest, p.ReloadError)
+			}
+			submitN(t, h, 20, `{"op":"sleep_ms","n":5}`)
+			waitFor(t, "the running version serving", func() bool { return testutil.Counter(t, r.backend, "goguest:count") == 20 })
+			stop()
+			if s := testutil.QueueStats(t, r.backend, goQueue); s != (primitives.QueueStats{}) {
+				t.Errorf("stats = %+v, want every task acked", s)
+			}
+			if n := r.events.count("stopped"); n != c.stopped+2 {
+				t.Errorf("stopped events = %d, want %d: the reload's and the running version's 2 at the drain", n, c.stopped+2)
+			}
+		})
 	}
 }
 
@@ -387,53 +407,6 @@ func TestReloadGrants(t *testing.T) {
 	stop()
 	if got := r.events.stoppedBy(); got["goguest"] != 4 || got["other"] != 1 {
 		t.Errorf("stopped events by type = %v, want goguest 2 + 2 (its restart, then the drain) and other 1", got)
-	}
-}
-
-// TestReloadRollsBackReplaced: a new build whose first slot comes up and whose second
-// cannot (its _initialize traps from the second instance on) rolls back after replacing
-// slot 0: the running version's slot 0 starts again before the new slot 0 drains, slot 1
-// was never stopped, and the running version serves on both slots.
-func TestReloadRollsBackReplaced(t *testing.T) {
-	r := newRig(t)
-	file := r.goGuest()
-	good, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.cfg.Slots = 2
-	r.cfg.CallTimeout = 500 * time.Millisecond // the bound of a new slot's first instance: 2x
-	h, stop := r.start()
-	waitFor(t, "both slots up", func() bool { return r.events.count("idle") >= 2 })
-	schema := `{"type":"object","properties":{"op":{"type":"string"},"n":{"type":"integer"}},"required":["op"],"additionalProperties":false}`
-	bad, err := os.ReadFile(watPlugin(t, t.TempDir(), "initsecond", "initsecond", batchDescribe("goguest", goQueue, schema)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	testutil.Deploy(t, file, bad)
-	err = h.Reload(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "goguest/1") || !strings.Contains(err.Error(), "no instance") {
-		t.Fatalf("Reload = %v, want the build refused: its slot goguest/1 made no instance", err)
-	}
-	if got := testutil.Counter(t, r.backend, "goguest:init"); got < 2 {
-		t.Fatalf("goguest:init = %d, want the new slot 0 up (1) and slot 1 tried (2 and on)", got)
-	}
-	// Slot 0 of each version stopped once (the old at the roll-over, the new at the
-	// rollback) and the new slot 1 once: 3.
-	if n := r.events.count("stopped"); n != 3 {
-		t.Errorf("stopped events = %d, want 3: old slot 0, new slots 0 and 1", n)
-	}
-	if p, _ := pluginOf(t, h, "goguest"); p.Digest != digestOf(good) || !strings.Contains(p.ReloadError, "no instance") {
-		t.Errorf("goguest = digest %s, reload error %q; want the running digest and the refusal", p.Digest, p.ReloadError)
-	}
-	submitN(t, h, 20, `{"op":"sleep_ms","n":5}`)
-	waitFor(t, "the running version serving", func() bool { return testutil.Counter(t, r.backend, "goguest:count") == 20 })
-	stop()
-	if s := testutil.QueueStats(t, r.backend, goQueue); s != (primitives.QueueStats{}) {
-		t.Errorf("stats = %+v, want every task acked", s)
-	}
-	if n := r.events.count("stopped"); n != 5 {
-		t.Errorf("stopped events = %d, want 5: the 3 of the reload and the running version's 2 (slot 0 restarted) at the drain", n)
 	}
 }
 
