@@ -83,6 +83,27 @@ func TestReloadAddsPlugin(t *testing.T) {
 	}
 }
 
+// underLoad submits n tasks of 2ms each, half of them before and half while change runs
+// (once tasks flow), and returns once change has returned and every task is submitted.
+func underLoad(t *testing.T, r *rig, h *host.Host, n int, change func()) {
+	t.Helper()
+	submitN(t, h, n/2, `{"op":"sleep_ms","n":2}`)
+	waitFor(t, "tasks flowing", func() bool { return len(r.events.finished()) >= 10 })
+	var wg sync.WaitGroup
+	wg.Go(func() { submitN(t, h, n-n/2, `{"op":"sleep_ms","n":2}`) })
+	change()
+	wg.Wait()
+}
+
+// reload is a change for underLoad: h.Reload, which must succeed.
+func reload(t *testing.T, h *host.Host) func() {
+	return func() {
+		if err := h.Reload(context.Background()); err != nil {
+			t.Errorf("Reload = %v", err)
+		}
+	}
+}
+
 // TestReloadReplacesUnderLoad: a new build of a running plugin, deployed while tasks flow,
 // replaces its slots one at a time: every task is acked exactly once (the counter says
 // each ran once), none is parked or left, and the host then runs the new digest, under a
@@ -94,16 +115,9 @@ func TestReloadReplacesUnderLoad(t *testing.T) {
 	r.cfg.Slots = 3
 	h, stop := r.start()
 	const n = 300
-	submitN(t, h, n/2, `{"op":"sleep_ms","n":2}`)
-	waitFor(t, "tasks flowing", func() bool { return len(r.events.finished()) >= 10 })
 	before := h.ConfigIdentity("goguest")
-	var wg sync.WaitGroup
-	wg.Go(func() { submitN(t, h, n/2, `{"op":"sleep_ms","n":2}`) })
 	rebuild(t, src, file, "v2")
-	if err := h.Reload(context.Background()); err != nil {
-		t.Fatalf("Reload = %v", err)
-	}
-	wg.Wait()
+	underLoad(t, r, h, n, reload(t, h))
 	waitFor(t, "every task acked", func() bool {
 		return testutil.Counter(t, r.backend, "goguest:count") >= n && testutil.QueueStats(t, r.backend, goQueue) == (primitives.QueueStats{})
 	})
@@ -342,17 +356,14 @@ func TestReloadGrants(t *testing.T) {
 	goID, otherID := h.ConfigIdentity("goguest"), h.ConfigIdentity("other")
 	grants := maps.Clone(r.cfg.Grants)
 	const n = 200
-	submitN(t, h, n/2, `{"op":"sleep_ms","n":2}`)
-	waitFor(t, "tasks flowing", func() bool { return len(r.events.finished()) >= 10 })
-	var wg sync.WaitGroup
-	wg.Go(func() { submitN(t, h, n/2, `{"op":"sleep_ms","n":2}`) })
 	g := grants["goguest"]
 	g.KV = []string{"goguest:*", "shared:sessions"}
 	grants["goguest"] = g
-	if err := h.ReloadGrants(context.Background(), grants, nil); err != nil {
-		t.Fatalf("ReloadGrants = %v", err)
-	}
-	wg.Wait()
+	underLoad(t, r, h, n, func() {
+		if err := h.ReloadGrants(context.Background(), grants, nil); err != nil {
+			t.Errorf("ReloadGrants = %v", err)
+		}
+	})
 	waitFor(t, "every task acked", func() bool {
 		return testutil.Counter(t, r.backend, "goguest:count") >= n && testutil.QueueStats(t, r.backend, goQueue) == (primitives.QueueStats{})
 	})
@@ -424,16 +435,9 @@ func TestReloadReportsRollOver(t *testing.T) {
 	r.cfg.NewReporter, r.cfg.Instance = pl.newReporter, "web-1"
 	h, stop := r.start()
 	const n = 100
-	submitN(t, h, n/2, `{"op":"sleep_ms","n":2}`)
-	waitFor(t, "tasks flowing", func() bool { return len(r.events.finished()) >= 10 })
 	before := h.ConfigIdentity("goguest")
-	var wg sync.WaitGroup
-	wg.Go(func() { submitN(t, h, n/2, `{"op":"sleep_ms","n":2}`) })
 	rebuild(t, src, file, "v2")
-	if err := h.Reload(context.Background()); err != nil {
-		t.Fatalf("Reload = %v", err)
-	}
-	wg.Wait()
+	underLoad(t, r, h, n, reload(t, h))
 	after := h.ConfigIdentity("goguest")
 	insts := []string{"web-1/goguest/0", "web-1/goguest/1"}
 	waitFor(t, "every task acked and each instance reporting under the new identity", func() bool {
