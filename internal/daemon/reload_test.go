@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -234,7 +235,10 @@ func TestReloadGrantsFile(t *testing.T) {
 	if got := failures(); got != "1" {
 		t.Errorf("fleet_reload_failures_total = %s after the same bad file was read again, want 1", got)
 	}
-	if g := automations(t, addr)["dropped"].Grant; g.MaxPayload != 1000 {
-		t.Errorf("dropped's max_payload = %d after a refused grants file, want the running 1000", g.MaxPayload)
+	// One that parses but names something invalid: refused the same way.
+	writeGrants(`{"dropped": {"max_payload": 1000, "kv": ["a*b"]}}`)
+	testutil.WaitFor(t, 60*time.Second, "the invalid grants file refused by the watcher", func() bool { return failures() == "2" })
+	if g := automations(t, addr)["dropped"].Grant; g.MaxPayload != 1000 || slices.Contains(g.KV, "a*b") {
+		t.Errorf("dropped's grant = max_payload %d, kv %v after refused grants files, want the running one", g.MaxPayload, g.KV)
 	}
 }
