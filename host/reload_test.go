@@ -250,12 +250,17 @@ func TestReloadBeforeRun(t *testing.T) {
 // drain timeout of 10 minutes) stops as soon as Run's drain begins, leaving that slot to
 // the drain, so a reload never holds a shutdown up; the call then finishes and its task
 // is acked once.
+// The plane, which heard nothing of the new slot while the old one was stuck, gets the
+// old slot's record under the old identity, then the stopping beacon under the new.
 func TestReloadYieldsToDrain(t *testing.T) {
 	r := newRig(t)
+	pl := newPlane(t, false)
 	file := r.goGuest()
 	src := testutil.BuildPlugin(t, "host/testdata/goguest")
 	r.cfg.DrainTimeout = 10 * time.Minute
+	r.cfg.NewReporter, r.cfg.Instance = pl.newReporter, "web-1"
 	h := r.build()
+	before := h.ConfigIdentity("goguest")
 	release := make(chan struct{})
 	host.StickCalls(h, release)
 	stop := r.run(h)
@@ -282,6 +287,27 @@ func TestReloadYieldsToDrain(t *testing.T) {
 	}
 	if s := testutil.QueueStats(t, r.backend, goQueue); s != (primitives.QueueStats{}) {
 		t.Errorf("stats = %+v, want the task acked", s)
+	}
+	checkReporters(t, h, pl, 1) // one instance, one reporter, across the two versions
+	got := pl.got("web-1/goguest/0")
+	var ids []string
+	for _, g := range got {
+		if len(ids) == 0 || ids[len(ids)-1] != g.ConfigIdentity {
+			ids = append(ids, g.ConfigIdentity)
+		}
+	}
+	last := got[len(got)-1]
+	if len(ids) != 2 || ids[0] != before || ids[1] == before || last.State.Kind != reporter.StateStopping {
+		t.Errorf("identities in order %v, last report %s; want the old %s, then the new one saying stopping", ids, last.State.Kind, before)
+	}
+	var under []string // the identity of each report that carried a record
+	for _, g := range got {
+		for range g.Iterations {
+			under = append(under, g.ConfigIdentity)
+		}
+	}
+	if !slices.Equal(under, []string{before}) {
+		t.Errorf("records carried under %v; want the stuck task's one record, under the old identity", under)
 	}
 }
 
