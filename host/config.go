@@ -8,8 +8,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime/debug"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/primitives"
@@ -316,11 +319,44 @@ func (c Config) check() error {
 	return errors.Join(errs...)
 }
 
-// CheckGrants validates grants as New checks Config.Grants and ReloadGrants its grants,
-// naming the type and the field: a caller that reads grants from a file refuses a bad
-// file before it replaces anything.
-func CheckGrants(grants map[string]Grant) error { return errors.Join(checkGrants(grants)...) }
+// CheckGrants validates grants read from a grants file as New checks Config.Grants,
+// naming the type and the field as the file spells them (`"scraper": max_payload is -1,
+// want 0..N`): a caller that reads a grants file refuses a bad one before anything loads
+// or reloads under it.
+func CheckGrants(grants map[string]Grant) error {
+	var errs []error
+	for _, typ := range keys(grants) {
+		if err := checkType(typ); err != nil {
+			errs = append(errs, fmt.Errorf("%q: %w", typ, err))
+		}
+		if err := grants[typ].check(); err != nil {
+			errs = append(errs, fmt.Errorf("%q: %s", typ, fileField(err.Error())))
+		}
+	}
+	return errors.Join(errs...)
+}
 
+// fileField rewrites msg, a Grant.check error, which starts with the Go name of the
+// field it is about ("MaxPayload is -1"), to start with the field's name in the grants
+// file ("max_payload is -1"): its json tag.
+func fileField(msg string) string {
+	end := strings.IndexFunc(msg, func(r rune) bool { return !unicode.IsLetter(r) })
+	if end < 0 {
+		end = len(msg)
+	}
+	f, ok := reflect.TypeFor[Grant]().FieldByName(msg[:end])
+	if !ok {
+		return msg
+	}
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	if name == "" || name == "-" {
+		return msg
+	}
+	return name + msg[end:]
+}
+
+// checkGrants validates Config.Grants (New's, or ReloadGrants'), naming the type and the
+// field.
 func checkGrants(grants map[string]Grant) []error {
 	var errs []error
 	for _, typ := range keys(grants) {

@@ -69,8 +69,9 @@ func (e *Entry) UnmarshalJSON(b []byte) error {
 // File is a grants file: automation type -> Entry.
 type File map[string]Entry
 
-// Read reads and decodes the grants file at path. An unknown field is an error (a typo
-// would otherwise grant nothing, silently). "" is an empty File.
+// Read reads, decodes and checks the grants file at path. An unknown field is an error (a
+// typo would otherwise grant nothing, silently), and so is a value the host refuses
+// (host.CheckGrants), named as the file spells it. "" is an empty File.
 func Read(path string) (File, error) {
 	if path == "" {
 		return File{}, nil
@@ -112,6 +113,9 @@ func Parse(b []byte) (File, error) {
 		f[typ] = e
 	}
 	if err := f.checkRoles(); err != nil {
+		return nil, err
+	}
+	if err := host.CheckGrants(f.Grants()); err != nil {
 		return nil, err
 	}
 	return f, nil
