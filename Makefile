@@ -1,5 +1,6 @@
 # The one command: `make test`. It installs what the tests need when it is missing
-# (redis-server, redis-tools and wabt from Debian's packages), then vets, builds the guest side for
+# (redis-server, redis-tools, wabt and npm from Debian's packages, the AssemblyScript
+# packages from npm), then vets, builds the guest side for
 # wasip1, and runs every test with the race detector.
 
 GO ?= go
@@ -18,17 +19,26 @@ test: deps vet wasm-build
 
 # deps installs the servers and tools the tests start. A missing one would fail the
 # tests (never skip them), so install rather than hope. redis-cli (Debian's redis-tools,
-# which redis-server's package depends on) joins the Redis Cluster the tests start.
+# which redis-server's package depends on) joins the Redis Cluster the tests start. clang,
+# lld (wasm-ld) and wasi-libc build the C plugins of guest-sdk/c (testutil.BuildC).
 deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-tools"; \
 	command -v wat2wasm >/dev/null 2>&1 || missing="$$missing wabt"; \
+	command -v clang >/dev/null 2>&1 || missing="$$missing clang"; \
+	command -v wasm-ld >/dev/null 2>&1 || missing="$$missing lld"; \
+	test -f "$$(clang --target=wasm32-wasi -print-file-name=crt1-reactor.o 2>/dev/null)" || missing="$$missing wasi-libc"; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
+	@# The AssemblyScript compiler and the Extism PDK of the Extism plugins in the tests,
+	@# at the versions testdata/assemblyscript/package-lock.json pins.
+	@test -x testdata/assemblyscript/node_modules/.bin/asc -a -d testdata/assemblyscript/node_modules/@extism/as-pdk || \
+		{ echo "installing: npm ci in testdata/assemblyscript"; cd testdata/assemblyscript && npm ci --no-audit --no-fund; }
 
 vet:
 	@for m in $(MODULES); do echo "$(GO) -C $$m vet ./..."; $(GO) -C $$m vet ./... || exit 1; done

@@ -68,6 +68,11 @@ const (
 	ExportTick       = "fleet_tick"
 	// ExportInitialize is the WASI reactor's start function, run once per instance.
 	ExportInitialize = "_initialize"
+	// ExportStart is a WASI command's start function. A module that exports it and not
+	// ExportInitialize was built as a command (a Go build without -buildmode=c-shared),
+	// whose exports fail until _start has run main, and which exits when main returns;
+	// the host refuses it at load.
+	ExportStart = "_start"
 )
 
 // ResultFault is a host function's result when the request or reply range is outside the

@@ -1,10 +1,11 @@
-// Package host loads fleet plugins (WebAssembly guests speaking the native ABI) with
-// wazero, and runs each in slots that claim tasks, call the guest under a deadline and
+// Package host loads fleet plugins (WebAssembly guests speaking the native ABI, or built
+// with an Extism PDK) with wazero, and runs each in slots that claim tasks, call the guest under a deadline and
 // settle the outcome on the backend.
 //
 // The public surface is Config, New, Run, Close, Plugin and Grant (plus Submit, Pause and
 // Resume for the HTTP API, and SlotEvent for telemetry); the dispatch core
-// (internal/hostfn), the wazero transport (internal/native), the slot loop
+// (internal/hostfn), the transports (internal/native, and internal/extism through the
+// Extism Go SDK; transport.go chooses by the module's imports), the slot loop
 // (internal/slot) and schema validation (internal/validate) are internal.
 //
 //	h, err := host.New(ctx, host.Config{PluginsDir: "plugins", Backend: backend})

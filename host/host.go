@@ -17,7 +17,6 @@ import (
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/hostfn"
-	"github.com/fleethost/fleet/host/internal/native"
 	"github.com/fleethost/fleet/host/internal/slot"
 	"github.com/fleethost/fleet/host/internal/validate"
 )
@@ -67,13 +66,13 @@ type Host struct {
 
 // plugin is one loaded plugin.
 type plugin struct {
-	info      Plugin          // immutable
-	desc      *abi.Describe   // immutable
-	rt        *native.Runtime // immutable pointer
-	fn        *hostfn.Plugin  // immutable pointer
-	export    string          // immutable: the export its slots call (abi.ExportHandle or abi.ExportTick)
-	configID  string          // immutable: configIdentity, what the plane is told of its slots
-	closeHTTP func()          // immutable; may be nil
+	info      Plugin         // immutable
+	desc      *abi.Describe  // immutable
+	rt        runtime        // immutable
+	fn        *hostfn.Plugin // immutable pointer
+	export    string         // immutable: the export its slots call (abi.ExportHandle or abi.ExportTick)
+	configID  string         // immutable: configIdentity, what the plane is told of its slots
+	closeHTTP func()         // immutable; may be nil
 
 	slots    []*runningSlot     // guarded by Host.reloadMu: its running slots, by index
 	pump     *slot.Pump         // guarded by Host.reloadMu: its slots' claims and acks (batch)

@@ -74,10 +74,16 @@ func TestDuplicateType(t *testing.T) {
 
 // TestSpinDiesByDeadline: fleet_handle never returns; the per-call deadline kills the
 // instance, the task goes back, and the slot makes fresh instances until the task is
-// parked.
+// parked. The same over Extism (extismspin.wat).
 func TestSpinDiesByDeadline(t *testing.T) {
+	for _, wat := range []string{"spin", "extismspin"} {
+		t.Run(wat, func(t *testing.T) { spinDiesByDeadline(t, wat) })
+	}
+}
+
+func spinDiesByDeadline(t *testing.T, wat string) {
 	r := newRig(t)
-	r.wat("spin", "spin", batchDescribe("spin", "spin-q", anyObject))
+	r.wat(wat, "spin", batchDescribe("spin", "spin-q", anyObject))
 	r.cfg.CallTimeout = 100 * time.Millisecond
 	r.cfg.MaxAttempts = 2
 	h, stop := r.start()

@@ -13,7 +13,6 @@ import (
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/hostfn"
-	"github.com/fleethost/fleet/host/internal/native"
 	"github.com/fleethost/fleet/host/internal/validate"
 )
 
@@ -65,7 +64,7 @@ func (h *Host) loadPlugin(ctx context.Context, file string, wasm []byte) (*plugi
 	if desc.Mode == abi.ModeLoop {
 		export = abi.ExportTick
 	}
-	rt, err := h.compile(ctx, wasm, grant.MemoryLimitPages, desc.Mode, export)
+	rt, err := h.compile(ctx, wasm, grant.MemoryLimitPages, config, desc.Mode, export)
 	if err != nil {
 		if closeHTTP != nil {
 			closeHTTP()
@@ -130,11 +129,10 @@ func hostFunctions(typ string, grant Grant, acc hostfn.Access, config json.RawMe
 }
 
 // compile compiles wasm (from the cache the probe filled) under the plugin's memory
-// limit, and checks that it exports the entry point its mode calls.
-func (h *Host) compile(ctx context.Context, wasm []byte, pages uint32, mode, export string) (*native.Runtime, error) {
-	rt, err := native.NewRuntime(ctx, native.Params{
-		Cache: h.cache, MemoryLimitPages: pages, Core: h.core, Log: h.cfg.Logger,
-	}, wasm)
+// limit, with its configuration, and checks that it exports the entry point its mode
+// calls.
+func (h *Host) compile(ctx context.Context, wasm []byte, pages uint32, config json.RawMessage, mode, export string) (runtime, error) {
+	rt, err := h.newRuntime(ctx, wasm, pages, config)
 	if err != nil {
 		return nil, err
 	}
@@ -165,18 +163,17 @@ func digest(wasm []byte) string {
 
 // probe compiles wasm in a throwaway runtime, instantiates it once, and reads and checks
 // its ABI version and describe document. A probe is granted nothing: a host call made
-// from _initialize or fleet_describe is PermissionDenied. Its three guest calls
-// (_initialize, fleet_abi_version, fleet_describe) share one deadline, the largest call
-// timeout of the configuration: they are as untrusted as a task's call, and a plugin
+// from _initialize or fleet_describe is PermissionDenied. Its guest calls
+// (_initialize, fleet_abi_version, fleet_describe; an Extism plugin's fleet_describe,
+// which runs its initialisation first) share one deadline, the largest call timeout of
+// the configuration: they are as untrusted as a task's call, and a plugin
 // that does not describe itself within it is refused, naming the export and the deadline.
 func (h *Host) probe(ctx context.Context, wasm []byte) (d *abi.Describe, err error) {
 	pages, timeout := h.cfg.MemoryLimitPages, h.cfg.CallTimeout
 	for _, g := range h.grants {
 		pages, timeout = max(pages, g.MemoryLimitPages), max(timeout, g.CallTimeout)
 	}
-	rt, err := native.NewRuntime(ctx, native.Params{
-		Cache: h.cache, MemoryLimitPages: pages, Core: h.core, Log: h.cfg.Logger,
-	}, wasm)
+	rt, err := h.newRuntime(ctx, wasm, pages, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -188,16 +185,21 @@ func (h *Host) probe(ctx context.Context, wasm []byte) (d *abi.Describe, err err
 	caps := limits(h.cfg.grantWithDefaults("(probe)", Grant{}))
 	caps.MaxPayload = 0
 	caller := &hostfn.Caller{Plugin: hostfn.NewPlugin("(probe)", hostfn.Access{}, nil, caps, nil), Slot: "probe"}
-	in, err := rt.Instantiate(callCtx, "probe", caller, nil)
+	in, err := rt.instantiate(callCtx, "probe", caller, nil)
 	if err != nil {
 		return nil, late(abi.ExportInitialize, err)
 	}
-	v, err := in.ABIVersion(callCtx)
-	if err != nil {
-		return nil, late(abi.ExportABIVersion, err)
-	}
-	if err := abi.CheckVersion(v); err != nil {
-		return nil, err
+	// A native guest tells its ABI version before its describe; an Extism one only in it.
+	v := int32(-1)
+	if versioned, ok := in.(interface {
+		ABIVersion(context.Context) (int32, error)
+	}); ok {
+		if v, err = versioned.ABIVersion(callCtx); err != nil {
+			return nil, late(abi.ExportABIVersion, err)
+		}
+		if err := abi.CheckVersion(v); err != nil {
+			return nil, err
+		}
 	}
 	b, err := in.Describe(callCtx)
 	if err != nil {
@@ -207,7 +209,7 @@ func (h *Host) probe(ctx context.Context, wasm []byte) (d *abi.Describe, err err
 	if err != nil {
 		return nil, err
 	}
-	if d.ABIVersion != v {
+	if v >= 0 && d.ABIVersion != v {
 		return nil, fmt.Errorf("abi: describe says ABI version %d but %s says %d", d.ABIVersion, abi.ExportABIVersion, v)
 	}
 	return d, nil

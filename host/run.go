@@ -320,7 +320,7 @@ func (h *Host) slotParams(p *plugin, i int, pump *slot.Pump, rep *slotReport) sl
 			ctx, cancel := context.WithTimeout(hard, p.info.Grant.CallTimeout)
 			defer cancel()
 			caller := &hostfn.Caller{Plugin: p.fn, Slot: name}
-			in, err := p.rt.Instantiate(ctx, fmt.Sprintf("%s#%d", name, p.gen.Add(1)), caller, out)
+			in, err := p.rt.instantiate(ctx, fmt.Sprintf("%s#%d", name, p.gen.Add(1)), caller, out)
 			if err != nil {
 				return nil, pastDeadline(ctx, hard, abi.ExportInitialize, p.info.Grant.CallTimeout, err)
 			}

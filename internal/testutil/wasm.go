@@ -29,6 +29,20 @@ var guestSources = []string{"abi", "guest-sdk", "plugins", "go.mod", "go.sum"}
 // builds each plugin once and later runs not at all. No .wasm is ever committed.
 func BuildPlugin(tb testing.TB, pkg string) string {
 	tb.Helper()
+	return buildGo(tb, pkg, "wasm", "-buildmode=c-shared")
+}
+
+// BuildCommand is BuildPlugin without -buildmode=c-shared: pkg built as a WASI command
+// (exporting _start, not _initialize), as a plain `go build` makes it, which the host
+// refuses at load.
+func BuildCommand(tb testing.TB, pkg string) string {
+	tb.Helper()
+	return buildGo(tb, pkg, "wasm-command")
+}
+
+// buildGo builds pkg for wasip1 with flags into the cache folder kind.
+func buildGo(tb testing.TB, pkg, kind string, flags ...string) string {
+	tb.Helper()
 	root, err := ModuleRoot()
 	if err != nil {
 		tb.Fatal(err)
@@ -39,7 +53,7 @@ func BuildPlugin(tb testing.TB, pkg string) string {
 	if err != nil {
 		tb.Fatalf("testutil: hash guest sources: %v", err)
 	}
-	out := filepath.Join(cacheDir(), "wasm", sum[:16], filepath.Base(pkg)+".wasm")
+	out := filepath.Join(cacheDir(), kind, sum[:16], filepath.Base(pkg)+".wasm")
 	if _, err := os.Stat(out); err == nil {
 		return out
 	}
@@ -47,7 +61,7 @@ func BuildPlugin(tb testing.TB, pkg string) string {
 		tb.Fatal(err)
 	}
 	tmp := out + ".tmp"
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", tmp, "./"+pkg)
+	cmd := exec.Command("go", append(append([]string{"build"}, flags...), "-o", tmp, "./"+pkg)...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {

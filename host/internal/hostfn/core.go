@@ -1,6 +1,6 @@
 // Package hostfn is the dispatch core of the host functions: it turns a guest's request
-// bytes into an envelope, whatever transport moved the bytes (internal/native is the one
-// the host has).
+// bytes into an envelope, whatever transport moved the bytes (internal/native, the native
+// ABI, and internal/extism, Extism's).
 //
 // For every operation it decodes strictly (abi.DecodeRequest), checks the caller's grant,
 // validates against the named contract and the size limits, calls the backend, translates

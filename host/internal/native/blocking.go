@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/sys"
 )
 
@@ -33,6 +34,28 @@ var errCallDone = errors.New("native: the call's deadline has passed")
 type callState struct {
 	ctx context.Context // the running (or last) export call's context
 	out io.Writer       // the guest's stdout and stderr; immutable
+}
+
+// newCallState is the callState of an instance whose stdout and stderr go to out (nil
+// discards them).
+func newCallState(out io.Writer) *callState {
+	if out == nil {
+		out = io.Discard
+	}
+	return &callState{ctx: context.Background(), out: out}
+}
+
+// moduleConfig is the WASI sandbox of the instance c belongs to: no filesystem,
+// environment, arguments or sockets; the real clocks; c's sleep, writes and random
+// source (Instantiate says why).
+func (c *callState) moduleConfig() wazero.ModuleConfig {
+	return wazero.NewModuleConfig().
+		WithStdout(c).
+		WithStderr(c).
+		WithSysWalltime().
+		WithSysNanotime().
+		WithNanosleep(c.sleep).
+		WithRandSource(c)
 }
 
 // enter makes ctx the context of the export call about to run.

@@ -107,18 +107,7 @@ func (in *Instance) enter(ctx context.Context) context.Context {
 // wazero's own (a module compiled without the rewrite) traps like any other, since
 // wazero reports traps only as an internal type.
 func (in *Instance) died(ctx context.Context, name string, err error) error {
-	var exit *sys.ExitError
-	var hostBug runtime.Error
-	death := slot.DeathTrap
-	switch {
-	case errors.As(err, &exit) && ctx.Err() == nil:
-		death, err = slot.DeathExit, fmt.Errorf("the guest called proc_exit(%d)", exit.ExitCode())
-	case errors.As(err, &exit):
-		// ctx closed the module: the caller's deadline or drain, which the caller tells.
-	case errors.As(err, &hostBug):
-		// wazero recovered a Go runtime error: a host function's, not the guest's.
-		death = slot.DeathHostPanic
-	}
+	death, err := Classify(ctx, err)
 	if death != slot.DeathHostPanic && in.memoryFull() {
 		death = slot.DeathMemory
 	}
@@ -126,6 +115,26 @@ func (in *Instance) died(ctx context.Context, name string, err error) error {
 		death, err = slot.DeathStack, fmt.Errorf("%w: %w", ErrStackLimit, err)
 	}
 	return &slot.Died{Death: death, Err: fmt.Errorf("native: %s: %w", name, err)}
+}
+
+// Classify is the death of a guest call under ctx that failed with err, from err's type
+// alone (died says why not its text): a proc_exit while ctx runs is DeathExit, with the
+// host's own words for err; a Go runtime error that wazero recovered is a host function's,
+// DeathHostPanic; anything else, a deadline's close included (the caller tells those), is
+// DeathTrap. The Extism transport classifies its calls with it too.
+func Classify(ctx context.Context, err error) (slot.Death, error) {
+	var exit *sys.ExitError
+	var hostBug runtime.Error
+	switch {
+	case errors.As(err, &exit) && ctx.Err() == nil:
+		return slot.DeathExit, fmt.Errorf("the guest called proc_exit(%d)", exit.ExitCode())
+	case errors.As(err, &exit):
+		// ctx closed the module: the caller's deadline or drain, which the caller tells.
+	case errors.As(err, &hostBug):
+		// wazero recovered a Go runtime error: a host function's, not the guest's.
+		return slot.DeathHostPanic, err
+	}
+	return slot.DeathTrap, err
 }
 
 // ErrStackLimit is wrapped by the error of a guest call that died because its nested

@@ -51,8 +51,9 @@ var exportSigs = map[string]struct{ params, results []api.ValueType }{
 // WithCloseOnContextDone (a deadline kills a runaway guest), WASI and the fleet host module,
 // after the module rewriter (rewrite.go) makes every call a deadline check and bounds the
 // guest's call stack and table.
-// It refuses a module whose required exports (fleet_abi_version, fleet_input,
-// fleet_describe) are missing or mistyped, which imports anything but WASI and the
+// It refuses a module built as a WASI command (it exports _start, not _initialize), one
+// whose required exports (fleet_abi_version, fleet_input, fleet_describe) are missing or
+// mistyped, which imports anything but WASI and the
 // fleet operations, or which the rewriter refuses, naming the export, import or what was
 // refused.
 func NewRuntime(ctx context.Context, p Params, wasm []byte) (rt *Runtime, err error) {
@@ -103,6 +104,11 @@ func compile(ctx context.Context, r wazero.Runtime, wasm []byte) (c wazero.Compi
 
 func checkModule(c wazero.CompiledModule) error {
 	exports := c.ExportedFunctions()
+	if _, command := exports[abi.ExportStart]; command {
+		if _, reactor := exports[abi.ExportInitialize]; !reactor {
+			return errors.New("native: built as a command, not a reactor: build with -buildmode=c-shared (Go), -mexec-model=reactor (C)")
+		}
+	}
 	for _, name := range []string{abi.ExportABIVersion, abi.ExportInput, abi.ExportDescribe} {
 		if _, ok := exports[name]; !ok {
 			return fmt.Errorf("native: module does not export %s; a fleet guest must export %s, %s and %s",
@@ -184,19 +190,10 @@ func (rt *Runtime) Close(ctx context.Context) error {
 // EOF, a poll on it is ready at once), sched_yield returns at once, and no other file or
 // socket is open.
 func (rt *Runtime) Instantiate(ctx context.Context, name string, caller *hostfn.Caller, out io.Writer) (*Instance, error) {
-	if out == nil {
-		out = io.Discard
-	}
-	call := &callState{out: out}
-	cfg := wazero.NewModuleConfig().
+	call := newCallState(out)
+	cfg := call.moduleConfig().
 		WithName(name).
-		WithStartFunctions(). // _initialize runs below, under the caller's ctx
-		WithStdout(call).
-		WithStderr(call).
-		WithSysWalltime().
-		WithSysNanotime().
-		WithNanosleep(call.sleep).
-		WithRandSource(call)
+		WithStartFunctions() // _initialize runs below, under the caller's ctx
 	call.enter(ctx)
 	ctx = hostfn.WithCaller(ctx, caller)
 	mod, err := rt.r.InstantiateModule(ctx, rt.compiled, cfg)

@@ -1,0 +1,310 @@
+// Package extism is the Extism transport: a plugin built with an Extism PDK (it imports
+// Extism's kernel, extism:host/env) runs through github.com/extism/go-sdk, with every
+// fleet operation an Extism host function of extism:host/user that takes the request
+// JSON and returns the reply envelope JSON, each an Extism memory block, served by the
+// same dispatch core (hostfn.Core) as the native ABI. abi/EXTISM.md is the guest's side.
+//
+// The sandbox is native's: the module is rewritten (native.Rewrite) before the SDK
+// compiles it; its runtime has the plugin's memory limit, which bounds the Extism
+// kernel's memory (the input, the output and every host reply) too, and closes a call at
+// its deadline; WASI is native's (native.Sandbox). Extism's own HTTP (allowed_hosts) and
+// file access (allowed_paths) are off, and so are its vars: see RATIONALE.md.
+package extism
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	extism "github.com/extism/go-sdk"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/internal/hostfn"
+	"github.com/fleethost/fleet/host/internal/native"
+)
+
+// The Extism import modules: the kernel's functions, and the host's own.
+const (
+	EnvModule  = "extism:host/env"
+	UserModule = "extism:host/user"
+)
+
+// Params configure a Runtime.
+type Params struct {
+	Cache            wazero.CompilationCache // shared by every plugin's runtime; may be nil
+	MemoryLimitPages uint32                  // per module memory limit (guest and kernel), in 64 KiB pages
+	Core             *hostfn.Core
+	Log              *slog.Logger
+	// Config is the automation's validated configuration, nil for none: its top-level
+	// members are the Extism config that config_get reads (configMap).
+	Config json.RawMessage
+}
+
+// Runtime is one plugin compiled once for the Extism SDK, in a wazero runtime of its own
+// sharing the compilation cache. Safe for concurrent use: each slot has its Instance.
+type Runtime struct {
+	compiled *extism.CompiledPlugin // immutable after NewRuntime
+	exports  map[string]bool        // immutable: the fleet exports the module has
+}
+
+// IsExtism reports whether wasm imports a function from Extism's kernel (EnvModule): a
+// plugin that the host loads through this transport. A module it cannot read is not.
+func IsExtism(wasm []byte) bool {
+	imports, _ := importModules(wasm)
+	return imports[EnvModule]
+}
+
+// logLevel sets, once, the level of the Extism SDK's guest log functions (a process-wide
+// setting of the SDK, off by default): info and above reach the guest's log.
+var logLevel sync.Once
+
+// NewRuntime compiles wasm for the Extism SDK under the sandbox's settings. It refuses,
+// naming what is missing or wrong, a module that does not export fleet_describe (an
+// Extism module that is not a fleet plugin), whose fleet exports do not have Extism's
+// signature () -> i32, or that imports anything but Extism's kernel, fleet's operations
+// in extism:host/user and WASI.
+func NewRuntime(ctx context.Context, p Params, wasm []byte) (*Runtime, error) {
+	logLevel.Do(func() { extism.SetLogLevel(extism.LogLevelInfo) })
+	wasm, err := native.Rewrite(wasm)
+	if err != nil {
+		return nil, err
+	}
+	cfg := wazero.NewRuntimeConfig().
+		WithMemoryLimitPages(p.MemoryLimitPages).
+		WithCloseOnContextDone(true) // host/RATIONALE.md, "What does the sandbox cost?"
+	if p.Cache != nil {
+		cfg = cfg.WithCompilationCache(p.Cache)
+	}
+	exports, err := check(ctx, cfg, wasm)
+	if err != nil {
+		return nil, err
+	}
+	compiled, err := newCompiled(ctx, extism.Manifest{
+		Wasm: []extism.Wasm{extism.WasmData{Data: wasm}},
+		// Vars and the SDK's HTTP are off: 0 bytes of either. No AllowedHosts (every
+		// http_request is refused) and no AllowedPaths (no filesystem).
+		Memory: &extism.ManifestMemory{MaxPages: p.MemoryLimitPages},
+		Config: configMap(p.Config),
+	}, extism.PluginConfig{RuntimeConfig: cfg, EnableWasi: true}, hostFunctions(p.Core, p.Log))
+	if err != nil {
+		return nil, fmt.Errorf("extism: compile: %w", err)
+	}
+	return &Runtime{compiled: compiled, exports: exports}, nil
+}
+
+// newCompiled is extism.NewCompiledPlugin, turning a panic into an error: the module is
+// the guest's, and wazero's decoder panics on some malformed modules.
+func newCompiled(ctx context.Context, m extism.Manifest, cfg extism.PluginConfig, fns []extism.HostFunction) (c *extism.CompiledPlugin, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c, err = nil, fmt.Errorf("the Extism SDK panicked: %v", r)
+		}
+	}()
+	return extism.NewCompiledPlugin(ctx, m, cfg, fns)
+}
+
+// exportSig is the signature of an Extism export: no parameters (the input is Extism's),
+// an i32 return code.
+var exportSig = []api.ValueType{api.ValueTypeI32}
+
+// userSig is the signature of every fleet host function in UserModule: the request's
+// memory block in, the reply's out.
+var userSig = []api.ValueType{api.ValueTypeI64}
+
+// check compiles wasm in a throwaway runtime (the compilation cache makes the SDK's own
+// compile of it a hit) and checks its exports and imports, before anything of it runs.
+// It returns the fleet exports the module has.
+func check(ctx context.Context, cfg wazero.RuntimeConfig, wasm []byte) (map[string]bool, error) {
+	r := wazero.NewRuntimeWithConfig(ctx, cfg)
+	defer r.Close(ctx)
+	c, err := compile(ctx, r, wasm)
+	if err != nil {
+		return nil, fmt.Errorf("extism: compile: %w", err)
+	}
+	defs := c.ExportedFunctions()
+	if _, ok := defs[abi.ExportDescribe]; !ok {
+		names := make([]string, 0, len(defs))
+		for name := range defs {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		return nil, fmt.Errorf("extism: this is an Extism module but not a fleet plugin: it does not export %s "+
+			"(a fleet plugin exports %s, and %s or %s; see abi/EXTISM.md); it exports: %s",
+			abi.ExportDescribe, abi.ExportDescribe, abi.ExportHandle, abi.ExportTick, strings.Join(names, ", "))
+	}
+	exports := map[string]bool{}
+	for _, name := range []string{abi.ExportDescribe, abi.ExportHandle, abi.ExportTick} {
+		def, ok := defs[name]
+		if !ok {
+			continue
+		}
+		if len(def.ParamTypes()) != 0 || !slices.Equal(def.ResultTypes(), exportSig) {
+			return nil, fmt.Errorf("extism: export %s has %d parameters and results %v; an Extism export takes none and returns an i32",
+				name, len(def.ParamTypes()), def.ResultTypes())
+		}
+		exports[name] = true
+	}
+	ops := map[string]bool{}
+	for _, op := range userOps() {
+		ops[string(op)] = true
+	}
+	for _, imp := range c.ImportedFunctions() {
+		mod, name, _ := imp.Import()
+		switch mod {
+		case EnvModule, wasi_snapshot_preview1.ModuleName:
+			// The SDK's kernel and WASI resolve these, or refuse the instance.
+		case UserModule:
+			if !ops[name] {
+				return nil, fmt.Errorf("extism: module imports %s.%s, which is not a fleet operation (ABI %d)", mod, name, abi.Version)
+			}
+			if !slices.Equal(imp.ParamTypes(), userSig) || !slices.Equal(imp.ResultTypes(), userSig) {
+				return nil, fmt.Errorf("extism: module imports %s.%s with the wrong signature; a fleet operation is (i64) -> i64", mod, name)
+			}
+		default:
+			return nil, fmt.Errorf("extism: module imports %s.%s; an Extism fleet plugin may import only %s, %s and %s",
+				mod, name, EnvModule, UserModule, wasi_snapshot_preview1.ModuleName)
+		}
+	}
+	return exports, nil
+}
+
+func compile(ctx context.Context, r wazero.Runtime, wasm []byte) (c wazero.CompiledModule, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c, err = nil, fmt.Errorf("wazero panicked: %v", p)
+		}
+	}()
+	return r.CompileModule(ctx, wasm)
+}
+
+// configMap is the Extism config of an automation whose configuration is cfg: each
+// top-level member of the object, a string as its text and any other value as its JSON.
+// A configuration that is not an object has no Extism config (fleet's config_get reads
+// it whole).
+func configMap(cfg json.RawMessage) map[string]string {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(cfg, &members) != nil {
+		return nil
+	}
+	out := make(map[string]string, len(members))
+	for k, v := range members {
+		var s string
+		if json.Unmarshal(v, &s) == nil {
+			out[k] = s
+			continue
+		}
+		out[k] = string(v)
+	}
+	return out
+}
+
+// HasExport reports whether the plugin exports the fleet function name.
+func (rt *Runtime) HasExport(name string) bool { return rt.exports[name] }
+
+// Close closes the runtime and every instance in it.
+func (rt *Runtime) Close(ctx context.Context) error { return rt.compiled.Close(ctx) }
+
+// importModules lists the modules wasm imports from, reading only its import section.
+func importModules(wasm []byte) (map[string]bool, error) {
+	errBad := errors.New("extism: not a readable WebAssembly module")
+	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" {
+		return nil, errBad
+	}
+	r := leb{b: wasm[8:]}
+	for len(r.b) > 0 {
+		id := r.byte()
+		n := r.u32()
+		if r.bad || uint64(n) > uint64(len(r.b)) {
+			return nil, errBad
+		}
+		payload := leb{b: r.b[:n]}
+		r.b = r.b[n:]
+		if id != 2 {
+			continue
+		}
+		out := map[string]bool{}
+		for range payload.u32() {
+			mod, _ := payload.name(), payload.name()
+			if payload.bad {
+				return nil, errBad
+			}
+			out[mod] = true
+			payload.importDesc()
+		}
+		return out, nil
+	}
+	return map[string]bool{}, nil
+}
+
+// leb reads the binary format's values; bad sticks once a read runs past the end.
+type leb struct {
+	b   []byte
+	bad bool
+}
+
+func (r *leb) byte() byte {
+	if len(r.b) == 0 {
+		r.bad = true
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+func (r *leb) u32() uint32 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 || v > 1<<32-1 {
+		r.bad, r.b = true, nil
+		return 0
+	}
+	r.b = r.b[n:]
+	return uint32(v)
+}
+
+func (r *leb) name() string {
+	n := r.u32()
+	if uint64(n) > uint64(len(r.b)) {
+		r.bad, r.b = true, nil
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+// importDesc skips one import's description: a function's type index, a table's or a
+// memory's limits, a global's type, a tag's attribute and type index.
+func (r *leb) importDesc() {
+	limits := func() {
+		flags := r.byte()
+		r.u32()
+		if flags&1 != 0 {
+			r.u32()
+		}
+	}
+	switch r.byte() {
+	case 0x00:
+		r.u32()
+	case 0x01:
+		r.byte()
+		limits()
+	case 0x02:
+		limits()
+	case 0x03, 0x04:
+		r.byte()
+		r.u32()
+	default:
+		r.bad, r.b = true, nil
+	}
+}

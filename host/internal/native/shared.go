@@ -1,0 +1,27 @@
+package native
+
+import (
+	"context"
+	"io"
+
+	"github.com/tetratelabs/wazero"
+)
+
+// This file is what the Extism transport (internal/extism) takes from this one, so that
+// a plugin runs in one sandbox whichever transport it speaks: the module rewriter, the
+// WASI sandbox of an instance and the death of a failed call (Classify).
+
+// Rewrite is the module rewriter that NewRuntime runs (rewrite.go): every function entry
+// counts towards a deadline check, the guest's call stack has a budget and its table a
+// small maximum. It refuses, naming it, what it does not understand.
+func Rewrite(wasm []byte) ([]byte, error) { return rewrite(wasm) }
+
+// Sandbox returns the WASI module config of one instance (no filesystem, environment,
+// arguments or sockets; real clocks; crypto/rand; guest output to out, nil discarding it;
+// see Runtime.Instantiate) and its enter: called with the context of each export call
+// before it runs, it makes the instance's sleeps, writes and random reads end with that
+// context.
+func Sandbox(out io.Writer) (wazero.ModuleConfig, func(context.Context)) {
+	call := newCallState(out)
+	return call.moduleConfig(), call.enter
+}

@@ -1,0 +1,70 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+
+	"github.com/fleethost/fleet/host/internal/extism"
+	"github.com/fleethost/fleet/host/internal/hostfn"
+	"github.com/fleethost/fleet/host/internal/native"
+	"github.com/fleethost/fleet/host/internal/slot"
+)
+
+// runtime is a plugin compiled for its transport: the native ABI (internal/native) or
+// Extism's (internal/extism), which newRuntime chooses by the module's imports. The
+// slots see only the instances, as slot.Guest.
+type runtime interface {
+	HasExport(name string) bool
+	instantiate(ctx context.Context, name string, caller *hostfn.Caller, out io.Writer) (instance, error)
+	Close(ctx context.Context) error
+}
+
+// instance is one live instance: a slot's Guest, and the probe's describe. A native
+// instance also has ABIVersion (probe).
+type instance interface {
+	slot.Guest
+	Describe(ctx context.Context) ([]byte, error)
+}
+
+// newRuntime compiles wasm under a memory limit of pages: through the Extism SDK when
+// it imports Extism's kernel (extism:host/env), natively otherwise. config is the
+// plugin's validated configuration, which Extism's config_get reads (nil for none).
+func (h *Host) newRuntime(ctx context.Context, wasm []byte, pages uint32, config json.RawMessage) (runtime, error) {
+	if extism.IsExtism(wasm) {
+		rt, err := extism.NewRuntime(ctx, extism.Params{
+			Cache: h.cache, MemoryLimitPages: pages, Core: h.core, Log: h.cfg.Logger, Config: config,
+		}, wasm)
+		if err != nil {
+			return nil, err
+		}
+		return extismRuntime{rt}, nil
+	}
+	rt, err := native.NewRuntime(ctx, native.Params{
+		Cache: h.cache, MemoryLimitPages: pages, Core: h.core, Log: h.cfg.Logger,
+	}, wasm)
+	if err != nil {
+		return nil, err
+	}
+	return nativeRuntime{rt}, nil
+}
+
+type nativeRuntime struct{ *native.Runtime }
+
+func (r nativeRuntime) instantiate(ctx context.Context, name string, caller *hostfn.Caller, out io.Writer) (instance, error) {
+	in, err := r.Instantiate(ctx, name, caller, out)
+	if err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+type extismRuntime struct{ *extism.Runtime }
+
+func (r extismRuntime) instantiate(ctx context.Context, name string, caller *hostfn.Caller, out io.Writer) (instance, error) {
+	in, err := r.Instantiate(ctx, name, caller, out)
+	if err != nil {
+		return nil, err
+	}
+	return in, nil
+}

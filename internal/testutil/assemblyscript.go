@@ -1,0 +1,83 @@
+package testutil
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+)
+
+// ASDir is the module-relative folder of the AssemblyScript plugins (Extism PDK), with
+// the package.json and package-lock.json that `make deps` installs with npm ci.
+const ASDir = "testdata/assemblyscript"
+
+// BuildAS compiles the AssemblyScript plugin ASDir/<name>.ts with the folder's own asc
+// (npm's assemblyscript, beside @extism/as-pdk) and returns the path of the .wasm.
+// Builds are cached by the content hash of the folder's files (the sources and the
+// lockfile that pins asc and the PDK), so a test run builds each plugin once. It fails,
+// naming `make deps`, when node or the installed packages are missing.
+func BuildAS(tb testing.TB, name string) string {
+	tb.Helper()
+	root, err := ModuleRoot()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dir := filepath.Join(root, ASDir)
+	asc := filepath.Join(dir, "node_modules", ".bin", "asc")
+	if _, err := exec.LookPath("node"); err != nil {
+		tb.Fatal("testutil: node not found on PATH; install it and the AssemblyScript packages with `make deps` (apt-get install -y npm, then npm ci in " + ASDir + ")")
+	}
+	if _, err := os.Stat(asc); err != nil {
+		tb.Fatalf("testutil: %s is missing; install the AssemblyScript packages with `make deps` (npm ci in %s)", asc, ASDir)
+	}
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	sum, err := hashFiles(dir)
+	if err != nil {
+		tb.Fatalf("testutil: hash %s: %v", ASDir, err)
+	}
+	out := filepath.Join(cacheDir(), "as", sum[:16], name+".wasm")
+	if _, err := os.Stat(out); err == nil {
+		return out
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	tmp := out + ".tmp"
+	cmd := exec.Command(asc, name+".ts", "--outFile", tmp, "--optimize", "--use", "abort=fleet/myAbort")
+	cmd.Dir = dir
+	if b, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("testutil: asc %s.ts: %v\n%s", name, err, b)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		tb.Fatal(err)
+	}
+	return out
+}
+
+// hashFiles hashes the names and contents of the regular files directly in dir (not its
+// folders: node_modules is what the lockfile says), and the Go toolchain's platform.
+func hashFiles(dir string) (string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s/%s", runtime.GOOS, runtime.GOARCH)
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "\x00%s\x00%d\x00", e.Name(), len(b))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
