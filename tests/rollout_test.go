@@ -306,6 +306,17 @@ func TestRolloutOneDaemon(t *testing.T) {
 	v2 := append(append([]byte{}, v1...), 0, byte(1+len(name)+len(content)), byte(len(name)))
 	v2 = append(append(v2, name...), content...)
 	file := filepath.Join(d.dir, "rollout.wasm")
+	// Compile both builds into the shared compilation cache first (a cold compile of a Go
+	// guest under -race takes tens of seconds), so that the waits below are the reload's.
+	for _, b := range [][]byte{v1, v2} {
+		warm := filepath.Join(t.TempDir(), "rollout.wasm")
+		if err := os.WriteFile(warm, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := host.Describe(context.Background(), warm, cacheDir, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	testutil.Deploy(t, file, v1)
 	waitFor(t, "the dropped-in plugin loaded", func() bool { _, ok := d.automation("rollout"); return ok })
