@@ -159,7 +159,9 @@ type Config struct {
 	// NewReporter makes the reporters of the plane: the host calls it once per slot, as
 	// Run starts the slot, and each slot reports through its own reporter as one instance
 	// of the plane ("<Instance>/<type>/<index>"), so that a reporter carries one
-	// instance's reports, as reporter.Reporter was designed for. The host owns what it
+	// instance's reports, as reporter.Reporter was designed for (a reload's new version
+	// of a slot reports through its instance's reporter; RATIONALE.md, "What does the
+	// plane see of a reload?"). The host owns what it
 	// returns: once every slot has stopped, Run closes each slot's reporter with that
 	// slot's stopping beacon, all at once. When no slot ran, or Run never ran (Close, or a
 	// New that failed loading the plugins), the host calls it once more and closes that
