@@ -33,6 +33,8 @@ type reloader struct {
 	grants string        // the grants file; "" when run has none
 	kick   chan struct{} // buffered (1): a pending reload
 
+	// mu serialises reloads (the API's with the triggers'), as the host does: a grants
+	// file is then read, refused and counted once per reload.
 	mu      sync.Mutex
 	refused grantsRefusal // guarded by mu: the grants file's last refused content
 	// failures counts the grants files refused: with the host's refused builds, they are
@@ -69,6 +71,8 @@ func (rl *reloader) request(why string) {
 // parse or check is refused, naming the file and the field; the plugins then reload
 // under the grants in force.
 func (rl *reloader) reload(ctx context.Context) error {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
 	gf, gerr := rl.readGrants()
 	var err error
 	if gerr != nil {
@@ -87,7 +91,7 @@ func (rl *reloader) reload(ctx context.Context) error {
 }
 
 // readGrants reads and checks the grants file (an empty File when run has none). A
-// refusal is logged and counted once per content.
+// refusal is logged and counted once per content. Call it holding rl.mu.
 func (rl *reloader) readGrants() (grants.File, error) {
 	if rl.grants == "" {
 		return grants.File{}, nil
@@ -97,30 +101,23 @@ func (rl *reloader) readGrants() (grants.File, error) {
 		return nil, rl.refuseGrants([sha256.Size]byte{}, fmt.Errorf("grants: %w", err))
 	}
 	sum := sha256.Sum256(b)
-	rl.mu.Lock()
-	f := rl.refused
-	rl.mu.Unlock()
-	if f.err != nil && f.sum == sum {
+	if f := rl.refused; f.err != nil && f.sum == sum {
 		return nil, f.err
 	}
 	gf, err := grants.ParseFile(rl.grants, b)
 	if err != nil {
 		return nil, rl.refuseGrants(sum, err)
 	}
-	rl.mu.Lock()
 	rl.refused = grantsRefusal{}
-	rl.mu.Unlock()
 	return gf, nil
 }
 
 // refuseGrants records and counts err, the refusal of the grants file whose content has
-// SHA-256 sum, and returns it.
+// SHA-256 sum, and returns it. Call it holding rl.mu.
 func (rl *reloader) refuseGrants(sum [sha256.Size]byte, err error) error {
 	rl.failures.Add(1)
 	rl.log.Error("daemon: reload refused the grants file; the running grants stay", "file", rl.grants, "err", err)
-	rl.mu.Lock()
 	rl.refused = grantsRefusal{sum: sum, err: err}
-	rl.mu.Unlock()
 	return err
 }
 
