@@ -1,6 +1,8 @@
 // Package abi is the wire contract between fleet-host and its WebAssembly guests: the host
 // module and function names, how bytes cross the boundary, the JSON request and reply
 // types of every operation, the error kinds, the ABI version and the describe document.
+// REFERENCE.md beside it is the same contract for authors in any language, with every
+// operation's JSON; its tests hold it to this package.
 //
 // It imports only the standard library and builds for the host and for GOOS=wasip1, so
 // that both halves import one definition instead of copying it.
@@ -33,8 +35,9 @@
 //
 // # How the host calls the guest
 //
-// A guest is a WASI reactor (GOOS=wasip1 -buildmode=c-shared; the host runs _initialize
-// once per instance) with these exports:
+// A guest is a WASI reactor (GOOS=wasip1 -buildmode=c-shared; the host runs _initialize,
+// when exported, once per instance; a command, exporting _start instead, is refused) with
+// these exports:
 //
 //	fleet_abi_version() -> i32          the ABI version it was built for
 //	fleet_input(size i32) -> i32        a pointer to a guest-owned buffer of >= size bytes,

@@ -51,6 +51,12 @@ type Item struct {
 	Tags      Tags
 	CreatedAt time.Time
 	ExpiresAt time.Time // zero when the item has no TTL
+
+	// LeasedUntil is when the item's lease ends, zero when it is not leased; Holder is
+	// who took the lease (WithHolder), "" when unleased or unnamed. PoolList fills both
+	// for operators; a plugin is shown neither.
+	LeasedUntil time.Time
+	Holder      string
 }
 
 // Lease is what claiming a pool item or a task, or acquiring a lock, hands the holder:
@@ -81,7 +87,8 @@ type Pool interface {
 	PoolPutWithin(ctx context.Context, pool string, payload []byte, tags Tags, ttl time.Duration, c PoolCap) (id string, err error)
 	// PoolList returns up to limit live items whose tags equal every entry of where
 	// (nil where matches all), leased or not, without changing anything. limit <= 0
-	// means a backend default (100).
+	// means a backend default (100). Each item says whether it is leased, until when
+	// and by whom (Item.LeasedUntil, Item.Holder).
 	PoolList(ctx context.Context, pool string, where Tags, limit int) ([]Item, error)
 	// PoolClaim takes an exclusive lease for hold on one live, unleased item whose tags
 	// equal every entry of where. ok is false when no such item exists. Its cost does not
@@ -210,6 +217,17 @@ type Lock interface {
 	// root's one sequence, which only grows. LockAcquire is LockAcquireWithin with the
 	// zero NameQuota.
 	LockAcquireWithin(ctx context.Context, name string, hold, wait time.Duration, q NameQuota) (l LockLease, ok bool, err error)
+	// LockShow reads who holds lock name, for operators, without changing anything: ok is
+	// false when it is free.
+	LockShow(ctx context.Context, name string) (h LockHolder, ok bool, err error)
+}
+
+// LockHolder is a held lock as LockShow shows it. The holder's token is not shown: it
+// proves the holder on release.
+type LockHolder struct {
+	Owner string    // the NameQuota.Owner it counts against (a plugin's type); "" for none
+	Fence int64     // the lease's fencing token; 0 when unknown (a lease taken by a host that does not record it)
+	Until time.Time // when the lease ends unless released first
 }
 
 // Counter is an atomic fleet-wide integer.

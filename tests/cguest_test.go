@@ -4,8 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/host/slotstate"
@@ -40,25 +45,41 @@ func TestCCounterBesideGoCounter(t *testing.T) {
 	}
 }
 
-// The C demo plugin (guest-sdk/c/examples/cdemo) consumes a queue and, per task, uses its
-// configuration, KV, a pool (put, claim by tag, extend, release), a lock, a counter and
-// submit through the C SDK, on every backend; what it did is read back from the backend.
-// One task's payload is larger than the SDK's reply buffer, so that its KV read crosses
-// through reply_fetch, and every task checks that a namespace it was not granted answers
-// PermissionDenied as an error kind, not a trap.
+// The C demo plugin (guest-sdk/c/examples/cdemo) consumes a queue and, per task, uses
+// every operation through the C SDK: its configuration, KV, a pool (put, claim by tag,
+// extend, release, list, size, mark_bad), a lock, a counter, submit, HTTP to a local
+// server, log and metric, on every backend; what it did is read back from the backend and
+// the server. One task's payload is larger than the SDK's reply buffer, so that its KV
+// read crosses through reply_fetch; every task checks that a namespace it was not
+// granted answers PermissionDenied as an error kind, not a trap; every fifth task asks
+// for a retry the first time.
 func TestCPluginUsesTheHostsState(t *testing.T) {
 	const tasks = 20
 	for _, kind := range backendKinds {
 		t.Run(kind, func(t *testing.T) {
-			r := newSandbox(t, kind)
+			r := newEmptySandbox(t, kind)
 			log, lines := testLogs(t)
 			r.cfg.Logger = log
+			var pings atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				body, _ := io.ReadAll(req.Body)
+				n, ok := strings.CutPrefix(string(body), "ping ")
+				if req.Method != http.MethodPost || !ok || req.Header.Get("X-N") != n {
+					http.Error(w, "want POST ping N with X-N: N", http.StatusBadRequest)
+					return
+				}
+				pings.Add(1)
+				io.WriteString(w, "pong "+n)
+			}))
+			t.Cleanup(srv.Close)
 			r.install(t, testutil.BuildC(t, "guest-sdk/c/examples/cdemo"), "cdemo")
 			r.grants["cdemo"] = host.Grant{
 				Queues: map[string][]string{"cdemo-jobs": {"consume"}, "cdemo-results": {"submit"}},
-				Pools:  map[string][]string{"cdemo-items": {"put", "claim"}},
+				Pools:  map[string][]string{"cdemo-items": host.PoolRoles()},
+				HTTP:   host.HTTP{Hosts: []string{strings.TrimPrefix(srv.URL, "http://")}, AllowPrivate: true},
 			}
-			r.cfg.Configs = map[string]json.RawMessage{"cdemo": json.RawMessage(`{"prefix":"job-"}`)}
+			r.cfg.Configs = map[string]json.RawMessage{"cdemo": json.RawMessage(`{"prefix":"job-","url":"` + srv.URL + `/ping"}`)}
+			r.cfg.RetryDelay = time.Millisecond
 			r.start(t)
 			ctx := context.Background()
 			big := strings.Repeat("é\"x", 2000) // escaped, over the 4 KiB reply buffer
@@ -72,18 +93,20 @@ func TestCPluginUsesTheHostsState(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			retried := tasks / 5
 			waitFor(t, "the C plugin finishes every task", func() bool {
-				return len(r.ev.finished("cdemo")) >= tasks
+				return r.ev.outcomes("cdemo")[slotstate.Checkpoint] >= tasks
 			})
-			for o, n := range r.ev.outcomes("cdemo") {
-				if o != slotstate.Checkpoint {
-					t.Errorf("%d tasks ended %q, want every one done", n, o)
-				}
+			if got := r.ev.outcomes("cdemo"); got[slotstate.Released] != retried || len(got) != 2 {
+				t.Errorf("outcomes = %v, want %d done and %d released (the retries)", got, tasks, retried)
 			}
 			for _, ev := range r.ev.finished("cdemo") {
-				if ev.Outcome != slotstate.Checkpoint {
-					t.Logf("task %s: %s: %s%s", ev.TaskID, ev.Outcome, ev.Reason, ev.Death)
+				if ev.Outcome != slotstate.Checkpoint && ev.Reason != "retry" {
+					t.Errorf("task %s: %s: %s%s", ev.TaskID, ev.Outcome, ev.Reason, ev.Death)
 				}
+			}
+			if n := pings.Load(); n != tasks {
+				t.Errorf("the server answered %d pings, want %d", n, tasks)
 			}
 			if v, err := r.b.CounterGet(ctx, "cdemo:done"); err != nil || v != tasks {
 				t.Errorf("counter cdemo:done = %d, %v; want %d", v, err, tasks)
@@ -91,8 +114,8 @@ func TestCPluginUsesTheHostsState(t *testing.T) {
 			if st, err := r.b.QueueStats(ctx, "cdemo-results"); err != nil || st.Depth != tasks {
 				t.Errorf("cdemo-results = %+v, %v; want %d submitted", st, err, tasks)
 			}
-			if n, err := r.b.PoolSize(ctx, "cdemo-items"); err != nil || n != tasks {
-				t.Errorf("pool cdemo-items holds %d, %v; want %d released items", n, err, tasks)
+			if n, err := r.b.PoolSize(ctx, "cdemo-items"); err != nil || n != tasks/2 {
+				t.Errorf("pool cdemo-items holds %d, %v; want %d (the odd tasks' items: the even ones' were marked bad)", n, err, tasks/2)
 			}
 			v, ok, err := r.b.KVGet(ctx, "cdemo:data", "job-7")
 			var got struct {
@@ -106,5 +129,70 @@ func TestCPluginUsesTheHostsState(t *testing.T) {
 				t.Errorf("the host's log has no line of the plugin's")
 			}
 		})
+	}
+}
+
+// The C loop plugin (guest-sdk/c/examples/ticker) ticks: each tick reads its iteration
+// through fleet_read_tick, counts itself and keeps the iteration in KV, on every backend.
+func TestCLoopPluginTicks(t *testing.T) {
+	for _, kind := range backendKinds {
+		t.Run(kind, func(t *testing.T) {
+			r := newEmptySandbox(t, kind)
+			r.install(t, testutil.BuildC(t, "guest-sdk/c/examples/ticker"), "ticker")
+			r.cfg.Slots = 1 // one slot's iterations, in order
+			r.start(t)
+			ctx := context.Background()
+			var n int64
+			waitFor(t, "the fifth tick", func() bool {
+				v, ok, err := r.b.KVGet(ctx, "ticker:state", "iteration")
+				return err == nil && ok && json.Unmarshal(v, &n) == nil && n >= 5
+			})
+			// Each tick counts itself before it keeps its iteration: the counter is ahead.
+			if v, err := r.b.CounterGet(ctx, "ticker:ticks"); err != nil || v < n {
+				t.Errorf("counter ticker:ticks = %d, %v; want %d or more, the ticks to iteration %d", v, err, n, n)
+			}
+			for o, n := range r.ev.outcomes("ticker") {
+				if o != slotstate.Released {
+					t.Errorf("%d ticks ended %q, want every one a retry (%q)", n, o, slotstate.Released)
+				}
+			}
+		})
+	}
+}
+
+// The C SDK reads what the host writes beyond plain ASCII (tests/testdata/cwire): a fail
+// reason of quotes, a backslash, a tab, HTML characters (which the host's encoder writes
+// as \u escapes) and UTF-8 comes back as the next attempt's last_error unchanged, and an
+// HTTP body of every byte value crosses as base64 both ways.
+func TestCSDKReadsEscapesAndBytes(t *testing.T) {
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		io.Copy(w, req.Body)
+	}))
+	t.Cleanup(echo.Close)
+	r := newEmptySandbox(t, "memory")
+	log, lines := testLogs(t)
+	r.cfg.Logger = log
+	r.cfg.RetryDelay = time.Millisecond
+	r.install(t, testutil.BuildC(t, "tests/testdata/cwire"), "cwire")
+	r.grants["cwire"] = host.Grant{
+		Queues: map[string][]string{"cwire": {"consume"}},
+		HTTP:   host.HTTP{Hosts: []string{strings.TrimPrefix(echo.URL, "http://")}, AllowPrivate: true},
+	}
+	r.start(t)
+	const tasks = 3
+	for range tasks {
+		if _, err := r.h.Submit(context.Background(), "cwire", []byte(`{"url":"`+echo.URL+`/echo"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "every task done or retried", func() bool {
+		o := r.ev.outcomes("cwire")
+		return o[slotstate.Checkpoint]+o[slotstate.Released] >= 2*tasks
+	})
+	if got := r.ev.outcomes("cwire"); got[slotstate.Checkpoint] != tasks || got[slotstate.Released] != tasks {
+		t.Errorf("outcomes = %v, want %d done and %d released (the first attempts' fails); the log:\n%s", got, tasks, tasks, lines)
+	}
+	if v, err := r.b.CounterGet(context.Background(), "cwire:ok"); err != nil || v != tasks {
+		t.Errorf("counter cwire:ok = %d, %v; want %d", v, err, tasks)
 	}
 }

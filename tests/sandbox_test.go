@@ -42,11 +42,18 @@ type sandbox struct {
 // hostile plugin needs a grant of its own in r.grants for what it declares.
 func newSandbox(t *testing.T, kind string) *sandbox {
 	t.Helper()
-	b, _ := newBackend(t, kind)
-	r := &sandbox{dir: t.TempDir(), b: b, ev: &events{}, grants: map[string]host.Grant{
-		"counter": {Queues: map[string][]string{honestQueue: {"consume"}}},
-	}}
+	r := newEmptySandbox(t, kind)
+	r.grants["counter"] = host.Grant{Queues: map[string][]string{honestQueue: {"consume"}}}
 	installPlugin(t, "plugins/examples/counter", r.dir, "counter")
+	return r
+}
+
+// newEmptySandbox is newSandbox without the honest plugin, for a test of the plugins it
+// installs itself.
+func newEmptySandbox(t *testing.T, kind string) *sandbox {
+	t.Helper()
+	b, _ := newBackend(t, kind)
+	r := &sandbox{dir: t.TempDir(), b: b, ev: &events{}, grants: map[string]host.Grant{}}
 	r.cfg = host.Config{
 		PluginsDir:   r.dir,
 		Backend:      b,

@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/fleethost/fleet/internal/cli"
 	"github.com/fleethost/fleet/internal/demosite"
+	"github.com/fleethost/fleet/primitives"
 )
 
 func main() {
@@ -84,6 +86,9 @@ func run(bin, plugins string, urls int, timeout time.Duration) error {
 		return err
 	}
 	elapsed := time.Since(start)
+	if err := planeLine(ctx, c); err != nil {
+		return err
+	}
 
 	exitErr, err := d.stop()
 	if err != nil {
@@ -147,10 +152,21 @@ func startDaemon(bin, plugins, grantsFile string) (*daemon, error) {
 		return nil, err
 	}
 	d.logs = logs
-	args := []string{"run", "--plugins", plugins, "--grants", grantsFile, "--listen", "127.0.0.1:0",
+	// The daemon is its own plane (--plane): its slots report to its API, so the
+	// console's Fleet page shows them. The report URL names the port, so the port is
+	// chosen here rather than by the daemon.
+	listen, err := freeAddr()
+	if err != nil {
+		logs.Close()
+		return nil, err
+	}
+	args := []string{"run", "--plugins", plugins, "--grants", grantsFile, "--listen", listen,
 		"--slots-for", "scraper=1,cookie-harvester=1,counter=0,noop=0",
-		"--log-format", "json", "--instance", "fleet-demo"}
+		"--log-format", "json", "--instance", "fleet-demo",
+		"--plane", "--report-url", "http://" + listen + "/api/projects/demo/fleet/report"}
 	d.cmd = exec.Command(bin, args...)
+	key := primitives.NewToken()
+	d.cmd.Env = append(os.Environ(), "FLEET_PLANE_KEY="+key, "FLEET_REPORT_KEY="+key)
 	stderr, err := d.cmd.StderrPipe()
 	if err != nil {
 		logs.Close()
@@ -178,6 +194,30 @@ func startDaemon(bin, plugins, grantsFile string) (*daemon, error) {
 		d.exited <- d.cmd.Wait()
 	}()
 	return d, nil
+}
+
+// planeLine prints the instances that report to the daemon's plane: its slots.
+func planeLine(ctx context.Context, c *cli.Client) error {
+	p, err := c.PlaneInstances(ctx, 0)
+	if err != nil {
+		return fmt.Errorf("plane: %w", err)
+	}
+	var rows []string
+	for _, in := range p.Instances {
+		rows = append(rows, in.Instance+" ("+in.State.Kind+")")
+	}
+	fmt.Printf("demo: plane         %d instances report (GET /api/v1/plane/instances): %s\n", len(rows), strings.Join(rows, ", "))
+	return nil
+}
+
+// freeAddr is a loopback address with a port free now.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
 
 // ready waits for the daemon's API to listen and to answer ready, and returns a client

@@ -20,7 +20,7 @@ import (
 
 // apiFlags are the flags of the commands that talk to a daemon's API.
 func apiFlags(f *flags, c *cli.Client) {
-	f.str(&c.Base, "api", "FLEET_API", "http://"+defaultListen, "the daemon's HTTP API base URL")
+	f.str(&c.Base, "api", "FLEET_API", "http://"+defaultListen, "the daemon's HTTP API: its base URL, or host:port (http then)")
 	f.str(&c.Token, "token", "FLEET_TOKEN", "", "the API's bearer token, if the daemon has one (prefer the variable)")
 }
 
@@ -131,80 +131,6 @@ func reloadCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	for _, a := range as {
 		fmt.Fprintf(stdout, "%s\t%s\t%s\n", safetext.Escape(a.Type), safetext.Escape(a.Version), a.Digest)
-	}
-	return nil
-}
-
-const parkedSynopsis = `parked requeue [flags] QUEUE ID...
-       fleet-host parked delete [flags] QUEUE ID...
-       fleet-host parked purge [flags] QUEUE
-
-Acts on a queue's parked tasks through the daemon's HTTP API: requeue moves each task
-back to the queue with its attempts reset, delete deletes each for good, purge deletes
-every parked task of the queue (with --older-than, those parked at least that long
-ago). requeue and delete print each id they acted on; purge prints how many it deleted.
-'fleet-host inspect' lists the parked tasks and their ids.`
-
-func parkedCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var c cli.Client
-	var olderThan time.Duration
-	verb := ""
-	if len(args) > 0 {
-		verb, args = args[0], args[1:]
-	}
-	f := newFlags("parked", parkedSynopsis, stderr)
-	apiFlags(f, &c)
-	if verb == "purge" {
-		f.dur(&olderThan, "older-than", "FLEET_PARKED_OLDER_THAN", 0, "delete only the tasks parked at least this long ago (0: all)")
-	}
-	switch verb {
-	case "requeue", "delete", "purge":
-	case "-h", "-help", "--help":
-		f.Usage()
-		return nil
-	default:
-		f.Usage()
-		return usageError{fmt.Errorf("parked takes requeue, delete or purge, got %q", verb)}
-	}
-	if err := f.parse(args); err != nil {
-		return usageErr(err)
-	}
-	if verb == "purge" {
-		if f.NArg() != 1 {
-			return usageError{fmt.Errorf("parked purge takes one QUEUE, got %q", f.Args())}
-		}
-		if olderThan < 0 {
-			return usageError{fmt.Errorf("--older-than is negative (%v)", olderThan)}
-		}
-		n, err := c.PurgeParked(ctx, f.Arg(0), olderThan)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "deleted %d parked tasks of queue %s\n", n, safetext.Escape(f.Arg(0)))
-		return nil
-	}
-	if f.NArg() < 2 {
-		return usageError{fmt.Errorf("parked %s takes QUEUE and one or more task ids", verb)}
-	}
-	act := c.Requeue
-	if verb == "delete" {
-		act = c.DeleteParked
-	}
-	queue, failed := f.Arg(0), 0
-	for _, id := range f.Args()[1:] {
-		if err := act(ctx, queue, id); err != nil {
-			failed++
-			fmt.Fprintf(stderr, "fleet-host parked %s: task %s: %s\n", verb, safetext.Escape(id), safetext.Escape(err.Error()))
-			var ae *cli.APIError
-			if !errors.As(err, &ae) { // the daemon is not there: stop
-				return errFailed
-			}
-			continue
-		}
-		fmt.Fprintln(stdout, id)
-	}
-	if failed > 0 {
-		return errFailed
 	}
 	return nil
 }

@@ -19,17 +19,10 @@ func contractsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	f.BoolVar(&yes, "yes", false, "confirm forget (no variable: a confirmation is typed)")
 	var timeout time.Duration
 	f.dur(&timeout, "backend-timeout", "FLEET_BACKEND_TIMEOUT", redis.DefaultCallTimeout, "the bound of each backend call")
-	// Flags may follow the arguments (forget NAME VERSION --yes): parse again after each.
 	if err := f.parse(args); err != nil {
 		return usageErr(err)
 	}
-	var pos []string
-	for f.NArg() > 0 {
-		pos = append(pos, f.Arg(0))
-		if err := f.Parse(f.Args()[1:]); err != nil {
-			return usageErr(err)
-		}
-	}
+	pos := f.Args()
 	b, _, err := backend.Open(url, timeout)
 	if err != nil {
 		return err

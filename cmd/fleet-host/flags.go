@@ -72,7 +72,10 @@ func (f *flags) value(v flag.Value, name, env, usage string) {
 	f.bind(name, env)
 }
 
-// parse applies the environment, then the command line.
+// parse applies the environment, then the command line. Flags may come after the
+// arguments (kv get NS KEY --json): the flag package stops at the first argument, so
+// each argument is set aside and the rest parsed again; after "--" every word is an
+// argument. Args then returns the arguments in their order.
 func (f *flags) parse(args []string) error {
 	for _, name := range slices.Sorted(maps.Keys(f.env)) {
 		env := f.env[name]
@@ -84,7 +87,23 @@ func (f *flags) parse(args []string) error {
 			return fmt.Errorf("$%s=%q: %v", env, v, err)
 		}
 	}
-	return f.Parse(args)
+	var pos []string
+	for {
+		if err := f.Parse(args); err != nil {
+			return err
+		}
+		rest := f.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+	// Parse again, of the arguments alone, so that Args returns them.
+	return f.Parse(append([]string{"--"}, pos...))
 }
 
 // slotsFor is --slots-for: type=n, repeatable; its variable takes a comma-separated list.

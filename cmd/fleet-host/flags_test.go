@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"strings"
 	"testing"
 	"time"
 )
@@ -31,5 +32,19 @@ func TestSlotsForRefuses(t *testing.T) {
 		if err := (slotsFor{}).Set(v); err == nil {
 			t.Errorf("Set(%q) = nil, want an error", v)
 		}
+	}
+}
+
+func TestFlagsAfterArguments(t *testing.T) {
+	var name string
+	var on bool
+	f := newFlags("t", "t", io.Discard)
+	f.str(&name, "name", "FLEET_T_NAME", "def", "")
+	f.boolean(&on, "on", "FLEET_T_ON", false, "")
+	if err := f.parse([]string{"a", "--name", "x", "b", "--on", "-", "--", "--c", "d"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(f.Args(), " "); name != "x" || !on || got != "a b - --c d" {
+		t.Errorf("name %q on %v args %q; want x, true and the arguments in order, those after -- as they are", name, on, got)
 	}
 }

@@ -5,7 +5,10 @@
 //	fleet-host run       the daemon
 //	fleet-host submit    submit tasks through the HTTP API
 //	fleet-host inspect   automations, slots, queues, pools and parked tasks
-//	fleet-host parked    requeue, delete or purge parked tasks
+//	fleet-host pause     pause an automation type; resume resumes it
+//	fleet-host tasks     list, requeue or delete a queue's parked tasks
+//	fleet-host kv        read a KV key; counter, pool and lock read those
+//	fleet-host plane     the instances that report to the daemon's plane
 //	fleet-host reload    have a running daemon reload its plugins folder
 //	fleet-host describe  what a plugin declares, without running it
 //	fleet-host doctor    check the backend, the plugins and the plane
@@ -32,20 +35,27 @@ var version = ""
 
 const usage = `fleet-host runs automation plugins (WebAssembly) in slots, with fleet-wide state.
 
-usage: fleet-host <command> [flags] [args]
+usage: fleet-host <command> [args] [flags]
 
 commands:
   run       run the daemon: load the plugins folder, run their slots, serve the HTTP API
   submit    submit tasks to an automation through the HTTP API
   inspect   show automations, slots, queues, pools and parked tasks (through the HTTP API)
-  parked    requeue, delete or purge a queue's parked tasks (through the HTTP API)
+  pause     pause an automation type's slots (through the HTTP API); resume resumes them
+  tasks     list, requeue or delete a queue's parked tasks (through the HTTP API)
+  kv        kv get NS KEY: read a KV value (through the HTTP API)
+  counter   counter get NAME: read a counter
+  pool      pool items NAME [--where tag=value]: a pool's items with their leases
+  lock      lock show NAME: who holds a lock, its fence and deadline
+  plane     plane instances: the slots that report to the daemon's plane (run --plane)
   reload    have the daemon reload its plugins folder (through the HTTP API)
   describe  show what a plugin declares (type, contracts, schemas) without running it
   doctor    check the backend, every plugin and its contracts, and the plane
   contracts list the fleet's contract versions and their hosts; retire a version
   version   print the version
 
-Run 'fleet-host <command> -h' for a command's flags; each also reads a FLEET_...
+Flags may come before or after the arguments. Run 'fleet-host <command> -h' for a
+command's flags; each also reads a FLEET_...
 environment variable, named in its help.
 `
 
@@ -76,8 +86,20 @@ func realMain(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		err = submitCmd(ctx, rest, stdin, stdout, stderr)
 	case "inspect":
 		err = inspectCmd(ctx, rest, stdout, stderr)
-	case "parked":
-		err = parkedCmd(ctx, rest, stdout, stderr)
+	case "pause", "resume":
+		err = pauseCmd(ctx, rest, stdout, stderr, cmd == "pause")
+	case "tasks":
+		err = tasksCmd(ctx, rest, stdout, stderr)
+	case "kv":
+		err = kvCmd(ctx, rest, stdout, stderr)
+	case "counter":
+		err = counterCmd(ctx, rest, stdout, stderr)
+	case "pool":
+		err = poolCmd(ctx, rest, stdout, stderr)
+	case "lock":
+		err = lockCmd(ctx, rest, stdout, stderr)
+	case "plane":
+		err = planeCmd(ctx, rest, stdout, stderr)
 	case "reload":
 		err = reloadCmd(ctx, rest, stdout, stderr)
 	case "describe":

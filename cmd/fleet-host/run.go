@@ -16,6 +16,7 @@ import (
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/api"
 	"github.com/fleethost/fleet/internal/daemon"
+	"github.com/fleethost/fleet/internal/plane"
 	"github.com/fleethost/fleet/internal/safetext"
 	"github.com/fleethost/fleet/primitives/redis"
 )
@@ -56,6 +57,14 @@ stay). Deploy a new build by writing it elsewhere and renaming it into the folde
 	f.str(&o.ReportURL, "report-url", "FLEET_REPORT_URL", "", "the plane's fleet-report endpoint; reporting is off without it and a key")
 	f.str(&o.ReportKey, "report-key", "FLEET_REPORT_KEY", "", "the plane's API key (prefer the variable)")
 	f.str(&o.Instance, "instance", "FLEET_INSTANCE", host.DefaultInstance(), "this daemon's name on the plane; each slot reports as <instance>/<type>/<n>")
+	var pl plane.Config
+	var planeOn bool
+	f.boolean(&planeOn, "plane", "FLEET_PLANE", false, "serve the plane on the API: reporters POST to /api/projects/<slug>/fleet/report with --plane-key, GET /api/v1/plane/instances lists them (the console's Fleet page); rows live in the backend (Redis for a fleet)")
+	f.str(&pl.Key, "plane-key", "FLEET_PLANE_KEY", "", "with --plane: the bearer key reporters must send (their --report-key); required (prefer the variable)")
+	f.dur(&pl.Retention, "plane-retention", "FLEET_PLANE_RETENTION", plane.DefaultRetention, "with --plane: how long an instance's row and iterations are kept after its last report")
+	f.int(&pl.MaxInstances, "plane-max-instances", "FLEET_PLANE_MAX_INSTANCES", plane.DefaultMaxInstances, "with --plane: the instances kept; a new one past it drops the least recently heard from")
+	f.int(&pl.MaxIterations, "plane-iterations", "FLEET_PLANE_ITERATIONS", plane.DefaultMaxIterations, "with --plane: the newest iterations kept per instance")
+	f.dur(&pl.StaleAfter, "plane-stale-after", "FLEET_PLANE_STALE_AFTER", plane.DefaultStaleAfter, "with --plane: an instance whose last report is older is marked stale")
 	f.str(&logLevel, "log-level", "FLEET_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 	f.str(&logFormat, "log-format", "FLEET_LOG_FORMAT", "text", "log format: text or json")
 	f.dur(&o.DrainTimeout, "drain-timeout", "FLEET_DRAIN_TIMEOUT", host.DefaultDrainTimeout, "on shutdown, how long calls in flight get to finish before they are cut")
@@ -114,6 +123,17 @@ stay). Deploy a new build by writing it elsewhere and renaming it into the folde
 	if o.ParkedRetention < 0 {
 		fmt.Fprintf(stderr, "fleet-host run: --parked-retention %v: want >= 0 (0 keeps parked tasks)\n", o.ParkedRetention)
 		return exitUsage
+	}
+	if planeOn {
+		if o.Listen == "" {
+			fmt.Fprintln(stderr, "fleet-host run: --plane serves the plane on the API: it needs --listen")
+			return exitUsage
+		}
+		if err := pl.Check(); err != nil {
+			fmt.Fprintln(stderr, "fleet-host run:", err)
+			return exitUsage
+		}
+		o.Plane = &pl
 	}
 	o.MemoryLimitPages = uint32(memPages)
 	o.SlotsFor = sf

@@ -22,7 +22,9 @@ FLEET_EXPORT("fleet_input") void *fleet_input(uint32_t size) {
 	if ((size_t)size + 1 > input_cap) {
 		char *b = realloc(input_buf, size + 1);
 		if (!b) {
-			return NULL; /* the host then refuses the call: the instance is replaced */
+			/* A pointer past any wasm32 memory (not NULL: address 0 is memory too), which
+			 * the host refuses: the instance is replaced by a fresh one. */
+			return (void *)(uintptr_t)UINT32_MAX;
 		}
 		input_buf = b, input_cap = size + 1;
 	}
@@ -424,6 +426,19 @@ static void j_object(jreader *r, const jfield *f, int nf) {
 	}
 }
 
+/* item_fields fills f with the fields of a pool item, read into it. */
+enum { ITEM_FIELDS = 5 };
+static void item_fields(jfield f[ITEM_FIELDS], fleet_pool_item *it) {
+	const jfield t[ITEM_FIELDS] = {
+		{"id", J_STR, &it->id},
+		{"payload", J_RAW, &it->payload},
+		{"tags", J_RAW, &it->tags},
+		{"created_at_ms", J_INT, &it->created_at_ms},
+		{"expires_at_ms", J_INT, &it->expires_at_ms},
+	};
+	memcpy(f, t, sizeof t);
+}
+
 static void j_items(jreader *r, item_list *l) {
 	if (!j_eat(r, '[')) return;
 	if (j_peek(r) == ']') {
@@ -433,14 +448,9 @@ static void j_items(jreader *r, item_list *l) {
 	while (!r->bad) {
 		fleet_pool_item scratch, *it = l->n < l->cap ? &l->items[l->n] : &scratch;
 		memset(it, 0, sizeof *it);
-		jfield f[] = {
-			{"id", J_STR, &it->id},
-			{"payload", J_RAW, &it->payload},
-			{"tags", J_RAW, &it->tags},
-			{"created_at_ms", J_INT, &it->created_at_ms},
-			{"expires_at_ms", J_INT, &it->expires_at_ms},
-		};
-		j_object(r, f, 5);
+		jfield f[ITEM_FIELDS];
+		item_fields(f, it);
+		j_object(r, f, ITEM_FIELDS);
 		l->n++;
 		char c = j_peek(r);
 		r->i++;
@@ -456,8 +466,10 @@ typedef int32_t (*op_fn)(const void *, int32_t, void *, int32_t);
 static wbuf req;     /* the request being written, reused by every call */
 static wbuf reply;   /* the reply buffer, grown to the largest reply seen */
 
-/* call sends the request in req to op and reads the reply's ok result into f. */
+/* call closes the request in req ({} when no field was written), sends it to op and
+ * reads the reply's ok result into f. */
 static fleet_kind call(op_fn op, const char *name, const jfield *f, int nf) {
+	w_lit(&req, req.n ? "}" : "{}");
 	if (req.oom) {
 		req.oom = false, req.n = 0;
 		return fail(FLEET_LIMIT_EXCEEDED, "fleet: out of memory writing the request");
@@ -483,8 +495,8 @@ static fleet_kind call(op_fn op, const char *name, const jfield *f, int nf) {
 	jfield env[] = {{"ok", J_OBJ, &ok, f, nf}, {"error", J_OBJ, NULL, errf, 2}};
 	jreader r = {reply.b, (size_t)n, 0, false};
 	j_object(&r, env, 2);
+	char m[128];
 	if (r.bad) {
-		char m[128];
 		snprintf(m, sizeof m, "fleet: %s: malformed reply", name);
 		return fail(FLEET_INTERNAL, m);
 	}
@@ -497,12 +509,30 @@ static fleet_kind call(op_fn op, const char *name, const jfield *f, int nf) {
 		return fail(FLEET_INTERNAL, message ? message : "unknown error kind");
 	}
 	if (!ok) {
-		char m[128];
 		snprintf(m, sizeof m, "fleet: %s: reply has neither ok nor error", name);
 		return fail(FLEET_INTERNAL, m);
 	}
 	return FLEET_OK;
 }
+
+/* call1 is call for a result of one field, key, of type J_STR, J_RAW, J_INT or J_BOOL,
+ * stored in *out (const char *, int64_t or bool; out may be NULL), zero on an error. */
+static fleet_kind call1(op_fn op, const char *name, const char *key, int type, void *out) {
+	union {
+		const char *s;
+		int64_t i;
+		bool b;
+	} v;
+	memset(&v, 0, sizeof v);
+	jfield f[] = {{key, type, &v}};
+	fleet_kind k = call(op, name, f, 1);
+	if (out) memcpy(out, &v, type == J_INT ? sizeof v.i : type == J_BOOL ? sizeof v.b : sizeof v.s);
+	return k;
+}
+
+/* CALL and CALL1 name the op once: its import and its name in messages. */
+#define CALL(op, f, nf) call(fleet_op_##op, #op, f, nf)
+#define CALL1(op, key, type, out) call1(fleet_op_##op, #op, key, type, out)
 
 /* ---- The operations ---- */
 
@@ -513,12 +543,7 @@ fleet_kind fleet_pool_put(const char *pool, const char *payload, const char *tag
 	w_json(KEY("payload"), payload);
 	if (tags) w_json(KEY("tags"), tags);
 	if (ttl_ms) w_int(KEY("ttl_ms"), ttl_ms);
-	w_lit(&req, "}");
-	const char *v = NULL;
-	jfield f[] = {{"id", J_STR, &v}};
-	fleet_kind k = call(fleet_op_pool_put, "pool_put", f, 1);
-	if (id) *id = v;
-	return k;
+	return CALL1(pool_put, "id", J_STR, id);
 }
 
 static void w_query(const char *pool, const char *where) {
@@ -529,23 +554,17 @@ static void w_query(const char *pool, const char *where) {
 fleet_kind fleet_pool_claim(const char *pool, const char *where, int64_t hold_ms, fleet_claim *out) {
 	w_query(pool, where);
 	w_int(KEY("hold_ms"), hold_ms);
-	w_lit(&req, "}");
 	fleet_claim c;
 	memset(&c, 0, sizeof c);
-	jfield item[] = {
-		{"id", J_STR, &c.item.id},
-		{"payload", J_RAW, &c.item.payload},
-		{"tags", J_RAW, &c.item.tags},
-		{"created_at_ms", J_INT, &c.item.created_at_ms},
-		{"expires_at_ms", J_INT, &c.item.expires_at_ms},
-	};
+	jfield item[ITEM_FIELDS];
+	item_fields(item, &c.item);
 	jfield f[] = {
 		{"found", J_BOOL, &c.found},
-		{"item", J_OBJ, NULL, item, 5},
+		{"item", J_OBJ, NULL, item, ITEM_FIELDS},
 		{"token", J_STR, &c.token},
 		{"until_ms", J_INT, &c.until_ms},
 	};
-	fleet_kind k = call(fleet_op_pool_claim, "pool_claim", f, 4);
+	fleet_kind k = CALL(pool_claim, f, 4);
 	if (out) *out = c;
 	return k;
 }
@@ -553,10 +572,9 @@ fleet_kind fleet_pool_claim(const char *pool, const char *where, int64_t hold_ms
 fleet_kind fleet_pool_list(const char *pool, const char *where, int limit, fleet_pool_item *items, size_t cap, size_t *n) {
 	w_query(pool, where);
 	if (limit) w_int(KEY("limit"), limit);
-	w_lit(&req, "}");
 	item_list l = {items, cap, 0};
 	jfield f[] = {{"items", J_ITEMS, &l}};
-	fleet_kind k = call(fleet_op_pool_list, "pool_list", f, 1);
+	fleet_kind k = CALL(pool_list, f, 1);
 	if (n) *n = l.n;
 	return k;
 }
@@ -569,35 +587,23 @@ static void w_item_ref(const char *pool, const char *id, const char *last, const
 
 fleet_kind fleet_pool_release(const char *pool, const char *id, const char *token) {
 	w_item_ref(pool, id, "token", token);
-	w_lit(&req, "}");
-	return call(fleet_op_pool_release, "pool_release", NULL, 0);
+	return CALL(pool_release, NULL, 0);
 }
 
 fleet_kind fleet_pool_extend(const char *pool, const char *id, const char *token, int64_t hold_ms, int64_t *until_ms) {
 	w_item_ref(pool, id, "token", token);
 	w_int(KEY("hold_ms"), hold_ms);
-	w_lit(&req, "}");
-	int64_t v = 0;
-	jfield f[] = {{"until_ms", J_INT, &v}};
-	fleet_kind k = call(fleet_op_pool_extend, "pool_extend", f, 1);
-	if (until_ms) *until_ms = v;
-	return k;
+	return CALL1(pool_extend, "until_ms", J_INT, until_ms);
 }
 
 fleet_kind fleet_pool_mark_bad(const char *pool, const char *id, const char *reason) {
 	w_item_ref(pool, id, "reason", reason);
-	w_lit(&req, "}");
-	return call(fleet_op_pool_mark_bad, "pool_mark_bad", NULL, 0);
+	return CALL(pool_mark_bad, NULL, 0);
 }
 
 fleet_kind fleet_pool_size(const char *pool, int64_t *size) {
 	w_str(KEY("pool"), pool);
-	w_lit(&req, "}");
-	int64_t v = 0;
-	jfield f[] = {{"size", J_INT, &v}};
-	fleet_kind k = call(fleet_op_pool_size, "pool_size", f, 1);
-	if (size) *size = v;
-	return k;
+	return CALL1(pool_size, "size", J_INT, size);
 }
 
 static void w_kv(const char *ns, const char *key) {
@@ -607,11 +613,10 @@ static void w_kv(const char *ns, const char *key) {
 
 fleet_kind fleet_kv_get(const char *ns, const char *key, bool *found, const char **value) {
 	w_kv(ns, key);
-	w_lit(&req, "}");
 	bool fd = false;
 	const char *v = NULL;
 	jfield f[] = {{"found", J_BOOL, &fd}, {"value", J_RAW, &v}};
-	fleet_kind k = call(fleet_op_kv_get, "kv_get", f, 2);
+	fleet_kind k = CALL(kv_get, f, 2);
 	if (found) *found = fd;
 	if (value) *value = v;
 	return k;
@@ -621,25 +626,18 @@ fleet_kind fleet_kv_set(const char *ns, const char *key, const char *value, int6
 	w_kv(ns, key);
 	w_json(KEY("value"), value);
 	if (ttl_ms) w_int(KEY("ttl_ms"), ttl_ms);
-	w_lit(&req, "}");
-	return call(fleet_op_kv_set, "kv_set", NULL, 0);
+	return CALL(kv_set, NULL, 0);
 }
 
 fleet_kind fleet_kv_delete(const char *ns, const char *key, bool *existed) {
 	w_kv(ns, key);
-	w_lit(&req, "}");
-	bool v = false;
-	jfield f[] = {{"existed", J_BOOL, &v}};
-	fleet_kind k = call(fleet_op_kv_delete, "kv_delete", f, 1);
-	if (existed) *existed = v;
-	return k;
+	return CALL1(kv_delete, "existed", J_BOOL, existed);
 }
 
 fleet_kind fleet_lock_acquire(const char *name, int64_t hold_ms, int64_t wait_ms, fleet_lock *out) {
 	w_str(KEY("name"), name);
 	w_int(KEY("hold_ms"), hold_ms);
 	if (wait_ms) w_int(KEY("wait_ms"), wait_ms);
-	w_lit(&req, "}");
 	fleet_lock l;
 	memset(&l, 0, sizeof l);
 	jfield f[] = {
@@ -648,7 +646,7 @@ fleet_kind fleet_lock_acquire(const char *name, int64_t hold_ms, int64_t wait_ms
 		{"fence", J_INT, &l.fence},
 		{"until_ms", J_INT, &l.until_ms},
 	};
-	fleet_kind k = call(fleet_op_lock_acquire, "lock_acquire", f, 4);
+	fleet_kind k = CALL(lock_acquire, f, 4);
 	if (out) *out = l;
 	return k;
 }
@@ -656,62 +654,36 @@ fleet_kind fleet_lock_acquire(const char *name, int64_t hold_ms, int64_t wait_ms
 fleet_kind fleet_lock_release(const char *name, const char *token, bool *released) {
 	w_str(KEY("name"), name);
 	w_str(KEY("token"), token);
-	w_lit(&req, "}");
-	bool v = false;
-	jfield f[] = {{"released", J_BOOL, &v}};
-	fleet_kind k = call(fleet_op_lock_release, "lock_release", f, 1);
-	if (released) *released = v;
-	return k;
-}
-
-static fleet_kind counter_reply(op_fn op, const char *name, int64_t *value) {
-	int64_t v = 0;
-	jfield f[] = {{"value", J_INT, &v}};
-	fleet_kind k = call(op, name, f, 1);
-	if (value) *value = v;
-	return k;
+	return CALL1(lock_release, "released", J_BOOL, released);
 }
 
 fleet_kind fleet_counter_incr(const char *name, int64_t delta, int64_t *value) {
 	w_str(KEY("name"), name);
 	if (delta) w_int(KEY("delta"), delta);
-	w_lit(&req, "}");
-	return counter_reply(fleet_op_counter_incr, "counter_incr", value);
+	return CALL1(counter_incr, "value", J_INT, value);
 }
 
 fleet_kind fleet_counter_get(const char *name, int64_t *value) {
 	w_str(KEY("name"), name);
-	w_lit(&req, "}");
-	return counter_reply(fleet_op_counter_get, "counter_get", value);
+	return CALL1(counter_get, "value", J_INT, value);
 }
 
 fleet_kind fleet_submit(const char *queue, const char *payload, const char *key, const char **task_id) {
 	w_str(KEY("queue"), queue);
 	w_json(KEY("payload"), payload);
 	if (key) w_str(KEY("key"), key);
-	w_lit(&req, "}");
-	const char *v = NULL;
-	jfield f[] = {{"task_id", J_STR, &v}};
-	fleet_kind k = call(fleet_op_submit, "submit", f, 1);
-	if (task_id) *task_id = v;
-	return k;
+	return CALL1(submit, "task_id", J_STR, task_id);
 }
 
 fleet_kind fleet_config_get(const char **config) {
-	w_lit(&req, "{}");
-	const char *v = NULL;
-	jfield f[] = {{"config", J_RAW, &v}};
-	fleet_kind k = call(fleet_op_config_get, "config_get", f, 1);
-	if (config) *config = v;
-	return k;
+	return CALL1(config_get, "config", J_RAW, config);
 }
 
 fleet_kind fleet_log(const char *level, const char *message, const char *attrs) {
 	w_str(KEY("level"), level);
 	w_str(KEY("message"), message);
 	if (attrs) w_json(KEY("attrs"), attrs);
-	w_lit(&req, "}");
-	return call(fleet_op_log, "log", NULL, 0);
+	return CALL(log, NULL, 0);
 }
 
 fleet_kind fleet_metric(const char *name, const char *kind, double value) {
@@ -720,8 +692,7 @@ fleet_kind fleet_metric(const char *name, const char *kind, double value) {
 	w_str(KEY("name"), name);
 	w_str(KEY("kind"), kind);
 	w_lit(KEY("value"), num);
-	w_lit(&req, "}");
-	return call(fleet_op_metric, "metric", NULL, 0);
+	return CALL(metric, NULL, 0);
 }
 
 fleet_kind fleet_http(const fleet_http_request *in, fleet_http_response *out) {
@@ -732,7 +703,6 @@ fleet_kind fleet_http(const fleet_http_request *in, fleet_http_response *out) {
 	if (in->timeout_ms) w_int(KEY("timeout_ms"), in->timeout_ms);
 	if (in->proxy) w_str(KEY("proxy"), in->proxy);
 	if (in->max_redirects) w_int(KEY("max_redirects"), in->max_redirects);
-	w_lit(&req, "}");
 	fleet_http_response h;
 	memset(&h, 0, sizeof h);
 	int64_t status = 0;
@@ -744,7 +714,7 @@ fleet_kind fleet_http(const fleet_http_request *in, fleet_http_response *out) {
 		{"error", J_STR, &h.error},
 		{"error_code", J_STR, &h.error_code},
 	};
-	fleet_kind k = call(fleet_op_http, "http", f, 6);
+	fleet_kind k = CALL(http, f, 6);
 	h.status = (int)status;
 	if (out) *out = h;
 	return k;

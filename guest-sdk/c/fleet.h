@@ -20,7 +20,8 @@
  *   - Durations are milliseconds (0..2592000000, 30 days), times Unix milliseconds.
  *
  * The SDK defines the exports fleet_abi_version and fleet_input; the plugin defines
- * fleet_describe and fleet_handle (batch) or fleet_tick (loop) with FLEET_EXPORT.
+ * fleet_describe (FLEET_DESCRIBE) and fleet_handle (batch) or fleet_tick (loop) with
+ * FLEET_EXPORT.
  */
 #ifndef FLEET_H
 #define FLEET_H
@@ -212,6 +213,14 @@ fleet_kind fleet_read_tick(uint32_t len, int64_t *iteration);
 static inline uint64_t fleet_packed(const void *ptr, size_t len) {
 	return (uint64_t)(uintptr_t)ptr << 32 | (uint32_t)len;
 }
+
+/* FLEET_DESCRIBE(doc) defines the fleet_describe export, which returns doc, a string
+ * literal holding the describe document (abi/REFERENCE.md, "The describe document"). */
+#define FLEET_DESCRIBE(doc)                                          \
+	FLEET_EXPORT("fleet_describe") uint64_t fleet_describe(void) { \
+		static const char describe_doc[] = doc;                   \
+		return fleet_packed(describe_doc, sizeof describe_doc - 1); \
+	}
 
 /* The results of fleet_handle and fleet_tick, as fleet_packed values. */
 uint64_t fleet_done(void);

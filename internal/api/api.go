@@ -1,5 +1,7 @@
 // Package api is the HTTP API of a fleet-host daemon: submit tasks, inspect automations,
-// queues, pools and slots, pause and resume, health, readiness and metrics.
+// queues, pools and slots, pause and resume, requeue and delete parked tasks, read what
+// the plugins share (KV, counters, pool items with their leases, locks), health,
+// readiness and metrics.
 //
 // JSON in and out. Every error is
 //
@@ -8,7 +10,8 @@
 // with the abi's error kinds (TypeError, ValueError, PermissionDenied, NotFound, Conflict,
 // LimitExceeded, Unavailable, Internal). Routes under /api/v1/ need
 // `Authorization: Bearer <token>` when a token is configured, checked before the body is
-// read; /healthz, /readyz and /metrics do not. A wrong method is 405 with Allow; a body
+// read; /healthz, /readyz and /metrics do not, and the plane's report route
+// (Params.Plane) takes the plane's key instead. A wrong method is 405 with Allow; a body
 // must be application/json (415 otherwise). Serve bounds the server: timeouts, header
 // size, connections (HTTPConfig).
 package api
@@ -33,6 +36,7 @@ import (
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/metrics"
+	"github.com/fleethost/fleet/internal/plane"
 	"github.com/fleethost/fleet/internal/safetext"
 	"github.com/fleethost/fleet/primitives"
 )
@@ -66,6 +70,10 @@ type Params struct {
 	// Reload, when set, serves POST /api/v1/reload: it reloads the plugins folder and
 	// returns the refusals (host.Host.Reload). Optional.
 	Reload func(context.Context) error
+	// Plane, when set, serves the plane half of the reporter contract (plane.go):
+	// POST /api/projects/{slug}/fleet/report, behind the plane's key, and
+	// GET /api/v1/plane/instances. Optional.
+	Plane *plane.Plane
 	// Log receives operator actions (pause, resume, requeue) and server errors.
 	// default: slog.Default()
 	Log *slog.Logger
@@ -107,6 +115,17 @@ func New(p Params) *Server {
 	s.route("/api/v1/queues/{name}/parked", true, on(http.MethodGet, s.listParked), on(http.MethodDelete, s.purgeParked))
 	s.route("/api/v1/queues/{name}/parked/{id}", true, on(http.MethodDelete, s.deleteParked))
 	s.route("/api/v1/queues/{name}/parked/{id}/requeue", true, on(http.MethodPost, s.requeue))
+	// The operator's reads of what the plugins share, and requeue of a whole queue
+	// (state.go).
+	s.route("/api/v1/pools/{name}/items", true, on(http.MethodGet, s.listPoolItems))
+	s.route("/api/v1/kv/{ns}/{key}", true, on(http.MethodGet, s.getKV))
+	s.route("/api/v1/counters/{name}", true, on(http.MethodGet, s.getCounter))
+	s.route("/api/v1/locks/{name}", true, on(http.MethodGet, s.getLock))
+	s.route("/api/v1/queues/{name}/requeue", true, on(http.MethodPost, s.requeueAll))
+	if p.Plane != nil {
+		s.route("/api/projects/{slug}/fleet/report", false, on(http.MethodPost, s.planeReport))
+		s.route("/api/v1/plane/instances", true, on(http.MethodGet, s.planeInstances))
+	}
 	if p.Reload != nil {
 		s.route("/api/v1/reload", true, on(http.MethodPost, s.reload))
 	}

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/fleethost/fleet/internal/api"
@@ -65,7 +66,7 @@ func (c *Client) doWith(ctx context.Context, method, path string, hdr http.Heade
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.Base, "/")+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, c.base()+path, rd)
 	if err != nil {
 		return fmt.Errorf("api: %w", err)
 	}
@@ -79,6 +80,9 @@ func (c *Client) doWith(ctx context.Context, method, path string, hdr http.Heade
 		req.Header[k] = vs
 	}
 	resp, err := hc.Do(req)
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("api: %s: connection refused: no daemon listens there; point --api (or FLEET_API) at its --listen address", c.base())
+	}
 	if err != nil {
 		return fmt.Errorf("api: %w", err)
 	}
@@ -101,6 +105,16 @@ func (c *Client) doWith(ctx context.Context, method, path string, hdr http.Heade
 		return fmt.Errorf("api: %s %s: decode answer: %w", method, path, err)
 	}
 	return nil
+}
+
+// base is the API's base URL without a trailing slash: Base, with http:// when it names
+// no scheme (127.0.0.1:7070).
+func (c *Client) base() string {
+	b := strings.TrimRight(c.Base, "/")
+	if !strings.Contains(b, "://") {
+		b = "http://" + b
+	}
+	return b
 }
 
 // Submit submits one task to an automation type and returns its id. With a key it sends
@@ -223,4 +237,79 @@ func parkedPath(queue, id string) string {
 // Ready reports whether the daemon answers /readyz with 200.
 func (c *Client) Ready(ctx context.Context) error {
 	return c.do(ctx, http.MethodGet, "/readyz", nil, nil)
+}
+
+// Paused is the answer to a pause or a resume.
+type Paused struct {
+	Type   string `json:"type"`
+	Paused bool   `json:"paused"`
+}
+
+// SetPaused pauses automation typ (its slots stop claiming, their calls in flight end),
+// or resumes it.
+func (c *Client) SetPaused(ctx context.Context, typ string, paused bool) (Paused, error) {
+	verb := "resume"
+	if paused {
+		verb = "pause"
+	}
+	var out Paused
+	err := c.do(ctx, http.MethodPost, "/api/v1/automations/"+url.PathEscape(typ)+"/"+verb, nil, &out)
+	return out, err
+}
+
+// RequeueAll moves every parked task of queue back to it, sending the request again
+// while the daemon says more remain (api.MaxRequeueAll a request), and returns how many.
+func (c *Client) RequeueAll(ctx context.Context, queue string) (int, error) {
+	n := 0
+	for {
+		var out api.Requeued
+		if err := c.do(ctx, http.MethodPost, "/api/v1/queues/"+url.PathEscape(queue)+"/requeue", nil, &out); err != nil {
+			return n, err
+		}
+		n += out.Requeued
+		if !out.More || out.Requeued == 0 {
+			return n, nil
+		}
+	}
+}
+
+// KV reads key of namespace; an absent key is a 404 APIError.
+func (c *Client) KV(ctx context.Context, namespace, key string) (api.KVEntry, error) {
+	var out api.KVEntry
+	err := c.do(ctx, http.MethodGet, "/api/v1/kv/"+url.PathEscape(namespace)+"/"+url.PathEscape(key), nil, &out)
+	return out, err
+}
+
+// Counter reads counter name (0 when never touched).
+func (c *Client) Counter(ctx context.Context, name string) (api.CounterValue, error) {
+	var out api.CounterValue
+	err := c.do(ctx, http.MethodGet, "/api/v1/counters/"+url.PathEscape(name), nil, &out)
+	return out, err
+}
+
+// PoolItems lists up to limit items of pool (0: the daemon's default) matching every
+// filter of where (name=value), with their leases.
+func (c *Client) PoolItems(ctx context.Context, pool string, where []string, limit int) (api.PoolItems, error) {
+	q := url.Values{"where": where}
+	if limit > 0 {
+		q.Set("limit", fmt.Sprint(limit))
+	}
+	var out api.PoolItems
+	err := c.do(ctx, http.MethodGet, "/api/v1/pools/"+url.PathEscape(pool)+"/items?"+q.Encode(), nil, &out)
+	return out, err
+}
+
+// Lock reads who holds lock name.
+func (c *Client) Lock(ctx context.Context, name string) (api.LockState, error) {
+	var out api.LockState
+	err := c.do(ctx, http.MethodGet, "/api/v1/locks/"+url.PathEscape(name), nil, &out)
+	return out, err
+}
+
+// PlaneInstances lists the instances that report to the daemon's plane (run --plane),
+// each with up to iterations of its newest iterations.
+func (c *Client) PlaneInstances(ctx context.Context, iterations int) (api.PlaneInstances, error) {
+	var out api.PlaneInstances
+	err := c.do(ctx, http.MethodGet, fmt.Sprintf("/api/v1/plane/instances?iterations=%d", iterations), nil, &out)
+	return out, err
 }

@@ -115,10 +115,7 @@ func (s *Snapshot) WriteTable(w io.Writer, now time.Time) error {
 	}
 	for _, q := range slices.Sorted(maps.Keys(s.Parked)) {
 		fmt.Fprintln(tw)
-		fmt.Fprintf(tw, "PARKED IN %s\tATTEMPTS\tENQUEUED\tLAST ERROR\n", cell(q))
-		for _, t := range s.Parked[q] {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", cell(t.ID), t.Attempts, t.EnqueuedAt.Format(time.RFC3339), cut(cell(t.LastError), 100))
-		}
+		parkedRows(tw, q, s.Parked[q])
 	}
 	return tw.Flush()
 }

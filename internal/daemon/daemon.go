@@ -26,6 +26,7 @@ import (
 	"github.com/fleethost/fleet/internal/backend"
 	"github.com/fleethost/fleet/internal/grants"
 	"github.com/fleethost/fleet/internal/metrics"
+	"github.com/fleethost/fleet/internal/plane"
 	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/redis"
 	"github.com/fleethost/fleet/reporter"
@@ -51,6 +52,10 @@ type Options struct {
 	ReportURL, ReportKey string // the plane's endpoint and key; either empty reports nothing
 	Instance             string // this daemon's name on the plane
 	Version              string // the binary's version
+
+	// Plane, when set, serves the plane on the API (internal/plane), its rows in the
+	// backend: Redis for a fleet, this process's memory for the embedded store.
+	Plane *plane.Config
 
 	DrainTimeout     time.Duration
 	TaskLease        time.Duration
@@ -129,7 +134,11 @@ func Run(ctx context.Context, o Options) (err error) {
 	rctx, stopReloads := context.WithCancel(ctx)
 	wait := rl.start(rctx, hup, o.PluginsDir, cmp.Or(o.ReloadSettle, DefaultReloadSettle))
 	defer func() { stopReloads(); wait() }() // before the host closes
-	a, err := serveAPI(o, log, newAPI(o, log, h, b, obs, draining.Load, rl))
+	pl, err := newPlane(o, b)
+	if err != nil {
+		return err
+	}
+	a, err := serveAPI(o, log, newAPI(o, log, h, b, obs, pl, draining.Load, rl))
 	if err != nil {
 		return err
 	}
@@ -244,13 +253,26 @@ func (obs observers) observe(log *slog.Logger, also func(host.SlotEvent)) func(h
 // newAPI makes the API's handler for h and has the metrics read the queues and pools it
 // knows of; draining says when /readyz answers 503, and rl serves POST /api/v1/reload and
 // counts the reloads' refusals.
-func newAPI(o Options, log *slog.Logger, h *host.Host, b primitives.Backend, obs observers, draining func() bool, rl *reloader) *api.Server {
+func newAPI(o Options, log *slog.Logger, h *host.Host, b primitives.Backend, obs observers, pl *plane.Plane, draining func() bool, rl *reloader) *api.Server {
 	srv := api.New(api.Params{
 		Host: h, Backend: b, Slots: obs.slots, Metrics: obs.metrics.Handler(), Token: o.Token,
-		MaxBody: int64(o.MaxPayload), Draining: draining, Reload: rl.reload, Log: log,
+		MaxBody: int64(o.MaxPayload), Draining: draining, Reload: rl.reload, Plane: pl, Log: log,
 	})
 	obs.metrics.Watch(metrics.Sources{Queues: srv.Queues, Pools: srv.Pools, PluginMetrics: h.PluginMetrics, ReloadFailures: rl.reloadFailures})
 	return srv
+}
+
+// newPlane makes the plane o.Plane configures, nil when it configures none: its rows
+// live in b's Redis, or in memory beside the embedded memory store.
+func newPlane(o Options, b primitives.Backend) (*plane.Plane, error) {
+	if o.Plane == nil {
+		return nil, nil
+	}
+	store := plane.NewMemory()
+	if rb, ok := b.(*redis.Backend); ok {
+		store = plane.NewRedis(rb.Client())
+	}
+	return plane.New(store, *o.Plane)
 }
 
 // apiServer serves the API on o.Listen. It owns the goroutine that serves (api.Serve's),

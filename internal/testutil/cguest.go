@@ -10,11 +10,11 @@ import (
 	"testing"
 )
 
-// CSDK is the module-relative folder of the C SDK (fleet.h, fleet.c).
-const CSDK = "guest-sdk/c"
+// cSDK is the module-relative folder of the C SDK (fleet.h, fleet.c).
+const cSDK = "guest-sdk/c"
 
-// CMissing is what a test says when the C toolchain is missing.
-const CMissing = "install clang, lld and wasi-libc with `make deps` (Debian: apt-get install -y clang lld wasi-libc)"
+// cMissing is what a test says when the C toolchain is missing.
+const cMissing = "install clang, lld and wasi-libc with `make deps` (Debian: apt-get install -y clang lld wasi-libc)"
 
 // BuildC builds the C guest in dir (module-relative, such as "guest-sdk/c/examples/counter":
 // every .c file in it) with the C SDK, as guest-sdk/c/README.md tells an author to: clang
@@ -30,10 +30,10 @@ func BuildC(tb testing.TB, dir string) string {
 	}
 	clang, err := exec.LookPath("clang")
 	if err != nil {
-		tb.Fatalf("testutil: clang not found on PATH; %s", CMissing)
+		tb.Fatalf("testutil: clang not found on PATH; %s", cMissing)
 	}
 	if _, err := exec.LookPath("wasm-ld"); err != nil {
-		tb.Fatalf("testutil: wasm-ld (lld) not found on PATH; %s", CMissing)
+		tb.Fatalf("testutil: wasm-ld (lld) not found on PATH; %s", cMissing)
 	}
 	version, err := exec.Command(clang, "--version").Output()
 	if err != nil {
@@ -43,11 +43,11 @@ func BuildC(tb testing.TB, dir string) string {
 	crt, err := exec.Command(clang, "--target=wasm32-wasi", "-print-file-name=crt1-reactor.o").Output()
 	reactor := strings.TrimSpace(string(crt))
 	if err != nil || !filepath.IsAbs(reactor) {
-		tb.Fatalf("testutil: wasi-libc's crt1-reactor.o not found by clang --target=wasm32-wasi; %s", CMissing)
+		tb.Fatalf("testutil: wasi-libc's crt1-reactor.o not found by clang --target=wasm32-wasi; %s", cMissing)
 	}
 	buildMu.Lock()
 	defer buildMu.Unlock()
-	sum, err := hashTree(root, []string{CSDK + "/fleet.h", CSDK + "/fleet.c", dir})
+	sum, err := hashTree(root, []string{cSDK + "/fleet.h", cSDK + "/fleet.c", dir})
 	if err != nil {
 		tb.Fatalf("testutil: hash C guest sources: %v", err)
 	}
@@ -64,8 +64,8 @@ func BuildC(tb testing.TB, dir string) string {
 		tb.Fatal(err)
 	}
 	tmp := out + ".tmp"
-	args := append(CFlags(reactor, filepath.Join(root, CSDK)), sources...)
-	args = append(args, filepath.Join(root, CSDK, "fleet.c"), "-lc", "-o", tmp)
+	args := append(cFlags(reactor, filepath.Join(root, cSDK)), sources...)
+	args = append(args, filepath.Join(root, cSDK, "fleet.c"), "-lc", "-o", tmp)
 	if b, err := exec.Command(clang, args...).CombinedOutput(); err != nil {
 		tb.Fatalf("testutil: clang %s: %v\n%s", strings.Join(args, " "), err, b)
 	}
@@ -75,11 +75,11 @@ func BuildC(tb testing.TB, dir string) string {
 	return out
 }
 
-// CFlags are the flags guest-sdk/c/README.md builds a plugin with, given the path of
+// cFlags are the flags guest-sdk/c/README.md builds a plugin with, given the path of
 // wasi-libc's crt1-reactor.o and the SDK's folder. -nostdlib with the start file and -lc
 // named is what clang's default link would do, less compiler-rt's wasm32 builtins, which
 // Debian packages apart from clang (and a plugin that needs none of them links without).
-func CFlags(reactor, sdk string) []string {
+func cFlags(reactor, sdk string) []string {
 	return []string{
 		"--target=wasm32-wasi", "-O2", "-Wall", "-Werror",
 		"-mexec-model=reactor", "-nostdlib", "-Wl,--no-entry", reactor, "-I", sdk,

@@ -16,6 +16,7 @@ type lockState struct {
 	owner string    // immutable: the NameQuota.Owner it counts against, "" for none
 	token string    // immutable: the holder's
 	until time.Time // immutable: end of the holder's lease
+	fence int64     // immutable: the lease's fencing token
 	node  node      // in Backend.lockTTL
 }
 
@@ -85,7 +86,8 @@ func (b *Backend) tryLock(name string, hold time.Duration, q primitives.NameQuot
 		b.locksHeld[held]++
 	}
 	b.lockFences[root]++
-	l := primitives.LockLease{Lease: primitives.Lease{Token: st.token, Until: st.until}, Fence: b.lockFences[root]}
+	st.fence = b.lockFences[root]
+	l := primitives.LockLease{Lease: primitives.Lease{Token: st.token, Until: st.until}, Fence: st.fence}
 	b.lockReplays.remember(now, root, rq, l)
 	return l, true, nil
 }
@@ -129,4 +131,21 @@ func (b *Backend) LockRelease(ctx context.Context, name, token string) (bool, er
 	b.dropLock(st)
 	b.lockReplays.remember(now, root, rq, struct{}{})
 	return true, nil
+}
+
+// LockShow implements primitives.Lock.
+func (b *Backend) LockShow(ctx context.Context, name string) (primitives.LockHolder, bool, error) {
+	if err := checkLock(name); err != nil {
+		return primitives.LockHolder{}, false, err
+	}
+	if err := b.check(); err != nil {
+		return primitives.LockHolder{}, false, err
+	}
+	b.locksMu.Lock()
+	defer b.locksMu.Unlock()
+	st := b.locks[name]
+	if st == nil || !b.clock.Now().Before(st.until) {
+		return primitives.LockHolder{}, false, nil
+	}
+	return primitives.LockHolder{Owner: st.owner, Fence: st.fence, Until: st.until}, true, nil
 }

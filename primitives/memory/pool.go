@@ -50,13 +50,17 @@ func (it *item) matches(where primitives.Tags) bool {
 }
 
 func (it *item) export() primitives.Item {
-	return primitives.Item{
+	out := primitives.Item{
 		ID:        it.id,
 		Payload:   clone(it.payload),
 		Tags:      maps.Clone(it.tags),
 		CreatedAt: it.created,
 		ExpiresAt: it.expires,
 	}
+	if it.token != "" {
+		out.LeasedUntil, out.Holder = it.leaseNode.at, primitives.TokenHolder(it.token)
+	}
+	return out
 }
 
 // itemSet is a set of items with O(1) add, remove and iteration over members only: a
@@ -157,10 +161,10 @@ func (p *pool) unfree(it *item) {
 	}
 }
 
-// lease takes a free item out of the free indexes and leases it until until.
-func (p *pool) lease(it *item, until time.Time) string {
+// lease takes a free item out of the free indexes and leases it until until under token.
+func (p *pool) lease(it *item, until time.Time, token string) string {
 	p.unfree(it)
-	it.token = primitives.NewToken()
+	it.token = token
 	p.seq++
 	p.leases.push(it, until, p.seq)
 	return it.token
@@ -417,7 +421,7 @@ func (b *Backend) PoolClaim(ctx context.Context, poolName string, where primitiv
 			continue
 		}
 		until := now.Add(hold)
-		token := p.lease(it, until)
+		token := p.lease(it, until, primitives.LeaseToken(ctx))
 		p.replays.remember(now, "", rq, [2]string{it.id, token})
 		return primitives.ItemLease{Item: it.export(), Lease: primitives.Lease{Token: token, Until: until}}, true, nil
 	}

@@ -113,6 +113,10 @@ var nameArgs = []struct {
 		_, _, err := b.LockAcquire(ctx, n, time.Minute, time.Second)
 		return err
 	}},
+	{"LockShow(name)", func(ctx context.Context, b primitives.Backend, n string) error {
+		_, _, err := b.LockShow(ctx, n)
+		return err
+	}},
 	{"LockRelease(name)", func(ctx context.Context, b primitives.Backend, n string) error {
 		_, err := b.LockRelease(ctx, n, "token")
 		return err

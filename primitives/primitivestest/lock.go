@@ -20,6 +20,7 @@ var lockTests = []subtest{
 	{"WaitRetriesUntilReleased", testLockWaitSucceeds},
 	{"WaitGivesUpAtDeadline", testLockWaitTimesOut},
 	{"FencesIncrease", testLockFences},
+	{"ShowNamesHolderFenceAndDeadline", testLockShow},
 }
 
 func acquire(t *testing.T, b primitives.Backend, name string, hold, wait time.Duration) (primitives.LockLease, bool) {
@@ -253,5 +254,46 @@ func testLockFences(t *testing.T, b primitives.Backend) {
 			t.Errorf("fences across release and expiry = %v, want strictly increasing", fences)
 			break
 		}
+	}
+}
+
+// testLockShow: LockShow reads a held lock's owner, fence and deadline, and nothing of
+// a free, released or expired one.
+func testLockShow(t *testing.T, b primitives.Backend) {
+	show := func(name string) (primitives.LockHolder, bool) {
+		t.Helper()
+		h, ok, err := b.LockShow(t.Context(), name)
+		noErr(t, fmt.Sprintf("LockShow(%q)", name), err)
+		return h, ok
+	}
+	if h, ok := show("scraper:l"); ok {
+		t.Errorf("LockShow(never held) = %+v, want free", h)
+	}
+	before := time.Now()
+	l, ok, err := b.LockAcquireWithin(t.Context(), "scraper:l", time.Minute, 0, primitives.NameQuota{Owner: "scraper", Max: 5})
+	noErr(t, "LockAcquireWithin", err)
+	if !ok {
+		t.Fatal("LockAcquireWithin(free lock) = not acquired")
+	}
+	h, ok := show("scraper:l")
+	if !ok || h.Owner != "scraper" || h.Fence != l.Fence {
+		t.Errorf("LockShow(held) = %+v, %v; want owner scraper, fence %d", h, ok, l.Fence)
+	}
+	timeIn(t, "LockShow's until", h.Until, before.Add(time.Minute), time.Now().Add(time.Minute))
+	if !release(t, b, "scraper:l", l.Token) {
+		t.Fatal("LockRelease(holder) = not released")
+	}
+	if h, ok := show("scraper:l"); ok {
+		t.Errorf("LockShow(released) = %+v, want free", h)
+	}
+
+	const hold = 150 * time.Millisecond
+	l = mustAcquire(t, b, "l", hold)
+	if h, ok := show("l"); !ok || h.Owner != "" || h.Fence != l.Fence {
+		t.Errorf("LockShow(held, no owner) = %+v, %v; want no owner, fence %d", h, ok, l.Fence)
+	}
+	sleep(t, hold+150*time.Millisecond)
+	if h, ok := show("l"); ok {
+		t.Errorf("LockShow(hold ended) = %+v, want free", h)
 	}
 }

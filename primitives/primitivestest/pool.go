@@ -22,6 +22,7 @@ var poolTests = []subtest{
 	{"ReleaseEarly", testPoolReleaseEarly},
 	{"ReleaseWrongToken", testPoolReleaseWrongToken},
 	{"ReleaseStaleToken", testPoolReleaseStaleToken},
+	{"ListShowsLeases", testPoolListLeases},
 	{"ExtendRenewsTheLease", testPoolExtend},
 	{"ExtendDoesNotReviveAnEndedLease", testPoolExtendEnded},
 	{"MarkBad", testPoolMarkBad},
@@ -388,6 +389,41 @@ func testPoolReleaseStaleToken(t *testing.T, b primitives.Backend) {
 
 // testPoolExtend: an extend renews the lease from now, past the claim's own hold and
 // shorter than it too; only the holder's token extends.
+// testPoolListLeases: a list says of each item whether it is leased, until when and by
+// whom the claim's context named (primitives.WithHolder).
+func testPoolListLeases(t *testing.T, b primitives.Backend) {
+	put(t, b, "p", `1`, siteX, 0)
+	put(t, b, "p", `2`, siteX, 0)
+	before := time.Now()
+	l, ok, err := b.PoolClaim(primitives.WithHolder(t.Context(), "scraper/2"), "p", siteX, time.Minute)
+	noErr(t, "PoolClaim(with a holder)", err)
+	if !ok {
+		t.Fatal("PoolClaim = nothing claimed")
+	}
+	after := time.Now()
+	for _, it := range list(t, b, "p", nil, 10) {
+		switch {
+		case it.ID == l.ID:
+			if it.Holder != "scraper/2" {
+				t.Errorf("PoolList: leased item's holder = %q, want scraper/2", it.Holder)
+			}
+			timeIn(t, "PoolList: leased item's LeasedUntil", it.LeasedUntil, before.Add(time.Minute), after.Add(time.Minute))
+		case !it.LeasedUntil.IsZero() || it.Holder != "":
+			t.Errorf("PoolList: unleased item %s shows a lease until %v by %q", it.ID, it.LeasedUntil, it.Holder)
+		}
+	}
+	noErr(t, "PoolRelease", b.PoolRelease(t.Context(), "p", l.ID, l.Token))
+	l = mustClaim(t, b, "p", siteX, time.Minute)
+	for _, it := range list(t, b, "p", siteX, 10) {
+		if it.ID == l.ID && (it.LeasedUntil.IsZero() || it.Holder != "") {
+			t.Errorf("PoolList: item claimed without a holder shows until %v by %q, want a deadline and no holder", it.LeasedUntil, it.Holder)
+		}
+		if it.ID != l.ID && !it.LeasedUntil.IsZero() {
+			t.Errorf("PoolList: released item %s still shows a lease until %v", it.ID, it.LeasedUntil)
+		}
+	}
+}
+
 func testPoolExtend(t *testing.T, b primitives.Backend) {
 	const hold = 200 * time.Millisecond
 	id := put(t, b, "p", `1`, siteX, 0)

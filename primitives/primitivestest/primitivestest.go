@@ -218,6 +218,10 @@ var Ops = []Op{
 		_, _, err := b.LockAcquire(ctx, "l", time.Second, time.Second)
 		return err
 	}},
+	{"LockShow", func(ctx context.Context, b primitives.Backend) error {
+		_, _, err := b.LockShow(ctx, "l")
+		return err
+	}},
 	{"LockRelease", func(ctx context.Context, b primitives.Backend) error {
 		_, err := b.LockRelease(ctx, "l", "no-such-token")
 		return err

@@ -99,6 +99,11 @@ func New(client goredis.UniversalClient, opts Options) *Backend {
 	return b
 }
 
+// Client is the client b talks through, for a part of the daemon that keeps state of its
+// own in the same Redis (the plane, internal/plane) under keys this package's KEYS.md
+// lists. b owns it: Close closes it.
+func (b *Backend) Client() goredis.UniversalClient { return b.client }
+
 // The kinds of Redis a Backend talks to, as Kind names them.
 const (
 	KindSingle   = "redis"

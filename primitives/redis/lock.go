@@ -3,6 +3,8 @@ package redis
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fleethost/fleet/primitives"
@@ -14,7 +16,7 @@ import (
 // of held locks, after the ledger has dropped the locks whose hold has ended, and
 // refused at the quota.
 //
-//	KEYS[1]    -> fleet:lock:{root}[name]              STRING holder's token, PX hold
+//	KEYS[1]    -> fleet:lock:{root}[name]              STRING holder's token "<fence>.<ARGV[1]>", PX hold
 //	KEYS[2]    -> fleet:lock:{root}:fence              STRING integer, the root's fences; never expires
 //	KEYS[3]    -> fleet:lock:{root}:req:<id>           the request's record
 //	KEYS[4]    -> fleet:lock:{root}:held:<owner>       ZSET name -> hold end ms (optional)
@@ -27,6 +29,9 @@ import (
 // A root's first fence (INCR gives 1: the sequence is new, or was lost) is Redis's clock
 // in µs instead: above every fence drawn before, which an INCR a lease never outruns,
 // and above the per-name sequences of the layout before this one.
+//
+// The token handed out is "<fence>.<ARGV[1]>": the lock's one key then says its fence
+// too, for LockShow, and a release still compares the token whole.
 //
 // Output: 0 the lock is held; -1 past the quota, nothing written; {fence, token, hold
 // left in ms} acquired, by this run or by the request's first (then the hold left is 0
@@ -47,15 +52,16 @@ if KEYS[4] then
   if max > 0 and redis.call('ZCARD', KEYS[4]) >= max then return -1 end
   redis.call('ZADD', KEYS[4], now + hold, ARGV[4])
 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', hold)
 local fence = redis.call('INCR', KEYS[2])
 if fence == 1 then
   local t = redis.call('TIME')
   fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
   redis.call('SET', KEYS[2], fence)
 end
-remember(KEYS[3], fence, ARGV[1])
-return {fence, ARGV[1], hold}
+local token = string.format('%.0f', fence) .. '.' .. ARGV[1]
+redis.call('SET', KEYS[1], token, 'PX', hold)
+remember(KEYS[3], fence, token)
+return {fence, token, hold}
 `)
 
 // LockAcquire takes lock name for hold. With wait 0 it tries once and returns ok false
@@ -176,4 +182,50 @@ func (b *Backend) LockRelease(ctx context.Context, name, token string) (bool, er
 		return false, nil
 	}
 	return false, replyError("lock release", v)
+}
+
+// lockShowCmd reads a lock's token and the hold it has left, in one step.
+//
+//	KEYS[1] -> fleet:lock:{root}[name]  STRING holder's token
+//
+// Output: {} free; {token, hold left in ms} held.
+var lockShowCmd = goredis.NewScript(`
+local token = redis.call('GET', KEYS[1])
+if not token then return {} end
+return {token, redis.call('PTTL', KEYS[1])}
+`)
+
+// LockShow reads who holds lock name (primitives.Lock): its owner and fence, which its
+// token carries ("<fence>.<hex>[/<owner>]"; lockAcquireCmd), and the end of its hold.
+func (b *Backend) LockShow(ctx context.Context, name string) (primitives.LockHolder, bool, error) {
+	if err := primitives.CheckName("lock", name); err != nil {
+		return primitives.LockHolder{}, false, err
+	}
+	start := time.Now()
+	ctx, cancel := b.call(ctx)
+	defer cancel()
+	v, err := lockShowCmd.Run(ctx, b.client, []string{lockKey(name)}).Result()
+	if err != nil {
+		return primitives.LockHolder{}, false, b.scriptFail(ctx, "lock show", name, err)
+	}
+	a, ok := v.([]any)
+	if !ok {
+		return primitives.LockHolder{}, false, replyError("lock show", v)
+	}
+	if len(a) == 0 {
+		return primitives.LockHolder{}, false, nil
+	}
+	if len(a) != 2 {
+		return primitives.LockHolder{}, false, replyError("lock show", v)
+	}
+	token, err1 := replyString("lock show", a[0])
+	left, err2 := replyInt("lock show", a[1])
+	if err := errors.Join(err1, err2); err != nil {
+		return primitives.LockHolder{}, false, err
+	}
+	h := primitives.LockHolder{Owner: primitives.TokenHolder(token), Until: start.Add(time.Duration(max(left, 0)) * time.Millisecond)}
+	if f, _, ok := strings.Cut(token, "."); ok {
+		h.Fence, _ = strconv.ParseInt(f, 10, 64)
+	}
+	return h, true, nil
 }

@@ -317,7 +317,8 @@ const listPage = 512
 //	ARGV[4]    -> how many entries the page may examine (listPage)
 //
 // Output: {next cursor ("0": done), the scanned key's index, id, payload, tags, created,
-// expires, ...} with five fields per item.
+// expires, lease token, lease end ms, ...} with seven fields per item (the lease's two
+// are "" and 0 when it is not leased).
 //
 // Unfiltered it walks live by rank from the first unexpired one (ZRANGE, O(log n + m));
 // filtered it SSCANs the smallest tag set and tests the others with SISMEMBER, so its
@@ -332,13 +333,20 @@ local n, seen = 0, {}
 local function add(id)
   if seen[id] then return false end
   seen[id] = true
-  local f = redis.call('HMGET', item_key(id), 'payload', 'tags', 'created', 'expires')
+  local f = redis.call('HMGET', item_key(id), 'payload', 'tags', 'created', 'expires', 'token', 'until')
   if f[1] and not expired(f[4], now) then
     out[#out + 1] = id
     out[#out + 1] = f[1]
     out[#out + 1] = f[2]
     out[#out + 1] = tonumber(f[3])
     out[#out + 1] = tonumber(f[4])
+    if f[5] and tonumber(f[6]) > now then
+      out[#out + 1] = f[5]
+      out[#out + 1] = tonumber(f[6])
+    else
+      out[#out + 1] = ''
+      out[#out + 1] = 0
+    end
     n = n + 1
   end
   return n >= want
@@ -412,7 +420,7 @@ func (b *Backend) poolListPage(ctx context.Context, pool string, keys []string, 
 		return "", 0, nil, b.scriptFail(ctx, "pool list", pool, err)
 	}
 	a, err := replyArray("pool list", v, 2)
-	if err != nil || len(a)%5 != 2 {
+	if err != nil || len(a)%7 != 2 {
 		return "", 0, nil, replyError("pool list", v)
 	}
 	next, err1 := replyString("pool list", a[0])
@@ -420,11 +428,20 @@ func (b *Backend) poolListPage(ctx context.Context, pool string, keys []string, 
 	if err := errors.Join(err1, err2); err != nil {
 		return "", 0, nil, err
 	}
-	items = make([]primitives.Item, 0, (len(a)-2)/5)
-	for i := 2; i < len(a); i += 5 {
+	items = make([]primitives.Item, 0, (len(a)-2)/7)
+	for i := 2; i < len(a); i += 7 {
 		it, err := itemFromReply("pool list", a[i:i+5])
 		if err != nil {
 			return "", 0, nil, err
+		}
+		// The token proves the holder: only the holder it names is kept.
+		token, err1 := replyString("pool list", a[i+5])
+		until, err2 := replyInt("pool list", a[i+6])
+		if err := errors.Join(err1, err2); err != nil {
+			return "", 0, nil, err
+		}
+		if until > 0 {
+			it.LeasedUntil, it.Holder = millis(until), primitives.TokenHolder(token)
 		}
 		items = append(items, it)
 	}
@@ -542,7 +559,7 @@ func (b *Backend) PoolClaim(ctx context.Context, pool string, where primitives.T
 	if err != nil {
 		return primitives.ItemLease{}, false, err
 	}
-	token := primitives.NewToken()
+	token := primitives.LeaseToken(ctx)
 	cursor, phase, scan := "0", 0, int64(0)
 	for {
 		start := time.Now()

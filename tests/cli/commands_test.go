@@ -190,7 +190,7 @@ func TestSubmitInspectDescribe(t *testing.T) {
 }
 
 func TestHelpNamesEveryVariable(t *testing.T) {
-	for _, cmd := range []string{"run", "submit", "inspect", "parked", "describe", "doctor"} {
+	for _, cmd := range []string{"run", "submit", "inspect", "pause", "resume", "tasks", "kv", "counter", "pool", "lock", "plane", "describe", "doctor"} {
 		code, _, errOut := run(t, nil, "", cmd, "-h")
 		if code != 0 {
 			t.Errorf("%s -h = exit %d", cmd, code)

@@ -32,7 +32,7 @@ func parkedCount(t *testing.T, d *daemon) int {
 	return q.Parked
 }
 
-// TestParkedDelete deletes parked tasks through the API and `fleet-host parked`: one by
+// TestParkedDelete deletes parked tasks through the API and `fleet-host tasks`: one by
 // id, then every one of the queue; a requeue through the command runs the task again.
 func TestParkedDelete(t *testing.T) {
 	d := startDaemon(t, nil, "--plugins", pluginsDir(t, workerPkg), "--max-attempts", "1", "--poll-interval", "20ms")
@@ -52,9 +52,9 @@ func TestParkedDelete(t *testing.T) {
 		}
 	}
 
-	code, out, errOut := run(t, env, "", "parked", "delete", "work", ids[0])
+	code, out, errOut := run(t, env, "", "tasks", "delete", "work", ids[0])
 	if code != 0 || strings.TrimSpace(out) != ids[0] || parkedCount(t, d) != 3 {
-		t.Fatalf("parked delete work %s = exit %d, %q %q, leaving %d parked; want 0, the id, 3 parked", ids[0], code, out, errOut, parkedCount(t, d))
+		t.Fatalf("tasks delete work %s = exit %d, %q %q, leaving %d parked; want 0, the id, 3 parked", ids[0], code, out, errOut, parkedCount(t, d))
 	}
 	if status, b := d.request(http.MethodDelete, "/api/v1/queues/work/parked/"+ids[0], "", nil); status != http.StatusNotFound {
 		t.Errorf("DELETE of a task no longer parked = %d %s, want 404", status, b)
@@ -73,19 +73,21 @@ func TestParkedDelete(t *testing.T) {
 	}
 
 	// Requeued, the task fails again at once (one attempt) and is parked again.
-	if code, out, errOut := run(t, env, "", "parked", "requeue", "work", ids[2]); code != 0 || strings.TrimSpace(out) != ids[2] {
-		t.Errorf("parked requeue work %s = exit %d, %q %q; want 0 and the id", ids[2], code, out, errOut)
+	if code, out, errOut := run(t, env, "", "tasks", "requeue", "work", ids[2]); code != 0 || strings.TrimSpace(out) != ids[2] {
+		t.Errorf("tasks requeue work %s = exit %d, %q %q; want 0 and the id", ids[2], code, out, errOut)
 	}
-	if code, _, errOut := run(t, env, "", "parked", "delete", "work", "no-such-id"); code != 1 || !strings.Contains(errOut, "404") {
-		t.Errorf("parked delete of an unknown id = exit %d, %q; want 1 and a 404", code, errOut)
+	if code, _, errOut := run(t, env, "", "tasks", "delete", "work", "no-such-id"); code != 1 || !strings.Contains(errOut, "404") {
+		t.Errorf("tasks delete of an unknown id = exit %d, %q; want 1 and a 404", code, errOut)
 	}
 	testutil.WaitFor(t, 30*time.Second, "the requeued task parked again", func() bool { return parkedCount(t, d) == 2 })
-	code, out, errOut = run(t, env, "", "parked", "purge", "work")
+	code, out, errOut = run(t, env, "", "tasks", "delete", "work", "--all")
 	if code != 0 || strings.TrimSpace(out) != "deleted 2 parked tasks of queue work" || parkedCount(t, d) != 0 {
-		t.Errorf("parked purge work = exit %d, %q %q, leaving %d parked; want 0 and 2 deleted", code, out, errOut, parkedCount(t, d))
+		t.Errorf("tasks delete work --all = exit %d, %q %q, leaving %d parked; want 0 and 2 deleted", code, out, errOut, parkedCount(t, d))
 	}
-	if code, _, _ := run(t, env, "", "parked", "drop", "work"); code != 2 {
-		t.Errorf("parked drop = exit %d, want 2 (usage)", code)
+	for _, args := range [][]string{{"drop", "work"}, {"delete", "work"}, {"delete", "work", "id", "--all"}, {"requeue", "work", "--all", "--older-than", "1h"}} {
+		if code, _, _ := run(t, env, "", append([]string{"tasks"}, args...)...); code != 2 {
+			t.Errorf("tasks %q = exit %d, want 2 (usage)", args, code)
+		}
 	}
 }
 

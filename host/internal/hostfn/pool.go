@@ -95,7 +95,8 @@ func (c *Core) poolClaim(ctx context.Context, caller *Caller, req []byte) (any, 
 	if e != nil {
 		return nil, e
 	}
-	l, ok, err := c.backend.PoolClaim(ctx, r.Pool, where, hold)
+	// The slot is named as the lease's holder, which operators see (fleet-host pool items).
+	l, ok, err := c.backend.PoolClaim(primitives.WithHolder(ctx, caller.Slot), r.Pool, where, hold)
 	if err != nil {
 		return nil, fromBackend(err)
 	}

@@ -47,6 +47,9 @@ var exportSigs = map[string]struct{ params, results []api.ValueType }{
 	abi.ExportInitialize: {nil, nil},
 }
 
+// requiredExports are the exports every guest has, whatever its mode.
+var requiredExports = []string{abi.ExportABIVersion, abi.ExportInput, abi.ExportDescribe}
+
 // NewRuntime compiles wasm in a new runtime with the sandbox's settings: the memory limit,
 // WithCloseOnContextDone (a deadline kills a runaway guest), WASI and the fleet host module,
 // after the module rewriter (rewrite.go) makes every call a deadline check and bounds the
@@ -109,7 +112,7 @@ func checkModule(c wazero.CompiledModule) error {
 			return errors.New("native: built as a command, not a reactor: build with -buildmode=c-shared (Go), -mexec-model=reactor (C)")
 		}
 	}
-	for _, name := range []string{abi.ExportABIVersion, abi.ExportInput, abi.ExportDescribe} {
+	for _, name := range requiredExports {
 		if _, ok := exports[name]; !ok {
 			return fmt.Errorf("native: module does not export %s; a fleet guest must export %s, %s and %s",
 				name, abi.ExportABIVersion, abi.ExportInput, abi.ExportDescribe)

@@ -1,14 +1,18 @@
 /*
- * cdemo is a batch plugin that uses every kind of state the host offers, from C: per task
- * of the queue "cdemo-jobs" ({"n":N, ...}) it
+ * cdemo is a batch plugin that uses every operation of the host, from C: per task of the
+ * queue "cdemo-jobs" ({"n":N, ...}) it
  *
- *   - reads its configuration ({"prefix":S}),
+ *   - asks for a retry the first time it sees every fifth task (n divisible by 5),
+ *   - reads its configuration ({"prefix":S,"url":S}),
  *   - stores the task's payload in KV "cdemo:data" under "<prefix>N" and reads it back
  *     (a payload larger than the SDK's 4 KiB reply buffer crosses through reply_fetch),
+ *     and sets and deletes a second key,
  *   - puts an item {"n":N} tagged {"n":N} into the pool "cdemo-items", claims it by its
- *     tag, extends and releases the lease,
+ *     tag, extends and releases the lease, lists it and counts the pool, and marks it
+ *     bad when N is even,
  *   - takes and releases the lock "cdemo:lock",
- *   - adds 1 to the counter "cdemo:done",
+ *   - adds 1 to the counter "cdemo:done" and reads it,
+ *   - POSTs "ping N" to the configured url, expecting "pong N" back,
  *   - submits {"n":N} to "cdemo-results", once per task whatever its attempts (keyed by
  *     the task's id),
  *   - checks that a namespace it was not granted answers PermissionDenied,
@@ -21,7 +25,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char describe[] =
+FLEET_DESCRIBE(
 	"{\"abi_version\":1,\"type\":\"cdemo\",\"version\":\"0.1.0\",\"mode\":\"batch\","
 	"\"consumes\":{\"name\":\"cdemo-jobs\",\"payload_schema\":{\"type\":\"object\","
 	"\"properties\":{\"n\":{\"type\":\"integer\"},\"pad\":{\"type\":\"string\"}},\"required\":[\"n\"]}},"
@@ -30,12 +34,8 @@ static const char describe[] =
 	"\"tags_schema\":{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}},\"additionalProperties\":false}}],"
 	"\"submits\":[{\"name\":\"cdemo-results\",\"payload_schema\":{\"type\":\"object\","
 	"\"properties\":{\"n\":{\"type\":\"integer\"}},\"required\":[\"n\"]}}],"
-	"\"config_schema\":{\"type\":\"object\",\"properties\":{\"prefix\":{\"type\":\"string\"}},"
-	"\"required\":[\"prefix\"],\"additionalProperties\":false}}";
-
-FLEET_EXPORT("fleet_describe") uint64_t fleet_describe(void) {
-	return fleet_packed(describe, sizeof describe - 1);
-}
+	"\"config_schema\":{\"type\":\"object\",\"properties\":{\"prefix\":{\"type\":\"string\"},"
+	"\"url\":{\"type\":\"string\"}},\"required\":[\"prefix\",\"url\"],\"additionalProperties\":false}}")
 
 static char why[600];
 
@@ -68,6 +68,17 @@ FLEET_EXPORT("fleet_handle") uint64_t fleet_handle(uint32_t len) {
 	fleet_kind k;
 	if ((k = fleet_read_task(len, &task))) return failed("read task", k);
 	long long n = number(task.payload, "n");
+	char key[100];
+	if (n % 5 == 0) { /* a retry refunds its attempt: KV, not attempts, tells the first */
+		bool seen;
+		const char *v;
+		snprintf(key, sizeof key, "retried-%lld", n);
+		if ((k = fleet_kv_get("cdemo:data", key, &seen, &v))) return failed("kv_get retried", k);
+		if (!seen) {
+			if ((k = fleet_kv_set("cdemo:data", key, "true", 0))) return failed("kv_set retried", k);
+			return fleet_retry(1);
+		}
+	}
 	size_t payload_len = strlen(task.payload);
 	char buf[160], tags[64], id[128], token[128], task_id[128];
 	snprintf(id, sizeof id, "%s", task.id);
@@ -79,15 +90,24 @@ FLEET_EXPORT("fleet_handle") uint64_t fleet_handle(uint32_t len) {
 	const char *end = p ? strchr(p + 10, '"') : NULL;
 	if (!end || end - (p + 10) >= (long)sizeof prefix) return wrong("config_get", config);
 	memcpy(prefix, p + 10, (size_t)(end - (p + 10)));
+	char url[200] = "";
+	p = strstr(config, "\"url\":\"");
+	end = p ? strchr(p + 7, '"') : NULL;
+	if (!end || end - (p + 7) >= (long)sizeof url) return wrong("config_get", config);
+	memcpy(url, p + 7, (size_t)(end - (p + 7)));
 
 	/* KV: the payload in and out again */
-	char key[100];
 	snprintf(key, sizeof key, "%s%lld", prefix, n);
 	if ((k = fleet_kv_set("cdemo:data", key, task.payload, 0))) return failed("kv_set", k);
 	bool found;
 	const char *value;
 	if ((k = fleet_kv_get("cdemo:data", key, &found, &value))) return failed("kv_get", k);
 	if (!found || strlen(value) < payload_len || number(value, "n") != n) return wrong("kv_get", value);
+	bool existed;
+	snprintf(key, sizeof key, "scratch-%lld", n); /* the task's own: slots run at once */
+	if ((k = fleet_kv_set("cdemo:data", key, "[1,2]", 60000))) return failed("kv_set scratch", k);
+	if ((k = fleet_kv_delete("cdemo:data", key, &existed))) return failed("kv_delete", k);
+	if (!existed) return wrong("kv_delete", "existed false");
 
 	/* a pool item, claimed by its tag, extended and released */
 	snprintf(buf, sizeof buf, "{\"n\":%lld}", n);
@@ -104,6 +124,14 @@ FLEET_EXPORT("fleet_handle") uint64_t fleet_handle(uint32_t len) {
 	if ((k = fleet_pool_extend("cdemo-items", put_id, token, 30000, &until))) return failed("pool_extend", k);
 	if (until <= 0) return wrong("pool_extend", "until_ms");
 	if ((k = fleet_pool_release("cdemo-items", put_id, token))) return failed("pool_release", k);
+	fleet_pool_item items[4];
+	size_t listed;
+	if ((k = fleet_pool_list("cdemo-items", tags, 10, items, 4, &listed))) return failed("pool_list", k);
+	if (listed != 1 || strcmp(items[0].id, put_id) || number(items[0].tags, "n") != n) return wrong("pool_list", items[0].tags);
+	int64_t size;
+	if ((k = fleet_pool_size("cdemo-items", &size))) return failed("pool_size", k);
+	if (size < 1) return wrong("pool_size", "0");
+	if (n % 2 == 0 && (k = fleet_pool_mark_bad("cdemo-items", put_id, "even"))) return failed("pool_mark_bad", k);
 
 	/* a lock */
 	fleet_lock l;
@@ -116,10 +144,26 @@ FLEET_EXPORT("fleet_handle") uint64_t fleet_handle(uint32_t len) {
 
 	/* the counter, a submit, a namespace not granted */
 	if ((k = fleet_counter_incr("cdemo:done", 1, NULL))) return failed("counter_incr", k);
+	int64_t count;
+	if ((k = fleet_counter_get("cdemo:done", &count))) return failed("counter_get", k);
+	if (count < 1) return wrong("counter_get", "0");
+
+	char body[40], want[40], header[64];
+	snprintf(body, sizeof body, "ping %lld", n);
+	snprintf(want, sizeof want, "pong %lld", n);
+	snprintf(header, sizeof header, "{\"X-N\":[\"%lld\"]}", n);
+	fleet_http_request hr = {.method = "POST", .url = url, .headers = header, .body = body, .body_len = strlen(body)};
+	fleet_http_response resp;
+	if ((k = fleet_http(&hr, &resp))) return failed("http", k);
+	if (resp.status != 200 || resp.body_len != strlen(want) || memcmp(resp.body, want, resp.body_len)) {
+		return wrong("http", resp.error ? resp.error : resp.body);
+	}
 	const char *tid;
 	if ((k = fleet_submit("cdemo-results", buf, id, &tid))) return failed("submit", k);
 	snprintf(task_id, sizeof task_id, "%s", tid);
 	if ((k = fleet_kv_get("secret", "x", &found, &value)) != FLEET_PERMISSION_DENIED) return failed("kv_get secret", k);
+	/* the message arrives escapes and all: \"secret\" reads back as "secret" */
+	if (!strstr(fleet_error_message(), "\"secret\"")) return wrong("kv_get secret", fleet_error_message());
 
 	snprintf(buf, sizeof buf, "{\"n\":%lld,\"submitted\":\"%s\"}", n, task_id);
 	if ((k = fleet_log("info", "cdemo: task done", buf))) return failed("log", k);

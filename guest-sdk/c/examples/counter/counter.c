@@ -5,15 +5,11 @@
  */
 #include "fleet.h"
 
-static const char describe[] =
+FLEET_DESCRIBE(
 	"{\"abi_version\":1,\"type\":\"counter-c\",\"version\":\"1.0.0\",\"mode\":\"batch\","
 	"\"consumes\":{\"name\":\"count\",\"payload_schema\":{"
 	"\"$schema\":\"https://json-schema.org/draft/2020-12/schema\","
-	"\"properties\":{},\"additionalProperties\":false,\"type\":\"object\"}}}";
-
-FLEET_EXPORT("fleet_describe") uint64_t fleet_describe(void) {
-	return fleet_packed(describe, sizeof describe - 1);
-}
+	"\"properties\":{},\"additionalProperties\":false,\"type\":\"object\"}}}")
 
 FLEET_EXPORT("fleet_handle") uint64_t fleet_handle(uint32_t len) {
 	fleet_task task;

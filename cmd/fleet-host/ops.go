@@ -1,0 +1,267 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/fleethost/fleet/internal/cli"
+	"github.com/fleethost/fleet/internal/safetext"
+)
+
+// The operator's commands: each is one act on a running daemon through its HTTP API (and
+// its token), printing a line or a table, or with --json the API's answer.
+
+// opCmd is the common part of the operator's commands: the API flags and --json, the
+// flags parsed (they may follow the arguments), and want arguments checked.
+type opCmd struct {
+	c      cli.Client
+	asJSON bool
+	f      *flags
+}
+
+func newOp(name, synopsis string, stderr io.Writer) *opCmd {
+	o := &opCmd{f: newFlags(name, synopsis, stderr)}
+	apiFlags(o.f, &o.c)
+	o.f.boolean(&o.asJSON, "json", "FLEET_JSON", false, "print the API's answer as JSON")
+	return o
+}
+
+// parse parses args and returns the arguments, which must be between lo and hi (hi < 0:
+// any number from lo).
+func (o *opCmd) parse(args []string, lo, hi int, what string) ([]string, error) {
+	if err := o.f.parse(args); err != nil {
+		return nil, usageErr(err)
+	}
+	pos := o.f.Args()
+	if len(pos) < lo || (hi >= 0 && len(pos) > hi) {
+		o.f.Usage()
+		return nil, usageError{fmt.Errorf("%s takes %s, got %q", o.f.Name(), what, pos)}
+	}
+	return pos, nil
+}
+
+// read parses the arguments of a read, verb then the names: kv get NS KEY, pool items
+// NAME; it returns the names.
+func (o *opCmd) read(args []string, verb string, names ...string) ([]string, error) {
+	what := strings.Join(append([]string{verb}, names...), " and ")
+	pos, err := o.parse(args, 1+len(names), 1+len(names), what)
+	if err != nil {
+		return nil, err
+	}
+	if pos[0] != verb {
+		o.f.Usage()
+		return nil, usageError{fmt.Errorf("%s takes %s, got %q", o.f.Name(), what, pos)}
+	}
+	return pos[1:], nil
+}
+
+// print writes v as JSON with --json, else runs table.
+func (o *opCmd) print(stdout io.Writer, v any, table func() error) error {
+	if o.asJSON {
+		return cli.WriteJSON(stdout, v)
+	}
+	return table()
+}
+
+func pauseCmd(ctx context.Context, args []string, stdout, stderr io.Writer, paused bool) error {
+	verb := map[bool]string{true: "pause", false: "resume"}[paused]
+	o := newOp(verb, verb+" [flags] TYPE\n\nPause stops automation TYPE's slots from starting calls (a call in flight ends first;\ntheir state shows paused) on this daemon until resume; resume starts them again.", stderr)
+	pos, err := o.parse(args, 1, 1, "one automation TYPE")
+	if err != nil {
+		return err
+	}
+	p, err := o.c.SetPaused(ctx, pos[0], paused)
+	if err != nil {
+		return err
+	}
+	return o.print(stdout, p, func() error {
+		_, err := fmt.Fprintf(stdout, "%sd %s\n", verb, safetext.Escape(p.Type))
+		return err
+	})
+}
+
+const tasksSynopsis = `tasks parked [flags] QUEUE
+       fleet-host tasks requeue [flags] QUEUE (ID... | --all)
+       fleet-host tasks delete [flags] QUEUE (ID... | --all [--older-than D])
+
+Acts on a queue's parked tasks through the daemon's HTTP API: parked lists them (oldest
+parked first, up to --limit), requeue moves each back to the queue with its attempts
+reset, delete deletes each for good. With --all, requeue and delete act on every parked
+task of the queue (delete --all --older-than: those parked at least that long ago).
+requeue and delete print each id they acted on, or with --all how many.`
+
+func tasksCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o := newOp("tasks", tasksSynopsis, stderr)
+	var all bool
+	var olderThan time.Duration
+	var limit int
+	o.f.boolean(&all, "all", "FLEET_TASKS_ALL", false, "requeue or delete: every parked task of the queue")
+	o.f.dur(&olderThan, "older-than", "FLEET_TASKS_OLDER_THAN", 0, "delete --all: only the tasks parked at least this long ago (0: all)")
+	o.f.int(&limit, "limit", "FLEET_TASKS_LIMIT", 100, "parked: list up to this many (1..1000)")
+	pos, err := o.parse(args, 2, -1, "parked, requeue or delete, then a QUEUE")
+	if err != nil {
+		return err
+	}
+	verb, queue, ids := pos[0], pos[1], pos[2:]
+	switch verb {
+	case "parked":
+		if len(ids) > 0 || all {
+			return usageError{fmt.Errorf("tasks parked takes one QUEUE, got %q", pos[1:])}
+		}
+		ts, err := o.c.Parked(ctx, queue, limit)
+		if err != nil {
+			return err
+		}
+		return o.print(stdout, map[string]any{"queue": queue, "tasks": ts}, func() error { return cli.WriteParked(stdout, queue, ts) })
+	case "requeue", "delete":
+	default:
+		o.f.Usage()
+		return usageError{fmt.Errorf("tasks takes parked, requeue or delete, got %q", verb)}
+	}
+	switch {
+	case all == (len(ids) > 0):
+		return usageError{fmt.Errorf("tasks %s takes QUEUE and either task ids or --all", verb)}
+	case olderThan != 0 && (verb != "delete" || !all):
+		return usageError{errors.New("--older-than goes with delete --all")}
+	case olderThan < 0:
+		return usageError{fmt.Errorf("--older-than is negative (%v)", olderThan)}
+	}
+	if all {
+		var n int
+		if verb == "requeue" {
+			n, err = o.c.RequeueAll(ctx, queue)
+		} else {
+			n, err = o.c.PurgeParked(ctx, queue, olderThan)
+		}
+		if err != nil {
+			return err
+		}
+		return o.print(stdout, map[string]any{"queue": queue, verb + "d": n}, func() error {
+			_, err := fmt.Fprintf(stdout, "%sd %d parked tasks of queue %s\n", verb, n, safetext.Escape(queue))
+			return err
+		})
+	}
+	act := o.c.Requeue
+	if verb == "delete" {
+		act = o.c.DeleteParked
+	}
+	var done []string
+	failed := 0
+	for _, id := range ids {
+		if err := act(ctx, queue, id); err != nil {
+			failed++
+			fmt.Fprintf(stderr, "fleet-host tasks %s: task %s: %s\n", verb, safetext.Escape(id), safetext.Escape(err.Error()))
+			var ae *cli.APIError
+			if !errors.As(err, &ae) { // the daemon is not there: stop
+				return errFailed
+			}
+			continue
+		}
+		done = append(done, id)
+		if !o.asJSON {
+			fmt.Fprintln(stdout, safetext.Escape(id))
+		}
+	}
+	if o.asJSON {
+		if err := cli.WriteJSON(stdout, map[string]any{"queue": queue, verb + "d": len(done), "task_ids": append([]string{}, done...)}); err != nil {
+			return err
+		}
+	}
+	if failed > 0 {
+		return errFailed
+	}
+	return nil
+}
+
+func kvCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o := newOp("kv", "kv get [flags] NAMESPACE KEY\n\nPrints the value of KEY in NAMESPACE as stored (any namespace: an operator sees what\nevery plugin keeps); an absent or expired key fails (exit 1).", stderr)
+	names, err := o.read(args, "get", "NAMESPACE", "KEY")
+	if err != nil {
+		return err
+	}
+	e, err := o.c.KV(ctx, names[0], names[1])
+	if err != nil {
+		return err
+	}
+	return o.print(stdout, e, func() error {
+		_, err := fmt.Fprintf(stdout, "%s\n", safetext.Escape(string(e.Value)))
+		return err
+	})
+}
+
+func counterCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o := newOp("counter", "counter get [flags] NAME\n\nPrints counter NAME's value (0 for a counter never touched).", stderr)
+	names, err := o.read(args, "get", "NAME")
+	if err != nil {
+		return err
+	}
+	v, err := o.c.Counter(ctx, names[0])
+	if err != nil {
+		return err
+	}
+	return o.print(stdout, v, func() error {
+		_, err := fmt.Fprintln(stdout, v.Value)
+		return err
+	})
+}
+
+// whereFlag is --where name=value, repeatable.
+type whereFlag []string
+
+func (w *whereFlag) String() string { return strings.Join(*w, ",") }
+
+func (w *whereFlag) Set(v string) error {
+	if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
+		return fmt.Errorf("%q: want tag=value", v)
+	}
+	*w = append(*w, v)
+	return nil
+}
+
+func poolCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o := newOp("pool", "pool items [flags] NAME\n\nLists pool NAME's live items (any pool: an operator sees what every plugin keeps) with\ntheir tags, payloads and leases: the slot that holds one and how long its lease has left.\nA --where value is JSON when it parses as a JSON scalar (true, 3, \"x\"), else a string.", stderr)
+	var where whereFlag
+	var limit int
+	o.f.value(&where, "where", "FLEET_POOL_WHERE", "only items with this tag, tag=value; repeat the flag for more, all must match")
+	o.f.int(&limit, "limit", "FLEET_POOL_LIMIT", 100, "list up to this many items (1..1000)")
+	names, err := o.read(args, "items", "NAME")
+	if err != nil {
+		return err
+	}
+	items, err := o.c.PoolItems(ctx, names[0], where, limit)
+	if err != nil {
+		return err
+	}
+	return o.print(stdout, items, func() error { return cli.WritePoolItems(stdout, items, time.Now()) })
+}
+
+func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o := newOp("lock", "lock show [flags] NAME\n\nShows who holds lock NAME: the plugin type it counts against, the lease's fencing token\nand when it ends; or that it is free.", stderr)
+	names, err := o.read(args, "show", "NAME")
+	if err != nil {
+		return err
+	}
+	l, err := o.c.Lock(ctx, names[0])
+	if err != nil {
+		return err
+	}
+	return o.print(stdout, l, func() error { return cli.WriteLock(stdout, l, time.Now()) })
+}
+
+func planeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o := newOp("plane", "plane instances [flags]\n\nLists the instances (slots of every daemon) that report to the daemon's plane (run\n--plane): project/instance, state, how long ago each last reported (stale past\n--plane-stale-after), version, host and the newest iteration's outcome.", stderr)
+	var iterations int
+	o.f.int(&iterations, "iterations", "FLEET_PLANE_LIST_ITERATIONS", 1, "each instance's newest iterations to fetch, 0..100 (the table shows the newest's outcome; --json all of them)")
+	if _, err := o.read(args, "instances"); err != nil {
+		return err
+	}
+	p, err := o.c.PlaneInstances(ctx, iterations)
+	if err != nil {
+		return err
+	}
+	return o.print(stdout, p, func() error { return cli.WritePlane(stdout, p, time.Now()) })
+}

@@ -1,0 +1,293 @@
+// Package plane is the plane half of the reporter contract (reporter/doc.go, "Wire
+// format"; reference/reporter-api.md): it accepts the reports that every slot's reporter
+// POSTs to <base>/api/projects/<slug>/fleet/report, keeps one presence row per instance
+// (the last report wins) and appends the iterations each report carries, and lists them
+// for the console's Fleet page, marking instances not heard from lately as stale.
+//
+// `fleet-host run --plane` serves it on the daemon's API (internal/api): any daemon of a
+// fleet may, and they all read the same rows, which live in the fleet's backend — Redis
+// for a fleet (NewRedis; keys in primitives/redis/KEYS.md, "The plane"), the daemon's
+// memory for one machine (NewMemory).
+//
+// What is kept is bounded, each bound with a default (Config): instances not heard from
+// within Retention are dropped with their iterations; past MaxInstances the least
+// recently heard from is dropped; each instance keeps its MaxIterations newest
+// iterations. Reporting is telemetry: a report the plane cannot store is answered 503
+// and the reporter drops it.
+//
+// The key is checked before anything of the body is read, and an empty body is refused
+// 400 after it, so that reporter.Probe (`fleet-host doctor`) tells "wired" (400) from
+// "bad key" (401) without writing anything. Why the plane is `run --plane`, with a key of
+// its own, is in RATIONALE.md.
+package plane
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fleethost/fleet/internal/safetext"
+)
+
+// The defaults of Config.
+const (
+	DefaultRetention     = 24 * time.Hour
+	DefaultMaxInstances  = 1000
+	DefaultMaxIterations = 100
+	DefaultStaleAfter    = time.Minute
+	// MaxReportIterations bounds the iterations one report may carry (a reporter sends
+	// those finished since its last report: one or two).
+	MaxReportIterations = 100
+)
+
+// Config configures a Plane. A zero field is its default.
+type Config struct {
+	// Key is the bearer key every report must carry; required.
+	Key string
+	// Retention is how long an instance's row and iterations are kept after its last
+	// report. default: DefaultRetention (24h)
+	Retention time.Duration
+	// MaxInstances bounds the rows kept; a report of a new instance past it drops the
+	// least recently heard from. default: DefaultMaxInstances (1000)
+	MaxInstances int
+	// MaxIterations bounds the iterations kept per instance, the newest.
+	// default: DefaultMaxIterations (100)
+	MaxIterations int
+	// StaleAfter marks an instance stale when its last report is older. A reporter
+	// reports at every poll of its slot (the idle poll interval, 1s by default), so a
+	// minute of silence means the slot or its daemon is gone or cut off.
+	// default: DefaultStaleAfter (1m)
+	StaleAfter time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	c.Retention = cmp.Or(c.Retention, DefaultRetention)
+	c.MaxInstances = cmp.Or(c.MaxInstances, DefaultMaxInstances)
+	c.MaxIterations = cmp.Or(c.MaxIterations, DefaultMaxIterations)
+	c.StaleAfter = cmp.Or(c.StaleAfter, DefaultStaleAfter)
+	return c
+}
+
+// Check says what is wrong with c, naming the flag of `fleet-host run` that sets it.
+func (c Config) Check() error {
+	switch {
+	case c.Key == "":
+		return errors.New("plane: --plane-key is empty: reporters must send a key")
+	case c.Retention < 0:
+		return fmt.Errorf("plane: --plane-retention is negative (%v)", c.Retention)
+	case c.MaxInstances < 0:
+		return fmt.Errorf("plane: --plane-max-instances is negative (%d)", c.MaxInstances)
+	case c.MaxIterations < 0:
+		return fmt.Errorf("plane: --plane-iterations is negative (%d)", c.MaxIterations)
+	case c.StaleAfter < 0:
+		return fmt.Errorf("plane: --plane-stale-after is negative (%v)", c.StaleAfter)
+	}
+	return nil
+}
+
+// Limits are the bounds a Store keeps to on every report.
+type Limits struct {
+	Retention     time.Duration
+	MaxInstances  int
+	MaxIterations int
+}
+
+// Store keeps the rows and iterations. Both stores pass the same tests (store_test.go).
+type Store interface {
+	// Report upserts row (its Seen set to now) and appends its iterations (oldest
+	// first), then drops what l no longer allows, in one step.
+	Report(ctx context.Context, row Instance, its []Iteration, now time.Time, l Limits) error
+	// Instances lists every row kept, with up to iterations of each one's newest
+	// iterations, newest first.
+	Instances(ctx context.Context, iterations int) ([]Instance, error)
+}
+
+// Instance is one presence row: the last report of an instance, as the Fleet page shows
+// it.
+type Instance struct {
+	Project        string    `json:"project"`
+	Instance       string    `json:"instance"`
+	Host           string    `json:"host"`
+	Version        string    `json:"version"`
+	ConfigIdentity string    `json:"config_identity"`
+	State          State     `json:"state"`
+	Seen           time.Time `json:"last_seen"`
+	// Stale says the last report is older than Config.StaleAfter.
+	Stale bool `json:"stale"`
+	// Iterations are its newest iterations, newest first (Instances' count).
+	Iterations []Iteration `json:"iterations"`
+}
+
+// State is what an instance said it was doing.
+type State struct {
+	Kind    string `json:"kind"`
+	N       int    `json:"n"`
+	TaskRef string `json:"task_ref"`
+	Phase   string `json:"phase"`
+}
+
+// Iteration is one finished iteration as reported, with when the plane received it.
+type Iteration struct {
+	TaskID          string    `json:"task_id"`
+	TaskRef         string    `json:"task_ref"`
+	Phases          []string  `json:"phases"`
+	Sessions        []Session `json:"sessions"`
+	Outcome         string    `json:"outcome"`
+	DurationSeconds float64   `json:"duration_seconds"`
+	Tokens          int       `json:"tokens"`
+	ReceivedAt      time.Time `json:"received_at"`
+}
+
+// Session is one session an iteration ran; Model "" is "not resolved" and stays "".
+type Session struct {
+	Phase   string `json:"phase"`
+	Harness string `json:"harness"`
+	Model   string `json:"model"`
+}
+
+// Plane accepts reports into a Store and lists them. Make one with New.
+type Plane struct {
+	store Store
+	cfg   Config
+	key   [32]byte // sha256 of cfg.Key
+	now   func() time.Time
+}
+
+// New returns a Plane on store; cfg must pass Check.
+func New(store Store, cfg Config) (*Plane, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	return &Plane{store: store, cfg: cfg, key: sha256.Sum256([]byte(cfg.Key)), now: time.Now}, nil
+}
+
+// StaleAfter is the age past which an instance is marked stale.
+func (p *Plane) StaleAfter() time.Duration { return p.cfg.StaleAfter }
+
+// Authorized reports whether the Authorization header value carries the plane's key as
+// a bearer token (the scheme case-insensitively, RFC 7235). Both are hashed before the
+// constant-time comparison, so that neither time nor length tells how much was right.
+func (p *Plane) Authorized(header string) bool {
+	scheme, got, _ := strings.Cut(header, " ")
+	sum := sha256.Sum256([]byte(strings.TrimLeft(got, " ")))
+	return strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare(sum[:], p.key[:]) == 1
+}
+
+// BodyError is a request refused for what it says (a report's body, a list's count):
+// the HTTP answer is 400.
+type BodyError struct{ Msg string }
+
+func (e *BodyError) Error() string { return "plane: " + e.Msg }
+
+func bad(format string, args ...any) error { return &BodyError{Msg: fmt.Sprintf(format, args...)} }
+
+// projectName is what a project's slug may be.
+var projectName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// The lengths a report's strings may have: an instance is "<daemon>/<type>/<n>", the
+// others are names, versions and labels.
+const (
+	maxInstanceLen = 256
+	maxFieldLen    = 1024
+	maxListLen     = 64 // phases and sessions of one iteration
+)
+
+var (
+	stateKinds = []string{"idle", "iteration", "draining", "stopping"}
+	outcomes   = []string{"checkpoint", "released", "parked", "dead"}
+)
+
+// wire is a report's body (reporter/wire.go is the sender's side).
+type wire struct {
+	Instance       *string     `json:"instance"`
+	Host           string      `json:"host"`
+	Version        string      `json:"version"`
+	ConfigIdentity string      `json:"config_identity"`
+	State          *State      `json:"state"`
+	Iterations     []Iteration `json:"iterations"`
+}
+
+// Report validates one report's body, already read and checked to be JSON, and stores
+// it under project: a *BodyError when the body is not a report, else the store's error.
+func (p *Plane) Report(ctx context.Context, project string, body []byte) error {
+	if !projectName.MatchString(project) {
+		return bad("project %q: want 1 to 64 letters, digits, '.', '_' or '-'", clip(project))
+	}
+	var w wire
+	if err := json.Unmarshal(body, &w); err != nil {
+		return bad("body is not a report: %v", err)
+	}
+	switch {
+	case w.Instance == nil || *w.Instance == "":
+		return bad("instance is required")
+	case len(*w.Instance) > maxInstanceLen:
+		return bad("instance is %d bytes, limit %d", len(*w.Instance), maxInstanceLen)
+	case w.State == nil:
+		return bad("state is required")
+	case !slices.Contains(stateKinds, w.State.Kind):
+		return bad("state.kind %q: want one of %s", clip(w.State.Kind), strings.Join(stateKinds, ", "))
+	case len(w.Iterations) > MaxReportIterations:
+		return bad("%d iterations, limit %d", len(w.Iterations), MaxReportIterations)
+	}
+	for _, f := range []string{w.Host, w.Version, w.ConfigIdentity, w.State.TaskRef, w.State.Phase} {
+		if len(f) > maxFieldLen {
+			return bad("a field is %d bytes, limit %d", len(f), maxFieldLen)
+		}
+	}
+	now := p.now()
+	for i := range w.Iterations {
+		it := &w.Iterations[i]
+		if !slices.Contains(outcomes, it.Outcome) {
+			return bad("iterations[%d].outcome %q: want one of %s", i, clip(it.Outcome), strings.Join(outcomes, ", "))
+		}
+		if len(it.Phases) > maxListLen || len(it.Sessions) > maxListLen {
+			return bad("iterations[%d]: more than %d phases or sessions", i, maxListLen)
+		}
+		if it.Phases == nil {
+			it.Phases = []string{}
+		}
+		if it.Sessions == nil {
+			it.Sessions = []Session{}
+		}
+		it.ReceivedAt = now
+	}
+	row := Instance{Project: project, Instance: *w.Instance, Host: w.Host, Version: w.Version, ConfigIdentity: w.ConfigIdentity, State: *w.State}
+	return p.store.Report(ctx, row, w.Iterations, now, Limits{Retention: p.cfg.Retention, MaxInstances: p.cfg.MaxInstances, MaxIterations: p.cfg.MaxIterations})
+}
+
+// MaxListIterations bounds the iterations per instance that Instances may be asked for.
+const MaxListIterations = 100
+
+// Instances lists every instance kept, sorted by project and instance, each marked stale
+// when its last report is older than StaleAfter, with up to iterations of its newest
+// iterations (0..MaxListIterations).
+func (p *Plane) Instances(ctx context.Context, iterations int) ([]Instance, error) {
+	if iterations < 0 || iterations > MaxListIterations {
+		return nil, bad("iterations %d: want 0..%d", iterations, MaxListIterations)
+	}
+	rows, err := p.store.Instances(ctx, iterations)
+	if err != nil {
+		return nil, err
+	}
+	now := p.now()
+	for i := range rows {
+		rows[i].Stale = now.Sub(rows[i].Seen) > p.cfg.StaleAfter
+		if rows[i].Iterations == nil {
+			rows[i].Iterations = []Iteration{}
+		}
+	}
+	sortInstances(rows)
+	return rows, nil
+}
+
+// clip bounds what of a client's text an error quotes.
+func clip(s string) string { return safetext.Clip(s, 100) }

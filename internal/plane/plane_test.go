@@ -1,0 +1,83 @@
+package plane
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func newPlane(t *testing.T, now *time.Time) *Plane {
+	t.Helper()
+	p, err := New(NewMemory(), Config{Key: "k", StaleAfter: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.now = func() time.Time { return *now }
+	return p
+}
+
+// A report that is not one is a BodyError (400) that names the field; {} is one, which
+// is what reporter.Probe relies on.
+func TestReportRefusesBodies(t *testing.T) {
+	now := t0
+	p := newPlane(t, &now)
+	many := `{"instance": "i", "state": {"kind": "idle"}, "iterations": [` + strings.Repeat(`{"outcome": "dead"},`, MaxReportIterations) + `{"outcome": "dead"}]}`
+	for _, tt := range []struct{ project, body, want string }{
+		{"p", `{}`, "instance is required"},
+		{"p", `{"instance": ""}`, "instance is required"},
+		{"p", `{"instance": "i"}`, "state is required"},
+		{"p", `{"instance": "i", "state": {"kind": "napping"}}`, "state.kind"},
+		{"p", `{"instance": "i", "state": {"kind": "idle"}, "iterations": [{"outcome": "meh"}]}`, "iterations[0].outcome"},
+		{"p", `{"instance": "` + strings.Repeat("i", maxInstanceLen+1) + `", "state": {"kind": "idle"}}`, "instance is"},
+		{"p", many, "iterations, limit"},
+		{"p", `[1]`, "not a report"},
+		{"a/b", `{"instance": "i", "state": {"kind": "idle"}}`, "project"},
+	} {
+		err := p.Report(context.Background(), tt.project, []byte(tt.body))
+		var be *BodyError
+		if !errors.As(err, &be) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Report(%s, %.60s) = %v, want a BodyError naming %q", tt.project, tt.body, err, tt.want)
+		}
+	}
+	if rows, _ := p.Instances(context.Background(), 10); len(rows) != 0 {
+		t.Errorf("refused reports stored rows: %+v", rows)
+	}
+}
+
+// An instance is stale once its last report is older than StaleAfter, and live again
+// at its next report.
+func TestInstancesMarkStale(t *testing.T) {
+	now := t0
+	p := newPlane(t, &now)
+	body := []byte(`{"instance": "a/w/0", "host": "h", "version": "v", "config_identity": "", "state": {"kind": "idle", "n": 0, "task_ref": "", "phase": ""}, "iterations": []}`)
+	stale := func() bool {
+		t.Helper()
+		rows, err := p.Instances(context.Background(), 0)
+		if err != nil || len(rows) != 1 {
+			t.Fatalf("Instances = %+v, %v; want one row", rows, err)
+		}
+		return rows[0].Stale
+	}
+	if err := p.Report(context.Background(), "p", body); err != nil {
+		t.Fatal(err)
+	}
+	if now = t0.Add(time.Minute); stale() {
+		t.Error("stale at exactly StaleAfter, want live")
+	}
+	if now = t0.Add(time.Minute + time.Millisecond); !stale() {
+		t.Error("live past StaleAfter, want stale")
+	}
+	if err := p.Report(context.Background(), "p", body); err != nil || stale() {
+		t.Errorf("after a new report: err %v, stale %v; want live", err, stale())
+	}
+}
+
+func TestConfigCheck(t *testing.T) {
+	for _, c := range []Config{{}, {Key: "k", Retention: -1}, {Key: "k", MaxInstances: -1}, {Key: "k", MaxIterations: -1}, {Key: "k", StaleAfter: -1}} {
+		if _, err := New(NewMemory(), c); err == nil || !strings.Contains(err.Error(), "--plane-") {
+			t.Errorf("New(%+v) = %v, want an error naming its flag", c, err)
+		}
+	}
+}
