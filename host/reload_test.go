@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -83,14 +84,16 @@ func TestReloadAddsPlugin(t *testing.T) {
 	}
 }
 
-// underLoad submits n tasks of 2ms each, half of them before and half while change runs
-// (once tasks flow), and returns once change has returned and every task is submitted.
-func underLoad(t *testing.T, r *rig, h *host.Host, n int, change func()) {
+// underLoad submits n tasks of ms milliseconds each, half of them before and half while
+// change runs (once tasks flow), and returns once change has returned and every task is
+// submitted.
+func underLoad(t *testing.T, r *rig, h *host.Host, n, ms int, change func()) {
 	t.Helper()
-	submitN(t, h, n/2, `{"op":"sleep_ms","n":2}`)
-	waitFor(t, "tasks flowing", func() bool { return len(r.events.finished()) >= 10 })
+	task := fmt.Sprintf(`{"op":"sleep_ms","n":%d}`, ms)
+	submitN(t, h, n/2, task)
+	waitFor(t, "tasks flowing", func() bool { return len(r.events.finished()) >= min(10, n/4) })
 	var wg sync.WaitGroup
-	wg.Go(func() { submitN(t, h, n-n/2, `{"op":"sleep_ms","n":2}`) })
+	wg.Go(func() { submitN(t, h, n-n/2, task) })
 	change()
 	wg.Wait()
 }
@@ -117,7 +120,7 @@ func TestReloadReplacesUnderLoad(t *testing.T) {
 	const n = 300
 	before := h.ConfigIdentity("goguest")
 	rebuild(t, src, file, "v2")
-	underLoad(t, r, h, n, reload(t, h))
+	underLoad(t, r, h, n, 2, reload(t, h))
 	waitFor(t, "every task acked", func() bool {
 		return testutil.Counter(t, r.backend, "goguest:count") >= n && testutil.QueueStats(t, r.backend, goQueue) == (primitives.QueueStats{})
 	})
@@ -385,7 +388,7 @@ func TestReloadGrants(t *testing.T) {
 	g := grants["goguest"]
 	g.KV = []string{"goguest:*", "shared:sessions"}
 	grants["goguest"] = g
-	underLoad(t, r, h, n, func() {
+	underLoad(t, r, h, n, 2, func() {
 		if err := h.ReloadGrants(context.Background(), grants, nil); err != nil {
 			t.Errorf("ReloadGrants = %v", err)
 		}
@@ -459,11 +462,16 @@ func TestReloadReportsRollOver(t *testing.T) {
 	src := testutil.BuildPlugin(t, "host/testdata/goguest")
 	r.cfg.Slots = 2
 	r.cfg.NewReporter, r.cfg.Instance = pl.newReporter, "web-1"
+	// A slot reports at each task and each idle poll: at the rig's 10ms poll and 2ms
+	// tasks, it can outrun a plane under -race on a busy machine, and a dropped report
+	// would void the checks below. 20ms tasks and a 50ms poll keep each instance to
+	// about the 100 reports a second of TestReportLifecycle's idle slot.
+	r.cfg.PollInterval = 50 * time.Millisecond
 	h, stop := r.start()
-	const n = 100
+	const n = 40
 	before := h.ConfigIdentity("goguest")
 	rebuild(t, src, file, "v2")
-	underLoad(t, r, h, n, reload(t, h))
+	underLoad(t, r, h, n, 20, reload(t, h))
 	after := h.ConfigIdentity("goguest")
 	insts := []string{"web-1/goguest/0", "web-1/goguest/1"}
 	waitFor(t, "every task acked and each instance reporting under the new identity", func() bool {
