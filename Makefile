@@ -1,6 +1,6 @@
 # The one command: `make test`. It installs what the tests need when it is missing
-# (redis-server, redis-tools, wabt and npm from Debian's packages, the AssemblyScript
-# packages from npm), then vets, builds the guest side for
+# (redis-server, redis-tools, wabt, chromium and npm from Debian's packages, the
+# AssemblyScript packages from npm), then vets, builds the guest side for
 # wasip1, and runs every test with the race detector.
 
 GO ?= go
@@ -20,7 +20,8 @@ test: deps vet wasm-build
 # deps installs the servers and tools the tests start. A missing one would fail the
 # tests (never skip them), so install rather than hope. redis-cli (Debian's redis-tools,
 # which redis-server's package depends on) joins the Redis Cluster the tests start. clang,
-# lld (wasm-ld) and wasi-libc build the C plugins of guest-sdk/c (testutil.BuildC).
+# lld (wasm-ld) and wasi-libc build the C plugins of guest-sdk/c (testutil.BuildC);
+# chromium runs the console's browser tests (tests/console).
 deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
@@ -30,6 +31,7 @@ deps:
 	command -v wasm-ld >/dev/null 2>&1 || missing="$$missing lld"; \
 	test -f "$$(clang --target=wasm32-wasi -print-file-name=crt1-reactor.o 2>/dev/null)" || missing="$$missing wasi-libc"; \
 	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
@@ -66,6 +68,7 @@ plugins:
 
 # demo: the scraper and the cookie harvester on a real daemon against a local demo site:
 # 50 URLs through the HTTP API, progress, the final counts, a SIGTERM drain. Exits 0 when
-# every URL was scraped and nothing was parked. Needs only Go (no Redis).
+# every URL was scraped and nothing was parked. Needs only Go (no Redis). It prints the
+# console's URL; `make demo DEMO_FLAGS=--keep` keeps the daemon up after the run until Ctrl-C.
 demo: build
-	$(GO) run ./cmd/fleet-demo --bin bin/fleet-host --plugins bin/plugins
+	$(GO) run ./cmd/fleet-demo --bin bin/fleet-host --plugins bin/plugins $(DEMO_FLAGS)

@@ -133,7 +133,7 @@ func DecodeReplyTo[T any](b []byte, result *T) error {
 
 // isOK reports whether b has the form of a result envelope, {"ok":...}.
 func isOK(b []byte) bool {
-	return len(b) > len(okHead) && string(b[:len(okHead)]) == okHead && b[len(b)-1] == '}'
+	return len(b) > len(okHead) && hasPrefixAt(b, 0, okHead) && b[len(b)-1] == '}'
 }
 
 // decodeJSON is DecodeReply with encoding/json.

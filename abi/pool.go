@@ -1,7 +1,6 @@
 package abi
 
 import (
-	"maps"
 	"slices"
 	"strconv"
 )
@@ -75,7 +74,15 @@ func appendPoolQueryHead(dst []byte, pool string, where Where) []byte {
 		return b
 	}
 	b = append(b, `,"where":{`...)
-	for i, tag := range slices.Sorted(maps.Keys(where)) {
+	// A range and a sort of a few tags on the stack: maps.Keys and slices.Sorted cost a
+	// wasm guest a close check per call of their iterators.
+	var stack [8]string
+	tags := stack[:0]
+	for tag := range where {
+		tags = append(tags, tag)
+	}
+	slices.Sort(tags)
+	for i, tag := range tags {
 		if i > 0 {
 			b = append(b, ',')
 		}

@@ -1,6 +1,7 @@
 package abi
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"strconv"
 )
@@ -32,7 +33,7 @@ const maxDepth = 64
 // lit consumes s if the input continues with it, and reports whether it did. It does not
 // mark the reader bad: it is also how an optional field is tested for.
 func (r *wire) lit(s string) bool {
-	if !r.bad && len(r.b)-r.i >= len(s) && string(r.b[r.i:r.i+len(s)]) == s {
+	if !r.bad && hasPrefixAt(r.b, r.i, s) {
 		r.i += len(s)
 		return true
 	}
@@ -113,7 +114,7 @@ func (r *wire) str() string {
 		r.bad = true
 		return ""
 	}
-	for i := r.i + 1; i < len(r.b); i++ {
+	for i := plainWords(r.b, r.i+1, true); i < len(r.b); i++ {
 		c := r.b[i]
 		if c == '"' {
 			s := string(r.b[r.i+1 : i])
@@ -207,7 +208,7 @@ func skip(b []byte, i, depth int) int {
 }
 
 func skipLit(b []byte, i int, lit string) int {
-	if len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit {
+	if hasPrefixAt(b, i, lit) {
 		return i + len(lit)
 	}
 	return -1
@@ -218,6 +219,9 @@ func skipLit(b []byte, i int, lit string) int {
 // is not checked), and an escape is one of \" \\ \/ \b \f \n \r \t \uXXXX.
 func skipString(b []byte, i int) int {
 	for i++; i < len(b); i++ {
+		if i = plainWords(b, i, false); i >= len(b) {
+			return -1
+		}
 		switch c := b[i]; {
 		case c == '"':
 			return i + 1
@@ -246,6 +250,104 @@ func skipString(b []byte, i int) int {
 		}
 	}
 	return -1
+}
+
+// The byte work of the wire goes 8 bytes at a time. In a wasm guest each iteration of a
+// loop pays the sandbox's close check (see wire), and the runtime's own comparison of two
+// strings goes byte by byte there: comparing keys, checking names and scanning a payload
+// (mostly one long string) a byte at a time was most of what reading a pool item cost.
+const (
+	lsb = 0x0101010101010101 // the low bit of each byte of a word
+	msb = 0x8080808080808080 // the high bit of each byte
+)
+
+// word is the 8 bytes of b from i, little-endian: one load in a wasm guest.
+func word(b []byte, i int) uint64 { return binary.LittleEndian.Uint64(b[i:]) }
+
+// wordString is word of a string.
+func wordString(s string, i int) uint64 {
+	s = s[i:]
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// halfString is the 4 bytes of s from i, little-endian.
+func halfString(s string, i int) uint32 {
+	s = s[i:]
+	_ = s[3]
+	return uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
+}
+
+// hasPrefixAt reports whether b[i:] begins with s, as string(b[i:i+len(s)]) == s does,
+// without a loop for an s of up to 24 bytes (every key of the wire): overlapping loads
+// cover its bytes. It calls nothing, so that a wasm guest enters it without a close
+// check.
+func hasPrefixAt(b []byte, i int, s string) bool {
+	n := len(s)
+	if i < 0 || len(b)-i < n {
+		return false
+	}
+	switch {
+	case n > 24:
+		for j := 0; j < n-8; j += 8 {
+			if word(b, i+j) != wordString(s, j) {
+				return false
+			}
+		}
+		return word(b, i+n-8) == wordString(s, n-8)
+	case n > 16:
+		return word(b, i) == wordString(s, 0) && word(b, i+8) == wordString(s, 8) && word(b, i+n-8) == wordString(s, n-8)
+	case n >= 8:
+		return word(b, i) == wordString(s, 0) && word(b, i+n-8) == wordString(s, n-8)
+	case n >= 4:
+		return binary.LittleEndian.Uint32(b[i:]) == halfString(s, 0) && binary.LittleEndian.Uint32(b[i+n-4:]) == halfString(s, n-4)
+	case n > 0:
+		return b[i] == s[0] && b[i+n/2] == s[n/2] && b[i+n-1] == s[n-1]
+	}
+	return true
+}
+
+// stringWords is a word that holds every byte of s, some of them more than once, for a
+// test of whether s holds a byte: s itself when it is 8 bytes, else overlapping loads.
+// An empty s gives a word of 'a's.
+func stringWords(s string) uint64 {
+	switch n := len(s); {
+	case n >= 8:
+		return wordString(s, n-8)
+	case n >= 4:
+		return uint64(halfString(s, 0)) | uint64(halfString(s, n-4))<<32
+	case n > 0:
+		return uint64(s[0])*lsb&^0xffffff | uint64(s[0]) | uint64(s[n/2])<<8 | uint64(s[n-1])<<16
+	}
+	return lsb * 'a'
+}
+
+// marshalEscapes reports whether a byte of x is one that json.Marshal writes escaped in
+// a string, or from 0x80 (which it checks as UTF-8): a control byte, ", \, <, > or &.
+func marshalEscapes(x uint64) bool {
+	q, bs, lt, gt, amp := x^(lsb*'"'), x^(lsb*'\\'), x^(lsb*'<'), x^(lsb*'>'), x^(lsb*'&')
+	return ((q-lsb)&^q|(bs-lsb)&^bs|(lt-lsb)&^lt|(gt-lsb)&^gt|(amp-lsb)&^amp|(x-lsb*0x20)&^x|x)&msb != 0
+}
+
+// plainWords returns the first index j >= i such that fewer than 8 bytes follow b[j:] or
+// b[j:j+8] holds a quote, a backslash, a control byte or, when ascii, a byte from 0x80: the
+// bytes b[i:j] are plain bytes of a string. Each test below is the bit trick that sets a
+// byte's high bit when a byte of the word is zero (or less than 0x20), which is exact
+// about whether one is; the caller then looks at single bytes.
+func plainWords(b []byte, i int, ascii bool) int {
+	var high uint64
+	if ascii {
+		high = msb
+	}
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		q, s := x^(lsb*'"'), x^(lsb*'\\')
+		if ((q-lsb)&^q|(s-lsb)&^s|(x-lsb*0x20)&^x|x&high)&msb != 0 {
+			return i
+		}
+	}
+	return i
 }
 
 // skipNumber returns the index just past the number at b[i], or -1:
@@ -472,11 +574,13 @@ func safeRaw(v []byte) bool {
 // of the ABI) is copied as it is; anything else is left to json.Marshal, which escapes it
 // and replaces invalid UTF-8.
 func AppendString(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			b, _ := json.Marshal(s) // a string always marshals
-			return append(dst, b...)
-		}
+	escapes := marshalEscapes(stringWords(s))
+	for i := 0; i+8 < len(s) && !escapes; i += 8 {
+		escapes = marshalEscapes(wordString(s, i))
+	}
+	if escapes {
+		b, _ := json.Marshal(s) // a string always marshals
+		return append(dst, b...)
 	}
 	dst = append(dst, '"')
 	dst = append(dst, s...)

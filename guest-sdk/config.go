@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/fleethost/fleet/abi"
@@ -22,7 +21,7 @@ func Config[T any]() (T, error) {
 	if len(reply.Config) == 0 || string(reply.Config) == "null" {
 		return cfg, nil
 	}
-	if err := json.Unmarshal(reply.Config, &cfg); err != nil {
+	if err := unmarshalValue(reply.Config, &cfg); err != nil {
 		return cfg, localError(abi.OpConfigGet, abi.ValueError, fmt.Sprintf("config does not decode into %T: %v", cfg, err))
 	}
 	return cfg, nil

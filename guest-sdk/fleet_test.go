@@ -340,3 +340,37 @@ func TestMillis(t *testing.T) {
 		}
 	}
 }
+
+// A claim decodes into the item that the claim before it left (claimItem), or into one of
+// its own while that one is in use, and reads each reply afresh either way: a longer
+// payload then a shorter one, and a reply that says found without an item.
+func TestClaimReusesItsReplyItem(t *testing.T) {
+	h := wirefake.New(t)
+	claim := func(payload, tags string) (*Item[cookie, cookieTags], error) {
+		h.Reply(abi.OpPoolClaim, abi.PoolClaimReply{Found: true, Token: "tok", Item: &abi.PoolItem{ID: "i-" + tags, Payload: json.RawMessage(payload), Tags: json.RawMessage(tags)}})
+		return Pool(testPool).Claim(time.Second)
+	}
+	for _, held := range []bool{false, true} {
+		if held {
+			claimItem.Lock()
+		}
+		long, err := claim(`{"cookies":{"a":"1","bb":"22","ccc":"333"},"user_agent":"a long user agent"}`, `{"site":"long","fresh":true}`)
+		if err != nil || long.Payload.UserAgent != "a long user agent" || len(long.Payload.Cookies) != 3 || long.Tags != (cookieTags{"long", true}) {
+			t.Fatalf("claim (item held: %v) = %+v, %v", held, long, err)
+		}
+		short, err := claim(`{"cookies":{},"user_agent":"u"}`, `{"site":"s","fresh":false}`)
+		if err != nil || short.Payload.UserAgent != "u" || len(short.Payload.Cookies) != 0 || short.Tags != (cookieTags{"s", false}) || short.ID != `i-{"site":"s","fresh":false}` {
+			t.Fatalf("claim after a longer one (item held: %v) = %+v, %v", held, short, err)
+		}
+		if long.Payload.UserAgent != "a long user agent" {
+			t.Fatalf("the first claim's item changed to %+v", long)
+		}
+		if held {
+			claimItem.Unlock()
+		}
+	}
+	h.Reply(abi.OpPoolClaim, abi.PoolClaimReply{Found: true, Token: "tok"})
+	if it, err := Pool(testPool).Claim(time.Second); it != nil || !errors.Is(err, ErrInternal) || !strings.Contains(err.Error(), "found without an item") {
+		t.Fatalf("Claim of a reply without an item = %+v, %v; want ErrInternal", it, err)
+	}
+}

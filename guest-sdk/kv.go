@@ -22,7 +22,7 @@ func KV(namespace string) KVClient { return KVClient{namespace: namespace} }
 //
 //	err := fleet.KV("warmup").Set("last-harvest", time.Now().Unix(), 5*time.Minute)
 func (kv KVClient) Set(key string, v any, ttl time.Duration) error {
-	b, err := json.Marshal(v)
+	b, err := marshalValue(v)
 	if err != nil {
 		return localError(abi.OpKVSet, abi.ValueError, fmt.Sprintf("namespace %q key %q: value: %v", kv.namespace, key, err))
 	}
@@ -52,7 +52,7 @@ func GetAs[T any](kv KVClient, key string) (T, bool, error) {
 	if err != nil || !ok {
 		return v, ok, err
 	}
-	if err := json.Unmarshal(raw, &v); err != nil {
+	if err := unmarshalValue(raw, &v); err != nil {
 		return v, false, localError(abi.OpKVGet, abi.ValueError, fmt.Sprintf("namespace %q key %q: value does not decode into %T: %v", kv.namespace, key, v, err))
 	}
 	return v, true, nil

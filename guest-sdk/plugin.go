@@ -243,7 +243,7 @@ func runHandle[P any](input []byte, handle func(Task[P]) Result, zeroIfEmpty boo
 	}
 	if !zeroIfEmpty || string(in.Task.Payload) != "{}" {
 		p := new(P) // not &t.Payload, which would move t to the heap for every task
-		if err := json.Unmarshal(in.Task.Payload, p); err != nil {
+		if err := unmarshalValue(in.Task.Payload, p); err != nil {
 			return Fail(fmt.Errorf("fleet: task %s payload does not decode into %T: %v", in.Task.ID, *p, err))
 		}
 		t.Payload = *p

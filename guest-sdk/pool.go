@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/fleethost/fleet/abi"
@@ -38,11 +39,11 @@ type Item[P, T any] struct {
 // id. The host validates payload and tags against the pool's schemas (ErrValueError) and
 // prunes the pool's expired items.
 func (p PoolClient[P, T]) Put(payload P, tags T, ttl time.Duration) (id string, err error) {
-	pb, err := json.Marshal(payload)
+	pb, err := marshalValue(payload)
 	if err != nil {
 		return "", localError(abi.OpPoolPut, abi.ValueError, fmt.Sprintf("pool %q payload: %v", p.name, err))
 	}
-	tb, err := json.Marshal(tags)
+	tb, err := marshalValue(tags)
 	if err != nil {
 		return "", localError(abi.OpPoolPut, abi.ValueError, fmt.Sprintf("pool %q tags: %v", p.name, err))
 	}
@@ -177,14 +178,19 @@ func (q PoolQuery[P, T]) Claim(hold time.Duration) (*Item[P, T], error) {
 	if err := q.check(abi.OpPoolClaim); err != nil {
 		return nil, err
 	}
-	var reply abi.PoolClaimReply
+	reply := abi.PoolClaimReply{Item: new(abi.PoolItem)}
+	if claimItem.TryLock() {
+		defer claimItem.release()
+		claimItem.PoolItem = abi.PoolItem{Payload: claimItem.Payload[:0], Tags: claimItem.Tags[:0]}
+		reply.Item = &claimItem.PoolItem
+	}
 	if err := send(abi.OpPoolClaim, abi.PoolClaimRequest{Pool: q.pool, Where: where(q.filters), HoldMs: millis(hold)}.AppendJSON, &reply); err != nil {
 		return nil, err
 	}
 	if !reply.Found {
 		return nil, nil
 	}
-	if reply.Item == nil {
+	if reply.Item.ID == "" { // every item has an id: the reply had no item
 		return nil, localError(abi.OpPoolClaim, abi.Internal, fmt.Sprintf("pool %q: the host answered found without an item", q.pool))
 	}
 	it, err := decodeItem[P, T](abi.OpPoolClaim, q.pool, *reply.Item)
@@ -198,6 +204,29 @@ func (q PoolQuery[P, T]) Claim(hold time.Duration) (*Item[P, T], error) {
 	return it, nil
 }
 
+// claimItem is the reply item of a claim, reused from one claim to the next: its payload
+// and tags are bytes that decodeItem decodes into the plugin's types and drops, and in a
+// wasm guest each allocation is tens of calls that pay the sandbox's close check
+// (guest-sdk/RATIONALE.md, "What does a host call cost the guest?"). A claim that finds
+// it in use (another goroutine's claim, or one made from a plugin's UnmarshalJSON)
+// decodes into an item of its own.
+var claimItem reusedItem
+
+type reusedItem struct {
+	sync.Mutex
+	abi.PoolItem
+}
+
+// maxKeptItem is the most payload and tags bytes claimItem keeps for the next claim.
+const maxKeptItem = 64 << 10
+
+func (r *reusedItem) release() {
+	if cap(r.Payload)+cap(r.Tags) > maxKeptItem {
+		r.PoolItem = abi.PoolItem{}
+	}
+	r.Unlock()
+}
+
 func decodeItem[P, T any](op abi.Op, pool string, wi abi.PoolItem) (*Item[P, T], error) {
 	it := &Item[P, T]{
 		ID:        wi.ID,
@@ -205,11 +234,11 @@ func decodeItem[P, T any](op abi.Op, pool string, wi abi.PoolItem) (*Item[P, T],
 		ExpiresAt: fromMillis(wi.ExpiresAtMs),
 		pool:      pool,
 	}
-	if err := json.Unmarshal(wi.Payload, &it.Payload); err != nil {
+	if err := unmarshalValue(wi.Payload, &it.Payload); err != nil {
 		return nil, localError(op, abi.ValueError, fmt.Sprintf("pool %q item %s: payload does not decode into %T: %v", pool, wi.ID, it.Payload, err))
 	}
 	if len(wi.Tags) > 0 {
-		if err := json.Unmarshal(wi.Tags, &it.Tags); err != nil {
+		if err := unmarshalValue(wi.Tags, &it.Tags); err != nil {
 			return nil, localError(op, abi.ValueError, fmt.Sprintf("pool %q item %s: tags do not decode into %T: %v", pool, wi.ID, it.Tags, err))
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -58,7 +57,7 @@ func SubmitOnce[P any](q QueueContract[P], key string, payload P) (taskID string
 
 // marshalPayload is payload as a submit to q sends it.
 func marshalPayload[P any](q QueueContract[P], payload P) ([]byte, error) {
-	b, err := json.Marshal(payload)
+	b, err := marshalValue(payload)
 	if err != nil {
 		return nil, localError(abi.OpSubmit, abi.ValueError, fmt.Sprintf("queue %q payload: %v", q.name, err))
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,53 +34,77 @@ const (
 const ContractTTL = 10 * time.Minute
 
 // ContractSync is how often a running host refreshes the versions it holds and reads
-// the versions the fleet holds of the queues its plugins declare, which its door
-// accepts too: a version a new host adds is accepted by the others within ContractSync.
+// the versions the fleet holds of the queues and pools its plugins declare, which it
+// admits values under too: a version a new host adds is accepted by the others within ContractSync.
 const ContractSync = 5 * time.Second
 
 // recordContracts compares the contracts d declares with the versions live fleet-wide
 // in the backend, and records, for the ones the plugin owns by its grant (the queue it
 // is granted consume on, the pools it is granted put on), that this host (holder) holds
 // its version, adding the version when it is new. A schema that is new must be
-// compatible (compat.Full) with every live version; otherwise the error names the
-// contract, the version, the rule and the JSON pointer. A plugin that only submits to a
-// queue, or only claims, lists or marks a pool's items, is checked the same way and
-// records nothing, so that a plugin cannot fix, fleet-wide, the schema of a queue or pool
-// it does not own (see RATIONALE.md, "Who records a contract?"). It runs under the fleet
-// lock "fleet-contracts", so that two hosts starting together cannot both add versions
-// that are not compatible with each other. It returns the holder keys written, which
-// the host refreshes (heldContracts.run).
+// compatible (compat.Full) with every live version, the host's own running ones
+// included; otherwise the error names the contract, the version, the rule and the JSON
+// pointer. A plugin that only submits to a queue, or only claims, lists or marks a
+// pool's items, is checked the same way and records nothing, so that a plugin cannot
+// fix, fleet-wide, the schema of a queue or pool it does not own (see RATIONALE.md,
+// "Who records a contract?"). It runs under the fleet lock "fleet-contracts", so that
+// two hosts starting together cannot both add versions that are not compatible with
+// each other. It returns what the plugin holds, which the host refreshes
+// (heldContracts.run) until it releases it.
 //
 // The record is KV namespace "fleet-contracts", key "queue:<name>" or "pool:<name>",
 // holding a contractDoc; a holder key "held:<contract key>:<version>:<holder>" with TTL
 // ttl says the holder holds that version (primitives/redis/KEYS.md).
-func recordContracts(ctx context.Context, b primitives.Backend, d *abi.Describe, grant hostfn.Access, holder string, ttl time.Duration) (held []string, err error) {
+func recordContracts(ctx context.Context, b primitives.Backend, d *abi.Describe, grant hostfn.Access, holder string, ttl time.Duration) (held []*holding, err error) {
 	records, err := contractRecords(d, grant)
 	if err != nil {
 		return nil, err
 	}
+	err = underContractsLock(ctx, b, func() error {
+		// Every contract is checked before any is held: a plugin refused for one holds
+		// none of the others either.
+		type checked struct {
+			doc  contractDoc
+			mine *contractVersion
+		}
+		checks := make([]checked, len(records))
+		for i, r := range records {
+			doc, mine, err := r.check(ctx, b, d.Type)
+			if err != nil {
+				return err
+			}
+			checks[i] = checked{doc, mine}
+		}
+		for i, r := range records {
+			if !r.owner {
+				continue
+			}
+			v, key, err := r.hold(ctx, b, checks[i].doc, checks[i].mine, holder, ttl, 0)
+			if err != nil {
+				return err
+			}
+			held = append(held, &holding{rec: r, typ: d.Type, version: v, key: key})
+		}
+		return nil
+	})
+	return held, err
+}
+
+// underContractsLock runs fn holding the fleet lock "fleet-contracts".
+func underContractsLock(ctx context.Context, b primitives.Backend, fn func() error) (err error) {
 	l, ok, err := b.LockAcquire(ctx, hostfn.ContractsNamespace, contractsLockHold, contractsLockWait)
 	if err != nil {
-		return nil, fmt.Errorf("fleet contracts: lock: %w", err)
+		return fmt.Errorf("fleet contracts: lock: %w", err)
 	}
 	if !ok {
-		return nil, fmt.Errorf("fleet contracts: lock %q still held after %v", hostfn.ContractsNamespace, contractsLockWait)
+		return fmt.Errorf("fleet contracts: lock %q still held after %v", hostfn.ContractsNamespace, contractsLockWait)
 	}
 	defer func() {
 		if _, rerr := b.LockRelease(context.WithoutCancel(ctx), hostfn.ContractsNamespace, l.Token); rerr != nil && err == nil {
 			err = fmt.Errorf("fleet contracts: unlock: %w", rerr)
 		}
 	}()
-	for _, r := range records {
-		key, err := r.record(ctx, b, d.Type, holder, ttl)
-		if err != nil {
-			return nil, err
-		}
-		if key != "" {
-			held = append(held, key)
-		}
-	}
-	return held, nil
+	return fn()
 }
 
 // contractRecord is one contract as a plugin declares it.
@@ -90,13 +115,17 @@ type contractRecord struct {
 }
 
 // contractRecords lists the contracts d declares, as the fleet records them, each owned
-// or not by the plugin's grant.
+// or not by the plugin's grant; a queue it both consumes and submits to once (the
+// registry has made sure both say the same).
 func contractRecords(d *abi.Describe, grant hostfn.Access) ([]contractRecord, error) {
 	var records []contractRecord
 	queue := func(q abi.QueueContract) error {
 		c, err := validate.Canonical(q.Payload)
 		if err != nil {
 			return fmt.Errorf("queue %q payload schema: %w", q.Name, err)
+		}
+		if slices.ContainsFunc(records, func(r contractRecord) bool { return r.key == "queue:"+q.Name }) {
+			return nil
 		}
 		records = append(records, contractRecord{"queue", q.Name, "queue:" + q.Name, c, grant.Queues[q.Name]&hostfn.RoleConsume != 0})
 		return nil
@@ -112,12 +141,15 @@ func contractRecords(d *abi.Describe, grant hostfn.Access) ([]contractRecord, er
 		}
 	}
 	for _, p := range d.Pools {
-		doc, _ := json.Marshal(map[string]json.RawMessage{"payload_schema": p.Payload, "tags_schema": p.Tags})
-		c, err := validate.Canonical(doc)
+		payload, err := validate.Canonical(p.Payload)
 		if err != nil {
-			return nil, fmt.Errorf("pool %q schemas: %w", p.Name, err)
+			return nil, fmt.Errorf("pool %q payload schema: %w", p.Name, err)
 		}
-		records = append(records, contractRecord{"pool", p.Name, "pool:" + p.Name, c, grant.Pools[p.Name]&hostfn.RolePut != 0})
+		tags, err := validate.Canonical(p.Tags)
+		if err != nil {
+			return nil, fmt.Errorf("pool %q tags schema: %w", p.Name, err)
+		}
+		records = append(records, contractRecord{"pool", p.Name, "pool:" + p.Name, validate.PoolDoc(payload, tags), grant.Pools[p.Name]&hostfn.RolePut != 0})
 	}
 	return records, nil
 }
@@ -175,43 +207,53 @@ func readContract(ctx context.Context, b primitives.KV, key string) (contractDoc
 	return doc, nil
 }
 
-// record checks r against the live versions in b and, when the plugin (of type typ)
-// owns r, records that holder holds r's version, returning the holder key.
-func (r contractRecord) record(ctx context.Context, b primitives.Backend, typ, holder string, ttl time.Duration) (string, error) {
-	doc, err := readContract(ctx, b, r.key)
-	if err != nil {
-		return "", err
+// check reads r's record in b and checks r against its live versions: doc is the
+// record, mine the version with r's schema (nil when it is new), and err an
+// *IncompatibleError for the first live version r is not compatible with. The plugin
+// declaring r is of type typ.
+func (r contractRecord) check(ctx context.Context, b primitives.KV, typ string) (doc contractDoc, mine *contractVersion, err error) {
+	if doc, err = readContract(ctx, b, r.key); err != nil {
+		return doc, nil, err
 	}
-	var mine *contractVersion
 	for i := range doc.Versions {
 		v := &doc.Versions[i]
 		if _, _, _, same := validate.FirstDiff(r.doc, v.Schema); same {
 			mine = v
 			continue
 		}
-		if err := r.compatible(v.Schema); err != nil {
-			return "", &IncompatibleError{Plugin: typ, Contract: r.contract, Name: r.name, Version: v.Version, Holders: v.Holders, Err: err}
+		if cerr := r.compatible(v.Schema); cerr != nil && err == nil {
+			err = &IncompatibleError{Plugin: typ, Contract: r.contract, Name: r.name, Version: v.Version, Holders: v.Holders, Err: cerr}
 		}
 	}
-	if !r.owner {
-		return "", nil
-	}
+	return doc, mine, err
+}
+
+// hold records in doc, r's record read by check, that holder holds version mine (nil:
+// a new version of r's schema), and returns the version and the holder key it wrote. A
+// new version is numbered doc.Next, or was, when was (a lapsed version's number, which
+// no other version has had) is not 0. Call it under the contracts lock.
+func (r contractRecord) hold(ctx context.Context, b primitives.KV, doc contractDoc, mine *contractVersion, holder string, ttl time.Duration, was int) (int, string, error) {
 	if mine == nil {
-		doc.Versions = append(doc.Versions, contractVersion{Version: doc.Next, Schema: r.doc, Added: time.Now().UTC()})
-		doc.Next++
-		mine = &doc.Versions[len(doc.Versions)-1]
+		n := was
+		if n <= 0 || n >= doc.Next {
+			n = doc.Next
+			doc.Next++
+		}
+		doc.Versions = append(doc.Versions, contractVersion{Version: n, Schema: r.doc, Added: time.Now().UTC()})
+		slices.SortFunc(doc.Versions, func(a, b contractVersion) int { return a.Version - b.Version })
+		mine = &doc.Versions[slices.IndexFunc(doc.Versions, func(v contractVersion) bool { return v.Version == n })]
 	}
 	if !slices.Contains(mine.Holders, holder) {
 		mine.Holders = append(mine.Holders, holder)
 	}
 	hk := heldKey(r.key, mine.Version, holder)
 	if err := refreshHeld(ctx, b, hk, ttl); err != nil {
-		return "", err
+		return 0, "", err
 	}
 	if err := writeContract(ctx, b, r.key, doc); err != nil {
-		return "", err
+		return 0, "", err
 	}
-	return hk, indexContract(ctx, b, r.key)
+	return mine.Version, hk, indexContract(ctx, b, r.key)
 }
 
 // writeContract writes the record at key.
@@ -333,38 +375,29 @@ func fleetContract(ctx context.Context, b primitives.KV, key string) (Contract, 
 
 // ForgetContractVersion retires version of the contract of kind and name in b, whoever
 // holds it: the record drops it and its holder keys, so that a schema compatible with
-// the other live versions only loads. It runs under the contracts lock. A host still
-// running the version keeps its own door; it is the operator's word that the version's
-// writers and readers are gone. It is an error when the version is not live.
-func ForgetContractVersion(ctx context.Context, b primitives.Backend, kind, name string, version int) (err error) {
+// the other live versions only loads. It runs under the contracts lock. It is the
+// operator's word that the version's writers and readers are gone: a host still running
+// the version rejoins as its holder at its next refresh (heldContracts.rejoin). A
+// version that is not live is an error that errors.Is primitives.ErrNotFound.
+func ForgetContractVersion(ctx context.Context, b primitives.Backend, kind, name string, version int) error {
 	key := kind + ":" + name
-	l, ok, err := b.LockAcquire(ctx, hostfn.ContractsNamespace, contractsLockHold, contractsLockWait)
-	if err != nil {
-		return fmt.Errorf("fleet contracts: lock: %w", err)
-	}
-	if !ok {
-		return fmt.Errorf("fleet contracts: lock %q still held after %v", hostfn.ContractsNamespace, contractsLockWait)
-	}
-	defer func() {
-		if _, rerr := b.LockRelease(context.WithoutCancel(ctx), hostfn.ContractsNamespace, l.Token); rerr != nil && err == nil {
-			err = fmt.Errorf("fleet contracts: unlock: %w", rerr)
+	return underContractsLock(ctx, b, func() error {
+		doc, err := readContract(ctx, b, key)
+		if err != nil {
+			return err
 		}
-	}()
-	doc, err := readContract(ctx, b, key)
-	if err != nil {
-		return err
-	}
-	i := slices.IndexFunc(doc.Versions, func(v contractVersion) bool { return v.Version == version })
-	if i < 0 {
-		return fmt.Errorf("fleet contracts: %s %q has no live version %d", kind, name, version)
-	}
-	for _, h := range doc.Versions[i].Holders {
-		if _, err := b.KVDelete(ctx, hostfn.ContractsNamespace, heldKey(key, version, h)); err != nil {
-			return fmt.Errorf("fleet contracts: forget %s version %d: %w", key, version, err)
+		i := slices.IndexFunc(doc.Versions, func(v contractVersion) bool { return v.Version == version })
+		if i < 0 {
+			return fmt.Errorf("fleet contracts: %s %q has no live version %d (%w)", kind, name, version, primitives.ErrNotFound)
 		}
-	}
-	doc.Versions = slices.Delete(doc.Versions, i, i+1)
-	return writeContract(ctx, b, key, doc)
+		for _, h := range doc.Versions[i].Holders {
+			if _, err := b.KVDelete(ctx, hostfn.ContractsNamespace, heldKey(key, version, h)); err != nil {
+				return fmt.Errorf("fleet contracts: forget %s version %d: %w", key, version, err)
+			}
+		}
+		doc.Versions = slices.Delete(doc.Versions, i, i+1)
+		return writeContract(ctx, b, key, doc)
+	})
 }
 
 // compatible checks r's schemas against a live version's, schema by schema.
@@ -425,47 +458,85 @@ func newHolder(instance string) string {
 	return string(name) + "@" + hex.EncodeToString(b[:])
 }
 
-// queues are the registered queue contracts that d declares.
-func (h *Host) queues(d *abi.Describe) []*validate.Queue {
-	var out []*validate.Queue
-	if d.Consumes != nil {
-		out = append(out, h.contracts.Queue(d.Consumes.Name))
+// heldContracts are the contract versions a host holds fleet-wide, which it keeps alive
+// while a loaded plugin holds them, and the fleet's versions of its registered
+// contracts, which it follows.
+type heldContracts struct {
+	holder string
+	ttl    time.Duration
+	// keysMu serialises refresh and release, which write and delete holder keys, so that
+	// a refresh never writes again (or rejoins) a version a release has let go.
+	keysMu sync.Mutex
+	mu     sync.Mutex
+	holds  map[string]*holding // guarded by mu: by holding.id
+	// syncMu serialises sync (Run's loop, a load's), which alone uses compiled: the
+	// fleet's versions compiled, by canonical schema.
+	syncMu   sync.Mutex
+	compiled map[string]any // *validate.Schema, or validate.PoolVersion
+}
+
+// holding is one version this host holds: an owned contract's record as its loaded
+// plugins declare it.
+type holding struct {
+	rec     contractRecord
+	typ     string // a plugin type that declares it, for a log line
+	version int    // guarded by heldContracts.mu: its version number
+	key     string // guarded by heldContracts.mu: its holder key
+	refs    int    // guarded by heldContracts.mu: the loaded plugins that hold it
+}
+
+// id tells holdings apart: one per contract and schema.
+func (h *holding) id() string { return h.rec.key + "\x00" + string(h.rec.doc) }
+
+// add keeps held alive, one more plugin holding each, and returns what the plugin
+// holds: the host's holding of each version (one per version, whichever plugin
+// recorded it first).
+func (c *heldContracts) add(held []*holding) []*holding {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.holds == nil {
+		c.holds = map[string]*holding{}
 	}
-	for _, q := range d.Submits {
-		out = append(out, h.contracts.Queue(q.Name))
+	out := make([]*holding, 0, len(held))
+	for _, h := range held {
+		if have, ok := c.holds[h.id()]; ok {
+			h = have
+		} else {
+			c.holds[h.id()] = h
+		}
+		h.refs++
+		out = append(out, h)
 	}
 	return out
 }
 
-// heldContracts are the holder keys a host keeps alive, and the queues whose fleet
-// versions it follows.
-type heldContracts struct {
-	holder string
-	ttl    time.Duration
-	mu     sync.Mutex
-	keys   []string                   // guarded by mu
-	queues map[string]*validate.Queue // guarded by mu
-	// compiled caches the fleet's versions by canonical schema; only sync uses it, from
-	// New and then from Run's one loop.
-	compiled map[string]*validate.Schema
-}
-
-// add keeps keys alive and follows the fleet's versions of queues.
-func (c *heldContracts) add(keys []string, queues ...*validate.Queue) {
+// release lets go of held, what one plugin held (add's result): a version no other
+// loaded plugin holds has its holder key deleted, so that the fleet sees at once that
+// this host no longer holds it (a reload's old version, a removed plugin).
+func (c *heldContracts) release(ctx context.Context, b primitives.KV, held []*holding) error {
+	c.keysMu.Lock()
+	defer c.keysMu.Unlock()
+	var keys []string
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.keys = append(c.keys, keys...)
-	if c.queues == nil {
-		c.queues = map[string]*validate.Queue{}
+	for _, h := range held {
+		if h.refs--; h.refs == 0 {
+			delete(c.holds, h.id())
+			keys = append(keys, h.key)
+		}
 	}
-	for _, q := range queues {
-		c.queues[q.Name] = q
+	c.mu.Unlock()
+	var errs []error
+	for _, k := range keys {
+		if _, err := b.KVDelete(ctx, hostfn.ContractsNamespace, k); err != nil {
+			errs = append(errs, fmt.Errorf("fleet contracts: let go of %s: %w", k, err))
+		}
 	}
+	return errors.Join(errs...)
 }
 
 // run refreshes and syncs every ContractSync until ctx ends. A failure is logged and
 // tried again at the next tick: a version lapses only after ContractTTL without one.
-func (c *heldContracts) run(ctx context.Context, b primitives.KV, log func(msg string, args ...any)) {
+func (c *heldContracts) run(ctx context.Context, b primitives.Backend, reg *validate.Registry, log *slog.Logger) {
 	t := time.NewTicker(ContractSync)
 	defer t.Stop()
 	for {
@@ -474,62 +545,181 @@ func (c *heldContracts) run(ctx context.Context, b primitives.KV, log func(msg s
 			return
 		case <-t.C:
 		}
-		if err := c.refresh(ctx, b); err != nil && ctx.Err() == nil {
-			log("host: contract holds not refreshed", "err", err)
+		if err := c.refresh(ctx, b, log); err != nil && ctx.Err() == nil {
+			log.Warn("host: contract holds not refreshed", "err", err)
 		}
-		if err := c.sync(ctx, b); err != nil && ctx.Err() == nil {
-			log("host: fleet contract versions not read", "err", err)
+		if err := c.sync(ctx, b, reg); err != nil && ctx.Err() == nil {
+			log.Warn("host: fleet contract versions not read", "err", err)
 		}
 	}
 }
 
-// refresh rewrites every holder key.
-func (c *heldContracts) refresh(ctx context.Context, b primitives.KV) error {
+// refresh rewrites every holder key. A holder key found gone (the host could not reach
+// the backend for ContractTTL: a partition, a paused process) is not only written again:
+// the record may have dropped the version since, so the host rejoins it (rejoin).
+func (c *heldContracts) refresh(ctx context.Context, b primitives.Backend, log *slog.Logger) error {
+	c.keysMu.Lock()
+	defer c.keysMu.Unlock()
 	c.mu.Lock()
-	keys := slices.Clone(c.keys)
+	held := make([]*holding, 0, len(c.holds))
+	for _, h := range c.holds {
+		held = append(held, h)
+	}
 	c.mu.Unlock()
 	var errs []error
-	for _, k := range keys {
-		errs = append(errs, refreshHeld(ctx, b, k, c.ttl))
+	for _, h := range held {
+		c.mu.Lock()
+		key := h.key
+		c.mu.Unlock()
+		_, found, err := b.KVGet(ctx, hostfn.ContractsNamespace, key)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("fleet contracts: read %s: %w", key, err))
+		case found:
+			errs = append(errs, refreshHeld(ctx, b, key, c.ttl))
+		default:
+			errs = append(errs, c.rejoin(ctx, b, h, log))
+		}
 	}
 	return errors.Join(errs...)
 }
 
-// sync reads the live versions of every followed queue and hands each queue those
-// other than its own.
-func (c *heldContracts) sync(ctx context.Context, b primitives.KV) error {
-	c.mu.Lock()
-	queues := make([]*validate.Queue, 0, len(c.queues))
-	for _, q := range c.queues {
-		queues = append(queues, q)
-	}
-	c.mu.Unlock()
-	if c.compiled == nil {
-		c.compiled = map[string]*validate.Schema{}
+// rejoin records again that this host holds h, whose holder key lapsed: under the
+// contracts lock, it holds the live version of h's schema, or adds it back, under its
+// number, when the record dropped it. The host runs that schema whatever the record says, so a
+// rejoin is not refused: when another host has meanwhile added a version incompatible
+// with it, both stay listed and the conflict is logged as an error naming the rule and
+// the pointer, for an operator to retire one (ForgetContractVersion).
+func (c *heldContracts) rejoin(ctx context.Context, b primitives.Backend, h *holding, log *slog.Logger) error {
+	return underContractsLock(ctx, b, func() error {
+		doc, mine, conflict := h.rec.check(ctx, b, h.typ)
+		var ie *IncompatibleError
+		if conflict != nil && !errors.As(conflict, &ie) {
+			return conflict // the record could not be read
+		}
+		c.mu.Lock()
+		was := h.version
+		c.mu.Unlock()
+		v, key, err := h.rec.hold(ctx, b, doc, mine, c.holder, c.ttl, was)
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		h.version, h.key = v, key
+		c.mu.Unlock()
+		if conflict != nil {
+			log.Error("host: this host rejoined the fleet's record of a contract it runs, beside a version incompatible with it; retire one (fleet-host contracts forget)",
+				"holder", key, "err", conflict)
+		} else {
+			log.Info("host: this host rejoined the fleet's record of a contract it runs, after its hold lapsed", "holder", key)
+		}
+		return nil
+	})
+}
+
+// sync reads the live versions of every contract registered in reg and hands each the
+// fleet's versions other than its own.
+func (c *heldContracts) sync(ctx context.Context, b primitives.KV, reg *validate.Registry) error {
+	c.syncMu.Lock()
+	defer c.syncMu.Unlock()
+	used := map[string]any{} // what this sync compiled or reused: the next sync's cache
+	defer func() { c.compiled = used }()
+	compiled := func(name string, v contractVersion, compile func() (any, error)) (any, error) {
+		if s, ok := c.compiled[string(v.Schema)]; ok {
+			used[string(v.Schema)] = s
+			return s, nil
+		}
+		s, err := compile()
+		if err != nil {
+			return nil, fmt.Errorf("fleet contracts: %s version %d: %w", name, v.Version, err)
+		}
+		used[string(v.Schema)] = s
+		return s, nil
 	}
 	var errs []error
-	for _, q := range queues {
+	for _, q := range reg.Queues() {
 		doc, err := readContract(ctx, b, "queue:"+q.Name)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		var others []*validate.Schema
-		for _, v := range doc.Versions {
-			if string(v.Schema) == string(q.Payload.Canonical) {
+		for _, v := range fleetOnly(doc, q.Versions()) {
+			s, err := compiled("queue "+q.Name, v, func() (any, error) {
+				return validate.Compile(fmt.Sprintf("queue %s payload version %d", q.Name, v.Version), v.Schema)
+			})
+			if err != nil {
+				errs = append(errs, err)
 				continue
 			}
-			s := c.compiled[string(v.Schema)]
-			if s == nil {
-				if s, err = validate.Compile(fmt.Sprintf("queue %s payload version %d", q.Name, v.Version), v.Schema); err != nil {
-					errs = append(errs, err)
-					continue
-				}
-				c.compiled[string(v.Schema)] = s
-			}
-			others = append(others, s)
+			others = append(others, s.(*validate.Schema))
 		}
 		q.SetFleet(others)
 	}
+	for _, p := range reg.Pools() {
+		doc, err := readContract(ctx, b, "pool:"+p.Name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		var others []validate.PoolVersion
+		for _, v := range fleetOnly(doc, p.Versions()) {
+			pv, err := compiled("pool "+p.Name, v, func() (any, error) { return compilePoolVersion(p.Name, v) })
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			others = append(others, pv.(validate.PoolVersion))
+		}
+		p.SetFleet(others)
+	}
 	return errors.Join(errs...)
+}
+
+// fleetOnly lists the versions of doc whose schema is none of local's.
+func fleetOnly(doc contractDoc, local [][]byte) []contractVersion {
+	var out []contractVersion
+	for _, v := range doc.Versions {
+		if !slices.ContainsFunc(local, func(l []byte) bool { return string(l) == string(v.Schema) }) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// compilePoolVersion compiles version v of pool name, as the record keeps it.
+func compilePoolVersion(name string, v contractVersion) (validate.PoolVersion, error) {
+	var parts struct {
+		Payload json.RawMessage `json:"payload_schema"`
+		Tags    json.RawMessage `json:"tags_schema"`
+	}
+	if err := json.Unmarshal(v.Schema, &parts); err != nil {
+		return validate.PoolVersion{}, fmt.Errorf("the record is not a pool's schemas: %w", err)
+	}
+	payload, err := validate.Compile(fmt.Sprintf("pool %s payload version %d", name, v.Version), parts.Payload)
+	if err != nil {
+		return validate.PoolVersion{}, err
+	}
+	tags, err := validate.Compile(fmt.Sprintf("pool %s tags version %d", name, v.Version), parts.Tags)
+	if err != nil {
+		return validate.PoolVersion{}, err
+	}
+	return validate.PoolVersion{Payload: payload, Tags: tags}, nil
+}
+
+// fullCompat is the registry's rule for two versions of a contract on one host, the
+// fleet's: compat.Full.
+func fullCompat(old, new []byte) error { return compat.Check(compat.Full, old, new) }
+
+// releaseContracts lets go of what p registered and holds: the versions only it holds
+// stop being admitted here, and its holder keys no other loaded plugin shares are
+// deleted, so that the fleet sees at once that this host no longer runs them (on the
+// memory backend, one host, an upgrade in place retires the old version). Reload calls
+// it for a version it replaced or removed; Close does not, as a clean stop does not let
+// go of what the queue may still hold (RATIONALE.md, "When may a contract change?").
+func (h *Host) releaseContracts(ctx context.Context, p *plugin) {
+	p.contracts.Release()
+	if err := h.held.release(context.WithoutCancel(ctx), h.cfg.Backend, p.held); err != nil {
+		h.cfg.Logger.Warn("host: contract holds not let go; they lapse after ContractTTL", "type", p.desc.Type, "err", err)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
@@ -30,25 +31,18 @@ func TestContractEvolves(t *testing.T) {
 		r.wat("done", "a", batchDescribe("a", "jobs", jobsV1))
 		ha, _ := r.start()
 
-		cfg := r.cfg
-		cfg.Instance = "second"
-		cfg.PluginsDir = t.TempDir()
-		watPlugin(t, cfg.PluginsDir, "done", "a", batchDescribe("a", "jobs", jobsOptional))
-		hb, err := newHost(cfg)
-		if err != nil {
-			t.Fatalf("host.New with an added optional property = %v, want it to start", err)
-		}
-		defer hb.Close()
+		r.hostOf(t, "second", batchDescribe("a", "jobs", jobsOptional)) // starts: an added optional property
 		doc := contractRecord(t, r.backend, "queue:jobs")
 		if len(doc.Versions) != 2 || len(doc.Versions[0].Holders) != 1 || len(doc.Versions[1].Holders) != 1 ||
 			doc.Versions[0].Holders[0] == doc.Versions[1].Holders[0] {
 			t.Fatalf("record = %+v, want versions 1 and 2, each held by its own host", doc)
 		}
 
+		cfg := r.cfg
 		cfg.Instance = "third"
 		cfg.PluginsDir = t.TempDir()
 		watPlugin(t, cfg.PluginsDir, "done", "a", batchDescribe("a", "jobs", jobsRequired))
-		_, err = newHost(cfg)
+		_, err := newHost(cfg)
 		var ie *host.IncompatibleError
 		if !errors.As(err, &ie) {
 			t.Fatalf("host.New with an added required property = %v, want an *host.IncompatibleError", err)
@@ -86,12 +80,20 @@ func TestContractEvolves(t *testing.T) {
 func (r *rig) jobsHost(t *testing.T, schema string) *host.Host {
 	t.Helper()
 	r.grant("a", consumer("jobs"))
+	return r.hostOf(t, r.cfg.Instance, batchDescribe("a", "jobs", schema))
+}
+
+// hostOf makes (without running it) a host of instance on r's backend, with r's grants,
+// loading plugin "a" described by d from a folder of its own; closed at the test's end.
+func (r *rig) hostOf(t *testing.T, instance string, d abi.Describe) *host.Host {
+	t.Helper()
 	cfg := r.cfg
+	cfg.Instance = instance
 	cfg.PluginsDir = t.TempDir()
-	watPlugin(t, cfg.PluginsDir, "done", "a", batchDescribe("a", "jobs", schema))
+	watPlugin(t, cfg.PluginsDir, "done", "a", d)
 	h, err := newHost(cfg)
 	if err != nil {
-		t.Fatalf("host.New with queue jobs' payload %s: %v", schema, err)
+		t.Fatalf("host.New of %s: %v", instance, err)
 	}
 	t.Cleanup(func() { h.Close() })
 	return h

@@ -34,7 +34,7 @@ func Describe(ctx context.Context, file, cacheDir string, callTimeout time.Durat
 		return nil, fmt.Errorf("host: describe: %w", err)
 	}
 	cfg := Config{Backend: memory.New(memory.Options{}), CacheDir: cacheDir, CallTimeout: callTimeout}.withDefaults()
-	h := &Host{cfg: cfg, contracts: validate.NewRegistry()}
+	h := &Host{cfg: cfg, contracts: validate.NewRegistry(nil)}
 	if h.cache, err = newCache(cfg.CacheDir); err != nil {
 		return nil, errors.Join(err, cfg.Backend.Close())
 	}
@@ -45,7 +45,7 @@ func Describe(ctx context.Context, file, cacheDir string, callTimeout time.Durat
 		err = checkType(d.Type)
 	}
 	if err == nil {
-		err = h.contracts.Register(d)
+		_, err = h.contracts.Register(d)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("host: plugin %s: %w", filepath.Base(file), err)

@@ -35,7 +35,11 @@ func (g stuckGuest) Tick(ctx context.Context, input []byte) ([]byte, error) {
 
 // SyncContracts reads the fleet's live contract versions now, as Run does every
 // ContractSync.
-func SyncContracts(ctx context.Context, h *Host) error { return h.held.sync(ctx, h.cfg.Backend) }
+func SyncContracts(ctx context.Context, h *Host) error {
+	return h.held.sync(ctx, h.cfg.Backend, h.contracts)
+}
 
 // RefreshContracts rewrites h's holder keys now, as Run does every ContractSync.
-func RefreshContracts(ctx context.Context, h *Host) error { return h.held.refresh(ctx, h.cfg.Backend) }
+func RefreshContracts(ctx context.Context, h *Host) error {
+	return h.held.refresh(ctx, h.cfg.Backend, h.cfg.Logger)
+}

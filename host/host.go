@@ -73,6 +73,10 @@ type plugin struct {
 	export    string         // immutable: the export its slots call (abi.ExportHandle or abi.ExportTick)
 	configID  string         // immutable: configIdentity, what the plane is told of its slots
 	closeHTTP func()         // immutable; may be nil
+	// contracts are its versions registered on this host, and held are those it holds
+	// fleet-wide: released when a reload replaces or removes it (releaseContracts).
+	contracts *validate.Registration // immutable pointer
+	held      []*holding             // immutable
 
 	slots    []*runningSlot     // guarded by Host.reloadMu: its running slots, by index
 	pump     *slot.Pump         // guarded by Host.reloadMu: its slots' claims and acks (batch)
@@ -121,8 +125,8 @@ type Plugin struct {
 // with a byte other than letters, digits and -_. ; a module missing a required export or
 // importing what the host does not provide; an ABI version the host does not speak
 // (naming both); a malformed describe; two plugins of one type; a pool or queue schema
-// that differs from one already registered here (naming the contract, the schema and the
-// first differing JSON pointer) or is not compatible with a version the fleet holds
+// that is not compatible with one already registered here (naming the contract, the
+// schema, the rule and the JSON pointer) or is not compatible with a version the fleet holds
 // (an *IncompatibleError naming the version, the rule and the pointer); a configuration
 // its schema refuses.
 // No slot runs until Run.
@@ -131,7 +135,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	h := &Host{cfg: cfg, contracts: validate.NewRegistry(), byType: map[string]*plugin{}, refused: map[string]refusal{}, tel: newTelemetry(cfg),
+	h := &Host{cfg: cfg, contracts: validate.NewRegistry(fullCompat), byType: map[string]*plugin{}, refused: map[string]refusal{}, tel: newTelemetry(cfg),
 		held: &heldContracts{holder: newHolder(cfg.Instance), ttl: ContractTTL}, grants: cfg.Grants, configs: cfg.Configs}
 	if err := h.loadAll(ctx); err != nil {
 		return nil, errors.Join(err, h.Close())

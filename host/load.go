@@ -35,7 +35,7 @@ func (h *Host) load(ctx context.Context, file string, wasm []byte) (*plugin, err
 	return p, nil
 }
 
-func (h *Host) loadPlugin(ctx context.Context, file string, wasm []byte) (*plugin, error) {
+func (h *Host) loadPlugin(ctx context.Context, file string, wasm []byte) (_ *plugin, err error) {
 	desc, err := h.identify(ctx, file, wasm)
 	if err != nil {
 		return nil, err
@@ -45,15 +45,25 @@ func (h *Host) loadPlugin(ctx context.Context, file string, wasm []byte) (*plugi
 		return nil, err
 	}
 	acc := access(grant)
-	if err := h.contracts.Register(desc); err != nil {
+	// The contracts first (the registry here, then the fleet's record): a build whose
+	// contract is refused goes no further. Until the plugin is loaded, a failure lets go
+	// of them again, so that a refused build leaves no version live.
+	reg, err := h.contracts.Register(desc)
+	if err != nil {
 		return nil, err
 	}
+	loaded := &plugin{desc: desc, contracts: reg}
+	defer func() {
+		if err != nil {
+			h.releaseContracts(ctx, loaded)
+		}
+	}()
 	held, err := recordContracts(ctx, h.cfg.Backend, desc, acc, h.held.holder, h.held.ttl)
 	if err != nil {
 		return nil, err
 	}
-	h.held.add(held, h.queues(desc)...)
-	if err := h.held.sync(ctx, h.cfg.Backend); err != nil {
+	loaded.held = h.held.add(held)
+	if err := h.held.sync(ctx, h.cfg.Backend, h.contracts); err != nil {
 		return nil, err
 	}
 	fn, closeHTTP, err := hostFunctions(desc.Type, grant, acc, config)
@@ -71,10 +81,8 @@ func (h *Host) loadPlugin(ctx context.Context, file string, wasm []byte) (*plugi
 		}
 		return nil, err
 	}
-	loaded := &plugin{
-		info: h.info(file, wasm, desc, grant),
-		desc: desc, rt: rt, fn: fn, export: export, closeHTTP: closeHTTP,
-	}
+	loaded.info = h.info(file, wasm, desc, grant)
+	loaded.rt, loaded.fn, loaded.export, loaded.closeHTTP = rt, fn, export, closeHTTP
 	loaded.configID = configIdentity(h.cfg, loaded.info.Digest, loaded.info.Slots, grant, config)
 	h.cfg.Logger.Info("host: plugin loaded", "type", desc.Type, "version", desc.Version, "mode", desc.Mode,
 		"file", filepath.Base(file), "slots", loaded.info.Slots)

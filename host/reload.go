@@ -226,7 +226,7 @@ func (h *Host) setRefusal(file string, f *refusal) {
 func (h *Host) replace(r *runState, old, p *plugin) error {
 	if r == nil {
 		h.setPlugin(p, old)
-		h.logUnload(h.unload(old))
+		h.unloadStopped(old)
 		return nil
 	}
 	h.startPump(r, p)
@@ -271,11 +271,13 @@ func (h *Host) rollBack(r *runState, old, p *plugin, replaced int) {
 	h.unloadStopped(p)
 }
 
-// unloadStopped stops p's pump and unloads p, whose slots have all stopped.
+// unloadStopped stops p's pump, lets go of its contracts and unloads p, whose slots
+// have all stopped.
 func (h *Host) unloadStopped(p *plugin) {
 	if p.stopPump != nil { // nil before Run
 		p.stopPump()
 	}
+	h.releaseContracts(context.Background(), p)
 	h.logUnload(h.unload(p))
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
@@ -145,7 +147,8 @@ func TestReloadReplacesUnderLoad(t *testing.T) {
 }
 
 // TestReloadRemoves: a plugin whose file is gone drains its slots and unloads on Reload;
-// its queue keeps what is submitted to it after, for a later version.
+// its contracts go with it (a submit to its queue is NotFound), and its queue keeps what
+// it held.
 func TestReloadRemoves(t *testing.T) {
 	r := newRig(t)
 	file := r.goGuest()
@@ -166,10 +169,12 @@ func TestReloadRemoves(t *testing.T) {
 	if n := r.events.count("stopped"); n != 2 {
 		t.Errorf("stopped events = %d, want goguest's 2 slots stopped", n)
 	}
-	submitN(t, h, 3, `{"op":"incr"}`)
+	if _, err := h.Submit(context.Background(), goQueue, []byte(`{"op":"incr"}`)); !errors.As(err, new(*abi.Error)) || !strings.Contains(err.Error(), "no loaded plugin declares") {
+		t.Errorf("Submit to the removed plugin's queue = %v, want NotFound", err)
+	}
 	stop()
-	if s := testutil.QueueStats(t, r.backend, goQueue); s != (primitives.QueueStats{Depth: 3}) {
-		t.Errorf("stats = %+v, want the 3 tasks submitted after the removal waiting", s)
+	if s := testutil.QueueStats(t, r.backend, goQueue); s != (primitives.QueueStats{}) {
+		t.Errorf("stats = %+v, want the queue as the removed plugin left it", s)
 	}
 }
 

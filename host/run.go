@@ -97,7 +97,7 @@ func (h *Host) Run(ctx context.Context) error {
 	// later claim gets slot.ErrPumpStopped).
 	pumpCtx, stopPumps := context.WithCancel(context.WithoutCancel(ctx))
 	var pumps sync.WaitGroup
-	pumps.Go(func() { h.held.run(pumpCtx, h.cfg.Backend, h.cfg.Logger.Warn) })
+	pumps.Go(func() { h.held.run(pumpCtx, h.cfg.Backend, h.contracts, h.cfg.Logger) })
 	r := &runState{ctx: ctx, hard: hard, pumpCtx: pumpCtx, pumps: &pumps}
 	h.reloadMu.Lock()
 	h.run = r

@@ -45,8 +45,11 @@ func newBenchEnv(b *testing.B, kind string) *benchEnv {
 		Grants: map[string]host.Grant{"bench": {
 			Queues: map[string][]string{"bench": {"consume"}},
 			Pools:  map[string][]string{"bench-blobs": host.PoolRoles()},
-			// The bench measures host calls, many per task: no cap on their count.
+			// The bench measures host calls, many per task: no cap on their count, nor on
+			// the pool that b.N puts fill.
 			MaxHostCalls: math.MaxInt,
+			MaxPoolItems: math.MaxInt,
+			MaxPoolBytes: math.MaxInt64,
 		}},
 		Observe: func(e host.SlotEvent) {
 			if e.Kind == "finished" {

@@ -68,23 +68,8 @@ func scrapeDemoSite(t *testing.T, kind string) {
 		CacheDir:    cacheDir,
 		Logger:      testLogger(t),
 		SlotsByType: map[string]int{"scraper": 4, "cookie-harvester": 2},
-		Grants: map[string]host.Grant{
-			"scraper": {
-				Queues: map[string][]string{"scrape": {"consume"}, "harvest": {"submit"}},
-				Pools:  map[string][]string{"cookies": {"claim", "mark_bad"}},
-				HTTP:   host.HTTP{Hosts: []string{site.Host()}, AllowPrivate: true},
-			},
-			// The harvest lock "harvest:<site>" is outside the default "cookie-harvester:*";
-			// a non-nil Locks replaces the default, so the harvester's own prefix is
-			// listed too.
-			"cookie-harvester": {
-				Queues: map[string][]string{"harvest": {"consume"}},
-				Pools:  map[string][]string{"cookies": {"put", "list"}},
-				HTTP:   host.HTTP{Hosts: []string{site.Host()}, AllowPrivate: true},
-				Locks:  []string{"harvest:*", "cookie-harvester:*"},
-			},
-		},
-		Configs: map[string]json.RawMessage{"cookie-harvester": json.RawMessage(`{"scheme":"http"}`)},
+		Grants:      scrapeGrants(site),
+		Configs:     scrapeConfigs,
 		// MaxAttempts stays at its default (5) although the scraper hands most claims of a
 		// task back (Retry) while no fresh cookie is free: a retry refunds its attempt, so
 		// only failures and deaths spend the budget, and the test says none happen.
@@ -204,3 +189,26 @@ func resultKey(url string) string {
 	sum := sha256.Sum256([]byte(url))
 	return hex.EncodeToString(sum[:])[:32]
 }
+
+// scrapeGrants are the grants of the scraper and the cookie harvester fetching from site.
+func scrapeGrants(site *demosite.Site) map[string]host.Grant {
+	return map[string]host.Grant{
+		"scraper": {
+			Queues: map[string][]string{"scrape": {"consume"}, "harvest": {"submit"}},
+			Pools:  map[string][]string{"cookies": {"claim", "mark_bad"}},
+			HTTP:   host.HTTP{Hosts: []string{site.Host()}, AllowPrivate: true},
+		},
+		// The harvest lock "harvest:<site>" is outside the default "cookie-harvester:*";
+		// a non-nil Locks replaces the default, so the harvester's own prefix is
+		// listed too.
+		"cookie-harvester": {
+			Queues: map[string][]string{"harvest": {"consume"}},
+			Pools:  map[string][]string{"cookies": {"put", "list"}},
+			HTTP:   host.HTTP{Hosts: []string{site.Host()}, AllowPrivate: true},
+			Locks:  []string{"harvest:*", "cookie-harvester:*"},
+		},
+	}
+}
+
+// scrapeConfigs configure the cookie harvester for a test site, served over http.
+var scrapeConfigs = map[string]json.RawMessage{"cookie-harvester": json.RawMessage(`{"scheme":"http"}`)}

@@ -8,6 +8,9 @@
 // counts, and stops the daemon with SIGTERM. It exits 0 when every URL was scraped, no
 // task was parked and the daemon drained cleanly.
 //
+// It prints the Fleet console's URL once the daemon is ready; --keep keeps the daemon up
+// after the run, until Ctrl-C, for a look at the console.
+//
 //	go run ./cmd/fleet-demo --bin bin/fleet-host --plugins bin/plugins
 package main
 
@@ -22,6 +25,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -32,6 +36,9 @@ import (
 	"github.com/fleethost/fleet/internal/demosite"
 	"github.com/fleethost/fleet/primitives"
 )
+
+// keep keeps the daemon, and so its console, up after the run until Ctrl-C.
+var keep = flag.Bool("keep", false, "after the run, keep fleet-host (and its console) up until Ctrl-C, then drain it")
 
 func main() {
 	bin := flag.String("bin", "bin/fleet-host", "the fleet-host binary")
@@ -88,6 +95,9 @@ func run(bin, plugins string, urls int, timeout time.Duration) error {
 	elapsed := time.Since(start)
 	if err := planeLine(ctx, c); err != nil {
 		return err
+	}
+	if *keep {
+		waitForInterrupt(c)
 	}
 
 	exitErr, err := d.stop()
@@ -165,6 +175,9 @@ func startDaemon(bin, plugins, grantsFile string) (*daemon, error) {
 		"--log-format", "json", "--instance", "fleet-demo",
 		"--plane", "--report-url", "http://" + listen + "/api/projects/demo/fleet/report"}
 	d.cmd = exec.Command(bin, args...)
+	// Its own process group: a Ctrl-C at the terminal reaches the demo, which stops the
+	// daemon with SIGTERM and reports its drain.
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	key := primitives.NewToken()
 	d.cmd.Env = append(os.Environ(), "FLEET_PLANE_KEY="+key, "FLEET_REPORT_KEY="+key)
 	stderr, err := d.cmd.StderrPipe()
@@ -241,7 +254,20 @@ func (d *daemon) ready(ctx context.Context) (*cli.Client, error) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	fmt.Printf("demo: api           %s (ready)\n", api)
+	hold := "up while the demo runs; make demo DEMO_FLAGS=--keep keeps it after"
+	if *keep {
+		hold = "kept up after the run until Ctrl-C (--keep)"
+	}
+	fmt.Printf("demo: console       %s/ (the Fleet console: slots, queues, pools, the plane's instances; %s)\n", api, hold)
 	return c, nil
+}
+
+// waitForInterrupt keeps the daemon up, its console open, until SIGINT or SIGTERM.
+func waitForInterrupt(c *cli.Client) {
+	sig, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fmt.Printf("demo: keeping fleet-host up (--keep): open %s/ ; Ctrl-C stops it\n", c.Base)
+	<-sig.Done()
 }
 
 // stop stops the daemon as an operator would: SIGTERM, then a drain. It returns how the

@@ -14,7 +14,7 @@ import (
 func contractsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var url string
 	var yes bool
-	f := newFlags("contracts", "contracts [flags] list | show NAME | forget NAME VERSION --yes\n\nShows the fleet's contracts (queue:<name>, pool:<name>) with their live versions and the\nhosts that hold them, read from the backend; forget retires a version at once, so that a\nschema incompatible with it loads. Flags may follow the arguments.", stderr)
+	f := newFlags("contracts", "contracts [flags] list | show NAME | forget NAME VERSION --yes\n\nShows the fleet's contracts (queue:<name>, pool:<name>) with their live versions and the\nhosts that hold them, read from the backend; forget retires a version at once, so that a\nschema incompatible with it loads (a host still running it holds it again at its next\nrefresh, within 5s). The API serves the same at /api/v1/contracts. Flags may follow the\narguments.", stderr)
 	f.str(&url, "redis", "FLEET_REDIS", "", "the fleet backend URL (see run); empty is an embedded memory store, which holds no fleet")
 	f.BoolVar(&yes, "yes", false, "confirm forget (no variable: a confirmation is typed)")
 	var timeout time.Duration

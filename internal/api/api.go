@@ -1,7 +1,8 @@
 // Package api is the HTTP API of a fleet-host daemon: submit tasks, inspect automations,
-// queues, pools and slots, pause and resume, requeue and delete parked tasks, read what
-// the plugins share (KV, counters, pool items with their leases, locks), health,
-// readiness and metrics.
+// queues, pools and slots (with their recent iterations), pause and resume, requeue and
+// delete parked tasks, read what the plugins share (KV, counters, pool items with their
+// leases, locks), health, readiness and metrics; and the Fleet console (package console)
+// at /, whose every read is one of these routes.
 //
 // JSON in and out. Every error is
 //
@@ -35,6 +36,7 @@ import (
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/internal/console"
 	"github.com/fleethost/fleet/internal/metrics"
 	"github.com/fleethost/fleet/internal/plane"
 	"github.com/fleethost/fleet/internal/safetext"
@@ -110,6 +112,7 @@ func New(p Params) *Server {
 	s.route("/api/v1/automations/{type}/tasks", true, on(http.MethodPost, s.submit))
 	s.route("/api/v1/automations/{type}/pause", true, on(http.MethodPost, s.pause))
 	s.route("/api/v1/automations/{type}/resume", true, on(http.MethodPost, s.resume))
+	s.route("/api/v1/automations/{type}/slots", true, on(http.MethodGet, s.listSlots))
 	s.route("/api/v1/queues", true, on(http.MethodGet, s.listQueues))
 	s.route("/api/v1/queues/{name}", true, on(http.MethodGet, s.getQueue))
 	s.route("/api/v1/queues/{name}/parked", true, on(http.MethodGet, s.listParked), on(http.MethodDelete, s.purgeParked))
@@ -131,12 +134,23 @@ func New(p Params) *Server {
 	}
 	s.route("/api/v1/pools", true, on(http.MethodGet, s.listPools))
 	s.route("/api/v1/pools/{name}", true, on(http.MethodGet, s.getPool))
+	s.route("/api/v1/contracts", true, on(http.MethodGet, s.listContracts))
+	s.route("/api/v1/contracts/{kind}/{name}", true, on(http.MethodGet, s.getContract))
+	s.route("/api/v1/contracts/{kind}/{name}/versions/{n}", true, on(http.MethodDelete, s.forgetContractVersion))
 	noRoute := func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, abi.NotFound, fmt.Sprintf("no route %s %s", safetext.Clip(r.Method, maxEcho), safetext.Clip(r.URL.Path, maxEcho)), nil)
 	}
 	// Under /api/ the token comes first, so that a client without it learns nothing of
 	// the routes.
 	s.mux.Handle("/api/", s.auth(noRoute))
+	// The console's page and assets hold no data: each of its reads is an API request
+	// with the token.
+	for _, path := range console.Paths() {
+		if path == "/" {
+			path = "/{$}"
+		}
+		s.mux.Handle("GET "+path, console.Handler())
+	}
 	s.mux.HandleFunc("/", noRoute)
 	return s
 }
@@ -412,6 +426,27 @@ func (s *Server) getAutomation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, s.automation(p, s.slotStates()))
+}
+
+// Slots is the answer to GET /api/v1/automations/{type}/slots: each slot of the type with
+// its state and its last iterations, newest first, at most RecentLimit of them
+// (metrics.RecentIterations).
+type Slots struct {
+	Type        string               `json:"type"`
+	RecentLimit int                  `json:"recent_limit"`
+	Slots       []metrics.SlotDetail `json:"slots"`
+}
+
+func (s *Server) listSlots(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.plugin(w, r)
+	if !ok {
+		return
+	}
+	out := Slots{Type: p.Type, RecentLimit: metrics.RecentIterations, Slots: []metrics.SlotDetail{}}
+	if s.p.Slots != nil {
+		out.Slots = s.p.Slots.Details(p.Type)
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // Submitted is the answer to a submit.

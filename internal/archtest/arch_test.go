@@ -22,7 +22,10 @@ var rules = []struct {
 	// knows the plane's words and nothing else.
 	{"host/slotstate", []string{"reporter"}},
 	{"primitives", []string{"primitives", "github.com/redis/go-redis/", "github.com/cespare/xxhash/", "github.com/dgryski/go-rendezvous", "go.uber.org/atomic", "golang.org/x/sys/"}},
-	{"guest-sdk", []string{"abi", "guest-sdk", "github.com/invopop/jsonschema", "github.com/bahlo/generic-list-go", "github.com/buger/jsonparser", "github.com/pb33f/ordered-map/", "github.com/wk8/go-ordered-map/", "go.yaml.in/yaml/", "gopkg.in/yaml"}},
+	// guest-sdk: abi, the schema generator and what it needs, and one JSON codec for the
+	// plugin's own values (segmentio/encoding and what it needs).
+	{"guest-sdk", []string{"abi", "guest-sdk", "github.com/invopop/jsonschema", "github.com/bahlo/generic-list-go", "github.com/buger/jsonparser", "github.com/pb33f/ordered-map/", "github.com/wk8/go-ordered-map/", "go.yaml.in/yaml/", "gopkg.in/yaml",
+		"github.com/segmentio/encoding/", "github.com/segmentio/asm/", "golang.org/x/sys/cpu"}},
 }
 
 type listed struct {

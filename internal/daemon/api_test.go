@@ -335,6 +335,12 @@ func TestAPIStatuses(t *testing.T) {
 		{"int64 minimum", "POST", "/api/v1/automations/echo/tasks", nil, `{"n": -9223372036854775808}`, 202, "", `"task_id"`},
 		{"long type name", "POST", "/api/v1/automations/" + long + "/tasks", nil, `{"n": 1}`, 404, "", "(5000 bytes)"},
 		{"long queue name", "GET", "/api/v1/queues/" + long, nil, "", 404, "", "(5000 bytes)"},
+		{"slots", "GET", "/api/v1/automations/echo/slots", nil, "", 200, "", `"recent_limit":20`},
+		{"slots without the token", "GET", "/api/v1/automations/echo/slots", map[string]string{"Authorization": ""}, "", 401, "", "bearer token"},
+		{"slots of no type", "GET", "/api/v1/automations/nope/slots", nil, "", 404, "", `no automation of type \"nope\"`},
+		{"a path beside the console", "GET", "/console.js", nil, "", 404, "", "no route GET /console.js"},
+		{"a path under the console's assets", "GET", "/console/", nil, "", 404, "", "no route GET /console/"},
+		{"a method the console does not answer", "POST", "/", nil, "", 404, "", "no route POST /"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -371,5 +377,28 @@ func TestAPIStatuses(t *testing.T) {
 				t.Errorf("answer is %d bytes, want a name clipped: %.200s", len(b), b)
 			}
 		})
+	}
+}
+
+// TestConsoleServed: the daemon serves the console's page at / and its script without
+// the token (they hold no data); the API routes the page reads still need it.
+func TestConsoleServed(t *testing.T) {
+	addr := startAPI(t, Options{Token: "s3cret"})
+	for _, tt := range []struct {
+		path, ctype string
+		status      int
+	}{
+		{"/", "text/html; charset=utf-8", 200},
+		{"/console/console.js", "text/javascript; charset=utf-8", 200},
+		{"/api/v1/automations", "application/json", 401},
+	} {
+		resp, err := http.Get("http://" + addr + tt.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tt.status || resp.Header.Get("Content-Type") != tt.ctype {
+			t.Errorf("GET %s = %d %s; want %d %s", tt.path, resp.StatusCode, resp.Header.Get("Content-Type"), tt.status, tt.ctype)
+		}
 	}
 }

@@ -173,3 +173,37 @@ func TestObserveRollOver(t *testing.T) {
 		t.Errorf("slots = %+v, want w/0 working on t8", snap)
 	}
 }
+
+// TestRecentIterations: a slot keeps its last RecentIterations iterations, newest first,
+// each with its outcome, duration and clipped reason; older ones are dropped, and other
+// types' slots are not listed.
+func TestRecentIterations(t *testing.T) {
+	slots := NewSlots()
+	slots.Register([]host.Plugin{{Type: "w", Slots: 1}, {Type: "v", Slots: 1}})
+	total := RecentIterations + 5
+	for n := 1; n <= total; n++ {
+		slots.Observe(host.SlotEvent{Plugin: "w", Slot: "w/0", Kind: "working", N: n, TaskID: "t", Phase: "handle"})
+		slots.Observe(host.SlotEvent{Plugin: "w", Slot: "w/0", Kind: "finished", N: n, TaskID: "t", Outcome: "released",
+			Reason: strings.Repeat("x", 10*MaxReason), Duration: time.Duration(n) * time.Millisecond})
+	}
+	d := slots.Details("w")
+	if len(d) != 1 || d[0].Slot != "w/0" || d[0].State != slotstate.Idle {
+		t.Fatalf("details = %+v; want w/0 idle", d)
+	}
+	rec := d[0].Recent
+	if len(rec) != RecentIterations {
+		t.Fatalf("%d recent iterations kept; want %d", len(rec), RecentIterations)
+	}
+	for i, it := range rec {
+		n := total - i
+		if it.N != n || it.Outcome != "released" || it.DurationMs != float64(n) || it.EndedAt.IsZero() {
+			t.Errorf("recent[%d] = %+v; want iteration %d, released, %d ms", i, it, n, n)
+		}
+		if len(it.Reason) > MaxReason+32 {
+			t.Errorf("recent[%d].Reason is %d bytes; want it clipped to about %d", i, len(it.Reason), MaxReason)
+		}
+	}
+	if v := slots.Details("v"); len(v) != 1 || len(v[0].Recent) != 0 {
+		t.Errorf("details of v = %+v; want its one slot with no iteration", v)
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/host/slotstate"
+	"github.com/fleethost/fleet/internal/safetext"
 )
 
 // SlotState is one slot as an operator sees it.
@@ -28,15 +29,51 @@ type SlotState struct {
 	owner string
 }
 
-// Slots tracks every slot's state from the host's SlotEvents. Its methods are safe for
-// concurrent use; the zero value is not ready, use NewSlots.
+// RecentIterations is how many finished iterations Slots keeps per slot, the newest: what
+// GET /api/v1/automations/{type}/slots and the console show. An older one is dropped as a
+// new one ends, so a slot holds at most this many records (each with its reason clipped
+// to MaxReason bytes) whatever it runs.
+const RecentIterations = 20
+
+// MaxReason bounds the reason an iteration record keeps, in bytes: a guest's fail reason
+// is its own text, of any length up to the payload limit.
+const MaxReason = 200
+
+// Iteration is one finished iteration of a slot as an operator sees it.
+type Iteration struct {
+	N       int               `json:"iteration"`
+	TaskID  string            `json:"task_id,omitempty"`
+	Outcome slotstate.Outcome `json:"outcome"`
+	// Reason is why the task went back or the instance died (clipped to MaxReason).
+	Reason     string    `json:"reason,omitempty"`
+	Death      string    `json:"death,omitempty"`
+	DurationMs float64   `json:"duration_ms"`
+	EndedAt    time.Time `json:"ended_at"`
+}
+
+// SlotDetail is a slot's state and its recent iterations, newest first.
+type SlotDetail struct {
+	SlotState
+	Recent []Iteration `json:"recent"`
+}
+
+// Slots tracks every slot's state, and its last RecentIterations iterations, from the
+// host's SlotEvents. Its methods are safe for concurrent use; the zero value is not
+// ready, use NewSlots.
 type Slots struct {
 	mu    sync.Mutex
-	slots map[string]*SlotState // guarded by mu; by slot name
+	slots map[string]*slotEntry // guarded by mu; by slot name
+}
+
+// slotEntry is one slot's state and its recent iterations, oldest first, at most
+// RecentIterations of them.
+type slotEntry struct {
+	SlotState
+	recent []Iteration
 }
 
 // NewSlots returns an empty tracker.
-func NewSlots() *Slots { return &Slots{slots: map[string]*SlotState{}} }
+func NewSlots() *Slots { return &Slots{slots: map[string]*slotEntry{}} }
 
 // Register makes the tracked slots those of plugins, the loaded set (at start, and after
 // each reload): a slot the tracker has not heard of yet is added, starting; a slot no
@@ -53,11 +90,11 @@ func (s *Slots) Register(plugins []host.Plugin) {
 			name := slotName(p.Type, i)
 			keep[name] = true
 			if s.slots[name] == nil {
-				s.slots[name] = &SlotState{Plugin: p.Type, Slot: name, State: slotstate.Starting, Since: now}
+				s.slots[name] = &slotEntry{SlotState: SlotState{Plugin: p.Type, Slot: name, State: slotstate.Starting, Since: now}}
 			}
 		}
 	}
-	maps.DeleteFunc(s.slots, func(name string, _ *SlotState) bool { return !keep[name] })
+	maps.DeleteFunc(s.slots, func(name string, _ *slotEntry) bool { return !keep[name] })
 }
 
 // Observe records one event. It is a host.Config.Observe: quick and never blocking.
@@ -66,7 +103,7 @@ func (s *Slots) Observe(e host.SlotEvent) {
 	defer s.mu.Unlock()
 	cur := s.slots[e.Slot]
 	if cur == nil {
-		cur = &SlotState{Plugin: e.Plugin, Slot: e.Slot}
+		cur = &slotEntry{SlotState: SlotState{Plugin: e.Plugin, Slot: e.Slot}}
 		s.slots[e.Slot] = cur
 	}
 	switch {
@@ -89,6 +126,10 @@ func (s *Slots) Observe(e host.SlotEvent) {
 		// The slot goes on to claim again: idle until it says otherwise.
 		state = slotstate.Idle
 		cur.N, cur.TaskID, cur.Phase, cur.LastOutcome = e.N, "", "", e.Outcome
+		cur.record(Iteration{
+			N: e.N, TaskID: e.TaskID, Outcome: e.Outcome, Reason: safetext.Clip(e.Reason, MaxReason), Death: e.Death,
+			DurationMs: float64(e.Duration.Microseconds()) / 1000, EndedAt: time.Now(),
+		})
 	case slotstate.Idle, slotstate.Paused, slotstate.Draining, slotstate.Stopped:
 		state = e.Kind
 		cur.TaskID, cur.Phase = "", ""
@@ -98,24 +139,56 @@ func (s *Slots) Observe(e host.SlotEvent) {
 	}
 }
 
+// record keeps it, dropping the oldest record when RecentIterations are kept already.
+func (e *slotEntry) record(it Iteration) {
+	if len(e.recent) == RecentIterations {
+		copy(e.recent, e.recent[1:])
+		e.recent = e.recent[:len(e.recent)-1]
+	}
+	e.recent = append(e.recent, it)
+}
+
 // Snapshot copies every slot's state, sorted by slot name.
 func (s *Slots) Snapshot() []SlotState {
 	s.mu.Lock()
 	out := make([]SlotState, 0, len(s.slots))
 	for _, v := range s.slots {
-		out = append(out, *v)
+		out = append(out, v.SlotState)
 	}
 	s.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Plugin != out[j].Plugin {
-			return out[i].Plugin < out[j].Plugin
-		}
-		if len(out[i].Slot) != len(out[j].Slot) {
-			return len(out[i].Slot) < len(out[j].Slot) // "x/2" before "x/10"
-		}
-		return out[i].Slot < out[j].Slot
-	})
+	sort.Slice(out, func(i, j int) bool { return slotLess(out[i], out[j]) })
 	return out
+}
+
+// Details copies the state and recent iterations of every slot of automation type typ,
+// sorted by slot name.
+func (s *Slots) Details(typ string) []SlotDetail {
+	s.mu.Lock()
+	out := []SlotDetail{}
+	for _, v := range s.slots {
+		if v.Plugin != typ {
+			continue
+		}
+		d := SlotDetail{SlotState: v.SlotState, Recent: make([]Iteration, len(v.recent))}
+		for i, it := range v.recent {
+			d.Recent[len(v.recent)-1-i] = it
+		}
+		out = append(out, d)
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return slotLess(out[i].SlotState, out[j].SlotState) })
+	return out
+}
+
+// slotLess orders slots by type, then index.
+func slotLess(a, b SlotState) bool {
+	if a.Plugin != b.Plugin {
+		return a.Plugin < b.Plugin
+	}
+	if len(a.Slot) != len(b.Slot) {
+		return len(a.Slot) < len(b.Slot) // "x/2" before "x/10"
+	}
+	return a.Slot < b.Slot
 }
 
 // slotName is the host's name of a slot: "<type>/<index>".

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -29,7 +32,18 @@ var guestSources = []string{"abi", "guest-sdk", "plugins", "go.mod", "go.sum"}
 // builds each plugin once and later runs not at all. No .wasm is ever committed.
 func BuildPlugin(tb testing.TB, pkg string) string {
 	tb.Helper()
-	return buildGo(tb, pkg, "wasm", "-buildmode=c-shared")
+	return buildGo(tb, pkg, "wasm", nil, "-buildmode=c-shared")
+}
+
+// BuildPluginEdited is BuildPlugin with some of the module's source files replaced, as
+// `go build -overlay` replaces them: edits maps a module-relative file (such as
+// "plugins/examples/contracts/contracts.go") to the contents it builds with. A test
+// builds a plugin's next version from the plugin's own sources and a small edit, with no
+// second copy of the plugin in the tree. Cached like BuildPlugin, by the sources and the
+// edits.
+func BuildPluginEdited(tb testing.TB, pkg string, edits map[string][]byte) string {
+	tb.Helper()
+	return buildGo(tb, pkg, "wasm", edits, "-buildmode=c-shared")
 }
 
 // BuildCommand is BuildPlugin without -buildmode=c-shared: pkg built as a WASI command
@@ -37,11 +51,12 @@ func BuildPlugin(tb testing.TB, pkg string) string {
 // refuses at load.
 func BuildCommand(tb testing.TB, pkg string) string {
 	tb.Helper()
-	return buildGo(tb, pkg, "wasm-command")
+	return buildGo(tb, pkg, "wasm-command", nil)
 }
 
-// buildGo builds pkg for wasip1 with flags into the cache folder kind.
-func buildGo(tb testing.TB, pkg, kind string, flags ...string) string {
+// buildGo builds pkg for wasip1 with flags into the cache folder kind, with the files
+// of edits replaced (BuildPluginEdited).
+func buildGo(tb testing.TB, pkg, kind string, edits map[string][]byte, flags ...string) string {
 	tb.Helper()
 	root, err := ModuleRoot()
 	if err != nil {
@@ -53,6 +68,16 @@ func buildGo(tb testing.TB, pkg, kind string, flags ...string) string {
 	if err != nil {
 		tb.Fatalf("testutil: hash guest sources: %v", err)
 	}
+	files := slices.Sorted(maps.Keys(edits))
+	if len(files) > 0 {
+		h := sha256.New()
+		io.WriteString(h, sum)
+		for _, f := range files {
+			fmt.Fprintf(h, "\x00%s\x00%d\x00", f, len(edits[f]))
+			h.Write(edits[f])
+		}
+		sum = hex.EncodeToString(h.Sum(nil))
+	}
 	out := filepath.Join(cacheDir(), kind, sum[:16], filepath.Base(pkg)+".wasm")
 	if _, err := os.Stat(out); err == nil {
 		return out
@@ -61,7 +86,24 @@ func buildGo(tb testing.TB, pkg, kind string, flags ...string) string {
 		tb.Fatal(err)
 	}
 	tmp := out + ".tmp"
-	cmd := exec.Command("go", append(append([]string{"build"}, flags...), "-o", tmp, "./"+pkg)...)
+	args := append(append([]string{"build"}, flags...), "-o", tmp)
+	if len(files) > 0 {
+		overlay := map[string]map[string]string{"Replace": {}}
+		for i, f := range files {
+			src := filepath.Join(filepath.Dir(out), fmt.Sprintf("edit%d.go", i))
+			if err := os.WriteFile(src, edits[f], 0o644); err != nil {
+				tb.Fatal(err)
+			}
+			overlay["Replace"][filepath.Join(root, f)] = src
+		}
+		doc, _ := json.Marshal(overlay)
+		file := filepath.Join(filepath.Dir(out), "overlay.json")
+		if err := os.WriteFile(file, doc, 0o644); err != nil {
+			tb.Fatal(err)
+		}
+		args = append(args, "-overlay", file)
+	}
+	cmd := exec.Command("go", append(args, "./"+pkg)...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {

@@ -29,7 +29,7 @@ func BenchmarkASCounter(b *testing.B) {
 	defer backend.Close()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx := context.Background()
-	rt, err := NewRuntime(ctx, Params{MemoryLimitPages: 16, Core: hostfn.NewCore(backend, validate.NewRegistry(), nil, log), Log: log}, wasm)
+	rt, err := NewRuntime(ctx, Params{MemoryLimitPages: 16, Core: hostfn.NewCore(backend, validate.NewRegistry(nil), nil, log), Log: log}, wasm)
 	if err != nil {
 		b.Fatal(err)
 	}

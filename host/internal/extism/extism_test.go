@@ -75,7 +75,7 @@ func newGuest(t *testing.T, imports, handle string, pages uint32, config string,
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx := context.Background()
 	rt, err := NewRuntime(ctx, Params{
-		MemoryLimitPages: pages, Core: hostfn.NewCore(b, validate.NewRegistry(), nil, log), Log: log,
+		MemoryLimitPages: pages, Core: hostfn.NewCore(b, validate.NewRegistry(nil), nil, log), Log: log,
 		Config: json.RawMessage(config),
 	}, wasm)
 	if err != nil {

@@ -145,7 +145,7 @@ func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	b := memory.New(memory.Options{})
 	t.Cleanup(func() { b.Close() })
-	reg := validate.NewRegistry()
+	reg := validate.NewRegistry(nil)
 	// "scraper" declares the pool and the jobs queue; "other" declares a pool and a
 	// queue that scraper did not declare.
 	for _, d := range []*abi.Describe{
@@ -156,7 +156,7 @@ func newFixture(t testing.TB) *fixture {
 			Consumes: &abi.QueueContract{Name: "secret-jobs", Payload: json.RawMessage(`{}`)},
 			Pools:    []abi.PoolContract{{Name: "secrets", Payload: json.RawMessage(`{}`), Tags: json.RawMessage(`{}`)}}},
 	} {
-		if err := reg.Register(d); err != nil {
+		if _, err := reg.Register(d); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -33,8 +33,8 @@ func (c *Core) pool(ctx context.Context, caller *Caller, op abi.Op, name string)
 //	request:  {"pool": "cookies", "payload": {...}, "tags": {"site": "x"}, "ttl_ms": 60000}
 //	reply:    {"id": "..."}
 //
-// The payload is validated against the pool's payload schema, the tags against its tags
-// schema; each is capped at the plugin's MaxPayload. A put past the plugin's Quota.Pool
+// The payload and the tags are validated against a live version of the pool's contract
+// (validate.Pool.Put); each is capped at the plugin's MaxPayload. A put past the plugin's Quota.Pool
 // is LimitExceeded.
 func (c *Core) poolPut(ctx context.Context, caller *Caller, req []byte) (any, *abi.Error) {
 	var r abi.PoolPutRequest
@@ -58,10 +58,7 @@ func (c *Core) poolPut(ctx context.Context, caller *Caller, req []byte) (any, *a
 	if e != nil {
 		return nil, e
 	}
-	if e := p.Payload.Validate("payload", r.Payload); e != nil {
-		return nil, e
-	}
-	tags, e := validate.Tags(p.Tags, r.Tags)
+	tags, e := p.Put(r.Payload, r.Tags)
 	if e != nil {
 		return nil, e
 	}
@@ -77,7 +74,8 @@ func (c *Core) poolPut(ctx context.Context, caller *Caller, req []byte) (any, *a
 //	request:  {"pool": "cookies", "where": {"site": "x"}, "hold_ms": 20000}
 //	reply:    {"found": true, "item": {...}, "token": "...", "until_ms": 1700000000000}
 //
-// Each where entry is validated as a property of the tags schema.
+// Each where entry is validated as a property of a live version's tags schema
+// (validate.Pool.Where).
 func (c *Core) poolClaim(ctx context.Context, caller *Caller, req []byte) (any, *abi.Error) {
 	var r abi.PoolClaimRequest
 	if e := decode(req, &r); e != nil {
@@ -91,7 +89,7 @@ func (c *Core) poolClaim(ctx context.Context, caller *Caller, req []byte) (any, 
 	if e != nil {
 		return nil, e
 	}
-	where, e := validate.Where(p.Tags, r.Where)
+	where, e := p.Where(r.Where)
 	if e != nil {
 		return nil, e
 	}
@@ -133,7 +131,7 @@ func (c *Core) poolList(ctx context.Context, caller *Caller, req []byte) (any, *
 	case r.Limit == 0:
 		r.Limit = min(poolListDefault, limits.MaxPoolList)
 	}
-	where, e := validate.Where(p.Tags, r.Where)
+	where, e := p.Where(r.Where)
 	if e != nil {
 		return nil, e
 	}

@@ -18,7 +18,7 @@ func TestReferenceRequestsAreAccepted(t *testing.T) {
 	f := newFixture(t)
 	harvest := &abi.Describe{ABIVersion: abi.Version, Type: "harvester", Mode: abi.ModeBatch,
 		Consumes: &abi.QueueContract{Name: "harvest", Payload: json.RawMessage(`{"type":"object"}`)}}
-	if err := f.core.contracts.Register(harvest); err != nil {
+	if _, err := f.core.contracts.Register(harvest); err != nil {
 		t.Fatal(err)
 	}
 	f.caller.Plugin.Access.Queues["harvest"] = RoleSubmit

@@ -74,7 +74,7 @@ func blockingGuest(tb testing.TB, in, body string) *Runtime {
 	tb.Cleanup(func() { b.Close() })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx := context.Background()
-	rt, err := NewRuntime(ctx, Params{MemoryLimitPages: 128, Core: hostfn.NewCore(b, validate.NewRegistry(), nil, log), Log: log}, wasm)
+	rt, err := NewRuntime(ctx, Params{MemoryLimitPages: 128, Core: hostfn.NewCore(b, validate.NewRegistry(nil), nil, log), Log: log}, wasm)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -68,7 +68,7 @@ func newTestInstance(tb testing.TB, wasm []byte, p Params) *Instance {
 func newTestInstanceOn(tb testing.TB, wasm []byte, p Params, b primitives.Backend, g hostfn.Access) *Instance {
 	tb.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	core := hostfn.NewCore(b, validate.NewRegistry(), nil, log)
+	core := hostfn.NewCore(b, validate.NewRegistry(nil), nil, log)
 	ctx := context.Background()
 	p.MemoryLimitPages = cmp.Or(p.MemoryLimitPages, 16)
 	p.Core, p.Log = core, log

@@ -171,18 +171,18 @@ func TestFirstDiff(t *testing.T) {
 }
 
 func TestRegisterConflict(t *testing.T) {
-	r := NewRegistry()
+	r := NewRegistry(nil)
 	q := func(typ, schema string) *abi.Describe {
 		return &abi.Describe{ABIVersion: abi.Version, Type: typ, Mode: abi.ModeBatch,
 			Consumes: &abi.QueueContract{Name: "jobs", Payload: json.RawMessage(schema)}}
 	}
-	if err := r.Register(q("a", `{"type":"object","properties":{"site":{"type":"string"}}}`)); err != nil {
+	if _, err := r.Register(q("a", `{"type":"object","properties":{"site":{"type":"string"}}}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Register(q("b", `{"properties":{"site":{"type":"string"}},"type":"object"}`)); err != nil {
+	if _, err := r.Register(q("b", `{"properties":{"site":{"type":"string"}},"type":"object"}`)); err != nil {
 		t.Fatalf("Register(same schema, other order) = %v", err)
 	}
-	err := r.Register(q("c", `{"type":"object","properties":{"site":{"type":"integer"}}}`))
+	_, err := r.Register(q("c", `{"type":"object","properties":{"site":{"type":"integer"}}}`))
 	var ce *ConflictError
 	if !errors.As(err, &ce) {
 		t.Fatalf("Register(conflict) = %v, want *ConflictError", err)
@@ -192,14 +192,14 @@ func TestRegisterConflict(t *testing.T) {
 			t.Errorf("error %q does not contain %q", err, want)
 		}
 	}
-	if r.Queue("jobs").Owner != "a" {
-		t.Errorf("Queue(jobs).Owner = %q, want a", r.Queue("jobs").Owner)
+	if v := r.Queue("jobs").Versions(); len(v) != 1 {
+		t.Errorf("Queue(jobs) has %d versions, want 1", len(v))
 	}
 	// All or nothing: a plugin refused registers none of its contracts.
 	d := &abi.Describe{ABIVersion: abi.Version, Type: "d", Mode: abi.ModeLoop,
 		Pools:   []abi.PoolContract{{Name: "p", Payload: json.RawMessage(`{}`), Tags: json.RawMessage(`{}`)}},
 		Submits: []abi.QueueContract{{Name: "jobs", Payload: json.RawMessage(`{"type":"string"}`)}}}
-	if err := r.Register(d); err == nil {
+	if _, err := r.Register(d); err == nil {
 		t.Fatal("Register(conflicting submits) = nil")
 	}
 	if r.Pool("p") != nil {
@@ -279,15 +279,16 @@ func TestNumbersAreWhatGoDecodes(t *testing.T) {
 // TestQueueAdmit: a payload is admitted under the queue's own version or one of the
 // fleet's other live versions; a refusal, with its details, is the own version's.
 func TestQueueAdmit(t *testing.T) {
-	own, err := Compile("own", json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{"site":{"type":"string"}}}`))
-	if err != nil {
+	r := NewRegistry(nil)
+	if _, err := r.Register(&abi.Describe{ABIVersion: abi.Version, Type: "a", Mode: abi.ModeBatch,
+		Consumes: &abi.QueueContract{Name: "jobs", Payload: json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{"site":{"type":"string"}}}`)}}); err != nil {
 		t.Fatal(err)
 	}
 	other, err := Compile("other", json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{"site":{"type":"string"},"fresh":{"type":"boolean"}}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := &Queue{Name: "jobs", Payload: own}
+	q := r.Queue("jobs")
 	fresh := []byte(`{"site":"x","fresh":true}`)
 	if e := q.Admit("payload", fresh, nil); e == nil {
 		t.Fatal("admitted a property only another version declares, with no fleet versions set")

@@ -1,0 +1,80 @@
+package abi
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// The string scans step over 8-byte words: every byte worth a look, at every position of
+// a word and after a run of any length, is still seen. skipString and wire.str agree with
+// encoding/json on each.
+func TestStringScanWords(t *testing.T) {
+	fails := 0
+	for _, special := range []string{`\"`, `\\`, `"`, `\n`, `\u00e9`, "\x01", "\x1f", "\x7f", "é", "\xff", "<", " "} {
+		for before := 0; before <= 17; before++ {
+			for after := 0; after <= 9; after++ {
+				if fails > 10 {
+					t.FailNow()
+				}
+				for _, body := range []string{
+					strings.Repeat("a", before) + special + strings.Repeat("b", after),
+					strings.Repeat("a", before) + special + special + strings.Repeat("b", after),
+				} {
+					in := `"` + body + `"` + "}"
+					valid := json.Valid([]byte(in[:len(in)-1]))
+					end := skipString([]byte(in), 0)
+					if (end == len(in)-1) != valid || end >= 0 && !json.Valid([]byte(in[:end])) {
+						t.Errorf("skipString(%q) = %d; encoding/json: the string is valid: %v", in, end, valid)
+						fails++
+						continue
+					}
+					var want string
+					r := wire{b: []byte(in)}
+					got := r.str()
+					if end < 0 && !r.bad || end >= 0 && (json.Unmarshal([]byte(in[:end]), &want) != nil || r.bad || got != want || r.i != end) {
+						t.Errorf("str(%q) = %q, bad %v, at %d; encoding/json: %q, to %d", in, got, r.bad, r.i, want, end)
+						fails++
+					}
+				}
+			}
+		}
+	}
+	for n := 0; n <= 17; n++ { // unterminated
+		in := []byte(`"` + strings.Repeat("a", n))
+		if end := skipString(in, 0); end != -1 {
+			t.Errorf("skipString(%q) = %d, want -1", in, end)
+		}
+	}
+}
+
+// AppendString writes what json.Marshal writes for a string with a byte that Marshal
+// escapes at any position of any word, and hasPrefixAt agrees with the string comparison
+// at every length and every differing position.
+func TestWordsAgreeWithBytes(t *testing.T) {
+	for n := 0; n <= 40; n++ {
+		base := strings.Repeat("k", n)
+		want, _ := json.Marshal(base)
+		if got := AppendString(nil, base); string(got) != string(want) {
+			t.Errorf("AppendString(%q) = %s, want %s", base, got, want)
+		}
+		for at := 0; at < n; at++ {
+			for _, c := range []string{`"`, `\`, "<", ">", "&", "\x00", "\x1f", "\x7f", "\x80", "é", "\u2028"} {
+				s := base[:at] + c + base[at+1:]
+				want, _ := json.Marshal(s)
+				if got := AppendString(nil, s); string(got) != string(want) {
+					t.Errorf("AppendString(%q) = %s, want %s", s, got, want)
+				}
+			}
+			b := []byte("x" + base + "yz")
+			differ := []byte(base)
+			differ[at] = 'j'
+			if hasPrefixAt(b, 1, string(differ)) || !hasPrefixAt(b, 1, base) || hasPrefixAt(b, 4, base) && n > 0 {
+				t.Errorf("hasPrefixAt(%q, 1, %q or %q) is wrong", b, differ, base)
+			}
+		}
+		if b := []byte(base); !hasPrefixAt(b, 0, base) || n > 0 && hasPrefixAt(b[:n-1], 0, base) {
+			t.Errorf("hasPrefixAt of %q at its own length is wrong", base)
+		}
+	}
+}

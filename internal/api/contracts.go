@@ -1,0 +1,96 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/internal/safetext"
+	"github.com/fleethost/fleet/primitives"
+)
+
+// The fleet's contract registry, read from and written to the backend as `fleet-host
+// contracts` does (host.FleetContracts, host.FleetContract, host.ForgetContractVersion):
+//
+//	GET    /api/v1/contracts                                   {"contracts": [Contract...]}
+//	GET    /api/v1/contracts/{kind}/{name}                     Contract: versions, schemas, holders
+//	DELETE /api/v1/contracts/{kind}/{name}/versions/{n}?confirm=yes  retire version n
+//
+// kind is "queue" or "pool". A forget without confirm=yes is refused (400), as the
+// command refuses one without --yes: retiring a version lets a schema incompatible with
+// it load, so the request must say so; a query parameter rather than a body, so that a
+// DELETE carries none.
+
+func (s *Server) listContracts(w http.ResponseWriter, r *http.Request) {
+	list, err := host.FleetContracts(r.Context(), s.p.Backend)
+	if err != nil {
+		backendError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"contracts": list})
+}
+
+// contractKind reads the route's {kind}, answering 400 when it is neither queue nor pool.
+func contractKind(w http.ResponseWriter, r *http.Request) (string, bool) {
+	kind := r.PathValue("kind")
+	if kind != "queue" && kind != "pool" {
+		writeError(w, http.StatusBadRequest, abi.ValueError, fmt.Sprintf("contract kind %q: want queue or pool", safetext.Clip(kind, maxEcho)), nil)
+		return "", false
+	}
+	return kind, true
+}
+
+func (s *Server) getContract(w http.ResponseWriter, r *http.Request) {
+	kind, ok := contractKind(w, r)
+	if !ok {
+		return
+	}
+	name := r.PathValue("name")
+	c, found, err := host.FleetContract(r.Context(), s.p.Backend, kind, name)
+	switch {
+	case err != nil:
+		backendError(w, err)
+	case !found:
+		writeError(w, http.StatusNotFound, abi.NotFound, fmt.Sprintf("the fleet has no contract %s %q", kind, safetext.Clip(name, maxEcho)), nil)
+	default:
+		writeJSON(w, http.StatusOK, c)
+	}
+}
+
+// Forgot is the answer to a forget.
+type Forgot struct {
+	Kind    string `json:"kind"`
+	Name    string `json:"name"`
+	Version int    `json:"version"`
+}
+
+func (s *Server) forgetContractVersion(w http.ResponseWriter, r *http.Request) {
+	kind, ok := contractKind(w, r)
+	if !ok {
+		return
+	}
+	name := r.PathValue("name")
+	n, err := strconv.Atoi(r.PathValue("n"))
+	if err != nil || n < 1 {
+		writeError(w, http.StatusBadRequest, abi.ValueError, fmt.Sprintf("version %q: want a version number (1, 2, ...)", safetext.Clip(r.PathValue("n"), maxEcho)), nil)
+		return
+	}
+	if r.URL.Query().Get("confirm") != "yes" {
+		writeError(w, http.StatusBadRequest, abi.ValueError, fmt.Sprintf("retiring %s %q version %d lets a schema incompatible with it load; add ?confirm=yes", kind, safetext.Clip(name, maxEcho), n), nil)
+		return
+	}
+	err = host.ForgetContractVersion(r.Context(), s.p.Backend, kind, name, n)
+	if errors.Is(err, primitives.ErrNotFound) {
+		writeError(w, http.StatusNotFound, abi.NotFound, err.Error(), nil)
+		return
+	}
+	if err != nil {
+		backendError(w, err)
+		return
+	}
+	s.p.Log.Info("api: contract version forgotten", "kind", kind, "name", name, "version", n, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, Forgot{Kind: kind, Name: name, Version: n})
+}
