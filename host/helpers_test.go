@@ -289,6 +289,9 @@ func rigOn(t *testing.T, b primitives.Backend) *rig {
 		Logger:       log,
 		PollInterval: 10 * time.Millisecond,
 		RetryDelay:   time.Millisecond,
+		// A failed task comes back within milliseconds: the tests that park by failing
+		// wait out the backoff of each attempt.
+		RetryBackoff: primitives.Backoff{Base: time.Millisecond, Factor: 2, Max: 10 * time.Millisecond},
 		Observe:      ev.observe,
 	}
 	return r

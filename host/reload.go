@@ -72,7 +72,7 @@ func (h *Host) ReloadGrants(ctx context.Context, grants map[string]Grant, config
 	if err := h.checkReload(); err != nil {
 		return err
 	}
-	if err := errors.Join(checkGrants(grants)...); err != nil {
+	if err := errors.Join(h.cfg.checkGrants(grants)...); err != nil {
 		h.reloadFailures.Add(1)
 		h.cfg.Logger.Error("host: reload refused the grants; the running grants stay", "err", err)
 		return err

@@ -52,6 +52,28 @@ func TestObserve(t *testing.T) {
 	}
 }
 
+// TestParksAndHandBacks: a park counts by who parked, a death that spent the last attempt
+// as attempts, and each hand-back past the alert once.
+func TestParksAndHandBacks(t *testing.T) {
+	m := New(Params{})
+	for _, e := range []host.SlotEvent{
+		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "parked", Parked: true, ParkedByPlugin: true},
+		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "parked", Parked: true},
+		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "dead", Death: "trap", Parked: true},
+		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "released", HandBacks: 100},
+		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "released", HandBacks: 101, OverAlert: true},
+		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "released", HandBacks: 102, OverAlert: true},
+	} {
+		m.Observe(e)
+	}
+	expect(t, m, map[string]float64{
+		`fleet_tasks_parked_total{automation=w,by=plugin}`:      1,
+		`fleet_tasks_parked_total{automation=w,by=attempts}`:    2,
+		`fleet_task_hand_backs_over_alert_total{automation=w}`:  2,
+		`fleet_iterations_total{automation=w,outcome=released}`: 3,
+	})
+}
+
 // TestPausedSlots: the slots of a paused plugin count as paused in fleet_slots and the
 // slot states, not as draining, which is the host shutting down.
 func TestPausedSlots(t *testing.T) {
