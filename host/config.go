@@ -8,8 +8,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime/debug"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/primitives"
@@ -43,7 +46,8 @@ type Config struct {
 
 	// Grants says what each plugin, by automation type, may touch. A type with no entry
 	// gets the zero Grant, which grants no pool and no queue: a plugin that declares one
-	// does not start. See Grant.
+	// does not start. See Grant. Host.ReloadGrants replaces it (and Configs) while Run
+	// runs.
 	// default: none (the zero Grant for every type)
 	Grants map[string]Grant
 
@@ -162,7 +166,9 @@ type Config struct {
 	// NewReporter makes the reporters of the plane: the host calls it once per slot, as
 	// Run starts the slot, and each slot reports through its own reporter as one instance
 	// of the plane ("<Instance>/<type>/<index>"), so that a reporter carries one
-	// instance's reports, as reporter.Reporter was designed for. The host owns what it
+	// instance's reports, as reporter.Reporter was designed for (a reload's new version
+	// of a slot reports through its instance's reporter; RATIONALE.md, "What does the
+	// plane see of a reload?"). The host owns what it
 	// returns: once every slot has stopped, Run closes each slot's reporter with that
 	// slot's stopping beacon, all at once. When no slot ran, or Run never ran (Close, or a
 	// New that failed loading the plugins), the host calls it once more and closes that
@@ -322,19 +328,65 @@ func (c Config) check() error {
 	if err := checkBackoff(c.RetryBackoff, DefaultRetryBackoff, [3]string{"RetryBackoff.Base", "RetryBackoff.Factor", "RetryBackoff.Max"}); err != nil {
 		bad("%v", err)
 	}
-	for typ, g := range c.Grants {
+	errs = append(errs, c.checkGrants(c.Grants)...)
+	return errors.Join(errs...)
+}
+
+// CheckGrants validates grants read from a grants file as New checks Config.Grants,
+// naming the type and the field as the file spells them (`"scraper": max_payload is -1,
+// want 0..N`): a caller that reads a grants file refuses a bad one before anything loads
+// or reloads under it. (A grant's retry backoff is checked with the run's own, at New and
+// ReloadGrants.)
+func CheckGrants(grants map[string]Grant) error {
+	var errs []error
+	for _, typ := range keys(grants) {
 		if err := checkType(typ); err != nil {
-			bad("Grants[%q]: %v", typ, err)
+			errs = append(errs, fmt.Errorf("%q: %w", typ, err))
 		}
-		if err := g.check(); err != nil {
-			bad("Grants[%q].%v", typ, err)
-		}
-		// With Config's: it fills what the grant leaves out.
-		if err := checkBackoff(g.backoff(), c.RetryBackoff, grantBackoffFields); err != nil {
-			bad("Grants[%q].%v", typ, err)
+		if err := grants[typ].check(); err != nil {
+			errs = append(errs, fmt.Errorf("%q: %s", typ, fileField(err.Error())))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// fileField rewrites msg, a Grant.check error, which starts with the Go name of the
+// field it is about ("MaxPayload is -1"), to start with the field's name in the grants
+// file ("max_payload is -1"): its json tag.
+func fileField(msg string) string {
+	end := strings.IndexFunc(msg, func(r rune) bool { return !unicode.IsLetter(r) })
+	if end < 0 {
+		end = len(msg)
+	}
+	f, ok := reflect.TypeFor[Grant]().FieldByName(msg[:end])
+	if !ok {
+		return msg
+	}
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	if name == "" || name == "-" {
+		return msg
+	}
+	return name + msg[end:]
+}
+
+// checkGrants validates Config.Grants (New's, or ReloadGrants'), naming the type and the
+// field.
+func (c Config) checkGrants(grants map[string]Grant) []error {
+	var errs []error
+	for _, typ := range keys(grants) {
+		g := grants[typ]
+		if err := checkType(typ); err != nil {
+			errs = append(errs, fmt.Errorf("host: Config.Grants[%q]: %w", typ, err))
+		}
+		if err := g.check(); err != nil {
+			errs = append(errs, fmt.Errorf("host: Config.Grants[%q].%w", typ, err))
+		}
+		// With Config's: it fills what the grant leaves out.
+		if err := checkBackoff(g.backoff(), c.RetryBackoff, grantBackoffFields); err != nil {
+			errs = append(errs, fmt.Errorf("host: Config.Grants[%q].%w", typ, err))
+		}
+	}
+	return errs
 }
 
 // Grant is what an operator grants one plugin. Deny by default: a call outside the grant

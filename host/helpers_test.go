@@ -225,6 +225,19 @@ func (e *events) count(kind slotstate.State) int {
 	return n
 }
 
+// stoppedBy counts the stopped events by automation type.
+func (e *events) stoppedBy() map[string]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[string]int{}
+	for _, ev := range e.all {
+		if ev.Kind == slotstate.Stopped {
+			out[ev.Plugin]++
+		}
+	}
+	return out
+}
+
 func (e *events) outcomes() map[slotstate.Outcome]int {
 	out := map[slotstate.Outcome]int{}
 	for _, ev := range e.finished() {

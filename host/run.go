@@ -18,6 +18,10 @@ import (
 type SlotEvent struct {
 	Plugin string // the automation type
 	Slot   string // the slot's name, "<type>/<index>"
+	// ConfigIdentity is the config identity of the slot's version, the one its reports
+	// to the plane carry: while a reload rolls a type over, the old and the new slot of
+	// one index share Slot and differ by it.
+	ConfigIdentity string
 	// Kind is the state the slot enters (slotstate.Idle, Working on iteration N and
 	// TaskID in Phase, Paused, Draining, or Stopped, its last event) or
 	// slotstate.Finished: an iteration ended, and the fields below are set.
@@ -304,7 +308,7 @@ func (h *Host) slotParams(p *plugin, i int, pump *slot.Pump, rep *slotReport) sl
 		report = rep.observe
 	}
 	if h.cfg.Observe != nil {
-		observe = func(e slot.Event) { h.cfg.Observe(slotEvent(p.info.Type, e)) }
+		observe = func(e slot.Event) { h.cfg.Observe(slotEvent(p, e)) }
 	}
 	out := newGuestLog(h.cfg.Logger, p.info.Type, name, p.fn.Output)
 	return slot.Params{
@@ -340,8 +344,8 @@ func (h *Host) slotParams(p *plugin, i int, pump *slot.Pump, rep *slotReport) sl
 	}
 }
 
-func slotEvent(typ string, e slot.Event) SlotEvent {
-	out := SlotEvent{Plugin: typ, Slot: e.Slot, Kind: e.Kind, N: e.N, TaskID: e.TaskID, Phase: e.Phase}
+func slotEvent(p *plugin, e slot.Event) SlotEvent {
+	out := SlotEvent{Plugin: p.info.Type, Slot: e.Slot, ConfigIdentity: p.configID, Kind: e.Kind, N: e.N, TaskID: e.TaskID, Phase: e.Phase}
 	if it := e.Iteration; it != nil {
 		out.Phases, out.Outcome, out.Reason, out.Duration = it.Phases, it.Outcome, it.Reason, it.Duration
 		out.Death = string(it.Death)

@@ -139,7 +139,7 @@ func inspectCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 func reloadCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c cli.Client
-	f := newFlags("reload", "reload [flags]\n\nHas the daemon reload its plugins folder, as a change to the folder or SIGHUP does:\nnew plugins load, changed ones (a new digest) replace their slots one at a time, removed\nones drain. Prints each automation's type, version and digest. A refused build fails\nthe command, naming the file and why; the running version keeps running.", stderr)
+	f := newFlags("reload", "reload [flags]\n\nHas the daemon reload its plugins folder and its grants file, as a change to either or\nSIGHUP does: new plugins load, changed ones (a new digest, or a changed grant) replace\ntheir slots one at a time, removed ones drain. Prints each automation's type, version\nand digest. A refused build or grants file fails the command, naming the file and why;\nthe running version keeps running.", stderr)
 	apiFlags(f, &c)
 	if err := f.parse(args); err != nil {
 		return usageErr(err)

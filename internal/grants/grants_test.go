@@ -140,3 +140,20 @@ func TestParseRoles(t *testing.T) {
 		}
 	}
 }
+
+// TestParseChecks: a document that decodes but holds what the host refuses is refused by
+// Parse, naming the type and the field as the file spells them.
+func TestParseChecks(t *testing.T) {
+	for doc, want := range map[string]string{
+		`{"w": {"max_payload": -1}}`:     `"w": max_payload is -1, want 0..`,
+		`{"w": {"kv": ["a*b"]}}`:         `"w": kv: pattern "a*b" has a '*' before its end`,
+		`{"w": {"submit_rate": -2}}`:     `"w": submit_rate is -2, want >= 0`,
+		`{"shop:eu": {}}`:                `"shop:eu": type "shop:eu" has ':'`,
+		`{"w": {"call_timeout": "-1s"}}`: `"w": call_timeout is negative (-1s)`,
+	} {
+		_, err := Parse([]byte(doc))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%s) = %v, want an error with %q", doc, err, want)
+		}
+	}
+}
