@@ -11,12 +11,12 @@
 // with the abi's error kinds (TypeError, ValueError, PermissionDenied, NotFound, Conflict,
 // LimitExceeded, Unavailable, Internal). Routes under /api/v1/ need
 // `Authorization: Bearer <token>` when a token is configured, checked before the body is
-// read; before it, a browser's cross-origin POST or DELETE is refused 403 (sameOrigin),
-// and so is any request to a loopback API without a token under a Host name that is not
-// localhost (namedHost); /healthz, /readyz and /metrics do not, and the plane's report route
-// (Params.Plane) takes the plane's key instead. A wrong method is 405 with Allow; a body
-// must be application/json (415 otherwise). Serve bounds the server: timeouts, header
-// size, connections (HTTPConfig).
+// read; /healthz, /readyz and /metrics do not, and the plane's report route
+// (Params.Plane) takes the plane's key instead. Before any of that, on every route, a
+// browser's cross-origin POST or DELETE is refused 403 (sameOrigin), and so is a request
+// to a loopback API without a token under a Host name that is not localhost (namedHost).
+// A wrong method is 405 with Allow; a body must be application/json (415 otherwise).
+// Serve bounds the server: timeouts, header size, connections (HTTPConfig).
 package api
 
 import (
@@ -88,7 +88,7 @@ type Params struct {
 type Server struct {
 	p     Params
 	mux   *http.ServeMux
-	h     http.Handler // mux behind the cross-origin check; immutable
+	h     http.Handler // mux behind namedHost and sameOrigin; immutable
 	token [32]byte     // sha256 of Params.Token; immutable
 }
 
