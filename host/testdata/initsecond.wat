@@ -14,9 +14,15 @@
   (func (export "_initialize")
     (drop (call $incr (i32.const 4400) (i32.const 23) (i32.const 16384) (i32.const 1024)))
     ;; the reply is {"ok":{"value":N}} on success: N's first digit is at 16384 + 15
-    (if (i32.and
-          (i32.eq (i32.load8_u (i32.const 16386)) (i32.const 111))
-          (i32.ne (i32.load8_u (i32.const 16399)) (i32.const 49)))
+    ;; and the probe's denial is {"error":{"kind":"PermissionDenied", its P at 16384 + 18;
+    ;; any other answer (a later count, another error) traps
+    (if (i32.eqz (i32.or
+          (i32.eq (i32.load8_u (i32.const 16402)) (i32.const 80))
+          (i32.and
+            (i32.eq (i32.load8_u (i32.const 16386)) (i32.const 111))
+            (i32.and
+              (i32.eq (i32.load8_u (i32.const 16399)) (i32.const 49))
+              (i32.eq (i32.load8_u (i32.const 16400)) (i32.const 125))))))
       (then unreachable)))
   (func (export "fleet_handle") (param i32) (result i64) (i64.const {{.Packed 4096 18}}))
 )
