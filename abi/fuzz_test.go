@@ -241,6 +241,8 @@ func FuzzDecodeHandleInput(f *testing.F) {
 		{Task: TaskEnvelope{ID: "7252335ea6ee17d0a8365203", Payload: json.RawMessage(`{}`), Attempts: 1, EnqueuedAtMs: 1795984071653}, Iteration: 1234},
 		{Task: TaskEnvelope{ID: "t", Payload: json.RawMessage(`{"site":"a\"b","n":[1,2]}`), Attempts: 3, LastError: "fleet: kv_get: \"k\"\n"}, Iteration: 1},
 		{Task: TaskEnvelope{ID: "t", Payload: json.RawMessage(`null`)}},
+		{Task: TaskEnvelope{ID: "t", Payload: json.RawMessage(`{}`), Attempts: 1, LastError: "retry", HandBacks: 7}, Iteration: 9},
+		{Task: TaskEnvelope{ID: "t", Payload: json.RawMessage(`{}`), HandBacks: 2}},
 	} {
 		b, _ := json.Marshal(in)
 		f.Add(b)
@@ -360,6 +362,8 @@ func hotRequests() []any {
 		PoolSizeRequest{Pool: "p"},
 		SubmitRequest{Queue: "q", Payload: json.RawMessage(`{"url":"http://x/a?b=c&d"}`)},
 		SubmitRequest{Queue: "q", Payload: json.RawMessage(`{}`), Key: "task:0123/ab\"c/0"},
+		SubmitRequest{Queue: "q", Payload: json.RawMessage(`{}`), Unique: "site:a", UniqueTTLMs: 30000},
+		SubmitRequest{Queue: "q", Payload: json.RawMessage(`{}`), Key: "k", Unique: "u"},
 	}
 }
 
@@ -397,7 +401,7 @@ func FuzzEncodeHandleInput(f *testing.F) {
 	f.Add("t", []byte(``), 0, int64(0), "x", 1)
 	f.Add("t", []byte(`{"a":`), 0, int64(0), "\u2028", 1)
 	f.Fuzz(func(t *testing.T, id string, payload []byte, attempts int, enqueued int64, lastError string, iteration int) {
-		in := HandleInput{Task: TaskEnvelope{ID: id, Payload: payload, Attempts: attempts, EnqueuedAtMs: enqueued, LastError: lastError}, Iteration: iteration}
+		in := HandleInput{Task: TaskEnvelope{ID: id, Payload: payload, Attempts: attempts, EnqueuedAtMs: enqueued, LastError: lastError, HandBacks: iteration % 3}, Iteration: iteration}
 		fast, errFast := EncodeHandleInput(in)
 		full, errFull := json.Marshal(in)
 		if (errFast == nil) != (errFull == nil) || !bytes.Equal(fast, full) {
@@ -426,7 +430,7 @@ func FuzzAppendJSON(f *testing.F) {
 			PoolClaimRequest{Pool: s1, Where: where, HoldMs: n1}, PoolClaimRequest{Pool: s1, HoldMs: n1},
 			PoolListRequest{Pool: s1, Where: where, Limit: int(n2)}, PoolListRequest{Pool: s1},
 			PoolReleaseRequest{Pool: s1, ID: s2, Token: s3}, PoolMarkBadRequest{Pool: s1, ID: s2, Reason: s3},
-			PoolSizeRequest{Pool: s1}, SubmitRequest{Queue: s1, Payload: payload}, SubmitRequest{Queue: s1, Payload: payload, Key: s2},
+			PoolSizeRequest{Pool: s1}, SubmitRequest{Queue: s1, Payload: payload}, SubmitRequest{Queue: s1, Payload: payload, Key: s2}, SubmitRequest{Queue: s1, Payload: payload, Unique: s2, UniqueTTLMs: int64(len(s1))},
 			HandleResult{Outcome: s1, Reason: s2, RetryAfterMs: n1}, HandleResult{Outcome: OutcomeDone},
 		} {
 			want, err := json.Marshal(r)

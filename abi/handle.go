@@ -7,7 +7,7 @@ import (
 
 // What the host and a guest pass per task (see kv.go for the notation):
 //
-//	HandleInput   {"task":{"id":S,"payload":V,"attempts":N,"enqueued_at_ms":N[,"last_error":S]},"iteration":N}
+//	HandleInput   {"task":{"id":S,"payload":V,"attempts":N,"enqueued_at_ms":N[,"last_error":S][,"hand_backs":N]},"iteration":N}
 //	TickInput     {"iteration":N}
 //	HandleResult  {"outcome":S[,"reason":S][,"retry_after_ms":N]}, DoneResult the most common
 
@@ -27,6 +27,7 @@ func EncodeHandleInput(in HandleInput) ([]byte, error) {
 	if t.LastError != "" {
 		b = AppendString(append(b, `,"last_error":`...), t.LastError)
 	}
+	b = appendIntField(b, `,"hand_backs":`, int64(t.HandBacks))
 	b = appendIntKey(b, `},"iteration":`, int64(in.Iteration))
 	return append(b, '}'), nil
 }
@@ -60,6 +61,9 @@ func (r *wire) handleInput(in *HandleInput) bool {
 	hasLastError := r.lit(`,"last_error":`)
 	if hasLastError {
 		w.Task.LastError = r.str()
+	}
+	if r.lit(`,"hand_backs":`) {
+		w.Task.HandBacks = r.int()
 	}
 	r.want(`},"iteration":`)
 	w.Iteration = r.int()
@@ -110,9 +114,9 @@ func DecodeHandleResult(b []byte) (HandleResult, error) {
 		return r, fmt.Errorf("abi: handle result: %s", e.Message)
 	}
 	switch r.Outcome {
-	case OutcomeDone, OutcomeRetry, OutcomeFail:
+	case OutcomeDone, OutcomeRetry, OutcomeFail, OutcomePark:
 	default:
-		return r, fmt.Errorf("abi: handle result: outcome %q, want %q, %q or %q", r.Outcome, OutcomeDone, OutcomeRetry, OutcomeFail)
+		return r, fmt.Errorf("abi: handle result: outcome %q, want %q, %q, %q or %q", r.Outcome, OutcomeDone, OutcomeRetry, OutcomeFail, OutcomePark)
 	}
 	if _, e := Millis("retry_after_ms", r.RetryAfterMs); e != nil {
 		return r, fmt.Errorf("abi: handle result: %s", e.Message)

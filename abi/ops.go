@@ -216,10 +216,18 @@ type CounterReply struct {
 // Key, when set, makes the submit idempotent: the host enqueues once per key on the
 // queue, for 10 minutes, and a repeat answers the first task id (another payload under the
 // same key is Conflict). 1..255 bytes; the host scopes it by the plugin's type.
+//
+// Unique, when set, makes the task unique on the queue (primitives.QueuePushUnique):
+// while the task a submit of that key enqueued waits or runs, or for UniqueTTLMs after
+// it was submitted (whichever ends last), another submit of the key, from any plugin or
+// the API, enqueues nothing and answers the first task's id. 1..255 bytes; the TTL is
+// 0..86400000 (a day). A host older than these fields refuses them (TypeError).
 type SubmitRequest struct {
-	Queue   string          `json:"queue"`
-	Payload json.RawMessage `json:"payload"`
-	Key     string          `json:"key,omitempty"`
+	Queue       string          `json:"queue"`
+	Payload     json.RawMessage `json:"payload"`
+	Key         string          `json:"key,omitempty"`
+	Unique      string          `json:"unique,omitempty"`
+	UniqueTTLMs int64           `json:"unique_ttl_ms,omitempty"`
 }
 
 // SubmitReply names the new task.
@@ -285,6 +293,10 @@ type TaskEnvelope struct {
 	Attempts     int             `json:"attempts"`
 	EnqueuedAtMs int64           `json:"enqueued_at_ms"`
 	LastError    string          `json:"last_error,omitempty"`
+	// HandBacks is how often the task was handed back without spending an attempt (a
+	// retry, a drain's cut): a plugin that retries a task while it waits for something
+	// can park it once it has waited too often.
+	HandBacks int `json:"hand_backs,omitempty"`
 }
 
 // HandleInput is what fleet_handle receives: one task.
@@ -302,7 +314,11 @@ type TickInput struct {
 const (
 	OutcomeDone  = "done"  // the task is finished: ack it
 	OutcomeRetry = "retry" // hand the task back to its queue, after RetryAfterMs
-	OutcomeFail  = "fail"  // the attempt failed with Reason: hand it back, or park it once its attempts are spent
+	OutcomeFail  = "fail"  // the attempt failed with Reason: hand it back after a backoff, or park it once its attempts are spent
+	// OutcomePark: the task cannot succeed (Reason says why): park it now for the
+	// operator, whatever attempts it has left. A loop plugin's tick has no task: a park
+	// there is a fail. A host older than this outcome takes it as a malformed result.
+	OutcomePark = "park"
 )
 
 // DoneResult is a plain done result, as json.Marshal writes HandleResult{Outcome:

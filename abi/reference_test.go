@@ -220,7 +220,7 @@ func TestReferenceInputsAndOutcomes(t *testing.T) {
 		outcomes[r.Outcome] = true
 		keys(t, ex, seen)
 	}
-	for _, o := range []string{abi.OutcomeDone, abi.OutcomeRetry, abi.OutcomeFail} {
+	for _, o := range []string{abi.OutcomeDone, abi.OutcomeRetry, abi.OutcomeFail, abi.OutcomePark} {
 		if !outcomes[o] {
 			t.Errorf("no result example of outcome %q", o)
 		}
@@ -231,8 +231,8 @@ func TestReferenceInputsAndOutcomes(t *testing.T) {
 		}
 	}
 	rows := ref.Table(t, "| outcome | batch plugin | loop plugin |")
-	if len(rows) != 3 || rows[0][0] != abi.OutcomeDone || rows[1][0] != abi.OutcomeRetry || rows[2][0] != abi.OutcomeFail {
-		t.Errorf("the outcomes table = %v, want rows done, retry, fail", rows)
+	if len(rows) != 4 || rows[0][0] != abi.OutcomeDone || rows[1][0] != abi.OutcomeRetry || rows[2][0] != abi.OutcomeFail || rows[3][0] != abi.OutcomePark {
+		t.Errorf("the outcomes table = %v, want rows done, retry, fail, park", rows)
 	}
 }
 

@@ -2,7 +2,7 @@ package abi
 
 // The submit op's hot wire (see kv.go for the notation):
 //
-//	SubmitRequest  {"queue":S,"payload":V[,"key":S]}
+//	SubmitRequest  {"queue":S,"payload":V[,"key":S][,"unique":S][,"unique_ttl_ms":N]}
 //	SubmitReply    {"task_id":S}
 
 // AppendJSON appends r as json.Marshal writes it, Payload as it is (see Appender).
@@ -12,16 +12,26 @@ func (r SubmitRequest) AppendJSON(dst []byte) []byte {
 	if r.Key != "" {
 		b = AppendString(append(b, `,"key":`...), r.Key)
 	}
-	return append(b, '}')
+	if r.Unique != "" {
+		b = AppendString(append(b, `,"unique":`...), r.Unique)
+	}
+	return append(appendIntField(b, `,"unique_ttl_ms":`, r.UniqueTTLMs), '}')
 }
 
 func (r *wire) submitRequest(v *SubmitRequest) bool {
 	queue := r.name(`{"queue":`)
 	r.want(`,"payload":`)
 	payload := r.raw()
-	var key string
+	var key, unique string
+	var ttl int64
 	if r.lit(`,"key":`) {
 		key = r.str()
+	}
+	if r.lit(`,"unique":`) {
+		unique = r.str()
+	}
+	if r.lit(`,"unique_ttl_ms":`) {
+		ttl = r.int64()
 	}
 	r.want(`}`)
 	if v == nil || !r.end() {
@@ -30,6 +40,12 @@ func (r *wire) submitRequest(v *SubmitRequest) bool {
 	v.Queue, v.Payload = queue, append(v.Payload[:0], payload...)
 	if key != "" {
 		v.Key = key
+	}
+	if unique != "" {
+		v.Unique = unique
+	}
+	if ttl != 0 {
+		v.UniqueTTLMs = ttl
 	}
 	return true
 }

@@ -3,6 +3,7 @@ package fleet
 import (
 	"encoding"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"runtime/debug"
@@ -45,10 +46,11 @@ type Task[P any] struct {
 	Attempts   int       // how many times it has been claimed, this attempt included
 	EnqueuedAt time.Time // when it was first submitted
 	LastError  string    // why the previous attempt failed, if one did
+	HandBacks  int       // how often it was handed back without spending an attempt (Retry, a drain's cut)
 	Iteration  int       // the slot's iteration number
 }
 
-// Result is what a handler reports: Done, Retry or Fail.
+// Result is what a handler reports: Done, Retry, Fail or Park.
 type Result struct {
 	outcome string
 	reason  string
@@ -68,14 +70,50 @@ func Retry(after time.Duration) Result {
 	return Result{outcome: abi.OutcomeRetry, after: min(max(after, 0), abi.MaxMillis*time.Millisecond)}
 }
 
-// Fail reports that the attempt failed with err: the host hands the task back, or parks it
-// for the operator once its attempts are spent, with err's text as its last error.
+// Fail reports that the attempt failed with err: the host hands the task back after a
+// backoff that grows with its attempts (the grant's retry_backoff_*), or parks it for
+// the operator once its attempts are spent, with err's text as its last error. An err
+// that is (errors.As) a *PermanentError parks the task now, as Park does.
 func Fail(err error) Result {
-	reason := "fleet: Fail(nil)"
+	if err == nil {
+		return Result{outcome: abi.OutcomeFail, reason: "fleet: Fail(nil)"}
+	}
+	if pe := (*PermanentError)(nil); errors.As(err, &pe) {
+		return Park(err)
+	}
+	return Result{outcome: abi.OutcomeFail, reason: err.Error()}
+}
+
+// Park reports that the task cannot succeed, whatever attempts it has left: the host
+// parks it now for the operator, with err's text as its last error. For a failure that
+// trying again cannot mend: a payload the site answers 404 for, a URL the plugin does not
+// handle. A loop plugin's tick has no task to park: there Park is Fail.
+//
+//	return fleet.Park(fmt.Errorf("scraper: %s is gone (410)", url))
+func Park(err error) Result {
+	reason := "fleet: Park(nil)"
 	if err != nil {
 		reason = err.Error()
 	}
-	return Result{outcome: abi.OutcomeFail, reason: reason}
+	return Result{outcome: abi.OutcomePark, reason: reason}
+}
+
+// PermanentError marks an error that trying again cannot mend: Fail of one (or of an
+// error wrapping one) parks the task now, as Park does. Make one with Permanent.
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent marks err as permanent (PermanentError), so that a helper deep in a handler
+// can say so and the handler's Fail(err) parks the task. Permanent(nil) is nil.
+//
+//	if resp.Status == 404 { return fleet.Permanent(fmt.Errorf("%s: not found", url)) }
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PermanentError{Err: err}
 }
 
 // Because returns r with a reason, which the host records as the task's last error.
@@ -86,7 +124,7 @@ func (r Result) Because(reason string) Result {
 
 func (r Result) wire() abi.HandleResult {
 	if r.outcome == "" { // the zero Result
-		return abi.HandleResult{Outcome: abi.OutcomeFail, Reason: "fleet: the handler returned a zero Result; return Done(), Retry(d) or Fail(err)"}
+		return abi.HandleResult{Outcome: abi.OutcomeFail, Reason: "fleet: the handler returned a zero Result; return Done(), Retry(d), Fail(err) or Park(err)"}
 	}
 	return abi.HandleResult{Outcome: r.outcome, Reason: r.reason, RetryAfterMs: millis(r.after)}
 }
@@ -239,6 +277,7 @@ func runHandle[P any](input []byte, handle func(Task[P]) Result, zeroIfEmpty boo
 		Attempts:   in.Task.Attempts,
 		EnqueuedAt: fromMillis(in.Task.EnqueuedAtMs),
 		LastError:  in.Task.LastError,
+		HandBacks:  in.Task.HandBacks,
 		Iteration:  in.Iteration,
 	}
 	if !zeroIfEmpty || string(in.Task.Payload) != "{}" {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -177,7 +178,9 @@ func TestHandle(t *testing.T) {
 		// Past abi.MaxMillis the host would take the result as malformed: cut to it.
 		{"retry after a year", func() Result { return Retry(365 * 24 * time.Hour) }, abi.HandleResult{Outcome: "retry", RetryAfterMs: abi.MaxMillis}},
 		{"fail", func() Result { return Fail(errors.New("boom")) }, abi.HandleResult{Outcome: "fail", Reason: "boom"}},
-		{"zero result", func() Result { return Result{} }, abi.HandleResult{Outcome: "fail", Reason: "fleet: the handler returned a zero Result; return Done(), Retry(d) or Fail(err)"}},
+		{"park", func() Result { return Park(errors.New("gone")) }, abi.HandleResult{Outcome: "park", Reason: "gone"}},
+		{"fail of a permanent error", func() Result { return Fail(fmt.Errorf("fetch: %w", Permanent(errors.New("404")))) }, abi.HandleResult{Outcome: "park", Reason: "fetch: 404"}},
+		{"zero result", func() Result { return Result{} }, abi.HandleResult{Outcome: "fail", Reason: "fleet: the handler returned a zero Result; return Done(), Retry(d), Fail(err) or Park(err)"}},
 		{"panic", func() Result { panic("kaboom") }, abi.HandleResult{Outcome: "fail", Reason: "panic: kaboom"}},
 		{"nil deref", func() Result { var p *Task[int]; return Retry(time.Duration(p.Attempts)) }, abi.HandleResult{Outcome: "fail", Reason: "panic: runtime error: invalid memory address or nil pointer dereference"}},
 	}

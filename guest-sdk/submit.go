@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/fleethost/fleet/abi"
 )
@@ -25,17 +26,58 @@ import (
 // two tasks. The task's next attempt is a call of its own and submits again, as a queue
 // delivers at least once: a task that must leave its children once across attempts
 // names them with SubmitOnce (a key of the task's id or of what the child is about).
-func Submit[P any](q QueueContract[P], payload P) (taskID string, err error) {
+//
+// With Unique, the task is unique on q while it waits or runs, and for a while after:
+// see Unique.
+func Submit[P any](q QueueContract[P], payload P, opts ...SubmitOption) (taskID string, err error) {
 	b, err := marshalPayload(q, payload)
 	if err != nil {
 		return "", err
 	}
+	o, err := submitOptions(q.name, opts)
+	if err != nil {
+		return "", err
+	}
 	base := submits.base(q.name, b)
-	id, err := submit(q.name, b, base+strconv.Itoa(submits.sent[base]))
+	id, err := submit(q.name, b, base+strconv.Itoa(submits.sent[base]), o)
 	if err == nil {
 		submits.sent[base]++
 	}
 	return id, err
+}
+
+// SubmitOption changes what a Submit or SubmitOnce asks of the host: Unique.
+type SubmitOption struct {
+	unique string
+	ttl    time.Duration
+}
+
+// Unique makes the submitted task unique on its queue by key: while the task a submit of
+// key enqueued waits or runs, or for ttl after it was submitted (whichever ends last), a
+// submit of the same key — by this plugin, another, or the HTTP API — enqueues nothing
+// and answers the first task's id, whatever its payload. Once the task is done (or
+// parked) the key holds for what is left of ttl; ttl 0 holds it only while the task is
+// pending. So at most one task per key is outstanding: a scraper that needs a cookie
+// harvested asks once per site, however many of its tasks wait for the cookie. A key is 1
+// to 255 bytes and ttl at most a day (ErrValueError otherwise); keys are per queue, not
+// per plugin.
+//
+//	fleet.Submit(contracts.Harvest, contracts.HarvestRequest{Site: site}, fleet.Unique("site:"+site, time.Minute))
+func Unique(key string, ttl time.Duration) SubmitOption { return SubmitOption{unique: key, ttl: ttl} }
+
+// maxUniqueTTL is the longest ttl Unique takes (the host's limit).
+const maxUniqueTTL = 24 * time.Hour
+
+// submitOptions folds opts, checking them as the host would.
+func submitOptions(queue string, opts []SubmitOption) (SubmitOption, error) {
+	var o SubmitOption
+	for _, opt := range opts {
+		if opt.unique == "" || len(opt.unique) > maxSubmitKey || opt.ttl < 0 || opt.ttl > maxUniqueTTL {
+			return o, localError(abi.OpSubmit, abi.ValueError, fmt.Sprintf("queue %q: Unique(%d bytes, %v): want a key of 1 to %d bytes and a ttl of 0 to %v", queue, len(opt.unique), opt.ttl, maxSubmitKey, maxUniqueTTL))
+		}
+		o = opt
+	}
+	return o, nil
 }
 
 // SubmitOnce is Submit under the plugin's own key: the host enqueues payload once per
@@ -44,7 +86,7 @@ func Submit[P any](q QueueContract[P], payload P) (taskID string, err error) {
 // bytes, such as the URL a task is about; the host keeps every plugin's keys apart.
 //
 //	_, err := fleet.SubmitOnce(contracts.Harvest, "harvest:"+site, contracts.HarvestRequest{Site: site})
-func SubmitOnce[P any](q QueueContract[P], key string, payload P) (taskID string, err error) {
+func SubmitOnce[P any](q QueueContract[P], key string, payload P, opts ...SubmitOption) (taskID string, err error) {
 	b, err := marshalPayload(q, payload)
 	if err != nil {
 		return "", err
@@ -52,7 +94,11 @@ func SubmitOnce[P any](q QueueContract[P], key string, payload P) (taskID string
 	if key == "" || len(key) > maxSubmitKey {
 		return "", localError(abi.OpSubmit, abi.ValueError, fmt.Sprintf("queue %q: submit key is %d bytes, want 1 to %d", q.name, len(key), maxSubmitKey))
 	}
-	return submit(q.name, b, key)
+	o, err := submitOptions(q.name, opts)
+	if err != nil {
+		return "", err
+	}
+	return submit(q.name, b, key, o)
 }
 
 // marshalPayload is payload as a submit to q sends it.
@@ -67,9 +113,10 @@ func marshalPayload[P any](q QueueContract[P], payload P) ([]byte, error) {
 // maxSubmitKey is the longest key SubmitOnce takes (the host's limit).
 const maxSubmitKey = 255
 
-func submit(queue string, payload []byte, key string) (string, error) {
+func submit(queue string, payload []byte, key string, o SubmitOption) (string, error) {
 	var reply abi.SubmitReply
-	err := send(abi.OpSubmit, abi.SubmitRequest{Queue: queue, Payload: payload, Key: key}.AppendJSON, &reply)
+	req := abi.SubmitRequest{Queue: queue, Payload: payload, Key: key, Unique: o.unique, UniqueTTLMs: o.ttl.Milliseconds()}
+	err := send(abi.OpSubmit, req.AppendJSON, &reply)
 	return reply.TaskID, err
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/guest-sdk/internal/wirefake"
@@ -72,5 +73,29 @@ func TestSubmitOnceRefusesABadKey(t *testing.T) {
 		if _, err := SubmitOnce(NewQueue[cookieTags]("q"), key, cookieTags{}); !errors.Is(err, ErrValueError) {
 			t.Errorf("SubmitOnce with a %d-byte key = %v, want ErrValueError", len(key), err)
 		}
+	}
+}
+
+// Unique sends its key and TTL with the submit, and a bad one is refused before any is
+// sent.
+func TestSubmitUnique(t *testing.T) {
+	q := NewQueue[cookieTags]("q")
+	h := wirefake.New(t)
+	submits.begin()
+	h.Reply(abi.OpSubmit, abi.SubmitReply{TaskID: "x"})
+	if _, err := Submit(q, cookieTags{Site: "a"}, Unique("site:a", 90*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := SubmitOnce(q, "k", cookieTags{Site: "a"}, Unique("site:a", 0)); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []SubmitOption{Unique("", time.Second), Unique(strings.Repeat("k", maxSubmitKey+1), 0), Unique("k", -time.Second), Unique("k", 25*time.Hour)} {
+		if _, err := Submit(q, cookieTags{}, bad); !errors.Is(err, ErrValueError) {
+			t.Errorf("Submit with %+v = %v, want ErrValueError", bad, err)
+		}
+	}
+	rs := wirefake.Requests[abi.SubmitRequest](h, abi.OpSubmit)
+	if len(rs) != 2 || rs[0].Unique != "site:a" || rs[0].UniqueTTLMs != 90000 || rs[1].Unique != "site:a" || rs[1].UniqueTTLMs != 0 || rs[1].Key != "k" {
+		t.Errorf("submits sent = %+v, want the two with their unique keys and TTLs", rs)
 	}
 }

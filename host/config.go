@@ -8,8 +8,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime/debug"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/primitives"
@@ -43,7 +46,8 @@ type Config struct {
 
 	// Grants says what each plugin, by automation type, may touch. A type with no entry
 	// gets the zero Grant, which grants no pool and no queue: a plugin that declares one
-	// does not start. See Grant.
+	// does not start. See Grant. Host.ReloadGrants replaces it (and Configs) while Run
+	// runs.
 	// default: none (the zero Grant for every type)
 	Grants map[string]Grant
 
@@ -135,6 +139,13 @@ type Config struct {
 	// default: 0 (kept)
 	ParkedRetention time.Duration
 
+	// RetryBackoff is how long a task whose attempt failed or died waits before it is
+	// claimable again, by the attempts it has made (primitives.Backoff.Wait); each zero
+	// field is DefaultRetryBackoff's. It is each plugin's Grant.RetryBackoffBase, Factor
+	// and Max too, unless the grant sets its own.
+	// default: DefaultRetryBackoff (1s, 2, 5m)
+	RetryBackoff primitives.Backoff
+
 	// RetryDelay is how long a task waits after a retry that names no delay, and a loop
 	// plugin after a failed tick.
 	// default: DefaultRetryDelay (1s)
@@ -155,7 +166,9 @@ type Config struct {
 	// NewReporter makes the reporters of the plane: the host calls it once per slot, as
 	// Run starts the slot, and each slot reports through its own reporter as one instance
 	// of the plane ("<Instance>/<type>/<index>"), so that a reporter carries one
-	// instance's reports, as reporter.Reporter was designed for. The host owns what it
+	// instance's reports, as reporter.Reporter was designed for (a reload's new version
+	// of a slot reports through its instance's reporter; RATIONALE.md, "What does the
+	// plane see of a reload?"). The host owns what it
 	// returns: once every slot has stopped, Run closes each slot's reporter with that
 	// slot's stopping beacon, all at once. When no slot ran, or Run never ran (Close, or a
 	// New that failed loading the plugins), the host calls it once more and closes that
@@ -259,6 +272,7 @@ func (c Config) withDefaults() Config {
 	c.MemoryLimitPages = cmp.Or(c.MemoryLimitPages, DefaultMemoryLimitPages)
 	c.MaxPayload = cmp.Or(c.MaxPayload, DefaultMaxPayload)
 	c.RetryDelay = cmp.Or(c.RetryDelay, DefaultRetryDelay)
+	c.RetryBackoff = backoffOr(c.RetryBackoff, DefaultRetryBackoff)
 	c.MaxQueueDepth = cmp.Or(c.MaxQueueDepth, DefaultMaxQueueDepth)
 	c.MaxQueueBytes = cmp.Or(c.MaxQueueBytes, DefaultMaxQueueBytes)
 	if c.Instance == "" {
@@ -311,15 +325,68 @@ func (c Config) check() error {
 	if c.MaxQueueBytes < 0 {
 		bad("MaxQueueBytes is %d, want >= 0", c.MaxQueueBytes)
 	}
-	for typ, g := range c.Grants {
+	if err := checkBackoff(c.RetryBackoff, DefaultRetryBackoff, [3]string{"RetryBackoff.Base", "RetryBackoff.Factor", "RetryBackoff.Max"}); err != nil {
+		bad("%v", err)
+	}
+	errs = append(errs, c.checkGrants(c.Grants)...)
+	return errors.Join(errs...)
+}
+
+// CheckGrants validates grants read from a grants file as New checks Config.Grants,
+// naming the type and the field as the file spells them (`"scraper": max_payload is -1,
+// want 0..N`): a caller that reads a grants file refuses a bad one before anything loads
+// or reloads under it. (A grant's retry backoff is checked with the run's own, at New and
+// ReloadGrants.)
+func CheckGrants(grants map[string]Grant) error {
+	var errs []error
+	for _, typ := range keys(grants) {
 		if err := checkType(typ); err != nil {
-			bad("Grants[%q]: %v", typ, err)
+			errs = append(errs, fmt.Errorf("%q: %w", typ, err))
 		}
-		if err := g.check(); err != nil {
-			bad("Grants[%q].%v", typ, err)
+		if err := grants[typ].check(); err != nil {
+			errs = append(errs, fmt.Errorf("%q: %s", typ, fileField(err.Error())))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// fileField rewrites msg, a Grant.check error, which starts with the Go name of the
+// field it is about ("MaxPayload is -1"), to start with the field's name in the grants
+// file ("max_payload is -1"): its json tag.
+func fileField(msg string) string {
+	end := strings.IndexFunc(msg, func(r rune) bool { return !unicode.IsLetter(r) })
+	if end < 0 {
+		end = len(msg)
+	}
+	f, ok := reflect.TypeFor[Grant]().FieldByName(msg[:end])
+	if !ok {
+		return msg
+	}
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	if name == "" || name == "-" {
+		return msg
+	}
+	return name + msg[end:]
+}
+
+// checkGrants validates Config.Grants (New's, or ReloadGrants'), naming the type and the
+// field.
+func (c Config) checkGrants(grants map[string]Grant) []error {
+	var errs []error
+	for _, typ := range keys(grants) {
+		g := grants[typ]
+		if err := checkType(typ); err != nil {
+			errs = append(errs, fmt.Errorf("host: Config.Grants[%q]: %w", typ, err))
+		}
+		if err := g.check(); err != nil {
+			errs = append(errs, fmt.Errorf("host: Config.Grants[%q].%w", typ, err))
+		}
+		// With Config's: it fills what the grant leaves out.
+		if err := checkBackoff(g.backoff(), c.RetryBackoff, grantBackoffFields); err != nil {
+			errs = append(errs, fmt.Errorf("host: Config.Grants[%q].%w", typ, err))
+		}
+	}
+	return errs
 }
 
 // Grant is what an operator grants one plugin. Deny by default: a call outside the grant
@@ -481,6 +548,27 @@ type Grant struct {
 	// this many bytes with the new one.
 	// default: 0 (64 MiB)
 	MaxPoolBytes int64 `json:"max_pool_bytes,omitempty"`
+
+	// Failures of the plugin's tasks: a task whose attempt fails (the plugin's Fail) or
+	// whose instance dies on it goes back to the queue after a backoff drawn from its
+	// attempts, RetryBackoffBase × RetryBackoffFactor^(attempts-1) capped at
+	// RetryBackoffMax, with jitter (each wait uniformly in the upper half of that bound),
+	// until its attempts are spent (Config.MaxAttempts) and it parks. The grants file
+	// writes the durations as strings ("1s"). See RATIONALE.md, "How long does a failed
+	// task wait?".
+	// default: 0 each (Config.RetryBackoff's, by default 1s, 2 and 5m: waits of at most
+	// 1s, 2s, 4s, 8s, ...)
+	RetryBackoffBase   time.Duration `json:"retry_backoff_base,omitempty"`
+	RetryBackoffFactor float64       `json:"retry_backoff_factor,omitempty"`
+	RetryBackoffMax    time.Duration `json:"retry_backoff_max,omitempty"`
+	// HandBackAlert is how many hand-backs of one task (a Retry, which spends no
+	// attempt, or a drain's cut) the plugin's slots take for normal: past it, each
+	// further hand-back of the task is logged (rate-limited) and counted in
+	// fleet_task_hand_backs_over_alert_total, so that a task retried for ever (a
+	// livelock) shows. The task's count (primitives.Task.HandBacks) is in the API's and
+	// inspect's views of its tasks.
+	// default: 0 (DefaultHandBackAlert, 100)
+	HandBackAlert int `json:"hand_back_alert,omitempty"`
 }
 
 func (g Grant) check() error {
@@ -518,6 +606,7 @@ func (g Grant) check() error {
 		"CounterMaxNames": int64(g.CounterMaxNames), "LockMaxNames": int64(g.LockMaxNames),
 		"MaxQueueDepth": int64(g.MaxQueueDepth), "MaxQueueBytes": g.MaxQueueBytes,
 		"MaxPoolItems": int64(g.MaxPoolItems), "MaxPoolBytes": g.MaxPoolBytes,
+		"HandBackAlert (hand_back_alert)": int64(g.HandBackAlert),
 	} {
 		if n < 0 {
 			return fmt.Errorf("%s is %d, want >= 0 (0 for the default)", field, n)
@@ -525,6 +614,50 @@ func (g Grant) check() error {
 	}
 	return nil
 }
+
+// checkBackoff refuses a retry backoff that does not grow or never ends, naming the
+// fields as names spells them (base, factor, max): each is 0 (the default) or in range,
+// and the max, with the defaults filled in from def, is at least the base.
+func checkBackoff(b, def primitives.Backoff, names [3]string) error {
+	switch f := b.Factor; {
+	case b.Base < 0:
+		return fmt.Errorf("%s is %v, want > 0 (0 for the default, %v)", names[0], b.Base, def.Base)
+	case f != 0 && !(f >= 1 && f <= maxBackoffFactor):
+		return fmt.Errorf("%s is %v, want 1..%v (0 for the default, %v)", names[1], f, maxBackoffFactor, def.Factor)
+	case b.Max < 0:
+		return fmt.Errorf("%s is %v, want > 0 (0 for the default, %v)", names[2], b.Max, def.Max)
+	}
+	if b := backoffOr(b, def); b.Max < b.Base {
+		return fmt.Errorf("%s is %v, below %s, %v", names[2], b.Max, names[0], b.Base)
+	}
+	return nil
+}
+
+// backoffOr is b with def's fields for its zero ones.
+func backoffOr(b, def primitives.Backoff) primitives.Backoff {
+	return primitives.Backoff{Base: cmp.Or(b.Base, def.Base), Factor: cmp.Or(b.Factor, def.Factor), Max: cmp.Or(b.Max, def.Max)}
+}
+
+// backoff is g's retry backoff as a primitives.Backoff (zero fields unset).
+func (g Grant) backoff() primitives.Backoff {
+	return primitives.Backoff{Base: g.RetryBackoffBase, Factor: g.RetryBackoffFactor, Max: g.RetryBackoffMax}
+}
+
+// grantBackoffFields name Grant's backoff fields in errors, as Go and the grants file
+// spell them.
+var grantBackoffFields = [3]string{"RetryBackoffBase (retry_backoff_base)", "RetryBackoffFactor (retry_backoff_factor)", "RetryBackoffMax (retry_backoff_max)"}
+
+// DefaultRetryBackoff is a failed task's backoff when neither Config nor its plugin's
+// Grant sets one:
+// waits of at most 1s, 2s, 4s, 8s, ... up to 5 minutes.
+var DefaultRetryBackoff = primitives.Backoff{Base: time.Second, Factor: 2, Max: 5 * time.Minute}
+
+// maxBackoffFactor is the largest RetryBackoffFactor: past it, the second wait is
+// already a hundred times the first, which no retry policy needs.
+const maxBackoffFactor = 100
+
+// DefaultHandBackAlert is Grant.HandBackAlert's default.
+const DefaultHandBackAlert = 100
 
 // queueCap is the cap of a queue that no plugin here consumes.
 func (c Config) queueCap() primitives.QueueCap {

@@ -125,6 +125,47 @@ func TestGoGuestOutcomes(t *testing.T) {
 	}
 }
 
+// TestGoGuestPark: park parks the task at its first attempt with the guest's reason,
+// whatever attempts are left, and the event says the plugin parked it; a retry past the
+// grant's hand_back_alert says it is over.
+func TestGoGuestPark(t *testing.T) {
+	r := newRig(t)
+	r.goGuest()
+	r.cfg.MaxAttempts = 5
+	g := r.cfg.Grants["goguest"]
+	g.HandBackAlert = 2
+	r.cfg.Grants["goguest"] = g
+	h, stop := r.start()
+	submitN(t, h, 1, `{"op":"park"}`)
+	submitN(t, h, 1, `{"op":"retry"}`)
+	waitFor(t, "the park task parked and the retry task handed back 4 times", func() bool {
+		return testutil.QueueStats(t, r.backend, goQueue).Parked == 1 && r.events.outcomes()["released"] >= 4
+	})
+	stop()
+	parks, over := 0, 0
+	for _, ev := range r.events.finished() {
+		if ev.Parked {
+			parks++
+			if !ev.ParkedByPlugin || ev.Outcome != "parked" || ev.Reason != "asked to park" {
+				t.Errorf("park iteration = %+v, want parked by the plugin with its reason", ev)
+			}
+		}
+		if ev.OverAlert != (ev.HandBacks > 2) {
+			t.Errorf("iteration %+v: over the alert of 2 = %v, want %v", ev, ev.OverAlert, ev.HandBacks > 2)
+		}
+		if ev.OverAlert {
+			over++
+		}
+	}
+	if parks != 1 || over == 0 {
+		t.Errorf("%d parks, %d hand-backs over the alert; want 1 and some", parks, over)
+	}
+	parked, err := r.backend.QueueParked(context.Background(), goQueue, 10)
+	if err != nil || len(parked) != 1 || parked[0].Attempts != 1 || parked[0].LastError != "asked to park" {
+		t.Errorf("parked = %+v, %v; want the park task, at attempt 1 of 5, with the guest's reason", parked, err)
+	}
+}
+
 // TestGrantDenied: with no counter granted, the guest's counter_incr is PermissionDenied
 // (its fail reason says so) and the counter is never touched.
 func TestGrantDenied(t *testing.T) {
@@ -145,6 +186,36 @@ func TestGrantDenied(t *testing.T) {
 	}
 	if !strings.Contains(r.logs.String(), "outside the grant") {
 		t.Error("the denied call was not logged")
+	}
+}
+
+// TestSubmitUnique: the host's SubmitUnique enqueues once per key while the task waits,
+// answering the first id; another key enqueues; a bad key or TTL is a ValueError.
+func TestSubmitUnique(t *testing.T) {
+	r := newRig(t)
+	r.goGuest()
+	r.cfg.SlotsByType = map[string]int{"goguest": 0} // nothing consumes: the task waits
+	h, _ := r.start()
+	ctx := context.Background()
+	u := primitives.Unique{Key: "site:a", TTL: time.Minute}
+	first, dup, err := h.SubmitUnique(ctx, goQueue, []byte(`{"op":"incr"}`), u)
+	if err != nil || dup {
+		t.Fatalf("SubmitUnique = %q %v %v, want a new task", first, dup, err)
+	}
+	if id, dup, err := h.SubmitUnique(ctx, goQueue, []byte(`{"op":"fail"}`), u); err != nil || !dup || id != first {
+		t.Errorf("SubmitUnique again = %q %v %v, want the first task %q", id, dup, err, first)
+	}
+	if _, dup, err := h.SubmitUnique(ctx, goQueue, []byte(`{"op":"incr"}`), primitives.Unique{Key: "site:b"}); err != nil || dup {
+		t.Errorf("SubmitUnique of another key = dup %v %v, want a new task", dup, err)
+	}
+	if s := testutil.QueueStats(t, r.backend, goQueue); s.Depth != 2 {
+		t.Errorf("stats = %+v, want the two tasks of two keys", s)
+	}
+	var ae *abi.Error
+	for _, bad := range []primitives.Unique{{Key: strings.Repeat("k", 256)}, {Key: "k", TTL: 25 * time.Hour}, {TTL: time.Second}} {
+		if _, _, err := h.SubmitUnique(ctx, goQueue, []byte(`{"op":"incr"}`), bad); !errors.As(err, &ae) || ae.Kind != abi.ValueError {
+			t.Errorf("SubmitUnique(%d-byte key, TTL %v) = %v, want a ValueError", len(bad.Key), bad.TTL, err)
+		}
 	}
 }
 

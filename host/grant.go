@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -261,6 +262,9 @@ func (c Config) grantWithDefaults(typ string, g Grant) Grant {
 	g.ParkedRetention = cmp.Or(g.ParkedRetention, c.ParkedRetention)
 	g.MaxPoolItems = cmp.Or(g.MaxPoolItems, defaultMaxPoolItems)
 	g.MaxPoolBytes = cmp.Or(g.MaxPoolBytes, defaultMaxPoolBytes)
+	b := backoffOr(g.backoff(), c.RetryBackoff)
+	g.RetryBackoffBase, g.RetryBackoffFactor, g.RetryBackoffMax = b.Base, b.Factor, b.Max
+	g.HandBackAlert = cmp.Or(g.HandBackAlert, DefaultHandBackAlert)
 	return g
 }
 
@@ -296,9 +300,11 @@ type grantJSON Grant
 // field wins over the embedded one of the same name.
 type grantDurations struct {
 	*grantJSON
-	HTTPTimeout     string `json:"http_timeout,omitempty"`
-	CallTimeout     string `json:"call_timeout,omitempty"`
-	ParkedRetention string `json:"parked_retention,omitempty"`
+	HTTPTimeout      string `json:"http_timeout,omitempty"`
+	CallTimeout      string `json:"call_timeout,omitempty"`
+	ParkedRetention  string `json:"parked_retention,omitempty"`
+	RetryBackoffBase string `json:"retry_backoff_base,omitempty"`
+	RetryBackoffMax  string `json:"retry_backoff_max,omitempty"`
 }
 
 // MarshalJSON writes g with its durations as strings ("20s").
@@ -312,6 +318,12 @@ func (g Grant) MarshalJSON() ([]byte, error) {
 	}
 	if g.ParkedRetention != 0 {
 		v.ParkedRetention = g.ParkedRetention.String()
+	}
+	if g.RetryBackoffBase != 0 {
+		v.RetryBackoffBase = g.RetryBackoffBase.String()
+	}
+	if g.RetryBackoffMax != 0 {
+		v.RetryBackoffMax = g.RetryBackoffMax.String()
 	}
 	return json.Marshal(v)
 }
@@ -331,7 +343,7 @@ func (g *Grant) UnmarshalJSON(b []byte) error {
 		// not the file's): drop them, so that the error names the field as written.
 		field := strings.TrimPrefix(strings.TrimPrefix(te.Field, "grantJSON."), "HTTP.")
 		want := jsonKind(te.Type)
-		if field == "http_timeout" || field == "call_timeout" || field == "parked_retention" {
+		if slices.Contains(durationFields, field) {
 			want = `duration string such as "30s"`
 		}
 		return fmt.Errorf("%s: want a %s, got a JSON %s", field, want, te.Value)
@@ -340,7 +352,11 @@ func (g *Grant) UnmarshalJSON(b []byte) error {
 		field string
 		s     string
 		into  *time.Duration
-	}{{"http_timeout", v.HTTPTimeout, &g.HTTP.Timeout}, {"call_timeout", v.CallTimeout, &g.CallTimeout}, {"parked_retention", v.ParkedRetention, &g.ParkedRetention}} {
+	}{
+		{"http_timeout", v.HTTPTimeout, &g.HTTP.Timeout}, {"call_timeout", v.CallTimeout, &g.CallTimeout},
+		{"parked_retention", v.ParkedRetention, &g.ParkedRetention},
+		{"retry_backoff_base", v.RetryBackoffBase, &g.RetryBackoffBase}, {"retry_backoff_max", v.RetryBackoffMax, &g.RetryBackoffMax},
+	} {
 		if d.s == "" {
 			continue
 		}
@@ -352,6 +368,9 @@ func (g *Grant) UnmarshalJSON(b []byte) error {
 	}
 	return nil
 }
+
+// durationFields are the grants file's fields written as duration strings (grantDurations).
+var durationFields = []string{"http_timeout", "call_timeout", "parked_retention", "retry_backoff_base", "retry_backoff_max"}
 
 // jsonKind names what a Go type is in JSON, for an error.
 func jsonKind(t reflect.Type) string {

@@ -225,6 +225,19 @@ func (e *events) count(kind slotstate.State) int {
 	return n
 }
 
+// stoppedBy counts the stopped events by automation type.
+func (e *events) stoppedBy() map[string]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[string]int{}
+	for _, ev := range e.all {
+		if ev.Kind == slotstate.Stopped {
+			out[ev.Plugin]++
+		}
+	}
+	return out
+}
+
 func (e *events) outcomes() map[slotstate.Outcome]int {
 	out := map[slotstate.Outcome]int{}
 	for _, ev := range e.finished() {
@@ -276,6 +289,9 @@ func rigOn(t *testing.T, b primitives.Backend) *rig {
 		Logger:       log,
 		PollInterval: 10 * time.Millisecond,
 		RetryDelay:   time.Millisecond,
+		// A failed task comes back within milliseconds: the tests that park by failing
+		// wait out the backoff of each attempt.
+		RetryBackoff: primitives.Backoff{Base: time.Millisecond, Factor: 2, Max: 10 * time.Millisecond},
 		Observe:      ev.observe,
 	}
 	return r

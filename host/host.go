@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -40,7 +41,14 @@ type Host struct {
 	// before the drain takes the slots.
 	reloadMu sync.Mutex
 	run      *runState // guarded by reloadMu: set while Run runs, nil before and once it drains
-	drained  bool      // guarded by reloadMu: Run has begun its drain
+	// grants and configs are Config.Grants and Config.Configs as ReloadGrants last
+	// replaced them (New's at first): what a load resolves a plugin's grant and
+	// configuration from. grantsGen counts the replacements: a build refused under
+	// other grants is tried again.
+	grants    map[string]Grant           // guarded by reloadMu
+	configs   map[string]json.RawMessage // guarded by reloadMu
+	grantsGen int                        // guarded by reloadMu
+	drained   bool                       // guarded by reloadMu: Run has begun its drain
 	// lingering are versions out of the loaded set whose slots had not all stopped when
 	// Run's drain began: the drain stops them, and Close unloads them.
 	lingering      []*plugin    // guarded by reloadMu
@@ -89,8 +97,9 @@ type Plugin struct {
 	Slots   int    // how many slots run it
 	// LoadedAt is when this version was loaded (by New or Reload).
 	LoadedAt time.Time
-	// ReloadError is why Reload last refused a new build of its file, while this version
-	// kept running; "" when the last build Reload saw was loaded.
+	// ReloadError is why Reload last refused a new build of its file (or ReloadGrants
+	// its new grant or configuration), while this version kept running; "" when the last
+	// build Reload saw was loaded.
 	ReloadError string
 	// The contracts it declared: the queue it consumes (batch), the pools it uses and
 	// the queues it submits to, with their schemas.
@@ -127,7 +136,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		return nil, err
 	}
 	h := &Host{cfg: cfg, contracts: validate.NewRegistry(fullCompat), byType: map[string]*plugin{}, refused: map[string]refusal{}, tel: newTelemetry(cfg),
-		held: &heldContracts{holder: newHolder(cfg.Instance), ttl: ContractTTL}}
+		held: &heldContracts{holder: newHolder(cfg.Instance), ttl: ContractTTL}, grants: cfg.Grants, configs: cfg.Configs}
 	if err := h.loadAll(ctx); err != nil {
 		return nil, errors.Join(err, h.Close())
 	}
@@ -180,8 +189,8 @@ func (h *Host) warnUnknownTypes() {
 			}
 		}
 	}
-	check("Grants", keys(h.cfg.Grants))
-	check("Configs", keys(h.cfg.Configs))
+	check("Grants", keys(h.grants))
+	check("Configs", keys(h.configs))
 	check("SlotsByType", keys(h.cfg.SlotsByType))
 }
 

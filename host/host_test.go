@@ -15,6 +15,7 @@ import (
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/testutil"
+	"github.com/fleethost/fleet/primitives"
 )
 
 // TestPlugins: what an operator sees of a loaded plugin.
@@ -230,6 +231,17 @@ func TestConfigErrors(t *testing.T) {
 		{func(c *host.Config) { c.ParkedRetention = -time.Hour }, "Config.ParkedRetention is negative"},
 		{func(c *host.Config) { c.Grants = map[string]host.Grant{"x": {ParkedRetention: -1}} }, `Config.Grants["x"].ParkedRetention is negative`},
 		{func(c *host.Config) { c.Grants = map[string]host.Grant{"x": {KVMaxBytes: -1}} }, `Config.Grants["x"].KVMaxBytes is -1`},
+		{func(c *host.Config) { c.Grants = map[string]host.Grant{"x": {RetryBackoffBase: -time.Second}} }, `Config.Grants["x"].RetryBackoffBase (retry_backoff_base) is -1s, want > 0`},
+		{func(c *host.Config) { c.Grants = map[string]host.Grant{"x": {RetryBackoffFactor: 0.5}} }, `Config.Grants["x"].RetryBackoffFactor (retry_backoff_factor) is 0.5, want 1..100`},
+		{func(c *host.Config) { c.Grants = map[string]host.Grant{"x": {RetryBackoffMax: -1}} }, `Config.Grants["x"].RetryBackoffMax (retry_backoff_max) is -1ns, want > 0`},
+		{func(c *host.Config) {
+			c.Grants = map[string]host.Grant{"x": {RetryBackoffBase: time.Hour, RetryBackoffMax: time.Minute}}
+		},
+			`Config.Grants["x"].RetryBackoffMax (retry_backoff_max) is 1m0s, below RetryBackoffBase (retry_backoff_base), 1h0m0s`},
+		// The grant's base against Config's max (the rig's 10ms).
+		{func(c *host.Config) { c.Grants = map[string]host.Grant{"x": {RetryBackoffBase: 10 * time.Minute}} }, `retry_backoff_max) is 10ms, below RetryBackoffBase (retry_backoff_base), 10m0s`},
+		{func(c *host.Config) { c.Grants = map[string]host.Grant{"x": {HandBackAlert: -1}} }, `Config.Grants["x"].HandBackAlert (hand_back_alert) is -1`},
+		{func(c *host.Config) { c.RetryBackoff = primitives.Backoff{Factor: 1000} }, "Config.RetryBackoff.Factor is 1000, want 1..100"},
 		{func(c *host.Config) { c.PluginsDir = t.TempDir() }, "holds no .wasm"},
 	}
 	for _, tt := range tests {

@@ -83,7 +83,7 @@ func (h *Host) loadPlugin(ctx context.Context, file string, wasm []byte) (_ *plu
 	}
 	loaded.info = h.info(file, wasm, desc, grant)
 	loaded.rt, loaded.fn, loaded.export, loaded.closeHTTP = rt, fn, export, closeHTTP
-	loaded.configID = configIdentity(h.cfg, loaded)
+	loaded.configID = configIdentity(h.cfg, loaded.info.Digest, loaded.info.Slots, grant, config)
 	h.cfg.Logger.Info("host: plugin loaded", "type", desc.Type, "version", desc.Version, "mode", desc.Mode,
 		"file", filepath.Base(file), "slots", loaded.info.Slots)
 	return loaded, nil
@@ -112,11 +112,11 @@ func (h *Host) identify(ctx context.Context, file string, wasm []byte) (*abi.Des
 // admit resolves what the plugin described by desc is given: its grant (grantFor) and
 // its configuration (checkConfig).
 func (h *Host) admit(desc *abi.Describe) (Grant, json.RawMessage, error) {
-	grant, err := h.grantFor(desc, h.cfg.grantWithDefaults(desc.Type, h.cfg.Grants[desc.Type]))
+	grant, err := h.grantFor(desc, h.cfg.grantWithDefaults(desc.Type, h.grants[desc.Type]))
 	if err != nil {
 		return Grant{}, nil, err
 	}
-	config, err := checkConfig(desc, h.cfg.Configs[desc.Type])
+	config, err := checkConfig(desc, h.configs[desc.Type])
 	if err != nil {
 		return Grant{}, nil, err
 	}
@@ -178,7 +178,7 @@ func digest(wasm []byte) string {
 // that does not describe itself within it is refused, naming the export and the deadline.
 func (h *Host) probe(ctx context.Context, wasm []byte) (d *abi.Describe, err error) {
 	pages, timeout := h.cfg.MemoryLimitPages, h.cfg.CallTimeout
-	for _, g := range h.cfg.Grants {
+	for _, g := range h.grants {
 		pages, timeout = max(pages, g.MemoryLimitPages), max(timeout, g.CallTimeout)
 	}
 	rt, err := h.newRuntime(ctx, wasm, pages, nil)

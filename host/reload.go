@@ -2,10 +2,13 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -13,9 +16,11 @@ import (
 )
 
 // refusal is the last build of a file that Reload refused: its digest ("" when the file
-// could not be read), so that the same bytes are not rebuilt on every trigger, and why.
+// could not be read) and the grants it was refused under (Host.grantsGen), so that the
+// same bytes are not rebuilt on every trigger until the file or the grants change, and why.
 type refusal struct {
 	digest string
+	gen    int
 	err    error
 }
 
@@ -33,7 +38,10 @@ type refusal struct {
 //     conflicting contract, not granted, or an instance that does not start) is logged
 //     with its reason, counted (ReloadFailures) and shown as its type's ReloadError;
 //     the running version keeps running untouched. The same bytes are not tried again
-//     until the file changes.
+//     until the file or the grants (ReloadGrants) change;
+//   - an unchanged file whose type's resolved grant or configuration changed
+//     (ReloadGrants) is loaded again under it and replaces its slots the same way; the
+//     other types are untouched.
 //
 // It returns the refusals, joined; nil when every file is loaded. It serialises with
 // other Reloads and with Run's drain. Before Run it changes only the loaded set (Run
@@ -44,13 +52,53 @@ type refusal struct {
 func (h *Host) Reload(ctx context.Context) error {
 	h.reloadMu.Lock()
 	defer h.reloadMu.Unlock()
+	if err := h.checkReload(); err != nil {
+		return err
+	}
+	return h.reload(ctx)
+}
+
+// ReloadGrants replaces Config.Grants and Config.Configs, then reloads as Reload does:
+// the slots of each type whose resolved grant or configuration changes roll over to a
+// version loaded under it (one slot at a time, as for a new build), and the other types
+// are untouched. A type whose new grant does not give what it declares, or whose new
+// configuration its schema refuses, is refused like a broken build and keeps running
+// under its old grant. Grants that New would refuse (a bad type name, a bad field) are
+// refused whole, naming the type and the field, and counted (ReloadFailures); nothing
+// changes then.
+func (h *Host) ReloadGrants(ctx context.Context, grants map[string]Grant, configs map[string]json.RawMessage) error {
+	h.reloadMu.Lock()
+	defer h.reloadMu.Unlock()
+	if err := h.checkReload(); err != nil {
+		return err
+	}
+	if err := errors.Join(h.cfg.checkGrants(grants)...); err != nil {
+		h.reloadFailures.Add(1)
+		h.cfg.Logger.Error("host: reload refused the grants; the running grants stay", "err", err)
+		return err
+	}
+	if !reflect.DeepEqual(grants, h.grants) || !reflect.DeepEqual(configs, h.configs) {
+		h.grants, h.configs = maps.Clone(grants), maps.Clone(configs)
+		h.grantsGen++
+		h.warnUnknownTypes()
+	}
+	return h.reload(ctx)
+}
+
+// checkReload is an error once the host has stopped. Call it holding reloadMu.
+func (h *Host) checkReload() error {
 	h.mu.Lock()
 	closed := h.closed
 	h.mu.Unlock()
-	r := h.run
-	if closed || h.drained || r != nil && r.ctx.Err() != nil {
+	if r := h.run; closed || h.drained || r != nil && r.ctx.Err() != nil {
 		return errors.New("host: reload: the host has stopped")
 	}
+	return nil
+}
+
+// reload is Reload's work. Call it holding reloadMu.
+func (h *Host) reload(ctx context.Context) error {
+	r := h.run
 	files, err := wasmFiles(h.cfg.PluginsDir)
 	if err != nil {
 		return fmt.Errorf("host: reload: Config.PluginsDir: %w", err)
@@ -91,7 +139,8 @@ func (h *Host) ReloadErrors() map[string]string {
 }
 
 // reloadFile loads file in place of old (nil: the file is new), unless it holds old's
-// bytes or bytes already refused.
+// bytes under old's grant and configuration, or bytes already refused under the grants in
+// force.
 func (h *Host) reloadFile(ctx context.Context, r *runState, file string, old *plugin) error {
 	wasm, err := os.ReadFile(file)
 	if err != nil {
@@ -101,12 +150,13 @@ func (h *Host) reloadFile(ctx context.Context, r *runState, file string, old *pl
 	h.pmu.RLock()
 	f, seen := h.refused[file]
 	h.pmu.RUnlock()
+	regrant := old != nil && old.info.Digest == d
 	switch {
-	case old != nil && old.info.Digest == d:
+	case seen && f.digest == d && f.gen == h.grantsGen:
+		return f.err
+	case regrant && !h.settingsChanged(old):
 		h.setRefusal(file, nil) // the running bytes are back: no refusal stands
 		return nil
-	case seen && f.digest == d:
-		return f.err
 	}
 	p, err := h.load(ctx, file, wasm)
 	if err != nil {
@@ -127,16 +177,34 @@ func (h *Host) reloadFile(ctx context.Context, r *runState, file string, old *pl
 		return h.refuse(file, d, fmt.Errorf("host: plugin %s: %w", filepath.Base(file), err))
 	}
 	h.setRefusal(file, nil)
-	h.cfg.Logger.Info("host: reload: plugin replaced", "type", p.info.Type, "file", filepath.Base(file),
-		"from", old.info.Version, "to", p.info.Version, "digest", p.info.Digest)
+	what := "host: reload: plugin replaced"
+	if regrant {
+		what = "host: reload: grant or configuration changed; slots restarted"
+	}
+	h.cfg.Logger.Info(what, "type", p.info.Type, "file", filepath.Base(file),
+		"from", old.info.Version, "to", p.info.Version, "digest", p.info.Digest, "config_identity", p.configID)
 	return nil
+}
+
+// settingsChanged reports whether the grants and configurations in force run old, a
+// loaded plugin, otherwise than it runs: its config identity under them differs, or they
+// no longer admit it (the load that follows refuses it, saying why). Call it holding
+// reloadMu.
+func (h *Host) settingsChanged(old *plugin) bool {
+	typ := old.info.Type
+	g := resolveGrant(old.desc, h.cfg.grantWithDefaults(typ, h.grants[typ]), h.cfg.GrantDeclared)
+	conf, err := checkConfig(old.desc, h.configs[typ])
+	if len(g.missing) > 0 || err != nil {
+		return true
+	}
+	return configIdentity(h.cfg, old.info.Digest, old.info.Slots, g.grant, conf) != old.configID
 }
 
 // refuse records and counts err, the refusal of file's build with digest d, and returns it.
 func (h *Host) refuse(file, d string, err error) error {
 	h.reloadFailures.Add(1)
 	h.cfg.Logger.Error("host: reload refused a build; the running version keeps running", "file", filepath.Base(file), "err", err)
-	h.setRefusal(file, &refusal{digest: d, err: err})
+	h.setRefusal(file, &refusal{digest: d, gen: h.grantsGen, err: err})
 	return err
 }
 

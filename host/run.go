@@ -18,6 +18,10 @@ import (
 type SlotEvent struct {
 	Plugin string // the automation type
 	Slot   string // the slot's name, "<type>/<index>"
+	// ConfigIdentity is the config identity of the slot's version, the one its reports
+	// to the plane carry: while a reload rolls a type over, the old and the new slot of
+	// one index share Slot and differ by it.
+	ConfigIdentity string
 	// Kind is the state the slot enters (slotstate.Idle, Working on iteration N and
 	// TaskID in Phase, Paused, Draining, or Stopped, its last event) or
 	// slotstate.Finished: an iteration ended, and the fields below are set.
@@ -37,6 +41,15 @@ type SlotEvent struct {
 	// "" otherwise.
 	Death    string
 	Duration time.Duration // the iteration's wall time
+	// Parked is true when the iteration parked its task, whatever Outcome says (a death
+	// that spends the last attempt is slotstate.Dead); ParkedByPlugin when the plugin
+	// parked it (fleet.Park) rather than its attempts running out.
+	Parked, ParkedByPlugin bool
+	// HandBacks is the task's count of hand-backs once this iteration handed it back
+	// with its attempt refunded (a retry, a drain's cut), 0 when it did not; OverAlert
+	// says the count is past the plugin's hand_back_alert (Grant.HandBackAlert).
+	HandBacks int
+	OverAlert bool
 }
 
 // ErrDrainIncomplete is Run's error when its drain abandoned a slot: a guest call that did
@@ -295,7 +308,7 @@ func (h *Host) slotParams(p *plugin, i int, pump *slot.Pump, rep *slotReport) sl
 		report = rep.observe
 	}
 	if h.cfg.Observe != nil {
-		observe = func(e slot.Event) { h.cfg.Observe(slotEvent(p.info.Type, e)) }
+		observe = func(e slot.Event) { h.cfg.Observe(slotEvent(p, e)) }
 	}
 	out := newGuestLog(h.cfg.Logger, p.info.Type, name, p.fn.Output)
 	return slot.Params{
@@ -308,10 +321,13 @@ func (h *Host) slotParams(p *plugin, i int, pump *slot.Pump, rep *slotReport) sl
 		Poll:        h.cfg.PollInterval,
 		CallTimeout: p.info.Grant.CallTimeout,
 		RetryDelay:  h.cfg.RetryDelay,
-		Paused:      p.paused.Load,
-		Observe:     observers(report, observe),
-		Log:         h.cfg.Logger,
-		Events:      p.fn.Events,
+		Backoff:     p.info.Grant.backoff(),
+		// The grant has its defaults: its backoff and HandBackAlert are set.
+		HandBackAlert: p.info.Grant.HandBackAlert,
+		Paused:        p.paused.Load,
+		Observe:       observers(report, observe),
+		Log:           h.cfg.Logger,
+		Events:        p.fn.Events,
 		NewGuest: func(hard context.Context) (slot.Guest, error) {
 			ctx, cancel := context.WithTimeout(hard, p.info.Grant.CallTimeout)
 			defer cancel()
@@ -328,11 +344,12 @@ func (h *Host) slotParams(p *plugin, i int, pump *slot.Pump, rep *slotReport) sl
 	}
 }
 
-func slotEvent(typ string, e slot.Event) SlotEvent {
-	out := SlotEvent{Plugin: typ, Slot: e.Slot, Kind: e.Kind, N: e.N, TaskID: e.TaskID, Phase: e.Phase}
+func slotEvent(p *plugin, e slot.Event) SlotEvent {
+	out := SlotEvent{Plugin: p.info.Type, Slot: e.Slot, ConfigIdentity: p.configID, Kind: e.Kind, N: e.N, TaskID: e.TaskID, Phase: e.Phase}
 	if it := e.Iteration; it != nil {
 		out.Phases, out.Outcome, out.Reason, out.Duration = it.Phases, it.Outcome, it.Reason, it.Duration
 		out.Death = string(it.Death)
+		out.Parked, out.ParkedByPlugin, out.HandBacks, out.OverAlert = it.Parked, it.ParkedByGuest, it.HandBacks, it.OverAlert
 	}
 	return out
 }

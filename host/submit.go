@@ -32,8 +32,23 @@ import (
 // Config.MaxQueueDepth and Config.MaxQueueBytes), or Config's when no plugin here
 // consumes it.
 func (h *Host) Submit(ctx context.Context, queue string, payload []byte) (string, error) {
+	id, _, err := h.SubmitUnique(ctx, queue, payload, primitives.Unique{})
+	return id, err
+}
+
+// SubmitUnique is Submit made unique on the queue by u.Key (primitives.QueuePushUnique):
+// while the task a submit of that key enqueued waits or runs, or for u.TTL after it was
+// submitted (whichever ends last), another submit of the key, from the API or any
+// plugin, enqueues nothing and answers that task's id with dup true. A zero u is Submit.
+// A key of more than 255 bytes or a TTL past a day is ValueError.
+//
+//	id, dup, err := h.SubmitUnique(ctx, "harvest", []byte(`{"site":"x"}`), primitives.Unique{Key: "site:x", TTL: time.Minute})
+func (h *Host) SubmitUnique(ctx context.Context, queue string, payload []byte, u primitives.Unique) (id string, dup bool, err error) {
 	if len(payload) > h.cfg.MaxPayload {
-		return "", abi.Errorf(abi.LimitExceeded, "payload is %d bytes, limit %d", len(payload), h.cfg.MaxPayload)
+		return "", false, abi.Errorf(abi.LimitExceeded, "payload is %d bytes, limit %d", len(payload), h.cfg.MaxPayload)
+	}
+	if e := hostfn.CheckUnique(u); e != nil {
+		return "", false, e
 	}
 	c, consumer := h.cfg.queueCap(), ""
 	for _, p := range h.loaded() {
@@ -42,20 +57,20 @@ func (h *Host) Submit(ctx context.Context, queue string, payload []byte) (string
 		}
 	}
 	var vs []validate.Violation
-	id, err := hostfn.Submit(ctx, h.cfg.Backend, h.contracts, queue, json.RawMessage(payload), c, &vs)
+	id, dup, err = hostfn.Submit(ctx, h.cfg.Backend, h.contracts, queue, json.RawMessage(payload), c, u, &vs)
 	var ae *abi.Error
 	var ce *primitives.CapError
 	switch {
 	case err == nil:
-		return id, nil
+		return id, dup, nil
 	case errors.As(err, &ae) && len(vs) > 0:
 		out := make([]Violation, len(vs))
 		for i, v := range vs {
 			out[i] = Violation{Pointer: v.Pointer, Keyword: v.Keyword, Message: v.Message}
 		}
-		return "", &PayloadError{Err: ae, Violations: out}
+		return "", false, &PayloadError{Err: ae, Violations: out}
 	case errors.As(err, &ae):
-		return "", ae
+		return "", false, ae
 	case errors.As(err, &ce):
 		// Name what the operator writes to raise it: the consumer's grants-file field,
 		// or the Config field when no plugin here consumes the queue.
@@ -63,11 +78,11 @@ func (h *Host) Submit(ctx context.Context, queue string, payload []byte) (string
 		if consumer == "" {
 			field = map[string]string{"depth": "Config.MaxQueueDepth", "bytes": "Config.MaxQueueBytes"}[ce.Which]
 		}
-		return "", alsoIs{abi.Errorf(abi.LimitExceeded, "%v (%s)", err, field), ErrQueueFull}
+		return "", false, alsoIs{abi.Errorf(abi.LimitExceeded, "%v (%s)", err, field), ErrQueueFull}
 	case errors.Is(err, primitives.ErrReused):
-		return "", alsoIs{abi.Errorf(abi.Conflict, "the submit key was used for another payload on queue %q within the last %v", queue, primitives.DefaultRequestKeep), ErrKeyReused}
+		return "", false, alsoIs{abi.Errorf(abi.Conflict, "the submit key was used for another payload on queue %q within the last %v", queue, primitives.DefaultRequestKeep), ErrKeyReused}
 	}
-	return "", hostfn.FromBackend(err)
+	return "", false, hostfn.FromBackend(err)
 }
 
 // WithSubmitKey returns ctx making Submit idempotent by key, as a client's

@@ -23,13 +23,21 @@ import (
 // that instance's reports only (host/RATIONALE.md, "What does the plane see?"). It is built by New; Run (or Close, when Run never ran)
 // and Reload use it. Each slotReport is owned by its slot's goroutine while the slot
 // runs, and by whoever stopped it (Run's drain, Reload) once it has stopped.
+//
+// A reload's roll-over runs two slots of one index at once, the old version's and the
+// new one's: one instance of the plane, one reporter, two identities. The new slot's
+// reports are held (only its latest state kept) until the old slot has stopped and
+// handed over (its last records, under its own identity), so that the plane sees the
+// instance's reports under the old identity, then under the new one, never interleaved,
+// and no stopping between. See RATIONALE.md, "What does the plane see of a reload?".
 type telemetry struct {
 	newReporter func() reporter.Reporter // immutable; never nil
 	host        reporter.Identity        // immutable: the host's own identity, for a stop with no slot
 
-	mu    sync.Mutex
-	slots []*slotReport       // guarded by mu: the slots not retired, in start order
-	reps  []reporter.Reporter // guarded by mu: every reporter made, for dropped; only grows
+	mu     sync.Mutex
+	slots  []*slotReport                // guarded by mu: the slots not retired, in start order
+	byName map[string]reporter.Reporter // guarded by mu: the reporter of each instance a slot not retired reports as
+	reps   []reporter.Reporter          // guarded by mu: every reporter made, for dropped; only grows
 }
 
 // newTelemetry returns nil when there is no Config.NewReporter.
@@ -40,6 +48,7 @@ func newTelemetry(cfg Config) *telemetry {
 	return &telemetry{
 		newReporter: cfg.NewReporter,
 		host:        reporter.Identity{Instance: cfg.Instance, Host: hostname(), Version: cfg.Version},
+		byName:      map[string]reporter.Reporter{},
 	}
 }
 
@@ -74,20 +83,29 @@ func (t *telemetry) dropped() uint64 {
 	return n
 }
 
-// slot makes the report state of slot i of p, with a reporter of its own. On a nil
-// telemetry, or when Config.NewReporter gives no reporter, it returns nil.
+// slot makes the report state of slot i of p: the reporter of its instance, made for it
+// unless a slot of that instance is running (the old version's, in a roll-over), whose
+// reports it then shares and is held behind until that slot hands over. On a nil
+// telemetry, or when Config.NewReporter gives no reporter, it returns nil. Call it
+// holding reloadMu (Run's start and Reload do).
 func (t *telemetry) slot(cfg Config, p *plugin, i int) *slotReport {
 	if t == nil {
 		return nil
 	}
-	rep := t.open()
+	inst := cfg.Instance + "/" + p.info.Type + "/" + strconv.Itoa(i)
+	t.mu.Lock()
+	rep := t.byName[inst]
+	t.mu.Unlock()
+	held := rep != nil
 	if rep == nil {
-		return nil
+		if rep = t.open(); rep == nil {
+			return nil
+		}
 	}
 	s := &slotReport{
 		rep: rep,
 		id: reporter.Identity{
-			Instance:       cfg.Instance + "/" + p.info.Type + "/" + strconv.Itoa(i),
+			Instance:       inst,
 			Host:           t.host.Host,
 			Version:        cfg.Version,
 			ConfigIdentity: p.configID,
@@ -96,24 +114,47 @@ func (t *telemetry) slot(cfg Config, p *plugin, i int) *slotReport {
 		loop:     p.desc.Mode == abi.ModeLoop,
 		phases:   []string{p.export},
 		sessions: []reporter.Session{{Phase: p.export, Harness: harness}},
+		held:     held,
 	}
 	t.mu.Lock()
+	t.byName[inst] = rep
 	t.slots = append(t.slots, s)
 	t.mu.Unlock()
 	return s
 }
 
-// retire closes the reporters of slots that Reload stopped, each with its slot's
-// stopping beacon, at once, as stop does at the end of Run. nil entries (slots without a
-// reporter) are skipped.
+// retire ends the reports of slots that Reload stopped (nil entries, slots without a
+// reporter, are skipped). A slot whose instance goes on (a slot of the same index runs:
+// the new version's in a roll-over, or the old one's again after a rollback) hands over
+// to it: it sends its last records under its own identity and releases the held
+// reports of its successor. The others close their reporters, each with its slot's
+// stopping beacon, at once, as stop does at the end of Run.
 func (t *telemetry) retire(slots []*slotReport) {
 	if t == nil {
 		return
 	}
 	t.mu.Lock()
 	t.slots = slices.DeleteFunc(t.slots, func(s *slotReport) bool { return slices.Contains(slots, s) })
+	var closing []*slotReport
+	next := map[*slotReport]*slotReport{}
+	for _, s := range slots {
+		if s == nil {
+			continue
+		}
+		i := slices.IndexFunc(t.slots, func(o *slotReport) bool { return o.id.Instance == s.id.Instance })
+		if i < 0 {
+			delete(t.byName, s.id.Instance)
+			closing = append(closing, s)
+			continue
+		}
+		next[s] = t.slots[i]
+	}
 	t.mu.Unlock()
-	closeReports(slots)
+	for s, succ := range next {
+		s.handOver()
+		succ.release()
+	}
+	closeReports(closing)
 }
 
 // closeReports closes every slot's reporter with its stopping beacon, one goroutine
@@ -148,6 +189,7 @@ func (t *telemetry) stop() {
 	t.mu.Lock()
 	slots := t.slots
 	t.slots = nil
+	clear(t.byName)
 	t.mu.Unlock()
 	if len(slots) == 0 {
 		if rep := t.open(); rep != nil {
@@ -155,19 +197,39 @@ func (t *telemetry) stop() {
 		}
 		return
 	}
-	closeReports(slots)
+	// Two slots of one instance (a roll-over the drain cut short): the older hands over
+	// its records, and the newer closes the reporter they share.
+	last := map[string]*slotReport{}
+	for _, s := range slots {
+		last[s.id.Instance] = s
+	}
+	var closing []*slotReport
+	for _, s := range slots {
+		if last[s.id.Instance] != s {
+			s.handOver()
+			continue
+		}
+		closing = append(closing, s)
+	}
+	closeReports(closing)
 }
 
-// slotReport is one slot as the plane sees it. Its fields are owned by the slot's
-// goroutine while the slot runs (observe is called from it), then by Run.
+// slotReport is one slot as the plane sees it. observe is called from the slot's
+// goroutine; release from Reload's, while the slot runs.
 type slotReport struct {
-	rep      reporter.Reporter  // immutable
+	rep      reporter.Reporter  // immutable: its instance's, shared with the other version's slot in a roll-over
 	id       reporter.Identity  // immutable
 	export   string             // the guest export the slot calls: immutable
 	loop     bool               // a loop plugin: immutable
 	phases   []string           // every iteration's phases: immutable, shared
 	sessions []reporter.Session // every iteration's sessions: immutable, shared
-	pending  []reporter.Iteration
+
+	mu      sync.Mutex
+	pending []reporter.Iteration // guarded by mu
+	// held is set while another version's slot of the same instance reports: this
+	// slot's state waits in last, and goes out at release.
+	held bool            // guarded by mu
+	last *reporter.State // guarded by mu
 }
 
 // observe maps one slot event to what the plane is told, in the plane's word for the
@@ -183,6 +245,8 @@ type slotReport struct {
 //	stopped                            -> nothing: Run closes the slot's reporter with
 //	                                      stopping once all have stopped
 func (s *slotReport) observe(e slot.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	switch e.Kind {
 	case slotstate.Idle, slotstate.Paused, slotstate.Draining:
 		s.send(reporter.State{Kind: e.Kind.Plane()})
@@ -202,15 +266,46 @@ func (s *slotReport) observe(e slot.Event) {
 	}
 }
 
-// send reports state with the iterations finished since the last report. Send never
-// blocks: on a full queue the report (and its records) is dropped and counted.
+// send reports state with the iterations finished since the last report, or keeps it
+// for release while the slot is held. Send never blocks: on a full queue the report (and
+// its records) is dropped and counted. Call it holding s.mu.
 func (s *slotReport) send(state reporter.State) {
+	if s.held {
+		s.last = &state
+		return
+	}
 	s.rep.Send(reporter.Report{Identity: s.id, State: state, Iterations: s.pending})
+	s.pending = nil
+}
+
+// release ends the hold: the slot's latest state goes out, with its records.
+func (s *slotReport) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.held = false
+	if s.last != nil {
+		s.send(*s.last)
+		s.last = nil
+	}
+}
+
+// handOver is a stopped slot's last report when its instance goes on under another
+// version: draining, with the records it has not reported, under its own identity. A
+// slot still held, which the plane has not heard of, says nothing unless it has records.
+func (s *slotReport) handOver() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held && len(s.pending) == 0 {
+		return
+	}
+	s.rep.Send(reporter.Report{Identity: s.id, State: reporter.State{Kind: slotstate.Draining.Plane()}, Iterations: s.pending})
 	s.pending = nil
 }
 
 // final is the slot's stopping beacon, with what it has not reported yet.
 func (s *slotReport) final() reporter.Report {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	r := reporter.Report{Identity: s.id, State: reporter.State{Kind: slotstate.Stopped.Plane()}, Iterations: s.pending}
 	s.pending = nil
 	return r
@@ -240,18 +335,16 @@ func observers(fns ...func(slot.Event)) func(slot.Event) {
 	}
 }
 
-// configIdentity fingerprints what decides how p's slots behave: the module itself (its
-// digest) and the effective configuration of p, defaults applied: slots, lease, attempts,
-// poll, retry and drain timings, its resolved Grant (every cap, quota and pattern; the
-// pattern lists sorted, the pools' and queues' roles in a fixed order) and the plugin's
-// configuration (canonical JSON, so that formatting alone changes nothing). It is
-// "sha256:" and 16 hex digits. See RATIONALE.md, "Which config identity?".
-func configIdentity(cfg Config, p *plugin) string {
-	g := p.info.Grant
+// configIdentity fingerprints what decides how the slots of a plugin behave: the module
+// itself (its digest) and its effective configuration, defaults applied: its slots,
+// lease, attempts, poll, retry and drain timings, its resolved grant (every cap, quota and
+// pattern; the pattern lists sorted, the pools' and queues' roles in a fixed order) and
+// the plugin's configuration (canonical JSON, so that formatting alone changes nothing).
+// It is "sha256:" and 16 hex digits. See RATIONALE.md, "Which config identity?".
+func configIdentity(cfg Config, module string, slots int, g Grant, conf json.RawMessage) string {
 	for _, ps := range []*[]string{&g.KV, &g.Locks, &g.Counters, &g.HTTP.Hosts, &g.HTTP.Proxies} {
 		*ps = slices.Sorted(slices.Values(*ps))
 	}
-	conf := p.fn.Config // "{}" when none was given
 	if c, err := validate.Canonical(conf); err == nil {
 		conf = c
 	}
@@ -266,7 +359,7 @@ func configIdentity(cfg Config, p *plugin) string {
 		Grant        Grant // Marshal sorts the pools' and queues' names
 		Config       json.RawMessage
 	}{
-		Module: p.info.Digest, Slots: p.info.Slots, Lease: cfg.TaskLease, MaxAttempts: cfg.MaxAttempts,
+		Module: module, Slots: slots, Lease: cfg.TaskLease, MaxAttempts: cfg.MaxAttempts,
 		PollInterval: cfg.PollInterval, RetryDelay: cfg.RetryDelay, DrainTimeout: cfg.DrainTimeout,
 		Grant: g, Config: conf,
 	})

@@ -310,6 +310,7 @@ func TestReportOutcomes(t *testing.T) {
 		{`{"op":"incr"}`, []string{"checkpoint"}},
 		{`{"op":"fail"}`, []string{"released", "parked"}},
 		{`{"op":"panic"}`, []string{"dead", "parked"}},
+		{`{"op":"park"}`, []string{"parked"}}, // the guest parks it: at once, one iteration
 	} {
 		id, err := h.Submit(context.Background(), goQueue, []byte(tt.payload))
 		if err != nil {

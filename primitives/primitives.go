@@ -20,6 +20,7 @@ package primitives
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -264,6 +265,7 @@ type Task struct {
 	ID         string
 	Payload    []byte
 	Attempts   int       // how many times it has been claimed, less the claims refunded (Retry.Refund)
+	HandBacks  int       // how many times it was handed back with its attempt refunded (Retry.Refund): a retry's snooze, a drain's cut
 	EnqueuedAt time.Time // when it was first pushed
 	LastError  string    // why the last attempt failed, if one did
 	ParkedAt   time.Time // when it was parked, as QueueParked lists it; zero otherwise
@@ -322,6 +324,15 @@ type Queue interface {
 	// so that concurrent pushes never exceed it. QueuePush is QueuePushWithin with the
 	// zero QueueCap.
 	QueuePushWithin(ctx context.Context, queue string, payload []byte, c QueueCap) (id string, err error)
+	// QueuePushUnique is QueuePushWithin made unique by u.Key on the queue: while the
+	// task a push of that key enqueued waits (ready or delayed) or is in flight, or
+	// until u.TTL after that push, whichever ends last, another push of the key enqueues
+	// nothing and answers the first task's id with dup true, whatever its payload (and
+	// before any cap is checked: it adds nothing). Once the first task is acked, parked
+	// or deleted, the key holds what is left of its TTL; a requeued task does not take
+	// its key back. A zero u is QueuePushWithin. The key is 1..MaxUniqueKeyLen bytes and
+	// the TTL 0..MaxUniqueTTL (ErrInvalid otherwise); keys are per queue, whoever pushes.
+	QueuePushUnique(ctx context.Context, queue string, payload []byte, c QueueCap, u Unique) (id string, dup bool, err error)
 	// QueueClaim leases the oldest ready task for lease. Before it looks, it returns
 	// expired leases to the queue, parking those whose attempts reached maxAttempts with
 	// the error "lease expired" (maxAttempts <= 0 never parks). ok is false when nothing
@@ -359,7 +370,8 @@ type Queue interface {
 	// QueueParked lists up to limit parked tasks, oldest parked first. limit <= 0 means
 	// 100.
 	QueueParked(ctx context.Context, queue string, limit int) ([]Task, error)
-	// QueueRequeue moves a parked task back to the queue with its attempts reset.
+	// QueueRequeue moves a parked task back to the queue with its attempts and hand-backs
+	// reset.
 	// ErrNotFound when no such parked task exists.
 	QueueRequeue(ctx context.Context, queue, id string) error
 	// QueueDeleteParked deletes parked task id for good, giving its cost back to the
@@ -372,6 +384,34 @@ type Queue interface {
 	QueuePurgeParked(ctx context.Context, queue string, age time.Duration) (deleted int, err error)
 }
 
+// Unique makes a push unique on its queue (QueuePushUnique). The zero Unique makes it
+// nothing.
+type Unique struct {
+	Key string        // 1..MaxUniqueKeyLen bytes, any bytes
+	TTL time.Duration // how long after the push the key holds, even once the task is done; 0..MaxUniqueTTL
+}
+
+// MaxUniqueKeyLen is the longest Unique.Key.
+const MaxUniqueKeyLen = 255
+
+// MaxUniqueTTL is the longest Unique.TTL: a key outlives its task by at most a day, so
+// that the keys a queue keeps are bounded by the pushes of one day.
+const MaxUniqueTTL = 24 * time.Hour
+
+// CheckUnique returns ErrInvalid for a Unique with a key too long, a TTL out of range, or
+// a TTL without a key.
+func CheckUnique(u Unique) error {
+	switch {
+	case len(u.Key) > MaxUniqueKeyLen:
+		return fmt.Errorf("%w: unique key is %d bytes, limit %d", ErrInvalid, len(u.Key), MaxUniqueKeyLen)
+	case u.TTL < 0 || u.TTL > MaxUniqueTTL:
+		return fmt.Errorf("%w: unique ttl is %v, want 0..%v", ErrInvalid, u.TTL, MaxUniqueTTL)
+	case u.Key == "" && u.TTL != 0:
+		return fmt.Errorf("%w: unique ttl %v without a key", ErrInvalid, u.TTL)
+	}
+	return nil
+}
+
 // Retry says how a released task goes back to its queue.
 //
 // The zero Retry hands the task back at once, spending the attempt and never parking.
@@ -380,15 +420,22 @@ type Queue interface {
 //
 //	b.QueueRelease(ctx, q, id, token, primitives.Retry{Reason: "no cookie", Delay: d, Refund: true})
 //	b.QueueRelease(ctx, q, id, token, primitives.Retry{Reason: err.Error(), MaxAttempts: 5})
+//
+// MaxAttempts 1 parks the task now, whatever its attempts: a claim counts its attempt, so
+// a claimed task has made at least one (Park).
 type Retry struct {
 	Reason      string        // recorded as the task's LastError
 	Delay       time.Duration // claimable again after this long; 0 for at once
 	MaxAttempts int           // park instead when Attempts >= MaxAttempts; <= 0 never parks; ignored with Refund
 
-	// Refund gives the attempt back: Attempts is decremented (never below 0) and the
-	// task never parks on this release, whatever MaxAttempts says. Delay and Reason apply
+	// Refund gives the attempt back: Attempts is decremented (never below 0), HandBacks
+	// incremented, and the task never parks on this release, whatever MaxAttempts says. Delay and Reason apply
 	// as without it. Attempts are counted at claim, so Refund is the consumer saying "this
 	// claim was not an attempt". See host/RATIONALE.md, "Why does a retry refund its
 	// attempt?".
 	Refund bool
 }
+
+// Park is the Retry that parks a claimed task now with reason, whatever attempts it has
+// left: a failure the consumer knows is permanent.
+func Park(reason string) Retry { return Retry{Reason: reason, MaxAttempts: 1} }

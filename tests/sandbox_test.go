@@ -62,6 +62,9 @@ func newEmptySandbox(t *testing.T, kind string) *sandbox {
 		CacheDir:     cacheDir,
 		Logger:       testLogger(t),
 		PollInterval: 10 * time.Millisecond,
+		// A failed task comes back within milliseconds: the tests that park by failing
+		// wait out the backoff of each attempt.
+		RetryBackoff: primitives.Backoff{Base: time.Millisecond, Factor: 2, Max: 10 * time.Millisecond},
 		Observe:      r.ev.observe,
 	}
 	return r

@@ -51,31 +51,40 @@ const (
 	cookieMaxUses = 20
 )
 
+// examplesConfig is a host of the example scraper (4 slots) and cookie harvester (2) on a
+// fresh backend of kind, granted what they need of site, polling every 5ms, its events
+// to ev.
+func examplesConfig(t *testing.T, kind string, site *demosite.Site, ev *events) host.Config {
+	backend, _ := newBackend(t, kind)
+	dir := t.TempDir()
+	installPlugin(t, "plugins/examples/scraper", dir, "scraper")
+	installPlugin(t, "plugins/examples/cookie-harvester", dir, "cookie-harvester")
+	return host.Config{
+		PluginsDir:   dir,
+		Backend:      backend,
+		CacheDir:     cacheDir,
+		Logger:       testLogger(t),
+		SlotsByType:  map[string]int{"scraper": 4, "cookie-harvester": 2},
+		Grants:       scrapeGrants(site),
+		Configs:      scrapeConfigs,
+		PollInterval: 5 * time.Millisecond,
+		Observe:      ev.observe,
+	}
+}
+
 func scrapeDemoSite(t *testing.T, kind string) {
 	site := demosite.New()
 	site.MaxUses = cookieMaxUses
 	site.Start()
 	t.Cleanup(func() { site.Close() })
 
-	backend, _ := newBackend(t, kind)
-	dir := t.TempDir()
-	installPlugin(t, "plugins/examples/scraper", dir, "scraper")
-	installPlugin(t, "plugins/examples/cookie-harvester", dir, "cookie-harvester")
 	ev := &events{}
-	h, stop := startHost(t, host.Config{
-		PluginsDir:  dir,
-		Backend:     backend,
-		CacheDir:    cacheDir,
-		Logger:      testLogger(t),
-		SlotsByType: map[string]int{"scraper": 4, "cookie-harvester": 2},
-		Grants:      scrapeGrants(site),
-		Configs:     scrapeConfigs,
-		// MaxAttempts stays at its default (5) although the scraper hands most claims of a
-		// task back (Retry) while no fresh cookie is free: a retry refunds its attempt, so
-		// only failures and deaths spend the budget, and the test says none happen.
-		PollInterval: 5 * time.Millisecond,
-		Observe:      ev.observe,
-	})
+	cfg := examplesConfig(t, kind, site, ev)
+	backend := cfg.Backend
+	// MaxAttempts stays at its default (5) although the scraper hands most claims of a
+	// task back (Retry) while no fresh cookie is free: a retry refunds its attempt, so
+	// only failures and deaths spend the budget, and the test says none happen.
+	h, stop := startHost(t, cfg)
 
 	paths := make([]string, scrapeURLs)
 	for i := range paths {

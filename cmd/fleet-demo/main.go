@@ -60,6 +60,7 @@ func run(bin, plugins string, urls int, timeout time.Duration) error {
 	site.Start()
 	defer site.Close()
 	fmt.Printf("demo: site          %s (pages behind a clearance cookie; a cookie goes stale after %d uses)\n", site.URL(), demosite.DefaultMaxUses)
+	fmt.Printf("demo: break it      curl -X POST %s/clearance/break (and /clearance/mend): harvests then fail, back off and park, one per site at a time\n", site.URL())
 
 	dir, err := os.MkdirTemp("", "fleet-demo-")
 	if err != nil {

@@ -59,9 +59,10 @@ var apiFlagOf = map[string]flagDefault{
 
 // notRunFlags are the fields of host.Config that no run flag sets, and why.
 var notRunFlags = map[string]string{
-	"Backend": "--redis names it; the daemon opens it",
-	"Observe": "the daemon's own metrics and logs",
-	"Version": "the binary's version",
+	"Backend":      "--redis names it; the daemon opens it",
+	"Observe":      "the daemon's own metrics and logs",
+	"Version":      "the binary's version",
+	"RetryBackoff": "per automation type in the grants file (retry_backoff_base, retry_backoff_factor, retry_backoff_max), the built-in default otherwise",
 }
 
 // `fleet-host run -h` shows each default of host.Config, and the shutdown margins, as

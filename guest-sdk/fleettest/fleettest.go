@@ -57,6 +57,7 @@ type Host struct {
 	locks    map[string]*lock
 	tasks    map[string][]json.RawMessage // by queue, in order
 	submits  map[[2]string]submitted      // by queue and key
+	unique   map[[2]string]string         // task id by queue and unique key (fleet.Unique)
 	answers  map[string]*HTTPAnswer       // by URL
 	requests []fleet.Request
 	logs     []Log
@@ -112,6 +113,8 @@ type Call struct {
 	Name string
 	// Key is the KV key, the pool item's id (release, extend, mark_bad), or a submit's key.
 	Key string
+	// Unique is a submit's unique key (fleet.Unique), "" for none.
+	Unique string
 }
 
 // Log is one line the plugin logged.
@@ -150,6 +153,7 @@ func New(tb testing.TB) *Host {
 		w: wirefake.New(tb), tb: tb,
 		kv: map[[2]string]kvValue{}, pools: map[string]*pool{}, counters: map[string]int64{},
 		locks: map[string]*lock{}, tasks: map[string][]json.RawMessage{}, submits: map[[2]string]submitted{},
+		unique:  map[[2]string]string{},
 		answers: map[string]*HTTPAnswer{},
 	}
 	for op, f := range map[abi.Op]func(json.RawMessage) (any, *abi.Error){
@@ -373,12 +377,12 @@ func (h *Host) Calls() []Call {
 	var out []Call
 	for _, c := range h.w.Calls() {
 		var r struct {
-			Pool, Namespace, Key, Name, Queue, URL, ID string
+			Pool, Namespace, Key, Name, Queue, URL, ID, Unique string
 		}
 		if err := json.Unmarshal(c.Request, &r); err != nil {
 			h.tb.Fatalf("fleettest: decode %s request %s: %v", c.Op, c.Request, err)
 		}
-		call := Call{Op: c.Op, Name: r.Pool + r.Namespace + r.Name + r.Queue + r.URL, Key: r.Key + r.ID}
+		call := Call{Op: c.Op, Name: r.Pool + r.Namespace + r.Name + r.Queue + r.URL, Key: r.Key + r.ID, Unique: r.Unique}
 		if c.Op == abi.OpLog {
 			call.Name = ""
 		}
@@ -674,7 +678,16 @@ func (h *Host) submit(req json.RawMessage) (any, *abi.Error) {
 		}
 		return abi.SubmitReply{TaskID: s.id}, nil
 	}
+	// A unique key holds for the rest of the test: the fake's tasks are never worked, so
+	// the task that took it stays pending.
+	u := [2]string{r.Queue, r.Unique}
+	if id, ok := h.unique[u]; ok && r.Unique != "" {
+		return abi.SubmitReply{TaskID: id}, nil
+	}
 	id := h.next("task")
+	if r.Unique != "" {
+		h.unique[u] = id
+	}
 	h.tasks[r.Queue] = append(h.tasks[r.Queue], r.Payload)
 	if r.Key != "" {
 		h.submits[k] = submitted{id: id, payload: r.Payload}

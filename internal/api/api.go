@@ -46,7 +46,7 @@ import (
 // Host is what the API needs of a *host.Host.
 type Host interface {
 	Plugins() []host.Plugin
-	Submit(ctx context.Context, queue string, payload []byte) (string, error)
+	SubmitUnique(ctx context.Context, queue string, payload []byte, u primitives.Unique) (id string, dup bool, err error)
 	Pause(typ string) error
 	Resume(typ string) error
 }
@@ -449,10 +449,13 @@ func (s *Server) listSlots(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// Submitted is the answer to a submit.
+// Submitted is the answer to a submit. Duplicate is true when the submit's unique key
+// (UniqueKeyHeader) was held: TaskID is then the task that holds it, and nothing was
+// enqueued (200, where an enqueued task is 202).
 type Submitted struct {
-	TaskID string `json:"task_id"`
-	Queue  string `json:"queue"`
+	TaskID    string `json:"task_id"`
+	Queue     string `json:"queue"`
+	Duplicate bool   `json:"duplicate,omitempty"`
 }
 
 func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
@@ -472,8 +475,12 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	u, ok := uniqueOf(w, r)
+	if !ok {
+		return
+	}
 	queue := p.Consumes.Name
-	id, err := s.p.Host.Submit(ctx, queue, body)
+	id, dup, err := s.p.Host.SubmitUnique(ctx, queue, body, u)
 	if err != nil {
 		var e *abi.Error
 		if !errors.As(err, &e) {
@@ -499,7 +506,58 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, e.Kind, e.Message, details)
 		return
 	}
+	if dup {
+		writeJSON(w, http.StatusOK, Submitted{TaskID: id, Queue: queue, Duplicate: true})
+		return
+	}
 	writeJSON(w, http.StatusAccepted, Submitted{TaskID: id, Queue: queue})
+}
+
+// UniqueKeyHeader makes a submit unique on its queue (host.Host.SubmitUnique): while the
+// task a submit of that key enqueued waits or runs, or for UniqueTTLHeader after it was
+// submitted (whichever ends last), another submit of the key, from a client or a plugin,
+// enqueues nothing and is answered 200 with that task's id and "duplicate": true. 1 to
+// 255 printable ASCII bytes. UniqueTTLHeader is a duration such as "30s", at most 24h;
+// without it the key holds only while the task is pending.
+const (
+	UniqueKeyHeader = "Fleet-Unique-Key"
+	UniqueTTLHeader = "Fleet-Unique-TTL"
+)
+
+// uniqueOf reads a submit's unique key and TTL from its headers; a malformed one is
+// answered 400 here.
+func uniqueOf(w http.ResponseWriter, r *http.Request) (primitives.Unique, bool) {
+	var u primitives.Unique
+	keys, ttls := r.Header.Values(UniqueKeyHeader), r.Header.Values(UniqueTTLHeader)
+	if len(keys) == 0 && len(ttls) == 0 {
+		return u, true
+	}
+	bad := func(msg string) (primitives.Unique, bool) {
+		writeError(w, http.StatusBadRequest, abi.ValueError, msg, nil)
+		return u, false
+	}
+	if len(keys) != 1 || !printable(keys[0]) || len(keys[0]) > primitives.MaxUniqueKeyLen {
+		return bad(fmt.Sprintf("header %s must be one value of 1 to %d printable ASCII bytes", UniqueKeyHeader, primitives.MaxUniqueKeyLen))
+	}
+	u.Key = keys[0]
+	if len(ttls) > 0 {
+		d, err := time.ParseDuration(ttls[0])
+		if len(ttls) > 1 || err != nil || d < 0 || d > primitives.MaxUniqueTTL {
+			return bad(fmt.Sprintf("header %s must be one duration such as \"30s\", 0 to %v", UniqueTTLHeader, primitives.MaxUniqueTTL))
+		}
+		u.TTL = d
+	}
+	return u, true
+}
+
+// printable reports whether s is 1 or more bytes of printable ASCII.
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // IdempotencyKeyHeader makes a submit idempotent: the same key on the same automation
@@ -521,10 +579,7 @@ func submitKey(w http.ResponseWriter, r *http.Request) (context.Context, bool) {
 	if len(key) >= 2 && key[0] == '"' && key[len(key)-1] == '"' {
 		key = key[1 : len(key)-1]
 	}
-	bad := len(vs) > 1 || len(key) > primitives.MaxRequestIDLen
-	for i := 0; i < len(key) && !bad; i++ {
-		bad = key[i] < 0x20 || key[i] > 0x7e
-	}
+	bad := len(vs) > 1 || len(key) > primitives.MaxRequestIDLen || !printable(key)
 	ctx, err := host.WithSubmitKey(r.Context(), key)
 	if bad || err != nil {
 		writeError(w, http.StatusBadRequest, abi.ValueError, fmt.Sprintf("header %s must be one value of 1 to %d printable ASCII bytes",
@@ -681,11 +736,15 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) {
 
 // ParkedTask is one parked task as the API shows it.
 type ParkedTask struct {
-	ID         string          `json:"id"`
-	Payload    json.RawMessage `json:"payload"`
-	Attempts   int             `json:"attempts"`
-	EnqueuedAt time.Time       `json:"enqueued_at"`
-	LastError  string          `json:"last_error"`
+	ID       string          `json:"id"`
+	Payload  json.RawMessage `json:"payload"`
+	Attempts int             `json:"attempts"`
+	// HandBacks is how often it was handed back without spending an attempt (a retry, a
+	// drain's cut); past the consumer's hand_back_alert each counts in
+	// fleet_task_hand_backs_over_alert_total.
+	HandBacks  int       `json:"hand_backs"`
+	EnqueuedAt time.Time `json:"enqueued_at"`
+	LastError  string    `json:"last_error"`
 	// ParkedAt is when it was parked (a retention counts from it); absent for a task
 	// parked before the backend kept the instant.
 	ParkedAt *time.Time `json:"parked_at,omitempty"`
@@ -716,7 +775,7 @@ func (s *Server) listParked(w http.ResponseWriter, r *http.Request) {
 		if !json.Valid(payload) {
 			payload, _ = json.Marshal(string(t.Payload))
 		}
-		pt := ParkedTask{ID: t.ID, Payload: payload, Attempts: t.Attempts, EnqueuedAt: t.EnqueuedAt, LastError: t.LastError}
+		pt := ParkedTask{ID: t.ID, Payload: payload, Attempts: t.Attempts, HandBacks: t.HandBacks, EnqueuedAt: t.EnqueuedAt, LastError: t.LastError}
 		if !t.ParkedAt.IsZero() {
 			pt.ParkedAt = &t.ParkedAt
 		}

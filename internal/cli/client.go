@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/internal/api"
+	"github.com/fleethost/fleet/primitives"
 )
 
 // Client talks to a fleet-host daemon's HTTP API. The zero value is not usable; set
@@ -123,23 +124,35 @@ func (c *Client) base() string {
 // answer was 502, 503 or 504: the first may have been enqueued before its answer was
 // lost, and the daemon then answers the same task id.
 func (c *Client) Submit(ctx context.Context, typ, key string, payload []byte) (string, error) {
-	var hdr http.Header
+	id, _, err := c.SubmitUnique(ctx, typ, key, primitives.Unique{}, payload)
+	return id, err
+}
+
+// SubmitUnique is Submit that sends u as the Fleet-Unique-Key and Fleet-Unique-TTL
+// headers when u.Key is set: dup says the key was held, and id is the task that holds it
+// (nothing was enqueued).
+func (c *Client) SubmitUnique(ctx context.Context, typ, key string, u primitives.Unique, payload []byte) (id string, dup bool, err error) {
+	hdr := http.Header{}
 	if key != "" {
-		hdr = http.Header{api.IdempotencyKeyHeader: {key}}
+		hdr.Set(api.IdempotencyKeyHeader, key)
+	}
+	if u.Key != "" {
+		hdr.Set(api.UniqueKeyHeader, u.Key)
+		hdr.Set(api.UniqueTTLHeader, u.TTL.String())
 	}
 	path := "/api/v1/automations/" + url.PathEscape(typ) + "/tasks"
 	for try := 0; ; try++ {
 		var out api.Submitted
 		err := c.doWith(ctx, http.MethodPost, path, hdr, payload, &out)
 		if err == nil {
-			return out.TaskID, nil
+			return out.TaskID, out.Duplicate, nil
 		}
 		if key == "" || try >= c.Retries || !resendable(err) || ctx.Err() != nil {
-			return "", err
+			return "", false, err
 		}
 		select {
 		case <-ctx.Done():
-			return "", err
+			return "", false, err
 		case <-time.After(min(250*time.Millisecond<<try, 4*time.Second)):
 		}
 	}

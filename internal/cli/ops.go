@@ -24,9 +24,9 @@ func WriteParked(w io.Writer, queue string, tasks []api.ParkedTask) error {
 
 // parkedRows writes the header and rows of queue's parked tasks to tw.
 func parkedRows(tw io.Writer, queue string, tasks []api.ParkedTask) {
-	fmt.Fprintf(tw, "PARKED IN %s\tATTEMPTS\tENQUEUED\tLAST ERROR\tPAYLOAD\n", cell(queue))
+	fmt.Fprintf(tw, "PARKED IN %s\tATTEMPTS\tHAND-BACKS\tENQUEUED\tLAST ERROR\tPAYLOAD\n", cell(queue))
 	for _, t := range tasks {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", cell(t.ID), t.Attempts, t.EnqueuedAt.Format(time.RFC3339), cut(cell(t.LastError), 100), cut(cell(string(t.Payload)), 60))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", cell(t.ID), t.Attempts, t.HandBacks, t.EnqueuedAt.Format(time.RFC3339), cut(cell(t.LastError), 100), cut(cell(string(t.Payload)), 60))
 	}
 }
 

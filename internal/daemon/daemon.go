@@ -40,7 +40,7 @@ type Options struct {
 	Backend    string         // backend URL (see backend.Open); "" is the embedded memory store
 	Slots      int            // slots per plugin; 0 means host.Config's default (1)
 	SlotsFor   map[string]int // slots by automation type, overriding Slots
-	GrantsFile string         // the grants file (see package grants); "" grants the defaults only (no pool, no queue)
+	GrantsFile string         // the grants file (see package grants), re-read on every reload; "" grants the defaults only (no pool, no queue)
 	// GrantDeclared grants each plugin the pools and queues it declares (host.Config.GrantDeclared);
 	// for development only.
 	GrantDeclared bool
@@ -80,6 +80,9 @@ type Options struct {
 	// Listening, when set, is told the API's address once it listens (for tests that
 	// listen on port 0).
 	Listening func(addr string)
+	// Observe, when set, is told every slot event after the slot table and the metrics
+	// (for tests that measure the slots); it must return quickly.
+	Observe func(host.SlotEvent)
 }
 
 // Run runs the daemon until ctx is done, then drains and returns. It returns an error
@@ -127,7 +130,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	}()
 
 	var draining atomic.Bool
-	rl := newReloader(h, log, obs)
+	rl := newReloader(h, log, obs, o.GrantsFile)
 	rctx, stopReloads := context.WithCancel(ctx)
 	wait := rl.start(rctx, hup, o.PluginsDir, cmp.Or(o.ReloadSettle, DefaultReloadSettle))
 	defer func() { stopReloads(); wait() }() // before the host closes
@@ -135,7 +138,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	a, err := serveAPI(o, log, newAPI(o, log, h, b, obs, pl, draining.Load, rl.reload))
+	a, err := serveAPI(o, log, newAPI(o, log, h, b, obs, pl, draining.Load, rl))
 	if err != nil {
 		return err
 	}
@@ -211,7 +214,7 @@ func buildHost(ctx context.Context, o Options, log *slog.Logger, b primitives.Ba
 		MaxQueueDepth:    o.MaxQueueDepth,
 		MaxQueueBytes:    o.MaxQueueBytes,
 		ParkedRetention:  o.ParkedRetention,
-		Observe:          obs.observe(log),
+		Observe:          obs.observe(log, o.Observe),
 	}
 	rep.configure(&cfg, o)
 	h, err := host.New(ctx, cfg)
@@ -229,8 +232,8 @@ func buildHost(ctx context.Context, o Options, log *slog.Logger, b primitives.Ba
 }
 
 // observe is the host's Observe: it logs a slot's first event and its end, and hands
-// every event to the slot table and the metrics.
-func (obs observers) observe(log *slog.Logger) func(host.SlotEvent) {
+// every event to the slot table and the metrics, then to also (nil: nothing).
+func (obs observers) observe(log *slog.Logger, also func(host.SlotEvent)) func(host.SlotEvent) {
 	var started sync.Map // slot name -> struct{}: slots that have said anything yet
 	return func(e host.SlotEvent) {
 		if _, seen := started.LoadOrStore(e.Slot, struct{}{}); !seen {
@@ -241,17 +244,21 @@ func (obs observers) observe(log *slog.Logger) func(host.SlotEvent) {
 		if e.Kind == slotstate.Stopped {
 			log.Debug("slot stopped", "slot", e.Slot, "plugin", e.Plugin, "iterations", e.N)
 		}
+		if also != nil {
+			also(e)
+		}
 	}
 }
 
 // newAPI makes the API's handler for h and has the metrics read the queues and pools it
-// knows of; draining says when /readyz answers 503, and reload serves POST /api/v1/reload.
-func newAPI(o Options, log *slog.Logger, h *host.Host, b primitives.Backend, obs observers, pl *plane.Plane, draining func() bool, reload func(context.Context) error) *api.Server {
+// knows of; draining says when /readyz answers 503, and rl serves POST /api/v1/reload and
+// counts the reloads' refusals.
+func newAPI(o Options, log *slog.Logger, h *host.Host, b primitives.Backend, obs observers, pl *plane.Plane, draining func() bool, rl *reloader) *api.Server {
 	srv := api.New(api.Params{
 		Host: h, Backend: b, Slots: obs.slots, Metrics: obs.metrics.Handler(), Token: o.Token,
-		MaxBody: int64(o.MaxPayload), Draining: draining, Reload: reload, Plane: pl, Log: log,
+		MaxBody: int64(o.MaxPayload), Draining: draining, Reload: rl.reload, Plane: pl, Log: log,
 	})
-	obs.metrics.Watch(metrics.Sources{Queues: srv.Queues, Pools: srv.Pools, PluginMetrics: h.PluginMetrics, ReloadFailures: h.ReloadFailures})
+	obs.metrics.Watch(metrics.Sources{Queues: srv.Queues, Pools: srv.Pools, PluginMetrics: h.PluginMetrics, ReloadFailures: rl.reloadFailures})
 	return srv
 }
 

@@ -2,34 +2,60 @@ package daemon
 
 import (
 	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/internal/grants"
 )
 
 // DefaultReloadSettle is Options.ReloadSettle's default.
 const DefaultReloadSettle = 500 * time.Millisecond
 
-// reloader reloads the host's plugins on its triggers: a change to the plugins folder
-// (once it has settled), SIGHUP, and the API's POST /api/v1/reload (reload, called by the
-// API). Concurrent triggers coalesce: host.Reload serialises, and a kick while one runs
-// makes one more.
+// reloader reloads the host's plugins and grants on its triggers: a change to the plugins
+// folder or to the grants file (once it has settled), SIGHUP, and the API's POST
+// /api/v1/reload (reload, called by the API). Concurrent triggers coalesce: host.Reload
+// serialises, and a kick while one runs makes one more.
 type reloader struct {
-	h    *host.Host
-	log  *slog.Logger
-	obs  observers
-	kick chan struct{} // buffered (1): a pending reload
+	h      *host.Host
+	log    *slog.Logger
+	obs    observers
+	grants string        // the grants file; "" when run has none
+	kick   chan struct{} // buffered (1): a pending reload
+
+	// mu serialises reloads (the API's with the triggers'), as the host does: a grants
+	// file is then read, refused and counted once per reload.
+	mu      sync.Mutex
+	refused grantsRefusal // guarded by mu: the grants file's last refused content
+	// failures counts the grants files refused: with the host's refused builds, they are
+	// fleet_reload_failures_total.
+	failures atomic.Int64
 }
 
-func newReloader(h *host.Host, log *slog.Logger, obs observers) *reloader {
-	return &reloader{h: h, log: log, obs: obs, kick: make(chan struct{}, 1)}
+// grantsRefusal is a grants file's content that a reload refused (its SHA-256), and why:
+// the same bytes are refused again without being counted again.
+type grantsRefusal struct {
+	sum [sha256.Size]byte
+	err error
 }
+
+func newReloader(h *host.Host, log *slog.Logger, obs observers, grantsFile string) *reloader {
+	return &reloader{h: h, log: log, obs: obs, grants: grantsFile, kick: make(chan struct{}, 1)}
+}
+
+// reloadFailures is fleet_reload_failures_total: the builds the host refused and the
+// grants files this reloader refused.
+func (rl *reloader) reloadFailures() int64 { return rl.h.ReloadFailures() + rl.failures.Load() }
 
 // request asks for a reload, without waiting for it.
 func (rl *reloader) request(why string) {
@@ -40,21 +66,65 @@ func (rl *reloader) request(why string) {
 	}
 }
 
-// reload reloads now, and returns the host's refusals (nil when every file loaded).
+// reload re-reads the grants file and reloads the plugins under it, now, and returns the
+// refusals (nil when the grants and every file loaded). A grants file that does not read,
+// parse or check is refused, naming the file and the field; the plugins then reload
+// under the grants in force.
 func (rl *reloader) reload(ctx context.Context) error {
-	err := rl.h.Reload(ctx)
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	gf, gerr := rl.readGrants()
+	var err error
+	if gerr != nil {
+		err = errors.Join(gerr, rl.h.Reload(ctx))
+	} else {
+		gs, cs := gf.Host()
+		err = rl.h.ReloadGrants(ctx, gs, cs)
+	}
 	rl.obs.slots.Register(rl.h.Plugins())
 	if err != nil {
-		rl.log.Warn("daemon: reload refused a build; the running versions keep running", "err", err)
+		rl.log.Warn("daemon: reload refused a build or the grants file; the running versions keep running", "err", err)
 		return err
 	}
 	rl.log.Info("daemon: reloaded", "plugins", len(rl.h.Plugins()))
 	return nil
 }
 
-// start watches dir and hup (SIGHUP) until ctx is done, and serves their requests; the
-// returned wait returns once its goroutines have. A folder that cannot be watched is
-// logged, not fatal: SIGHUP and the API still reload.
+// readGrants reads and checks the grants file (an empty File when run has none). A
+// refusal is logged and counted once per content. Call it holding rl.mu.
+func (rl *reloader) readGrants() (grants.File, error) {
+	if rl.grants == "" {
+		return grants.File{}, nil
+	}
+	b, err := os.ReadFile(rl.grants)
+	if err != nil {
+		return nil, rl.refuseGrants([sha256.Size]byte{}, fmt.Errorf("grants: %w", err))
+	}
+	sum := sha256.Sum256(b)
+	if f := rl.refused; f.err != nil && f.sum == sum {
+		return nil, f.err
+	}
+	gf, err := grants.ParseFile(rl.grants, b)
+	if err != nil {
+		return nil, rl.refuseGrants(sum, err)
+	}
+	rl.refused = grantsRefusal{}
+	return gf, nil
+}
+
+// refuseGrants records and counts err, the refusal of the grants file whose content has
+// SHA-256 sum, and returns it. Call it holding rl.mu.
+func (rl *reloader) refuseGrants(sum [sha256.Size]byte, err error) error {
+	rl.failures.Add(1)
+	rl.log.Error("daemon: reload refused the grants file; the running grants stay", "file", rl.grants, "err", err)
+	rl.refused = grantsRefusal{sum: sum, err: err}
+	return err
+}
+
+// start watches dir (the plugins folder), the grants file's folder, and hup (SIGHUP)
+// until ctx is done, and serves their requests; the returned wait returns once its
+// goroutines have. A folder that cannot be watched is logged, not fatal: SIGHUP and the
+// API still reload.
 func (rl *reloader) start(ctx context.Context, hup <-chan os.Signal, dir string, settle time.Duration) (wait func()) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -69,12 +139,25 @@ func (rl *reloader) start(ctx context.Context, hup <-chan os.Signal, dir string,
 			}
 		}
 	})
+	dir = filepath.Clean(dir)
+	grantsFile := ""
+	if rl.grants != "" {
+		grantsFile = filepath.Clean(rl.grants)
+	}
+	// The grants file's folder is watched, not the file: an editor or a deploy that
+	// renames a new file over it would end a watch on the file itself.
+	watched := func(name string) bool {
+		return name == grantsFile || filepath.Dir(name) == dir && strings.HasSuffix(name, ".wasm")
+	}
 	w, err := fsnotify.NewWatcher()
 	if err == nil {
 		err = w.Add(dir)
 	}
+	if err == nil && grantsFile != "" && filepath.Dir(grantsFile) != dir {
+		err = w.Add(filepath.Dir(grantsFile))
+	}
 	if err != nil {
-		rl.log.Warn("daemon: cannot watch the plugins folder; reload with SIGHUP, POST /api/v1/reload or fleet-host reload", "dir", dir, "err", err)
+		rl.log.Warn("daemon: cannot watch the plugins folder or the grants file's; reload with SIGHUP, POST /api/v1/reload or fleet-host reload", "dir", dir, "grants", rl.grants, "err", err)
 		if w != nil {
 			_ = w.Close()
 		}
@@ -82,7 +165,7 @@ func (rl *reloader) start(ctx context.Context, hup <-chan os.Signal, dir string,
 	}
 	wg.Go(func() {
 		defer w.Close()
-		watchSettled(ctx, w.Events, w.Errors, settle, rl.log, func() { rl.request("plugins folder") })
+		watchSettled(ctx, w.Events, w.Errors, watched, settle, rl.log, func() { rl.request("a change to the plugins folder or the grants file") })
 	})
 	return wg.Wait
 }
@@ -102,11 +185,12 @@ func stampOf(name string) stamp {
 	return stamp{exists: true, size: fi.Size(), mtime: fi.ModTime()}
 }
 
-// watchSettled calls changed once the .wasm files that events (a watcher's) report changed have settled:
-// no event and the same size and mtime for settle. A file copied in place is loaded only
-// once its writes have paused for settle; one renamed into place (the safe deploy) is
-// whole at its first event. See RATIONALE.md, "Why a watcher, and when is a file settled?".
-func watchSettled(ctx context.Context, events <-chan fsnotify.Event, errs <-chan error, settle time.Duration, log *slog.Logger, changed func()) {
+// watchSettled calls changed once the watched files (the .wasm files and the grants file)
+// that events (a watcher's) report changed have settled: no event and the same size and
+// mtime for settle. A file copied in place is loaded only once its writes have paused for
+// settle; one renamed into place (the safe deploy) is whole at its first event. See
+// RATIONALE.md, "Why a watcher, and when is a file settled?".
+func watchSettled(ctx context.Context, events <-chan fsnotify.Event, errs <-chan error, watched func(name string) bool, settle time.Duration, log *slog.Logger, changed func()) {
 	pending := map[string]stamp{}
 	timer := time.NewTimer(settle)
 	timer.Stop()
@@ -119,7 +203,7 @@ func watchSettled(ctx context.Context, events <-chan fsnotify.Event, errs <-chan
 			if !ok {
 				return
 			}
-			if !strings.HasSuffix(ev.Name, ".wasm") {
+			if !watched(ev.Name) {
 				continue
 			}
 			pending[ev.Name] = stampOf(ev.Name)

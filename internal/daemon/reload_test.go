@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -136,7 +137,8 @@ func TestWatchSettles(t *testing.T) {
 		changed := make(chan struct{}, 10)
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		go watchSettled(ctx, events, errs, settle, slog.New(slog.DiscardHandler), func() { changed <- struct{}{} })
+		wasm := func(name string) bool { return strings.HasSuffix(name, ".wasm") }
+		go watchSettled(ctx, events, errs, wasm, settle, slog.New(slog.DiscardHandler), func() { changed <- struct{}{} })
 		reloads := func() int {
 			synctest.Wait()
 			return len(changed)
@@ -175,4 +177,68 @@ func TestWatchSettles(t *testing.T) {
 			t.Fatalf("reloads = %d once the file kept its size and mtime for a settle, want 1", n)
 		}
 	})
+}
+
+// TestReloadGrantsFile: a change to the grants file (renamed into place, in a folder of
+// its own) reloads with no other trigger: the type whose grant changed runs under its new
+// grant, loaded anew, and the other type is untouched. A grants file that does not parse
+// is refused naming the file and the field, counted once in fleet_reload_failures_total
+// however often it is re-read, and the running grant stays.
+func TestReloadGrantsFile(t *testing.T) {
+	dir, gdir := t.TempDir(), t.TempDir()
+	gfile := filepath.Join(gdir, "grants.json")
+	writeGrants := func(s string) { testutil.Deploy(t, gfile, []byte(s)) }
+	writeGrants(`{}`)
+	addr := startAPI(t, Options{PluginsDir: dir, GrantsFile: gfile, ReloadSettle: 20 * time.Millisecond})
+	dropWasm(t, dir, "dropped")
+	var first api.Automation
+	testutil.WaitFor(t, 60*time.Second, "the dropped plugin loaded", func() bool {
+		var ok bool
+		first, ok = automations(t, addr)["dropped"]
+		return ok
+	})
+	echo := automations(t, addr)["echo"]
+	writeGrants(`{"dropped": {"max_payload": 1000}}`)
+	testutil.WaitFor(t, 60*time.Second, "dropped under its new grant", func() bool {
+		return automations(t, addr)["dropped"].Grant.MaxPayload == 1000
+	})
+	as := automations(t, addr)
+	if !as["dropped"].LoadedAt.After(first.LoadedAt) || !as["echo"].LoadedAt.Equal(echo.LoadedAt) {
+		t.Errorf("load times: dropped %v -> %v, echo %v -> %v; want dropped loaded anew and echo untouched",
+			first.LoadedAt, as["dropped"].LoadedAt, echo.LoadedAt, as["echo"].LoadedAt)
+	}
+	failures := func() string {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "fleet_reload_failures_total ") {
+				return strings.TrimPrefix(l, "fleet_reload_failures_total ")
+			}
+		}
+		return ""
+	}
+	writeGrants(`{"dropped": {"max_paylod": 10}}`)
+	testutil.WaitFor(t, 60*time.Second, "the bad grants file refused by the watcher", func() bool { return failures() == "1" })
+	resp, err := http.Post("http://"+addr+"/api/v1/reload", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 422 || !strings.Contains(string(body), "grants.json") || !strings.Contains(string(body), "max_paylod") {
+		t.Errorf("POST /api/v1/reload = %d %s, want 422 naming grants.json and max_paylod", resp.StatusCode, body)
+	}
+	if got := failures(); got != "1" {
+		t.Errorf("fleet_reload_failures_total = %s after the same bad file was read again, want 1", got)
+	}
+	// One that parses but names something invalid: refused the same way.
+	writeGrants(`{"dropped": {"max_payload": 1000, "kv": ["a*b"]}}`)
+	testutil.WaitFor(t, 60*time.Second, "the invalid grants file refused by the watcher", func() bool { return failures() == "2" })
+	if g := automations(t, addr)["dropped"].Grant; g.MaxPayload != 1000 || slices.Contains(g.KV, "a*b") {
+		t.Errorf("dropped's grant = max_payload %d, kv %v after refused grants files, want the running one", g.MaxPayload, g.KV)
+	}
 }

@@ -4,6 +4,11 @@
 //
 //	GET /clearance   takes ClearanceDelay, then issues a clearance cookie:
 //	                 Set-Cookie: cf_clearance=<random>; Path=/
+//	                 or, while the page is broken (BreakClearance), 503 at once with
+//	                 X-Demosite-Reason: broken
+//	POST /clearance/break, POST /clearance/mend
+//	                 break and mend the clearance page (BreakClearance), for a demo
+//	                 of a harvest that keeps failing; 204
 //	GET /page/{n}    (any path under /page/) 200 with <title>page n</title> for a
 //	                 valid cookie; 403 without one, with an unknown or revoked one, or
 //	                 with one already used MaxUses times (stale)
@@ -44,6 +49,9 @@ const (
 	ReasonUnknown  = "unknown"
 	ReasonStale    = "stale"
 	ReasonRevoked  = "revoked"
+	// ReasonBroken is the X-Demosite-Reason of a /clearance answered 503 while the page
+	// is broken (BreakClearance).
+	ReasonBroken = "broken"
 )
 
 // Site is the demo web site. Make one with New, set its fields, then Start it (or serve
@@ -80,6 +88,8 @@ type Site struct {
 
 	harvests   atomic.Int64
 	forbidden  atomic.Int64
+	broken     atomic.Bool  // BreakClearance
+	refused    atomic.Int64 // /clearance requests answered 503 while broken
 	inFlight   atomic.Int64 // /clearance requests being handled
 	maxOverlap atomic.Int64 // the most inFlight ever was
 
@@ -121,6 +131,14 @@ func (s *Site) Handler() http.Handler {
 		s.maxUses = s.MaxUses
 		mux := http.NewServeMux()
 		mux.HandleFunc("GET /clearance", s.clearance)
+		mux.HandleFunc("POST /clearance/break", func(w http.ResponseWriter, _ *http.Request) {
+			s.BreakClearance(true)
+			w.WriteHeader(http.StatusNoContent)
+		})
+		mux.HandleFunc("POST /clearance/mend", func(w http.ResponseWriter, _ *http.Request) {
+			s.BreakClearance(false)
+			w.WriteHeader(http.StatusNoContent)
+		})
 		mux.HandleFunc("GET /page/", s.page)
 		s.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if !s.enter() {
@@ -223,8 +241,14 @@ func (s *Site) Close() error {
 	return err
 }
 
-// clearance issues a new cookie after the delay.
+// clearance issues a new cookie after the delay, or answers 503 while broken.
 func (s *Site) clearance(w http.ResponseWriter, r *http.Request) {
+	if s.broken.Load() {
+		s.refused.Add(1)
+		w.Header().Set("X-Demosite-Reason", ReasonBroken)
+		http.Error(w, "clearance page broken", http.StatusServiceUnavailable)
+		return
+	}
 	n := s.inFlight.Add(1)
 	for {
 		m := s.maxOverlap.Load()
@@ -324,6 +348,15 @@ func (s *Site) Revoke() int {
 	}
 	return n
 }
+
+// BreakClearance breaks the clearance page (true: every GET /clearance answers 503 at
+// once, issuing nothing) or mends it (false), as a site whose challenge is down or has
+// changed. Safe to call at any time, from any goroutine.
+func (s *Site) BreakClearance(broken bool) { s.broken.Store(broken) }
+
+// ClearanceRefused is how many GET /clearance were answered 503 because the page was
+// broken.
+func (s *Site) ClearanceRefused() int { return int(s.refused.Load()) }
 
 // Harvests is how many cookies /clearance has issued.
 func (s *Site) Harvests() int { return int(s.harvests.Load()) }

@@ -323,3 +323,35 @@ func contains(list []string, v string) bool {
 	}
 	return false
 }
+
+// TestBreakClearance: a broken clearance page answers 503 with the reason broken and
+// issues nothing, until mended; POST /clearance/break and /mend do the same over HTTP.
+func TestBreakClearance(t *testing.T) {
+	s := start(t, nil)
+	s.BreakClearance(true)
+	if code, reason, _ := get(t, s, "/clearance", ""); code != http.StatusServiceUnavailable || reason != demosite.ReasonBroken {
+		t.Errorf("GET /clearance while broken = %d %q, want 503 %q", code, reason, demosite.ReasonBroken)
+	}
+	if s.Harvests() != 0 || s.ClearanceRefused() != 1 {
+		t.Errorf("harvests %d, refused %d; want 0 and 1", s.Harvests(), s.ClearanceRefused())
+	}
+	post := func(path string) {
+		resp, err := http.Post(s.URL()+path, "text/plain", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("POST %s = %d, want 204", path, resp.StatusCode)
+		}
+	}
+	post("/clearance/mend")
+	harvest(t, s)
+	post("/clearance/break")
+	if code, _, _ := get(t, s, "/clearance", ""); code != http.StatusServiceUnavailable {
+		t.Errorf("GET /clearance after POST /clearance/break = %d, want 503", code)
+	}
+	if s.Harvests() != 1 || s.ClearanceRefused() != 2 {
+		t.Errorf("harvests %d, refused %d; want 1 and 2", s.Harvests(), s.ClearanceRefused())
+	}
+}

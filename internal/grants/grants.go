@@ -69,8 +69,9 @@ func (e *Entry) UnmarshalJSON(b []byte) error {
 // File is a grants file: automation type -> Entry.
 type File map[string]Entry
 
-// Read reads and decodes the grants file at path. An unknown field is an error (a typo
-// would otherwise grant nothing, silently). "" is an empty File.
+// Read reads, decodes and checks the grants file at path. An unknown field is an error (a
+// typo would otherwise grant nothing, silently), and so is a value the host refuses
+// (host.CheckGrants), named as the file spells it. "" is an empty File.
 func Read(path string) (File, error) {
 	if path == "" {
 		return File{}, nil
@@ -79,6 +80,12 @@ func Read(path string) (File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("grants: %w", err)
 	}
+	return ParseFile(path, b)
+}
+
+// ParseFile decodes b, the content of the grants file at path, as Read does; its error
+// names the file.
+func ParseFile(path string, b []byte) (File, error) {
 	f, err := Parse(b)
 	if err != nil {
 		return nil, fmt.Errorf("grants: %s: %w", path, err)
@@ -106,6 +113,9 @@ func Parse(b []byte) (File, error) {
 		f[typ] = e
 	}
 	if err := f.checkRoles(); err != nil {
+		return nil, err
+	}
+	if err := host.CheckGrants(f.Grants()); err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -143,15 +153,22 @@ func (f File) checkRoles() error {
 
 // Host splits the file into host.Config's Grants and Configs.
 func (f File) Host() (map[string]host.Grant, map[string]json.RawMessage) {
-	gs := map[string]host.Grant{}
 	cs := map[string]json.RawMessage{}
 	for typ, e := range f {
-		gs[typ] = e.Grant
 		if len(e.Config) > 0 {
 			cs[typ] = e.Config
 		}
 	}
-	return gs, cs
+	return f.Grants(), cs
+}
+
+// Grants is the file's grants, host.Config's Grants.
+func (f File) Grants() map[string]host.Grant {
+	gs := map[string]host.Grant{}
+	for typ, e := range f {
+		gs[typ] = e.Grant
+	}
+	return gs
 }
 
 // Types lists the file's automation types, sorted.

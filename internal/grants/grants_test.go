@@ -49,6 +49,24 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// TestParseRetry: the failure fields read from the file and back, durations as strings.
+func TestParseRetry(t *testing.T) {
+	f, err := Parse([]byte(`{"harvester": {"retry_backoff_base": "2s", "retry_backoff_factor": 1.5, "retry_backoff_max": "1m", "hand_back_alert": 20}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, _ := f.Host()
+	g := gs["harvester"]
+	if g.RetryBackoffBase != 2*time.Second || g.RetryBackoffFactor != 1.5 || g.RetryBackoffMax != time.Minute || g.HandBackAlert != 20 {
+		t.Errorf("harvester grant = %+v, want the file's backoff and alert", g)
+	}
+	b, _ := json.Marshal(g)
+	if !strings.Contains(string(b), `"retry_backoff_base":"2s"`) || !strings.Contains(string(b), `"retry_backoff_factor":1.5`) ||
+		!strings.Contains(string(b), `"retry_backoff_max":"1m0s"`) || !strings.Contains(string(b), `"hand_back_alert":20`) {
+		t.Errorf("json.Marshal(grant) = %s, want the fields back in snake_case, durations as strings", b)
+	}
+}
+
 func TestParseQuotas(t *testing.T) {
 	f, err := Parse([]byte(`{"scraper": {"kv_max_keys": 50, "kv_max_bytes": 1048576, "submit_rate": 5, "max_queue_depth": 100, "max_queue_bytes": 1000, "max_pool_items": 20, "max_pool_bytes": 2000, "counter_max_names": 30, "lock_max_names": 40}}`))
 	if err != nil {
@@ -110,12 +128,32 @@ func TestParseRoles(t *testing.T) {
 		`{"s": {"call_timeout": "soon"}}`:             `"s": call_timeout: "soon" is not a duration such as "30s"`,
 		`{"s": {"parked_retention": 86400}}`:          `"s": parked_retention: want a duration string such as "30s", got a JSON number`,
 		`{"s": {"pool": {"cookies": ["claim"]}}}`:     `unknown field "pool"`,
+		`{"s": {"retry_backoff_base": 1}}`:            `"s": retry_backoff_base: want a duration string such as "30s", got a JSON number`,
+		`{"s": {"retry_backoff_max": "later"}}`:       `"s": retry_backoff_max: "later" is not a duration such as "30s"`,
+		`{"s": {"retry_backoff_factor": "2"}}`:        `"s": retry_backoff_factor: want a number, got a JSON string`,
 		`{"s": {"queues": {"jobs": ["consume "]}}}`:   `"consume " is not a queue role`,
 		`{"s": {"queues": {"jobs": ["Consume"]}}}`:    `"Consume" is not a queue role`,
 		`{"s": {"pools": {"cookies": ["mark-bad"]}}}`: `"mark-bad" is not a pool role`,
 	} {
 		if _, err := Parse([]byte(doc)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Parse(%s) = %v, want an error containing %q", doc, err, want)
+		}
+	}
+}
+
+// TestParseChecks: a document that decodes but holds what the host refuses is refused by
+// Parse, naming the type and the field as the file spells them.
+func TestParseChecks(t *testing.T) {
+	for doc, want := range map[string]string{
+		`{"w": {"max_payload": -1}}`:     `"w": max_payload is -1, want 0..`,
+		`{"w": {"kv": ["a*b"]}}`:         `"w": kv: pattern "a*b" has a '*' before its end`,
+		`{"w": {"submit_rate": -2}}`:     `"w": submit_rate is -2, want >= 0`,
+		`{"shop:eu": {}}`:                `"shop:eu": type "shop:eu" has ':'`,
+		`{"w": {"call_timeout": "-1s"}}`: `"w": call_timeout is negative (-1s)`,
+	} {
+		_, err := Parse([]byte(doc))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%s) = %v, want an error with %q", doc, err, want)
 		}
 	}
 }

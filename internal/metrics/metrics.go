@@ -38,6 +38,8 @@ type Metrics struct {
 
 	iterations *prometheus.CounterVec   // automation, outcome
 	deaths     *prometheus.CounterVec   // automation, reason
+	parks      *prometheus.CounterVec   // automation, by
+	overAlert  *prometheus.CounterVec   // automation
 	hostCalls  *prometheus.CounterVec   // op, kind
 	hostCallS  *prometheus.HistogramVec // op
 	guestCallS *prometheus.HistogramVec // automation
@@ -69,6 +71,8 @@ func (m *Metrics) Watch(src Sources) {
 //
 //	fleet_iterations_total{automation,outcome}          iterations ended, by outcome
 //	fleet_slot_deaths_total{automation,reason}          instances that died: deadline, drain, memory, stack, trap, exit, bad_result, host_panic, lease
+//	fleet_tasks_parked_total{automation,by}             tasks parked: by "plugin" (fleet.Park) or "attempts" (spent)
+//	fleet_task_hand_backs_over_alert_total{automation}  hand-backs of tasks already handed back more than hand_back_alert times
 //	fleet_host_calls_total{op,kind}                     host calls, kind "ok" or the error kind
 //	fleet_host_call_duration_seconds{op}                host call latency
 //	fleet_guest_call_duration_seconds{automation}       fleet_handle / fleet_tick latency
@@ -94,6 +98,12 @@ func New(p Params) *Metrics {
 		deaths: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleet_slot_deaths_total", Help: "Plugin instances that died, by automation type and reason (deadline, drain, memory, stack, trap, exit, bad_result, host_panic, lease).",
 		}, []string{"automation", "reason"}),
+		parks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleet_tasks_parked_total", Help: "Tasks parked by the slots, by automation type and why: plugin (it said park) or attempts (spent).",
+		}, []string{"automation", "by"}),
+		overAlert: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleet_task_hand_backs_over_alert_total", Help: "Hand-backs (retries, drain cuts) of tasks already handed back more than their plugin's hand_back_alert times: a rate above 0 is a task retried for ever.",
+		}, []string{"automation"}),
 		hostCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleet_host_calls_total", Help: "Host function calls made by guests, by operation and answer (ok, or the error kind).",
 		}, []string{"op", "kind"}),
@@ -107,7 +117,7 @@ func New(p Params) *Metrics {
 		}, []string{"automation"}),
 		guestStart: map[string]time.Time{},
 	}
-	m.reg.MustRegister(m.iterations, m.deaths, m.hostCalls, m.hostCallS, m.guestCallS,
+	m.reg.MustRegister(m.iterations, m.deaths, m.parks, m.overAlert, m.hostCalls, m.hostCallS, m.guestCallS,
 		&scrapeCollector{m: m, errs: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fleet_scrape_errors_total", Help: "Backend reads that failed while collecting queue and pool stats.",
 		})},
@@ -155,6 +165,15 @@ func (m *Metrics) Observe(e host.SlotEvent) {
 		// released, not dead, but its instance died all the same.
 		if e.Death != "" {
 			m.deaths.WithLabelValues(e.Plugin, e.Death).Inc()
+		}
+		switch {
+		case e.ParkedByPlugin:
+			m.parks.WithLabelValues(e.Plugin, "plugin").Inc()
+		case e.Parked:
+			m.parks.WithLabelValues(e.Plugin, "attempts").Inc()
+		}
+		if e.OverAlert {
+			m.overAlert.WithLabelValues(e.Plugin).Inc()
 		}
 	}
 }

@@ -52,6 +52,28 @@ func TestObserve(t *testing.T) {
 	}
 }
 
+// TestParksAndHandBacks: a park counts by who parked, a death that spent the last attempt
+// as attempts, and each hand-back past the alert once.
+func TestParksAndHandBacks(t *testing.T) {
+	m := New(Params{})
+	for _, e := range []host.SlotEvent{
+		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "parked", Parked: true, ParkedByPlugin: true},
+		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "parked", Parked: true},
+		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "dead", Death: "trap", Parked: true},
+		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "released", HandBacks: 100},
+		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "released", HandBacks: 101, OverAlert: true},
+		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "released", HandBacks: 102, OverAlert: true},
+	} {
+		m.Observe(e)
+	}
+	expect(t, m, map[string]float64{
+		`fleet_tasks_parked_total{automation=w,by=plugin}`:      1,
+		`fleet_tasks_parked_total{automation=w,by=attempts}`:    2,
+		`fleet_task_hand_backs_over_alert_total{automation=w}`:  2,
+		`fleet_iterations_total{automation=w,outcome=released}`: 3,
+	})
+}
+
 // TestPausedSlots: the slots of a paused plugin count as paused in fleet_slots and the
 // slot states, not as draining, which is the host shutting down.
 func TestPausedSlots(t *testing.T) {
@@ -122,6 +144,56 @@ func gather(t *testing.T, m *Metrics) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// TestRegisterDropsRemoved: once a reload has removed a type, Register with the new loaded
+// set drops its slots: fleet_slots and the slot table report it no more, and the types
+// still loaded keep their states.
+func TestRegisterDropsRemoved(t *testing.T) {
+	slots := NewSlots()
+	slots.Register([]host.Plugin{{Type: "w", Slots: 1}, {Type: "gone", Slots: 2}})
+	m := New(Params{Slots: slots})
+	for _, e := range []host.SlotEvent{
+		{Plugin: "w", Slot: "w/0", Kind: "idle"},
+		{Plugin: "gone", Slot: "gone/0", Kind: "stopped"},
+		{Plugin: "gone", Slot: "gone/1", Kind: "stopped"},
+	} {
+		slots.Observe(e)
+	}
+	expect(t, m, map[string]float64{`fleet_slots{automation=gone,state=stopped}`: 2, `fleet_slots{automation=w,state=idle}`: 1})
+	slots.Register([]host.Plugin{{Type: "w", Slots: 1}})
+	for name := range gather(t, m) {
+		if strings.Contains(name, "automation=gone") {
+			t.Errorf("metrics still report the removed type: %s", name)
+		}
+	}
+	if snap := slots.Snapshot(); len(snap) != 1 || snap[0].Slot != "w/0" || snap[0].State != slotstate.Idle {
+		t.Errorf("slots = %+v, want w/0 alone, still idle", snap)
+	}
+}
+
+// TestObserveRollOver: while a reload rolls a slot over, the old and the new version's
+// slot share its name; once the new one has come up, the old one's last iteration and
+// its stop do not make the slot look working or stopped.
+func TestObserveRollOver(t *testing.T) {
+	slots := NewSlots()
+	slots.Register([]host.Plugin{{Type: "w", Slots: 1}})
+	for _, e := range []host.SlotEvent{
+		{Plugin: "w", Slot: "w/0", ConfigIdentity: "old", Kind: "working", N: 7, TaskID: "t7", Phase: "handle"},
+		{Plugin: "w", Slot: "w/0", ConfigIdentity: "new", Kind: "idle"},
+		{Plugin: "w", Slot: "w/0", ConfigIdentity: "old", Kind: "finished", N: 7, TaskID: "t7", Outcome: "checkpoint"},
+		{Plugin: "w", Slot: "w/0", ConfigIdentity: "old", Kind: "draining"},
+		{Plugin: "w", Slot: "w/0", ConfigIdentity: "old", Kind: "stopped"},
+	} {
+		slots.Observe(e)
+	}
+	if snap := slots.Snapshot(); len(snap) != 1 || snap[0].State != slotstate.Idle || snap[0].N != 0 {
+		t.Fatalf("slots = %+v, want w/0 idle: the new version's state, not the old one's stop", snap)
+	}
+	slots.Observe(host.SlotEvent{Plugin: "w", Slot: "w/0", ConfigIdentity: "new", Kind: "working", N: 1, TaskID: "t8", Phase: "handle"})
+	if snap := slots.Snapshot(); snap[0].State != slotstate.Working || snap[0].TaskID != "t8" {
+		t.Errorf("slots = %+v, want w/0 working on t8", snap)
+	}
 }
 
 // TestRecentIterations: a slot keeps its last RecentIterations iterations, newest first,

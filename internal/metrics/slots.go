@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"maps"
 	"sort"
 	"strconv"
 	"sync"
@@ -22,6 +23,10 @@ type SlotState struct {
 	Since  time.Time       `json:"since"`               // when it entered State
 	// LastOutcome is how its last iteration ended.
 	LastOutcome slotstate.Outcome `json:"last_outcome,omitempty"`
+
+	// owner is the config identity of the version whose slot holds the name: during a
+	// reload's roll-over two slots share it, and the one that came up last tells its state.
+	owner string
 }
 
 // RecentIterations is how many finished iterations Slots keeps per slot, the newest: what
@@ -70,19 +75,26 @@ type slotEntry struct {
 // NewSlots returns an empty tracker.
 func NewSlots() *Slots { return &Slots{slots: map[string]*slotEntry{}} }
 
-// Register adds every slot of plugins that the tracker has not heard of yet, starting.
+// Register makes the tracked slots those of plugins, the loaded set (at start, and after
+// each reload): a slot the tracker has not heard of yet is added, starting; a slot no
+// plugin has any more (its type was removed, or runs fewer slots) is dropped, so that
+// fleet_slots and the slot table stop reporting it. A reload has stopped those slots
+// before it returns, so no event of theirs comes after.
 func (s *Slots) Register(plugins []host.Plugin) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
+	keep := map[string]bool{}
 	for _, p := range plugins {
 		for i := range p.Slots {
 			name := slotName(p.Type, i)
+			keep[name] = true
 			if s.slots[name] == nil {
 				s.slots[name] = &slotEntry{SlotState: SlotState{Plugin: p.Type, Slot: name, State: slotstate.Starting, Since: now}}
 			}
 		}
 	}
+	maps.DeleteFunc(s.slots, func(name string, _ *slotEntry) bool { return !keep[name] })
 }
 
 // Observe records one event. It is a host.Config.Observe: quick and never blocking.
@@ -93,6 +105,17 @@ func (s *Slots) Observe(e host.SlotEvent) {
 	if cur == nil {
 		cur = &slotEntry{SlotState: SlotState{Plugin: e.Plugin, Slot: e.Slot}}
 		s.slots[e.Slot] = cur
+	}
+	switch {
+	case cur.owner == "" || e.ConfigIdentity == cur.owner:
+		cur.owner = e.ConfigIdentity
+	case e.Kind == slotstate.Idle || e.Kind == slotstate.Working || e.Kind == slotstate.Paused:
+		// Another version's slot of this index came up: it takes the name over (a new
+		// version in a roll-over, or the old one again after a rollback), its count anew.
+		cur.owner, cur.N, cur.LastOutcome = e.ConfigIdentity, 0, ""
+	default:
+		// The version it took over from, finishing and stopping: not this slot's state.
+		return
 	}
 	state := cur.State
 	switch e.Kind {

@@ -5,13 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/primitivestest"
 )
 
 var benchPayload = []byte(`{"cookies":{"cf_clearance":"abcdefghijklmnopqrstuvwxyz0123456789"},"user_agent":"Mozilla/5.0","site":"x"}`)
 
-func benchBackend(b *testing.B) (*Backend, *fakeClock) {
+func benchBackend(b *testing.B) (*Backend, *testutil.Clock) {
 	be, clk := newFake(b)
 	b.ReportAllocs()
 	return be, clk

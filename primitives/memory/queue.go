@@ -28,6 +28,7 @@ type task struct {
 	id        string
 	payload   []byte
 	attempts  int
+	handBacks int
 	enqueued  time.Time
 	lastErr   string
 	state     taskState
@@ -35,6 +36,7 @@ type task struct {
 	until     time.Time // end of the current lease while inflight
 	parkedSeq uint64    // order of parking while parked
 	parkedAt  time.Time // when it was parked, while parked
+	unique    string    // the key it holds in queue.unique while pending; "" for none
 	node      node      // in queue.delayed or queue.inflight
 }
 
@@ -43,6 +45,7 @@ func (t *task) export() primitives.Task {
 		ID:         t.id,
 		Payload:    clone(t.payload),
 		Attempts:   t.attempts,
+		HandBacks:  t.handBacks,
 		EnqueuedAt: t.enqueued,
 		LastError:  t.lastErr,
 	}
@@ -91,16 +94,63 @@ type queue struct {
 	seq      uint64           // guarded by mu
 	bytes    int64            // the cost of its tasks (taskCost); guarded by mu
 	replays  replays          // guarded by mu
+	// unique holds the keys of QueuePushUnique: held by a pending task, or by what is
+	// left of a TTL (then also in uniqueTTL, which prunes them). Guarded by mu.
+	unique    map[string]*uniqueKey
+	uniqueTTL deadlines[*uniqueKey] // guarded by mu
+}
+
+// uniqueKey is a key of QueuePushUnique: the task that pushed it, and until when its TTL
+// holds it.
+type uniqueKey struct {
+	key, id string
+	until   time.Time
+	pending bool // its task waits or is in flight, so it holds whatever until says
+	node    node // in queue.uniqueTTL once its task is no longer pending
 }
 
 func newQueue() *queue {
 	nodeOf := func(t *task) *node { return &t.node }
 	return &queue{
-		tasks:    make(map[string]*task),
-		delayed:  deadlines[*task]{node: nodeOf},
-		inflight: deadlines[*task]{node: nodeOf},
-		parked:   make(map[string]*task),
+		tasks:     make(map[string]*task),
+		delayed:   deadlines[*task]{node: nodeOf},
+		inflight:  deadlines[*task]{node: nodeOf},
+		parked:    make(map[string]*task),
+		unique:    make(map[string]*uniqueKey),
+		uniqueTTL: deadlines[*uniqueKey]{node: func(u *uniqueKey) *node { return &u.node }},
 	}
+}
+
+// holdsKey reports whether unique key k, if any, still holds at now, pruning the keys
+// whose TTL has passed.
+func (q *queue) holdsKey(k string, now time.Time) (*uniqueKey, bool) {
+	for {
+		u, ok := q.uniqueTTL.peek()
+		if !ok || u.After(now) {
+			break
+		}
+		e, _ := q.uniqueTTL.popDue(now)
+		delete(q.unique, e.key)
+	}
+	e := q.unique[k]
+	return e, e != nil
+}
+
+// unhold lets t's unique key go once t is no longer pending (acked, parked, deleted): the
+// key holds what is left of its TTL.
+func (q *queue) unhold(t *task, now time.Time) {
+	e := q.unique[t.unique]
+	t.unique = ""
+	if e == nil || e.id != t.id {
+		return
+	}
+	e.pending = false
+	if !e.until.After(now) {
+		delete(q.unique, e.key)
+		return
+	}
+	q.seq++
+	q.uniqueTTL.push(e, e.until, q.seq)
 }
 
 func (q *queue) makeReady(t *task) {
@@ -109,6 +159,7 @@ func (q *queue) makeReady(t *task) {
 }
 
 func (q *queue) park(t *task, reason string, now time.Time) {
+	q.unhold(t, now)
 	t.state, t.token, t.until, t.lastErr = parked, "", time.Time{}, reason
 	q.seq++
 	t.parkedSeq, t.parkedAt = q.seq, now
@@ -116,7 +167,8 @@ func (q *queue) park(t *task, reason string, now time.Time) {
 }
 
 // forget deletes task t, which is in no index any more, and takes its cost off bytes.
-func (q *queue) forget(t *task) {
+func (q *queue) forget(t *task, now time.Time) {
+	q.unhold(t, now)
 	delete(q.tasks, t.id)
 	q.bytes -= taskCost(t.payload)
 }
@@ -186,21 +238,30 @@ func (b *Backend) QueuePush(ctx context.Context, queueName string, payload []byt
 	return b.QueuePushWithin(ctx, queueName, payload, primitives.QueueCap{})
 }
 
-// QueuePushWithin implements primitives.Queue: the depth and bytes are counted and the
-// task pushed under the queue's lock.
+// QueuePushWithin implements primitives.Queue: QueuePushUnique without a key.
 func (b *Backend) QueuePushWithin(ctx context.Context, queueName string, payload []byte, c primitives.QueueCap) (string, error) {
+	id, _, err := b.QueuePushUnique(ctx, queueName, payload, c, primitives.Unique{})
+	return id, err
+}
+
+// QueuePushUnique implements primitives.Queue: the key is looked up, the depth and
+// bytes are counted and the task pushed under the queue's lock.
+func (b *Backend) QueuePushUnique(ctx context.Context, queueName string, payload []byte, c primitives.QueueCap, u primitives.Unique) (string, bool, error) {
 	if err := checkQueue(queueName); err != nil {
-		return "", err
+		return "", false, err
 	}
 	if err := primitives.CheckValue("payload", payload); err != nil {
-		return "", err
+		return "", false, err
 	}
-	rq, err := requestOf(ctx, "queue push", payload)
+	if err := primitives.CheckUnique(u); err != nil {
+		return "", false, err
+	}
+	rq, err := requestOf(ctx, "queue push", payload, u)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	if err := b.check(); err != nil {
-		return "", err
+		return "", false, err
 	}
 	t := &task{id: newID(), payload: clone(payload)}
 	q := b.getQueue(queueName, true)
@@ -208,18 +269,27 @@ func (b *Backend) QueuePushWithin(ctx context.Context, queueName string, payload
 	defer q.mu.Unlock()
 	now := b.clock.Now()
 	if id, ok, err := replay[string](&q.replays, now, "queue push", "", rq); ok || err != nil {
-		return id, err
+		return id, false, err
+	}
+	if u.Key != "" {
+		if e, ok := q.holdsKey(u.Key, now); ok {
+			return e.id, true, nil
+		}
 	}
 	depth, cost := q.ready.len()+q.delayed.size(), taskCost(payload)
 	if (c.Depth > 0 && depth >= c.Depth) || (c.Bytes > 0 && q.bytes+cost > c.Bytes) {
-		return "", primitives.QueueFull(queueName, depth, q.bytes, cost, c)
+		return "", false, primitives.QueueFull(queueName, depth, q.bytes, cost, c)
 	}
 	q.bytes += cost
 	t.enqueued = now
 	q.tasks[t.id] = t
 	q.makeReady(t)
+	if u.Key != "" {
+		t.unique = u.Key
+		q.unique[u.Key] = &uniqueKey{key: u.Key, id: t.id, until: now.Add(u.TTL), pending: true}
+	}
 	q.replays.remember(now, "", rq, t.id)
-	return t.id, nil
+	return t.id, false, nil
 }
 
 // taskCost is what a task of payload costs in primitives.QueueCap.Bytes.
@@ -267,7 +337,7 @@ func (q *queue) ack(queueName, id, token string, now time.Time) error {
 		return err
 	}
 	q.inflight.remove(t)
-	q.forget(t)
+	q.forget(t, now)
 	return nil
 }
 
@@ -418,6 +488,7 @@ func (b *Backend) QueueRelease(ctx context.Context, queueName, id, token string,
 	q.inflight.remove(t)
 	if r.Refund {
 		t.attempts = max(t.attempts-1, 0)
+		t.handBacks++
 	} else if r.MaxAttempts > 0 && t.attempts >= r.MaxAttempts {
 		q.park(t, r.Reason, now)
 		q.replays.remember(now, "", rq, true)
@@ -494,8 +565,8 @@ func (b *Backend) QueueParked(ctx context.Context, queueName string, limit int) 
 // QueueRequeue implements primitives.Queue. The task keeps its LastError and goes to the
 // tail of the queue.
 func (b *Backend) QueueRequeue(ctx context.Context, queueName, id string) error {
-	return b.takeParked(ctx, "queue requeue", queueName, id, func(q *queue, t *task) {
-		t.attempts = 0
+	return b.takeParked(ctx, "queue requeue", queueName, id, func(q *queue, t *task, _ time.Time) {
+		t.attempts, t.handBacks = 0, 0
 		q.makeReady(t)
 	})
 }
@@ -508,7 +579,7 @@ func (b *Backend) QueueDeleteParked(ctx context.Context, queueName, id string) e
 // takeParked is the write op on one parked task: it takes task id out of the parked set
 // and hands it to then, under the queue's lock, once per request; ErrNotFound when no
 // such task is parked.
-func (b *Backend) takeParked(ctx context.Context, op, queueName, id string, then func(*queue, *task)) error {
+func (b *Backend) takeParked(ctx context.Context, op, queueName, id string, then func(*queue, *task, time.Time)) error {
 	if err := checkQueue(queueName); err != nil {
 		return err
 	}
@@ -534,7 +605,7 @@ func (b *Backend) takeParked(ctx context.Context, op, queueName, id string, then
 		return fmt.Errorf("%w: queue %q has no parked task %q", primitives.ErrNotFound, queueName, id)
 	}
 	delete(q.parked, id)
-	then(q, t)
+	then(q, t, now)
 	q.replays.remember(now, "", rq, struct{}{})
 	return nil
 }
@@ -557,12 +628,13 @@ func (b *Backend) QueuePurgeParked(ctx context.Context, queueName string, age ti
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	cutoff := b.clock.Now().Add(-age)
+	now := b.clock.Now()
+	cutoff := now.Add(-age)
 	n := 0
 	for id, t := range q.parked {
 		if !t.parkedAt.After(cutoff) {
 			delete(q.parked, id)
-			q.forget(t)
+			q.forget(t, now)
 			n++
 		}
 	}

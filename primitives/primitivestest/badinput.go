@@ -133,6 +133,10 @@ var nameArgs = []struct {
 		_, err := b.QueuePush(ctx, n, []byte(`1`))
 		return err
 	}},
+	{"QueuePushUnique(queue)", func(ctx context.Context, b primitives.Backend, n string) error {
+		_, _, err := b.QueuePushUnique(ctx, n, []byte(`1`), primitives.QueueCap{}, primitives.Unique{Key: "k"})
+		return err
+	}},
 	{"QueueClaim(queue)", func(ctx context.Context, b primitives.Backend, n string) error {
 		_, _, err := b.QueueClaim(ctx, n, time.Minute, 0)
 		return err

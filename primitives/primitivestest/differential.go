@@ -272,21 +272,34 @@ func (d *differ) one() {
 		payload := strconv.Itoa(d.tasks)
 		d.tasks++
 		c := []primitives.QueueCap{{}, {}, {Depth: 8}, {Bytes: 30}}[d.r.IntN(4)]
+		// Half the pushes are unique by one of three keys, held while pending or an hour.
+		var u primitives.Unique
+		if d.r.IntN(2) == 0 {
+			u = primitives.Unique{Key: "u" + strconv.Itoa(d.r.IntN(3)), TTL: []time.Duration{0, time.Hour}[d.r.IntN(2)]}
+		}
 		ra, rb := both(func(s *side) any {
-			id, err := s.b.QueuePushWithin(ctx, queue, []byte(payload), c)
+			id, dup, err := s.b.QueuePushUnique(ctx, queue, []byte(payload), c, u)
+			if dup {
+				for p, pid := range s.taskIDs {
+					if pid == id {
+						return "dup of task " + p
+					}
+				}
+				return "dup of an unknown task"
+			}
 			if err == nil {
 				s.taskIDs[payload] = id
 			}
 			return kind(err)
 		})
-		d.same(fmt.Sprintf("QueuePushWithin(%q, %+v)", queue, c), ra, rb)
+		d.same(fmt.Sprintf("QueuePushUnique(%q, %+v, %+v)", queue, c, u), ra, rb)
 	case op < 82: // QueueClaim
 		queue, maxAttempts := d.name("q"), d.r.IntN(4)
 		ra, rb := both(func(s *side) any {
 			c, ok, err := s.b.QueueClaim(ctx, queue, time.Hour, maxAttempts)
 			if ok {
 				s.held = append(s.held, c)
-				return fmt.Sprintf("task %s attempts %d error %q", c.Payload, c.Attempts, c.LastError)
+				return fmt.Sprintf("task %s attempts %d hand-backs %d error %q", c.Payload, c.Attempts, c.HandBacks, c.LastError)
 			}
 			return fmt.Sprint(ok, kind(err))
 		})

@@ -28,6 +28,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -51,7 +52,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) primitives.Backend) {
 		{"KV", kvTests},
 		{"Lock", lockTests},
 		{"Counter", counterTests},
-		{"Queue", queueTests},
+		{"Queue", slices.Concat(queueTests, uniqueTests)},
 		{"BadInput", badInputTests},
 		{"Limits", limitTests},
 		{"Request", requestTests},
@@ -236,6 +237,10 @@ var Ops = []Op{
 	}},
 	{"QueuePush", func(ctx context.Context, b primitives.Backend) error {
 		_, err := b.QueuePush(ctx, "q", []byte(`{}`))
+		return err
+	}},
+	{"QueuePushUnique", func(ctx context.Context, b primitives.Backend) error {
+		_, _, err := b.QueuePushUnique(ctx, "q", []byte(`{}`), primitives.QueueCap{}, primitives.Unique{Key: "k", TTL: time.Second})
 		return err
 	}},
 	{"QueueClaim", func(ctx context.Context, b primitives.Backend) error {

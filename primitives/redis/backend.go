@@ -431,6 +431,7 @@ const (
 	codeParked   = 2  // the task was parked (a queue script's code)
 	codeLimit    = -3 // a cap or quota refused the write; nothing was written
 	codeMore     = 2  // a page found nothing; go on from the cursor it returns
+	codeExists   = 3  // a unique push found its key held: the reply names the first task
 )
 
 // millis converts a Redis millisecond timestamp; 0 is the zero time.

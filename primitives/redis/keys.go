@@ -110,6 +110,7 @@ const (
 	queueInflightSeg = "inflight"
 	queueParkedSeg   = "parked"
 	queueBytesSeg    = "bytes"
+	queueUniqueSeg   = "unique:"
 )
 
 // queuePrefix is the prefix of every key of queue: `fleet:queue:{queue}:`. Not a key;
@@ -137,12 +138,18 @@ func queueParkedKey(queue string) string { return queuePrefix(queue) + queuePark
 // excepted: STRING integer, kept by push and ack; QueuePushWithin checks it.
 func queueBytesKey(queue string) string { return queuePrefix(queue) + queueBytesSeg }
 
+// queueUniqueKey holds a unique push's key (primitives.Unique): STRING, the id of the task
+// that pushed it; no expiry while that task is pending, then PEXPIRE what is left of its
+// TTL (or deleted).
+func queueUniqueKey(queue, key string) string { return queuePrefix(queue) + queueUniqueSeg + key }
+
 // luaQueueKeys derives a queue's task keys and bytes key in Lua from its prefix
 // (KEYS[1]).
 const luaQueueKeys = `
 local P = KEYS[1]
 local function task_key(id) return P .. '` + queueTaskSeg + `' .. id end
 local BYTES = P .. '` + queueBytesSeg + `'
+local function unique_key(k) return P .. '` + queueUniqueSeg + `' .. k end
 local function req_key() return P .. '` + requestSeg + `' .. REQ_ID end
 `
 

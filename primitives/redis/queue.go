@@ -28,9 +28,22 @@ local READY, DELAYED, INFLIGHT, PARKED = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 -- what a task costs in the bytes counter beside its payload: primitives.TaskOverhead
 local TASK_OVERHEAD = ` + taskOverhead + `
 
+-- unhold lets a task's unique key go once it is no longer pending (acked, parked,
+-- deleted): the key keeps what is left of its TTL, if the task still holds it.
+local function unhold(id)
+  local f = redis.call('HMGET', task_key(id), 'unique', 'unique_until')
+  if not f[1] then return end
+  redis.call('HDEL', task_key(id), 'unique', 'unique_until')
+  local k = unique_key(f[1])
+  if redis.call('GET', k) ~= id then return end
+  local left = tonumber(f[2]) - now_ms()
+  if left > 0 then redis.call('PEXPIRE', k, left) else redis.call('DEL', k) end
+end
+
 -- park dead-letters a task that is in no other index, with its last error and the
 -- instant it was parked (for QueuePurgeParked).
 local function park(id, reason)
+  unhold(id)
   redis.call('HSET', task_key(id), 'error', reason, 'parked', now_ms())
   redis.call('HDEL', task_key(id), 'token', 'until')
   redis.call('RPUSH', PARKED, id)
@@ -38,6 +51,7 @@ end
 
 -- forget deletes a task that is in no index any more, and takes its cost off BYTES.
 local function forget(id)
+  unhold(id)
   if redis.call('DECRBY', BYTES, redis.call('HSTRLEN', task_key(id), 'payload') + TASK_OVERHEAD) <= 0 then
     redis.call('DEL', BYTES)
   end
@@ -57,21 +71,29 @@ local function holds(id, token, now)
 end
 `
 
-// queuePushCmd enqueues a task, unless the queue already holds its cap, once per
-// request (luaOnce).
+// queuePushCmd enqueues a task, unless its unique key is held or the queue already
+// holds its cap, once per request (luaOnce).
 //
 //	KEYS[1..5] -> the queue's keys (luaQueue)
 //	ARGV[1]    -> task id (fresh, from Go)
 //	ARGV[2]    -> payload
 //	ARGV[3]    -> the most tasks waiting (ready or delayed); 0 for no cap
 //	ARGV[4]    -> the most bytes (payload + TASK_OVERHEAD a task) the queue holds; 0 for no cap
-//	ARGV[5..7] -> the request (luaOnce)
+//	ARGV[5]    -> the unique key (primitives.Unique); "" for none
+//	ARGV[6]    -> the unique key's TTL, in ms
+//	ARGV[7..9] -> the request (luaOnce)
 //
 // Output: {1, id}: the task pushed, by this run or by the first run of the request;
-// {-3, depth, bytes} refused: the queue holds depth tasks waiting costing bytes
+// {3, id}: the unique key is held by task id, nothing pushed; {-3, depth, bytes}
+// refused: the queue holds depth tasks waiting costing bytes
 var queuePushCmd = goredis.NewScript(luaQueue + `
 local prev = replay(req_key())
 if prev then return {1, prev[2]} end
+local ukey = ARGV[5]
+if ukey ~= '' then
+  local first = redis.call('GET', unique_key(ukey))
+  if first then return {3, first} end
+end
 local maxDepth, maxBytes, cost = tonumber(ARGV[3]), tonumber(ARGV[4]), #ARGV[2] + TASK_OVERHEAD
 if maxDepth > 0 or maxBytes > 0 then
   local depth = redis.call('LLEN', READY) + redis.call('ZCARD', DELAYED)
@@ -80,7 +102,12 @@ if maxDepth > 0 or maxBytes > 0 then
     return {-3, depth, bytes}
   end
 end
-redis.call('HSET', task_key(ARGV[1]), 'payload', ARGV[2], 'attempts', 0, 'enqueued', now_ms())
+local now = now_ms()
+redis.call('HSET', task_key(ARGV[1]), 'payload', ARGV[2], 'attempts', 0, 'enqueued', now)
+if ukey ~= '' then
+  redis.call('HSET', task_key(ARGV[1]), 'unique', ukey, 'unique_until', now + tonumber(ARGV[6]))
+  redis.call('SET', unique_key(ukey), ARGV[1])
+end
 redis.call('INCRBY', BYTES, cost)
 redis.call('RPUSH', READY, ARGV[1])
 remember(req_key(), ARGV[1])
@@ -92,31 +119,46 @@ func (b *Backend) QueuePush(ctx context.Context, queue string, payload []byte) (
 	return b.QueuePushWithin(ctx, queue, payload, primitives.QueueCap{})
 }
 
-// QueuePushWithin is QueuePush refused with ErrLimit past c; the counts (LLEN, ZCARD and
-// a bytes counter that push and ack keep, all O(1)) and the push are one script. A
-// request pushes once: its repeat returns the first push's id.
+// QueuePushWithin is QueuePush refused with ErrLimit past c: QueuePushUnique without a
+// key.
 func (b *Backend) QueuePushWithin(ctx context.Context, queue string, payload []byte, c primitives.QueueCap) (string, error) {
+	id, _, err := b.QueuePushUnique(ctx, queue, payload, c, primitives.Unique{})
+	return id, err
+}
+
+// QueuePushUnique is QueuePushWithin unique by u.Key: the key's lookup, the counts
+// (LLEN, ZCARD and a bytes counter that push and ack keep, all O(1)) and the push are
+// one script, one round trip. A request pushes once: its repeat returns the first push's
+// id.
+func (b *Backend) QueuePushUnique(ctx context.Context, queue string, payload []byte, c primitives.QueueCap, u primitives.Unique) (string, bool, error) {
 	if err := primitives.CheckName("queue", queue); err != nil {
-		return "", err
+		return "", false, err
 	}
 	if err := primitives.CheckValue("payload", payload); err != nil {
-		return "", err
+		return "", false, err
 	}
-	req, err := b.request(ctx, "queue push", payload)
+	if err := primitives.CheckUnique(u); err != nil {
+		return "", false, err
+	}
+	req, err := b.request(ctx, "queue push", payload, u)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := queuePushCmd.Run(ctx, b.client, queueScriptKeys(queue), req.args(newID(), payload, max(c.Depth, 0), max(c.Bytes, 0))...).Result()
+	v, err := queuePushCmd.Run(ctx, b.client, queueScriptKeys(queue), req.args(newID(), payload, max(c.Depth, 0), max(c.Bytes, 0), u.Key, ms(u.TTL))...).Result()
 	if err != nil {
-		return "", b.scriptFail(ctx, "queue push", queue, err)
+		return "", false, b.scriptFail(ctx, "queue push", queue, err)
+	}
+	if a, ok := v.([]any); ok && len(a) == 2 && a[0] == int64(codeExists) {
+		id, err := replyString("queue push", a[1])
+		return id, err == nil, err
 	}
 	id, full, depth, bytes, err := addedReply("queue push", v)
 	if full {
-		return "", primitives.QueueFull(queue, int(depth), bytes, int64(len(payload))+primitives.TaskOverhead, c)
+		return "", false, primitives.QueueFull(queue, int(depth), bytes, int64(len(payload))+primitives.TaskOverhead, c)
 	}
-	return id, err
+	return id, false, err
 }
 
 // settleLimit is how many due delayed tasks, and how many expired leases, one claim
@@ -128,8 +170,9 @@ const settleLimit = "1000"
 // tasks that are due to the back of the ready list, and the tasks whose lease expired
 // too (up to settleLimit of each), or to parked (error "lease expired") when their attempts reached maxAttempts
 // (<= 0 never parks). take(now, lease, token) then leases the oldest ready task: it
-// returns nil when nothing is ready, or {id, payload, attempts, enqueued, error}, the task
-// now leased (attempts counts this claim; error is "" when no attempt failed).
+// returns nil when nothing is ready, or {id, payload, attempts, enqueued, error, handbacks}, the task
+// now leased (attempts counts this claim; error is "" when no attempt failed), then its
+// hand-backs.
 const luaClaim = `
 local function settle(now, maxAttempts)
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now, 'LIMIT', 0, ` + settleLimit + `)) do
@@ -156,12 +199,12 @@ local function take(now, lease, token)
   repeat
     id = redis.call('LPOP', READY)
     if not id then return nil end
-    f = redis.call('HMGET', task_key(id), 'payload', 'enqueued', 'error', 'attempts')
+    f = redis.call('HMGET', task_key(id), 'payload', 'enqueued', 'error', 'attempts', 'handbacks')
   until f[1]
   local attempts, deadline = tonumber(f[4]) + 1, now + lease
   redis.call('HSET', task_key(id), 'attempts', attempts, 'token', token, 'until', deadline)
   redis.call('ZADD', INFLIGHT, deadline, id)
-  return {id, f[1], attempts, tonumber(f[2]), f[3] or ''}
+  return {id, f[1], attempts, tonumber(f[2]), f[3] or '', tonumber(f[5] or '0')}
 end
 `
 
@@ -180,7 +223,11 @@ func (b *Backend) QueueClaim(ctx context.Context, queue string, lease time.Durat
 	return claimed[0], true, nil
 }
 
-// taskFromReply reads id, payload, attempts, enqueued, error from a script reply.
+// taskFields is how many fields of a script reply taskFromReply reads.
+const taskFields = 6
+
+// taskFromReply reads id, payload, attempts, enqueued, error, handbacks from a script
+// reply.
 func taskFromReply(op string, a []any) (primitives.Task, error) {
 	var t primitives.Task
 	id, err1 := replyString(op, a[0])
@@ -188,13 +235,15 @@ func taskFromReply(op string, a []any) (primitives.Task, error) {
 	attempts, err3 := replyInt(op, a[2])
 	enqueued, err4 := replyInt(op, a[3])
 	lastErr, err5 := replyString(op, a[4])
-	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+	handBacks, err6 := replyInt(op, a[5])
+	if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
 		return t, err
 	}
 	return primitives.Task{
 		ID:         id,
 		Payload:    []byte(payload),
 		Attempts:   int(attempts),
+		HandBacks:  int(handBacks),
 		EnqueuedAt: millis(enqueued),
 		LastError:  lastErr,
 	}, nil
@@ -243,7 +292,7 @@ func (b *Backend) QueueAck(ctx context.Context, queue, id, token string) error {
 //	ARGV[-3..]  -> the request (luaOnce)
 //
 // Output: {codes, tasks}: codes holds ack's code for each ack; tasks holds id,
-// payload, attempts, enqueued, error, token and the lease left in ms of each task
+// payload, attempts, enqueued, error, handbacks, token and the lease left in ms of each task
 // claimed, flat, in claim order.
 var queueAckClaimCmd = goredis.NewScript(luaQueue + luaAck + luaClaim + `
 local now, lease, maxAttempts = now_ms(), tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -252,9 +301,9 @@ local codes, tasks, ids, tokens = {}, {}, {}, {}
 local prev = replay(req_key())
 if prev then
   for i, id in ipairs(prev[3]) do
-    local f = redis.call('HMGET', task_key(id), 'payload', 'attempts', 'enqueued', 'error', 'token', 'until')
+    local f = redis.call('HMGET', task_key(id), 'payload', 'attempts', 'enqueued', 'error', 'token', 'until', 'handbacks')
     if f[5] == prev[4][i] and tonumber(f[6]) > now then
-      for _, v in ipairs({id, f[1], tonumber(f[2]), tonumber(f[3]), f[4] or '', f[5], tonumber(f[6]) - now}) do
+      for _, v in ipairs({id, f[1], tonumber(f[2]), tonumber(f[3]), f[4] or '', tonumber(f[7] or '0'), f[5], tonumber(f[6]) - now}) do
         tasks[#tasks + 1] = v
       end
     end
@@ -281,7 +330,7 @@ return {codes, tasks}
 `)
 
 // claimFields is how many fields queueAckClaimCmd returns for each task it claims.
-const claimFields = 7
+const claimFields = taskFields + 2
 
 // QueueAckClaim acks acks and then claims up to n tasks of queue, in one script.
 func (b *Backend) QueueAckClaim(ctx context.Context, queue string, acks []primitives.Ack, n int, lease time.Duration, maxAttempts int) ([]primitives.TaskLease, []error, error) {
@@ -333,9 +382,9 @@ func (b *Backend) ackClaim(ctx context.Context, op, queue string, acks []primiti
 	}
 	claimed := make([]primitives.TaskLease, 0, len(flat)/claimFields)
 	for i := 0; i < len(flat); i += claimFields {
-		t, err1 := taskFromReply(op, flat[i:i+5])
-		token, err2 := replyString(op, flat[i+5])
-		left, err3 := replyInt(op, flat[i+6])
+		t, err1 := taskFromReply(op, flat[i:i+taskFields])
+		token, err2 := replyString(op, flat[i+taskFields])
+		left, err3 := replyInt(op, flat[i+taskFields+1])
 		if err := errors.Join(err1, err2, err3); err != nil {
 			return nil, nil, err
 		}
@@ -396,7 +445,8 @@ func (b *Backend) QueueExtend(ctx context.Context, queue, id, token string, leas
 
 // queueReleaseCmd hands a claimed task back, or parks it when its attempts are used. A
 // refund gives the claim's attempt back (attempts - 1, never below 0) in the same HSET
-// that records the reason, and never parks: one round trip, as without it.
+// that records the reason, counts the hand-back, and never parks: one round trip, as
+// without it.
 //
 //	KEYS[1..5] -> the queue's keys (luaQueue)
 //	ARGV[1]    -> task id
@@ -419,6 +469,7 @@ redis.call('ZREM', INFLIGHT, id)
 local maxAttempts, refund = tonumber(ARGV[5]), ARGV[6] == '1'
 if refund then
   attempts = math.max(attempts - 1, 0)
+  redis.call('HINCRBY', task_key(id), 'handbacks', 1)
 elseif maxAttempts > 0 and attempts >= maxAttempts then
   park(id, ARGV[3])
   remember(req_key(), 2)
@@ -518,12 +569,12 @@ func (b *Backend) QueueStats(ctx context.Context, queue string) (primitives.Queu
 //	KEYS[1..5] -> the queue's keys (luaQueue)
 //	ARGV[1]    -> limit
 //
-// Output: {id, payload, attempts, enqueued, error, parked (0: not recorded), ...} for
-// each task, flat, oldest parked first.
+// Output: {id, payload, attempts, enqueued, error, handbacks, parked (0: not recorded),
+// ...} for each task, flat, oldest parked first.
 var queueParkedCmd = goredis.NewScript(luaQueue + `
 local out = {}
 for _, id in ipairs(redis.call('LRANGE', PARKED, 0, tonumber(ARGV[1]) - 1)) do
-  local f = redis.call('HMGET', task_key(id), 'payload', 'attempts', 'enqueued', 'error', 'parked')
+  local f = redis.call('HMGET', task_key(id), 'payload', 'attempts', 'enqueued', 'error', 'handbacks', 'parked')
   if f[1] then
     out[#out + 1] = id
     out[#out + 1] = f[1]
@@ -531,6 +582,7 @@ for _, id in ipairs(redis.call('LRANGE', PARKED, 0, tonumber(ARGV[1]) - 1)) do
     out[#out + 1] = tonumber(f[3])
     out[#out + 1] = f[4] or ''
     out[#out + 1] = tonumber(f[5] or '0')
+    out[#out + 1] = tonumber(f[6] or '0')
   end
 end
 return out
@@ -551,17 +603,18 @@ func (b *Backend) QueueParked(ctx context.Context, queue string, limit int) ([]p
 	if err != nil {
 		return nil, b.scriptFail(ctx, "queue parked", queue, err)
 	}
+	const fields = taskFields + 1
 	a, err := replyArray("queue parked", v, 0)
-	if err != nil || len(a)%6 != 0 {
+	if err != nil || len(a)%fields != 0 {
 		return nil, replyError("queue parked", v)
 	}
-	tasks := make([]primitives.Task, 0, len(a)/6)
-	for i := 0; i < len(a); i += 6 {
-		t, err := taskFromReply("queue parked", a[i:i+5])
+	tasks := make([]primitives.Task, 0, len(a)/fields)
+	for i := 0; i < len(a); i += fields {
+		t, err := taskFromReply("queue parked", a[i:i+taskFields])
 		if err != nil {
 			return nil, err
 		}
-		parked, err := replyInt("queue parked", a[i+5])
+		parked, err := replyInt("queue parked", a[i+taskFields])
 		if err != nil {
 			return nil, err
 		}
@@ -573,7 +626,8 @@ func (b *Backend) QueueParked(ctx context.Context, queue string, limit int) ([]p
 	return tasks, nil
 }
 
-// queueRequeueCmd moves a parked task back to the ready list with its attempts reset.
+// queueRequeueCmd moves a parked task back to the ready list with its attempts and
+// hand-backs reset.
 // LREM walks the parked list: requeue is an operator's action, not a hot path.
 //
 //	KEYS[1..5] -> the queue's keys (luaQueue)
@@ -586,7 +640,7 @@ if replay(req_key()) then return 1 end
 local id = ARGV[1]
 if redis.call('LREM', PARKED, 1, id) == 0 then return -1 end
 redis.call('HSET', task_key(id), 'attempts', 0)
-redis.call('HDEL', task_key(id), 'parked')
+redis.call('HDEL', task_key(id), 'parked', 'handbacks')
 redis.call('RPUSH', READY, id)
 remember(req_key(), 1)
 return 1

@@ -15,9 +15,10 @@ import (
 // validated against that queue's payload schema. Past the plugin's submit rate, or its
 // Quota.Queue, it is LimitExceeded. With a key, the submit enqueues once (WithSubmitKey,
 // scoped by the plugin's type): a repeat answers the first task id, one with another
-// payload is Conflict.
+// payload is Conflict. With unique, the task is unique on the queue (CheckUnique): a
+// submit of a key held answers the first task's id.
 //
-//	request:  {"queue": "harvest", "payload": {"site": "x"}, "key": "..."}
+//	request:  {"queue": "harvest", "payload": {"site": "x"}, "key": "...", "unique": "site:x", "unique_ttl_ms": 30000}
 //	reply:    {"task_id": "..."}
 func (c *Core) submit(ctx context.Context, caller *Caller, req []byte) (any, *abi.Error) {
 	var r abi.SubmitRequest
@@ -39,13 +40,21 @@ func (c *Core) submit(ctx context.Context, caller *Caller, req []byte) (any, *ab
 			return nil, e
 		}
 	}
+	ttl, e := abi.Millis("unique_ttl_ms", r.UniqueTTLMs)
+	if e != nil {
+		return nil, e
+	}
+	u := primitives.Unique{Key: r.Unique, TTL: ttl}
+	if e := CheckUnique(u); e != nil {
+		return nil, e
+	}
 	q := caller.Plugin.Quota
 	if q.Submits != nil {
 		if ok, _ := q.Submits.Allow(); !ok {
 			return nil, abi.Errorf(abi.LimitExceeded, "plugin %q submits faster than its submit_rate of %d a second", caller.Plugin.Type, int(q.Submits.burst))
 		}
 	}
-	id, err := Submit(ctx, c.backend, c.contracts, r.Queue, r.Payload, q.Queue, nil)
+	id, _, err := Submit(ctx, c.backend, c.contracts, r.Queue, r.Payload, q.Queue, u, nil)
 	if err != nil {
 		return nil, quotaError(err, queueFields)
 	}
@@ -59,22 +68,38 @@ func (c *Core) submit(ctx context.Context, caller *Caller, req []byte) (any, *ab
 // unregistered queue is NotFound), or the backend's, which fromBackend translates and
 // errors.As finds a primitives.CapError in when c refused the push. With details non-nil,
 // a payload the schema refuses also lists every violation there, from the same
-// validation: what an operator's API shows.
-func Submit(ctx context.Context, b primitives.Queue, contracts *validate.Registry, queue string, payload json.RawMessage, c primitives.QueueCap, details *[]validate.Violation) (string, error) {
+// validation: what an operator's API shows. With u (checked by CheckUnique) the push is
+// unique by u.Key: dup says a task held the key and nothing was enqueued; id is then
+// that task's.
+func Submit(ctx context.Context, b primitives.Queue, contracts *validate.Registry, queue string, payload json.RawMessage, c primitives.QueueCap, u primitives.Unique, details *[]validate.Violation) (id string, dup bool, err error) {
 	if e := checkName("queue", queue); e != nil {
-		return "", e
+		return "", false, e
 	}
 	q := contracts.Queue(queue)
 	if q == nil {
-		return "", abi.Errorf(abi.NotFound, "no loaded plugin declares queue %q", queue)
+		return "", false, abi.Errorf(abi.NotFound, "no loaded plugin declares queue %q", queue)
 	}
 	if e := required("payload", payload); e != nil {
-		return "", e
+		return "", false, e
 	}
 	if e := q.Admit("payload", payload, details); e != nil {
-		return "", e
+		return "", false, e
 	}
-	return b.QueuePushWithin(ctx, queue, payload, c)
+	return b.QueuePushUnique(ctx, queue, payload, c, u)
+}
+
+// CheckUnique is primitives.CheckUnique as a ValueError naming the fields as the submit
+// request spells them.
+func CheckUnique(u primitives.Unique) *abi.Error {
+	switch {
+	case len(u.Key) > primitives.MaxUniqueKeyLen:
+		return abi.Errorf(abi.ValueError, "unique is %d bytes, want 1 to %d", len(u.Key), primitives.MaxUniqueKeyLen)
+	case u.TTL > primitives.MaxUniqueTTL:
+		return abi.Errorf(abi.ValueError, "unique_ttl_ms is %d, want 0..%d (a day)", u.TTL.Milliseconds(), primitives.MaxUniqueTTL.Milliseconds())
+	case u.Key == "" && u.TTL != 0:
+		return abi.Errorf(abi.ValueError, "unique_ttl_ms is %d without a unique key", u.TTL.Milliseconds())
+	}
+	return nil
 }
 
 // MaxSubmitKey is the longest submit key: a guest's SubmitRequest.Key, the HTTP API's

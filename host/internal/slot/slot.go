@@ -75,10 +75,18 @@ type Iteration struct {
 	Reason   string // why the task went back or the instance died, if it did
 	Death    Death  // why the instance died, when it did; "" otherwise
 	Duration time.Duration
-	// Parked is true when the release parked the task (its attempts are spent), whatever
-	// Outcome says: a death that spends the budget is slotstate.Dead with Parked set
-	// (slotstate.Outcome.Settle).
+	// Parked is true when the release parked the task (its attempts are spent, or the
+	// guest said park), whatever Outcome says: a death that spends the budget is
+	// slotstate.Dead with Parked set (slotstate.Outcome.Settle).
 	Parked bool
+	// ParkedByGuest is true when the guest parked the task (abi.OutcomePark) and the
+	// release did park it (set by handle before the release, kept only if it parked).
+	ParkedByGuest bool
+	// HandBacks is the task's hand-backs once this iteration handed it back with its
+	// attempt refunded (a retry, a drain's cut); 0 when it did not. OverAlert says they
+	// are past Params.HandBackAlert.
+	HandBacks int
+	OverAlert bool
 }
 
 // Params configure a Slot. Every field is required unless marked.
@@ -93,6 +101,13 @@ type Params struct {
 	Poll        time.Duration // wait after an empty claim, and between loop ticks
 	CallTimeout time.Duration
 	RetryDelay  time.Duration // a retry's delay when the guest gives none
+	// Backoff is a failed or dead attempt's delay before the task is claimable again, by
+	// the attempts it has made (Backoff.Wait). Optional: the zero Backoff hands it back
+	// at once.
+	Backoff primitives.Backoff
+	// HandBackAlert is how many hand-backs of one task are normal: past it, each further
+	// one is logged and said by Iteration.OverAlert. Optional: 0 alerts on none.
+	HandBackAlert int
 	// BackoffMin and BackoffMax bound the wait before a fresh instance after repeated
 	// deaths: BackoffMin after the first, doubling, reset by any iteration that does not
 	// die. Optional: default 100ms and 30s.
@@ -393,7 +408,7 @@ func (s *Slot) handle(soft, hard context.Context, t claim) Iteration {
 		s.discard()
 		it.Death, it.Reason = death, cut("guest died: "+err.Error())
 		s.guestLog(slog.LevelWarn, "slot: guest died; making a fresh instance", "task", t.ID, "err", err)
-		s.release(hard, t, &it, primitives.Retry{Reason: it.Reason, MaxAttempts: s.p.MaxAttempts}, slotstate.Dead)
+		s.release(hard, t, &it, s.failed(t, it.Reason), slotstate.Dead)
 	case res.Outcome == abi.OutcomeDone:
 		s.ack(soft, hard, t, &it)
 	case res.Outcome == abi.OutcomeRetry:
@@ -403,12 +418,22 @@ func (s *Slot) handle(soft, hard context.Context, t claim) Iteration {
 		}
 		it.Reason = cut(cmp.Or(res.Reason, "retry"))
 		s.release(hard, t, &it, primitives.Retry{Reason: it.Reason, Delay: delay, Refund: true}, slotstate.Released)
+	case res.Outcome == abi.OutcomePark:
+		it.Reason, it.ParkedByGuest = cut(cmp.Or(res.Reason, "parked by the plugin")), true
+		s.release(hard, t, &it, primitives.Park(it.Reason), slotstate.Released)
 	default: // fail
 		it.Reason = cut(cmp.Or(res.Reason, "failed"))
-		s.release(hard, t, &it, primitives.Retry{Reason: it.Reason, MaxAttempts: s.p.MaxAttempts}, slotstate.Released)
+		s.release(hard, t, &it, s.failed(t, it.Reason), slotstate.Released)
 	}
 	it.Duration = time.Since(start)
 	return it
+}
+
+// failed is the release of t after a failed or dead attempt: it spends the attempt, parks
+// the task once its attempts are spent, and otherwise makes it wait out the backoff of
+// the attempts it has made. See host/RATIONALE.md, "How long does a failed task wait?".
+func (s *Slot) failed(t claim, reason string) primitives.Retry {
+	return primitives.Retry{Reason: reason, MaxAttempts: s.p.MaxAttempts, Delay: s.p.Backoff.Wait(t.Attempts)}
 }
 
 // callHandle is the one place a task's guest call runs: fleet_handle on t, its lease
@@ -419,7 +444,7 @@ func (s *Slot) callHandle(hard context.Context, t *claim) (abi.HandleResult, Dea
 	input, _ := abi.EncodeHandleInput(abi.HandleInput{
 		Task: abi.TaskEnvelope{
 			ID: t.ID, Payload: json.RawMessage(t.Payload), Attempts: t.Attempts,
-			EnqueuedAtMs: t.EnqueuedAt.UnixMilli(), LastError: t.LastError,
+			EnqueuedAtMs: t.EnqueuedAt.UnixMilli(), LastError: t.LastError, HandBacks: t.HandBacks,
 		},
 		Iteration: s.n,
 	})
@@ -471,10 +496,17 @@ func (s *Slot) release(hard context.Context, t claim, it *Iteration, r primitive
 	case err != nil:
 		parked = false
 		s.guestLog(slog.LevelWarn, "slot: release failed; the lease will expire instead", "task", t.ID, "err", err)
+	case parked && it.ParkedByGuest:
+		s.guestLog(slog.LevelWarn, "slot: task parked by the plugin", "task", t.ID, "reason", r.Reason)
 	case parked:
 		s.guestLog(slog.LevelWarn, "slot: task parked: its attempts are spent", "task", t.ID, "reason", r.Reason)
+	case r.Refund:
+		it.HandBacks = t.HandBacks + 1
+		if it.OverAlert = s.p.HandBackAlert > 0 && it.HandBacks > s.p.HandBackAlert; it.OverAlert {
+			s.guestLog(slog.LevelWarn, "slot: task handed back more often than hand_back_alert; is it retried for ever?", "task", t.ID, "hand_backs", it.HandBacks, "alert", s.p.HandBackAlert, "reason", r.Reason)
+		}
 	}
-	it.Outcome, it.Parked = outcome.Settle(parked), parked
+	it.Outcome, it.Parked, it.ParkedByGuest = outcome.Settle(parked), parked, parked && it.ParkedByGuest
 }
 
 // tick runs one loop step and says how long to wait before the next: Poll after done,

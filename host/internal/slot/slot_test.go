@@ -173,6 +173,9 @@ func TestOutcomes(t *testing.T) {
 		{"fail", func(abi.HandleInput) ([]byte, error) {
 			return result(abi.HandleResult{Outcome: abi.OutcomeFail, Reason: "nope"}), nil
 		}, []slotstate.Outcome{slotstate.Released, slotstate.Released, slotstate.Parked}, []slotstate.Phase{slotstate.Handle, slotstate.Release}, primitives.QueueStats{Parked: 1}},
+		{"park", func(abi.HandleInput) ([]byte, error) {
+			return result(abi.HandleResult{Outcome: abi.OutcomePark, Reason: "gone"}), nil
+		}, []slotstate.Outcome{slotstate.Parked}, []slotstate.Phase{slotstate.Handle, slotstate.Release}, primitives.QueueStats{Parked: 1}},
 		{"trap", func(abi.HandleInput) ([]byte, error) { return nil, errors.New("wasm error: unreachable") },
 			[]slotstate.Outcome{slotstate.Dead, slotstate.Dead, slotstate.Dead}, []slotstate.Phase{slotstate.Handle, slotstate.Release}, primitives.QueueStats{Parked: 1}},
 		{"garbage", func(abi.HandleInput) ([]byte, error) { return []byte("garbage"), nil },

@@ -8,6 +8,7 @@
 //	{"op": "hog"}           allocate until the memory limit kills it
 //	{"op": "panic"}         panic (the runtime exits: dies)
 //	{"op": "fail"}          outcome fail
+//	{"op": "park"}          outcome park
 //	{"op": "retry"}         outcome retry after 1 ms
 //	{"op": "big"}           kv_set then kv_get of a value larger than the reply buffer
 //
@@ -134,6 +135,8 @@ func handle(n int32) uint64 {
 		return result(abi.HandleResult{Outcome: abi.OutcomeFail, Reason: "asked to fail"})
 	case "retry":
 		return result(abi.HandleResult{Outcome: abi.OutcomeRetry, Reason: "asked to retry", RetryAfterMs: 1})
+	case "park":
+		return result(abi.HandleResult{Outcome: abi.OutcomePark, Reason: "asked to park"})
 	case "big":
 		val, _ := json.Marshal(string(make([]byte, 5000)))
 		req, _ := json.Marshal(abi.KVSetRequest{Namespace: typ + ":big", Key: "k", Value: val})

@@ -7,7 +7,9 @@
 //
 //	GET <scheme>://<site>/clearance
 //
-// with its User-Agent, turns every Set-Cookie of the answer into a cookie, puts one
+// with its User-Agent (a 4xx but 408 and 429 parks the task: asking again cannot help;
+// another failure fails it, retried after a backoff), turns every Set-Cookie of the
+// answer into a cookie, puts one
 // CfCookie with tags {site, fresh: true} into the pool for the configured TTL, releases
 // the lock and adds 1 to the fleet counter "cookie-harvester:harvests".
 //
@@ -124,7 +126,11 @@ func harvestLocked(site string, cfg Config) (bool, fleet.Result) {
 		return false, fleet.Fail(err)
 	}
 	if resp.Status < 200 || resp.Status > 299 {
-		return false, fleet.Fail(fmt.Errorf("cookie-harvester: GET %s answered status %d", url, resp.Status))
+		err := fmt.Errorf("cookie-harvester: GET %s answered status %d", url, resp.Status)
+		if permanent(resp.Status) {
+			return false, fleet.Park(err)
+		}
+		return false, fleet.Fail(err)
 	}
 	cookies := parseSetCookies(resp.Header.Values("Set-Cookie"))
 	if len(cookies) == 0 {
@@ -136,6 +142,14 @@ func harvestLocked(site string, cfg Config) (bool, fleet.Result) {
 	}
 	fleet.Info("harvested", "site", site, "cookies", sortedNames(cookies))
 	return true, fleet.Done()
+}
+
+// permanent reports whether a clearance page's status says that asking again cannot
+// help: a 4xx other than 408 (timeout) and 429 (slow down). The task parks at once for
+// the operator; a 5xx fails it, to be retried after a backoff until its attempts are
+// spent.
+func permanent(status int) bool {
+	return status >= 400 && status <= 499 && status != 408 && status != 429
 }
 
 // parseSetCookies takes the name=value of each Set-Cookie field; attributes (Path,

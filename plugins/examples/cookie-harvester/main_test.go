@@ -106,16 +106,21 @@ func TestFreshCookieExists(t *testing.T) {
 
 func TestClearanceRefused(t *testing.T) {
 	url := "https://" + site + "/clearance"
-	for name, answer := range map[string]func(h *fleettest.Host){
-		"status":    func(h *fleettest.Host) { h.HTTP(url, 503, "") },
-		"no cookie": func(h *fleettest.Host) { h.HTTP(url, 200, "") },
-		"network":   func(h *fleettest.Host) { h.HTTPError(url, "timeout", "timeout") },
+	for name, tt := range map[string]struct {
+		answer  func(h *fleettest.Host)
+		outcome string
+	}{
+		"5xx":       {func(h *fleettest.Host) { h.HTTP(url, 503, "") }, abi.OutcomeFail},
+		"429":       {func(h *fleettest.Host) { h.HTTP(url, 429, "") }, abi.OutcomeFail},
+		"404 parks": {func(h *fleettest.Host) { h.HTTP(url, 404, "") }, abi.OutcomePark},
+		"no cookie": {func(h *fleettest.Host) { h.HTTP(url, 200, "") }, abi.OutcomeFail},
+		"network":   {func(h *fleettest.Host) { h.HTTPError(url, "timeout", "timeout") }, abi.OutcomeFail},
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := fleettest.New(t)
-			answer(h)
-			if res := h.Handle(contracts.HarvestRequest{Site: site}); res.Outcome != abi.OutcomeFail {
-				t.Fatalf("handle = %+v, want fail", res)
+			tt.answer(h)
+			if res := h.Handle(contracts.HarvestRequest{Site: site}); res.Outcome != tt.outcome {
+				t.Fatalf("handle = %+v, want %s", res, tt.outcome)
 			}
 			if got := ops(h); got != "config_get lock_acquire pool_list http lock_release" {
 				t.Fatalf("ops = %s, want no put and the lock released", got)

@@ -2,9 +2,12 @@
 // pool "cookies", and stores what it found in KV.
 //
 // For a ScrapeTask{URL} it claims a fresh cookie of the URL's site (site = the URL's
-// host[:port]) for CookieHold. With none it submits a HarvestRequest{site} to the
-// cookie harvester and hands the task back (Retry after RetryDelay). With one it fetches
-// the URL sending the cookie, its User-Agent and through its proxy, and then:
+// host[:port]) for CookieHold. With none it asks the cookie harvester for one, a
+// HarvestRequest{site} unique by HarvestKey(site) (fleet.Unique): however many of its
+// tasks wait for the site's cookie, and however often each is retried, one harvest of
+// the site is outstanding at a time; then it hands the task back (Retry after
+// RetryDelay). With one it fetches the URL sending the cookie, its User-Agent and
+// through its proxy, and then:
 //
 //   - 403: the clearance was rejected: the cookie is marked bad and the task retried;
 //   - 2xx: a Page (status, length, title) is stored in the KV namespace
@@ -48,7 +51,14 @@ const (
 	RetryDelay = 200 * time.Millisecond
 	// maxTitle caps the stored title, in bytes.
 	maxTitle = 200
+	// harvestKeyPrefix + site is the unique key of the site's harvest request.
+	harvestKeyPrefix = "site:"
 )
+
+// HarvestKey is the unique key of site's harvest request: while one waits or runs,
+// another submit of it enqueues nothing (TTL 0: once the harvest is done, a stale cookie
+// may ask for the next at once).
+func HarvestKey(site string) string { return harvestKeyPrefix + site }
 
 // Page is what the scraper stores per URL.
 type Page struct {
@@ -78,7 +88,7 @@ func scrape(t fleet.Task[contracts.ScrapeTask]) fleet.Result {
 		return fleet.Fail(err)
 	}
 	if cookie == nil {
-		if _, err := fleet.Submit(contracts.Harvest, contracts.HarvestRequest{Site: site}); err != nil {
+		if _, err := fleet.Submit(contracts.Harvest, contracts.HarvestRequest{Site: site}, fleet.Unique(HarvestKey(site), 0)); err != nil {
 			return fleet.Fail(err)
 		}
 		return fleet.Retry(RetryDelay).Because("no fresh cookie for " + site + "; harvest requested")

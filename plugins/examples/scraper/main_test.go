@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,6 +54,35 @@ func TestNoCookieSubmitsHarvest(t *testing.T) {
 	}
 	if items := fleettest.Items(h, contracts.Cookies); len(items) != 1 || !items[0].LeasedUntil.IsZero() {
 		t.Errorf("cookies = %+v, want the stale cookie untouched", items)
+	}
+}
+
+// TestOneHarvestPerSite: tasks of one site that find no cookie, each retried, ask for one
+// harvest of the site: every request carries the site's unique key, so the host enqueues
+// the first; another site asks for its own.
+func TestOneHarvestPerSite(t *testing.T) {
+	h := fleettest.New(t)
+	for range 3 {
+		for _, u := range []string{target, "http://127.0.0.1:8080/other", target} {
+			if res := h.Handle(contracts.ScrapeTask{URL: u}); res.Outcome != abi.OutcomeRetry {
+				t.Fatalf("handle = %+v, want retry", res)
+			}
+		}
+	}
+	h.Handle(contracts.ScrapeTask{URL: "http://127.0.0.2:8080/"})
+	subs := fleettest.Submitted(h, contracts.Harvest)
+	if len(subs) != 2 || subs[0].Site != "127.0.0.1:8080" || subs[1].Site != "127.0.0.2:8080" {
+		t.Errorf("harvest tasks = %+v, want one per site", subs)
+	}
+	var keys []string
+	for _, c := range h.Calls() {
+		if c.Op == abi.OpSubmit {
+			keys = append(keys, c.Unique)
+		}
+	}
+	want := append(slices.Repeat([]string{HarvestKey("127.0.0.1:8080")}, 9), HarvestKey("127.0.0.2:8080"))
+	if !slices.Equal(keys, want) {
+		t.Errorf("submits' unique keys = %v, want %v: each its site's", keys, want)
 	}
 }
 

@@ -8,7 +8,7 @@
 //	{"mode": "park", "left": 99}         submit {"mode":"park","left":98} to its own queue
 //	                                     (while left > 0), then fail: with one attempt a
 //	                                     task, every task parks
-//	{"mode": "log", "n": 60, "size": N}  log n lines, each with an attribute value of
+//	{"mode": "log", "n": 8, "size": N}   log n lines, each with an attribute value of
 //	                                     size bytes
 //	{"mode": "calls", "n": 2500, "want": 1000}
 //	                                     make n config_get calls; done if exactly the first
