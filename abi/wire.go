@@ -306,15 +306,14 @@ func halfString(s string, i int) uint32 {
 
 // hasPrefixAt reports whether b[i:] begins with s, as string(b[i:i+len(s)]) == s does,
 // without a loop for an s of up to 24 bytes (every key of the wire): overlapping loads
-// cover its bytes. It calls nothing, so that a wasm guest enters it without a close
-// check.
+// cover its bytes.
 func hasPrefixAt(b []byte, i int, s string) bool {
 	n := len(s)
 	if uint(i) > uint(len(b)) || len(b)-i < n {
 		return false
 	}
-	// The cases go from the most common length of a key, and each compares with one
-	// test of the XORs ORed together: every taken jump costs a wasm guest a close check.
+	// The cases go from the most common length of a key, and each compares with one test
+	// of the XORs ORed together: in a wasm guest every taken jump is a close check.
 	switch {
 	case uint(n-8) <= 8:
 		return (word(b, i)^wordString(s, 0))|(word(b, i+n-8)^wordString(s, n-8)) == 0

@@ -100,3 +100,25 @@ func TestWordsAgreeWithBytes(t *testing.T) {
 		}
 	}
 }
+
+// int64 reads 8 digits a step and then bytes: at every length, with and without a sign
+// and a leading zero, it reads what encoding/json reads into an int64, or leaves the
+// number to it (past 18 digits, or a form json refuses).
+func TestInt64Lengths(t *testing.T) {
+	for n := 1; n <= 20; n++ {
+		for _, digits := range []string{strings.Repeat("9", n), "1" + strings.Repeat("0", n-1), strings.Repeat("7", n-1) + "3", "0" + strings.Repeat("1", n-1)} {
+			for _, in := range []string{digits, "-" + digits} {
+				r := wire{b: []byte(in + "}")}
+				got := r.int64()
+				var want int64
+				err := json.Unmarshal([]byte(in), &want)
+				switch {
+				case r.bad && err == nil && n <= 18:
+					t.Errorf("int64(%q) failed; encoding/json reads %d", in, want)
+				case !r.bad && (err != nil || got != want || r.i != len(in)):
+					t.Errorf("int64(%q) = %d to byte %d; encoding/json: %d, %v", in, got, r.i, want, err)
+				}
+			}
+		}
+	}
+}
