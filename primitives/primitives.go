@@ -303,10 +303,14 @@ type QueueCap struct {
 // bytes).
 const TaskOverhead = 1024
 
-// QueueStats is an operator's view of a queue.
+// QueueStats is an operator's view of a queue. Depth, InFlight and Parked partition its
+// tasks; Delayed is the part of Depth not claimable yet, so Depth - Delayed are the tasks
+// a claim can take now. A task whose lease ended counts in Depth (a claim takes it
+// again, or parks it if it has used its attempts), not InFlight.
 type QueueStats struct {
-	Depth    int // waiting to be claimed (ready or delayed)
-	InFlight int // claimed and leased
+	Depth    int // waiting to be claimed: ready now, delayed, or whose lease ended
+	Delayed  int // of Depth, released with a delay that has not passed yet
+	InFlight int // claimed, lease not ended
 	Parked   int // dead-lettered, waiting for an operator
 }
 
@@ -365,7 +369,7 @@ type Queue interface {
 	// With r.Refund the claim's attempt is given back and it never parks. ErrConflict and
 	// ErrNotFound as for QueueAck; a negative delay is ErrInvalid.
 	QueueRelease(ctx context.Context, queue, id, token string, r Retry) (parked bool, err error)
-	// QueueStats counts waiting, in-flight and parked tasks.
+	// QueueStats counts waiting (and, of those, delayed), in-flight and parked tasks.
 	QueueStats(ctx context.Context, queue string) (QueueStats, error)
 	// QueueParked lists up to limit parked tasks, oldest parked first. limit <= 0 means
 	// 100.

@@ -47,7 +47,7 @@ stay). Deploy a new build by writing it elsewhere and renaming it into the folde
 	f.str(&o.GrantsFile, "grants", "FLEET_GRANTS", "", "the grants file: JSON mapping each automation type to what it may touch (pools and queues with roles, kv, locks, counters, http_hosts, ...) and its \"config\"; see README")
 	f.boolean(&o.GrantDeclared, "grant-declared", "FLEET_GRANT_DECLARED", false, "grant each plugin the pools and queues it declares, beyond the grants file (development only: a plugin then reaches any pool or queue it names; logged as a WARN per plugin)")
 	f.str(&o.Listen, "listen", "FLEET_LISTEN", defaultListen, "the HTTP API's listen address, which serves the Fleet console at /; empty runs no API")
-	f.str(&o.Token, "token", "FLEET_TOKEN", "", "the API's bearer token; empty needs none (prefer the variable: a flag shows in ps)")
+	f.str(&o.Token, "token", "FLEET_TOKEN", "", "the API's bearer token; empty needs none, and a loopback API then answers only an IP address or localhost as Host (prefer the variable: a flag shows in ps)")
 	f.dur(&o.HTTP.HeaderTimeout, "api-header-timeout", "FLEET_API_HEADER_TIMEOUT", api.DefaultHeaderTimeout, "how long the API waits for a request's header; past it the connection is closed")
 	f.dur(&o.HTTP.ReadTimeout, "api-read-timeout", "FLEET_API_READ_TIMEOUT", api.DefaultReadTimeout, "how long the API waits for a whole request, header and body; past it the answer is 408 and the connection is closed")
 	f.dur(&o.HTTP.WriteTimeout, "api-write-timeout", "FLEET_API_WRITE_TIMEOUT", api.DefaultWriteTimeout, "how long a request may take from the end of its header to the end of its answer; past it the connection is closed")

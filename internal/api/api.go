@@ -12,9 +12,11 @@
 // LimitExceeded, Unavailable, Internal). Routes under /api/v1/ need
 // `Authorization: Bearer <token>` when a token is configured, checked before the body is
 // read; /healthz, /readyz and /metrics do not, and the plane's report route
-// (Params.Plane) takes the plane's key instead. A wrong method is 405 with Allow; a body
-// must be application/json (415 otherwise). Serve bounds the server: timeouts, header
-// size, connections (HTTPConfig).
+// (Params.Plane) takes the plane's key instead. Before any of that, on every route, a
+// browser's cross-origin POST or DELETE is refused 403 (sameOrigin), and so is a request
+// to a loopback API without a token under a Host name that is not localhost (namedHost).
+// A wrong method is 405 with Allow; a body must be application/json (415 otherwise).
+// Serve bounds the server: timeouts, header size, connections (HTTPConfig).
 package api
 
 import (
@@ -27,6 +29,7 @@ import (
 	"io"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
 	"os"
 	"sort"
@@ -85,7 +88,8 @@ type Params struct {
 type Server struct {
 	p     Params
 	mux   *http.ServeMux
-	token [32]byte // sha256 of Params.Token; immutable
+	h     http.Handler // mux behind namedHost and sameOrigin; immutable
+	token [32]byte     // sha256 of Params.Token; immutable
 }
 
 // New returns the API's handler.
@@ -152,7 +156,63 @@ func New(p Params) *Server {
 		s.mux.Handle("GET "+path, console.Handler())
 	}
 	s.mux.HandleFunc("/", noRoute)
+	s.h = s.namedHost(sameOrigin(s.mux))
 	return s
+}
+
+// namedHost refuses, 403 before anything else, a request that reached a loopback address
+// of an API without a token under a Host that is neither an IP address nor localhost (or
+// a name under .localhost, which browsers resolve to loopback themselves): a page whose
+// own name an attacker made resolve to 127.0.0.1 (DNS rebinding) is same-origin to the
+// browser, and only the name it sends tells it apart. With a token that page has no token
+// to send, and on an address beyond loopback the operator chose the names it is reached
+// by, so neither is checked (RATIONALE.md, "Why a cross-origin request is refused").
+func (s *Server) namedHost(next http.Handler) http.Handler {
+	if s.p.Token != "" {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if local, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr); ok && local.IP.IsLoopback() && !loopbackName(r.Host) {
+			writeError(w, http.StatusForbidden, abi.PermissionDenied, fmt.Sprintf(
+				"the Host header %s names this loopback API by a name, which a web page can make resolve here (DNS rebinding); without a token it answers only an IP address or localhost: use http://%s, or set --token",
+				strconv.Quote(safetext.Clip(r.Host, maxEcho)), local.String()), nil)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// loopbackName reports whether host (a Host header: a name or an address, with or
+// without a port) is an IP address, localhost, or a name under .localhost.
+func loopbackName(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+	return net.ParseIP(host) != nil || host == "localhost" || strings.HasSuffix(host, ".localhost")
+}
+
+// sameOrigin refuses, 403 before the token and the handler, a browser's cross-origin
+// request of a method that is not safe (every POST and DELETE: submit, pause, resume,
+// requeue, delete, reload): one whose Sec-Fetch-Site is not same-origin or none, or,
+// from a browser without Sec-Fetch-Site, whose Origin is not the Host it was sent to
+// (http.CrossOriginProtection). A client that is not a browser (the CLI, curl, a
+// reporter) sends neither header and passes; so does the console, which is same-origin.
+// GETs pass: they change nothing, and the API sends no CORS header, so a page of another
+// origin cannot read their answers (RATIONALE.md, "Why a cross-origin request is
+// refused").
+func sameOrigin(next http.Handler) http.Handler {
+	c := http.NewCrossOriginProtection()
+	c.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		if origin == "" {
+			origin = "(none)"
+		}
+		writeError(w, http.StatusForbidden, abi.PermissionDenied, fmt.Sprintf(
+			"a cross-origin %s is refused: the Origin header %s (Sec-Fetch-Site %s) is not this API's own origin (Host %s); send it from the console or without a browser",
+			safetext.Clip(r.Method, maxEcho), strconv.Quote(safetext.Clip(origin, maxEcho)), strconv.Quote(safetext.Clip(r.Header.Get("Sec-Fetch-Site"), maxEcho)), strconv.Quote(safetext.Clip(r.Host, maxEcho))), nil)
+	}))
+	return c.Handler(next)
 }
 
 // maxEcho bounds what of a client's text (a type or queue name from the URL, a method)
@@ -194,20 +254,20 @@ func (s *Server) route(path string, authed bool, ms ...method) {
 
 // ServeHTTP serves the API.
 //
-// An answer sent before the handler has read the whole body (a 401, 404, 405, 413, 415,
+// An answer sent before the handler has read the whole body (a 401, 403, 404, 405, 413, 415,
 // or a read cut by the read timeout) closes the connection: net/http would otherwise
 // read the rest of the body, up to 256 KiB at the client's pace, before it sends the
 // answer and again after it, so that a client without the token could hold a
 // connection for as long as it trickles bytes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength == 0 {
-		s.mux.ServeHTTP(w, r)
+		s.h.ServeHTTP(w, r)
 		return
 	}
 	b := &watchedBody{ReadCloser: r.Body}
 	r.Body = b
 	cw := &closeUnread{ResponseWriter: w, body: b}
-	s.mux.ServeHTTP(cw, r)
+	s.h.ServeHTTP(cw, r)
 	if cw.closing && w.Header().Get("Content-Length") != "" {
 		linger(w)
 	}
@@ -683,10 +743,12 @@ func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) 
 	writeJSON(w, http.StatusOK, map[string]any{"type": p.Type, "paused": paused})
 }
 
-// QueueStats is one queue as the API shows it.
+// QueueStats is one queue as the API shows it (primitives.QueueStats: depth counts the
+// delayed tasks too; depth - delayed are claimable now).
 type QueueStats struct {
 	Queue    string `json:"queue"`
 	Depth    int    `json:"depth"`
+	Delayed  int    `json:"delayed"`
 	InFlight int    `json:"in_flight"`
 	Parked   int    `json:"parked"`
 }
@@ -705,7 +767,7 @@ func (s *Server) queueStats(ctx context.Context, name string) (QueueStats, error
 	if err != nil {
 		return QueueStats{}, err
 	}
-	return QueueStats{Queue: name, Depth: st.Depth, InFlight: st.InFlight, Parked: st.Parked}, nil
+	return QueueStats{Queue: name, Depth: st.Depth, Delayed: st.Delayed, InFlight: st.InFlight, Parked: st.Parked}, nil
 }
 
 func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {

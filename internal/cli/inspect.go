@@ -96,9 +96,9 @@ func (s *Snapshot) WriteTable(w io.Writer, now time.Time) error {
 			fmt.Fprintf(tw, "RELOAD REFUSED\t%s\t%s\n", cell(a.Type), cell(a.ReloadError))
 		}
 	}
-	fmt.Fprintln(tw, "QUEUE\tDEPTH\tIN FLIGHT\tPARKED")
+	fmt.Fprintln(tw, "QUEUE\tDEPTH\tDELAYED\tIN FLIGHT\tPARKED")
 	for _, q := range s.Queues {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", cell(q.Queue), q.Depth, q.InFlight, q.Parked)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", cell(q.Queue), q.Depth, q.Delayed, q.InFlight, q.Parked)
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "POOL\tSIZE\tLEASED\tBY TAG")

@@ -140,7 +140,7 @@ func (c *conn) closed() {
 }
 
 func get(path string) string {
-	return "GET " + path + " HTTP/1.1\r\nHost: fleet\r\n\r\n"
+	return "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 }
 
 // TestAPISlowBodyIsCut: 50 clients that send a body at one byte per 2 s are each answered
@@ -163,7 +163,7 @@ func TestAPISlowBodyIsCut(t *testing.T) {
 			var wg sync.WaitGroup
 			for range clients {
 				c := dial(t, addr)
-				c.send("POST /api/v1/automations/echo/tasks HTTP/1.1\r\nHost: fleet\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
+				c.send("POST /api/v1/automations/echo/tasks HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
 				stop := make(chan struct{})
 				wg.Add(2)
 				go func() { // the slow client: one byte per 2 s until the connection fails
@@ -218,7 +218,7 @@ func TestAPITimeouts(t *testing.T) {
 	t.Run("header", func(t *testing.T) {
 		addr := startAPI(t, Options{HTTP: api.HTTPConfig{HeaderTimeout: 200 * time.Millisecond}})
 		c := dial(t, addr)
-		c.send("GET /healthz HTTP/1.1\r\nHost: fleet\r\n") // and never the blank line
+		c.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n") // and never the blank line
 		c.closed()
 	})
 	t.Run("write", func(t *testing.T) {
@@ -297,8 +297,9 @@ func TestAPIConnectionBound(t *testing.T) {
 // TestAPIStatuses: the answers the API gives before a handler's work: 405 with Allow for
 // a wrong method, the bearer scheme in any case, 415 for a body that is not
 // application/json, 431 for a header over the limit, and a long type name clipped in the
-// error that quotes it; and 400 naming the field for an integer the plugin's int64 does
-// not decode.
+// error that quotes it; 400 naming the field for an integer the plugin's int64 does
+// not decode; and 403 naming the Origin header for a browser's cross-origin POST or
+// DELETE, while its GETs, same-origin requests and clients without an Origin pass.
 func TestAPIStatuses(t *testing.T) {
 	const token = "s3cret"
 	addr := startAPI(t, Options{Token: token, HTTP: api.HTTPConfig{MaxHeaderBytes: 4 << 10}})
@@ -341,6 +342,18 @@ func TestAPIStatuses(t *testing.T) {
 		{"a path beside the console", "GET", "/console.js", nil, "", 404, "", "no route GET /console.js"},
 		{"a path under the console's assets", "GET", "/console/", nil, "", 404, "", "no route GET /console/"},
 		{"a method the console does not answer", "POST", "/", nil, "", 404, "", "no route POST /"},
+		// A browser's cross-origin POST or DELETE is refused before the token and the handler.
+		{"cross-site POST", "POST", "/api/v1/queues/work/requeue", map[string]string{"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site"}, "", 403, "", `the Origin header \"http://evil.example\"`},
+		{"cross-site POST without the token", "POST", "/api/v1/automations/echo/pause", map[string]string{"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site", "Authorization": ""}, "", 403, "", "Origin header"},
+		{"cross-site DELETE", "DELETE", "/api/v1/queues/work/parked", map[string]string{"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site"}, "", 403, "", "Origin header"},
+		{"cross-site submit", "POST", "/api/v1/automations/echo/tasks", map[string]string{"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site"}, `{"n": 1}`, 403, "", "Origin header"},
+		{"cross-site without an Origin", "POST", "/api/v1/queues/work/requeue", map[string]string{"Sec-Fetch-Site": "cross-site"}, "", 403, "", `the Origin header \"(none)\"`},
+		{"same site, another port", "POST", "/api/v1/queues/work/requeue", map[string]string{"Origin": "http://127.0.0.1:1", "Sec-Fetch-Site": "same-site"}, "", 403, "", "Origin header"},
+		{"another origin, a browser without Sec-Fetch-Site", "POST", "/api/v1/queues/work/requeue", map[string]string{"Origin": "http://evil.example"}, "", 403, "", "Origin header"},
+		{"the null origin", "POST", "/api/v1/queues/work/requeue", map[string]string{"Origin": "null"}, "", 403, "", "Origin header"},
+		{"same-origin POST", "POST", "/api/v1/queues/work/requeue", map[string]string{"Origin": "http://" + addr, "Sec-Fetch-Site": "same-origin"}, "", 200, "", `"requeued":0`},
+		{"the own origin, a browser without Sec-Fetch-Site", "POST", "/api/v1/queues/work/requeue", map[string]string{"Origin": "http://" + addr}, "", 200, "", `"requeued":0`},
+		{"cross-site GET", "GET", "/api/v1/queues", map[string]string{"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site"}, "", 200, "", `"queues"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -377,6 +390,62 @@ func TestAPIStatuses(t *testing.T) {
 				t.Errorf("answer is %d bytes, want a name clipped: %.200s", len(b), b)
 			}
 		})
+	}
+}
+
+// TestAPICrossOriginWithoutToken: with no token (a loopback daemon), a page of another
+// site that POSTs pause to the API without a body (no CORS preflight) is refused 403
+// before the handler runs: the type stays unpaused; so is a request under a Host name
+// that is not localhost (what a DNS rebinding page sends, same-origin to the browser),
+// GETs too. The same POST from a client that is no browser (no Origin, as curl and the
+// CLI send), to an IP address or localhost, pauses it.
+func TestAPICrossOriginWithoutToken(t *testing.T) {
+	addr := startAPI(t, Options{})
+	_, port, _ := net.SplitHostPort(addr)
+	send := func(method, path, host string, headers map[string]string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, "http://"+addr+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if host != "" {
+			req.Host = host
+		}
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b)
+	}
+	const pause = "/api/v1/automations/echo/pause"
+	if status, b := send("POST", pause, "", map[string]string{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}); status != 403 || !strings.Contains(b, `the Origin header \"https://evil.example\"`) {
+		t.Errorf("cross-site POST pause = %d %s, want 403 naming the Origin header", status, b)
+	}
+	rebound := "evil.example:" + port
+	for _, m := range []string{"POST", "GET"} {
+		path := map[string]string{"POST": pause, "GET": "/api/v1/queues"}[m]
+		if status, b := send(m, path, rebound, map[string]string{"Origin": "http://" + rebound, "Sec-Fetch-Site": "same-origin"}); status != 403 || !strings.Contains(b, `the Host header \"`+rebound+`\"`) {
+			t.Errorf("%s %s under Host %s = %d %s, want 403 naming the Host header", m, path, rebound, status, b)
+		}
+	}
+	if automations(t, addr)["echo"].Paused {
+		t.Fatal("a refused POST paused echo")
+	}
+	for _, host := range []string{"localhost:" + port, "LocalHost.:" + port, "fleet.localhost:" + port, "[::1]:" + port} {
+		if status, b := send("GET", "/api/v1/queues", host, nil); status != 200 {
+			t.Errorf("GET under Host %s = %d %s, want 200", host, status, b)
+		}
+	}
+	if status, b := send("POST", pause, "", nil); status != 200 {
+		t.Fatalf("POST pause without an Origin = %d %s, want 200", status, b)
+	}
+	if !automations(t, addr)["echo"].Paused {
+		t.Error("POST pause without an Origin did not pause echo")
 	}
 }
 

@@ -77,7 +77,7 @@ func (m *Metrics) Watch(src Sources) {
 //	fleet_host_call_duration_seconds{op}                host call latency
 //	fleet_guest_call_duration_seconds{automation}       fleet_handle / fleet_tick latency
 //	fleet_slots{automation,state}                       slots by state (on scrape)
-//	fleet_queue_depth{queue}, fleet_queue_in_flight{queue}, fleet_queue_parked{queue}
+//	fleet_queue_depth{queue}, fleet_queue_delayed{queue}, fleet_queue_in_flight{queue}, fleet_queue_parked{queue}
 //	fleet_pool_size{pool}, fleet_pool_leased{pool}      (on scrape, from the backend)
 //	fleet_plugin_metric{automation,name,kind}           what plugins record with the metric call
 //	fleet_reporter_dropped_total                        reports the reporter dropped
@@ -198,6 +198,7 @@ type scrapeCollector struct {
 var (
 	descSlots      = prometheus.NewDesc("fleet_slots", "Slots by automation type and state.", []string{"automation", "state"}, nil)
 	descDepth      = prometheus.NewDesc("fleet_queue_depth", "Tasks waiting to be claimed (ready or delayed).", []string{"queue"}, nil)
+	descDelayed    = prometheus.NewDesc("fleet_queue_delayed", "Tasks of fleet_queue_depth released with a delay (backoff, retry) that has not passed.", []string{"queue"}, nil)
 	descInFlight   = prometheus.NewDesc("fleet_queue_in_flight", "Tasks claimed and leased.", []string{"queue"}, nil)
 	descParked     = prometheus.NewDesc("fleet_queue_parked", "Tasks parked for the operator.", []string{"queue"}, nil)
 	descPoolSize   = prometheus.NewDesc("fleet_pool_size", "Live items of a pool, leased or not.", []string{"pool"}, nil)
@@ -217,7 +218,7 @@ func names(f func() []string) []string {
 }
 
 func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSlots, descDepth, descInFlight, descParked, descPoolSize, descPoolLeased, descPlugin, descDropped, descReloadFailures} {
+	for _, d := range []*prometheus.Desc{descSlots, descDepth, descDelayed, descInFlight, descParked, descPoolSize, descPoolLeased, descPlugin, descDropped, descReloadFailures} {
 		ch <- d
 	}
 	c.errs.Describe(ch)
@@ -255,6 +256,7 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 				continue
 			}
 			ch <- prometheus.MustNewConstMetric(descDepth, prometheus.GaugeValue, float64(st.Depth), q)
+			ch <- prometheus.MustNewConstMetric(descDelayed, prometheus.GaugeValue, float64(st.Delayed), q)
 			ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(st.InFlight), q)
 			ch <- prometheus.MustNewConstMetric(descParked, prometheus.GaugeValue, float64(st.Parked), q)
 		}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/host/slotstate"
+	"github.com/fleethost/fleet/primitives"
+	"github.com/fleethost/fleet/primitives/memory"
 )
 
 func TestObserve(t *testing.T) {
@@ -228,4 +230,35 @@ func TestRecentIterations(t *testing.T) {
 	if v := slots.Details("v"); len(v) != 1 || len(v[0].Recent) != 0 {
 		t.Errorf("details of v = %+v; want its one slot with no iteration", v)
 	}
+}
+
+// TestQueueGauges: a scrape reads each queue's stats from the backend, the tasks waiting
+// out a delay as fleet_queue_delayed and within fleet_queue_depth.
+func TestQueueGauges(t *testing.T) {
+	b := memory.New(memory.Options{})
+	t.Cleanup(func() { _ = b.Close() })
+	ctx := t.Context()
+	for _, p := range []string{`1`, `2`, `3`} {
+		if _, err := b.QueuePush(ctx, "q", []byte(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	later, _, err := b.QueueClaim(ctx, "q", time.Minute, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.QueueRelease(ctx, "q", later.ID, later.Token, primitives.Retry{Reason: "backoff", Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.QueueClaim(ctx, "q", time.Minute, 0); err != nil {
+		t.Fatal(err)
+	}
+	m := New(Params{Backend: b})
+	m.Watch(Sources{Queues: func() []string { return []string{"q"} }})
+	expect(t, m, map[string]float64{
+		`fleet_queue_depth{queue=q}`:     2,
+		`fleet_queue_delayed{queue=q}`:   1,
+		`fleet_queue_in_flight{queue=q}`: 1,
+		`fleet_queue_parked{queue=q}`:    0,
+	})
 }

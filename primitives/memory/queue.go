@@ -508,7 +508,7 @@ func (b *Backend) QueueRelease(ctx context.Context, queueName, id, token string,
 
 // QueueStats implements primitives.Queue. A task whose lease has ended counts as waiting
 // (Depth), though it is parked instead if it has used its attempts when the next claim
-// looks.
+// looks; a delayed task whose delay passed counts as waiting, not Delayed.
 func (b *Backend) QueueStats(ctx context.Context, queueName string) (primitives.QueueStats, error) {
 	if err := checkQueue(queueName); err != nil {
 		return primitives.QueueStats{}, err
@@ -522,9 +522,11 @@ func (b *Backend) QueueStats(ctx context.Context, queueName string) (primitives.
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	ended := q.inflight.countDue(b.clock.Now())
+	now := b.clock.Now()
+	ended := q.inflight.countDue(now)
 	return primitives.QueueStats{
 		Depth:    q.ready.len() + q.delayed.size() + ended,
+		Delayed:  q.delayed.size() - q.delayed.countDue(now),
 		InFlight: q.inflight.size() - ended,
 		Parked:   len(q.parked),
 	}, nil

@@ -94,10 +94,13 @@ func TestQueueDelayBoundary(t *testing.T) {
 	if _, ok, _ := b.QueueClaim(ctx, "q", time.Minute, 0); ok {
 		t.Fatal("task claimable 1ns before its delay passed")
 	}
-	if st, _ := b.QueueStats(ctx, "q"); st != (primitives.QueueStats{Depth: 1}) {
-		t.Errorf("QueueStats of a delayed task = %+v, want depth 1", st)
+	if st, _ := b.QueueStats(ctx, "q"); st != (primitives.QueueStats{Depth: 1, Delayed: 1}) {
+		t.Errorf("QueueStats of a delayed task = %+v, want depth 1, delayed 1", st)
 	}
 	clk.Advance(time.Nanosecond)
+	if st, _ := b.QueueStats(ctx, "q"); st != (primitives.QueueStats{Depth: 1}) {
+		t.Errorf("QueueStats when the delay passed = %+v, want depth 1, delayed 0", st)
+	}
 	if c, ok, _ := b.QueueClaim(ctx, "q", time.Minute, 0); !ok || c.Attempts != 2 || c.LastError != "later" {
 		t.Fatalf("claim when the delay passed = %+v, %v; want attempt 2 with error later", c, ok)
 	}

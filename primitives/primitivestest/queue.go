@@ -17,6 +17,7 @@ var queueTests = []subtest{
 	{"ExtendRenewsTheLease", testQueueExtend},
 	{"ExtendDoesNotReviveAnEndedLease", testQueueExtendEnded},
 	{"ReleaseWithDelay", testQueueReleaseDelay},
+	{"StatsCountDelayed", testQueueStatsDelayed},
 	{"ParkAfterMaxAttemptsOnRelease", testQueueParkOnRelease},
 	{"ParkAfterMaxAttemptsOnLeaseExpiry", testQueueParkOnExpiry},
 	{"RefundNeverParks", testQueueRefundNeverParks},
@@ -88,9 +89,10 @@ func wantRedelivered(t *testing.T, b primitives.Backend, queue, id string, start
 		t.Errorf("QueueClaim took task %q, released with delay %v, at once", c.ID, delay)
 	}
 	if time.Since(start) < delay/2 {
-		wantQStats(t, b, queue, primitives.QueueStats{Depth: 1})
+		wantQStats(t, b, queue, primitives.QueueStats{Depth: 1, Delayed: 1})
 	}
 	sleep(t, delay+150*time.Millisecond)
+	wantQStats(t, b, queue, primitives.QueueStats{Depth: 1}) // due: no longer delayed, before any claim
 	c := mustQClaim(t, b, queue, time.Minute, maxAttempts)
 	if c.ID != id || c.Attempts != attempts || c.LastError != lastError {
 		t.Errorf("QueueClaim after the delay = id %q attempts %d error %q; want %q %d %q", c.ID, c.Attempts, c.LastError, id, attempts, lastError)
@@ -158,6 +160,7 @@ func testQueueLeaseExpiry(t *testing.T, b primitives.Backend) {
 		t.Error("QueueClaim took a leased task before its lease ended")
 	}
 	sleep(t, lease+150*time.Millisecond)
+	wantQStats(t, b, "q", primitives.QueueStats{Depth: 1}) // the lease ended: waiting, before any claim
 	c2 := mustQClaim(t, b, "q", time.Minute, 0)
 	if c2.ID != id || c2.Attempts != 2 || string(c2.Payload) != `1` {
 		t.Errorf("QueueClaim after the lease ended = id %q attempts %d payload %s; want %q 2 1", c2.ID, c2.Attempts, c2.Payload, id)
@@ -263,6 +266,30 @@ func testQueueReleaseDelay(t *testing.T, b primitives.Backend) {
 		t.Fatal("QueueRelease under MaxAttempts parked the task")
 	}
 	wantRedelivered(t, b, "q", id, start, delay, 0, 3, "backoff")
+}
+
+// testQueueStatsDelayed: a task released with a delay counts in Depth and in Delayed
+// until the delay passes, and a claim meanwhile takes the ready tasks behind it.
+func testQueueStatsDelayed(t *testing.T, b primitives.Backend) {
+	push(t, b, "q", `1`)
+	push(t, b, "q", `2`)
+	push(t, b, "q", `3`)
+	later := mustQClaim(t, b, "q", time.Minute, 0)
+	held := mustQClaim(t, b, "q", time.Minute, 0)
+	if qrelease(t, b, "q", later, primitives.Retry{Reason: "backoff", Delay: time.Hour, MaxAttempts: 5}) {
+		t.Fatal("QueueRelease under MaxAttempts parked the task")
+	}
+	wantQStats(t, b, "q", primitives.QueueStats{Depth: 2, Delayed: 1, InFlight: 1})
+	if c := mustQClaim(t, b, "q", time.Minute, 0); string(c.Payload) != `3` {
+		t.Errorf("QueueClaim beside a delayed task = payload %s, want the ready task 3", c.Payload)
+	}
+	wantNoQClaim(t, b, "q")
+	wantQStats(t, b, "q", primitives.QueueStats{Depth: 1, Delayed: 1, InFlight: 2})
+	// A refunded release with a delay is delayed alike.
+	if qrelease(t, b, "q", held, primitives.Retry{Reason: "wait", Delay: time.Hour, Refund: true}) {
+		t.Fatal("refunded QueueRelease parked the task")
+	}
+	wantQStats(t, b, "q", primitives.QueueStats{Depth: 2, Delayed: 2, InFlight: 1})
 }
 
 func testQueueParkOnRelease(t *testing.T, b primitives.Backend) {

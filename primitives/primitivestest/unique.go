@@ -66,7 +66,7 @@ func testUniqueWhilePending(t *testing.T, b primitives.Backend) {
 	wantUnique(t, b, "in flight", "q", u, id, true)
 	qrelease(t, b, "q", c, primitives.Retry{Delay: time.Hour})
 	wantUnique(t, b, "delayed", "q", u, id, true)
-	wantQStats(t, b, "q", primitives.QueueStats{Depth: 3})
+	wantQStats(t, b, "q", primitives.QueueStats{Depth: 3, Delayed: 1})
 
 	// Ack the other two, then the first once its delay is cut short by a fresh queue.
 	for range 2 {

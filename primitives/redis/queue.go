@@ -528,19 +528,23 @@ func refundArg(refund bool) int {
 	return 0
 }
 
-// queueStatsCmd counts a queue's tasks.
+// queueStatsCmd counts a queue's tasks at Redis now, as a claim would settle them: a
+// delayed task whose delay passed is ready, a task whose lease ended is waiting, not in
+// flight. Every count is O(1) or O(log n) (LLEN, ZCARD, ZCOUNT).
 //
 //	KEYS[1..5] -> the queue's keys (luaQueue)
 //
-// Output: {ready + delayed, in flight, parked}
-var queueStatsCmd = goredis.NewScript(`
-return {redis.call('LLEN', KEYS[2]) + redis.call('ZCARD', KEYS[3]),
-        redis.call('ZCARD', KEYS[4]), redis.call('LLEN', KEYS[5])}
+// Output: {ready + delayed + leases ended, delayed not due, leases not ended, parked}
+var queueStatsCmd = goredis.NewScript(luaNow + `
+local now = now_ms()
+local ended = redis.call('ZCOUNT', KEYS[4], '-inf', now)
+return {redis.call('LLEN', KEYS[2]) + redis.call('ZCARD', KEYS[3]) + ended,
+        redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf'),
+        redis.call('ZCARD', KEYS[4]) - ended, redis.call('LLEN', KEYS[5])}
 `)
 
-// QueueStats counts the tasks of queue waiting (ready or delayed), in flight and
-// parked. A task whose lease expired counts as in flight until the next claim returns
-// it.
+// QueueStats counts the tasks of queue waiting (ready, delayed, or whose lease ended),
+// of those the delayed ones, in flight and parked (primitives.QueueStats).
 func (b *Backend) QueueStats(ctx context.Context, queue string) (primitives.QueueStats, error) {
 	if err := primitives.CheckName("queue", queue); err != nil {
 		return primitives.QueueStats{}, err
@@ -551,17 +555,18 @@ func (b *Backend) QueueStats(ctx context.Context, queue string) (primitives.Queu
 	if err != nil {
 		return primitives.QueueStats{}, b.scriptFail(ctx, "queue stats", queue, err)
 	}
-	a, err := replyArray("queue stats", v, 3)
+	a, err := replyArray("queue stats", v, 4)
 	if err != nil {
 		return primitives.QueueStats{}, err
 	}
 	depth, err1 := replyInt("queue stats", a[0])
-	inflight, err2 := replyInt("queue stats", a[1])
-	parked, err3 := replyInt("queue stats", a[2])
-	if err := errors.Join(err1, err2, err3); err != nil {
+	delayed, err2 := replyInt("queue stats", a[1])
+	inflight, err3 := replyInt("queue stats", a[2])
+	parked, err4 := replyInt("queue stats", a[3])
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return primitives.QueueStats{}, err
 	}
-	return primitives.QueueStats{Depth: int(depth), InFlight: int(inflight), Parked: int(parked)}, nil
+	return primitives.QueueStats{Depth: int(depth), Delayed: int(delayed), InFlight: int(inflight), Parked: int(parked)}, nil
 }
 
 // queueParkedCmd reads the oldest parked tasks.

@@ -95,8 +95,8 @@ func TestQueueReleaseAndPark(t *testing.T) {
 	if _, err := raw.ZScore(bg, queueDelayedKey("q"), id).Result(); err != nil {
 		t.Fatalf("ZSCORE delayed = %v, want the visible-at time", err)
 	}
-	if st, _ := b.QueueStats(bg, "q"); st != (primitives.QueueStats{Depth: 1}) {
-		t.Errorf("QueueStats = %+v, want depth 1", st)
+	if st, _ := b.QueueStats(bg, "q"); st != (primitives.QueueStats{Depth: 1, Delayed: 1}) {
+		t.Errorf("QueueStats = %+v, want depth 1, delayed 1", st)
 	}
 	if _, ok, _ := b.QueueClaim(bg, "q", time.Minute, 3); ok {
 		t.Fatalf("QueueClaim during the delay = ok, want none")

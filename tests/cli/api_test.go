@@ -282,11 +282,11 @@ func TestAPIFlagsShedSlowAndIdleClients(t *testing.T) {
 		}
 	}
 
-	_, slow := open(d, "POST /api/v1/automations/worker/tasks HTTP/1.1\r\nHost: fleet\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+	_, slow := open(d, "POST /api/v1/automations/worker/tasks HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
 	answer(slow, http.StatusRequestTimeout)
 	closed(slow)
 
-	_, idle := open(d, "GET /healthz HTTP/1.1\r\nHost: fleet\r\n\r\n")
+	_, idle := open(d, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 	answer(idle, http.StatusOK)
 	closed(idle)
 

@@ -146,7 +146,7 @@ func TestSubmitInspectDescribe(t *testing.T) {
 			t.Errorf("inspect lacks %q:\n%s", want, out)
 		}
 	}
-	if !regexp.MustCompile(`(?m)^work\s+4\s+0\s+0\s*$`).MatchString(out) {
+	if !regexp.MustCompile(`(?m)^work\s+4\s+0\s+0\s+0\s*$`).MatchString(out) {
 		t.Errorf("inspect does not show queue work with depth 4:\n%s", out)
 	}
 	code, out, _ = run(t, env, "", "inspect", "--json")

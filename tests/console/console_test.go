@@ -48,7 +48,8 @@ func planeURL(addr string) string { return "http://" + addr + "/api/projects/con
 // gates is the test's web server, which the gate guest's tasks fetch: /hold/<name>
 // answers 200 once the test releases name, and says on entered that a guest is waiting;
 // /flaky/<name> answers 500 the first time, with markup that the guest's fail reason
-// carries to the page (injected), and 200 after.
+// carries to the page (injected), and 200 after; /later/<name> answers 429, which the
+// guest retries in an hour.
 type gates struct {
 	srv     *httptest.Server
 	entered chan string
@@ -99,6 +100,8 @@ func (g *gates) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		fmt.Fprintln(w, "ok")
+	case "later":
+		http.Error(w, "later", http.StatusTooManyRequests)
 	default:
 		http.NotFound(w, r)
 	}
@@ -221,7 +224,7 @@ func text(t *testing.T, tab context.Context, sel string) string {
 // outcome; a parked task with its reason (markup in it shown as text), whose Requeue
 // button sends it back to run again and succeed; Pause and Resume; a parked task deleted
 // after the page's confirmation; a pool's items filtered by tag; a counter read from the
-// page; the names the plugin is granted; and the Fleet page of the daemon's plane with a
+// page; the names the plugin is granted; a retried task counted as delayed; and the Fleet page of the daemon's plane with a
 // silent instance marked stale.
 func TestConsole(t *testing.T) {
 	g := newGates(t)
@@ -267,7 +270,7 @@ func TestConsole(t *testing.T) {
 		t.Errorf("the parked task's last error reads %q; want the guest's reason, as text", got)
 	}
 	step(t, tab, "no element made of the guest's markup", chromedp.WaitNotPresent(chromedp.CSS(`#injected`)))
-	if got := text(t, tab, `#queues .content tr[data-queue="gate"] td:nth-child(4)`); got != "1" {
+	if got := text(t, tab, `#queues .content tr[data-queue="gate"] td[data-col="parked"]`); got != "1" {
 		t.Errorf("the queue's parked count reads %q; want 1", got)
 	}
 	screenshot(t, tab, "parked")
@@ -350,6 +353,23 @@ func TestConsole(t *testing.T) {
 		t.Errorf("the counter's read shows %q; want gate:runs at 4", got)
 	}
 	screenshot(t, tab, "pool-and-state")
+
+	// A task the guest retries in an hour waits out its delay: the queue shows it in its
+	// depth and as delayed, neither in flight nor parked.
+	submit(t, c, g, "/later/four")
+	queue := `#queues .content tr[data-queue="gate"]`
+	step(t, tab, "the retried task delayed", chromedp.Poll[chromedp.Void](
+		fmt.Sprintf(`document.querySelector(%q)?.textContent === "1"`, queue+` td[data-col="delayed"]`),
+		chromedp.WithPollingInterval(50*time.Millisecond)))
+	for col, want := range map[string]string{"depth": "1", "in_flight": "0", "parked": "0"} {
+		if got := text(t, tab, queue+fmt.Sprintf(` td[data-col=%q]`, col)); got != want {
+			t.Errorf("the queue's %s reads %q beside a delayed task; want %s", col, got, want)
+		}
+	}
+	if qs, err := c.Queues(context.Background()); err != nil || qs[0].Depth != 1 || qs[0].Delayed != 1 || qs[0].InFlight != 0 {
+		t.Errorf("queues = %+v, %v; want gate with one task waiting, delayed", qs, err)
+	}
+	screenshot(t, tab, "queue-delayed")
 
 	// The Fleet page: the daemon's own slot reports to its plane, and an instance that
 	// reported once and went silent is marked stale once staleAfter has passed.

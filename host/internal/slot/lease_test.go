@@ -341,7 +341,7 @@ func TestSettledAfterAnOutage(t *testing.T) {
 		want   primitives.QueueStats
 	}{
 		{"ack", abi.HandleResult{Outcome: abi.OutcomeDone}, primitives.QueueStats{}},
-		{"release", abi.HandleResult{Outcome: abi.OutcomeRetry, RetryAfterMs: 3_600_000}, primitives.QueueStats{Depth: 1}},
+		{"release", abi.HandleResult{Outcome: abi.OutcomeRetry, RetryAfterMs: 3_600_000}, primitives.QueueStats{Depth: 1, Delayed: 1}},
 	}
 	srv := testutil.NewRedis(t)
 	for _, tt := range tests {

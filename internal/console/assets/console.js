@@ -68,7 +68,7 @@ function table(head, rows, empty) {
     el("tbody", {}, rows));
 }
 
-const num = (v) => el("td", { class: "num" }, v === undefined || v === null ? "–" : v);
+const num = (v, attrs) => el("td", { class: "num", ...attrs }, v === undefined || v === null ? "–" : v);
 
 function ago(iso) {
   if (!iso) return "";
@@ -175,12 +175,15 @@ function slotsView(all) {
   return el("div", { class: "cards" }, cards);
 }
 
+// queuesView shows each queue's counts; depth counts the delayed tasks too (what the
+// queue's cap bounds), so depth - delayed are claimable now.
 function queuesView(queues) {
+  const cols = ["depth", "delayed", "in_flight", "parked"];
   return table(
-    [["Queue"], ["Depth (ready or delayed)", "num"], ["In flight", "num"], ["Parked", "num"]],
+    [["Queue"], ["Depth (ready + delayed)", "num"], ["Delayed", "num"], ["In flight", "num"], ["Parked", "num"]],
     queues.map((q) => el("tr", { "data-queue": q.queue },
       el("td", {}, el("strong", {}, q.queue)),
-      num(q.depth), num(q.in_flight), num(q.parked))),
+      cols.map((c) => num(q[c], { "data-col": c })))),
     "No plugin declares a queue.");
 }
 

@@ -1,8 +1,9 @@
 // Command gate is the test guest of tests/console: a batch plugin of the queue "gate"
 // whose task is a URL on the test's own server. It adds 1 to the counter "gate:runs",
 // GETs the URL, puts what it got into the pool "gate-answers" (tagged with the answer's
-// status, kept an hour), and is done when the answer is 200 and fails (the answer's
-// status and body as the reason) otherwise. The test's server answers when the test lets it, so a
+// status, kept an hour), and is done when the answer is 200, retries in an hour when it
+// is 429 (the task then waits out its delay), and fails (the answer's status and body as
+// the reason) otherwise. The test's server answers when the test lets it, so a
 // slot stays working exactly as long as the test needs to see it working, and the
 // server decides which runs fail.
 package main
@@ -48,6 +49,9 @@ func handle(t fleet.Task[Gate]) fleet.Result {
 	}
 	if _, err := fleet.Pool(answers).Put(Answer{URL: t.Payload.URL}, AnswerTags{Status: resp.Status}, time.Hour); err != nil {
 		return fleet.Fail(err)
+	}
+	if resp.Status == 429 {
+		return fleet.Retry(time.Hour).Because("gate: 429")
 	}
 	if resp.Status != 200 {
 		return fleet.Fail(fmt.Errorf("gate: %d %s", resp.Status, resp.Body))
