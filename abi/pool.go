@@ -1,7 +1,7 @@
 package abi
 
 import (
-	"slices"
+	"encoding/json"
 	"strconv"
 )
 
@@ -55,39 +55,69 @@ func (r *wire) poolPutRequest(v *PoolPutRequest) bool {
 // AppendJSON appends r as json.Marshal writes it, the values of Where as they are (see
 // Appender).
 func (r PoolClaimRequest) AppendJSON(dst []byte) []byte {
-	b := appendPoolQueryHead(dst, r.Pool, r.Where)
-	return append(appendIntKey(b, `,"hold_ms":`, r.HoldMs), '}')
+	var stack [8]WhereTag
+	return AppendPoolClaim(dst, r.Pool, r.Where.appendTags(stack[:0]), r.HoldMs)
 }
 
 // AppendJSON appends r as json.Marshal writes it, the values of Where as they are (see
 // Appender).
 func (r PoolListRequest) AppendJSON(dst []byte) []byte {
-	b := appendPoolQueryHead(dst, r.Pool, r.Where)
-	return append(appendIntField(b, `,"limit":`, int64(r.Limit)), '}')
+	var stack [8]WhereTag
+	return AppendPoolList(dst, r.Pool, r.Where.appendTags(stack[:0]), r.Limit)
 }
 
-// appendPoolQueryHead appends {"pool":S[,"where":{...}], the where's tags sorted as
-// json.Marshal sorts a map's keys.
-func appendPoolQueryHead(dst []byte, pool string, where Where) []byte {
+// WhereTag is one tag filter of a Where, for writing a query from a list of filters
+// without building the map (AppendPoolClaim, AppendPoolList): in a wasm guest, making,
+// ranging over and indexing a map are tens of calls that each pay the sandbox's close
+// check (guest-sdk/RATIONALE.md, "What does a host call cost the guest?").
+type WhereTag struct {
+	Tag   string
+	Value json.RawMessage
+}
+
+// appendTags appends the tags of w to dst, in no order.
+func (w Where) appendTags(dst []WhereTag) []WhereTag {
+	for tag, v := range w {
+		dst = append(dst, WhereTag{tag, v})
+	}
+	return dst
+}
+
+// AppendPoolClaim appends the PoolClaimRequest of pool, holdMs and a Where that holds
+// exactly the tags of where (which must be distinct) as its AppendJSON writes it. It
+// sorts where in place.
+func AppendPoolClaim(dst []byte, pool string, where []WhereTag, holdMs int64) []byte {
+	b := appendPoolQueryHead(dst, pool, where)
+	return append(appendIntKey(b, `,"hold_ms":`, holdMs), '}')
+}
+
+// AppendPoolList is AppendPoolClaim for a PoolListRequest.
+func AppendPoolList(dst []byte, pool string, where []WhereTag, limit int) []byte {
+	b := appendPoolQueryHead(dst, pool, where)
+	return append(appendIntField(b, `,"limit":`, int64(limit)), '}')
+}
+
+// appendPoolQueryHead appends {"pool":S[,"where":{...}], the where's tags sorted (in
+// place) as json.Marshal sorts a map's keys.
+func appendPoolQueryHead(dst []byte, pool string, where []WhereTag) []byte {
 	b := AppendString(append(dst, `{"pool":`...), pool)
 	if len(where) == 0 {
 		return b
 	}
-	b = append(b, `,"where":{`...)
-	// A range and a sort of a few tags on the stack: maps.Keys and slices.Sorted cost a
-	// wasm guest a close check per call of their iterators.
-	var stack [8]string
-	tags := stack[:0]
-	for tag := range where {
-		tags = append(tags, tag)
+	// An insertion sort of a few tags: slices.SortFunc costs a wasm guest a close check
+	// per call of its comparison.
+	for i := 1; i < len(where); i++ {
+		for j := i; j > 0 && where[j].Tag < where[j-1].Tag; j-- {
+			where[j], where[j-1] = where[j-1], where[j]
+		}
 	}
-	slices.Sort(tags)
-	for i, tag := range tags {
+	b = append(b, `,"where":{`...)
+	for i, t := range where {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(AppendString(b, tag), ':')
-		b = append(b, where[tag]...)
+		b = append(AppendString(b, t.Tag), ':')
+		b = append(b, t.Value...)
 	}
 	return append(b, '}')
 }

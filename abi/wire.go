@@ -3,6 +3,7 @@ package abi
 import (
 	"encoding/binary"
 	"encoding/json"
+	"math/bits"
 	"strconv"
 )
 
@@ -40,10 +41,11 @@ func (r *wire) lit(s string) bool {
 	return false
 }
 
-// want consumes s or marks the reader bad.
+// want consumes s or marks the reader bad. It is small enough to be inlined: every call
+// costs a wasm guest a close check.
 func (r *wire) want(s string) {
-	if !r.lit(s) {
-		r.bad = true
+	if r.bad = r.bad || !hasPrefixAt(r.b, r.i, s); !r.bad {
+		r.i += len(s)
 	}
 }
 
@@ -65,6 +67,16 @@ func (r *wire) int64() int64 {
 	}
 	start := i
 	var n int64
+	// Eight digits per iteration first: a Unix-millisecond time is 13, which a byte at a
+	// time would pay a close check each for (see wire).
+	for i+8 <= len(r.b) && i-start < 16 {
+		x := binary.LittleEndian.Uint64(r.b[i:])
+		if !eightDigits(x) {
+			break
+		}
+		n = n*1e8 + eightDigitsValue(x)
+		i += 8
+	}
 	for i < len(r.b) && i-start < 19 {
 		c := r.b[i]
 		if c < '0' || c > '9' {
@@ -83,6 +95,19 @@ func (r *wire) int64() int64 {
 		return -n
 	}
 	return n
+}
+
+// eightDigits reports whether the 8 bytes of x are all ASCII digits.
+func eightDigits(x uint64) bool {
+	return (x&(lsb*0xF0))|(((x+lsb*0x06)&(lsb*0xF0))>>4) == lsb*0x33
+}
+
+// eightDigitsValue is the number that the 8 ASCII digits of x (the first byte the most
+// significant, as word loads them) spell.
+func eightDigitsValue(x uint64) int64 {
+	x = (x & (lsb * 0x0F)) * (1 + 10<<8) >> 8
+	x = (x & 0x00FF00FF00FF00FF) * (1 + 100<<16) >> 16
+	return int64((x & 0x0000FFFF0000FFFF) * (1 + 10000<<32) >> 32)
 }
 
 // int reads an integer into an int, which is 64 bits on the host and in a wasm guest.
@@ -281,14 +306,23 @@ func halfString(s string, i int) uint32 {
 
 // hasPrefixAt reports whether b[i:] begins with s, as string(b[i:i+len(s)]) == s does,
 // without a loop for an s of up to 24 bytes (every key of the wire): overlapping loads
-// cover its bytes. It calls nothing, so that a wasm guest enters it without a close
-// check.
+// cover its bytes.
 func hasPrefixAt(b []byte, i int, s string) bool {
 	n := len(s)
-	if i < 0 || len(b)-i < n {
+	if uint(i) > uint(len(b)) || len(b)-i < n {
 		return false
 	}
+	// The cases go from the most common length of a key, and each compares with one test
+	// of the XORs ORed together: in a wasm guest every taken jump is a close check.
 	switch {
+	case uint(n-8) <= 8:
+		return (word(b, i)^wordString(s, 0))|(word(b, i+n-8)^wordString(s, n-8)) == 0
+	case uint(n-17) <= 7:
+		return (word(b, i)^wordString(s, 0))|(word(b, i+8)^wordString(s, 8))|(word(b, i+n-8)^wordString(s, n-8)) == 0
+	case uint(n-4) <= 3:
+		return (binary.LittleEndian.Uint32(b[i:])^halfString(s, 0))|(binary.LittleEndian.Uint32(b[i+n-4:])^halfString(s, n-4)) == 0
+	case uint(n-1) <= 2:
+		return (b[i]^s[0])|(b[i+n/2]^s[n/2])|(b[i+n-1]^s[n-1]) == 0
 	case n > 24:
 		for j := 0; j < n-8; j += 8 {
 			if word(b, i+j) != wordString(s, j) {
@@ -296,14 +330,6 @@ func hasPrefixAt(b []byte, i int, s string) bool {
 			}
 		}
 		return word(b, i+n-8) == wordString(s, n-8)
-	case n > 16:
-		return word(b, i) == wordString(s, 0) && word(b, i+8) == wordString(s, 8) && word(b, i+n-8) == wordString(s, n-8)
-	case n >= 8:
-		return word(b, i) == wordString(s, 0) && word(b, i+n-8) == wordString(s, n-8)
-	case n >= 4:
-		return binary.LittleEndian.Uint32(b[i:]) == halfString(s, 0) && binary.LittleEndian.Uint32(b[i+n-4:]) == halfString(s, n-4)
-	case n > 0:
-		return b[i] == s[0] && b[i+n/2] == s[n/2] && b[i+n-1] == s[n-1]
 	}
 	return true
 }
@@ -330,24 +356,52 @@ func marshalEscapes(x uint64) bool {
 	return ((q-lsb)&^q|(bs-lsb)&^bs|(lt-lsb)&^lt|(gt-lsb)&^gt|(amp-lsb)&^amp|(x-lsb*0x20)&^x|x)&msb != 0
 }
 
-// plainWords returns the first index j >= i such that fewer than 8 bytes follow b[j:] or
-// b[j:j+8] holds a quote, a backslash, a control byte or, when ascii, a byte from 0x80: the
-// bytes b[i:j] are plain bytes of a string. Each test below is the bit trick that sets a
-// byte's high bit when a byte of the word is zero (or less than 0x20), which is exact
-// about whether one is; the caller then looks at single bytes.
+// plainWords returns the index of the first byte at or after i that is a quote, a
+// backslash, a control byte or, when ascii, a byte from 0x80, or len(b) when there is
+// none: the bytes b[i:j] are plain bytes of a string. Each test below is the bit trick
+// that sets a byte's high bit when a byte of the word is zero (or less than 0x20), which
+// is exact about whether one is and about which one is the first (the lowest set bit).
+// The first loop takes 32 bytes per iteration, so that a long string (a pool payload's
+// body) pays a quarter of the close checks of a word at a time, and the last bytes are
+// read through the word that ends the input: in a wasm guest every jump of a byte loop
+// pays the sandbox's close check (see wire).
 func plainWords(b []byte, i int, ascii bool) int {
 	var high uint64
 	if ascii {
 		high = msb
 	}
-	for ; i+8 <= len(b); i += 8 {
-		x := binary.LittleEndian.Uint64(b[i:])
-		q, s := x^(lsb*'"'), x^(lsb*'\\')
-		if ((q-lsb)&^q|(s-lsb)&^s|(x-lsb*0x20)&^x|x&high)&msb != 0 {
-			return i
+	for ; i+32 <= len(b); i += 32 {
+		x0, x1 := binary.LittleEndian.Uint64(b[i:]), binary.LittleEndian.Uint64(b[i+8:])
+		x2, x3 := binary.LittleEndian.Uint64(b[i+16:]), binary.LittleEndian.Uint64(b[i+24:])
+		if (stops(x0)|stops(x1)|stops(x2)|stops(x3)|(x0|x1|x2|x3)&high)&msb != 0 {
+			break
 		}
 	}
-	return i
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		if m := (stops(x) | x&high) & msb; m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	if i >= len(b) || len(b) < 8 {
+		for ; i < len(b); i++ {
+			if c := b[i]; c == '"' || c == '\\' || c < 0x20 || c >= 0x80 && ascii {
+				return i
+			}
+		}
+		return i
+	}
+	// Fewer than 8 bytes from i: the word that ends b, shifted so that its byte 0 is b[i].
+	// The zero bytes shifted in at the top stop the scan at len(b).
+	x := binary.LittleEndian.Uint64(b[len(b)-8:]) >> (uint(i-(len(b)-8)) * 8)
+	return i + bits.TrailingZeros64((stops(x)|x&high)&msb)/8
+}
+
+// stops sets the high bit of a byte of x that is a quote, a backslash or a control byte:
+// exact about whether x holds one, as plainWords says.
+func stops(x uint64) uint64 {
+	q, s := x^(lsb*'"'), x^(lsb*'\\')
+	return (q-lsb)&^q | (s-lsb)&^s | (x-lsb*0x20)&^x
 }
 
 // skipNumber returns the index just past the number at b[i], or -1:

@@ -155,8 +155,10 @@ func (q PoolQuery[P, T]) List() ([]Item[P, T], error) {
 	if err := q.check(abi.OpPoolList); err != nil {
 		return nil, err
 	}
+	var stack [8]abi.WhereTag
+	tags := whereTags(stack[:0], q.filters)
 	var reply abi.PoolListReply
-	if err := send(abi.OpPoolList, abi.PoolListRequest{Pool: q.pool, Where: where(q.filters), Limit: q.limit}.AppendJSON, &reply); err != nil {
+	if err := send(abi.OpPoolList, func(dst []byte) []byte { return abi.AppendPoolList(dst, q.pool, tags, q.limit) }, &reply); err != nil {
 		return nil, err
 	}
 	items := make([]Item[P, T], 0, len(reply.Items))
@@ -178,13 +180,17 @@ func (q PoolQuery[P, T]) Claim(hold time.Duration) (*Item[P, T], error) {
 	if err := q.check(abi.OpPoolClaim); err != nil {
 		return nil, err
 	}
-	reply := abi.PoolClaimReply{Item: new(abi.PoolItem)}
+	var reply abi.PoolClaimReply
 	if claimItem.TryLock() {
 		defer claimItem.release()
 		claimItem.PoolItem = abi.PoolItem{Payload: claimItem.Payload[:0], Tags: claimItem.Tags[:0]}
 		reply.Item = &claimItem.PoolItem
+	} else {
+		reply.Item = new(abi.PoolItem)
 	}
-	if err := send(abi.OpPoolClaim, abi.PoolClaimRequest{Pool: q.pool, Where: where(q.filters), HoldMs: millis(hold)}.AppendJSON, &reply); err != nil {
+	var stack [8]abi.WhereTag
+	tags, holdMs := whereTags(stack[:0], q.filters), millis(hold)
+	if err := send(abi.OpPoolClaim, func(dst []byte) []byte { return abi.AppendPoolClaim(dst, q.pool, tags, holdMs) }, &reply); err != nil {
 		return nil, err
 	}
 	if !reply.Found {

@@ -10,17 +10,14 @@ import "github.com/fleethost/fleet/abi"
 // WithCloseOnContextDone turns every jump of the guest's code into a check, that costs
 // tens of microseconds per call (abi's BenchmarkWire, tests' BenchmarkGuestJSON).
 
-// where is filters as the abi.Where map they stand for; nil for none. The filters were
-// checked (no error, no tag twice).
-func where(filters []Filter) abi.Where {
-	if len(filters) == 0 {
-		return nil
-	}
-	w := make(abi.Where, len(filters))
+// whereTags appends the tags of filters to dst, for abi.AppendPoolClaim and
+// abi.AppendPoolList, which write the query without the abi.Where map it stands for. The
+// filters were checked (no error, no tag twice).
+func whereTags(dst []abi.WhereTag, filters []Filter) []abi.WhereTag {
 	for _, f := range filters {
-		w[f.tag] = f.value
+		dst = append(dst, abi.WhereTag{Tag: f.tag, Value: f.value})
 	}
-	return w
+	return dst
 }
 
 // doneResult is the result of Done(), which never changes.

@@ -10,7 +10,7 @@ import (
 	"github.com/fleethost/fleet/abi"
 )
 
-// FuzzWireBytes holds what the SDK writes by hand (its filters as a Where, the handler's
+// FuzzWireBytes holds what the SDK writes by hand (a query from its filters, the handler's
 // result, Eq's values) to json.Marshal, byte for byte: the host reads exactly what it read
 // before. abi's FuzzAppendJSON holds each request's AppendJSON to json.Marshal.
 func FuzzWireBytes(f *testing.F) {
@@ -32,9 +32,9 @@ func FuzzWireBytes(f *testing.F) {
 			got  []byte
 			want any
 		}{
-			{"pool_claim", abi.PoolClaimRequest{Pool: s1, Where: where(filters), HoldMs: n1}.AppendJSON(nil), abi.PoolClaimRequest{Pool: s1, Where: whereMap, HoldMs: n1}},
-			{"pool_claim all", abi.PoolClaimRequest{Pool: s1, Where: where(nil), HoldMs: n1}.AppendJSON(nil), abi.PoolClaimRequest{Pool: s1, HoldMs: n1}},
-			{"pool_list", abi.PoolListRequest{Pool: s1, Where: where(filters), Limit: int(n2)}.AppendJSON(nil), abi.PoolListRequest{Pool: s1, Where: whereMap, Limit: int(n2)}},
+			{"pool_claim", abi.AppendPoolClaim(nil, s1, whereTags(nil, filters), n1), abi.PoolClaimRequest{Pool: s1, Where: whereMap, HoldMs: n1}},
+			{"pool_claim all", abi.AppendPoolClaim(nil, s1, whereTags(nil, nil), n1), abi.PoolClaimRequest{Pool: s1, HoldMs: n1}},
+			{"pool_list", abi.AppendPoolList(nil, s1, whereTags(nil, filters), int(n2)), abi.PoolListRequest{Pool: s1, Where: whereMap, Limit: int(n2)}},
 			{"result done", encodeResult(Done()), abi.HandleResult{Outcome: abi.OutcomeDone}},
 			{"result retry", encodeResult(Retry(time.Duration(n1)).Because(s1)), Retry(time.Duration(n1)).Because(s1).wire()},
 			{"result fail", encodeResult(Fail(nil).Because(s2)), Fail(nil).Because(s2).wire()},

@@ -218,8 +218,9 @@ func BenchmarkHostCalls(b *testing.B) {
 // wasm per host call and per payload (testdata/jsoncost), in a bare wazero runtime with
 // WithCloseOnContextDone off and on. The host runs guests with it on: wazero v1.12 then
 // exits to Go to check for a close at every loop header of the guest's code, which in a
-// Go guest means at every loop iteration and at the entry of every function that makes a
-// call (Go's wasm port compiles such a body into a loop). It locates the SDK rows of
+// Go guest means at every taken jump (a loop's back edge, an if that skips its body) and
+// at the entry of every function (Go's wasm port compiles a body into one loop over its
+// blocks). It locates the SDK rows of
 // BenchmarkHostCalls:
 //
 //	append-request, decode-reply    what the SDK does for a kv_get, by hand
