@@ -41,22 +41,14 @@ func BuildAS(tb testing.TB, name string) string {
 		tb.Fatalf("testutil: hash %s: %v", ASDir, err)
 	}
 	out := filepath.Join(cacheDir(), "as", sum[:16], name+".wasm")
-	if _, err := os.Stat(out); err == nil {
-		return out
-	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	tmp := out + ".tmp"
-	cmd := exec.Command(asc, name+".ts", "--outFile", tmp, "--optimize", "--use", "abort=fleet/myAbort")
-	cmd.Dir = dir
-	if b, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("testutil: asc %s.ts: %v\n%s", name, err, b)
-	}
-	if err := os.Rename(tmp, out); err != nil {
-		tb.Fatal(err)
-	}
-	return out
+	return cached(tb, out, func(tmp string) error {
+		cmd := exec.Command(asc, name+".ts", "--outFile", tmp, "--optimize", "--use", "abort=fleet/myAbort")
+		cmd.Dir = dir
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("testutil: asc %s.ts: %v\n%s", name, err, b)
+		}
+		return nil
+	})
 }
 
 // hashFiles hashes the names and contents of the regular files directly in dir (not its

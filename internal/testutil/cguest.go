@@ -3,7 +3,7 @@ package testutil
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"os"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -53,26 +53,18 @@ func BuildC(tb testing.TB, dir string) string {
 	}
 	h := sha256.Sum256([]byte(sum + string(version)))
 	out := filepath.Join(cacheDir(), "c", hex.EncodeToString(h[:8]), filepath.Base(dir)+".wasm")
-	if _, err := os.Stat(out); err == nil {
-		return out
-	}
-	sources, err := filepath.Glob(filepath.Join(root, dir, "*.c"))
-	if err != nil || len(sources) == 0 {
-		tb.Fatalf("testutil: no .c file in %s", dir)
-	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	tmp := out + ".tmp"
-	args := append(cFlags(reactor, filepath.Join(root, cSDK)), sources...)
-	args = append(args, filepath.Join(root, cSDK, "fleet.c"), "-lc", "-o", tmp)
-	if b, err := exec.Command(clang, args...).CombinedOutput(); err != nil {
-		tb.Fatalf("testutil: clang %s: %v\n%s", strings.Join(args, " "), err, b)
-	}
-	if err := os.Rename(tmp, out); err != nil {
-		tb.Fatal(err)
-	}
-	return out
+	return cached(tb, out, func(tmp string) error {
+		sources, err := filepath.Glob(filepath.Join(root, dir, "*.c"))
+		if err != nil || len(sources) == 0 {
+			return fmt.Errorf("testutil: no .c file in %s", dir)
+		}
+		args := append(cFlags(reactor, filepath.Join(root, cSDK)), sources...)
+		args = append(args, filepath.Join(root, cSDK, "fleet.c"), "-lc", "-o", tmp)
+		if b, err := exec.Command(clang, args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("testutil: clang %s: %v\n%s", strings.Join(args, " "), err, b)
+		}
+		return nil
+	})
 }
 
 // cFlags are the flags guest-sdk/c/README.md builds a plugin with, given the path of

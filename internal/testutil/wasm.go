@@ -79,6 +79,39 @@ func buildGo(tb testing.TB, pkg, kind string, edits map[string][]byte, flags ...
 		sum = hex.EncodeToString(h.Sum(nil))
 	}
 	out := filepath.Join(cacheDir(), kind, sum[:16], filepath.Base(pkg)+".wasm")
+	return cached(tb, out, func(tmp string) error {
+		args := append(append([]string{"build"}, flags...), "-o", tmp)
+		if len(files) > 0 {
+			overlay := map[string]map[string]string{"Replace": {}}
+			for i, f := range files {
+				src := filepath.Join(filepath.Dir(out), fmt.Sprintf("edit%d.go", i))
+				if err := os.WriteFile(src, edits[f], 0o644); err != nil {
+					return err
+				}
+				overlay["Replace"][filepath.Join(root, f)] = src
+			}
+			doc, _ := json.Marshal(overlay)
+			file := filepath.Join(filepath.Dir(out), "overlay.json")
+			if err := os.WriteFile(file, doc, 0o644); err != nil {
+				return err
+			}
+			args = append(args, "-overlay", file)
+		}
+		cmd := exec.Command("go", append(args, "./"+pkg)...)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("testutil: build %s for wasip1: %v\n%s", pkg, err, b)
+		}
+		return nil
+	})
+}
+
+// cached returns out when a build is cached there; otherwise build writes the module to
+// tmp, beside out, which is then renamed to out, so that a build that fails or is cut
+// leaves nothing a later run would take for a cached module.
+func cached(tb testing.TB, out string, build func(tmp string) error) string {
+	tb.Helper()
 	if _, err := os.Stat(out); err == nil {
 		return out
 	}
@@ -86,28 +119,8 @@ func buildGo(tb testing.TB, pkg, kind string, edits map[string][]byte, flags ...
 		tb.Fatal(err)
 	}
 	tmp := out + ".tmp"
-	args := append(append([]string{"build"}, flags...), "-o", tmp)
-	if len(files) > 0 {
-		overlay := map[string]map[string]string{"Replace": {}}
-		for i, f := range files {
-			src := filepath.Join(filepath.Dir(out), fmt.Sprintf("edit%d.go", i))
-			if err := os.WriteFile(src, edits[f], 0o644); err != nil {
-				tb.Fatal(err)
-			}
-			overlay["Replace"][filepath.Join(root, f)] = src
-		}
-		doc, _ := json.Marshal(overlay)
-		file := filepath.Join(filepath.Dir(out), "overlay.json")
-		if err := os.WriteFile(file, doc, 0o644); err != nil {
-			tb.Fatal(err)
-		}
-		args = append(args, "-overlay", file)
-	}
-	cmd := exec.Command("go", append(args, "./"+pkg)...)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("testutil: build %s for wasip1: %v\n%s", pkg, err, b)
+	if err := build(tmp); err != nil {
+		tb.Fatal(err)
 	}
 	if err := os.Rename(tmp, out); err != nil {
 		tb.Fatal(err)
@@ -138,24 +151,16 @@ func wat(tb testing.TB, src string, flags ...string) string {
 	}
 	h := sha256.Sum256([]byte(strings.Join(flags, " ") + src))
 	out := filepath.Join(cacheDir(), "wat", hex.EncodeToString(h[:8])+".wasm")
-	if _, err := os.Stat(out); err == nil {
-		return out
-	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	in := out + ".wat"
-	if err := os.WriteFile(in, []byte(src), 0o644); err != nil {
-		tb.Fatal(err)
-	}
-	tmp := out + ".tmp"
-	if b, err := exec.Command(bin, append([]string{in, "-o", tmp}, flags...)...).CombinedOutput(); err != nil {
-		tb.Fatalf("testutil: wat2wasm: %v\n%s", err, b)
-	}
-	if err := os.Rename(tmp, out); err != nil {
-		tb.Fatal(err)
-	}
-	return out
+	return cached(tb, out, func(tmp string) error {
+		in := out + ".wat"
+		if err := os.WriteFile(in, []byte(src), 0o644); err != nil {
+			return err
+		}
+		if b, err := exec.Command(bin, append([]string{in, "-o", tmp}, flags...)...).CombinedOutput(); err != nil {
+			return fmt.Errorf("testutil: wat2wasm: %v\n%s", err, b)
+		}
+		return nil
+	})
 }
 
 // modulePath is the module whose root ModuleRoot finds.
