@@ -288,3 +288,40 @@ func TestIsExtism(t *testing.T) {
 		seen = seen || got
 	}
 }
+
+// TestKernelLoop: a guest that makes the kernel loop and then has the SDK look a block up
+// under a context of the SDK's own, which no deadline ends (Extism's log, config, var and
+// HTTP functions; the host's read of the error message after a trap), still dies at its
+// call's deadline: the deadline closes the kernel too.
+func TestKernelLoop(t *testing.T) {
+	imports := `(import "extism:host/env" "store_u64" (func $store_u64 (param i64 i64)))
+  (import "extism:host/env" "log_info" (func $log_info (param i64)))
+  (import "extism:host/env" "config_get" (func $config_get (param i64) (result i64)))
+  (import "extism:host/env" "var_get" (func $var_get (param i64) (result i64)))
+  (import "extism:host/env" "http_request" (func $http_request (param i64 i64) (result i64)))`
+	for name, handle := range map[string]string{
+		// error_set checks its block, so the error is set before the header is rewritten.
+		"error_set then trap": testutil.ExtismKernelLoop(`(call $error_set (local.get $b))`, `unreachable`),
+		"log_info":            testutil.ExtismKernelLoop("", `(call $log_info (local.get $b)) (i32.const 0)`),
+		"config_get":          testutil.ExtismKernelLoop("", `(drop (call $config_get (local.get $b))) (i32.const 0)`),
+		"var_get":             testutil.ExtismKernelLoop("", `(drop (call $var_get (local.get $b))) (i32.const 0)`),
+		"http_request":        testutil.ExtismKernelLoop("", `(drop (call $http_request (local.get $b) (i64.const 0))) (i32.const 0)`),
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := guest(t, imports, handle, 64, "")
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { _, err := in.Handle(ctx, []byte(`{}`)); done <- err }()
+			select {
+			case err := <-done:
+				var died *slot.Died
+				if !errors.As(err, &died) || ctx.Err() == nil {
+					t.Fatalf("Handle = %v with ctx %v; want a death at the deadline", err, ctx.Err())
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("Handle did not return a minute after its 200ms deadline: the kernel loops on")
+			}
+		})
+	}
+}

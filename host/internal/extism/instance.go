@@ -106,6 +106,15 @@ func checkOutput(export string, out []byte) error {
 // a trap, an exit, the deadline, a dead instance.
 func (in *Instance) call(ctx context.Context, export string, input []byte) (out []byte, failed string, err error) {
 	in.enter(ctx)
+	// The end of ctx closes the whole plugin, the kernel included: the SDK makes some of
+	// its kernel calls under a context of its own that never ends, and the guest can
+	// make the kernel loop (RATIONALE.md, "Why does a call's end close the kernel?").
+	closing := context.AfterFunc(ctx, func() { in.p.Close(context.Background()) })
+	defer func() {
+		if !closing() && err == nil {
+			out, failed, err = nil, "", fmt.Errorf("extism: the instance was closed at the end of its call: %w", context.Cause(ctx))
+		}
+	}()
 	rc, out, err := in.p.CallWithContext(hostfn.WithCaller(ctx, in.caller), export, input)
 	if err != nil {
 		// The SDK returns the guest's error_set message as a plain error, the same as a
