@@ -85,6 +85,9 @@ func NewRuntime(ctx context.Context, p Params, wasm []byte) (*Runtime, error) {
 	if p.Cache != nil {
 		cfg = cfg.WithCompilationCache(p.Cache)
 	}
+	// Both compiles under the listener, so that the SDK's is a hit of check's (the
+	// compilation cache's key says which functions have a listener).
+	ctx = listening(ctx)
 	exports, err := check(ctx, cfg, wasm)
 	if err != nil {
 		return nil, err

@@ -289,6 +289,39 @@ func TestIsExtism(t *testing.T) {
 	}
 }
 
+// TestDeaths: a dead call is told from the instance's state, as a native one is: a trap
+// with the module's memory at its limit, or the kernel's, is a memory death; a trap of
+// the rewriter's stack check a stack death; any other trap a trap, whatever the guest
+// wrote first (its error message says "out of memory" and "stack").
+func TestDeaths(t *testing.T) {
+	for _, tt := range []struct {
+		name, handle string
+		want         slot.Death
+	}{
+		{"module memory", `(block $full (loop $more
+		    (br_if $full (i32.eq (memory.grow (i32.const 1)) (i32.const -1)))
+		    (br $more)))
+		  unreachable`, slot.DeathMemory},
+		{"kernel memory", `(block $full (loop $more
+		    (br_if $full (i64.eqz (call $alloc (i64.const 65536))))
+		    (br $more)))
+		  unreachable`, slot.DeathMemory},
+		{"stack", `(call $r) (i32.const 0)`, slot.DeathStack},
+		{"trap", `(call $error_set (call $input)) unreachable`, slot.DeathTrap},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			// $r recurses for ever; the rewriter's stack budget stops it. The kernel
+			// begins at 16 pages: 64 leave it room to grow.
+			in := guest(t, `(func $r (call $r))`, tt.handle, 64, "")
+			_, err := handle(t, in, "out of memory: stack overflow")
+			var died *slot.Died
+			if !errors.As(err, &died) || died.Death != tt.want {
+				t.Fatalf("Handle = %v (%s), want a %s death", err, died.Death, tt.want)
+			}
+		})
+	}
+}
+
 // TestKernelLoop: a guest that makes the kernel loop and then has the SDK look a block up
 // under a context of the SDK's own, which no deadline ends (Extism's log, config, var and
 // HTTP functions; the host's read of the error message after a trap), still dies at its

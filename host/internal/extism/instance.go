@@ -6,6 +6,7 @@ import (
 	"io"
 
 	extism "github.com/extism/go-sdk"
+	"github.com/tetratelabs/wazero/api"
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/hostfn"
@@ -21,6 +22,8 @@ import (
 // return code) is not a death: it fails the task (failed).
 type Instance struct {
 	p       *extism.Plugin // owned by the instance's goroutine
+	mod     api.Module     // the module, once a call of a fleet export has begun (death.go)
+	base    uint64         // the size of the kernel's memory at instantiation
 	caller  *hostfn.Caller // immutable pointer
 	enter   func(context.Context)
 	exports map[string]bool // immutable: the runtime's
@@ -44,7 +47,7 @@ func (rt *Runtime) Instantiate(ctx context.Context, name string, caller *hostfn.
 	p.SetLogger(func(level extism.LogLevel, msg string) {
 		fmt.Fprintf(out, "extism %s: %s\n", level, msg)
 	})
-	return &Instance{p: p, caller: caller, enter: enter, exports: rt.exports}, nil
+	return &Instance{p: p, base: uint64(p.Memory().Size()), caller: caller, enter: enter, exports: rt.exports}, nil
 }
 
 // Describe calls fleet_describe with no input and returns its output.
@@ -81,7 +84,7 @@ func (in *Instance) run(ctx context.Context, export string, input []byte) ([]byt
 	in.caller.Begin()
 	out, failed, err := in.call(ctx, export, input)
 	if err != nil {
-		death, err := native.Classify(ctx, err)
+		death, err := death(ctx, in.mod, in.p.Memory(), in.base, err)
 		return nil, &slot.Died{Death: death, Err: fmt.Errorf("extism: %s: %w", export, err)}
 	}
 	if failed != "" {
@@ -115,7 +118,7 @@ func (in *Instance) call(ctx context.Context, export string, input []byte) (out 
 			out, failed, err = nil, "", fmt.Errorf("extism: the instance was closed at the end of its call: %w", context.Cause(ctx))
 		}
 	}()
-	rc, out, err := in.p.CallWithContext(hostfn.WithCaller(ctx, in.caller), export, input)
+	rc, out, err := in.p.CallWithContext(withModule(hostfn.WithCaller(ctx, in.caller), &in.mod), export, input)
 	if err != nil {
 		// The SDK returns the guest's error_set message as a plain error, the same as a
 		// trap's: the kernel still holds the message only when the guest set it.
