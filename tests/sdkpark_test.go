@@ -12,7 +12,8 @@ import (
 
 // The SDKs other than Go's give their authors what the Go SDK's Park, Unique and
 // Task.HandBacks do, each plugin beside the Go counter on every backend: the C plugin
-// tests/testdata/cpark over the native ABI. A task the
+// tests/testdata/cpark over the native ABI and the AssemblyScript plugin
+// testdata/assemblyscript/parker.ts over Extism, which behave the same. A task the
 // plugin parks is parked at its first attempt of 5, with the plugin's reason, and the
 // event says the plugin parked it; a task that waits reads its hand-back count and parks
 // itself after its second hand-back; two tasks that submit under one unique key get one
@@ -24,6 +25,7 @@ func TestSDKsParkUniqueHandBacks(t *testing.T) {
 		build     func(testing.TB) string
 	}{
 		{"c", "park-c", func(tb testing.TB) string { return testutil.BuildC(tb, "tests/testdata/cpark") }},
+		{"as", "park-as", func(tb testing.TB) string { return testutil.BuildAS(tb, "parker") }},
 	} {
 		for _, kind := range backendKinds {
 			t.Run(sdk.name+"/"+kind, func(t *testing.T) {

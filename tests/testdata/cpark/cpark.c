@@ -1,5 +1,6 @@
 /*
- * cpark is the C side of the SDKs' park, unique and hand-back test (tests/sdkpark_test.go).
+ * cpark is the C side of the SDKs' park, unique and hand-back test (tests/sdkpark_test.go;
+ * testdata/assemblyscript/parker.ts is the AssemblyScript side, and behaves the same).
  * Per task of the queue "sdk-park" ({"op":S[,"n":N]}) it
  *
  *   - "park": parks the task with the reason "asked to park" (fleet_park);
