@@ -15,8 +15,9 @@ import (
 // tests/testdata/cpark over the native ABI and the AssemblyScript plugin
 // testdata/assemblyscript/parker.ts over Extism, which behave the same. A task the
 // plugin parks is parked at its first attempt of 5, with the plugin's reason, and the
-// event says the plugin parked it; a task that waits reads its hand-back count and parks
-// itself after its second hand-back; two tasks that submit under one unique key get one
+// event says the plugin parked it; a task that waits reads its hand-back count (the
+// task's, not a member of its payload of that name) and parks itself after its second
+// hand-back; two tasks that submit under one unique key get one
 // task id and enqueue one task, which the Go counter counts once; and a unique TTL over a
 // day answers the plugin a ValueError, which it reads as a value.
 func TestSDKsParkUniqueHandBacks(t *testing.T) {
@@ -36,7 +37,7 @@ func TestSDKsParkUniqueHandBacks(t *testing.T) {
 				r.start(t)
 				ctx := context.Background()
 				var unique []string
-				for _, p := range []string{`{"op":"park"}`, `{"op":"wait","n":2}`, `{"op":"unique"}`, `{"op":"unique"}`} {
+				for _, p := range []string{`{"op":"park"}`, `{"op":"wait","n":2,"hand_backs":9}`, `{"op":"unique"}`, `{"op":"unique"}`} {
 					id, err := r.h.Submit(ctx, "sdk-park", []byte(p))
 					if err != nil {
 						t.Fatal(err)
