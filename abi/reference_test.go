@@ -183,7 +183,8 @@ func TestReferencePacked(t *testing.T) {
 }
 
 // TestReferenceInputsAndOutcomes: the input examples are a HandleInput and a TickInput
-// (strictly, every field shown), and the outcome examples are results the host accepts,
+// (strictly, every field shown), the input table lists HandleInput's fields in order,
+// and the outcome examples are results the host accepts,
 // one of each outcome, every field shown.
 func TestReferenceInputsAndOutcomes(t *testing.T) {
 	ref := loadReference(t)
@@ -206,6 +207,14 @@ func TestReferenceInputsAndOutcomes(t *testing.T) {
 				t.Errorf("%s: the example does not show field %q", c.info, f)
 			}
 		}
+	}
+	var described []string
+	for _, row := range ref.Table(t, "| field | what |") {
+		described = append(described, row[0])
+	}
+	want := slices.DeleteFunc(fields(reflect.TypeOf(abi.HandleInput{}), ""), func(f string) bool { return f == "task" })
+	if !slices.Equal(described, want) {
+		t.Errorf("the input table lists %v, want HandleInput's fields %v", described, want)
 	}
 	var in abi.HandleInput
 	if err := abi.DecodeHandleInput([]byte(ref.Blocks("json input handle")[0]), &in); err != nil || in.Task.Attempts == 0 {
@@ -397,23 +406,27 @@ func topLevel(paths []string) []string {
 	return out
 }
 
-// reference is REFERENCE.md as these tests read it: its fenced blocks by info string
-// ("json request kv_get") and its tables by header row. (The root module's tests of the
-// page, which abi cannot import, read it with testutil.LoadReference.)
+// reference is one of abi's pages (REFERENCE.md, EXTISM.md) as these tests read it: its
+// fenced blocks by info string ("json request kv_get") and its tables by header row.
+// (The root module's tests of REFERENCE.md, which abi cannot import, read it with
+// testutil.LoadReference.)
 type reference struct {
 	Text   string
+	name   string
 	blocks map[string][]string
 }
 
 var fenceRE = regexp.MustCompile("(?ms)^```([^\n]*)\n(.*?)\n```$")
 
-func loadReference(t *testing.T) *reference {
+func loadReference(t *testing.T) *reference { return loadPage(t, "REFERENCE.md") }
+
+func loadPage(t *testing.T, name string) *reference {
 	t.Helper()
-	b, err := os.ReadFile("REFERENCE.md")
+	b, err := os.ReadFile(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &reference{Text: string(b), blocks: map[string][]string{}}
+	r := &reference{Text: string(b), name: name, blocks: map[string][]string{}}
 	for _, m := range fenceRE.FindAllStringSubmatch(r.Text, -1) {
 		info := strings.TrimSpace(m[1])
 		r.blocks[info] = append(r.blocks[info], m[2])
@@ -430,7 +443,7 @@ func (r *reference) Table(t *testing.T, header string) [][]string {
 	t.Helper()
 	_, after, ok := strings.Cut(r.Text, "\n"+header+"\n")
 	if !ok {
-		t.Fatalf("REFERENCE.md has no table %q", header)
+		t.Fatalf("%s has no table %q", r.name, header)
 	}
 	var rows [][]string
 	for _, l := range strings.Split(after, "\n")[1:] { // past the --- row

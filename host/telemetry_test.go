@@ -20,46 +20,16 @@ import (
 	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/memory"
 	"github.com/fleethost/fleet/reporter"
-)
-
-// The reports as a plane decodes them, per the wire format of the reporter's package doc.
-type (
-	planeReport struct {
-		Instance       string           `json:"instance"`
-		Host           string           `json:"host"`
-		Version        string           `json:"version"`
-		ConfigIdentity string           `json:"config_identity"`
-		State          planeState       `json:"state"`
-		Iterations     []planeIteration `json:"iterations"`
-	}
-	planeState struct {
-		Kind    string `json:"kind"`
-		N       int    `json:"n"`
-		TaskRef string `json:"task_ref"`
-		Phase   string `json:"phase"`
-	}
-	planeIteration struct {
-		TaskID          string         `json:"task_id"`
-		TaskRef         string         `json:"task_ref"`
-		Phases          []string       `json:"phases"`
-		Sessions        []planeSession `json:"sessions"`
-		Outcome         string         `json:"outcome"`
-		DurationSeconds float64        `json:"duration_seconds"`
-		Tokens          int            `json:"tokens"`
-	}
-	planeSession struct {
-		Phase   string `json:"phase"`
-		Harness string `json:"harness"`
-		Model   string `json:"model"`
-	}
+	"github.com/fleethost/fleet/reporter/wire"
 )
 
 const planeKey = "plane-key"
 
-// plane is a real HTTP server acting as the plane: it decodes and keeps every report, in
-// the order it handled them. A wedged plane never answers: each request blocks until
-// its client gives up or the test ends. A slow one (delay) answers each report after
-// the delay, and keeps it then.
+// plane is a real HTTP server acting as the plane: it decodes every report into package
+// wire's types, as internal/plane does (refusing unknown fields), and keeps them in the
+// order it handled them. A wedged plane never answers: each request blocks until its
+// client gives up or the test ends. A slow one (delay) answers each report after the
+// delay, and keeps it then.
 type plane struct {
 	t        *testing.T
 	srv      *httptest.Server
@@ -70,7 +40,7 @@ type plane struct {
 	made     atomic.Int64 // reporters made by newReporter
 
 	mu      sync.Mutex
-	reports []planeReport // guarded by mu
+	reports []wire.Report // guarded by mu
 }
 
 // newPlane starts a plane; call it after newRig, so that it closes after the host stopped
@@ -113,7 +83,7 @@ func (p *plane) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
-	var rep planeReport
+	var rep wire.Report
 	if err := dec.Decode(&rep); err != nil {
 		p.t.Errorf("plane: decode report: %v", err)
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -133,10 +103,10 @@ func (p *plane) newReporter() reporter.Reporter {
 }
 
 // got returns the reports so far, of instance (all when instance is "").
-func (p *plane) got(instance string) []planeReport {
+func (p *plane) got(instance string) []wire.Report {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []planeReport
+	var out []wire.Report
 	for _, r := range p.reports {
 		if instance == "" || r.Instance == instance {
 			out = append(out, r)
@@ -146,8 +116,8 @@ func (p *plane) got(instance string) []planeReport {
 }
 
 // records returns the iteration records of instance so far, in order.
-func (p *plane) records(instance string) []planeIteration {
-	var out []planeIteration
+func (p *plane) records(instance string) []wire.Iteration {
+	var out []wire.Iteration
 	for _, r := range p.got(instance) {
 		out = append(out, r.Iterations...)
 	}
@@ -266,7 +236,7 @@ func TestReportLifecycle(t *testing.T) {
 
 	// One record per task, carried by the report right after the task's iteration reports.
 	for i, id := range ids {
-		at := slices.IndexFunc(got, func(g planeReport) bool {
+		at := slices.IndexFunc(got, func(g wire.Report) bool {
 			return g.State.Kind == reporter.StateIteration && g.State.N == i+1
 		})
 		next := at + 1

@@ -36,6 +36,9 @@
 // or omitted). In particular a session's model is "" when the harness
 // default applied, and the plane must store it as "not resolved".
 //
+// Package reporter/wire holds this body as Go types: the reporter encodes
+// them, and fleet-host's own plane (internal/plane) decodes the very same.
+//
 //	field                                  JSON type  meaning
 //	instance                               string     the instance's name (Identity.Instance); required
 //	host                                   string     hostname

@@ -24,6 +24,7 @@ import (
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 	fleetredis "github.com/fleethost/fleet/primitives/redis"
+	"github.com/fleethost/fleet/tests/internal/daemontest"
 )
 
 // rolloutGapMargin is what the longest interval without a working or idle slot may
@@ -200,30 +201,13 @@ func startRolloutDaemon(t *testing.T) *rolloutDaemon {
 
 	logs := &testutil.LogBuffer{}
 	log := slog.New(loadLog{Handler: slog.NewTextHandler(logs, nil), typ: "rollout", mu: &d.loadMu, times: &d.loads})
-	addr := make(chan string, 1)
 	o := daemon.Options{
 		PluginsDir: d.dir, Backend: srv.URL(), GrantsFile: grants, CacheDir: cacheDir,
 		Slots: 2, SlotsFor: map[string]int{"base": 0},
 		PollInterval: 10 * time.Millisecond, RetryDelay: time.Millisecond, ReloadSettle: 20 * time.Millisecond,
-		Listen: "127.0.0.1:0", Log: log, Listening: func(a string) { addr <- a }, Observe: d.tl.observe,
+		Listen: "127.0.0.1:0", Log: log, Observe: d.tl.observe,
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- daemon.Run(ctx, o) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("daemon.Run = %v", err)
-		}
-		if t.Failed() {
-			t.Logf("daemon log:\n%s", logs)
-		}
-	})
-	select {
-	case d.api = <-addr:
-	case err := <-done:
-		t.Fatalf("daemon.Run returned before listening: %v\n%s", err, logs)
-	}
+	d.api = daemontest.Start(t, o, logs)
 	return d
 }
 

@@ -669,9 +669,15 @@ fleet_kind fleet_counter_get(const char *name, int64_t *value) {
 }
 
 fleet_kind fleet_submit(const char *queue, const char *payload, const char *key, const char **task_id) {
+	return fleet_submit_with(queue, payload, &(fleet_submit_options){.key = key}, task_id);
+}
+
+fleet_kind fleet_submit_with(const char *queue, const char *payload, const fleet_submit_options *opts, const char **task_id) {
 	w_str(KEY("queue"), queue);
 	w_json(KEY("payload"), payload);
-	if (key) w_str(KEY("key"), key);
+	if (opts && opts->key) w_str(KEY("key"), opts->key);
+	if (opts && opts->unique) w_str(KEY("unique"), opts->unique);
+	if (opts && opts->unique_ttl_ms) w_int(KEY("unique_ttl_ms"), opts->unique_ttl_ms);
 	return CALL1(submit, "task_id", J_STR, task_id);
 }
 
@@ -732,8 +738,9 @@ fleet_kind fleet_read_task(uint32_t len, fleet_task *t) {
 		{"attempts", J_INT, &t->attempts},
 		{"enqueued_at_ms", J_INT, &t->enqueued_at_ms},
 		{"last_error", J_STR, &t->last_error},
+		{"hand_backs", J_INT, &t->hand_backs},
 	};
-	jfield f[] = {{"task", J_OBJ, NULL, task, 5}, {"iteration", J_INT, &t->iteration}};
+	jfield f[] = {{"task", J_OBJ, NULL, task, sizeof task / sizeof task[0]}, {"iteration", J_INT, &t->iteration}};
 	jreader r = {input_buf, len, 0, false};
 	j_object(&r, f, 2);
 	if (r.bad) return fail(FLEET_INTERNAL, "fleet: malformed task input");
@@ -773,8 +780,13 @@ uint64_t fleet_retry(int64_t after_ms) {
 	return result_packed();
 }
 
-uint64_t fleet_fail(const char *reason) {
-	w_str(w_key(&result, "outcome"), "fail");
+/* reasoned is the result of an outcome that carries a reason: fail, park. */
+static uint64_t reasoned(const char *outcome, const char *reason) {
+	w_str(w_key(&result, "outcome"), outcome);
 	w_str(w_key(&result, "reason"), reason);
 	return result_packed();
 }
+
+uint64_t fleet_fail(const char *reason) { return reasoned("fail", reason); }
+
+uint64_t fleet_park(const char *reason) { return reasoned("park", reason); }

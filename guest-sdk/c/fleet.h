@@ -152,8 +152,31 @@ fleet_kind fleet_counter_get(const char *name, int64_t *value);
 
 /* ---- Tasks, config, log, metrics ---- */
 
-/* fleet_submit enqueues payload on queue; key (NULL: none) makes it idempotent. */
+/* fleet_submit enqueues payload on queue and sets *task_id; key (NULL: none) makes it
+ * idempotent: the host enqueues once per key on the queue for 10 minutes and answers a
+ * repeat with the first task's id (another payload under the key is FLEET_CONFLICT). */
 fleet_kind fleet_submit(const char *queue, const char *payload, const char *key, const char **task_id);
+
+/* fleet_submit_options are what fleet_submit_with asks of the host beyond the payload. */
+typedef struct {
+	const char *key;       /* NULL: none; as fleet_submit's key */
+	/* unique (NULL: none; 1..255 bytes) makes the task unique on its queue by this key:
+	 * while the task a submit of the key enqueued waits or runs, or for unique_ttl_ms
+	 * after it was submitted (whichever ends last), a submit of the same key, by this
+	 * plugin, another or the HTTP API, enqueues nothing and answers the first task's id,
+	 * whatever its payload. Keys are per queue, not per plugin. */
+	const char *unique;
+	int64_t unique_ttl_ms; /* 0..86400000 (a day); 0: only while the task is pending */
+} fleet_submit_options;
+
+/* fleet_submit_with is fleet_submit with opts (NULL: none): a scraper that needs a
+ * cookie harvested asks once per site, however many of its tasks wait for it:
+ *
+ *   fleet_submit_with("harvest", "{\"site\":\"example.com\"}",
+ *       &(fleet_submit_options){.unique = "site:example.com", .unique_ttl_ms = 60000}, &id);
+ *
+ * A key or TTL outside its range is FLEET_VALUE_ERROR. */
+fleet_kind fleet_submit_with(const char *queue, const char *payload, const fleet_submit_options *opts, const char **task_id);
 /* fleet_config_get sets *config to the plugin's configuration (JSON text). */
 fleet_kind fleet_config_get(const char **config);
 /* fleet_log writes one line at level "debug", "info", "warn" or "error"; attrs is a JSON
@@ -197,9 +220,13 @@ fleet_kind fleet_http(const fleet_http_request *req, fleet_http_response *out);
 typedef struct {
 	const char *id;
 	const char *payload; /* JSON text */
-	int64_t attempts;
+	int64_t attempts;       /* the attempts spent, counting this one: 1 on the first */
 	int64_t enqueued_at_ms;
 	const char *last_error; /* NULL on the first attempt */
+	/* hand_backs is how often the task was handed back without spending an attempt
+	 * (fleet_retry, a drain's cut): a plugin that retries while it waits for something
+	 * parks the task (fleet_park) once it has waited too often. */
+	int64_t hand_backs;
 	int64_t iteration;
 } fleet_task;
 
@@ -226,9 +253,15 @@ static inline uint64_t fleet_packed(const void *ptr, size_t len) {
 uint64_t fleet_done(void);
 /* fleet_retry hands the task back to its queue after after_ms (0: the host's delay). */
 uint64_t fleet_retry(int64_t after_ms);
-/* fleet_fail reports a failed attempt: the task is retried, or parked once its attempts
- * are spent. */
+/* fleet_fail reports a failed attempt: the task is handed back after a backoff that
+ * grows with its attempts, or parked once its attempts are spent. */
 uint64_t fleet_fail(const char *reason);
+/* fleet_park reports that the task cannot succeed, whatever attempts it has left (a page
+ * that is gone, a payload no attempt can handle): the host parks it now for the operator,
+ * with reason as its last error. A loop plugin's tick has no task to park: there it is
+ * fleet_fail. A host older than the park outcome takes it as a broken result
+ * (abi/REFERENCE.md, "The outcome document"). */
+uint64_t fleet_park(const char *reason);
 
 #ifdef __cplusplus
 }

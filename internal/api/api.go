@@ -771,24 +771,35 @@ func (s *Server) queueStats(ctx context.Context, name string) (QueueStats, error
 }
 
 func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
-	out := []QueueStats{}
-	for _, q := range s.Queues() {
-		st, err := s.queueStats(r.Context(), q)
+	listStats(w, r, "queues", s.Queues(), s.queueStats)
+}
+
+func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) {
+	getStats(s, w, r, "queue", s.Queues(), s.queueStats)
+}
+
+// listStats answers {key: [...]}, the stats of each of names, in order.
+func listStats[T any](w http.ResponseWriter, r *http.Request, key string, names []string, stats func(context.Context, string) (T, error)) {
+	out := make([]T, 0, len(names))
+	for _, name := range names {
+		st, err := stats(r.Context(), name)
 		if err != nil {
 			backendError(w, err)
 			return
 		}
 		out = append(out, st)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"queues": out})
+	writeJSON(w, http.StatusOK, map[string]any{key: out})
 }
 
-func (s *Server) getQueue(w http.ResponseWriter, r *http.Request) {
+// getStats answers the stats of the {name} of the route, which must be one of names (a
+// 404 listing them otherwise; what is "queue" or "pool").
+func getStats[T any](s *Server, w http.ResponseWriter, r *http.Request, what string, names []string, stats func(context.Context, string) (T, error)) {
 	name := r.PathValue("name")
-	if !s.known(w, "queue", name, s.Queues()) {
+	if !s.known(w, what, name, names) {
 		return
 	}
-	st, err := s.queueStats(r.Context(), name)
+	st, err := stats(r.Context(), name)
 	if err != nil {
 		backendError(w, err)
 		return
@@ -922,29 +933,11 @@ func (s *Server) poolStats(ctx context.Context, name string) (PoolStats, error) 
 }
 
 func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {
-	out := []PoolStats{}
-	for _, p := range s.Pools() {
-		st, err := s.poolStats(r.Context(), p)
-		if err != nil {
-			backendError(w, err)
-			return
-		}
-		out = append(out, st)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"pools": out})
+	listStats(w, r, "pools", s.Pools(), s.poolStats)
 }
 
 func (s *Server) getPool(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	if !s.known(w, "pool", name, s.Pools()) {
-		return
-	}
-	st, err := s.poolStats(r.Context(), name)
-	if err != nil {
-		backendError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, st)
+	getStats(s, w, r, "pool", s.Pools(), s.poolStats)
 }
 
 // ErrorBody is every error's JSON.

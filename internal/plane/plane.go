@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/internal/safetext"
+	"github.com/fleethost/fleet/reporter/wire"
 )
 
 // The defaults of Config.
@@ -113,44 +114,26 @@ type Store interface {
 // Instance is one presence row: the last report of an instance, as the Fleet page shows
 // it.
 type Instance struct {
-	Project        string    `json:"project"`
-	Instance       string    `json:"instance"`
-	Host           string    `json:"host"`
-	Version        string    `json:"version"`
-	ConfigIdentity string    `json:"config_identity"`
-	State          State     `json:"state"`
-	Seen           time.Time `json:"last_seen"`
+	Project        string `json:"project"`
+	Instance       string `json:"instance"`
+	Host           string `json:"host"`
+	Version        string `json:"version"`
+	ConfigIdentity string `json:"config_identity"`
+	// State is what the instance said it was doing, as the reporter sent it.
+	State wire.State `json:"state"`
+	Seen  time.Time  `json:"last_seen"`
 	// Stale says the last report is older than Config.StaleAfter.
 	Stale bool `json:"stale"`
 	// Iterations are its newest iterations, newest first (Instances' count).
 	Iterations []Iteration `json:"iterations"`
 }
 
-// State is what an instance said it was doing.
-type State struct {
-	Kind    string `json:"kind"`
-	N       int    `json:"n"`
-	TaskRef string `json:"task_ref"`
-	Phase   string `json:"phase"`
-}
-
-// Iteration is one finished iteration as reported, with when the plane received it.
+// Iteration is one finished iteration as reported (package wire: the reporter's type,
+// so that what the plane keeps is what the reporter sent), with when the plane received
+// it.
 type Iteration struct {
-	TaskID          string    `json:"task_id"`
-	TaskRef         string    `json:"task_ref"`
-	Phases          []string  `json:"phases"`
-	Sessions        []Session `json:"sessions"`
-	Outcome         string    `json:"outcome"`
-	DurationSeconds float64   `json:"duration_seconds"`
-	Tokens          int       `json:"tokens"`
-	ReceivedAt      time.Time `json:"received_at"`
-}
-
-// Session is one session an iteration ran; Model "" is "not resolved" and stays "".
-type Session struct {
-	Phase   string `json:"phase"`
-	Harness string `json:"harness"`
-	Model   string `json:"model"`
+	wire.Iteration
+	ReceivedAt time.Time `json:"received_at"`
 }
 
 // Plane accepts reports into a Store and lists them. Make one with New.
@@ -206,33 +189,23 @@ var (
 	outcomes   = []string{"checkpoint", "released", "parked", "dead"}
 )
 
-// wire is a report's body (reporter/wire.go is the sender's side).
-type wire struct {
-	Instance       *string     `json:"instance"`
-	Host           string      `json:"host"`
-	Version        string      `json:"version"`
-	ConfigIdentity string      `json:"config_identity"`
-	State          *State      `json:"state"`
-	Iterations     []Iteration `json:"iterations"`
-}
-
 // Report validates one report's body, already read and checked to be JSON, and stores
 // it under project: a *BodyError when the body is not a report, else the store's error.
 func (p *Plane) Report(ctx context.Context, project string, body []byte) error {
 	if !projectName.MatchString(project) {
 		return bad("project %q: want 1 to 64 letters, digits, '.', '_' or '-'", clip(project))
 	}
-	var w wire
+	var w wire.Report
 	if err := json.Unmarshal(body, &w); err != nil {
 		return bad("body is not a report: %v", err)
 	}
 	switch {
-	case w.Instance == nil || *w.Instance == "":
+	case w.Instance == "":
 		return bad("instance is required")
-	case len(*w.Instance) > maxInstanceLen:
-		return bad("instance is %d bytes, limit %d", len(*w.Instance), maxInstanceLen)
-	case w.State == nil:
-		return bad("state is required")
+	case len(w.Instance) > maxInstanceLen:
+		return bad("instance is %d bytes, limit %d", len(w.Instance), maxInstanceLen)
+	case w.State.Kind == "":
+		return bad("state.kind is required")
 	case !slices.Contains(stateKinds, w.State.Kind):
 		return bad("state.kind %q: want one of %s", clip(w.State.Kind), strings.Join(stateKinds, ", "))
 	case len(w.Iterations) > MaxReportIterations:
@@ -244,8 +217,10 @@ func (p *Plane) Report(ctx context.Context, project string, body []byte) error {
 		}
 	}
 	now := p.now()
-	for i := range w.Iterations {
-		it := &w.Iterations[i]
+	its := make([]Iteration, len(w.Iterations))
+	for i, wi := range w.Iterations {
+		it := &its[i]
+		it.Iteration, it.ReceivedAt = wi, now
 		if !slices.Contains(outcomes, it.Outcome) {
 			return bad("iterations[%d].outcome %q: want one of %s", i, clip(it.Outcome), strings.Join(outcomes, ", "))
 		}
@@ -256,12 +231,11 @@ func (p *Plane) Report(ctx context.Context, project string, body []byte) error {
 			it.Phases = []string{}
 		}
 		if it.Sessions == nil {
-			it.Sessions = []Session{}
+			it.Sessions = []wire.Session{}
 		}
-		it.ReceivedAt = now
 	}
-	row := Instance{Project: project, Instance: *w.Instance, Host: w.Host, Version: w.Version, ConfigIdentity: w.ConfigIdentity, State: *w.State}
-	return p.store.Report(ctx, row, w.Iterations, now, Limits{Retention: p.cfg.Retention, MaxInstances: p.cfg.MaxInstances, MaxIterations: p.cfg.MaxIterations})
+	row := Instance{Project: project, Instance: w.Instance, Host: w.Host, Version: w.Version, ConfigIdentity: w.ConfigIdentity, State: w.State}
+	return p.store.Report(ctx, row, its, now, Limits{Retention: p.cfg.Retention, MaxInstances: p.cfg.MaxInstances, MaxIterations: p.cfg.MaxIterations})
 }
 
 // MaxListIterations bounds the iterations per instance that Instances may be asked for.

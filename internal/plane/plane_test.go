@@ -27,7 +27,8 @@ func TestReportRefusesBodies(t *testing.T) {
 	for _, tt := range []struct{ project, body, want string }{
 		{"p", `{}`, "instance is required"},
 		{"p", `{"instance": ""}`, "instance is required"},
-		{"p", `{"instance": "i"}`, "state is required"},
+		{"p", `{"instance": "i"}`, "state.kind is required"},
+		{"p", `{"instance": "i", "state": {}}`, "state.kind is required"},
 		{"p", `{"instance": "i", "state": {"kind": "napping"}}`, "state.kind"},
 		{"p", `{"instance": "i", "state": {"kind": "idle"}, "iterations": [{"outcome": "meh"}]}`, "iterations[0].outcome"},
 		{"p", `{"instance": "` + strings.Repeat("i", maxInstanceLen+1) + `", "state": {"kind": "idle"}}`, "instance is"},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/internal/testutil"
+	"github.com/fleethost/fleet/reporter/wire"
 )
 
 // stores runs fn against each Store: memory, and Redis on a real server.
@@ -23,11 +24,11 @@ func stores(t *testing.T, fn func(t *testing.T, s Store)) {
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 func row(instance, kind string) Instance {
-	return Instance{Project: "p", Instance: instance, Host: "h", Version: "v1", State: State{Kind: kind}}
+	return Instance{Project: "p", Instance: instance, Host: "h", Version: "v1", State: wire.State{Kind: kind}}
 }
 
 func iter(ref string) Iteration {
-	return Iteration{TaskRef: ref, Outcome: "released", Phases: []string{}, Sessions: []Session{}}
+	return Iteration{Iteration: wire.Iteration{TaskRef: ref, Outcome: "released", Phases: []string{}, Sessions: []wire.Session{}}}
 }
 
 func report(t *testing.T, s Store, r Instance, now time.Time, l Limits, its ...Iteration) {

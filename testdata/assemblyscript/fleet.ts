@@ -81,8 +81,70 @@ export function counterIncr(name: string, delta: i64): string | null {
   return ok(reply(counter_incr(block('{"name":' + quote(name) + ',"delta":' + delta.toString() + "}"))));
 }
 
-export function submitTask(queue: string, payload: string): string | null {
-  return ok(reply(submit(block('{"queue":' + quote(queue) + ',"payload":' + payload + "}"))));
+// SubmitOptions are what submitTask asks of the host beyond the payload (abi/EXTISM.md,
+// "The helpers of fleet.ts").
+export class SubmitOptions {
+  // key ("": none) makes the submit idempotent: the host enqueues once per key on the
+  // queue for 10 minutes and answers a repeat with the first task's id.
+  key: string = "";
+  // unique ("": none; 1..255 bytes) makes the task unique on its queue: while the task a
+  // submit of the key enqueued waits or runs, or for uniqueTtlMs after it was submitted
+  // (whichever ends last), a submit of the key enqueues nothing and answers that task's id.
+  unique: string = "";
+  uniqueTtlMs: i64 = 0; // 0..86400000 (a day)
+}
+
+export function submitTask(queue: string, payload: string, opts: SubmitOptions | null = null): string | null {
+  let req = '{"queue":' + quote(queue) + ',"payload":' + payload;
+  if (opts !== null) {
+    if (opts.key != "") {
+      req += ',"key":' + quote(opts.key);
+    }
+    if (opts.unique != "") {
+      req += ',"unique":' + quote(opts.unique);
+    }
+    if (opts.uniqueTtlMs != 0) {
+      req += ',"unique_ttl_ms":' + opts.uniqueTtlMs.toString();
+    }
+  }
+  return ok(reply(submit(block(req + "}"))));
+}
+
+// Task is the task of fleet_handle's input (abi/REFERENCE.md, "Inputs").
+export class Task {
+  id: string = "";
+  payload: string = "{}"; // JSON text
+  attempts: i64 = 0; // the attempts spent, counting this one: 1 on the first
+  // handBacks is how often the task was handed back without spending an attempt (a
+  // retry, a drain's cut): a plugin that retries while it waits for something parks the
+  // task once it has waited too often.
+  handBacks: i64 = 0;
+}
+
+// readTask reads fleet_handle's input.
+export function readTask(): Task {
+  const t = new Task();
+  const task = field(Host.inputString(), "task");
+  if (task === null) {
+    return t;
+  }
+  const id = field(task, "id");
+  const payload = field(task, "payload");
+  const attempts = field(task, "attempts");
+  const handBacks = field(task, "hand_backs");
+  if (id !== null) {
+    t.id = unquote(id);
+  }
+  if (payload !== null) {
+    t.payload = payload;
+  }
+  if (attempts !== null) {
+    t.attempts = I64.parseInt(attempts);
+  }
+  if (handBacks !== null) {
+    t.handBacks = I64.parseInt(handBacks);
+  }
+  return t;
 }
 
 export function output(s: string): i32 {
@@ -94,50 +156,105 @@ export function done(): i32 {
   return output('{"outcome":"done"}');
 }
 
+// retry hands the task back to its queue after afterMs (0: the host's retry delay),
+// without spending an attempt.
+export function retry(afterMs: i64): i32 {
+  return output(afterMs == 0 ? '{"outcome":"retry"}' : '{"outcome":"retry","retry_after_ms":' + afterMs.toString() + "}");
+}
+
+// fail reports a failed attempt: the task is handed back after a backoff that grows with
+// its attempts, or parked once its attempts are spent.
 export function fail(reason: string): i32 {
   return output('{"outcome":"fail","reason":' + quote(reason) + "}");
 }
 
-// field returns the JSON text of the member name of the object in json (searched at any
-// depth, first match), or null. Enough for the host's replies and the tasks here.
+// park reports that the task cannot succeed, whatever attempts it has left: the host
+// parks it now for the operator with reason. A loop plugin's tick has no task: there it
+// is fail.
+export function park(reason: string): i32 {
+  return output('{"outcome":"park","reason":' + quote(reason) + "}");
+}
+
+// field returns the JSON text of the member name of the object json (a member of the
+// object itself, not of one nested in it), or null. Keys are compared as they are
+// written: enough for the host's replies and inputs, whose keys have no escapes.
 export function field(json: string, name: string): string | null {
-  const at = json.indexOf(quote(name) + ":");
-  if (at < 0) {
+  let i = space(json, 0);
+  if (i >= json.length || json.charCodeAt(i) != 0x7b) { // {
     return null;
   }
-  const start = at + name.length + 3;
+  i++;
+  while (i < json.length) {
+    i = space(json, i);
+    if (i >= json.length || json.charCodeAt(i) != 0x22) { // "
+      return null;
+    }
+    const keyEnd = valueEnd(json, i);
+    const key = json.substring(i + 1, keyEnd - 1);
+    i = space(json, keyEnd);
+    if (i >= json.length || json.charCodeAt(i) != 0x3a) { // :
+      return null;
+    }
+    const start = space(json, i + 1);
+    const end = valueEnd(json, start);
+    if (key == name) {
+      return json.substring(start, end);
+    }
+    i = space(json, end);
+    if (i >= json.length || json.charCodeAt(i) != 0x2c) { // ,
+      return null;
+    }
+    i++;
+  }
+  return null;
+}
+
+// space is the index of the first byte at or after i in json that is not white space.
+function space(json: string, i: i32): i32 {
+  while (i < json.length) {
+    const c = json.charCodeAt(i);
+    if (c != 0x20 && c != 0x0a && c != 0x0d && c != 0x09) {
+      break;
+    }
+    i++;
+  }
+  return i;
+}
+
+// valueEnd is the index just past the JSON value that starts at i in json.
+function valueEnd(json: string, i: i32): i32 {
   let depth = 0;
   let inString = false;
-  for (let i = start; i < json.length; i++) {
-    const c = json.charAt(i);
+  for (; i < json.length; i++) {
+    const c = json.charCodeAt(i);
     if (inString) {
-      if (c == "\\") {
+      if (c == 0x5c) { // a backslash: the next byte is escaped
         i++;
-      } else if (c == '"') {
+      } else if (c == 0x22) {
         inString = false;
         if (depth == 0) {
-          return json.substring(start, i + 1);
+          return i + 1;
         }
       }
       continue;
     }
-    if (c == '"') {
+    if (c == 0x22) {
       inString = true;
-    } else if (c == "{" || c == "[") {
+    } else if (c == 0x7b || c == 0x5b) { // { [
       depth++;
-    } else if (c == "}" || c == "]") {
+    } else if (c == 0x7d || c == 0x5d) { // } ]
       if (depth == 0) {
-        return json.substring(start, i);
+        return i;
       }
       depth--;
       if (depth == 0) {
-        return json.substring(start, i + 1);
+        return i + 1;
       }
-    } else if (c == "," && depth == 0) {
-      return json.substring(start, i);
+    } else if (depth == 0 && (c == 0x2c || c == 0x20 || c == 0x0a || c == 0x0d || c == 0x09)) { // , or space
+      return i;
     }
   }
-  return null;
+  return i;
 }
 
 // unquote is the text of a JSON string without escapes.

@@ -1,8 +1,7 @@
 // worker.ts consumes the queue "as-jobs" ({"n": int}): per task it claims an item of
 // the pool "as-pool" and releases it, records n in KV and reads it back, adds 1 to the
 // counter "as-worker:done" and submits a task to the Go counter's queue "count".
-import { Host } from "@extism/as-pdk";
-import { counterIncr, done, fail, field, kvGet, kvSet, lastError, output, poolClaim, poolRelease, submitTask, unquote } from "./fleet";
+import { counterIncr, done, fail, field, kvGet, kvSet, lastError, output, poolClaim, poolRelease, readTask, retry, submitTask, unquote } from "./fleet";
 
 export function fleet_describe(): i32 {
   return output('{"abi_version":1,"type":"as-worker","version":"1.0.0","mode":"batch",' +
@@ -13,16 +12,16 @@ export function fleet_describe(): i32 {
 }
 
 export function fleet_handle(): i32 {
-  const input = Host.inputString();
-  const id = unquote(field(input, "id")!);
-  const n = field(field(input, "payload")!, "n")!;
+  const task = readTask();
+  const id = task.id;
+  const n = field(task.payload, "n")!;
 
   const claim = poolClaim("as-pool", 30000);
   if (claim === null) {
     return fail("pool_claim: " + lastError);
   }
   if (field(claim, "found") != "true") {
-    return output('{"outcome":"retry","reason":"as-pool is empty","retry_after_ms":10}');
+    return retry(10); // as-pool is empty
   }
   const item = unquote(field(field(claim, "item")!, "id")!);
   if (poolRelease("as-pool", item, unquote(field(claim, "token")!)) === null) {

@@ -24,6 +24,7 @@ import (
 	"github.com/fleethost/fleet/internal/plane"
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/reporter"
+	"github.com/fleethost/fleet/tests/internal/daemontest"
 )
 
 // pageBound bounds each step the browser waits for: far past the page's one-second poll,
@@ -147,35 +148,17 @@ func startDaemon(t *testing.T, g *gates) *cli.Client {
 	}
 	listen := ln.Addr().String()
 	ln.Close()
-	addr := make(chan string, 1)
 	o := daemon.Options{
 		PluginsDir: plugins, GrantsFile: grantsFile, CacheDir: testutil.WazeroCacheDir(),
-		Listen: listen, Token: token, Listening: func(a string) { addr <- a },
+		Listen: listen, Token: token,
 		MaxAttempts: 1, PollInterval: 20 * time.Millisecond, DrainTimeout: 2 * time.Second,
 		Plane:     &plane.Config{Key: planeKey, StaleAfter: staleAfter},
 		ReportURL: planeURL(listen), ReportKey: planeKey, Instance: "console-test",
 		Log: slog.New(slog.NewTextHandler(logs, nil)),
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- daemon.Run(ctx, o) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("daemon logs:\n%s", logs.String())
-		}
-	})
-	t.Cleanup(func() { close(g.quit) }) // first: a held guest answers, so the drain is quick
-	select {
-	case a := <-addr:
-		return &cli.Client{Base: "http://" + a, Token: token}
-	case err := <-done:
-		t.Fatalf("daemon stopped before listening: %v\n%s", err, logs.String())
-	}
-	return nil
+	a := daemontest.Start(t, o, logs)
+	t.Cleanup(func() { close(g.quit) }) // before the daemon stops: a held guest answers, so the drain is quick
+	return &cli.Client{Base: "http://" + a, Token: token}
 }
 
 // submit submits a gate task fetching path of the gates' server and returns its id.
