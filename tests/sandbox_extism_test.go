@@ -172,6 +172,13 @@ func extismHostiles(siteURL string) []extismHostile {
 		{name: "ex-kernel-loop-trap", imports: importStoreU64,
 			handle: testutil.ExtismKernelLoop(`(call $error_set (local.get $b))`, `unreachable`),
 			grant:  deadline, outcome: "dead", death: "deadline", reason: "deadline"},
+		// Returns done with the kernel's allocator position (the u64 at 9) moved past the
+		// kernel's memory, which would make the SDK's next call trap: the instance is
+		// dead, its result a bad one.
+		{name: "ex-kernel-broken", imports: importStoreU64,
+			handle: `(call $output (i32.const 4096) (i32.const 18))
+			  (call $store_u64 (i64.const 9) (i64.const 0x7ffffff0))
+			  (return (i32.const 0))`, outcome: "dead", death: "bad_result", reason: "allocator"},
 		// Logs through Extism's log_info, 10 times 64 KiB of 7-byte lines and one line of
 		// 256 KiB: the guest log cuts each line and rate-limits them (logFlood).
 		{name: "ex-log-flood", imports: importStoreU64 + importLogInfo, funcs: `
@@ -217,7 +224,7 @@ func extismHostiles(siteURL string) []extismHostile {
 // plugin on one host and backend: a spin and a call tree cut at their deadline, a
 // recursion at its stack limit, bombs of the guest's memory and of the kernel's at the
 // memory limit, blocks and outputs of absurd sizes, a kernel made to loop where no
-// deadline of the SDK's reaches, a flood of Extism log lines, Extism's own HTTP and vars
+// deadline of the SDK's reaches, a kernel's allocator broken, a flood of Extism log lines, Extism's own HTTP and vars
 // (off), its config (the plugin's own) and fleet operations on what the counter owns
 // (PermissionDenied, as a value the guest reads). Each hostile task's only iteration
 // ends with the outcome and death reason it names; the honest plugin completes its tasks

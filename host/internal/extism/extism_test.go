@@ -358,3 +358,23 @@ func TestKernelLoop(t *testing.T) {
 		})
 	}
 }
+
+// TestKernelBroken: a call that returns done with the kernel's allocator position moved
+// past the kernel's memory kills the instance as a bad result, so that the SDK's next call
+// does not trap zeroing the blocks (and print the trap to the process's stdout).
+func TestKernelBroken(t *testing.T) {
+	in := guest(t, `(import "extism:host/env" "store_u64" (func $store_u64 (param i64 i64)))`,
+		`(call $out (call $input)) (call $store_u64 (i64.const 9) (i64.const 0x7ffffff0)) (i32.const 0)`, 16, "")
+	_, err := handle(t, in, `{"outcome":"done"}`)
+	var died *slot.Died
+	if !errors.As(err, &died) || died.Death != slot.DeathBadResult || !strings.Contains(err.Error(), "allocator") {
+		t.Fatalf("Handle = %v, want a bad_result death naming the kernel's allocator", err)
+	}
+	// A sound call leaves the instance alive.
+	in = guest(t, "", `(call $out (call $input)) (i32.const 0)`, 16, "")
+	for range 2 {
+		if out, err := handle(t, in, `{"outcome":"done"}`); err != nil || out != `{"outcome":"done"}` {
+			t.Fatalf("Handle = %q, %v; want done", out, err)
+		}
+	}
+}

@@ -87,6 +87,9 @@ func (in *Instance) run(ctx context.Context, export string, input []byte) ([]byt
 		death, err := death(ctx, in.mod, in.p.Memory(), in.base, err)
 		return nil, &slot.Died{Death: death, Err: fmt.Errorf("extism: %s: %w", export, err)}
 	}
+	if !in.kernelSound() {
+		return nil, &slot.Died{Death: slot.DeathBadResult, Err: fmt.Errorf("extism: %s left the Extism kernel's allocator past the kernel's memory", export)}
+	}
 	if failed != "" {
 		return abi.HandleResult{Outcome: abi.OutcomeFail, Reason: failed}.AppendJSON(nil), nil
 	}
@@ -94,6 +97,22 @@ func (in *Instance) run(ctx context.Context, export string, input []byte) ([]byt
 		return nil, &slot.Died{Death: slot.DeathBadResult, Err: err}
 	}
 	return out, nil
+}
+
+// The Extism kernel's allocator (the MemoryRoot of the SDK's extism-runtime.wasm, at
+// address 1): its position, the bytes of blocks in use, is the u64 at 9, and the blocks
+// begin at 65. The guest can write both (Extism's store_u64 writes anywhere in the
+// kernel's memory). The SDK begins each call by zeroing the blocks in use, and a
+// position past the memory makes that trap and the SDK print the trap to the process's
+// stdout, past every log limit; so an instance left that way is dead before its next
+// call.
+const kernelPositionAt, kernelBlocksAt = 9, 65
+
+// kernelSound reports whether the kernel's allocator position lies within its memory.
+func (in *Instance) kernelSound() bool {
+	mem := in.p.Memory()
+	pos, ok := mem.ReadUint64Le(kernelPositionAt)
+	return ok && pos <= uint64(mem.Size())-kernelBlocksAt
 }
 
 // checkOutput caps what the host takes from an export, as native's maxResult does.
