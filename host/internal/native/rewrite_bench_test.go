@@ -78,7 +78,9 @@ func handleTimed(b *testing.B, in *Instance, input []byte, n int) time.Duration 
 
 // BenchmarkRewriteCost measures what the module rewriter costs the Go example guests,
 // with the same guest as given and rewritten side by side in one run (alternating
-// chunks): the shapes of the benchmarks that the README quotes.
+// chunks): the shapes of the benchmarks that the README quotes. The module as given runs
+// with wazero's WithCloseOnContextDone, its only way to be stopped; the rewritten one
+// without it, stopped by the rewriter's stop global, as the host runs it.
 //
 //	HostCalls/<op>  tests/testdata/benchguest, 1000 SDK calls of op per task, memory
 //	                backend, per call (BenchmarkHostCalls)
@@ -111,8 +113,10 @@ func BenchmarkRewriteCost(b *testing.B) {
 	})
 }
 
-// benchGuestJSON runs jsoncost's loop(n, kind) as given and rewritten, each in a bare
-// runtime with WithCloseOnContextDone, as the host's runtimes are; the guest times itself.
+// benchGuestJSON runs jsoncost's loop(n, kind) as given, in a bare runtime with
+// WithCloseOnContextDone (wazero's own way to stop a guest), and rewritten, in one
+// without it, as the host's runtimes are (the stop global stops it); the guest times
+// itself.
 func benchGuestJSON(b *testing.B) {
 	wasm, err := os.ReadFile(testutil.BuildPlugin(b, "tests/testdata/jsoncost"))
 	if err != nil {
@@ -120,8 +124,8 @@ func benchGuestJSON(b *testing.B) {
 	}
 	ctx := context.Background()
 	cache := benchCache(b)
-	loop := func(wasm []byte) func(n, kind int) time.Duration {
-		fn := testutil.JSONCostLoop(b, wasm, cache, true)
+	loop := func(wasm []byte, closeOn bool) func(n, kind int) time.Duration {
+		fn := testutil.JSONCostLoop(b, wasm, cache, closeOn)
 		return func(n, kind int) time.Duration {
 			res, err := fn.Call(ctx, uint64(n), uint64(kind))
 			if err != nil {
@@ -130,7 +134,7 @@ func benchGuestJSON(b *testing.B) {
 			return time.Duration(res[0])
 		}
 	}
-	given, rw := loop(wasm), loop(mustRewrite(b, wasm))
+	given, rw := loop(wasm, true), loop(mustRewrite(b, wasm), false)
 	for kind, name := range testutil.JSONCostKinds {
 		b.Run(name, func(b *testing.B) {
 			given(10, kind) // warm the type caches

@@ -51,9 +51,9 @@ var exportSigs = map[string]struct{ params, results []api.ValueType }{
 var requiredExports = []string{abi.ExportABIVersion, abi.ExportInput, abi.ExportDescribe}
 
 // NewRuntime compiles wasm in a new runtime with the sandbox's settings: the memory limit,
-// WithCloseOnContextDone (a deadline kills a runaway guest), WASI and the fleet host module,
-// after the module rewriter (rewrite.go) makes every call a deadline check and bounds the
-// guest's call stack and table.
+// WASI and the fleet host module, after the module rewriter (rewrite.go) makes every loop
+// header and every function entry a deadline check (stopFlag) and bounds the guest's call
+// stack and table.
 // It refuses a module built as a WASI command (it exports _start, not _initialize), one
 // whose required exports (fleet_abi_version, fleet_input, fleet_describe) are missing or
 // mistyped, which imports anything but WASI and the
@@ -62,7 +62,10 @@ var requiredExports = []string{abi.ExportABIVersion, abi.ExportInput, abi.Export
 func NewRuntime(ctx context.Context, p Params, wasm []byte) (rt *Runtime, err error) {
 	cfg := wazero.NewRuntimeConfig().
 		WithMemoryLimitPages(p.MemoryLimitPages).
-		WithCloseOnContextDone(true) // host/RATIONALE.md, "What does the sandbox cost?"
+		// The rewriter's stop global ends a call at its deadline; a module compiled as
+		// given (noRewrite, for the benchmarks) has only wazero's close checks for it.
+		// host/RATIONALE.md, "What does the sandbox cost?"
+		WithCloseOnContextDone(p.noRewrite)
 	if p.Cache != nil {
 		cfg = cfg.WithCompilationCache(p.Cache)
 	}
@@ -217,8 +220,14 @@ func (rt *Runtime) Instantiate(ctx context.Context, name string, caller *hostfn.
 		handle:     mod.ExportedFunction(abi.ExportHandle),
 		tick:       mod.ExportedFunction(abi.ExportTick),
 	}
+	if g, ok := mod.ExportedGlobal(stopGlobal).(api.MutableGlobal); ok {
+		in.stop = &stopFlag{g: g}
+	}
 	if init := mod.ExportedFunction(abi.ExportInitialize); init != nil {
-		if err := init.CallWithStack(ctx, in.stack[:]); err != nil {
+		disarm := in.stop.arm(ctx)
+		err := in.stop.wrap(ctx, init.CallWithStack(ctx, in.stack[:]))
+		disarm()
+		if err != nil {
 			_ = mod.Close(context.WithoutCancel(ctx))
 			return nil, fmt.Errorf("native: %s %s: %w", name, abi.ExportInitialize, err)
 		}
