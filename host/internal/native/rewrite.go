@@ -146,6 +146,7 @@ type module struct {
 	importFuncs int
 	globals     int        // imported and defined
 	memory      bool       // the module imports or defines a memory
+	keepStart   bool       // a start function is kept (rewriteKeepingStart), not refused
 	extraTypes  []funcType // () -> results types that wrapper blocks need, after types
 }
 
@@ -160,11 +161,18 @@ type refusal struct{ error }
 
 // rewrite returns wasm rewritten as the file comment says, or an error that names what
 // it refused. It never changes wasm.
-func rewrite(wasm []byte) ([]byte, error) {
+func rewrite(wasm []byte) ([]byte, error) { return (&module{}).rewrite(wasm) }
+
+// rewriteKeepingStart is rewrite for a runtime with WithCloseOnContextDone, which bounds
+// a start function by the instantiation's context: it keeps one.
+func rewriteKeepingStart(wasm []byte) ([]byte, error) {
+	return (&module{keepStart: true}).rewrite(wasm)
+}
+
+func (m *module) rewrite(wasm []byte) ([]byte, error) {
 	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" || string(wasm[4:8]) != "\x01\x00\x00\x00" {
 		return nil, fmt.Errorf("native: not a WebAssembly 1.0 binary module")
 	}
-	m := &module{}
 	r := &reader{b: wasm, pos: 8}
 	last := 0
 	// Each section is read entry by entry as it comes, as wazero decodes it, so that a
@@ -219,9 +227,11 @@ func (m *module) read(id byte, p []byte) ([]byte, error) {
 		return p, readVector(p, "memory section", func(r *reader) { r.limits(); m.memory = true })
 	case secStart:
 		// The start function runs inside wazero's instantiation, before the host has the
-		// instance's stop global to arm. A reactor (Go's c-shared, wasi-libc's reactor,
-		// AssemblyScript) has none: its initializer is the _initialize export.
-		return nil, refusal{errors.New("native: the module has a start function, which the host cannot bound; initialize in the _initialize export instead")}
+		// instance's stop global to arm. A reactor (Go's c-shared, wasi-libc's reactor)
+		// has none: its initializer is the _initialize export.
+		if !m.keepStart {
+			return nil, refusal{errors.New("native: the module has a start function, which the host cannot bound; initialize in the _initialize export instead")}
+		}
 	case secGlobal:
 		return p, readVector(p, "global section", func(r *reader) {
 			r.byte()

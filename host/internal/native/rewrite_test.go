@@ -472,6 +472,7 @@ func TestRewriteRefuses(t *testing.T) {
 		strings.Repeat(" (i32.const 1)", stackBudget/slotBytes) + ` (call $f)` + strings.Repeat(" i32.add", stackBudget/slotBytes) + `))`
 	tests := []struct{ name, wat, err string }{
 		{"reserved export", `(module (global (export "fleet:stack_budget") i32 (i32.const 0)))`, `exports "fleet:stack_budget", a name the host reserves`},
+		{"a start function", `(module (func $s) (start $s))`, "has a start function, which the host cannot bound"},
 		{"reserved stop export", `(module (global (export "fleet:stop") i32 (i32.const 0)))`, `exports "fleet:stop", a name the host reserves`},
 		{"too many locals", bigLocals, "declares more than 65536 locals"},
 		{"a frame past the budget", deepStack, "estimated"},
@@ -629,5 +630,19 @@ func TestCompileRecovers(t *testing.T) {
 	}
 	if _, err := rewrite(wasm); err == nil {
 		t.Fatal("rewrite = nil, want a refusal")
+	}
+}
+
+// TestRewriteKeepsStartForExtism: Rewrite, for the Extism transport's runtime (whose
+// close bounds instantiation), keeps the start function that rewrite refuses, and runs it.
+func TestRewriteKeepsStartForExtism(t *testing.T) {
+	wasm := watBytes(t, `(module (global $g (export "g") (mut i32) (i32.const 0))
+  (func $s (global.set $g (i32.const 7))) (start $s))`)
+	out, err := Rewrite(wasm)
+	if err != nil {
+		t.Fatalf("Rewrite(a module with a start function) = %v", err)
+	}
+	if got := instantiateRaw(t, out).ExportedGlobal("g").Get(); got != 7 {
+		t.Fatalf("g after instantiation = %d, want 7: the start function did not run", got)
 	}
 }
