@@ -32,8 +32,9 @@ type Params struct {
 	Core             *hostfn.Core
 	Log              *slog.Logger
 
-	// noRewrite compiles the module as given, for the benchmarks that measure what the
-	// rewriter costs. Only this package's tests set it.
+	// noRewrite compiles the module as given, with nothing that could stop it (no stop
+	// global, no WithCloseOnContextDone), for the benchmarks that measure what the
+	// sandbox costs over none. Only this package's tests set it.
 	noRewrite bool
 }
 
@@ -60,12 +61,9 @@ var requiredExports = []string{abi.ExportABIVersion, abi.ExportInput, abi.Export
 // fleet operations, or which the rewriter refuses, naming the export, import or what was
 // refused.
 func NewRuntime(ctx context.Context, p Params, wasm []byte) (rt *Runtime, err error) {
-	cfg := wazero.NewRuntimeConfig().
-		WithMemoryLimitPages(p.MemoryLimitPages).
-		// The rewriter's stop global ends a call at its deadline; a module compiled as
-		// given (noRewrite, for the benchmarks) has only wazero's close checks for it.
-		// host/RATIONALE.md, "What does the sandbox cost?"
-		WithCloseOnContextDone(p.noRewrite)
+	// No WithCloseOnContextDone: the rewriter's stop global ends a call at its deadline
+	// (host/RATIONALE.md, "What does the sandbox cost?").
+	cfg := wazero.NewRuntimeConfig().WithMemoryLimitPages(p.MemoryLimitPages)
 	if p.Cache != nil {
 		cfg = cfg.WithCompilationCache(p.Cache)
 	}
