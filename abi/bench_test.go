@@ -12,7 +12,7 @@ import (
 // encoding/json's, and x-json how many times the fast path json is. A row is worth its
 // code when the saving (json-ns/op - ns/op) matters next to the backend call it wraps: a
 // few µs on the memory backend, ~70 µs for a Redis round trip on loopback, and in a wasm
-// guest under the sandbox's close check encoding/json costs 4-10 times what it costs here
+// guest encoding/json costs several times what it costs here
 // (BenchmarkGuestJSON in tests/ measures that). A row whose op has no fast path in that
 // direction (EncodeOK of a reply without a raw value, DecodeReply into an Empty) times
 // encoding/json twice and shows x-json ~1: it is there to show why there is none.

@@ -104,8 +104,8 @@ func appendPoolQueryHead(dst []byte, pool string, where []WhereTag) []byte {
 	if len(where) == 0 {
 		return b
 	}
-	// An insertion sort of a few tags: slices.SortFunc costs a wasm guest a close check
-	// per call of its comparison.
+	// An insertion sort of a few tags: slices.SortFunc costs a wasm guest the sandbox's
+	// check per call of its comparison.
 	for i := 1; i < len(where); i++ {
 		for j := i; j > 0 && where[j].Tag < where[j-1].Tag; j-- {
 			where[j], where[j-1] = where[j-1], where[j]

@@ -9,10 +9,11 @@ import (
 
 // wire reads the one form that json.Marshal writes for the ABI's own structs (fields in
 // declaration order, no whitespace), in one pass and without reflection. A Go guest reads
-// a reply on every host call and a HandleInput on every task, and in wasm, under the
-// sandbox's WithCloseOnContextDone, every jump and call of the guest's code exits to the
-// runtime to check for a close: encoding/json, which reflects and scans each byte twice,
-// costs a guest tens of microseconds where this costs one or two.
+// a reply on every host call and a HandleInput on every task, and in wasm the sandbox
+// makes every taken jump and call of the guest's code a check: a countdown in the
+// native host (host/RATIONALE.md, "What does the sandbox cost?"), an exit to the runtime
+// to check for a close over Extism. encoding/json, which reflects and scans each byte
+// twice, costs a guest tens of microseconds where this costs one or two.
 //
 // A method that meets a byte outside that form marks the reader bad, and the caller then
 // decodes the same bytes with encoding/json, which reads every form. What wire accepts it
@@ -42,7 +43,7 @@ func (r *wire) lit(s string) bool {
 }
 
 // want consumes s or marks the reader bad. It is small enough to be inlined: every call
-// costs a wasm guest a close check.
+// costs a wasm guest the sandbox's check (see wire).
 func (r *wire) want(s string) {
 	if r.bad = r.bad || !hasPrefixAt(r.b, r.i, s); !r.bad {
 		r.i += len(s)
@@ -68,7 +69,7 @@ func (r *wire) int64() int64 {
 	start := i
 	var n int64
 	// Eight digits per iteration first: a Unix-millisecond time is 13, which a byte at a
-	// time would pay a close check each for (see wire).
+	// time would pay the sandbox's check each for (see wire).
 	for i+8 <= len(r.b) && i-start < 16 {
 		x := binary.LittleEndian.Uint64(r.b[i:])
 		if !eightDigits(x) {
@@ -278,7 +279,7 @@ func skipString(b []byte, i int) int {
 }
 
 // The byte work of the wire goes 8 bytes at a time. In a wasm guest each iteration of a
-// loop pays the sandbox's close check (see wire), and the runtime's own comparison of two
+// loop pays the sandbox's check (see wire), and the runtime's own comparison of two
 // strings goes byte by byte there: comparing keys, checking names and scanning a payload
 // (mostly one long string) a byte at a time was most of what reading a pool item cost.
 const (
@@ -313,7 +314,7 @@ func hasPrefixAt(b []byte, i int, s string) bool {
 		return false
 	}
 	// The cases go from the most common length of a key, and each compares with one test
-	// of the XORs ORed together: in a wasm guest every taken jump is a close check.
+	// of the XORs ORed together: in a wasm guest every taken jump is the sandbox's check.
 	switch {
 	case uint(n-8) <= 8:
 		return (word(b, i)^wordString(s, 0))|(word(b, i+n-8)^wordString(s, n-8)) == 0
@@ -362,9 +363,9 @@ func marshalEscapes(x uint64) bool {
 // that sets a byte's high bit when a byte of the word is zero (or less than 0x20), which
 // is exact about whether one is and about which one is the first (the lowest set bit).
 // The first loop takes 32 bytes per iteration, so that a long string (a pool payload's
-// body) pays a quarter of the close checks of a word at a time, and the last bytes are
+// body) pays a quarter of the checks of a word at a time, and the last bytes are
 // read through the word that ends the input: in a wasm guest every jump of a byte loop
-// pays the sandbox's close check (see wire).
+// pays the sandbox's check (see wire).
 func plainWords(b []byte, i int, ascii bool) int {
 	var high uint64
 	if ascii {

@@ -212,7 +212,7 @@ func (q PoolQuery[P, T]) Claim(hold time.Duration) (*Item[P, T], error) {
 
 // claimItem is the reply item of a claim, reused from one claim to the next: its payload
 // and tags are bytes that decodeItem decodes into the plugin's types and drops, and in a
-// wasm guest each allocation is tens of calls that pay the sandbox's close check
+// wasm guest each allocation is tens of calls that pay the sandbox's check
 // (guest-sdk/RATIONALE.md, "What does a host call cost the guest?"). A claim that finds
 // it in use (another goroutine's claim, or one made from a plugin's UnmarshalJSON)
 // decodes into an item of its own.

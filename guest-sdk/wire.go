@@ -6,9 +6,9 @@ import "github.com/fleethost/fleet/abi"
 // types' AppendJSON, byte for byte as json.Marshal writes them, which is also the form
 // that abi.DecodeRequest reads on the host without reflection. Marshalling the struct
 // instead reflects over it and scans each json.RawMessage field (a payload, a value, a
-// filter) a second time to compact it; in a wasm guest, where the sandbox's
-// WithCloseOnContextDone turns every jump of the guest's code into a check, that costs
-// tens of microseconds per call (abi's BenchmarkWire, tests' BenchmarkGuestJSON).
+// filter) a second time to compact it; in a wasm guest, where the sandbox makes every
+// taken jump of the guest's code a countdown (and, over Extism, an exit to Go), that
+// costs tens of microseconds per call (abi's BenchmarkWire, tests' BenchmarkGuestJSON).
 
 // whereTags appends the tags of filters to dst, for abi.AppendPoolClaim and
 // abi.AppendPoolList, which write the query without the abi.Where map it stands for. The

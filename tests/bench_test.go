@@ -216,11 +216,12 @@ func BenchmarkHostCalls(b *testing.B) {
 
 // BenchmarkGuestJSON measures, by the guest's own clock, the work that a Go guest does in
 // wasm per host call and per payload (testdata/jsoncost), in a bare wazero runtime with
-// WithCloseOnContextDone off and on. The host runs guests with it on: wazero v1.12 then
-// exits to Go to check for a close at every loop header of the guest's code, which in a
-// Go guest means at every taken jump (a loop's back edge, an if that skips its body) and
-// at the entry of every function (Go's wasm port compiles a body into one loop over its
-// blocks). It locates the SDK rows of
+// WithCloseOnContextDone off and on. The Extism transport runs guests with it on (native
+// guests run without it, stopped by the rewriter's stop global: host/RATIONALE.md, "What
+// does the sandbox cost?"): wazero v1.12 then exits to Go to check for a close at every
+// loop header of the guest's code, which in a Go guest means at every taken jump (a
+// loop's back edge, an if that skips its body) and at the entry of every function (Go's
+// wasm port compiles a body into one loop over its blocks). It locates the SDK rows of
 // BenchmarkHostCalls:
 //
 //	append-request, decode-reply    what the SDK does for a kv_get, by hand

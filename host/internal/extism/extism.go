@@ -6,8 +6,12 @@
 //
 // The sandbox is native's: the module is rewritten (native.Rewrite) before the SDK
 // compiles it; its runtime has the plugin's memory limit, which bounds the Extism
-// kernel's memory (the input, the output and every host reply) too, and closes a call at
-// its deadline; WASI is native's (native.Sandbox). Extism's own HTTP (allowed_hosts) and
+// kernel's memory (the input, the output and every host reply) too; WASI is native's
+// (native.Sandbox). Unlike native's, its runtime closes a call at its deadline with
+// wazero's WithCloseOnContextDone, which checks at every loop header of the guest and
+// of Extism's kernel (which is not rewritten), and at the rewriter's countdown checks;
+// the SDK instantiates the guest itself, so the host has no instance to set the
+// rewriter's stop global on. Extism's own HTTP (allowed_hosts) and
 // file access (allowed_paths) are off, and so are its vars: see RATIONALE.md.
 package extism
 

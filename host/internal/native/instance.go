@@ -25,6 +25,7 @@ type Instance struct {
 	mod    api.Module     // owned by the instance's goroutine
 	caller *hostfn.Caller // immutable pointer; its Pending belongs to the same goroutine
 	call   *callState     // immutable pointer; set by enter before every export call
+	stop   *stopFlag      // immutable pointer; nil for a module the rewriter did not rewrite
 
 	// The exports, looked up at Instantiate: a lookup per call costs microseconds and
 	// garbage. handle and tick are nil when not exported.
@@ -35,8 +36,11 @@ type Instance struct {
 
 // ABIVersion calls fleet_abi_version.
 func (in *Instance) ABIVersion(ctx context.Context) (int32, error) {
-	if err := in.abiVersion.CallWithStack(in.enter(ctx), in.stack[:]); err != nil {
-		return 0, fmt.Errorf("native: %s: %w", abi.ExportABIVersion, err)
+	ctx = in.enter(ctx)
+	disarm := in.stop.arm(ctx)
+	defer disarm()
+	if err := in.abiVersion.CallWithStack(ctx, in.stack[:]); err != nil {
+		return 0, fmt.Errorf("native: %s: %w", abi.ExportABIVersion, in.stop.wrap(ctx, err))
 	}
 	return api.DecodeI32(in.stack[0]), nil
 }
@@ -44,8 +48,10 @@ func (in *Instance) ABIVersion(ctx context.Context) (int32, error) {
 // Describe calls fleet_describe and returns a copy of the document.
 func (in *Instance) Describe(ctx context.Context) ([]byte, error) {
 	ctx = in.enter(ctx)
+	disarm := in.stop.arm(ctx)
+	defer disarm()
 	if err := in.describe.CallWithStack(ctx, in.stack[:]); err != nil {
-		return nil, fmt.Errorf("native: %s: %w", abi.ExportDescribe, err)
+		return nil, fmt.Errorf("native: %s: %w", abi.ExportDescribe, in.stop.wrap(ctx, err))
 	}
 	return in.readPacked(abi.ExportDescribe, in.stack[0])
 }
@@ -67,6 +73,8 @@ func (in *Instance) run(ctx context.Context, fn api.Function, name string, input
 		return nil, badResult(fmt.Errorf("native: module does not export %s", name))
 	}
 	ctx = in.enter(ctx)
+	disarm := in.stop.arm(ctx)
+	defer disarm()
 	in.caller.Begin()
 	in.stack[0] = api.EncodeU32(uint32(len(input)))
 	if err := in.input.CallWithStack(ctx, in.stack[:]); err != nil {
@@ -107,7 +115,7 @@ func (in *Instance) enter(ctx context.Context) context.Context {
 // wazero's own (a module compiled without the rewrite) traps like any other, since
 // wazero reports traps only as an internal type.
 func (in *Instance) died(ctx context.Context, name string, err error) error {
-	death, err := Classify(ctx, err)
+	death, err := Classify(ctx, in.stop.wrap(ctx, err))
 	if death != slot.DeathHostPanic && in.memoryFull() {
 		death = slot.DeathMemory
 	}

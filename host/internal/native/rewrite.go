@@ -12,10 +12,15 @@ import (
 //
 // What it does to a module that it accepts:
 //
-//   - Every function body starts by counting its code down from a countdown global; when
-//     the countdown runs out, the body runs an empty loop, which is a point where wazero
-//     checks for a closed module (WithCloseOnContextDone checks only at loop headers),
-//     and winds the countdown back to checkEvery.
+//   - Every function body starts by counting its code down from a countdown global, and
+//     every loop header counts down its loop's code / tailBytes. When the countdown runs
+//     out, the guest runs the check (appendCheck) and winds the countdown back to
+//     checkEvery. The check is an exit to Go (a memory.grow of 0 pages, where the Go
+//     runtime may stop the goroutine for its garbage collector and scheduler: compiled
+//     guest code is never preempted), a test of the stop global, which the host sets when
+//     the call's context ends (stopFlag), trapping when it is set, and an empty loop,
+//     where a runtime with WithCloseOnContextDone checks for a closed module (the Extism
+//     transport's).
 //   - Each body that contains a call (call, call_indirect: the only call forms of
 //     wazero's default CoreFeaturesV2) also spends an estimate of its frame's bytes from a
 //     budget global at entry and gives it back on every exit; a call that finds too
@@ -23,15 +28,19 @@ import (
 //     stackGlobal, so that the host can tell this trap from any other (callError).
 //   - The table's maximum is clamped to maxTableElements.
 //
-// Why this stops every guest near its deadline: between two loop headers, control in one
-// activation only goes forward (br, br_if and br_table to a block or if label jump past
-// its end; only a branch to a loop label goes back, and it runs the loop header), so an
-// activation runs each instruction at most once, at most len(code) of them. The code run
-// between two checks is that of the activations entered since the last one, each counted
-// down at entry, so at most checkEvery plus one body; plus the tails of the activations
-// that were on the stack, which the frame estimate bounds (tailBytes). Checking only at
-// the entry of bodies with calls would not do: a body that calls a long body with no call
-// a million times runs every copy of it without a check.
+// Why this stops every guest near its deadline: every loop header counts down, and
+// between two loop headers, control in one activation only goes forward (br, br_if and
+// br_table to a block or if label jump past its end; only a branch to a loop label goes
+// back, and it runs the loop header), so an activation runs each instruction at most
+// once, at most len(code) of them. The code run between two checks is that of the
+// activations entered and the loop iterations begun since the last one, each counted
+// down, so at most tailBytes*checkEvery plus one body; plus the tails of the activations
+// that were on the stack, which the frame estimate bounds (tailBytes). A loop iteration
+// counts only its loop's code / tailBytes because in a Go guest every taken jump is one
+// (see guest-sdk/RATIONALE.md): charging a 30 KB function's loop 30 KB a jump would
+// run the check every 35 jumps. Checking only at the entry of bodies with
+// calls would not do: a body that calls a long body with no call a million times runs
+// every copy of it without a check.
 //
 // Anything the rewriter does not understand is refused, with an error naming it: an
 // unknown section, opcode, type form or import kind. The opcodes it knows are exactly
@@ -59,10 +68,12 @@ const (
 
 	// checkEvery is how many bytes of code the guest may count down between two checks
 	// for its deadline: about a millisecond of straight-line code, and one check in about
-	// a thousand calls of a Go guest's functions (1.1 KB of code on average).
+	// a thousand calls of a Go guest's functions (1.1 KB of code on average) or about
+	// 15,000 of their taken jumps.
 	checkEvery = 1 << 20
 
-	// prologueLen is what each body counts down for the code the rewriter adds to it.
+	// prologueLen is what each body and each loop iteration counts down for the code the
+	// rewriter adds to it.
 	prologueLen = 64
 
 	// tailBytes is how many bytes of a body's code count as one byte of its frame
@@ -77,6 +88,11 @@ const (
 	// stackGlobal is the export name of the budget global. A module that exports the name
 	// itself is refused.
 	stackGlobal = "fleet:stack_budget"
+
+	// stopGlobal is the export name of the stop global, which the host sets to 1 to stop
+	// the call that runs at its next check. A module that exports the name itself is
+	// refused.
+	stopGlobal = "fleet:stop"
 
 	// maxTableElements caps the table's size, in elements (8 bytes each in wazero: 2 MiB).
 	// The Go toolchain emits one funcref table of 4096 + its function count with no
@@ -129,6 +145,8 @@ type module struct {
 	funcTypes   []uint32 // type index of every function, imported ones first
 	importFuncs int
 	globals     int        // imported and defined
+	memory      bool       // the module imports or defines a memory
+	keepStart   bool       // a start function is kept (rewriteKeepingStart), not refused
 	extraTypes  []funcType // () -> results types that wrapper blocks need, after types
 }
 
@@ -143,11 +161,18 @@ type refusal struct{ error }
 
 // rewrite returns wasm rewritten as the file comment says, or an error that names what
 // it refused. It never changes wasm.
-func rewrite(wasm []byte) ([]byte, error) {
+func rewrite(wasm []byte) ([]byte, error) { return (&module{}).rewrite(wasm) }
+
+// rewriteKeepingStart is rewrite for a runtime with WithCloseOnContextDone, which bounds
+// a start function by the instantiation's context: it keeps one.
+func rewriteKeepingStart(wasm []byte) ([]byte, error) {
+	return (&module{keepStart: true}).rewrite(wasm)
+}
+
+func (m *module) rewrite(wasm []byte) ([]byte, error) {
 	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" || string(wasm[4:8]) != "\x01\x00\x00\x00" {
 		return nil, fmt.Errorf("native: not a WebAssembly 1.0 binary module")
 	}
-	m := &module{}
 	r := &reader{b: wasm, pos: 8}
 	last := 0
 	// Each section is read entry by entry as it comes, as wazero decodes it, so that a
@@ -199,7 +224,14 @@ func (m *module) read(id byte, p []byte) ([]byte, error) {
 	case secTable:
 		return clampTables(p)
 	case secMemory:
-		return p, readVector(p, "memory section", func(r *reader) { r.limits() })
+		return p, readVector(p, "memory section", func(r *reader) { r.limits(); m.memory = true })
+	case secStart:
+		// The start function runs inside wazero's instantiation, before the host has the
+		// instance's stop global to arm. A reactor (Go's c-shared, wasi-libc's reactor)
+		// has none: its initializer is the _initialize export.
+		if !m.keepStart {
+			return nil, refusal{errors.New("native: the module has a start function, which the host cannot bound; initialize in the _initialize export instead")}
+		}
 	case secGlobal:
 		return p, readVector(p, "global section", func(r *reader) {
 			r.byte()
@@ -248,11 +280,11 @@ func (m *module) write() []byte {
 		}
 		if rank > sectionRank[secGlobal] && !added[secGlobal] {
 			added[secGlobal] = true
-			emit(secGlobal, appendGlobals(appendU32(nil, 2)))
+			emit(secGlobal, appendGlobals(appendU32(nil, rewriterGlobals)))
 		}
 		if rank > sectionRank[secExport] && !added[secExport] {
 			added[secExport] = true
-			emit(secExport, appendBudgetExport(appendU32(nil, 1), global))
+			emit(secExport, appendExports(appendU32(nil, rewriterExports), global))
 		}
 	}
 	for _, s := range m.sections {
@@ -265,10 +297,10 @@ func (m *module) write() []byte {
 			emit(s.id, appendTypes(withCount(s.payload, len(m.extraTypes)), m.extraTypes))
 		case secGlobal:
 			added[secGlobal] = true
-			emit(s.id, appendGlobals(withCount(s.payload, 2)))
+			emit(s.id, appendGlobals(withCount(s.payload, rewriterGlobals)))
 		case secExport:
 			added[secExport] = true
-			emit(s.id, appendBudgetExport(withCount(s.payload, 1), global))
+			emit(s.id, appendExports(withCount(s.payload, rewriterExports), global))
 		default:
 			emit(s.id, s.payload)
 		}
@@ -278,8 +310,15 @@ func (m *module) write() []byte {
 }
 
 // budgetGlobal is the index of the budget global, after every global of the module;
-// the countdown comes next.
+// the countdown and the stop global come next.
 func (m *module) budgetGlobal() uint32 { return uint32(m.globals) }
+
+// The rewriter's globals and exports, in the order appendGlobals and appendExports write
+// them, after the module's own.
+const (
+	rewriterGlobals = 3 // budget, countdown, stop
+	rewriterExports = 2 // stackGlobal, stopGlobal
+)
 
 // withCount returns a vector's payload with its count raised by extra.
 func withCount(payload []byte, extra int) []byte {
@@ -300,10 +339,11 @@ func appendTypes(b []byte, types []funcType) []byte {
 }
 
 // appendGlobals appends the rewriter's globals: the stack budget,
-// (global (mut i32) (i32.const stackBudget)), and the check countdown,
-// (global (mut i32) (i32.const checkEvery)).
+// (global (mut i32) (i32.const stackBudget)), the check countdown,
+// (global (mut i32) (i32.const checkEvery)), and the stop global, (global (mut i32)
+// (i32.const 0)).
 func appendGlobals(b []byte) []byte {
-	for _, v := range []int64{stackBudget, checkEvery} {
+	for _, v := range []int64{stackBudget, checkEvery, 0} {
 		b = append(b, 0x7f, 0x01, 0x41)
 		b = appendS64(b, v)
 		b = append(b, 0x0b)
@@ -311,11 +351,19 @@ func appendGlobals(b []byte) []byte {
 	return b
 }
 
-func appendBudgetExport(b []byte, global uint32) []byte {
-	b = appendU32(b, uint32(len(stackGlobal)))
-	b = append(b, stackGlobal...)
-	b = append(b, 0x03)
-	return appendU32(b, global)
+// appendExports appends the exports of the budget global (index global) and of the stop
+// global (global+2).
+func appendExports(b []byte, global uint32) []byte {
+	for _, e := range []struct {
+		name  string
+		index uint32
+	}{{stackGlobal, global}, {stopGlobal, global + 2}} {
+		b = appendU32(b, uint32(len(e.name)))
+		b = append(b, e.name...)
+		b = append(b, 0x03)
+		b = appendU32(b, e.index)
+	}
+	return b
 }
 
 func (m *module) readTypes(p []byte) error {
@@ -352,6 +400,7 @@ func (m *module) readImports(p []byte) error {
 			m.importFuncs++
 		case 0x02: // memory: resolved or refused at instantiation (only WASI and fleet exist)
 			r.limits()
+			m.memory = true
 		case 0x03:
 			r.byte()
 			r.byte()
@@ -472,8 +521,8 @@ func readExports(p []byte) error {
 	r := &reader{b: p}
 	n := r.count()
 	for i := uint32(0); i < n && r.err == nil; i++ {
-		if name := r.name(); name == stackGlobal {
-			return refusal{fmt.Errorf("native: the module exports %q, a name the host reserves", stackGlobal)}
+		if name := r.name(); name == stackGlobal || name == stopGlobal {
+			return refusal{fmt.Errorf("native: the module exports %q, a name the host reserves", name)}
 		}
 		r.byte()
 		r.u32()
@@ -622,21 +671,10 @@ func (m *module) rewriteBody(fn uint32, body []byte) ([]byte, error) {
 	out := appendU32(nil, groups+1)
 	out = append(out, body[countEnd:code]...)
 	out = append(out, 0x02, 0x7f)
-	// countdown -= len(code) + prologueLen; if countdown < 0 { loop end (wazero's check
-	// for a closed module); countdown = checkEvery }
-	out = appendGlobalGet(out, global+1)
-	out = appendI32Const(out, int64(len(body)-code)+prologueLen)
-	out = append(out, 0x6b) // i32.sub
-	out = appendLocal(out, 0x22, t)
-	out = appendGlobalSet(out, global+1)
-	out = appendLocal(out, 0x20, t)
-	out = append(out, 0x41, 0x00, 0x48, 0x04, 0x40) // i32.const 0 i32.lt_s if
-	out = append(out, 0x03, 0x40, 0x0b)             // loop end
-	out = appendI32Const(out, checkEvery)
-	out = appendGlobalSet(out, global+1)
-	out = append(out, 0x0b) // end
+	// The countdown, for the body's code and the rewriter's: see appendCountdown.
+	out = m.appendCountdown(out, int64(len(body)-code)+prologueLen, t)
 	if !s.calls {
-		return append(out, body[code:]...), nil
+		return m.appendCode(out, body[code:], s.loops, nil, t), nil
 	}
 	// The frame's estimate also charges its code, so that the tails that the frames on
 	// the stack run when their callees return are bounded too: see tailBytes.
@@ -670,18 +708,60 @@ func (m *module) rewriteBody(fn uint32, body []byte) ([]byte, error) {
 	default:
 		out = appendS64(out, int64(m.blockTypeIndex(sig.results)))
 	}
-	code0 := body[code:]
-	prev := 0
-	for _, ret := range s.returns {
-		out = append(out, code0[prev:ret.pc]...)
-		out = append(out, 0x0c) // br
-		out = appendU32(out, ret.depth)
-		prev = ret.pc + 1
-	}
-	out = append(out, code0[prev:]...)  // ends with the end that now closes the block
-	out = appendLocal(out, 0x20, saved) // budget = $saved
+	out = m.appendCode(out, body[code:], s.loops, s.returns, t) // ends with the end that now closes the block
+	out = appendLocal(out, 0x20, saved)                         // budget = $saved
 	out = appendGlobalSet(out, global)
 	return append(out, 0x0b), nil
+}
+
+// appendCode appends code with the countdown of each loop (at the pcs in loops, after
+// the loop's block type) and, for each return in returns, a br to the block that wraps
+// the body. Both lists are in the order of their pcs. t is the body's scratch local.
+func (m *module) appendCode(out, code []byte, loops []loopAt, returns []returnAt, t uint32) []byte {
+	prev := 0
+	for len(loops) > 0 || len(returns) > 0 {
+		if len(returns) == 0 || (len(loops) > 0 && loops[0].pc < returns[0].pc) {
+			out = append(out, code[prev:loops[0].pc]...)
+			out = m.appendCountdown(out, int64(loops[0].len/tailBytes)+prologueLen, t)
+			prev, loops = loops[0].pc, loops[1:]
+			continue
+		}
+		out = append(out, code[prev:returns[0].pc]...)
+		out = append(out, 0x0c) // br
+		out = appendU32(out, returns[0].depth)
+		prev, returns = returns[0].pc+1, returns[1:]
+	}
+	return append(out, code[prev:]...)
+}
+
+// appendCountdown appends countdown -= cost; if countdown < 0 { the check }, with t, the
+// body's scratch local, holding the new countdown.
+func (m *module) appendCountdown(out []byte, cost int64, t uint32) []byte {
+	countdown := m.budgetGlobal() + 1
+	out = appendGlobalGet(out, countdown)
+	out = appendI32Const(out, cost)
+	out = append(out, 0x6b) // i32.sub
+	out = appendLocal(out, 0x22, t)
+	out = appendGlobalSet(out, countdown)
+	out = appendLocal(out, 0x20, t)
+	out = append(out, 0x41, 0x00, 0x48, 0x04, 0x40) // i32.const 0 i32.lt_s if
+	out = m.appendCheck(out)
+	return append(out, 0x0b) // end
+}
+
+// appendCheck appends the check that the countdown runs: an exit to Go (memory.grow 0,
+// when the module has a memory), then global.get stop; if; unreachable; end, then an
+// empty loop (wazero's close check, when the runtime has WithCloseOnContextDone), and
+// countdown = checkEvery.
+func (m *module) appendCheck(out []byte) []byte {
+	if m.memory {
+		out = append(out, 0x41, 0x00, 0x40, 0x00, 0x1a) // i32.const 0 memory.grow 0 drop
+	}
+	out = appendGlobalGet(out, m.budgetGlobal()+2)
+	out = append(out, 0x04, 0x40, 0x00, 0x0b) // if unreachable end
+	out = append(out, 0x03, 0x40, 0x0b)       // loop end
+	out = appendI32Const(out, checkEvery)
+	return appendGlobalSet(out, m.budgetGlobal()+1)
 }
 
 func appendGlobalGet(b []byte, g uint32) []byte      { return appendU32(append(b, 0x23), g) }
@@ -692,10 +772,15 @@ func appendI32Const(b []byte, v int64) []byte        { return appendS64(append(b
 // scanResult is what rewriteBody needs to know of a function's code.
 type scanResult struct {
 	calls     bool
+	loops     []loopAt // in the order of their pcs
 	returns   []returnAt
 	localRefs uint64 // local.get, local.set and local.tee instructions
 	maxHeight uint64 // an upper bound of the operand stack's height
 }
+
+// loopAt is a loop whose body starts at pc, after its block type, and is len bytes up
+// to its end.
+type loopAt struct{ pc, len int }
 
 // returnAt is a return instruction at pc, inside depth blocks of the function's code.
 type returnAt struct {
@@ -705,7 +790,10 @@ type returnAt struct {
 
 // control is an open block while scanning: the operand stack's height below it and
 // the counts of its params and results.
-type control struct{ base, params, results uint64 }
+type control struct {
+	base, params, results uint64
+	loop                  int // for a loop, its index in scanResult.loops; -1 otherwise
+}
 
 // scan decodes code (a function's instructions, up to and with its final end) exactly as
 // wazero does, and tracks the operand stack's height: exactly for what the function's
@@ -715,7 +803,7 @@ func (m *module) scan(code []byte) (scanResult, error) {
 	var s scanResult
 	r := &reader{b: code}
 	var height uint64
-	stack := []control{{}}
+	stack := []control{{loop: -1}}
 	push := func(n uint64) {
 		height += n
 		s.maxHeight = max(s.maxHeight, height)
@@ -760,11 +848,16 @@ func (m *module) scan(code []byte) (scanResult, error) {
 			if err != nil {
 				return s, err
 			}
+			loop := -1
+			if op == 0x03 {
+				loop = len(s.loops)
+				s.loops = append(s.loops, loopAt{pc: r.pos})
+			}
 			if op == 0x04 {
 				pop(1)
 			}
 			pop(params)
-			stack = append(stack, control{base: height, params: params, results: results})
+			stack = append(stack, control{base: height, params: params, results: results, loop: loop})
 			push(params)
 		case op == 0x05: // else
 			if len(stack) == 1 {
@@ -775,6 +868,9 @@ func (m *module) scan(code []byte) (scanResult, error) {
 		case op == 0x0b: // end
 			top := stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
+			if top.loop >= 0 {
+				s.loops[top.loop].len = pc - s.loops[top.loop].pc
+			}
 			height = top.base
 			push(top.results)
 			if len(stack) == 0 {

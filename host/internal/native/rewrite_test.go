@@ -109,8 +109,10 @@ func codeStart(body []byte) int {
 
 // TestRewriteBodies checks the bytes of rewritten bodies: each declares two more i32
 // locals after its own and starts with the countdown (global 1 here, after the budget,
-// global 0), whose check is an empty loop; only bodies with a call spend the budget, and
-// one with none runs its code unchanged after the countdown.
+// global 0), whose check tests the stop global (global 2) and runs an empty loop; only
+// bodies with a call spend the budget; one with none runs its code unchanged after the
+// countdown, but for a countdown at the head of each of its loops. The module has no
+// memory, so the check has no memory.grow (TestRewriteCheckYields).
 func TestRewriteBodies(t *testing.T) {
 	wasm := watBytes(t, `(module
   (type $t (func (param i32) (result i32)))
@@ -122,7 +124,8 @@ func TestRewriteBodies(t *testing.T) {
 	in, out := decode(t, wasm), decode(t, mustRewrite(t, wasm))
 	countdown := []byte{0x23, 0x01} // global.get 1
 	budget := []byte{0x23, 0x00}    // global.get 0
-	loop := []byte{0x03, 0x40, 0x0b}
+	// global.get 2 if unreachable end loop end
+	check := []byte{0x23, 0x02, 0x04, 0x40, 0x00, 0x0b, 0x03, 0x40, 0x0b}
 	for i, calls := range []bool{false, true, true, false} {
 		body, orig := out.bodies[i], in.bodies[i]
 		c, oc := codeStart(body), codeStart(orig)
@@ -131,17 +134,34 @@ func TestRewriteBodies(t *testing.T) {
 			t.Errorf("function %d: locals %x, want %x", i, body[:c], wantLocals)
 		}
 		code := body[c:]
-		check := bytes.Index(code, loop)
-		if !bytes.HasPrefix(code, countdown) || check < 0 {
-			t.Fatalf("function %d does not start with the countdown and its loop: %x", i, code)
+		at := bytes.Index(code, check)
+		if !bytes.HasPrefix(code, countdown) || at < 0 {
+			t.Fatalf("function %d does not start with the countdown and its check: %x", i, code)
 		}
-		after := code[check+len(loop):]
+		after := code[at+len(check):]
 		if got := bytes.Contains(after, budget); got != calls {
 			t.Errorf("function %d: spends the budget = %v, want %v (code %x)", i, got, calls, code)
 		}
-		if !calls && !bytes.HasSuffix(code, orig[oc:]) {
-			t.Errorf("function %d has no call, and its code %x does not end with its own %x", i, code, orig[oc:])
+		if !calls && i == 0 && !bytes.HasSuffix(code, orig[oc:]) {
+			t.Errorf("function %d has no call or loop, and its code %x does not end with its own %x", i, code, orig[oc:])
 		}
+	}
+	// $looper's loop starts with a countdown of its own, and its br goes back before it.
+	looper := out.bodies[3][codeStart(out.bodies[3]):]
+	loop := bytes.Index(looper, append([]byte{0x03, 0x40}, countdown...))
+	if loop < 0 || !bytes.Contains(looper[loop:], check) {
+		t.Fatalf("the loop of $looper does not start with the countdown and its check: %x", looper)
+	}
+}
+
+// TestRewriteCheckYields: in a module with a memory, the check starts with a
+// memory.grow of 0 pages, wazero's exit to Go, where the Go runtime may stop the
+// goroutine (for its garbage collector, say); compiled guest code never yields otherwise.
+func TestRewriteCheckYields(t *testing.T) {
+	out := decode(t, mustRewrite(t, watBytes(t, `(module (memory 1) (func))`)))
+	yield := []byte{0x41, 0x00, 0x40, 0x00, 0x1a, 0x23, 0x02} // i32.const 0 memory.grow 0 drop global.get 2
+	if !bytes.Contains(out.bodies[0], yield) {
+		t.Fatalf("the check of a module with a memory does not exit to Go: %x", out.bodies[0])
 	}
 }
 
@@ -155,8 +175,10 @@ func TestRewriteGlobalIndex(t *testing.T) {
   (func $id (param i32) (result i32) (local.get 0))
   (func (export "sum") (result i32) (call $id (i32.add (global.get $imported) (global.get $mine)))))`)
 	out := mustRewrite(t, wasm)
-	if got, want := decode(t, out).exports[stackGlobal], [2]int{0x03, 2}; got != want {
-		t.Fatalf("export %s = kind, index %v, want %v", stackGlobal, got, want)
+	for name, want := range map[string][2]int{stackGlobal: {0x03, 2}, stopGlobal: {0x03, 4}} {
+		if got := decode(t, out).exports[name]; got != want {
+			t.Fatalf("export %s = kind, index %v, want %v", name, got, want)
+		}
 	}
 	ctx := context.Background()
 	m := instantiateRaw(t, env, out)
@@ -318,9 +340,8 @@ func TestCallTreeDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	_, err := in.Handle(ctx, []byte(`{}`))
-	var exit *sys.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != sys.ExitCodeDeadlineExceeded {
-		t.Fatalf("Handle = %v, want the deadline's exit", err)
+	if !errors.Is(err, errStopped) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Handle = %v, want the stop at the deadline", err)
 	}
 }
 
@@ -451,6 +472,8 @@ func TestRewriteRefuses(t *testing.T) {
 		strings.Repeat(" (i32.const 1)", stackBudget/slotBytes) + ` (call $f)` + strings.Repeat(" i32.add", stackBudget/slotBytes) + `))`
 	tests := []struct{ name, wat, err string }{
 		{"reserved export", `(module (global (export "fleet:stack_budget") i32 (i32.const 0)))`, `exports "fleet:stack_budget", a name the host reserves`},
+		{"a start function", `(module (func $s) (start $s))`, "has a start function, which the host cannot bound"},
+		{"reserved stop export", `(module (global (export "fleet:stop") i32 (i32.const 0)))`, `exports "fleet:stop", a name the host reserves`},
 		{"too many locals", bigLocals, "declares more than 65536 locals"},
 		{"a frame past the budget", deepStack, "estimated"},
 	}
@@ -607,5 +630,19 @@ func TestCompileRecovers(t *testing.T) {
 	}
 	if _, err := rewrite(wasm); err == nil {
 		t.Fatal("rewrite = nil, want a refusal")
+	}
+}
+
+// TestRewriteKeepsStartForExtism: Rewrite, for the Extism transport's runtime (whose
+// close bounds instantiation), keeps the start function that rewrite refuses, and runs it.
+func TestRewriteKeepsStartForExtism(t *testing.T) {
+	wasm := watBytes(t, `(module (global $g (export "g") (mut i32) (i32.const 0))
+  (func $s (global.set $g (i32.const 7))) (start $s))`)
+	out, err := Rewrite(wasm)
+	if err != nil {
+		t.Fatalf("Rewrite(a module with a start function) = %v", err)
+	}
+	if got := instantiateRaw(t, out).ExportedGlobal("g").Get(); got != 7 {
+		t.Fatalf("g after instantiation = %d, want 7: the start function did not run", got)
 	}
 }

@@ -32,8 +32,9 @@ type Params struct {
 	Core             *hostfn.Core
 	Log              *slog.Logger
 
-	// noRewrite compiles the module as given, for the benchmarks that measure what the
-	// rewriter costs. Only this package's tests set it.
+	// noRewrite compiles the module as given, with nothing that could stop it (no stop
+	// global, no WithCloseOnContextDone), for the benchmarks that measure what the
+	// sandbox costs over none. Only this package's tests set it.
 	noRewrite bool
 }
 
@@ -51,18 +52,18 @@ var exportSigs = map[string]struct{ params, results []api.ValueType }{
 var requiredExports = []string{abi.ExportABIVersion, abi.ExportInput, abi.ExportDescribe}
 
 // NewRuntime compiles wasm in a new runtime with the sandbox's settings: the memory limit,
-// WithCloseOnContextDone (a deadline kills a runaway guest), WASI and the fleet host module,
-// after the module rewriter (rewrite.go) makes every call a deadline check and bounds the
-// guest's call stack and table.
+// WASI and the fleet host module, after the module rewriter (rewrite.go) makes every loop
+// header and every function entry a deadline check (stopFlag) and bounds the guest's call
+// stack and table.
 // It refuses a module built as a WASI command (it exports _start, not _initialize), one
 // whose required exports (fleet_abi_version, fleet_input, fleet_describe) are missing or
 // mistyped, which imports anything but WASI and the
 // fleet operations, or which the rewriter refuses, naming the export, import or what was
 // refused.
 func NewRuntime(ctx context.Context, p Params, wasm []byte) (rt *Runtime, err error) {
-	cfg := wazero.NewRuntimeConfig().
-		WithMemoryLimitPages(p.MemoryLimitPages).
-		WithCloseOnContextDone(true) // host/RATIONALE.md, "What does the sandbox cost?"
+	// No WithCloseOnContextDone: the rewriter's stop global ends a call at its deadline
+	// (host/RATIONALE.md, "What does the sandbox cost?").
+	cfg := wazero.NewRuntimeConfig().WithMemoryLimitPages(p.MemoryLimitPages)
 	if p.Cache != nil {
 		cfg = cfg.WithCompilationCache(p.Cache)
 	}
@@ -217,8 +218,14 @@ func (rt *Runtime) Instantiate(ctx context.Context, name string, caller *hostfn.
 		handle:     mod.ExportedFunction(abi.ExportHandle),
 		tick:       mod.ExportedFunction(abi.ExportTick),
 	}
+	if g, ok := mod.ExportedGlobal(stopGlobal).(api.MutableGlobal); ok {
+		in.stop = &stopFlag{g: g}
+	}
 	if init := mod.ExportedFunction(abi.ExportInitialize); init != nil {
-		if err := init.CallWithStack(ctx, in.stack[:]); err != nil {
+		disarm := in.stop.arm(ctx)
+		err := in.stop.wrap(ctx, init.CallWithStack(ctx, in.stack[:]))
+		disarm()
+		if err != nil {
 			_ = mod.Close(context.WithoutCancel(ctx))
 			return nil, fmt.Errorf("native: %s %s: %w", name, abi.ExportInitialize, err)
 		}

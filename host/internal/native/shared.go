@@ -11,10 +11,12 @@ import (
 // a plugin runs in one sandbox whichever transport it speaks: the module rewriter, the
 // WASI sandbox of an instance and the death of a failed call (Classify).
 
-// Rewrite is the module rewriter that NewRuntime runs (rewrite.go): every function entry
-// counts towards a deadline check, the guest's call stack has a budget and its table a
-// small maximum. It refuses, naming it, what it does not understand.
-func Rewrite(wasm []byte) ([]byte, error) { return rewrite(wasm) }
+// Rewrite is the module rewriter that NewRuntime runs (rewrite.go), for a runtime with
+// WithCloseOnContextDone: every function entry and loop header counts towards a
+// deadline check, the guest's call stack has a budget and its table a small maximum. It
+// keeps a start function (AssemblyScript's top-level code), which the runtime's close
+// bounds. It refuses, naming it, what it does not understand.
+func Rewrite(wasm []byte) ([]byte, error) { return rewriteKeepingStart(wasm) }
 
 // Sandbox returns the WASI module config of one instance (no filesystem, environment,
 // arguments or sockets; real clocks; crypto/rand; guest output to out, nil discarding it;
