@@ -50,7 +50,9 @@ func exportListener(def api.FunctionDefinition) experimental.FunctionListener {
 
 // death is the death of a call under ctx that failed with err, told as a native
 // instance's is (native.Classify, then the state of its memory and stack): dead of its
-// memory when the module's memory, or the kernel's, is near its limit (memoryFull), and
+// memory when the module's memory, or the kernel's, is near its limit (native.MemoryFull:
+// the kernel begins at 1 MiB, which a limit of 16 pages leaves no room to grow, so its
+// memory is never full there, though it may run out of blocks), and
 // of its stack when the rewriter's stack check trapped. mod is the call's module, nil if
 // the call failed before its export ran; kernel is the kernel's memory, which began at
 // kernelBase bytes.
@@ -59,40 +61,11 @@ func death(ctx context.Context, mod api.Module, kernel api.Memory, kernelBase ui
 	if death == slot.DeathHostPanic {
 		return death, err
 	}
-	if memoryFull(kernel, kernelBase) || (mod != nil && memoryFull(mod.Memory(), 0)) {
+	if native.MemoryFull(kernel, kernelBase) || (mod != nil && native.MemoryFull(mod.Memory(), 0)) {
 		return slot.DeathMemory, err
 	}
-	if death == slot.DeathTrap && mod != nil && stackLimitHit(mod) {
+	if death == slot.DeathTrap && mod != nil && native.StackLimitHit(mod) {
 		return slot.DeathStack, fmt.Errorf("%w: %w", native.ErrStackLimit, err)
 	}
 	return death, err
-}
-
-// The rewriter's stack budget global, as native.Rewrite exports it, and the value its
-// stack check alone sets before it traps (host/internal/native/rewrite.go).
-const (
-	stackGlobal    = "fleet:stack_budget"
-	stackExhausted = -1
-)
-
-func stackLimitHit(mod api.Module) bool {
-	g := mod.ExportedGlobal(stackGlobal)
-	return g != nil && int32(uint32(g.Get())) == stackExhausted
-}
-
-// memoryFull reports whether mem, which began at base bytes, has grown to within
-// native's headroom of its maximum: min(4 MiB, a quarter of the room it had to grow).
-// For a module, base 0, that is native's Instance.memoryFull. The kernel begins at 1 MiB
-// (its own data and first blocks), which a limit of 16 pages leaves no room to grow: its
-// memory is never full there, though it may run out of blocks.
-func memoryFull(mem api.Memory, base uint64) bool {
-	if mem == nil {
-		return false
-	}
-	pages, _ := mem.Definition().Max()
-	limit := uint64(pages) * 65536
-	if limit <= base {
-		return false
-	}
-	return uint64(mem.Size())+min(4<<20, (limit-base)/4) > limit
 }

@@ -116,10 +116,10 @@ func (in *Instance) enter(ctx context.Context) context.Context {
 // wazero reports traps only as an internal type.
 func (in *Instance) died(ctx context.Context, name string, err error) error {
 	death, err := Classify(ctx, in.stop.wrap(ctx, err))
-	if death != slot.DeathHostPanic && in.memoryFull() {
+	if death != slot.DeathHostPanic && MemoryFull(in.mod.Memory(), 0) {
 		death = slot.DeathMemory
 	}
-	if death == slot.DeathTrap && in.stackLimitHit() {
+	if death == slot.DeathTrap && StackLimitHit(in.mod) {
 		death, err = slot.DeathStack, fmt.Errorf("%w: %w", ErrStackLimit, err)
 	}
 	return &slot.Died{Death: death, Err: fmt.Errorf("native: %s: %w", name, err)}
@@ -150,33 +150,40 @@ func Classify(ctx context.Context, err error) (slot.Death, error) {
 // death is slot.DeathStack.
 var ErrStackLimit = errors.New("the guest's call stack passed its limit")
 
-// stackLimitHit reports whether the rewriter's stack check trapped. That check alone sets
-// the budget global to stackExhausted, and no guest instruction can reach the global, so
-// the reason comes from the instance's state, never from text the guest controls.
-func (in *Instance) stackLimitHit() bool {
-	g := in.mod.ExportedGlobal(stackGlobal)
+// StackLimitHit reports whether the rewriter's stack check trapped in mod. That check
+// alone sets the budget global to stackExhausted, and no guest instruction can reach the
+// global, so the reason comes from the instance's state, never from text the guest
+// controls. The Extism transport tells its stack deaths with it too.
+func StackLimitHit(mod api.Module) bool {
+	g := mod.ExportedGlobal(stackGlobal)
 	return g != nil && int32(uint32(g.Get())) == stackExhausted
 }
 
 func badResult(err error) error { return &slot.Died{Death: slot.DeathBadResult, Err: err} }
 
-// memoryFull reports whether the instance's memory is within memoryHeadroom of its
-// maximum (the module's own, or the host's limit). wasm has no out-of-memory trap:
-// memory.grow answers -1 and the guest dies its own way (Go's runtime throws "out of
-// memory" and aborts at unreachable, C and Rust abort likewise, or proc_exit), so a guest
-// that dies this close to its limit is counted as dead of it.
-func (in *Instance) memoryFull() bool {
-	mem := in.mod.Memory()
+// MemoryFull reports whether mem, which began at base bytes, is within memoryHeadroom of
+// its maximum (the module's own, or the host's limit) for the room it had to grow. wasm
+// has no out-of-memory trap: memory.grow answers -1 and the guest dies its own way (Go's
+// runtime throws "out of memory" and aborts at unreachable, C and Rust abort likewise, or
+// proc_exit), so a guest that dies this close to its limit is counted as dead of it. A
+// guest's memory has base 0; the Extism transport's kernel memory begins at 1 MiB.
+func MemoryFull(mem api.Memory, base uint64) bool {
+	if mem == nil {
+		return false
+	}
 	pages, _ := mem.Definition().Max()
 	limit := uint64(pages) * wasmPage
-	return uint64(mem.Size())+memoryHeadroom(limit) > limit
+	if limit <= base {
+		return false
+	}
+	return uint64(mem.Size())+memoryHeadroom(limit-base) > limit
 }
 
-// memoryHeadroom is how close to limit bytes a death counts as a memory death: 4 MiB,
-// the step by which Go's runtime grows its heap on wasm (so its failed grow leaves up to
-// that much unused), or a quarter of a smaller limit, so that a small guest under a
-// small limit is not counted as full.
-func memoryHeadroom(limit uint64) uint64 { return min(4<<20, limit/4) }
+// memoryHeadroom is how close to its limit a memory with room bytes to grow counts as
+// full: 4 MiB, the step by which Go's runtime grows its heap on wasm (so its failed grow
+// leaves up to that much unused), or a quarter of a smaller room, so that a small guest
+// under a small limit is not counted as full.
+func memoryHeadroom(room uint64) uint64 { return min(4<<20, room/4) }
 
 const wasmPage = 65536
 
