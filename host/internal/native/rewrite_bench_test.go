@@ -144,3 +144,22 @@ func benchGuestJSON(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRewrite rewrites the scraper plugin, the largest example: ns/op is what the
+// rewrite adds to a plugin's load, grown-% what it adds to the module's size.
+//
+//	go test -run '^$' -bench 'Rewrite$' -benchtime 20x ./host/internal/native/
+func BenchmarkRewrite(b *testing.B) {
+	wasm, err := os.ReadFile(testutil.BuildPlugin(b, "plugins/examples/scraper"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var out []byte
+	for b.Loop() {
+		if out, err = rewrite(wasm); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(wasm))/1e6, "MB")
+	b.ReportMetric(100*float64(len(out)-len(wasm))/float64(len(wasm)), "grown-%")
+}
