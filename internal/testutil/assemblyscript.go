@@ -1,13 +1,10 @@
 package testutil
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 )
 
@@ -36,7 +33,11 @@ func BuildAS(tb testing.TB, name string) string {
 	}
 	buildMu.Lock()
 	defer buildMu.Unlock()
-	sum, err := hashFiles(dir)
+	files, err := asSources(dir)
+	if err != nil {
+		tb.Fatalf("testutil: list %s: %v", ASDir, err)
+	}
+	sum, err := hashTree(root, files)
 	if err != nil {
 		tb.Fatalf("testutil: hash %s: %v", ASDir, err)
 	}
@@ -51,25 +52,18 @@ func BuildAS(tb testing.TB, name string) string {
 	})
 }
 
-// hashFiles hashes the names and contents of the regular files directly in dir (not its
-// folders: node_modules is what the lockfile says), and the Go toolchain's platform.
-func hashFiles(dir string) (string, error) {
+// asSources are the regular files directly in dir, module-relative: its folders are
+// left out, node_modules being what the lockfile says.
+func asSources(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	h := sha256.New()
-	fmt.Fprintf(h, "%s/%s", runtime.GOOS, runtime.GOARCH)
+	var files []string
 	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			continue
+		if e.Type().IsRegular() {
+			files = append(files, ASDir+"/"+e.Name())
 		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			return "", err
-		}
-		fmt.Fprintf(h, "\x00%s\x00%d\x00", e.Name(), len(b))
-		h.Write(b)
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return files, nil
 }

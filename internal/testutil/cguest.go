@@ -19,7 +19,7 @@ const cMissing = "install clang, lld and wasi-libc with `make deps` (Debian: apt
 // BuildC builds the C guest in dir (module-relative, such as "guest-sdk/c/examples/counter":
 // every .c file in it) with the C SDK, as guest-sdk/c/README.md tells an author to: clang
 // for wasm32-wasi against Debian's wasi-libc, a WASI reactor. It returns the path of the
-// .wasm, cached by the content hash of the SDK, dir and the compiler's version, as
+// .wasm, cached by the content hash of the SDK, dir, the compiler's version and flags, as
 // BuildPlugin caches Go guests. A missing clang, wasm-ld or wasi-libc fails the test,
 // naming `make deps`.
 func BuildC(tb testing.TB, dir string) string {
@@ -51,14 +51,16 @@ func BuildC(tb testing.TB, dir string) string {
 	if err != nil {
 		tb.Fatalf("testutil: hash C guest sources: %v", err)
 	}
-	h := sha256.Sum256([]byte(sum + string(version)))
+	// The flags are in the key, so that a change to them builds anew.
+	flags := cFlags(reactor, filepath.Join(root, cSDK))
+	h := sha256.Sum256([]byte(sum + string(version) + strings.Join(flags, " ")))
 	out := filepath.Join(cacheDir(), "c", hex.EncodeToString(h[:8]), filepath.Base(dir)+".wasm")
 	return cached(tb, out, func(tmp string) error {
 		sources, err := filepath.Glob(filepath.Join(root, dir, "*.c"))
 		if err != nil || len(sources) == 0 {
 			return fmt.Errorf("testutil: no .c file in %s", dir)
 		}
-		args := append(cFlags(reactor, filepath.Join(root, cSDK)), sources...)
+		args := append(flags, sources...)
 		args = append(args, filepath.Join(root, cSDK, "fleet.c"), "-lc", "-o", tmp)
 		if b, err := exec.Command(clang, args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("testutil: clang %s: %v\n%s", strings.Join(args, " "), err, b)
