@@ -227,6 +227,17 @@ func (p *Plane) Report(ctx context.Context, project string, body []byte) error {
 		if len(it.Phases) > maxListLen || len(it.Sessions) > maxListLen {
 			return bad("iterations[%d]: more than %d phases or sessions", i, maxListLen)
 		}
+		// Every string an iteration carries is kept MaxIterations deep for each of
+		// MaxInstances instances, so each is held to maxFieldLen as the row's are.
+		fields := append([]string{it.TaskID, it.TaskRef}, it.Phases...)
+		for _, s := range it.Sessions {
+			fields = append(fields, s.Phase, s.Harness, s.Model)
+		}
+		for _, f := range fields {
+			if len(f) > maxFieldLen {
+				return bad("iterations[%d]: a field is %d bytes, limit %d", i, len(f), maxFieldLen)
+			}
+		}
 		if it.Phases == nil {
 			it.Phases = []string{}
 		}

@@ -33,6 +33,8 @@ func TestReportRefusesBodies(t *testing.T) {
 		{"p", `{"instance": "i", "state": {"kind": "idle"}, "iterations": [{"outcome": "meh"}]}`, "iterations[0].outcome"},
 		{"p", `{"instance": "` + strings.Repeat("i", maxInstanceLen+1) + `", "state": {"kind": "idle"}}`, "instance is"},
 		{"p", many, "iterations, limit"},
+		{"p", `{"instance": "i", "state": {"kind": "idle"}, "iterations": [{"outcome": "checkpoint", "task_id": "` + strings.Repeat("t", maxFieldLen+1) + `"}]}`, "iterations[0]: a field is"},
+		{"p", `{"instance": "i", "state": {"kind": "idle"}, "iterations": [{"outcome": "checkpoint", "sessions": [{"model": "` + strings.Repeat("m", maxFieldLen+1) + `"}]}]}`, "iterations[0]: a field is"},
 		{"p", `[1]`, "not a report"},
 		{"a/b", `{"instance": "i", "state": {"kind": "idle"}}`, "project"},
 	} {
