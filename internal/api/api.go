@@ -828,14 +828,9 @@ func (s *Server) listParked(w http.ResponseWriter, r *http.Request) {
 	if !s.known(w, "queue", name, s.Queues()) {
 		return
 	}
-	limit := 100
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			writeError(w, http.StatusBadRequest, abi.ValueError, fmt.Sprintf("limit %q: want 1..1000", safetext.Clip(v, maxEcho)), nil)
-			return
-		}
-		limit = n
+	limit, ok := queryLimit(w, r.URL.Query().Get("limit"), 100, 1000)
+	if !ok {
+		return
 	}
 	tasks, err := s.p.Backend.QueueParked(r.Context(), name, limit)
 	if err != nil {
@@ -844,11 +839,7 @@ func (s *Server) listParked(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]ParkedTask, 0, len(tasks))
 	for _, t := range tasks {
-		payload := json.RawMessage(t.Payload)
-		if !json.Valid(payload) {
-			payload, _ = json.Marshal(string(t.Payload))
-		}
-		pt := ParkedTask{ID: t.ID, Payload: payload, Attempts: t.Attempts, HandBacks: t.HandBacks, EnqueuedAt: t.EnqueuedAt, LastError: t.LastError}
+		pt := ParkedTask{ID: t.ID, Payload: asJSON(t.Payload), Attempts: t.Attempts, HandBacks: t.HandBacks, EnqueuedAt: t.EnqueuedAt, LastError: t.LastError}
 		if !t.ParkedAt.IsZero() {
 			pt.ParkedAt = &t.ParkedAt
 		}

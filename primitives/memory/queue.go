@@ -105,7 +105,6 @@ type queue struct {
 type uniqueKey struct {
 	key, id string
 	until   time.Time
-	pending bool // its task waits or is in flight, so it holds whatever until says
 	node    node // in queue.uniqueTTL once its task is no longer pending
 }
 
@@ -144,7 +143,6 @@ func (q *queue) unhold(t *task, now time.Time) {
 	if e == nil || e.id != t.id {
 		return
 	}
-	e.pending = false
 	if !e.until.After(now) {
 		delete(q.unique, e.key)
 		return
@@ -286,7 +284,7 @@ func (b *Backend) QueuePushUnique(ctx context.Context, queueName string, payload
 	q.makeReady(t)
 	if u.Key != "" {
 		t.unique = u.Key
-		q.unique[u.Key] = &uniqueKey{key: u.Key, id: t.id, until: now.Add(u.TTL), pending: true}
+		q.unique[u.Key] = &uniqueKey{key: u.Key, id: t.id, until: now.Add(u.TTL)}
 	}
 	q.replays.remember(now, "", rq, t.id)
 	return t.id, false, nil
