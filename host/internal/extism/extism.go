@@ -134,7 +134,7 @@ var userSig = []api.ValueType{api.ValueTypeI64}
 func check(ctx context.Context, cfg wazero.RuntimeConfig, wasm []byte) (map[string]bool, error) {
 	r := wazero.NewRuntimeWithConfig(ctx, cfg)
 	defer r.Close(ctx)
-	c, err := compile(ctx, r, wasm)
+	c, err := native.Compile(ctx, r, wasm)
 	if err != nil {
 		return nil, fmt.Errorf("extism: compile: %w", err)
 	}
@@ -150,7 +150,7 @@ func check(ctx context.Context, cfg wazero.RuntimeConfig, wasm []byte) (map[stri
 			abi.ExportDescribe, abi.ExportDescribe, abi.ExportHandle, abi.ExportTick, strings.Join(names, ", "))
 	}
 	exports := map[string]bool{}
-	for _, name := range []string{abi.ExportDescribe, abi.ExportHandle, abi.ExportTick} {
+	for _, name := range fleetExports {
 		def, ok := defs[name]
 		if !ok {
 			continue
@@ -183,15 +183,6 @@ func check(ctx context.Context, cfg wazero.RuntimeConfig, wasm []byte) (map[stri
 		}
 	}
 	return exports, nil
-}
-
-func compile(ctx context.Context, r wazero.Runtime, wasm []byte) (c wazero.CompiledModule, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			c, err = nil, fmt.Errorf("wazero panicked: %v", p)
-		}
-	}()
-	return r.CompileModule(ctx, wasm)
 }
 
 // configMap is the Extism config of an automation whose configuration is cfg: each

@@ -66,7 +66,7 @@ func FuzzRewrite(f *testing.F) {
 		}
 		r := wazero.NewRuntimeWithConfig(ctx, cfg)
 		defer r.Close(ctx)
-		orig, origErr := compile(ctx, r, wasm) // wazero's own decoder can panic on it
+		orig, origErr := Compile(ctx, r, wasm) // wazero's own decoder can panic on it
 		if err != nil {
 			var refused refusal
 			if origErr == nil && !errors.As(err, &refused) {

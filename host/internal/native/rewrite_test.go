@@ -625,7 +625,7 @@ func TestCompileRecovers(t *testing.T) {
 	ctx := context.Background()
 	r := wazero.NewRuntime(ctx)
 	defer r.Close(ctx)
-	if _, err := compile(ctx, r, wasm); err == nil || !strings.Contains(err.Error(), "wazero panicked") {
+	if _, err := Compile(ctx, r, wasm); err == nil || !strings.Contains(err.Error(), "wazero panicked") {
 		t.Fatalf("compile = %v, want wazero's panic as an error", err)
 	}
 	if _, err := rewrite(wasm); err == nil {

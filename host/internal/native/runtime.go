@@ -84,7 +84,7 @@ func NewRuntime(ctx context.Context, p Params, wasm []byte) (rt *Runtime, err er
 			return nil, err
 		}
 	}
-	compiled, err := compile(ctx, r, wasm)
+	compiled, err := Compile(ctx, r, wasm)
 	if err != nil {
 		return nil, fmt.Errorf("native: compile: %w", err)
 	}
@@ -94,10 +94,11 @@ func NewRuntime(ctx context.Context, p Params, wasm []byte) (rt *Runtime, err er
 	return &Runtime{r: r, compiled: compiled}, nil
 }
 
-// compile compiles wasm in r, turning a panic of wazero's into an error: its decoder
+// Compile compiles wasm in r, turning a panic of wazero's into an error: its decoder
 // panics on some malformed modules (a code entry whose locals pass its size makes a slice
 // of negative length), which the rewriter refuses first, and a module is the guest's.
-func compile(ctx context.Context, r wazero.Runtime, wasm []byte) (c wazero.CompiledModule, err error) {
+// The Extism transport compiles with it too.
+func Compile(ctx context.Context, r wazero.Runtime, wasm []byte) (c wazero.CompiledModule, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			c, err = nil, fmt.Errorf("wazero panicked: %v", p)

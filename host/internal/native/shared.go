@@ -7,9 +7,11 @@ import (
 	"github.com/tetratelabs/wazero"
 )
 
-// This file is what the Extism transport (internal/extism) takes from this one, so that
-// a plugin runs in one sandbox whichever transport it speaks: the module rewriter, the
-// WASI sandbox of an instance and the death of a failed call (Classify).
+// This file is what the Extism transport (internal/extism) takes from this package, so
+// that a plugin runs in one sandbox whichever transport it speaks: the module rewriter,
+// the WASI sandbox of an instance and the death of a failed call (Classify). It also
+// takes Compile (runtime.go), MemoryFull and StackLimitHit (instance.go), which stand
+// beside their native callers.
 
 // Rewrite is the module rewriter that NewRuntime runs (rewrite.go), for a runtime with
 // WithCloseOnContextDone: every function entry and loop header counts towards a
