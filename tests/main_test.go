@@ -67,7 +67,13 @@ func newBackend(tb testing.TB, kind string) (primitives.Backend, *testutil.Redis
 // <name>.wasm, the way an operator drops plugins into a folder.
 func installPlugin(tb testing.TB, pkg, dir, name string) {
 	tb.Helper()
-	b, err := os.ReadFile(testutil.BuildPlugin(tb, pkg))
+	copyWasm(tb, testutil.BuildPlugin(tb, pkg), dir, name)
+}
+
+// copyWasm copies the module at path into the plugins folder dir as name.wasm.
+func copyWasm(tb testing.TB, path, dir, name string) {
+	tb.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -86,10 +86,6 @@ func TestRollingContractUpgrade(t *testing.T) {
 	site.Start()
 	t.Cleanup(func() { site.Close() })
 	first, srv := newBackend(t, "redis")
-	v1, err := os.ReadFile(testutil.BuildPlugin(t, "plugins/examples/scraper"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	v2, err := os.ReadFile(scraperV2(t))
 	if err != nil {
 		t.Fatal(err)
@@ -106,9 +102,7 @@ func TestRollingContractUpgrade(t *testing.T) {
 			t.Cleanup(func() { b.Close() })
 		}
 		n := &rolloutHost{name: name, dir: t.TempDir(), ev: &events{}}
-		if err := os.WriteFile(filepath.Join(n.dir, "scraper.wasm"), v1, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		installPlugin(t, "plugins/examples/scraper", n.dir, "scraper")
 		installPlugin(t, "plugins/examples/cookie-harvester", n.dir, "cookie-harvester")
 		n.h, n.stop = startHost(t, host.Config{
 			PluginsDir:   n.dir,

@@ -2,8 +2,6 @@ package tests
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -74,13 +72,7 @@ func newEmptySandbox(t *testing.T, kind string) *sandbox {
 // before start.
 func (r *sandbox) install(t *testing.T, path, name string) {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(r.dir, name+".wasm"), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	copyWasm(t, path, r.dir, name)
 }
 
 // start runs the host until the test ends.

@@ -3,8 +3,6 @@ package tests
 import (
 	"context"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -46,13 +44,7 @@ func BenchmarkTransports(b *testing.B) {
 			grants := map[string]host.Grant{}
 			finished := map[string]chan host.SlotEvent{}
 			for _, t := range transports {
-				wasm, err := os.ReadFile(t.build(b))
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := os.WriteFile(filepath.Join(dir, t.typ+".wasm"), wasm, 0o644); err != nil {
-					b.Fatal(err)
-				}
+				copyWasm(b, t.build(b), dir, t.typ)
 				grants[t.typ] = host.Grant{Queues: map[string][]string{t.queue: {"consume"}}, Counters: []string{t.counter}}
 				finished[t.typ] = make(chan host.SlotEvent, 1024)
 			}
