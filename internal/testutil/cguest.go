@@ -51,16 +51,16 @@ func BuildC(tb testing.TB, dir string) string {
 	if err != nil {
 		tb.Fatalf("testutil: hash C guest sources: %v", err)
 	}
-	// The flags are in the key, so that a change to them builds anew.
-	flags := cFlags(reactor, filepath.Join(root, cSDK))
-	h := sha256.Sum256([]byte(sum + string(version) + strings.Join(flags, " ")))
+	// The flags are in the key, so that a change to them builds anew, with the SDK's
+	// module-relative folder: a clone elsewhere builds the same module.
+	h := sha256.Sum256([]byte(sum + string(version) + strings.Join(cFlags(reactor, cSDK), " ")))
 	out := filepath.Join(cacheDir(), "c", hex.EncodeToString(h[:8]), filepath.Base(dir)+".wasm")
 	return cached(tb, out, func(tmp string) error {
 		sources, err := filepath.Glob(filepath.Join(root, dir, "*.c"))
 		if err != nil || len(sources) == 0 {
 			return fmt.Errorf("testutil: no .c file in %s", dir)
 		}
-		args := append(flags, sources...)
+		args := append(cFlags(reactor, filepath.Join(root, cSDK)), sources...)
 		args = append(args, filepath.Join(root, cSDK, "fleet.c"), "-lc", "-o", tmp)
 		if b, err := exec.Command(clang, args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("testutil: clang %s: %v\n%s", strings.Join(args, " "), err, b)
