@@ -35,7 +35,7 @@ end
 //	ARGV[4] -> hold in µs
 //	ARGV[5] -> the place's token (fresh, from Go)
 //
-// Output: {1} admitted; {0, reason, wait in µs} refused, nothing written but the holds
+// Output: 1 admitted; {0, reason, wait in µs} refused, nothing written but the holds
 // that had ended: reason the first of closed, busy, rate that refuses, wait the longest
 // of their waits.
 var gateAcquireCmd = goredis.NewScript(luaNowUs + `
@@ -45,17 +45,17 @@ local st = redis.call('HMGET', KEYS[1], 'tat', 'closed')
 local tat = math.max(tonumber(st[1]) or 0, now)
 local closed = tonumber(st[2]) or 0
 local reason, wait = false, 0
-if closed > now then reason, wait = 'closed', closed - now end
+if closed > now then reason, wait = '` + primitives.GateClosed + `', closed - now end
 if conc > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
   if redis.call('ZCARD', KEYS[2]) >= conc then
     local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-    reason = reason or 'busy'
+    reason = reason or '` + primitives.GateBusy + `'
     wait = math.max(wait, math.min(tonumber(first[2]) - now, hold))
   end
 end
 if tat - now > tol then
-  reason = reason or 'rate'
+  reason = reason or '` + primitives.GateRate + `'
   wait = math.max(wait, tat - now - tol)
 end
 if reason then return {0, reason, math.ceil(wait)} end
@@ -67,7 +67,7 @@ if conc > 0 then
   local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
   expire_at(KEYS[2], tonumber(last[2]), now)
 end
-return {1}
+return 1
 `)
 
 // GateAcquire admits one request to site under r, or refuses it, in one round trip
@@ -91,17 +91,10 @@ func (b *Backend) GateAcquire(ctx context.Context, site string, r primitives.Rat
 	if err != nil {
 		return primitives.GatePass{}, b.scriptFail(ctx, "gate acquire", site, err)
 	}
-	a, err := replyArray("gate acquire", v, 1)
-	if err != nil {
-		return primitives.GatePass{}, err
-	}
-	switch a[0] {
-	case int64(1):
+	if v == int64(1) {
 		return primitives.GatePass{OK: true, Token: token}, nil
-	case int64(0):
-		if len(a) != 3 {
-			break
-		}
+	}
+	if a, ok := v.([]any); ok && len(a) == 3 && a[0] == int64(0) {
 		reason, err1 := replyString("gate acquire", a[1])
 		wait, err2 := replyInt("gate acquire", a[2])
 		if err := errors.Join(err1, err2); err != nil {
