@@ -575,6 +575,9 @@ func (g Grant) check() error {
 	if err := checkGrantRoles(g); err != nil {
 		return err
 	}
+	if err := g.HTTP.CheckSecrets(); err != nil {
+		return err
+	}
 	for field, ps := range map[string][]string{"KV": g.KV, "Locks": g.Locks, "Counters": g.Counters} {
 		if err := hostfn.CheckPatterns(field, ps); err != nil {
 			return err
