@@ -466,6 +466,10 @@ type Grant struct {
 	//   - MaxRedirects, http_max_redirects: caps the redirect hops followed; -1 follows
 	//     none.
 	//     default: 0 (10)
+	//   - Secrets, secrets: values a request names as {{secret:NAME}}, sent only to the
+	//     hosts each is bound to and never shown to the guest (httpfn.Secret); the daemon
+	//     reads them (HTTP.LoadSecrets) and New refuses one not read.
+	//     default: none
 	HTTP
 
 	// MemoryLimitPages overrides Config.MemoryLimitPages for this plugin.
@@ -573,6 +577,9 @@ type Grant struct {
 
 func (g Grant) check() error {
 	if err := checkGrantRoles(g); err != nil {
+		return err
+	}
+	if err := g.HTTP.CheckSecrets(); err != nil {
 		return err
 	}
 	for field, ps := range map[string][]string{"KV": g.KV, "Locks": g.Locks, "Counters": g.Counters} {

@@ -76,6 +76,7 @@ type Client struct {
 	proxies  []grantedProxy
 	direct   *http.Transport
 	proxied  map[string]*http.Transport // by grantedProxy.key
+	secrets  map[string]boundSecret     // by name
 }
 
 // New checks g and builds its Client. An error names the Policy field that is wrong.
@@ -102,6 +103,10 @@ func New(g Policy, opts ...Option) (*Client, error) {
 			return nil, fmt.Errorf("httpfn: grant: Hosts[%d] %q: %v", i, h, err)
 		}
 		c.patterns = append(c.patterns, p)
+	}
+	var err error
+	if c.secrets, err = bindSecrets(g); err != nil {
+		return nil, err
 	}
 	guard := newGuard(g.AllowPrivate, o.lookup)
 	c.direct = newTransport(guard.DialContext, nil)
@@ -156,6 +161,7 @@ type prepared struct {
 	timeout      time.Duration
 	maxRedirects int // -1: follow none
 	transport    *http.Transport
+	secrets      []usedSecret // substituted into it, by name
 }
 
 // Do sends req as the grant allows and returns the response, or the failure as a value.
@@ -201,7 +207,7 @@ func (c *Client) Do(ctx context.Context, req abi.HTTPRequest) (abi.HTTPReply, *a
 	last := p.url
 	if err := c.checkHop(p.url); err != nil {
 		// An IP literal that is not public: refused before any dial, as a value.
-		return failure(ctx, err, last, p.timeout), nil
+		return p.redact(failure(ctx, err, last, p.timeout)), nil
 	}
 	hc := &http.Client{
 		Transport: p.transport,
@@ -215,6 +221,9 @@ func (c *Client) Do(ctx context.Context, req abi.HTTPRequest) (abi.HTTPReply, *a
 			if err := c.checkHop(next.URL); err != nil {
 				return err
 			}
+			if err := p.secretsAllow(next.URL); err != nil {
+				return err
+			}
 			last = next.URL
 			return nil
 		},
@@ -224,10 +233,10 @@ func (c *Client) Do(ctx context.Context, req abi.HTTPRequest) (abi.HTTPReply, *a
 		if resp != nil {
 			resp.Body.Close()
 		}
-		return failure(ctx, err, last, p.timeout), nil
+		return p.redact(failure(ctx, err, last, p.timeout)), nil
 	}
 	defer resp.Body.Close()
-	return c.reply(ctx, resp, p.timeout), nil
+	return p.redact(c.reply(ctx, resp, p.timeout)), nil
 }
 
 // reply reads resp, the answer to a request under ctx with its timeout, into the guest's
@@ -276,6 +285,9 @@ func (c *Client) prepare(req abi.HTTPRequest) (*prepared, *abi.Error) {
 	p.url = u
 
 	if e := c.headers(req.Headers, u, p); e != nil {
+		return nil, e
+	}
+	if e := c.useSecrets(p); e != nil {
 		return nil, e
 	}
 
@@ -365,18 +377,9 @@ func validMethod(m string) bool {
 
 // granted reports whether u's host and port match one of the grant's patterns.
 func (c *Client) granted(u *url.URL) bool {
-	host := canonicalHost(u.Hostname())
-	def := 80
-	if u.Scheme == "https" {
-		def = 443
-	}
-	port := def
-	if p := u.Port(); p != "" {
-		n, err := parsePort(p)
-		if err != nil {
-			return false
-		}
-		port = n
+	host, port, def, ok := hostOf(u)
+	if !ok {
+		return false
 	}
 	for _, p := range c.patterns {
 		if p.matches(host, port, def) {
