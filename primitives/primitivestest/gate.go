@@ -159,7 +159,10 @@ func testGateHoldEnds(t *testing.T, b primitives.Backend) {
 	start := time.Now()
 	mustAdmit(t, b, testSite, r)
 	p := gateAcquire(t, b, testSite, r)
-	if time.Since(start) < r.Hold/2 && (p.OK || p.Reason != primitives.GateBusy) {
+	if p.OK && time.Since(start) >= r.Hold {
+		return // the machine was too slow to see the place held
+	}
+	if p.OK || p.Reason != primitives.GateBusy {
 		t.Fatalf("GateAcquire with the one place held = %+v, want busy", p)
 	}
 	if p.Wait > r.Hold {
