@@ -95,7 +95,7 @@ func BenchmarkPoolPutMarkBad(b *testing.B) {
 	tags := primitives.Tags{"site": `"x"`}
 	for b.Loop() {
 		id, _ := be.PoolPut(ctx, "p", benchPayload, tags, time.Minute)
-		if err := be.PoolMarkBad(ctx, "p", id, "bad"); err != nil {
+		if err := be.PoolMarkBad(ctx, "p", id, "bad", 0); err != nil {
 			b.Fatal(err)
 		}
 	}

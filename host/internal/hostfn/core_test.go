@@ -36,11 +36,11 @@ func (s *spy) hit() error {
 	return s.fail
 }
 
-func (s *spy) PoolPutWithin(ctx context.Context, pool string, payload []byte, tags primitives.Tags, ttl time.Duration, c primitives.PoolCap) (string, error) {
+func (s *spy) PoolPutWithin(ctx context.Context, pool string, payload []byte, tags primitives.Tags, ttl time.Duration, o primitives.PoolPutOptions) (string, error) {
 	if err := s.hit(); err != nil {
 		return "", err
 	}
-	return s.Backend.PoolPutWithin(ctx, pool, payload, tags, ttl, c)
+	return s.Backend.PoolPutWithin(ctx, pool, payload, tags, ttl, o)
 }
 func (s *spy) PoolList(ctx context.Context, pool string, where primitives.Tags, limit int) ([]primitives.Item, error) {
 	if err := s.hit(); err != nil {
@@ -66,11 +66,17 @@ func (s *spy) PoolExtend(ctx context.Context, pool, id, token string, hold time.
 	}
 	return s.Backend.PoolExtend(ctx, pool, id, token, hold)
 }
-func (s *spy) PoolMarkBad(ctx context.Context, pool, id, reason string) error {
+func (s *spy) PoolMarkBad(ctx context.Context, pool, id, reason string, weight int) error {
 	if err := s.hit(); err != nil {
 		return err
 	}
-	return s.Backend.PoolMarkBad(ctx, pool, id, reason)
+	return s.Backend.PoolMarkBad(ctx, pool, id, reason, weight)
+}
+func (s *spy) PoolMarkGood(ctx context.Context, pool, id string, weight int) error {
+	if err := s.hit(); err != nil {
+		return err
+	}
+	return s.Backend.PoolMarkGood(ctx, pool, id, weight)
 }
 func (s *spy) PoolSize(ctx context.Context, pool string) (int, error) {
 	if err := s.hit(); err != nil {

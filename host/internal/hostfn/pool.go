@@ -62,7 +62,7 @@ func (c *Core) poolPut(ctx context.Context, caller *Caller, req []byte) (any, *a
 	if e != nil {
 		return nil, e
 	}
-	id, err := c.backend.PoolPutWithin(ctx, r.Pool, r.Payload, tags, ttl, caller.Plugin.Quota.Pool)
+	id, err := c.backend.PoolPutWithin(ctx, r.Pool, r.Payload, tags, ttl, primitives.PoolPutOptions{Cap: caller.Plugin.Quota.Pool})
 	if err != nil {
 		return nil, quotaError(err, poolFields)
 	}
@@ -218,7 +218,7 @@ func (c *Core) poolMarkBad(ctx context.Context, caller *Caller, req []byte) (any
 	if len(r.Reason) > maxReason {
 		return nil, abi.Errorf(abi.LimitExceeded, "reason is %d bytes, limit %d", len(r.Reason), maxReason)
 	}
-	if err := c.backend.PoolMarkBad(ctx, r.Pool, r.ID, r.Reason); err != nil {
+	if err := c.backend.PoolMarkBad(ctx, r.Pool, r.ID, r.Reason, 0); err != nil {
 		return nil, fromBackend(err)
 	}
 	return abi.Empty{}, nil
