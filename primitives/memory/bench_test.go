@@ -270,3 +270,24 @@ func BenchmarkQueueStats(b *testing.B) {
 		be.QueueStats(ctx, "q")
 	}
 }
+
+// BenchmarkPoolClaimScored is BenchmarkPoolClaim of a pool whose 100 items all carry a
+// score: each claim compares primitives.HealthPage candidates.
+func BenchmarkPoolClaimScored(b *testing.B) {
+	be, _ := benchBackend(b)
+	ctx := b.Context()
+	fillPool(b, be, 100, 0)
+	items, _ := be.PoolList(ctx, "p", nil, 100)
+	for i, it := range items {
+		be.PoolMarkBad(ctx, "p", it.ID, "bench", 1+i%5)
+	}
+	for b.Loop() {
+		l, ok, err := be.PoolClaim(ctx, "p", nil, time.Minute)
+		if err != nil || !ok {
+			b.Fatal(ok, err)
+		}
+		if err := be.PoolRelease(ctx, "p", l.ID, l.Token); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

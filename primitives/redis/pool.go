@@ -538,6 +538,16 @@ end
 
 local function score(g) return tonumber(g[5] or '0') end
 
+-- live_score is usable for a candidate compared with the first: its score only (its
+-- other fields are read once it wins), or nil when it is not a live item.
+local function live_score(c)
+  local g = redis.call('HMGET', item_key(c), 'expires', 'score')
+  if g[1] and not expired(g[1], now) then return tonumber(g[2] or '0') end
+  remove_item(c)
+  for i = 6, #KEYS do redis.call('SREM', KEYS[i], c) end
+  return nil
+end
+
 if phase == 1 and cursor == '0' then
   local due = redis.call('ZRANGEBYSCORE', LEASES, '-inf', now, 'LIMIT', 0, budget)
   if #due == 0 then return {0} end
@@ -558,25 +568,33 @@ local function pick()
       if not id then return false, {0} end
       local f = usable(id)
       if f and score(f) > 0 then
+        local first, best = id, score(f)
         for _, c in ipairs(redis.call('SRANDMEMBER', from, page)) do
-          local g = c ~= id and usable(c)
-          if g and score(g) < score(f) then id, f = c, g end
-          if score(f) == 0 then break end
+          local s = c ~= first and live_score(c)
+          if s and s < best then id, best = c, s end
+          if best == 0 then break end
         end
+        if id ~= first then f = redis.call('HMGET', item_key(id), ` + itemFields + `) end
       end
       if f then return id, f end
     end
     return false, {2, '0', 0}
   end
-  local best, f, seen = false, nil, 0
+  local best, f, low, seen = false, nil, 0, 0
   local ok, next, kk = scan(k, cursor, budget, function(c)
-    local g = usable(c)
-    if g then
-      seen = seen + 1
-      if not best or score(g) < score(f) then best, f = c, g end
+    if not best then
+      local g = usable(c)
+      if g then best, f, low, seen = c, g, score(g), 1 end
+    else
+      local s = live_score(c)
+      if s then
+        seen = seen + 1
+        if s < low then best, f, low = c, nil, s end
+      end
     end
-    return best ~= false and (score(f) == 0 or seen >= page)
+    return best ~= false and (low == 0 or seen >= page)
   end)
+  if best and not f then f = redis.call('HMGET', item_key(best), ` + itemFields + `) end
   if best then return best, f end
   if next == '0' then return false, {0} end
   return false, {2, next, kk}
