@@ -66,6 +66,19 @@ func TestNew(t *testing.T) {
 			for _, step := range tt.build {
 				runIn(t, dir, env, step[0], step[1:]...)
 			}
+			if tt.lang == "assemblyscript" {
+				// asc compiles only what a plugin reaches: a file that calls the HTTP and
+				// base64 helpers proves that they compile.
+				check := "import { base64Decode, base64Encode, httpRequest } from \"fleet-sdk\";\n" +
+					"export function fleet_describe(): i32 { return 0; }\n" +
+					"export function check(): i32 {\n" +
+					"  const r = httpRequest(\"POST\", \"https://example.com/\", '{\"Accept\":[\"text/html\"]}', \"body\", 1000);\n" +
+					"  return base64Decode(base64Encode(Uint8Array.wrap(String.UTF8.encode(\"fleet\")))).length + (r === null ? 0 : r.status);\n}\n"
+				if err := os.WriteFile(filepath.Join(dir, "check.ts"), []byte(check), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				runIn(t, dir, env, "npx", "asc", "check.ts", "--outFile", "check.wasm", "--use", "abort=~lib/fleet-sdk/index/myAbort")
+			}
 			wasm := filepath.Join(dir, tt.name+".wasm")
 			grants := filepath.Join(dir, "grants.example.json")
 
