@@ -107,3 +107,28 @@ func TestWriteRefusesAFolderThatIsNotEmpty(t *testing.T) {
 		t.Errorf("the folder holds %d entries after the refusal, want its 4", len(entries))
 	}
 }
+
+// TestFleetSDKKeepsTheTestedHelpers checks that the AssemblyScript project's fleet-sdk
+// holds testdata/assemblyscript/fleet.ts, which the Extism tests run, line for line and
+// in order (with the HTTP and base64 helpers added), so that the two do not drift apart.
+func TestFleetSDKKeepsTheTestedHelpers(t *testing.T) {
+	tested, err := os.ReadFile("../../testdata/assemblyscript/fleet.ts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdk, err := templates.ReadFile("templates/assemblyscript/fleet-sdk/index.ts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(tested), "\n")
+	start := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "import ") })
+	have := strings.Split(string(sdk), "\n")
+	at := 0
+	for _, l := range lines[start:] {
+		i := slices.Index(have[at:], l)
+		if i < 0 {
+			t.Fatalf("fleet-sdk/index.ts lacks, after its line %d, testdata/assemblyscript/fleet.ts's line %q: copy the change across", at, l)
+		}
+		at += i + 1
+	}
+}
