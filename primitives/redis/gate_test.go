@@ -1,7 +1,9 @@
 package redis
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -20,18 +22,21 @@ func TestGateKeys(t *testing.T) {
 	b, raw := setup(t)
 	const site = "example.com:443"
 	state, held := gateTimesKey(site), gateHeldKey(site)
-	// times is the state's "tat closed held", each whole µs.
+	// times is the state's tat, closed and held: three little-endian float64s, each whole µs.
 	times := func() [3]int64 {
 		t.Helper()
-		v := raw.Get(bg, state).Val()
+		v := []byte(raw.Get(bg, state).Val())
+		if len(v) != 24 {
+			t.Fatalf("GET %s = %q, want 24 bytes: tat, closed, held as float64s", state, v)
+		}
 		var f [3]int64
-		if n, err := fmt.Sscanf(v, "%d %d %d", &f[0], &f[1], &f[2]); n != 3 || err != nil || fmt.Sprintf("%d %d %d", f[0], f[1], f[2]) != v {
-			t.Fatalf("GET %s = %q, want \"tat closed held\" in whole µs", state, v)
+		for i := range f {
+			x := math.Float64frombits(binary.LittleEndian.Uint64(v[8*i:]))
+			if f[i] = int64(x); float64(f[i]) != x {
+				t.Fatalf("times[%d] = %v, want whole µs", i, x)
+			}
 		}
 		return f
-	}
-	if slot(state) != slot(held) {
-		t.Fatalf("slot(%s) = %d, slot(%s) = %d; want one slot", state, slot(state), held, slot(held))
 	}
 	r := primitives.Rate{PerSecond: 10, Burst: 1, Concurrency: 2, Hold: 300 * time.Millisecond}
 	p, err := b.GateAcquire(bg, site, r)
