@@ -96,6 +96,15 @@ func TestGateKeys(t *testing.T) {
 	}
 	ttlIn(state, 2*time.Second-tolRedis, 2*time.Second)
 
+	// A rate without a concurrency never touches the places' ZSET.
+	free := primitives.Rate{PerSecond: 10, Burst: 2, Hold: time.Second}
+	if q, err := b.GateAcquire(bg, "free:443", free); err != nil || !q.OK || q.Token != "" {
+		t.Fatalf("GateAcquire(free) = %+v, %v; want admitted with no token", q, err)
+	}
+	if keys := stateKeys(t, raw, "fleet:gate:{free:443}*"); !slices.Equal(keys, []string{gateTimesKey("free:443")}) {
+		t.Errorf("keys of a rate without a concurrency = %v, want [%s]", keys, gateTimesKey("free:443"))
+	}
+
 	// A shorter hold after a longer one leaves the places' expiry at the longer one's
 	// end, whether the times remember it or, expired, the latest score gives it.
 	long := primitives.Rate{PerSecond: 1000, Burst: 100, Concurrency: 3, Hold: 3 * time.Second}
