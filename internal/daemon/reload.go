@@ -146,7 +146,10 @@ func (rl *reloader) start(ctx context.Context, hup <-chan os.Signal, dir string,
 	}
 	// The grants file's folder is watched, not the file: an editor or a deploy that
 	// renames a new file over it would end a watch on the file itself.
+	// An event names the file as the watch was added joined with its name ("./grants.json"
+	// for the folder "."), so it is cleaned before it is compared.
 	watched := func(name string) bool {
+		name = filepath.Clean(name)
 		return name == grantsFile || filepath.Dir(name) == dir && strings.HasSuffix(name, ".wasm")
 	}
 	w, err := fsnotify.NewWatcher()
@@ -163,6 +166,7 @@ func (rl *reloader) start(ctx context.Context, hup <-chan os.Signal, dir string,
 		}
 		return wg.Wait
 	}
+	rl.log.Info("daemon: watching for changes", "plugins", dir, "grants", grantsFile)
 	wg.Go(func() {
 		defer w.Close()
 		watchSettled(ctx, w.Events, w.Errors, watched, settle, rl.log, func() { rl.request("a change to the plugins folder or the grants file") })

@@ -179,6 +179,24 @@ func TestWatchSettles(t *testing.T) {
 	})
 }
 
+// TestReloadGrantsFileRelative: a grants file named relative to the working folder, as the
+// README writes it (--grants grants.json), is watched: a new file renamed over it reloads.
+func TestReloadGrantsFileRelative(t *testing.T) {
+	dir, gdir := t.TempDir(), t.TempDir()
+	t.Chdir(gdir)
+	testutil.Deploy(t, "grants.json", []byte(`{}`))
+	addr := startAPI(t, Options{PluginsDir: dir, GrantsFile: "grants.json", ReloadSettle: 20 * time.Millisecond})
+	dropWasm(t, dir, "dropped")
+	testutil.WaitFor(t, 60*time.Second, "the dropped plugin loaded", func() bool {
+		_, ok := automations(t, addr)["dropped"]
+		return ok
+	})
+	testutil.Deploy(t, "grants.json", []byte(`{"dropped": {"max_payload": 1000}}`))
+	testutil.WaitFor(t, 60*time.Second, "dropped under the grant of the file renamed over grants.json", func() bool {
+		return automations(t, addr)["dropped"].Grant.MaxPayload == 1000
+	})
+}
+
 // TestReloadGrantsFile: a change to the grants file (renamed into place, in a folder of
 // its own) reloads with no other trigger: the type whose grant changed runs under its new
 // grant, loaded anew, and the other type is untouched. A grants file that does not parse
