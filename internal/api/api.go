@@ -136,6 +136,7 @@ func New(p Params) *Server {
 	if p.Reload != nil {
 		s.route("/api/v1/reload", true, on(http.MethodPost, s.reload))
 	}
+	s.route("/api/v1/sites", true, on(http.MethodGet, s.listSites))
 	s.route("/api/v1/pools", true, on(http.MethodGet, s.listPools))
 	s.route("/api/v1/pools/{name}", true, on(http.MethodGet, s.getPool))
 	s.route("/api/v1/contracts", true, on(http.MethodGet, s.listContracts))
