@@ -127,22 +127,30 @@ func ParseEgress(file string, b []byte) (*Egress, error) {
 	if e.maxRetryAfter, err = duration(f.MaxRetryAfter, DefaultMaxRetryAfter, false); err != nil {
 		return nil, bad("max_retry_after: %v", err)
 	}
+	if e.maxRetryAfter > primitives.MaxGateClose {
+		return nil, bad("max_retry_after: %q, want at most %v", *f.MaxRetryAfter, primitives.MaxGateClose)
+	}
 	return e, nil
 }
 
-// rate checks one rate and fills its burst's default, max(1, ceil(per_second)).
+// rate checks one rate within the backend's bounds (primitives.CheckRate) and fills
+// its burst's default, max(1, ceil(per_second)).
 func (rj rateJSON) rate() (primitives.Rate, error) {
 	switch {
 	case rj.PerSecond == nil:
 		return primitives.Rate{}, errors.New("per_second is missing, want > 0")
-	case !(*rj.PerSecond > 0) || math.IsInf(*rj.PerSecond, 1):
+	case !(*rj.PerSecond > 0):
 		return primitives.Rate{}, fmt.Errorf("per_second is %v, want > 0", *rj.PerSecond)
+	case *rj.PerSecond < primitives.MinPerSecond || *rj.PerSecond > primitives.MaxPerSecond:
+		return primitives.Rate{}, fmt.Errorf("per_second is %v, want %v..%v", *rj.PerSecond, primitives.MinPerSecond, primitives.MaxPerSecond)
 	case rj.Burst != nil && *rj.Burst < 1:
 		return primitives.Rate{}, fmt.Errorf("burst is %d, want >= 1", *rj.Burst)
+	case rj.Burst != nil && *rj.Burst > primitives.MaxBurst:
+		return primitives.Rate{}, fmt.Errorf("burst is %d, want at most %d", *rj.Burst, primitives.MaxBurst)
 	case rj.Concurrency < 0:
 		return primitives.Rate{}, fmt.Errorf("concurrency is %d, want >= 0 (0: no bound)", rj.Concurrency)
 	}
-	r := primitives.Rate{PerSecond: *rj.PerSecond, Burst: max(1, int(math.Min(math.Ceil(*rj.PerSecond), math.MaxInt32))), Concurrency: rj.Concurrency}
+	r := primitives.Rate{PerSecond: *rj.PerSecond, Burst: max(1, int(math.Ceil(*rj.PerSecond))), Concurrency: rj.Concurrency}
 	if rj.Burst != nil {
 		r.Burst = *rj.Burst
 	}

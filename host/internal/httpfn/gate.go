@@ -217,7 +217,7 @@ func (g *Gate) admit(ctx context.Context, e *Egress, site string, r primitives.R
 	// most a minute after it has none: a daemon that dies gives it back by then.
 	r.Hold = time.Minute
 	if d, ok := ctx.Deadline(); ok {
-		r.Hold = max(time.Until(d), 0) + time.Second
+		r.Hold = min(max(time.Until(d), 0)+time.Second, primitives.MaxGateHold)
 		if d.Before(end) {
 			end = d
 		}
