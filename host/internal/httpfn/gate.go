@@ -119,7 +119,12 @@ func (g *Gate) Stats(ctx context.Context) []SiteStats {
 	slices.Sort(rest)
 	out := make([]SiteStats, 0, len(labels)+len(rest))
 	for _, l := range append(labels, rest...) {
-		s := g.stat(l)
+		g.mu.Lock()
+		s, ok := g.stats[l]
+		g.mu.Unlock()
+		if !ok {
+			s = &siteStats{} // asked nothing yet; a report does not make it a label seen
+		}
 		st := SiteStats{
 			Label: l, Sent: s.sent.Load(), Waited: s.waited.Load(), WaitTotal: time.Duration(s.waitNanos.Load()),
 			Refused: s.refused.Load(), Throttled: s.throttled.Load(), Closures: s.closures.Load(),
