@@ -298,9 +298,6 @@ func (c Config) check() error {
 	if c.Backend == nil {
 		bad("Backend is nil; a host needs a backend (memory.New for one machine)")
 	}
-	if _, ok := c.Backend.(primitives.Gate); c.Backend != nil && c.Egress != nil && !ok {
-		bad("Egress is set, but the backend %T has no egress gate", c.Backend)
-	}
 	if c.Slots < 0 {
 		bad("Slots is %d, want >= 0", c.Slots)
 	}
@@ -476,6 +473,10 @@ type Grant struct {
 	//   - MaxRedirects, http_max_redirects: caps the redirect hops followed; -1 follows
 	//     none.
 	//     default: 0 (10)
+	//   - Secrets, secrets: values a request names as {{secret:NAME}}, sent only to the
+	//     hosts each is bound to and never shown to the guest (httpfn.Secret); the daemon
+	//     reads them (HTTP.LoadSecrets) and New refuses one not read.
+	//     default: none
 	HTTP
 
 	// MemoryLimitPages overrides Config.MemoryLimitPages for this plugin.
@@ -583,6 +584,9 @@ type Grant struct {
 
 func (g Grant) check() error {
 	if err := checkGrantRoles(g); err != nil {
+		return err
+	}
+	if err := g.HTTP.CheckSecrets(); err != nil {
 		return err
 	}
 	for field, ps := range map[string][]string{"KV": g.KV, "Locks": g.Locks, "Counters": g.Counters} {

@@ -139,7 +139,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	h := &Host{cfg: cfg, contracts: validate.NewRegistry(fullCompat), byType: map[string]*plugin{}, refused: map[string]refusal{}, tel: newTelemetry(cfg),
 		held: &heldContracts{holder: newHolder(cfg.Instance), ttl: ContractTTL}, grants: cfg.Grants, configs: cfg.Configs,
-		gate: newGate(cfg)}
+		gate: httpfn.NewGate(cfg.Backend, cfg.Egress)}
 	if err := h.loadAll(ctx); err != nil {
 		return nil, errors.Join(err, h.Close())
 	}

@@ -5,7 +5,6 @@ import (
 
 	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/host/internal/httpfn"
-	"github.com/fleethost/fleet/primitives"
 )
 
 // HTTP is the outbound HTTP part of a Grant: the policy that the plugin's HTTP client
@@ -42,12 +41,6 @@ func ParseEgress(file string, b []byte) (*Egress, error) { return httpfn.ParseEg
 // SiteStats is what one label of the egress policy (a host pattern as written, "default"
 // or "none") has seen on this host, and its recent sites' state fleet-wide.
 type SiteStats = httpfn.SiteStats
-
-// newGate is the host's egress gate on its backend, under Config.Egress.
-func newGate(cfg Config) *httpfn.Gate {
-	b, _ := cfg.Backend.(primitives.Gate) // Config.check refuses an Egress without one
-	return httpfn.NewGate(b, cfg.Egress)
-}
 
 // SetEgress replaces the egress policy (Config.Egress) while the host runs, without
 // rebuilding a plugin: requests not yet admitted pass the new one. nil gates nothing.

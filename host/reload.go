@@ -197,7 +197,10 @@ func (h *Host) settingsChanged(old *plugin) bool {
 	if len(g.missing) > 0 || err != nil {
 		return true
 	}
-	return configIdentity(h.cfg, old.info.Digest, old.info.Slots, g.grant, conf) != old.configID
+	// A secret's value is not in the config identity (the plane sees that): a rotated
+	// value alone rebuilds the plugin's client too.
+	return configIdentity(h.cfg, old.info.Digest, old.info.Slots, g.grant, conf) != old.configID ||
+		!g.grant.HTTP.SameSecretValues(old.info.Grant.HTTP)
 }
 
 // refuse records and counts err, the refusal of file's build with digest d, and returns it.

@@ -33,6 +33,7 @@ type Backend interface {
 	Lock
 	Counter
 	Queue
+	Gate
 
 	// Ping reports whether the backend is reachable; ErrUnavailable when it is not.
 	Ping(ctx context.Context) error

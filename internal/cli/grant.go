@@ -3,6 +3,8 @@ package cli
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/fleethost/fleet/abi"
@@ -17,6 +19,9 @@ import (
 //	  queue "scrape"     asks consume                granted consume
 //	  pool "cookies"     asks one or more roles      granted claim, mark_bad
 //	  missing: none
+//	  secret "api_token"     env API_TOKEN            sent to api.example.com
+//
+// A secret is shown by its name, source and hosts: its value is never in a Grant's view.
 func WriteGrant(w io.Writer, source string, d *abi.Describe, g host.Grant) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n  grant (%s):\n", source)
@@ -33,6 +38,14 @@ func WriteGrant(w io.Writer, source string, d *abi.Describe, g host.Grant) error
 	}
 	for _, m := range missing {
 		fmt.Fprintf(&b, "    missing: %s\n", m)
+	}
+	for _, name := range slices.Sorted(maps.Keys(g.HTTP.Secrets)) {
+		s := g.HTTP.Secrets[name]
+		src := "env " + s.Env
+		if s.File != "" {
+			src = "file " + s.File
+		}
+		fmt.Fprintf(&b, "    %-22s %-29s sent to %s\n", fmt.Sprintf("secret %q", name), src, strings.Join(s.Hosts, ", "))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

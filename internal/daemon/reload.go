@@ -116,6 +116,11 @@ func (rl *reloader) readGrants() (grants.File, error) {
 	if err != nil {
 		return nil, rl.refuseGrants(sum, err)
 	}
+	// The secrets are read on every reload, whatever the grants file's content: a value
+	// that changed (or a file that was missing and is back) is the point of the reload.
+	if gf, err = gf.LoadSecrets(rl.grants); err != nil {
+		return nil, rl.refuseGrants([sha256.Size]byte{}, err)
+	}
 	rl.refused = grantsRefusal{}
 	return gf, nil
 }

@@ -260,3 +260,71 @@ func TestReloadGrantsFile(t *testing.T) {
 		t.Errorf("dropped's grant = max_payload %d, kv %v after refused grants files, want the running one", g.MaxPayload, g.KV)
 	}
 }
+
+// TestReloadSecretFile: a reload reads a grant's secrets again with the grants file
+// unchanged: a changed value reloads the plugin (its client is rebuilt), the same value
+// does not, and a missing file is refused naming the grants file and the secret while
+// the running version keeps running. The API shows the secret's source and hosts, never
+// its value.
+func TestReloadSecretFile(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "token.txt")
+	gfile := filepath.Join(dir, "grants.json")
+	testutil.Deploy(t, secret, []byte("first-9c2e-value\n"))
+	testutil.Deploy(t, gfile, []byte(`{"echo": {"http_hosts": ["api.example.com"],
+		"secrets": {"tok": {"file": "`+secret+`", "hosts": ["api.example.com"]}}}}`))
+	addr := startAPI(t, Options{GrantsFile: gfile, ReloadSettle: time.Hour})
+	reload := func() (int, string) {
+		resp, err := http.Post("http://"+addr+"/api/v1/reload", "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	get := func(path string) string {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	first := automations(t, addr)["echo"]
+	if s := first.Grant.HTTP.Secrets["tok"]; s.File != secret || !slices.Equal(s.Hosts, []string{"api.example.com"}) {
+		t.Errorf("the API shows secret tok as %+v, want its file and hosts", s)
+	}
+	if code, body := reload(); code != 200 {
+		t.Fatalf("POST /api/v1/reload = %d %s", code, body)
+	}
+	if again := automations(t, addr)["echo"]; !again.LoadedAt.Equal(first.LoadedAt) {
+		t.Errorf("a reload with nothing changed reloaded echo (%v -> %v)", first.LoadedAt, again.LoadedAt)
+	}
+	testutil.Deploy(t, secret, []byte("second-4b7d-value\n"))
+	if code, body := reload(); code != 200 {
+		t.Fatalf("POST /api/v1/reload = %d %s", code, body)
+	}
+	rotated := automations(t, addr)["echo"]
+	if !rotated.LoadedAt.After(first.LoadedAt) {
+		t.Errorf("a reload after the secret's file changed left echo as loaded at %v, want it reloaded", first.LoadedAt)
+	}
+	if err := os.Remove(secret); err != nil {
+		t.Fatal(err)
+	}
+	code, body := reload()
+	var refusal struct{ Error struct{ Message string } }
+	_ = json.Unmarshal([]byte(body), &refusal)
+	if want := `"echo": secrets: "tok": file ` + secret + `: no such file or directory`; code != 422 || !strings.Contains(body, "grants.json") || !strings.Contains(refusal.Error.Message, want) {
+		t.Errorf("POST /api/v1/reload with the secret's file gone = %d %s, want 422 naming grants.json and %q", code, body, want)
+	}
+	if now := automations(t, addr)["echo"]; !now.LoadedAt.Equal(rotated.LoadedAt) {
+		t.Errorf("a refused reload replaced echo")
+	}
+	for _, path := range []string{"/api/v1/automations", "/metrics"} {
+		if b := get(path); strings.Contains(b, "9c2e") || strings.Contains(b, "4b7d") {
+			t.Errorf("GET %s holds a secret's value:\n%.2000s", path, b)
+		}
+	}
+}

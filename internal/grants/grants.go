@@ -69,9 +69,10 @@ func (e *Entry) UnmarshalJSON(b []byte) error {
 // File is a grants file: automation type -> Entry.
 type File map[string]Entry
 
-// Read reads, decodes and checks the grants file at path. An unknown field is an error (a
-// typo would otherwise grant nothing, silently), and so is a value the host refuses
-// (host.CheckGrants), named as the file spells it. "" is an empty File.
+// Read reads, decodes and checks the grants file at path, and reads the value of every
+// secret it names (LoadSecrets). An unknown field is an error (a typo would otherwise
+// grant nothing, silently), and so is a value the host refuses (host.CheckGrants), named
+// as the file spells it. "" is an empty File.
 func Read(path string) (File, error) {
 	if path == "" {
 		return File{}, nil
@@ -80,11 +81,35 @@ func Read(path string) (File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("grants: %w", err)
 	}
-	return ParseFile(path, b)
+	f, err := ParseFile(path, b)
+	if err != nil {
+		return nil, err
+	}
+	return f.LoadSecrets(path)
 }
 
-// ParseFile decodes b, the content of the grants file at path, as Read does; its error
-// names the file.
+// LoadSecrets returns f with the value of each secret its grants name read, from the
+// daemon's environment or a file (never from a plugin), as they are now: the daemon
+// calls it at start-up and on every reload, so that a rotated value is picked up. An
+// error names the file, the type and the secret, and why:
+//
+//	grants: grants.json: "scraper": secrets: "api_token": env API_TOKEN is not set
+func (f File) LoadSecrets(path string) (File, error) {
+	out := make(File, len(f))
+	for _, typ := range f.Types() {
+		e := f[typ]
+		g, err := e.Grant.HTTP.LoadSecrets()
+		if err != nil {
+			return nil, fmt.Errorf("grants: %s: %q: %w", path, typ, err)
+		}
+		e.Grant.HTTP = g
+		out[typ] = e
+	}
+	return out, nil
+}
+
+// ParseFile decodes b, the content of the grants file at path, as Read does, without
+// reading the secrets' values (LoadSecrets); its error names the file.
 func ParseFile(path string, b []byte) (File, error) {
 	f, err := Parse(b)
 	if err != nil {

@@ -2,6 +2,9 @@ package grants
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -155,5 +158,74 @@ func TestParseChecks(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Parse(%s) = %v, want an error with %q", doc, err, want)
 		}
+	}
+}
+
+// TestSecrets: a grant's secrets are read from the daemon's environment or a file when
+// the grants file is read; a bad one is refused naming the file, the type, the secret and
+// the field as written; the value is never in the grant's JSON.
+func TestSecrets(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "grants.json")
+	write := func(s string) {
+		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	login := filepath.Join(dir, "login.txt")
+	if err := os.WriteFile(login, []byte("user:hunter2-login\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FLEET_TEST_API_TOKEN", "tok-7f3a9c")
+	write(`{"scraper": {"http_hosts": ["api.example.com", "*.example.org"], "secrets": {
+		"api_token": {"env": "FLEET_TEST_API_TOKEN", "hosts": ["api.example.com"]},
+		"login": {"file": "` + login + `", "hosts": ["*.example.org"]}}}}`)
+	f, err := Read(path)
+	if err != nil {
+		t.Fatalf("Read() = %v", err)
+	}
+	g := f["scraper"].Grant
+	other := g
+	other.HTTP, _ = other.HTTP.LoadSecrets()
+	if !g.HTTP.SameSecretValues(other.HTTP) {
+		t.Errorf("the grant read does not hold the secrets' values")
+	}
+	b, _ := json.Marshal(g)
+	if strings.Contains(string(b), "tok-7f3a9c") || strings.Contains(string(b), "hunter2") || !strings.Contains(string(b), `"login":{"file":"`+login+`","hosts":["*.example.org"]}`) {
+		t.Errorf("json.Marshal(grant) = %s, want the secrets' sources and hosts, never their values", b)
+	}
+	if s := fmt.Sprintf("%v %+v %#v", g, g, g); strings.Contains(s, "tok-7f3a9c") || strings.Contains(s, "hunter2") {
+		t.Errorf("a printed grant holds a value: %s", s)
+	}
+	// Parse alone reads no value: describe's comparison needs none.
+	if _, err := ParseFile(path, []byte(`{"scraper": {"http_hosts": ["a.b"], "secrets": {"k": {"env": "FLEET_TEST_UNSET", "hosts": ["a.b"]}}}}`)); err != nil {
+		t.Errorf("ParseFile() = %v, want no value read", err)
+	}
+
+	for _, tt := range []struct{ name, file, want string }{
+		{"unset env", `{"scraper": {"http_hosts": ["a.b"], "secrets": {"api_token": {"env": "FLEET_TEST_UNSET", "hosts": ["a.b"]}}}}`,
+			`grants: ` + path + `: "scraper": secrets: "api_token": env FLEET_TEST_UNSET is not set`},
+		{"missing file", `{"scraper": {"http_hosts": ["a.b"], "secrets": {"login": {"file": "/nonexistent/login", "hosts": ["a.b"]}}}}`,
+			`grants: ` + path + `: "scraper": secrets: "login": file /nonexistent/login: no such file or directory`},
+		{"no hosts", `{"scraper": {"http_hosts": ["a.b"], "secrets": {"k": {"env": "FLEET_TEST_API_TOKEN", "hosts": []}}}}`,
+			`grants: ` + path + `: "scraper": secrets: "k": "hosts" is empty`},
+		{"outside http_hosts", `{"scraper": {"http_hosts": ["a.b"], "secrets": {"k": {"env": "FLEET_TEST_API_TOKEN", "hosts": ["c.d"]}}}}`,
+			`"scraper": secrets: "k": host "c.d" is not within http_hosts`},
+		{"malformed host", `{"scraper": {"http_hosts": ["a.b"], "secrets": {"k": {"env": "FLEET_TEST_API_TOKEN", "hosts": ["a..b"]}}}}`,
+			`"scraper": secrets: "k": hosts[0] "a..b": bad host`},
+		{"bad name", `{"scraper": {"http_hosts": ["a.b"], "secrets": {"k/1": {"env": "FLEET_TEST_API_TOKEN", "hosts": ["a.b"]}}}}`,
+			`"scraper": secrets: "k/1": a secret's name is`},
+		{"both sources", `{"scraper": {"http_hosts": ["a.b"], "secrets": {"k": {"env": "FLEET_TEST_API_TOKEN", "file": "/x", "hosts": ["a.b"]}}}}`,
+			`"scraper": secrets: "k": want exactly one of "env" and "file"`},
+		{"a value in the file", `{"scraper": {"http_hosts": ["a.b"], "secrets": {"k": {"value": "plain", "hosts": ["a.b"]}}}}`,
+			`unknown field "value"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			write(tt.file)
+			_, err := Read(path)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Read() = %v, want %q", err, tt.want)
+			}
+		})
 	}
 }

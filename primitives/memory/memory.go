@@ -49,6 +49,8 @@ func (o *Options) init() {
 //     value for the life of the Backend; the Within forms bound how many names each
 //     owner creates and how many locks it holds (primitives.NameQuota). So do pool and
 //     queue names, once written.
+//   - A gate's site keeps its state only while some of it is in the future (a budget
+//     spent, a closure, a hold), and is dropped by the next gate call after that.
 type Backend struct {
 	clock  primitives.Clock // immutable after construction
 	closed atomic.Bool
@@ -78,6 +80,10 @@ type Backend struct {
 	counters       map[string]int64 // guarded by countersMu
 	counterNames   names            // guarded by countersMu
 	counterReplays replays          // guarded by countersMu
+
+	gateMu  sync.Mutex
+	gates   map[string]*gateSite // guarded by gateMu; the sites with state in the future (or past it, until pruned)
+	gateTTL deadlines[*gateSite] // guarded by gateMu; the entries of gates, by their end
 }
 
 // names counts the counter names each owner created, by root and owner
@@ -119,6 +125,8 @@ func New(o Options) *Backend {
 		locksHeld:    make(map[kvLedger]int),
 		counters:     make(map[string]int64),
 		counterNames: make(names),
+		gates:        make(map[string]*gateSite),
+		gateTTL:      deadlines[*gateSite]{node: func(s *gateSite) *node { return &s.node }},
 	}
 }
 

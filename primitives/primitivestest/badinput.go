@@ -174,6 +174,21 @@ var nameArgs = []struct {
 		_, err := b.QueuePurgeParked(ctx, n, 0)
 		return err
 	}},
+	{"GateAcquire(site)", func(ctx context.Context, b primitives.Backend, n string) error {
+		_, err := b.GateAcquire(ctx, n, primitives.Rate{PerSecond: 1, Burst: 1, Hold: time.Second})
+		return err
+	}},
+	{"GateRelease(site)", func(ctx context.Context, b primitives.Backend, n string) error {
+		return b.GateRelease(ctx, n, "token")
+	}},
+	{"GateClose(site)", func(ctx context.Context, b primitives.Backend, n string) error {
+		_, err := b.GateClose(ctx, n, time.Second)
+		return err
+	}},
+	{"GateState(site)", func(ctx context.Context, b primitives.Backend, n string) error {
+		_, err := b.GateState(ctx, n, primitives.Rate{PerSecond: 1, Burst: 1, Hold: time.Second})
+		return err
+	}},
 }
 
 // snapshot is what the suite can see of a backend seeded by seed: a refused call must

@@ -37,7 +37,7 @@ import (
 )
 
 // Run runs the conformance suite. Subtests are named by primitive: Pool/..., KV/...,
-// Lock/..., Counter/..., Queue/..., BadInput/..., Limits/..., Request/....
+// Lock/..., Counter/..., Queue/..., Gate/..., BadInput/..., Limits/..., Request/....
 //
 // newBackend is called once per subtest and must return a fresh, empty backend; it
 // should close it with t.Cleanup (the suite never closes it). The whole suite takes a
@@ -53,6 +53,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) primitives.Backend) {
 		{"Lock", lockTests},
 		{"Counter", counterTests},
 		{"Queue", slices.Concat(queueTests, uniqueTests)},
+		{"Gate", gateTests},
 		{"BadInput", badInputTests},
 		{"Limits", limitTests},
 		{"Request", requestTests},
@@ -278,6 +279,21 @@ var Ops = []Op{
 	}},
 	{"QueuePurgeParked", func(ctx context.Context, b primitives.Backend) error {
 		_, err := b.QueuePurgeParked(ctx, "q", 0)
+		return err
+	}},
+	{"GateAcquire", func(ctx context.Context, b primitives.Backend) error {
+		_, err := b.GateAcquire(ctx, "example.com:443", primitives.Rate{PerSecond: 1, Burst: 1, Concurrency: 1, Hold: time.Second})
+		return err
+	}},
+	{"GateRelease", func(ctx context.Context, b primitives.Backend) error {
+		return b.GateRelease(ctx, "example.com:443", "no-such-token")
+	}},
+	{"GateClose", func(ctx context.Context, b primitives.Backend) error {
+		_, err := b.GateClose(ctx, "example.com:443", time.Second)
+		return err
+	}},
+	{"GateState", func(ctx context.Context, b primitives.Backend) error {
+		_, err := b.GateState(ctx, "example.com:443", primitives.Rate{PerSecond: 1, Burst: 1, Hold: time.Second})
 		return err
 	}},
 }

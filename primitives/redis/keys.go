@@ -249,3 +249,18 @@ func counterRequestKey(name, id string) string { return counterPrefix(name) + ":
 
 // counterNamesKey is owner's ledger of the counter names it created in name's root.
 func counterNamesKey(name, owner string) string { return counterPrefix(name) + namesSeg + owner }
+
+// Gates are tagged by their site: a site's keys share one slot, so that one script reads
+// its closure, its rate and its places. Every key of a site is PEXPIREd to the end of
+// what it holds, so that an idle site keeps no key.
+
+// gatePrefix is the prefix of every key of site: `fleet:gate:{site}:`.
+func gatePrefix(site string) string { return "fleet:gate:{" + site + "}:" }
+
+// gateStateKey is a site's rate and closure: HASH tat (GCRA's theoretical arrival time)
+// and closed (closed until), Redis µs; PEXPIRE at the later of the two.
+func gateStateKey(site string) string { return gatePrefix(site) + "state" }
+
+// gateHeldKey is a site's in-flight places: ZSET token -> the end of its hold, Redis µs;
+// PEXPIRE at the latest end.
+func gateHeldKey(site string) string { return gatePrefix(site) + "held" }

@@ -660,6 +660,14 @@ func TestHTTPOp(t *testing.T) {
 	if !strings.Contains(logs, "evil.example") || strings.Contains(logs, "s3cret") || strings.Contains(logs, "secret@") {
 		t.Errorf("the denial log should name the host and nothing else of the URL:\n%s", logs)
 	}
+	f.logs.Reset()
+	f.caller.Plugin.HTTP = fakeHTTP{e: abi.Errorf(abi.PermissionDenied, "httpfn: secret %q is not bound to host %q", "api_token", "evil.example")}
+	if e := f.call(t, abi.OpHTTP, `{"method":"GET","url":"https://evil.example/"}`, nil); e == nil || e.Kind != abi.PermissionDenied {
+		t.Fatalf("http with a secret to a host it is not bound to = %v, want PermissionDenied", e)
+	}
+	if logs := f.logs.String(); !strings.Contains(logs, "not bound to host") || strings.Contains(logs, "not granted http host") {
+		t.Errorf("the denial log should give the refusal's reason, not call a secret's refusal an ungranted host:\n%s", logs)
+	}
 }
 
 // A submit with a key enqueues once per key and plugin: the same key answers the first

@@ -197,7 +197,9 @@ func (c *Core) http(ctx context.Context, caller *Caller, req []byte) (any, *abi.
 			if u, err := url.Parse(r.URL); err == nil {
 				host = u.Host
 			}
-			c.deny(ctx, caller, abi.OpHTTP, "http host", host)
+			// The refusal's own message says what was refused (a host, a proxy, a secret
+			// and where it may go); it names secrets, never their values.
+			c.refused(ctx, caller, "host: call outside the grant refused", "op", string(abi.OpHTTP), "host", host, "reason", e.Message)
 		}
 		return nil, e
 	}

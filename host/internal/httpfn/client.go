@@ -82,6 +82,7 @@ type Client struct {
 	proxies  []grantedProxy
 	direct   *http.Transport
 	proxied  map[string]*http.Transport // by grantedProxy.key
+	secrets  map[string]boundSecret     // by name
 	gate     *Gate                      // nil: no egress gate
 }
 
@@ -109,6 +110,10 @@ func New(g Policy, opts ...Option) (*Client, error) {
 			return nil, fmt.Errorf("httpfn: grant: Hosts[%d] %q: %v", i, h, err)
 		}
 		c.patterns = append(c.patterns, p)
+	}
+	var err error
+	if c.secrets, err = bindSecrets(g); err != nil {
+		return nil, err
 	}
 	guard := newGuard(g.AllowPrivate, o.lookup)
 	c.direct = newTransport(guard.DialContext, nil)
@@ -163,6 +168,7 @@ type prepared struct {
 	timeout      time.Duration
 	maxRedirects int // -1: follow none
 	transport    *http.Transport
+	secrets      []usedSecret // substituted into it, by name
 }
 
 // Do sends req as the grant allows and returns the response, or the failure as a value.
@@ -210,7 +216,7 @@ func (c *Client) Do(ctx context.Context, req abi.HTTPRequest) (abi.HTTPReply, *a
 	last := p.url
 	if err := c.checkHop(p.url); err != nil {
 		// An IP literal that is not public: refused before any dial, as a value.
-		return failure(ctx, err, last, p.timeout), nil
+		return p.redact(failure(ctx, err, last, p.timeout)), nil
 	}
 	hc := &http.Client{
 		Transport: c.gate.wrap(p.transport),
@@ -222,6 +228,9 @@ func (c *Client) Do(ctx context.Context, req abi.HTTPRequest) (abi.HTTPReply, *a
 				return &tooManyRedirectsError{max: p.maxRedirects}
 			}
 			if err := c.checkHop(next.URL); err != nil {
+				return err
+			}
+			if err := p.secretsAllow(next.URL); err != nil {
 				return err
 			}
 			last = next.URL
@@ -236,10 +245,10 @@ func (c *Client) Do(ctx context.Context, req abi.HTTPRequest) (abi.HTTPReply, *a
 		if e := gateFailure(err); e != nil {
 			return abi.HTTPReply{}, e
 		}
-		return failure(ctx, err, last, p.timeout), nil
+		return p.redact(failure(ctx, err, last, p.timeout)), nil
 	}
 	defer resp.Body.Close()
-	return c.reply(ctx, resp, p.timeout), nil
+	return p.redact(c.reply(ctx, resp, p.timeout)), nil
 }
 
 // reply reads resp, the answer to a request under ctx with its timeout, into the guest's
@@ -288,6 +297,9 @@ func (c *Client) prepare(req abi.HTTPRequest) (*prepared, *abi.Error) {
 	p.url = u
 
 	if e := c.headers(req.Headers, u, p); e != nil {
+		return nil, e
+	}
+	if e := c.useSecrets(p); e != nil {
 		return nil, e
 	}
 
@@ -377,18 +389,9 @@ func validMethod(m string) bool {
 
 // granted reports whether u's host and port match one of the grant's patterns.
 func (c *Client) granted(u *url.URL) bool {
-	host := canonicalHost(u.Hostname())
-	def := 80
-	if u.Scheme == "https" {
-		def = 443
-	}
-	port := def
-	if p := u.Port(); p != "" {
-		n, err := parsePort(p)
-		if err != nil {
-			return false
-		}
-		port = n
+	host, port, def, ok := hostOf(u)
+	if !ok {
+		return false
 	}
 	for _, p := range c.patterns {
 		if p.matches(host, port, def) {

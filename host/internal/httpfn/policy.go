@@ -72,6 +72,11 @@ type Policy struct {
 	// 3xx is handed to the guest as it is). A request may ask for fewer, never more.
 	// default: 10 (DefaultMaxRedirects)
 	MaxRedirects int `json:"http_max_redirects,omitempty"`
+	// Secrets are the values a request may name as {{secret:NAME}} in a header value or
+	// its URL's path or query, each sent only to the hosts it is bound to and never
+	// shown to the guest (see Secret).
+	// default: none (a request that names a secret is refused)
+	Secrets map[string]Secret `json:"secrets,omitempty"`
 }
 
 // check returns an error naming the field of g that is out of range.

@@ -9,7 +9,8 @@
 //	{"case": "kv_get/unknown-field", "op": "kv_get", "req": "{\"namespace\":...}", "pad": 0}
 //
 // The guest replaces the first "@PAD@" in req with pad bytes 'x' (an oversized value
-// without an oversized task), calls the host function op with those bytes, and stores
+// without an oversized task), calls the host function op with those bytes (and logs the
+// answer when the payload says "log": true), and stores
 //
 //	{"kind": "TypeError", "message": "...", "ok": <result>, "seq": 7}
 //
@@ -189,6 +190,9 @@ type task struct {
 	Op   string `json:"op"`
 	Req  string `json:"req"`
 	Pad  int    `json:"pad"`
+	// Log, when set, also logs the answer whole: what a guest that prints whatever it
+	// got would put in the host's log.
+	Log bool `json:"log"`
 }
 
 // record is what the guest stores per case.
@@ -223,6 +227,10 @@ func handle(n int32) uint64 {
 		}
 		reply, fault := call(fn, []byte(req))
 		req = ""
+		if t.Log {
+			line, _ := json.Marshal(abi.LogRequest{Level: "info", Message: "hostile got " + string(reply), Attrs: map[string]any{"case": t.Case}})
+			call(logLine, line)
+		}
 		if fault != "" {
 			rec.Fault = fault
 		} else {
