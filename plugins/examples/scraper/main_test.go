@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/guest-sdk/fleettest"
@@ -145,6 +146,21 @@ func TestNetworkErrorFails(t *testing.T) {
 	res := h.Handle(contracts.ScrapeTask{URL: target})
 	if res.Outcome != abi.OutcomeFail || !strings.Contains(res.Reason, "refused") {
 		t.Fatalf("handle = %+v, want fail naming the refusal", res)
+	}
+	if items := fleettest.Items(h, contracts.Cookies); len(items) != 1 || !items[0].LeasedUntil.IsZero() {
+		t.Fatalf("cookies = %+v, want the cookie released", items)
+	}
+}
+
+// TestRateLimitedRetries: a request the egress gate did not admit hands the task back
+// for the wait the host named, the cookie released, no attempt failed.
+func TestRateLimitedRetries(t *testing.T) {
+	h := fleettest.New(t)
+	withCookie(h)
+	h.HTTPRateLimited(target, 1500*time.Millisecond)
+	res := h.Handle(contracts.ScrapeTask{URL: target})
+	if res.Outcome != abi.OutcomeRetry || res.RetryAfterMs != 1500 || !strings.Contains(res.Reason, "rate limited") {
+		t.Fatalf("handle = %+v, want retry after 1500 ms, rate limited", res)
 	}
 	if items := fleettest.Items(h, contracts.Cookies); len(items) != 1 || !items[0].LeasedUntil.IsZero() {
 		t.Fatalf("cookies = %+v, want the cookie released", items)
