@@ -48,6 +48,17 @@ func TestReloadEgressFile(t *testing.T) {
 	if got := siteLabels(sites(t, addr)); strings.Join(got, ",") != "example.com" {
 		t.Fatalf("sites at start-up = %q, want [example.com]", got)
 	}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`fleet_egress_requests_total{site="example.com"} 0`, `fleet_egress_refused_total{site="example.com"} 0`, `fleet_egress_closed_until_seconds{site="example.com"} 0`} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 	testutil.Deploy(t, efile, []byte(`{"rates": {"*.example.org": {"per_second": 5, "burst": 2}}, "default": {"per_second": 50}}`))
 	testutil.WaitFor(t, 60*time.Second, "the changed egress file in force", func() bool {
 		return strings.Join(siteLabels(sites(t, addr)), ",") == "*.example.org,default"
@@ -56,7 +67,7 @@ func TestReloadEgressFile(t *testing.T) {
 		t.Errorf("sites[0] = %+v, want 5/s, burst 2, the default max_wait (5s) and max_retry_after (10m)", s)
 	}
 	testutil.Deploy(t, efile, []byte(`{"rates": {"example.com": {"per_second": 0}}}`))
-	resp, err := http.Post("http://"+addr+"/api/v1/reload", "application/json", nil)
+	resp, err = http.Post("http://"+addr+"/api/v1/reload", "application/json", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
