@@ -215,6 +215,7 @@ func doctorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	f.str(&p.PluginsDir, "plugins", "FLEET_PLUGINS", host.DefaultPluginsDir, "the folder of *.wasm plugins")
 	f.str(&p.Backend, "redis", "FLEET_REDIS", "", "the fleet backend URL (see run); empty is the embedded memory store")
 	f.str(&p.GrantsFile, "grants", "FLEET_GRANTS", "", "the grants file (see run)")
+	f.str(&p.EgressFile, "egress", "FLEET_EGRESS", "", "the egress policy file (see run)")
 	f.boolean(&p.GrantDeclared, "grant-declared", "FLEET_GRANT_DECLARED", false, "grant each plugin what it declares (see run)")
 	f.str(&p.ReportURL, "report-url", "FLEET_REPORT_URL", "", "the plane's fleet-report endpoint")
 	f.str(&p.ReportKey, "report-key", "FLEET_REPORT_KEY", "", "the plane's API key")

@@ -227,9 +227,9 @@ func (e *Egress) rateFor(u *url.URL) (label, site string, rate *primitives.Rate)
 	return LabelNone, site, nil
 }
 
-// labels are the policy's labels, most specific pattern first, then LabelDefault when
-// it has a default.
-func (e *Egress) labels() []string {
+// Labels are the policy's labels: its patterns as written, most specific first, then
+// LabelDefault when it has a default.
+func (e *Egress) Labels() []string {
 	out := make([]string, 0, len(e.rates)+1)
 	for _, r := range e.rates {
 		out = append(out, r.label)

@@ -48,7 +48,7 @@ func TestParseEgress(t *testing.T) {
 		}
 	}
 	want := []string{"example.com:8443", "api.example.org", "example.com", "*.example.org", LabelDefault}
-	if got := e.labels(); !slices.Equal(got, want) {
+	if got := e.Labels(); !slices.Equal(got, want) {
 		t.Errorf("labels() = %q, want %q", got, want)
 	}
 }

@@ -106,7 +106,7 @@ func (g *Gate) Stats(ctx context.Context) []SiteStats {
 	e := g.policy.Load()
 	var labels []string
 	if e != nil {
-		labels = e.labels()
+		labels = e.Labels()
 	}
 	g.mu.Lock()
 	var rest []string
