@@ -52,6 +52,8 @@ type Host interface {
 	SubmitUnique(ctx context.Context, queue string, payload []byte, u primitives.Unique) (id string, dup bool, err error)
 	Pause(typ string) error
 	Resume(typ string) error
+	Egress() *host.Egress
+	Sites(ctx context.Context) []host.SiteStats
 }
 
 var _ Host = (*host.Host)(nil)

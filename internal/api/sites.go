@@ -53,11 +53,9 @@ func siteOf(st host.SiteStats, e *host.Egress) Site {
 
 func (s *Server) listSites(w http.ResponseWriter, r *http.Request) {
 	out := Sites{Sites: []Site{}}
-	if h, ok := s.p.Host.(*host.Host); ok {
-		e := h.Egress()
-		for _, st := range h.Sites(r.Context()) {
-			out.Sites = append(out.Sites, siteOf(st, e))
-		}
+	e := s.p.Host.Egress()
+	for _, st := range s.p.Host.Sites(r.Context()) {
+		out.Sites = append(out.Sites, siteOf(st, e))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
