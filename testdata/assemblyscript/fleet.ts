@@ -53,14 +53,16 @@ export let lastError: string = "";
 // RateLimited error, how long until the request could be admitted (0 otherwise).
 export function lastKind(): string {
   const e = field(lastError, "error");
-  const k = e === null ? null : field(e, "kind");
-  return k === null ? "" : unquote(k);
+  if (e === null) return "";
+  const k = field(e!, "kind");
+  return k === null ? "" : unquote(k!);
 }
 
 export function lastWaitMs(): i64 {
   const e = field(lastError, "error");
-  const w = e === null ? null : field(e, "wait_ms");
-  return w === null ? 0 : I64.parseInt(w);
+  if (e === null) return 0;
+  const w = field(e!, "wait_ms");
+  return w === null ? 0 : I64.parseInt(w!);
 }
 
 function ok(envelope: string): string | null {
