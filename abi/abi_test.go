@@ -258,6 +258,7 @@ func TestFastFormsTaken(t *testing.T) {
 		{SubmitReply{TaskID: "7252335ea6ee17d0a8365203"}, new(SubmitReply)},
 		{PoolSizeReply{Size: 12}, new(PoolSizeReply)},
 		{PoolClaimReply{Found: true, Token: "tok", UntilMs: 2, Item: &PoolItem{ID: "i", Payload: payload, Tags: json.RawMessage(`{"fresh":true}`), CreatedAtMs: 1, ExpiresAtMs: 3}}, new(PoolClaimReply)},
+		{PoolClaimReply{Found: true, Item: &PoolItem{ID: "i", Payload: payload, Tags: json.RawMessage(`{}`), CreatedAtMs: 1, Score: 2, Uses: 3, MaxUses: 9, MaxErrorScore: 4}}, new(PoolClaimReply)},
 		{PoolClaimReply{}, new(PoolClaimReply)},
 	}
 	for _, tt := range tests {

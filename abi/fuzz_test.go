@@ -326,6 +326,7 @@ func FuzzEncodeOKFast(f *testing.F) {
 		}
 		item := &PoolItem{ID: s, Payload: value, Tags: json.RawMessage(`{"site":"x"}`), CreatedAtMs: n, ExpiresAtMs: n / 2}
 		tagged := &PoolItem{ID: "i", Payload: json.RawMessage(`{}`), Tags: value, CreatedAtMs: n}
+		scored := &PoolItem{ID: "i", Payload: json.RawMessage(`{}`), Tags: json.RawMessage(`{}`), Score: n % 7, Uses: n / 5, MaxUses: n, MaxErrorScore: n % 3}
 		for _, v := range []any{
 			Empty{}, CounterReply{Value: n}, KVDeleteReply{Existed: flag}, LockReleaseReply{Released: flag},
 			KVGetReply{Found: flag, Value: value},
@@ -334,6 +335,7 @@ func FuzzEncodeOKFast(f *testing.F) {
 			PoolClaimReply{Found: flag, Token: s, UntilMs: n},
 			PoolClaimReply{Found: true, Item: item, Token: s, UntilMs: n},
 			PoolClaimReply{Found: true, Item: tagged},
+			PoolClaimReply{Found: true, Item: scored},
 		} {
 			if fast, full := EncodeOK(v), encodeOKJSON(v); !bytes.Equal(fast, full) {
 				t.Fatalf("EncodeOK(%#v) = %s, json.Marshal writes %s", v, fast, full)
@@ -355,10 +357,13 @@ func hotRequests() []any {
 		LockReleaseRequest{Name: "l", Token: "0123456789abcdef"},
 		PoolPutRequest{Pool: "cookies", Payload: json.RawMessage(`{"site":"x","n":1.5e3}`), Tags: json.RawMessage(`{"site":"x","fresh":true}`), TTLMs: 60000},
 		PoolPutRequest{Pool: "p", Payload: json.RawMessage(`"x"`)},
+		PoolPutRequest{Pool: "p", Payload: json.RawMessage(`1`), TTLMs: 5, MaxUses: 50, MaxErrorScore: 3},
+		PoolPutRequest{Pool: "p", Payload: json.RawMessage(`1`), MaxErrorScore: 3},
 		PoolClaimRequest{Pool: "p", Where: Where{"site": json.RawMessage(`"x"`), "fresh": json.RawMessage(`true`)}, HoldMs: 20000},
 		PoolClaimRequest{Pool: "p", Where: Where{}, HoldMs: 1},
 		PoolReleaseRequest{Pool: "p", ID: "i", Token: "t"},
 		PoolMarkBadRequest{Pool: "p", ID: "i", Reason: "403 \"forbidden\"\n"},
+		PoolMarkBadRequest{Pool: "p", ID: "i", Reason: "stale", Weight: 2},
 		PoolSizeRequest{Pool: "p"},
 		SubmitRequest{Queue: "q", Payload: json.RawMessage(`{"url":"http://x/a?b=c&d"}`)},
 		SubmitRequest{Queue: "q", Payload: json.RawMessage(`{}`), Key: "task:0123/ab\"c/0"},

@@ -8,25 +8,26 @@ type Op string
 // The operations, one host function each. The request and reply types of each are named
 // after it (OpPoolPut takes a PoolPutRequest and answers a PoolPutReply).
 const (
-	OpPoolPut     Op = "pool_put"
-	OpPoolClaim   Op = "pool_claim"
-	OpPoolList    Op = "pool_list"
-	OpPoolRelease Op = "pool_release"
-	OpPoolExtend  Op = "pool_extend"
-	OpPoolMarkBad Op = "pool_mark_bad"
-	OpPoolSize    Op = "pool_size"
-	OpKVGet       Op = "kv_get"
-	OpKVSet       Op = "kv_set"
-	OpKVDelete    Op = "kv_delete"
-	OpLockAcquire Op = "lock_acquire"
-	OpLockRelease Op = "lock_release"
-	OpCounterIncr Op = "counter_incr"
-	OpCounterGet  Op = "counter_get"
-	OpSubmit      Op = "submit"
-	OpConfigGet   Op = "config_get"
-	OpLog         Op = "log"
-	OpMetric      Op = "metric"
-	OpHTTP        Op = "http"
+	OpPoolPut      Op = "pool_put"
+	OpPoolClaim    Op = "pool_claim"
+	OpPoolList     Op = "pool_list"
+	OpPoolRelease  Op = "pool_release"
+	OpPoolExtend   Op = "pool_extend"
+	OpPoolMarkBad  Op = "pool_mark_bad"
+	OpPoolMarkGood Op = "pool_mark_good"
+	OpPoolSize     Op = "pool_size"
+	OpKVGet        Op = "kv_get"
+	OpKVSet        Op = "kv_set"
+	OpKVDelete     Op = "kv_delete"
+	OpLockAcquire  Op = "lock_acquire"
+	OpLockRelease  Op = "lock_release"
+	OpCounterIncr  Op = "counter_incr"
+	OpCounterGet   Op = "counter_get"
+	OpSubmit       Op = "submit"
+	OpConfigGet    Op = "config_get"
+	OpLog          Op = "log"
+	OpMetric       Op = "metric"
+	OpHTTP         Op = "http"
 	// OpReplyFetch takes no request (req_len 0) and copies the reply that the previous
 	// call kept because it did not fit. Its result follows the same rules; with no
 	// reply kept it answers an Internal error envelope.
@@ -35,7 +36,7 @@ const (
 
 // Ops lists every operation, in a stable order.
 var Ops = []Op{
-	OpPoolPut, OpPoolClaim, OpPoolList, OpPoolRelease, OpPoolExtend, OpPoolMarkBad, OpPoolSize,
+	OpPoolPut, OpPoolClaim, OpPoolList, OpPoolRelease, OpPoolExtend, OpPoolMarkBad, OpPoolMarkGood, OpPoolSize,
 	OpKVGet, OpKVSet, OpKVDelete, OpLockAcquire, OpLockRelease, OpCounterIncr, OpCounterGet,
 	OpSubmit, OpConfigGet, OpLog, OpMetric, OpHTTP, OpReplyFetch,
 }
@@ -44,12 +45,16 @@ var Ops = []Op{
 // times as Unix milliseconds (`_at_ms`).
 
 // PoolPutRequest adds an item to a pool. Payload and Tags are validated against the pool's
-// schemas; TTLMs 0 means no expiry.
+// schemas; TTLMs 0 means no expiry. MaxUses and MaxErrorScore are the item's health
+// limits (0: none): it retires once claimed MaxUses times (when that lease ends), or
+// once its score passes MaxErrorScore.
 type PoolPutRequest struct {
-	Pool    string          `json:"pool"`
-	Payload json.RawMessage `json:"payload"`
-	Tags    json.RawMessage `json:"tags,omitempty"`
-	TTLMs   int64           `json:"ttl_ms,omitempty"`
+	Pool          string          `json:"pool"`
+	Payload       json.RawMessage `json:"payload"`
+	Tags          json.RawMessage `json:"tags,omitempty"`
+	TTLMs         int64           `json:"ttl_ms,omitempty"`
+	MaxUses       int64           `json:"max_uses,omitempty"`
+	MaxErrorScore int64           `json:"max_error_score,omitempty"`
 }
 
 // PoolPutReply names the new item.
@@ -64,6 +69,13 @@ type PoolItem struct {
 	Tags        json.RawMessage `json:"tags"`
 	CreatedAtMs int64           `json:"created_at_ms"`
 	ExpiresAtMs int64           `json:"expires_at_ms,omitempty"`
+
+	// The item's health: its error score, how many times it was claimed (this claim
+	// included), and its put's limits; each absent when 0.
+	Score         int64 `json:"score,omitempty"`
+	Uses          int64 `json:"uses,omitempty"`
+	MaxUses       int64 `json:"max_uses,omitempty"`
+	MaxErrorScore int64 `json:"max_error_score,omitempty"`
 }
 
 // Where is a tag filter: every named tag must equal the given JSON value. It is validated
@@ -119,11 +131,20 @@ type PoolExtendReply struct {
 	UntilMs int64 `json:"until_ms"`
 }
 
-// PoolMarkBadRequest evicts an item permanently.
+// PoolMarkBadRequest evicts an item permanently, or with a Weight (> 0) adds it to the
+// item's score, which retires the item only past its max_error_score.
 type PoolMarkBadRequest struct {
 	Pool   string `json:"pool"`
 	ID     string `json:"id"`
 	Reason string `json:"reason"`
+	Weight int64  `json:"weight,omitempty"`
+}
+
+// PoolMarkGoodRequest lowers an item's score by Weight (1 when 0), never below 0.
+type PoolMarkGoodRequest struct {
+	Pool   string `json:"pool"`
+	ID     string `json:"id"`
+	Weight int64  `json:"weight,omitempty"`
 }
 
 // PoolSizeRequest counts a pool's live items.

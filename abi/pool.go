@@ -7,15 +7,16 @@ import (
 
 // The pool family's hot wire (see kv.go for the notation):
 //
-//	PoolPutRequest      {"pool":S,"payload":V[,"tags":V][,"ttl_ms":N]}
+//	PoolPutRequest      {"pool":S,"payload":V[,"tags":V][,"ttl_ms":N][,"max_uses":N][,"max_error_score":N]}
 //	PoolClaimRequest    {"pool":S[,"where":{S:V,...}],"hold_ms":N}
 //	PoolListRequest     {"pool":S[,"where":{S:V,...}][,"limit":N]}    (written only)
 //	PoolReleaseRequest  {"pool":S,"id":S,"token":S}
-//	PoolMarkBadRequest  {"pool":S,"id":S,"reason":S}
+//	PoolMarkBadRequest  {"pool":S,"id":S,"reason":S[,"weight":N]}
+//	PoolMarkGoodRequest {"pool":S,"id":S[,"weight":N]}                (written only)
 //	PoolSizeRequest     {"pool":S}
 //	PoolPutReply        {"id":S}
 //	PoolSizeReply       {"size":N}
-//	PoolClaimReply      {"found":B[,"item":{"id":S,"payload":V,"tags":V,"created_at_ms":N[,"expires_at_ms":N]}][,"token":S][,"until_ms":N]}
+//	PoolClaimReply      {"found":B[,"item":{"id":S,"payload":V,"tags":V,"created_at_ms":N[,"expires_at_ms":N][,"score":N][,"uses":N][,"max_uses":N][,"max_error_score":N]}][,"token":S][,"until_ms":N]}
 
 // AppendJSON appends r as json.Marshal writes it, Payload and Tags as they are (see
 // Appender).
@@ -25,7 +26,9 @@ func (r PoolPutRequest) AppendJSON(dst []byte) []byte {
 	if len(r.Tags) > 0 {
 		b = append(append(b, `,"tags":`...), r.Tags...)
 	}
-	return append(appendIntField(b, `,"ttl_ms":`, r.TTLMs), '}')
+	b = appendIntField(b, `,"ttl_ms":`, r.TTLMs)
+	b = appendIntField(b, `,"max_uses":`, r.MaxUses)
+	return append(appendIntField(b, `,"max_error_score":`, r.MaxErrorScore), '}')
 }
 
 func (r *wire) poolPutRequest(v *PoolPutRequest) bool {
@@ -38,6 +41,8 @@ func (r *wire) poolPutRequest(v *PoolPutRequest) bool {
 		tags = r.raw()
 	}
 	ttl, hasTTL := r.optInt64(`,"ttl_ms":`)
+	uses, hasUses := r.optInt64(`,"max_uses":`)
+	score, hasScore := r.optInt64(`,"max_error_score":`)
 	r.want(`}`)
 	if v == nil || !r.end() {
 		return false
@@ -48,6 +53,12 @@ func (r *wire) poolPutRequest(v *PoolPutRequest) bool {
 	}
 	if hasTTL {
 		v.TTLMs = ttl
+	}
+	if hasUses {
+		v.MaxUses = uses
+	}
+	if hasScore {
+		v.MaxErrorScore = score
 	}
 	return true
 }
@@ -189,34 +200,57 @@ func (r *wire) poolReleaseRequest(v *PoolReleaseRequest) bool {
 
 // AppendJSON appends r as json.Marshal writes it.
 func (r PoolMarkBadRequest) AppendJSON(dst []byte) []byte {
-	return appendPoolItemRef(dst, r.Pool, r.ID, `,"reason":`, r.Reason)
+	b := appendPoolItemRefHead(dst, r.Pool, r.ID, `,"reason":`, r.Reason)
+	return append(appendIntField(b, `,"weight":`, r.Weight), '}')
 }
 
 func (r *wire) poolMarkBadRequest(v *PoolMarkBadRequest) bool {
-	pool, id, reason := r.poolItemRef(`,"reason":`)
+	pool, id, reason := r.poolItemRefHead(`,"reason":`)
+	weight, hasWeight := r.optInt64(`,"weight":`)
+	r.want(`}`)
 	if v == nil || !r.end() {
 		return false
 	}
 	v.Pool, v.ID, v.Reason = pool, id, reason
+	if hasWeight {
+		v.Weight = weight
+	}
 	return true
+}
+
+// AppendJSON appends r as json.Marshal writes it.
+func (r PoolMarkGoodRequest) AppendJSON(dst []byte) []byte {
+	b := AppendString(append(dst, `{"pool":`...), r.Pool)
+	b = AppendString(append(b, `,"id":`...), r.ID)
+	return append(appendIntField(b, `,"weight":`, r.Weight), '}')
 }
 
 // appendPoolItemRef appends {"pool":S,"id":S<last>S}.
 func appendPoolItemRef(dst []byte, pool, id, last, value string) []byte {
+	return append(appendPoolItemRefHead(dst, pool, id, last, value), '}')
+}
+
+// appendPoolItemRefHead is appendPoolItemRef without the closing brace.
+func appendPoolItemRefHead(dst []byte, pool, id, last, value string) []byte {
 	b := AppendString(append(dst, `{"pool":`...), pool)
 	b = AppendString(append(b, `,"id":`...), id)
-	b = AppendString(append(b, last...), value)
-	return append(b, '}')
+	return AppendString(append(b, last...), value)
 }
 
 // poolItemRef reads {"pool":S,"id":S<last>S}.
 func (r *wire) poolItemRef(last string) (pool, id, value string) {
+	pool, id, value = r.poolItemRefHead(last)
+	r.want(`}`)
+	return pool, id, value
+}
+
+// poolItemRefHead is poolItemRef without the closing brace.
+func (r *wire) poolItemRefHead(last string) (pool, id, value string) {
 	pool = r.name(`{"pool":`)
 	r.want(`,"id":`)
 	id = r.str()
 	r.want(last)
 	value = r.str()
-	r.want(`}`)
 	return pool, id, value
 }
 
@@ -264,7 +298,11 @@ func appendPoolClaimReply(dst []byte, v PoolClaimReply) ([]byte, bool) {
 		dst = append(append(dst, `,"payload":`...), it.Payload...)
 		dst = append(append(dst, `,"tags":`...), it.Tags...)
 		dst = appendIntKey(dst, `,"created_at_ms":`, it.CreatedAtMs)
-		dst = append(appendIntField(dst, `,"expires_at_ms":`, it.ExpiresAtMs), '}')
+		dst = appendIntField(dst, `,"expires_at_ms":`, it.ExpiresAtMs)
+		dst = appendIntField(dst, `,"score":`, it.Score)
+		dst = appendIntField(dst, `,"uses":`, it.Uses)
+		dst = appendIntField(dst, `,"max_uses":`, it.MaxUses)
+		dst = append(appendIntField(dst, `,"max_error_score":`, it.MaxErrorScore), '}')
 	}
 	if v.Token != "" {
 		dst = AppendString(append(dst, `,"token":`...), v.Token)
@@ -312,7 +350,14 @@ type poolItemWire struct {
 	payload, tags    []byte
 	created, expires int64
 	hasExpires       bool
+	// The health fields, each with whether it was present.
+	health    [4]int64
+	hasHealth [4]bool
 }
+
+// poolItemHealth are the keys of a PoolItem's health fields, in the order json.Marshal
+// writes them.
+var poolItemHealth = [4]string{`,"score":`, `,"uses":`, `,"max_uses":`, `,"max_error_score":`}
 
 func (r *wire) poolItem(w *poolItemWire) {
 	r.want(`{"id":`)
@@ -324,6 +369,9 @@ func (r *wire) poolItem(w *poolItemWire) {
 	r.want(`,"created_at_ms":`)
 	w.created = r.int64()
 	w.expires, w.hasExpires = r.optInt64(`,"expires_at_ms":`)
+	for i, key := range poolItemHealth {
+		w.health[i], w.hasHealth[i] = r.optInt64(key)
+	}
 	r.want(`}`)
 }
 
@@ -336,5 +384,10 @@ func (w *poolItemWire) store(it *PoolItem) {
 	it.CreatedAtMs = w.created
 	if w.hasExpires {
 		it.ExpiresAtMs = w.expires
+	}
+	for i, dst := range [4]*int64{&it.Score, &it.Uses, &it.MaxUses, &it.MaxErrorScore} {
+		if w.hasHealth[i] {
+			*dst = w.health[i]
+		}
 	}
 }

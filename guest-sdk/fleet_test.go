@@ -393,3 +393,42 @@ func TestRateLimitedWait(t *testing.T) {
 		t.Errorf("RateLimitedWait(ErrUnavailable) = %v, %v, want 0, false", w, ok)
 	}
 }
+
+// TestHealthWire: the health calls and fields as the SDK writes and reads them.
+func TestHealthWire(t *testing.T) {
+	h := wirefake.New(t)
+	h.Reply(abi.OpPoolPut, abi.PoolPutReply{ID: "i1"})
+	h.Reply(abi.OpPoolClaim, abi.PoolClaimReply{Found: true, Token: "tok", Item: &abi.PoolItem{
+		ID: "i1", Payload: json.RawMessage(`{"cookies":{},"user_agent":""}`), Tags: json.RawMessage(`{"site":"x","fresh":true}`), Score: 2, Uses: 3, MaxUses: 50, MaxErrorScore: 4,
+	}})
+	h.Reply(abi.OpPoolMarkGood, abi.Empty{})
+	h.Reply(abi.OpPoolMarkBad, abi.Empty{})
+	if _, err := Pool(testPool).WithHealth(Health{MaxUses: 50, MaxErrorScore: 4}).Put(cookie{}, cookieTags{Site: "x"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if put := wirefake.Requests[abi.PoolPutRequest](h, abi.OpPoolPut); len(put) != 1 || put[0].MaxUses != 50 || put[0].MaxErrorScore != 4 {
+		t.Errorf("put requests = %+v, want max_uses 50, max_error_score 4", put)
+	}
+	item, err := Pool(testPool).Claim(time.Second)
+	if err != nil || item == nil {
+		t.Fatalf("Claim = %v, %v", item, err)
+	}
+	if item.Score != 2 || item.Uses != 3 || item.MaxUses != 50 || item.MaxErrorScore != 4 {
+		t.Errorf("Claim's health = %d %d %d %d, want 2 3 50 4", item.Score, item.Uses, item.MaxUses, item.MaxErrorScore)
+	}
+	if err := item.MarkGood(); err != nil {
+		t.Fatal(err)
+	}
+	if err := item.Penalize("stale", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := item.Penalize("stale", 0); !errors.Is(err, ErrValueError) {
+		t.Errorf("Penalize(0) = %v, want ErrValueError: a weight of 0 would evict", err)
+	}
+	if good := wirefake.Requests[abi.PoolMarkGoodRequest](h, abi.OpPoolMarkGood); len(good) != 1 || good[0] != (abi.PoolMarkGoodRequest{Pool: "cookies", ID: "i1"}) {
+		t.Errorf("mark_good requests = %+v", good)
+	}
+	if bad := wirefake.Requests[abi.PoolMarkBadRequest](h, abi.OpPoolMarkBad); len(bad) != 1 || bad[0] != (abi.PoolMarkBadRequest{Pool: "cookies", ID: "i1", Reason: "stale", Weight: 2}) {
+		t.Errorf("mark_bad requests = %+v, want one of weight 2 (Penalize(0) sends nothing)", bad)
+	}
+}

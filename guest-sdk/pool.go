@@ -13,7 +13,27 @@ import (
 // PoolClient puts into, browses and claims from one pool. It is a small value: make one
 // wherever it is needed.
 type PoolClient[P, T any] struct {
-	name string
+	name   string
+	health Health // of what Put adds
+}
+
+// Health is the health limits of the items a put adds (PoolClient.WithHealth): an item
+// retires (is removed from the pool) once claimed MaxUses times, when that last lease
+// ends, and once its score passes MaxErrorScore (see Item.Penalize). Zero fields limit
+// nothing.
+type Health struct {
+	MaxUses       int // the claims an item serves
+	MaxErrorScore int // the score an item may reach and still serve
+}
+
+// WithHealth returns the client whose Put gives its items the limits h:
+//
+//	fleet.Pool(contracts.Cookies).WithHealth(fleet.Health{MaxUses: 50, MaxErrorScore: 3}).Put(cookie, tags, ttl)
+//
+// A negative limit is ErrValueError at the put.
+func (p PoolClient[P, T]) WithHealth(h Health) PoolClient[P, T] {
+	p.health = h
+	return p
 }
 
 // Pool returns the client of the pool that c declares.
@@ -22,7 +42,9 @@ type PoolClient[P, T any] struct {
 func Pool[P, T any](c PoolContract[P, T]) PoolClient[P, T] { return PoolClient[P, T]{name: c.name} }
 
 // Item is one pool entry. An item from Claim is leased to the caller until LeasedUntil:
-// Release it when done, or MarkBad it when it proved unusable.
+// Release it when done; MarkGood it when it served well, Penalize it when it served
+// badly, or MarkBad it when it proved unusable. A rate limit (a 429) says nothing of the
+// session: Release it and mark nothing.
 type Item[P, T any] struct {
 	ID          string
 	Payload     P
@@ -30,6 +52,10 @@ type Item[P, T any] struct {
 	CreatedAt   time.Time
 	ExpiresAt   time.Time // zero when the item does not expire
 	LeasedUntil time.Time // zero for an item from List
+
+	// The item's health: its error score (0: healthy), its claims (this one included),
+	// and the limits its put set (0: none). A claim prefers the lowest Score.
+	Score, Uses, MaxUses, MaxErrorScore int
 
 	pool  string
 	token string // the lease's proof; empty for an item from List
@@ -48,7 +74,8 @@ func (p PoolClient[P, T]) Put(payload P, tags T, ttl time.Duration) (id string, 
 		return "", localError(abi.OpPoolPut, abi.ValueError, fmt.Sprintf("pool %q tags: %v", p.name, err))
 	}
 	var reply abi.PoolPutReply
-	err = send(abi.OpPoolPut, abi.PoolPutRequest{Pool: p.name, Payload: pb, Tags: tb, TTLMs: millis(ttl)}.AppendJSON, &reply)
+	r := abi.PoolPutRequest{Pool: p.name, Payload: pb, Tags: tb, TTLMs: millis(ttl), MaxUses: int64(p.health.MaxUses), MaxErrorScore: int64(p.health.MaxErrorScore)}
+	err = send(abi.OpPoolPut, r.AppendJSON, &reply)
 	return reply.ID, err
 }
 
@@ -239,6 +266,11 @@ func decodeItem[P, T any](op abi.Op, pool string, wi abi.PoolItem) (*Item[P, T],
 		CreatedAt: fromMillis(wi.CreatedAtMs),
 		ExpiresAt: fromMillis(wi.ExpiresAtMs),
 		pool:      pool,
+
+		Score:         int(wi.Score),
+		Uses:          int(wi.Uses),
+		MaxUses:       int(wi.MaxUses),
+		MaxErrorScore: int(wi.MaxErrorScore),
 	}
 	if err := unmarshalValue(wi.Payload, &it.Payload); err != nil {
 		return nil, localError(op, abi.ValueError, fmt.Sprintf("pool %q item %s: payload does not decode into %T: %v", pool, wi.ID, it.Payload, err))
@@ -291,4 +323,21 @@ func (it *Item[P, T]) claimed(op abi.Op, verb string) error {
 // expired session, a rejected cookie). ErrNotFound when it is already gone.
 func (it *Item[P, T]) MarkBad(reason string) error {
 	return send(abi.OpPoolMarkBad, abi.PoolMarkBadRequest{Pool: it.pool, ID: it.ID, Reason: reason}.AppendJSON, noReply)
+}
+
+// Penalize adds weight (1 or more) to the item's score, leased or not, for reason (a
+// page that looked stale, a soft block): the item keeps serving, claimed after healthier
+// ones, until its score passes its MaxErrorScore, which retires it (never, without one).
+// ErrNotFound when it is gone; a weight below 1 is ErrValueError (MarkBad evicts).
+func (it *Item[P, T]) Penalize(reason string, weight int) error {
+	if weight < 1 {
+		return localError(abi.OpPoolMarkBad, abi.ValueError, fmt.Sprintf("pool %q item %s: penalty weight is %d, want 1 or more (MarkBad evicts)", it.pool, it.ID, weight))
+	}
+	return send(abi.OpPoolMarkBad, abi.PoolMarkBadRequest{Pool: it.pool, ID: it.ID, Reason: reason, Weight: int64(weight)}.AppendJSON, noReply)
+}
+
+// MarkGood lowers the item's score by 1, never below 0, leased or not: it served well.
+// ErrNotFound when it is gone.
+func (it *Item[P, T]) MarkGood() error {
+	return send(abi.OpPoolMarkGood, abi.PoolMarkGoodRequest{Pool: it.pool, ID: it.ID}.AppendJSON, noReply)
 }

@@ -430,7 +430,7 @@ func (c Config) checkGrants(grants map[string]Grant) []error {
 type Grant struct {
 	// Pools is the pools the plugin may use, by name, each with its roles: "put"
 	// (pool_put), "claim" (pool_claim, and pool_release of what it claimed), "list"
-	// (pool_list and pool_size) and "mark_bad" (pool_mark_bad). A pool the plugin
+	// (pool_list and pool_size) and "mark_bad" (pool_mark_bad and pool_mark_good). A pool the plugin
 	// declares needs one or more roles here, or the plugin does not start; each call is
 	// held to the roles. A putter of a pool records its contract fleet-wide. See
 	// RATIONALE.md, "Who may use a pool or a queue?" and "Who records a contract?".

@@ -36,7 +36,7 @@ func TestExtismWorker(t *testing.T) {
 			r.cfg.Slots = 2
 			r.grant("as-worker", host.Grant{
 				Queues: map[string][]string{"as-jobs": {"consume"}, "count": {"submit"}},
-				Pools:  map[string][]string{"as-pool": {"claim"}},
+				Pools:  map[string][]string{"as-pool": {"claim", "mark_bad"}},
 			})
 			r.grant("counter", consumer("count"))
 			asPlugin(t, "worker", r.dir, "as-worker")
@@ -79,6 +79,15 @@ func TestExtismWorker(t *testing.T) {
 			}
 			if s, err := r.backend.PoolStats(ctx, "as-pool"); err != nil || s.Size != 3 || s.Leased != 0 {
 				t.Errorf("pool stats = %+v, %v; want 3 items, none leased", s, err)
+			}
+			// Each task claimed once, penalised by 2 and credited by 1 over Extism.
+			items, err := r.backend.PoolList(ctx, "as-pool", nil, 10)
+			uses, score := 0, 0
+			for _, it := range items {
+				uses, score = uses+it.Uses, score+it.Score
+			}
+			if err != nil || uses != n || score != n {
+				t.Errorf("as-pool items' uses and scores add up to %d and %d (%v), want %d each", uses, score, err, n)
 			}
 		})
 	}

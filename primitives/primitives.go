@@ -59,6 +59,11 @@ type Item struct {
 	// for operators; a plugin is shown neither.
 	LeasedUntil time.Time
 	Holder      string
+
+	// The item's health (see PoolHealth): Score is its error score (0: healthy, or
+	// never scored), Uses how many times it was claimed; MaxUses and MaxErrorScore are
+	// the limits its put set, 0 for none.
+	Score, Uses, MaxUses, MaxErrorScore int
 }
 
 // Lease is what claiming a pool item or a task, or acquiring a lock, hands the holder:
@@ -82,11 +87,12 @@ type Pool interface {
 	// ErrInvalid. Expired items of the pool are pruned opportunistically on every put.
 	PoolPut(ctx context.Context, pool string, payload []byte, tags Tags, ttl time.Duration) (id string, err error)
 	// PoolPutWithin is PoolPut that refuses, with ErrLimit and nothing written, a put
-	// past c: to a pool already holding c.Items live items, or whose items would cost
-	// more than c.Bytes with this one (PoolCost; an item expired but not yet pruned may
-	// still count), in the same step as the put, so that concurrent puts never exceed
-	// it. PoolPut is PoolPutWithin with the zero PoolCap.
-	PoolPutWithin(ctx context.Context, pool string, payload []byte, tags Tags, ttl time.Duration, c PoolCap) (id string, err error)
+	// past o.Cap: to a pool already holding o.Cap.Items live items, or whose items would
+	// cost more than o.Cap.Bytes with this one (PoolCost; an item expired but not yet
+	// pruned may still count), in the same step as the put, so that concurrent puts
+	// never exceed it; and that gives the item the health limits o.Health. A negative
+	// limit is ErrInvalid. PoolPut is PoolPutWithin with the zero PoolPutOptions.
+	PoolPutWithin(ctx context.Context, pool string, payload []byte, tags Tags, ttl time.Duration, o PoolPutOptions) (id string, err error)
 	// PoolList returns up to limit live items whose tags equal every entry of where
 	// (nil where matches all), leased or not, without changing anything. limit <= 0
 	// means a backend default (100). Each item says whether it is leased, until when
@@ -95,6 +101,12 @@ type Pool interface {
 	// PoolClaim takes an exclusive lease for hold on one live, unleased item whose tags
 	// equal every entry of where. ok is false when no such item exists. Its cost does not
 	// grow with items that do not match where. hold must be > 0 (ErrInvalid).
+	//
+	// It prefers the healthiest item: of up to HealthPage matching candidates it takes
+	// the one of the lowest Score, and the first candidate at once when its Score is 0,
+	// so that a pool whose items are never scored is claimed in the order it always
+	// was. The choice is exact for up to HealthPage matching items. The claim counts a
+	// use (Item.Uses); the claim that reaches the item's MaxUses is its last.
 	PoolClaim(ctx context.Context, pool string, where Tags, hold time.Duration) (l ItemLease, ok bool, err error)
 	// PoolRelease ends a lease early. ErrConflict when token no longer holds the item
 	// (the lease expired or was re-claimed); ErrNotFound when the item is gone.
@@ -104,8 +116,15 @@ type Pool interface {
 	// PoolRelease; hold must be > 0 (ErrInvalid). It is the one kind of write that
 	// takes no Request (a WithRequest is ignored), as QueueExtend.
 	PoolExtend(ctx context.Context, pool, id, token string, hold time.Duration) (until time.Time, err error)
-	// PoolMarkBad evicts an item permanently, leased or not. ErrNotFound when it is gone.
-	PoolMarkBad(ctx context.Context, pool, id, reason string) error
+	// PoolMarkBad with weight 0 evicts an item permanently, leased or not. With a weight
+	// > 0 it adds weight to the item's Score instead, and evicts it only once the Score
+	// passes its MaxErrorScore (> MaxErrorScore; never with none): a penalty, not a ban.
+	// ErrNotFound when the item is gone; a negative weight is ErrInvalid.
+	PoolMarkBad(ctx context.Context, pool, id, reason string, weight int) error
+	// PoolMarkGood lowers the item's Score by weight (1 when 0), never below 0, leased
+	// or not: score = max(0, score - weight). ErrNotFound when the item is gone; a
+	// negative weight is ErrInvalid.
+	PoolMarkGood(ctx context.Context, pool, id string, weight int) error
 	// PoolSize counts the live items of the pool, leased or not.
 	PoolSize(ctx context.Context, pool string) (int, error)
 	// PoolStats counts the live items, those leased, and the live items by tag
@@ -119,6 +138,49 @@ type Pool interface {
 type PoolCap struct {
 	Items int   // live items, leased or not
 	Bytes int64 // the PoolCost of its items
+}
+
+// PoolPutOptions is what a put sets beside the item: the cap it is counted against and
+// the item's health limits. The zero PoolPutOptions bounds nothing.
+type PoolPutOptions struct {
+	Cap    PoolCap
+	Health PoolHealth
+}
+
+// PoolHealth is the health limits of a pool item: the sessions a consumer may
+// penalise without burning (PoolMarkBad with a weight), and retire after a number of
+// uses. Zero fields limit nothing.
+//
+// An item retires (is removed, as a weightless PoolMarkBad removes it) when its Score
+// passes MaxErrorScore, at once, leased or not; or, once claimed MaxUses times, when the
+// lease of that last claim ends (released, or run out). Scores and weights are whole
+// numbers, so that a score is exact on every backend and on the wire.
+type PoolHealth struct {
+	MaxUses       int // the claims an item serves; 0 for no limit
+	MaxErrorScore int // the Score an item may reach and still serve; 0 for no limit
+}
+
+// HealthPage is how many matching candidates a PoolClaim compares at most to prefer the
+// healthiest, so that a claim's cost stays bounded whatever the pool's size.
+const HealthPage = 64
+
+// CheckHealth returns ErrInvalid for a negative health limit.
+func CheckHealth(h PoolHealth) error {
+	switch {
+	case h.MaxUses < 0:
+		return fmt.Errorf("%w: max_uses is negative (%d)", ErrInvalid, h.MaxUses)
+	case h.MaxErrorScore < 0:
+		return fmt.Errorf("%w: max_error_score is negative (%d)", ErrInvalid, h.MaxErrorScore)
+	}
+	return nil
+}
+
+// CheckWeight returns ErrInvalid for a negative weight of PoolMarkBad or PoolMarkGood.
+func CheckWeight(weight int) error {
+	if weight < 0 {
+		return fmt.Errorf("%w: weight is negative (%d)", ErrInvalid, weight)
+	}
+	return nil
 }
 
 // PoolCost is what an item costs against PoolCap.Bytes: its payload and its tags' names

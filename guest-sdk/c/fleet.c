@@ -431,7 +431,7 @@ static void j_object(jreader *r, const jfield *f, int nf) {
 }
 
 /* item_fields fills f with the fields of a pool item, read into it. */
-enum { ITEM_FIELDS = 5 };
+enum { ITEM_FIELDS = 9 };
 static void item_fields(jfield f[ITEM_FIELDS], fleet_pool_item *it) {
 	const jfield t[ITEM_FIELDS] = {
 		{"id", J_STR, &it->id},
@@ -439,6 +439,10 @@ static void item_fields(jfield f[ITEM_FIELDS], fleet_pool_item *it) {
 		{"tags", J_RAW, &it->tags},
 		{"created_at_ms", J_INT, &it->created_at_ms},
 		{"expires_at_ms", J_INT, &it->expires_at_ms},
+		{"score", J_INT, &it->score},
+		{"uses", J_INT, &it->uses},
+		{"max_uses", J_INT, &it->max_uses},
+		{"max_error_score", J_INT, &it->max_error_score},
 	};
 	memcpy(f, t, sizeof t);
 }
@@ -543,11 +547,13 @@ static fleet_kind call1(op_fn op, const char *name, const char *key, int type, v
 
 #define KEY(k) w_key(&req, k)
 
-fleet_kind fleet_pool_put(const char *pool, const char *payload, const char *tags, int64_t ttl_ms, const char **id) {
+fleet_kind fleet_pool_put(const char *pool, const char *payload, const char *tags, int64_t ttl_ms, const fleet_health *health, const char **id) {
 	w_str(KEY("pool"), pool);
 	w_json(KEY("payload"), payload);
 	if (tags) w_json(KEY("tags"), tags);
 	if (ttl_ms) w_int(KEY("ttl_ms"), ttl_ms);
+	if (health && health->max_uses) w_int(KEY("max_uses"), health->max_uses);
+	if (health && health->max_error_score) w_int(KEY("max_error_score"), health->max_error_score);
 	return CALL1(pool_put, "id", J_STR, id);
 }
 
@@ -604,6 +610,20 @@ fleet_kind fleet_pool_extend(const char *pool, const char *id, const char *token
 fleet_kind fleet_pool_mark_bad(const char *pool, const char *id, const char *reason) {
 	w_item_ref(pool, id, "reason", reason);
 	return CALL(pool_mark_bad, NULL, 0);
+}
+
+fleet_kind fleet_pool_penalize(const char *pool, const char *id, const char *reason, int64_t weight) {
+	if (weight < 1) return fail(FLEET_VALUE_ERROR, "fleet: fleet_pool_penalize: weight must be 1 or more (fleet_pool_mark_bad evicts)");
+	w_item_ref(pool, id, "reason", reason);
+	w_int(KEY("weight"), weight);
+	return CALL(pool_mark_bad, NULL, 0);
+}
+
+fleet_kind fleet_pool_mark_good(const char *pool, const char *id, int64_t weight) {
+	w_str(KEY("pool"), pool);
+	w_str(KEY("id"), id);
+	if (weight) w_int(KEY("weight"), weight);
+	return CALL(pool_mark_good, NULL, 0);
 }
 
 fleet_kind fleet_pool_size(const char *pool, int64_t *size) {

@@ -78,6 +78,7 @@ FLEET_OP(pool_list);
 FLEET_OP(pool_release);
 FLEET_OP(pool_extend);
 FLEET_OP(pool_mark_bad);
+FLEET_OP(pool_mark_good);
 FLEET_OP(pool_size);
 FLEET_OP(kv_get);
 FLEET_OP(kv_set);
@@ -103,7 +104,16 @@ typedef struct {
 	const char *tags;    /* JSON text */
 	int64_t created_at_ms;
 	int64_t expires_at_ms; /* 0: no expiry */
+	/* The health: its error score (0: healthy), its claims (this one included), and its
+	 * put's limits (0: none). A claim prefers the lowest score. */
+	int64_t score, uses, max_uses, max_error_score;
 } fleet_pool_item;
+
+/* fleet_health is an item's health limits (0: none): it retires once claimed max_uses
+ * times (when that lease ends), and once its score passes max_error_score. */
+typedef struct {
+	int64_t max_uses, max_error_score;
+} fleet_health;
 
 /* fleet_claim is a claim's answer: found false when no item matched. */
 typedef struct {
@@ -113,8 +123,9 @@ typedef struct {
 	int64_t until_ms;
 } fleet_claim;
 
-/* fleet_pool_put adds an item (tags may be NULL; ttl_ms 0: no expiry) and sets *id. */
-fleet_kind fleet_pool_put(const char *pool, const char *payload, const char *tags, int64_t ttl_ms, const char **id);
+/* fleet_pool_put adds an item (tags may be NULL; ttl_ms 0: no expiry; health may be NULL:
+ * no limits) and sets *id. */
+fleet_kind fleet_pool_put(const char *pool, const char *payload, const char *tags, int64_t ttl_ms, const fleet_health *health, const char **id);
 /* fleet_pool_claim leases one item whose tags equal where's (a JSON object, or NULL for
  * any) for hold_ms. */
 fleet_kind fleet_pool_claim(const char *pool, const char *where, int64_t hold_ms, fleet_claim *out);
@@ -124,7 +135,13 @@ fleet_kind fleet_pool_list(const char *pool, const char *where, int limit, fleet
 fleet_kind fleet_pool_release(const char *pool, const char *id, const char *token);
 /* fleet_pool_extend renews a lease for hold_ms from now; *until_ms (may be NULL) is its end. */
 fleet_kind fleet_pool_extend(const char *pool, const char *id, const char *token, int64_t hold_ms, int64_t *until_ms);
+/* fleet_pool_mark_bad evicts an item for good; fleet_pool_penalize adds weight (1 or
+ * more) to its score instead, which retires it only past its max_error_score; and
+ * fleet_pool_mark_good lowers its score by weight (0: 1), never below 0. A 429 is a rate
+ * signal, not a bad session: release it and mark nothing. */
 fleet_kind fleet_pool_mark_bad(const char *pool, const char *id, const char *reason);
+fleet_kind fleet_pool_penalize(const char *pool, const char *id, const char *reason, int64_t weight);
+fleet_kind fleet_pool_mark_good(const char *pool, const char *id, int64_t weight);
 fleet_kind fleet_pool_size(const char *pool, int64_t *size);
 
 /* ---- KV ---- */

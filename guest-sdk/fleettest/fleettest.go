@@ -80,6 +80,9 @@ type item struct {
 	created, expires time.Time // expires zero: never
 	token            string    // the lease's, "" when not leased
 	until            time.Time // the lease's end
+
+	score, uses       int64 // the health, as the host keeps it
+	maxUses, maxScore int64
 }
 
 type lock struct {
@@ -99,10 +102,13 @@ type submitted struct {
 type Contract interface{ Name() string }
 
 // Item is a pool item for Host.Pool: its payload and tags (values of the pool's payload
-// and tags types, encoded as JSON) and its time to live (0: no expiry).
+// and tags types, encoded as JSON), its time to live (0: no expiry), and its health: the
+// score it starts with and its limits (fleet.Health).
 type Item struct {
 	Payload, Tags any
 	TTL           time.Duration
+	Score         int
+	Health        fleet.Health
 }
 
 // Call is one host call the plugin made.
@@ -160,7 +166,8 @@ func New(tb testing.TB) *Host {
 	for op, f := range map[abi.Op]func(json.RawMessage) (any, *abi.Error){
 		abi.OpPoolPut: h.poolPut, abi.OpPoolClaim: h.poolClaim, abi.OpPoolList: h.poolList,
 		abi.OpPoolRelease: h.poolRelease, abi.OpPoolExtend: h.poolExtend, abi.OpPoolMarkBad: h.poolMarkBad,
-		abi.OpPoolSize: h.poolSize, abi.OpKVGet: h.kvGet, abi.OpKVSet: h.kvSet, abi.OpKVDelete: h.kvDelete,
+		abi.OpPoolMarkGood: h.poolMarkGood,
+		abi.OpPoolSize:     h.poolSize, abi.OpKVGet: h.kvGet, abi.OpKVSet: h.kvSet, abi.OpKVDelete: h.kvDelete,
 		abi.OpLockAcquire: h.lockAcquire, abi.OpLockRelease: h.lockRelease,
 		abi.OpCounterIncr: h.counterIncr, abi.OpCounterGet: h.counterGet,
 		abi.OpSubmit: h.submit, abi.OpConfigGet: h.configGet, abi.OpLog: h.log, abi.OpMetric: h.metric,
@@ -237,7 +244,10 @@ func (h *Host) Pool(c Contract, items ...Item) []string {
 		}
 		h.mu.Lock()
 		ttlMs := int64((it.TTL + time.Millisecond - 1) / time.Millisecond) // rounded up, as the SDK sends it
-		ids = append(ids, h.put(c.Name(), payload, tags, ttlMs))
+		id := h.put(c.Name(), payload, tags, ttlMs, it.Health.MaxUses, it.Health.MaxErrorScore)
+		p := h.pool(c.Name())
+		p.items[len(p.items)-1].score = int64(it.Score)
+		ids = append(ids, id)
 		h.mu.Unlock()
 	}
 	return ids
@@ -251,7 +261,8 @@ func Items[P, T any](h *Host, c fleet.PoolContract[P, T]) []fleet.Item[P, T] {
 	now := time.Now()
 	var out []fleet.Item[P, T]
 	for _, it := range h.pool(c.Name()).live(now) {
-		fi := fleet.Item[P, T]{ID: it.id, CreatedAt: it.created, ExpiresAt: it.expires}
+		fi := fleet.Item[P, T]{ID: it.id, CreatedAt: it.created, ExpiresAt: it.expires,
+			Score: int(it.score), Uses: int(it.uses), MaxUses: int(it.maxUses), MaxErrorScore: int(it.maxScore)}
 		if it.token != "" && now.Before(it.until) {
 			fi.LeasedUntil = it.until
 		}
@@ -268,7 +279,8 @@ func Items[P, T any](h *Host, c fleet.PoolContract[P, T]) []fleet.Item[P, T] {
 	return out
 }
 
-// MarkedBad returns the items of the pool c that the plugin marked bad: id → reason.
+// MarkedBad returns the items of the pool c that the plugin evicted (MarkBad) or that a
+// penalty retired (Penalize past its MaxErrorScore): id → reason.
 func (h *Host) MarkedBad(c Contract) map[string]string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -471,14 +483,27 @@ func (h *Host) pool(name string) *pool {
 	return p
 }
 
+// live returns the items neither expired nor retired: an item whose last use
+// (max_uses) has been claimed retires when that lease ends, as on the host.
 func (p *pool) live(now time.Time) []*item {
 	var out []*item
 	for _, it := range p.items {
-		if !expired(it.expires, now) {
+		leased := it.token != "" && now.Before(it.until)
+		if !expired(it.expires, now) && (it.maxUses == 0 || it.uses < it.maxUses || leased) {
 			out = append(out, it)
 		}
 	}
 	return out
+}
+
+// remove takes item id out of the pool.
+func (p *pool) remove(id string) {
+	for i, it := range p.items {
+		if it.id == id {
+			p.items = append(p.items[:i], p.items[i+1:]...)
+			return
+		}
+	}
 }
 
 func (p *pool) find(id string, now time.Time) *item {
@@ -509,12 +534,13 @@ func jsonEqual(a, b json.RawMessage) bool {
 }
 
 func (it *item) wire() *abi.PoolItem {
-	return &abi.PoolItem{ID: it.id, Payload: it.payload, Tags: it.tags, CreatedAtMs: it.created.UnixMilli(), ExpiresAtMs: millis(it.expires)}
+	return &abi.PoolItem{ID: it.id, Payload: it.payload, Tags: it.tags, CreatedAtMs: it.created.UnixMilli(), ExpiresAtMs: millis(it.expires),
+		Score: it.score, Uses: it.uses, MaxUses: it.maxUses, MaxErrorScore: it.maxScore}
 }
 
-func (h *Host) put(pool string, payload, tags json.RawMessage, ttlMs int64) string {
+func (h *Host) put(pool string, payload, tags json.RawMessage, ttlMs int64, maxUses, maxScore int) string {
 	now := time.Now()
-	it := &item{id: h.next("item"), payload: payload, tags: tags, created: now, expires: after(now, ttlMs)}
+	it := &item{id: h.next("item"), payload: payload, tags: tags, created: now, expires: after(now, ttlMs), maxUses: int64(maxUses), maxScore: int64(maxScore)}
 	p := h.pool(pool)
 	p.items = append(p.items, it)
 	return it.id
@@ -522,20 +548,32 @@ func (h *Host) put(pool string, payload, tags json.RawMessage, ttlMs int64) stri
 
 func (h *Host) poolPut(req json.RawMessage) (any, *abi.Error) {
 	r := decode[abi.PoolPutRequest](req)
-	return abi.PoolPutReply{ID: h.put(r.Pool, r.Payload, r.Tags, r.TTLMs)}, nil
+	if r.MaxUses < 0 || r.MaxErrorScore < 0 {
+		return nil, abi.Errorf(abi.ValueError, "max_uses %d, max_error_score %d: want 0 or more", r.MaxUses, r.MaxErrorScore)
+	}
+	return abi.PoolPutReply{ID: h.put(r.Pool, r.Payload, r.Tags, r.TTLMs, int(r.MaxUses), int(r.MaxErrorScore))}, nil
 }
 
 func (h *Host) poolClaim(req json.RawMessage) (any, *abi.Error) {
 	r := decode[abi.PoolClaimRequest](req)
 	now := time.Now()
+	// The healthiest match, the first put of the lowest score: the host's preference,
+	// exact here.
+	var best *item
 	for _, it := range h.pool(r.Pool).live(now) {
 		if (it.token != "" && now.Before(it.until)) || !it.matches(r.Where) {
 			continue
 		}
-		it.token, it.until = h.next("lease"), after(now, r.HoldMs)
-		return abi.PoolClaimReply{Found: true, Item: it.wire(), Token: it.token, UntilMs: millis(it.until)}, nil
+		if best == nil || it.score < best.score {
+			best = it
+		}
 	}
-	return abi.PoolClaimReply{Found: false}, nil
+	if best == nil {
+		return abi.PoolClaimReply{Found: false}, nil
+	}
+	best.token, best.until = h.next("lease"), after(now, r.HoldMs)
+	best.uses++
+	return abi.PoolClaimReply{Found: true, Item: best.wire(), Token: best.token, UntilMs: millis(best.until)}, nil
 }
 
 func (h *Host) poolList(req json.RawMessage) (any, *abi.Error) {
@@ -589,17 +627,32 @@ func (h *Host) poolExtend(req json.RawMessage) (any, *abi.Error) {
 
 func (h *Host) poolMarkBad(req json.RawMessage) (any, *abi.Error) {
 	r := decode[abi.PoolMarkBadRequest](req)
+	if r.Weight < 0 {
+		return nil, abi.Errorf(abi.ValueError, "weight is %d, want 0 or more", r.Weight)
+	}
 	p := h.pool(r.Pool)
-	if p.find(r.ID, time.Now()) == nil {
+	it := p.find(r.ID, time.Now())
+	if it == nil {
 		return nil, abi.Errorf(abi.NotFound, "pool %q has no item %s", r.Pool, r.ID)
 	}
-	for i, it := range p.items {
-		if it.id == r.ID {
-			p.items = append(p.items[:i], p.items[i+1:]...)
-			break
-		}
+	it.score += r.Weight
+	if r.Weight == 0 || (it.maxScore > 0 && it.score > it.maxScore) {
+		p.remove(r.ID)
+		p.bad[r.ID] = r.Reason
 	}
-	p.bad[r.ID] = r.Reason
+	return abi.Empty{}, nil
+}
+
+func (h *Host) poolMarkGood(req json.RawMessage) (any, *abi.Error) {
+	r := decode[abi.PoolMarkGoodRequest](req)
+	if r.Weight < 0 {
+		return nil, abi.Errorf(abi.ValueError, "weight is %d, want 0 or more", r.Weight)
+	}
+	it := h.pool(r.Pool).find(r.ID, time.Now())
+	if it == nil {
+		return nil, abi.Errorf(abi.NotFound, "pool %q has no item %s", r.Pool, r.ID)
+	}
+	it.score = max(0, it.score-max(r.Weight, 1))
 	return abi.Empty{}, nil
 }
 

@@ -230,3 +230,40 @@ func TestFailAndRecords(t *testing.T) {
 		t.Fatalf("Metrics = %+v", m)
 	}
 }
+
+// TestPoolHealth: the fake keeps health as the host does: a claim prefers the lowest
+// score, a penalty retires past max_error_score, a credit never goes below 0, and the
+// last of max_uses retires the item when released.
+func TestPoolHealth(t *testing.T) {
+	h := fleettest.New(t)
+	ids := h.Pool(cookies,
+		fleettest.Item{Payload: cookie{"sick"}, Score: 2, Health: fleet.Health{MaxErrorScore: 2}},
+		fleettest.Item{Payload: cookie{"well"}, Health: fleet.Health{MaxUses: 2}},
+	)
+	for use := 1; use <= 2; use++ {
+		it, err := fleet.Pool(cookies).Claim(time.Minute)
+		if err != nil || it == nil || it.ID != ids[1] || it.Uses != use {
+			t.Fatalf("claim %d = %+v, %v; want the healthy item, use %d", use, it, err, use)
+		}
+		if err := it.Release(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	items := fleettest.Items(h, cookies)
+	if len(items) != 1 || items[0].ID != ids[0] {
+		t.Fatalf("Items after the healthy item's last use = %+v, want only the sick one", items)
+	}
+	sick, _ := fleet.Pool(cookies).Claim(time.Minute)
+	if err := sick.MarkGood(); err != nil {
+		t.Fatal(err)
+	}
+	if got := fleettest.Items(h, cookies)[0].Score; got != 1 {
+		t.Errorf("score after MarkGood = %d, want 1", got)
+	}
+	if err := sick.Penalize("stale", 2); err != nil {
+		t.Fatal(err)
+	}
+	if bad := h.MarkedBad(cookies); bad[ids[0]] != "stale" || len(fleettest.Items(h, cookies)) != 0 {
+		t.Errorf("MarkedBad = %v, items %d; want the sick item retired for stale", bad, len(fleettest.Items(h, cookies)))
+	}
+}

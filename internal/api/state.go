@@ -74,6 +74,13 @@ type PoolItem struct {
 	CreatedAt time.Time                  `json:"created_at"`
 	ExpiresAt *time.Time                 `json:"expires_at,omitempty"` // absent without a TTL
 	Lease     *ItemLease                 `json:"lease,omitempty"`      // absent when not leased
+
+	// The item's health (primitives.PoolHealth): its error score, its claims, and its
+	// put's limits; each absent when 0.
+	Score         int `json:"score,omitempty"`
+	Uses          int `json:"uses,omitempty"`
+	MaxUses       int `json:"max_uses,omitempty"`
+	MaxErrorScore int `json:"max_error_score,omitempty"`
 }
 
 // ItemLease is a pool item's lease: who holds it (the slot that claimed it, "" when the
@@ -123,7 +130,8 @@ func (s *Server) listPoolItems(w http.ResponseWriter, r *http.Request) {
 	}
 	out := PoolItems{Pool: name, Items: []PoolItem{}, More: len(items) > limit}
 	for _, it := range items[:min(len(items), limit)] {
-		pi := PoolItem{ID: it.ID, Payload: asJSON(it.Payload), Tags: map[string]json.RawMessage{}, CreatedAt: it.CreatedAt}
+		pi := PoolItem{ID: it.ID, Payload: asJSON(it.Payload), Tags: map[string]json.RawMessage{}, CreatedAt: it.CreatedAt,
+			Score: it.Score, Uses: it.Uses, MaxUses: it.MaxUses, MaxErrorScore: it.MaxErrorScore}
 		for k, v := range it.Tags {
 			pi.Tags[k] = asJSON([]byte(v))
 		}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -30,11 +31,19 @@ func parkedRows(tw io.Writer, queue string, tasks []api.ParkedTask) {
 	}
 }
 
-// WritePoolItems writes a pool's items with their leases: the holder and how long the
-// lease has left.
+// ofLimit is n, or n/limit when there is a limit.
+func ofLimit(n, limit int) string {
+	if limit == 0 {
+		return strconv.Itoa(n)
+	}
+	return strconv.Itoa(n) + "/" + strconv.Itoa(limit)
+}
+
+// WritePoolItems writes a pool's items with their leases (the holder and how long the
+// lease has left) and their health (score and uses, each of its limit when one is set).
 func WritePoolItems(w io.Writer, p api.PoolItems, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "ITEM IN %s\tLEASED BY\tLEASE LEFT\tEXPIRES IN\tTAGS\tPAYLOAD\n", cell(p.Pool))
+	fmt.Fprintf(tw, "ITEM IN %s\tLEASED BY\tLEASE LEFT\tEXPIRES IN\tSCORE\tUSES\tTAGS\tPAYLOAD\n", cell(p.Pool))
 	for _, it := range p.Items {
 		holder, left, expires := "-", "-", "never"
 		if it.Lease != nil {
@@ -50,7 +59,8 @@ func WritePoolItems(w io.Writer, p api.PoolItems, now time.Time) error {
 		for _, k := range slices.Sorted(maps.Keys(it.Tags)) {
 			tags = append(tags, k+"="+string(it.Tags[k]))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cell(it.ID), holder, left, expires, cut(cell(strings.Join(tags, " ")), 60), cut(cell(string(it.Payload)), 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(it.ID), holder, left, expires, ofLimit(it.Score, it.MaxErrorScore), ofLimit(it.Uses, it.MaxUses),
+			cut(cell(strings.Join(tags, " ")), 60), cut(cell(string(it.Payload)), 60))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -5,7 +5,7 @@
 // roles. "pools" maps a pool's name to its roles: "put" (pool_put), "claim" (pool_claim,
 // and pool_release and pool_extend of what it claimed), "list" (pool_list and
 // pool_size), "mark_bad"
-// (pool_mark_bad). "queues" maps a queue's name to its roles: "consume" (the plugin's
+// (pool_mark_bad, and pool_mark_good: reporting an item's health either way). "queues" maps a queue's name to its roles: "consume" (the plugin's
 // slots take its tasks) and "submit" (the plugin submits tasks to it). A plugin whose
 // fleet_describe declares a pool or queue that its entry does not grant (a queue it
 // consumes without "consume", one it submits to without "submit", a pool with no role)

@@ -95,7 +95,7 @@ func BenchmarkPoolPutMarkBad(b *testing.B) {
 	tags := primitives.Tags{"site": `"x"`}
 	for b.Loop() {
 		id, _ := be.PoolPut(ctx, "p", benchPayload, tags, time.Minute)
-		if err := be.PoolMarkBad(ctx, "p", id, "bad"); err != nil {
+		if err := be.PoolMarkBad(ctx, "p", id, "bad", 0); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -298,5 +298,26 @@ func BenchmarkGateAcquire(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkPoolClaimScored is BenchmarkPoolClaim of a pool whose 100 items all carry a
+// score: each claim compares primitives.HealthPage candidates.
+func BenchmarkPoolClaimScored(b *testing.B) {
+	be, _ := benchBackend(b)
+	ctx := b.Context()
+	fillPool(b, be, 100, 0)
+	items, _ := be.PoolList(ctx, "p", nil, 100)
+	for i, it := range items {
+		be.PoolMarkBad(ctx, "p", it.ID, "bench", 1+i%5)
+	}
+	for b.Loop() {
+		l, ok, err := be.PoolClaim(ctx, "p", nil, time.Minute)
+		if err != nil || !ok {
+			b.Fatal(ok, err)
+		}
+		if err := be.PoolRelease(ctx, "p", l.ID, l.Token); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -33,6 +33,9 @@ type item struct {
 
 	token string // of the current lease; "" when unleased
 
+	score, uses int                   // the health: error score, claims so far
+	health      primitives.PoolHealth // immutable
+
 	ttlNode   node // in pool.ttl when expires is set
 	leaseNode node // in pool.leases while leased
 
@@ -56,6 +59,11 @@ func (it *item) export() primitives.Item {
 		Tags:      maps.Clone(it.tags),
 		CreatedAt: it.created,
 		ExpiresAt: it.expires,
+
+		Score:         it.score,
+		Uses:          it.uses,
+		MaxUses:       it.health.MaxUses,
+		MaxErrorScore: it.health.MaxErrorScore,
 	}
 	if it.token != "" {
 		out.LeasedUntil, out.Holder = it.leaseNode.at, primitives.TokenHolder(it.token)
@@ -170,6 +178,17 @@ func (p *pool) lease(it *item, until time.Time, token string) string {
 	return it.token
 }
 
+// endLease ends the lease of a leased item: it goes back to the free indexes, or, when
+// that lease was the last of its MaxUses, from the pool.
+func (p *pool) endLease(it *item) {
+	p.leases.remove(it)
+	if it.health.MaxUses > 0 && it.uses >= it.health.MaxUses {
+		p.drop(it) // leased: in no free index
+		return
+	}
+	p.makeFree(it)
+}
+
 // link appends it to the put order.
 func (p *pool) link(it *item) {
 	it.prev = p.last
@@ -222,7 +241,7 @@ func (p *pool) settle(now time.Time) {
 		if !ok {
 			break
 		}
-		p.makeFree(it)
+		p.endLease(it)
 	}
 }
 
@@ -263,12 +282,12 @@ func checkPool(name string) error { return primitives.CheckName("pool", name) }
 
 // PoolPut implements primitives.Pool. It stores copies of payload and tags.
 func (b *Backend) PoolPut(ctx context.Context, poolName string, payload []byte, tags primitives.Tags, ttl time.Duration) (string, error) {
-	return b.PoolPutWithin(ctx, poolName, payload, tags, ttl, primitives.PoolCap{})
+	return b.PoolPutWithin(ctx, poolName, payload, tags, ttl, primitives.PoolPutOptions{})
 }
 
 // PoolPutWithin implements primitives.Pool: the live items and their bytes are counted
 // and the item added under the pool's lock, after the expired items are dropped.
-func (b *Backend) PoolPutWithin(ctx context.Context, poolName string, payload []byte, tags primitives.Tags, ttl time.Duration, c primitives.PoolCap) (string, error) {
+func (b *Backend) PoolPutWithin(ctx context.Context, poolName string, payload []byte, tags primitives.Tags, ttl time.Duration, o primitives.PoolPutOptions) (string, error) {
 	if err := checkPool(poolName); err != nil {
 		return "", err
 	}
@@ -281,14 +300,18 @@ func (b *Backend) PoolPutWithin(ctx context.Context, poolName string, payload []
 	if err := primitives.CheckValue("payload", payload); err != nil {
 		return "", err
 	}
-	rq, err := requestOf(ctx, "pool put", payload, tags, ttl)
+	if err := primitives.CheckHealth(o.Health); err != nil {
+		return "", err
+	}
+	rq, err := requestOf(ctx, "pool put", payload, tags, ttl, o.Health)
 	if err != nil {
 		return "", err
 	}
 	if err := b.check(); err != nil {
 		return "", err
 	}
-	it := &item{id: newID(), payload: clone(payload)}
+	it := &item{id: newID(), payload: clone(payload), health: o.Health}
+	c := o.Cap
 	if len(tags) > 0 {
 		it.tags = maps.Clone(tags)
 		it.keys = make([]tagKey, 0, len(tags))
@@ -413,19 +436,39 @@ func (b *Backend) PoolClaim(ctx context.Context, poolName string, where primitiv
 	if s == nil {
 		return primitives.ItemLease{}, false, nil
 	}
-	// Take from the end: when every member matches (one tag in where, the common case),
-	// that is the first look, and removing the last member moves nothing.
-	for i := s.len() - 1; i >= 0; i-- {
+	it := healthiest(s, where)
+	if it == nil {
+		return primitives.ItemLease{}, false, nil
+	}
+	until := now.Add(hold)
+	token := p.lease(it, until, primitives.LeaseToken(ctx))
+	it.uses++
+	p.replays.remember(now, "", rq, [2]string{it.id, token})
+	return primitives.ItemLease{Item: it.export(), Lease: primitives.Lease{Token: token, Until: until}}, true, nil
+}
+
+// healthiest returns the member of s matching where of the lowest score among the first
+// primitives.HealthPage matching ones, or nil when none matches. It looks from the end:
+// when every member matches (one tag in where, the common case), that is the first look,
+// and removing the last member moves nothing; and it stops at the first of score 0, so
+// that an unscored pool is claimed from the end as it always was.
+func healthiest(s *itemSet, where primitives.Tags) *item {
+	var best *item
+	seen := 0
+	for i := s.len() - 1; i >= 0 && seen < primitives.HealthPage; i-- {
 		it := s.s[i]
 		if !it.matches(where) {
 			continue
 		}
-		until := now.Add(hold)
-		token := p.lease(it, until, primitives.LeaseToken(ctx))
-		p.replays.remember(now, "", rq, [2]string{it.id, token})
-		return primitives.ItemLease{Item: it.export(), Lease: primitives.Lease{Token: token, Until: until}}, true, nil
+		seen++
+		if best == nil || it.score < best.score {
+			best = it
+		}
+		if it.score == 0 {
+			break
+		}
 	}
-	return primitives.ItemLease{}, false, nil
+	return best
 }
 
 // PoolRelease implements primitives.Pool.
@@ -438,8 +481,7 @@ func (b *Backend) PoolRelease(ctx context.Context, poolName, id, token string) e
 		if err := holds(poolName, it, token); err != nil {
 			return err
 		}
-		p.leases.remove(it)
-		p.makeFree(it)
+		p.endLease(it)
 		return nil
 	})
 }
@@ -473,13 +515,37 @@ func holds(poolName string, it *item, token string) error {
 }
 
 // PoolMarkBad implements primitives.Pool. The reason is not kept.
-func (b *Backend) PoolMarkBad(ctx context.Context, poolName, id, reason string) error {
-	rq, err := requestOf(ctx, "pool mark_bad", id)
+func (b *Backend) PoolMarkBad(ctx context.Context, poolName, id, reason string, weight int) error {
+	if err := primitives.CheckWeight(weight); err != nil {
+		return err
+	}
+	rq, err := requestOf(ctx, "pool mark_bad", id, weight)
 	if err != nil {
 		return err
 	}
 	return b.withItem(poolName, id, "pool mark_bad", rq, func(p *pool, it *item) error {
-		p.drop(it)
+		it.score += weight
+		if weight == 0 || (it.health.MaxErrorScore > 0 && it.score > it.health.MaxErrorScore) {
+			p.drop(it)
+		}
+		return nil
+	})
+}
+
+// PoolMarkGood implements primitives.Pool.
+func (b *Backend) PoolMarkGood(ctx context.Context, poolName, id string, weight int) error {
+	if err := primitives.CheckWeight(weight); err != nil {
+		return err
+	}
+	if weight == 0 {
+		weight = 1
+	}
+	rq, err := requestOf(ctx, "pool mark_good", id, weight)
+	if err != nil {
+		return err
+	}
+	return b.withItem(poolName, id, "pool mark_good", rq, func(p *pool, it *item) error {
+		it.score = max(0, it.score-weight)
 		return nil
 	})
 }

@@ -252,7 +252,7 @@ func runPoolModel(t *testing.T, seed uint64, steps int) {
 		case op < 67:
 			id := pick()
 			m := model[id]
-			err := b.PoolMarkBad(ctx, "p", id, "bad")
+			err := b.PoolMarkBad(ctx, "p", id, "bad", 0)
 			if m == nil || !live(m) {
 				if !errors.Is(err, primitives.ErrNotFound) {
 					t.Fatalf("step %d: PoolMarkBad(gone) = %v, want ErrNotFound", step, err)
@@ -380,6 +380,24 @@ func checkPoolIndexes(t *testing.T, p *pool) {
 			if s.len() != idx.want[k] {
 				t.Fatalf("%s[%v] has %d items, want %d", what, k, s.len(), idx.want[k])
 			}
+		}
+	}
+}
+
+// TestPoolClaimOrderUnscored holds the claim order of a pool that never scores to what
+// it was before health: the item put last is claimed first.
+func TestPoolClaimOrderUnscored(t *testing.T) {
+	b, _ := newFake(t)
+	ctx := t.Context()
+	var ids []string
+	for i := range 5 {
+		id, _ := b.PoolPut(ctx, "p", []byte(fmt.Sprint(i)), nil, 0)
+		ids = append(ids, id)
+	}
+	for i := len(ids) - 1; i >= 0; i-- {
+		l, ok, _ := b.PoolClaim(ctx, "p", nil, time.Minute)
+		if !ok || l.ID != ids[i] {
+			t.Fatalf("PoolClaim = %v %q, want the last put left, %q", ok, l.ID, ids[i])
 		}
 	}
 }

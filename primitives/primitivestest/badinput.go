@@ -73,7 +73,7 @@ var nameArgs = []struct {
 		return err
 	}},
 	{"PoolMarkBad(pool)", func(ctx context.Context, b primitives.Backend, n string) error {
-		return b.PoolMarkBad(ctx, n, "id", "reason")
+		return b.PoolMarkBad(ctx, n, "id", "reason", 0)
 	}},
 	{"PoolSize(pool)", func(ctx context.Context, b primitives.Backend, n string) error {
 		_, err := b.PoolSize(ctx, n)
@@ -357,7 +357,7 @@ func testUnknownIDs(t *testing.T, b primitives.Backend) {
 	// Unknown in a pool and a queue that exist, and in ones never written.
 	for _, pool := range []string{"p", "never-written"} {
 		wantErr(t, fmt.Sprintf("PoolRelease(%s, unknown id)", pool), b.PoolRelease(ctx, pool, "no-such-id", "token"), primitives.ErrNotFound)
-		wantErr(t, fmt.Sprintf("PoolMarkBad(%s, unknown id)", pool), b.PoolMarkBad(ctx, pool, "no-such-id", "bad"), primitives.ErrNotFound)
+		wantErr(t, fmt.Sprintf("PoolMarkBad(%s, unknown id)", pool), b.PoolMarkBad(ctx, pool, "no-such-id", "bad", 0), primitives.ErrNotFound)
 		_, err := b.PoolExtend(ctx, pool, "no-such-id", "token", time.Minute)
 		wantErr(t, fmt.Sprintf("PoolExtend(%s, unknown id)", pool), err, primitives.ErrNotFound)
 	}
@@ -385,7 +385,7 @@ func testUnknownIDs(t *testing.T, b primitives.Backend) {
 		id := badNames[label]
 		for op, err := range map[string]error{
 			"PoolRelease": b.PoolRelease(ctx, "p", id, "token"),
-			"PoolMarkBad": b.PoolMarkBad(ctx, "p", id, "bad"),
+			"PoolMarkBad": b.PoolMarkBad(ctx, "p", id, "bad", 0),
 			"QueueAck":    b.QueueAck(ctx, "q", id, "token"),
 			"QueueRelease": func() error {
 				_, err := b.QueueRelease(ctx, "q", id, "token", primitives.Retry{})

@@ -125,7 +125,7 @@ func (d *differ) one() {
 		ttl := []time.Duration{0, time.Hour}[d.r.IntN(2)]
 		c := []primitives.PoolCap{{}, {}, {Items: 20}, {Bytes: 300}}[d.r.IntN(4)]
 		ra, rb := both(func(s *side) any {
-			id, err := s.b.PoolPutWithin(ctx, pool, []byte(strconv.Itoa(k)), tags, ttl, c)
+			id, err := s.b.PoolPutWithin(ctx, pool, []byte(strconv.Itoa(k)), tags, ttl, primitives.PoolPutOptions{Cap: c})
 			if err == nil {
 				s.itemIDs = append(s.itemIDs, id)
 				s.itemIdx[id] = k
@@ -187,7 +187,7 @@ func (d *differ) one() {
 			return
 		}
 		k, pool := d.r.IntN(len(A.itemIDs)), d.name("p")
-		ra, rb := both(func(s *side) any { return kind(s.b.PoolMarkBad(ctx, pool, s.itemIDs[k], "bad")) })
+		ra, rb := both(func(s *side) any { return kind(s.b.PoolMarkBad(ctx, pool, s.itemIDs[k], "bad", 0)) })
 		d.same(fmt.Sprintf("PoolMarkBad(%q, item %d)", pool, k), ra, rb)
 	case op < 38: // PoolList, PoolSize, PoolStats
 		pool, where := d.name("p"), d.where()

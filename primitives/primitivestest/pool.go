@@ -450,7 +450,7 @@ func testPoolExtend(t *testing.T, b primitives.Backend) {
 	}
 	_, err = b.PoolExtend(t.Context(), "p", l.ID, l.Token, time.Minute)
 	wantErr(t, "PoolExtend(re-claimed)", err, primitives.ErrConflict)
-	noErr(t, "PoolMarkBad", b.PoolMarkBad(t.Context(), "p", id, "done"))
+	noErr(t, "PoolMarkBad", b.PoolMarkBad(t.Context(), "p", id, "done", 0))
 	_, err = b.PoolExtend(t.Context(), "p", l2.ID, l2.Token, time.Minute)
 	wantErr(t, "PoolExtend(marked bad)", err, primitives.ErrNotFound)
 }
@@ -472,7 +472,7 @@ func testPoolExtendEnded(t *testing.T, b primitives.Backend) {
 func testPoolMarkBad(t *testing.T, b primitives.Backend) {
 	bad := put(t, b, "p", `1`, siteX, 0)
 	good := put(t, b, "p", `2`, siteX, 0)
-	noErr(t, "PoolMarkBad", b.PoolMarkBad(t.Context(), "p", bad, "clearance rejected"))
+	noErr(t, "PoolMarkBad", b.PoolMarkBad(t.Context(), "p", bad, "clearance rejected", 0))
 	if got := listIDs(t, b, "p", nil); !slices.Equal(got, []string{good}) {
 		t.Errorf("PoolList after PoolMarkBad = %v, want [%s]", got, good)
 	}
@@ -481,14 +481,14 @@ func testPoolMarkBad(t *testing.T, b primitives.Backend) {
 		t.Errorf("PoolClaim after PoolMarkBad = %q, want %q", l.ID, good)
 	}
 	wantNoClaim(t, b, "p", siteX)
-	wantErr(t, "PoolMarkBad(twice)", b.PoolMarkBad(t.Context(), "p", bad, "again"), primitives.ErrNotFound)
+	wantErr(t, "PoolMarkBad(twice)", b.PoolMarkBad(t.Context(), "p", bad, "again", 0), primitives.ErrNotFound)
 	wantErr(t, "PoolRelease(marked bad)", b.PoolRelease(t.Context(), "p", bad, "any"), primitives.ErrNotFound)
 }
 
 func testPoolMarkBadLeased(t *testing.T, b primitives.Backend) {
 	id := put(t, b, "p", `1`, siteX, 0)
 	l := mustClaim(t, b, "p", siteX, 300*time.Millisecond)
-	noErr(t, "PoolMarkBad(leased)", b.PoolMarkBad(t.Context(), "p", id, "dead account"))
+	noErr(t, "PoolMarkBad(leased)", b.PoolMarkBad(t.Context(), "p", id, "dead account", 0))
 	if got := listIDs(t, b, "p", nil); len(got) != 0 {
 		t.Errorf("PoolList after PoolMarkBad of a leased item = %v, want none", got)
 	}
@@ -589,7 +589,7 @@ func testPoolsAreIsolated(t *testing.T, b primitives.Backend) {
 	if got := listIDs(t, b, "b", nil); len(got) != 0 {
 		t.Errorf("PoolList(b) = %v, want none", got)
 	}
-	wantErr(t, "PoolMarkBad(other pool)", b.PoolMarkBad(t.Context(), "b", id, "x"), primitives.ErrNotFound)
+	wantErr(t, "PoolMarkBad(other pool)", b.PoolMarkBad(t.Context(), "b", id, "x", 0), primitives.ErrNotFound)
 	l := mustClaim(t, b, "a", nil, time.Minute)
 	wantErr(t, "PoolRelease(other pool)", b.PoolRelease(t.Context(), "b", l.ID, l.Token), primitives.ErrNotFound)
 	wantSize(t, b, "a", 1)

@@ -37,7 +37,7 @@ import (
 )
 
 // Run runs the conformance suite. Subtests are named by primitive: Pool/..., KV/...,
-// Lock/..., Counter/..., Queue/..., Gate/..., BadInput/..., Limits/..., Request/....
+// Health/..., Lock/..., Counter/..., Queue/..., Gate/..., BadInput/..., Limits/..., Request/....
 //
 // newBackend is called once per subtest and must return a fresh, empty backend; it
 // should close it with t.Cleanup (the suite never closes it). The whole suite takes a
@@ -49,6 +49,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) primitives.Backend) {
 		tests []subtest
 	}{
 		{"Pool", poolTests},
+		{"Health", healthTests},
 		{"KV", kvTests},
 		{"Lock", lockTests},
 		{"Counter", counterTests},
@@ -191,7 +192,7 @@ var Ops = []Op{
 		return err
 	}},
 	{"PoolMarkBad", func(ctx context.Context, b primitives.Backend) error {
-		return b.PoolMarkBad(ctx, "p", "no-such-id", "bad")
+		return b.PoolMarkBad(ctx, "p", "no-such-id", "bad", 0)
 	}},
 	{"PoolSize", func(ctx context.Context, b primitives.Backend) error {
 		_, err := b.PoolSize(ctx, "p")

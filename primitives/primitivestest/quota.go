@@ -202,7 +202,7 @@ func testQueueDepthCapHammer(t *testing.T, b primitives.Backend) {
 }
 
 func putWithin(b primitives.Backend, t *testing.T, pool string, ttl time.Duration, maxItems int) error {
-	_, err := b.PoolPutWithin(t.Context(), pool, []byte(`{}`), primitives.Tags{"site": `"x"`}, ttl, primitives.PoolCap{Items: maxItems})
+	_, err := b.PoolPutWithin(t.Context(), pool, []byte(`{}`), primitives.Tags{"site": `"x"`}, ttl, primitives.PoolPutOptions{Cap: primitives.PoolCap{Items: maxItems}})
 	return err
 }
 
@@ -266,7 +266,7 @@ func testPoolBytesCap(t *testing.T, b primitives.Backend) {
 	const ttl = 150 * time.Millisecond
 	c := primitives.PoolCap{Bytes: 27}
 	put := func(ttl time.Duration) (string, error) {
-		return b.PoolPutWithin(t.Context(), "p", []byte(`{}`), primitives.Tags{"site": `"x"`}, ttl, c)
+		return b.PoolPutWithin(t.Context(), "p", []byte(`{}`), primitives.Tags{"site": `"x"`}, ttl, primitives.PoolPutOptions{Cap: c})
 	}
 	_, err := put(ttl)
 	noErr(t, "PoolPutWithin(short ttl)", err)
@@ -280,7 +280,7 @@ func testPoolBytesCap(t *testing.T, b primitives.Backend) {
 		t.Errorf("PoolPutWithin past the bytes cap = %v, want it to say the bytes and the cap", err)
 	}
 	// A mark_bad gives its bytes back, and so does an expiry.
-	noErr(t, "PoolMarkBad", b.PoolMarkBad(t.Context(), "p", id, "bad"))
+	noErr(t, "PoolMarkBad", b.PoolMarkBad(t.Context(), "p", id, "bad", 0))
 	_, err = put(0)
 	noErr(t, "PoolPutWithin after a mark_bad", err)
 	_, err = put(0)

@@ -285,9 +285,9 @@ func testRequestPoolRelease(t *testing.T, b primitives.Backend) {
 	noErr(t, "PoolRelease", b.PoolRelease(ctx, "p", id, l.Token))
 	noErr(t, "PoolRelease again", b.PoolRelease(ctx, "p", id, l.Token))
 	ctx = req(t, "bad-1")
-	noErr(t, "PoolMarkBad", b.PoolMarkBad(ctx, "p", id, "x"))
-	noErr(t, "PoolMarkBad again", b.PoolMarkBad(ctx, "p", id, "x"))
-	wantErr(t, "PoolMarkBad of another request", b.PoolMarkBad(t.Context(), "p", id, "x"), primitives.ErrNotFound)
+	noErr(t, "PoolMarkBad", b.PoolMarkBad(ctx, "p", id, "x", 0))
+	noErr(t, "PoolMarkBad again", b.PoolMarkBad(ctx, "p", id, "x", 0))
+	wantErr(t, "PoolMarkBad of another request", b.PoolMarkBad(t.Context(), "p", id, "x", 0), primitives.ErrNotFound)
 }
 
 func testRequestLock(t *testing.T, b primitives.Backend) {

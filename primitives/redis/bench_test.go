@@ -403,3 +403,21 @@ func BenchmarkRawSet(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPoolClaimScored claims and releases an item of a pool of 100 whose items are
+// unscored, or all scored (each claim then compares primitives.HealthPage candidates):
+// what preferring the healthiest costs a claim beside a pool that never scores.
+func BenchmarkPoolClaimScored(b *testing.B) {
+	for _, scored := range []bool{false, true} {
+		b.Run(fmt.Sprintf("scored=%v", scored), func(b *testing.B) {
+			be, _ := setup(b)
+			for i := range 100 {
+				id, _ := be.PoolPut(bg, "p", []byte("x"), primitives.Tags{"site": `"x"`}, 0)
+				if scored {
+					be.PoolMarkBad(bg, "p", id, "bench", 1+i%5)
+				}
+			}
+			claimRelease(b, be, primitives.Tags{"site": `"x"`})
+		})
+	}
+}

@@ -154,6 +154,14 @@ local function make_free(id, tags)
   for _, s in ipairs(suffixes(tags)) do redis.call('SADD', free_tag_key(s), id) end
 end
 
+-- end_lease ends an item's lease: it goes back to the free sets, or, when that lease
+-- was the last of its max_uses (uses and max_uses as the item's hash holds them), from
+-- the pool.
+local function end_lease(id, tags, uses, max_uses)
+  local m = tonumber(max_uses or '0')
+  if m > 0 and tonumber(uses or '0') >= m then remove_item(id) else make_free(id, tags) end
+end
+
 -- prune removes up to n items (n < 0: all) whose TTL has passed at now.
 local function prune(now, n)
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', LIVE, '-inf', now, 'LIMIT', 0, n)) do
@@ -176,7 +184,9 @@ end
 //	ARGV[6]     -> the most live items; 0 for no cap
 //	ARGV[7]     -> the most bytes of items; 0 for no cap
 //	ARGV[8]     -> the item's cost (primitives.PoolCost)
-//	ARGV[9+i]   -> tag i's `[name]=value`, for the tags SET
+//	ARGV[9]     -> the item's max_uses; 0 for none (primitives.PoolHealth)
+//	ARGV[10]    -> the item's max_score (PoolHealth.MaxErrorScore); 0 for none
+//	ARGV[11+i]  -> tag i's `[name]=value`, for the tags SET
 //	ARGV[-3..]  -> the request (luaOnce)
 //
 // Output: {1, id}: the item put, by this run or by the request's first; {-3, live
@@ -205,13 +215,15 @@ local id, ttl = ARGV[1], tonumber(ARGV[4])
 local expires, score = 0, '+inf'
 if ttl > 0 then expires = now + ttl; score = expires end
 redis.call('HSET', item_key(id), 'payload', ARGV[2], 'tags', ARGV[3], 'created', now, 'expires', expires, 'cost', cost)
+if ARGV[9] ~= '0' then redis.call('HSET', item_key(id), 'max_uses', ARGV[9]) end
+if ARGV[10] ~= '0' then redis.call('HSET', item_key(id), 'max_score', ARGV[10]) end
 redis.call('INCRBY', BYTES, cost)
 redis.call('ZADD', LIVE, score, id)
 redis.call('SADD', FREE, id)
 for i = 6, #KEYS, 2 do
   redis.call('SADD', KEYS[i], id)
   redis.call('SADD', KEYS[i + 1], id)
-  redis.call('SADD', TAGS, ARGV[9 + (i - 6) / 2])
+  redis.call('SADD', TAGS, ARGV[11 + (i - 6) / 2])
 end
 remember(req_key(), id)
 return {1, id}
@@ -220,12 +232,13 @@ return {1, id}
 // PoolPut adds an item to pool and returns its id. ttl 0 means no expiry. Each put
 // also prunes up to 100 items of the pool whose TTL has passed.
 func (b *Backend) PoolPut(ctx context.Context, pool string, payload []byte, tags primitives.Tags, ttl time.Duration) (string, error) {
-	return b.PoolPutWithin(ctx, pool, payload, tags, ttl, primitives.PoolCap{})
+	return b.PoolPutWithin(ctx, pool, payload, tags, ttl, primitives.PoolPutOptions{})
 }
 
-// PoolPutWithin is PoolPut refused with ErrLimit past c; the count (ZCOUNT, O(log n)),
-// the bytes (a counter the scripts keep) and the put are one script.
-func (b *Backend) PoolPutWithin(ctx context.Context, pool string, payload []byte, tags primitives.Tags, ttl time.Duration, c primitives.PoolCap) (string, error) {
+// PoolPutWithin is PoolPut refused with ErrLimit past o.Cap, of the health limits
+// o.Health; the count (ZCOUNT, O(log n)), the bytes (a counter the scripts keep) and
+// the put are one script.
+func (b *Backend) PoolPutWithin(ctx context.Context, pool string, payload []byte, tags primitives.Tags, ttl time.Duration, o primitives.PoolPutOptions) (string, error) {
 	if err := primitives.CheckName("pool", pool); err != nil {
 		return "", err
 	}
@@ -238,15 +251,19 @@ func (b *Backend) PoolPutWithin(ctx context.Context, pool string, payload []byte
 	if err := primitives.CheckTTL("ttl", ttl); err != nil {
 		return "", err
 	}
+	if err := primitives.CheckHealth(o.Health); err != nil {
+		return "", err
+	}
 	enc := tagsEncode(tags)
-	req, err := b.request(ctx, "pool put", payload, enc, ttl)
+	req, err := b.request(ctx, "pool put", payload, enc, ttl, o.Health)
 	if err != nil {
 		return "", err
 	}
 	keys := poolScriptKeys(pool, 2*len(tags))
 	cost := primitives.PoolCost(payload, tags)
-	args := make([]any, 0, 11+len(tags))
-	args = append(args, newID(), payload, enc, ms(ttl), prunePerPut, max(c.Items, 0), max(c.Bytes, 0), cost)
+	c := o.Cap
+	args := make([]any, 0, 13+len(tags))
+	args = append(args, newID(), payload, enc, ms(ttl), prunePerPut, max(c.Items, 0), max(c.Bytes, 0), cost, o.Health.MaxUses, o.Health.MaxErrorScore)
 	for k, v := range tags {
 		keys = append(keys, poolTagKey(pool, k, v), poolFreeTagKey(pool, k, v))
 		args = append(args, tagSuffix(k, v))
@@ -272,7 +289,8 @@ func (b *Backend) scriptFail(ctx context.Context, op, name string, err error) er
 	return b.fail(ctx, op, name, err)
 }
 
-// itemFromReply reads id, payload, tags, created, expires from a script reply.
+// itemFromReply reads id, payload, tags, created, expires, score, uses, max_uses and
+// max_score (luaItemOut) from a script reply.
 func itemFromReply(op string, a []any) (primitives.Item, error) {
 	var it primitives.Item
 	var err error
@@ -299,8 +317,30 @@ func itemFromReply(op string, a []any) (primitives.Item, error) {
 		return it, err
 	}
 	it.CreatedAt, it.ExpiresAt = millis(created), millis(expires)
+	for i, dst := range []*int{&it.Score, &it.Uses, &it.MaxUses, &it.MaxErrorScore} {
+		n, err := replyInt(op, a[5+i])
+		if err != nil {
+			return it, err
+		}
+		*dst = int(n)
+	}
 	return it, nil
 }
+
+// itemFields are the item hash's fields that a list and a claim return, in the order
+// itemFromReply reads them after the id.
+const itemFields = `'payload', 'tags', 'created', 'expires', 'score', 'uses', 'max_uses', 'max_score'`
+
+// luaItemOut is the Lua function that appends to out the id and the fields f (HMGET of
+// itemFields) as itemFromReply reads them: 9 values.
+const luaItemOut = `
+local function item_out(out, id, f)
+  local n = #out
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = id, f[1], f[2], tonumber(f[3]), tonumber(f[4])
+  out[n + 6], out[n + 7], out[n + 8], out[n + 9] = tonumber(f[5] or '0'), tonumber(f[6] or '0'), tonumber(f[7] or '0'), tonumber(f[8] or '0')
+  return out
+end
+`
 
 // listPage is how many index entries one pool list script examines at most. A list
 // walks the pool page by page, one script each, so that no script reads a large set
@@ -317,13 +357,13 @@ const listPage = 512
 //	ARGV[4]    -> how many entries the page may examine (listPage)
 //
 // Output: {next cursor ("0": done), the scanned key's index, id, payload, tags, created,
-// expires, lease token, lease end ms, ...} with seven fields per item (the lease's two
-// are "" and 0 when it is not leased).
+// expires, score, uses, max_uses, max_score, lease token, lease end ms, ...} with eleven
+// fields per item (the lease's two are "" and 0 when it is not leased).
 //
 // Unfiltered it walks live by rank from the first unexpired one (ZRANGE, O(log n + m));
 // filtered it SSCANs the smallest tag set and tests the others with SISMEMBER, so its
 // cost follows that set, a page at a time.
-var poolListCmd = goredis.NewScript(luaPool + `
+var poolListCmd = goredis.NewScript(luaPool + luaItemOut + `
 local now, want, cursor, k, budget = now_ms(), tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local out = {'0', 0}
 local n, seen = 0, {}
@@ -333,16 +373,12 @@ local n, seen = 0, {}
 local function add(id)
   if seen[id] then return false end
   seen[id] = true
-  local f = redis.call('HMGET', item_key(id), 'payload', 'tags', 'created', 'expires', 'token', 'until')
+  local f = redis.call('HMGET', item_key(id), ` + itemFields + `, 'token', 'until')
   if f[1] and not expired(f[4], now) then
-    out[#out + 1] = id
-    out[#out + 1] = f[1]
-    out[#out + 1] = f[2]
-    out[#out + 1] = tonumber(f[3])
-    out[#out + 1] = tonumber(f[4])
-    if f[5] and tonumber(f[6]) > now then
-      out[#out + 1] = f[5]
-      out[#out + 1] = tonumber(f[6])
+    item_out(out, id, f)
+    if f[9] and tonumber(f[10]) > now then
+      out[#out + 1] = f[9]
+      out[#out + 1] = tonumber(f[10])
     else
       out[#out + 1] = ''
       out[#out + 1] = 0
@@ -420,7 +456,7 @@ func (b *Backend) poolListPage(ctx context.Context, pool string, keys []string, 
 		return "", 0, nil, b.scriptFail(ctx, "pool list", pool, err)
 	}
 	a, err := replyArray("pool list", v, 2)
-	if err != nil || len(a)%7 != 2 {
+	if err != nil || len(a)%11 != 2 {
 		return "", 0, nil, replyError("pool list", v)
 	}
 	next, err1 := replyString("pool list", a[0])
@@ -428,15 +464,15 @@ func (b *Backend) poolListPage(ctx context.Context, pool string, keys []string, 
 	if err := errors.Join(err1, err2); err != nil {
 		return "", 0, nil, err
 	}
-	items = make([]primitives.Item, 0, (len(a)-2)/7)
-	for i := 2; i < len(a); i += 7 {
-		it, err := itemFromReply("pool list", a[i:i+5])
+	items = make([]primitives.Item, 0, (len(a)-2)/11)
+	for i := 2; i < len(a); i += 11 {
+		it, err := itemFromReply("pool list", a[i:i+9])
 		if err != nil {
 			return "", 0, nil, err
 		}
 		// The token proves the holder: only the holder it names is kept.
-		token, err1 := replyString("pool list", a[i+5])
-		until, err2 := replyInt("pool list", a[i+6])
+		token, err1 := replyString("pool list", a[i+9])
+		until, err2 := replyInt("pool list", a[i+10])
 		if err := errors.Join(err1, err2); err != nil {
 			return "", 0, nil, err
 		}
@@ -457,6 +493,11 @@ func (b *Backend) poolListPage(ctx context.Context, pool string, keys []string, 
 // leases to the free sets: an item whose lease ran out is claimable, and the common
 // claim saves a sweep.
 //
+// The first usable candidate is taken when its score is 0, so that a pool never scored
+// costs what it always did; a scored one is compared with up to ARGV[7] others (distinct
+// ones drawn with SRANDMEMBER's count, or the next ones the scan meets) and the lowest
+// score is taken.
+//
 //	KEYS[1..5] -> the pool's fixed keys (luaPool)
 //	KEYS[6..]  -> fleet:pool:{p}:free[name]=value  SET, one per entry of where
 //	ARGV[1]    -> hold in ms
@@ -465,42 +506,59 @@ func (b *Backend) poolListPage(ctx context.Context, pool string, keys []string, 
 //	ARGV[4]    -> 0: free items only; 1: return expired leases first (when ARGV[3] is "0")
 //	ARGV[5]    -> which of KEYS[6..] to scan, 0 for the smallest (chosen on the first page)
 //	ARGV[6]    -> how many candidates the page may look at (listPage)
-//	ARGV[7..9] -> the request (luaOnce); every page of one claim passes the same
+//	ARGV[7]    -> how many scored candidates to compare at most (primitives.HealthPage)
+//	ARGV[8..10] -> the request (luaOnce); every page of one claim passes the same
 //
 // Output: {0} nothing to claim (in this phase); {2, cursor, scanned key} a page found
-// nothing, go on from cursor; {1, id, payload, tags, created, expires, token, lease
-// left in ms} the item now leased. The page that leases records it; a repeat of the
-// request returns that lease while its token still holds it, and {0} once it does not.
-var poolClaimCmd = goredis.NewScript(luaPoolIndex + `
-local now, cursor, phase, k, budget = now_ms(), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+// nothing, go on from cursor; {1, id, payload, tags, created, expires, score, uses,
+// max_uses, max_score, token, lease left in ms} the item now leased (uses counting this
+// claim). The page that leases records it; a repeat of the request returns that lease
+// while its token still holds it, and {0} once it does not.
+var poolClaimCmd = goredis.NewScript(luaPoolIndex + luaItemOut + `
+local now, cursor, phase, k, budget, page = now_ms(), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 
 local prev = replay(req_key())
 if prev then
-  local f = redis.call('HMGET', item_key(prev[2]), 'payload', 'tags', 'created', 'expires', 'token', 'until')
-  if f[5] ~= prev[3] or tonumber(f[6]) <= now or expired(f[4], now) then return {0} end
-  return {1, prev[2], f[1], f[2], tonumber(f[3]), tonumber(f[4]), f[5], tonumber(f[6]) - now}
+  local f = redis.call('HMGET', item_key(prev[2]), ` + itemFields + `, 'token', 'until')
+  if f[9] ~= prev[3] or tonumber(f[10]) <= now or expired(f[4], now) then return {0} end
+  local out = item_out({1}, prev[2], f)
+  out[11], out[12] = f[9], tonumber(f[10]) - now
+  return out
 end
 
--- usable reads candidate c into f if it is a live item; if not, c goes from every index.
-local f
+-- usable returns candidate c's fields (itemFields) if it is a live item; if not, c goes
+-- from every index.
 local function usable(c)
-  f = redis.call('HMGET', item_key(c), 'payload', 'tags', 'created', 'expires')
-  if f[4] and not expired(f[4], now) then return true end
+  local g = redis.call('HMGET', item_key(c), ` + itemFields + `)
+  if g[4] and not expired(g[4], now) then return g end
   remove_item(c)
   for i = 6, #KEYS do redis.call('SREM', KEYS[i], c) end
-  return false
+  return nil
+end
+
+local function score(g) return tonumber(g[5] or '0') end
+
+-- live_score is usable for a candidate compared with the first: its score only (its
+-- other fields are read once it wins), or nil when it is not a live item.
+local function live_score(c)
+  local g = redis.call('HMGET', item_key(c), 'expires', 'score')
+  if g[1] and not expired(g[1], now) then return tonumber(g[2] or '0') end
+  remove_item(c)
+  for i = 6, #KEYS do redis.call('SREM', KEYS[i], c) end
+  return nil
 end
 
 if phase == 1 and cursor == '0' then
   local due = redis.call('ZRANGEBYSCORE', LEASES, '-inf', now, 'LIMIT', 0, budget)
   if #due == 0 then return {0} end
   for _, d in ipairs(due) do
-    local e = redis.call('HMGET', item_key(d), 'expires', 'tags')
-    if e[1] and not expired(e[1], now) then make_free(d, e[2]) else remove_item(d) end
+    local e = redis.call('HMGET', item_key(d), 'expires', 'tags', 'uses', 'max_uses')
+    if e[1] and not expired(e[1], now) then end_lease(d, e[2], e[3], e[4]) else remove_item(d) end
   end
 end
 
--- pick returns a usable free candidate; or false and the reply that says why.
+-- pick returns a usable free candidate and its fields; or false and the reply that says
+-- why.
 local function pick()
   if #KEYS <= 6 then
     local from = FREE
@@ -508,31 +566,54 @@ local function pick()
     for _ = 1, budget do
       local id = redis.call('SRANDMEMBER', from)
       if not id then return false, {0} end
-      if usable(id) then return id end
+      local f = usable(id)
+      if f and score(f) > 0 then
+        local first, best = id, score(f)
+        for _, c in ipairs(redis.call('SRANDMEMBER', from, page)) do
+          local s = c ~= first and live_score(c)
+          if s and s < best then id, best = c, s end
+          if best == 0 then break end
+        end
+        if id ~= first then f = redis.call('HMGET', item_key(id), ` + itemFields + `) end
+      end
+      if f then return id, f end
     end
     return false, {2, '0', 0}
   end
-  local found = false
+  local best, f, low, seen = false, nil, 0, 0
   local ok, next, kk = scan(k, cursor, budget, function(c)
-    if usable(c) then found = c end
-    return found ~= false
+    if not best then
+      local g = usable(c)
+      if g then best, f, low, seen = c, g, score(g), 1 end
+    else
+      local s = live_score(c)
+      if s then
+        seen = seen + 1
+        if s < low then best, f, low = c, nil, s end
+      end
+    end
+    return best ~= false and (low == 0 or seen >= page)
   end)
-  if ok then return found end
+  if best and not f then f = redis.call('HMGET', item_key(best), ` + itemFields + `) end
+  if best then return best, f end
   if next == '0' then return false, {0} end
   return false, {2, next, kk}
 end
 
-local id, why = pick()
-if not id then return why end
+local id, f = pick()
+if not id then return f end
 
 local ik = item_key(id)
 local deadline = now + tonumber(ARGV[1])
 redis.call('SREM', FREE, id)
 for _, s in ipairs(suffixes(f[2])) do redis.call('SREM', free_tag_key(s), id) end
 redis.call('HSET', ik, 'token', ARGV[2], 'until', deadline)
+f[6] = redis.call('HINCRBY', ik, 'uses', 1)
 redis.call('ZADD', LEASES, deadline, id)
 remember(req_key(), id, ARGV[2])
-return {1, id, f[1], f[2], tonumber(f[3]), tonumber(f[4]), ARGV[2], tonumber(ARGV[1])}
+local out = item_out({1}, id, f)
+out[11], out[12] = ARGV[2], tonumber(ARGV[1])
+return out
 `)
 
 // PoolClaim leases one live, unleased item of pool whose tags equal every entry of
@@ -563,15 +644,15 @@ func (b *Backend) PoolClaim(ctx context.Context, pool string, where primitives.T
 	cursor, phase, scan := "0", 0, int64(0)
 	for {
 		start := time.Now()
-		a, err := b.poolClaimPage(ctx, pool, keys, req.args(ms(hold), token, cursor, phase, scan, listPage))
+		a, err := b.poolClaimPage(ctx, pool, keys, req.args(ms(hold), token, cursor, phase, scan, listPage, primitives.HealthPage))
 		if err != nil {
 			return primitives.ItemLease{}, false, err
 		}
 		switch code, _ := a[0].(int64); {
-		case code == codeOK && len(a) == 8:
-			it, err1 := itemFromReply("pool claim", a[1:6])
-			held, err2 := replyString("pool claim", a[6])
-			left, err3 := replyInt("pool claim", a[7])
+		case code == codeOK && len(a) == 12:
+			it, err1 := itemFromReply("pool claim", a[1:10])
+			held, err2 := replyString("pool claim", a[10])
+			left, err3 := replyInt("pool claim", a[11])
 			if err := errors.Join(err1, err2, err3); err != nil {
 				return primitives.ItemLease{}, false, err
 			}
@@ -613,15 +694,15 @@ func (b *Backend) poolClaimPage(ctx context.Context, pool string, keys []string,
 //
 // Output: 1 released, by this run or the request's first; -1 no such live item (an
 // expired one is removed); -2 the token does not hold the lease (an expired lease is
-// returned to the pool).
+// returned to the pool). A lease that was the item's last (max_uses) removes the item.
 var poolReleaseCmd = goredis.NewScript(luaPoolIndex + `
 if replay(req_key()) then return 1 end
 local now, id = now_ms(), ARGV[1]
-local f = redis.call('HMGET', item_key(id), 'expires', 'token', 'until', 'tags')
+local f = redis.call('HMGET', item_key(id), 'expires', 'token', 'until', 'tags', 'uses', 'max_uses')
 if not f[1] then return -1 end
 if expired(f[1], now) then remove_item(id); return -1 end
 if f[2] ~= ARGV[2] then return -2 end
-make_free(id, f[4])
+end_lease(id, f[4], f[5], f[6])
 if tonumber(f[3]) <= now then return -2 end
 remember(req_key(), 1)
 return 1
@@ -672,11 +753,11 @@ func poolLeaseLost(pool, id string) error {
 // carries no request (luaOnce): run twice, it renews twice (primitives.Pool.PoolExtend).
 var poolExtendCmd = goredis.NewScript(luaPoolIndex + `
 local now, id = now_ms(), ARGV[1]
-local f = redis.call('HMGET', item_key(id), 'expires', 'token', 'until', 'tags')
+local f = redis.call('HMGET', item_key(id), 'expires', 'token', 'until', 'tags', 'uses', 'max_uses')
 if not f[1] then return -1 end
 if expired(f[1], now) then remove_item(id); return -1 end
 if f[2] ~= ARGV[2] then return -2 end
-if tonumber(f[3]) <= now then make_free(id, f[4]); return -2 end
+if tonumber(f[3]) <= now then end_lease(id, f[4], f[5], f[6]); return -2 end
 local deadline = now + tonumber(ARGV[3])
 redis.call('HSET', item_key(id), 'until', deadline)
 redis.call('ZADD', LEASES, deadline, id)
@@ -711,40 +792,89 @@ func (b *Backend) PoolExtend(ctx context.Context, pool, id, token string, hold t
 	return time.Time{}, replyError("pool extend", v)
 }
 
-// poolMarkBadCmd evicts an item and all its index entries, leased or not.
+// poolMarkBadCmd evicts an item and all its index entries, leased or not; or, with a
+// weight, adds it to the item's score and evicts the item only past its max_score.
 //
 //	KEYS[1..5] -> the pool's fixed keys (luaPool)
 //	ARGV[1]    -> item id
-//	ARGV[2..4] -> the request (luaOnce)
+//	ARGV[2]    -> weight; 0 evicts
+//	ARGV[3..5] -> the request (luaOnce)
 //
-// Output: 1 evicted, by this run or the request's first; -1 no such live item (an
-// expired one is removed all the same).
+// Output: 1 done, by this run or the request's first; -1 no such live item (an expired
+// one is removed all the same).
 var poolMarkBadCmd = goredis.NewScript(luaPoolIndex + `
 if replay(req_key()) then return 1 end
-local id = ARGV[1]
-local e = redis.call('HGET', item_key(id), 'expires')
-if not e then return -1 end
-remove_item(id)
-if expired(e, now_ms()) then return -1 end
+local id, weight = ARGV[1], tonumber(ARGV[2])
+local e = redis.call('HMGET', item_key(id), 'expires', 'max_score')
+if not e[1] then return -1 end
+if expired(e[1], now_ms()) then remove_item(id); return -1 end
+local retire = weight == 0
+if not retire then
+  local most = tonumber(e[2] or '0')
+  retire = redis.call('HINCRBY', item_key(id), 'score', weight) > most and most > 0
+end
+if retire then remove_item(id) end
 remember(req_key(), 1)
 return 1
 `)
 
-// PoolMarkBad evicts item id from pool for good, leased or not. ErrNotFound when it is
-// gone. reason is not stored: the host logs it.
-func (b *Backend) PoolMarkBad(ctx context.Context, pool, id, reason string) error {
+// PoolMarkBad evicts item id from pool for good, leased or not, or with a weight adds it
+// to the item's score (primitives.Pool). ErrNotFound when it is gone. reason is not
+// stored: the host logs it.
+func (b *Backend) PoolMarkBad(ctx context.Context, pool, id, reason string, weight int) error {
+	if err := primitives.CheckWeight(weight); err != nil {
+		return err
+	}
+	return b.poolScore(ctx, poolMarkBadCmd, "pool mark_bad", pool, id, weight)
+}
+
+// poolMarkGoodCmd lowers an item's score, never below 0, leased or not.
+//
+//	KEYS[1..5] -> the pool's fixed keys (luaPool)
+//	ARGV[1]    -> item id
+//	ARGV[2]    -> weight, > 0
+//	ARGV[3..5] -> the request (luaOnce)
+//
+// Output: 1 done, by this run or the request's first; -1 no such live item (an expired
+// one is removed all the same). A score of 0 is no field.
+var poolMarkGoodCmd = goredis.NewScript(luaPoolIndex + `
+if replay(req_key()) then return 1 end
+local id, weight = ARGV[1], tonumber(ARGV[2])
+local e = redis.call('HMGET', item_key(id), 'expires', 'score')
+if not e[1] then return -1 end
+if expired(e[1], now_ms()) then remove_item(id); return -1 end
+local score = tonumber(e[2] or '0') - weight
+if score > 0 then redis.call('HSET', item_key(id), 'score', score) else redis.call('HDEL', item_key(id), 'score') end
+remember(req_key(), 1)
+return 1
+`)
+
+// PoolMarkGood lowers the score of item id of pool by weight (1 when 0), never below 0
+// (primitives.Pool). ErrNotFound when it is gone.
+func (b *Backend) PoolMarkGood(ctx context.Context, pool, id string, weight int) error {
+	if err := primitives.CheckWeight(weight); err != nil {
+		return err
+	}
+	if weight == 0 {
+		weight = 1
+	}
+	return b.poolScore(ctx, poolMarkGoodCmd, "pool mark_good", pool, id, weight)
+}
+
+// poolScore runs script, mark_bad's or mark_good's, on item id with weight.
+func (b *Backend) poolScore(ctx context.Context, script *goredis.Script, op, pool, id string, weight int) error {
 	if err := primitives.CheckName("pool", pool); err != nil {
 		return err
 	}
-	req, err := b.request(ctx, "pool mark_bad", id)
+	req, err := b.request(ctx, op, id, weight)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := poolMarkBadCmd.Run(ctx, b.client, poolScriptKeys(pool, 0), req.args(id)...).Result()
+	v, err := script.Run(ctx, b.client, poolScriptKeys(pool, 0), req.args(id, weight)...).Result()
 	if err != nil {
-		return b.scriptFail(ctx, "pool mark_bad", pool, err)
+		return b.scriptFail(ctx, op, pool, err)
 	}
 	switch v {
 	case int64(codeOK):
@@ -752,7 +882,7 @@ func (b *Backend) PoolMarkBad(ctx context.Context, pool, id, reason string) erro
 	case int64(codeNotFound):
 		return noItem(pool, id)
 	}
-	return replyError("pool mark_bad", v)
+	return replyError(op, v)
 }
 
 // poolSizeCmd counts the live items.

@@ -314,13 +314,13 @@ func TestPoolMarkBad(t *testing.T) {
 	if !ok {
 		t.Fatal("PoolClaim = none")
 	}
-	if err := b.PoolMarkBad(bg, "p", id, "clearance rejected"); err != nil {
+	if err := b.PoolMarkBad(bg, "p", id, "clearance rejected", 0); err != nil {
 		t.Fatalf("PoolMarkBad(leased) = %v", err)
 	}
 	if keys := dataKeys(t, "fleet:pool:*"); len(keys) != 0 {
 		t.Fatalf("keys left after mark_bad of the only item: %v", keys)
 	}
-	if err := b.PoolMarkBad(bg, "p", id, "again"); !errors.Is(err, primitives.ErrNotFound) {
+	if err := b.PoolMarkBad(bg, "p", id, "again", 0); !errors.Is(err, primitives.ErrNotFound) {
 		t.Fatalf("PoolMarkBad twice = %v, want ErrNotFound", err)
 	}
 	if err := b.PoolRelease(bg, "p", id, l.Token); !errors.Is(err, primitives.ErrNotFound) {
@@ -429,4 +429,43 @@ func TestPoolClaimHammer(t *testing.T) {
 		return l.ID, ok, err
 	})
 	wantEachOnce(t, "item", seen, items)
+}
+
+// TestPoolHealthState checks the health fields of an item's hash: an item put without
+// limits and never scored carries none (its put and claim write what they always did,
+// and a claim counts its uses), a scored one carries its score until credited back to 0.
+func TestPoolHealthState(t *testing.T) {
+	b, raw := setup(t)
+	plain, _ := b.PoolPut(bg, "p", []byte("1"), nil, 0)
+	l, ok, err := b.PoolClaim(bg, "p", nil, time.Minute)
+	if err != nil || !ok || l.Uses != 1 {
+		t.Fatalf("PoolClaim = %+v, %v, %v, want a lease of uses 1", l.Item, ok, err)
+	}
+	for _, f := range []string{"score", "max_uses", "max_score"} {
+		if raw.HExists(bg, poolItemKey("p", plain), f).Val() {
+			t.Errorf("an item put without limits has field %q", f)
+		}
+	}
+	if got := raw.HGet(bg, poolItemKey("p", plain), "uses").Val(); got != "1" {
+		t.Errorf("HGET uses = %q, want 1", got)
+	}
+	id, err := b.PoolPutWithin(bg, "p", []byte("2"), nil, 0, primitives.PoolPutOptions{Health: primitives.PoolHealth{MaxUses: 4, MaxErrorScore: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := raw.HMGet(bg, poolItemKey("p", id), "max_uses", "max_score").Val(); got[0] != "4" || got[1] != "2" {
+		t.Errorf("HMGET max_uses max_score = %v, want 4 2", got)
+	}
+	if err := b.PoolMarkBad(bg, "p", id, "x", 2); err != nil {
+		t.Fatal(err)
+	}
+	if got := raw.HGet(bg, poolItemKey("p", id), "score").Val(); got != "2" {
+		t.Errorf("HGET score = %q, want 2", got)
+	}
+	if err := b.PoolMarkGood(bg, "p", id, 5); err != nil {
+		t.Fatal(err)
+	}
+	if raw.HExists(bg, poolItemKey("p", id), "score").Val() {
+		t.Errorf("an item credited back to 0 keeps a score field")
+	}
 }

@@ -10,6 +10,10 @@ import { error_set, length } from "@extism/as-pdk/lib/env";
 declare function pool_claim(req: u64): u64;
 @external("extism:host/user", "pool_release")
 declare function pool_release(req: u64): u64;
+@external("extism:host/user", "pool_mark_bad")
+declare function pool_mark_bad(req: u64): u64;
+@external("extism:host/user", "pool_mark_good")
+declare function pool_mark_good(req: u64): u64;
 @external("extism:host/user", "kv_set")
 declare function kv_set(req: u64): u64;
 @external("extism:host/user", "kv_get")
@@ -83,6 +87,25 @@ export function poolClaim(pool: string, holdMs: i64): string | null {
 
 export function poolRelease(pool: string, id: string, token: string): string | null {
   return ok(reply(pool_release(block('{"pool":' + quote(pool) + ',"id":' + quote(id) + ',"token":' + quote(token) + "}"))));
+}
+
+// poolMarkBad evicts the item (weight 0), or adds weight to its score, which retires it
+// only past its max_error_score.
+export function poolMarkBad(pool: string, id: string, reason: string, weight: i64 = 0): string | null {
+  let req = '{"pool":' + quote(pool) + ',"id":' + quote(id) + ',"reason":' + quote(reason);
+  if (weight != 0) {
+    req += ',"weight":' + weight.toString();
+  }
+  return ok(reply(pool_mark_bad(block(req + "}"))));
+}
+
+// poolMarkGood lowers the item's score by weight (0: 1), never below 0.
+export function poolMarkGood(pool: string, id: string, weight: i64 = 0): string | null {
+  let req = '{"pool":' + quote(pool) + ',"id":' + quote(id);
+  if (weight != 0) {
+    req += ',"weight":' + weight.toString();
+  }
+  return ok(reply(pool_mark_good(block(req + "}"))));
 }
 
 export function kvSet(ns: string, key: string, value: string): string | null {

@@ -1,7 +1,8 @@
 // worker.ts consumes the queue "as-jobs" ({"n": int}): per task it claims an item of
-// the pool "as-pool" and releases it, records n in KV and reads it back, adds 1 to the
+// the pool "as-pool", penalises it by 2 and credits it by 1 (a net 1 on its score), and
+// releases it, records n in KV and reads it back, adds 1 to the
 // counter "as-worker:done" and submits a task to the Go counter's queue "count".
-import { counterIncr, done, fail, field, kvGet, kvSet, lastError, output, poolClaim, poolRelease, readTask, retry, submitTask, unquote } from "./fleet";
+import { counterIncr, done, fail, field, kvGet, kvSet, lastError, output, poolClaim, poolMarkBad, poolMarkGood, poolRelease, readTask, retry, submitTask, unquote } from "./fleet";
 
 export function fleet_describe(): i32 {
   return output('{"abi_version":1,"type":"as-worker","version":"1.0.0","mode":"batch",' +
@@ -24,6 +25,12 @@ export function fleet_handle(): i32 {
     return retry(10); // as-pool is empty
   }
   const item = unquote(field(field(claim, "item")!, "id")!);
+  if (poolMarkBad("as-pool", item, "as-worker", 2) === null) {
+    return fail("pool_mark_bad: " + lastError);
+  }
+  if (poolMarkGood("as-pool", item, 1) === null) {
+    return fail("pool_mark_good: " + lastError);
+  }
   if (poolRelease("as-pool", item, unquote(field(claim, "token")!)) === null) {
     return fail("pool_release: " + lastError);
   }

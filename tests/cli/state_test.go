@@ -49,8 +49,10 @@ func TestAPIOperatorReads(t *testing.T) {
 	must(err)
 	_, err = r.b.PoolPut(ctx, "cookies", []byte(`{"c": 1}`), primitives.Tags{"site": `"a"`}, time.Hour)
 	must(err)
-	_, err = r.b.PoolPut(ctx, "cookies", []byte(`{"c": 2}`), primitives.Tags{"site": `"b"`, "fresh": `true`}, 0)
+	scored, err := r.b.PoolPutWithin(ctx, "cookies", []byte(`{"c": 2}`), primitives.Tags{"site": `"b"`, "fresh": `true`}, 0,
+		primitives.PoolPutOptions{Health: primitives.PoolHealth{MaxUses: 50, MaxErrorScore: 3}})
 	must(err)
+	must(r.b.PoolMarkBad(ctx, "cookies", scored, "stale", 2))
 	claimed, ok, err := r.b.PoolClaim(primitives.WithHolder(ctx, "scraper/1"), "cookies", primitives.Tags{"site": `"a"`}, time.Hour)
 	must(err)
 	if !ok {
@@ -100,6 +102,9 @@ func TestAPIOperatorReads(t *testing.T) {
 			Holder string
 			Until  time.Time
 		}
+		Score, Uses   int
+		MaxUses       int `json:"max_uses"`
+		MaxErrorScore int `json:"max_error_score"`
 	}
 	type page struct {
 		Pool  string
@@ -116,11 +121,11 @@ func TestAPIOperatorReads(t *testing.T) {
 			if it.Lease == nil || it.Lease.Holder != "scraper/1" || it.Lease.Until.Before(time.Now().Add(50*time.Minute)) {
 				t.Errorf("leased item %+v: want a lease held by scraper/1 for about an hour", it)
 			}
-			if it.ExpiresAt == nil || string(it.Tags["site"]) != `"a"` || string(it.Payload) != `{"c":1}` {
-				t.Errorf("leased item %+v: want its TTL, tag and payload", it)
+			if it.ExpiresAt == nil || string(it.Tags["site"]) != `"a"` || string(it.Payload) != `{"c":1}` || it.Uses != 1 || it.Score != 0 {
+				t.Errorf("leased item %+v: want its TTL, tag, payload, and one use", it)
 			}
-		} else if it.Lease != nil || it.ExpiresAt != nil || string(it.Tags["fresh"]) != "true" {
-			t.Errorf("free item %+v: want no lease, no TTL, tag fresh true", it)
+		} else if it.Lease != nil || it.ExpiresAt != nil || string(it.Tags["fresh"]) != "true" || it.Score != 2 || it.MaxErrorScore != 3 || it.MaxUses != 50 {
+			t.Errorf("free item %+v: want no lease, no TTL, tag fresh true, score 2 of 3, 50 uses", it)
 		}
 	}
 	// A filter's value is JSON when it parses as a scalar, else a string.

@@ -30,6 +30,9 @@ func poolExtend(req unsafe.Pointer, reqLen uint32, reply unsafe.Pointer, replyCa
 //go:wasmimport fleet pool_mark_bad
 func poolMarkBad(req unsafe.Pointer, reqLen uint32, reply unsafe.Pointer, replyCap uint32) int32
 
+//go:wasmimport fleet pool_mark_good
+func poolMarkGood(req unsafe.Pointer, reqLen uint32, reply unsafe.Pointer, replyCap uint32) int32
+
 //go:wasmimport fleet pool_size
 func poolSize(req unsafe.Pointer, reqLen uint32, reply unsafe.Pointer, replyCap uint32) int32
 
@@ -88,6 +91,8 @@ func lookup(op abi.Op) importFunc {
 		return poolExtend
 	case abi.OpPoolMarkBad:
 		return poolMarkBad
+	case abi.OpPoolMarkGood:
+		return poolMarkGood
 	case abi.OpPoolSize:
 		return poolSize
 	case abi.OpKVGet:

@@ -36,11 +36,11 @@ func (s *spy) hit() error {
 	return s.fail
 }
 
-func (s *spy) PoolPutWithin(ctx context.Context, pool string, payload []byte, tags primitives.Tags, ttl time.Duration, c primitives.PoolCap) (string, error) {
+func (s *spy) PoolPutWithin(ctx context.Context, pool string, payload []byte, tags primitives.Tags, ttl time.Duration, o primitives.PoolPutOptions) (string, error) {
 	if err := s.hit(); err != nil {
 		return "", err
 	}
-	return s.Backend.PoolPutWithin(ctx, pool, payload, tags, ttl, c)
+	return s.Backend.PoolPutWithin(ctx, pool, payload, tags, ttl, o)
 }
 func (s *spy) PoolList(ctx context.Context, pool string, where primitives.Tags, limit int) ([]primitives.Item, error) {
 	if err := s.hit(); err != nil {
@@ -66,11 +66,17 @@ func (s *spy) PoolExtend(ctx context.Context, pool, id, token string, hold time.
 	}
 	return s.Backend.PoolExtend(ctx, pool, id, token, hold)
 }
-func (s *spy) PoolMarkBad(ctx context.Context, pool, id, reason string) error {
+func (s *spy) PoolMarkBad(ctx context.Context, pool, id, reason string, weight int) error {
 	if err := s.hit(); err != nil {
 		return err
 	}
-	return s.Backend.PoolMarkBad(ctx, pool, id, reason)
+	return s.Backend.PoolMarkBad(ctx, pool, id, reason, weight)
+}
+func (s *spy) PoolMarkGood(ctx context.Context, pool, id string, weight int) error {
+	if err := s.hit(); err != nil {
+		return err
+	}
+	return s.Backend.PoolMarkGood(ctx, pool, id, weight)
 }
 func (s *spy) PoolSize(ctx context.Context, pool string) (int, error) {
 	if err := s.hit(); err != nil {
@@ -233,6 +239,14 @@ func TestCallKinds(t *testing.T) {
 		{"mark_bad gone", abi.OpPoolMarkBad, `{"pool":"cookies","id":"nope","reason":"r"}`, abi.NotFound, false},
 		{"mark_bad long reason", abi.OpPoolMarkBad, `{"pool":"cookies","id":"x","reason":` + big + `}`, abi.LimitExceeded, true},
 		{"mark_bad ungranted", abi.OpPoolMarkBad, `{"pool":"secrets","id":"x","reason":"r"}`, abi.PermissionDenied, true},
+		{"mark_bad negative weight", abi.OpPoolMarkBad, `{"pool":"cookies","id":"x","reason":"r","weight":-1}`, abi.ValueError, true},
+		{"mark_bad fractional weight", abi.OpPoolMarkBad, `{"pool":"cookies","id":"x","reason":"r","weight":0.5}`, abi.ValueError, true},
+		{"mark_good gone", abi.OpPoolMarkGood, `{"pool":"cookies","id":"nope"}`, abi.NotFound, false},
+		{"mark_good negative weight", abi.OpPoolMarkGood, `{"pool":"cookies","id":"x","weight":-2}`, abi.ValueError, true},
+		{"mark_good weight past the bound", abi.OpPoolMarkGood, `{"pool":"cookies","id":"x","weight":1073741825}`, abi.ValueError, true},
+		{"mark_good ungranted", abi.OpPoolMarkGood, `{"pool":"secrets","id":"x"}`, abi.PermissionDenied, true},
+		{"put negative max_uses", abi.OpPoolPut, `{"pool":"cookies","payload":{"cookie":"c"},"max_uses":-1}`, abi.ValueError, true},
+		{"put negative max_error_score", abi.OpPoolPut, `{"pool":"cookies","payload":{"cookie":"c"},"max_error_score":-1}`, abi.ValueError, true},
 		{"size ok", abi.OpPoolSize, `{"pool":"cookies"}`, "", false},
 		{"size ungranted", abi.OpPoolSize, `{"pool":"secrets"}`, abi.PermissionDenied, true},
 		// kv
@@ -305,20 +319,21 @@ func TestCallKinds(t *testing.T) {
 // role, and none of those calls reaches the backend.
 func TestRoles(t *testing.T) {
 	calls := map[abi.Op]string{
-		abi.OpPoolPut:     `{"pool":"cookies","payload":{"cookie":"c"}}`,
-		abi.OpPoolClaim:   `{"pool":"cookies","hold_ms":1000}`,
-		abi.OpPoolRelease: `{"pool":"cookies","id":"x","token":"t"}`,
-		abi.OpPoolExtend:  `{"pool":"cookies","id":"x","token":"t","hold_ms":1000}`,
-		abi.OpPoolList:    `{"pool":"cookies"}`,
-		abi.OpPoolSize:    `{"pool":"cookies"}`,
-		abi.OpPoolMarkBad: `{"pool":"cookies","id":"x","reason":"r"}`,
-		abi.OpSubmit:      `{"queue":"jobs","payload":{"n":1}}`,
+		abi.OpPoolPut:      `{"pool":"cookies","payload":{"cookie":"c"}}`,
+		abi.OpPoolClaim:    `{"pool":"cookies","hold_ms":1000}`,
+		abi.OpPoolRelease:  `{"pool":"cookies","id":"x","token":"t"}`,
+		abi.OpPoolExtend:   `{"pool":"cookies","id":"x","token":"t","hold_ms":1000}`,
+		abi.OpPoolList:     `{"pool":"cookies"}`,
+		abi.OpPoolSize:     `{"pool":"cookies"}`,
+		abi.OpPoolMarkBad:  `{"pool":"cookies","id":"x","reason":"r"}`,
+		abi.OpPoolMarkGood: `{"pool":"cookies","id":"x"}`,
+		abi.OpSubmit:       `{"queue":"jobs","payload":{"n":1}}`,
 	}
 	admits := map[Roles][]abi.Op{
 		RolePut:     {abi.OpPoolPut},
 		RoleClaim:   {abi.OpPoolClaim, abi.OpPoolRelease, abi.OpPoolExtend},
 		RoleList:    {abi.OpPoolList, abi.OpPoolSize},
-		RoleMarkBad: {abi.OpPoolMarkBad},
+		RoleMarkBad: {abi.OpPoolMarkBad, abi.OpPoolMarkGood},
 		RoleSubmit:  {abi.OpSubmit},
 		RoleConsume: nil, // the host consumes for the plugin; no op of the guest's needs it
 	}
@@ -438,6 +453,45 @@ func TestPoolRoundTrip(t *testing.T) {
 	var size abi.PoolSizeReply
 	if e := f.call(t, abi.OpPoolSize, `{"pool":"cookies"}`, &size); e != nil || size.Size != 1 {
 		t.Fatalf("size = %+v, %v; want 1", size, e)
+	}
+}
+
+// TestPoolHealth: a put's health limits reach the item, a claim shows them with the
+// item's score and uses, a weighted mark_bad penalises and mark_good credits, and the
+// item retires past its max_error_score.
+func TestPoolHealth(t *testing.T) {
+	f := newFixture(t)
+	var put abi.PoolPutReply
+	if e := f.call(t, abi.OpPoolPut, `{"pool":"cookies","payload":{"cookie":"c"},"tags":{"site":"x"},"max_uses":5,"max_error_score":2}`, &put); e != nil {
+		t.Fatal(e)
+	}
+	// 2, then 1, then 2: at max_error_score, the item still serves.
+	for _, c := range []struct {
+		op  abi.Op
+		req string
+	}{
+		{abi.OpPoolMarkBad, `{"pool":"cookies","id":%q,"reason":"stale","weight":2}`},
+		{abi.OpPoolMarkGood, `{"pool":"cookies","id":%q}`},
+		{abi.OpPoolMarkBad, `{"pool":"cookies","id":%q,"reason":"stale","weight":1}`},
+	} {
+		if e := f.call(t, c.op, fmt.Sprintf(c.req, put.ID), nil); e != nil {
+			t.Fatalf("%s: %v", c.op, e)
+		}
+	}
+	var claim abi.PoolClaimReply
+	if e := f.call(t, abi.OpPoolClaim, `{"pool":"cookies","hold_ms":5000}`, &claim); e != nil || !claim.Found {
+		t.Fatalf("claim = %+v, %v", claim, e)
+	}
+	want := abi.PoolItem{Score: 2, Uses: 1, MaxUses: 5, MaxErrorScore: 2}
+	if it := claim.Item; it.Score != want.Score || it.Uses != want.Uses || it.MaxUses != want.MaxUses || it.MaxErrorScore != want.MaxErrorScore {
+		t.Errorf("claimed item's health = score %d uses %d max_uses %d max_error_score %d, want %+v", it.Score, it.Uses, it.MaxUses, it.MaxErrorScore, want)
+	}
+	if e := f.call(t, abi.OpPoolMarkBad, fmt.Sprintf(`{"pool":"cookies","id":%q,"reason":"stale","weight":1}`, put.ID), nil); e != nil {
+		t.Fatal(e)
+	}
+	var size abi.PoolSizeReply
+	if e := f.call(t, abi.OpPoolSize, `{"pool":"cookies"}`, &size); e != nil || size.Size != 0 {
+		t.Fatalf("size after the score passed max_error_score = %+v, %v; want 0", size, e)
 	}
 }
 

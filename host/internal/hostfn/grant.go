@@ -56,14 +56,15 @@ const (
 // token). pool_size
 // comes with list: it tells how much a pool holds, less than listing it shows.
 var opRole = map[abi.Op]Roles{
-	abi.OpPoolPut:     RolePut,
-	abi.OpPoolClaim:   RoleClaim,
-	abi.OpPoolRelease: RoleClaim,
-	abi.OpPoolExtend:  RoleClaim,
-	abi.OpPoolList:    RoleList,
-	abi.OpPoolSize:    RoleList,
-	abi.OpPoolMarkBad: RoleMarkBad,
-	abi.OpSubmit:      RoleSubmit,
+	abi.OpPoolPut:      RolePut,
+	abi.OpPoolClaim:    RoleClaim,
+	abi.OpPoolRelease:  RoleClaim,
+	abi.OpPoolExtend:   RoleClaim,
+	abi.OpPoolList:     RoleList,
+	abi.OpPoolSize:     RoleList,
+	abi.OpPoolMarkBad:  RoleMarkBad,
+	abi.OpPoolMarkGood: RoleMarkBad, // reporting an item's health, either way, is one role
+	abi.OpSubmit:       RoleSubmit,
 }
 
 // ParseRoles reads role names (as the grants file spells them) into Roles, admitting

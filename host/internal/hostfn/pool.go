@@ -30,12 +30,12 @@ func (c *Core) pool(ctx context.Context, caller *Caller, op abi.Op, name string)
 
 // poolPut: pool_put.
 //
-//	request:  {"pool": "cookies", "payload": {...}, "tags": {"site": "x"}, "ttl_ms": 60000}
+//	request:  {"pool": "cookies", "payload": {...}, "tags": {"site": "x"}, "ttl_ms": 60000, "max_uses": 50, "max_error_score": 3}
 //	reply:    {"id": "..."}
 //
 // The payload and the tags are validated against a live version of the pool's contract
 // (validate.Pool.Put); each is capped at the plugin's MaxPayload. A put past the plugin's Quota.Pool
-// is LimitExceeded.
+// is LimitExceeded. A negative max_uses or max_error_score is a ValueError.
 func (c *Core) poolPut(ctx context.Context, caller *Caller, req []byte) (any, *abi.Error) {
 	var r abi.PoolPutRequest
 	if e := decode(req, &r); e != nil {
@@ -58,11 +58,20 @@ func (c *Core) poolPut(ctx context.Context, caller *Caller, req []byte) (any, *a
 	if e != nil {
 		return nil, e
 	}
+	maxUses, e := count("max_uses", r.MaxUses)
+	if e != nil {
+		return nil, e
+	}
+	maxScore, e := count("max_error_score", r.MaxErrorScore)
+	if e != nil {
+		return nil, e
+	}
 	tags, e := p.Put(r.Payload, r.Tags)
 	if e != nil {
 		return nil, e
 	}
-	id, err := c.backend.PoolPutWithin(ctx, r.Pool, r.Payload, tags, ttl, caller.Plugin.Quota.Pool)
+	o := primitives.PoolPutOptions{Cap: caller.Plugin.Quota.Pool, Health: primitives.PoolHealth{MaxUses: maxUses, MaxErrorScore: maxScore}}
+	id, err := c.backend.PoolPutWithin(ctx, r.Pool, r.Payload, tags, ttl, o)
 	if err != nil {
 		return nil, quotaError(err, poolFields)
 	}
@@ -205,8 +214,11 @@ const maxReason = 1024
 
 // poolMarkBad: pool_mark_bad.
 //
-//	request:  {"pool": "cookies", "id": "...", "reason": "clearance rejected"}
+//	request:  {"pool": "cookies", "id": "...", "reason": "clearance rejected"[, "weight": 1]}
 //	reply:    {}
+//
+// Without a weight it evicts the item; with one it adds to the item's score
+// (primitives.Pool.PoolMarkBad). A negative weight is a ValueError.
 func (c *Core) poolMarkBad(ctx context.Context, caller *Caller, req []byte) (any, *abi.Error) {
 	var r abi.PoolMarkBadRequest
 	if e := decode(req, &r); e != nil {
@@ -218,10 +230,53 @@ func (c *Core) poolMarkBad(ctx context.Context, caller *Caller, req []byte) (any
 	if len(r.Reason) > maxReason {
 		return nil, abi.Errorf(abi.LimitExceeded, "reason is %d bytes, limit %d", len(r.Reason), maxReason)
 	}
-	if err := c.backend.PoolMarkBad(ctx, r.Pool, r.ID, r.Reason); err != nil {
+	weight, e := count("weight", r.Weight)
+	if e != nil {
+		return nil, e
+	}
+	if err := c.backend.PoolMarkBad(ctx, r.Pool, r.ID, r.Reason, weight); err != nil {
 		return nil, fromBackend(err)
 	}
 	return abi.Empty{}, nil
+}
+
+// poolMarkGood: pool_mark_good.
+//
+//	request:  {"pool": "cookies", "id": "..."[, "weight": 1]}
+//	reply:    {}
+//
+// It lowers the item's score by weight (1 when absent), never below 0. It needs the
+// mark_bad role: reporting an item's health either way is one permission. A negative
+// weight is a ValueError.
+func (c *Core) poolMarkGood(ctx context.Context, caller *Caller, req []byte) (any, *abi.Error) {
+	var r abi.PoolMarkGoodRequest
+	if e := decode(req, &r); e != nil {
+		return nil, e
+	}
+	if _, e := c.pool(ctx, caller, abi.OpPoolMarkGood, r.Pool); e != nil {
+		return nil, e
+	}
+	weight, e := count("weight", r.Weight)
+	if e != nil {
+		return nil, e
+	}
+	if err := c.backend.PoolMarkGood(ctx, r.Pool, r.ID, weight); err != nil {
+		return nil, fromBackend(err)
+	}
+	return abi.Empty{}, nil
+}
+
+// maxCount bounds a health count or weight (max_uses, max_error_score, weight), so that
+// a score's sum stays exact in every backend's arithmetic (Lua's doubles are exact to
+// 2^53) however many penalties a guest sends.
+const maxCount = 1 << 30
+
+// count converts the health count or weight field: 0..maxCount.
+func count(field string, n int64) (int, *abi.Error) {
+	if n < 0 || n > maxCount {
+		return 0, abi.Errorf(abi.ValueError, "%s is %d, want 0..%d", field, n, maxCount)
+	}
+	return int(n), nil
 }
 
 // poolSize: pool_size.
@@ -253,6 +308,7 @@ func toItem(it primitives.Item) abi.PoolItem {
 	if !it.ExpiresAt.IsZero() {
 		out.ExpiresAtMs = it.ExpiresAt.UnixMilli()
 	}
+	out.Score, out.Uses, out.MaxUses, out.MaxErrorScore = int64(it.Score), int64(it.Uses), int64(it.MaxUses), int64(it.MaxErrorScore)
 	if len(out.Payload) == 0 {
 		out.Payload = json.RawMessage("null")
 	}

@@ -278,6 +278,11 @@ function poolItemsPath(pool, where) {
   return `/api/v1/pools/${seg(pool)}/items?${q}`;
 }
 
+// ofLimit is n, or n/limit when the item has that limit (a pool item's health).
+function ofLimit(n, limit) {
+  return limit ? `${n}/${limit}` : String(n);
+}
+
 function poolItemsView({ items, more }) {
   const rows = items.map((it) => el("tr", { "data-item": it.id },
     el("td", { class: "mono" }, it.id),
@@ -285,9 +290,11 @@ function poolItemsView({ items, more }) {
     el("td", { class: "payload mono" }, JSON.stringify(it.payload)),
     el("td", {}, it.lease ? el("span", { title: it.lease.until }, `${it.lease.holder}, until ${new Date(it.lease.until).toLocaleTimeString()}`) : "–"),
     el("td", { title: it.expires_at || "" }, it.expires_at ? new Date(it.expires_at).toLocaleString() : "–"),
+    num(ofLimit(it.score || 0, it.max_error_score)),
+    num(ofLimit(it.uses || 0, it.max_uses)),
     since("td", it.created_at)));
   return el("div", {},
-    table([["Item"], ["Tags"], ["Payload"], ["Leased by"], ["Expires"], ["Created"]], rows, "No item matches."),
+    table([["Item"], ["Tags"], ["Payload"], ["Leased by"], ["Expires"], ["Score", "num"], ["Uses", "num"], ["Created"]], rows, "No item matches."),
     more ? el("p", { class: "muted" }, `The first ${ITEMS_LIMIT} items; filter by tag to see others.`) : null);
 }
 

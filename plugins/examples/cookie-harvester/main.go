@@ -11,7 +11,8 @@
 // another failure fails it, retried after a backoff), turns every Set-Cookie of the
 // answer into a cookie, puts one
 // CfCookie with tags {site, fresh: true} into the pool for the configured TTL, releases
-// the lock and adds 1 to the fleet counter "cookie-harvester:harvests".
+// the lock and adds 1 to the fleet counter "cookie-harvester:harvests". The cookie is put
+// with CookieHealth, so that the pool retires it after its uses or its penalties.
 //
 // A site is host[:port], as in a URL (example.com, 127.0.0.1:8080). The configuration
 // (all optional):
@@ -48,6 +49,11 @@ type Config struct {
 	// ProxyURL, when set, is the http:// proxy to harvest through, stored with the cookie.
 	ProxyURL string `json:"proxy_url,omitempty"`
 }
+
+// CookieHealth is the health limits of a harvested cookie: it serves at most 500 pages
+// (a session that a site counts), and retires once penalised past 3 (the scraper
+// penalises a challenge page, credits a good one).
+var CookieHealth = fleet.Health{MaxUses: 500, MaxErrorScore: 3}
 
 // The harvester's defaults and the names it uses.
 const (
@@ -137,7 +143,7 @@ func harvestLocked(site string, cfg Config) (bool, fleet.Result) {
 		return false, fleet.Fail(fmt.Errorf("cookie-harvester: GET %s set no cookie", url))
 	}
 	cookie := contracts.CfCookie{Cookies: cookies, UserAgent: ua, ProxyURL: cfg.ProxyURL, Site: site}
-	if _, err := fleet.Pool(contracts.Cookies).Put(cookie, contracts.CfCookieTags{Site: site, Fresh: true}, ttl); err != nil {
+	if _, err := fleet.Pool(contracts.Cookies).WithHealth(CookieHealth).Put(cookie, contracts.CfCookieTags{Site: site, Fresh: true}, ttl); err != nil {
 		return false, fleet.Fail(err)
 	}
 	fleet.Info("harvested", "site", site, "cookies", sortedNames(cookies))

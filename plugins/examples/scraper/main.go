@@ -9,10 +9,20 @@
 // RetryDelay). With one it fetches the URL sending the cookie, its User-Agent and
 // through its proxy, and then:
 //
-//   - 403: the clearance was rejected: the cookie is marked bad and the task retried;
+//   - 403: the clearance was rejected: the cookie is marked bad (evicted) and the task
+//     retried;
+//   - 429, or 503: the site limits its rate, which says nothing of the cookie: it is
+//     released unpenalised and the task handed back after the answer's Retry-After
+//     (seconds or an HTTP date; RateDelay without one, at most MaxRetryAfter), up to
+//     RateRetries hand-backs, after which the attempt fails as any failure, so a site
+//     that limits everything parks its tasks after their attempts;
+//   - 2xx with a challenge page (the title ChallengeTitle: the clearance went stale):
+//     the cookie is penalised (weight 1; the harvester's max_error_score retires it
+//     after a few) and the task retried;
 //   - 2xx: a Page (status, length, title) is stored in the KV namespace
-//     "scraper:results" under ResultKey(URL), the cookie released, and the fleet
-//     counter "scraper:scraped" incremented;
+//     "scraper:results" under ResultKey(URL), the cookie credited (MarkGood, when it
+//     has a score to lower) and released, and the fleet counter "scraper:scraped"
+//     incremented;
 //   - any other status, or no response at all (a *fleet.NetError): the cookie is
 //     released and the attempt fails with the reason;
 //   - not sent, RateLimited by the operator's egress policy: the cookie is released and
@@ -34,6 +44,7 @@ import (
 	"fmt"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,6 +66,15 @@ const (
 	maxTitle = 200
 	// harvestKeyPrefix + site is the unique key of the site's harvest request.
 	harvestKeyPrefix = "site:"
+	// RateDelay is how long a task waits after a 429 or 503 without a Retry-After, and
+	// MaxRetryAfter the longest Retry-After it honours.
+	RateDelay     = time.Second
+	MaxRetryAfter = 10 * time.Minute
+	// RateRetries is how many hand-backs a task takes for its site's rate limit before
+	// the attempt counts as failed.
+	RateRetries = 5
+	// ChallengeTitle is the title of the page a site serves for a stale clearance.
+	ChallengeTitle = "Just a moment..."
 )
 
 // HarvestKey is the unique key of site's harvest request: while one waits or runs,
@@ -117,13 +137,33 @@ func scrape(t fleet.Task[contracts.ScrapeTask]) fleet.Result {
 			fleet.Warn("mark a rejected cookie bad", "cookie", cookie.ID, "err", err)
 		}
 		return fleet.Retry(RetryDelay).Because("403 from " + site + "; cookie marked bad")
+	case resp.Status == 429 || resp.Status == 503:
+		// A rate signal, not a ban: the cookie goes back as it was.
+		release(cookie)
+		wait := retryAfter(resp.Header.Get("Retry-After"), time.Now())
+		if t.HandBacks >= RateRetries {
+			return fleet.Fail(fmt.Errorf("scraper: GET %s answered status %d after %d hand-backs", target, resp.Status, t.HandBacks))
+		}
+		return fleet.Retry(wait).Because(fmt.Sprintf("%d from %s; retry after %v", resp.Status, site, wait))
 	case resp.Status < 200 || resp.Status > 299:
 		release(cookie)
 		return fleet.Fail(fmt.Errorf("scraper: GET %s answered status %d", target, resp.Status))
 	}
 
 	page := Page{URL: target, Status: resp.Status, Length: len(resp.Body), Title: title(resp.Body)}
+	if page.Title == ChallengeTitle {
+		if err := cookie.Penalize("challenge page on "+target, 1); err != nil {
+			fleet.Warn("penalise a stale cookie", "cookie", cookie.ID, "err", err)
+		}
+		release(cookie)
+		return fleet.Retry(RetryDelay).Because("challenge page from " + site + "; cookie penalised")
+	}
 	err = fleet.KV(ResultsNamespace).Set(ResultKey(target), page, 0)
+	if cookie.Score > 0 {
+		if err := cookie.MarkGood(); err != nil {
+			fleet.Warn("credit a cookie", "cookie", cookie.ID, "err", err)
+		}
+	}
 	release(cookie)
 	if err != nil {
 		return fleet.Fail(err)
@@ -132,6 +172,19 @@ func scrape(t fleet.Task[contracts.ScrapeTask]) fleet.Result {
 		return fleet.Fail(err)
 	}
 	return fleet.Done()
+}
+
+// retryAfter is how long a Retry-After field's value (seconds, or an HTTP date) says to
+// wait at now: RateDelay when it says nothing usable, at most MaxRetryAfter, so that a
+// hostile value cannot park a task for ever.
+func retryAfter(v string, now time.Time) time.Duration {
+	d := RateDelay
+	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
+		d = time.Duration(min(n, int(MaxRetryAfter/time.Second))) * time.Second
+	} else if at, err := time.Parse(time.RFC1123, strings.TrimSpace(v)); err == nil {
+		d = max(at.Sub(now), 0)
+	}
+	return min(d, MaxRetryAfter)
 }
 
 // ResultKey is the KV key of target's Page: the first 32 hex digits of SHA-256(target).

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/abi"
+	fleet "github.com/fleethost/fleet/guest-sdk"
 	"github.com/fleethost/fleet/guest-sdk/fleettest"
 	"github.com/fleethost/fleet/plugins/examples/contracts"
 )
@@ -193,5 +194,104 @@ func TestTitle(t *testing.T) {
 		if got := title([]byte(tt.in)); got != tt.want {
 			t.Errorf("title(%q) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestRateLimitKeepsTheCookie: a 429 is a rate signal, not a ban: the cookie goes back
+// unpenalised, and the task waits what Retry-After says.
+func TestRateLimitKeepsTheCookie(t *testing.T) {
+	h := fleettest.New(t)
+	id := withCookie(h)
+	h.HTTP(target, 429, "slow down").Header("Retry-After", "2")
+	res := h.Handle(contracts.ScrapeTask{URL: target})
+	if res.Outcome != abi.OutcomeRetry || res.RetryAfterMs != 2000 {
+		t.Fatalf("handle = %+v, want retry after 2s", res)
+	}
+	if got := ops(h); got != "pool_claim http pool_release" {
+		t.Fatalf("ops = %s, want pool_claim http pool_release: no mark", got)
+	}
+	if items := fleettest.Items(h, contracts.Cookies); len(items) != 1 || items[0].ID != id || items[0].Score != 0 || !items[0].LeasedUntil.IsZero() {
+		t.Errorf("cookies = %+v, want %s released with score 0", items, id)
+	}
+}
+
+// TestRateLimitGivesUp: a site that limits every request fails the attempt after
+// RateRetries hand-backs, so its tasks park after their attempts.
+func TestRateLimitGivesUp(t *testing.T) {
+	h := fleettest.New(t)
+	withCookie(h)
+	h.HTTP(target, 503, "")
+	payload, _ := json.Marshal(contracts.ScrapeTask{URL: target})
+	res := h.HandleTask(abi.TaskEnvelope{ID: "t1", Payload: payload, Attempts: 1, HandBacks: RateRetries})
+	if res.Outcome != abi.OutcomeFail || !strings.Contains(res.Reason, "503") {
+		t.Fatalf("handle = %+v, want fail naming the 503", res)
+	}
+	if len(h.MarkedBad(contracts.Cookies)) != 0 {
+		t.Errorf("a rate-limited cookie was marked bad")
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	tests := []struct {
+		in   string
+		want time.Duration
+	}{
+		{"", RateDelay},
+		{"soon", RateDelay},
+		{"-3", RateDelay},
+		{"0", 0},
+		{" 30 ", 30 * time.Second},
+		{"99999999", MaxRetryAfter},
+		{"Tue, 01 Dec 2026 10:00:45 GMT", 45 * time.Second},
+		{"Tue, 01 Dec 2026 09:00:00 GMT", 0},
+		{"Wed, 02 Dec 2026 10:00:00 GMT", MaxRetryAfter},
+	}
+	for _, tt := range tests {
+		if got := retryAfter(tt.in, now); got != tt.want {
+			t.Errorf("retryAfter(%q) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestChallengePenalisesTheCookie: a challenge page says the clearance went stale: the
+// cookie is penalised, not evicted, and retires once past its max_error_score.
+func TestChallengePenalisesTheCookie(t *testing.T) {
+	h := fleettest.New(t)
+	id := h.Pool(contracts.Cookies, fleettest.Item{
+		Payload: contracts.CfCookie{Cookies: map[string]string{"cf_clearance": "abc"}, Site: "127.0.0.1:8080"},
+		Tags:    contracts.CfCookieTags{Site: "127.0.0.1:8080", Fresh: true},
+		Score:   2, Health: fleet.Health{MaxErrorScore: 3},
+	})[0]
+	h.HTTP(target, 200, "<title>"+ChallengeTitle+"</title>")
+	if res := h.Handle(contracts.ScrapeTask{URL: target}); res.Outcome != abi.OutcomeRetry {
+		t.Fatalf("handle = %+v, want retry", res)
+	}
+	if items := fleettest.Items(h, contracts.Cookies); len(items) != 1 || items[0].Score != 3 {
+		t.Fatalf("cookies = %+v, want %s kept with score 3", items, id)
+	}
+	h.Handle(contracts.ScrapeTask{URL: target})
+	if bad := h.MarkedBad(contracts.Cookies); !strings.Contains(bad[id], "challenge") {
+		t.Errorf("marked bad = %v, want %s retired past its max_error_score", bad, id)
+	}
+}
+
+// TestGoodPageCreditsTheCookie: a page served well lowers a penalised cookie's score.
+func TestGoodPageCreditsTheCookie(t *testing.T) {
+	h := fleettest.New(t)
+	h.Pool(contracts.Cookies, fleettest.Item{
+		Payload: contracts.CfCookie{Cookies: map[string]string{"cf_clearance": "abc"}, Site: "127.0.0.1:8080"},
+		Tags:    contracts.CfCookieTags{Site: "127.0.0.1:8080", Fresh: true},
+		Score:   2,
+	})
+	h.HTTP(target, 200, "<title>ok</title>")
+	if res := h.Handle(contracts.ScrapeTask{URL: target}); res.Outcome != abi.OutcomeDone {
+		t.Fatalf("handle = %+v, want done", res)
+	}
+	if got := ops(h); got != "pool_claim http kv_set pool_mark_good pool_release counter_incr" {
+		t.Fatalf("ops = %s", got)
+	}
+	if items := fleettest.Items(h, contracts.Cookies); len(items) != 1 || items[0].Score != 1 {
+		t.Errorf("cookies = %+v, want score 1", items)
 	}
 }

@@ -110,25 +110,32 @@ FLEET_EXPORT("fleet_handle") uint64_t fleet_handle(uint32_t len) {
 	if ((k = fleet_kv_delete("cdemo:data", key, &existed))) return failed("kv_delete", k);
 	if (!existed) return wrong("kv_delete", "existed false");
 
-	/* a pool item, claimed by its tag, extended and released */
+	/* a pool item with health limits, claimed by its tag, extended, released, penalised
+	 * and credited */
 	snprintf(buf, sizeof buf, "{\"n\":%lld}", n);
 	snprintf(tags, sizeof tags, "{\"n\":%lld}", n);
 	const char *item_id;
-	if ((k = fleet_pool_put("cdemo-items", buf, tags, 0, &item_id))) return failed("pool_put", k);
+	const fleet_health health = {.max_uses = 10, .max_error_score = 5};
+	if ((k = fleet_pool_put("cdemo-items", buf, tags, 0, &health, &item_id))) return failed("pool_put", k);
 	char put_id[128];
 	snprintf(put_id, sizeof put_id, "%s", item_id);
 	fleet_claim c;
 	if ((k = fleet_pool_claim("cdemo-items", tags, 60000, &c))) return failed("pool_claim", k);
 	if (!c.found || strcmp(c.item.id, put_id) || number(c.item.payload, "n") != n) return wrong("pool_claim", c.item.payload);
+	if (c.item.uses != 1 || c.item.max_uses != 10 || c.item.max_error_score != 5 || c.item.score != 0) return wrong("pool_claim", "health");
 	snprintf(token, sizeof token, "%s", c.token);
 	int64_t until;
 	if ((k = fleet_pool_extend("cdemo-items", put_id, token, 30000, &until))) return failed("pool_extend", k);
 	if (until <= 0) return wrong("pool_extend", "until_ms");
 	if ((k = fleet_pool_release("cdemo-items", put_id, token))) return failed("pool_release", k);
+	if ((k = fleet_pool_penalize("cdemo-items", put_id, "stale", 2))) return failed("pool_mark_bad weighted", k);
+	if ((k = fleet_pool_mark_good("cdemo-items", put_id, 0))) return failed("pool_mark_good", k);
+	if (fleet_pool_penalize("cdemo-items", put_id, "none", 0) != FLEET_VALUE_ERROR) return wrong("fleet_pool_penalize", "weight 0 accepted");
 	fleet_pool_item items[4];
 	size_t listed;
 	if ((k = fleet_pool_list("cdemo-items", tags, 10, items, 4, &listed))) return failed("pool_list", k);
 	if (listed != 1 || strcmp(items[0].id, put_id) || number(items[0].tags, "n") != n) return wrong("pool_list", items[0].tags);
+	if (items[0].score != 1 || items[0].uses != 1) return wrong("pool_list", "health: want score 1, uses 1");
 	int64_t size;
 	if ((k = fleet_pool_size("cdemo-items", &size))) return failed("pool_size", k);
 	if (size < 1) return wrong("pool_size", "0");
