@@ -17,6 +17,8 @@ require (
 	golang.org/x/sys v0.0.0-20211110154304-99a53858aa08 // indirect
 )
 
-// The abi module of this repository, while developing; a module that depends on the SDK
-// gets the abi version required above (README.md, "Use the SDK from your own module").
+// The abi module of this repository, while developing. A replace here reaches only this
+// module: a plugin's module that depends on the SDK gets the abi version required above,
+// and needs a replace of its own until abi is published (README.md, section 0, "Start a
+// plugin module of your own").
 replace github.com/fleethost/fleet/abi => ../abi

@@ -18,7 +18,7 @@ import (
 )
 
 // outsidePlugin is the plugin of TestPluginFromAnotherModule, as a stranger writes it in a
-// module of their own (guest-sdk/README.md, "Use the SDK from your own module").
+// module of their own once the SDK is published (guest-sdk/README.md, section 0).
 const outsidePlugin = `package main
 
 import fleet "github.com/fleethost/fleet/guest-sdk"

@@ -12,6 +12,7 @@
 //	fleet-host reload    have a running daemon reload its plugins folder
 //	fleet-host describe  what a plugin declares, without running it
 //	fleet-host doctor    check the backend, the plugins and the plane
+//	fleet-host new       write a new plugin project (Go, C, AssemblyScript)
 //
 // Every flag also reads an environment variable (FLEET_...); `fleet-host <command> -h`
 // lists them. This package reads flags and calls into internal/; it holds no logic.
@@ -38,6 +39,7 @@ const usage = `fleet-host runs automation plugins (WebAssembly) in slots, with f
 usage: fleet-host <command> [args] [flags]
 
 commands:
+  new       new NAME [--lang go|c|assemblyscript] [--dir DIR]: write a working plugin project
   run       run the daemon: load the plugins folder, run their slots, serve the HTTP API
   submit    submit tasks to an automation through the HTTP API
   inspect   show automations, slots, queues, pools and parked tasks (through the HTTP API)
@@ -80,6 +82,8 @@ func realMain(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	cmd, rest := args[0], args[1:]
 	var err error
 	switch cmd {
+	case "new":
+		err = newCmd(rest, stdout, stderr)
 	case "run":
 		return runCmd(ctx, rest, stderr)
 	case "submit":

@@ -32,6 +32,7 @@ var rules = []struct {
 
 type listed struct {
 	ImportPath string
+	Imports    []string
 	Deps       []string
 	Standard   bool
 }
@@ -78,6 +79,21 @@ func TestDependencyArrows(t *testing.T) {
 				t.Errorf("%s imports %s, which DESIGN.md does not allow for %s/", p.ImportPath, d, r.pkg)
 			}
 		}
+		// The host's side never runs guest code: guest-sdk enters the binary only through
+		// internal/scaffold, which embeds its source (guest-sdk's Source) for fleet-host
+		// new, and which only cmd/ imports. Test guests (testdata) and the example plugins
+		// are guests.
+		if guestSDKForbidden(rel) {
+			deps := p.Deps
+			if strings.HasPrefix(rel, "cmd/") {
+				deps = p.Imports // cmd reaches guest-sdk through internal/scaffold
+			}
+			for _, d := range deps {
+				if d == module+"/guest-sdk" || strings.HasPrefix(d, module+"/guest-sdk/") {
+					t.Errorf("%s imports %s; only internal/scaffold (for fleet-host new's sources) may", p.ImportPath, d)
+				}
+			}
+		}
 		// Nothing imports host or cmd, except host's own packages and cmd.
 		for _, d := range p.Deps {
 			dr, ok := strings.CutPrefix(d, module+"/")
@@ -92,6 +108,20 @@ func TestDependencyArrows(t *testing.T) {
 			}
 		}
 	}
+}
+
+// guestSDKForbidden says whether the module package rel (module-relative) is of the
+// host's side, which must not depend on guest-sdk.
+func guestSDKForbidden(rel string) bool {
+	if rel == "internal/scaffold" || strings.Contains("/"+rel+"/", "/testdata/") {
+		return false
+	}
+	for _, side := range []string{"host", "primitives", "reporter", "internal", "cmd"} {
+		if rel == side || strings.HasPrefix(rel, side+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 func allowed(dep string, allow []string) bool {
