@@ -24,7 +24,9 @@
 //     has a score to lower) and released, and the fleet counter "scraper:scraped"
 //     incremented;
 //   - any other status, or no response at all (a *fleet.NetError): the cookie is
-//     released and the attempt fails with the reason.
+//     released and the attempt fails with the reason;
+//   - not sent, RateLimited by the operator's egress policy: the cookie is released and
+//     the task handed back for the wait the host named, no attempt spent.
 //
 // KV keys are 1..200 bytes of [A-Za-z0-9-_.:/@=+], which a URL need not be, so a page
 // is stored under the first 32 hex digits of the SHA-256 of its URL; the Page holds the
@@ -124,6 +126,9 @@ func scrape(t fleet.Task[contracts.ScrapeTask]) fleet.Result {
 	})
 	if err != nil { // a *fleet.NetError, or the host refused the request
 		release(cookie)
+		if w, ok := fleet.RateLimitedWait(err); ok { // the site's egress rate: not the task's fault
+			return fleet.Retry(w).Because("rate limited on " + site)
+		}
 		return fleet.Fail(err)
 	}
 	switch {

@@ -153,6 +153,21 @@ func TestNetworkErrorFails(t *testing.T) {
 	}
 }
 
+// TestRateLimitedRetries: a request the egress gate did not admit hands the task back
+// for the wait the host named, the cookie released, no attempt failed.
+func TestRateLimitedRetries(t *testing.T) {
+	h := fleettest.New(t)
+	withCookie(h)
+	h.HTTPRateLimited(target, 1500*time.Millisecond)
+	res := h.Handle(contracts.ScrapeTask{URL: target})
+	if res.Outcome != abi.OutcomeRetry || res.RetryAfterMs != 1500 || !strings.Contains(res.Reason, "rate limited") {
+		t.Fatalf("handle = %+v, want retry after 1500 ms, rate limited", res)
+	}
+	if items := fleettest.Items(h, contracts.Cookies); len(items) != 1 || !items[0].LeasedUntil.IsZero() {
+		t.Fatalf("cookies = %+v, want the cookie released", items)
+	}
+}
+
 func TestBadURLFails(t *testing.T) {
 	h := fleettest.New(t)
 	for _, u := range []string{"ftp://x/", "not a url", "http:///nohost", "http://%zz/"} {
