@@ -58,8 +58,9 @@ const maxHeaderBytes = 256 << 10
 type Option func(*options)
 
 type options struct {
-	lookup LookupFunc
-	gate   *Gate
+	lookup    LookupFunc
+	gate      *Gate
+	gateOwner string
 }
 
 // WithLookup resolves host names with f instead of the system resolver. The addresses
@@ -68,10 +69,13 @@ type options struct {
 //	httpfn.New(g, httpfn.WithLookup(cachingResolver.Lookup))
 func WithLookup(f LookupFunc) Option { return func(o *options) { o.lookup = f } }
 
-// WithGate sends every hop of every request through g, the host's egress gate.
+// WithGate sends every hop of every request through g, the host's egress gate, as
+// plugin owner's (its automation type: the budget of a per_plugin rate is owner's own).
 //
-//	httpfn.New(g, httpfn.WithGate(gate))
-func WithGate(g *Gate) Option { return func(o *options) { o.gate = g } }
+//	httpfn.New(g, httpfn.WithGate(gate, "scraper"))
+func WithGate(g *Gate, owner string) Option {
+	return func(o *options) { o.gate, o.gateOwner = g, owner }
+}
 
 // Client is one plugin's outbound HTTP. It is built once per plugin with New and shared
 // by the plugin's slots: it is safe for concurrent use, and it keeps connections alive
@@ -84,6 +88,8 @@ type Client struct {
 	proxied  map[string]*http.Transport // by grantedProxy.key
 	secrets  map[string]boundSecret     // by name
 	gate     *Gate                      // nil: no egress gate
+	// gateOwner is the plugin the gate meters this client's requests as.
+	gateOwner string
 }
 
 // New checks g and builds its Client. An error names the Policy field that is wrong.
@@ -103,7 +109,7 @@ func New(g Policy, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	g = g.WithDefaults()
-	c := &Client{policy: g, proxied: make(map[string]*http.Transport), gate: o.gate}
+	c := &Client{policy: g, proxied: make(map[string]*http.Transport), gate: o.gate, gateOwner: o.gateOwner}
 	for i, h := range g.Hosts {
 		p, err := parsePattern(h)
 		if err != nil {
@@ -219,7 +225,7 @@ func (c *Client) Do(ctx context.Context, req abi.HTTPRequest) (abi.HTTPReply, *a
 		return p.redact(failure(ctx, err, last, p.timeout)), nil
 	}
 	hc := &http.Client{
-		Transport: c.gate.wrap(p.transport),
+		Transport: c.gate.wrap(p.transport, c.gateOwner),
 		CheckRedirect: func(next *http.Request, via []*http.Request) error {
 			if p.maxRedirects < 0 {
 				return http.ErrUseLastResponse

@@ -39,7 +39,7 @@ func TestParseEgress(t *testing.T) {
 	}
 	for _, tt := range tests {
 		u, _ := url.Parse(tt.url)
-		label, site, rate := e.rateFor(u)
+		label, site, rate := e.rateFor(u, "")
 		if label != tt.label || site != tt.site || !reflect.DeepEqual(rate, tt.rate) {
 			t.Errorf("rateFor(%s) = %q, %q, %+v, want %q, %q, %+v", tt.url, label, site, rate, tt.label, tt.site, tt.rate)
 		}
@@ -62,7 +62,7 @@ func TestParseEgressDefaults(t *testing.T) {
 		t.Errorf("MaxWait, MaxRetryAfter = %v, %v, want the defaults", e.MaxWait(), e.MaxRetryAfter())
 	}
 	u, _ := url.Parse("https://other.net/")
-	if label, _, rate := e.rateFor(u); label != LabelNone || rate != nil {
+	if label, _, rate := e.rateFor(u, ""); label != LabelNone || rate != nil {
 		t.Errorf("rateFor(other.net) = %q, %v, want none, nil: no default, no gate", label, rate)
 	}
 }
