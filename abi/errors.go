@@ -30,10 +30,14 @@ const (
 	Unavailable Kind = "Unavailable"
 	// Internal: a bug on the host side; never the guest's fault.
 	Internal Kind = "Internal"
+	// RateLimited: the operator's rate for the site the request goes to did not admit it
+	// within the wait allowed; nothing was sent. Error.WaitMs says how long until it
+	// could be (a lower bound).
+	RateLimited Kind = "RateLimited"
 )
 
 // Kinds lists every kind, in a stable order.
-var Kinds = []Kind{TypeError, ValueError, PermissionDenied, NotFound, Conflict, LimitExceeded, Unavailable, Internal}
+var Kinds = []Kind{TypeError, ValueError, PermissionDenied, NotFound, Conflict, LimitExceeded, Unavailable, Internal, RateLimited}
 
 // Valid reports whether k is one of Kinds.
 func (k Kind) Valid() bool {
@@ -51,6 +55,9 @@ func (k Kind) String() string { return string(k) }
 type Error struct {
 	Kind    Kind   `json:"kind"`
 	Message string `json:"message"`
+	// WaitMs is, for RateLimited, how long in milliseconds until the request could be
+	// admitted; 0 otherwise.
+	WaitMs int64 `json:"wait_ms,omitempty"`
 }
 
 func (e *Error) Error() string { return string(e.Kind) + ": " + e.Message }

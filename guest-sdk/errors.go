@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"errors"
+	"time"
 
 	"github.com/fleethost/fleet/abi"
 )
@@ -31,6 +32,10 @@ var (
 	ErrUnavailable = errors.New("fleet: unavailable")
 	// ErrInternal: a bug on the host side, or a reply the SDK could not read.
 	ErrInternal = errors.New("fleet: internal error")
+	// ErrRateLimited: the operator's egress rate for the site an HTTP request went to did
+	// not admit it in time; nothing was sent. HostError.Wait (and RateLimitedWait) says
+	// how long until it could be.
+	ErrRateLimited = errors.New("fleet: rate limited")
 )
 
 var sentinels = map[abi.Kind]error{
@@ -42,6 +47,7 @@ var sentinels = map[abi.Kind]error{
 	abi.LimitExceeded:    ErrLimitExceeded,
 	abi.Unavailable:      ErrUnavailable,
 	abi.Internal:         ErrInternal,
+	abi.RateLimited:      ErrRateLimited,
 }
 
 // HostError is a failed host call: the operation, the error kind and the host's
@@ -50,6 +56,9 @@ type HostError struct {
 	Op      string   // the operation, e.g. "pool_claim"
 	Kind    abi.Kind // e.g. abi.PermissionDenied
 	Message string   // the host's message, unchanged
+	// Wait is, for RateLimited, how long until the request could be admitted (a lower
+	// bound); 0 otherwise.
+	Wait time.Duration
 }
 
 func (e *HostError) Error() string {
@@ -85,9 +94,24 @@ func (e *NetError) Error() string {
 func hostError(op abi.Op, err error) error {
 	var ae *abi.Error
 	if errors.As(err, &ae) {
-		return &HostError{Op: string(op), Kind: ae.Kind, Message: ae.Message}
+		return &HostError{Op: string(op), Kind: ae.Kind, Message: ae.Message, Wait: time.Duration(max(ae.WaitMs, 0)) * time.Millisecond}
 	}
 	return err
+}
+
+// RateLimitedWait reports whether err is a RateLimited host error, and how long until
+// its request could be admitted: a task hands itself back for that long rather than
+// failing an attempt.
+//
+//	if w, ok := fleet.RateLimitedWait(err); ok {
+//		return fleet.Retry(w)
+//	}
+func RateLimitedWait(err error) (time.Duration, bool) {
+	var he *HostError
+	if errors.As(err, &he) && he.Kind == abi.RateLimited {
+		return he.Wait, true
+	}
+	return 0, false
 }
 
 // localError is an error the SDK finds before or after a host call, with the kind the host

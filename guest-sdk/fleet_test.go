@@ -375,6 +375,25 @@ func TestClaimReusesItsReplyItem(t *testing.T) {
 	}
 }
 
+// TestRateLimitedWait: a RateLimited reply to http is ErrRateLimited with the host's
+// wait, which RateLimitedWait hands to Retry; any other error is not rate limited.
+func TestRateLimitedWait(t *testing.T) {
+	h := wirefake.New(t)
+	h.On(abi.OpHTTP, func(json.RawMessage) (any, *abi.Error) {
+		return nil, &abi.Error{Kind: abi.RateLimited, Message: "example.com:443: rate limited", WaitMs: 1500}
+	})
+	_, err := Get("https://example.com/", nil)
+	if !errors.Is(err, ErrRateLimited) {
+		t.Fatalf("Get() = %v, want ErrRateLimited", err)
+	}
+	if w, ok := RateLimitedWait(err); !ok || w != 1500*time.Millisecond {
+		t.Errorf("RateLimitedWait(%v) = %v, %v, want 1.5s, true", err, w, ok)
+	}
+	if w, ok := RateLimitedWait(ErrUnavailable); ok || w != 0 {
+		t.Errorf("RateLimitedWait(ErrUnavailable) = %v, %v, want 0, false", w, ok)
+	}
+}
+
 // TestHealthWire: the health calls and fields as the SDK writes and reads them.
 func TestHealthWire(t *testing.T) {
 	h := wirefake.New(t)

@@ -60,7 +60,9 @@ type Response struct {
 // Any status is a response, not an error: check Status. When no response arrived
 // (refused, timed out, a redirect to a host not allowed, a body over the cap) the error
 // is a *NetError. A first URL whose host the plugin may not reach is ErrPermissionDenied,
-// a *HostError, since the plugin asked for it directly.
+// a *HostError, since the plugin asked for it directly. A request the operator's egress
+// rate for its site did not admit in time is ErrRateLimited, nothing sent: hand the task
+// back with RateLimitedWait's wait.
 //
 //	resp, err := fleet.HTTP(fleet.Request{URL: u, Header: fleet.Header{"User-Agent": {ua}}})
 func HTTP(req Request) (*Response, error) {

@@ -51,6 +51,13 @@ type Config struct {
 	// default: none (the zero Grant for every type)
 	Grants map[string]Grant
 
+	// Egress is the operator's egress policy (see Egress, ParseEgress): every outbound
+	// request of every plugin to a site it rates waits its turn in the backend's gate,
+	// shared by every host on the backend, and a 429 or 503 with Retry-After closes the
+	// site for all of them. Host.SetEgress replaces it while Run runs.
+	// default: nil (no gate: requests go out as the plugins make them)
+	Egress *Egress
+
 	// GrantDeclared grants each plugin, besides its Grants entry, every pool and queue it
 	// declares in fleet_describe with every role it asks for (each pool every pool role),
 	// and logs a WARN per plugin listing what it got that way. It is for development

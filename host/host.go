@@ -17,6 +17,7 @@ import (
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/hostfn"
+	"github.com/fleethost/fleet/host/internal/httpfn"
 	"github.com/fleethost/fleet/host/internal/slot"
 	"github.com/fleethost/fleet/host/internal/validate"
 )
@@ -30,6 +31,7 @@ type Host struct {
 	contracts *validate.Registry
 	held      *heldContracts // the contract versions this host holds fleet-wide, refreshed by Run
 	tel       *telemetry     // immutable pointer after New; nil without Config.NewReporter
+	gate      *httpfn.Gate   // immutable pointer after New: every plugin's outbound HTTP passes it
 
 	// pmu guards the loaded set, which Reload changes while Run runs.
 	pmu     sync.RWMutex
@@ -136,7 +138,8 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		return nil, err
 	}
 	h := &Host{cfg: cfg, contracts: validate.NewRegistry(fullCompat), byType: map[string]*plugin{}, refused: map[string]refusal{}, tel: newTelemetry(cfg),
-		held: &heldContracts{holder: newHolder(cfg.Instance), ttl: ContractTTL}, grants: cfg.Grants, configs: cfg.Configs}
+		held: &heldContracts{holder: newHolder(cfg.Instance), ttl: ContractTTL}, grants: cfg.Grants, configs: cfg.Configs,
+		gate: httpfn.NewGate(cfg.Backend, cfg.Egress)}
 	if err := h.loadAll(ctx); err != nil {
 		return nil, errors.Join(err, h.Close())
 	}

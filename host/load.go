@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/hostfn"
+	"github.com/fleethost/fleet/host/internal/httpfn"
 	"github.com/fleethost/fleet/host/internal/validate"
 )
 
@@ -66,7 +67,7 @@ func (h *Host) loadPlugin(ctx context.Context, file string, wasm []byte) (_ *plu
 	if err := h.held.sync(ctx, h.cfg.Backend, h.contracts); err != nil {
 		return nil, err
 	}
-	fn, closeHTTP, err := hostFunctions(desc.Type, grant, acc, config)
+	fn, closeHTTP, err := hostFunctions(desc.Type, grant, acc, config, h.gate)
 	if err != nil {
 		return nil, err
 	}
@@ -126,8 +127,8 @@ func (h *Host) admit(desc *abi.Describe) (Grant, json.RawMessage, error) {
 // hostFunctions makes the host functions of plugin typ: what its calls may reach (acc),
 // its limits and quotas, its configuration, and its HTTP client with the close of its
 // connections (nil when it is granted no host).
-func hostFunctions(typ string, grant Grant, acc hostfn.Access, config json.RawMessage) (*hostfn.Plugin, func(), error) {
-	http, closeHTTP, err := newHTTP(grant)
+func hostFunctions(typ string, grant Grant, acc hostfn.Access, config json.RawMessage, gate *httpfn.Gate) (*hostfn.Plugin, func(), error) {
+	http, closeHTTP, err := newHTTP(grant, gate)
 	if err != nil {
 		return nil, nil, fmt.Errorf("Config.Grants[%q]: %w", typ, err)
 	}

@@ -196,3 +196,53 @@ func TestCSDKReadsEscapesAndBytes(t *testing.T) {
 		t.Errorf("counter cwire:ok = %d, %v; want %d", v, err, tasks)
 	}
 }
+
+// TestCPluginRateLimited: a C plugin whose request the egress gate does not admit in
+// time gets FLEET_RATE_LIMITED with the wait (fleet_last_wait_ms) and hands its task
+// back for it: every task is done in the end, its ping sent once, no attempt failed.
+func TestCPluginRateLimited(t *testing.T) {
+	// Even, none a multiple of 5: cdemo retries those by itself, and marks the pool item
+	// of an even task bad, so that its retry starts from an empty pool again.
+	ns := []int{2, 4, 6, 8, 12, 14}
+	for _, kind := range backendKinds {
+		t.Run(kind, func(t *testing.T) {
+			r := newEmptySandbox(t, kind)
+			var pings atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				body, _ := io.ReadAll(req.Body)
+				pings.Add(1)
+				io.WriteString(w, "pong "+strings.TrimPrefix(string(body), "ping "))
+			}))
+			t.Cleanup(srv.Close)
+			site := strings.TrimPrefix(srv.URL, "http://")
+			e, err := host.ParseEgress("egress.json", []byte(`{"rates": {"`+site+`": {"per_second": 10, "burst": 1}}, "max_wait": "0s"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.cfg.Egress = e
+			r.install(t, testutil.BuildC(t, "guest-sdk/c/examples/cdemo"), "cdemo")
+			r.grants["cdemo"] = host.Grant{
+				Queues: map[string][]string{"cdemo-jobs": {"consume"}, "cdemo-results": {"submit"}},
+				Pools:  map[string][]string{"cdemo-items": host.PoolRoles()},
+				HTTP:   host.HTTP{Hosts: []string{site}, AllowPrivate: true},
+			}
+			r.cfg.Configs = map[string]json.RawMessage{"cdemo": json.RawMessage(`{"prefix":"job-","url":"` + srv.URL + `/ping"}`)}
+			r.start(t)
+			for _, n := range ns {
+				if _, err := r.h.Submit(context.Background(), "cdemo-jobs", []byte(fmt.Sprintf(`{"n":%d}`, n))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitFor(t, "the C plugin finishes every task", func() bool {
+				return r.ev.outcomes("cdemo")[slotstate.Checkpoint] >= len(ns)
+			})
+			got := r.ev.outcomes("cdemo")
+			if got[slotstate.Released] == 0 || len(got) != 2 {
+				t.Errorf("outcomes = %v, want %d done and some released (rate limited)", got, len(ns))
+			}
+			if n := pings.Load(); n != int64(len(ns)) {
+				t.Errorf("the server answered %d pings, want %d: a rate-limited request is not sent", n, len(ns))
+			}
+		})
+	}
+}

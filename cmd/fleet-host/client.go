@@ -211,10 +211,11 @@ func describeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 
 func doctorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var p cli.DoctorParams
-	f := newFlags("doctor", "doctor [flags]\n\nChecks, one line each: the backend answers; every plugin in the folder compiles and\ndescribes itself; they load together with the grants, and their contracts agree with\neach other and with the fleet's; the plane accepts the key. Exits 1 if any check fails.\nTakes run's flags and variables for these settings.", stderr)
+	f := newFlags("doctor", "doctor [flags]\n\nChecks, one line each: the backend answers; every plugin in the folder compiles and\ndescribes itself; the egress file checks; they load together with the grants, and their\ncontracts agree with each other and with the fleet's; the plane accepts the key. Exits 1 if any check fails.\nTakes run's flags and variables for these settings.", stderr)
 	f.str(&p.PluginsDir, "plugins", "FLEET_PLUGINS", host.DefaultPluginsDir, "the folder of *.wasm plugins")
 	f.str(&p.Backend, "redis", "FLEET_REDIS", "", "the fleet backend URL (see run); empty is the embedded memory store")
 	f.str(&p.GrantsFile, "grants", "FLEET_GRANTS", "", "the grants file (see run)")
+	f.str(&p.EgressFile, "egress", "FLEET_EGRESS", "", "the egress policy file (see run)")
 	f.boolean(&p.GrantDeclared, "grant-declared", "FLEET_GRANT_DECLARED", false, "grant each plugin what it declares (see run)")
 	f.str(&p.ReportURL, "report-url", "FLEET_REPORT_URL", "", "the plane's fleet-report endpoint")
 	f.str(&p.ReportKey, "report-key", "FLEET_REPORT_KEY", "", "the plane's API key")

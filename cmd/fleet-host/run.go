@@ -45,6 +45,7 @@ stay). Deploy a new build by writing it elsewhere and renaming it into the folde
 	f.int(&o.Slots, "slots", "FLEET_SLOTS", host.DefaultSlots, "slots (wasm instances) per plugin")
 	f.value(sf, "slots-for", "FLEET_SLOTS_FOR", "slots for one automation type, type=n, overriding --slots; repeat the flag, or comma-separate in the variable (scraper=4,noop=0); 0 loads the plugin and runs no slot")
 	f.str(&o.GrantsFile, "grants", "FLEET_GRANTS", "", "the grants file: JSON mapping each automation type to what it may touch (pools and queues with roles, kv, locks, counters, http_hosts, ...) and its \"config\"; see docs/operators.md")
+	f.str(&o.EgressFile, "egress", "FLEET_EGRESS", "", "the egress policy file: JSON of per-site request rates by host pattern (\"rates\", \"default\"), \"max_wait\" and \"max_retry_after\", enforced fleet-wide on every plugin's outbound HTTP and reloaded with the grants file; empty gates nothing; see docs/operators.md")
 	f.boolean(&o.GrantDeclared, "grant-declared", "FLEET_GRANT_DECLARED", false, "grant each plugin the pools and queues it declares, beyond the grants file (development only: a plugin then reaches any pool or queue it names; logged as a WARN per plugin)")
 	f.str(&o.Listen, "listen", "FLEET_LISTEN", defaultListen, "the HTTP API's listen address, which serves the Fleet console at /; empty runs no API")
 	f.str(&o.Token, "token", "FLEET_TOKEN", "", "the API's bearer token; empty needs none, and a loopback API then answers only an IP address or localhost as Host (prefer the variable: a flag shows in ps)")

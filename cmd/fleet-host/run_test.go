@@ -30,6 +30,7 @@ var runFlagOf = map[string]flagDefault{
 	"Grants":           {"grants", nil},
 	"Configs":          {"grants", nil},
 	"GrantDeclared":    {"grant-declared", nil},
+	"Egress":           {"egress", nil},
 	"CacheDir":         {"cache-dir", host.DefaultCacheDir()},
 	"Logger":           {"log-level", nil},
 	"PollInterval":     {"poll-interval", host.DefaultPollInterval},

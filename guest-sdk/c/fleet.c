@@ -35,7 +35,7 @@ FLEET_EXPORT("fleet_input") void *fleet_input(uint32_t size) {
 
 static const char *const kind_names[] = {
 	"", "TypeError", "ValueError", "PermissionDenied", "NotFound",
-	"Conflict", "LimitExceeded", "Unavailable", "Internal",
+	"Conflict", "LimitExceeded", "Unavailable", "Internal", "RateLimited",
 };
 
 const char *fleet_kind_name(fleet_kind k) {
@@ -48,6 +48,10 @@ const char *fleet_kind_name(fleet_kind k) {
 static char err_msg[512];
 
 const char *fleet_error_message(void) { return err_msg; }
+
+static int64_t err_wait_ms;
+
+int64_t fleet_last_wait_ms(void) { return err_wait_ms; }
 
 static fleet_kind fail(fleet_kind k, const char *msg) {
 	snprintf(err_msg, sizeof err_msg, "%s", msg);
@@ -494,9 +498,10 @@ static fleet_kind call(op_fn op, const char *name, const jfield *f, int nf) {
 	}
 	reply.b[n] = 0;
 	const char *kind = NULL, *message = NULL;
-	jfield errf[] = {{"kind", J_STR, &kind}, {"message", J_STR, &message}};
+	err_wait_ms = 0;
+	jfield errf[] = {{"kind", J_STR, &kind}, {"message", J_STR, &message}, {"wait_ms", J_INT, &err_wait_ms}};
 	bool ok = false;
-	jfield env[] = {{"ok", J_OBJ, &ok, f, nf}, {"error", J_OBJ, NULL, errf, 2}};
+	jfield env[] = {{"ok", J_OBJ, &ok, f, nf}, {"error", J_OBJ, NULL, errf, 3}};
 	jreader r = {reply.b, (size_t)n, 0, false};
 	j_object(&r, env, 2);
 	char m[128];

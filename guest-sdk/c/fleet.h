@@ -51,6 +51,7 @@ typedef enum {
 	FLEET_LIMIT_EXCEEDED,    /* a size or count limit; nothing was written */
 	FLEET_UNAVAILABLE,       /* the backend cannot be reached; retry later */
 	FLEET_INTERNAL,          /* the host's bug, or a reply this SDK cannot read */
+	FLEET_RATE_LIMITED,      /* the site's egress rate did not admit the request; nothing sent */
 } fleet_kind;
 
 /* fleet_kind_name is the kind as the ABI spells it ("TypeError"), "" for FLEET_OK. */
@@ -59,6 +60,10 @@ const char *fleet_kind_name(fleet_kind k);
 /* fleet_error_message is the message of the last failed operation, kept until the next
  * one fails. */
 const char *fleet_error_message(void);
+
+/* fleet_last_wait_ms is, after FLEET_RATE_LIMITED, how long until the request could be
+ * admitted (hand the task back for that long with fleet_retry); 0 after any other. */
+int64_t fleet_last_wait_ms(void);
 
 /* ---- The raw ABI: one import per operation (abi/REFERENCE.md, "Calling the host").
  * Each takes a request of req_len bytes at req and a reply buffer of reply_cap bytes;

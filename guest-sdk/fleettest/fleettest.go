@@ -140,6 +140,7 @@ type Metric struct {
 // HTTPAnswer is what the fake host answers to a URL: a response, or no response at all.
 type HTTPAnswer struct {
 	reply abi.HTTPReply
+	err   *abi.Error // the host's refusal instead of a reply (HTTPRateLimited)
 }
 
 // Header adds a field to the response's header, and returns the answer for more.
@@ -355,6 +356,16 @@ func (h *Host) HTTPError(url, code, message string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.answers[url] = &HTTPAnswer{reply: abi.HTTPReply{Error: message, ErrorCode: code}}
+}
+
+// HTTPRateLimited answers every later request of url as the host does when the
+// operator's egress rate for its site does not admit it in time: nothing sent, and the
+// plugin's fleet.HTTP returns an error that is fleet.ErrRateLimited, whose
+// fleet.RateLimitedWait is wait.
+func (h *Host) HTTPRateLimited(url string, wait time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.answers[url] = &HTTPAnswer{err: &abi.Error{Kind: abi.RateLimited, Message: "fleettest: rate limited", WaitMs: wait.Milliseconds()}}
 }
 
 // Requests returns the HTTP requests the plugin made, in order.
@@ -777,6 +788,9 @@ func (h *Host) http(req json.RawMessage) (any, *abi.Error) {
 	if !ok {
 		h.tb.Errorf("fleettest: the plugin requested %s %s, which has no answer; give it one with h.HTTP or h.HTTPError", r.Method, r.URL)
 		return nil, abi.Errorf(abi.Internal, "fleettest: no answer for %s", r.URL)
+	}
+	if a.err != nil {
+		return nil, a.err
 	}
 	return a.reply, nil
 }

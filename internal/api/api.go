@@ -52,6 +52,8 @@ type Host interface {
 	SubmitUnique(ctx context.Context, queue string, payload []byte, u primitives.Unique) (id string, dup bool, err error)
 	Pause(typ string) error
 	Resume(typ string) error
+	Egress() *host.Egress
+	Sites(ctx context.Context) []host.SiteStats
 }
 
 var _ Host = (*host.Host)(nil)
@@ -136,6 +138,7 @@ func New(p Params) *Server {
 	if p.Reload != nil {
 		s.route("/api/v1/reload", true, on(http.MethodPost, s.reload))
 	}
+	s.route("/api/v1/sites", true, on(http.MethodGet, s.listSites))
 	s.route("/api/v1/pools", true, on(http.MethodGet, s.listPools))
 	s.route("/api/v1/pools/{name}", true, on(http.MethodGet, s.getPool))
 	s.route("/api/v1/contracts", true, on(http.MethodGet, s.listContracts))

@@ -211,6 +211,13 @@ func (c *Client) Pools(ctx context.Context) ([]api.PoolStats, error) {
 	return out.Pools, err
 }
 
+// Sites reads the egress gate by label of the policy (GET /api/v1/sites).
+func (c *Client) Sites(ctx context.Context) ([]api.Site, error) {
+	var out api.Sites
+	err := c.do(ctx, http.MethodGet, "/api/v1/sites", nil, &out)
+	return out.Sites, err
+}
+
 // Parked lists up to limit parked tasks of queue.
 func (c *Client) Parked(ctx context.Context, queue string, limit int) ([]api.ParkedTask, error) {
 	var out struct {

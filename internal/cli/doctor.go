@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -25,7 +27,8 @@ type DoctorParams struct {
 	PluginsDir     string
 	Backend        string // backend URL; "" is the embedded memory store
 	GrantsFile     string
-	GrantDeclared  bool // --grant-declared: each plugin is granted what it declares
+	EgressFile     string // --egress: the egress policy file
+	GrantDeclared  bool   // --grant-declared: each plugin is granted what it declares
 	ReportURL      string
 	ReportKey      string
 	BackendTimeout time.Duration
@@ -44,6 +47,8 @@ type DoctorParams struct {
 //
 //   - backend: the backend URL parses and the backend answers a ping.
 //   - grants: the grants file reads (when one is given).
+//   - egress: the egress policy file reads and checks (when one is given), as run would
+//     refuse it.
 //   - plugin <file>: each .wasm of the folder compiles, speaks the ABI and describes
 //     itself (host.Describe: nothing runs, nothing is written).
 //   - grant <type>: what the plugin asks for of pools and queues beside what the grants
@@ -62,6 +67,7 @@ func Doctor(ctx context.Context, p DoctorParams, out io.Writer) bool {
 		defer b.Close()
 	}
 	gf, grantsOK := c.grants(p)
+	c.egress(p)
 	pluginsOK := c.plugins(ctx, p, gf, grantsOK)
 	if backendOK && grantsOK && pluginsOK {
 		c.contracts(ctx, p, b, kind, gf)
@@ -126,6 +132,25 @@ func (c *checks) grants(p DoctorParams) (grants.File, bool) {
 		c.line(true, "grants", "%s grants %s", p.GrantsFile, strings.Join(gf.Types(), ", "))
 	}
 	return gf, true
+}
+
+// egress checks that the egress policy file reads and checks, when one is given.
+func (c *checks) egress(p DoctorParams) {
+	if p.EgressFile == "" {
+		c.skip("egress", "no egress file: outbound requests are not gated")
+		return
+	}
+	b, err := os.ReadFile(p.EgressFile)
+	if err != nil {
+		c.line(false, "egress", "egress: %v", err)
+		return
+	}
+	e, err := host.ParseEgress(p.EgressFile, b)
+	if err != nil {
+		c.line(false, "egress", "%v", err)
+		return
+	}
+	c.line(true, "egress", "%s rates %s; max_wait %v, max_retry_after %v", p.EgressFile, cmp.Or(strings.Join(e.Labels(), ", "), "nothing"), e.MaxWait(), e.MaxRetryAfter())
 }
 
 // plugins checks each plugin of the folder, one by one, and (when the grants file read)

@@ -24,6 +24,7 @@ type Snapshot struct {
 	Queues      []api.QueueStats            `json:"queues"`
 	Pools       []api.PoolStats             `json:"pools"`
 	Parked      map[string][]api.ParkedTask `json:"parked"` // by queue; only queues with parked tasks
+	Sites       []api.Site                  `json:"sites"`  // the egress gate by label of the policy
 }
 
 // Inspect reads a Snapshot through the API, with up to parkedLimit parked tasks per queue
@@ -38,6 +39,9 @@ func (c *Client) Inspect(ctx context.Context, parkedLimit int) (*Snapshot, error
 		return nil, err
 	}
 	if s.Pools, err = c.Pools(ctx); err != nil {
+		return nil, err
+	}
+	if s.Sites, err = c.Sites(ctx); err != nil {
 		return nil, err
 	}
 	s.Parked = map[string][]api.ParkedTask{}
@@ -106,6 +110,20 @@ func (s *Snapshot) WriteTable(w io.Writer, now time.Time) error {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", cell(p.Pool), p.Size, p.Leased, countsLine(p.ByTag, ":"))
 	}
 	fmt.Fprintln(tw)
+	if len(s.Sites) > 0 {
+		fmt.Fprintln(tw, "SITE\tRATE\tSENT\tWAITED\tREFUSED\t429/503\tCLOSED UNTIL")
+		for _, st := range s.Sites {
+			rate := "-"
+			if st.PerSecond > 0 {
+				rate = fmt.Sprintf("%g/s burst %d", st.PerSecond, st.Burst)
+				if st.Concurrency > 0 {
+					rate += fmt.Sprintf(" conc %d", st.Concurrency)
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", cell(st.Site), rate, st.Sent, st.Waited, st.Refused, st.Throttled, cell(st.ClosedUntil))
+		}
+		fmt.Fprintln(tw)
+	}
 	fmt.Fprintln(tw, "SLOT\tSTATE\tFOR\tITERATION\tTASK\tPHASE\tLAST OUTCOME")
 	for _, a := range s.Automations {
 		for _, st := range a.SlotStates {

@@ -58,3 +58,30 @@ func TestWriteTableShowsReload(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteTableShowsSites: the sites table has a row per label of the egress policy,
+// with its rate, its counts and when its closure ends; with no policy it is left out.
+func TestWriteTableShowsSites(t *testing.T) {
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	s := &Snapshot{Sites: []api.Site{
+		{Site: "example.com", PerSecond: 2, Burst: 4, Concurrency: 3, Sent: 120, Waited: 40, Refused: 7, Throttled: 1, ClosedUntil: "2026-12-01T09:10:00Z"},
+		{Site: "none", Sent: 5},
+	}}
+	var b strings.Builder
+	if err := s.WriteTable(&b, now); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"SITE", "example.com  2/s burst 4 conc 3  120", "2026-12-01T09:10:00Z", "none"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("WriteTable lacks %q:\n%s", want, out)
+		}
+	}
+	b.Reset()
+	if err := (&Snapshot{}).WriteTable(&b, now); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "SITE") {
+		t.Errorf("WriteTable shows a sites table with no policy:\n%s", b.String())
+	}
+}

@@ -41,6 +41,7 @@ type Options struct {
 	Slots      int            // slots per plugin; 0 means host.Config's default (1)
 	SlotsFor   map[string]int // slots by automation type, overriding Slots
 	GrantsFile string         // the grants file (see package grants), re-read on every reload; "" grants the defaults only (no pool, no queue)
+	EgressFile string         // the egress policy file (host.ParseEgress), re-read with the grants; "" gates no request
 	// GrantDeclared grants each plugin the pools and queues it declares (host.Config.GrantDeclared);
 	// for development only.
 	GrantDeclared bool
@@ -109,6 +110,10 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
+	egress, err := readEgressFile(o.EgressFile)
+	if err != nil {
+		return err
+	}
 	if o.GrantDeclared {
 		log.Warn("daemon: --grant-declared: every plugin is granted the pools and queues it declares, whatever the grants file says; for development only, never in production")
 	}
@@ -119,7 +124,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	defer func() { err = errors.Join(err, closeBackend(b)) }()
 
-	h, obs, err := buildHost(ctx, o, log, b, gf)
+	h, obs, err := buildHost(ctx, o, log, b, gf, egress)
 	if err != nil {
 		return err
 	}
@@ -130,7 +135,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	}()
 
 	var draining atomic.Bool
-	rl := newReloader(h, log, obs, o.GrantsFile)
+	rl := newReloader(h, log, obs, o.GrantsFile, o.EgressFile)
 	rctx, stopReloads := context.WithCancel(ctx)
 	wait := rl.start(rctx, hup, o.PluginsDir, cmp.Or(o.ReloadSettle, DefaultReloadSettle))
 	defer func() { stopReloads(); wait() }() // before the host closes
@@ -188,7 +193,7 @@ type observers struct {
 // buildHost loads the plugins into a host on b, with gf's grants and configurations, its
 // slots observed by the returned observers and reporting to the plane if o wires it. The
 // host's slots start in runHost.
-func buildHost(ctx context.Context, o Options, log *slog.Logger, b primitives.Backend, gf grants.File) (*host.Host, observers, error) {
+func buildHost(ctx context.Context, o Options, log *slog.Logger, b primitives.Backend, gf grants.File, egress *host.Egress) (*host.Host, observers, error) {
 	obs := observers{slots: metrics.NewSlots()}
 	rep := newReporting(o)
 	obs.metrics = metrics.New(metrics.Params{Slots: obs.slots, Backend: b, ReporterDropped: rep.dropped})
@@ -200,6 +205,7 @@ func buildHost(ctx context.Context, o Options, log *slog.Logger, b primitives.Ba
 		SlotsByType:      o.SlotsFor,
 		Grants:           grantsByType,
 		GrantDeclared:    o.GrantDeclared,
+		Egress:           egress,
 		Configs:          configs,
 		CacheDir:         o.CacheDir,
 		Logger:           log,
@@ -258,7 +264,7 @@ func newAPI(o Options, log *slog.Logger, h *host.Host, b primitives.Backend, obs
 		Host: h, Backend: b, Slots: obs.slots, Metrics: obs.metrics.Handler(), Token: o.Token,
 		MaxBody: int64(o.MaxPayload), Draining: draining, Reload: rl.reload, Plane: pl, Log: log,
 	})
-	obs.metrics.Watch(metrics.Sources{Queues: srv.Queues, Pools: srv.Pools, PluginMetrics: h.PluginMetrics, ReloadFailures: rl.reloadFailures})
+	obs.metrics.Watch(metrics.Sources{Queues: srv.Queues, Pools: srv.Pools, PluginMetrics: h.PluginMetrics, ReloadFailures: rl.reloadFailures, Sites: h.Sites})
 	return srv
 }
 

@@ -31,12 +31,15 @@ type reloader struct {
 	log    *slog.Logger
 	obs    observers
 	grants string        // the grants file; "" when run has none
+	egress string        // the egress policy file; "" when run has none
 	kick   chan struct{} // buffered (1): a pending reload
 
 	// mu serialises reloads (the API's with the triggers'), as the host does: a grants
 	// file is then read, refused and counted once per reload.
 	mu      sync.Mutex
 	refused grantsRefusal // guarded by mu: the grants file's last refused content
+	// refusedEgress is the egress file's last refused content. Guarded by mu.
+	refusedEgress grantsRefusal
 	// failures counts the grants files refused: with the host's refused builds, they are
 	// fleet_reload_failures_total.
 	failures atomic.Int64
@@ -49,8 +52,8 @@ type grantsRefusal struct {
 	err error
 }
 
-func newReloader(h *host.Host, log *slog.Logger, obs observers, grantsFile string) *reloader {
-	return &reloader{h: h, log: log, obs: obs, grants: grantsFile, kick: make(chan struct{}, 1)}
+func newReloader(h *host.Host, log *slog.Logger, obs observers, grantsFile, egressFile string) *reloader {
+	return &reloader{h: h, log: log, obs: obs, grants: grantsFile, egress: egressFile, kick: make(chan struct{}, 1)}
 }
 
 // reloadFailures is fleet_reload_failures_total: the builds the host refused and the
@@ -80,6 +83,11 @@ func (rl *reloader) reload(ctx context.Context) error {
 	} else {
 		gs, cs := gf.Host()
 		err = rl.h.ReloadGrants(ctx, gs, cs)
+	}
+	if e, eerr := rl.readEgress(); eerr != nil {
+		err = errors.Join(err, eerr)
+	} else {
+		rl.h.SetEgress(e)
 	}
 	rl.obs.slots.Register(rl.h.Plugins())
 	if err != nil {
@@ -126,6 +134,50 @@ func (rl *reloader) refuseGrants(sum [sha256.Size]byte, err error) error {
 	return err
 }
 
+// readEgress reads and checks the egress policy file (nil when run has none). A refusal
+// is logged and counted once per content, and the policy in force stays. Call it
+// holding rl.mu.
+func (rl *reloader) readEgress() (*host.Egress, error) {
+	if rl.egress == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(rl.egress)
+	var sum [sha256.Size]byte
+	if err == nil {
+		sum = sha256.Sum256(b)
+		if f := rl.refusedEgress; f.err != nil && f.sum == sum {
+			return nil, f.err
+		}
+	}
+	e, perr := parseEgress(rl.egress, b, err)
+	if perr != nil {
+		rl.failures.Add(1)
+		rl.log.Error("daemon: reload refused the egress file; the running egress policy stays", "file", rl.egress, "err", perr)
+		rl.refusedEgress = grantsRefusal{sum: sum, err: perr}
+		return nil, perr
+	}
+	rl.refusedEgress = grantsRefusal{}
+	return e, nil
+}
+
+// readEgressFile reads and checks the egress policy file at start-up; "" is no policy.
+func readEgressFile(file string) (*host.Egress, error) {
+	if file == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(file)
+	return parseEgress(file, b, err)
+}
+
+// parseEgress checks b, the egress file's content, or says why it could not be read
+// (readErr).
+func parseEgress(file string, b []byte, readErr error) (*host.Egress, error) {
+	if readErr != nil {
+		return nil, fmt.Errorf("egress: %w", readErr)
+	}
+	return host.ParseEgress(file, b)
+}
+
 // start watches dir (the plugins folder), the grants file's folder, and hup (SIGHUP)
 // until ctx is done, and serves their requests; the returned wait returns once its
 // goroutines have. A folder that cannot be watched is logged, not fatal: SIGHUP and the
@@ -145,9 +197,12 @@ func (rl *reloader) start(ctx context.Context, hup <-chan os.Signal, dir string,
 		}
 	})
 	dir = filepath.Clean(dir)
-	grantsFile := ""
+	grantsFile, egressFile := "", ""
 	if rl.grants != "" {
 		grantsFile = filepath.Clean(rl.grants)
+	}
+	if rl.egress != "" {
+		egressFile = filepath.Clean(rl.egress)
 	}
 	// The grants file's folder is watched, not the file: an editor or a deploy that
 	// renames a new file over it would end a watch on the file itself.
@@ -155,7 +210,7 @@ func (rl *reloader) start(ctx context.Context, hup <-chan os.Signal, dir string,
 	// for the folder "."), so it is cleaned before it is compared.
 	watched := func(name string) bool {
 		name = filepath.Clean(name)
-		return name == grantsFile || filepath.Dir(name) == dir && strings.HasSuffix(name, ".wasm")
+		return name == grantsFile || name == egressFile && egressFile != "" || filepath.Dir(name) == dir && strings.HasSuffix(name, ".wasm")
 	}
 	w, err := fsnotify.NewWatcher()
 	if err == nil {
@@ -164,6 +219,9 @@ func (rl *reloader) start(ctx context.Context, hup <-chan os.Signal, dir string,
 	if err == nil && grantsFile != "" && filepath.Dir(grantsFile) != dir {
 		err = w.Add(filepath.Dir(grantsFile))
 	}
+	if err == nil && egressFile != "" && filepath.Dir(egressFile) != dir && filepath.Dir(egressFile) != filepath.Dir(grantsFile) {
+		err = w.Add(filepath.Dir(egressFile))
+	}
 	if err != nil {
 		rl.log.Warn("daemon: cannot watch the plugins folder or the grants file's; reload with SIGHUP, POST /api/v1/reload or fleet-host reload", "dir", dir, "grants", rl.grants, "err", err)
 		if w != nil {
@@ -171,7 +229,7 @@ func (rl *reloader) start(ctx context.Context, hup <-chan os.Signal, dir string,
 		}
 		return wg.Wait
 	}
-	rl.log.Info("daemon: watching for changes", "plugins", dir, "grants", grantsFile)
+	rl.log.Info("daemon: watching for changes", "plugins", dir, "grants", grantsFile, "egress", egressFile)
 	wg.Go(func() {
 		defer w.Close()
 		watchSettled(ctx, w.Events, w.Errors, watched, settle, rl.log, func() { rl.request("a change to the plugins folder or the grants file") })

@@ -58,6 +58,8 @@ type Sources struct {
 	PluginMetrics func() []host.PluginMetric
 	// ReloadFailures returns how many builds reloads have refused (host.Host.ReloadFailures).
 	ReloadFailures func() int64
+	// Sites returns the egress gate's stats per label of the policy (host.Host.Sites).
+	Sites func(context.Context) []host.SiteStats
 }
 
 // Watch sets what later scrapes read.
@@ -83,6 +85,14 @@ func (m *Metrics) Watch(src Sources) {
 //	fleet_reporter_dropped_total                        reports the reporter dropped
 //	fleet_reload_failures_total                         plugin builds a reload refused
 //	fleet_scrape_errors_total                           backend reads that failed during a scrape
+//	fleet_egress_requests_total{site}                   outbound requests sent, by egress label: the
+//	                                                    policy's pattern as written, "default" or "none"
+//	fleet_egress_waited_total{site}, fleet_egress_wait_seconds_total{site}  requests that waited their turn, and for how long
+//	fleet_egress_refused_total{site}                    requests answered RateLimited, not sent
+//	fleet_egress_throttled_total{site}                  429 and 503 responses
+//	fleet_egress_closures_total{site}                   Retry-After closures this daemon set
+//	fleet_egress_wait_seconds{site}, fleet_egress_closed_until_seconds{site}  the gate's wait now, and
+//	                                                    when a closure ends (Unix seconds; 0 open), from the backend
 //
 // plus the Go runtime and process collectors.
 func New(p Params) *Metrics {
@@ -207,6 +217,16 @@ var (
 	descDropped    = prometheus.NewDesc("fleet_reporter_dropped_total", "Reports the reporter dropped because the plane did not keep up.", nil, nil)
 	// descReloadFailures counts builds, not reloads: one reload may refuse several files.
 	descReloadFailures = prometheus.NewDesc("fleet_reload_failures_total", "Plugin builds a reload refused; the running versions kept running.", nil, nil)
+	// The egress metrics are labelled by the policy's labels, never by a host name, so
+	// that their cardinality is the policy's size.
+	descEgressSent      = prometheus.NewDesc("fleet_egress_requests_total", "Outbound requests sent, by egress label (the policy's host pattern as written, default or none).", []string{"site"}, nil)
+	descEgressWaited    = prometheus.NewDesc("fleet_egress_waited_total", "Outbound requests that waited for their site's turn, then were sent.", []string{"site"}, nil)
+	descEgressWaitTotal = prometheus.NewDesc("fleet_egress_wait_seconds_total", "Time outbound requests waited for their site's turn.", []string{"site"}, nil)
+	descEgressRefused   = prometheus.NewDesc("fleet_egress_refused_total", "Outbound requests answered RateLimited: their site's turn was past max_wait or their deadline; not sent.", []string{"site"}, nil)
+	descEgressThrottled = prometheus.NewDesc("fleet_egress_throttled_total", "429 and 503 responses.", []string{"site"}, nil)
+	descEgressClosures  = prometheus.NewDesc("fleet_egress_closures_total", "Closures of a site, fleet-wide, that this daemon set from a 429 or 503 (Retry-After, capped).", []string{"site"}, nil)
+	descEgressWait      = prometheus.NewDesc("fleet_egress_wait_seconds", "How long the next request to the label's recent sites would wait for the rate now.", []string{"site"}, nil)
+	descEgressClosed    = prometheus.NewDesc("fleet_egress_closed_until_seconds", "When the label's latest closure ends, Unix seconds; 0 when open.", []string{"site"}, nil)
 )
 
 // names is f's names, or none when f is nil.
@@ -218,7 +238,8 @@ func names(f func() []string) []string {
 }
 
 func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSlots, descDepth, descDelayed, descInFlight, descParked, descPoolSize, descPoolLeased, descPlugin, descDropped, descReloadFailures} {
+	for _, d := range []*prometheus.Desc{descSlots, descDepth, descDelayed, descInFlight, descParked, descPoolSize, descPoolLeased, descPlugin, descDropped, descReloadFailures,
+		descEgressSent, descEgressWaited, descEgressWaitTotal, descEgressRefused, descEgressThrottled, descEgressClosures, descEgressWait, descEgressClosed} {
 		ch <- d
 	}
 	c.errs.Describe(ch)
@@ -268,6 +289,32 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(descPoolSize, prometheus.GaugeValue, float64(st.Size), name)
 			ch <- prometheus.MustNewConstMetric(descPoolLeased, prometheus.GaugeValue, float64(st.Leased), name)
+		}
+	}
+	if src.Sites != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), p.StatsTimeout)
+		defer cancel()
+		for _, st := range src.Sites(ctx) {
+			closed := 0.0
+			if !st.ClosedUntil.IsZero() {
+				closed = float64(st.ClosedUntil.UnixMilli()) / 1000
+			}
+			for _, m := range []struct {
+				d *prometheus.Desc
+				t prometheus.ValueType
+				v float64
+			}{
+				{descEgressSent, prometheus.CounterValue, float64(st.Sent)},
+				{descEgressWaited, prometheus.CounterValue, float64(st.Waited)},
+				{descEgressWaitTotal, prometheus.CounterValue, st.WaitTotal.Seconds()},
+				{descEgressRefused, prometheus.CounterValue, float64(st.Refused)},
+				{descEgressThrottled, prometheus.CounterValue, float64(st.Throttled)},
+				{descEgressClosures, prometheus.CounterValue, float64(st.Closures)},
+				{descEgressWait, prometheus.GaugeValue, st.Wait.Seconds()},
+				{descEgressClosed, prometheus.GaugeValue, closed},
+			} {
+				ch <- prometheus.MustNewConstMetric(m.d, m.t, m.v, st.Label)
+			}
 		}
 	}
 	if src.PluginMetrics != nil {

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -78,6 +79,46 @@ func BenchmarkGateAcquire(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkGateVsGet runs a raw GET, a rate-only acquire and an acquire+release of a site
+// with places back to back in each iteration, and reports each gate op's median latency
+// as a ratio to the GET's (x-get-rate, x-get-places per round trip): a load spike on a
+// shared machine then hits all three alike, where separate benchmarks run minutes apart
+// each meet a different machine. Goal: x-get-rate ≤ 1.5.
+func BenchmarkGateVsGet(b *testing.B) {
+	be, _ := setup(b)
+	raw := srv.Client()
+	defer raw.Close()
+	raw.Set(bg, "k", "v", 0)
+	rate := primitives.Rate{PerSecond: primitives.MaxPerSecond, Burst: primitives.MaxBurst, Hold: time.Minute}
+	places := rate
+	places.Concurrency = 8
+	var get, gate, held []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if err := raw.Get(bg, "k").Err(); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if p, err := be.GateAcquire(bg, "a:443", rate); err != nil || !p.OK {
+			b.Fatal(p, err)
+		}
+		t2 := time.Now()
+		p, err := be.GateAcquire(bg, "b:443", places)
+		if err != nil || !p.OK {
+			b.Fatal(p, err)
+		}
+		if err := be.GateRelease(bg, "b:443", p.Token); err != nil {
+			b.Fatal(err)
+		}
+		t3 := time.Now()
+		get, gate, held = append(get, t1.Sub(t0)), append(gate, t2.Sub(t1)), append(held, t3.Sub(t2)/2)
+	}
+	median := func(d []time.Duration) float64 { slices.Sort(d); return float64(d[len(d)/2]) }
+	g := median(get)
+	b.ReportMetric(median(gate)/g, "x-get-rate")
+	b.ReportMetric(median(held)/g, "x-get-places")
 }
 
 func BenchmarkKVGet(b *testing.B) {

@@ -257,10 +257,13 @@ func counterNamesKey(name, owner string) string { return counterPrefix(name) + n
 // gatePrefix is the prefix of every key of site: `fleet:gate:{site}:`.
 func gatePrefix(site string) string { return "fleet:gate:{" + site + "}:" }
 
-// gateStateKey is a site's rate and closure: HASH tat (GCRA's theoretical arrival time)
-// and closed (closed until), Redis µs; PEXPIRE at the later of the two.
-func gateStateKey(site string) string { return gatePrefix(site) + "state" }
+// gateTimesKey is a site's rate and closure: STRING of three little-endian float64s
+// (Lua struct '<ddd'), Redis µs, whole: GCRA's theoretical arrival time, the end of a
+// closure (0: none) and the expiry last given to gateHeldKey (0: unknown); PX to the
+// later of tat and closed. One STRING, not a HASH, so that a script reads it with one
+// GET and writes it with one SET ... PX.
+func gateTimesKey(site string) string { return gatePrefix(site) + "times" }
 
 // gateHeldKey is a site's in-flight places: ZSET token -> the end of its hold, Redis µs;
-// PEXPIRE at the latest end.
+// PEXPIRE at the latest end. Only a rate with a concurrency touches it.
 func gateHeldKey(site string) string { return gatePrefix(site) + "held" }

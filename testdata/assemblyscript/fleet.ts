@@ -53,6 +53,22 @@ function reply(offset: u64): string {
 // lastError).
 export let lastError: string = "";
 
+// lastKind is the kind of lastError ("RateLimited", ...); lastWaitMs, after a
+// RateLimited error, how long until the request could be admitted (0 otherwise).
+export function lastKind(): string {
+  const e = field(lastError, "error");
+  if (e === null) return "";
+  const k = field(e!, "kind");
+  return k === null ? "" : unquote(k!);
+}
+
+export function lastWaitMs(): i64 {
+  const e = field(lastError, "error");
+  if (e === null) return 0;
+  const w = field(e!, "wait_ms");
+  return w === null ? 0 : I64.parseInt(w!);
+}
+
 function ok(envelope: string): string | null {
   const v = field(envelope, "ok");
   if (v === null) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -102,6 +103,23 @@ func TestDoctor(t *testing.T) {
 		l := doctorLine(out, "FAIL", "plane")
 		if code != 1 || !strings.Contains(l, "rejects the key") || !strings.Contains(l, "401") {
 			t.Errorf("doctor with a plane that rejects the key = exit %d, want 1 and a FAIL plane line:\n%s", code, out)
+		}
+	})
+	t.Run("egress", func(t *testing.T) {
+		good, bad := filepath.Join(t.TempDir(), "egress.json"), filepath.Join(t.TempDir(), "egress.json")
+		if err := os.WriteFile(good, []byte(`{"rates": {"example.com": {"per_second": 2}}, "default": {"per_second": 50}}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(bad, []byte(`{"rates": {"example.com": {"per_second": 2, "burst": 0}}}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out, _ := run(t, nil, "", "doctor", cache, grants, "--plugins", worker, "--egress", good)
+		if l := doctorLine(out, "ok", "egress"); code != 0 || !strings.Contains(l, "example.com, default") {
+			t.Errorf("doctor --egress (good) = exit %d, want 0 and an ok egress line naming its patterns:\n%s", code, out)
+		}
+		code, out, _ = run(t, nil, "", "doctor", cache, grants, "--plugins", worker, "--egress", bad)
+		if l := doctorLine(out, "FAIL", "egress"); code != 1 || !strings.Contains(l, `rates: "example.com": burst is 0, want >= 1`) {
+			t.Errorf("doctor --egress (bad) = exit %d, want 1 and a FAIL egress line naming the field:\n%s", code, out)
 		}
 	})
 	t.Run("settings from the environment", func(t *testing.T) {

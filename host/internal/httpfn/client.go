@@ -59,6 +59,7 @@ type Option func(*options)
 
 type options struct {
 	lookup LookupFunc
+	gate   *Gate
 }
 
 // WithLookup resolves host names with f instead of the system resolver. The addresses
@@ -66,6 +67,11 @@ type options struct {
 //
 //	httpfn.New(g, httpfn.WithLookup(cachingResolver.Lookup))
 func WithLookup(f LookupFunc) Option { return func(o *options) { o.lookup = f } }
+
+// WithGate sends every hop of every request through g, the host's egress gate.
+//
+//	httpfn.New(g, httpfn.WithGate(gate))
+func WithGate(g *Gate) Option { return func(o *options) { o.gate = g } }
 
 // Client is one plugin's outbound HTTP. It is built once per plugin with New and shared
 // by the plugin's slots: it is safe for concurrent use, and it keeps connections alive
@@ -77,6 +83,7 @@ type Client struct {
 	direct   *http.Transport
 	proxied  map[string]*http.Transport // by grantedProxy.key
 	secrets  map[string]boundSecret     // by name
+	gate     *Gate                      // nil: no egress gate
 }
 
 // New checks g and builds its Client. An error names the Policy field that is wrong.
@@ -96,7 +103,7 @@ func New(g Policy, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	g = g.WithDefaults()
-	c := &Client{policy: g, proxied: make(map[string]*http.Transport)}
+	c := &Client{policy: g, proxied: make(map[string]*http.Transport), gate: o.gate}
 	for i, h := range g.Hosts {
 		p, err := parsePattern(h)
 		if err != nil {
@@ -171,7 +178,9 @@ type prepared struct {
 //   - ValueError: an unknown method, a URL that does not parse, a scheme other than http
 //     or https, a malformed header, a timeout or redirect limit below its range;
 //   - PermissionDenied: a host (or a Host header, or a proxy) outside the grant, named;
-//   - LimitExceeded: a timeout or redirect limit above the grant's, headers over 256 KiB.
+//   - LimitExceeded: a timeout or redirect limit above the grant's, headers over 256 KiB;
+//   - RateLimited (with WaitMs): a hop the egress gate (WithGate) did not admit within its
+//     wait; Unavailable: the gate's backend failed. That hop was not sent.
 //
 // Anything that happens on the network is a reply with Error and ErrorCode set (the
 // Code* constants) and an empty Body. Status is 0 unless a response arrived: only
@@ -210,7 +219,7 @@ func (c *Client) Do(ctx context.Context, req abi.HTTPRequest) (abi.HTTPReply, *a
 		return p.redact(failure(ctx, err, last, p.timeout)), nil
 	}
 	hc := &http.Client{
-		Transport: p.transport,
+		Transport: c.gate.wrap(p.transport),
 		CheckRedirect: func(next *http.Request, via []*http.Request) error {
 			if p.maxRedirects < 0 {
 				return http.ErrUseLastResponse
@@ -232,6 +241,9 @@ func (c *Client) Do(ctx context.Context, req abi.HTTPRequest) (abi.HTTPReply, *a
 	if err != nil {
 		if resp != nil {
 			resp.Body.Close()
+		}
+		if e := gateFailure(err); e != nil {
+			return abi.HTTPReply{}, e
 		}
 		return p.redact(failure(ctx, err, last, p.timeout)), nil
 	}

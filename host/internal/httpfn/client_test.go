@@ -65,7 +65,7 @@ type server struct {
 	conns    atomic.Int64
 }
 
-func newServer(t *testing.T, h http.HandlerFunc) *server {
+func newServer(t testing.TB, h http.HandlerFunc) *server {
 	t.Helper()
 	s := &server{}
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -90,7 +90,7 @@ func (s *server) port() string {
 	return port
 }
 
-func newClient(t *testing.T, g httpfn.Policy, opts ...httpfn.Option) *httpfn.Client {
+func newClient(t testing.TB, g httpfn.Policy, opts ...httpfn.Option) *httpfn.Client {
 	t.Helper()
 	c, err := httpfn.New(g, append([]httpfn.Option{httpfn.WithLookup(testLookup)}, opts...)...)
 	if err != nil {

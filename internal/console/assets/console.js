@@ -237,6 +237,17 @@ function poolsView(pools) {
     "No plugin declares a pool.");
 }
 
+function sitesView(sites) {
+  return table(
+    [["Site"], ["Rate"], ["Sent", "num"], ["Waited", "num"], ["Refused", "num"], ["429/503", "num"], ["Closed until"]],
+    sites.map((s) => el("tr", { "data-site": s.site },
+      el("td", { class: "mono" }, s.site),
+      el("td", {}, s.per_second ? `${s.per_second}/s, burst ${s.burst}` + (s.concurrency ? `, ${s.concurrency} at once` : "") : "not gated"),
+      num(s.sent), num(s.waited), num(s.refused), num(s.throttled),
+      el("td", { class: "mono" }, s.closed_until || "–"))),
+    "No egress policy: requests are not gated.");
+}
+
 // The pools whose items are shown, each with its panel: a tag filter (kept across
 // refreshes) and the items, read again at each refresh.
 const openPools = new Map(); // pool -> {panel, where, list}
@@ -395,8 +406,8 @@ const section = (id, part) => document.querySelector(`#${id} .${part || "content
 
 async function load() {
   try {
-    const [{ automations }, { queues }, { pools }] = await Promise.all([
-      get("/api/v1/automations"), get("/api/v1/queues"), get("/api/v1/pools")]);
+    const [{ automations }, { queues }, { pools }, { sites }] = await Promise.all([
+      get("/api/v1/automations"), get("/api/v1/queues"), get("/api/v1/pools"), get("/api/v1/sites")]);
     const withSlots = automations.filter((a) => a.slots > 0);
     const open = [...openPools].filter(([name]) => pools.some((p) => p.pool === name));
     const [slots, parked, items, fleet] = await Promise.all([
@@ -410,6 +421,7 @@ async function load() {
     show(section("queues"), queues, queuesView);
     show(section("queues", "parked"), parked, parkedView);
     show(section("pools"), pools, poolsView);
+    show(section("sites"), sites, sitesView);
     open.forEach(([, o], i) => show(o.list, items[i], poolItemsView));
     show(section("fleet"), fleet, fleetView);
     show(section("state"), automations.map((a) => ({ type: a.type, grant: a.grant })), stateView);

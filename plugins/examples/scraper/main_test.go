@@ -153,6 +153,35 @@ func TestNetworkErrorFails(t *testing.T) {
 	}
 }
 
+// TestRateLimitedRetries: a request the egress gate did not admit hands the task back
+// for the wait the host named, the cookie released, no attempt failed.
+func TestRateLimitedRetries(t *testing.T) {
+	h := fleettest.New(t)
+	withCookie(h)
+	h.HTTPRateLimited(target, 1500*time.Millisecond)
+	res := h.Handle(contracts.ScrapeTask{URL: target})
+	if res.Outcome != abi.OutcomeRetry || res.RetryAfterMs != 1500 || !strings.Contains(res.Reason, "rate limited") {
+		t.Fatalf("handle = %+v, want retry after 1500 ms, rate limited", res)
+	}
+	if items := fleettest.Items(h, contracts.Cookies); len(items) != 1 || !items[0].LeasedUntil.IsZero() {
+		t.Fatalf("cookies = %+v, want the cookie released", items)
+	}
+}
+
+// TestRateLimitedGivesUp: a site whose gate refuses every request (closed again by each
+// 429) fails the attempt after RateRetries hand-backs, as a 429 does, so that its tasks
+// park after their attempts rather than circle for ever.
+func TestRateLimitedGivesUp(t *testing.T) {
+	h := fleettest.New(t)
+	withCookie(h)
+	h.HTTPRateLimited(target, 30*time.Second)
+	payload, _ := json.Marshal(contracts.ScrapeTask{URL: target})
+	res := h.HandleTask(abi.TaskEnvelope{ID: "t1", Payload: payload, Attempts: 1, HandBacks: RateRetries})
+	if res.Outcome != abi.OutcomeFail || !strings.Contains(res.Reason, "rate limited") {
+		t.Fatalf("handle = %+v, want fail naming the rate limit", res)
+	}
+}
+
 func TestBadURLFails(t *testing.T) {
 	h := fleettest.New(t)
 	for _, u := range []string{"ftp://x/", "not a url", "http:///nohost", "http://%zz/"} {

@@ -12,7 +12,8 @@
  *     bad when N is even,
  *   - takes and releases the lock "cdemo:lock",
  *   - adds 1 to the counter "cdemo:done" and reads it,
- *   - POSTs "ping N" to the configured url, expecting "pong N" back,
+ *   - POSTs "ping N" to the configured url, expecting "pong N" back (a request the
+ *     operator's egress rate did not admit in time hands the task back for the host's wait),
  *   - submits {"n":N} to "cdemo-results", once per task whatever its attempts (keyed by
  *     the task's id),
  *   - checks that a namespace it was not granted answers PermissionDenied,
@@ -161,7 +162,8 @@ FLEET_EXPORT("fleet_handle") uint64_t fleet_handle(uint32_t len) {
 	snprintf(header, sizeof header, "{\"X-N\":[\"%lld\"]}", n);
 	fleet_http_request hr = {.method = "POST", .url = url, .headers = header, .body = body, .body_len = strlen(body)};
 	fleet_http_response resp;
-	if ((k = fleet_http(&hr, &resp))) return failed("http", k);
+	if ((k = fleet_http(&hr, &resp)) == FLEET_RATE_LIMITED) return fleet_retry(fleet_last_wait_ms());
+	if (k) return failed("http", k);
 	if (resp.status != 200 || resp.body_len != strlen(want) || memcmp(resp.body, want, resp.body_len)) {
 		return wrong("http", resp.error ? resp.error : resp.body);
 	}

@@ -57,6 +57,22 @@ function reply(offset: u64): string {
 // lastError).
 export let lastError: string = "";
 
+// lastKind is the kind of lastError ("RateLimited", ...); lastWaitMs, after a
+// RateLimited error, how long until the request could be admitted (0 otherwise).
+export function lastKind(): string {
+  const e = field(lastError, "error");
+  if (e === null) return "";
+  const k = field(e!, "kind");
+  return k === null ? "" : unquote(k!);
+}
+
+export function lastWaitMs(): i64 {
+  const e = field(lastError, "error");
+  if (e === null) return 0;
+  const w = field(e!, "wait_ms");
+  return w === null ? 0 : I64.parseInt(w!);
+}
+
 function ok(envelope: string): string | null {
   const v = field(envelope, "ok");
   if (v === null) {
@@ -304,7 +320,9 @@ export class HttpResponse {
 // httpRequest sends one request through the host, which checks the URL (and every
 // redirect hop) against the plugin's http_hosts grant. headers is a JSON object of arrays
 // or ""; timeoutMs 0 is the grant's http_timeout. It returns null with the envelope in
-// lastError when the host refused the request (PermissionDenied: a host not granted).
+// lastError when the host refused the request (PermissionDenied: a host not granted;
+// RateLimited: the site's egress rate did not admit it in time, nothing sent: retry after
+// lastWaitMs()).
 export function httpRequest(method: string, url: string, headers: string = "", body: string = "", timeoutMs: i64 = 0): HttpResponse | null {
   let req = '{"method":' + quote(method) + ',"url":' + quote(url);
   if (headers != "") {
