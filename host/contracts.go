@@ -510,6 +510,19 @@ func (c *heldContracts) add(held []*holding) []*holding {
 	return out
 }
 
+// versionOf is the fleet version of the contract at key that held (one plugin's) holds,
+// or 0 when it holds none.
+func (c *heldContracts) versionOf(held []*holding, key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, h := range held {
+		if h.rec.key == key {
+			return h.version
+		}
+	}
+	return 0
+}
+
 // release lets go of held, what one plugin held (add's result): a version no other
 // loaded plugin holds has its holder key deleted, so that the fleet sees at once that
 // this host no longer holds it (a reload's old version, a removed plugin).

@@ -180,6 +180,17 @@ type Registration struct {
 	owner  string // the plugin's type
 	queues []string
 	pools  []string
+	// schemas are the queue schemas it declared, by queue name: immutable after Register.
+	schemas map[string]*Schema
+}
+
+// QueueSchema is the compiled payload schema the plugin declared for queue name (the
+// queue it consumes, or one it submits to), or nil when it declared none.
+func (reg *Registration) QueueSchema(name string) *Schema {
+	if reg == nil {
+		return nil
+	}
+	return reg.schemas[name]
 }
 
 // NewRegistry returns an empty registry. compatible (compat.Check under the fleet's
@@ -307,7 +318,7 @@ func (r *Registry) Register(d *abi.Describe) (*Registration, error) {
 		pools[p.Name] = v
 	}
 
-	reg := &Registration{r: r, owner: owner}
+	reg := &Registration{r: r, owner: owner, schemas: queues}
 	for name, s := range queues {
 		e := r.queues[name]
 		if e == nil {
