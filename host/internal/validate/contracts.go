@@ -271,7 +271,7 @@ func (r *Registry) Register(d *abi.Describe) (*Registration, error) {
 			return fmt.Errorf("validate: plugin %q: queue %q payload schema: %v", owner, q.Name, err)
 		}
 		if seen, ok := queues[q.Name]; ok {
-			return differs(owner, "queue", q.Name, "payload", canon, seen.Canonical, fmt.Sprintf("plugin %q", owner), nil)
+			return differs(owner, "queue", q.Name, "payload", canon, seen.Canonical, owner, nil)
 		}
 		s, err := r.version(owner, "queue", q.Name, "payload", canon, r.queueVersions(q.Name))
 		if err != nil {
@@ -373,7 +373,7 @@ func (r *Registry) version(owner, contract, name, which string, canon []byte, li
 			err = r.compatible(l.s.Canonical, canon)
 		}
 		if r.compatible == nil || err != nil {
-			return nil, differs(owner, contract, name, which, canon, l.s.Canonical, fmt.Sprintf("plugin %q", l.owner), err)
+			return nil, differs(owner, contract, name, which, canon, l.s.Canonical, l.owner, err)
 		}
 	}
 	s, err := Compile(contract+" "+name+" "+which, canon)
@@ -470,7 +470,7 @@ func differs(owner, contract, name, which string, declared, reg []byte, other st
 		return nil
 	}
 	return &ConflictError{Plugin: owner, Contract: contract, Name: name, Schema: which,
-		Other: other, Path: path, Here: here, There: there, Rule: rule}
+		Other: fmt.Sprintf("plugin %q", other), OtherType: other, Registered: reg, Path: path, Here: here, There: there, Rule: rule}
 }
 
 // ConflictError says that a plugin declares a contract with a schema that differs from
@@ -481,9 +481,13 @@ type ConflictError struct {
 	Name     string // the pool or queue name
 	Schema   string // "payload" or "tags"
 	Other    string // who registered it: `plugin "a"`
-	Path     string // JSON pointer of the first difference
-	Here     string // the declared value there
-	There    string // the registered value there
+	// OtherType is the type of the plugin that registered it, and Registered the
+	// registered schema (canonical), for the host to name its fleet version.
+	OtherType  string
+	Registered []byte
+	Path       string // JSON pointer of the first difference
+	Here       string // the declared value there
+	There      string // the registered value there
 	// Rule is the compatibility rule the schema breaks (a *compat.Error, with its own
 	// pointer); nil when the registry compares for equality (a contract one plugin
 	// declares twice).
