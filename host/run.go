@@ -87,6 +87,9 @@ func (h *Host) Run(ctx context.Context) error {
 	case h.running:
 		h.mu.Unlock()
 		return errors.New("host: Run called twice")
+	case h.cfg.CheckOnly:
+		h.mu.Unlock()
+		return errors.New("host: Run of a host made with Config.CheckOnly, which only checks")
 	}
 	h.running = true
 	h.mu.Unlock()
