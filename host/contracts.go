@@ -496,6 +496,71 @@ func ForgetContractVersion(ctx context.Context, b primitives.Backend, kind, name
 	})
 }
 
+// VersionUse is what still uses a live version of a contract, as a forget checks it:
+// its holders, and for a queue the tasks it holds. A task does not record the version
+// it was written under, so every task counts: one of any version may be of this one.
+type VersionUse struct {
+	Kind, Name string
+	Version    int
+	Holders    []ContractHolder       // every holder, whatever its state
+	Tasks      *primitives.QueueStats // a queue's tasks; nil for a pool
+}
+
+// Live lists the holders whose host runs (HolderLive).
+func (u VersionUse) Live() []ContractHolder {
+	var out []ContractHolder
+	for _, h := range u.Holders {
+		if h.State == HolderLive {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// Blocks says why the version should not be forgotten now, "" when nothing uses it: a
+// live host holds it (it would take it back at its next refresh, within ContractSync),
+// or tasks still wait in its queue (ready, delayed or parked), which a consumer of an
+// incompatible version would then claim and park.
+func (u VersionUse) Blocks() string {
+	var why []string
+	if live := u.Live(); len(live) > 0 {
+		names := make([]string, len(live))
+		for i, h := range live {
+			names[i] = h.String()
+		}
+		why = append(why, fmt.Sprintf("live hosts hold it and would take it back within %v: %s; stop or upgrade them first", ContractSync, strings.Join(names, ", ")))
+	}
+	if t := u.Tasks; t != nil && t.Depth+t.InFlight+t.Parked > 0 {
+		why = append(why, fmt.Sprintf("queue %q still holds %d tasks waiting (%d of them delayed), %d in flight and %d parked, any of which may be of version %d (a task does not record its version); let them finish, and requeue or delete the parked ones (fleet-host tasks parked %s)",
+			u.Name, t.Depth, t.Delayed, t.InFlight, t.Parked, u.Version, u.Name))
+	}
+	return strings.Join(why, "; ")
+}
+
+// ContractVersionUse reads what still uses version of the contract of kind and name in
+// b (VersionUse). A version that is not live is an error that errors.Is
+// primitives.ErrNotFound.
+func ContractVersionUse(ctx context.Context, b primitives.Backend, kind, name string, version int) (VersionUse, error) {
+	u := VersionUse{Kind: kind, Name: name, Version: version}
+	c, _, err := FleetContract(ctx, b, kind, name)
+	if err != nil {
+		return u, err
+	}
+	i := slices.IndexFunc(c.Versions, func(v ContractVersion) bool { return v.Version == version })
+	if i < 0 {
+		return u, fmt.Errorf("fleet contracts: %s %q has no live version %d (%w)", kind, name, version, primitives.ErrNotFound)
+	}
+	u.Holders = c.Versions[i].Holders
+	if kind == "queue" {
+		st, err := b.QueueStats(ctx, name)
+		if err != nil {
+			return u, fmt.Errorf("fleet contracts: queue %q: %w", name, err)
+		}
+		u.Tasks = &st
+	}
+	return u, nil
+}
+
 // compatible checks r's schemas against a live version's, schema by schema.
 func (r contractRecord) compatible(live []byte) error {
 	if r.contract == "queue" {
@@ -521,11 +586,11 @@ func (r contractRecord) compatible(live []byte) error {
 // version.
 type IncompatibleError struct {
 	Plugin, PluginVersion, Contract, Name string
-	Version int              // the live version it conflicts with; 0 when the fleet has no record of it
-	Live    []int            // every live version of the contract
-	Holders []ContractHolder // the hosts that hold Version
-	OnHost  string           // the running plugin of this host that holds it, `"a" 0.1.0`; "" when none
-	Err     error
+	Version                               int              // the live version it conflicts with; 0 when the fleet has no record of it
+	Live                                  []int            // every live version of the contract
+	Holders                               []ContractHolder // the hosts that hold Version
+	OnHost                                string           // the running plugin of this host that holds it, `"a" 0.1.0`; "" when none
+	Err                                   error
 }
 
 func (e *IncompatibleError) Error() string {
@@ -675,9 +740,9 @@ type heldContracts struct {
 type holding struct {
 	rec     contractRecord
 	desc    *abi.Describe // a plugin that declares it, for a log line and an error
-	version int    // guarded by heldContracts.mu: its version number
-	key     string // guarded by heldContracts.mu: its holder key
-	refs    int    // guarded by heldContracts.mu: the loaded plugins that hold it
+	version int           // guarded by heldContracts.mu: its version number
+	key     string        // guarded by heldContracts.mu: its holder key
+	refs    int           // guarded by heldContracts.mu: the loaded plugins that hold it
 	// plugins counts the loaded plugins that hold it by their label ("<type>
 	// <version>"); guarded by heldContracts.mu.
 	plugins map[string]int
