@@ -360,8 +360,10 @@ func slotEvent(p *plugin, e slot.Event) SlotEvent {
 
 // payloadCheck is the check of a task p claims before its guest sees it: the payload
 // must satisfy the schema p itself declares for the queue it consumes, its current
-// contract, whatever versions the fleet still admits on submit; otherwise the task is
-// parked with a reason naming the queue, the version and what is wrong. It is nil for
+// contract, or one of the queue's other live versions, which that schema was found
+// compatible with when it loaded (a rolling upgrade's tasks); otherwise (a task of a
+// version forgotten since, written past the contract) the task is parked with a reason
+// naming the queue, the version and what is wrong. It is nil for
 // a plugin that consumes no queue. The schema is compiled once, at load (the
 // registry's); the check costs one decode and one validation of the payload. See
 // RATIONALE.md, "What if a task does not satisfy its consumer's contract?".
@@ -377,6 +379,11 @@ func (h *Host) payloadCheck(p *plugin) func([]byte) string {
 	return func(payload []byte) string {
 		e := s.Validate("payload", payload)
 		if e == nil {
+			return ""
+		}
+		// A value of another live version (this host's other build during a reload, or
+		// the fleet's) is one the consumer's version was found compatible with: it reads.
+		if q := h.contracts.Queue(name); q != nil && q.Admit("payload", payload, nil) == nil {
 			return ""
 		}
 		version := "this host's version"
