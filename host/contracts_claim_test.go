@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/host/slotstate"
@@ -71,6 +72,50 @@ func TestUnfitTaskParkedAtClaim(t *testing.T) {
 		}
 		if !strings.Contains(r.logs.String(), "parked unseen by the plugin") {
 			t.Errorf("log does not say the task was parked unseen by the plugin:\n%s", r.logs)
+		}
+	})
+}
+
+// TestContractHolderStates, on both backends: a holder is live while its host runs (with
+// its plugin named), stale once its key says it has not refreshed for 3 ContractSync (a
+// dead host; a key in the bare-time form of older hosts is read too), and stopped once
+// its host has closed; a forget's use names only the live one as blocking.
+func TestContractHolderStates(t *testing.T) {
+	onBothBackends(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		h := r.jobsHost(t, jobsV1)
+		state := func() host.ContractHolder {
+			t.Helper()
+			c, ok, err := host.FleetContract(ctx, r.backend, "queue", "jobs")
+			if err != nil || !ok || len(c.Versions) != 1 || len(c.Versions[0].Holders) != 1 {
+				t.Fatalf("FleetContract = %+v, %v, %v; want one version with one holder", c, ok, err)
+			}
+			return c.Versions[0].Holders[0]
+		}
+		live := state()
+		if live.State != host.HolderLive || len(live.Plugins) != 1 || live.Plugins[0] != "a 0.1.0" || !strings.Contains(live.String(), "(plugin a 0.1.0, live, refreshed") {
+			t.Fatalf("holder = %+v (%s), want live, held by plugin a 0.1.0", live, live)
+		}
+		use, err := host.ContractVersionUse(ctx, r.backend, "queue", "jobs", 1)
+		if err != nil || len(use.Live()) != 1 || !strings.Contains(use.Blocks(), live.Holder) {
+			t.Fatalf("ContractVersionUse = %+v, %v; want it blocked by %s", use, err, live.Holder)
+		}
+		key := "held:queue:jobs:1:" + live.Holder
+		old, _ := time.Now().Add(-3*host.ContractSync - time.Second).UTC().MarshalText()
+		if err := r.backend.KVSet(ctx, "fleet-contracts", key, old, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if s := state(); s.State != host.HolderStale || !strings.Contains(s.String(), "stale: not refreshed for") {
+			t.Errorf("holder with an old bare-time key = %+v (%s), want stale", s, s)
+		}
+		if use, err := host.ContractVersionUse(ctx, r.backend, "queue", "jobs", 1); err != nil || use.Blocks() != "" {
+			t.Errorf("ContractVersionUse with a stale holder and no task = %q, %v; want nothing blocking", use.Blocks(), err)
+		}
+		if err := h.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if s := state(); s.State != host.HolderStopped || len(s.Plugins) != 1 || !strings.Contains(s.String(), "stopped") {
+			t.Errorf("holder after Close = %+v (%s), want stopped, its plugin kept", s, s)
 		}
 	})
 }
