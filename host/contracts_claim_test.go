@@ -61,7 +61,7 @@ func TestUnfitTaskParkedAtClaim(t *testing.T) {
 		for _, e := range r.events.finished() {
 			switch e.TaskID {
 			case fit:
-				sawFit = e.Outcome == slotstate.Checkpoint
+				sawFit = e.Outcome == slotstate.Done
 			case id:
 				// The guest never ran it: a done WAT guest would have acked it.
 				sawUnfit = e.Parked && !e.ParkedByPlugin && strings.Contains(e.Reason, "does not satisfy")

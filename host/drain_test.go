@@ -18,7 +18,7 @@ func TestDrainFinishesInFlight(t *testing.T) {
 	submitN(t, h, 1, `{"op":"sleep_ms","n":300}`)
 	waitFor(t, "the slot to start the call", func() bool { return r.events.count("working") > 0 })
 	stop()
-	if got := r.events.outcomes(); got["checkpoint"] != 1 {
+	if got := r.events.outcomes(); got["done"] != 1 {
 		t.Fatalf("outcomes = %v, want the call in flight finished", got)
 	}
 	if got := testutil.Counter(t, r.backend, "goguest:count"); got != 1 {
@@ -47,7 +47,7 @@ func TestDrainCutsAtTimeout(t *testing.T) {
 		t.Fatalf("stats = %+v, want depth restored to 5, nothing in flight or parked", s)
 	}
 	for _, ev := range r.events.finished() {
-		if ev.Outcome != "released" || ev.Reason != "host draining: call cut at the drain deadline" {
+		if ev.Outcome != "cut" || ev.Reason != "host draining: call cut at the drain deadline" {
 			t.Errorf("iteration = %+v, want released by the drain", ev)
 		}
 	}

@@ -35,8 +35,8 @@ func counterExample(t *testing.T, r *rig) {
 	if got := testutil.Counter(t, r.backend, "counter:done"); got != 200 {
 		t.Errorf("counter:done = %d, want 200", got)
 	}
-	if got := r.events.outcomes(); got["checkpoint"] != 200 || len(got) != 1 {
-		t.Errorf("outcomes = %v, want 200 checkpoints", got)
+	if got := r.events.outcomes(); got["done"] != 200 || len(got) != 1 {
+		t.Errorf("outcomes = %v, want 200 done", got)
 	}
 	if s := testutil.QueueStats(t, r.backend, "count"); s != (primitives.QueueStats{}) {
 		t.Errorf("stats = %+v, want every task acked", s)

@@ -64,8 +64,8 @@ func TestExtismWorker(t *testing.T) {
 			if got := testutil.Counter(t, r.backend, "counter:done"); got != n {
 				t.Errorf("counter:done = %d, want %d", got, n)
 			}
-			if got := r.events.outcomes(); got["checkpoint"] != 2*n || len(got) != 1 {
-				t.Errorf("outcomes = %v, want %d checkpoints (done)", got, 2*n)
+			if got := r.events.outcomes(); got["done"] != 2*n || len(got) != 1 {
+				t.Errorf("outcomes = %v, want %d done", got, 2*n)
 			}
 			for _, q := range []string{"as-jobs", "count"} {
 				if s := testutil.QueueStats(t, r.backend, q); s != (primitives.QueueStats{}) {
@@ -158,7 +158,7 @@ func TestExtismLoop(t *testing.T) {
 	_, stop := r.start()
 	waitFor(t, "5 ticks", func() bool { return len(r.events.finished()) >= 5 })
 	stop()
-	if got := r.events.outcomes(); got["checkpoint"] < 5 || len(got) != 1 {
+	if got := r.events.outcomes(); got["done"] < 5 || len(got) != 1 {
 		t.Errorf("outcomes = %v, want only done ticks", got)
 	}
 }

@@ -38,8 +38,8 @@ func TestGoGuestCounter(t *testing.T) {
 	if got := testutil.Counter(t, r.backend, "goguest:count"); got != 200 {
 		t.Errorf("counter = %d, want 200", got)
 	}
-	if got := r.events.outcomes(); got["checkpoint"] != 200 || len(got) != 1 {
-		t.Errorf("outcomes = %v, want 200 checkpoints", got)
+	if got := r.events.outcomes(); got["done"] != 200 || len(got) != 1 {
+		t.Errorf("outcomes = %v, want 200 done", got)
 	}
 	if s := testutil.QueueStats(t, r.backend, goQueue); s != (primitives.QueueStats{}) {
 		t.Errorf("stats = %+v, want every task acked", s)
@@ -74,11 +74,11 @@ func TestGoGuestRecovers(t *testing.T) {
 			submitN(t, h, 3, `{"op":"incr"}`)
 			waitFor(t, "4 iterations", func() bool { return len(r.events.finished()) >= 4 })
 			stop()
-			if got := r.events.outcomes(); got["dead"] != 1 || got["checkpoint"] != 3 {
-				t.Fatalf("outcomes = %v, want 1 dead and 3 checkpoints", got)
+			if got := r.events.outcomes(); got["died"] != 1 || got["done"] != 3 {
+				t.Fatalf("outcomes = %v, want 1 died and 3 done", got)
 			}
 			for _, ev := range r.events.finished() {
-				if ev.Outcome == "dead" && ev.Death != death {
+				if ev.Outcome == "died" && ev.Death != death {
 					t.Errorf("death = %q (%s), want %q", ev.Death, ev.Reason, death)
 				}
 			}
@@ -106,12 +106,12 @@ func TestGoGuestOutcomes(t *testing.T) {
 	// The fail task's 2 releases (the second parks it) and retries past twice the budget.
 	const retries = 4 * 2
 	waitFor(t, "the fail task parked and the retry task released 8 times", func() bool {
-		return testutil.QueueStats(t, r.backend, goQueue).Parked == 1 && r.events.outcomes()["released"] >= 1+retries
+		return testutil.QueueStats(t, r.backend, goQueue).Parked == 1 && r.events.outcomes()["failed"]+r.events.outcomes()["retried"] >= 1+retries
 	})
 	stop()
 	got := r.events.outcomes()
-	if got["parked"] != 1 || got["checkpoint"] != 1 || got["dead"] != 0 {
-		t.Errorf("outcomes = %v, want 1 parked (fail), 1 checkpoint (big), releases, nothing dead", got)
+	if got["parked"] != 1 || got["done"] != 1 || got["died"] != 0 {
+		t.Errorf("outcomes = %v, want 1 parked (fail), 1 done (big), retries, nothing died", got)
 	}
 	parked, err := r.backend.QueueParked(context.Background(), goQueue, 10)
 	if err != nil {
@@ -139,7 +139,7 @@ func TestGoGuestPark(t *testing.T) {
 	submitN(t, h, 1, `{"op":"park"}`)
 	submitN(t, h, 1, `{"op":"retry"}`)
 	waitFor(t, "the park task parked and the retry task handed back 4 times", func() bool {
-		return testutil.QueueStats(t, r.backend, goQueue).Parked == 1 && r.events.outcomes()["released"] >= 4
+		return testutil.QueueStats(t, r.backend, goQueue).Parked == 1 && r.events.outcomes()["retried"] >= 4
 	})
 	stop()
 	parks, over := 0, 0

@@ -97,8 +97,8 @@ func spinDiesByDeadline(t *testing.T, wat string) {
 		t.Fatalf("finished iterations = %d, want 2 (one per attempt)", len(fin))
 	}
 	for _, ev := range fin {
-		if ev.Outcome != "dead" || ev.Death != "deadline" || !strings.Contains(ev.Reason, "deadline") {
-			t.Errorf("iteration = %+v, want dead by deadline", ev)
+		if ev.Outcome != "died" || ev.Death != "deadline" || !strings.Contains(ev.Reason, "deadline") {
+			t.Errorf("iteration = %+v, want died by deadline", ev)
 		}
 	}
 	parked, err := r.backend.QueueParked(context.Background(), "spin-q", 10)
@@ -119,7 +119,7 @@ func TestMemoryHogDies(t *testing.T) {
 	}
 	waitFor(t, "the task to be parked", func() bool { return testutil.QueueStats(t, r.backend, "hog-q").Parked == 1 })
 	stop()
-	if fin := r.events.finished(); len(fin) != 1 || fin[0].Outcome != "dead" || fin[0].Death != "memory" || !strings.Contains(fin[0].Reason, "unreachable") {
+	if fin := r.events.finished(); len(fin) != 1 || fin[0].Outcome != "died" || fin[0].Death != "memory" || !strings.Contains(fin[0].Reason, "unreachable") {
 		t.Fatalf("iterations = %+v, want one dead of its memory (a trap at the limit)", fin)
 	}
 }
@@ -137,8 +137,8 @@ func TestOutOfRangePointers(t *testing.T) {
 	}
 	waitFor(t, "3 iterations", func() bool { return len(r.events.finished()) == 3 })
 	stop()
-	if got := r.events.outcomes(); got["checkpoint"] != 3 {
-		t.Fatalf("outcomes = %v, want 3 checkpoints", got)
+	if got := r.events.outcomes(); got["done"] != 3 {
+		t.Fatalf("outcomes = %v, want 3 done", got)
 	}
 	if s := testutil.QueueStats(t, r.backend, "badptr-q"); s != (primitives.QueueStats{}) {
 		t.Fatalf("stats = %+v, want all acked", s)
@@ -155,8 +155,8 @@ func TestReplyFetch(t *testing.T) {
 	}
 	waitFor(t, "an iteration", func() bool { return len(r.events.finished()) == 1 })
 	stop()
-	if fin := r.events.finished(); fin[0].Outcome != "checkpoint" {
-		t.Fatalf("iteration = %+v, want checkpoint", fin[0])
+	if fin := r.events.finished(); fin[0].Outcome != "done" {
+		t.Fatalf("iteration = %+v, want done", fin[0])
 	}
 }
 
@@ -179,8 +179,8 @@ func TestBrokenResults(t *testing.T) {
 				t.Fatalf("iterations = %d, want 3 (handed back twice, then parked)", len(fin))
 			}
 			for _, ev := range fin {
-				if ev.Outcome != "dead" || ev.Death != "bad_result" || !strings.HasPrefix(ev.Reason, "guest died") {
-					t.Errorf("iteration = %+v, want dead of a bad result", ev)
+				if ev.Outcome != "died" || ev.Death != "bad_result" || !strings.HasPrefix(ev.Reason, "guest died") {
+					t.Errorf("iteration = %+v, want died of a bad result", ev)
 				}
 			}
 			if s := testutil.QueueStats(t, r.backend, "broken-q"); s.Depth != 0 || s.InFlight != 0 {
@@ -199,8 +199,8 @@ func TestLoopPlugin(t *testing.T) {
 	waitFor(t, "10 ticks", func() bool { return len(r.events.finished()) >= 10 })
 	stop()
 	for _, ev := range r.events.finished() {
-		if ev.Outcome != "checkpoint" || ev.TaskID != "" || ev.Phases[0] != "tick" {
-			t.Fatalf("tick = %+v, want a checkpoint with no task", ev)
+		if ev.Outcome != "done" || ev.TaskID != "" || ev.Phases[0] != "tick" {
+			t.Fatalf("tick = %+v, want done with no task", ev)
 		}
 	}
 	if n := r.events.count("stopped"); n != 2 {

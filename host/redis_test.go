@@ -79,7 +79,7 @@ func TestRedisOutage(t *testing.T) {
 	})
 	waitFor(t, "the task to be handled", func() bool { return len(r.events.finished()) >= 1 })
 	stop()
-	if got := r.events.outcomes(); got["checkpoint"] < 1 {
+	if got := r.events.outcomes(); got["done"] < 1 {
 		t.Errorf("outcomes = %v, want the task done after the outage", got)
 	}
 }

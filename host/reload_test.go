@@ -131,8 +131,8 @@ func TestReloadReplacesUnderLoad(t *testing.T) {
 	if got := testutil.Counter(t, r.backend, "goguest:count"); got != n {
 		t.Errorf("counter = %d, want %d: each task run once", got, n)
 	}
-	if got := r.events.outcomes(); got["checkpoint"] != n {
-		t.Errorf("outcomes = %v, want %d checkpoints", got, n)
+	if got := r.events.outcomes(); got["done"] != n {
+		t.Errorf("outcomes = %v, want %d done", got, n)
 	}
 	if id := h.ConfigIdentity("goguest"); id == before {
 		t.Errorf("config identity %s unchanged by the new build, want the plane told of it", id)

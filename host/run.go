@@ -41,8 +41,12 @@ type SlotEvent struct {
 	// "" otherwise.
 	Death    string
 	Duration time.Duration // the iteration's wall time
+	// Backoff is how long the task waits before its next attempt when the iteration
+	// handed it back with a delay (a fail's backoff, a retry's retry_after), or a loop
+	// plugin's wait before its next tick after a retry or a fail; 0 otherwise.
+	Backoff time.Duration
 	// Parked is true when the iteration parked its task, whatever Outcome says (a death
-	// that spends the last attempt is slotstate.Dead); ParkedByPlugin when the plugin
+	// that spends the last attempt is slotstate.Died); ParkedByPlugin when the plugin
 	// parked it (fleet.Park) rather than its attempts running out.
 	Parked, ParkedByPlugin bool
 	// HandBacks is the task's count of hand-backs once this iteration handed it back
@@ -351,7 +355,7 @@ func (h *Host) slotParams(p *plugin, i int, pump *slot.Pump, rep *slotReport) sl
 func slotEvent(p *plugin, e slot.Event) SlotEvent {
 	out := SlotEvent{Plugin: p.info.Type, Slot: e.Slot, ConfigIdentity: p.configID, Kind: e.Kind, N: e.N, TaskID: e.TaskID, Phase: e.Phase}
 	if it := e.Iteration; it != nil {
-		out.Phases, out.Outcome, out.Reason, out.Duration = it.Phases, it.Outcome, it.Reason, it.Duration
+		out.Phases, out.Outcome, out.Reason, out.Duration, out.Backoff = it.Phases, it.Outcome, it.Reason, it.Duration, it.Backoff
 		out.Death = string(it.Death)
 		out.Parked, out.ParkedByPlugin, out.HandBacks, out.OverAlert = it.Parked, it.ParkedByGuest, it.HandBacks, it.OverAlert
 	}

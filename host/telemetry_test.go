@@ -450,8 +450,8 @@ func TestReportWedgedPlane(t *testing.T) {
 	if took := time.Since(start); took >= 2*closeBound {
 		t.Errorf("shutdown took %v against a wedged plane, want less than two Close bounds (%v): the reporters closed one after the other", took, 2*closeBound)
 	}
-	if got := r.events.outcomes(); got["checkpoint"] != tasks || len(got) != 1 {
-		t.Errorf("outcomes = %v, want %d checkpoints", got, tasks)
+	if got := r.events.outcomes(); got["done"] != tasks || len(got) != 1 {
+		t.Errorf("outcomes = %v, want %d done", got, tasks)
 	}
 	if got := testutil.Counter(t, r.backend, "counter:done"); got != tasks {
 		t.Errorf("counter = %d, want %d", got, tasks)

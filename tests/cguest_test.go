@@ -36,8 +36,8 @@ func TestCCounterBesideGoCounter(t *testing.T) {
 			}
 			for _, typ := range []string{"counter", "counter-c"} {
 				for o, n := range r.ev.outcomes(typ) {
-					if o != slotstate.Checkpoint {
-						t.Errorf("%s: %d tasks ended %q, want every one done (%q)", typ, n, o, slotstate.Checkpoint)
+					if o != slotstate.Done {
+						t.Errorf("%s: %d tasks ended %q, want every one done (%q)", typ, n, o, slotstate.Done)
 					}
 				}
 			}
@@ -95,13 +95,13 @@ func TestCPluginUsesTheHostsState(t *testing.T) {
 			}
 			retried := tasks / 5
 			waitFor(t, "the C plugin finishes every task", func() bool {
-				return r.ev.outcomes("cdemo")[slotstate.Checkpoint] >= tasks
+				return r.ev.outcomes("cdemo")[slotstate.Done] >= tasks
 			})
-			if got := r.ev.outcomes("cdemo"); got[slotstate.Released] != retried || len(got) != 2 {
-				t.Errorf("outcomes = %v, want %d done and %d released (the retries)", got, tasks, retried)
+			if got := r.ev.outcomes("cdemo"); got[slotstate.Retried] != retried || len(got) != 2 {
+				t.Errorf("outcomes = %v, want %d done and %d retried", got, tasks, retried)
 			}
 			for _, ev := range r.ev.finished("cdemo") {
-				if ev.Outcome != slotstate.Checkpoint && ev.Reason != "retry" {
+				if ev.Outcome != slotstate.Done && ev.Reason != "retry" {
 					t.Errorf("task %s: %s: %s%s", ev.TaskID, ev.Outcome, ev.Reason, ev.Death)
 				}
 			}
@@ -152,8 +152,8 @@ func TestCLoopPluginTicks(t *testing.T) {
 				t.Errorf("counter ticker:ticks = %d, %v; want %d or more, the ticks to iteration %d", v, err, n, n)
 			}
 			for o, n := range r.ev.outcomes("ticker") {
-				if o != slotstate.Released {
-					t.Errorf("%d ticks ended %q, want every one a retry (%q)", n, o, slotstate.Released)
+				if o != slotstate.Retried {
+					t.Errorf("%d ticks ended %q, want every one a retry (%q)", n, o, slotstate.Retried)
 				}
 			}
 		})
@@ -187,10 +187,10 @@ func TestCSDKReadsEscapesAndBytes(t *testing.T) {
 	}
 	waitFor(t, "every task done or retried", func() bool {
 		o := r.ev.outcomes("cwire")
-		return o[slotstate.Checkpoint]+o[slotstate.Released] >= 2*tasks
+		return o[slotstate.Done]+o[slotstate.Failed] >= 2*tasks
 	})
-	if got := r.ev.outcomes("cwire"); got[slotstate.Checkpoint] != tasks || got[slotstate.Released] != tasks {
-		t.Errorf("outcomes = %v, want %d done and %d released (the first attempts' fails); the log:\n%s", got, tasks, tasks, lines)
+	if got := r.ev.outcomes("cwire"); got[slotstate.Done] != tasks || got[slotstate.Failed] != tasks {
+		t.Errorf("outcomes = %v, want %d done and %d failed (the first attempts' fails); the log:\n%s", got, tasks, tasks, lines)
 	}
 	if v, err := r.b.CounterGet(context.Background(), "cwire:ok"); err != nil || v != tasks {
 		t.Errorf("counter cwire:ok = %d, %v; want %d", v, err, tasks)
@@ -251,7 +251,7 @@ func TestASPluginRateLimited(t *testing.T) {
 			}
 			site.check(t, r, "pinger", tasks)
 			for _, ev := range r.ev.finished("pinger") {
-				if ev.Outcome != slotstate.Released {
+				if ev.Outcome != slotstate.Retried {
 					continue
 				}
 				var ms int
@@ -296,17 +296,17 @@ func newRateLimitedSite(t *testing.T, r *sandbox) *rateLimitedSite {
 }
 
 // check waits until plugin typ has done tasks tasks, each of which sends one request to
-// the site, and checks that the gate refused some (their tasks released: retried), that
+// the site, and checks that the gate refused some (their tasks retried), that
 // no attempt failed and that the site answered each task once: a rate-limited request
 // is not sent.
 func (s *rateLimitedSite) check(t *testing.T, r *sandbox, typ string, tasks int) {
 	t.Helper()
 	waitFor(t, "the plugin "+typ+" finishes every task", func() bool {
-		return r.ev.outcomes(typ)[slotstate.Checkpoint] >= tasks
+		return r.ev.outcomes(typ)[slotstate.Done] >= tasks
 	})
 	got := r.ev.outcomes(typ)
-	if got[slotstate.Released] == 0 || len(got) != 2 {
-		t.Errorf("outcomes = %v, want %d done and some released (rate limited)", got, tasks)
+	if got[slotstate.Retried] == 0 || len(got) != 2 {
+		t.Errorf("outcomes = %v, want %d done and some retried (rate limited)", got, tasks)
 	}
 	if n := s.pings.Load(); n != int64(tasks) {
 		t.Errorf("the server answered %d pings, want %d: a rate-limited request is not sent", n, tasks)

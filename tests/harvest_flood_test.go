@@ -106,7 +106,7 @@ func harvestFlood(t *testing.T, kind string) {
 		worked[e.TaskID] = true
 	}
 	pending := st.Depth + st.InFlight
-	asked := ev.outcomes("scraper")["released"] // each retry of a scrape task asked for a harvest
+	asked := ev.outcomes("scraper")["retried"] // each retry of a scrape task asked for a harvest
 	t.Logf("clearance broken, %d scrape tasks of one site: %d harvest tasks worked in %v (%.0f a minute; %d pending at the end; the scraper asked %d times, %.0f a minute), %d parked, %d clearance requests refused",
 		floodURLs, len(worked), elapsed.Round(time.Millisecond), float64(len(worked))/elapsed.Minutes(), pending, asked, float64(asked)/elapsed.Minutes(), st.Parked, site.ClearanceRefused())
 

@@ -298,8 +298,8 @@ func hostileCalls(t *testing.T, kind string) {
 	waitFor(t, "every hostile task handled", func() bool { return len(ev.finished("hostile")) >= tasks })
 	stop()
 
-	if got := ev.outcomes("hostile"); got["checkpoint"] != tasks || len(got) != 1 {
-		t.Errorf("outcomes = %v, want %d checkpoints and nothing else", got, tasks)
+	if got := ev.outcomes("hostile"); got["done"] != tasks || len(got) != 1 {
+		t.Errorf("outcomes = %v, want %d done and nothing else", got, tasks)
 	}
 	if s := testutil.QueueStats(t, backend, "hostile"); s != (primitives.QueueStats{}) {
 		t.Errorf("queue stats = %+v, want all zero", s)

@@ -79,7 +79,7 @@ func runChild() int {
 			mu.Lock()
 			defer mu.Unlock()
 			report.Outcomes[string(e.Outcome)]++
-			if e.Outcome == "checkpoint" {
+			if e.Outcome == "done" {
 				report.Slots[e.Slot]++
 			}
 		},
@@ -256,18 +256,18 @@ func TestTwoHostProcessesOneRedis(t *testing.T) {
 	if s := testutil.QueueStats(t, backend, "count"); s != (primitives.QueueStats{}) {
 		t.Errorf("queue stats = %+v, want depth 0, in flight 0, parked 0", s)
 	}
-	if got := repA.Outcomes["checkpoint"] + repB.Outcomes["checkpoint"]; got != tasks {
-		t.Errorf("checkpoints: host A %d + host B %d = %d, want %d (each task acked once)",
-			repA.Outcomes["checkpoint"], repB.Outcomes["checkpoint"], got, tasks)
+	if got := repA.Outcomes["done"] + repB.Outcomes["done"]; got != tasks {
+		t.Errorf("done: host A %d + host B %d = %d, want %d (each task acked once)",
+			repA.Outcomes["done"], repB.Outcomes["done"], got, tasks)
 	}
 	for _, rep := range []struct {
 		name string
 		childReport
 	}{{"host A", repA}, {"host B", repB}} {
 		if len(rep.Outcomes) != 1 {
-			t.Errorf("%s outcomes = %v, want checkpoints only", rep.name, rep.Outcomes)
+			t.Errorf("%s outcomes = %v, want done only", rep.name, rep.Outcomes)
 		}
-		if rep.Outcomes["checkpoint"] == 0 {
+		if rep.Outcomes["done"] == 0 {
 			t.Errorf("%s acked no task; both processes were running before the first submit", rep.name)
 		}
 	}

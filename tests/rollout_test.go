@@ -214,9 +214,9 @@ func TestRollingContractUpgrade(t *testing.T) {
 	var acked, parked, noted, withNote, bothTasks int
 	for _, n := range nodes {
 		out := n.ev.outcomes("scraper")
-		acked += out["checkpoint"]
+		acked += out["done"]
 		parked += out["parked"] + n.ev.outcomes("cookie-harvester")["parked"]
-		if out["checkpoint"] == 0 {
+		if out["done"] == 0 {
 			t.Errorf("host %s's scraper acked no task; both hosts must consume", n.name)
 		}
 		if p := n.h.ReloadErrors(); len(p) != 0 {

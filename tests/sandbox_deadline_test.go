@@ -138,8 +138,8 @@ func TestSleepInHandle(t *testing.T) {
 			r.honestCompletes(t, 50)
 			waitFor(t, "the sleeping task parked", func() bool { return testutil.QueueStats(t, r.b, tt.queue).Parked == 1 })
 			for _, ev := range r.ev.finished(tt.typ) {
-				if ev.Outcome != "dead" || !strings.Contains(ev.Reason, "deadline") {
-					t.Errorf("iteration = %+v, want dead at its deadline", ev)
+				if ev.Outcome != "died" || !strings.Contains(ev.Reason, "deadline") {
+					t.Errorf("iteration = %+v, want died at its deadline", ev)
 				}
 			}
 		})
@@ -255,7 +255,7 @@ func TestSleepPastTheCapWithinTheCall(t *testing.T) {
 	waitFor(t, "the nap done", func() bool { return len(r.ev.finished("sleeper")) == 1 })
 	// A lower bound only: time.Sleep never returns early, so a shorter iteration is a
 	// sleep the cap cut short.
-	if ev := r.ev.finished("sleeper")[0]; ev.Outcome != "checkpoint" || ev.Duration < nap {
-		t.Errorf("iteration = %+v, want a checkpoint after the full %v nap", ev, nap)
+	if ev := r.ev.finished("sleeper")[0]; ev.Outcome != "done" || ev.Duration < nap {
+		t.Errorf("iteration = %+v, want done after the full %v nap", ev, nap)
 	}
 }

@@ -52,7 +52,7 @@ func TestSandboxWasm(t *testing.T) {
 	}{
 		{
 			name: "call-tree", handle: "(call $f0)", funcs: callTree(),
-			kinds: backendKinds, outcome: "dead", death: "deadline",
+			kinds: backendKinds, outcome: "died", death: "deadline",
 		},
 		{
 			// $r(d) calls $r(d-1) twice: 2^40 calls.
@@ -60,11 +60,11 @@ func TestSandboxWasm(t *testing.T) {
 			funcs: `(func $r (param $d i32) (if (local.get $d) (then
 			  (call $r (i32.sub (local.get $d) (i32.const 1)))
 			  (call $r (i32.sub (local.get $d) (i32.const 1))))))`,
-			kinds: []string{"memory"}, outcome: "dead", death: "deadline",
+			kinds: []string{"memory"}, outcome: "died", death: "deadline",
 		},
 		{
 			name: "unbounded-recursion", handle: "(call $r)", funcs: "(func $r (call $r))",
-			kinds: []string{"memory"}, outcome: "dead", death: "stack",
+			kinds: []string{"memory"}, outcome: "died", death: "stack",
 		},
 		{
 			// Each grow must fail (-1); a grow that succeeds traps, and the task dies.
@@ -72,7 +72,7 @@ func TestSandboxWasm(t *testing.T) {
 			  (if (i32.ne (table.grow $t (ref.null func) (i32.const 33554432)) (i32.const -1)) (then unreachable))
 			  (if (i32.ne (table.grow $t (ref.null func) (i32.const 268435456)) (i32.const -1)) (then unreachable))`,
 			funcs: "(table $t 1 funcref)",
-			kinds: []string{"memory"}, outcome: "checkpoint",
+			kinds: []string{"memory"}, outcome: "done",
 		},
 	}
 	for _, tt := range tests {

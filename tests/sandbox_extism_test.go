@@ -111,7 +111,7 @@ func extismDenied(siteURL string) extismHostile {
 		fmt.Fprintf(&handle, "(local.set $r (call $%s (call $block (i32.const %d) (i32.const %d))))\n", r.op, at[i+1], len(r.req))
 		handle.WriteString(failUnless("(local.get $r)", at[0], len(denied)) + "\n")
 	}
-	return extismHostile{name: "ex-denied", imports: imports.String(), funcs: data, handle: handle.String(), outcome: "checkpoint"}
+	return extismHostile{name: "ex-denied", imports: imports.String(), funcs: data, handle: handle.String(), outcome: "done"}
 }
 
 // extismHostiles are the cases of TestSandboxExtism; siteURL is an HTTP server that no
@@ -125,11 +125,11 @@ func extismHostiles(siteURL string) []extismHostile {
 	const limited = `{"error":{"kind":"LimitExceeded"`
 	limitData, limitAt := extismData(limited)
 	return []extismHostile{
-		{name: "ex-spin", handle: `(loop $l (br $l))`, grant: deadline, outcome: "dead", death: "deadline", reason: "deadline"},
+		{name: "ex-spin", handle: `(loop $l (br $l))`, grant: deadline, outcome: "died", death: "deadline", reason: "deadline"},
 		// issue 10's call tree, 2^48 calls and no loop: the deadline checks at function
 		// entry cut it.
-		{name: "ex-call-tree", funcs: callTree(), handle: `(call $f0)`, grant: deadline, outcome: "dead", death: "deadline", reason: "deadline"},
-		{name: "ex-recursion", funcs: `(func $r (call $r))`, handle: `(call $r)`, outcome: "dead", death: "stack"},
+		{name: "ex-call-tree", funcs: callTree(), handle: `(call $f0)`, grant: deadline, outcome: "died", death: "deadline", reason: "deadline"},
+		{name: "ex-recursion", funcs: `(func $r (call $r))`, handle: `(call $r)`, outcome: "died", death: "stack"},
 		// Grows its own memory a page at a time until the limit refuses, then dies as a
 		// PDK's allocator does.
 		{name: "ex-memory-bomb", handle: `
@@ -137,7 +137,7 @@ func extismHostiles(siteURL string) []extismHostile {
 		    (br_if $full (i32.eq (memory.grow (i32.const 1)) (i32.const -1)))
 		    (br $more)))
 		  unreachable`,
-			grant: host.Grant{MemoryLimitPages: 64}, outcome: "dead", death: "memory"},
+			grant: host.Grant{MemoryLimitPages: 64}, outcome: "died", death: "memory"},
 		// Fills the kernel's memory (where its input, output and every host reply live)
 		// with 1 MiB blocks until alloc refuses, then dies.
 		{name: "ex-kernel-bomb", handle: `
@@ -145,7 +145,7 @@ func extismHostiles(siteURL string) []extismHostile {
 		    (br_if $full (i64.eqz (call $alloc (i64.const 1048576))))
 		    (br $more)))
 		  unreachable`,
-			grant: host.Grant{MemoryLimitPages: 64}, outcome: "dead", death: "memory"},
+			grant: host.Grant{MemoryLimitPages: 64}, outcome: "died", death: "memory"},
 		// The kernel hands out a block it records as 4 GiB, past its memory, for an
 		// alloc of 2^63-1 bytes. The guest sends it to kv_get as its request (refused as a
 		// value: over the request limit), then sets it, and blocks of absurd lengths, as
@@ -162,23 +162,23 @@ func extismHostiles(siteURL string) []extismHostile {
 		    (local.set $i (i32.add (local.get $i) (i32.const 1)))
 		    (br $more)))
 		  (return (i32.const 0))`, failUnless("(local.get $r)", limitAt[0], len(limited))),
-			outcome: "dead", death: "bad_result"},
+			outcome: "died", death: "bad_result"},
 		// Makes the kernel loop, then has the SDK look a block up under a context of its
 		// own, which no deadline ends: in Extism's log_info, and in the host's read of
 		// the error message after a trap. The deadline closes the kernel too.
 		{name: "ex-kernel-loop", imports: importStoreU64 + importLogInfo,
 			handle: testutil.ExtismKernelLoop("", `(call $log_info (local.get $b))`),
-			grant:  deadline, outcome: "dead", death: "deadline", reason: "deadline"},
+			grant:  deadline, outcome: "died", death: "deadline", reason: "deadline"},
 		{name: "ex-kernel-loop-trap", imports: importStoreU64,
 			handle: testutil.ExtismKernelLoop(`(call $error_set (local.get $b))`, `unreachable`),
-			grant:  deadline, outcome: "dead", death: "deadline", reason: "deadline"},
+			grant:  deadline, outcome: "died", death: "deadline", reason: "deadline"},
 		// Returns done with the kernel's allocator position (the u64 at 9) moved past the
 		// kernel's memory, which would make the SDK's next call trap: the instance is
 		// dead, its result a bad one.
 		{name: "ex-kernel-broken", imports: importStoreU64,
 			handle: `(call $output (i32.const 4096) (i32.const 18))
 			  (call $store_u64 (i64.const 9) (i64.const 0x7ffffff0))
-			  (return (i32.const 0))`, outcome: "dead", death: "bad_result", reason: "allocator"},
+			  (return (i32.const 0))`, outcome: "died", death: "bad_result", reason: "allocator"},
 		// Logs through Extism's log_info, 10 times 64 KiB of 7-byte lines and one line of
 		// 256 KiB: the guest log cuts each line and rate-limits them (logFlood).
 		{name: "ex-log-flood", imports: importStoreU64 + importLogInfo, funcs: `
@@ -196,17 +196,17 @@ func extismHostiles(siteURL string) []extismHostile {
 		    (local.set $i (i32.add (local.get $i) (i32.const 1)))
 		    (br $more)))
 		  (call $log_info (call $fill (i64.const 262144) (i64.const 0x6161616161616161)))`,
-			outcome: "checkpoint"},
+			outcome: "done"},
 		// Extism's own HTTP stays off: its http_request traps before it sends.
 		{name: "ex-http", imports: importHTTPRequest, funcs: httpData,
 			handle:  fmt.Sprintf(`(drop (call $http_request (call $block (i32.const %d) (i32.const %d)) (i64.const 0)))`, httpAt[0], len(httpReq)),
-			outcome: "dead", death: "trap", reason: "is not allowed"},
+			outcome: "died", death: "trap", reason: "is not allowed"},
 		// Vars are off: var_get finds nothing (else the task fails), var_set traps.
 		{name: "ex-vars", imports: importVarGet + importVarSet, funcs: varData, handle: fmt.Sprintf(`
 		  (if (i64.ne (call $var_get (call $block (i32.const %d) (i32.const 1))) (i64.const 0))
 		    (then (return (i32.const 1))))
 		  (call $var_set (call $block (i32.const %d) (i32.const 1)) (call $block (i32.const %d) (i32.const 1)))`, varAt[0], varAt[0], varAt[1]),
-			outcome: "dead", death: "trap", reason: "Vars are disabled"},
+			outcome: "died", death: "trap", reason: "Vars are disabled"},
 		// Extism's config_get reads the plugin's own configuration; a key it was not given
 		// finds nothing.
 		{name: "ex-config", imports: importConfigGet, funcs: cfgData, handle: fmt.Sprintf(`(local $v i64)
@@ -215,7 +215,7 @@ func extismHostiles(siteURL string) []extismHostile {
 		  %s
 		  (if (i64.ne (call $config_get (call $block (i32.const %d) (i32.const 6))) (i64.const 0))
 		    (then (return (i32.const 3))))`, cfgAt[0], failUnless("(local.get $v)", cfgAt[1], 2), cfgAt[2]),
-			config: `{"greeting":"hi"}`, outcome: "checkpoint"},
+			config: `{"greeting":"hi"}`, outcome: "done"},
 		extismDenied(siteURL),
 	}
 }

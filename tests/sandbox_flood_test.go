@@ -165,11 +165,11 @@ func floodLog(t *testing.T, r *floodSandbox) {
 	// sandbox's loop checks, and under -race on a busy machine 60 of them outran the
 	// task's 30 s call timeout.
 	const bigCalls, size, smallCalls = 8, 1 << 20, 900
-	before := r.outcomes()["checkpoint"]
+	before := r.outcomes()["done"]
 	r.submit(t, map[string]any{"mode": "log", "n": bigCalls, "size": size})
 	r.submit(t, map[string]any{"mode": "log", "n": smallCalls, "size": 10})
 	r.honestCompletes(t, 50)
-	waitFor(t, "the log flood tasks done", func() bool { return r.outcomes()["checkpoint"] >= before+2 })
+	waitFor(t, "the log flood tasks done", func() bool { return r.outcomes()["done"] >= before+2 })
 	lines := r.lines("flood log")
 	if bound := r.maxLines(50, 100*time.Millisecond); len(lines) > bound || len(lines) >= bigCalls+smallCalls {
 		t.Errorf("%d log calls wrote %d lines, want at most %d (50 + 10/s)", bigCalls+smallCalls, len(lines), bound)
@@ -197,7 +197,7 @@ func floodHostCalls(t *testing.T, r *floodSandbox) {
 	r.honestCompletes(t, 50)
 	waitFor(t, "the host-call tasks finished", func() bool { return len(r.ev.finished("flood")) >= before+3 })
 	for _, e := range r.ev.finished("flood")[before:] {
-		if e.Outcome != "checkpoint" {
+		if e.Outcome != "done" {
 			t.Errorf("a 2,500-call task = %s: %s, want each to get exactly 1,000 answers", e.Outcome, e.Reason)
 		}
 	}

@@ -71,8 +71,8 @@ func TestSandboxValues(t *testing.T) {
 					t.Fatalf("hostile iterations = %+v, want 2 (one per attempt)", fin)
 				}
 				for _, ev := range fin {
-					if ev.Outcome != "dead" || ev.Death != tt.death {
-						t.Errorf("hostile iteration = %+v, want dead of %s", ev, tt.death)
+					if ev.Outcome != "died" || ev.Death != tt.death {
+						t.Errorf("hostile iteration = %+v, want died of %s", ev, tt.death)
 					}
 				}
 				parked, err := r.b.QueueParked(t.Context(), "values", 1)
@@ -201,8 +201,8 @@ func (r *sandbox) probe(t *testing.T, d abi.Describe, op, req string, g host.Gra
 	}
 	r.honestCompletes(t, 50)
 	waitFor(t, "the guest's task", func() bool { return len(r.ev.finished("values")) == 1 })
-	if fin := r.ev.finished("values"); fin[0].Outcome != "checkpoint" {
-		t.Fatalf("the guest's iteration = %+v, want a checkpoint (the probe answered, the guest went on)", fin[0])
+	if fin := r.ev.finished("values"); fin[0].Outcome != "done" {
+		t.Fatalf("the guest's iteration = %+v, want done (the probe answered, the guest went on)", fin[0])
 	}
 	b, ok, err := r.b.KVGet(t.Context(), "values:kv", "reply")
 	var env struct{ Error *abi.Error }

@@ -182,11 +182,11 @@ func scrapeDemoSite(t *testing.T, kind string) {
 	}
 	for _, typ := range []string{"scraper", "cookie-harvester"} {
 		got := ev.outcomes(typ)
-		if got["parked"] != 0 || got["dead"] != 0 {
-			t.Errorf("%s outcomes = %v, want none parked or dead", typ, got)
+		if got["parked"] != 0 || got["died"] != 0 {
+			t.Errorf("%s outcomes = %v, want none parked or died", typ, got)
 		}
 	}
-	if got := ev.outcomes("scraper")["checkpoint"]; got != scrapeURLs {
+	if got := ev.outcomes("scraper")["done"]; got != scrapeURLs {
 		t.Errorf("scraper acked %d tasks, want %d", got, scrapeURLs)
 	}
 }

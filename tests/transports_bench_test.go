@@ -90,7 +90,7 @@ func BenchmarkTransports(b *testing.B) {
 					}
 					for range n {
 						e := <-finished[t.typ]
-						if e.Outcome != "checkpoint" {
+						if e.Outcome != "done" {
 							b.Fatalf("%s: outcome %s: %s", t.typ, e.Outcome, e.Reason)
 						}
 						busy[i] += e.Duration

@@ -56,33 +56,48 @@ const (
 // hears as the iteration's phase.
 func (p Phase) Guest() bool { return p == Handle || p == Tick }
 
-// Outcome is how an iteration ended. The words are the plane's.
+// Outcome is how an iteration ended: the host's words for what the plugin or the host
+// chose, which the slot's iterations, inspect, the API, the console and the
+// fleet_iterations_total series say. The plane hears them in its own four words (Plane),
+// translated there and nowhere else.
 type Outcome string
 
 const (
-	Checkpoint Outcome = reporter.OutcomeCheckpoint // done: the task was acked (or the tick succeeded)
-	Released   Outcome = reporter.OutcomeReleased   // the task went back to its queue (retry, fail, drain)
-	Parked     Outcome = reporter.OutcomeParked     // the task's attempts are spent: parked for the operator
-	Dead       Outcome = reporter.OutcomeDead       // the instance died (trap, deadline, memory, broken result)
+	Done    Outcome = "done"    // the task was acked (or the tick succeeded)
+	Retried Outcome = "retried" // the plugin said retry: the task went back, its attempt refunded
+	Failed  Outcome = "failed"  // the plugin said fail: the attempt is spent, the task waits out its backoff
+	Parked  Outcome = "parked"  // the task's attempts are spent, or the plugin or its contract parked it
+	Died    Outcome = "died"    // the instance died (trap, deadline, memory, lease, broken result): Death says why
+	Cut     Outcome = "cut"     // the drain cut the call at its deadline: the task went back, its attempt refunded
 )
 
+// Outcomes lists every outcome, in a stable order: the fleet_iterations_total series.
+var Outcomes = []Outcome{Done, Retried, Failed, Parked, Died, Cut}
+
 // Settle is the host's outcome of an iteration that ended as o once its task's release
-// parked it (parked): a park replaces released, and a death stays dead, since deaths
-// drive the slot's backoff. The plane's is Plane's. See host/RATIONALE.md, "What is an
-// iteration record?".
+// parked it (parked): a park replaces retried, failed or cut, and a death stays died,
+// since deaths drive the slot's backoff. The plane's is Plane's. See host/RATIONALE.md,
+// "What is an iteration record?".
 func (o Outcome) Settle(parked bool) Outcome {
-	if parked && o != Dead {
+	if parked && o != Died {
 		return Parked
 	}
 	return o
 }
 
 // Plane is the plane's word for an iteration that ended as o, whose task's release parked
-// it when parked: a park wins, a death included, because parked is the one outcome that
-// asks for the operator.
+// it when parked: done is checkpoint; retried, failed and cut are released (the task went
+// back to its queue); died is dead; and a park wins, a death included, because parked is
+// the one outcome that asks for the operator.
 func (o Outcome) Plane(parked bool) string {
-	if parked {
+	switch {
+	case parked || o == Parked:
 		return reporter.OutcomeParked
+	case o == Done:
+		return reporter.OutcomeCheckpoint
+	case o == Died:
+		return reporter.OutcomeDead
+	default: // Retried, Failed, Cut
+		return reporter.OutcomeReleased
 	}
-	return string(o)
 }

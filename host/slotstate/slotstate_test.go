@@ -25,8 +25,9 @@ func TestPlane(t *testing.T) {
 	}
 }
 
-// TestOutcomes: a park replaces released for the host and keeps a death dead; for the
-// plane a park wins, a death included.
+// TestOutcomes: a park replaces retried, failed and cut for the host and keeps a death
+// died; for the plane a park wins, a death included, and every other outcome maps to
+// one of its words.
 func TestOutcomes(t *testing.T) {
 	tests := []struct {
 		o      Outcome
@@ -34,16 +35,27 @@ func TestOutcomes(t *testing.T) {
 		host   Outcome
 		plane  string
 	}{
-		{Checkpoint, false, Checkpoint, reporter.OutcomeCheckpoint},
-		{Released, false, Released, reporter.OutcomeReleased},
-		{Released, true, Parked, reporter.OutcomeParked},
-		{Dead, false, Dead, reporter.OutcomeDead},
-		{Dead, true, Dead, reporter.OutcomeParked},
+		{Done, false, Done, reporter.OutcomeCheckpoint},
+		{Retried, false, Retried, reporter.OutcomeReleased},
+		{Failed, false, Failed, reporter.OutcomeReleased},
+		{Cut, false, Cut, reporter.OutcomeReleased},
+		{Failed, true, Parked, reporter.OutcomeParked},
+		{Retried, true, Parked, reporter.OutcomeParked},
+		{Died, false, Died, reporter.OutcomeDead},
+		{Died, true, Died, reporter.OutcomeParked},
+		{Parked, true, Parked, reporter.OutcomeParked},
 	}
+	covered := map[Outcome]bool{}
 	for _, tt := range tests {
+		covered[tt.o] = true
 		host := tt.o.Settle(tt.parked)
 		if host != tt.host || host.Plane(tt.parked) != tt.plane {
 			t.Errorf("%s parked %v: host %s, plane %s; want %s, %s", tt.o, tt.parked, host, host.Plane(tt.parked), tt.host, tt.plane)
+		}
+	}
+	for _, o := range Outcomes {
+		if !covered[o] {
+			t.Errorf("outcome %s has no case above", o)
 		}
 	}
 }

@@ -128,7 +128,7 @@ func (s *Snapshot) WriteTable(w io.Writer, now time.Time) error {
 	for _, a := range s.Automations {
 		for _, st := range a.SlotStates {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", cell(st.Slot), cell(string(st.State)), now.Sub(st.Since).Round(time.Second),
-				st.N, cell(st.TaskID), cell(string(st.Phase)), cell(string(st.LastOutcome)))
+				st.N, cell(st.TaskID), cell(string(st.Phase)), cell(outcomeText(st.Last)))
 		}
 	}
 	for _, q := range slices.Sorted(maps.Keys(s.Parked)) {

@@ -103,7 +103,7 @@ func New(p Params) *Metrics {
 		reg: prometheus.NewRegistry(),
 		p:   p,
 		iterations: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fleet_iterations_total", Help: "Slot iterations ended, by automation type and outcome (checkpoint, released, parked, dead).",
+			Name: "fleet_iterations_total", Help: "Slot iterations ended, by automation type and outcome (done, retried, failed, parked, died, cut).",
 		}, []string{"automation", "outcome"}),
 		deaths: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleet_slot_deaths_total", Help: "Plugin instances that died, by automation type and reason (deadline, drain, memory, stack, trap, exit, bad_result, host_panic, lease).",
@@ -172,7 +172,7 @@ func (m *Metrics) Observe(e host.SlotEvent) {
 		}
 		m.iterations.WithLabelValues(e.Plugin, string(e.Outcome)).Inc()
 		// Every instance death, whatever became of its task: a call the drain cut is
-		// released, not dead, but its instance died all the same.
+		// cut, not died, but its instance died all the same.
 		if e.Death != "" {
 			m.deaths.WithLabelValues(e.Plugin, e.Death).Inc()
 		}

@@ -18,15 +18,15 @@ func TestObserve(t *testing.T) {
 	events := []host.SlotEvent{
 		{Plugin: "w", Slot: "w/0", Kind: "working", N: 1, TaskID: "t1", Phase: "handle"},
 		{Plugin: "w", Slot: "w/0", Kind: "working", N: 1, TaskID: "t1", Phase: "ack"},
-		{Plugin: "w", Slot: "w/0", Kind: "finished", N: 1, TaskID: "t1", Outcome: "checkpoint"},
+		{Plugin: "w", Slot: "w/0", Kind: "finished", N: 1, TaskID: "t1", Outcome: "done"},
 		{Plugin: "w", Slot: "w/0", Kind: "working", N: 2, TaskID: "t2", Phase: "handle"},
 		{Plugin: "w", Slot: "w/0", Kind: "working", N: 2, TaskID: "t2", Phase: "release"},
-		{Plugin: "w", Slot: "w/0", Kind: "finished", N: 2, TaskID: "t2", Outcome: "dead", Death: "trap", Duration: time.Millisecond,
+		{Plugin: "w", Slot: "w/0", Kind: "finished", N: 2, TaskID: "t2", Outcome: "died", Death: "trap", Duration: time.Millisecond,
 			// The label is the event's Death; the text (the guest's function names) says nothing.
 			Reason: "guest died: wasm error: unreachable\nwasm stack trace:\n\tcall_ran_past_its_deadline()"},
-		// A call the drain cut: its task is released, and its instance counts as dead.
+		// A call the drain cut: its task is cut, and its instance counts as dead.
 		{Plugin: "w", Slot: "w/1", Kind: "working", N: 1, TaskID: "t0", Phase: "handle"},
-		{Plugin: "w", Slot: "w/1", Kind: "finished", N: 1, TaskID: "t0", Outcome: "released", Death: "drain", Reason: "host draining: call cut at the drain deadline"},
+		{Plugin: "w", Slot: "w/1", Kind: "finished", N: 1, TaskID: "t0", Outcome: "cut", Death: "drain", Reason: "host draining: call cut at the drain deadline"},
 		{Plugin: "w", Slot: "w/1", Kind: "working", N: 2, TaskID: "t3", Phase: "handle"},
 	}
 	for _, e := range events {
@@ -37,8 +37,9 @@ func TestObserve(t *testing.T) {
 	m.HostCall(host.HostCall{Op: "kv_get", Kind: "PermissionDenied", Duration: time.Microsecond})
 
 	expect(t, m, map[string]float64{
-		`fleet_iterations_total{automation=w,outcome=checkpoint}`: 1,
-		`fleet_iterations_total{automation=w,outcome=dead}`:       1,
+		`fleet_iterations_total{automation=w,outcome=done}`:       1,
+		`fleet_iterations_total{automation=w,outcome=died}`:       1,
+		`fleet_iterations_total{automation=w,outcome=cut}`:        1,
 		`fleet_slot_deaths_total{automation=w,reason=trap}`:       1,
 		`fleet_slot_deaths_total{automation=w,reason=drain}`:      1,
 		`fleet_host_calls_total{kind=PermissionDenied,op=kv_get}`: 1,
@@ -49,8 +50,8 @@ func TestObserve(t *testing.T) {
 		`fleet_slots{automation=w,state=starting}`:                0,
 	})
 	snap := slots.Snapshot()
-	if len(snap) != 2 || snap[0].State != slotstate.Idle || snap[0].LastOutcome != "dead" || snap[1].State != slotstate.Working || snap[1].TaskID != "t3" {
-		t.Errorf("slots = %+v; want w/0 idle after a dead iteration, w/1 working on t3", snap)
+	if len(snap) != 2 || snap[0].State != slotstate.Idle || snap[0].LastOutcome != "died" || snap[1].State != slotstate.Working || snap[1].TaskID != "t3" {
+		t.Errorf("slots = %+v; want w/0 idle after a died iteration, w/1 working on t3", snap)
 	}
 }
 
@@ -61,18 +62,18 @@ func TestParksAndHandBacks(t *testing.T) {
 	for _, e := range []host.SlotEvent{
 		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "parked", Parked: true, ParkedByPlugin: true},
 		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "parked", Parked: true},
-		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "dead", Death: "trap", Parked: true},
-		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "released", HandBacks: 100},
-		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "released", HandBacks: 101, OverAlert: true},
-		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "released", HandBacks: 102, OverAlert: true},
+		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "died", Death: "trap", Parked: true},
+		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "retried", HandBacks: 100},
+		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "retried", HandBacks: 101, OverAlert: true},
+		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "retried", HandBacks: 102, OverAlert: true},
 	} {
 		m.Observe(e)
 	}
 	expect(t, m, map[string]float64{
-		`fleet_tasks_parked_total{automation=w,by=plugin}`:      1,
-		`fleet_tasks_parked_total{automation=w,by=attempts}`:    2,
-		`fleet_task_hand_backs_over_alert_total{automation=w}`:  2,
-		`fleet_iterations_total{automation=w,outcome=released}`: 3,
+		`fleet_tasks_parked_total{automation=w,by=plugin}`:     1,
+		`fleet_tasks_parked_total{automation=w,by=attempts}`:   2,
+		`fleet_task_hand_backs_over_alert_total{automation=w}`: 2,
+		`fleet_iterations_total{automation=w,outcome=retried}`: 3,
 	})
 }
 
@@ -85,7 +86,7 @@ func TestPausedSlots(t *testing.T) {
 	for _, e := range []host.SlotEvent{
 		{Plugin: "w", Slot: "w/0", Kind: slotstate.Paused},
 		{Plugin: "w", Slot: "w/1", Kind: slotstate.Working, N: 1, TaskID: "t1", Phase: "handle"},
-		{Plugin: "w", Slot: "w/1", Kind: slotstate.Finished, N: 1, TaskID: "t1", Outcome: slotstate.Checkpoint},
+		{Plugin: "w", Slot: "w/1", Kind: slotstate.Finished, N: 1, TaskID: "t1", Outcome: slotstate.Done},
 		{Plugin: "w", Slot: "w/1", Kind: slotstate.Paused},
 		{Plugin: "v", Slot: "v/0", Kind: slotstate.Draining},
 	} {
@@ -99,8 +100,8 @@ func TestPausedSlots(t *testing.T) {
 		`fleet_slots{automation=v,state=paused}`:   0,
 	})
 	snap := slots.Snapshot()
-	if len(snap) != 3 || snap[1].State != slotstate.Paused || snap[2].State != slotstate.Paused || snap[2].TaskID != "" || snap[2].LastOutcome != slotstate.Checkpoint {
-		t.Errorf("slots = %+v; want w/0 and w/1 paused, w/1 holding nothing after its checkpoint", snap)
+	if len(snap) != 3 || snap[1].State != slotstate.Paused || snap[2].State != slotstate.Paused || snap[2].TaskID != "" || snap[2].LastOutcome != slotstate.Done {
+		t.Errorf("slots = %+v; want w/0 and w/1 paused, w/1 holding nothing after its done iteration", snap)
 	}
 }
 
@@ -183,7 +184,7 @@ func TestObserveRollOver(t *testing.T) {
 	for _, e := range []host.SlotEvent{
 		{Plugin: "w", Slot: "w/0", ConfigIdentity: "old", Kind: "working", N: 7, TaskID: "t7", Phase: "handle"},
 		{Plugin: "w", Slot: "w/0", ConfigIdentity: "new", Kind: "idle"},
-		{Plugin: "w", Slot: "w/0", ConfigIdentity: "old", Kind: "finished", N: 7, TaskID: "t7", Outcome: "checkpoint"},
+		{Plugin: "w", Slot: "w/0", ConfigIdentity: "old", Kind: "finished", N: 7, TaskID: "t7", Outcome: "done"},
 		{Plugin: "w", Slot: "w/0", ConfigIdentity: "old", Kind: "draining"},
 		{Plugin: "w", Slot: "w/0", ConfigIdentity: "old", Kind: "stopped"},
 	} {
@@ -207,8 +208,8 @@ func TestRecentIterations(t *testing.T) {
 	total := RecentIterations + 5
 	for n := 1; n <= total; n++ {
 		slots.Observe(host.SlotEvent{Plugin: "w", Slot: "w/0", Kind: "working", N: n, TaskID: "t", Phase: "handle"})
-		slots.Observe(host.SlotEvent{Plugin: "w", Slot: "w/0", Kind: "finished", N: n, TaskID: "t", Outcome: "released",
-			Reason: strings.Repeat("x", 10*MaxReason), Duration: time.Duration(n) * time.Millisecond})
+		slots.Observe(host.SlotEvent{Plugin: "w", Slot: "w/0", Kind: "finished", N: n, TaskID: "t", Outcome: "failed",
+			Reason: strings.Repeat("x", 10*MaxReason), Duration: time.Duration(n) * time.Millisecond, Backoff: time.Duration(n) * time.Second})
 	}
 	d := slots.Details("w")
 	if len(d) != 1 || d[0].Slot != "w/0" || d[0].State != slotstate.Idle {
@@ -220,8 +221,8 @@ func TestRecentIterations(t *testing.T) {
 	}
 	for i, it := range rec {
 		n := total - i
-		if it.N != n || it.Outcome != "released" || it.DurationMs != float64(n) || it.EndedAt.IsZero() {
-			t.Errorf("recent[%d] = %+v; want iteration %d, released, %d ms", i, it, n, n)
+		if it.N != n || it.Outcome != "failed" || it.DurationMs != float64(n) || it.BackoffMs != float64(n)*1000 || it.EndedAt.IsZero() {
+			t.Errorf("recent[%d] = %+v; want iteration %d, failed, %d ms, a %d s backoff", i, it, n, n, n)
 		}
 		if len(it.Reason) > MaxReason+32 {
 			t.Errorf("recent[%d].Reason is %d bytes; want it clipped to about %d", i, len(it.Reason), MaxReason)

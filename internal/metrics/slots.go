@@ -21,8 +21,11 @@ type SlotState struct {
 	TaskID string          `json:"task_id,omitempty"`   // the task it works, when working
 	Phase  slotstate.Phase `json:"phase,omitempty"`     // when working
 	Since  time.Time       `json:"since"`               // when it entered State
-	// LastOutcome is how its last iteration ended.
+	// LastOutcome is how its last iteration ended, and Last that iteration's record (its
+	// reason, death and backoff said inline; immutable once set, replaced by the next):
+	// nil before its first.
 	LastOutcome slotstate.Outcome `json:"last_outcome,omitempty"`
+	Last        *Iteration        `json:"last,omitempty"`
 
 	// owner is the config identity of the version whose slot holds the name: during a
 	// reload's roll-over two slots share it, and the one that came up last tells its state.
@@ -45,8 +48,12 @@ type Iteration struct {
 	TaskID  string            `json:"task_id,omitempty"`
 	Outcome slotstate.Outcome `json:"outcome"`
 	// Reason is why the task went back or the instance died (clipped to MaxReason).
-	Reason     string    `json:"reason,omitempty"`
-	Death      string    `json:"death,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Death is why the instance died (died), or "drain" for a call the drain cut (cut).
+	Death string `json:"death,omitempty"`
+	// BackoffMs is how long the task waits before its next attempt (failed, retried),
+	// or a loop plugin before its next tick; 0, left out, when it does not.
+	BackoffMs  float64   `json:"backoff_ms,omitempty"`
 	DurationMs float64   `json:"duration_ms"`
 	EndedAt    time.Time `json:"ended_at"`
 }
@@ -112,7 +119,7 @@ func (s *Slots) Observe(e host.SlotEvent) {
 	case e.Kind == slotstate.Idle || e.Kind == slotstate.Working || e.Kind == slotstate.Paused:
 		// Another version's slot of this index came up: it takes the name over (a new
 		// version in a roll-over, or the old one again after a rollback), its count anew.
-		cur.owner, cur.N, cur.LastOutcome = e.ConfigIdentity, 0, ""
+		cur.owner, cur.N, cur.LastOutcome, cur.Last = e.ConfigIdentity, 0, "", nil
 	default:
 		// The version it took over from, finishing and stopping: not this slot's state.
 		return
@@ -126,10 +133,12 @@ func (s *Slots) Observe(e host.SlotEvent) {
 		// The slot goes on to claim again: idle until it says otherwise.
 		state = slotstate.Idle
 		cur.N, cur.TaskID, cur.Phase, cur.LastOutcome = e.N, "", "", e.Outcome
-		cur.record(Iteration{
+		it := Iteration{
 			N: e.N, TaskID: e.TaskID, Outcome: e.Outcome, Reason: safetext.Clip(e.Reason, MaxReason), Death: e.Death,
-			DurationMs: float64(e.Duration.Microseconds()) / 1000, EndedAt: time.Now(),
-		})
+			BackoffMs: float64(e.Backoff.Microseconds()) / 1000, DurationMs: float64(e.Duration.Microseconds()) / 1000, EndedAt: time.Now(),
+		}
+		cur.Last = &it
+		cur.record(it)
 	case slotstate.Idle, slotstate.Paused, slotstate.Draining, slotstate.Stopped:
 		state = e.Kind
 		cur.TaskID, cur.Phase = "", ""

@@ -21,11 +21,12 @@ import (
 // bound has, and its next attempt's bound is Factor times the first's.
 func TestFailBacksOff(t *testing.T) {
 	for _, tt := range []struct {
-		name   string
-		answer func() ([]byte, error)
+		name    string
+		answer  func() ([]byte, error)
+		outcome slotstate.Outcome
 	}{
-		{"fail", func() ([]byte, error) { return result(abi.HandleResult{Outcome: abi.OutcomeFail, Reason: "nope"}), nil }},
-		{"trap", func() ([]byte, error) { return nil, errors.New("wasm error: unreachable") }},
+		{"fail", func() ([]byte, error) { return result(abi.HandleResult{Outcome: abi.OutcomeFail, Reason: "nope"}), nil }, slotstate.Failed},
+		{"trap", func() ([]byte, error) { return nil, errors.New("wasm error: unreachable") }, slotstate.Died},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			clk := testutil.NewClock()
@@ -40,6 +41,10 @@ func TestFailBacksOff(t *testing.T) {
 				h.run(func() bool { return len(h.finished()) == attempt+1 && h.stats().InFlight == 0 })
 				if s := h.stats(); s.Depth != 1 {
 					t.Fatalf("after attempt %d: stats %+v, want the task waiting", attempt+1, s)
+				}
+				// The iteration says the backoff the task waits, inline with its outcome.
+				if it := h.finished()[attempt]; it.Backoff < bound/2 || it.Backoff > bound || it.Outcome != tt.outcome {
+					t.Fatalf("attempt %d = %s backoff %v, want %s with a backoff in [%v, %v]", attempt+1, it.Outcome, it.Backoff, tt.outcome, bound/2, bound)
 				}
 				clk.Advance(bound/2 - time.Millisecond)
 				if c, ok, err := b.QueueClaim(context.Background(), "q", time.Minute, 0); err != nil || ok {

@@ -135,6 +135,6 @@ func (h *holder) beat() {
 // gone. The guest's effects so far stand, as a dead host's would.
 func (s *Slot) leaseLost(it *Iteration, t claim, err error) {
 	s.discard()
-	it.Outcome, it.Death, it.Reason = slotstate.Dead, DeathLease, cut(err.Error())
+	it.Outcome, it.Death, it.Reason = slotstate.Died, DeathLease, cut(err.Error())
 	s.guestLog(slog.LevelWarn, "slot: task's lease lost; its outcome is dropped, neither acked nor released", "task", t.ID, "err", err)
 }

@@ -144,7 +144,7 @@ func TestLongCallKeepsItsTask(t *testing.T) {
 		if n := len(f.calls); n != 1 {
 			t.Errorf("%d calls, want 1: a second slot claimed the task while its call ran (%+v)", n, f.calls)
 		}
-		if fin := f.finished(); len(fin) != 1 || fin[0].Outcome != slotstate.Checkpoint {
+		if fin := f.finished(); len(fin) != 1 || fin[0].Outcome != slotstate.Done {
 			t.Errorf("iterations = %+v, want one checkpoint", fin)
 		}
 	})
@@ -272,7 +272,7 @@ func TestLeaseLostIsNotAcked(t *testing.T) {
 		stop()
 		f.wg.Wait()
 		fin := f.finished()[0]
-		if fin.Outcome != slotstate.Dead || fin.Death != DeathLease || !strings.Contains(fin.Reason, "lost") {
+		if fin.Outcome != slotstate.Died || fin.Death != DeathLease || !strings.Contains(fin.Reason, "lost") {
 			t.Errorf("iteration = %+v, want dead, its lease lost", fin)
 		}
 		if slices.Contains(fin.Phases, "ack") || slices.Contains(fin.Phases, "release") {
@@ -325,7 +325,7 @@ func TestOnlyTheDeadlineIsADeadline(t *testing.T) {
 	h.params.MaxAttempts = 1
 	h.push(`{}`)
 	h.run(func() bool { return len(h.finished()) == 1 })
-	if it := h.finished()[0]; it.Outcome != slotstate.Dead || strings.Contains(it.Reason, "ran past its") {
+	if it := h.finished()[0]; it.Outcome != slotstate.Died || strings.Contains(it.Reason, "ran past its") {
 		t.Errorf("iteration = %+v, want dead, not past its deadline", it)
 	}
 }

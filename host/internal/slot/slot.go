@@ -73,11 +73,16 @@ type Iteration struct {
 	Phases   []slotstate.Phase // the phases run, in order
 	Outcome  slotstate.Outcome
 	Reason   string // why the task went back or the instance died, if it did
-	Death    Death  // why the instance died, when it did; "" otherwise
+	Death    Death  // why the instance died, or the drain cut it (DeathDrain), when it did; "" otherwise
 	Duration time.Duration
+	// Backoff is how long the task waits before its next attempt once this iteration
+	// handed it back with a delay: a fail's backoff, a retry's retry_after (or the
+	// plugin's retry delay); for a tick, the wait before the next tick after a retry or a
+	// fail. 0 otherwise.
+	Backoff time.Duration
 	// Parked is true when the release parked the task (its attempts are spent, or the
 	// guest said park), whatever Outcome says: a death that spends the budget is
-	// slotstate.Dead with Parked set (slotstate.Outcome.Settle).
+	// slotstate.Died with Parked set (slotstate.Outcome.Settle).
 	Parked bool
 	// ParkedByGuest is true when the guest parked the task (abi.OutcomePark) and the
 	// release did park it (set by handle before the release, kept only if it parked).
@@ -284,7 +289,7 @@ func (s *Slot) take(soft context.Context) (claim, bool) {
 // finish ends an iteration: a death counts for the backoff, any other outcome resets
 // it, and the observer hears the iteration.
 func (s *Slot) finish(it Iteration) {
-	if it.Outcome == slotstate.Dead {
+	if it.Outcome == slotstate.Died {
 		s.deaths++
 	} else {
 		s.deaths = 0
@@ -400,7 +405,7 @@ func (s *Slot) handle(soft, hard context.Context, t claim) Iteration {
 	if s.p.Check != nil {
 		if reason := s.p.Check(t.Payload); reason != "" {
 			it.Reason, it.Unfit = cut(reason), true
-			s.release(hard, t, &it, primitives.Park(it.Reason), slotstate.Released)
+			s.release(hard, t, &it, primitives.Park(it.Reason), slotstate.Failed)
 			it.Duration = time.Since(start)
 			return it
 		}
@@ -413,18 +418,18 @@ func (s *Slot) handle(soft, hard context.Context, t claim) Iteration {
 		// The drain's grace period ended mid-call: not the task's fault.
 		s.discard()
 		it.Death, it.Reason = death, "host draining: call cut at the drain deadline"
-		s.release(hard, t, &it, primitives.Retry{Reason: it.Reason, Refund: true}, slotstate.Released)
+		s.release(hard, t, &it, primitives.Retry{Reason: it.Reason, Refund: true}, slotstate.Cut)
 	case death == DeathLease:
 		// The backend did not renew the lease: not the task's fault.
 		s.discard()
 		it.Death, it.Reason = death, cut("call cut while its lease was still held: "+err.Error())
 		s.guestLog(slog.LevelWarn, "slot: call cut: its task's lease could not be renewed; handing the task back", "task", t.ID, "err", err)
-		s.release(hard, t, &it, primitives.Retry{Reason: it.Reason, Refund: true}, slotstate.Dead)
+		s.release(hard, t, &it, primitives.Retry{Reason: it.Reason, Refund: true}, slotstate.Died)
 	case err != nil:
 		s.discard()
 		it.Death, it.Reason = death, cut("guest died: "+err.Error())
 		s.guestLog(slog.LevelWarn, "slot: guest died; making a fresh instance", "task", t.ID, "err", err)
-		s.release(hard, t, &it, s.failed(t, it.Reason), slotstate.Dead)
+		s.release(hard, t, &it, s.failed(t, it.Reason), slotstate.Died)
 	case res.Outcome == abi.OutcomeDone:
 		s.ack(soft, hard, t, &it)
 	case res.Outcome == abi.OutcomeRetry:
@@ -433,13 +438,13 @@ func (s *Slot) handle(soft, hard context.Context, t claim) Iteration {
 			delay = s.p.RetryDelay
 		}
 		it.Reason = cut(cmp.Or(res.Reason, "retry"))
-		s.release(hard, t, &it, primitives.Retry{Reason: it.Reason, Delay: delay, Refund: true}, slotstate.Released)
+		s.release(hard, t, &it, primitives.Retry{Reason: it.Reason, Delay: delay, Refund: true}, slotstate.Retried)
 	case res.Outcome == abi.OutcomePark:
 		it.Reason, it.ParkedByGuest = cut(cmp.Or(res.Reason, "parked by the plugin")), true
-		s.release(hard, t, &it, primitives.Park(it.Reason), slotstate.Released)
+		s.release(hard, t, &it, primitives.Park(it.Reason), slotstate.Failed)
 	default: // fail
 		it.Reason = cut(cmp.Or(res.Reason, "failed"))
-		s.release(hard, t, &it, s.failed(t, it.Reason), slotstate.Released)
+		s.release(hard, t, &it, s.failed(t, it.Reason), slotstate.Failed)
 	}
 	it.Duration = time.Since(start)
 	return it
@@ -496,11 +501,13 @@ func (s *Slot) ack(soft, hard context.Context, t claim, it *Iteration) {
 	if err != nil {
 		s.guestLog(slog.LevelWarn, "slot: ack failed; the task may run again", "task", t.ID, "err", err)
 	}
-	it.Outcome = slotstate.Checkpoint
+	it.Outcome = slotstate.Done
 }
 
 // release hands t back to its queue under r and ends it as outcome, settled by whether
-// the release parked the task (slotstate.Outcome.Settle).
+// the release parked the task (slotstate.Outcome.Settle). A park asked for (by the
+// plugin, or by the payload check) says failed should the release not park: the task is
+// left to its lease. A task that went back with a delay records it as it.Backoff.
 func (s *Slot) release(hard context.Context, t claim, it *Iteration, r primitives.Retry, outcome slotstate.Outcome) {
 	s.enter(it, slotstate.Release)
 	var parked bool
@@ -518,7 +525,10 @@ func (s *Slot) release(hard context.Context, t claim, it *Iteration, r primitive
 		s.guestLog(slog.LevelWarn, "slot: task parked unseen by the plugin: its payload does not satisfy the plugin's contract", "task", t.ID, "reason", r.Reason)
 	case parked:
 		s.guestLog(slog.LevelWarn, "slot: task parked: its attempts are spent", "task", t.ID, "reason", r.Reason)
+	default:
+		it.Backoff = r.Delay
 	case r.Refund:
+		it.Backoff = r.Delay
 		it.HandBacks = t.HandBacks + 1
 		if it.OverAlert = s.p.HandBackAlert > 0 && it.HandBacks > s.p.HandBackAlert; it.OverAlert {
 			s.guestLog(slog.LevelWarn, "slot: task handed back more often than hand_back_alert; is it retried for ever?", "task", t.ID, "hand_backs", it.HandBacks, "alert", s.p.HandBackAlert, "reason", r.Reason)
@@ -539,21 +549,25 @@ func (s *Slot) tick(hard context.Context) (Iteration, time.Duration) {
 	switch {
 	case err != nil:
 		s.discard()
-		it.Outcome, it.Death = slotstate.Dead, death
+		it.Outcome, it.Death = slotstate.Died, death
 		it.Reason = cut("guest died: " + err.Error())
-		if death != DeathDrain {
+		if death == DeathDrain {
+			it.Outcome, it.Reason = slotstate.Cut, "host draining: call cut at the drain deadline"
+		} else {
 			s.guestLog(slog.LevelWarn, "slot: guest died; making a fresh instance", "err", err)
 		}
 	case res.Outcome == abi.OutcomeDone:
-		it.Outcome, wait = slotstate.Checkpoint, s.p.Poll
+		it.Outcome, wait = slotstate.Done, s.p.Poll
 	case res.Outcome == abi.OutcomeRetry:
-		it.Outcome, it.Reason = slotstate.Released, cut(cmp.Or(res.Reason, "retry"))
+		it.Outcome, it.Reason = slotstate.Retried, cut(cmp.Or(res.Reason, "retry"))
 		wait = res.RetryAfter()
 		if wait == 0 {
 			wait = s.p.RetryDelay
 		}
+		it.Backoff = wait
 	default: // fail
-		it.Outcome, it.Reason, wait = slotstate.Released, cut(cmp.Or(res.Reason, "failed")), s.p.RetryDelay
+		it.Outcome, it.Reason, wait = slotstate.Failed, cut(cmp.Or(res.Reason, "failed")), s.p.RetryDelay
+		it.Backoff = wait
 		s.guestLog(slog.LevelWarn, "slot: tick failed", "reason", it.Reason)
 	}
 	it.Duration = time.Since(start)

@@ -164,24 +164,24 @@ func TestOutcomes(t *testing.T) {
 		stats    primitives.QueueStats
 	}{
 		{"done", func(abi.HandleInput) ([]byte, error) { return result(abi.HandleResult{Outcome: abi.OutcomeDone}), nil },
-			[]slotstate.Outcome{slotstate.Checkpoint}, []slotstate.Phase{slotstate.Handle, slotstate.Ack}, primitives.QueueStats{}},
+			[]slotstate.Outcome{slotstate.Done}, []slotstate.Phase{slotstate.Handle, slotstate.Ack}, primitives.QueueStats{}},
 		{"retry", func(abi.HandleInput) ([]byte, error) {
 			return result(abi.HandleResult{Outcome: abi.OutcomeRetry, RetryAfterMs: 1}), nil
 		}, // a retry refunds its attempt: twice MaxAttempts hand-backs, and the task still waits
-			[]slotstate.Outcome{slotstate.Released, slotstate.Released, slotstate.Released, slotstate.Released, slotstate.Released, slotstate.Released},
+			[]slotstate.Outcome{slotstate.Retried, slotstate.Retried, slotstate.Retried, slotstate.Retried, slotstate.Retried, slotstate.Retried},
 			[]slotstate.Phase{slotstate.Handle, slotstate.Release}, primitives.QueueStats{Depth: 1}},
 		{"fail", func(abi.HandleInput) ([]byte, error) {
 			return result(abi.HandleResult{Outcome: abi.OutcomeFail, Reason: "nope"}), nil
-		}, []slotstate.Outcome{slotstate.Released, slotstate.Released, slotstate.Parked}, []slotstate.Phase{slotstate.Handle, slotstate.Release}, primitives.QueueStats{Parked: 1}},
+		}, []slotstate.Outcome{slotstate.Failed, slotstate.Failed, slotstate.Parked}, []slotstate.Phase{slotstate.Handle, slotstate.Release}, primitives.QueueStats{Parked: 1}},
 		{"park", func(abi.HandleInput) ([]byte, error) {
 			return result(abi.HandleResult{Outcome: abi.OutcomePark, Reason: "gone"}), nil
 		}, []slotstate.Outcome{slotstate.Parked}, []slotstate.Phase{slotstate.Handle, slotstate.Release}, primitives.QueueStats{Parked: 1}},
 		{"trap", func(abi.HandleInput) ([]byte, error) { return nil, errors.New("wasm error: unreachable") },
-			[]slotstate.Outcome{slotstate.Dead, slotstate.Dead, slotstate.Dead}, []slotstate.Phase{slotstate.Handle, slotstate.Release}, primitives.QueueStats{Parked: 1}},
+			[]slotstate.Outcome{slotstate.Died, slotstate.Died, slotstate.Died}, []slotstate.Phase{slotstate.Handle, slotstate.Release}, primitives.QueueStats{Parked: 1}},
 		{"garbage", func(abi.HandleInput) ([]byte, error) { return []byte("garbage"), nil },
-			[]slotstate.Outcome{slotstate.Dead, slotstate.Dead, slotstate.Dead}, []slotstate.Phase{slotstate.Handle, slotstate.Release}, primitives.QueueStats{Parked: 1}},
+			[]slotstate.Outcome{slotstate.Died, slotstate.Died, slotstate.Died}, []slotstate.Phase{slotstate.Handle, slotstate.Release}, primitives.QueueStats{Parked: 1}},
 		{"host panic", func(abi.HandleInput) ([]byte, error) { panic("boom") },
-			[]slotstate.Outcome{slotstate.Dead, slotstate.Dead, slotstate.Dead}, []slotstate.Phase{slotstate.Handle, slotstate.Release}, primitives.QueueStats{Parked: 1}},
+			[]slotstate.Outcome{slotstate.Died, slotstate.Died, slotstate.Died}, []slotstate.Phase{slotstate.Handle, slotstate.Release}, primitives.QueueStats{Parked: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -206,7 +206,7 @@ func TestOutcomes(t *testing.T) {
 			if s != tt.stats {
 				t.Errorf("stats = %+v, want %+v", s, tt.stats)
 			}
-			if tt.outcomes[0] == slotstate.Dead {
+			if tt.outcomes[0] == slotstate.Died {
 				if n := h.made.Load(); n < int64(len(tt.outcomes)) {
 					t.Errorf("instances made = %d, want a fresh one per attempt after a death", n)
 				}
@@ -250,9 +250,9 @@ func TestRetryRefundsAttempt(t *testing.T) {
 		parked Iteration              // the last claim's outcome
 	}{
 		{"fail", func() ([]byte, error) { return result(abi.HandleResult{Outcome: abi.OutcomeFail, Reason: "nope"}), nil },
-			slotstate.Released, Iteration{Outcome: slotstate.Parked, Parked: true}},
+			slotstate.Failed, Iteration{Outcome: slotstate.Parked, Parked: true}},
 		{"dead", func() ([]byte, error) { return nil, errors.New("wasm error: unreachable") },
-			slotstate.Dead, Iteration{Outcome: slotstate.Dead, Parked: true}},
+			slotstate.Died, Iteration{Outcome: slotstate.Died, Parked: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -272,9 +272,9 @@ func TestRetryRefundsAttempt(t *testing.T) {
 			h.push(`{}`)
 			h.run(func() bool { return len(h.finished()) == 6 && h.stats().InFlight == 0 })
 			want := []Iteration{
-				{Outcome: slotstate.Released}, {Outcome: tt.spent},
-				{Outcome: slotstate.Released}, {Outcome: tt.spent},
-				{Outcome: slotstate.Released}, tt.parked,
+				{Outcome: slotstate.Retried}, {Outcome: tt.spent},
+				{Outcome: slotstate.Retried}, {Outcome: tt.spent},
+				{Outcome: slotstate.Retried}, tt.parked,
 			}
 			for i, it := range h.finished() {
 				if it.Outcome != want[i].Outcome || it.Parked != want[i].Parked {
@@ -303,7 +303,7 @@ func TestDeadlineKills(t *testing.T) {
 	h.params.MaxAttempts = 1
 	h.push(`{}`)
 	h.run(func() bool { return len(h.finished()) == 1 })
-	if it := h.finished()[0]; it.Outcome != slotstate.Dead || it.Death != DeathDeadline || it.Reason != "guest died: call ran past its 5ms deadline: context deadline exceeded" {
+	if it := h.finished()[0]; it.Outcome != slotstate.Died || it.Death != DeathDeadline || it.Reason != "guest died: call ran past its 5ms deadline: context deadline exceeded" {
 		t.Errorf("iteration = %+v", it)
 	}
 }
@@ -338,7 +338,7 @@ func TestDeathReasons(t *testing.T) {
 			h.params.MaxAttempts = 1
 			h.push(`{}`)
 			h.run(func() bool { return len(h.finished()) == 1 })
-			if it := h.finished()[0]; it.Outcome != slotstate.Dead || it.Death != tt.want {
+			if it := h.finished()[0]; it.Outcome != slotstate.Died || it.Death != tt.want {
 				t.Errorf("iteration = %+v, want dead of %s", it, tt.want)
 			}
 		})
@@ -392,8 +392,8 @@ func TestDrainCut(t *testing.T) {
 	if s := h.stats(); s != (primitives.QueueStats{Depth: 1}) {
 		t.Errorf("stats = %+v, want the task back and not parked", s)
 	}
-	if fin := h.finished(); len(fin) != 1 || fin[0].Outcome != slotstate.Released || fin[0].Parked || fin[0].Death != DeathDrain {
-		t.Errorf("iterations = %+v, want one released, its instance dead of the drain", fin)
+	if fin := h.finished(); len(fin) != 1 || fin[0].Outcome != slotstate.Cut || fin[0].Parked || fin[0].Death != DeathDrain {
+		t.Errorf("iterations = %+v, want one cut, its instance dead of the drain", fin)
 	}
 	c, ok, err := h.b.QueueClaim(context.Background(), "q", time.Minute, 1)
 	if err != nil || !ok || c.Attempts != 1 || c.LastError != "host draining: call cut at the drain deadline" {
@@ -435,7 +435,7 @@ func TestLoopTicks(t *testing.T) {
 	h.params.Mode, h.params.Queue = abi.ModeLoop, ""
 	h.run(func() bool { return len(h.finished()) >= 4 })
 	fin := h.finished()
-	want := []slotstate.Outcome{slotstate.Released, slotstate.Dead, slotstate.Checkpoint, slotstate.Checkpoint}
+	want := []slotstate.Outcome{slotstate.Retried, slotstate.Died, slotstate.Done, slotstate.Done}
 	for i, w := range want {
 		if fin[i].Outcome != w {
 			t.Errorf("tick %d = %s, want %s", i+1, fin[i].Outcome, w)
@@ -537,7 +537,7 @@ func TestAckClaimsNext(t *testing.T) {
 		t.Errorf("after 5 tasks: %d QueueAckClaim calls carrying %d acks, want 6 and 5", callsAtFifth, counter.acks.Load())
 	}
 	for i, it := range h.finished() {
-		if it.Outcome != slotstate.Checkpoint {
+		if it.Outcome != slotstate.Done {
 			t.Errorf("iteration %d = %+v, want a checkpoint", i, it)
 		}
 	}

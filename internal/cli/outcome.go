@@ -1,0 +1,29 @@
+package cli
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/fleethost/fleet/internal/metrics"
+)
+
+// outcomeText says how an iteration ended in one line, its why inline: the outcome, the
+// death (or the drain's cut) in brackets, the backoff the task waits, and the reason,
+// e.g. "failed, backoff 2s: HTTP 503" or "died (deadline): guest died: ...". "-" for
+// none.
+func outcomeText(it *metrics.Iteration) string {
+	if it == nil {
+		return "-"
+	}
+	s := string(it.Outcome)
+	if it.Death != "" {
+		s += " (" + it.Death + ")"
+	}
+	if it.BackoffMs > 0 {
+		s += ", backoff " + (time.Duration(it.BackoffMs * float64(time.Millisecond))).Round(time.Millisecond).String()
+	}
+	if it.Reason != "" {
+		s = fmt.Sprintf("%s: %s", s, it.Reason)
+	}
+	return s
+}
