@@ -225,7 +225,7 @@ func TestAPIInspectPauseRequeue(t *testing.T) {
 		t.Fatalf("GET /metrics = %d", status)
 	}
 	for _, want := range []string{
-		`fleet_iterations_total{automation="worker",outcome="checkpoint"}`,
+		`fleet_iterations_total{automation="worker",outcome="done"}`,
 		`fleet_iterations_total{automation="worker",outcome="parked"}`,
 		`fleet_host_calls_total{kind="ok",op="counter_incr"}`,
 		`fleet_host_call_duration_seconds_bucket{op="counter_incr"`,

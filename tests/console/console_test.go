@@ -211,7 +211,7 @@ func text(t *testing.T, tab context.Context, sel string) string {
 // TestConsole drives the console as an operator does: the page asks for the token (the
 // API answered 401), and again after a wrong one; it shows the automation and the slot
 // idle, the slot working while a task runs and idle again after it with the iteration's
-// outcome; a parked task with its reason (markup in it shown as text), whose Requeue
+// outcome (done, parked, retried with its backoff, each reason inline); a parked task with its reason (markup in it shown as text), whose Requeue
 // button sends it back to run again and succeed; Pause and Resume; a parked task deleted
 // after the page's confirmation; a pool's items filtered by tag; a counter read from the
 // page; the names the plugin is granted; a retried task counted as delayed; and the Fleet page of the daemon's plane with a
@@ -250,7 +250,7 @@ func TestConsole(t *testing.T) {
 	screenshot(t, tab, "slot-working")
 	close(g.gate("one"))
 	step(t, tab, "the slot idle again with the iteration done",
-		visible(slot+`[data-state="idle"] tr[data-iteration="1"][data-outcome="checkpoint"]`))
+		visible(slot+`[data-state="idle"] tr[data-iteration="1"][data-outcome="done"]`))
 
 	// A task that fails once parks (max attempts 1); the page's Requeue runs it again.
 	id := submit(t, c, g, "/flaky/two")
@@ -263,11 +263,16 @@ func TestConsole(t *testing.T) {
 	if got := text(t, tab, `#queues .content tr[data-queue="gate"] td[data-col="parked"]`); got != "1" {
 		t.Errorf("the queue's parked count reads %q; want 1", got)
 	}
+	// The slot's iteration says parked, its reason inline in a column of its own.
+	step(t, tab, "the parked iteration", visible(slot+` tr[data-iteration="2"][data-outcome="parked"]`))
+	if got := text(t, tab, slot+` tr[data-iteration="2"] td.reason`); !strings.Contains(got, "gate: 500") {
+		t.Errorf("the parked iteration's reason reads %q; want the guest's, inline", got)
+	}
 	screenshot(t, tab, "parked")
 	step(t, tab, "requeue from the page",
 		chromedp.Click(chromedp.CSS(row+` button.requeue`)),
 		chromedp.WaitNotPresent(chromedp.CSS(row)),
-		visible(slot+` tr[data-iteration="3"][data-outcome="checkpoint"]`))
+		visible(slot+` tr[data-iteration="3"][data-outcome="done"]`))
 	if n := g.flakyHits("two"); n != 2 {
 		t.Errorf("/flaky/two was fetched %d times; want 2 (the run that parked, the requeued run)", n)
 	}
@@ -370,6 +375,15 @@ func TestConsole(t *testing.T) {
 	}
 	if qs, err := c.Queues(context.Background()); err != nil || qs[0].Depth != 1 || qs[0].Delayed != 1 || qs[0].InFlight != 0 {
 		t.Errorf("queues = %+v, %v; want gate with one task waiting, delayed", qs, err)
+	}
+	// Its iteration says retried with the hour it waits and the plugin's reason, inline.
+	retried := slot + ` tr[data-outcome="retried"]`
+	step(t, tab, "the retried iteration", visible(retried))
+	if got := text(t, tab, retried+` td.outcome-retried`); got != "retried, backoff 3600.0 s" {
+		t.Errorf("the retried iteration's outcome reads %q; want retried, backoff 3600.0 s", got)
+	}
+	if got := text(t, tab, retried+` td.reason`); got != "gate: 429" {
+		t.Errorf("the retried iteration's reason reads %q; want gate: 429, inline", got)
 	}
 	screenshot(t, tab, "queue-delayed")
 

@@ -149,16 +149,26 @@ function automationsView(autos) {
     "No plugin is loaded.");
 }
 
+// outcomeText is an iteration's outcome with its death (or the drain's cut) and the
+// backoff its task waits, as `fleet-host inspect` says them: "failed, backoff 2s".
+function outcomeText(it) {
+  let s = it.outcome;
+  if (it.death) s += ` (${it.death})`;
+  if (it.backoff_ms) s += `, backoff ${ms(it.backoff_ms)}`;
+  return s;
+}
+
 function slotsView(all) {
   const cards = [];
   for (const { type, slots } of all) {
     for (const s of slots) {
       const recent = table(
-        [["#", "num"], ["Task"], ["Outcome"], ["Duration", "num"], ["Ended"]],
-        s.recent.map((it) => el("tr", { "data-iteration": it.iteration, "data-outcome": it.outcome, title: it.reason || "" },
+        [["#", "num"], ["Task"], ["Outcome"], ["Reason"], ["Duration", "num"], ["Ended"]],
+        s.recent.map((it) => el("tr", { "data-iteration": it.iteration, "data-outcome": it.outcome },
           num(it.iteration),
           el("td", { class: "mono" }, it.task_id || "–"),
-          el("td", { class: "outcome-" + it.outcome }, it.outcome, it.death ? ` (${it.death})` : ""),
+          el("td", { class: "outcome-" + it.outcome }, outcomeText(it)),
+          el("td", { class: "reason" }, it.reason || "–"),
           num(ms(it.duration_ms)),
           since("td", it.ended_at))),
         "No iteration yet.");
