@@ -34,6 +34,7 @@ type Backend interface {
 	Counter
 	Queue
 	Gate
+	Browse
 
 	// Ping reports whether the backend is reachable; ErrUnavailable when it is not.
 	Ping(ctx context.Context) error

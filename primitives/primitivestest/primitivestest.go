@@ -53,6 +53,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) primitives.Backend) {
 		{"KV", kvTests},
 		{"Lock", lockTests},
 		{"Counter", counterTests},
+		{"Browse", browseTests},
 		{"Queue", slices.Concat(queueTests, uniqueTests)},
 		{"Gate", gateTests},
 		{"BadInput", badInputTests},
@@ -235,6 +236,14 @@ var Ops = []Op{
 	}},
 	{"CounterGet", func(ctx context.Context, b primitives.Backend) error {
 		_, err := b.CounterGet(ctx, "c")
+		return err
+	}},
+	{"CounterList", func(ctx context.Context, b primitives.Backend) error {
+		_, err := b.CounterList(ctx, "c:", "", 10)
+		return err
+	}},
+	{"KVList", func(ctx context.Context, b primitives.Backend) error {
+		_, err := b.KVList(ctx, "ns:", "", 10)
 		return err
 	}},
 	{"QueuePush", func(ctx context.Context, b primitives.Backend) error {

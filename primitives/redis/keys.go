@@ -1,6 +1,10 @@
 package redis
 
-import "github.com/fleethost/fleet/primitives"
+import (
+	"strings"
+
+	"github.com/fleethost/fleet/primitives"
+)
 
 // The Redis keys of every primitive, built here and nowhere else. KEYS.md draws the
 // layout; the Lua scripts that derive item and tag keys from a pool's or queue's prefix
@@ -267,3 +271,58 @@ func gateTimesKey(site string) string { return gatePrefix(site) + "times" }
 // gateHeldKey is a site's in-flight places: ZSET token -> the end of its hold, Redis µs;
 // PEXPIRE at the latest end. Only a rate with a concurrency touches it.
 func gateHeldKey(site string) string { return gatePrefix(site) + "held" }
+
+// counterScanPattern is the SCAN MATCH pattern of the counters whose name starts with
+// prefix: the members of its root's prefix when prefix names its root (up to a ':'),
+// else every root that starts with prefix (a name's root starts with any prefix of it
+// that holds no ':'); parseCounterKey keeps the names that do start with prefix. Names
+// hold no glob character (primitives.CheckName), so prefix needs no escaping; the
+// member's '[' does.
+func counterScanPattern(prefix string) string {
+	if strings.Contains(prefix, ":") {
+		return counterPrefix(prefix) + `\[` + prefix + "*"
+	}
+	return "fleet:counter:{" + prefix + "*"
+}
+
+// parseCounterKey is the name of the counter whose key is key (counterKey), false for a
+// key that is no counter's value (a ledger, a request's record).
+func parseCounterKey(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, "fleet:counter:{")
+	if !ok {
+		return "", false
+	}
+	root, member, ok := strings.Cut(rest, "}")
+	name, ok2 := strings.CutSuffix(strings.TrimPrefix(member, "["), "]")
+	if !ok || !ok2 || !strings.HasPrefix(member, "[") || primitives.KVRoot(name) != root {
+		return "", false
+	}
+	return name, true
+}
+
+// kvScanPattern is the SCAN MATCH pattern of the keys of the namespaces whose name starts
+// with prefix, as counterScanPattern is the counters'.
+func kvScanPattern(prefix string) string {
+	if strings.Contains(prefix, ":") {
+		return kvPrefix(prefix) + `\[` + prefix + "*"
+	}
+	return "fleet:kv:{" + prefix + "*"
+}
+
+// parseKVKey is the namespace and key of the value whose key is k (kvKey), false for a
+// key that is no value (an owner's ledger, a request's record).
+func parseKVKey(k string) (namespace, key string, ok bool) {
+	rest, ok := strings.CutPrefix(k, "fleet:kv:{")
+	if !ok {
+		return "", "", false
+	}
+	root, member, ok := strings.Cut(rest, "}")
+	if !ok || !strings.HasPrefix(member, "[") {
+		return "", "", false
+	}
+	namespace, key, ok = strings.Cut(member[1:], "]")
+	if !ok || primitives.KVRoot(namespace) != root {
+		return "", "", false
+	}
+	return namespace, key, true
+}
