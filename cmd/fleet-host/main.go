@@ -45,8 +45,8 @@ commands:
   inspect   show automations, slots, queues, pools and parked tasks (through the HTTP API)
   pause     pause an automation type's slots (through the HTTP API); resume resumes them
   tasks     list, requeue or delete a queue's parked tasks (through the HTTP API)
-  kv        kv get NS KEY: read a KV value (through the HTTP API)
-  counter   counter get NAME: read a counter
+  kv        kv get NS KEY: read a KV value; kv list PREFIX: its keys (through the HTTP API)
+  counter   counter get NAME: read a counter; counter list PREFIX: counters and values
   pool      pool items NAME [--where tag=value]: a pool's items with their leases
   lock      lock show NAME: who holds a lock, its fence and deadline
   plane     plane instances: the slots that report to the daemon's plane (run --plane)

@@ -178,35 +178,74 @@ func tasksCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 func kvCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o := newOp("kv", "kv get [flags] NAMESPACE KEY\n\nPrints the value of KEY in NAMESPACE as stored (any namespace: an operator sees what\nevery plugin keeps); an absent or expired key fails (exit 1).", stderr)
-	names, err := o.read(args, "get", "NAMESPACE", "KEY")
+	o := newOp("kv", "kv get [flags] NAMESPACE KEY\nkv list [flags] PREFIX\n\nget prints the value of KEY in NAMESPACE as stored (any namespace: an operator sees what\nevery plugin keeps); an absent or expired key fails (exit 1). list lists a page of the\nkeys of the namespaces whose name starts with PREFIX (\"\" for all), each with its size\nand when it expires, and the --cursor of the next page when more may follow.", stderr)
+	l := o.listFlags("KV")
+	pos, err := o.parse(args, 2, 3, "get NAMESPACE KEY, or list PREFIX")
 	if err != nil {
 		return err
 	}
-	e, err := o.c.KV(ctx, names[0], names[1])
-	if err != nil {
-		return err
+	switch {
+	case pos[0] == "get" && len(pos) == 3:
+		e, err := o.c.KV(ctx, pos[1], pos[2])
+		if err != nil {
+			return err
+		}
+		return o.print(stdout, e, func() error {
+			_, err := fmt.Fprintf(stdout, "%s\n", safetext.Escape(string(e.Value)))
+			return err
+		})
+	case pos[0] == "list" && len(pos) == 2:
+		page, err := o.c.KVList(ctx, pos[1], l.cursor, l.limit)
+		if err != nil {
+			return err
+		}
+		return o.print(stdout, page, func() error { return cli.WriteKVList(stdout, page, "fleet-host kv list", time.Now()) })
 	}
-	return o.print(stdout, e, func() error {
-		_, err := fmt.Fprintf(stdout, "%s\n", safetext.Escape(string(e.Value)))
-		return err
-	})
+	o.f.Usage()
+	return usageError{fmt.Errorf("kv takes get NAMESPACE KEY, or list PREFIX, got %q", pos)}
 }
 
 func counterCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o := newOp("counter", "counter get [flags] NAME\n\nPrints counter NAME's value (0 for a counter never touched).", stderr)
-	names, err := o.read(args, "get", "NAME")
+	o := newOp("counter", "counter get [flags] NAME\ncounter list [flags] PREFIX\n\nget prints counter NAME's value (0 for a counter never touched). list lists a page of the\ncounters whose name starts with PREFIX (\"\" for all) with their values, and the --cursor\nof the next page when more may follow.", stderr)
+	l := o.listFlags("COUNTER")
+	pos, err := o.parse(args, 2, 2, "get NAME, or list PREFIX")
 	if err != nil {
 		return err
 	}
-	v, err := o.c.Counter(ctx, names[0])
-	if err != nil {
-		return err
+	switch pos[0] {
+	case "get":
+		v, err := o.c.Counter(ctx, pos[1])
+		if err != nil {
+			return err
+		}
+		return o.print(stdout, v, func() error {
+			_, err := fmt.Fprintln(stdout, v.Value)
+			return err
+		})
+	case "list":
+		page, err := o.c.CounterList(ctx, pos[1], l.cursor, l.limit)
+		if err != nil {
+			return err
+		}
+		return o.print(stdout, page, func() error { return cli.WriteCounterList(stdout, page, "fleet-host counter list") })
 	}
-	return o.print(stdout, v, func() error {
-		_, err := fmt.Fprintln(stdout, v.Value)
-		return err
-	})
+	o.f.Usage()
+	return usageError{fmt.Errorf("counter takes get NAME, or list PREFIX, got %q", pos)}
+}
+
+// listArgs are the flags of a list: the page's size and where it starts.
+type listArgs struct {
+	limit  int
+	cursor string
+}
+
+// listFlags adds a list's --limit and --cursor, their environment variables under
+// FLEET_<env>_LIST_.
+func (o *opCmd) listFlags(env string) *listArgs {
+	l := &listArgs{}
+	o.f.int(&l.limit, "limit", "FLEET_"+env+"_LIST_LIMIT", 100, "list: up to this many a page (1..1000)")
+	o.f.str(&l.cursor, "cursor", "FLEET_"+env+"_LIST_CURSOR", "", "list: start at this page (the cursor a list printed); empty for the first")
+	return l
 }
 
 // whereFlag is --where name=value, repeatable.

@@ -129,6 +129,8 @@ func New(p Params) *Server {
 	s.route("/api/v1/pools/{name}/items", true, on(http.MethodGet, s.listPoolItems))
 	s.route("/api/v1/kv/{ns}/{key}", true, on(http.MethodGet, s.getKV))
 	s.route("/api/v1/counters/{name}", true, on(http.MethodGet, s.getCounter))
+	s.route("/api/v1/kv", true, on(http.MethodGet, s.listKV))             // browse.go
+	s.route("/api/v1/counters", true, on(http.MethodGet, s.listCounters)) // browse.go
 	s.route("/api/v1/locks/{name}", true, on(http.MethodGet, s.getLock))
 	s.route("/api/v1/queues/{name}/requeue", true, on(http.MethodPost, s.requeueAll))
 	if p.Plane != nil {
