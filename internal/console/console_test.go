@@ -37,6 +37,7 @@ func TestHandler(t *testing.T) {
 	}
 	for _, asset := range []struct{ path, ctype string }{
 		{assetPrefix + "console.js", "text/javascript; charset=utf-8"},
+		{assetPrefix + "browse.js", "text/javascript; charset=utf-8"},
 		{assetPrefix + "console.css", "text/css; charset=utf-8"},
 	} {
 		if !strings.Contains(page, `"`+asset.path+`"`) {
@@ -54,7 +55,7 @@ func TestHandler(t *testing.T) {
 	if resp, _ := get(assetPrefix + "nope.js"); resp.StatusCode != 404 {
 		t.Errorf("GET %snope.js = %d; want 404", assetPrefix, resp.StatusCode)
 	}
-	if got, want := strings.Join(Paths(), " "), "/ /console/console.css /console/console.js"; got != want {
+	if got, want := strings.Join(Paths(), " "), "/ /console/browse.js /console/console.css /console/console.js"; got != want {
 		t.Errorf("Paths() = %s; want %s", got, want)
 	}
 }

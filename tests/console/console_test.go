@@ -214,7 +214,7 @@ func text(t *testing.T, tab context.Context, sel string) string {
 // outcome (done, parked, retried with its backoff, each reason inline); a parked task with its reason (markup in it shown as text), whose Requeue
 // button sends it back to run again and succeed; Pause and Resume; a parked task deleted
 // after the page's confirmation; a pool's items filtered by tag; a counter read from the
-// page; the names the plugin is granted; a retried task counted as delayed; and the Fleet page of the daemon's plane with a
+// page; the counters under a prefix, browsed; the names the plugin is granted; a retried task counted as delayed; and the Fleet page of the daemon's plane with a
 // silent instance marked stale.
 func TestConsole(t *testing.T) {
 	g := newGates(t)
@@ -358,6 +358,25 @@ func TestConsole(t *testing.T) {
 		visible(counter+` pre.result[data-read]`))
 	if got := text(t, tab, counter+` pre.result`); !strings.Contains(got, `"counter": "gate:runs"`) || !strings.Contains(got, `"value": 4`) {
 		t.Errorf("the counter's read shows %q; want gate:runs at 4", got)
+	}
+	// The browse box lists the counters under a prefix, names not known in advance, with
+	// their values; and says when a prefix holds no KV key.
+	step(t, tab, "browse the counters under gate:",
+		chromedp.SetValue(chromedp.CSS(`#browse select[name="kind"]`), "counters"),
+		chromedp.SetValue(chromedp.CSS(`#browse input[name="prefix"]`), "gate:"),
+		chromedp.Click(chromedp.CSS(`#browse button[type="submit"]`)),
+		visible(`#browse-result[data-kind="counters"][data-listed="1"] tr[data-name="gate:runs"]`))
+	if got := text(t, tab, `#browse-result tr[data-name="gate:runs"] td.num`); got != "4" {
+		t.Errorf("the browsed counter gate:runs reads %q; want 4", got)
+	}
+	screenshot(t, tab, "browse")
+	step(t, tab, "browse the KV keys under gate",
+		chromedp.SetValue(chromedp.CSS(`#browse select[name="kind"]`), "kv"),
+		chromedp.SetValue(chromedp.CSS(`#browse input[name="prefix"]`), "gate"),
+		chromedp.Click(chromedp.CSS(`#browse button[type="submit"]`)),
+		visible(`#browse-result[data-kind="kv"][data-listed="0"]`))
+	if got := text(t, tab, `#browse-result p`); got != `Nothing under "gate".` {
+		t.Errorf("the KV browse of gate says %q; want that nothing is under it", got)
 	}
 	screenshot(t, tab, "pool-and-state")
 
