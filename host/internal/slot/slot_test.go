@@ -401,6 +401,28 @@ func TestDrainCut(t *testing.T) {
 	}
 }
 
+// TestDrainCutTick: a tick the drain cuts mid-call ends cut, not died: its instance
+// died of the drain, which is no fault of the plugin's.
+func TestDrainCutTick(t *testing.T) {
+	started := make(chan struct{})
+	h := newHarness(t, func(ctx context.Context, in abi.HandleInput) ([]byte, error) {
+		close(started)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	h.params.Mode, h.params.Queue = abi.ModeLoop, ""
+	soft, stop := context.WithCancel(context.Background())
+	hard, cut := context.WithCancel(context.Background())
+	done := h.start(soft, hard)
+	<-started
+	stop()
+	cut()
+	<-done
+	if fin := h.finished(); len(fin) != 1 || fin[0].Outcome != slotstate.Cut || fin[0].Death != DeathDrain {
+		t.Errorf("ticks = %+v, want one cut, its instance dead of the drain", fin)
+	}
+}
+
 // TestPaused: a paused slot drains and claims nothing.
 func TestPaused(t *testing.T) {
 	h := newHarness(t, func(context.Context, abi.HandleInput) ([]byte, error) {
