@@ -525,14 +525,14 @@ func (s *Slot) release(hard context.Context, t claim, it *Iteration, r primitive
 		s.guestLog(slog.LevelWarn, "slot: task parked unseen by the plugin: its payload does not satisfy the plugin's contract", "task", t.ID, "reason", r.Reason)
 	case parked:
 		s.guestLog(slog.LevelWarn, "slot: task parked: its attempts are spent", "task", t.ID, "reason", r.Reason)
-	default:
-		it.Backoff = r.Delay
 	case r.Refund:
 		it.Backoff = r.Delay
 		it.HandBacks = t.HandBacks + 1
 		if it.OverAlert = s.p.HandBackAlert > 0 && it.HandBacks > s.p.HandBackAlert; it.OverAlert {
 			s.guestLog(slog.LevelWarn, "slot: task handed back more often than hand_back_alert; is it retried for ever?", "task", t.ID, "hand_backs", it.HandBacks, "alert", s.p.HandBackAlert, "reason", r.Reason)
 		}
+	default: // a failed attempt, back after its backoff
+		it.Backoff = r.Delay
 	}
 	it.Outcome, it.Parked, it.ParkedByGuest = outcome.Settle(parked), parked, parked && it.ParkedByGuest
 }
@@ -547,15 +547,14 @@ func (s *Slot) tick(hard context.Context) (Iteration, time.Duration) {
 	res, death, err := s.call(hard, nil, s.guest.Tick, input)
 	var wait time.Duration
 	switch {
+	case err != nil && death == DeathDrain:
+		// The drain's grace period ended mid-call: not the plugin's fault.
+		s.discard()
+		it.Outcome, it.Death, it.Reason = slotstate.Cut, death, "host draining: call cut at the drain deadline"
 	case err != nil:
 		s.discard()
-		it.Outcome, it.Death = slotstate.Died, death
-		it.Reason = cut("guest died: " + err.Error())
-		if death == DeathDrain {
-			it.Outcome, it.Reason = slotstate.Cut, "host draining: call cut at the drain deadline"
-		} else {
-			s.guestLog(slog.LevelWarn, "slot: guest died; making a fresh instance", "err", err)
-		}
+		it.Outcome, it.Death, it.Reason = slotstate.Died, death, cut("guest died: "+err.Error())
+		s.guestLog(slog.LevelWarn, "slot: guest died; making a fresh instance", "err", err)
 	case res.Outcome == abi.OutcomeDone:
 		it.Outcome, wait = slotstate.Done, s.p.Poll
 	case res.Outcome == abi.OutcomeRetry:
