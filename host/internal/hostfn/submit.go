@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/internal/tracing"
 	"github.com/fleethost/fleet/host/internal/validate"
 	"github.com/fleethost/fleet/primitives"
 )
@@ -85,7 +86,9 @@ func Submit(ctx context.Context, b primitives.Queue, contracts *validate.Registr
 	if e := q.Admit("payload", payload, details); e != nil {
 		return "", false, e
 	}
-	return b.QueuePushUnique(ctx, queue, payload, c, u)
+	// The task carries the trace context of the submit's span, if any (a guest's submit
+	// call, the API's POST), so that its consumer's span continues the trace.
+	return b.QueuePushUnique(tracing.Carry(ctx), queue, payload, c, u)
 }
 
 // CheckUnique is primitives.CheckUnique as a ValueError naming the fields as the submit
