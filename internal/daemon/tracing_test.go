@@ -106,11 +106,11 @@ func children(spans []*tracepb.Span, p *tracepb.Span) map[string][]*tracepb.Span
 func one(t *testing.T, spans map[string][]*tracepb.Span, name, of string) *tracepb.Span {
 	t.Helper()
 	if len(spans[name]) != 1 {
-		names := []string{}
+		names := map[string]int{}
 		for n, ss := range spans {
-			names = append(names, n+"×"+string(rune('0'+len(ss))))
+			names[n] = len(ss)
 		}
-		t.Fatalf("%s has %d child spans %q, want 1; it has %v", of, len(spans[name]), name, names)
+		t.Fatalf("%s has %d child spans %q, want 1; its children by name: %v", of, len(spans[name]), name, names)
 	}
 	return spans[name][0]
 }
@@ -119,8 +119,9 @@ func one(t *testing.T, spans map[string][]*tracepb.Span, name, of string) *trace
 // with a traceparent is one trace at the OTLP receiver: the caller's span -> "submit
 // trace" (the API's submit) -> "task trace" (its attempt, with the automation, queue,
 // task id, attempt and outcome) -> a span per host call (counter_incr, http, submit)
-// -> "HTTP GET" under http (method, host, status, and nothing of the URL's query) and
-// the task that the guest's submit enqueued, "task trace" again, under that submit.
+// -> "HTTP GET" under http (method, host, status, and nothing of the URL's query; the
+// site gets no traceparent) and the task that the guest's submit enqueued, "task
+// trace" again, under that submit.
 // On the memory backend and on Redis, where the trace context rides in the task hash.
 func TestTraces(t *testing.T) {
 	t.Run("memory", func(t *testing.T) { testTraces(t, "") })
@@ -129,7 +130,13 @@ func TestTraces(t *testing.T) {
 
 func testTraces(t *testing.T, backend string) {
 	recv := newOTLPReceiver(t)
-	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
+	var leaked sync.Map // the traceparent headers the site received
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tp := r.Header.Get("traceparent"); tp != "" {
+			leaked.Store(tp, true)
+		}
+		io.WriteString(w, "ok")
+	}))
 	t.Cleanup(site.Close)
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", recv.URL)
 	t.Setenv("OTEL_SERVICE_NAME", "fleet-trace-test")
@@ -207,6 +214,10 @@ func testTraces(t *testing.T, backend string) {
 	})
 	stop()
 
+	leaked.Range(func(tp, _ any) bool {
+		t.Errorf("the site received traceparent %v: a request must not carry the fleet's trace", tp)
+		return true
+	})
 	spans := recv.snapshot()
 	for _, s := range spans {
 		if hex.EncodeToString(s.TraceId) != callerTrace {
