@@ -127,10 +127,14 @@ func TestParseRoles(t *testing.T) {
 		`{"s": {"max_reply": "8MiB"}}`:                `"s": max_reply: want a number, got a JSON string`,
 		`{"s": {"http_timeout": 20}}`:                 `"s": http_timeout: want a duration string such as "30s", got a JSON number`,
 		`{"s": {"http_max_body": "4MiB"}}`:            `"s": http_max_body: want a number, got a JSON string`,
-		`{"s": {"http_hostz": ["a.com"]}}`:            `unknown field "http_hostz"`,
+		`{"s": {"http_hostz": ["a.com"]}}`:            `"s": unknown field "http_hostz"; did you mean "http_hosts"?`,
+		`{"s": {"max_paylaod": 10}}`:                  `"s": unknown field "max_paylaod"; did you mean "max_payload"?`,
+		`{"s": {"queues": {"jobs": ["consme"]}}}`:     `"s": "queues": "jobs": "consme" is not a queue role; the roles are consume, submit; did you mean "consume"?`,
+		`{"s": {"pools": {"cookies": ["markbad"]}}}`:  `"s": "pools": "cookies": "markbad" is not a pool role; the roles are put, claim, list, mark_bad; did you mean "mark_bad"?`,
 		`{"s": {"call_timeout": "soon"}}`:             `"s": call_timeout: "soon" is not a duration such as "30s"`,
 		`{"s": {"parked_retention": 86400}}`:          `"s": parked_retention: want a duration string such as "30s", got a JSON number`,
-		`{"s": {"pool": {"cookies": ["claim"]}}}`:     `unknown field "pool"`,
+		`{"s": {"pool": {"cookies": ["claim"]}}}`:     `unknown field "pool"; did you mean "pools"?`,
+		`{"s": {"frobnicate": 1}}`:                    `unknown field "frobnicate"`,
 		`{"s": {"retry_backoff_base": 1}}`:            `"s": retry_backoff_base: want a duration string such as "30s", got a JSON number`,
 		`{"s": {"retry_backoff_max": "later"}}`:       `"s": retry_backoff_max: "later" is not a duration such as "30s"`,
 		`{"s": {"retry_backoff_factor": "2"}}`:        `"s": retry_backoff_factor: want a number, got a JSON string`,
@@ -140,6 +144,22 @@ func TestParseRoles(t *testing.T) {
 	} {
 		if _, err := Parse([]byte(doc)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Parse(%s) = %v, want an error containing %q", doc, err, want)
+		}
+	}
+}
+
+// TestParsePosition: a grants file that is not JSON is refused with the line and column
+// of what is wrong, after the file's name, as compilers write it.
+func TestParsePosition(t *testing.T) {
+	for doc, want := range map[string]string{
+		"{\n \"scraper\": {\n  \"queues\": {\"q\": [\"consume\"]},,\n}}": `grants: grants.json:3:32: invalid character ',' looking for beginning of object key string`,
+		"{\n \"scraper\": {\"http_hosts\": [\"a.com\"]\n}":               `grants: grants.json:3:2: the document ends early (unexpected EOF)`,
+		"{\"a\": 1}": `grants: grants.json: "a": want a JSON object of grant fields ("queues", "http_hosts", ...), got a JSON number`,
+		"[]":         `grants: grants.json:1:1: want a JSON object of automation types, each with its grant, got a JSON array`,
+	} {
+		_, err := ParseFile("grants.json", []byte(doc))
+		if err == nil || err.Error() != want {
+			t.Errorf("ParseFile(%q) = %v, want %s", doc, err, want)
 		}
 	}
 }

@@ -20,10 +20,10 @@ func TestClosest(t *testing.T) {
 		{"Consume", []string{"consume", "submit"}, "consume"},
 		{"submt", []string{"consume", "submit"}, "submit"},
 		{"markbad", roles, "mark_bad"},
-		{"claim", roles, ""},         // known: nothing to suggest
-		{"delete", roles, ""},        // too far from every role
-		{"pt", roles, "put"},         // one edit in a short word
-		{"xy", roles, ""},            // two edits in a short word is not a typo
+		{"claim", roles, ""},  // known: nothing to suggest
+		{"delete", roles, ""}, // too far from every role
+		{"pt", roles, "put"},  // one edit in a short word
+		{"xy", roles, ""},     // two edits in a short word is not a typo
 		{"http_hostz", []string{"http_hosts", "http_timeout"}, "http_hosts"},
 		{"scrapr", []string{"harvester", "scraper"}, "scraper"},
 		{"anything", nil, ""},
