@@ -104,6 +104,9 @@ func JSON(b []byte, err error) error {
 func valueStart(b []byte, end int64) int64 {
 	end = max(0, min(end, int64(len(b))))
 	i := end - 1
+	if i >= 0 && (b[i] == '[' || b[i] == '{') {
+		return i // an array or object where a scalar was wanted: the decoder stops in it
+	}
 	if i >= 0 && b[i] == '"' {
 		for i--; i >= 0; i-- {
 			if b[i] == '"' && (i == 0 || b[i-1] != '\\') {

@@ -51,6 +51,7 @@ func TestJSON(t *testing.T) {
 		{"first byte", "x", &map[string]any{}, `1:1: invalid character 'x' looking for beginning of value`},
 		{"type", "{\n  \"n\": \"one\"}", &struct{ N int }{}, `2:8: json: cannot unmarshal string into Go struct field .N of type int`},
 		{"cut short", "{\n \"a\": [1,", &map[string]any{}, `2:10: the document ends early (unexpected EOF)`},
+		{"array", "{\"n\": [1]}", &struct{ N int }{}, `1:7: json: cannot unmarshal array into Go struct field .N of type int`},
 		{"number", "{\n  \"n\": 12.5}", &struct{ N int }{}, `2:8: json: cannot unmarshal number 12.5 into Go struct field .N of type int`},
 	}
 	for _, tt := range tests {
