@@ -586,7 +586,7 @@ func (g Grant) check() error {
 	if err := checkGrantRoles(g); err != nil {
 		return err
 	}
-	if err := g.HTTP.CheckSecrets(); err != nil {
+	if err := g.HTTP.Check(); err != nil {
 		return err
 	}
 	for field, ps := range map[string][]string{"KV": g.KV, "Locks": g.Locks, "Counters": g.Counters} {

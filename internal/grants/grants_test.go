@@ -173,6 +173,11 @@ func TestParseChecks(t *testing.T) {
 		`{"w": {"submit_rate": -2}}`:     `"w": submit_rate is -2, want >= 0`,
 		`{"shop:eu": {}}`:                `"shop:eu": type "shop:eu" has ':'`,
 		`{"w": {"call_timeout": "-1s"}}`: `"w": call_timeout is negative (-1s)`,
+		// The HTTP part too: refused when the file is read, not when the plugin loads.
+		`{"w": {"http_max_body": -1}}`:              `"w": http_max_body is -1, want >= 0 (0 for the default, 4194304)`,
+		`{"w": {"http_hosts": ["exa mple.com"]}}`:   `"w": http_hosts[0] "exa mple.com": bad host`,
+		`{"w": {"http_proxies": ["socks5://p:1"]}}`: `"w": http_proxies[0] "socks5://p:1": scheme "socks5", want http`,
+		`{"w": {"http_max_redirects": -2}}`:         `"w": http_max_redirects is -2, want >= -1`,
 	} {
 		_, err := Parse([]byte(doc))
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -99,16 +99,13 @@ func New(g Policy, opts ...Option) (*Client, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if err := g.check(); err != nil {
-		return nil, err
+	if err := g.Check(); err != nil {
+		return nil, fmt.Errorf("httpfn: grant: %w", err)
 	}
 	g = g.WithDefaults()
 	c := &Client{policy: g, proxied: make(map[string]*http.Transport), gate: o.gate}
-	for i, h := range g.Hosts {
-		p, err := parsePattern(h)
-		if err != nil {
-			return nil, fmt.Errorf("httpfn: grant: Hosts[%d] %q: %v", i, h, err)
-		}
+	for _, h := range g.Hosts {
+		p, _ := parsePattern(h) // Check parsed it
 		c.patterns = append(c.patterns, p)
 	}
 	var err error
@@ -117,14 +114,8 @@ func New(g Policy, opts ...Option) (*Client, error) {
 	}
 	guard := newGuard(g.AllowPrivate, o.lookup)
 	c.direct = newTransport(guard.DialContext, nil)
-	for i, s := range g.Proxies {
-		p, err := parseProxy(s)
-		if err != nil {
-			return nil, fmt.Errorf("httpfn: grant: Proxies[%d] %q: %v", i, redact(s), err)
-		}
-		if _, dup := c.proxied[p.key]; dup {
-			return nil, fmt.Errorf("httpfn: grant: Proxies[%d]: proxy %s granted twice", i, p.key)
-		}
+	for _, s := range g.Proxies {
+		p, _ := parseProxy(s) // Check parsed it, and refused a proxy granted twice
 		c.proxies = append(c.proxies, p)
 		// A granted proxy is the operator's own: its address is not checked.
 		c.proxied[p.key] = newTransport((&net.Dialer{}).DialContext, p.url)
