@@ -212,10 +212,10 @@ func TestGrantRolesChecked(t *testing.T) {
 	r.wat("done", "w", batchDescribe("w", "w-q", anyObject))
 	r.cfg.PluginsDir = r.dir
 	for g, want := range map[*host.Grant]string{
-		{Pools: map[string][]string{"p": {"consume"}}}:   `host: Config.Grants["w"].Pools["p"]: "consume" is not a role here; the roles are put, claim, list, mark_bad`,
-		{Queues: map[string][]string{"q": {"claim"}}}:    `host: Config.Grants["w"].Queues["q"]: "claim" is not a role here; the roles are consume, submit`,
-		{Queues: map[string][]string{"q": {}}}:           `host: Config.Grants["w"].Queues["q"] grants no role; grant one or more of consume, submit, or leave the name out`,
-		{Queues: map[string][]string{"a b": {"submit"}}}: `host: Config.Grants["w"].Queues: primitives: invalid argument: queue name "a b" has byte ' '`,
+		{Pools: map[string][]string{"p": {"consume"}}}:   `host: Config.Grants["w"]: pools["p"]: "consume" is not a role here; the roles are put, claim, list, mark_bad`,
+		{Queues: map[string][]string{"q": {"claim"}}}:    `host: Config.Grants["w"]: queues["q"]: "claim" is not a role here; the roles are consume, submit`,
+		{Queues: map[string][]string{"q": {}}}:           `host: Config.Grants["w"]: queues["q"] grants no role; grant one or more of consume, submit, or leave the name out`,
+		{Queues: map[string][]string{"a b": {"submit"}}}: `host: Config.Grants["w"]: queues: primitives: invalid argument: queue name "a b" has byte ' '`,
 	} {
 		r.cfg.Grants = map[string]host.Grant{"w": *g}
 		if _, err := host.New(context.Background(), r.cfg); err == nil || !strings.HasPrefix(err.Error(), want) {
