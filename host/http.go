@@ -18,8 +18,8 @@ type HTTP = httpfn.Policy
 // host's egress gate, and the function that releases its idle connections. A grant with
 // no host still gets a client: its every request is PermissionDenied (and logged as
 // such), rather than Unavailable.
-func newHTTP(g Grant, gate *httpfn.Gate) (hostfn.HTTPDoer, func(), error) {
-	c, err := httpfn.New(g.HTTP, httpfn.WithGate(gate))
+func newHTTP(typ string, g Grant, gate *httpfn.Gate) (hostfn.HTTPDoer, func(), error) {
+	c, err := httpfn.New(g.HTTP, httpfn.WithGate(gate), httpfn.ForType(typ))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -129,7 +129,7 @@ func (h *Host) admit(desc *abi.Describe) (Grant, json.RawMessage, error) {
 // its limits and quotas, its configuration, and its HTTP client with the close of its
 // connections (nil when it is granted no host).
 func hostFunctions(typ string, grant Grant, acc hostfn.Access, config json.RawMessage, gate *httpfn.Gate) (*hostfn.Plugin, func(), error) {
-	http, closeHTTP, err := newHTTP(grant, gate)
+	http, closeHTTP, err := newHTTP(typ, grant, gate)
 	if err != nil {
 		return nil, nil, fmt.Errorf("Config.Grants[%q]: %w", typ, err)
 	}

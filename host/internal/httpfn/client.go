@@ -60,6 +60,7 @@ type Option func(*options)
 type options struct {
 	lookup LookupFunc
 	gate   *Gate
+	typ    string
 }
 
 // WithLookup resolves host names with f instead of the system resolver. The addresses
@@ -73,6 +74,11 @@ func WithLookup(f LookupFunc) Option { return func(o *options) { o.lookup = f } 
 //	httpfn.New(g, httpfn.WithGate(gate))
 func WithGate(g *Gate) Option { return func(o *options) { o.gate = g } }
 
+// ForType names the automation type whose client this is, so that a refusal names the
+// grants file's line that would grant what was refused (`add "http_hosts":
+// ["example.com"] to "scraper" in the grants file`).
+func ForType(typ string) Option { return func(o *options) { o.typ = typ } }
+
 // Client is one plugin's outbound HTTP. It is built once per plugin with New and shared
 // by the plugin's slots: it is safe for concurrent use, and it keeps connections alive
 // between requests. Its fields are immutable after New.
@@ -84,6 +90,7 @@ type Client struct {
 	proxied  map[string]*http.Transport // by grantedProxy.key
 	secrets  map[string]boundSecret     // by name
 	gate     *Gate                      // nil: no egress gate
+	typ      string                     // the plugin's type, for refusals; "" when unnamed
 }
 
 // New checks g and builds its Client. An error names the Policy field that is wrong.
@@ -103,7 +110,7 @@ func New(g Policy, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("httpfn: grant: %w", err)
 	}
 	g = g.WithDefaults()
-	c := &Client{policy: g, proxied: make(map[string]*http.Transport), gate: o.gate}
+	c := &Client{policy: g, proxied: make(map[string]*http.Transport), gate: o.gate, typ: o.typ}
 	for _, h := range g.Hosts {
 		p, _ := parsePattern(h) // Check parsed it
 		c.patterns = append(c.patterns, p)
@@ -330,7 +337,7 @@ func (c *Client) target(raw string) (*url.URL, *abi.Error) {
 		}
 	}
 	if !c.granted(u) {
-		return nil, abi.Errorf(abi.PermissionDenied, "httpfn: host %q is not granted", hostPort(u))
+		return nil, abi.Errorf(abi.PermissionDenied, "httpfn: host %q is not granted; %s", hostPort(u), c.grantLine("http_hosts", grantPattern(u)))
 	}
 	return u, nil
 }
@@ -400,7 +407,7 @@ func (c *Client) checkHop(u *url.URL) error {
 		return &redirectDeniedError{what: fmt.Sprintf("scheme %q", truncate(u.Scheme))}
 	}
 	if !c.granted(u) {
-		return &redirectDeniedError{what: fmt.Sprintf("host %q", hostPort(u))}
+		return &redirectDeniedError{what: fmt.Sprintf("host %q", hostPort(u)), fix: c.grantLine("http_hosts", grantPattern(u))}
 	}
 	if !c.policy.AllowPrivate {
 		if ip, err := netip.ParseAddr(u.Hostname()); err == nil && !publicAddr(ip) {
@@ -510,13 +517,39 @@ func (c *Client) proxy(s string) (*http.Transport, *abi.Error) {
 		}
 		return c.proxied[key], nil
 	}
-	return nil, abi.Errorf(abi.PermissionDenied, "httpfn: proxy %q is not granted", u.Redacted())
+	return nil, abi.Errorf(abi.PermissionDenied, "httpfn: proxy %q is not granted; %s", u.Redacted(), c.grantLine("http_proxies", u.Redacted()))
+}
+
+// grantLine is what the grants file would say to grant value in field to c's plugin, a
+// refusal's way out: `add "http_hosts": ["example.com"] to "scraper" in the grants file`.
+func (c *Client) grantLine(field, value string) string {
+	to := "to the plugin's entry"
+	if c.typ != "" {
+		to = fmt.Sprintf("to %q", c.typ)
+	}
+	return fmt.Sprintf("add %q: [%q] %s in the grants file", field, value, to)
+}
+
+// grantPattern is the http_hosts pattern that grants u's host: its name alone on its
+// scheme's default port, else with the port.
+func grantPattern(u *url.URL) string {
+	host := strings.ToLower(u.Hostname())
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if port := u.Port(); port != "" && !(port == "80" && u.Scheme == "http") && !(port == "443" && u.Scheme == "https") {
+		return host + ":" + port
+	}
+	return host
 }
 
 // redirectDeniedError is a redirect to a host or scheme outside the grant.
-type redirectDeniedError struct{ what string }
+type redirectDeniedError struct{ what, fix string }
 
 func (e *redirectDeniedError) Error() string {
+	if e.fix != "" {
+		return "httpfn: redirect to " + e.what + " is not granted; " + e.fix
+	}
 	return "httpfn: redirect to " + e.what + " is not granted"
 }
 
