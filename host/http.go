@@ -14,12 +14,12 @@ import (
 // HTTP client's own type?".
 type HTTP = httpfn.Policy
 
-// newHTTP builds a plugin's outbound HTTP client from its grant, every hop through the
-// host's egress gate, and the function that releases its idle connections. A grant with
+// newHTTP builds plugin typ's outbound HTTP client from its grant, every hop through the
+// host's egress gate as typ's, and the function that releases its idle connections. A grant with
 // no host still gets a client: its every request is PermissionDenied (and logged as
 // such), rather than Unavailable.
 func newHTTP(typ string, g Grant, gate *httpfn.Gate) (hostfn.HTTPDoer, func(), error) {
-	c, err := httpfn.New(g.HTTP, httpfn.WithGate(gate), httpfn.ForType(typ))
+	c, err := httpfn.New(g.HTTP, httpfn.WithGate(gate, typ), httpfn.ForType(typ))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -23,8 +23,8 @@ import (
 //     harvest task was enqueued.
 //
 // It logs the harvest tasks worked per minute. Before the unique key, main's examples
-// enqueued one on every retry of every waiting task (see the README's Operators section
-// for the figures).
+// enqueued one on every retry of every waiting task (see docs/benchmarks.md,
+// "Harvests of a broken site", for the figures).
 func TestHarvestFloodGone(t *testing.T) {
 	for _, kind := range backendKinds {
 		t.Run(kind, func(t *testing.T) {

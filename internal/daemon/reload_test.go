@@ -180,7 +180,7 @@ func TestWatchSettles(t *testing.T) {
 }
 
 // TestReloadGrantsFileRelative: a grants file named relative to the working folder, as the
-// README writes it (--grants grants.json), is watched: a new file renamed over it reloads.
+// docs write it (--grants grants.json), is watched: a new file renamed over it reloads.
 func TestReloadGrantsFileRelative(t *testing.T) {
 	dir, gdir := t.TempDir(), t.TempDir()
 	t.Chdir(gdir)

@@ -150,7 +150,7 @@ func TestOpenBadURL(t *testing.T) {
 	}
 }
 
-// Open reads each scheme of the README's URL table as its kind of Redis, and refuses
+// Open reads each scheme of docs/operators.md's URL table as its kind of Redis, and refuses
 // the rest naming what is wrong, without contacting a server.
 func TestOpenSchemes(t *testing.T) {
 	tests := []struct {

@@ -20,7 +20,7 @@ var srv *testutil.Redis
 func TestMain(m *testing.M) {
 	var err error
 	if url := os.Getenv(testutil.ExternalRedisEnv); url != "" {
-		srv, err = testutil.ExternalRedis(url) // the README's "against an existing Redis"
+		srv, err = testutil.ExternalRedis(url) // docs/testing.md's "against a Redis you already have"
 	} else {
 		srv, err = testutil.StartRedis()
 	}

@@ -139,6 +139,13 @@ func startDaemon(t *testing.T, g *gates) *cli.Client {
 	if err := os.WriteFile(grantsFile, grants, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The gates' site under an egress rate that its few requests never reach, so that the
+	// console's sites table has a row to show and count.
+	egress, _ := json.Marshal(map[string]any{"rates": map[string]any{u.Host: map[string]any{"per_second": 100, "burst": 100}}})
+	egressFile := filepath.Join(t.TempDir(), "egress.json")
+	if err := os.WriteFile(egressFile, egress, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	logs := &testutil.LogBuffer{}
 	// The daemon is its own plane, as in `make demo`: its slots report to its API. The
 	// report URL names the port, so the port is chosen here.
@@ -149,7 +156,7 @@ func startDaemon(t *testing.T, g *gates) *cli.Client {
 	listen := ln.Addr().String()
 	ln.Close()
 	o := daemon.Options{
-		PluginsDir: plugins, GrantsFile: grantsFile, CacheDir: testutil.WazeroCacheDir(),
+		PluginsDir: plugins, GrantsFile: grantsFile, EgressFile: egressFile, CacheDir: testutil.WazeroCacheDir(),
 		Listen: listen, Token: token,
 		MaxAttempts: 1, PollInterval: 20 * time.Millisecond, DrainTimeout: 2 * time.Second,
 		Plane:     &plane.Config{Key: planeKey, StaleAfter: staleAfter},
@@ -269,6 +276,18 @@ func TestConsole(t *testing.T) {
 		t.Errorf("queues = %+v, %v; want gate with nothing parked or waiting", qs, err)
 	}
 
+	// The egress policy's site, with its rate and the requests the tasks above sent
+	// through its gate (three fetches: the held one, the parked one and its requeue).
+	site := fmt.Sprintf(`#sites tr[data-site=%q]`, hostOf(g.srv.URL))
+	step(t, tab, "the site of the egress policy", visible(site))
+	if got := text(t, tab, site); !strings.Contains(got, "100/s, burst 100") {
+		t.Errorf("the site's row reads %q; want its rate, 100/s, burst 100", got)
+	}
+	if got := text(t, tab, site+` td:nth-child(3)`); got == "" || got == "0" {
+		t.Errorf("the site's sent count reads %q; want the requests the tasks sent", got)
+	}
+	screenshot(t, tab, "sites")
+
 	// What the plugin is granted, by name.
 	for _, name := range []string{"gate-notes", "gate:*"} {
 		step(t, tab, "the granted "+name, visible(fmt.Sprintf(`#state tr[data-name=%q]`, name)))
@@ -362,4 +381,10 @@ func TestConsole(t *testing.T) {
 		visible(`#fleet tr[data-instance="console-test/gate/0"][data-stale="false"]`),
 		visible(`#fleet tr[data-instance="ghost/gate/0"][data-stale="true"]`))
 	screenshot(t, tab, "fleet")
+}
+
+// hostOf is rawURL's host and port, as the egress policy and the sites table name it.
+func hostOf(rawURL string) string {
+	u, _ := url.Parse(rawURL)
+	return u.Host
 }

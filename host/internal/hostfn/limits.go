@@ -7,7 +7,7 @@ import (
 )
 
 // The defaults of Limits: the one place they are written. The host applies them when it
-// resolves a plugin's grant; host.Grant's doc lines and the README's grants fields name
+// resolves a plugin's grant; host.Grant's doc lines and docs/operators.md's grants fields name
 // them.
 const (
 	// DefaultMaxHostCalls is the host calls one guest call (a task, a tick) may make. The

@@ -58,9 +58,10 @@ const maxHeaderBytes = 256 << 10
 type Option func(*options)
 
 type options struct {
-	lookup LookupFunc
-	gate   *Gate
-	typ    string
+	lookup    LookupFunc
+	gate      *Gate
+	gateOwner string
+	typ       string
 }
 
 // WithLookup resolves host names with f instead of the system resolver. The addresses
@@ -69,10 +70,13 @@ type options struct {
 //	httpfn.New(g, httpfn.WithLookup(cachingResolver.Lookup))
 func WithLookup(f LookupFunc) Option { return func(o *options) { o.lookup = f } }
 
-// WithGate sends every hop of every request through g, the host's egress gate.
+// WithGate sends every hop of every request through g, the host's egress gate, as
+// plugin owner's (its automation type: the budget of a per_plugin rate is owner's own).
 //
-//	httpfn.New(g, httpfn.WithGate(gate))
-func WithGate(g *Gate) Option { return func(o *options) { o.gate = g } }
+//	httpfn.New(g, httpfn.WithGate(gate, "scraper"))
+func WithGate(g *Gate, owner string) Option {
+	return func(o *options) { o.gate, o.gateOwner = g, owner }
+}
 
 // ForType names the automation type whose client this is, so that a refusal names the
 // grants file's line that would grant what was refused (`add "http_hosts":
@@ -91,6 +95,8 @@ type Client struct {
 	secrets  map[string]boundSecret     // by name
 	gate     *Gate                      // nil: no egress gate
 	typ      string                     // the plugin's type, for refusals; "" when unnamed
+	// gateOwner is the plugin the gate meters this client's requests as.
+	gateOwner string
 }
 
 // New checks g and builds its Client. An error names the Policy field that is wrong.
@@ -110,7 +116,7 @@ func New(g Policy, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("httpfn: grant: %w", err)
 	}
 	g = g.WithDefaults()
-	c := &Client{policy: g, proxied: make(map[string]*http.Transport), gate: o.gate, typ: o.typ}
+	c := &Client{policy: g, proxied: make(map[string]*http.Transport), gate: o.gate, gateOwner: o.gateOwner, typ: o.typ}
 	for _, h := range g.Hosts {
 		p, _ := parsePattern(h) // Check parsed it
 		c.patterns = append(c.patterns, p)
@@ -217,7 +223,7 @@ func (c *Client) Do(ctx context.Context, req abi.HTTPRequest) (abi.HTTPReply, *a
 		return p.redact(failure(ctx, err, last, p.timeout)), nil
 	}
 	hc := &http.Client{
-		Transport: c.gate.wrap(p.transport),
+		Transport: c.gate.wrap(p.transport, c.gateOwner),
 		CheckRedirect: func(next *http.Request, via []*http.Request) error {
 			if p.maxRedirects < 0 {
 				return http.ErrUseLastResponse

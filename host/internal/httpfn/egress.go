@@ -42,26 +42,30 @@ const (
 // the site, host:port, never the plugin). ParseEgress makes one; it is immutable after.
 //
 //	{"rates": {"example.com": {"per_second": 2, "burst": 4, "concurrency": 3},
-//	           "*.example.org": {"per_second": 10}},
+//	           "*.example.org": {"per_second": 10},
+//	           "api.example.net": {"per_second": 5, "per_plugin": true}},
 //	 "default": {"per_second": 50, "burst": 50},
 //	 "max_wait": "5s", "max_retry_after": "10m"}
 //
 // Patterns are those of Policy.Hosts; the most specific one that matches a host wins
 // (an exact host before a wildcard, a longer wildcard before a shorter, an explicit port
 // before the default port before ":*"). A host no pattern matches gets the default rate,
-// or no gate at all when the policy has no default.
+// or no gate at all when the policy has no default. A rate with "per_plugin" gives each
+// plugin (automation type) a budget of its own at each site it covers.
 type Egress struct {
 	rates         []egressRate // most specific first
 	def           *primitives.Rate
+	defPerPlugin  bool // the default rate is each plugin's own
 	maxWait       time.Duration
 	maxRetryAfter time.Duration
 }
 
 // egressRate is one entry of "rates".
 type egressRate struct {
-	label string // the pattern as written
-	p     pattern
-	rate  primitives.Rate
+	label     string // the pattern as written
+	p         pattern
+	rate      primitives.Rate
+	perPlugin bool // each plugin has a budget of its own at the site
 }
 
 // MaxWait is how long a request waits for its turn before it is RateLimited.
@@ -70,8 +74,19 @@ func (e *Egress) MaxWait() time.Duration { return e.maxWait }
 // MaxRetryAfter caps a closure by Retry-After.
 func (e *Egress) MaxRetryAfter() time.Duration { return e.maxRetryAfter }
 
-// egressFields are the fields of the file and of a rate, for a "did you mean".
-var egressFields = []string{"rates", "default", "max_wait", "max_retry_after", "per_second", "burst", "concurrency"}
+// egressFields are the fields of the file and of a rate, read from their JSON tags, for a
+// "did you mean".
+var egressFields = func() []string {
+	var out []string
+	for _, t := range []reflect.Type{reflect.TypeFor[egressFile](), reflect.TypeFor[rateJSON]()} {
+		for i := range t.NumField() {
+			if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}()
 
 // egressDecodeError is the error of decoding b, file's content, in the operator's words:
 // a syntax error at its line and column ("egress.json:3:17: invalid character ..."), a
@@ -119,6 +134,9 @@ type rateJSON struct {
 	PerSecond   *float64 `json:"per_second"`
 	Burst       *int     `json:"burst"`
 	Concurrency int      `json:"concurrency"`
+	// PerPlugin gives each plugin (automation type) a budget of its own at each site
+	// instead of one that every plugin shares.
+	PerPlugin bool `json:"per_plugin"`
 }
 
 // ParseEgress parses and checks an egress policy file's content b; file names it in the
@@ -147,7 +165,7 @@ func ParseEgress(file string, b []byte) (*Egress, error) {
 		if err != nil {
 			return nil, bad("rates: %q: %v", label, err)
 		}
-		e.rates = append(e.rates, egressRate{label: label, p: p, rate: r})
+		e.rates = append(e.rates, egressRate{label: label, p: p, rate: r, perPlugin: rj.PerPlugin})
 	}
 	slices.SortFunc(e.rates, func(a, b egressRate) int {
 		return cmp.Or(cmp.Compare(b.p.specificity(), a.p.specificity()), strings.Compare(a.label, b.label))
@@ -157,7 +175,7 @@ func ParseEgress(file string, b []byte) (*Egress, error) {
 		if err != nil {
 			return nil, bad("default: %v", err)
 		}
-		e.def = &r
+		e.def, e.defPerPlugin = &r, f.Default.PerPlugin
 	}
 	var err error
 	if e.maxWait, err = duration(f.MaxWait, DefaultMaxWait, true); err != nil {
@@ -236,9 +254,10 @@ func (p pattern) specificity() int {
 	return kind + port
 }
 
-// rateFor is the rate of u's site: its label (the pattern as written, LabelDefault or
-// LabelNone), its site name (host:port) and its rate (nil: not gated).
-func (e *Egress) rateFor(u *url.URL) (label, site string, rate *primitives.Rate) {
+// rateFor is the rate of u's site for plugin owner: its label (the pattern as written,
+// LabelDefault or LabelNone), its site name (host:port, or owner@host:port under a
+// per_plugin rate: the budget's key) and its rate (nil: not gated).
+func (e *Egress) rateFor(u *url.URL, owner string) (label, site string, rate *primitives.Rate) {
 	host := canonicalHost(u.Hostname())
 	def := 80
 	if u.Scheme == "https" {
@@ -255,13 +274,19 @@ func (e *Egress) rateFor(u *url.URL) (label, site string, rate *primitives.Rate)
 	// An IPv6 host is written without brackets, which primitives.CheckName refuses; the
 	// port, after the last colon, still tells the sites apart.
 	site = host + ":" + strconv.Itoa(port)
+	own := func(perPlugin bool) string {
+		if perPlugin && owner != "" {
+			return owner + "@" + site
+		}
+		return site
+	}
 	for i := range e.rates {
 		if e.rates[i].p.matches(host, port, def) {
-			return e.rates[i].label, site, &e.rates[i].rate
+			return e.rates[i].label, own(e.rates[i].perPlugin), &e.rates[i].rate
 		}
 	}
 	if e.def != nil {
-		return LabelDefault, site, e.def
+		return LabelDefault, own(e.defPerPlugin), e.def
 	}
 	return LabelNone, site, nil
 }

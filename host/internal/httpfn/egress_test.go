@@ -39,7 +39,7 @@ func TestParseEgress(t *testing.T) {
 	}
 	for _, tt := range tests {
 		u, _ := url.Parse(tt.url)
-		label, site, rate := e.rateFor(u)
+		label, site, rate := e.rateFor(u, "")
 		if label != tt.label || site != tt.site || !reflect.DeepEqual(rate, tt.rate) {
 			t.Errorf("rateFor(%s) = %q, %q, %+v, want %q, %q, %+v", tt.url, label, site, rate, tt.label, tt.site, tt.rate)
 		}
@@ -62,7 +62,7 @@ func TestParseEgressDefaults(t *testing.T) {
 		t.Errorf("MaxWait, MaxRetryAfter = %v, %v, want the defaults", e.MaxWait(), e.MaxRetryAfter())
 	}
 	u, _ := url.Parse("https://other.net/")
-	if label, _, rate := e.rateFor(u); label != LabelNone || rate != nil {
+	if label, _, rate := e.rateFor(u, ""); label != LabelNone || rate != nil {
 		t.Errorf("rateFor(other.net) = %q, %v, want none, nil: no default, no gate", label, rate)
 	}
 }
@@ -88,6 +88,7 @@ func TestParseEgressRefuses(t *testing.T) {
 		{`{"max_wait": "-1s"}`, `egress.json: max_wait: "-1s", want >= 0`},
 		{`{"max_retry_after": "0s"}`, `egress.json: max_retry_after: "0s", want > 0`},
 		{`{"rate": {}}`, `egress.json: unknown field "rate"; did you mean "rates"?`},
+		{`{"rates": {"example.com": {"per_second": 1, "per_plugn": true}}}`, `egress.json: unknown field "per_plugn"; did you mean "per_plugin"?`},
 		{`{"rates": {"example.com": {"per_second": 1, "brust": 2}}}`, `egress.json: unknown field "brust"; did you mean "burst"?`},
 		{`{"rates": []}`, `egress.json:1:11: rates: want a JSON object, got a JSON array`},
 		{"{\n  \"rates\": {\"example.com\": {\"per_second\": \"3\"}}}", `egress.json:2:43: rates.per_second: want a number, got a JSON string`},

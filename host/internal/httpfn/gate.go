@@ -162,18 +162,19 @@ func withHold(r primitives.Rate, hold time.Duration) primitives.Rate {
 	return r
 }
 
-// wrap is t with every request through the gate; t itself when g is nil.
-func (g *Gate) wrap(t http.RoundTripper) http.RoundTripper {
+// wrap is t with every request through the gate as owner's; t itself when g is nil.
+func (g *Gate) wrap(t http.RoundTripper, owner string) http.RoundTripper {
 	if g == nil {
 		return t
 	}
-	return &gatedTransport{next: t, gate: g}
+	return &gatedTransport{next: t, gate: g, owner: owner}
 }
 
 // gatedTransport sends a request once its site's gate admits it.
 type gatedTransport struct {
-	next http.RoundTripper
-	gate *Gate
+	next  http.RoundTripper
+	gate  *Gate
+	owner string // the plugin whose requests these are
 }
 
 // sideCallTimeout bounds a release or a closure, which run on a context of their own: a
@@ -185,7 +186,7 @@ func (t *gatedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if e == nil {
 		return t.next.RoundTrip(req)
 	}
-	label, site, rate := e.rateFor(req.URL)
+	label, site, rate := e.rateFor(req.URL, t.owner)
 	st := t.gate.stat(label)
 	if rate == nil {
 		st.sent.Add(1)

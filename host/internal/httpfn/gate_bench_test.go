@@ -45,7 +45,7 @@ func BenchmarkGate(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/concurrency=%v", bc.name, conc > 0), func(b *testing.B) {
 				var opts []httpfn.Option
 				if bc.backend != nil {
-					opts = append(opts, httpfn.WithGate(httpfn.NewGate(bc.backend, e)))
+					opts = append(opts, httpfn.WithGate(httpfn.NewGate(bc.backend, e), "bench"))
 				}
 				c := newClient(b, httpfn.Policy{Hosts: []string{srv.host()}, AllowPrivate: true}, opts...)
 				req := abi.HTTPRequest{URL: srv.URL}

@@ -28,7 +28,7 @@ func gated(t *testing.T, srvs []*server, policy string) (*httpfn.Client, *httpfn
 	b := memory.New(memory.Options{})
 	t.Cleanup(func() { b.Close() })
 	g := httpfn.NewGate(b, e)
-	return newClient(t, httpfn.Policy{Hosts: granted, AllowPrivate: true}, httpfn.WithGate(g)), g
+	return newClient(t, httpfn.Policy{Hosts: granted, AllowPrivate: true}, httpfn.WithGate(g, "plugin-a")), g
 }
 
 func statOf(t *testing.T, g *httpfn.Gate, label string) httpfn.SiteStats {
@@ -202,10 +202,28 @@ func TestGateRedirectHop(t *testing.T) {
 func TestGateSharedAcrossClients(t *testing.T) {
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {})
 	c1, g := gated(t, []*server{srv}, `{"rates": {"%s": {"per_second": 0.01, "burst": 1}}, "max_wait": "0s"}`)
-	c2 := newClient(t, httpfn.Policy{Hosts: []string{srv.host()}, AllowPrivate: true}, httpfn.WithGate(g))
+	c2 := newClient(t, httpfn.Policy{Hosts: []string{srv.host()}, AllowPrivate: true}, httpfn.WithGate(g, "plugin-b"))
 	do(t, c1, abi.HTTPRequest{URL: srv.URL})
 	_, e := c2.Do(context.Background(), abi.HTTPRequest{URL: srv.URL})
 	wantKind(t, e, abi.RateLimited, "rate limited")
+}
+
+// TestGatePerPlugin: under a per_plugin rate each plugin has a budget of its own at the
+// site (another plugin's spent budget admits this one's request), while one plugin's
+// second client still shares its own.
+func TestGatePerPlugin(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {})
+	a1, g := gated(t, []*server{srv}, `{"rates": {"%s": {"per_second": 0.01, "burst": 1, "per_plugin": true}}, "max_wait": "0s"}`)
+	policy := httpfn.Policy{Hosts: []string{srv.host()}, AllowPrivate: true}
+	a2 := newClient(t, policy, httpfn.WithGate(g, "plugin-a"))
+	b := newClient(t, policy, httpfn.WithGate(g, "plugin-b"))
+	do(t, a1, abi.HTTPRequest{URL: srv.URL})
+	do(t, b, abi.HTTPRequest{URL: srv.URL})
+	_, e := a2.Do(context.Background(), abi.HTTPRequest{URL: srv.URL})
+	wantKind(t, e, abi.RateLimited, "rate limited")
+	if n := srv.requests.Load(); n != 2 {
+		t.Errorf("the site saw %d requests, want 2 (one per plugin)", n)
+	}
 }
 
 // TestGatePolicySwap: SetPolicy takes effect on the next request; nil gates nothing, and
@@ -244,7 +262,7 @@ func TestGateFailsClosed(t *testing.T) {
 	}
 	b := memory.New(memory.Options{})
 	b.Close()
-	c := newClient(t, httpfn.Policy{Hosts: []string{srv.host()}, AllowPrivate: true}, httpfn.WithGate(httpfn.NewGate(b, e)))
+	c := newClient(t, httpfn.Policy{Hosts: []string{srv.host()}, AllowPrivate: true}, httpfn.WithGate(httpfn.NewGate(b, e), "plugin-a"))
 	_, ae := c.Do(context.Background(), abi.HTTPRequest{URL: srv.URL})
 	wantKind(t, ae, abi.Unavailable, "egress gate unavailable")
 	if n := srv.requests.Load(); n != 0 {

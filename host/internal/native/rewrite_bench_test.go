@@ -78,7 +78,7 @@ func handleTimed(b *testing.B, in *Instance, input []byte, n int) time.Duration 
 
 // BenchmarkRewriteCost measures what the module rewriter costs the Go example guests,
 // with the same guest as given and rewritten side by side in one run (alternating
-// chunks): the shapes of the benchmarks that the README quotes. The module as given runs
+// chunks): the shapes of the benchmarks that docs/benchmarks.md quotes. The module as given runs
 // with nothing that could stop it, which no guest gets: the floor. The rewritten one
 // runs as the host runs it, with the countdown and the stop global.
 //

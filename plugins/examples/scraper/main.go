@@ -26,7 +26,8 @@
 //   - any other status, or no response at all (a *fleet.NetError): the cookie is
 //     released and the attempt fails with the reason;
 //   - not sent, RateLimited by the operator's egress policy: the cookie is released and
-//     the task handed back for the wait the host named, no attempt spent.
+//     the task handed back for the wait the host named, no attempt spent, up to
+//     RateRetries hand-backs as for a 429.
 //
 // KV keys are 1..200 bytes of [A-Za-z0-9-_.:/@=+], which a URL need not be, so a page
 // is stored under the first 32 hex digits of the SHA-256 of its URL; the Page holds the
@@ -127,7 +128,7 @@ func scrape(t fleet.Task[contracts.ScrapeTask]) fleet.Result {
 	if err != nil { // a *fleet.NetError, or the host refused the request
 		release(cookie)
 		if w, ok := fleet.RateLimitedWait(err); ok { // the site's egress rate: not the task's fault
-			return fleet.Retry(w).Because("rate limited on " + site)
+			return rateLimited(t, w, "rate limited on "+site)
 		}
 		return fleet.Fail(err)
 	}
@@ -141,10 +142,7 @@ func scrape(t fleet.Task[contracts.ScrapeTask]) fleet.Result {
 		// A rate signal, not a ban: the cookie goes back as it was.
 		release(cookie)
 		wait := retryAfter(resp.Header.Get("Retry-After"), time.Now())
-		if t.HandBacks >= RateRetries {
-			return fleet.Fail(fmt.Errorf("scraper: GET %s answered status %d after %d hand-backs", target, resp.Status, t.HandBacks))
-		}
-		return fleet.Retry(wait).Because(fmt.Sprintf("%d from %s; retry after %v", resp.Status, site, wait))
+		return rateLimited(t, wait, fmt.Sprintf("GET %s answered status %d", target, resp.Status))
 	case resp.Status < 200 || resp.Status > 299:
 		release(cookie)
 		return fleet.Fail(fmt.Errorf("scraper: GET %s answered status %d", target, resp.Status))
@@ -172,6 +170,17 @@ func scrape(t fleet.Task[contracts.ScrapeTask]) fleet.Result {
 		return fleet.Fail(err)
 	}
 	return fleet.Done()
+}
+
+// rateLimited hands t back for wait, a rate signal (a 429 or 503, or the egress gate's
+// refusal) that is not the task's fault, until it has taken RateRetries hand-backs: then
+// the attempt fails, so that the tasks of a site that limits every request retry with
+// backoff and park after their attempts rather than circle for ever.
+func rateLimited(t fleet.Task[contracts.ScrapeTask], wait time.Duration, why string) fleet.Result {
+	if t.HandBacks >= RateRetries {
+		return fleet.Fail(fmt.Errorf("scraper: %s, after %d hand-backs", why, t.HandBacks))
+	}
+	return fleet.Retry(wait).Because(fmt.Sprintf("%s; retry after %v", why, wait))
 }
 
 // retryAfter is how long a Retry-After field's value (seconds, or an HTTP date) says to

@@ -168,6 +168,20 @@ func TestRateLimitedRetries(t *testing.T) {
 	}
 }
 
+// TestRateLimitedGivesUp: a site whose gate refuses every request (closed again by each
+// 429) fails the attempt after RateRetries hand-backs, as a 429 does, so that its tasks
+// park after their attempts rather than circle for ever.
+func TestRateLimitedGivesUp(t *testing.T) {
+	h := fleettest.New(t)
+	withCookie(h)
+	h.HTTPRateLimited(target, 30*time.Second)
+	payload, _ := json.Marshal(contracts.ScrapeTask{URL: target})
+	res := h.HandleTask(abi.TaskEnvelope{ID: "t1", Payload: payload, Attempts: 1, HandBacks: RateRetries})
+	if res.Outcome != abi.OutcomeFail || !strings.Contains(res.Reason, "rate limited") {
+		t.Fatalf("handle = %+v, want fail naming the rate limit", res)
+	}
+}
+
 func TestBadURLFails(t *testing.T) {
 	h := fleettest.New(t)
 	for _, u := range []string{"ftp://x/", "not a url", "http:///nohost", "http://%zz/"} {
