@@ -66,6 +66,13 @@ type Config struct {
 	// default: false
 	GrantDeclared bool
 
+	// CheckOnly makes a host that checks and records nothing fleet-wide: New loads the
+	// plugins and checks their contracts against each other and against the versions
+	// the fleet holds, as a running host would, but adds and holds no version, so that a
+	// check (`fleet-host doctor`) never blocks a later change. Such a host does not Run.
+	// default: false
+	CheckOnly bool
+
 	// CacheDir is where wazero keeps compiled plugins across runs, keyed by the module's
 	// content, the wazero version and the CPU. "off" keeps the cache in memory only.
 	// default: DefaultCacheDir(), os.UserCacheDir()/fleet-host/wazero ("off" when there is

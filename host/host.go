@@ -309,6 +309,14 @@ func (h *Host) Close() error {
 	if !ran {
 		h.tel.stop() // the host's own stopping beacon; Run says the slots' when it ran
 	}
+	// The versions it holds stay held until they lapse, marked as a stopped host's, so
+	// that an operator who reads them knows no host of it runs. Best effort: they lapse
+	// anyway.
+	mctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := h.held.stopped(mctx, h.cfg.Backend); err != nil {
+		h.cfg.Logger.Warn("host: contract holds not marked stopped; they lapse after ContractTTL", "err", err)
+	}
+	cancel()
 	var errs []error
 	h.reloadMu.Lock()
 	lingering := h.lingering

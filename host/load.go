@@ -52,7 +52,7 @@ func (h *Host) loadPlugin(ctx context.Context, file string, wasm []byte) (_ *plu
 	// of them again, so that a refused build leaves no version live.
 	reg, err := h.contracts.Register(desc)
 	if err != nil {
-		return nil, err
+		return nil, h.explainConflict(ctx, desc, err)
 	}
 	loaded := &plugin{desc: desc, contracts: reg}
 	defer func() {
@@ -60,11 +60,11 @@ func (h *Host) loadPlugin(ctx context.Context, file string, wasm []byte) (_ *plu
 			h.releaseContracts(ctx, loaded)
 		}
 	}()
-	held, err := recordContracts(ctx, h.cfg.Backend, desc, acc, h.held.holder, h.held.ttl)
+	held, err := recordContracts(ctx, h.cfg.Backend, desc, acc, h.held.holder, h.held.ttl, h.cfg.CheckOnly)
 	if err != nil {
 		return nil, err
 	}
-	loaded.held = h.held.add(held)
+	loaded.held = h.held.add(held, pluginLabel(desc))
 	if err := h.held.sync(ctx, h.cfg.Backend, h.contracts); err != nil {
 		return nil, err
 	}

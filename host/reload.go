@@ -102,7 +102,9 @@ func (h *Host) reload(ctx context.Context) error {
 	r := h.run
 	files, err := wasmFiles(h.cfg.PluginsDir)
 	if err != nil {
-		return fmt.Errorf("host: reload: Config.PluginsDir: %w", err)
+		err = fmt.Errorf("host: reload: Config.PluginsDir: %w", err)
+		h.cfg.Logger.Error("host: reload refused: the plugins folder does not read; the running versions keep running", "err", err)
+		return err
 	}
 	current := map[string]*plugin{}
 	for _, p := range h.loaded() {

@@ -64,6 +64,7 @@ var notRunFlags = map[string]string{
 	"Backend":      "--redis names it; the daemon opens it",
 	"Observe":      "the daemon's own metrics and logs",
 	"Version":      "the binary's version",
+	"CheckOnly":    "doctor sets it: a host that only checks does not run",
 	"RetryBackoff": "per automation type in the grants file (retry_backoff_base, retry_backoff_factor, retry_backoff_max), the built-in default otherwise",
 }
 
