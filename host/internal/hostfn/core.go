@@ -28,6 +28,10 @@ import (
 // read nor overwrite the registry, nor hold up a host's start.
 const ContractsNamespace = "fleet-contracts"
 
+// SchedulesNamespace is the KV namespace where daemons record each schedule's last fire
+// (internal/schedule). No grant reaches it: a guest cannot hold back or replay a tick.
+const SchedulesNamespace = "fleet-schedules"
+
 // Core dispatches host calls. It is safe for concurrent use; build it with NewCore.
 type Core struct {
 	backend   primitives.Backend // immutable after construction
