@@ -85,9 +85,12 @@ type Scheduler struct {
 	p    Params
 	kick chan struct{} // buffered (1): the set changed
 
-	mu    sync.Mutex
-	set   []Schedule        // guarded by mu
-	state map[string]*state // guarded by mu, by name; owned by the round that holds mu
+	mu  sync.Mutex
+	set []Schedule // guarded by mu; replaced whole, never changed in place
+
+	// state is what this daemon knows of each schedule of set, by name. Owned by the
+	// rounds (the goroutine of Start): only round reads or writes it.
+	state map[string]*state
 }
 
 // state is what this daemon knows of one schedule between rounds.
@@ -109,18 +112,12 @@ func New(p Params) *Scheduler {
 	return &Scheduler{p: p, kick: make(chan struct{}, 1), state: map[string]*state{}}
 }
 
-// Set replaces the schedules (a reload's). A schedule kept by name keeps what this
-// daemon knows of it; the record of one removed stays in the backend until it expires.
+// Set replaces the schedules (a reload's), from the next round on. A schedule kept by
+// name keeps what this daemon knows of it; the record of one removed stays in the
+// backend until it expires.
 func (s *Scheduler) Set(ss []Schedule) {
 	s.mu.Lock()
 	s.set = ss
-	kept := make(map[string]*state, len(ss))
-	for _, sc := range ss {
-		if st := s.state[sc.Name]; st != nil {
-			kept[sc.Name] = st
-		}
-	}
-	s.state = kept
 	s.mu.Unlock()
 	select {
 	case s.kick <- struct{}{}:
@@ -157,17 +154,20 @@ func (s *Scheduler) Start(ctx context.Context) (wait func()) {
 	return wg.Wait
 }
 
-// round fires what is due at now and returns when the next round is due.
+// round fires what is due at now and returns when the next round is due. Only the
+// rounds' goroutine calls it: it owns s.state.
 func (s *Scheduler) round(ctx context.Context, now time.Time) time.Time {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	set := s.set
+	s.mu.Unlock()
+	states := make(map[string]*state, len(set)) // a schedule removed forgets its state
 	next := now.Add(maxWait)
-	for _, sc := range s.set {
+	for _, sc := range set {
 		st := s.state[sc.Name]
 		if st == nil {
 			st = &state{}
-			s.state[sc.Name] = st
 		}
+		states[sc.Name] = st
 		s.fire(ctx, sc, st, now)
 		at := sc.Next(st.last)
 		if st.retryAt.After(now) {
@@ -177,6 +177,7 @@ func (s *Scheduler) round(ctx context.Context, now time.Time) time.Time {
 			next = at
 		}
 	}
+	s.state = states
 	return next
 }
 
