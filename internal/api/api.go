@@ -609,6 +609,9 @@ func uniqueOf(w http.ResponseWriter, r *http.Request) (primitives.Unique, bool) 
 		return bad(fmt.Sprintf("header %s must be one value of 1 to %d printable ASCII bytes", UniqueKeyHeader, primitives.MaxUniqueKeyLen))
 	}
 	u.Key = keys[0]
+	if strings.HasPrefix(u.Key, host.ScheduleUniquePrefix) {
+		return bad(fmt.Sprintf("header %s: keys beginning with %q are the schedules' (docs/operators.md, \"Schedules\")", UniqueKeyHeader, host.ScheduleUniquePrefix))
+	}
 	if len(ttls) > 0 {
 		d, err := time.ParseDuration(ttls[0])
 		if len(ttls) > 1 || err != nil || d < 0 || d > primitives.MaxUniqueTTL {

@@ -57,7 +57,7 @@ func Check(path string, ss []Schedule, h Host) error {
 // UniqueKey is the unique key (primitives.Unique) of schedule name's tick t on its
 // queue: every daemon pushes the tick under it, and the backend enqueues the first.
 func UniqueKey(name string, t time.Time) string {
-	return "schedule:" + name + ":" + strconv.FormatInt(t.Unix(), 10)
+	return host.ScheduleUniquePrefix + name + ":" + strconv.FormatInt(t.Unix(), 10)
 }
 
 // Record is a schedule's last fire, kept in the backend (KV namespace
@@ -208,7 +208,7 @@ func (s *Scheduler) fire(ctx context.Context, sc Schedule, st *state, now time.T
 		}
 		st.last = t
 		if !dup {
-			s.p.Log.Info("schedule: fired", "schedule", sc.Name, "queue", sc.Queue, "tick", t.UTC().Format(time.RFC3339), "task", id)
+			s.p.Log.Debug("schedule: fired", "schedule", sc.Name, "queue", sc.Queue, "tick", t.UTC().Format(time.RFC3339), "task", id)
 		}
 		if !ok || t.After(recTick) {
 			// A dup writes it too: the daemon that pushed the tick may have died before

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"strings"
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/validate"
@@ -47,6 +48,9 @@ func (c *Core) submit(ctx context.Context, caller *Caller, req []byte) (any, *ab
 	u := primitives.Unique{Key: r.Unique, TTL: ttl}
 	if e := CheckUnique(u); e != nil {
 		return nil, e
+	}
+	if strings.HasPrefix(u.Key, ScheduleUniquePrefix) {
+		return nil, abi.Errorf(abi.ValueError, "unique %q: keys beginning with %q are the host's schedules'", u.Key, ScheduleUniquePrefix)
 	}
 	q := caller.Plugin.Quota
 	if q.Submits != nil {
