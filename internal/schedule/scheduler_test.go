@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/memory"
+	"github.com/fleethost/fleet/primitives/redis"
 )
 
 // newHost loads a batch plugin consuming the queue "jobs" (payload {"n": integer},
@@ -178,4 +181,44 @@ func TestStartFiresAndEnds(t *testing.T) {
 	testutil.WaitFor(t, 10*time.Second, "two ticks fired", func() bool { return depth(t, b) >= 2 })
 	cancel()
 	wait()
+}
+
+// Hammer: eight daemons run every round at once, with a simultaneous start, on the memory
+// backend and on a real Redis: each tick enqueues one task.
+func TestHammerOncePerTick(t *testing.T) {
+	for _, kind := range []string{"memory", "redis"} {
+		t.Run(kind, func(t *testing.T) {
+			ctx := context.Background()
+			var b primitives.Backend = memory.New(memory.Options{})
+			if kind == "redis" {
+				rb, err := redis.Open(testutil.NewRedis(t).URL(), redis.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				b = rb
+			}
+			defer b.Close()
+			h := newHost(t, b)
+			const daemons, ticks = 8, 20
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(daemons / 2))
+			ds := daemonsOn(t, h, b, daemons, `{"h": {"queue": "jobs", "every": "1s", "payload": {"n": 1}}}`)
+			t0 := at("2025-01-02T03:04:05Z")
+			for i := range ticks + 1 {
+				now := t0.Add(time.Duration(i) * time.Second)
+				start := make(chan struct{})
+				var wg sync.WaitGroup
+				for _, d := range ds {
+					wg.Go(func() {
+						<-start
+						d.round(ctx, now)
+					})
+				}
+				close(start)
+				wg.Wait()
+			}
+			if n := depth(t, b); n != ticks {
+				t.Errorf("depth after %d ticks on %d daemons = %d, want %d", ticks, daemons, n, ticks)
+			}
+		})
+	}
 }
