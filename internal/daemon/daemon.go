@@ -95,8 +95,9 @@ type Options struct {
 // does not load, an address in use), and one wrapping host.ErrDrainIncomplete, after the
 // rest of the shutdown, when the drain abandoned a slot; a complete drain is not an error.
 //
-// Start-up: backend, host (plugins loaded, contracts registered), metrics, API, slots.
-// Shutdown order, once ctx is done: /readyz answers 503 -> the host drains (slots stop
+// Start-up: backend, host (plugins loaded, contracts registered), schedules (checked
+// against the contracts, then firing), metrics, API, slots.
+// Shutdown order, once ctx is done: the schedules stop firing, /readyz answers 503 -> the host drains (slots stop
 // claiming, calls in flight get DrainTimeout, tasks still held go back to their queue, a
 // slot still in its call host.AbandonMargin after the cut is abandoned) ->
 // every slot's reporter says its slot's stopping beacon and closes (the host does it as
