@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/internal/desired"
 	"github.com/fleethost/fleet/host/internal/validate"
 	"github.com/fleethost/fleet/primitives"
 )
@@ -27,6 +28,11 @@ import (
 // name of the lock they hold while doing so. No grant reaches either: a guest can neither
 // read nor overwrite the registry, nor hold up a host's start.
 const ContractsNamespace = "fleet-contracts"
+
+// reserved reports whether name is one of the host's own KV namespaces and lock names,
+// which no grant reaches: ContractsNamespace, and desired.Namespace, the fleet's desired
+// state (an operator's pause is not a plugin's to read or forge).
+func reserved(name string) bool { return name == ContractsNamespace || name == desired.Namespace }
 
 // Core dispatches host calls. It is safe for concurrent use; build it with NewCore.
 type Core struct {
