@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -25,12 +26,12 @@ const DesiredPoll = desired.Poll
 
 // Pause is one pause that holds a type, as Plugin.Pauses lists it.
 type Pause struct {
-	Scope string    // ScopeFleet or ScopeLocal
-	By    string    // the instance (Config.Instance) of the host the operator asked
-	At    time.Time // when it was recorded
+	Scope string    `json:"scope"` // ScopeFleet or ScopeLocal
+	By    string    `json:"by"`    // the instance (Config.Instance) of the host the operator asked
+	At    time.Time `json:"at"`    // when it was recorded
 	// Queue is set when the pause is of the queue the type consumes (PauseQueue), not of
 	// the type itself.
-	Queue string
+	Queue string `json:"queue,omitempty"`
 }
 
 // pauses is a plugin's two pause layers; paused is true while either holds.
@@ -53,27 +54,30 @@ func (ps *pauses) list() []Pause {
 	return out
 }
 
+// ErrNotHere is the error of a pause of a type (or a queue) that no plugin loaded on this
+// host is (or consumes), and of its resume when no pause of it is recorded either:
+// errors.Is finds it. A fleet-wide pause is asked of a host that runs the type, so that
+// a typo cannot record a pause, kept with no expiry, of a type that no host runs.
+var ErrNotHere = errors.New("host: not loaded on this host")
+
 // PauseFleet records in the backend that automation type typ is paused (paused false:
-// resumed) fleet-wide, and returns once this host obeys it; every other host sharing
-// the backend obeys within about DesiredPoll. The type need not be loaded here (a
-// fleet's hosts may run different plugins), but its name must be a valid type. A local
-// pause (Pause) is a layer of its own: a fleet-wide resume leaves it in force. Its errors
-// are the backend's, or the record's bound (desired.MaxEntries pauses).
+// resumed) fleet-wide, and returns once this host obeys it; every other host sharing the
+// backend obeys within about DesiredPoll, and a host that starts later before its slots
+// claim. A pause needs typ loaded here; a resume, typ loaded here or its pause recorded
+// (ErrNotHere otherwise). A local pause (Pause) is a layer of its own: a fleet-wide
+// resume leaves it in force. Its other errors are the backend's, or the record's bound
+// (desired.MaxEntries pauses).
 func (h *Host) PauseFleet(ctx context.Context, typ string, paused bool) error {
-	if err := checkType(typ); err != nil {
-		return fmt.Errorf("host: pause: %w", err)
-	}
-	return h.updateDesired(ctx, desired.Types, typ, paused)
+	return h.updateDesired(ctx, desired.Types, typ, h.pluginOf(typ) != nil, paused)
 }
 
 // PauseQueue pauses (paused false: resumes) every type consuming queue: fleet-wide,
-// recorded in the backend as PauseFleet does, or, when local, on this host only (each
-// consuming type loaded here, as Pause). It returns the types loaded here that consume
-// queue.
+// recorded in the backend as PauseFleet does (a type that consumes queue pauses on every
+// host, whichever types each runs), or, when local, on this host only (each consuming
+// type loaded here, as Pause). It returns the types loaded here that consume queue. A
+// pause needs one here, as does a local resume; a fleet-wide resume, one here or the
+// queue's pause recorded (ErrNotHere otherwise).
 func (h *Host) PauseQueue(ctx context.Context, queue string, local, paused bool) ([]string, error) {
-	if queue == "" {
-		return nil, fmt.Errorf("host: pause: no queue named")
-	}
 	var types []string
 	for _, p := range h.loaded() {
 		if p.desc.Consumes != nil && p.desc.Consumes.Name == queue {
@@ -83,10 +87,13 @@ func (h *Host) PauseQueue(ctx context.Context, queue string, local, paused bool)
 			}
 		}
 	}
-	if local {
+	switch {
+	case local && types == nil:
+		return nil, fmt.Errorf("%w: no plugin consumes queue %q", ErrNotHere, queue)
+	case local:
 		return types, nil
 	}
-	return types, h.updateDesired(ctx, desired.Queues, queue, paused)
+	return types, h.updateDesired(ctx, desired.Queues, queue, types != nil, paused)
 }
 
 // localPause is the local pause an act records: nil for a resume.
@@ -98,15 +105,26 @@ func (h *Host) localPause(paused bool, queue string) *Pause {
 }
 
 // updateDesired records (or, paused false, removes) the pause of name in the map of kind
-// k of the fleet's desired state, and applies the state written to this host.
-func (h *Host) updateDesired(ctx context.Context, k desired.Kind, name string, paused bool) error {
+// k of the fleet's desired state, and applies the state written to this host. here says
+// name is loaded here (a type, or a queue's consumer): without it only the removal of a
+// recorded pause is done.
+func (h *Host) updateDesired(ctx context.Context, k desired.Kind, name string, here, paused bool) error {
+	what := map[desired.Kind]string{desired.Types: "type", desired.Queues: "queue"}[k]
 	var p *desired.Pause
 	if paused {
 		p = &desired.Pause{By: h.cfg.Instance, At: time.Now()}
 	}
-	s, err := desired.Update(ctx, h.cfg.Backend, func(s *desired.State) error { return s.Set(k, name, p) })
+	s, err := desired.Update(ctx, h.cfg.Backend, func(s *desired.State) error {
+		if !here && (paused || !s.Has(k, name)) {
+			return fmt.Errorf("%w: no plugin of %s %q here, and no fleet-wide pause of it is recorded", ErrNotHere, what, name)
+		}
+		return s.Set(k, name, p)
+	})
 	if err != nil {
-		return fmt.Errorf("host: pause %s fleet-wide: %w", name, err)
+		if errors.Is(err, ErrNotHere) {
+			return err
+		}
+		return fmt.Errorf("host: fleet-wide pause of %s %q: %w", what, name, err)
 	}
 	h.applyDesired(s)
 	return nil

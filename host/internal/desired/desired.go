@@ -67,13 +67,24 @@ const (
 	Queues             // State.Queues
 )
 
+// Has reports whether name has an entry in the map of kind k.
+func (s State) Has(k Kind, name string) bool {
+	_, ok := (*s.of(k))[name]
+	return ok
+}
+
+// of is the map of kind k.
+func (s *State) of(k Kind) *map[string]Pause {
+	if k == Queues {
+		return &s.Queues
+	}
+	return &s.Types
+}
+
 // Set records p for name in the map of kind k, or removes name's entry when p is nil. A
 // new entry past MaxEntries is an error.
 func (s *State) Set(k Kind, name string, p *Pause) error {
-	m := &s.Types
-	if k == Queues {
-		m = &s.Queues
-	}
+	m := s.of(k)
 	if p == nil {
 		delete(*m, name)
 		return nil

@@ -49,7 +49,9 @@ func backends(t *testing.T, f func(t *testing.T, b primitives.Backend)) {
 	})
 }
 
-func pause(by string) *desired.Pause { return &desired.Pause{By: by, At: time.Now().UTC().Truncate(time.Millisecond)} }
+func pause(by string) *desired.Pause {
+	return &desired.Pause{By: by, At: time.Now().UTC().Truncate(time.Millisecond)}
+}
 
 // TestUpdateRead: no record reads as the zero State; each Update bumps Version and is
 // what Read returns; a type is paused by its own entry, else by its queue's; a resume
