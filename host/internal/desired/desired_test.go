@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -242,4 +243,56 @@ func TestWatch(t *testing.T) {
 			w.mu.Unlock()
 		}
 	})
+}
+
+// countingKV counts the reads Watch makes of a real backend, so that a test can wait for
+// polls rather than sleep through them.
+type countingKV struct {
+	primitives.KV
+	reads atomic.Int64
+}
+
+func (c *countingKV) KVGet(ctx context.Context, ns, key string) ([]byte, bool, error) {
+	defer c.reads.Add(1)
+	return c.KV.KVGet(ctx, ns, key)
+}
+
+// TestWatchBackendDown: while Redis is down Watch keeps the last State (applies nothing)
+// and says so once, however many polls fail; once Redis is back it says so once and
+// applies the next act.
+func TestWatchBackendDown(t *testing.T) {
+	own := testutil.NewRedis(t)
+	b, err := fleetredis.Open(own.URL(), fleetredis.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	kv := &countingKV{KV: b}
+	logs := &testutil.LogBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	var applied atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		desired.Watch(ctx, kv, 10*time.Millisecond, 0, func(s desired.State) { applied.Store(s.Version) }, slog.New(slog.NewTextHandler(logs, nil)))
+	}()
+	defer func() { cancel(); <-done }()
+
+	own.Stop()
+	from := kv.reads.Load()
+	testutil.WaitFor(t, 30*time.Second, "five failed polls", func() bool { return kv.reads.Load() >= from+5 })
+	if n := strings.Count(logs.String(), "cannot read the fleet's desired state"); n != 1 {
+		t.Errorf("%d warnings over the failed polls, want 1:\n%s", n, logs.String())
+	}
+	if err := own.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 30*time.Second, "Redis back", func() bool { return b.Ping(context.Background()) == nil })
+	if _, err := desired.Update(context.Background(), b, func(s *desired.State) error { return s.Set(desired.Types, "poller", pause("a")) }); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 30*time.Second, "the act after the outage applied", func() bool { return applied.Load() == 1 })
+	if n := strings.Count(logs.String(), "reading the fleet's desired state again"); n != 1 {
+		t.Errorf("%d recoveries logged, want 1:\n%s", n, logs.String())
+	}
 }
