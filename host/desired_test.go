@@ -165,3 +165,40 @@ func TestPauseNotHere(t *testing.T) {
 		}
 	}
 }
+
+// TestPauseFleetReload: a plugin that a reload loads while its queue is paused fleet-wide
+// starts paused: its slot never says idle.
+func TestPauseFleetReload(t *testing.T) {
+	r := fleetRigs(t, memory.New(memory.Options{}), 1)[0]
+	r.grant("p2", consumer("p-q"))
+	h, stop := r.start()
+	defer stop()
+	if _, err := h.PauseQueue(context.Background(), "p-q", false, true); err != nil {
+		t.Fatal(err)
+	}
+	watPlugin(t, r.dir, "done", "p2", batchDescribe("p2", "p-q", anyObject))
+	if err := h.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p2, ok := pluginOf(t, h, "p2")
+	if !ok || len(p2.Pauses) != 1 || p2.Pauses[0].Scope != host.ScopeFleet || p2.Pauses[0].Queue != "p-q" {
+		t.Fatalf("p2 after the reload = %+v (loaded %v), want it paused by the fleet's pause of p-q", p2.Pauses, ok)
+	}
+	waitFor(t, "p2's slot to say paused", func() bool {
+		r.events.mu.Lock()
+		defer r.events.mu.Unlock()
+		for _, e := range r.events.all {
+			if e.Plugin == "p2" && e.Kind == slotstate.Paused {
+				return true
+			}
+		}
+		return false
+	})
+	r.events.mu.Lock()
+	defer r.events.mu.Unlock()
+	for _, e := range r.events.all {
+		if e.Plugin == "p2" && (e.Kind == slotstate.Idle || e.Kind == slotstate.Working) {
+			t.Errorf("p2's slot said %s under the queue's pause", e.Kind)
+		}
+	}
+}
