@@ -66,6 +66,13 @@ type Config struct {
 	// default: false
 	GrantDeclared bool
 
+	// CheckOnly makes a host that checks and records nothing fleet-wide: New loads the
+	// plugins and checks their contracts against each other and against the versions
+	// the fleet holds, as a running host would, but adds and holds no version, so that a
+	// check (`fleet-host doctor`) never blocks a later change. Such a host does not Run.
+	// default: false
+	CheckOnly bool
+
 	// CacheDir is where wazero keeps compiled plugins across runs, keyed by the module's
 	// content, the wazero version and the CPU. "off" keeps the cache in memory only.
 	// default: DefaultCacheDir(), os.UserCacheDir()/fleet-host/wazero ("off" when there is
@@ -385,12 +392,14 @@ func (c Config) checkGrants(grants map[string]Grant) []error {
 		if err := checkType(typ); err != nil {
 			errs = append(errs, fmt.Errorf("host: Config.Grants[%q]: %w", typ, err))
 		}
+		// Named as the grants file writes them (max_payload, not MaxPayload): the
+		// operator's file is where most grants come from.
 		if err := g.check(); err != nil {
-			errs = append(errs, fmt.Errorf("host: Config.Grants[%q].%w", typ, err))
+			errs = append(errs, fmt.Errorf("host: Config.Grants[%q]: %s", typ, fileField(err.Error())))
 		}
 		// With Config's: it fills what the grant leaves out.
 		if err := checkBackoff(g.backoff(), c.RetryBackoff, grantBackoffFields); err != nil {
-			errs = append(errs, fmt.Errorf("host: Config.Grants[%q].%w", typ, err))
+			errs = append(errs, fmt.Errorf("host: Config.Grants[%q]: %w", typ, err))
 		}
 	}
 	return errs
@@ -587,7 +596,7 @@ func (g Grant) check() error {
 	if err := checkGrantRoles(g); err != nil {
 		return err
 	}
-	if err := g.HTTP.CheckSecrets(); err != nil {
+	if err := g.HTTP.Check(); err != nil {
 		return err
 	}
 	for field, ps := range map[string][]string{"KV": g.KV, "Locks": g.Locks, "Counters": g.Counters} {
@@ -621,7 +630,7 @@ func (g Grant) check() error {
 		"CounterMaxNames": int64(g.CounterMaxNames), "LockMaxNames": int64(g.LockMaxNames),
 		"MaxQueueDepth": int64(g.MaxQueueDepth), "MaxQueueBytes": g.MaxQueueBytes,
 		"MaxPoolItems": int64(g.MaxPoolItems), "MaxPoolBytes": g.MaxPoolBytes,
-		"HandBackAlert (hand_back_alert)": int64(g.HandBackAlert),
+		"HandBackAlert": int64(g.HandBackAlert),
 	} {
 		if n < 0 {
 			return fmt.Errorf("%s is %d, want >= 0 (0 for the default)", field, n)
@@ -658,9 +667,9 @@ func (g Grant) backoff() primitives.Backoff {
 	return primitives.Backoff{Base: g.RetryBackoffBase, Factor: g.RetryBackoffFactor, Max: g.RetryBackoffMax}
 }
 
-// grantBackoffFields name Grant's backoff fields in errors, as Go and the grants file
-// spell them.
-var grantBackoffFields = [3]string{"RetryBackoffBase (retry_backoff_base)", "RetryBackoffFactor (retry_backoff_factor)", "RetryBackoffMax (retry_backoff_max)"}
+// grantBackoffFields name Grant's backoff fields in errors, as the grants file spells
+// them.
+var grantBackoffFields = [3]string{"retry_backoff_base", "retry_backoff_factor", "retry_backoff_max"}
 
 // DefaultRetryBackoff is a failed task's backoff when neither Config nor its plugin's
 // Grant sets one:

@@ -55,7 +55,9 @@ const ContractSync = 5 * time.Second
 // The record is KV namespace "fleet-contracts", key "queue:<name>" or "pool:<name>",
 // holding a contractDoc; a holder key "held:<contract key>:<version>:<holder>" with TTL
 // ttl says the holder holds that version (primitives/redis/KEYS.md).
-func recordContracts(ctx context.Context, b primitives.Backend, d *abi.Describe, grant hostfn.Access, holder string, ttl time.Duration) (held []*holding, err error) {
+//
+// With checkOnly (Config.CheckOnly: doctor), it checks as above and records nothing.
+func recordContracts(ctx context.Context, b primitives.Backend, d *abi.Describe, grant hostfn.Access, holder string, ttl time.Duration, checkOnly bool) (held []*holding, err error) {
 	records, err := contractRecords(d, grant)
 	if err != nil {
 		return nil, err
@@ -69,21 +71,25 @@ func recordContracts(ctx context.Context, b primitives.Backend, d *abi.Describe,
 		}
 		checks := make([]checked, len(records))
 		for i, r := range records {
-			doc, mine, err := r.check(ctx, b, d.Type)
+			doc, mine, err := r.check(ctx, b, d)
 			if err != nil {
 				return err
 			}
 			checks[i] = checked{doc, mine}
 		}
+		if checkOnly {
+			return nil
+		}
 		for i, r := range records {
 			if !r.owner {
 				continue
 			}
-			v, key, err := r.hold(ctx, b, checks[i].doc, checks[i].mine, holder, ttl, 0)
+			label := pluginLabel(d)
+			v, key, err := r.hold(ctx, b, checks[i].doc, checks[i].mine, holder, []string{label}, ttl, 0)
 			if err != nil {
 				return err
 			}
-			held = append(held, &holding{rec: r, typ: d.Type, version: v, key: key})
+			held = append(held, &holding{rec: r, desc: d, version: v, key: key, plugins: map[string]int{label: 0}})
 		}
 		return nil
 	})
@@ -211,7 +217,7 @@ func readContract(ctx context.Context, b primitives.KV, key string) (contractDoc
 // record, mine the version with r's schema (nil when it is new), and err an
 // *IncompatibleError for the first live version r is not compatible with. The plugin
 // declaring r is of type typ.
-func (r contractRecord) check(ctx context.Context, b primitives.KV, typ string) (doc contractDoc, mine *contractVersion, err error) {
+func (r contractRecord) check(ctx context.Context, b primitives.KV, plugin *abi.Describe) (doc contractDoc, mine *contractVersion, err error) {
 	if doc, err = readContract(ctx, b, r.key); err != nil {
 		return doc, nil, err
 	}
@@ -222,17 +228,75 @@ func (r contractRecord) check(ctx context.Context, b primitives.KV, typ string) 
 			continue
 		}
 		if cerr := r.compatible(v.Schema); cerr != nil && err == nil {
-			err = &IncompatibleError{Plugin: typ, Contract: r.contract, Name: r.name, Version: v.Version, Holders: v.Holders, Err: cerr}
+			hs, herr := holders(ctx, b, r.key, *v)
+			if herr != nil {
+				return doc, nil, herr
+			}
+			err = &IncompatibleError{Plugin: plugin.Type, PluginVersion: plugin.Version, Contract: r.contract, Name: r.name,
+				Version: v.Version, Live: liveVersions(doc), Holders: hs, Err: cerr}
 		}
 	}
 	return doc, mine, err
+}
+
+// liveVersions lists the numbers of doc's versions.
+func liveVersions(doc contractDoc) []int {
+	out := make([]int, len(doc.Versions))
+	for i, v := range doc.Versions {
+		out[i] = v.Version
+	}
+	return out
+}
+
+// explainConflict turns the registry's refusal of d (a *validate.ConflictError: d's
+// schema is not compatible with one a running plugin of this host registered, a
+// reload's old build) into an *IncompatibleError that names the fleet's version of the
+// registered schema and its holders, and the ways out. Any other error is returned as
+// it is.
+func (h *Host) explainConflict(ctx context.Context, d *abi.Describe, err error) error {
+	var ce *validate.ConflictError
+	if !errors.As(err, &ce) || ce.Rule == nil {
+		return err
+	}
+	// Err is the registry's refusal, which names the part (payload or tags schema) and
+	// the first difference as well as the rule.
+	ie := &IncompatibleError{Plugin: d.Type, PluginVersion: d.Version, Contract: ce.Contract, Name: ce.Name, Err: ce}
+	ie.OnHost = strconv.Quote(ce.OtherType)
+	if p := h.pluginOf(ce.OtherType); p != nil {
+		ie.OnHost += " " + p.desc.Version
+	}
+	key := ce.Contract + ":" + ce.Name
+	doc, rerr := readContract(ctx, h.cfg.Backend, key)
+	if rerr != nil {
+		return errors.Join(ie, rerr)
+	}
+	ie.Live = liveVersions(doc)
+	for _, v := range doc.Versions {
+		schema := []byte(v.Schema)
+		if ce.Contract == "pool" {
+			var parts map[string]json.RawMessage
+			if json.Unmarshal(v.Schema, &parts) != nil {
+				continue
+			}
+			schema = parts[ce.Schema+"_schema"]
+		}
+		if _, _, _, same := validate.FirstDiff(ce.Registered, schema); same {
+			hs, herr := holders(ctx, h.cfg.Backend, key, v)
+			if herr != nil {
+				return errors.Join(ie, herr)
+			}
+			ie.Version, ie.Holders = v.Version, hs
+			break
+		}
+	}
+	return ie
 }
 
 // hold records in doc, r's record read by check, that holder holds version mine (nil:
 // a new version of r's schema), and returns the version and the holder key it wrote. A
 // new version is numbered doc.Next, or was, when was (a lapsed version's number, which
 // no other version has had) is not 0. Call it under the contracts lock.
-func (r contractRecord) hold(ctx context.Context, b primitives.KV, doc contractDoc, mine *contractVersion, holder string, ttl time.Duration, was int) (int, string, error) {
+func (r contractRecord) hold(ctx context.Context, b primitives.KV, doc contractDoc, mine *contractVersion, holder string, plugins []string, ttl time.Duration, was int) (int, string, error) {
 	if mine == nil {
 		n := was
 		if n <= 0 || n >= doc.Next {
@@ -247,7 +311,7 @@ func (r contractRecord) hold(ctx context.Context, b primitives.KV, doc contractD
 		mine.Holders = append(mine.Holders, holder)
 	}
 	hk := heldKey(r.key, mine.Version, holder)
-	if err := refreshHeld(ctx, b, hk, ttl); err != nil {
+	if err := refreshHeld(ctx, b, hk, plugins, ttl); err != nil {
 		return 0, "", err
 	}
 	if err := writeContract(ctx, b, r.key, doc); err != nil {
@@ -314,10 +378,48 @@ type ContractVersion struct {
 	Holders []ContractHolder `json:"holders"`
 }
 
-// ContractHolder is a host process that holds a version, and its last refresh.
+// ContractHolder is a host process that holds a version, its last refresh, the
+// plugins of it that hold the version, and its state (HolderLive, HolderStopped,
+// HolderStale).
 type ContractHolder struct {
 	Holder    string    `json:"holder"` // "<instance>@<hex>"
 	Refreshed time.Time `json:"refreshed"`
+	Plugins   []string  `json:"plugins,omitempty"` // "<type> <version>"; none from hosts before they were recorded
+	State     string    `json:"state"`
+}
+
+// String is the holder as a message names it: `box@1a2b3c4d (plugin a 0.1.0, live,
+// refreshed 2s ago)`.
+func (c ContractHolder) String() string {
+	var parts []string
+	if len(c.Plugins) > 0 {
+		parts = append(parts, "plugin "+strings.Join(c.Plugins, ", "))
+	}
+	ago := time.Since(c.Refreshed).Round(time.Second)
+	switch c.State {
+	case HolderStopped:
+		parts = append(parts, fmt.Sprintf("stopped %v ago, lapses within %v", ago, max(ContractTTL-ago, 0)))
+	case HolderStale:
+		parts = append(parts, fmt.Sprintf("stale: not refreshed for %v, lapses within %v", ago, max(ContractTTL-ago, 0)))
+	default:
+		parts = append(parts, fmt.Sprintf("live, refreshed %v ago", ago))
+	}
+	return c.Holder + " (" + strings.Join(parts, ", ") + ")"
+}
+
+// holders reads the holders of version v of the contract at key, as they are now.
+func holders(ctx context.Context, b primitives.KV, key string, v contractVersion) ([]ContractHolder, error) {
+	now := time.Now()
+	var out []ContractHolder
+	for _, h := range v.Holders {
+		raw, _, err := b.KVGet(ctx, hostfn.ContractsNamespace, heldKey(key, v.Version, h))
+		if err != nil {
+			return out, fmt.Errorf("fleet contracts: read %s: %w", key, err)
+		}
+		hv := readHolder(raw)
+		out = append(out, ContractHolder{Holder: h, Refreshed: hv.At, Plugins: hv.Plugins, State: holderState(hv, now)})
+	}
+	return out, nil
 }
 
 // FleetContracts lists the contracts recorded in b with their live versions, sorted by
@@ -358,17 +460,11 @@ func fleetContract(ctx context.Context, b primitives.KV, key string) (Contract, 
 		return c, err
 	}
 	for _, v := range doc.Versions {
-		cv := ContractVersion{Version: v.Version, Schema: v.Schema, Added: v.Added}
-		for _, h := range v.Holders {
-			raw, _, err := b.KVGet(ctx, hostfn.ContractsNamespace, heldKey(key, v.Version, h))
-			if err != nil {
-				return c, fmt.Errorf("fleet contracts: read %s: %w", key, err)
-			}
-			var at time.Time
-			_ = at.UnmarshalText(raw) // a holder key always holds a time; zero if not
-			cv.Holders = append(cv.Holders, ContractHolder{Holder: h, Refreshed: at})
+		hs, err := holders(ctx, b, key, v)
+		if err != nil {
+			return c, err
 		}
-		c.Versions = append(c.Versions, cv)
+		c.Versions = append(c.Versions, ContractVersion{Version: v.Version, Schema: v.Schema, Added: v.Added, Holders: hs})
 	}
 	return c, nil
 }
@@ -400,6 +496,71 @@ func ForgetContractVersion(ctx context.Context, b primitives.Backend, kind, name
 	})
 }
 
+// VersionUse is what still uses a live version of a contract, as a forget checks it:
+// its holders, and for a queue the tasks it holds. A task does not record the version
+// it was written under, so every task counts: one of any version may be of this one.
+type VersionUse struct {
+	Kind, Name string
+	Version    int
+	Holders    []ContractHolder       // every holder, whatever its state
+	Tasks      *primitives.QueueStats // a queue's tasks; nil for a pool
+}
+
+// Live lists the holders whose host runs (HolderLive).
+func (u VersionUse) Live() []ContractHolder {
+	var out []ContractHolder
+	for _, h := range u.Holders {
+		if h.State == HolderLive {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// Blocks says why the version should not be forgotten now, "" when nothing uses it: a
+// live host holds it (it would take it back at its next refresh, within ContractSync),
+// or tasks still wait in its queue (ready, delayed or parked), which a consumer of an
+// incompatible version would then claim and park.
+func (u VersionUse) Blocks() string {
+	var why []string
+	if live := u.Live(); len(live) > 0 {
+		names := make([]string, len(live))
+		for i, h := range live {
+			names[i] = h.String()
+		}
+		why = append(why, fmt.Sprintf("live hosts hold it and would take it back within %v: %s; stop or upgrade them first", ContractSync, strings.Join(names, ", ")))
+	}
+	if t := u.Tasks; t != nil && t.Depth+t.InFlight+t.Parked > 0 {
+		why = append(why, fmt.Sprintf("queue %q still holds %d tasks waiting (%d of them delayed), %d in flight and %d parked, any of which may be of version %d (a task does not record its version); let them finish, and requeue or delete the parked ones (fleet-host tasks parked %s)",
+			u.Name, t.Depth, t.Delayed, t.InFlight, t.Parked, u.Version, u.Name))
+	}
+	return strings.Join(why, "; ")
+}
+
+// ContractVersionUse reads what still uses version of the contract of kind and name in
+// b (VersionUse). A version that is not live is an error that errors.Is
+// primitives.ErrNotFound.
+func ContractVersionUse(ctx context.Context, b primitives.Backend, kind, name string, version int) (VersionUse, error) {
+	u := VersionUse{Kind: kind, Name: name, Version: version}
+	c, _, err := FleetContract(ctx, b, kind, name)
+	if err != nil {
+		return u, err
+	}
+	i := slices.IndexFunc(c.Versions, func(v ContractVersion) bool { return v.Version == version })
+	if i < 0 {
+		return u, fmt.Errorf("fleet contracts: %s %q has no live version %d (%w)", kind, name, version, primitives.ErrNotFound)
+	}
+	u.Holders = c.Versions[i].Holders
+	if kind == "queue" {
+		st, err := b.QueueStats(ctx, name)
+		if err != nil {
+			return u, fmt.Errorf("fleet contracts: queue %q: %w", name, err)
+		}
+		u.Tasks = &st
+	}
+	return u, nil
+}
+
 // compatible checks r's schemas against a live version's, schema by schema.
 func (r contractRecord) compatible(live []byte) error {
 	if r.contract == "queue" {
@@ -418,30 +579,129 @@ func (r contractRecord) compatible(live []byte) error {
 }
 
 // IncompatibleError says that a plugin declares a contract whose schema is not
-// compatible with a version the fleet still holds. Err is the compat.Error with the
-// rule and the pointer.
+// compatible with a version that is live: held fleet-wide in the backend, or (OnHost)
+// registered on this host by a running plugin, a reload's old build. Its message names
+// the rule and the pointer (Err, the compat.Error), the versions, their holders with
+// their state, and both ways out: the compatible change, or the steps to retire the
+// version.
 type IncompatibleError struct {
-	Plugin, Contract, Name string
-	Version                int      // the live version it conflicts with
-	Holders                []string // the hosts that hold it
-	Err                    error
+	Plugin, PluginVersion, Contract, Name string
+	Version                               int              // the live version it conflicts with; 0 when the fleet has no record of it
+	Live                                  []int            // every live version of the contract
+	Holders                               []ContractHolder // the hosts that hold Version
+	OnHost                                string           // the running plugin of this host that holds it, `"a" 0.1.0`; "" when none
+	Err                                   error
 }
 
 func (e *IncompatibleError) Error() string {
-	return fmt.Sprintf("fleet contracts: plugin %q declares %s %q with a schema incompatible with version %d that the fleet holds (recorded in the backend, held by %v): %v",
-		e.Plugin, e.Contract, e.Name, e.Version, e.Holders, e.Err)
+	var b strings.Builder
+	what := "version " + strconv.Itoa(e.Version) + ", which the fleet holds"
+	if e.Version == 0 {
+		what = "the version " + e.OnHost + " runs on this host"
+	}
+	fmt.Fprintf(&b, "fleet contracts: plugin %q %s declares %s %q with a schema incompatible with %s", e.Plugin, e.PluginVersion, e.Contract, e.Name, what)
+	if len(e.Live) > 0 {
+		vs := make([]string, len(e.Live))
+		for i, v := range e.Live {
+			vs[i] = strconv.Itoa(v)
+		}
+		fmt.Fprintf(&b, " (live versions: %s)", strings.Join(vs, ", "))
+	}
+	fmt.Fprintf(&b, ": %v", e.Err)
+	var holders, live []string
+	if e.OnHost != "" {
+		holders = append(holders, "the running plugin "+e.OnHost+" of this host")
+		live = append(live, "this host's running "+e.OnHost)
+	}
+	for _, h := range e.Holders {
+		holders = append(holders, h.String())
+		if h.State == HolderLive {
+			live = append(live, h.Holder)
+		}
+	}
+	if e.Version > 0 && len(holders) > 0 {
+		fmt.Fprintf(&b, "; version %d is held by %s", e.Version, strings.Join(holders, ", "))
+	}
+	b.WriteString(". Ways out: make the change compatible: ")
+	var ce *compat.Error
+	if errors.As(e.Err, &ce) {
+		b.WriteString(ce.Fix())
+	} else {
+		b.WriteString("declare the schema the live version has")
+	}
+	if e.Version == 0 {
+		fmt.Fprintf(&b, "; or retire that version: stop this host, then start it with the new build")
+		return b.String()
+	}
+	stop := "no host of it runs now (stopped and stale holders lapse within " + ContractTTL.String() + ")"
+	if len(live) > 0 {
+		stop = "stop or upgrade " + strings.Join(live, ", ")
+	}
+	wait := fmt.Sprintf("let the tasks of it still in queue %q finish or delete them (fleet-host tasks parked %s lists the parked ones)", e.Name, e.Name)
+	if e.Contract == "pool" {
+		wait = fmt.Sprintf("let the items put under it in pool %q be used or expire", e.Name)
+	}
+	fmt.Fprintf(&b, "; or retire version %d: %s, %s, then `fleet-host contracts forget %s:%s %d --yes`, and load this build again",
+		e.Version, stop, wait, e.Contract, e.Name, e.Version)
+	return b.String()
 }
 
 func (e *IncompatibleError) Unwrap() error { return e.Err }
 
-// refreshHeld writes the holder key hk, valued the time of the refresh, for ttl.
-func refreshHeld(ctx context.Context, b primitives.KV, hk string, ttl time.Duration) error {
-	now, _ := time.Now().UTC().MarshalText()
-	if err := b.KVSet(ctx, hostfn.ContractsNamespace, hk, now, ttl); err != nil {
+// holderValue is what a holder key holds: when the holder last refreshed it, the
+// plugins of the holder that hold the version ("<type> <version>"), and whether the
+// holder has stopped (Host.Close; it holds the version until the key lapses, as the
+// queue may still hold its tasks). Hosts before it wrote the bare time, which
+// readHolder reads too.
+type holderValue struct {
+	At      time.Time `json:"at"`
+	Plugins []string  `json:"plugins,omitempty"`
+	Stopped bool      `json:"stopped,omitempty"`
+}
+
+// refreshHeld writes the holder key hk, valued the time of the refresh and plugins, for ttl.
+func refreshHeld(ctx context.Context, b primitives.KV, hk string, plugins []string, ttl time.Duration) error {
+	return writeHolder(ctx, b, hk, holderValue{At: time.Now().UTC(), Plugins: plugins}, ttl)
+}
+
+func writeHolder(ctx context.Context, b primitives.KV, hk string, v holderValue, ttl time.Duration) error {
+	raw, _ := json.Marshal(v) // a time, strings and a bool: always marshals
+	if err := b.KVSet(ctx, hostfn.ContractsNamespace, hk, raw, ttl); err != nil {
 		return fmt.Errorf("fleet contracts: hold %s: %w", hk, err)
 	}
 	return nil
 }
+
+// readHolder reads a holder key's value: a holderValue, or a bare time (hosts before
+// holderValue); the zero value when it is neither.
+func readHolder(raw []byte) holderValue {
+	var v holderValue
+	if json.Unmarshal(raw, &v) == nil {
+		return v
+	}
+	_ = v.At.UnmarshalText(raw)
+	return v
+}
+
+// holderState is what a holder's key says of it now: "stopped" (its host closed),
+// "stale" (not refreshed for 3 ContractSync: the host died, or cannot reach the
+// backend), or "live".
+func holderState(v holderValue, now time.Time) string {
+	switch {
+	case v.Stopped:
+		return HolderStopped
+	case now.Sub(v.At) > 3*ContractSync:
+		return HolderStale
+	}
+	return HolderLive
+}
+
+// The states of a ContractHolder.
+const (
+	HolderLive    = "live"    // its host runs and refreshes it every ContractSync
+	HolderStopped = "stopped" // its host closed; the hold lapses ContractTTL after
+	HolderStale   = "stale"   // not refreshed for 3 ContractSync: its host died or is cut off
+)
 
 // newHolder names this host process as a holder, "<instance>@<random hex>": its
 // instance (its first 64 bytes, each a backend name does not allow as '_'), and a random part that
@@ -479,10 +739,28 @@ type heldContracts struct {
 // plugins declare it.
 type holding struct {
 	rec     contractRecord
-	typ     string // a plugin type that declares it, for a log line
-	version int    // guarded by heldContracts.mu: its version number
-	key     string // guarded by heldContracts.mu: its holder key
-	refs    int    // guarded by heldContracts.mu: the loaded plugins that hold it
+	desc    *abi.Describe // a plugin that declares it, for a log line and an error
+	version int           // guarded by heldContracts.mu: its version number
+	key     string        // guarded by heldContracts.mu: its holder key
+	refs    int           // guarded by heldContracts.mu: the loaded plugins that hold it
+	// plugins counts the loaded plugins that hold it by their label ("<type>
+	// <version>"); guarded by heldContracts.mu.
+	plugins map[string]int
+}
+
+// pluginLabel names the plugin d describes in a holder key: "<type> <version>".
+func pluginLabel(d *abi.Describe) string { return d.Type + " " + d.Version }
+
+// labels lists h's plugins, sorted. Call it holding heldContracts.mu.
+func (h *holding) labels() []string {
+	out := make([]string, 0, len(h.plugins))
+	for l, n := range h.plugins {
+		if n > 0 {
+			out = append(out, l)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // id tells holdings apart: one per contract and schema.
@@ -491,7 +769,7 @@ func (h *holding) id() string { return h.rec.key + "\x00" + string(h.rec.doc) }
 // add keeps held alive, one more plugin holding each, and returns what the plugin
 // holds: the host's holding of each version (one per version, whichever plugin
 // recorded it first).
-func (c *heldContracts) add(held []*holding) []*holding {
+func (c *heldContracts) add(held []*holding, label string) []*holding {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.holds == nil {
@@ -505,20 +783,40 @@ func (c *heldContracts) add(held []*holding) []*holding {
 			c.holds[h.id()] = h
 		}
 		h.refs++
+		if h.plugins == nil {
+			h.plugins = map[string]int{}
+		}
+		h.plugins[label]++
 		out = append(out, h)
 	}
 	return out
 }
 
+// versionOf is the fleet version of the contract at key that held (one plugin's) holds,
+// or 0 when it holds none.
+func (c *heldContracts) versionOf(held []*holding, key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, h := range held {
+		if h.rec.key == key {
+			return h.version
+		}
+	}
+	return 0
+}
+
 // release lets go of held, what one plugin held (add's result): a version no other
 // loaded plugin holds has its holder key deleted, so that the fleet sees at once that
 // this host no longer holds it (a reload's old version, a removed plugin).
-func (c *heldContracts) release(ctx context.Context, b primitives.KV, held []*holding) error {
+func (c *heldContracts) release(ctx context.Context, b primitives.KV, held []*holding, label string) error {
 	c.keysMu.Lock()
 	defer c.keysMu.Unlock()
 	var keys []string
 	c.mu.Lock()
 	for _, h := range held {
+		if h.plugins[label]--; h.plugins[label] <= 0 {
+			delete(h.plugins, label)
+		}
 		if h.refs--; h.refs == 0 {
 			delete(c.holds, h.id())
 			keys = append(keys, h.key)
@@ -530,6 +828,27 @@ func (c *heldContracts) release(ctx context.Context, b primitives.KV, held []*ho
 		if _, err := b.KVDelete(ctx, hostfn.ContractsNamespace, k); err != nil {
 			errs = append(errs, fmt.Errorf("fleet contracts: let go of %s: %w", k, err))
 		}
+	}
+	return errors.Join(errs...)
+}
+
+// stopped marks every version c holds as held by a stopped host: its holder key says
+// so, and lapses ContractTTL from now, as the queue may still hold tasks of it
+// (RATIONALE.md, "When may a contract change?"). Host.Close calls it.
+func (c *heldContracts) stopped(ctx context.Context, b primitives.KV) error {
+	c.keysMu.Lock()
+	defer c.keysMu.Unlock()
+	c.mu.Lock()
+	var vals []holderValue
+	var keys []string
+	for _, h := range c.holds {
+		keys = append(keys, h.key)
+		vals = append(vals, holderValue{At: time.Now().UTC(), Plugins: h.labels(), Stopped: true})
+	}
+	c.mu.Unlock()
+	var errs []error
+	for i, k := range keys {
+		errs = append(errs, writeHolder(ctx, b, k, vals[i], c.ttl))
 	}
 	return errors.Join(errs...)
 }
@@ -569,14 +888,14 @@ func (c *heldContracts) refresh(ctx context.Context, b primitives.Backend, log *
 	var errs []error
 	for _, h := range held {
 		c.mu.Lock()
-		key := h.key
+		key, plugins := h.key, h.labels()
 		c.mu.Unlock()
 		_, found, err := b.KVGet(ctx, hostfn.ContractsNamespace, key)
 		switch {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("fleet contracts: read %s: %w", key, err))
 		case found:
-			errs = append(errs, refreshHeld(ctx, b, key, c.ttl))
+			errs = append(errs, refreshHeld(ctx, b, key, plugins, c.ttl))
 		default:
 			errs = append(errs, c.rejoin(ctx, b, h, log))
 		}
@@ -592,15 +911,15 @@ func (c *heldContracts) refresh(ctx context.Context, b primitives.Backend, log *
 // the pointer, for an operator to retire one (ForgetContractVersion).
 func (c *heldContracts) rejoin(ctx context.Context, b primitives.Backend, h *holding, log *slog.Logger) error {
 	return underContractsLock(ctx, b, func() error {
-		doc, mine, conflict := h.rec.check(ctx, b, h.typ)
+		doc, mine, conflict := h.rec.check(ctx, b, h.desc)
 		var ie *IncompatibleError
 		if conflict != nil && !errors.As(conflict, &ie) {
 			return conflict // the record could not be read
 		}
 		c.mu.Lock()
-		was := h.version
+		was, plugins := h.version, h.labels()
 		c.mu.Unlock()
-		v, key, err := h.rec.hold(ctx, b, doc, mine, c.holder, c.ttl, was)
+		v, key, err := h.rec.hold(ctx, b, doc, mine, c.holder, plugins, c.ttl, was)
 		if err != nil {
 			return err
 		}
@@ -719,7 +1038,7 @@ func fullCompat(old, new []byte) error { return compat.Check(compat.Full, old, n
 // go of what the queue may still hold (RATIONALE.md, "When may a contract change?").
 func (h *Host) releaseContracts(ctx context.Context, p *plugin) {
 	p.contracts.Release()
-	if err := h.held.release(context.WithoutCancel(ctx), h.cfg.Backend, p.held); err != nil {
+	if err := h.held.release(context.WithoutCancel(ctx), h.cfg.Backend, p.held, pluginLabel(p.desc)); err != nil {
 		h.cfg.Logger.Warn("host: contract holds not let go; they lapse after ContractTTL", "type", p.desc.Type, "err", err)
 	}
 }

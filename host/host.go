@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/fleethost/fleet/internal/hint"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -187,19 +189,31 @@ func newCache(dir string) (wazero.CompilationCache, error) {
 	return c, nil
 }
 
-// warnUnknownTypes logs configuration keyed by a type that no plugin has: most likely a
-// typo, and one that silently leaves a plugin with the defaults.
+// warnUnknownTypes logs, once per type, configuration keyed by a type that no loaded
+// plugin has: most likely a typo, and one that silently leaves a plugin with the
+// defaults. The line names the type, the loaded types, and the nearest of them when one
+// is close: `host: the grants name type "scrapr", which no loaded plugin has; did you
+// mean "scraper"?`. New calls it once the plugins are loaded, and Reload and ReloadGrants
+// once each reload is done.
 func (h *Host) warnUnknownTypes() {
-	check := func(field string, keys []string) {
+	var loaded []string
+	for _, p := range h.loaded() {
+		loaded = append(loaded, p.info.Type)
+	}
+	seen := map[string]bool{}
+	check := func(what string, keys []string) {
 		for _, k := range keys {
-			if h.pluginOf(k) == nil {
-				h.cfg.Logger.Warn("host: configuration names a type no plugin has", "field", field, "type", k)
+			if seen[k] || slices.Contains(loaded, k) {
+				continue
 			}
+			seen[k] = true
+			h.cfg.Logger.Warn(fmt.Sprintf("host: the %s name type %q, which no loaded plugin has%s", what, k, hint.DidYouMean(k, loaded)),
+				"type", k, "loaded", strings.Join(loaded, ", "))
 		}
 	}
-	check("Grants", keys(h.grants))
-	check("Configs", keys(h.configs))
-	check("SlotsByType", keys(h.cfg.SlotsByType))
+	check("grants", keys(h.grants))
+	check("configs", keys(h.configs))
+	check("slots by type", keys(h.cfg.SlotsByType))
 }
 
 func keys[V any](m map[string]V) []string {
@@ -305,6 +319,14 @@ func (h *Host) Close() error {
 	if !ran {
 		h.tel.stop() // the host's own stopping beacon; Run says the slots' when it ran
 	}
+	// The versions it holds stay held until they lapse, marked as a stopped host's, so
+	// that an operator who reads them knows no host of it runs. Best effort: they lapse
+	// anyway.
+	mctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := h.held.stopped(mctx, h.cfg.Backend); err != nil {
+		h.cfg.Logger.Warn("host: contract holds not marked stopped; they lapse after ContractTTL", "err", err)
+	}
+	cancel()
 	var errs []error
 	h.reloadMu.Lock()
 	lingering := h.lingering

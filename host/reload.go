@@ -55,6 +55,7 @@ func (h *Host) Reload(ctx context.Context) error {
 	if err := h.checkReload(); err != nil {
 		return err
 	}
+	defer h.warnUnknownTypes()
 	return h.reload(ctx)
 }
 
@@ -80,8 +81,8 @@ func (h *Host) ReloadGrants(ctx context.Context, grants map[string]Grant, config
 	if !reflect.DeepEqual(grants, h.grants) || !reflect.DeepEqual(configs, h.configs) {
 		h.grants, h.configs = maps.Clone(grants), maps.Clone(configs)
 		h.grantsGen++
-		h.warnUnknownTypes()
 	}
+	defer h.warnUnknownTypes() // against the plugins this reload leaves loaded
 	return h.reload(ctx)
 }
 
@@ -101,7 +102,9 @@ func (h *Host) reload(ctx context.Context) error {
 	r := h.run
 	files, err := wasmFiles(h.cfg.PluginsDir)
 	if err != nil {
-		return fmt.Errorf("host: reload: Config.PluginsDir: %w", err)
+		err = fmt.Errorf("host: reload: Config.PluginsDir: %w", err)
+		h.cfg.Logger.Error("host: reload refused: the plugins folder does not read; the running versions keep running", "err", err)
+		return err
 	}
 	current := map[string]*plugin{}
 	for _, p := range h.loaded() {

@@ -87,6 +87,9 @@ func (h *Host) Run(ctx context.Context) error {
 	case h.running:
 		h.mu.Unlock()
 		return errors.New("host: Run called twice")
+	case h.cfg.CheckOnly:
+		h.mu.Unlock()
+		return errors.New("host: Run of a host made with Config.CheckOnly, which only checks")
 	}
 	h.running = true
 	h.mu.Unlock()
@@ -329,6 +332,7 @@ func (h *Host) slotParams(p *plugin, i int, pump *slot.Pump, rep *slotReport) sl
 		// The grant has its defaults: its backoff and HandBackAlert are set.
 		HandBackAlert: p.info.Grant.HandBackAlert,
 		Paused:        p.pause.paused,
+		Check:         h.payloadCheck(p),
 		Observe:       observers(report, observe),
 		Log:           h.cfg.Logger,
 		Events:        p.fn.Events,
@@ -356,4 +360,41 @@ func slotEvent(p *plugin, e slot.Event) SlotEvent {
 		out.Parked, out.ParkedByPlugin, out.HandBacks, out.OverAlert = it.Parked, it.ParkedByGuest, it.HandBacks, it.OverAlert
 	}
 	return out
+}
+
+// payloadCheck is the check of a task p claims before its guest sees it: the payload
+// must satisfy the schema p itself declares for the queue it consumes, its current
+// contract, or one of the queue's other live versions, which that schema was found
+// compatible with when it loaded (a rolling upgrade's tasks); otherwise (a task of a
+// version forgotten since, written past the contract) the task is parked with a reason
+// naming the queue, the version and what is wrong. It is nil for
+// a plugin that consumes no queue. The schema is compiled once, at load (the
+// registry's); the check costs one decode and one validation of the payload. See
+// RATIONALE.md, "What if a task does not satisfy its consumer's contract?".
+func (h *Host) payloadCheck(p *plugin) func([]byte) string {
+	if p.desc.Consumes == nil {
+		return nil
+	}
+	name := p.desc.Consumes.Name
+	s := p.contracts.QueueSchema(name)
+	if s == nil {
+		return nil
+	}
+	return func(payload []byte) string {
+		e := s.Validate("payload", payload)
+		if e == nil {
+			return ""
+		}
+		// A value of another live version (this host's other build during a reload, or
+		// the fleet's) is one the consumer's version was found compatible with: it reads.
+		if q := h.contracts.Queue(name); q != nil && q.Admit("payload", payload, nil) == nil {
+			return ""
+		}
+		version := "this host's version"
+		if v := h.held.versionOf(p.held, "queue:"+name); v > 0 {
+			version = fmt.Sprintf("version %d", v)
+		}
+		return fmt.Sprintf("payload does not satisfy queue %q's contract %s (plugin %q %s): %s; fix the task and submit it again, or delete it",
+			name, version, p.desc.Type, p.desc.Version, e.Message)
+	}
 }

@@ -207,42 +207,108 @@ func TestCPluginRateLimited(t *testing.T) {
 	for _, kind := range backendKinds {
 		t.Run(kind, func(t *testing.T) {
 			r := newEmptySandbox(t, kind)
-			var pings atomic.Int64
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-				body, _ := io.ReadAll(req.Body)
-				pings.Add(1)
-				io.WriteString(w, "pong "+strings.TrimPrefix(string(body), "ping "))
-			}))
-			t.Cleanup(srv.Close)
-			site := strings.TrimPrefix(srv.URL, "http://")
-			e, err := host.ParseEgress("egress.json", []byte(`{"rates": {"`+site+`": {"per_second": 10, "burst": 1}}, "max_wait": "0s"}`))
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.cfg.Egress = e
+			site := newRateLimitedSite(t, r)
 			r.install(t, testutil.BuildC(t, "guest-sdk/c/examples/cdemo"), "cdemo")
 			r.grants["cdemo"] = host.Grant{
 				Queues: map[string][]string{"cdemo-jobs": {"consume"}, "cdemo-results": {"submit"}},
 				Pools:  map[string][]string{"cdemo-items": host.PoolRoles()},
-				HTTP:   host.HTTP{Hosts: []string{site}, AllowPrivate: true},
+				HTTP:   host.HTTP{Hosts: []string{site.host}, AllowPrivate: true},
 			}
-			r.cfg.Configs = map[string]json.RawMessage{"cdemo": json.RawMessage(`{"prefix":"job-","url":"` + srv.URL + `/ping"}`)}
+			r.cfg.Configs = map[string]json.RawMessage{"cdemo": json.RawMessage(`{"prefix":"job-","url":"` + site.URL + `/ping"}`)}
 			r.start(t)
 			for _, n := range ns {
 				if _, err := r.h.Submit(context.Background(), "cdemo-jobs", []byte(fmt.Sprintf(`{"n":%d}`, n))); err != nil {
 					t.Fatal(err)
 				}
 			}
-			waitFor(t, "the C plugin finishes every task", func() bool {
-				return r.ev.outcomes("cdemo")[slotstate.Checkpoint] >= len(ns)
-			})
-			got := r.ev.outcomes("cdemo")
-			if got[slotstate.Released] == 0 || len(got) != 2 {
-				t.Errorf("outcomes = %v, want %d done and some released (rate limited)", got, len(ns))
+			site.check(t, r, "cdemo", len(ns))
+		})
+	}
+}
+
+// TestASPluginRateLimited is TestCPluginRateLimited for an AssemblyScript plugin over
+// Extism (testdata/assemblyscript/pinger.ts): its GET, which the gate does not admit in
+// time, answers null with lastKind() "RateLimited" and the wait in lastWaitMs(), and
+// the plugin hands its task back for that wait. Every task is done in the end, its GET
+// sent once, no attempt failed; and each retry's reason names the wait the plugin read,
+// which is the gate's (1ms to the 100ms between two admissions at 10 a second).
+func TestASPluginRateLimited(t *testing.T) {
+	const tasks = 6
+	for _, kind := range backendKinds {
+		t.Run(kind, func(t *testing.T) {
+			r := newEmptySandbox(t, kind)
+			site := newRateLimitedSite(t, r)
+			r.install(t, testutil.BuildAS(t, "pinger"), "pinger")
+			r.grants["pinger"] = host.Grant{
+				Queues: map[string][]string{"as-pings": {"consume"}},
+				HTTP:   host.HTTP{Hosts: []string{site.host}, AllowPrivate: true},
 			}
-			if n := pings.Load(); n != int64(len(ns)) {
-				t.Errorf("the server answered %d pings, want %d: a rate-limited request is not sent", n, len(ns))
+			r.start(t)
+			for i := range tasks {
+				if _, err := r.h.Submit(context.Background(), "as-pings", []byte(fmt.Sprintf(`{"url":"%s/ping/%d"}`, site.URL, i))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			site.check(t, r, "pinger", tasks)
+			for _, ev := range r.ev.finished("pinger") {
+				if ev.Outcome != slotstate.Released {
+					continue
+				}
+				var ms int
+				if _, err := fmt.Sscanf(ev.Reason, "rate limited: retry after %dms", &ms); err != nil || ms < 1 || ms > 100 {
+					t.Errorf("task %s: retry reason %q, want \"rate limited: retry after Nms\" with the gate's wait, 1 <= N <= 100", ev.TaskID, ev.Reason)
+				}
 			}
 		})
+	}
+}
+
+// rateLimitedSite is a local site under an egress policy of 10 requests a second, burst
+// 1 and no max_wait: of requests sent less than 100ms apart the gate admits the first
+// and answers the others RateLimited, with a wait of at most 100ms, without sending
+// them. It counts the requests that reach it.
+type rateLimitedSite struct {
+	*httptest.Server
+	host  string // host:port, as the grant and the policy name the site
+	pings atomic.Int64
+}
+
+// newRateLimitedSite starts the site (closed when the test ends) and puts r, before its
+// start, under the site's policy. It sets r's RetryDelay to 10 minutes: a retry that did
+// not ask for the host's wait would wait that out, past waitFor's limit.
+func newRateLimitedSite(t *testing.T, r *sandbox) *rateLimitedSite {
+	t.Helper()
+	s := &rateLimitedSite{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		s.pings.Add(1)
+		io.WriteString(w, "pong "+strings.TrimPrefix(string(body), "ping "))
+	}))
+	t.Cleanup(s.Close)
+	s.host = strings.TrimPrefix(s.URL, "http://")
+	e, err := host.ParseEgress("egress.json", []byte(`{"rates": {"`+s.host+`": {"per_second": 10, "burst": 1}}, "max_wait": "0s"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.cfg.Egress = e
+	r.cfg.RetryDelay = 10 * time.Minute
+	return s
+}
+
+// check waits until plugin typ has done tasks tasks, each of which sends one request to
+// the site, and checks that the gate refused some (their tasks released: retried), that
+// no attempt failed and that the site answered each task once: a rate-limited request
+// is not sent.
+func (s *rateLimitedSite) check(t *testing.T, r *sandbox, typ string, tasks int) {
+	t.Helper()
+	waitFor(t, "the plugin "+typ+" finishes every task", func() bool {
+		return r.ev.outcomes(typ)[slotstate.Checkpoint] >= tasks
+	})
+	got := r.ev.outcomes(typ)
+	if got[slotstate.Released] == 0 || len(got) != 2 {
+		t.Errorf("outcomes = %v, want %d done and some released (rate limited)", got, tasks)
+	}
+	if n := s.pings.Load(); n != int64(tasks) {
+		t.Errorf("the server answered %d pings, want %d: a rate-limited request is not sent", n, tasks)
 	}
 }

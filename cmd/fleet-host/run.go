@@ -139,7 +139,7 @@ stay). Deploy a new build by writing it elsewhere and renaming it into the folde
 	o.MemoryLimitPages = uint32(memPages)
 	o.SlotsFor = sf
 	o.Version = binaryVersion()
-	log, err := newLogger(stderr, logLevel, logFormat)
+	log, err := newLogger(stderr, logLevel, logFormat, newWords(f))
 	if err != nil {
 		fmt.Fprintln(stderr, "fleet-host run:", err)
 		return exitUsage
@@ -206,12 +206,15 @@ func watchSignals(cancel context.CancelFunc, bound time.Duration, log *slog.Logg
 // defaultListen is --listen's default, and where the other commands' --api looks.
 const defaultListen = "127.0.0.1:7070"
 
-func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+func newLogger(w io.Writer, level, format string, say words) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
 	}
-	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: safetext.ReplaceAttr}
+	// The host's Go names in the operator's words, then escaped for the terminal.
+	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+		return safetext.ReplaceAttr(groups, say.replaceAttr(a))
+	}}
 	switch strings.ToLower(format) {
 	case "text":
 		return slog.New(slog.NewTextHandler(w, opts)), nil

@@ -138,6 +138,10 @@ func New(p Params) *Server {
 	if p.Plane != nil {
 		s.route("/api/projects/{slug}/fleet/report", false, on(http.MethodPost, s.planeReport))
 		s.route("/api/v1/plane/instances", true, on(http.MethodGet, s.planeInstances))
+	} else {
+		// Not a bare 404: the operator asked a daemon that could serve it.
+		s.route("/api/projects/{slug}/fleet/report", false, on(http.MethodPost, noPlane("--report-url")))
+		s.route("/api/v1/plane/instances", true, on(http.MethodGet, noPlane("--api")))
 	}
 	if p.Reload != nil {
 		s.route("/api/v1/reload", true, on(http.MethodPost, s.reload))

@@ -19,6 +19,10 @@ import (
 //	GET    /api/v1/contracts/{kind}/{name}                     Contract: versions, schemas, holders
 //	DELETE /api/v1/contracts/{kind}/{name}/versions/{n}?confirm=yes  retire version n
 //
+// A forget of a version in use (live hosts hold it, or its queue holds tasks:
+// host.VersionUse.Blocks) is refused with 409 naming them, unless &force=yes, which
+// forgets it and logs a warning with the same reasons.
+//
 // kind is "queue" or "pool". A forget without confirm=yes is refused (400), as the
 // command refuses one without --yes: retiring a version lets a schema incompatible with
 // it load, so the request must say so; a query parameter rather than a body, so that a
@@ -81,6 +85,22 @@ func (s *Server) forgetContractVersion(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("confirm") != "yes" {
 		writeError(w, http.StatusBadRequest, abi.ValueError, fmt.Sprintf("retiring %s %q version %d lets a schema incompatible with it load; add ?confirm=yes", kind, safetext.Clip(name, maxEcho), n), nil)
 		return
+	}
+	use, err := host.ContractVersionUse(r.Context(), s.p.Backend, kind, name, n)
+	if errors.Is(err, primitives.ErrNotFound) {
+		writeError(w, http.StatusNotFound, abi.NotFound, err.Error(), nil)
+		return
+	}
+	if err != nil {
+		backendError(w, err)
+		return
+	}
+	if blocks := use.Blocks(); blocks != "" {
+		if r.URL.Query().Get("force") != "yes" {
+			writeError(w, http.StatusConflict, abi.Conflict, fmt.Sprintf("%s %q version %d is still in use: %s; or add &force=yes to forget it anyway", kind, safetext.Clip(name, maxEcho), n, blocks), nil)
+			return
+		}
+		s.p.Log.Warn("api: forgetting a contract version still in use (force=yes)", "kind", kind, "name", name, "version", n, "in_use", blocks)
 	}
 	err = host.ForgetContractVersion(r.Context(), s.p.Backend, kind, name, n)
 	if errors.Is(err, primitives.ErrNotFound) {

@@ -15,10 +15,12 @@ import (
 
 // Contracts runs `fleet-host contracts` against the fleet's backend b: "list" (each
 // contract and its live versions), "show NAME" (a contract's versions, schemas and
-// holders), "forget NAME VERSION" (retire a version; refused without yes). NAME is
-// "queue:<name>" or "pool:<name>", or a bare name when only one kind has it. Schemas and
-// names are shown escaped: a plugin wrote them.
-func Contracts(ctx context.Context, b primitives.Backend, args []string, yes bool, out io.Writer) error {
+// holders), "forget NAME VERSION" (retire a version; refused without yes, and refused
+// while live hosts hold it or its queue holds tasks, unless force, which writes the
+// reasons to warn as a warning and forgets). NAME is "queue:<name>" or "pool:<name>",
+// or a bare name when only one kind has it. Schemas and names are shown escaped: a
+// plugin wrote them.
+func Contracts(ctx context.Context, b primitives.Backend, args []string, yes, force bool, out, warn io.Writer) error {
 	if len(args) == 0 {
 		return UsageError{fmt.Errorf("contracts: want list, show NAME or forget NAME VERSION")}
 	}
@@ -48,7 +50,7 @@ func Contracts(ctx context.Context, b primitives.Backend, args []string, yes boo
 		for _, v := range c.Versions {
 			fmt.Fprintf(out, "version %d\tadded %s\n  schema %s\n", v.Version, v.Added.Format(time.RFC3339), safetext.JSON(v.Schema))
 			for _, h := range v.Holders {
-				fmt.Fprintf(out, "  held by %s\trefreshed %s\n", safetext.Escape(h.Holder), h.Refreshed.Format(time.RFC3339))
+				fmt.Fprintf(out, "  held by %s\trefreshed %s\n", safetext.Escape(h.String()), h.Refreshed.Format(time.RFC3339))
 			}
 		}
 		return nil
@@ -64,10 +66,24 @@ func Contracts(ctx context.Context, b primitives.Backend, args []string, yes boo
 		if !yes {
 			return UsageError{fmt.Errorf("contracts forget: retiring %s %s version %d lets a schema incompatible with it load; pass --yes", c.Kind, c.Name, version)}
 		}
+		use, err := host.ContractVersionUse(ctx, b, c.Kind, c.Name, version)
+		if err != nil {
+			return err
+		}
+		blocks := use.Blocks()
+		switch {
+		case blocks != "" && !force:
+			return fmt.Errorf("contracts forget: %s %s version %d is still in use: %s; or pass --force to forget it anyway", c.Kind, safetext.Escape(c.Name), version, safetext.Escape(blocks))
+		case blocks != "":
+			fmt.Fprintf(warn, "warning: forgetting %s %s version %d while it is in use (--force): %s\n", c.Kind, safetext.Escape(c.Name), version, safetext.Escape(blocks))
+		}
 		if err := host.ForgetContractVersion(ctx, b, c.Kind, c.Name, version); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "forgot %s %s version %d\n", c.Kind, safetext.Escape(c.Name), version)
+		if len(use.Live()) > 0 {
+			fmt.Fprintf(out, "its live holders hold it again at their next refresh, within %v, unless they stop first\n", host.ContractSync)
+		}
 		return nil
 	}
 	return UsageError{fmt.Errorf("contracts: want list, show NAME or forget NAME VERSION, got %q", args)}

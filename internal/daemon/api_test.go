@@ -52,7 +52,9 @@ func startAPI(t *testing.T, o Options) string {
 	o.CacheDir = testutil.WazeroCacheDir()
 	o.Listen = "127.0.0.1:0"
 	logs := &testutil.LogBuffer{}
-	o.Log = slog.New(slog.NewTextHandler(logs, nil))
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(logs, nil))
+	}
 	addr := make(chan string, 1)
 	o.Listening = func(a string) { addr <- a }
 

@@ -162,7 +162,7 @@ func Run(ctx context.Context, o Options) (err error) {
 func openBackend(ctx context.Context, o Options, log *slog.Logger) (primitives.Backend, error) {
 	b, kind, err := backend.Open(o.Backend, o.BackendTimeout)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("daemon: --redis: %w", err)
 	}
 	if kind == backend.KindMemory {
 		log.Warn("daemon: backend is the embedded memory store: state lives in this process and is lost on exit; use --redis for a fleet")

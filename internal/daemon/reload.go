@@ -91,11 +91,30 @@ func (rl *reloader) reload(ctx context.Context) error {
 	}
 	rl.obs.slots.Register(rl.h.Plugins())
 	if err != nil {
-		rl.log.Warn("daemon: reload refused a build or the grants file; the running versions keep running", "err", err)
+		// Each refusal was logged once, with its reason, where it was refused (the host's
+		// "reload refused a build", readGrants' "reload refused the grants file"); this
+		// line only says that some stand, so that a refusal is not logged twice.
+		rl.log.Warn("daemon: reloaded with refusals (each logged once as it was refused; GET /api/v1/plugins shows them); the running versions keep running",
+			"refusals", refusals(err), "plugins", len(rl.h.Plugins()))
 		return err
 	}
 	rl.log.Info("daemon: reloaded", "plugins", len(rl.h.Plugins()))
 	return nil
+}
+
+// refusals counts the refusals err joins.
+func refusals(err error) int {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		n := 0
+		for _, e := range j.Unwrap() {
+			n += refusals(e)
+		}
+		return n
+	}
+	if err == nil {
+		return 0
+	}
+	return 1
 }
 
 // readGrants reads and checks the grants file (an empty File when run has none). A

@@ -328,3 +328,40 @@ func TestReloadSecretFile(t *testing.T) {
 		}
 	}
 }
+
+// TestReloadRefusalLoggedOnce: a new build of echo whose contract is not compatible
+// with the running one is refused by the watcher's reload, and the refusal, with its
+// rule, its version and its ways out, is in the log once: neither the daemon's line
+// nor a second reload of the same build logs it again.
+func TestReloadRefusalLoggedOnce(t *testing.T) {
+	dir := t.TempDir()
+	logs := &testutil.LogBuffer{}
+	addr := startAPI(t, Options{PluginsDir: dir, ReloadSettle: 20 * time.Millisecond, Log: slog.New(slog.NewTextHandler(logs, nil))})
+	d := abi.Describe{ABIVersion: abi.Version, Type: "echo", Version: "2.0.0", Mode: abi.ModeBatch,
+		Consumes: &abi.QueueContract{Name: "work", Payload: json.RawMessage(`{"type":"object","properties":{"n":{"type":"string"}},"required":["n"],"additionalProperties":false}`)}}
+	wasm, err := os.ReadFile(testutil.WAT(t, testutil.GuestWAT{Describe: d, Result: `{"outcome":"done"}`}.Source(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Deploy(t, filepath.Join(dir, "echo.wasm"), wasm)
+	testutil.WaitFor(t, 60*time.Second, "the incompatible build refused", func() bool {
+		return automations(t, addr)["echo"].ReloadError != ""
+	})
+	resp, err := http.Post("http://"+addr+"/api/v1/reload", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	refusal := automations(t, addr)["echo"].ReloadError
+	for _, want := range []string{"type-changed", "/properties/n/type", "version 1", `"echo" 1.0.0`, "Ways out", "contracts forget queue:work 1"} {
+		if !strings.Contains(refusal, want) {
+			t.Errorf("refusal = %q, want it to say %q", refusal, want)
+		}
+	}
+	if n := strings.Count(logs.String(), "type-changed"); n != 1 {
+		t.Errorf("the refusal's rule is in the log %d times, want once:\n%s", n, logs)
+	}
+	if !strings.Contains(logs.String(), "daemon: reloaded with refusals") {
+		t.Errorf("the daemon does not say that refusals stand:\n%s", logs)
+	}
+}

@@ -110,7 +110,7 @@ func TestWriteRefusesAFolderThatIsNotEmpty(t *testing.T) {
 
 // TestFleetSDKKeepsTheTestedHelpers checks that the AssemblyScript project's fleet-sdk
 // holds testdata/assemblyscript/fleet.ts, which the Extism tests run, line for line and
-// in order (with the HTTP and base64 helpers added), so that the two do not drift apart.
+// in order, so that the two do not drift apart.
 func TestFleetSDKKeepsTheTestedHelpers(t *testing.T) {
 	tested, err := os.ReadFile("../../testdata/assemblyscript/fleet.ts")
 	if err != nil {

@@ -22,6 +22,8 @@ declare function kv_get(req: u64): u64;
 declare function counter_incr(req: u64): u64;
 @external("extism:host/user", "submit")
 declare function submit(req: u64): u64;
+@external("extism:host/user", "http")
+declare function http(req: u64): u64;
 
 // myAbort is the module's abort (asc --use abort=fleet/myAbort): it tells the host why
 // through Extism's error, and the call ends at the trap that follows it.
@@ -196,9 +198,16 @@ export function done(): i32 {
 }
 
 // retry hands the task back to its queue after afterMs (0: the host's retry delay),
-// without spending an attempt.
-export function retry(afterMs: i64): i32 {
-  return output(afterMs == 0 ? '{"outcome":"retry"}' : '{"outcome":"retry","retry_after_ms":' + afterMs.toString() + "}");
+// without spending an attempt; reason ("": none) is why, in the host's event and log.
+export function retry(afterMs: i64, reason: string = ""): i32 {
+  let out = '{"outcome":"retry"';
+  if (afterMs != 0) {
+    out += ',"retry_after_ms":' + afterMs.toString();
+  }
+  if (reason != "") {
+    out += ',"reason":' + quote(reason);
+  }
+  return output(out + "}");
 }
 
 // fail reports a failed attempt: the task is handed back after a backoff that grows with
@@ -299,4 +308,108 @@ function valueEnd(json: string, i: i32): i32 {
 // unquote is the text of a JSON string without escapes.
 export function unquote(s: string): string {
   return s.length >= 2 && s.charAt(0) == '"' ? s.substring(1, s.length - 1) : s;
+}
+
+// HttpResponse is an answer of httpRequest: a response (status > 0), or a failure after
+// the first host was allowed (status 0, error and errorCode set: timeout, dns, refused,
+// redirect_denied, too_many_redirects, body_too_large, transport).
+export class HttpResponse {
+  status: i32 = 0;
+  headers: string = "{}"; // JSON object of arrays: {"Content-Type":["text/html"]}
+  body: string = ""; // the body's bytes as UTF-8 text
+  finalUrl: string = "";
+  error: string = "";
+  errorCode: string = "";
+}
+
+// httpRequest sends one request through the host, which checks the URL (and every
+// redirect hop) against the plugin's http_hosts grant. headers is a JSON object of arrays
+// or ""; timeoutMs 0 is the grant's http_timeout. It returns null with the envelope in
+// lastError when the host refused the request (PermissionDenied: a host not granted;
+// RateLimited: the site's egress rate did not admit it in time, nothing sent: retry after
+// lastWaitMs()).
+export function httpRequest(method: string, url: string, headers: string = "", body: string = "", timeoutMs: i64 = 0): HttpResponse | null {
+  let req = '{"method":' + quote(method) + ',"url":' + quote(url);
+  if (headers != "") {
+    req += ',"headers":' + headers;
+  }
+  if (body != "") {
+    req += ',"body":' + quote(base64Encode(Uint8Array.wrap(String.UTF8.encode(body))));
+  }
+  if (timeoutMs != 0) {
+    req += ',"timeout_ms":' + timeoutMs.toString();
+  }
+  const v = ok(reply(http(block(req + "}"))));
+  if (v === null) {
+    return null;
+  }
+  const r = new HttpResponse();
+  const status = field(v, "status");
+  if (status !== null) {
+    r.status = I32.parseInt(status);
+  }
+  const h = field(v, "headers");
+  if (h !== null) {
+    r.headers = h;
+  }
+  const b = field(v, "body");
+  if (b !== null) {
+    r.body = String.UTF8.decode(base64Decode(unquote(b)).buffer);
+  }
+  const finalUrl = field(v, "final_url");
+  if (finalUrl !== null) {
+    r.finalUrl = unquote(finalUrl);
+  }
+  const e = field(v, "error");
+  if (e !== null) {
+    r.error = unquote(e);
+  }
+  const code = field(v, "error_code");
+  if (code !== null) {
+    r.errorCode = unquote(code);
+  }
+  return r;
+}
+
+const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+// base64Encode is bytes in standard base64, with padding (what the host's JSON holds).
+export function base64Encode(bytes: Uint8Array): string {
+  let out = "";
+  let i = 0;
+  for (; i + 2 < bytes.length; i += 3) {
+    const n = (<u32>bytes[i] << 16) | (<u32>bytes[i + 1] << 8) | <u32>bytes[i + 2];
+    out += alphabet.charAt((n >> 18) & 63) + alphabet.charAt((n >> 12) & 63) + alphabet.charAt((n >> 6) & 63) + alphabet.charAt(n & 63);
+  }
+  const rest = bytes.length - i;
+  if (rest == 1) {
+    const n = <u32>bytes[i] << 16;
+    out += alphabet.charAt((n >> 18) & 63) + alphabet.charAt((n >> 12) & 63) + "==";
+  } else if (rest == 2) {
+    const n = (<u32>bytes[i] << 16) | (<u32>bytes[i + 1] << 8);
+    out += alphabet.charAt((n >> 18) & 63) + alphabet.charAt((n >> 12) & 63) + alphabet.charAt((n >> 6) & 63) + "=";
+  }
+  return out;
+}
+
+// base64Decode is the bytes of standard base64 text; padding and bytes outside the
+// alphabet are skipped.
+export function base64Decode(s: string): Uint8Array {
+  const out = new Uint8Array((s.length * 3) / 4 + 3);
+  let n: u32 = 0;
+  let bits = 0;
+  let o = 0;
+  for (let i = 0; i < s.length; i++) {
+    const v = alphabet.indexOf(s.charAt(i));
+    if (v < 0) {
+      continue;
+    }
+    n = (n << 6) | <u32>v;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out[o++] = <u8>((n >> bits) & 0xff);
+    }
+  }
+  return out.subarray(0, o);
 }

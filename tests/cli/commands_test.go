@@ -53,6 +53,11 @@ func TestDoctor(t *testing.T) {
 				t.Errorf("no ok line for %s:\n%s", name, out)
 			}
 		}
+		// A check records nothing: no contract version, no holder.
+		if code, list, errOut := run(t, nil, "", "contracts", "--redis", srv.URL(), "list"); code != 0 || list != "" ||
+			!strings.Contains(doctorLine(out, "ok", "contracts"), "nothing was recorded") {
+			t.Errorf("contracts list after doctor = exit %d, %q, %q; want nothing recorded, and doctor saying so:\n%s", code, list, errOut, out)
+		}
 	})
 	t.Run("grant missing", func(t *testing.T) {
 		code, out, _ := run(t, nil, "", "doctor", cache, "--plugins", worker)
@@ -90,7 +95,8 @@ func TestDoctor(t *testing.T) {
 		}
 	})
 	t.Run("contracts conflict with the fleet", func(t *testing.T) {
-		// "all good" recorded the worker's contracts in this Redis.
+		// "all good" recorded nothing; a daemon running the worker records its contracts.
+		startDaemon(t, nil, "--plugins", worker, "--grants", grantsFile(t), "--redis", srv.URL())
 		code, out, _ := run(t, nil, "", "doctor", cache, grants, "--plugins", rival, "--redis", srv.URL())
 		l := doctorLine(out, "FAIL", "contracts")
 		if code != 1 || !strings.Contains(l, "fleet") || !strings.Contains(l, `"work"`) {

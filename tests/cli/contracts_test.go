@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -13,26 +14,40 @@ import (
 	"github.com/fleethost/fleet/internal/testutil"
 )
 
-// TestContractsCommand: the real binary on a real Redis. After doctor has loaded the
-// worker (which records and holds queue "work"), contracts list and show name its
-// version and holder; forget without --yes is a usage error (exit 2) and with it
-// retires the version, flags after the arguments.
+// TestContractsCommand: the real binary on a real Redis. doctor records nothing; a
+// daemon running the worker records and holds queue "work", and contracts list and show
+// name its version and holder; forget without --yes is a usage error (exit 2), with it
+// is refused while the daemon runs, naming it, and once the daemon has stopped retires
+// the version, flags after the arguments.
 func TestContractsCommand(t *testing.T) {
 	srv := testutil.NewRedis(t)
-	if code, out, _ := run(t, nil, "", "doctor", "--cache-dir="+cacheDir, "--grants="+grantsFile(t), "--plugins", pluginsDir(t, workerPkg), "--redis", srv.URL()); code != 0 {
+	plugins := pluginsDir(t, workerPkg)
+	if code, out, _ := run(t, nil, "", "doctor", "--cache-dir="+cacheDir, "--grants="+grantsFile(t), "--plugins", plugins, "--redis", srv.URL()); code != 0 {
 		t.Fatalf("doctor = exit %d:\n%s", code, out)
 	}
+	if code, out, errOut := run(t, nil, "", "contracts", "--redis", srv.URL(), "list"); code != 0 || out != "" {
+		t.Fatalf("contracts list after doctor = exit %d, %q, %q; want nothing recorded", code, out, errOut)
+	}
+	d := startDaemon(t, nil, "--plugins", plugins, "--grants", grantsFile(t), "--redis", srv.URL())
 	if code, out, errOut := run(t, nil, "", "contracts", "--redis", srv.URL(), "list"); code != 0 || !strings.Contains(out, "queue work\tv1 (1 holder)") {
 		t.Fatalf("contracts list = exit %d, %q, %q", code, out, errOut)
 	}
-	if code, out, errOut := run(t, nil, "", "contracts", "--redis", srv.URL(), "show", "work"); code != 0 || !strings.Contains(out, "version 1\t") || !strings.Contains(out, "held by ") {
+	if code, out, errOut := run(t, nil, "", "contracts", "--redis", srv.URL(), "show", "work"); code != 0 || !strings.Contains(out, "version 1\t") || !strings.Contains(out, "held by ") || !strings.Contains(out, ", live, refreshed") {
 		t.Fatalf("contracts show work = exit %d, %q, %q", code, out, errOut)
 	}
 	if code, _, errOut := run(t, nil, "", "contracts", "--redis", srv.URL(), "forget", "queue:work", "1"); code != 2 || !strings.Contains(errOut, "--yes") {
 		t.Fatalf("contracts forget without --yes = exit %d, %q; want 2 naming --yes", code, errOut)
 	}
+	if code, out, errOut := run(t, nil, "", "contracts", "--redis", srv.URL(), "forget", "queue:work", "1", "--yes"); code != 1 || strings.Contains(out, "forgot") ||
+		!strings.Contains(errOut, "live hosts hold it") || !strings.Contains(errOut, "--force") {
+		t.Fatalf("contracts forget --yes while the daemon runs = exit %d, %q, %q; want 1 naming the live host and --force", code, out, errOut)
+	}
+	d.signal(syscall.SIGTERM)
+	if code := d.wait(time.Minute); code != 0 {
+		t.Fatalf("daemon exit = %d", code)
+	}
 	if code, out, errOut := run(t, nil, "", "contracts", "--redis", srv.URL(), "forget", "queue:work", "1", "--yes"); code != 0 || !strings.Contains(out, "forgot queue work version 1") {
-		t.Fatalf("contracts forget --yes = exit %d, %q, %q", code, out, errOut)
+		t.Fatalf("contracts forget --yes after the daemon stopped = exit %d, %q, %q", code, out, errOut)
 	}
 	if code, out, _ := run(t, nil, "", "contracts", "--redis", srv.URL(), "list"); code != 0 || !strings.Contains(out, "queue work\tno live version") {
 		t.Fatalf("contracts list after forget = exit %d, %q", code, out)
@@ -56,8 +71,9 @@ type apiContract struct {
 // TestContractsAPI: the contracts routes of a running daemon on its memory backend
 // match the command: the list and one contract with its versions, schemas and holders;
 // a forget without ?confirm=yes is 400 naming it, one of a version that is not live 404,
-// an unknown kind 400, an unknown contract 404; a confirmed forget retires the version,
-// and the daemon, which still runs it, rejoins as its holder at its next refresh.
+// an unknown kind 400, an unknown contract 404; a confirmed forget of the version the
+// daemon holds is 409 naming it, a forced one retires the version, and the daemon,
+// which still runs it, rejoins as its holder at its next refresh.
 func TestContractsAPI(t *testing.T) {
 	d := startDaemon(t, nil, "--plugins", pluginsDir(t, workerPkg))
 	var list struct {
@@ -91,8 +107,12 @@ func TestContractsAPI(t *testing.T) {
 		}
 	}
 	status, b := d.request(http.MethodDelete, "/api/v1/contracts/queue/work/versions/1?confirm=yes", "", nil)
+	if status != http.StatusConflict || !strings.Contains(string(b), "live hosts hold it") || !strings.Contains(string(b), "force=yes") {
+		t.Fatalf("confirmed forget of a version the daemon holds = %d %s, want 409 naming the live host and force=yes", status, b)
+	}
+	status, b = d.request(http.MethodDelete, "/api/v1/contracts/queue/work/versions/1?confirm=yes&force=yes", "", nil)
 	if status != http.StatusOK || !strings.Contains(string(b), `"version":1`) {
-		t.Fatalf("confirmed forget = %d %s, want 200 naming version 1", status, b)
+		t.Fatalf("forced forget = %d %s, want 200 naming version 1", status, b)
 	}
 	d.getJSON("/api/v1/contracts/queue/work", "", &c)
 	if len(c.Versions) != 0 {

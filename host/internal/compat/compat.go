@@ -68,6 +68,25 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("compat: %s at %s (%s): %s", e.Rule, e.Path, e.Mode, e.Detail)
 }
 
+// Fix says how to make the change compatible instead, by the rule it breaks: the way
+// out that keeps every live version readable.
+func (e *Error) Fix() string {
+	at := "at " + e.Path
+	switch e.Rule {
+	case RequiredAdded, MadeRequired:
+		return "declare the property " + at + " optional (not in \"required\"; in Go, `json:\",omitempty\"`) and give it a default when it is absent, so that tasks and items written without it still read; make it required once no version without it is live"
+	case RequiredRemoved, MadeOptional:
+		return "keep the property " + at + " declared and required while a version whose readers require it is live; drop it once that version is retired"
+	case TypeChanged:
+		return "keep the type " + at + " as it is, and add a property of another name for the new type"
+	case RangeNarrowed, RangeWidened:
+		return "keep the bound " + at + " as the live version has it"
+	case EnumNarrowed, EnumWidened:
+		return "keep the allowed values " + at + " as the live version has them"
+	}
+	return "keep the constraint " + at + " as the live version has it"
+}
+
 // Check reports whether schema new may be live beside schema old under mode: nil, or an
 // *Error with the first rule broken (backward first, properties in name order).
 func Check(mode Mode, old, new []byte) error {

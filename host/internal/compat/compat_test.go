@@ -128,3 +128,27 @@ func TestCheckNotJSON(t *testing.T) {
 		t.Fatalf("Check = %v, want the new schema named", err)
 	}
 }
+
+// TestFix: each refused change says how to make it compatible instead, at its pointer.
+func TestFix(t *testing.T) {
+	tests := []struct {
+		name, old, new, want string
+	}{
+		{"required added", `{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}`,
+			`{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"integer"}},"required":["a","b"]}`, `optional (not in "required"`},
+		{"type changed", `{"type":"object","properties":{"a":{"type":"string"}}}`,
+			`{"type":"object","properties":{"a":{"type":"integer"}}}`, "add a property of another name"},
+		{"enum", `{"type":"string","enum":["x","y"]}`, `{"type":"string","enum":["x"]}`, "allowed values"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var e *Error
+			if err := Check(Full, []byte(tt.old), []byte(tt.new)); !errors.As(err, &e) {
+				t.Fatalf("Check = %v, want an *Error", err)
+			}
+			if fix := e.Fix(); !strings.Contains(fix, tt.want) || !strings.Contains(fix, e.Path) {
+				t.Errorf("Fix() = %q, want it to say %q at %s", fix, tt.want, e.Path)
+			}
+		})
+	}
+}

@@ -82,6 +82,9 @@ type Iteration struct {
 	// ParkedByGuest is true when the guest parked the task (abi.OutcomePark) and the
 	// release did park it (set by handle before the release, kept only if it parked).
 	ParkedByGuest bool
+	// Unfit is true when Params.Check refused the task's payload: it was parked (or,
+	// when the release failed, left to its lease) without a guest call.
+	Unfit bool
 	// HandBacks is the task's hand-backs once this iteration handed it back with its
 	// attempt refunded (a retry, a drain's cut); 0 when it did not. OverAlert says they
 	// are past Params.HandBackAlert.
@@ -91,11 +94,16 @@ type Iteration struct {
 
 // Params configure a Slot. Every field is required unless marked.
 type Params struct {
-	Name        string // "<type>/<index>", for logs and events
-	Mode        string // abi.ModeBatch or abi.ModeLoop
-	Queue       string // the consumed queue (batch)
-	Backend     primitives.Queue
-	Pump        *Pump // batch: the plugin's queue pump, through which claims and acks-with-claim go
+	Name    string // "<type>/<index>", for logs and events
+	Mode    string // abi.ModeBatch or abi.ModeLoop
+	Queue   string // the consumed queue (batch)
+	Backend primitives.Queue
+	Pump    *Pump // batch: the plugin's queue pump, through which claims and acks-with-claim go
+	// Check, when set, checks a claimed task's payload before the guest is called: a
+	// reason other than "" parks the task with that reason, and the guest never sees it
+	// (host/RATIONALE.md, "What if a task does not satisfy its consumer's contract?").
+	// Optional: nil hands every task to the guest.
+	Check       func(payload []byte) (reason string)
 	NewGuest    func(ctx context.Context) (Guest, error)
 	MaxAttempts int           // the task's failure budget (host/RATIONALE.md, "Why does a retry refund its attempt?")
 	Poll        time.Duration // wait after an empty claim, and between loop ticks
@@ -389,6 +397,14 @@ func (s *Slot) enter(it *Iteration, phase slotstate.Phase) {
 func (s *Slot) handle(soft, hard context.Context, t claim) Iteration {
 	start := time.Now()
 	it := s.begin(Iteration{TaskID: t.ID}, slotstate.Handle)
+	if s.p.Check != nil {
+		if reason := s.p.Check(t.Payload); reason != "" {
+			it.Reason, it.Unfit = cut(reason), true
+			s.release(hard, t, &it, primitives.Park(it.Reason), slotstate.Released)
+			it.Duration = time.Since(start)
+			return it
+		}
+	}
 	res, death, err := s.callHandle(hard, &t)
 	switch {
 	case errors.Is(err, errLeaseLost):
@@ -498,6 +514,8 @@ func (s *Slot) release(hard context.Context, t claim, it *Iteration, r primitive
 		s.guestLog(slog.LevelWarn, "slot: release failed; the lease will expire instead", "task", t.ID, "err", err)
 	case parked && it.ParkedByGuest:
 		s.guestLog(slog.LevelWarn, "slot: task parked by the plugin", "task", t.ID, "reason", r.Reason)
+	case parked && it.Unfit:
+		s.guestLog(slog.LevelWarn, "slot: task parked unseen by the plugin: its payload does not satisfy the plugin's contract", "task", t.ID, "reason", r.Reason)
 	case parked:
 		s.guestLog(slog.LevelWarn, "slot: task parked: its attempts are spent", "task", t.ID, "reason", r.Reason)
 	case r.Refund:

@@ -180,6 +180,17 @@ type Registration struct {
 	owner  string // the plugin's type
 	queues []string
 	pools  []string
+	// schemas are the queue schemas it declared, by queue name: immutable after Register.
+	schemas map[string]*Schema
+}
+
+// QueueSchema is the compiled payload schema the plugin declared for queue name (the
+// queue it consumes, or one it submits to), or nil when it declared none.
+func (reg *Registration) QueueSchema(name string) *Schema {
+	if reg == nil {
+		return nil
+	}
+	return reg.schemas[name]
 }
 
 // NewRegistry returns an empty registry. compatible (compat.Check under the fleet's
@@ -260,7 +271,7 @@ func (r *Registry) Register(d *abi.Describe) (*Registration, error) {
 			return fmt.Errorf("validate: plugin %q: queue %q payload schema: %v", owner, q.Name, err)
 		}
 		if seen, ok := queues[q.Name]; ok {
-			return differs(owner, "queue", q.Name, "payload", canon, seen.Canonical, fmt.Sprintf("plugin %q", owner), nil)
+			return differs(owner, "queue", q.Name, "payload", canon, seen.Canonical, owner, nil)
 		}
 		s, err := r.version(owner, "queue", q.Name, "payload", canon, r.queueVersions(q.Name))
 		if err != nil {
@@ -307,7 +318,7 @@ func (r *Registry) Register(d *abi.Describe) (*Registration, error) {
 		pools[p.Name] = v
 	}
 
-	reg := &Registration{r: r, owner: owner}
+	reg := &Registration{r: r, owner: owner, schemas: queues}
 	for name, s := range queues {
 		e := r.queues[name]
 		if e == nil {
@@ -362,7 +373,7 @@ func (r *Registry) version(owner, contract, name, which string, canon []byte, li
 			err = r.compatible(l.s.Canonical, canon)
 		}
 		if r.compatible == nil || err != nil {
-			return nil, differs(owner, contract, name, which, canon, l.s.Canonical, fmt.Sprintf("plugin %q", l.owner), err)
+			return nil, differs(owner, contract, name, which, canon, l.s.Canonical, l.owner, err)
 		}
 	}
 	s, err := Compile(contract+" "+name+" "+which, canon)
@@ -459,7 +470,7 @@ func differs(owner, contract, name, which string, declared, reg []byte, other st
 		return nil
 	}
 	return &ConflictError{Plugin: owner, Contract: contract, Name: name, Schema: which,
-		Other: other, Path: path, Here: here, There: there, Rule: rule}
+		Other: fmt.Sprintf("plugin %q", other), OtherType: other, Registered: reg, Path: path, Here: here, There: there, Rule: rule}
 }
 
 // ConflictError says that a plugin declares a contract with a schema that differs from
@@ -470,9 +481,13 @@ type ConflictError struct {
 	Name     string // the pool or queue name
 	Schema   string // "payload" or "tags"
 	Other    string // who registered it: `plugin "a"`
-	Path     string // JSON pointer of the first difference
-	Here     string // the declared value there
-	There    string // the registered value there
+	// OtherType is the type of the plugin that registered it, and Registered the
+	// registered schema (canonical), for the host to name its fleet version.
+	OtherType  string
+	Registered []byte
+	Path       string // JSON pointer of the first difference
+	Here       string // the declared value there
+	There      string // the registered value there
 	// Rule is the compatibility rule the schema breaks (a *compat.Error, with its own
 	// pointer); nil when the registry compares for equality (a contract one plugin
 	// declares twice).

@@ -3,8 +3,7 @@
 // that takes the request JSON in an Extism memory block and returns the reply envelope,
 // {"ok":...} or {"error":...}, in another. AssemblyScript has no JSON in its standard
 // library: requests are built as text and replies read with field(). Written by
-// fleet-host new from the fleet-host repository's testdata/assemblyscript/fleet.ts, with
-// HTTP and base64 helpers.
+// fleet-host new from the fleet-host repository's testdata/assemblyscript/fleet.ts.
 import { Host, Memory } from "@extism/as-pdk";
 import { error_set, length } from "@extism/as-pdk/lib/env";
 
@@ -200,9 +199,16 @@ export function done(): i32 {
 }
 
 // retry hands the task back to its queue after afterMs (0: the host's retry delay),
-// without spending an attempt.
-export function retry(afterMs: i64): i32 {
-  return output(afterMs == 0 ? '{"outcome":"retry"}' : '{"outcome":"retry","retry_after_ms":' + afterMs.toString() + "}");
+// without spending an attempt; reason ("": none) is why, in the host's event and log.
+export function retry(afterMs: i64, reason: string = ""): i32 {
+  let out = '{"outcome":"retry"';
+  if (afterMs != 0) {
+    out += ',"retry_after_ms":' + afterMs.toString();
+  }
+  if (reason != "") {
+    out += ',"reason":' + quote(reason);
+  }
+  return output(out + "}");
 }
 
 // fail reports a failed attempt: the task is handed back after a backoff that grows with
