@@ -145,6 +145,20 @@ func (h *Host) applyDesired(s desired.State) {
 	}
 }
 
+// inheritPauses gives p, which replaces old (nil: none), the pauses in force: old's local
+// one (a new version of a paused type stays paused) and the fleet's desired state last
+// applied. A reload calls it before p's slots start, so that none claims under a pause,
+// and setPlugin again as p joins the loaded set, which the next applyDesired reaches.
+// Call it holding pmu.
+func (h *Host) inheritPauses(p, old *plugin) {
+	if old != nil {
+		p.pause.local.Store(old.pause.local.Load())
+	}
+	if h.desired != nil {
+		p.pause.fleet.Store(fleetPause(*h.desired, p))
+	}
+}
+
 // fleetPause is the pause s holds p by, or nil.
 func fleetPause(s desired.State, p *plugin) *Pause {
 	queue := ""

@@ -236,12 +236,8 @@ func (h *Host) setPlugin(p, old *plugin) {
 	if p != nil {
 		h.plugins = append(h.plugins, p)
 		h.byType[p.info.Type] = p
-		if old != nil {
-			p.pause.local.Store(old.pause.local.Load()) // a new version of a paused type stays paused
-		}
-		if h.desired != nil {
-			p.pause.fleet.Store(fleetPause(*h.desired, p))
-		}
+		h.inheritPauses(p, old) // again: a pause or a resume may have come since the reload's
+
 	}
 	sort.Slice(h.plugins, func(i, j int) bool { return h.plugins[i].info.Type < h.plugins[j].info.Type })
 }
