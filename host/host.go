@@ -237,7 +237,6 @@ func (h *Host) setPlugin(p, old *plugin) {
 		h.plugins = append(h.plugins, p)
 		h.byType[p.info.Type] = p
 		h.inheritPauses(p, old) // again: a pause or a resume may have come since the reload's
-
 	}
 	sort.Slice(h.plugins, func(i, j int) bool { return h.plugins[i].info.Type < h.plugins[j].info.Type })
 }
