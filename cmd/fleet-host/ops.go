@@ -300,3 +300,15 @@ func planeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	return o.print(stdout, p, func() error { return cli.WritePlane(stdout, p, time.Now()) })
 }
+
+func schedulesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o := newOp("schedules", "schedules [flags]\n\nLists the daemon's schedules (run --schedules): each one's queue, cron expression or\ninterval, missed-tick policy, next tick, and last fire fleet-wide (its tick, task and\ndaemon). See docs/operators.md, \"Schedules\".", stderr)
+	if _, err := o.parse(args, 0, 0, "no arguments"); err != nil {
+		return err
+	}
+	s, err := o.c.Schedules(ctx)
+	if err != nil {
+		return err
+	}
+	return o.print(stdout, s, func() error { return cli.WriteSchedules(stdout, s, time.Now()) })
+}

@@ -43,6 +43,7 @@ import (
 	"github.com/fleethost/fleet/internal/metrics"
 	"github.com/fleethost/fleet/internal/plane"
 	"github.com/fleethost/fleet/internal/safetext"
+	"github.com/fleethost/fleet/internal/schedule"
 	"github.com/fleethost/fleet/primitives"
 )
 
@@ -83,6 +84,8 @@ type Params struct {
 	// POST /api/projects/{slug}/fleet/report, behind the plane's key, and
 	// GET /api/v1/plane/instances. Optional.
 	Plane *plane.Plane
+	// Schedules, when set, serves GET /api/v1/schedules (schedules.go). Optional.
+	Schedules func(context.Context) ([]schedule.Status, error)
 	// Log receives operator actions (pause, resume, requeue) and server errors.
 	// default: slog.Default()
 	Log *slog.Logger
@@ -147,6 +150,9 @@ func New(p Params) *Server {
 		s.route("/api/v1/reload", true, on(http.MethodPost, s.reload))
 	}
 	s.route("/api/v1/sites", true, on(http.MethodGet, s.listSites))
+	if p.Schedules != nil {
+		s.route("/api/v1/schedules", true, on(http.MethodGet, s.listSchedules))
+	}
 	s.route("/api/v1/pools", true, on(http.MethodGet, s.listPools))
 	s.route("/api/v1/pools/{name}", true, on(http.MethodGet, s.getPool))
 	s.route("/api/v1/contracts", true, on(http.MethodGet, s.listContracts))
@@ -615,6 +621,9 @@ func uniqueOf(w http.ResponseWriter, r *http.Request) (primitives.Unique, bool) 
 		return bad(fmt.Sprintf("header %s must be one value of 1 to %d printable ASCII bytes", UniqueKeyHeader, primitives.MaxUniqueKeyLen))
 	}
 	u.Key = keys[0]
+	if strings.HasPrefix(u.Key, host.ScheduleUniquePrefix) {
+		return bad(fmt.Sprintf("header %s: keys beginning with %q are the schedules' (docs/operators.md, \"Schedules\")", UniqueKeyHeader, host.ScheduleUniquePrefix))
+	}
 	if len(ttls) > 0 {
 		d, err := time.ParseDuration(ttls[0])
 		if len(ttls) > 1 || err != nil || d < 0 || d > primitives.MaxUniqueTTL {
