@@ -441,7 +441,8 @@ func (c Config) checkGrants(grants map[string]Grant) []error {
 //     none of it. A type holds no ':' (New refuses it), so no type's default reaches
 //     another's names.
 //   - The zero Grant gives no pool and no queue.
-//   - The host's own KV namespace and lock ("fleet-contracts") are never granted.
+//   - The host's own KV namespaces and locks ("fleet-contracts", "fleet-schedules", and
+//     "fleet-desired": the fleet's desired state) are never granted.
 //   - As JSON (the grants file, the HTTP API, `fleet-host describe`) each field is its
 //     snake_case name below, a duration is a string ("20s"), and an unknown field is an
 //     error naming it: a typo would otherwise grant nothing, silently.

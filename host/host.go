@@ -18,6 +18,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/internal/desired"
 	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/host/internal/httpfn"
 	"github.com/fleethost/fleet/host/internal/slot"
@@ -43,6 +44,7 @@ type Host struct {
 	plugins []*plugin          // guarded by pmu: sorted by type
 	byType  map[string]*plugin // guarded by pmu
 	refused map[string]refusal // guarded by pmu: by file, the last build Reload refused
+	desired *desired.State     // guarded by pmu: the fleet's desired state last applied; nil before the first
 
 	// reloadMu serialises Reload, and Run's drain after it: a reload runs to its end
 	// before the drain takes the slots.
@@ -89,7 +91,7 @@ type plugin struct {
 	pump     *slot.Pump         // guarded by Host.reloadMu: its slots' claims and acks (batch)
 	stopPump context.CancelFunc // guarded by Host.reloadMu: ends its pump; nil before its slots start
 
-	paused    atomic.Bool
+	pause     pauses       // who holds it paused: Pause (local) and the fleet's desired state
 	gen       atomic.Int64 // instance generations, for unique module names
 	abandoned atomic.Bool  // Run's drain abandoned a slot of it: its runtime stays open
 }
@@ -118,8 +120,11 @@ type Plugin struct {
 	// each pool and queue it declares with the roles it was granted (by Config.Grants,
 	// or Config.GrantDeclared).
 	Grant Grant
-	// Paused is whether Pause holds the type (until Resume), when Plugins was called.
+	// Paused is whether a pause holds the type, when Plugins was called; Pauses are
+	// those that hold it: the fleet's (PauseFleet, PauseQueue) first, then this host's
+	// (Pause). Its slots claim again once none does.
 	Paused bool
+	Pauses []Pause
 }
 
 // New loads every .wasm in cfg.PluginsDir: it compiles each once (through the on-disk
@@ -236,9 +241,7 @@ func (h *Host) setPlugin(p, old *plugin) {
 	if p != nil {
 		h.plugins = append(h.plugins, p)
 		h.byType[p.info.Type] = p
-		if old != nil && old.paused.Load() {
-			p.paused.Store(true) // a new version of a paused type stays paused
-		}
+		h.inheritPauses(p, old) // again: a pause or a resume may have come since the reload's
 	}
 	sort.Slice(h.plugins, func(i, j int) bool { return h.plugins[i].info.Type < h.plugins[j].info.Type })
 }
@@ -264,7 +267,8 @@ func (h *Host) Plugins() []Plugin {
 	out := make([]Plugin, len(h.plugins))
 	for i, p := range h.plugins {
 		out[i] = p.info
-		out[i].Paused = p.paused.Load()
+		out[i].Pauses = p.pause.list()
+		out[i].Paused = len(out[i].Pauses) > 0
 		if f, ok := h.refused[p.info.File]; ok {
 			out[i].ReloadError = f.err.Error()
 		}
@@ -272,25 +276,26 @@ func (h *Host) Plugins() []Plugin {
 	return out
 }
 
-// Pause stops the slots of a plugin type from claiming new tasks (or ticking); calls in
-// flight finish. Observers see the slots paused (the plane, draining). Unknown types are
-// an error.
+// Pause stops the slots of a plugin type on this host from claiming new tasks (or
+// ticking); calls in flight finish. Observers see the slots paused (the plane: draining,
+// phase paused; see slotstate). Unknown types are an error. PauseFleet pauses a type on
+// every host sharing the backend.
 func (h *Host) Pause(typ string) error {
 	p := h.pluginOf(typ)
 	if p == nil {
 		return fmt.Errorf("host: pause: no plugin of type %q", typ)
 	}
-	p.paused.Store(true)
+	p.pause.local.Store(h.localPause(true, ""))
 	return nil
 }
 
-// Resume undoes Pause.
+// Resume undoes Pause; a fleet-wide pause (PauseFleet) stays in force.
 func (h *Host) Resume(typ string) error {
 	p := h.pluginOf(typ)
 	if p == nil {
 		return fmt.Errorf("host: resume: no plugin of type %q", typ)
 	}
-	p.paused.Store(false)
+	p.pause.local.Store(nil)
 	return nil
 }
 

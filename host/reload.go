@@ -165,6 +165,9 @@ func (h *Host) reloadFile(ctx context.Context, r *runState, file string, old *pl
 	if err != nil {
 		return h.refuse(file, d, err)
 	}
+	h.pmu.RLock()
+	h.inheritPauses(p, old) // before its slots start: none claims under a pause
+	h.pmu.RUnlock()
 	if old == nil {
 		if r != nil {
 			h.startPlugin(r, p)

@@ -5,7 +5,7 @@
 //	fleet-host run       the daemon
 //	fleet-host submit    submit tasks through the HTTP API
 //	fleet-host inspect   automations, slots, queues, pools and parked tasks
-//	fleet-host pause     pause an automation type; resume resumes it
+//	fleet-host pause     pause an automation type fleet-wide (--local: this daemon); resume resumes it
 //	fleet-host tasks     list, requeue or delete a queue's parked tasks
 //	fleet-host kv        read a KV key; counter, pool and lock read those
 //	fleet-host plane     the instances that report to the daemon's plane
@@ -44,7 +44,7 @@ commands:
   run       run the daemon: load the plugins folder, run their slots, serve the HTTP API
   submit    submit tasks to an automation through the HTTP API
   inspect   show automations, slots, queues, pools and parked tasks (through the HTTP API)
-  pause     pause an automation type's slots (through the HTTP API); resume resumes them
+  pause     pause an automation type's slots on every daemon (--local: this one; through the HTTP API); resume resumes them
   tasks     list, requeue or delete a queue's parked tasks (through the HTTP API)
   kv        kv get NS KEY: read a KV value (through the HTTP API)
   counter   counter get NAME: read a counter

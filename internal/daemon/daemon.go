@@ -292,7 +292,7 @@ func newAPI(o Options, log *slog.Logger, h *host.Host, b primitives.Backend, obs
 		MaxBody: int64(o.MaxPayload), Draining: draining, Reload: rl.reload, Plane: pl, Log: log,
 		Schedules: sf.list,
 	})
-	obs.metrics.Watch(metrics.Sources{Queues: srv.Queues, Pools: srv.Pools, PluginMetrics: h.PluginMetrics, ReloadFailures: rl.reloadFailures, Sites: h.Sites})
+	obs.metrics.Watch(metrics.Sources{Queues: srv.Queues, Pools: srv.Pools, PluginMetrics: h.PluginMetrics, ReloadFailures: rl.reloadFailures, Sites: h.Sites, Plugins: h.Plugins})
 	return srv
 }
 
