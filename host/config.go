@@ -17,6 +17,7 @@ import (
 	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/reporter"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config configures a Host. It is flat: every field's zero value means its default,
@@ -205,6 +206,16 @@ type Config struct {
 	// default: DefaultVersion(), the main module's version from runtime/debug.ReadBuildInfo,
 	// or "dev"
 	Version string
+
+	// TracerProvider, when set, makes OpenTelemetry spans: each attempt at a task is a
+	// span "task <queue>" whose parent is the trace context of the submit that enqueued
+	// it, each host call a child span named by its op, each outbound request a client
+	// span "HTTP <method>" under its call, and each Submit a span "submit <queue>". The
+	// host never shuts it down: its owner flushes it after Close. See RATIONALE.md,
+	// "What does a trace show?".
+	// default: nil (no span is made; the trace context a submit's ctx carries still
+	// travels with its task)
+	TracerProvider trace.TracerProvider
 }
 
 // The defaults of Config, each the one place its value is written: New fills a zero
@@ -392,12 +403,14 @@ func (c Config) checkGrants(grants map[string]Grant) []error {
 		if err := checkType(typ); err != nil {
 			errs = append(errs, fmt.Errorf("host: Config.Grants[%q]: %w", typ, err))
 		}
+		// Named as the grants file writes them (max_payload, not MaxPayload): the
+		// operator's file is where most grants come from.
 		if err := g.check(); err != nil {
-			errs = append(errs, fmt.Errorf("host: Config.Grants[%q].%w", typ, err))
+			errs = append(errs, fmt.Errorf("host: Config.Grants[%q]: %s", typ, fileField(err.Error())))
 		}
 		// With Config's: it fills what the grant leaves out.
 		if err := checkBackoff(g.backoff(), c.RetryBackoff, grantBackoffFields); err != nil {
-			errs = append(errs, fmt.Errorf("host: Config.Grants[%q].%w", typ, err))
+			errs = append(errs, fmt.Errorf("host: Config.Grants[%q]: %w", typ, err))
 		}
 	}
 	return errs
@@ -428,7 +441,8 @@ func (c Config) checkGrants(grants map[string]Grant) []error {
 //     none of it. A type holds no ':' (New refuses it), so no type's default reaches
 //     another's names.
 //   - The zero Grant gives no pool and no queue.
-//   - The host's own KV namespace and lock ("fleet-contracts") are never granted.
+//   - The host's own KV namespaces and locks ("fleet-contracts", "fleet-schedules", and
+//     "fleet-desired": the fleet's desired state) are never granted.
 //   - As JSON (the grants file, the HTTP API, `fleet-host describe`) each field is its
 //     snake_case name below, a duration is a string ("20s"), and an unknown field is an
 //     error naming it: a typo would otherwise grant nothing, silently.
@@ -593,7 +607,7 @@ func (g Grant) check() error {
 	if err := checkGrantRoles(g); err != nil {
 		return err
 	}
-	if err := g.HTTP.CheckSecrets(); err != nil {
+	if err := g.HTTP.Check(); err != nil {
 		return err
 	}
 	for field, ps := range map[string][]string{"KV": g.KV, "Locks": g.Locks, "Counters": g.Counters} {
@@ -627,7 +641,7 @@ func (g Grant) check() error {
 		"CounterMaxNames": int64(g.CounterMaxNames), "LockMaxNames": int64(g.LockMaxNames),
 		"MaxQueueDepth": int64(g.MaxQueueDepth), "MaxQueueBytes": g.MaxQueueBytes,
 		"MaxPoolItems": int64(g.MaxPoolItems), "MaxPoolBytes": g.MaxPoolBytes,
-		"HandBackAlert (hand_back_alert)": int64(g.HandBackAlert),
+		"HandBackAlert": int64(g.HandBackAlert),
 	} {
 		if n < 0 {
 			return fmt.Errorf("%s is %d, want >= 0 (0 for the default)", field, n)
@@ -664,9 +678,9 @@ func (g Grant) backoff() primitives.Backoff {
 	return primitives.Backoff{Base: g.RetryBackoffBase, Factor: g.RetryBackoffFactor, Max: g.RetryBackoffMax}
 }
 
-// grantBackoffFields name Grant's backoff fields in errors, as Go and the grants file
-// spell them.
-var grantBackoffFields = [3]string{"RetryBackoffBase (retry_backoff_base)", "RetryBackoffFactor (retry_backoff_factor)", "RetryBackoffMax (retry_backoff_max)"}
+// grantBackoffFields name Grant's backoff fields in errors, as the grants file spells
+// them.
+var grantBackoffFields = [3]string{"retry_backoff_base", "retry_backoff_factor", "retry_backoff_max"}
 
 // DefaultRetryBackoff is a failed task's backoff when neither Config nor its plugin's
 // Grant sets one:

@@ -54,7 +54,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) primitives.Backend) {
 		{"Lock", lockTests},
 		{"Counter", counterTests},
 		{"Browse", browseTests},
-		{"Queue", slices.Concat(queueTests, uniqueTests)},
+		{"Queue", slices.Concat(queueTests, uniqueTests, traceTests)},
 		{"Gate", gateTests},
 		{"BadInput", badInputTests},
 		{"Limits", limitTests},

@@ -19,14 +19,33 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/internal/desired"
+	"github.com/fleethost/fleet/host/internal/tracing"
 	"github.com/fleethost/fleet/host/internal/validate"
 	"github.com/fleethost/fleet/primitives"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ContractsNamespace is the KV namespace where hosts record the fleet's contracts, and the
 // name of the lock they hold while doing so. No grant reaches either: a guest can neither
 // read nor overwrite the registry, nor hold up a host's start.
 const ContractsNamespace = "fleet-contracts"
+
+// SchedulesNamespace is the KV namespace where daemons record each schedule's last fire
+// (internal/schedule). No grant reaches it: a guest cannot hold back or replay a tick.
+const SchedulesNamespace = "fleet-schedules"
+
+// ScheduleUniquePrefix begins the unique keys of the schedules' ticks
+// ("schedule:<name>:<tick>"). A guest's or an API client's unique key may not begin with
+// it: a submit under a tick's key ahead of the schedule would take the tick's place.
+const ScheduleUniquePrefix = "schedule:"
+
+// reserved reports whether name is one of the host's own KV namespaces and lock names,
+// which no grant reaches: ContractsNamespace, SchedulesNamespace, and desired.Namespace,
+// the fleet's desired state (an operator's pause is not a plugin's to read or forge).
+func reserved(name string) bool {
+	return name == ContractsNamespace || name == SchedulesNamespace || name == desired.Namespace
+}
 
 // Core dispatches host calls. It is safe for concurrent use; build it with NewCore.
 type Core struct {
@@ -37,6 +56,7 @@ type Core struct {
 	ops       map[abi.Op]opFunc  // immutable after construction
 
 	observe atomic.Pointer[CallObserver] // nil when nothing observes; see SetObserver
+	tracer  trace.Tracer                 // nil when tracing is off; set by SetTracer before any Call
 }
 
 // opFunc runs one operation. It returns the result to encode, or an error envelope.
@@ -114,6 +134,7 @@ func (c *Core) Call(ctx context.Context, op abi.Op, req []byte) (reply []byte) {
 	if obs != nil {
 		start = time.Now()
 	}
+	ctx, end := tracing.StartCall(ctx, c.tracer, string(op))
 	e := c.spend(ctx, caller, op)
 	if e == nil {
 		var res any
@@ -122,6 +143,7 @@ func (c *Core) Call(ctx context.Context, op abi.Op, req []byte) (reply []byte) {
 			e = checkReply(caller, op, reply)
 		}
 	}
+	end(string(kindOf(e)))
 	if obs != nil {
 		(*obs)(op, kindOf(e), time.Since(start))
 	}
