@@ -360,7 +360,8 @@ func TestConsole(t *testing.T) {
 		t.Errorf("the counter's read shows %q; want gate:runs at 4", got)
 	}
 	// The browse box lists the counters under a prefix, names not known in advance, with
-	// their values; and says when a prefix holds no KV key.
+	// their values, and the KV keys with their sizes and expiries; and says when a prefix
+	// holds nothing.
 	step(t, tab, "browse the counters under gate:",
 		chromedp.SetValue(chromedp.CSS(`#browse select[name="kind"]`), "counters"),
 		chromedp.SetValue(chromedp.CSS(`#browse input[name="prefix"]`), "gate:"),
@@ -374,9 +375,16 @@ func TestConsole(t *testing.T) {
 		chromedp.SetValue(chromedp.CSS(`#browse select[name="kind"]`), "kv"),
 		chromedp.SetValue(chromedp.CSS(`#browse input[name="prefix"]`), "gate"),
 		chromedp.Click(chromedp.CSS(`#browse button[type="submit"]`)),
+		visible(`#browse-result[data-kind="kv"][data-listed="1"] tr[data-name="gate-notes last-url"]`))
+	if got := text(t, tab, `#browse-result tr[data-name="gate-notes last-url"]`); !strings.Contains(got, " B") || strings.Contains(got, "never") {
+		t.Errorf("the browsed key gate-notes last-url reads %q; want its size and its expiry in an hour", got)
+	}
+	step(t, tab, "browse a prefix that holds nothing",
+		chromedp.SetValue(chromedp.CSS(`#browse input[name="prefix"]`), "nothing:"),
+		chromedp.Click(chromedp.CSS(`#browse button[type="submit"]`)),
 		visible(`#browse-result[data-kind="kv"][data-listed="0"]`))
-	if got := text(t, tab, `#browse-result p`); got != `Nothing under "gate".` {
-		t.Errorf("the KV browse of gate says %q; want that nothing is under it", got)
+	if got := text(t, tab, `#browse-result p`); got != `Nothing under "nothing:".` {
+		t.Errorf("the KV browse of nothing: says %q; want that nothing is under it", got)
 	}
 	screenshot(t, tab, "pool-and-state")
 

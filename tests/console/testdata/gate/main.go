@@ -1,6 +1,6 @@
 // Command gate is the test guest of tests/console: a batch plugin of the queue "gate"
 // whose task is a URL on the test's own server. It adds 1 to the counter "gate:runs",
-// GETs the URL, puts what it got into the pool "gate-answers" (tagged with the answer's
+// keeps the URL as "last-url" in the KV namespace "gate-notes" for an hour, GETs the URL, puts what it got into the pool "gate-answers" (tagged with the answer's
 // status, kept an hour), and is done when the answer is 200, retries in an hour when it
 // is 429 (the task then waits out its delay), and fails (the answer's status and body as
 // the reason) otherwise. The test's server answers when the test lets it, so a
@@ -41,6 +41,9 @@ func init() {
 
 func handle(t fleet.Task[Gate]) fleet.Result {
 	if _, err := fleet.Counter("gate:runs").Incr(); err != nil {
+		return fleet.Fail(err)
+	}
+	if err := fleet.KV("gate-notes").Set("last-url", t.Payload.URL, time.Hour); err != nil {
 		return fleet.Fail(err)
 	}
 	resp, err := fleet.HTTP(fleet.Request{URL: t.Payload.URL, Timeout: time.Minute})
