@@ -34,6 +34,8 @@ type Backend interface {
 	Counter
 	Queue
 	Gate
+	Roster
+	Tally
 
 	// Ping reports whether the backend is reachable; ErrUnavailable when it is not.
 	Ping(ctx context.Context) error
