@@ -1,0 +1,102 @@
+package fleetview
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/host/slotstate"
+	"github.com/fleethost/fleet/internal/metrics"
+	"github.com/fleethost/fleet/primitives/memory"
+)
+
+func TestOutcomeOf(t *testing.T) {
+	tests := []struct {
+		name string
+		e    host.SlotEvent
+		want Outcome
+	}{
+		{"acked", host.SlotEvent{Outcome: slotstate.Checkpoint}, Done},
+		{"retry refunds", host.SlotEvent{Outcome: slotstate.Released, HandBacks: 1}, Retried},
+		{"fail spends", host.SlotEvent{Outcome: slotstate.Released}, Failed},
+		{"parked", host.SlotEvent{Outcome: slotstate.Parked, Parked: true}, Parked},
+		{"death that parks", host.SlotEvent{Outcome: slotstate.Dead, Parked: true}, Parked},
+		{"death", host.SlotEvent{Outcome: slotstate.Dead, Death: "trap"}, Died},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := OutcomeOf(tc.e); got != tc.want {
+				t.Errorf("OutcomeOf(%+v) = %v, want %v", tc.e, got, tc.want)
+			}
+		})
+	}
+}
+
+// keeper is a Keeper of daemon d on b running one slot of typ at digest.
+func keeper(b *memory.Backend, d, typ, digest string, c *Counter) *Keeper {
+	plugins := []host.Plugin{{Type: typ, Version: "1.0.0", Digest: digest, Slots: 1, Consumes: &abi.QueueContract{Name: typ + "-q"}}}
+	return NewKeeper(Params{
+		Backend: b, Daemon: d, Instance: d, Version: "test", Counter: c, Refresh: time.Second,
+		Plugins: func() []host.Plugin { return plugins },
+		Slots: func() []metrics.SlotState {
+			return []metrics.SlotState{{Plugin: typ, Slot: typ + "/0", State: slotstate.Idle}}
+		},
+	}, 1)
+}
+
+func TestReadTwoDaemons(t *testing.T) {
+	b := memory.New(memory.Options{})
+	ctx := t.Context()
+	c1, c2 := &Counter{}, &Counter{}
+	k1, k2 := keeper(b, "d1", "poller", "sha256:aaa", c1), keeper(b, "d2", "poller", "sha256:bbb", c2)
+	fin := func(c *Counter, e host.SlotEvent, n int) {
+		e.Plugin, e.Kind = "poller", slotstate.Finished
+		for range n {
+			c.Observe(e)
+		}
+	}
+	fin(c1, host.SlotEvent{Outcome: slotstate.Checkpoint}, 3)
+	fin(c2, host.SlotEvent{Outcome: slotstate.Checkpoint}, 4)
+	fin(c2, host.SlotEvent{Outcome: slotstate.Released, Parked: true}, 1)
+	c2.Observe(host.SlotEvent{Plugin: "poller", Kind: slotstate.Idle}) // not counted
+	k1.tick(ctx, false)
+	k2.tick(ctx, false)
+	k2.tick(ctx, false) // nothing new: adds nothing
+
+	now := time.Now()
+	f, err := Read(ctx, b, "d1", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Daemons) != 2 || f.Daemons[0].Name != "d1" || f.Daemons[1].Name != "d2" || f.Daemons[0].State != "live" {
+		t.Fatalf("Daemons = %+v, want d1 and d2, live", f.Daemons)
+	}
+	if len(f.Diverging) != 1 || f.Diverging[0].Automation != "poller" || len(f.Diverging[0].Builds) != 2 {
+		t.Errorf("Diverging = %+v, want poller with 2 builds", f.Diverging)
+	}
+	if len(f.Health.Automations) != 1 || len(f.Health.Queues) != 1 {
+		t.Fatalf("Health = %+v, want one automation and one queue", f.Health)
+	}
+	for _, s := range []Series{f.Health.Automations[0], f.Health.Queues[0]} {
+		if s.Total["done"] != 7 || s.Total["parked"] != 1 || s.Done[len(s.Done)-1] != 7 || s.Rate <= 0 {
+			t.Errorf("series %s = totals %v, last minute done %d, rate %v; want done 7, parked 1 in the current minute", s.Name, s.Total, s.Done[len(s.Done)-1], s.Rate)
+		}
+	}
+	if f.Health.Queues[0].Name != "poller-q" {
+		t.Errorf("queue series %q, want poller-q", f.Health.Queues[0].Name)
+	}
+
+	f, err = Read(ctx, b, "d1", now.Add((StaleAfter+1)*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Daemons[1].State != "stale" || len(f.Diverging) != 0 {
+		t.Errorf("read 4 refreshes later: d2 %s, diverging %v; want stale and no divergence (stale daemons run nothing known)", f.Daemons[1].State, f.Diverging)
+	}
+	k2.tick(ctx, true)
+	f, _ = Read(ctx, b, "d1", now)
+	if f.Daemons[1].State != "stopped" {
+		t.Errorf("after its last record d2 is %s, want stopped", f.Daemons[1].State)
+	}
+}
