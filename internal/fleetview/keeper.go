@@ -24,7 +24,7 @@ const DefaultRefresh = 2 * time.Second
 // RecordTTL refreshes.
 const (
 	StaleAfter = 3
-	RecordTTL  = 5
+	RecordTTL  = 10
 )
 
 // HealthWindow is how far back the health reaches; a bucket lives a minute past it.
