@@ -28,7 +28,14 @@ func startFleetView(o Options, log *slog.Logger, h *host.Host, b primitives.Back
 	name := fleetview.DaemonName(o.Instance, os.Getpid())
 	k := fleetview.NewKeeper(fleetview.Params{
 		Backend: b, Daemon: name, Instance: o.Instance, Version: o.Version,
-		Plugins: h.Plugins, Slots: obs.slots.Snapshot, Counter: obs.health,
+		Plugins: h.Plugins, Slots: func() []fleetview.Slot {
+			var out []fleetview.Slot
+			for _, s := range obs.slots.Snapshot() {
+				out = append(out, fleetview.Slot{Slot: s.Slot, Automation: s.Plugin, State: s.State})
+			}
+			return out
+		},
+		Counter: obs.health,
 		Refresh: o.FleetRefresh, Log: log,
 	}, os.Getpid())
 	ctx, stop := context.WithCancel(context.Background())

@@ -11,7 +11,6 @@ import (
 
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/host/slotstate"
-	"github.com/fleethost/fleet/internal/metrics"
 	"github.com/fleethost/fleet/internal/safetext"
 	"github.com/fleethost/fleet/primitives"
 )
@@ -82,8 +81,10 @@ type Params struct {
 	Instance string
 	Version  string
 	Plugins  func() []host.Plugin
-	Slots    func() []metrics.SlotState
-	Counter  *Counter
+	// Slots lists the daemon's slots with their automation and state; the Keeper fills
+	// in each one's version and digest from Plugins.
+	Slots   func() []Slot
+	Counter *Counter
 	// Refresh is how often the record is written and the counts flushed.
 	// default: DefaultRefresh
 	Refresh time.Duration
@@ -231,8 +232,9 @@ func (k *Keeper) record(stopped bool) Record {
 			r.SlotsOmitted = len(slots) - i
 			break
 		}
-		p := byType[s.Plugin]
-		r.Slots = append(r.Slots, Slot{Slot: s.Slot, Automation: s.Plugin, Version: p.Version, Digest: p.Digest, State: s.State})
+		p := byType[s.Automation]
+		s.Version, s.Digest = p.Version, p.Digest
+		r.Slots = append(r.Slots, s)
 	}
 	slices.SortFunc(r.Automations, func(a, b Automation) int { return cmp.Compare(a.Type, b.Type) })
 	return r
