@@ -7,7 +7,9 @@ import (
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/host/slotstate"
+	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives/memory"
+	"github.com/fleethost/fleet/primitives/redis"
 )
 
 func TestOutcomeOf(t *testing.T) {
@@ -108,4 +110,68 @@ func BenchmarkCounterObserve(b *testing.B) {
 			c.Observe(e)
 		}
 	})
+}
+
+// TestReadAlerts: a refused reload on any daemon is an alert of every daemon's view,
+// and a record that is not one this version reads is skipped, never fatal.
+func TestReadAlerts(t *testing.T) {
+	b := memory.New(memory.Options{})
+	ctx := t.Context()
+	plugins := []host.Plugin{{Type: "poller", Version: "1.0.0", Digest: "sha256:aaa", Slots: 1, ReloadError: "poller.wasm: abi: version mismatch"}}
+	k := NewKeeper(Params{Backend: b, Daemon: "d1", Instance: "d1", Refresh: time.Second,
+		Plugins: func() []host.Plugin { return plugins }, Slots: func() []Slot { return nil }}, 1)
+	k.tick(ctx, false)
+	if err := b.RosterPut(ctx, "junk@1", []byte(`not json`), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Read(ctx, b, "d2", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Daemons) != 1 || len(f.Alerts) != 1 || f.Alerts[0].Kind != "reload_refused" || f.Alerts[0].Subject != "poller" ||
+		f.Alerts[0].Message != "a reload of poller was refused on d1: poller.wasm: abi: version mismatch" {
+		t.Errorf("Read = daemons %+v, alerts %+v; want d1 only and its refused reload", f.Daemons, f.Alerts)
+	}
+}
+
+// TestFlushSurvivesOutage: counts a flush could not write while Redis was down are
+// written once it is back, with those counted meanwhile: none lost, none twice.
+func TestFlushSurvivesOutage(t *testing.T) {
+	srv := testutil.NewRedis(t)
+	b, err := redis.Open(srv.URL(), redis.Options{CallTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	c := &Counter{}
+	k := NewKeeper(Params{Backend: b, Daemon: "d1", Instance: "d1", Counter: c, Refresh: time.Second,
+		Plugins: func() []host.Plugin { return nil }, Slots: func() []Slot { return nil }}, 1)
+	done := host.SlotEvent{Plugin: "poller", Kind: slotstate.Finished, Outcome: slotstate.Checkpoint}
+	ctx := t.Context()
+	c.Observe(done)
+	srv.Stop()
+	k.tick(ctx, false) // fails: kept
+	c.Observe(done)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	read := func() int64 {
+		f, err := Read(ctx, b, "d1", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(f.Health.Automations) == 0 {
+			return 0
+		}
+		return f.Health.Automations[0].Total["done"]
+	}
+	k.tick(ctx, false) // the kept flush
+	if got := read(); got != 1 {
+		t.Errorf("after the outage's flush: done = %d, want 1 (the one counted before it)", got)
+	}
+	k.tick(ctx, false)
+	k.tick(ctx, false)
+	if got := read(); got != 2 {
+		t.Errorf("after two more flushes: done = %d, want 2", got)
+	}
 }

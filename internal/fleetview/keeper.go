@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -130,8 +131,13 @@ func NewKeeper(p Params, pid int) *Keeper {
 	return &Keeper{p: p, started: p.Now(), pid: pid}
 }
 
+// lastBound bounds Run's last flush and record, so that a daemon's shutdown stays
+// within its bound (daemon.ShutdownMargin) whatever the refresh.
+const lastBound = 2 * time.Second
+
 // Run keeps the record and flushes the counts until ctx is done, then flushes the
-// counts and writes the stopped record once more, bounded by a Refresh, and returns.
+// counts and writes the stopped record once more, bounded by a refresh and lastBound,
+// and returns.
 func (k *Keeper) Run(ctx context.Context) {
 	t := time.NewTicker(k.p.Refresh)
 	defer t.Stop()
@@ -139,7 +145,7 @@ func (k *Keeper) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			last, cancel := context.WithTimeout(context.WithoutCancel(ctx), k.p.Refresh)
+			last, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(k.p.Refresh, lastBound))
 			defer cancel()
 			k.tick(last, true)
 			return
@@ -174,11 +180,13 @@ func (k *Keeper) flush(ctx context.Context) error {
 		}
 	}
 	f := k.pending
-	if err := k.p.Backend.TallyAdd(primitives.WithRequest(ctx, f.req), f.at, f.counts, HealthWindow+time.Minute); err != nil {
-		return err
+	err := k.p.Backend.TallyAdd(primitives.WithRequest(ctx, f.req), f.at, f.counts, HealthWindow+time.Minute)
+	// Kept only for a backend that did not answer: one it refused (a bucket past
+	// primitives.MaxTallySeries) would refuse it again, and hold back every later flush.
+	if err == nil || !errors.Is(err, primitives.ErrUnavailable) {
+		k.pending = nil
 	}
-	k.pending = nil
-	return nil
+	return err
 }
 
 // take makes a batch of the counts since the last one, by automation ("a:<type>:<outcome>")
@@ -207,7 +215,7 @@ func (k *Keeper) take() *flush {
 			}
 		}
 	}
-	return &flush{at: k.p.Now(), counts: m, req: primitives.Request{ID: primitives.NewToken(), Keep: 2 * HealthWindow}}
+	return &flush{at: k.p.Now(), counts: m, req: primitives.Request{ID: primitives.NewToken()}}
 }
 
 // record is the daemon's record now.
