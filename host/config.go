@@ -392,12 +392,14 @@ func (c Config) checkGrants(grants map[string]Grant) []error {
 		if err := checkType(typ); err != nil {
 			errs = append(errs, fmt.Errorf("host: Config.Grants[%q]: %w", typ, err))
 		}
+		// Named as the grants file writes them (max_payload, not MaxPayload): the
+		// operator's file is where most grants come from.
 		if err := g.check(); err != nil {
-			errs = append(errs, fmt.Errorf("host: Config.Grants[%q].%w", typ, err))
+			errs = append(errs, fmt.Errorf("host: Config.Grants[%q]: %s", typ, fileField(err.Error())))
 		}
 		// With Config's: it fills what the grant leaves out.
 		if err := checkBackoff(g.backoff(), c.RetryBackoff, grantBackoffFields); err != nil {
-			errs = append(errs, fmt.Errorf("host: Config.Grants[%q].%w", typ, err))
+			errs = append(errs, fmt.Errorf("host: Config.Grants[%q]: %w", typ, err))
 		}
 	}
 	return errs
@@ -428,7 +430,8 @@ func (c Config) checkGrants(grants map[string]Grant) []error {
 //     none of it. A type holds no ':' (New refuses it), so no type's default reaches
 //     another's names.
 //   - The zero Grant gives no pool and no queue.
-//   - The host's own KV namespace and lock ("fleet-contracts") are never granted.
+//   - The host's own KV namespaces and locks ("fleet-contracts", "fleet-schedules", and
+//     "fleet-desired": the fleet's desired state) are never granted.
 //   - As JSON (the grants file, the HTTP API, `fleet-host describe`) each field is its
 //     snake_case name below, a duration is a string ("20s"), and an unknown field is an
 //     error naming it: a typo would otherwise grant nothing, silently.
@@ -593,7 +596,7 @@ func (g Grant) check() error {
 	if err := checkGrantRoles(g); err != nil {
 		return err
 	}
-	if err := g.HTTP.CheckSecrets(); err != nil {
+	if err := g.HTTP.Check(); err != nil {
 		return err
 	}
 	for field, ps := range map[string][]string{"KV": g.KV, "Locks": g.Locks, "Counters": g.Counters} {
@@ -627,7 +630,7 @@ func (g Grant) check() error {
 		"CounterMaxNames": int64(g.CounterMaxNames), "LockMaxNames": int64(g.LockMaxNames),
 		"MaxQueueDepth": int64(g.MaxQueueDepth), "MaxQueueBytes": g.MaxQueueBytes,
 		"MaxPoolItems": int64(g.MaxPoolItems), "MaxPoolBytes": g.MaxPoolBytes,
-		"HandBackAlert (hand_back_alert)": int64(g.HandBackAlert),
+		"HandBackAlert": int64(g.HandBackAlert),
 	} {
 		if n < 0 {
 			return fmt.Errorf("%s is %d, want >= 0 (0 for the default)", field, n)
@@ -664,9 +667,9 @@ func (g Grant) backoff() primitives.Backoff {
 	return primitives.Backoff{Base: g.RetryBackoffBase, Factor: g.RetryBackoffFactor, Max: g.RetryBackoffMax}
 }
 
-// grantBackoffFields name Grant's backoff fields in errors, as Go and the grants file
-// spell them.
-var grantBackoffFields = [3]string{"RetryBackoffBase (retry_backoff_base)", "RetryBackoffFactor (retry_backoff_factor)", "RetryBackoffMax (retry_backoff_max)"}
+// grantBackoffFields name Grant's backoff fields in errors, as the grants file spells
+// them.
+var grantBackoffFields = [3]string{"retry_backoff_base", "retry_backoff_factor", "retry_backoff_max"}
 
 // DefaultRetryBackoff is a failed task's backoff when neither Config nor its plugin's
 // Grant sets one:

@@ -2,8 +2,8 @@
 // with an Extism PDK) with wazero, and runs each in slots that claim tasks, call the guest under a deadline and
 // settle the outcome on the backend.
 //
-// The public surface is Config, New, Run, Close, Plugin and Grant (plus Submit, Pause and
-// Resume for the HTTP API, and SlotEvent for telemetry); the dispatch core
+// The public surface is Config, New, Run, Close, Plugin and Grant (plus Submit, Pause,
+// Resume, PauseFleet and PauseQueue for the HTTP API, and SlotEvent for telemetry); the dispatch core
 // (internal/hostfn), the transports (internal/native, and internal/extism through the
 // Extism Go SDK; transport.go chooses by the module's imports), the slot loop
 // (internal/slot) and schema validation (internal/validate) are internal.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/hostfn"
+	"github.com/fleethost/fleet/internal/hint"
 	"github.com/fleethost/fleet/primitives"
 )
 
@@ -335,6 +336,12 @@ func (g *Grant) UnmarshalJSON(b []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&v); err != nil {
+		// encoding/json's unknown field error has no type to test: its text is the one
+		// way to tell it.
+		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			name, _ = strconv.Unquote(name)
+			return fmt.Errorf("unknown field %q%s", name, hint.DidYouMean(name, grantFields()))
+		}
 		var te *json.UnmarshalTypeError
 		if !errors.As(err, &te) || te.Field == "" {
 			return err
@@ -367,6 +374,28 @@ func (g *Grant) UnmarshalJSON(b []byte) error {
 		*d.into = t
 	}
 	return nil
+}
+
+// grantFields lists a grant's fields as the grants file spells them (its JSON names),
+// sorted: what an unknown field is compared with for a "did you mean".
+func grantFields() []string {
+	var out []string
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if f.Anonymous {
+				walk(f.Type)
+				continue
+			}
+			if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
+				out = append(out, name)
+			}
+		}
+	}
+	walk(reflect.TypeFor[Grant]())
+	sort.Strings(out)
+	return out
 }
 
 // durationFields are the grants file's fields written as duration strings (grantDurations).

@@ -92,7 +92,7 @@ func TestGrantDeclared(t *testing.T) {
 	}
 	logs := r.logs.String()
 	for _, w := range []string{
-		`level=WARN msg="host: --grant-declared (Config.GrantDeclared) grants this plugin what it declares, beyond the grants file; for development only" type=w granted="queues \"results\": submit; queues \"w-q\": consume"`,
+		`level=WARN msg="host: --grant-declared grants this plugin what it declares, beyond the grants file; for development only" type=w granted="queues \"results\": submit; queues \"w-q\": consume"`,
 		`type=x granted="queues \"x-q\": consume"`,
 	} {
 		if !strings.Contains(logs, w) {
@@ -212,14 +212,55 @@ func TestGrantRolesChecked(t *testing.T) {
 	r.wat("done", "w", batchDescribe("w", "w-q", anyObject))
 	r.cfg.PluginsDir = r.dir
 	for g, want := range map[*host.Grant]string{
-		{Pools: map[string][]string{"p": {"consume"}}}:   `host: Config.Grants["w"].Pools["p"]: "consume" is not a role here; the roles are put, claim, list, mark_bad`,
-		{Queues: map[string][]string{"q": {"claim"}}}:    `host: Config.Grants["w"].Queues["q"]: "claim" is not a role here; the roles are consume, submit`,
-		{Queues: map[string][]string{"q": {}}}:           `host: Config.Grants["w"].Queues["q"] grants no role; grant one or more of consume, submit, or leave the name out`,
-		{Queues: map[string][]string{"a b": {"submit"}}}: `host: Config.Grants["w"].Queues: primitives: invalid argument: queue name "a b" has byte ' '`,
+		{Pools: map[string][]string{"p": {"consume"}}}:   `host: Config.Grants["w"]: pools["p"]: "consume" is not a role here; the roles are put, claim, list, mark_bad`,
+		{Queues: map[string][]string{"q": {"claim"}}}:    `host: Config.Grants["w"]: queues["q"]: "claim" is not a role here; the roles are consume, submit`,
+		{Queues: map[string][]string{"q": {}}}:           `host: Config.Grants["w"]: queues["q"] grants no role; grant one or more of consume, submit, or leave the name out`,
+		{Queues: map[string][]string{"a b": {"submit"}}}: `host: Config.Grants["w"]: queues: primitives: invalid argument: queue name "a b" has byte ' '`,
 	} {
 		r.cfg.Grants = map[string]host.Grant{"w": *g}
 		if _, err := host.New(context.Background(), r.cfg); err == nil || !strings.HasPrefix(err.Error(), want) {
 			t.Errorf("host.New(%+v) = %v, want %s", *g, err, want)
 		}
+	}
+}
+
+// TestUnknownTypesWarned: a grant, a configuration or a slot count keyed by a type that no
+// loaded plugin has is logged once per load and once per reload, naming the type, the
+// loaded types and the nearest of them; a plugin refused for want of its grant names the
+// misspelt entry. Reload used to say nothing, and ReloadGrants compared the new grants
+// with the plugins loaded before the reload.
+func TestUnknownTypesWarned(t *testing.T) {
+	r := newRig(t)
+	watPlugin(t, r.dir, "done", "scraper", batchDescribe("scraper", "scrape", anyObject))
+	r.grant("scrapr", consumer("scrape"))
+	r.cfg.PluginsDir = r.dir
+	_, err := host.New(context.Background(), r.cfg)
+	wantRefusal(t, err, `type "scraper" is not granted what it declares (the grants file has an entry "scrapr": is it this type misspelt?)`)
+
+	r.cfg.Grants = map[string]host.Grant{"scraper": consumer("scrape"), "harvestr": {}}
+	r.cfg.SlotsByType = map[string]int{"scraperr": 2}
+	h := r.build()
+	defer h.Close()
+	const line = `msg="host: the grants name type \"harvestr\", which no loaded plugin has" type=harvestr loaded=scraper`
+	const slots = `msg="host: the slots by type name type \"scraperr\", which no loaded plugin has; did you mean \"scraper\"?" type=scraperr loaded=scraper`
+	count := func(s string) int { return strings.Count(r.logs.String(), s) }
+	if count(line) != 1 || count(slots) != 1 {
+		t.Fatalf("after New: %d and %d lines, want 1 each of\n%s\n%s", count(line), count(slots), line, slots)
+	}
+	if err := h.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if count(line) != 2 {
+		t.Errorf("after Reload: %d lines, want 2 (one per load or reload)", count(line))
+	}
+	// A new plugin of the type, loaded by the reload itself: not warned about.
+	watPlugin(t, r.dir, "done", "harvester", batchDescribe("harvester", "harvest", anyObject))
+	grants := map[string]host.Grant{"scraper": consumer("scrape"), "harvester": consumer("harvest"), "scrapper": {}}
+	if err := h.ReloadGrants(context.Background(), grants, nil); err != nil {
+		t.Fatal(err)
+	}
+	const typo = `msg="host: the grants name type \"scrapper\", which no loaded plugin has; did you mean \"scraper\"?" type=scrapper loaded="harvester, scraper"`
+	if count(typo) != 1 || count(`type \"harvester\", which no loaded`) != 0 {
+		t.Errorf("after ReloadGrants: want one line\n%s\nand none for harvester; log:\n%s", typo, r.logs)
 	}
 }

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/fleethost/fleet/internal/hint"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/internal/desired"
 	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/host/internal/httpfn"
 	"github.com/fleethost/fleet/host/internal/slot"
@@ -38,6 +41,7 @@ type Host struct {
 	plugins []*plugin          // guarded by pmu: sorted by type
 	byType  map[string]*plugin // guarded by pmu
 	refused map[string]refusal // guarded by pmu: by file, the last build Reload refused
+	desired *desired.State     // guarded by pmu: the fleet's desired state last applied; nil before the first
 
 	// reloadMu serialises Reload, and Run's drain after it: a reload runs to its end
 	// before the drain takes the slots.
@@ -84,7 +88,7 @@ type plugin struct {
 	pump     *slot.Pump         // guarded by Host.reloadMu: its slots' claims and acks (batch)
 	stopPump context.CancelFunc // guarded by Host.reloadMu: ends its pump; nil before its slots start
 
-	paused    atomic.Bool
+	pause     pauses       // who holds it paused: Pause (local) and the fleet's desired state
 	gen       atomic.Int64 // instance generations, for unique module names
 	abandoned atomic.Bool  // Run's drain abandoned a slot of it: its runtime stays open
 }
@@ -113,8 +117,11 @@ type Plugin struct {
 	// each pool and queue it declares with the roles it was granted (by Config.Grants,
 	// or Config.GrantDeclared).
 	Grant Grant
-	// Paused is whether Pause holds the type (until Resume), when Plugins was called.
+	// Paused is whether a pause holds the type, when Plugins was called; Pauses are
+	// those that hold it: the fleet's (PauseFleet, PauseQueue) first, then this host's
+	// (Pause). Its slots claim again once none does.
 	Paused bool
+	Pauses []Pause
 }
 
 // New loads every .wasm in cfg.PluginsDir: it compiles each once (through the on-disk
@@ -182,19 +189,31 @@ func newCache(dir string) (wazero.CompilationCache, error) {
 	return c, nil
 }
 
-// warnUnknownTypes logs configuration keyed by a type that no plugin has: most likely a
-// typo, and one that silently leaves a plugin with the defaults.
+// warnUnknownTypes logs, once per type, configuration keyed by a type that no loaded
+// plugin has: most likely a typo, and one that silently leaves a plugin with the
+// defaults. The line names the type, the loaded types, and the nearest of them when one
+// is close: `host: the grants name type "scrapr", which no loaded plugin has; did you
+// mean "scraper"?`. New calls it once the plugins are loaded, and Reload and ReloadGrants
+// once each reload is done.
 func (h *Host) warnUnknownTypes() {
-	check := func(field string, keys []string) {
+	var loaded []string
+	for _, p := range h.loaded() {
+		loaded = append(loaded, p.info.Type)
+	}
+	seen := map[string]bool{}
+	check := func(what string, keys []string) {
 		for _, k := range keys {
-			if h.pluginOf(k) == nil {
-				h.cfg.Logger.Warn("host: configuration names a type no plugin has", "field", field, "type", k)
+			if seen[k] || slices.Contains(loaded, k) {
+				continue
 			}
+			seen[k] = true
+			h.cfg.Logger.Warn(fmt.Sprintf("host: the %s name type %q, which no loaded plugin has%s", what, k, hint.DidYouMean(k, loaded)),
+				"type", k, "loaded", strings.Join(loaded, ", "))
 		}
 	}
-	check("Grants", keys(h.grants))
-	check("Configs", keys(h.configs))
-	check("SlotsByType", keys(h.cfg.SlotsByType))
+	check("grants", keys(h.grants))
+	check("configs", keys(h.configs))
+	check("slots by type", keys(h.cfg.SlotsByType))
 }
 
 func keys[V any](m map[string]V) []string {
@@ -217,9 +236,7 @@ func (h *Host) setPlugin(p, old *plugin) {
 	if p != nil {
 		h.plugins = append(h.plugins, p)
 		h.byType[p.info.Type] = p
-		if old != nil && old.paused.Load() {
-			p.paused.Store(true) // a new version of a paused type stays paused
-		}
+		h.inheritPauses(p, old) // again: a pause or a resume may have come since the reload's
 	}
 	sort.Slice(h.plugins, func(i, j int) bool { return h.plugins[i].info.Type < h.plugins[j].info.Type })
 }
@@ -245,7 +262,8 @@ func (h *Host) Plugins() []Plugin {
 	out := make([]Plugin, len(h.plugins))
 	for i, p := range h.plugins {
 		out[i] = p.info
-		out[i].Paused = p.paused.Load()
+		out[i].Pauses = p.pause.list()
+		out[i].Paused = len(out[i].Pauses) > 0
 		if f, ok := h.refused[p.info.File]; ok {
 			out[i].ReloadError = f.err.Error()
 		}
@@ -253,25 +271,26 @@ func (h *Host) Plugins() []Plugin {
 	return out
 }
 
-// Pause stops the slots of a plugin type from claiming new tasks (or ticking); calls in
-// flight finish. Observers see the slots paused (the plane, draining). Unknown types are
-// an error.
+// Pause stops the slots of a plugin type on this host from claiming new tasks (or
+// ticking); calls in flight finish. Observers see the slots paused (the plane: draining,
+// phase paused; see slotstate). Unknown types are an error. PauseFleet pauses a type on
+// every host sharing the backend.
 func (h *Host) Pause(typ string) error {
 	p := h.pluginOf(typ)
 	if p == nil {
 		return fmt.Errorf("host: pause: no plugin of type %q", typ)
 	}
-	p.paused.Store(true)
+	p.pause.local.Store(h.localPause(true, ""))
 	return nil
 }
 
-// Resume undoes Pause.
+// Resume undoes Pause; a fleet-wide pause (PauseFleet) stays in force.
 func (h *Host) Resume(typ string) error {
 	p := h.pluginOf(typ)
 	if p == nil {
 		return fmt.Errorf("host: resume: no plugin of type %q", typ)
 	}
-	p.paused.Store(false)
+	p.pause.local.Store(nil)
 	return nil
 }
 

@@ -33,6 +33,7 @@ func TestRefusedAtLoad(t *testing.T) {
 		{"baddescribe", batchDescribe("v", "q", anyObject), []string{"abi: describe"}},
 		{"badimport", batchDescribe("v", "q", anyObject), []string{"imports env.now"}},
 		{"trapinit", batchDescribe("v", "q", anyObject), []string{"_initialize", "unreachable"}},
+		{"deepinit", batchDescribe("v", "q", anyObject), []string{"_initialize: the guest's call stack passed its limit"}},
 		{"done", abi.Describe{ABIVersion: abi.Version, Type: "v", Mode: abi.ModeBatch}, []string{"consumes no queue"}},
 		{"done", abi.Describe{ABIVersion: 2, Type: "v", Mode: abi.ModeBatch, Consumes: &abi.QueueContract{Name: "q", Payload: json.RawMessage(`{}`)}}, []string{"host speaks 1..1, guest built for 2"}},
 		{"done", batchDescribe("v", "q", `{"$ref":"file:///etc/passwd"}`), []string{"self-contained"}},

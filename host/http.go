@@ -19,7 +19,7 @@ type HTTP = httpfn.Policy
 // no host still gets a client: its every request is PermissionDenied (and logged as
 // such), rather than Unavailable.
 func newHTTP(typ string, g Grant, gate *httpfn.Gate) (hostfn.HTTPDoer, func(), error) {
-	c, err := httpfn.New(g.HTTP, httpfn.WithGate(gate, typ))
+	c, err := httpfn.New(g.HTTP, httpfn.WithGate(gate, typ), httpfn.ForType(typ))
 	if err != nil {
 		return nil, nil, err
 	}

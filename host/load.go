@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/fleethost/fleet/internal/hint"
 	"path/filepath"
 	"strings"
 	"time"
@@ -243,11 +244,18 @@ func pastDeadline(ctx, parent context.Context, export string, timeout time.Durat
 func (h *Host) grantFor(d *abi.Describe, g Grant) (Grant, error) {
 	r := resolveGrant(d, g, h.cfg.GrantDeclared)
 	if len(r.missing) > 0 {
-		return Grant{}, fmt.Errorf("type %q is not granted what it declares; add to its entry in the grants file: %s; or, for development only, run with --grant-declared",
-			d.Type, strings.Join(r.missing, "; "))
+		// A misspelt entry is the likeliest reason when the type has none.
+		var typo string
+		if _, ok := h.grants[d.Type]; !ok {
+			if c := hint.Closest(d.Type, keys(h.grants)); c != "" {
+				typo = fmt.Sprintf(" (the grants file has an entry %q: is it this type misspelt?)", c)
+			}
+		}
+		return Grant{}, fmt.Errorf("type %q is not granted what it declares%s; add to its entry in the grants file: %s; or, for development only, run with --grant-declared",
+			d.Type, typo, strings.Join(r.missing, "; "))
 	}
 	if len(r.extra) > 0 {
-		h.cfg.Logger.Warn("host: --grant-declared (Config.GrantDeclared) grants this plugin what it declares, beyond the grants file; for development only",
+		h.cfg.Logger.Warn("host: --grant-declared grants this plugin what it declares, beyond the grants file; for development only",
 			"type", d.Type, "granted", strings.Join(r.extra, "; "))
 	}
 	if u := undeclared(d, g); len(u) > 0 {

@@ -55,6 +55,7 @@ func (h *Host) Reload(ctx context.Context) error {
 	if err := h.checkReload(); err != nil {
 		return err
 	}
+	defer h.warnUnknownTypes()
 	return h.reload(ctx)
 }
 
@@ -80,8 +81,8 @@ func (h *Host) ReloadGrants(ctx context.Context, grants map[string]Grant, config
 	if !reflect.DeepEqual(grants, h.grants) || !reflect.DeepEqual(configs, h.configs) {
 		h.grants, h.configs = maps.Clone(grants), maps.Clone(configs)
 		h.grantsGen++
-		h.warnUnknownTypes()
 	}
+	defer h.warnUnknownTypes() // against the plugins this reload leaves loaded
 	return h.reload(ctx)
 }
 
@@ -164,6 +165,9 @@ func (h *Host) reloadFile(ctx context.Context, r *runState, file string, old *pl
 	if err != nil {
 		return h.refuse(file, d, err)
 	}
+	h.pmu.RLock()
+	h.inheritPauses(p, old) // before its slots start: none claims under a pause
+	h.pmu.RUnlock()
 	if old == nil {
 		if r != nil {
 			h.startPlugin(r, p)

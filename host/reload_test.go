@@ -419,7 +419,7 @@ func TestReloadGrants(t *testing.T) {
 	bad["shop:eu"] = host.Grant{}
 	bad["other"] = host.Grant{MaxPayload: -1}
 	err := h.ReloadGrants(context.Background(), bad, nil)
-	if err == nil || !strings.Contains(err.Error(), `Config.Grants["shop:eu"]`) || !strings.Contains(err.Error(), `Config.Grants["other"].MaxPayload`) {
+	if err == nil || !strings.Contains(err.Error(), `Config.Grants["shop:eu"]`) || !strings.Contains(err.Error(), `Config.Grants["other"]: max_payload`) {
 		t.Fatalf("ReloadGrants of invalid grants = %v, want both refusals named", err)
 	}
 	if got := h.ReloadFailures(); got != 1 {

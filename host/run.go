@@ -110,6 +110,10 @@ func (h *Host) Run(ctx context.Context) error {
 	pumpCtx, stopPumps := context.WithCancel(context.WithoutCancel(ctx))
 	var pumps sync.WaitGroup
 	pumps.Go(func() { h.held.run(pumpCtx, h.cfg.Backend, h.contracts, h.cfg.Logger) })
+	// The fleet's desired state is read before any slot starts, so that a type paused
+	// fleet-wide never claims here; then every DesiredPoll, until the pumps stop.
+	applied := h.readDesired(ctx)
+	pumps.Go(func() { h.watchDesired(pumpCtx, applied) })
 	r := &runState{ctx: ctx, hard: hard, pumpCtx: pumpCtx, pumps: &pumps}
 	h.reloadMu.Lock()
 	h.run = r
@@ -327,7 +331,7 @@ func (h *Host) slotParams(p *plugin, i int, pump *slot.Pump, rep *slotReport) sl
 		Backoff:     p.info.Grant.backoff(),
 		// The grant has its defaults: its backoff and HandBackAlert are set.
 		HandBackAlert: p.info.Grant.HandBackAlert,
-		Paused:        p.paused.Load,
+		Paused:        p.pause.paused,
 		Check:         h.payloadCheck(p),
 		Observe:       observers(report, observe),
 		Log:           h.cfg.Logger,

@@ -44,8 +44,8 @@ func (h *Host) Submit(ctx context.Context, queue string, payload []byte) (string
 //
 //	id, dup, err := h.SubmitUnique(ctx, "harvest", []byte(`{"site":"x"}`), primitives.Unique{Key: "site:x", TTL: time.Minute})
 func (h *Host) SubmitUnique(ctx context.Context, queue string, payload []byte, u primitives.Unique) (id string, dup bool, err error) {
-	if len(payload) > h.cfg.MaxPayload {
-		return "", false, abi.Errorf(abi.LimitExceeded, "payload is %d bytes, limit %d", len(payload), h.cfg.MaxPayload)
+	if e := h.checkPayloadSize(payload); e != nil {
+		return "", false, e
 	}
 	if e := hostfn.CheckUnique(u); e != nil {
 		return "", false, e
@@ -63,14 +63,8 @@ func (h *Host) SubmitUnique(ctx context.Context, queue string, payload []byte, u
 	switch {
 	case err == nil:
 		return id, dup, nil
-	case errors.As(err, &ae) && len(vs) > 0:
-		out := make([]Violation, len(vs))
-		for i, v := range vs {
-			out[i] = Violation{Pointer: v.Pointer, Keyword: v.Keyword, Message: v.Message}
-		}
-		return "", false, &PayloadError{Err: ae, Violations: out}
 	case errors.As(err, &ae):
-		return "", false, ae
+		return "", false, payloadError(ae, vs)
 	case errors.As(err, &ce):
 		// Name what the operator writes to raise it: the consumer's grants-file field,
 		// or the Config field when no plugin here consumes the queue.
@@ -83,6 +77,44 @@ func (h *Host) SubmitUnique(ctx context.Context, queue string, payload []byte, u
 		return "", false, alsoIs{abi.Errorf(abi.Conflict, "the submit key was used for another payload on queue %q within the last %v", queue, primitives.DefaultRequestKeep), ErrKeyReused}
 	}
 	return "", false, hostfn.FromBackend(err)
+}
+
+// CheckSubmit says what Submit would refuse of payload on queue before it reaches the
+// backend, without submitting: an *abi.Error as Submit's (NotFound: no loaded plugin
+// declares the queue; TypeError or ValueError, a *PayloadError too; LimitExceeded: over
+// Config.MaxPayload), or nil. Submit checks again: the contracts may change between.
+//
+//	err := h.CheckSubmit("harvest", []byte(`{"site":"x"}`))
+func (h *Host) CheckSubmit(queue string, payload []byte) error {
+	if e := h.checkPayloadSize(payload); e != nil {
+		return e
+	}
+	var vs []validate.Violation
+	if e := hostfn.Admit(h.contracts, queue, json.RawMessage(payload), &vs); e != nil {
+		return payloadError(e, vs)
+	}
+	return nil
+}
+
+// checkPayloadSize is LimitExceeded for a payload over Config.MaxPayload.
+func (h *Host) checkPayloadSize(payload []byte) *abi.Error {
+	if len(payload) > h.cfg.MaxPayload {
+		return abi.Errorf(abi.LimitExceeded, "payload is %d bytes, limit %d", len(payload), h.cfg.MaxPayload)
+	}
+	return nil
+}
+
+// payloadError is ae, a refusal of a submit, as a *PayloadError when the schema's
+// violations vs say why.
+func payloadError(ae *abi.Error, vs []validate.Violation) error {
+	if len(vs) == 0 {
+		return ae
+	}
+	out := make([]Violation, len(vs))
+	for i, v := range vs {
+		out[i] = Violation{Pointer: v.Pointer, Keyword: v.Keyword, Message: v.Message}
+	}
+	return &PayloadError{Err: ae, Violations: out}
 }
 
 // WithSubmitKey returns ctx making Submit idempotent by key, as a client's

@@ -238,8 +238,8 @@ type slotReport struct {
 //	idle (every empty poll)            -> idle
 //	working in handle or tick          -> iteration N on the task, in fleet_handle/fleet_tick
 //	working in ack or release          -> nothing (no guest export runs; still iteration N)
-//	paused (every paused poll),
-//	  draining (once on shutdown)      -> draining
+//	paused (every paused poll)         -> draining, phase paused
+//	draining (once on shutdown)        -> draining
 //	finished                           -> its record waits for the slot's next report
 //	                                      (a loop slot's next report is idle, at once)
 //	stopped                            -> nothing: Run closes the slot's reporter with
@@ -249,7 +249,7 @@ func (s *slotReport) observe(e slot.Event) {
 	defer s.mu.Unlock()
 	switch e.Kind {
 	case slotstate.Idle, slotstate.Paused, slotstate.Draining:
-		s.send(reporter.State{Kind: e.Kind.Plane()})
+		s.send(reporter.State{Kind: e.Kind.Plane(), Phase: e.Kind.PlanePhase()})
 	case slotstate.Working:
 		if !e.Phase.Guest() {
 			return

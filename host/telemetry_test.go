@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/memory"
@@ -370,11 +371,12 @@ func TestReportPause(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, inst := range insts[:2] {
-		// Twice: the draining is refreshed on every poll, not said once.
-		waitFor(t, inst+" draining twice", func() bool {
+		// Twice: the draining is refreshed on every poll, not said once; its phase says
+		// paused (slotstate.PlanePhase), which a shutdown's draining does not.
+		waitFor(t, inst+" draining paused twice", func() bool {
 			n := 0
 			for _, g := range pl.got(inst) {
-				if g.State.Kind == reporter.StateDraining {
+				if g.State.Kind == reporter.StateDraining && g.State.Phase == slotstate.PlanePhasePaused {
 					n++
 				}
 			}
@@ -411,6 +413,9 @@ func TestReportPause(t *testing.T) {
 		for _, g := range all[stopping:] {
 			if g.Instance == inst {
 				kinds = append(kinds, g.State.Kind)
+				if g.State.Phase != "" {
+					t.Errorf("%s said %s phase %q on shutdown, want no phase", inst, g.State.Kind, g.State.Phase)
+				}
 			}
 		}
 		stops := 0

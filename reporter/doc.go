@@ -48,7 +48,8 @@
 //	state.kind                             string     idle | iteration | draining | stopping
 //	state.n                                integer    1-based iteration number when kind is iteration, else 0
 //	state.task_ref                         string     task being worked ("CLA-466"), when known
-//	state.phase                            string     phase label when kind is iteration
+//	state.phase                            string     phase label when kind is iteration; "paused" when kind is
+//	                                                  draining for a paused slot (fleet-host's mapping: host/slotstate)
 //	iterations                             array      iterations finished since the last report, oldest first
 //	iterations[].task_id                   string     task UUID, when a claim was observed
 //	iterations[].task_ref                  string     qualified task ref, when known

@@ -335,6 +335,10 @@ func hostileCalls(t *testing.T, kind string) {
 			if c.kind == "" && len(got.OK) == 0 {
 				t.Errorf("%s answered neither a result nor an error", c.name)
 			}
+			// A refused host names the grant that would admit it, for this plugin.
+			if want := `add "http_hosts": ["example.com"] to "hostile" in the grants file`; c.name == "http/denied" && !strings.HasSuffix(got.Message, want) {
+				t.Errorf("%s = %q, want it to end %s", c.name, got.Message, want)
+			}
 			// The instance is the same one throughout: its own task count never restarts.
 			if want := 2*i + 1; got.Seq != want {
 				t.Errorf("%s ran as the instance's task %d, want %d (was the instance replaced?)", c.name, got.Seq, want)

@@ -5,10 +5,11 @@
 //	fleet-host run       the daemon
 //	fleet-host submit    submit tasks through the HTTP API
 //	fleet-host inspect   automations, slots, queues, pools and parked tasks
-//	fleet-host pause     pause an automation type; resume resumes it
+//	fleet-host pause     pause an automation type fleet-wide (--local: this daemon); resume resumes it
 //	fleet-host tasks     list, requeue or delete a queue's parked tasks
 //	fleet-host kv        read a KV key; counter, pool and lock read those
 //	fleet-host plane     the instances that report to the daemon's plane
+//	fleet-host schedules the schedules with their next and last fire
 //	fleet-host reload    have a running daemon reload its plugins folder
 //	fleet-host describe  what a plugin declares, without running it
 //	fleet-host doctor    check the backend, the plugins and the plane
@@ -43,13 +44,14 @@ commands:
   run       run the daemon: load the plugins folder, run their slots, serve the HTTP API
   submit    submit tasks to an automation through the HTTP API
   inspect   show automations, slots, queues, pools and parked tasks (through the HTTP API)
-  pause     pause an automation type's slots (through the HTTP API); resume resumes them
+  pause     pause an automation type's slots on every daemon (--local: this one; through the HTTP API); resume resumes them
   tasks     list, requeue or delete a queue's parked tasks (through the HTTP API)
   kv        kv get NS KEY: read a KV value (through the HTTP API)
   counter   counter get NAME: read a counter
   pool      pool items NAME [--where tag=value]: a pool's items with their leases
   lock      lock show NAME: who holds a lock, its fence and deadline
   plane     plane instances: the slots that report to the daemon's plane (run --plane)
+  schedules the schedules (run --schedules) with their next and last fire
   reload    have the daemon reload its plugins folder (through the HTTP API)
   describe  show what a plugin declares (type, contracts, schemas) without running it
   doctor    check the backend, every plugin and its contracts, and the plane
@@ -104,6 +106,8 @@ func realMain(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		err = lockCmd(ctx, rest, stdout, stderr)
 	case "plane":
 		err = planeCmd(ctx, rest, stdout, stderr)
+	case "schedules":
+		err = schedulesCmd(ctx, rest, stdout, stderr)
 	case "reload":
 		err = reloadCmd(ctx, rest, stdout, stderr)
 	case "describe":

@@ -67,20 +67,55 @@ func (o *opCmd) print(stdout io.Writer, v any, table func() error) error {
 	return table()
 }
 
+const pauseSynopsis = `%[1]s [flags] TYPE
+       fleet-host %[1]s [flags] --queue QUEUE
+
+Pause stops automation TYPE's slots (with --queue, those of every type consuming QUEUE)
+from starting calls: a call in flight ends first, and their state shows paused. It acts
+fleet-wide: recorded in the backend, every daemon sharing it obeys within about a second,
+and a daemon that starts later starts paused. --local pauses this daemon's slots only,
+until its resume --local or its exit. The two are layers: each resume lifts its own.
+Resume starts them again.`
+
 func pauseCmd(ctx context.Context, args []string, stdout, stderr io.Writer, paused bool) error {
 	verb := map[bool]string{true: "pause", false: "resume"}[paused]
-	o := newOp(verb, verb+" [flags] TYPE\n\nPause stops automation TYPE's slots from starting calls (a call in flight ends first;\ntheir state shows paused) on this daemon until resume; resume starts them again.", stderr)
-	pos, err := o.parse(args, 1, 1, "one automation TYPE")
+	o := newOp(verb, fmt.Sprintf(pauseSynopsis, verb), stderr)
+	var local bool
+	var queue string
+	o.f.boolean(&local, "local", "FLEET_PAUSE_LOCAL", false, verb+" on this daemon only (default: fleet-wide, through the backend)")
+	o.f.str(&queue, "queue", "FLEET_PAUSE_QUEUE", "", verb+" every type consuming this queue, in place of TYPE")
+	pos, err := o.parse(args, 0, 1, "one automation TYPE (or --queue QUEUE)")
 	if err != nil {
 		return err
 	}
-	p, err := o.c.SetPaused(ctx, pos[0], paused)
+	if (len(pos) == 1) == (queue != "") {
+		o.f.Usage()
+		return usageError{fmt.Errorf("%s takes one automation TYPE or --queue QUEUE, got %q and --queue %q", verb, pos, queue)}
+	}
+	typ := ""
+	if len(pos) == 1 {
+		typ = pos[0]
+	}
+	act, err := o.c.SetPaused(ctx, typ, queue, local, paused)
 	if err != nil {
 		return err
 	}
-	return o.print(stdout, p, func() error {
-		_, err := fmt.Fprintf(stdout, "%sd %s\n", verb, safetext.Escape(p.Type))
-		return err
+	return o.print(stdout, act, func() error {
+		target := safetext.Escape(act.Type)
+		if act.Queue != "" {
+			target = "queue " + safetext.Escape(act.Queue)
+		}
+		if _, err := fmt.Fprintf(stdout, "%sd %s (%s)\n", verb, target, act.Scope); err != nil {
+			return err
+		}
+		for _, t := range act.Types {
+			if !paused && t.Paused { // the other layer still holds it
+				if _, err := fmt.Fprintf(stdout, "%s is still paused (%s)\n", safetext.Escape(t.Type), cli.PauseScopes(t.Pauses)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
 	})
 }
 
@@ -264,4 +299,16 @@ func planeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	return o.print(stdout, p, func() error { return cli.WritePlane(stdout, p, time.Now()) })
+}
+
+func schedulesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o := newOp("schedules", "schedules [flags]\n\nLists the daemon's schedules (run --schedules): each one's queue, cron expression or\ninterval, missed-tick policy, next tick, and last fire fleet-wide (its tick, task and\ndaemon). See docs/operators.md, \"Schedules\".", stderr)
+	if _, err := o.parse(args, 0, 0, "no arguments"); err != nil {
+		return err
+	}
+	s, err := o.c.Schedules(ctx)
+	if err != nil {
+		return err
+	}
+	return o.print(stdout, s, func() error { return cli.WriteSchedules(stdout, s, time.Now()) })
 }

@@ -36,17 +36,18 @@ ended %v after the drain deadline is abandoned, its task left to its lease (exit
 whatever hangs, the daemon exits by --drain-timeout + %v (exit 4). A second signal
 stops at once (exit 3).
 
-It reloads its plugins folder and its grants file when a .wasm in the folder or the
-grants file changes (once the file has settled for --reload-settle), on SIGHUP, on POST
-/api/v1/reload and on 'fleet-host reload'; a grant change restarts only the slots of the
-types it changes, and a grants file that does not parse is refused (the running grants
-stay). Deploy a new build by writing it elsewhere and renaming it into the folder.`, host.AbandonMargin, daemon.ShutdownMargin), stderr)
+It reloads its plugins folder and its grants, egress and schedules files when a .wasm
+in the folder or one of the files changes (once the file has settled for
+--reload-settle), on SIGHUP, on POST /api/v1/reload and on 'fleet-host reload'; a grant
+change restarts only the slots of the types it changes, and a file that does not parse
+or check is refused (what runs stays). Deploy a new build by writing it elsewhere and renaming it into the folder.`, host.AbandonMargin, daemon.ShutdownMargin), stderr)
 	f.str(&o.PluginsDir, "plugins", "FLEET_PLUGINS", host.DefaultPluginsDir, "the folder of *.wasm plugins to load (not recursive)")
 	f.str(&o.Backend, "redis", "FLEET_REDIS", "", "the fleet backend URL: redis://host:6379/0 (rediss://, unix:// too), redis+cluster://host:port?addr=host2:port2 for Redis Cluster, redis+sentinel://host:26379/0?master_name=NAME for Sentinel; empty runs on the embedded memory store, whose state lives in the process")
 	f.int(&o.Slots, "slots", "FLEET_SLOTS", host.DefaultSlots, "slots (wasm instances) per plugin")
 	f.value(sf, "slots-for", "FLEET_SLOTS_FOR", "slots for one automation type, type=n, overriding --slots; repeat the flag, or comma-separate in the variable (scraper=4,noop=0); 0 loads the plugin and runs no slot")
 	f.str(&o.GrantsFile, "grants", "FLEET_GRANTS", "", "the grants file: JSON mapping each automation type to what it may touch (pools and queues with roles, kv, locks, counters, http_hosts, ...) and its \"config\"; see docs/operators.md")
 	f.str(&o.EgressFile, "egress", "FLEET_EGRESS", "", "the egress policy file: JSON of per-site request rates by host pattern (\"rates\", \"default\"), \"max_wait\" and \"max_retry_after\", enforced fleet-wide on every plugin's outbound HTTP and reloaded with the grants file; empty gates nothing; see docs/operators.md")
+	f.str(&o.SchedulesFile, "schedules", "FLEET_SCHEDULES", "", "the schedules file: JSON of schedules by name, each submitting \"payload\" to \"queue\" on every tick of \"cron\" (with \"tz\") or \"every\", once per tick fleet-wide, with a \"missed\" policy (skip, catch_up); checked against the queues' contracts and reloaded with the grants file; see docs/operators.md")
 	f.boolean(&o.GrantDeclared, "grant-declared", "FLEET_GRANT_DECLARED", false, "grant each plugin the pools and queues it declares, beyond the grants file (development only: a plugin then reaches any pool or queue it names; logged as a WARN per plugin)")
 	f.str(&o.Listen, "listen", "FLEET_LISTEN", defaultListen, "the HTTP API's listen address, which serves the Fleet console at /; empty runs no API")
 	f.str(&o.Token, "token", "FLEET_TOKEN", "", "the API's bearer token; empty needs none, and a loopback API then answers only an IP address or localhost as Host (prefer the variable: a flag shows in ps)")
@@ -145,7 +146,7 @@ stay). Deploy a new build by writing it elsewhere and renaming it into the folde
 	o.MemoryLimitPages = uint32(memPages)
 	o.SlotsFor = sf
 	o.Version = binaryVersion()
-	log, err := newLogger(stderr, logLevel, logFormat)
+	log, err := newLogger(stderr, logLevel, logFormat, newWords(f))
 	if err != nil {
 		fmt.Fprintln(stderr, "fleet-host run:", err)
 		return exitUsage
@@ -212,12 +213,15 @@ func watchSignals(cancel context.CancelFunc, bound time.Duration, log *slog.Logg
 // defaultListen is --listen's default, and where the other commands' --api looks.
 const defaultListen = "127.0.0.1:7070"
 
-func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+func newLogger(w io.Writer, level, format string, say words) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
 	}
-	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: safetext.ReplaceAttr}
+	// The host's Go names in the operator's words, then escaped for the terminal.
+	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+		return safetext.ReplaceAttr(groups, say.replaceAttr(a))
+	}}
 	switch strings.ToLower(format) {
 	case "text":
 		return slog.New(slog.NewTextHandler(w, opts)), nil

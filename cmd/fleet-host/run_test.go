@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"reflect"
 	"regexp"
 	"strings"
@@ -160,6 +161,37 @@ func TestRunRefusesAShortTaskLease(t *testing.T) {
 		code := runCmd(context.Background(), tt.args, &stderr)
 		if want := fmt.Sprintf("want at least %v", host.MinTaskLease); code != exitUsage || !strings.Contains(stderr.String(), "--task-lease") || !strings.Contains(stderr.String(), want) {
 			t.Errorf("run %q (FLEET_TASK_LEASE=%q) = exit %d, %q; want exit %d naming --task-lease and %q", tt.args, tt.env, code, stderr.String(), exitUsage, want)
+		}
+	}
+}
+
+// TestRunSaysTheFlag: a refusal of the host that names a field of its Config is said with
+// the flag and the variable the operator set, and a grant's with its entry in the grants
+// file, never with a Go name.
+func TestRunSaysTheFlag(t *testing.T) {
+	for field, name := range configFlags {
+		if f, ok := runFlagOf[field]; !ok || f.flag != name {
+			t.Errorf("configFlags[%q] = --%s, want the run flag of host.Config.%s, --%s", field, name, field, f.flag)
+		}
+	}
+	dir := t.TempDir()
+	grants := dir + "/grants.json"
+	if err := os.WriteFile(grants, []byte(`{"w": {"retry_backoff_max": "500ms"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--plugins", dir}, `host: --plugins ($FLEET_PLUGINS): ` + dir + ` holds no .wasm plugin`},
+		{[]string{"--plugins", dir + "/none"}, `host: --plugins ($FLEET_PLUGINS): open ` + dir + `/none: no such file or directory`},
+		{[]string{"--plugins", dir, "--grants", grants}, `host: the grants file's \"w\": retry_backoff_max is 500ms, below retry_backoff_base, 1s`},
+	} {
+		var stderr bytes.Buffer
+		args := append([]string{"--listen", "", "--cache-dir", "off"}, tt.args...)
+		code := runCmd(context.Background(), args, &stderr)
+		if code != exitError || !strings.Contains(stderr.String(), tt.want) || strings.Contains(stderr.String(), "Config.") {
+			t.Errorf("run %q = exit %d:\n%s\nwant exit %d saying %s, and no Config field", tt.args, code, &stderr, exitError, tt.want)
 		}
 	}
 }

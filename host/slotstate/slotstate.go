@@ -27,8 +27,8 @@ var States = []State{Starting, Idle, Working, Paused, Draining, Stopped}
 
 // Plane is the plane's word for s, one of its four presence states: a slot that holds
 // nothing is idle, a working one is in an iteration, a paused or draining one is
-// draining (the plane's word for alive but not taking work), and a stopped one says
-// stopping, its last beacon.
+// draining (the plane's word for alive but not taking work; PlanePhase tells a paused
+// one), and a stopped one says stopping, its last beacon.
 func (s State) Plane() string {
 	switch s {
 	case Working:
@@ -40,6 +40,30 @@ func (s State) Plane() string {
 	default: // Starting, Idle, Finished
 		return reporter.StateIdle
 	}
+}
+
+// PlanePhasePaused is the phase a paused slot reports with the plane's word draining.
+const PlanePhasePaused = "paused"
+
+// PlanePhase is the phase the plane hears with Plane's word for s, where the word alone
+// would mislead: the plane's four words are fixed (reporter.State*), and draining is
+// both a paused slot (alive, not taking work until resumed) and one whose host shuts
+// down; the wire's state.phase, free text that no plane checks against the kind, tells
+// them apart. So:
+//
+//	slot state   state.kind   state.phase
+//	paused       draining     paused
+//	draining     draining     ""
+//	working      iteration    the guest export (fleet_handle, fleet_tick; telemetry sets it)
+//	otherwise    Plane(s)     ""
+//
+// Whether the pause is the fleet's or this daemon's alone is the API's to say (host
+// Plugin.Pauses), not the plane's: the slot is paused either way.
+func (s State) PlanePhase() string {
+	if s == Paused {
+		return PlanePhasePaused
+	}
+	return ""
 }
 
 // Phase is the step of an iteration that a working slot is in.

@@ -25,6 +25,23 @@ func TestPlane(t *testing.T) {
 	}
 }
 
+// TestPlanePhase: a paused slot says draining with phase paused, so that the plane tells
+// it from a shutdown's drain, which says no phase.
+func TestPlanePhase(t *testing.T) {
+	for _, s := range append(States, Finished) {
+		want := ""
+		if s == Paused {
+			want = PlanePhasePaused
+		}
+		if got := s.PlanePhase(); got != want {
+			t.Errorf("%s.PlanePhase() = %q, want %q", s, got, want)
+		}
+	}
+	if Paused.Plane() != reporter.StateDraining || Draining.Plane() != reporter.StateDraining {
+		t.Errorf("paused and draining say %q and %q on the plane, want %q", Paused.Plane(), Draining.Plane(), reporter.StateDraining)
+	}
+}
+
 // TestOutcomes: a park replaces released for the host and keeps a death dead; for the
 // plane a park wins, a death included.
 func TestOutcomes(t *testing.T) {

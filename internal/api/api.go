@@ -44,6 +44,7 @@ import (
 	"github.com/fleethost/fleet/internal/metrics"
 	"github.com/fleethost/fleet/internal/plane"
 	"github.com/fleethost/fleet/internal/safetext"
+	"github.com/fleethost/fleet/internal/schedule"
 	"github.com/fleethost/fleet/primitives"
 )
 
@@ -53,6 +54,8 @@ type Host interface {
 	SubmitUnique(ctx context.Context, queue string, payload []byte, u primitives.Unique) (id string, dup bool, err error)
 	Pause(typ string) error
 	Resume(typ string) error
+	PauseFleet(ctx context.Context, typ string, paused bool) error
+	PauseQueue(ctx context.Context, queue string, local, paused bool) ([]string, error)
 	Egress() *host.Egress
 	Sites(ctx context.Context) []host.SiteStats
 }
@@ -85,6 +88,8 @@ type Params struct {
 	// Fleet, when set, serves GET /api/v1/fleet (fleet.go): the fleet as
 	// fleetview.Read reads it. Optional.
 	Fleet func(context.Context) (*fleetview.Fleet, error)
+	// Schedules, when set, serves GET /api/v1/schedules (schedules.go). Optional.
+	Schedules func(context.Context) ([]schedule.Status, error)
 	// Log receives operator actions (pause, resume, requeue) and server errors.
 	// default: slog.Default()
 	Log *slog.Logger
@@ -125,6 +130,8 @@ func New(p Params) *Server {
 	s.route("/api/v1/automations/{type}/slots", true, on(http.MethodGet, s.listSlots))
 	s.route("/api/v1/queues", true, on(http.MethodGet, s.listQueues))
 	s.route("/api/v1/queues/{name}", true, on(http.MethodGet, s.getQueue))
+	s.route("/api/v1/queues/{name}/pause", true, on(http.MethodPost, s.pauseQueue))
+	s.route("/api/v1/queues/{name}/resume", true, on(http.MethodPost, s.resumeQueue))
 	s.route("/api/v1/queues/{name}/parked", true, on(http.MethodGet, s.listParked), on(http.MethodDelete, s.purgeParked))
 	s.route("/api/v1/queues/{name}/parked/{id}", true, on(http.MethodDelete, s.deleteParked))
 	s.route("/api/v1/queues/{name}/parked/{id}/requeue", true, on(http.MethodPost, s.requeue))
@@ -138,6 +145,10 @@ func New(p Params) *Server {
 	if p.Plane != nil {
 		s.route("/api/projects/{slug}/fleet/report", false, on(http.MethodPost, s.planeReport))
 		s.route("/api/v1/plane/instances", true, on(http.MethodGet, s.planeInstances))
+	} else {
+		// Not a bare 404: the operator asked a daemon that could serve it.
+		s.route("/api/projects/{slug}/fleet/report", false, on(http.MethodPost, noPlane("--report-url")))
+		s.route("/api/v1/plane/instances", true, on(http.MethodGet, noPlane("--api")))
 	}
 	if p.Reload != nil {
 		s.route("/api/v1/reload", true, on(http.MethodPost, s.reload))
@@ -146,6 +157,9 @@ func New(p Params) *Server {
 		s.route("/api/v1/fleet", true, on(http.MethodGet, s.getFleet))
 	}
 	s.route("/api/v1/sites", true, on(http.MethodGet, s.listSites))
+	if p.Schedules != nil {
+		s.route("/api/v1/schedules", true, on(http.MethodGet, s.listSchedules))
+	}
 	s.route("/api/v1/pools", true, on(http.MethodGet, s.listPools))
 	s.route("/api/v1/pools/{name}", true, on(http.MethodGet, s.getPool))
 	s.route("/api/v1/contracts", true, on(http.MethodGet, s.listContracts))
@@ -436,13 +450,17 @@ type Automation struct {
 	LoadedAt time.Time `json:"loaded_at"`
 	// ReloadError is why the last reload refused a new build of its file ("" when none
 	// is refused): this version keeps running.
-	ReloadError string              `json:"reload_error,omitempty"`
-	Slots       int                 `json:"slots"`
-	Paused      bool                `json:"paused"`
-	Consumes    *abi.QueueContract  `json:"consumes,omitempty"`
-	Pools       []abi.PoolContract  `json:"pools,omitempty"`
-	Submits     []abi.QueueContract `json:"submits,omitempty"`
-	Grant       host.Grant          `json:"grant"`
+	ReloadError string `json:"reload_error,omitempty"`
+	Slots       int    `json:"slots"`
+	Paused      bool   `json:"paused"`
+	// Pauses are the pauses that hold it (paused true), with who asked and when: the
+	// fleet's first (scope "fleet", kept in the backend, obeyed by every daemon), then
+	// this daemon's (scope "local"); queue is set for a pause of the queue it consumes.
+	Pauses   []host.Pause        `json:"pauses"`
+	Consumes *abi.QueueContract  `json:"consumes,omitempty"`
+	Pools    []abi.PoolContract  `json:"pools,omitempty"`
+	Submits  []abi.QueueContract `json:"submits,omitempty"`
+	Grant    host.Grant          `json:"grant"`
 	// SlotStates are its slots, each with its state (slotstate.States): starting, idle,
 	// working, paused (its plugin is paused), draining (the host shuts down) or stopped.
 	SlotStates []metrics.SlotState `json:"slot_states"`
@@ -451,7 +469,7 @@ type Automation struct {
 func (s *Server) automation(p host.Plugin, slots []metrics.SlotState) Automation {
 	a := Automation{
 		Type: p.Type, Version: p.Version, Mode: p.Mode, File: p.File, Digest: p.Digest, Slots: p.Slots,
-		LoadedAt: p.LoadedAt, ReloadError: p.ReloadError, Paused: p.Paused, Consumes: p.Consumes, Pools: p.Pools, Submits: p.Submits, Grant: p.Grant,
+		LoadedAt: p.LoadedAt, ReloadError: p.ReloadError, Paused: p.Paused, Pauses: pausesOf(p), Consumes: p.Consumes, Pools: p.Pools, Submits: p.Submits, Grant: p.Grant,
 		SlotStates: []metrics.SlotState{},
 	}
 	for _, st := range slots {
@@ -610,6 +628,9 @@ func uniqueOf(w http.ResponseWriter, r *http.Request) (primitives.Unique, bool) 
 		return bad(fmt.Sprintf("header %s must be one value of 1 to %d printable ASCII bytes", UniqueKeyHeader, primitives.MaxUniqueKeyLen))
 	}
 	u.Key = keys[0]
+	if strings.HasPrefix(u.Key, host.ScheduleUniquePrefix) {
+		return bad(fmt.Sprintf("header %s: keys beginning with %q are the schedules' (docs/operators.md, \"Schedules\")", UniqueKeyHeader, host.ScheduleUniquePrefix))
+	}
 	if len(ttls) > 0 {
 		d, err := time.ParseDuration(ttls[0])
 		if len(ttls) > 1 || err != nil || d < 0 || d > primitives.MaxUniqueTTL {
@@ -729,28 +750,6 @@ func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.listAutomations(w, r)
-}
-
-func (s *Server) pause(w http.ResponseWriter, r *http.Request)  { s.setPaused(w, r, true) }
-func (s *Server) resume(w http.ResponseWriter, r *http.Request) { s.setPaused(w, r, false) }
-
-func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) {
-	p, ok := s.plugin(w, r)
-	if !ok {
-		return
-	}
-	var err error
-	if paused {
-		err = s.p.Host.Pause(p.Type)
-	} else {
-		err = s.p.Host.Resume(p.Type)
-	}
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, abi.Internal, err.Error(), nil)
-		return
-	}
-	s.p.Log.Info("api: automation paused", "type", p.Type, "paused", paused)
-	writeJSON(w, http.StatusOK, map[string]any{"type": p.Type, "paused": paused})
 }
 
 // QueueStats is one queue as the API shows it (primitives.QueueStats: depth counts the

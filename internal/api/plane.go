@@ -38,6 +38,16 @@ func (s *Server) planeReport(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// noPlane answers the plane's routes on a daemon that does not serve it (no --plane):
+// 404 NotFound saying so, and what to point where instead of the flag, --api for
+// `fleet-host plane`, --report-url for a reporter.
+func noPlane(flag string) http.HandlerFunc {
+	msg := "this daemon does not serve the plane: start it with --plane, or point " + flag + " at one that does"
+	return func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, abi.NotFound, msg, nil)
+	}
+}
+
 // PlaneInstances is GET /api/v1/plane/instances.
 type PlaneInstances struct {
 	// StaleAfterSeconds is the age of the last report past which an instance is stale.

@@ -259,21 +259,23 @@ func (c *Client) Ready(ctx context.Context) error {
 	return c.do(ctx, http.MethodGet, "/readyz", nil, nil)
 }
 
-// Paused is the answer to a pause or a resume.
-type Paused struct {
-	Type   string `json:"type"`
-	Paused bool   `json:"paused"`
-}
-
-// SetPaused pauses automation typ (its slots stop claiming, their calls in flight end),
-// or resumes it.
-func (c *Client) SetPaused(ctx context.Context, typ string, paused bool) (Paused, error) {
+// SetPaused pauses automation typ, or with queue set every type consuming queue (their
+// slots stop claiming, their calls in flight end), or resumes them: fleet-wide (every
+// daemon of the backend obeys within about a second), or on this daemon only when local.
+func (c *Client) SetPaused(ctx context.Context, typ, queue string, local, paused bool) (api.PauseAct, error) {
 	verb := "resume"
 	if paused {
 		verb = "pause"
 	}
-	var out Paused
-	err := c.do(ctx, http.MethodPost, "/api/v1/automations/"+url.PathEscape(typ)+"/"+verb, nil, &out)
+	path := "/api/v1/automations/" + url.PathEscape(typ) + "/" + verb
+	if queue != "" {
+		path = "/api/v1/queues/" + url.PathEscape(queue) + "/" + verb
+	}
+	if local {
+		path += "?scope=local"
+	}
+	var out api.PauseAct
+	err := c.do(ctx, http.MethodPost, path, nil, &out)
 	return out, err
 }
 

@@ -100,8 +100,8 @@ func (s *Snapshot) WriteTable(w io.Writer, now time.Time) error {
 		if a.Consumes != nil {
 			consumes = a.Consumes.Name
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%v\n", cell(a.Type), cell(a.Version), cell(shortDigest(a.Digest)),
-			now.Sub(a.LoadedAt).Round(time.Second), cell(a.Mode), cell(consumes), a.Slots, stateCounts(a), a.Paused)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", cell(a.Type), cell(a.Version), cell(shortDigest(a.Digest)),
+			now.Sub(a.LoadedAt).Round(time.Second), cell(a.Mode), cell(consumes), a.Slots, stateCounts(a), pausedCell(a.Paused, a.Pauses))
 	}
 	fmt.Fprintln(tw)
 	for _, a := range s.Automations {

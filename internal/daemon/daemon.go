@@ -28,6 +28,7 @@ import (
 	"github.com/fleethost/fleet/internal/grants"
 	"github.com/fleethost/fleet/internal/metrics"
 	"github.com/fleethost/fleet/internal/plane"
+	"github.com/fleethost/fleet/internal/schedule"
 	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/redis"
 	"github.com/fleethost/fleet/reporter"
@@ -43,6 +44,9 @@ type Options struct {
 	SlotsFor   map[string]int // slots by automation type, overriding Slots
 	GrantsFile string         // the grants file (see package grants), re-read on every reload; "" grants the defaults only (no pool, no queue)
 	EgressFile string         // the egress policy file (host.ParseEgress), re-read with the grants; "" gates no request
+	// SchedulesFile is the schedules file (package schedule), re-read with the grants;
+	// "" fires no schedule.
+	SchedulesFile string
 	// GrantDeclared grants each plugin the pools and queues it declares (host.Config.GrantDeclared);
 	// for development only.
 	GrantDeclared bool
@@ -96,8 +100,9 @@ type Options struct {
 // does not load, an address in use), and one wrapping host.ErrDrainIncomplete, after the
 // rest of the shutdown, when the drain abandoned a slot; a complete drain is not an error.
 //
-// Start-up: backend, host (plugins loaded, contracts registered), metrics, API, slots.
-// Shutdown order, once ctx is done: /readyz answers 503 -> the host drains (slots stop
+// Start-up: backend, host (plugins loaded, contracts registered), schedules (checked
+// against the contracts, then firing), metrics, API, slots.
+// Shutdown order, once ctx is done: the schedules stop firing, /readyz answers 503 -> the host drains (slots stop
 // claiming, calls in flight get DrainTimeout, tasks still held go back to their queue, a
 // slot still in its call host.AbandonMargin after the cut is abandoned) ->
 // every slot's reporter says its slot's stopping beacon and closes (the host does it as
@@ -116,6 +121,10 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	egress, err := readEgressFile(o.EgressFile)
+	if err != nil {
+		return err
+	}
+	scheds, err := schedule.Read(o.SchedulesFile)
 	if err != nil {
 		return err
 	}
@@ -139,8 +148,18 @@ func Run(ctx context.Context, o Options) (err error) {
 		}
 	}()
 
+	// The schedules fire until the drain begins, and their scheduler stops before the
+	// host closes.
+	sctx, stopSchedules := context.WithCancel(ctx)
+	sf, waitSchedules, err := startSchedules(sctx, o, log, h, b, scheds)
+	if err != nil {
+		stopSchedules()
+		return err
+	}
+	defer func() { stopSchedules(); waitSchedules() }()
+
 	var draining atomic.Bool
-	rl := newReloader(h, log, obs, o.GrantsFile, o.EgressFile)
+	rl := newReloader(h, log, obs, o.GrantsFile, o.EgressFile, sf)
 	rctx, stopReloads := context.WithCancel(ctx)
 	wait := rl.start(rctx, hup, o.PluginsDir, cmp.Or(o.ReloadSettle, DefaultReloadSettle))
 	defer func() { stopReloads(); wait() }() // before the host closes
@@ -150,7 +169,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	fv := startFleetView(o, log, h, b, obs)
 	defer fv.shutdown() // after the host's drain (below) on the way out; before the backend closes
-	a, err := serveAPI(o, log, newAPI(o, log, h, b, obs, pl, draining.Load, rl, fv.read))
+	a, err := serveAPI(o, log, newAPI(o, log, h, b, obs, pl, draining.Load, rl, sf, fv.read))
 	if err != nil {
 		return err
 	}
@@ -170,7 +189,7 @@ func Run(ctx context.Context, o Options) (err error) {
 func openBackend(ctx context.Context, o Options, log *slog.Logger) (primitives.Backend, error) {
 	b, kind, err := backend.Open(o.Backend, o.BackendTimeout)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("daemon: --redis: %w", err)
 	}
 	if kind == backend.KindMemory {
 		log.Warn("daemon: backend is the embedded memory store: state lives in this process and is lost on exit; use --redis for a fleet")
@@ -269,12 +288,13 @@ func (obs observers) observe(log *slog.Logger, also func(host.SlotEvent)) func(h
 // newAPI makes the API's handler for h and has the metrics read the queues and pools it
 // knows of; draining says when /readyz answers 503, and rl serves POST /api/v1/reload and
 // counts the reloads' refusals.
-func newAPI(o Options, log *slog.Logger, h *host.Host, b primitives.Backend, obs observers, pl *plane.Plane, draining func() bool, rl *reloader, fleet func(context.Context) (*fleetview.Fleet, error)) *api.Server {
+func newAPI(o Options, log *slog.Logger, h *host.Host, b primitives.Backend, obs observers, pl *plane.Plane, draining func() bool, rl *reloader, sf schedulesFile, fleet func(context.Context) (*fleetview.Fleet, error)) *api.Server {
 	srv := api.New(api.Params{
 		Host: h, Backend: b, Slots: obs.slots, Metrics: obs.metrics.Handler(), Token: o.Token,
 		MaxBody: int64(o.MaxPayload), Draining: draining, Reload: rl.reload, Plane: pl, Fleet: fleet, Log: log,
+		Schedules: sf.list,
 	})
-	obs.metrics.Watch(metrics.Sources{Queues: srv.Queues, Pools: srv.Pools, PluginMetrics: h.PluginMetrics, ReloadFailures: rl.reloadFailures, Sites: h.Sites})
+	obs.metrics.Watch(metrics.Sources{Queues: srv.Queues, Pools: srv.Pools, PluginMetrics: h.PluginMetrics, ReloadFailures: rl.reloadFailures, Sites: h.Sites, Plugins: h.Plugins})
 	return srv
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/grants"
+	"github.com/fleethost/fleet/internal/schedule"
 )
 
 // DefaultReloadSettle is Options.ReloadSettle's default.
@@ -34,12 +36,19 @@ type reloader struct {
 	egress string        // the egress policy file; "" when run has none
 	kick   chan struct{} // buffered (1): a pending reload
 
+	// schedules is the schedules file ("" when run has none), whose schedules sched fires.
+	schedules string
+	sched     *schedule.Scheduler
+
 	// mu serialises reloads (the API's with the triggers'), as the host does: a grants
 	// file is then read, refused and counted once per reload.
 	mu      sync.Mutex
 	refused grantsRefusal // guarded by mu: the grants file's last refused content
 	// refusedEgress is the egress file's last refused content. Guarded by mu.
 	refusedEgress grantsRefusal
+	// refusedSchedules is the schedules file's last refusal (its content and why).
+	// Guarded by mu.
+	refusedSchedules grantsRefusal
 	// failures counts the grants files refused: with the host's refused builds, they are
 	// fleet_reload_failures_total.
 	failures atomic.Int64
@@ -52,8 +61,8 @@ type grantsRefusal struct {
 	err error
 }
 
-func newReloader(h *host.Host, log *slog.Logger, obs observers, grantsFile, egressFile string) *reloader {
-	return &reloader{h: h, log: log, obs: obs, grants: grantsFile, egress: egressFile, kick: make(chan struct{}, 1)}
+func newReloader(h *host.Host, log *slog.Logger, obs observers, grantsFile, egressFile string, sf schedulesFile) *reloader {
+	return &reloader{h: h, log: log, obs: obs, grants: grantsFile, egress: egressFile, schedules: sf.path, sched: sf.sched, kick: make(chan struct{}, 1)}
 }
 
 // reloadFailures is fleet_reload_failures_total: the builds the host refused and the
@@ -88,6 +97,9 @@ func (rl *reloader) reload(ctx context.Context) error {
 		err = errors.Join(err, eerr)
 	} else {
 		rl.h.SetEgress(e)
+	}
+	if serr := rl.reloadSchedules(); serr != nil {
+		err = errors.Join(err, serr)
 	}
 	rl.obs.slots.Register(rl.h.Plugins())
 	if err != nil {
@@ -216,12 +228,15 @@ func (rl *reloader) start(ctx context.Context, hup <-chan os.Signal, dir string,
 		}
 	})
 	dir = filepath.Clean(dir)
-	grantsFile, egressFile := "", ""
-	if rl.grants != "" {
-		grantsFile = filepath.Clean(rl.grants)
-	}
-	if rl.egress != "" {
-		egressFile = filepath.Clean(rl.egress)
+	files := map[string]bool{} // the grants, egress and schedules files run has, cleaned
+	dirs := []string{dir}
+	for _, f := range []string{rl.grants, rl.egress, rl.schedules} {
+		if f != "" {
+			files[filepath.Clean(f)] = true
+			if d := filepath.Dir(filepath.Clean(f)); !slices.Contains(dirs, d) {
+				dirs = append(dirs, d)
+			}
+		}
 	}
 	// The grants file's folder is watched, not the file: an editor or a deploy that
 	// renames a new file over it would end a watch on the file itself.
@@ -229,17 +244,13 @@ func (rl *reloader) start(ctx context.Context, hup <-chan os.Signal, dir string,
 	// for the folder "."), so it is cleaned before it is compared.
 	watched := func(name string) bool {
 		name = filepath.Clean(name)
-		return name == grantsFile || name == egressFile && egressFile != "" || filepath.Dir(name) == dir && strings.HasSuffix(name, ".wasm")
+		return files[name] || filepath.Dir(name) == dir && strings.HasSuffix(name, ".wasm")
 	}
 	w, err := fsnotify.NewWatcher()
-	if err == nil {
-		err = w.Add(dir)
-	}
-	if err == nil && grantsFile != "" && filepath.Dir(grantsFile) != dir {
-		err = w.Add(filepath.Dir(grantsFile))
-	}
-	if err == nil && egressFile != "" && filepath.Dir(egressFile) != dir && filepath.Dir(egressFile) != filepath.Dir(grantsFile) {
-		err = w.Add(filepath.Dir(egressFile))
+	for _, d := range dirs {
+		if err == nil {
+			err = w.Add(d)
+		}
 	}
 	if err != nil {
 		rl.log.Warn("daemon: cannot watch the plugins folder or the grants file's; reload with SIGHUP, POST /api/v1/reload or fleet-host reload", "dir", dir, "grants", rl.grants, "err", err)
@@ -248,7 +259,7 @@ func (rl *reloader) start(ctx context.Context, hup <-chan os.Signal, dir string,
 		}
 		return wg.Wait
 	}
-	rl.log.Info("daemon: watching for changes", "plugins", dir, "grants", grantsFile, "egress", egressFile)
+	rl.log.Info("daemon: watching for changes", "plugins", dir, "grants", rl.grants, "egress", rl.egress, "schedules", rl.schedules)
 	wg.Go(func() {
 		defer w.Close()
 		watchSettled(ctx, w.Events, w.Errors, watched, settle, rl.log, func() { rl.request("a change to the plugins folder or the grants file") })

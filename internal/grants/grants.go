@@ -28,6 +28,7 @@ package grants
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -35,6 +36,7 @@ import (
 	"strings"
 
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/internal/hint"
 )
 
 // Entry is one automation type's entry in the file: its grant, the fields of host.Grant
@@ -55,6 +57,10 @@ type Entry struct {
 func (e *Entry) UnmarshalJSON(b []byte) error {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(b, &fields); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return fmt.Errorf("want a JSON object of grant fields (\"queues\", \"http_hosts\", ...), got a JSON %s", te.Value)
+		}
 		return err
 	}
 	e.Config = fields["config"]
@@ -112,6 +118,10 @@ func (f File) LoadSecrets(path string) (File, error) {
 // reading the secrets' values (LoadSecrets); its error names the file.
 func ParseFile(path string, b []byte) (File, error) {
 	f, err := Parse(b)
+	var pe *hint.PosError
+	if errors.As(err, &pe) {
+		return nil, fmt.Errorf("grants: %s:%w", path, err) // grants.json:3:17: invalid character ...
+	}
 	if err != nil {
 		return nil, fmt.Errorf("grants: %s: %w", path, err)
 	}
@@ -124,7 +134,12 @@ func Parse(b []byte) (File, error) {
 	dec.DisallowUnknownFields()
 	var raw map[string]json.RawMessage
 	if err := dec.Decode(&raw); err != nil {
-		return nil, err
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field == "" {
+			err = fmt.Errorf("want a JSON object of automation types, each with its grant, got a JSON %s", te.Value)
+			return nil, &hint.PosError{Line: 1, Col: 1, Err: err}
+		}
+		return nil, hint.JSON(b, err)
 	}
 	if dec.More() {
 		return nil, fmt.Errorf("more than one JSON value")
@@ -167,7 +182,7 @@ func (f File) checkRoles() error {
 				}
 				for _, r := range fl.m[n] {
 					if !slices.Contains(fl.roles, r) {
-						return fmt.Errorf("%q: %q: %q: %q is not a %s role; the roles are %s", typ, fl.field, n, r, fl.what, strings.Join(fl.roles, ", "))
+						return fmt.Errorf("%q: %q: %q: %q is not a %s role; the roles are %s%s", typ, fl.field, n, r, fl.what, strings.Join(fl.roles, ", "), hint.DidYouMean(r, fl.roles))
 					}
 				}
 			}

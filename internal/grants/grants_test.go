@@ -127,10 +127,14 @@ func TestParseRoles(t *testing.T) {
 		`{"s": {"max_reply": "8MiB"}}`:                `"s": max_reply: want a number, got a JSON string`,
 		`{"s": {"http_timeout": 20}}`:                 `"s": http_timeout: want a duration string such as "30s", got a JSON number`,
 		`{"s": {"http_max_body": "4MiB"}}`:            `"s": http_max_body: want a number, got a JSON string`,
-		`{"s": {"http_hostz": ["a.com"]}}`:            `unknown field "http_hostz"`,
+		`{"s": {"http_hostz": ["a.com"]}}`:            `"s": unknown field "http_hostz"; did you mean "http_hosts"?`,
+		`{"s": {"max_paylaod": 10}}`:                  `"s": unknown field "max_paylaod"; did you mean "max_payload"?`,
+		`{"s": {"queues": {"jobs": ["consme"]}}}`:     `"s": "queues": "jobs": "consme" is not a queue role; the roles are consume, submit; did you mean "consume"?`,
+		`{"s": {"pools": {"cookies": ["markbad"]}}}`:  `"s": "pools": "cookies": "markbad" is not a pool role; the roles are put, claim, list, mark_bad; did you mean "mark_bad"?`,
 		`{"s": {"call_timeout": "soon"}}`:             `"s": call_timeout: "soon" is not a duration such as "30s"`,
 		`{"s": {"parked_retention": 86400}}`:          `"s": parked_retention: want a duration string such as "30s", got a JSON number`,
-		`{"s": {"pool": {"cookies": ["claim"]}}}`:     `unknown field "pool"`,
+		`{"s": {"pool": {"cookies": ["claim"]}}}`:     `unknown field "pool"; did you mean "pools"?`,
+		`{"s": {"frobnicate": 1}}`:                    `unknown field "frobnicate"`,
 		`{"s": {"retry_backoff_base": 1}}`:            `"s": retry_backoff_base: want a duration string such as "30s", got a JSON number`,
 		`{"s": {"retry_backoff_max": "later"}}`:       `"s": retry_backoff_max: "later" is not a duration such as "30s"`,
 		`{"s": {"retry_backoff_factor": "2"}}`:        `"s": retry_backoff_factor: want a number, got a JSON string`,
@@ -144,6 +148,22 @@ func TestParseRoles(t *testing.T) {
 	}
 }
 
+// TestParsePosition: a grants file that is not JSON is refused with the line and column
+// of what is wrong, after the file's name, as compilers write it.
+func TestParsePosition(t *testing.T) {
+	for doc, want := range map[string]string{
+		"{\n \"scraper\": {\n  \"queues\": {\"q\": [\"consume\"]},,\n}}": `grants: grants.json:3:32: invalid character ',' looking for beginning of object key string`,
+		"{\n \"scraper\": {\"http_hosts\": [\"a.com\"]\n}":               `grants: grants.json:3:2: the document ends early (unexpected EOF)`,
+		"{\"a\": 1}": `grants: grants.json: "a": want a JSON object of grant fields ("queues", "http_hosts", ...), got a JSON number`,
+		"[]":         `grants: grants.json:1:1: want a JSON object of automation types, each with its grant, got a JSON array`,
+	} {
+		_, err := ParseFile("grants.json", []byte(doc))
+		if err == nil || err.Error() != want {
+			t.Errorf("ParseFile(%q) = %v, want %s", doc, err, want)
+		}
+	}
+}
+
 // TestParseChecks: a document that decodes but holds what the host refuses is refused by
 // Parse, naming the type and the field as the file spells them.
 func TestParseChecks(t *testing.T) {
@@ -153,6 +173,11 @@ func TestParseChecks(t *testing.T) {
 		`{"w": {"submit_rate": -2}}`:     `"w": submit_rate is -2, want >= 0`,
 		`{"shop:eu": {}}`:                `"shop:eu": type "shop:eu" has ':'`,
 		`{"w": {"call_timeout": "-1s"}}`: `"w": call_timeout is negative (-1s)`,
+		// The HTTP part too: refused when the file is read, not when the plugin loads.
+		`{"w": {"http_max_body": -1}}`:              `"w": http_max_body is -1, want >= 0 (0 for the default, 4194304)`,
+		`{"w": {"http_hosts": ["exa mple.com"]}}`:   `"w": http_hosts[0] "exa mple.com": bad host`,
+		`{"w": {"http_proxies": ["socks5://p:1"]}}`: `"w": http_proxies[0] "socks5://p:1": scheme "socks5", want http`,
+		`{"w": {"http_max_redirects": -2}}`:         `"w": http_max_redirects is -2, want >= -1`,
 	} {
 		_, err := Parse([]byte(doc))
 		if err == nil || !strings.Contains(err.Error(), want) {

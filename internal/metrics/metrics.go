@@ -60,6 +60,8 @@ type Sources struct {
 	ReloadFailures func() int64
 	// Sites returns the egress gate's stats per label of the policy (host.Host.Sites).
 	Sites func(context.Context) []host.SiteStats
+	// Plugins returns the loaded plugins (host.Host.Plugins): their pauses.
+	Plugins func() []host.Plugin
 }
 
 // Watch sets what later scrapes read.
@@ -79,6 +81,8 @@ func (m *Metrics) Watch(src Sources) {
 //	fleet_host_call_duration_seconds{op}                host call latency
 //	fleet_guest_call_duration_seconds{automation}       fleet_handle / fleet_tick latency
 //	fleet_slots{automation,state}                       slots by state (on scrape)
+//	fleet_automation_paused{automation,scope}           1 while a pause of scope "fleet" (the backend's
+//	                                                    desired state) or "local" (this daemon's) holds it, else 0
 //	fleet_queue_depth{queue}, fleet_queue_delayed{queue}, fleet_queue_in_flight{queue}, fleet_queue_parked{queue}
 //	fleet_pool_size{pool}, fleet_pool_leased{pool}      (on scrape, from the backend)
 //	fleet_plugin_metric{automation,name,kind}           what plugins record with the metric call
@@ -207,6 +211,7 @@ type scrapeCollector struct {
 
 var (
 	descSlots      = prometheus.NewDesc("fleet_slots", "Slots by automation type and state.", []string{"automation", "state"}, nil)
+	descPaused     = prometheus.NewDesc("fleet_automation_paused", "1 while a pause of the scope holds the type: fleet (the backend's desired state, every daemon) or local (this daemon's).", []string{"automation", "scope"}, nil)
 	descDepth      = prometheus.NewDesc("fleet_queue_depth", "Tasks waiting to be claimed (ready or delayed).", []string{"queue"}, nil)
 	descDelayed    = prometheus.NewDesc("fleet_queue_delayed", "Tasks of fleet_queue_depth released with a delay (backoff, retry) that has not passed.", []string{"queue"}, nil)
 	descInFlight   = prometheus.NewDesc("fleet_queue_in_flight", "Tasks claimed and leased.", []string{"queue"}, nil)
@@ -238,7 +243,7 @@ func names(f func() []string) []string {
 }
 
 func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSlots, descDepth, descDelayed, descInFlight, descParked, descPoolSize, descPoolLeased, descPlugin, descDropped, descReloadFailures,
+	for _, d := range []*prometheus.Desc{descSlots, descPaused, descDepth, descDelayed, descInFlight, descParked, descPoolSize, descPoolLeased, descPlugin, descDropped, descReloadFailures,
 		descEgressSent, descEgressWaited, descEgressWaitTotal, descEgressRefused, descEgressThrottled, descEgressClosures, descEgressWait, descEgressClosed} {
 		ch <- d
 	}
@@ -264,6 +269,17 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 		for typ := range types {
 			for _, st := range slotstate.States {
 				ch <- prometheus.MustNewConstMetric(descSlots, prometheus.GaugeValue, float64(counts[key{typ, st}]), typ, string(st))
+			}
+		}
+	}
+	if src.Plugins != nil {
+		for _, pl := range src.Plugins() {
+			held := map[string]float64{}
+			for _, ps := range pl.Pauses {
+				held[ps.Scope] = 1
+			}
+			for _, scope := range []string{host.ScopeFleet, host.ScopeLocal} {
+				ch <- prometheus.MustNewConstMetric(descPaused, prometheus.GaugeValue, held[scope], pl.Type, scope)
 			}
 		}
 	}

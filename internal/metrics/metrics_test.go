@@ -262,3 +262,24 @@ func TestQueueGauges(t *testing.T) {
 		`fleet_queue_parked{queue=q}`:    0,
 	})
 }
+
+// TestPausedGauge: fleet_automation_paused says, per type, which scopes of pause hold it:
+// 1 for each that does, 0 for the other, and 0 for both when none does.
+func TestPausedGauge(t *testing.T) {
+	m := New(Params{})
+	m.Watch(Sources{Plugins: func() []host.Plugin {
+		return []host.Plugin{
+			{Type: "a", Paused: true, Pauses: []host.Pause{{Scope: host.ScopeFleet, By: "d1"}}},
+			{Type: "b", Paused: true, Pauses: []host.Pause{{Scope: host.ScopeFleet}, {Scope: host.ScopeLocal}}},
+			{Type: "c"},
+		}
+	}})
+	expect(t, m, map[string]float64{
+		`fleet_automation_paused{automation=a,scope=fleet}`: 1,
+		`fleet_automation_paused{automation=a,scope=local}`: 0,
+		`fleet_automation_paused{automation=b,scope=fleet}`: 1,
+		`fleet_automation_paused{automation=b,scope=local}`: 1,
+		`fleet_automation_paused{automation=c,scope=fleet}`: 0,
+		`fleet_automation_paused{automation=c,scope=local}`: 0,
+	})
+}

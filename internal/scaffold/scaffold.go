@@ -192,14 +192,24 @@ func (w *writer) project(o Options, d data) error {
 		}
 		return w.write("go.sum", sum)
 	case "c":
-		for _, f := range []string{"fleet.h", "fleet.c"} {
-			b, err := fs.ReadFile(fleet.Source, "c/"+f)
-			if err != nil {
-				return err
-			}
-			if err := w.write("fleet/"+f, b); err != nil {
-				return err
-			}
+		return w.copyFiles("c", "fleet", "fleet.h", "fleet.c")
+	case "assemblyscript":
+		return w.copyFiles("assemblyscript", "fleet-sdk", "index.ts", "package.json")
+	}
+	return nil
+}
+
+// copyFiles writes the files names of the SDK's folder from (fleet.Source) into the
+// project's folder dir: the C and the AssemblyScript SDKs, one text serving both the
+// projects and the repository's own tests.
+func (w *writer) copyFiles(from, dir string, names ...string) error {
+	for _, f := range names {
+		b, err := fs.ReadFile(fleet.Source, from+"/"+f)
+		if err != nil {
+			return err
+		}
+		if err := w.write(dir+"/"+f, b); err != nil {
+			return err
 		}
 	}
 	return nil

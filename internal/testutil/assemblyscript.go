@@ -12,11 +12,20 @@ import (
 // the package.json and package-lock.json that `make deps` installs with npm ci.
 const ASDir = "testdata/assemblyscript"
 
+// asSDKDir is the module-relative folder of the AssemblyScript SDK, which the plugins
+// of ASDir import by relative path and `fleet-host new` writes into a project as
+// fleet-sdk/ (guest-sdk's Source).
+const asSDKDir = "guest-sdk/assemblyscript"
+
+// asAbort is asc's --use for the SDK's abort, named by its path from ASDir.
+const asAbort = "abort=../../" + asSDKDir + "/index/myAbort"
+
 // BuildAS compiles the AssemblyScript plugin ASDir/<name>.ts with the folder's own asc
 // (npm's assemblyscript, beside @extism/as-pdk) and returns the path of the .wasm.
 // Builds are cached by the content hash of the folder's files (the sources and the
-// lockfile that pins asc and the PDK), so a test run builds each plugin once. It fails,
-// naming `make deps`, when node or the installed packages are missing.
+// lockfile that pins asc and the PDK) and of the SDK's (asSDKDir), so a test run builds
+// each plugin once and a change to either builds anew. It fails, naming `make deps`,
+// when node or the installed packages are missing.
 func BuildAS(tb testing.TB, name string) string {
 	tb.Helper()
 	root, err := ModuleRoot()
@@ -37,13 +46,14 @@ func BuildAS(tb testing.TB, name string) string {
 	if err != nil {
 		tb.Fatalf("testutil: list %s: %v", ASDir, err)
 	}
+	files = append(files, asSDKDir)
 	sum, err := hashTree(root, files)
 	if err != nil {
 		tb.Fatalf("testutil: hash %s: %v", ASDir, err)
 	}
 	out := filepath.Join(cacheDir(), "as", sum[:16], name+".wasm")
 	return cached(tb, out, func(tmp string) error {
-		cmd := exec.Command(asc, name+".ts", "--outFile", tmp, "--optimize", "--use", "abort=fleet/myAbort")
+		cmd := exec.Command(asc, name+".ts", "--outFile", tmp, "--optimize", "--use", asAbort)
 		cmd.Dir = dir
 		if b, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("testutil: asc %s.ts: %v\n%s", name, err, b)

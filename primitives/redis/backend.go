@@ -149,11 +149,18 @@ func Open(url string, opts Options) (*Backend, error) {
 		return fmt.Errorf("%w: redis: %s %q: %s", primitives.ErrInvalid, what, Redact(url), fmt.Sprintf(format, args...))
 	}
 	// go-redis' parse errors start with its package name, which ours already says.
-	parse := func(err error) string { return strings.TrimPrefix(err.Error(), "redis: ") }
+	// net/url's errors quote the url whole, its password too: keep what they say of it.
+	parse := func(err error) string {
+		var ue *neturl.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return strings.ReplaceAll(strings.TrimPrefix(err.Error(), "redis: "), url, Redact(url))
+	}
 	const want = "want redis://, rediss://, unix://, redis+cluster:// or redis+sentinel://"
 	scheme, rest, ok := strings.Cut(url, "://")
 	if !ok {
-		return nil, bad("url", "no scheme; %s", want)
+		return nil, bad("url", "no scheme; %s (redis://%s?)", want, Redact(url))
 	}
 	base, variant, _ := strings.Cut(scheme, "+")
 	if base != "redis" && base != "rediss" && !(base == "unix" && variant == "") {
@@ -217,13 +224,48 @@ func fit(callTimeout time.Duration, dial, read, write, pool *time.Duration, maxR
 	*dialerRetries = 1
 }
 
-// Redact is a backend url with its password hidden, for logs and errors.
+// Redact is a backend url as the operator typed it, with its password hidden, for logs
+// and errors: the password of its userinfo ("redis://user:xxxxx@host"; a userinfo with no
+// ':' is go-redis' password, "redis://xxxxx@host") and the value of each query parameter
+// whose name holds "password". It reads the text, not a parsed URL, so that a url that
+// does not parse, or has no scheme ("u:secret@localhost:6379"), is shown as typed too,
+// never with its password.
 func Redact(url string) string {
-	u, err := neturl.Parse(url)
-	if err != nil {
-		return "(unparsable url)"
+	start := 0
+	if i := strings.Index(url, "//"); i >= 0 {
+		start = i + 2
 	}
-	return u.Redacted()
+	end := len(url)
+	if i := strings.IndexAny(url[start:], "/?#"); i >= 0 {
+		end = start + i
+	}
+	at := strings.LastIndex(url[start:end], "@")
+	if _, err := neturl.Parse(url); at < 0 && err != nil {
+		at = strings.LastIndex(url[start:], "@") // a '/' in the password, unescaped
+	}
+	out := url
+	if at >= 0 {
+		at += start
+		user, _, hasPass := strings.Cut(url[start:at], ":")
+		if hasPass {
+			user += ":xxxxx"
+		} else {
+			user = "xxxxx"
+		}
+		out = url[:start] + user + url[at:]
+		end += len(out) - len(url)
+	}
+	if q := strings.Index(out[min(end, len(out)):], "?"); q >= 0 {
+		q += end + 1
+		params := strings.Split(out[q:], "&")
+		for i, p := range params {
+			if k, _, ok := strings.Cut(p, "="); ok && strings.Contains(strings.ToLower(k), "password") {
+				params[i] = k + "=xxxxx"
+			}
+		}
+		out = out[:q] + strings.Join(params, "&")
+	}
+	return out
 }
 
 // Ping reports whether Redis answers; ErrUnavailable when it does not.

@@ -170,7 +170,9 @@ func TestOpenSchemes(t *testing.T) {
 		{"http://127.0.0.1:6379", "", "unknown scheme"},
 		{"unix+cluster:///x.sock", "", "unknown scheme"},
 		{"redis+other://127.0.0.1", "", "unknown scheme"},
-		{"127.0.0.1:6379", "", "no scheme"},
+		{"127.0.0.1:6379", "", `url "127.0.0.1:6379": no scheme; want redis://, rediss://, unix://, redis+cluster:// or redis+sentinel:// (redis://127.0.0.1:6379?)`},
+		{"u:secret@127.0.0.1:6379", "", `url "u:xxxxx@127.0.0.1:6379": no scheme`},
+		{"redis://u:secret%zz@127.0.0.1:6379", "", `url "redis://u:xxxxx@127.0.0.1:6379": `},
 		{"redis+sentinel://:secret@127.0.0.1:26379/0", "", "xxxxx"},
 	}
 	for _, tt := range tests {
@@ -237,6 +239,18 @@ func TestRedact(t *testing.T) {
 		{"redis://user:secret@host:6379/0", "redis://user:xxxxx@host:6379/0"},
 		{"redis://host:6379", "redis://host:6379"},
 		{"redis+sentinel://:pw@host:26379?master_name=m", "redis+sentinel://:xxxxx@host:26379?master_name=m"},
+		// As typed, whatever it is: no scheme, a scheme cut short, one that does not parse.
+		{"localhost:6379", "localhost:6379"},
+		{"u:secret@localhost:6379", "u:xxxxx@localhost:6379"},
+		{"redis//u:secret@localhost:6379/0", "redis//u:xxxxx@localhost:6379/0"},
+		{"redis://u:pa%zz@host:6379", "redis://u:xxxxx@host:6379"},
+		{"redis://u:pa/ss@host:6379", "redis://u:xxxxx@host:6379"},
+		// go-redis reads a userinfo with no ':' as the password.
+		{"redis://secret@host:6379", "redis://xxxxx@host:6379"},
+		// A password in the query, as a sentinel URL may carry it.
+		{"redis+sentinel://h:26379/0?master_name=m&password=pw&sentinel_password=spw", "redis+sentinel://h:26379/0?master_name=m&password=xxxxx&sentinel_password=xxxxx"},
+		{"redis://h:6379/0?client_name=a@b", "redis://h:6379/0?client_name=a@b"},
+		{"unix:///run/redis.sock", "unix:///run/redis.sock"},
 	}
 	for _, tt := range tests {
 		if got := Redact(tt.in); got != tt.want {

@@ -2,7 +2,7 @@
 // "as-counter:done" per task of the queue "as-count". The transports benchmark runs it
 // beside the Go and C counters.
 import { Host } from "@extism/as-pdk";
-import { counterIncr, done, fail, lastError, output } from "./fleet";
+import { counterIncr, done, fail, lastError, output } from "../../guest-sdk/assemblyscript/index";
 
 export function fleet_describe(): i32 {
   return output('{"abi_version":1,"type":"as-counter","version":"1.0.0","mode":"batch",' +

@@ -10,7 +10,7 @@
 //     the task's id, and checks that a unique TTL over a day answers a ValueError.
 //
 // Anything unexpected fails the task with a reason that says what.
-import { done, fail, field, kvSet, lastError, output, park, readTask, retry, SubmitOptions, submitTask, Task } from "./fleet";
+import { done, fail, field, kvSet, lastError, output, park, readTask, retry, SubmitOptions, submitTask, Task } from "../../guest-sdk/assemblyscript/index";
 
 export function fleet_describe(): i32 {
   return output('{"abi_version":1,"type":"park-as","version":"1.0.0","mode":"batch",' +

@@ -3,7 +3,7 @@
 // sent), it hands the task back after the wait the host named, with the reason
 // "rate limited: retry after Nms" (tests/cguest_test.go reads N back); any other error,
 // or a status other than 200, fails the task.
-import { done, fail, field, httpRequest, lastError, lastKind, lastWaitMs, output, readTask, retry, unquote } from "./fleet";
+import { done, fail, field, httpRequest, lastError, lastKind, lastWaitMs, output, readTask, retry, unquote } from "../../guest-sdk/assemblyscript/index";
 
 export function fleet_describe(): i32 {
   return output('{"abi_version":1,"type":"pinger","version":"1.0.0","mode":"batch",' +

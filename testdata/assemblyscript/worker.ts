@@ -2,7 +2,7 @@
 // the pool "as-pool", penalises it by 2 and credits it by 1 (a net 1 on its score), and
 // releases it, records n in KV and reads it back, adds 1 to the
 // counter "as-worker:done" and submits a task to the Go counter's queue "count".
-import { counterIncr, done, fail, field, kvGet, kvSet, lastError, output, poolClaim, poolMarkBad, poolMarkGood, poolRelease, readTask, retry, submitTask, unquote } from "./fleet";
+import { counterIncr, done, fail, field, kvGet, kvSet, lastError, output, poolClaim, poolMarkBad, poolMarkGood, poolRelease, readTask, retry, submitTask, unquote } from "../../guest-sdk/assemblyscript/index";
 
 export function fleet_describe(): i32 {
   return output('{"abi_version":1,"type":"as-worker","version":"1.0.0","mode":"batch",' +

@@ -171,7 +171,7 @@ func TestAPIInspectPauseRequeue(t *testing.T) {
 		return len(autos.Automations) == 1 && a.Paused && n == 2
 	})
 	if code, out, errOut := run(t, []string{"FLEET_API=" + d.api}, "", "inspect"); code != 0 ||
-		!regexp.MustCompile(`(?m)^worker\s.*\spaused=2\s+true\s*$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^worker\s.*\spaused=2\s+true \(fleet\)\s*$`).MatchString(out) ||
 		!regexp.MustCompile(`(?m)^worker/0\s+paused\s`).MatchString(out) || !regexp.MustCompile(`(?m)^worker/1\s+paused\s`).MatchString(out) {
 		t.Errorf("inspect while paused = exit %d, %s %s; want the worker paused=2 and each slot paused", code, out, errOut)
 	}

@@ -30,7 +30,8 @@ type recordingPlane struct {
 type planeReport struct {
 	Instance string `json:"instance"`
 	State    struct {
-		Kind string `json:"kind"`
+		Kind  string `json:"kind"`
+		Phase string `json:"phase"`
 	} `json:"state"`
 	Iterations []struct {
 		TaskID  string `json:"task_id"`

@@ -109,6 +109,16 @@ func TestPlane(t *testing.T) {
 		t.Errorf("node-b's row = %+v, want live, its iteration with an outcome", r)
 	}
 
+	// A daemon without --plane says so, to `fleet-host plane` and to a reporter.
+	code, _, errOut := run(t, []string{"FLEET_API=" + d.api}, "", "plane", "instances")
+	if want := "api: 404 NotFound: this daemon does not serve the plane: start it with --plane, or point --api at one that does"; code == 0 || !strings.Contains(errOut, want) {
+		t.Errorf("plane instances against a daemon without --plane = exit %d, %q; want %s", code, errOut, want)
+	}
+	var pe *reporter.ProbeError
+	if err := reporter.Probe(t.Context(), d.api+"/api/projects/demo/fleet/report", planeKey); !errors.As(err, &pe) || pe.Status != http.StatusNotFound {
+		t.Errorf("Probe(a daemon without --plane) = %v, want a 404", err)
+	}
+
 	env := []string{"FLEET_API=" + p.api, "FLEET_TOKEN=" + token}
 	code, out, errOut := run(t, env, "", "plane", "instances")
 	if code != 0 || !strings.Contains(out, "demo/box/scraper/0") || !strings.Contains(out, "demo/node-b/worker/0") {

@@ -260,7 +260,7 @@ func TestOperatorCommands(t *testing.T) {
 	}
 
 	// Paused, the worker claims nothing: tasks parked meanwhile stay for the operator.
-	if out := ok("pause", "worker"); out != "paused worker\n" {
+	if out := ok("pause", "worker"); out != "paused worker (fleet)\n" {
 		t.Errorf("pause worker = %q", out)
 	}
 	testutil.WaitFor(t, 30*time.Second, "the worker's slot paused", func() bool {

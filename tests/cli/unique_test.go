@@ -64,6 +64,7 @@ func TestSubmitUnique(t *testing.T) {
 		"two keys":       {"Fleet-Unique-Key", "a", "Fleet-Unique-Key", "b"},
 		"a TTL past 24h": {"Fleet-Unique-Key", "a", "Fleet-Unique-TTL", "25h"},
 		"a TTL alone":    {"Fleet-Unique-TTL", "1s"},
+		"a schedule's":   {"Fleet-Unique-Key", "schedule:poll:1700000000"},
 		"a bad TTL":      {"Fleet-Unique-Key", "a", "Fleet-Unique-TTL", "soon"},
 	} {
 		status, out := submitUnique(t, d.api, `{"n": 5}`, h...)

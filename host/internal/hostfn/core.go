@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/internal/desired"
 	"github.com/fleethost/fleet/host/internal/validate"
 	"github.com/fleethost/fleet/primitives"
 )
@@ -27,6 +28,22 @@ import (
 // name of the lock they hold while doing so. No grant reaches either: a guest can neither
 // read nor overwrite the registry, nor hold up a host's start.
 const ContractsNamespace = "fleet-contracts"
+
+// SchedulesNamespace is the KV namespace where daemons record each schedule's last fire
+// (internal/schedule). No grant reaches it: a guest cannot hold back or replay a tick.
+const SchedulesNamespace = "fleet-schedules"
+
+// ScheduleUniquePrefix begins the unique keys of the schedules' ticks
+// ("schedule:<name>:<tick>"). A guest's or an API client's unique key may not begin with
+// it: a submit under a tick's key ahead of the schedule would take the tick's place.
+const ScheduleUniquePrefix = "schedule:"
+
+// reserved reports whether name is one of the host's own KV namespaces and lock names,
+// which no grant reaches: ContractsNamespace, SchedulesNamespace, and desired.Namespace,
+// the fleet's desired state (an operator's pause is not a plugin's to read or forge).
+func reserved(name string) bool {
+	return name == ContractsNamespace || name == SchedulesNamespace || name == desired.Namespace
+}
 
 // Core dispatches host calls. It is safe for concurrent use; build it with NewCore.
 type Core struct {

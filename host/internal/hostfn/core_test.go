@@ -281,6 +281,7 @@ func TestCallKinds(t *testing.T) {
 		{"submit unknown property", abi.OpSubmit, `{"queue":"jobs","payload":{"n":1,"m":2}}`, abi.TypeError, true},
 		{"submit oversized", abi.OpSubmit, `{"queue":"jobs","payload":{"n":1,"pad":` + big + `}}`, abi.LimitExceeded, true},
 		{"submit ungranted", abi.OpSubmit, `{"queue":"secret-jobs","payload":{}}`, abi.PermissionDenied, true},
+		{"submit unique key of a schedule", abi.OpSubmit, `{"queue":"jobs","payload":{"n":1},"unique":"schedule:poll:1700000000"}`, abi.ValueError, true},
 		{"submit key too long", abi.OpSubmit, `{"queue":"jobs","payload":{"n":1},"key":"` + strings.Repeat("k", MaxSubmitKey+1) + `"}`, abi.ValueError, true},
 		// config, log, metric, http
 		{"config ok", abi.OpConfigGet, `{}`, "", true},

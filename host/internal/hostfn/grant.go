@@ -3,6 +3,7 @@ package hostfn
 import (
 	"context"
 	"fmt"
+	"github.com/fleethost/fleet/internal/hint"
 	"strings"
 
 	"github.com/fleethost/fleet/abi"
@@ -74,7 +75,7 @@ func ParseRoles(what string, names []string, allowed Roles) (Roles, error) {
 	for _, n := range names {
 		r, ok := roleByName(n)
 		if !ok || r&allowed == 0 {
-			return 0, fmt.Errorf("%s: %q is not a role here; the roles are %s", what, n, allowed)
+			return 0, fmt.Errorf("%s: %q is not a role here; the roles are %s%s", what, n, allowed, hint.DidYouMean(n, allowed.Names()))
 		}
 		rs |= r
 	}

@@ -9,12 +9,12 @@ import (
 )
 
 // kvNamespace admits a namespace for caller: it must match the grant's KV patterns and
-// must not be the host's own ContractsNamespace.
+// must not be one of the host's own (reserved).
 func (c *Core) kvNamespace(ctx context.Context, caller *Caller, op abi.Op, ns string) *abi.Error {
 	if e := checkName("namespace", ns); e != nil {
 		return e
 	}
-	if ns == ContractsNamespace || !caller.Plugin.Access.KV.Match(ns) {
+	if reserved(ns) || !caller.Plugin.Access.KV.Match(ns) {
 		return c.deny(ctx, caller, op, "kv namespace", ns)
 	}
 	return nil

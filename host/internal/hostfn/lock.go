@@ -11,7 +11,7 @@ func (c *Core) lockName(ctx context.Context, caller *Caller, op abi.Op, name str
 	if e := checkName("lock", name); e != nil {
 		return e
 	}
-	if name == ContractsNamespace || !caller.Plugin.Access.Locks.Match(name) {
+	if reserved(name) || !caller.Plugin.Access.Locks.Match(name) {
 		return c.deny(ctx, caller, op, "lock", name)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"strings"
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/validate"
@@ -48,6 +49,9 @@ func (c *Core) submit(ctx context.Context, caller *Caller, req []byte) (any, *ab
 	if e := CheckUnique(u); e != nil {
 		return nil, e
 	}
+	if strings.HasPrefix(u.Key, ScheduleUniquePrefix) {
+		return nil, abi.Errorf(abi.ValueError, "unique %q: keys beginning with %q are the host's schedules'", u.Key, ScheduleUniquePrefix)
+	}
 	q := caller.Plugin.Quota
 	if q.Submits != nil {
 		if ok, _ := q.Submits.Allow(); !ok {
@@ -72,20 +76,26 @@ func (c *Core) submit(ctx context.Context, caller *Caller, req []byte) (any, *ab
 // unique by u.Key: dup says a task held the key and nothing was enqueued; id is then
 // that task's.
 func Submit(ctx context.Context, b primitives.Queue, contracts *validate.Registry, queue string, payload json.RawMessage, c primitives.QueueCap, u primitives.Unique, details *[]validate.Violation) (id string, dup bool, err error) {
-	if e := checkName("queue", queue); e != nil {
-		return "", false, e
-	}
-	q := contracts.Queue(queue)
-	if q == nil {
-		return "", false, abi.Errorf(abi.NotFound, "no loaded plugin declares queue %q", queue)
-	}
-	if e := required("payload", payload); e != nil {
-		return "", false, e
-	}
-	if e := q.Admit("payload", payload, details); e != nil {
+	if e := Admit(contracts, queue, payload, details); e != nil {
 		return "", false, e
 	}
 	return b.QueuePushUnique(ctx, queue, payload, c, u)
+}
+
+// Admit is Submit's check of queue and payload, without the push: what a submit would
+// refuse before it reaches the backend (details as for Submit).
+func Admit(contracts *validate.Registry, queue string, payload json.RawMessage, details *[]validate.Violation) *abi.Error {
+	if e := checkName("queue", queue); e != nil {
+		return e
+	}
+	q := contracts.Queue(queue)
+	if q == nil {
+		return abi.Errorf(abi.NotFound, "no loaded plugin declares queue %q", queue)
+	}
+	if e := required("payload", payload); e != nil {
+		return e
+	}
+	return q.Admit("payload", payload, details)
 }
 
 // CheckUnique is primitives.CheckUnique as a ValueError naming the fields as the submit

@@ -61,6 +61,7 @@ type options struct {
 	lookup    LookupFunc
 	gate      *Gate
 	gateOwner string
+	typ       string
 }
 
 // WithLookup resolves host names with f instead of the system resolver. The addresses
@@ -77,6 +78,11 @@ func WithGate(g *Gate, owner string) Option {
 	return func(o *options) { o.gate, o.gateOwner = g, owner }
 }
 
+// ForType names the automation type whose client this is, so that a refusal names the
+// grants file's line that would grant what was refused (`add "http_hosts":
+// ["example.com"] to "scraper" in the grants file`).
+func ForType(typ string) Option { return func(o *options) { o.typ = typ } }
+
 // Client is one plugin's outbound HTTP. It is built once per plugin with New and shared
 // by the plugin's slots: it is safe for concurrent use, and it keeps connections alive
 // between requests. Its fields are immutable after New.
@@ -88,6 +94,7 @@ type Client struct {
 	proxied  map[string]*http.Transport // by grantedProxy.key
 	secrets  map[string]boundSecret     // by name
 	gate     *Gate                      // nil: no egress gate
+	typ      string                     // the plugin's type, for refusals; "" when unnamed
 	// gateOwner is the plugin the gate meters this client's requests as.
 	gateOwner string
 }
@@ -105,16 +112,13 @@ func New(g Policy, opts ...Option) (*Client, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if err := g.check(); err != nil {
-		return nil, err
+	if err := g.Check(); err != nil {
+		return nil, fmt.Errorf("httpfn: grant: %w", err)
 	}
 	g = g.WithDefaults()
-	c := &Client{policy: g, proxied: make(map[string]*http.Transport), gate: o.gate, gateOwner: o.gateOwner}
-	for i, h := range g.Hosts {
-		p, err := parsePattern(h)
-		if err != nil {
-			return nil, fmt.Errorf("httpfn: grant: Hosts[%d] %q: %v", i, h, err)
-		}
+	c := &Client{policy: g, proxied: make(map[string]*http.Transport), gate: o.gate, gateOwner: o.gateOwner, typ: o.typ}
+	for _, h := range g.Hosts {
+		p, _ := parsePattern(h) // Check parsed it
 		c.patterns = append(c.patterns, p)
 	}
 	var err error
@@ -123,14 +127,8 @@ func New(g Policy, opts ...Option) (*Client, error) {
 	}
 	guard := newGuard(g.AllowPrivate, o.lookup)
 	c.direct = newTransport(guard.DialContext, nil)
-	for i, s := range g.Proxies {
-		p, err := parseProxy(s)
-		if err != nil {
-			return nil, fmt.Errorf("httpfn: grant: Proxies[%d] %q: %v", i, redact(s), err)
-		}
-		if _, dup := c.proxied[p.key]; dup {
-			return nil, fmt.Errorf("httpfn: grant: Proxies[%d]: proxy %s granted twice", i, p.key)
-		}
+	for _, s := range g.Proxies {
+		p, _ := parseProxy(s) // Check parsed it, and refused a proxy granted twice
 		c.proxies = append(c.proxies, p)
 		// A granted proxy is the operator's own: its address is not checked.
 		c.proxied[p.key] = newTransport((&net.Dialer{}).DialContext, p.url)
@@ -345,7 +343,7 @@ func (c *Client) target(raw string) (*url.URL, *abi.Error) {
 		}
 	}
 	if !c.granted(u) {
-		return nil, abi.Errorf(abi.PermissionDenied, "httpfn: host %q is not granted", hostPort(u))
+		return nil, abi.Errorf(abi.PermissionDenied, "httpfn: host %q is not granted; %s", hostPort(u), c.grantLine("http_hosts", grantPattern(u)))
 	}
 	return u, nil
 }
@@ -415,7 +413,7 @@ func (c *Client) checkHop(u *url.URL) error {
 		return &redirectDeniedError{what: fmt.Sprintf("scheme %q", truncate(u.Scheme))}
 	}
 	if !c.granted(u) {
-		return &redirectDeniedError{what: fmt.Sprintf("host %q", hostPort(u))}
+		return &redirectDeniedError{what: fmt.Sprintf("host %q", hostPort(u)), fix: c.grantLine("http_hosts", grantPattern(u))}
 	}
 	if !c.policy.AllowPrivate {
 		if ip, err := netip.ParseAddr(u.Hostname()); err == nil && !publicAddr(ip) {
@@ -525,13 +523,39 @@ func (c *Client) proxy(s string) (*http.Transport, *abi.Error) {
 		}
 		return c.proxied[key], nil
 	}
-	return nil, abi.Errorf(abi.PermissionDenied, "httpfn: proxy %q is not granted", u.Redacted())
+	return nil, abi.Errorf(abi.PermissionDenied, "httpfn: proxy %q is not granted; %s", u.Redacted(), c.grantLine("http_proxies", u.Redacted()))
+}
+
+// grantLine is what the grants file would say to grant value in field to c's plugin, a
+// refusal's way out: `add "http_hosts": ["example.com"] to "scraper" in the grants file`.
+func (c *Client) grantLine(field, value string) string {
+	to := "to the plugin's entry"
+	if c.typ != "" {
+		to = fmt.Sprintf("to %q", c.typ)
+	}
+	return fmt.Sprintf("add %q: [%q] %s in the grants file", field, value, to)
+}
+
+// grantPattern is the http_hosts pattern that grants u's host: its name alone on its
+// scheme's default port, else with the port.
+func grantPattern(u *url.URL) string {
+	host := strings.ToLower(u.Hostname())
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if port := u.Port(); port != "" && !(port == "80" && u.Scheme == "http") && !(port == "443" && u.Scheme == "https") {
+		return host + ":" + port
+	}
+	return host
 }
 
 // redirectDeniedError is a redirect to a host or scheme outside the grant.
-type redirectDeniedError struct{ what string }
+type redirectDeniedError struct{ what, fix string }
 
 func (e *redirectDeniedError) Error() string {
+	if e.fix != "" {
+		return "httpfn: redirect to " + e.what + " is not granted; " + e.fix
+	}
 	return "httpfn: redirect to " + e.what + " is not granted"
 }
 

@@ -692,3 +692,33 @@ func FuzzDo(f *testing.F) {
 		}
 	})
 }
+
+// TestDeniedNamesTheGrant: a host or proxy outside the grant is refused with the grants
+// file's line that would grant it, for the plugin's type, on the first hop and on a
+// redirect, as a pool or queue refusal names its grant.
+func TestDeniedNamesTheGrant(t *testing.T) {
+	elsewhere := newServer(t, func(w http.ResponseWriter, r *http.Request) {})
+	s := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://b.loop.test:"+elsewhere.port()+"/", http.StatusFound)
+	})
+	c := newClient(t, httpfn.Policy{Hosts: []string{s.host()}, AllowPrivate: true}, httpfn.ForType("scraper"))
+	for _, tt := range []struct{ url, want string }{
+		{"https://Example.com/x", `httpfn: host "Example.com:443" is not granted; add "http_hosts": ["example.com"] to "scraper" in the grants file`},
+		{"http://example.com:8080/", `httpfn: host "example.com:8080" is not granted; add "http_hosts": ["example.com:8080"] to "scraper" in the grants file`},
+		{"http://[::1]:80/", `httpfn: host "[::1]:80" is not granted; add "http_hosts": ["[::1]"] to "scraper" in the grants file`},
+	} {
+		_, e := c.Do(context.Background(), abi.HTTPRequest{URL: tt.url})
+		if e == nil || e.Kind != abi.PermissionDenied || e.Message != tt.want {
+			t.Errorf("Do(%s) = %v, want PermissionDenied %s", tt.url, e, tt.want)
+		}
+	}
+	_, e := c.Do(context.Background(), abi.HTTPRequest{URL: s.URL + "/", Proxy: "http://u:pw@proxy.loop.test:3128"})
+	if want := `httpfn: proxy "http://u:xxxxx@proxy.loop.test:3128" is not granted; add "http_proxies": ["http://u:xxxxx@proxy.loop.test:3128"] to "scraper" in the grants file`; e == nil || e.Message != want {
+		t.Errorf("Do(proxy) = %v, want %s", e, want)
+	}
+	r := do(t, c, abi.HTTPRequest{URL: s.URL + "/"})
+	wantCode(t, r, httpfn.CodeRedirectDenied)
+	if want := `httpfn: redirect to host "b.loop.test:` + elsewhere.port() + `" is not granted; add "http_hosts": ["b.loop.test:` + elsewhere.port() + `"] to "scraper" in the grants file`; r.Error != want {
+		t.Errorf("redirect: reply.Error = %q, want %s", r.Error, want)
+	}
+}

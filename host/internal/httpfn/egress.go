@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/fleethost/fleet/internal/hint"
 	"github.com/fleethost/fleet/primitives"
 )
 
@@ -72,6 +74,54 @@ func (e *Egress) MaxWait() time.Duration { return e.maxWait }
 // MaxRetryAfter caps a closure by Retry-After.
 func (e *Egress) MaxRetryAfter() time.Duration { return e.maxRetryAfter }
 
+// egressFields are the fields of the file and of a rate, read from their JSON tags, for a
+// "did you mean".
+var egressFields = func() []string {
+	var out []string
+	for _, t := range []reflect.Type{reflect.TypeFor[egressFile](), reflect.TypeFor[rateJSON]()} {
+		for i := range t.NumField() {
+			if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}()
+
+// egressDecodeError is the error of decoding b, file's content, in the operator's words:
+// a syntax error at its line and column ("egress.json:3:17: invalid character ..."), a
+// value of the wrong type at its field and place, an unknown field with the nearest
+// known one.
+func egressDecodeError(file string, b []byte, err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		want := "JSON object"
+		switch te.Type.Kind() {
+		case reflect.Float64, reflect.Int:
+			want = "number"
+		case reflect.String:
+			want = "string"
+		}
+		field := te.Field
+		if field == "" {
+			field = "the policy"
+		}
+		err = fmt.Errorf("%s: want a %s, got a JSON %s", field, want, te.Value)
+		if pe, ok := hint.JSON(b, te).(*hint.PosError); ok {
+			return fmt.Errorf("%s:%d:%d: %w", file, pe.Line, pe.Col, err)
+		}
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		name, _ = strconv.Unquote(name)
+		return fmt.Errorf("%s: unknown field %q%s", file, name, hint.DidYouMean(name, egressFields))
+	}
+	if pe, ok := hint.JSON(b, err).(*hint.PosError); ok {
+		return fmt.Errorf("%s:%w", file, pe)
+	}
+	return fmt.Errorf("%s: %w", file, err)
+}
+
 // egressFile is the file's JSON.
 type egressFile struct {
 	Rates         map[string]rateJSON `json:"rates"`
@@ -100,7 +150,7 @@ func ParseEgress(file string, b []byte) (*Egress, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
-		return nil, bad("%v", err)
+		return nil, egressDecodeError(file, b, err)
 	}
 	if dec.More() {
 		return nil, bad("more than one JSON value")

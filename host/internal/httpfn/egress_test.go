@@ -87,9 +87,12 @@ func TestParseEgressRefuses(t *testing.T) {
 		{`{"max_wait": "soon"}`, `egress.json: max_wait: "soon" is not a duration`},
 		{`{"max_wait": "-1s"}`, `egress.json: max_wait: "-1s", want >= 0`},
 		{`{"max_retry_after": "0s"}`, `egress.json: max_retry_after: "0s", want > 0`},
-		{`{"rate": {}}`, `egress.json: json: unknown field "rate"`},
-		{`{"rates": {"example.com": {"per_second": 1, "brust": 2}}}`, `egress.json: json: unknown field "brust"`},
-		{`{"rates": []}`, `egress.json: json: cannot unmarshal array`},
+		{`{"rate": {}}`, `egress.json: unknown field "rate"; did you mean "rates"?`},
+		{`{"rates": {"example.com": {"per_second": 1, "per_plugn": true}}}`, `egress.json: unknown field "per_plugn"; did you mean "per_plugin"?`},
+		{`{"rates": {"example.com": {"per_second": 1, "brust": 2}}}`, `egress.json: unknown field "brust"; did you mean "burst"?`},
+		{`{"rates": []}`, `egress.json:1:11: rates: want a JSON object, got a JSON array`},
+		{"{\n  \"rates\": {\"example.com\": {\"per_second\": \"3\"}}}", `egress.json:2:43: rates.per_second: want a number, got a JSON string`},
+		{"{\n  \"rates\": {\"example.com\": {\"per_second\": 3}},\n}", `egress.json:3:1: invalid character '}' looking for beginning of object key string`},
 		{`{} {}`, `egress.json: more than one JSON value`},
 	}
 	for _, tt := range tests {

@@ -79,17 +79,37 @@ type Policy struct {
 	Secrets map[string]Secret `json:"secrets,omitempty"`
 }
 
-// check returns an error naming the field of g that is out of range.
-func (g Policy) check() error {
+// Check checks the whole of g without reading a secret's value, naming the field as the
+// grants file writes it ("http_max_body is -1, want >= 0", `http_hosts[0] "exa
+// mple.com": bad host`): its limits, each host pattern, each proxy, and its secrets
+// (CheckSecrets). New refuses what it refuses; a caller that reads a grants file calls it
+// so that a bad grant is refused when the file is read, not when its plugin loads.
+func (g Policy) Check() error {
 	switch {
 	case g.MaxBody < 0:
-		return fmt.Errorf("httpfn: grant: MaxBody is %d, want >= 0", g.MaxBody)
+		return fmt.Errorf("http_max_body is %d, want >= 0 (0 for the default, %d)", g.MaxBody, DefaultMaxBody)
 	case g.Timeout < 0:
-		return fmt.Errorf("httpfn: grant: Timeout is %v, want >= 0", g.Timeout)
+		return fmt.Errorf("http_timeout is %v, want >= 0 (0 for the default, %v)", g.Timeout, DefaultTimeout)
 	case g.MaxRedirects < -1:
-		return fmt.Errorf("httpfn: grant: MaxRedirects is %d, want >= -1", g.MaxRedirects)
+		return fmt.Errorf("http_max_redirects is %d, want >= -1 (-1 follows none, 0 for the default, %d)", g.MaxRedirects, DefaultMaxRedirects)
 	}
-	return nil
+	for i, h := range g.Hosts {
+		if _, err := parsePattern(h); err != nil {
+			return fmt.Errorf("http_hosts[%d] %q: %v", i, h, err)
+		}
+	}
+	seen := map[string]bool{}
+	for i, s := range g.Proxies {
+		p, err := parseProxy(s)
+		if err != nil {
+			return fmt.Errorf("http_proxies[%d] %q: %v", i, redact(s), err)
+		}
+		if seen[p.key] {
+			return fmt.Errorf("http_proxies[%d]: proxy %s is granted twice", i, p.key)
+		}
+		seen[p.key] = true
+	}
+	return g.CheckSecrets()
 }
 
 // WithDefaults returns g with its zero fields filled in: the one place the policy's

@@ -68,27 +68,30 @@ func TestNewRefusesBadPolicy(t *testing.T) {
 		grant Policy
 		want  string // in the error
 	}{
-		{"empty pattern", Policy{Hosts: []string{""}}, "Hosts[0]"},
-		{"bad port", Policy{Hosts: []string{"a.com:0"}}, "Hosts[0]"},
+		{"empty pattern", Policy{Hosts: []string{""}}, "http_hosts[0]"},
+		{"bad port", Policy{Hosts: []string{"a.com:0"}}, "http_hosts[0]"},
 		{"big port", Policy{Hosts: []string{"a.com:70000"}}, "bad port"},
-		{"bad name", Policy{Hosts: []string{"ok.com", "a b.com"}}, "Hosts[1]"},
-		{"empty label", Policy{Hosts: []string{"a..com"}}, "Hosts[0]"},
-		{"wildcard in middle", Policy{Hosts: []string{"a.*.com"}}, "Hosts[0]"},
-		{"bare wildcard dot", Policy{Hosts: []string{"*."}}, "Hosts[0]"},
-		{"unclosed bracket", Policy{Hosts: []string{"[::1"}}, "Hosts[0]"},
-		{"path", Policy{Hosts: []string{"a.com/x"}}, "Hosts[0]"},
-		{"https proxy", Policy{Proxies: []string{"https://p:1"}}, "Proxies[0]"},
-		{"socks proxy", Policy{Proxies: []string{"socks5://p:1"}}, "Proxies[0]"},
-		{"proxy path", Policy{Proxies: []string{"http://p:1/x"}}, "Proxies[0]"},
-		{"proxy no host", Policy{Proxies: []string{"http:///"}}, "Proxies[0]"},
+		{"bad name", Policy{Hosts: []string{"ok.com", "a b.com"}}, "http_hosts[1]"},
+		{"empty label", Policy{Hosts: []string{"a..com"}}, "http_hosts[0]"},
+		{"wildcard in middle", Policy{Hosts: []string{"a.*.com"}}, "http_hosts[0]"},
+		{"bare wildcard dot", Policy{Hosts: []string{"*."}}, "http_hosts[0]"},
+		{"unclosed bracket", Policy{Hosts: []string{"[::1"}}, "http_hosts[0]"},
+		{"path", Policy{Hosts: []string{"a.com/x"}}, "http_hosts[0]"},
+		{"https proxy", Policy{Proxies: []string{"https://p:1"}}, "http_proxies[0]"},
+		{"socks proxy", Policy{Proxies: []string{"socks5://p:1"}}, "http_proxies[0]"},
+		{"proxy path", Policy{Proxies: []string{"http://p:1/x"}}, "http_proxies[0]"},
+		{"proxy no host", Policy{Proxies: []string{"http:///"}}, "http_proxies[0]"},
 		{"proxy twice", Policy{Proxies: []string{"http://p:80", "http://P"}}, "twice"},
-		{"proxy password redacted", Policy{Proxies: []string{"http://u:secret@p:1/x"}}, "Proxies[0]"},
-		{"negative body", Policy{MaxBody: -1}, "MaxBody"},
-		{"negative timeout", Policy{Timeout: -time.Second}, "Timeout"},
-		{"redirects", Policy{MaxRedirects: -2}, "MaxRedirects"},
+		{"proxy password redacted", Policy{Proxies: []string{"http://u:secret@p:1/x"}}, "http_proxies[0]"},
+		{"negative body", Policy{MaxBody: -1}, "http_max_body is -1, want >= 0"},
+		{"negative timeout", Policy{Timeout: -time.Second}, "http_timeout is -1s"},
+		{"redirects", Policy{MaxRedirects: -2}, "http_max_redirects is -2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.grant.Check(); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Check(%+v) = %v, want it to contain %q", tt.grant, err, tt.want)
+			}
 			_, err := New(tt.grant)
 			if err == nil {
 				t.Fatalf("New(%+v) = nil error, want one containing %q", tt.grant, tt.want)

@@ -227,6 +227,11 @@ func (rt *Runtime) Instantiate(ctx context.Context, name string, caller *hostfn.
 		err := in.stop.wrap(ctx, init.CallWithStack(ctx, in.stack[:]))
 		disarm()
 		if err != nil {
+			// Named as a call's death is (died): a stack past its budget is told by the
+			// rewriter's global, not by wazero's text ("unreachable" and its trace).
+			if StackLimitHit(mod) {
+				err = ErrStackLimit
+			}
 			_ = mod.Close(context.WithoutCancel(ctx))
 			return nil, fmt.Errorf("native: %s %s: %w", name, abi.ExportInitialize, err)
 		}

@@ -2,8 +2,9 @@
 // the fleet-host repository): each fleet operation is a host function of extism:host/user
 // that takes the request JSON in an Extism memory block and returns the reply envelope,
 // {"ok":...} or {"error":...}, in another. AssemblyScript has no JSON in its standard
-// library: requests are built as text and replies read with field(). Written by
-// fleet-host new from the fleet-host repository's testdata/assemblyscript/fleet.ts.
+// library: requests are built as text and replies read with field(). Its home is
+// guest-sdk/assemblyscript/index.ts; fleet-host new writes it into a project as
+// fleet-sdk/index.ts, and the repository's Extism tests import it from there.
 import { Host, Memory } from "@extism/as-pdk";
 import { error_set, length } from "@extism/as-pdk/lib/env";
 
@@ -26,8 +27,9 @@ declare function submit(req: u64): u64;
 @external("extism:host/user", "http")
 declare function http(req: u64): u64;
 
-// myAbort is the module's abort (asc --use abort=fleet/myAbort): it tells the host why
-// through Extism's error, and the call ends at the trap that follows it.
+// myAbort is the module's abort (asc --use abort=~lib/fleet-sdk/index/myAbort in a
+// project, abort=../../guest-sdk/assemblyscript/index/myAbort in the tests): it tells
+// the host why through Extism's error, and the call ends at the trap that follows it.
 export function myAbort(message: string | null, fileName: string | null, line: u32, column: u32): void {
   const m = Memory.allocateString("abort: " + (message === null ? "" : message) + " at " +
     (fileName === null ? "" : fileName) + ":" + line.toString() + ":" + column.toString());
@@ -124,7 +126,7 @@ export function counterIncr(name: string, delta: i64): string | null {
 }
 
 // SubmitOptions are what submitTask asks of the host beyond the payload (abi/EXTISM.md,
-// "The helpers of fleet.ts").
+// "The helpers of fleet-sdk").
 export class SubmitOptions {
   // key ("": none) makes the submit idempotent: the host enqueues once per key on the
   // queue for 10 minutes and answers a repeat with the first task's id.
