@@ -3,6 +3,8 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,18 +13,21 @@ import (
 	"github.com/fleethost/fleet/internal/testutil"
 )
 
-// TestFleetView runs two daemons on one Redis, without a plane, and checks that
-// `inspect` on either lists both daemons with their slots and builds, that the fleet's
+// TestFleetView runs two daemons on one Redis, without a plane, the second with another
+// build of the worker (the same module with a custom section appended: another digest),
+// and checks that `inspect` on either lists both daemons with their slots and builds and
+// flags the worker as diverging, that the fleet's
 // health counts the outcomes of the tasks both ran (done, failed, parked, by automation
 // and by queue), and that a daemon killed with SIGKILL shows stale, then disappears.
 func TestFleetView(t *testing.T) {
 	const ok, failing = 24, 2
 	srv := testutil.NewRedis(t)
-	dir := pluginsDir(t, workerPkg)
-	args := []string{"--plugins", dir, "--redis", srv.URL(), "--slots", "2", "--poll-interval", "20ms",
+	dir, other := pluginsDir(t, workerPkg), pluginsDir(t, workerPkg)
+	rebuild(t, filepath.Join(other, "worker.wasm"))
+	args := []string{"--redis", srv.URL(), "--slots", "2", "--poll-interval", "20ms",
 		"--fleet-refresh", "200ms", "--max-attempts", "2", "--retry-delay", "10ms"}
-	a := startDaemon(t, nil, append(args, "--instance", "alpha")...)
-	b := startDaemon(t, nil, append(args, "--instance", "beta")...)
+	a := startDaemon(t, nil, append(args, "--instance", "alpha", "--plugins", dir)...)
+	b := startDaemon(t, nil, append(args, "--instance", "beta", "--plugins", other)...)
 	for i := range ok {
 		submitTask(t, a, fmt.Sprintf(`{"n": %d, "hold_ms": 50}`, i))
 	}
@@ -57,13 +62,15 @@ func TestFleetView(t *testing.T) {
 				t.Errorf("inspect on %s: daemon %s = %s with slots %+v, want live with worker/0 and worker/1 at 1.0.0 and a digest", d.api, dm.Name, dm.State, dm.Slots)
 			}
 		}
-		if len(f.Diverging) != 0 {
-			t.Errorf("inspect: diverging %+v, want none: both run one build", f.Diverging)
+		if len(f.Diverging) != 1 || f.Diverging[0].Automation != "worker" || len(f.Diverging[0].Builds) != 2 ||
+			f.Diverging[0].Builds[0].Digest == f.Diverging[0].Builds[1].Digest || f.Diverging[0].Note != "rollout in progress or stuck" {
+			t.Errorf("inspect on %s: diverging %+v, want worker with two builds, a rollout in progress or stuck", d.api, f.Diverging)
 		}
 	}
 	code, out, _ := run(t, []string{"FLEET_API=" + b.api}, "", "inspect")
-	if code != 0 || !strings.Contains(out, names[0]) || !strings.Contains(out, names[1]+" (this)") || !strings.Contains(out, "HEALTH (1h)") {
-		t.Errorf("inspect on beta = %d\n%s\nwant both daemons, beta as this one, and the health table", code, out)
+	if code != 0 || !strings.Contains(out, names[0]) || !strings.Contains(out, names[1]+" (this)") || !strings.Contains(out, "HEALTH (1h)") ||
+		!strings.Contains(out, "rollout in progress or stuck") {
+		t.Errorf("inspect on beta = %d\n%s\nwant both daemons, beta as this one, the diverging worker and the health table", code, out)
 	}
 
 	// Health: every outcome of both daemons, fleet-wide, by automation and by queue.
@@ -115,8 +122,24 @@ func TestFleetView(t *testing.T) {
 	}
 	testutil.WaitFor(t, 30*time.Second, "beta stale on alpha", func() bool { return state() == "stale" })
 	testutil.WaitFor(t, 30*time.Second, "beta gone from alpha's view", func() bool { return state() == "gone" })
-	if got := inspect(a).Daemons; len(got) != 1 || got[0].State != "live" {
-		t.Errorf("after beta ended, alpha lists %+v, want itself, live", got)
+	if f := inspect(a); len(f.Daemons) != 1 || f.Daemons[0].State != "live" || len(f.Diverging) != 0 {
+		t.Errorf("after beta ended, alpha lists %+v, diverging %+v; want itself, live, and no divergence", f.Daemons, f.Diverging)
+	}
+}
+
+// rebuild makes the module at path another build of itself: a custom section appended
+// (id 0, which the runtime ignores) changes its digest, not what it does.
+func rebuild(t *testing.T, path string) {
+	t.Helper()
+	name := "fleet-test-build"
+	section := append([]byte{0, byte(1 + len(name) + 1), byte(len(name))}, append([]byte(name), 2)...)
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(section); err != nil {
+		t.Fatal(err)
 	}
 }
 
