@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,7 +20,8 @@ import (
 // and checks that `inspect` on either lists both daemons with their slots and builds and
 // flags the worker as diverging, that the fleet's
 // health counts the outcomes of the tasks both ran (done, failed, parked, by automation
-// and by queue), and that a daemon killed with SIGKILL shows stale, then disappears.
+// and by queue), that a daemon killed with SIGKILL shows stale, then disappears, and that one stopped
+// with SIGTERM leaves a last record that says stopped.
 func TestFleetView(t *testing.T) {
 	const ok, failing = 24, 2
 	srv := testutil.NewRedis(t)
@@ -124,6 +127,19 @@ func TestFleetView(t *testing.T) {
 	testutil.WaitFor(t, 30*time.Second, "beta gone from alpha's view", func() bool { return state() == "gone" })
 	if f := inspect(a); len(f.Daemons) != 1 || f.Daemons[0].State != "live" || len(f.Diverging) != 0 {
 		t.Errorf("after beta ended, alpha lists %+v, diverging %+v; want itself, live, and no divergence", f.Daemons, f.Diverging)
+	}
+
+	// alpha stops cleanly: its last record says so, read straight from the backend.
+	a.signal(syscall.SIGTERM)
+	if code := a.wait(time.Minute); code != 0 {
+		t.Fatalf("alpha exited %d after SIGTERM, want 0", code)
+	}
+	last, err := fleetview.Read(context.Background(), openRedis(t, srv), "test", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(last.Daemons) != 1 || last.Daemons[0].Name != names[0] || last.Daemons[0].State != "stopped" {
+		t.Errorf("after alpha's SIGTERM the roster holds %+v, want alpha, stopped", last.Daemons)
 	}
 }
 
