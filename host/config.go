@@ -17,6 +17,7 @@ import (
 	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/reporter"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config configures a Host. It is flat: every field's zero value means its default,
@@ -205,6 +206,16 @@ type Config struct {
 	// default: DefaultVersion(), the main module's version from runtime/debug.ReadBuildInfo,
 	// or "dev"
 	Version string
+
+	// TracerProvider, when set, makes OpenTelemetry spans: each attempt at a task is a
+	// span "task <queue>" whose parent is the trace context of the submit that enqueued
+	// it, each host call a child span named by its op, each outbound request a client
+	// span "HTTP <method>" under its call, and each Submit a span "submit <queue>". The
+	// host never shuts it down: its owner flushes it after Close. See RATIONALE.md,
+	// "What does a trace show?".
+	// default: nil (no span is made; the trace context a submit's ctx carries still
+	// travels with its task)
+	TracerProvider trace.TracerProvider
 }
 
 // The defaults of Config, each the one place its value is written: New fills a zero

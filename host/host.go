@@ -22,7 +22,9 @@ import (
 	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/host/internal/httpfn"
 	"github.com/fleethost/fleet/host/internal/slot"
+	"github.com/fleethost/fleet/host/internal/tracing"
 	"github.com/fleethost/fleet/host/internal/validate"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Host is a set of loaded plugins and the slots that run them. Build it with New, run it
@@ -31,6 +33,7 @@ type Host struct {
 	cfg       Config                  // defaults filled in; immutable after New
 	cache     wazero.CompilationCache // shared by every plugin's runtime
 	core      *hostfn.Core
+	tracer    trace.Tracer // nil when tracing is off (Config.TracerProvider); immutable after New
 	contracts *validate.Registry
 	held      *heldContracts // the contract versions this host holds fleet-wide, refreshed by Run
 	tel       *telemetry     // immutable pointer after New; nil without Config.NewReporter
@@ -159,6 +162,8 @@ func (h *Host) loadAll(ctx context.Context) (err error) {
 		return err
 	}
 	h.core = hostfn.NewCore(cfg.Backend, h.contracts, hostfn.NewMetrics(), cfg.Logger)
+	h.tracer = tracing.Tracer(cfg.TracerProvider)
+	h.core.SetTracer(h.tracer)
 	files, err := PluginFiles(cfg.PluginsDir)
 	if err != nil {
 		return fmt.Errorf("host: Config.PluginsDir: %w", err)

@@ -336,6 +336,8 @@ func (h *Host) slotParams(p *plugin, i int, pump *slot.Pump, rep *slotReport) sl
 		Observe:       observers(report, observe),
 		Log:           h.cfg.Logger,
 		Events:        p.fn.Events,
+		Tracer:        h.tracer,
+		Automation:    p.info.Type,
 		NewGuest: func(hard context.Context) (slot.Guest, error) {
 			ctx, cancel := context.WithTimeout(hard, p.info.Grant.CallTimeout)
 			defer cancel()

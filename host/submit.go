@@ -8,6 +8,7 @@ import (
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/hostfn"
+	"github.com/fleethost/fleet/host/internal/tracing"
 	"github.com/fleethost/fleet/host/internal/validate"
 	"github.com/fleethost/fleet/primitives"
 )
@@ -56,6 +57,8 @@ func (h *Host) SubmitUnique(ctx context.Context, queue string, payload []byte, u
 			c, consumer = p.fn.Quota.Queue, p.info.Type
 		}
 	}
+	ctx, end := tracing.StartSubmit(ctx, h.tracer, queue)
+	defer func() { end(id, err) }()
 	var vs []validate.Violation
 	id, dup, err = hostfn.Submit(ctx, h.cfg.Backend, h.contracts, queue, json.RawMessage(payload), c, u, &vs)
 	var ae *abi.Error

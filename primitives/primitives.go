@@ -334,6 +334,7 @@ type Task struct {
 	EnqueuedAt time.Time // when it was first pushed
 	LastError  string    // why the last attempt failed, if one did
 	ParkedAt   time.Time // when it was parked, as QueueParked lists it; zero otherwise
+	Trace      string    // the W3C traceparent of the submit that pushed it (WithTrace); "" for none
 }
 
 // TaskLease is a task leased to one consumer.

@@ -40,7 +40,12 @@ It reloads its plugins folder and its grants, egress and schedules files when a 
 in the folder or one of the files changes (once the file has settled for
 --reload-settle), on SIGHUP, on POST /api/v1/reload and on 'fleet-host reload'; a grant
 change restarts only the slots of the types it changes, and a file that does not parse
-or check is refused (what runs stays). Deploy a new build by writing it elsewhere and renaming it into the folder.`, host.AbandonMargin, daemon.ShutdownMargin), stderr)
+or check is refused (what runs stays). Deploy a new build by writing it elsewhere and renaming it into the folder.
+
+Traces are off unless OTEL_EXPORTER_OTLP_ENDPOINT (or _TRACES_ENDPOINT) is set: then
+each task, host call and outbound request is an OpenTelemetry span, exported over OTLP
+http/protobuf, with OTEL_SERVICE_NAME and the other OTEL_* variables as the
+specification says (docs/operators.md, "Traces").`, host.AbandonMargin, daemon.ShutdownMargin), stderr)
 	f.str(&o.PluginsDir, "plugins", "FLEET_PLUGINS", host.DefaultPluginsDir, "the folder of *.wasm plugins to load (not recursive)")
 	f.str(&o.Backend, "redis", "FLEET_REDIS", "", "the fleet backend URL: redis://host:6379/0 (rediss://, unix:// too), redis+cluster://host:port?addr=host2:port2 for Redis Cluster, redis+sentinel://host:26379/0?master_name=NAME for Sentinel; empty runs on the embedded memory store, whose state lives in the process")
 	f.int(&o.Slots, "slots", "FLEET_SLOTS", host.DefaultSlots, "slots (wasm instances) per plugin")

@@ -66,6 +66,9 @@ var notRunFlags = map[string]string{
 	"Version":      "the binary's version",
 	"CheckOnly":    "doctor sets it: a host that only checks does not run",
 	"RetryBackoff": "per automation type in the grants file (retry_backoff_base, retry_backoff_factor, retry_backoff_max), the built-in default otherwise",
+	// The OpenTelemetry convention: tracing is configured by the OTEL_* environment, which
+	// every collector's documentation speaks; a flag would be a second spelling of it.
+	"TracerProvider": "the standard OTEL_EXPORTER_OTLP_* environment variables (docs/operators.md, \"Traces\"), which the daemon reads",
 }
 
 // `fleet-host run -h` shows each default of host.Config, and the shutdown margins, as

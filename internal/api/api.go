@@ -568,7 +568,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	queue := p.Consumes.Name
-	id, dup, err := s.p.Host.SubmitUnique(ctx, queue, body, u)
+	id, dup, err := s.p.Host.SubmitUnique(withTraceParent(ctx, r), queue, body, u)
 	if err != nil {
 		var e *abi.Error
 		if !errors.As(err, &e) {

@@ -32,6 +32,7 @@ import (
 	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/redis"
 	"github.com/fleethost/fleet/reporter"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Options are a daemon's settings, as `fleet-host run` reads them from flags and the
@@ -138,7 +139,13 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	defer func() { err = errors.Join(err, closeBackend(b)) }()
 
-	h, obs, err := buildHost(ctx, o, log, b, gf, egress)
+	tp, stopTracing, err := startTracing(ctx, o, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // after the host has closed (the defer below runs first)
+
+	h, obs, err := buildHost(ctx, o, log, b, gf, egress, tp)
 	if err != nil {
 		return err
 	}
@@ -221,7 +228,7 @@ type observers struct {
 // buildHost loads the plugins into a host on b, with gf's grants and configurations, its
 // slots observed by the returned observers and reporting to the plane if o wires it. The
 // host's slots start in runHost.
-func buildHost(ctx context.Context, o Options, log *slog.Logger, b primitives.Backend, gf grants.File, egress *host.Egress) (*host.Host, observers, error) {
+func buildHost(ctx context.Context, o Options, log *slog.Logger, b primitives.Backend, gf grants.File, egress *host.Egress, tp trace.TracerProvider) (*host.Host, observers, error) {
 	obs := observers{slots: metrics.NewSlots(), health: &fleetview.Counter{}}
 	rep := newReporting(o)
 	obs.metrics = metrics.New(metrics.Params{Slots: obs.slots, Backend: b, ReporterDropped: rep.dropped})
@@ -237,6 +244,7 @@ func buildHost(ctx context.Context, o Options, log *slog.Logger, b primitives.Ba
 		Configs:          configs,
 		CacheDir:         o.CacheDir,
 		Logger:           log,
+		TracerProvider:   tp,
 		PollInterval:     o.PollInterval,
 		TaskLease:        o.TaskLease,
 		MaxAttempts:      o.MaxAttempts,

@@ -37,6 +37,7 @@ type task struct {
 	parkedSeq uint64    // order of parking while parked
 	parkedAt  time.Time // when it was parked, while parked
 	unique    string    // the key it holds in queue.unique while pending; "" for none
+	trace     string    // the submit's trace context (primitives.WithTrace); "" for none
 	node      node      // in queue.delayed or queue.inflight
 }
 
@@ -48,6 +49,7 @@ func (t *task) export() primitives.Task {
 		HandBacks:  t.handBacks,
 		EnqueuedAt: t.enqueued,
 		LastError:  t.lastErr,
+		Trace:      t.trace,
 	}
 	if t.state == parked {
 		e.ParkedAt = t.parkedAt
@@ -254,6 +256,10 @@ func (b *Backend) QueuePushUnique(ctx context.Context, queueName string, payload
 	if err := primitives.CheckUnique(u); err != nil {
 		return "", false, err
 	}
+	trace := primitives.TraceOf(ctx)
+	if err := primitives.CheckTrace(trace); err != nil {
+		return "", false, err
+	}
 	rq, err := requestOf(ctx, "queue push", payload, u)
 	if err != nil {
 		return "", false, err
@@ -261,7 +267,7 @@ func (b *Backend) QueuePushUnique(ctx context.Context, queueName string, payload
 	if err := b.check(); err != nil {
 		return "", false, err
 	}
-	t := &task{id: newID(), payload: clone(payload)}
+	t := &task{id: newID(), payload: clone(payload), trace: trace}
 	q := b.getQueue(queueName, true)
 	q.mu.Lock()
 	defer q.mu.Unlock()

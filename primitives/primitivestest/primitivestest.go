@@ -53,7 +53,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) primitives.Backend) {
 		{"KV", kvTests},
 		{"Lock", lockTests},
 		{"Counter", counterTests},
-		{"Queue", slices.Concat(queueTests, uniqueTests)},
+		{"Queue", slices.Concat(queueTests, uniqueTests, traceTests)},
 		{"Gate", gateTests},
 		{"Fleet", fleetTests},
 		{"BadInput", badInputTests},

@@ -81,7 +81,8 @@ end
 //	ARGV[4]    -> the most bytes (payload + TASK_OVERHEAD a task) the queue holds; 0 for no cap
 //	ARGV[5]    -> the unique key (primitives.Unique); "" for none
 //	ARGV[6]    -> the unique key's TTL, in ms
-//	ARGV[7..9] -> the request (luaOnce)
+//	ARGV[7]    -> the submit's trace context (primitives.WithTrace); "" for none
+//	ARGV[8..10] -> the request (luaOnce)
 //
 // Output: {1, id}: the task pushed, by this run or by the first run of the request;
 // {3, id}: the unique key is held by task id, nothing pushed; {-3, depth, bytes}
@@ -104,6 +105,7 @@ if maxDepth > 0 or maxBytes > 0 then
 end
 local now = now_ms()
 redis.call('HSET', task_key(ARGV[1]), 'payload', ARGV[2], 'attempts', 0, 'enqueued', now)
+if ARGV[7] ~= '' then redis.call('HSET', task_key(ARGV[1]), 'trace', ARGV[7]) end
 if ukey ~= '' then
   redis.call('HSET', task_key(ARGV[1]), 'unique', ukey, 'unique_until', now + tonumber(ARGV[6]))
   redis.call('SET', unique_key(ukey), ARGV[1])
@@ -140,13 +142,19 @@ func (b *Backend) QueuePushUnique(ctx context.Context, queue string, payload []b
 	if err := primitives.CheckUnique(u); err != nil {
 		return "", false, err
 	}
+	trace := primitives.TraceOf(ctx)
+	if err := primitives.CheckTrace(trace); err != nil {
+		return "", false, err
+	}
+	// The trace is not in the request's digest: a retried submit under another span is
+	// the same write.
 	req, err := b.request(ctx, "queue push", payload, u)
 	if err != nil {
 		return "", false, err
 	}
 	ctx, cancel := b.call(ctx)
 	defer cancel()
-	v, err := queuePushCmd.Run(ctx, b.client, queueScriptKeys(queue), req.args(newID(), payload, max(c.Depth, 0), max(c.Bytes, 0), u.Key, ms(u.TTL))...).Result()
+	v, err := queuePushCmd.Run(ctx, b.client, queueScriptKeys(queue), req.args(newID(), payload, max(c.Depth, 0), max(c.Bytes, 0), u.Key, ms(u.TTL), trace)...).Result()
 	if err != nil {
 		return "", false, b.scriptFail(ctx, "queue push", queue, err)
 	}
@@ -170,9 +178,9 @@ const settleLimit = "1000"
 // tasks that are due to the back of the ready list, and the tasks whose lease expired
 // too (up to settleLimit of each), or to parked (error "lease expired") when their attempts reached maxAttempts
 // (<= 0 never parks). take(now, lease, token) then leases the oldest ready task: it
-// returns nil when nothing is ready, or {id, payload, attempts, enqueued, error, handbacks}, the task
-// now leased (attempts counts this claim; error is "" when no attempt failed), then its
-// hand-backs.
+// returns nil when nothing is ready, or {id, payload, attempts, enqueued, error, handbacks,
+// trace}, the task now leased (attempts counts this claim; error is "" when no attempt
+// failed; trace "" when the submit carried none).
 const luaClaim = `
 local function settle(now, maxAttempts)
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now, 'LIMIT', 0, ` + settleLimit + `)) do
@@ -199,12 +207,12 @@ local function take(now, lease, token)
   repeat
     id = redis.call('LPOP', READY)
     if not id then return nil end
-    f = redis.call('HMGET', task_key(id), 'payload', 'enqueued', 'error', 'attempts', 'handbacks')
+    f = redis.call('HMGET', task_key(id), 'payload', 'enqueued', 'error', 'attempts', 'handbacks', 'trace')
   until f[1]
   local attempts, deadline = tonumber(f[4]) + 1, now + lease
   redis.call('HSET', task_key(id), 'attempts', attempts, 'token', token, 'until', deadline)
   redis.call('ZADD', INFLIGHT, deadline, id)
-  return {id, f[1], attempts, tonumber(f[2]), f[3] or '', tonumber(f[5] or '0')}
+  return {id, f[1], attempts, tonumber(f[2]), f[3] or '', tonumber(f[5] or '0'), f[6] or ''}
 end
 `
 
@@ -224,10 +232,10 @@ func (b *Backend) QueueClaim(ctx context.Context, queue string, lease time.Durat
 }
 
 // taskFields is how many fields of a script reply taskFromReply reads.
-const taskFields = 6
+const taskFields = 7
 
-// taskFromReply reads id, payload, attempts, enqueued, error, handbacks from a script
-// reply.
+// taskFromReply reads id, payload, attempts, enqueued, error, handbacks, trace from a
+// script reply.
 func taskFromReply(op string, a []any) (primitives.Task, error) {
 	var t primitives.Task
 	id, err1 := replyString(op, a[0])
@@ -236,7 +244,8 @@ func taskFromReply(op string, a []any) (primitives.Task, error) {
 	enqueued, err4 := replyInt(op, a[3])
 	lastErr, err5 := replyString(op, a[4])
 	handBacks, err6 := replyInt(op, a[5])
-	if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
+	trace, err7 := replyString(op, a[6])
+	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7); err != nil {
 		return t, err
 	}
 	return primitives.Task{
@@ -246,6 +255,7 @@ func taskFromReply(op string, a []any) (primitives.Task, error) {
 		HandBacks:  int(handBacks),
 		EnqueuedAt: millis(enqueued),
 		LastError:  lastErr,
+		Trace:      trace,
 	}, nil
 }
 
@@ -292,7 +302,7 @@ func (b *Backend) QueueAck(ctx context.Context, queue, id, token string) error {
 //	ARGV[-3..]  -> the request (luaOnce)
 //
 // Output: {codes, tasks}: codes holds ack's code for each ack; tasks holds id,
-// payload, attempts, enqueued, error, handbacks, token and the lease left in ms of each task
+// payload, attempts, enqueued, error, handbacks, trace, token and the lease left in ms of each task
 // claimed, flat, in claim order.
 var queueAckClaimCmd = goredis.NewScript(luaQueue + luaAck + luaClaim + `
 local now, lease, maxAttempts = now_ms(), tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -301,9 +311,9 @@ local codes, tasks, ids, tokens = {}, {}, {}, {}
 local prev = replay(req_key())
 if prev then
   for i, id in ipairs(prev[3]) do
-    local f = redis.call('HMGET', task_key(id), 'payload', 'attempts', 'enqueued', 'error', 'token', 'until', 'handbacks')
+    local f = redis.call('HMGET', task_key(id), 'payload', 'attempts', 'enqueued', 'error', 'token', 'until', 'handbacks', 'trace')
     if f[5] == prev[4][i] and tonumber(f[6]) > now then
-      for _, v in ipairs({id, f[1], tonumber(f[2]), tonumber(f[3]), f[4] or '', tonumber(f[7] or '0'), f[5], tonumber(f[6]) - now}) do
+      for _, v in ipairs({id, f[1], tonumber(f[2]), tonumber(f[3]), f[4] or '', tonumber(f[7] or '0'), f[8] or '', f[5], tonumber(f[6]) - now}) do
         tasks[#tasks + 1] = v
       end
     end
@@ -574,12 +584,12 @@ func (b *Backend) QueueStats(ctx context.Context, queue string) (primitives.Queu
 //	KEYS[1..5] -> the queue's keys (luaQueue)
 //	ARGV[1]    -> limit
 //
-// Output: {id, payload, attempts, enqueued, error, handbacks, parked (0: not recorded),
-// ...} for each task, flat, oldest parked first.
+// Output: {id, payload, attempts, enqueued, error, handbacks, trace, parked (0: not
+// recorded), ...} for each task, flat, oldest parked first.
 var queueParkedCmd = goredis.NewScript(luaQueue + `
 local out = {}
 for _, id in ipairs(redis.call('LRANGE', PARKED, 0, tonumber(ARGV[1]) - 1)) do
-  local f = redis.call('HMGET', task_key(id), 'payload', 'attempts', 'enqueued', 'error', 'handbacks', 'parked')
+  local f = redis.call('HMGET', task_key(id), 'payload', 'attempts', 'enqueued', 'error', 'handbacks', 'parked', 'trace')
   if f[1] then
     out[#out + 1] = id
     out[#out + 1] = f[1]
@@ -587,6 +597,7 @@ for _, id in ipairs(redis.call('LRANGE', PARKED, 0, tonumber(ARGV[1]) - 1)) do
     out[#out + 1] = tonumber(f[3])
     out[#out + 1] = f[4] or ''
     out[#out + 1] = tonumber(f[5] or '0')
+    out[#out + 1] = f[7] or ''
     out[#out + 1] = tonumber(f[6] or '0')
   end
 end

@@ -20,8 +20,10 @@ import (
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/desired"
+	"github.com/fleethost/fleet/host/internal/tracing"
 	"github.com/fleethost/fleet/host/internal/validate"
 	"github.com/fleethost/fleet/primitives"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ContractsNamespace is the KV namespace where hosts record the fleet's contracts, and the
@@ -54,6 +56,7 @@ type Core struct {
 	ops       map[abi.Op]opFunc  // immutable after construction
 
 	observe atomic.Pointer[CallObserver] // nil when nothing observes; see SetObserver
+	tracer  trace.Tracer                 // nil when tracing is off; set by SetTracer before any Call
 }
 
 // opFunc runs one operation. It returns the result to encode, or an error envelope.
@@ -131,6 +134,7 @@ func (c *Core) Call(ctx context.Context, op abi.Op, req []byte) (reply []byte) {
 	if obs != nil {
 		start = time.Now()
 	}
+	ctx, end := tracing.StartCall(ctx, c.tracer, string(op))
 	e := c.spend(ctx, caller, op)
 	if e == nil {
 		var res any
@@ -139,6 +143,7 @@ func (c *Core) Call(ctx context.Context, op abi.Op, req []byte) (reply []byte) {
 			e = checkReply(caller, op, reply)
 		}
 	}
+	end(string(kindOf(e)))
 	if obs != nil {
 		(*obs)(op, kindOf(e), time.Since(start))
 	}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/abi"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // CallObserver is told of every host call that reached an operation: its op, the error
@@ -29,3 +30,8 @@ func kindOf(e *abi.Error) abi.Kind {
 	}
 	return e.Kind
 }
+
+// SetTracer makes every host call a span of t (tracing.StartCall), a child of the guest
+// call's span (the task's); nil, the default, makes none. Call it before the first Call:
+// it is not synchronised with calls in flight.
+func (c *Core) SetTracer(t trace.Tracer) { c.tracer = t }

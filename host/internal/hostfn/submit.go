@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/internal/tracing"
 	"github.com/fleethost/fleet/host/internal/validate"
 	"github.com/fleethost/fleet/primitives"
 )
@@ -79,7 +80,9 @@ func Submit(ctx context.Context, b primitives.Queue, contracts *validate.Registr
 	if e := Admit(contracts, queue, payload, details); e != nil {
 		return "", false, e
 	}
-	return b.QueuePushUnique(ctx, queue, payload, c, u)
+	// The task carries the trace context of the submit's span, if any (a guest's submit
+	// call, the API's POST), so that its consumer's span continues the trace.
+	return b.QueuePushUnique(tracing.Carry(ctx), queue, payload, c, u)
 }
 
 // Admit is Submit's check of queue and payload, without the push: what a submit would

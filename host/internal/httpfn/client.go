@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/internal/tracing"
 )
 
 // The error codes of an HTTPReply: a request that was sent (or was about to be) but got
@@ -223,7 +224,8 @@ func (c *Client) Do(ctx context.Context, req abi.HTTPRequest) (abi.HTTPReply, *a
 		return p.redact(failure(ctx, err, last, p.timeout)), nil
 	}
 	hc := &http.Client{
-		Transport: c.gate.wrap(p.transport, c.gateOwner),
+		// Each hop is a client span under the http call's span, when it is traced.
+		Transport: tracing.Transport(c.gate.wrap(p.transport, c.gateOwner)),
 		CheckRedirect: func(next *http.Request, via []*http.Request) error {
 			if p.maxRedirects < 0 {
 				return http.ErrUseLastResponse

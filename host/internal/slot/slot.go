@@ -14,8 +14,10 @@ import (
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/hostfn"
+	"github.com/fleethost/fleet/host/internal/tracing"
 	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/primitives"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Guest is one live plugin instance as a slot drives it. Any error means the instance is
@@ -128,6 +130,10 @@ type Params struct {
 	// the slots of one plugin.
 	// Optional: default, a limiter of the slot's own at the plugin's rate.
 	Events *hostfn.Limiter
+	// Tracer makes each task's attempt a span (tracing.StartTask) of Automation, the
+	// plugin's type. Optional: nil makes none.
+	Tracer     trace.Tracer
+	Automation string
 }
 
 // settleTimeout bounds an ack or release, which runs even after a drain's deadline.
@@ -396,6 +402,8 @@ func (s *Slot) enter(it *Iteration, phase slotstate.Phase) {
 // See host/RATIONALE.md, "Why does a retry refund its attempt?".
 func (s *Slot) handle(soft, hard context.Context, t claim) Iteration {
 	start := time.Now()
+	// The span rides on hard, the guest call's context: the host calls are its children.
+	hard, end := tracing.StartTask(hard, s.p.Tracer, s.p.Automation, s.p.Queue, t.Task)
 	it := s.begin(Iteration{TaskID: t.ID}, slotstate.Handle)
 	if s.p.Check != nil {
 		if reason := s.p.Check(t.Payload); reason != "" {
@@ -442,6 +450,7 @@ func (s *Slot) handle(soft, hard context.Context, t claim) Iteration {
 		s.release(hard, t, &it, s.failed(t, it.Reason), slotstate.Released)
 	}
 	it.Duration = time.Since(start)
+	end(string(it.Outcome), it.Reason)
 	return it
 }
 
