@@ -20,6 +20,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/internal/fleetview"
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 	fleetredis "github.com/fleethost/fleet/primitives/redis"
@@ -82,11 +83,11 @@ func BenchmarkNoopThroughput(b *testing.B) {
 		}
 		if run("fleet") {
 			flush(b, srv)
-			fleetGo += runFleet(b, srv, goWasm, "noop", n, slots)
+			fleetGo += runFleet(b, srv, goWasm, "noop", n, slots, false)
 		}
 		if run("wat") {
 			flush(b, srv)
-			fleetWAT += runFleet(b, srv, watWasm, "noop-wat", n, slots)
+			fleetWAT += runFleet(b, srv, watWasm, "noop-wat", n, slots, false)
 		}
 	}
 	rate := func(d time.Duration) float64 { return float64(n*b.N) / d.Seconds() }
@@ -113,8 +114,10 @@ func flush(b *testing.B, srv *testutil.Redis) {
 }
 
 // runFleet loads wasm (of type queue, consuming queue) into a host with slots slots on srv, enqueues n
-// no-op tasks, then times Run from its start until n tasks are done.
-func runFleet(b *testing.B, srv *testutil.Redis, wasm, queue string, n, slots int) time.Duration {
+// no-op tasks, then times Run from its start until n tasks are done. With health, the
+// slots' outcomes are counted and flushed to the fleet's tally as a daemon does
+// (fleetview.Counter, fleetview.Keeper), so that BenchmarkNoopHealth measures its cost.
+func runFleet(b *testing.B, srv *testutil.Redis, wasm, queue string, n, slots int, health bool) time.Duration {
 	b.Helper()
 	b.StopTimer()
 	backend, err := fleetredis.Open(srv.URL(), fleetredis.Options{})
@@ -132,6 +135,7 @@ func runFleet(b *testing.B, srv *testutil.Redis, wasm, queue string, n, slots in
 	}
 	var done, other atomic.Int64
 	all := make(chan struct{})
+	counter := &fleetview.Counter{}
 	h, err := host.New(context.Background(), host.Config{
 		PluginsDir: dir,
 		Backend:    backend,
@@ -141,6 +145,9 @@ func runFleet(b *testing.B, srv *testutil.Redis, wasm, queue string, n, slots in
 		Grants: map[string]host.Grant{queue: {Queues: map[string][]string{queue: {"consume"}}}},
 		Logger: slog.New(slog.DiscardHandler),
 		Observe: func(e host.SlotEvent) {
+			if health {
+				counter.Observe(e)
+			}
 			if e.Kind != "finished" {
 				return
 			}
@@ -167,12 +174,22 @@ func runFleet(b *testing.B, srv *testutil.Redis, wasm, queue string, n, slots in
 	b.StartTimer()
 	start := time.Now()
 	go func() { ran <- h.Run(runCtx) }()
+	var kept chan struct{}
+	if health {
+		kept = make(chan struct{})
+		k := fleetview.NewKeeper(fleetview.Params{Backend: backend, Daemon: "bench@1", Instance: "bench",
+			Plugins: h.Plugins, Slots: func() []fleetview.Slot { return nil }, Counter: counter}, 1)
+		go func() { defer close(kept); k.Run(runCtx) }()
+	}
 	<-all
 	elapsed := time.Since(start)
 	b.StopTimer()
 	cancel()
 	if err := <-ran; err != nil {
 		b.Fatal(err)
+	}
+	if kept != nil {
+		<-kept
 	}
 	if o := other.Load(); o != 0 {
 		b.Fatalf("fleet-host: %d of %d tasks did not end in a checkpoint", o, n)

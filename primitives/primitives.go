@@ -35,6 +35,8 @@ type Backend interface {
 	Queue
 	Gate
 	Browse
+	Roster
+	Tally
 
 	// Ping reports whether the backend is reachable; ErrUnavailable when it is not.
 	Ping(ctx context.Context) error

@@ -16,6 +16,7 @@ import (
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/api"
 	"github.com/fleethost/fleet/internal/daemon"
+	"github.com/fleethost/fleet/internal/fleetview"
 	"github.com/fleethost/fleet/internal/plane"
 	"github.com/fleethost/fleet/internal/safetext"
 	"github.com/fleethost/fleet/primitives/redis"
@@ -87,6 +88,7 @@ specification says (docs/operators.md, "Traces").`, host.AbandonMargin, daemon.S
 	f.int(&memPages, "memory-pages", "FLEET_MEMORY_PAGES", host.DefaultMemoryLimitPages, "each instance's memory limit, in 64 KiB pages")
 	f.str(&o.CacheDir, "cache-dir", "FLEET_CACHE_DIR", host.DefaultCacheDir(), "where compiled plugins are cached across runs; \"off\" keeps it in memory")
 	f.dur(&o.ReloadSettle, "reload-settle", "FLEET_RELOAD_SETTLE", daemon.DefaultReloadSettle, "how long a changed .wasm in the plugins folder must keep its size and mtime before the daemon reloads it")
+	f.dur(&o.FleetRefresh, "fleet-refresh", "FLEET_FLEET_REFRESH", fleetview.DefaultRefresh, "how often this daemon writes its presence to the backend and flushes its health counts; inspect marks it stale after 3 missed ones, and it disappears after 10")
 	f.dur(&o.BackendTimeout, "backend-timeout", "FLEET_BACKEND_TIMEOUT", redis.DefaultCallTimeout, "the bound of each backend call")
 	if err := f.parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -125,6 +127,10 @@ specification says (docs/operators.md, "Traces").`, host.AbandonMargin, daemon.S
 	}
 	if o.HTTP.MaxHeaderBytes < 1 || o.HTTP.MaxConns < 1 {
 		fmt.Fprintf(stderr, "fleet-host run: --api-max-header-bytes %d, --api-max-conns %d: want >= 1 each\n", o.HTTP.MaxHeaderBytes, o.HTTP.MaxConns)
+		return exitUsage
+	}
+	if o.FleetRefresh < 10*time.Millisecond {
+		fmt.Fprintf(stderr, "fleet-host run: --fleet-refresh %v: want at least 10ms\n", o.FleetRefresh)
 		return exitUsage
 	}
 	if o.ParkedRetention < 0 {

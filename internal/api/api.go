@@ -40,6 +40,7 @@ import (
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/console"
+	"github.com/fleethost/fleet/internal/fleetview"
 	"github.com/fleethost/fleet/internal/metrics"
 	"github.com/fleethost/fleet/internal/plane"
 	"github.com/fleethost/fleet/internal/safetext"
@@ -84,6 +85,9 @@ type Params struct {
 	// POST /api/projects/{slug}/fleet/report, behind the plane's key, and
 	// GET /api/v1/plane/instances. Optional.
 	Plane *plane.Plane
+	// Fleet, when set, serves GET /api/v1/fleet (fleet.go): the fleet as
+	// fleetview.Read reads it. Optional.
+	Fleet func(context.Context) (*fleetview.Fleet, error)
 	// Schedules, when set, serves GET /api/v1/schedules (schedules.go). Optional.
 	Schedules func(context.Context) ([]schedule.Status, error)
 	// Log receives operator actions (pause, resume, requeue) and server errors.
@@ -150,6 +154,9 @@ func New(p Params) *Server {
 	}
 	if p.Reload != nil {
 		s.route("/api/v1/reload", true, on(http.MethodPost, s.reload))
+	}
+	if p.Fleet != nil {
+		s.route("/api/v1/fleet", true, on(http.MethodGet, s.getFleet))
 	}
 	s.route("/api/v1/sites", true, on(http.MethodGet, s.listSites))
 	if p.Schedules != nil {

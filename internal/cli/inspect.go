@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fleethost/fleet/internal/api"
+	"github.com/fleethost/fleet/internal/fleetview"
 	"github.com/fleethost/fleet/internal/safetext"
 )
 
@@ -25,6 +26,8 @@ type Snapshot struct {
 	Pools       []api.PoolStats             `json:"pools"`
 	Parked      map[string][]api.ParkedTask `json:"parked"` // by queue; only queues with parked tasks
 	Sites       []api.Site                  `json:"sites"`  // the egress gate by label of the policy
+	// Fleet is every daemon of the fleet, its health and alerts (fleet.go).
+	Fleet *fleetview.Fleet `json:"fleet"`
 }
 
 // Inspect reads a Snapshot through the API, with up to parkedLimit parked tasks per queue
@@ -42,6 +45,9 @@ func (c *Client) Inspect(ctx context.Context, parkedLimit int) (*Snapshot, error
 		return nil, err
 	}
 	if s.Sites, err = c.Sites(ctx); err != nil {
+		return nil, err
+	}
+	if s.Fleet, err = c.Fleet(ctx); err != nil {
 		return nil, err
 	}
 	s.Parked = map[string][]api.ParkedTask{}
@@ -85,6 +91,9 @@ func shortDigest(d string) string {
 // digest and load age, and the reason of a build that a reload refused.
 func (s *Snapshot) WriteTable(w io.Writer, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	if s.Fleet != nil {
+		writeFleet(tw, s.Fleet, now)
+	}
 	fmt.Fprintln(tw, "AUTOMATION\tVERSION\tDIGEST\tLOADED\tMODE\tCONSUMES\tSLOTS\tSTATES\tPAUSED")
 	for _, a := range s.Automations {
 		consumes := "-"

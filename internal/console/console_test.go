@@ -55,7 +55,7 @@ func TestHandler(t *testing.T) {
 	if resp, _ := get(assetPrefix + "nope.js"); resp.StatusCode != 404 {
 		t.Errorf("GET %snope.js = %d; want 404", assetPrefix, resp.StatusCode)
 	}
-	if got, want := strings.Join(Paths(), " "), "/ /console/browse.js /console/console.css /console/console.js"; got != want {
+	if got, want := strings.Join(Paths(), " "), "/ /console/browse.js /console/console.css /console/console.js /console/fleetview.js"; got != want {
 		t.Errorf("Paths() = %s; want %s", got, want)
 	}
 }

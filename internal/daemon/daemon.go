@@ -24,6 +24,7 @@ import (
 	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/api"
 	"github.com/fleethost/fleet/internal/backend"
+	"github.com/fleethost/fleet/internal/fleetview"
 	"github.com/fleethost/fleet/internal/grants"
 	"github.com/fleethost/fleet/internal/metrics"
 	"github.com/fleethost/fleet/internal/plane"
@@ -76,6 +77,10 @@ type Options struct {
 	MaxQueueBytes    int64
 	ParkedRetention  time.Duration // host.Config.ParkedRetention; 0 keeps parked tasks
 	BackendTimeout   time.Duration // bounds each backend call; 0 means redis.DefaultCallTimeout
+	// FleetRefresh is how often the daemon writes its presence to the backend and
+	// flushes its slots' outcomes (fleetview.Keeper); it is stale after 3 missed ones.
+	// default: fleetview.DefaultRefresh (2s)
+	FleetRefresh time.Duration
 	// ReloadSettle is how long a changed .wasm must keep its size and mtime, with no
 	// event, before the watcher reloads: a file still being copied is not loaded.
 	// default: DefaultReloadSettle (500ms)
@@ -169,12 +174,15 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	a, err := serveAPI(o, log, newAPI(o, log, h, b, obs, pl, draining.Load, rl, sf))
+	fv := startFleetView(o, log, h, b, obs)
+	defer fv.shutdown() // after the host's drain (below) on the way out; before the backend closes
+	a, err := serveAPI(o, log, newAPI(o, log, h, b, obs, pl, draining.Load, rl, sf, fv.read))
 	if err != nil {
 		return err
 	}
 
 	runErr := runHost(ctx, o, log, h, &draining)
+	fv.shutdown()
 	a.shutdown()
 	if runErr != nil {
 		return runErr
@@ -214,13 +222,14 @@ func closeBackend(b primitives.Backend) error {
 type observers struct {
 	slots   *metrics.Slots
 	metrics *metrics.Metrics
+	health  *fleetview.Counter // the outcomes fleetview's Keeper flushes
 }
 
 // buildHost loads the plugins into a host on b, with gf's grants and configurations, its
 // slots observed by the returned observers and reporting to the plane if o wires it. The
 // host's slots start in runHost.
 func buildHost(ctx context.Context, o Options, log *slog.Logger, b primitives.Backend, gf grants.File, egress *host.Egress, tp trace.TracerProvider) (*host.Host, observers, error) {
-	obs := observers{slots: metrics.NewSlots()}
+	obs := observers{slots: metrics.NewSlots(), health: &fleetview.Counter{}}
 	rep := newReporting(o)
 	obs.metrics = metrics.New(metrics.Params{Slots: obs.slots, Backend: b, ReporterDropped: rep.dropped})
 	grantsByType, configs := gf.Host()
@@ -274,6 +283,7 @@ func (obs observers) observe(log *slog.Logger, also func(host.SlotEvent)) func(h
 		}
 		obs.slots.Observe(e)
 		obs.metrics.Observe(e)
+		obs.health.Observe(e)
 		if e.Kind == slotstate.Stopped {
 			log.Debug("slot stopped", "slot", e.Slot, "plugin", e.Plugin, "iterations", e.N)
 		}
@@ -286,10 +296,10 @@ func (obs observers) observe(log *slog.Logger, also func(host.SlotEvent)) func(h
 // newAPI makes the API's handler for h and has the metrics read the queues and pools it
 // knows of; draining says when /readyz answers 503, and rl serves POST /api/v1/reload and
 // counts the reloads' refusals.
-func newAPI(o Options, log *slog.Logger, h *host.Host, b primitives.Backend, obs observers, pl *plane.Plane, draining func() bool, rl *reloader, sf schedulesFile) *api.Server {
+func newAPI(o Options, log *slog.Logger, h *host.Host, b primitives.Backend, obs observers, pl *plane.Plane, draining func() bool, rl *reloader, sf schedulesFile, fleet func(context.Context) (*fleetview.Fleet, error)) *api.Server {
 	srv := api.New(api.Params{
 		Host: h, Backend: b, Slots: obs.slots, Metrics: obs.metrics.Handler(), Token: o.Token,
-		MaxBody: int64(o.MaxPayload), Draining: draining, Reload: rl.reload, Plane: pl, Log: log,
+		MaxBody: int64(o.MaxPayload), Draining: draining, Reload: rl.reload, Plane: pl, Fleet: fleet, Log: log,
 		Schedules: sf.list,
 	})
 	obs.metrics.Watch(metrics.Sources{Queues: srv.Queues, Pools: srv.Pools, PluginMetrics: h.PluginMetrics, ReloadFailures: rl.reloadFailures, Sites: h.Sites, Plugins: h.Plugins})

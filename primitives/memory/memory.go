@@ -84,6 +84,8 @@ type Backend struct {
 	gateMu  sync.Mutex
 	gates   map[string]*gateSite // guarded by gateMu; the sites with state in the future (or past it, until pruned)
 	gateTTL deadlines[*gateSite] // guarded by gateMu; the entries of gates, by their end
+
+	fleet fleetState // the roster and the tally (fleet.go)
 }
 
 // names counts the counter names each owner created, by root and owner

@@ -37,7 +37,7 @@ import (
 )
 
 // Run runs the conformance suite. Subtests are named by primitive: Pool/..., KV/...,
-// Health/..., Lock/..., Counter/..., Queue/..., Gate/..., BadInput/..., Limits/..., Request/....
+// Health/..., Lock/..., Counter/..., Queue/..., Gate/..., Fleet/..., BadInput/..., Limits/..., Request/....
 //
 // newBackend is called once per subtest and must return a fresh, empty backend; it
 // should close it with t.Cleanup (the suite never closes it). The whole suite takes a
@@ -56,6 +56,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) primitives.Backend) {
 		{"Browse", browseTests},
 		{"Queue", slices.Concat(queueTests, uniqueTests, traceTests)},
 		{"Gate", gateTests},
+		{"Fleet", fleetTests},
 		{"BadInput", badInputTests},
 		{"Limits", limitTests},
 		{"Request", requestTests},
@@ -289,6 +290,20 @@ var Ops = []Op{
 	}},
 	{"QueuePurgeParked", func(ctx context.Context, b primitives.Backend) error {
 		_, err := b.QueuePurgeParked(ctx, "q", 0)
+		return err
+	}},
+	{"RosterPut", func(ctx context.Context, b primitives.Backend) error {
+		return b.RosterPut(ctx, "d", []byte(`{}`), time.Second)
+	}},
+	{"RosterList", func(ctx context.Context, b primitives.Backend) error {
+		_, err := b.RosterList(ctx)
+		return err
+	}},
+	{"TallyAdd", func(ctx context.Context, b primitives.Backend) error {
+		return b.TallyAdd(ctx, time.Now(), map[string]int64{"x": 1}, time.Second)
+	}},
+	{"TallyRange", func(ctx context.Context, b primitives.Backend) error {
+		_, err := b.TallyRange(ctx, time.Now(), 2)
 		return err
 	}},
 	{"GateAcquire", func(ctx context.Context, b primitives.Backend) error {

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/fleethost/fleet/primitives"
@@ -271,6 +272,34 @@ func gateTimesKey(site string) string { return gatePrefix(site) + "times" }
 // gateHeldKey is a site's in-flight places: ZSET token -> the end of its hold, Redis µs;
 // PEXPIRE at the latest end. Only a rate with a concurrency touches it.
 func gateHeldKey(site string) string { return gatePrefix(site) + "held" }
+
+// The roster and the tally (primitives.Roster, primitives.Tally) each live under one
+// fixed hash tag, so that one script reads or writes the whole of either: both are
+// small and bounded (primitives.MaxRoster daemons; primitives.MaxTallySeries series a
+// minute, for the tally's ttl).
+
+// rosterPrefix is the prefix of every roster key; scripts derive record keys from it.
+const rosterPrefix = "fleet:roster:{roster}:"
+
+// rosterRecordSeg follows rosterPrefix in a daemon's record key.
+const rosterRecordSeg = "d:"
+
+// rosterIndexKey indexes the live daemons: ZSET daemon -> the end of its record, Redis
+// ms; pruned on every put, PEXPIREd to the longest ttl put.
+func rosterIndexKey() string { return rosterPrefix + "index" }
+
+// rosterRecordKey is daemon's record: STRING, PX its ttl.
+func rosterRecordKey(daemon string) string { return rosterPrefix + rosterRecordSeg + daemon }
+
+// tallyPrefix is the prefix of every tally key.
+const tallyPrefix = "fleet:tally:{tally}:"
+
+// tallyBucketKey is the bucket of a minute (unix seconds / 60): HASH series -> count,
+// PEXPIREd to its ttl at every add.
+func tallyBucketKey(minute int64) string { return tallyPrefix + "m:" + strconv.FormatInt(minute, 10) }
+
+// tallyRequestKey is the record of request id on the tally.
+func tallyRequestKey(id string) string { return tallyPrefix + requestSeg + id }
 
 // counterScanPattern is the SCAN MATCH pattern of the counters whose name starts with
 // prefix: the members of its root's prefix when prefix names its root (up to a ':'),

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -219,5 +220,13 @@ func TestEgressRetryAfterCapped(t *testing.T) {
 	_, at := site.snapshot()
 	if lo, hi := before.Add(90*time.Second), at.Add(90*time.Second+time.Second); closed.Before(lo) || closed.After(hi) {
 		t.Errorf("closed until %v, want 90s (max_retry_after) after the 429 at %v", closed, at)
+	}
+	// The console's banner (GET /api/v1/fleet's alerts) says the site's gate is closed.
+	var f struct {
+		Alerts []struct{ Kind, Subject string } `json:"alerts"`
+	}
+	d.getJSON("/api/v1/fleet", "", &f)
+	if !slices.Contains(f.Alerts, struct{ Kind, Subject string }{"gate_closed", site.host()}) {
+		t.Errorf("GET /api/v1/fleet alerts = %+v, want gate_closed of %s", f.Alerts, site.host())
 	}
 }

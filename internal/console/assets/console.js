@@ -435,6 +435,7 @@ async function load() {
     open.forEach(([, o], i) => show(o.list, items[i], poolItemsView));
     show(section("fleet"), fleet, fleetView);
     show(section("state"), automations.map((a) => ({ type: a.type, grant: a.grant })), stateView);
+    await fleetOverview(); // fleetview.js
     tick();
     document.body.dataset.loaded = "true";
     say("status", "updated " + new Date().toLocaleTimeString());
