@@ -729,10 +729,12 @@ type heldContracts struct {
 	keysMu sync.Mutex
 	mu     sync.Mutex
 	holds  map[string]*holding // guarded by mu: by holding.id
-	// syncMu serialises sync (Run's loop, a load's), which alone uses compiled: the
-	// fleet's versions compiled, by canonical schema.
+	// syncMu serialises sync (Run's loop, a load's, a claim's), which alone uses
+	// compiled: the fleet's versions compiled, by canonical schema; and synced: when the
+	// last sync that read every record began.
 	syncMu   sync.Mutex
 	compiled map[string]any // *validate.Schema, or validate.PoolVersion
+	synced   time.Time
 }
 
 // holding is one version this host holds: an owned contract's record as its loaded
@@ -941,6 +943,26 @@ func (c *heldContracts) rejoin(ctx context.Context, b primitives.Backend, h *hol
 func (c *heldContracts) sync(ctx context.Context, b primitives.KV, reg *validate.Registry) error {
 	c.syncMu.Lock()
 	defer c.syncMu.Unlock()
+	return c.syncLocked(ctx, b, reg)
+}
+
+// syncSince syncs unless a sync that began at or after since has read every record: a
+// claimed task whose payload none of the versions this host has read admits may be of
+// a version another host added since the last sync (a rolling upgrade's first host),
+// so the claim reads the fleet's versions now rather than within ContractSync, and
+// claims that miss together share one read.
+func (c *heldContracts) syncSince(ctx context.Context, b primitives.KV, reg *validate.Registry, since time.Time) error {
+	c.syncMu.Lock()
+	defer c.syncMu.Unlock()
+	if !c.synced.Before(since) {
+		return nil
+	}
+	return c.syncLocked(ctx, b, reg)
+}
+
+// syncLocked is sync, under syncMu.
+func (c *heldContracts) syncLocked(ctx context.Context, b primitives.KV, reg *validate.Registry) error {
+	began := time.Now()
 	used := map[string]any{} // what this sync compiled or reused: the next sync's cache
 	defer func() { c.compiled = used }()
 	compiled := func(name string, v contractVersion, compile func() (any, error)) (any, error) {
@@ -992,7 +1014,11 @@ func (c *heldContracts) sync(ctx context.Context, b primitives.KV, reg *validate
 		}
 		p.SetFleet(others)
 	}
-	return errors.Join(errs...)
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	c.synced = began
+	return nil
 }
 
 // fleetOnly lists the versions of doc whose schema is none of local's.

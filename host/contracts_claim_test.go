@@ -119,3 +119,35 @@ func TestContractHolderStates(t *testing.T) {
 		}
 	})
 }
+
+// TestClaimReadsAVersionAddedSince, on both backends, is a rolling upgrade's first
+// step: a consumer of "jobs" under version 1 runs; another host records version 2 (an
+// added optional "fresh"), and a task of version 2 is pushed at once, before the
+// consumer's periodic read of the fleet's versions (ContractSync). The consumer, whose
+// own schema refuses "fresh", reads the fleet's versions at that claim, finds version 2,
+// and hands the task to its plugin (done) rather than parking it.
+func TestClaimReadsAVersionAddedSince(t *testing.T) {
+	onBothBackends(t, func(t *testing.T, r *rig) {
+		ctx := context.Background()
+		r.grant("a", consumer("jobs"))
+		r.wat("done", "a", batchDescribe("a", "jobs", jobsV1))
+		_, _ = r.start()
+		r.hostOf(t, "upgraded", batchDescribe("a", "jobs", jobsOptional)) // records version 2, runs nothing
+		id := push(t, r.backend, "jobs", `{"site":"new","fresh":true}`)
+		waitFor(t, "the version 2 task released", func() bool {
+			st, err := r.backend.QueueStats(ctx, "jobs")
+			return err == nil && st.Depth == 0 && st.InFlight == 0
+		})
+		if st, err := r.backend.QueueStats(ctx, "jobs"); err != nil || st.Parked != 0 {
+			parked, _ := r.backend.QueueParked(ctx, "jobs", 10)
+			t.Fatalf("queue jobs = %+v, %v; parked %+v: the task of version 2 was parked, not done", st, err, parked)
+		}
+		var done bool
+		for _, e := range r.events.finished() {
+			done = done || (e.TaskID == id && e.Outcome == slotstate.Done)
+		}
+		if !done {
+			t.Errorf("events %+v: the task of version 2 was not done by the plugin of version 1", r.events.finished())
+		}
+	})
+}

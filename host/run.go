@@ -371,13 +371,15 @@ func slotEvent(p *plugin, e slot.Event) SlotEvent {
 // payloadCheck is the check of a task p claims before its guest sees it: the payload
 // must satisfy the schema p itself declares for the queue it consumes, its current
 // contract, or one of the queue's other live versions, which that schema was found
-// compatible with when it loaded (a rolling upgrade's tasks); otherwise (a task of a
-// version forgotten since, written past the contract) the task is parked with a reason
-// naming the queue, the version and what is wrong. It is nil for
-// a plugin that consumes no queue. The schema is compiled once, at load (the
-// registry's); the check costs one decode and one validation of the payload. See
-// RATIONALE.md, "What if a task does not satisfy its consumer's contract?".
-func (h *Host) payloadCheck(p *plugin) func([]byte) string {
+// compatible with when it loaded (a rolling upgrade's tasks). A payload none of the
+// versions this host has read admits makes the host read the fleet's versions again
+// first (heldContracts.syncSince): another host may have added its version since the
+// last sync. Otherwise (a task of a version forgotten since, written past the
+// contract) the task is parked with a reason naming the queue, the version and what is
+// wrong. It is nil for a plugin that consumes no queue. The schema is compiled once, at
+// load (the registry's); the check costs one decode and one validation of the payload.
+// See RATIONALE.md, "What if a task does not satisfy its consumer's contract?".
+func (h *Host) payloadCheck(p *plugin) func(context.Context, []byte) string {
 	if p.desc.Consumes == nil {
 		return nil
 	}
@@ -386,21 +388,32 @@ func (h *Host) payloadCheck(p *plugin) func([]byte) string {
 	if s == nil {
 		return nil
 	}
-	return func(payload []byte) string {
+	admitted := func(payload []byte) bool {
+		q := h.contracts.Queue(name)
+		return q != nil && q.Admit("payload", payload, nil) == nil
+	}
+	return func(ctx context.Context, payload []byte) string {
+		asked := time.Now()
 		e := s.Validate("payload", payload)
 		if e == nil {
 			return ""
 		}
 		// A value of another live version (this host's other build during a reload, or
 		// the fleet's) is one the consumer's version was found compatible with: it reads.
-		if q := h.contracts.Queue(name); q != nil && q.Admit("payload", payload, nil) == nil {
+		if admitted(payload) {
+			return ""
+		}
+		var unread string
+		if err := h.held.syncSince(ctx, h.cfg.Backend, h.contracts, asked); err != nil {
+			unread = fmt.Sprintf(" (the fleet's versions could not be read: %v)", err)
+		} else if admitted(payload) {
 			return ""
 		}
 		version := "this host's version"
 		if v := h.held.versionOf(p.held, "queue:"+name); v > 0 {
 			version = fmt.Sprintf("version %d", v)
 		}
-		return fmt.Sprintf("payload does not satisfy queue %q's contract %s (plugin %q %s): %s; fix the task and submit it again, or delete it",
-			name, version, p.desc.Type, p.desc.Version, e.Message)
+		return fmt.Sprintf("payload does not satisfy queue %q's contract %s (plugin %q %s): %s%s; fix the task and submit it again, or delete it",
+			name, version, p.desc.Type, p.desc.Version, e.Message, unread)
 	}
 }

@@ -110,7 +110,7 @@ type Params struct {
 	// reason other than "" parks the task with that reason, and the guest never sees it
 	// (host/RATIONALE.md, "What if a task does not satisfy its consumer's contract?").
 	// Optional: nil hands every task to the guest.
-	Check       func(payload []byte) (reason string)
+	Check       func(ctx context.Context, payload []byte) (reason string)
 	NewGuest    func(ctx context.Context) (Guest, error)
 	MaxAttempts int           // the task's failure budget (host/RATIONALE.md, "Why does a retry refund its attempt?")
 	Poll        time.Duration // wait after an empty claim, and between loop ticks
@@ -411,7 +411,7 @@ func (s *Slot) handle(soft, hard context.Context, t claim) Iteration {
 	hard, end := tracing.StartTask(hard, s.p.Tracer, s.p.Automation, s.p.Queue, t.Task)
 	it := s.begin(Iteration{TaskID: t.ID}, slotstate.Handle)
 	if s.p.Check != nil {
-		if reason := s.p.Check(t.Payload); reason != "" {
+		if reason := s.p.Check(hard, t.Payload); reason != "" {
 			it.Reason, it.Unfit = cut(reason), true
 			s.release(hard, t, &it, primitives.Park(it.Reason), slotstate.Failed)
 			it.Duration = time.Since(start)
