@@ -181,7 +181,6 @@ func (b *Backend) GateClose(ctx context.Context, site string, d time.Duration) (
 	if err := primitives.CheckGateClose(site, d); err != nil {
 		return time.Time{}, err
 	}
-	start := time.Now()
 	ctx, cancel := b.call(ctx)
 	defer cancel()
 	v, err := gateCloseCmd.Run(ctx, b.client, []string{gateTimesKey(site)}, us(d)).Result()
@@ -192,7 +191,7 @@ func (b *Backend) GateClose(ctx context.Context, site string, d time.Duration) (
 	if err != nil {
 		return time.Time{}, err
 	}
-	return start.Add(time.Duration(left) * time.Microsecond), nil
+	return opensAt(left), nil
 }
 
 // gateStateCmd reads a site's state, changing nothing.
@@ -217,7 +216,6 @@ func (b *Backend) GateState(ctx context.Context, site string, r primitives.Rate)
 	if err := primitives.CheckRate(r); err != nil {
 		return primitives.GateState{}, err
 	}
-	start := time.Now()
 	ctx, cancel := b.call(ctx)
 	defer cancel()
 	v, err := gateStateCmd.Run(ctx, b.client, []string{gateTimesKey(site), gateHeldKey(site)}).Result()
@@ -236,10 +234,16 @@ func (b *Backend) GateState(ctx context.Context, site string, r primitives.Rate)
 	}
 	st := primitives.GateState{InFlight: int(held), Wait: max(time.Duration(ahead)*time.Microsecond-r.Tolerance(), 0)}
 	if closed > 0 {
-		st.ClosedUntil = start.Add(time.Duration(closed) * time.Microsecond)
+		st.ClosedUntil = opensAt(closed)
 	}
 	return st, nil
 }
+
+// opensAt is when a closure that the backend's clock saw left µs from its end opens,
+// by this machine's clock: read once the reply is in, so that it is late by the reply's
+// way back, never early by the request's way there (a caller that waits until it is
+// admitted; a loaded machine's round trip once made it over 100 ms early).
+func opensAt(left int64) time.Time { return time.Now().Add(time.Duration(left) * time.Microsecond) }
 
 // us is d in whole microseconds, rounded up, as the gate's scripts count.
 func us(d time.Duration) int64 { return int64((d + time.Microsecond - 1) / time.Microsecond) }
