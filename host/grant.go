@@ -163,6 +163,18 @@ func access(g Grant) hostfn.Access {
 	}
 }
 
+// owns says which contracts a plugin with acc, a resolved grant's access, owns: the
+// queue it consumes and the pools it puts to, whose versions it records fleet-wide
+// (contracts.Holds.Record). See RATIONALE.md, "Who records a contract?".
+func owns(acc hostfn.Access) func(kind, name string) bool {
+	return func(kind, name string) bool {
+		if kind == "queue" {
+			return acc.Queues[name]&hostfn.RoleConsume != 0
+		}
+		return acc.Pools[name]&hostfn.RolePut != 0
+	}
+}
+
 // undeclared lists the pools and queues g names that d does not declare: a grant with no
 // effect, most likely a typo.
 func undeclared(d *abi.Describe, g Grant) []string {
