@@ -143,7 +143,7 @@ type Config struct {
 
 	// ParkedRetention is how long a parked task is kept: the hosts that run a queue's
 	// consumer delete the tasks parked at least this long ago from it, every half of it
-	// (at least every ParkedPruneMin, at most every ParkedPruneMax). It is each plugin's
+	// (at least every 100ms, at most every minute). It is each plugin's
 	// Grant.ParkedRetention too, unless the grant sets its own. 0 keeps parked tasks
 	// until an operator requeues or deletes them. See RATIONALE.md, "Who deletes parked
 	// tasks past their retention?".
@@ -253,6 +253,15 @@ func DefaultInstance() string {
 		return h
 	}
 	return "fleet-host"
+}
+
+// hostname is os.Hostname, or "" when the system does not say.
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	return h
 }
 
 // DefaultVersion is Config.Version's default: the main module's version when the build

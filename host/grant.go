@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/fleethost/fleet/host/internal/httpfn"
 	"reflect"
 	"slices"
 	"sort"
@@ -206,6 +207,13 @@ type Grant struct {
 	// default: 0 (100)
 	HandBackAlert int `json:"hand_back_alert,omitempty"`
 }
+
+// HTTP is the outbound HTTP part of a Grant: the policy that the plugin's HTTP client
+// checks every request and every redirect hop against. It is the client's own type, so
+// that a Grant hands the client its policy whole; Grant.HTTP lists its fields, and
+// httpfn.Policy documents each in full. See RATIONALE.md, "Why is a grant's HTTP part the
+// HTTP client's own type?".
+type HTTP = httpfn.Policy
 
 // The check: what New, ReloadGrants and a grants file reader refuse, naming the
 // field as the grants file spells it.
@@ -750,4 +758,14 @@ func jsonKind(t reflect.Type) string {
 		return "string"
 	}
 	return "number"
+}
+
+// keys lists m's keys, sorted: the order every check and log line names them in.
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

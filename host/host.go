@@ -222,15 +222,6 @@ func (h *Host) warnUnknownTypes() {
 	check("slots by type", keys(h.cfg.SlotsByType))
 }
 
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // setPlugin puts p in the loaded set in place of old (nil: p is new), sorted by type.
 func (h *Host) setPlugin(p, old *plugin) {
 	h.pmu.Lock()
@@ -275,29 +266,6 @@ func (h *Host) Plugins() []Plugin {
 		}
 	}
 	return out
-}
-
-// Pause stops the slots of a plugin type on this host from claiming new tasks (or
-// ticking); calls in flight finish. Observers see the slots paused (the plane: draining,
-// phase paused; see slotstate). Unknown types are an error. PauseFleet pauses a type on
-// every host sharing the backend.
-func (h *Host) Pause(typ string) error {
-	p := h.pluginOf(typ)
-	if p == nil {
-		return fmt.Errorf("host: pause: no plugin of type %q", typ)
-	}
-	p.pause.local.Store(h.localPause(true, ""))
-	return nil
-}
-
-// Resume undoes Pause; a fleet-wide pause (PauseFleet) stays in force.
-func (h *Host) Resume(typ string) error {
-	p := h.pluginOf(typ)
-	if p == nil {
-		return fmt.Errorf("host: resume: no plugin of type %q", typ)
-	}
-	p.pause.local.Store(nil)
-	return nil
 }
 
 // Close closes every plugin's runtime (and any instance still alive) and the compilation

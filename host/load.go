@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"github.com/fleethost/fleet/internal/hint"
+	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -27,6 +29,22 @@ func PluginFiles(dir string) ([]string, error) {
 		err = fmt.Errorf("%s holds no .wasm plugin", dir)
 	}
 	return files, err
+}
+
+// wasmFiles lists the .wasm files of dir, sorted; none is no error (every plugin goes).
+func wasmFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, e := range entries {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), ".wasm") {
+			files = append(files, filepath.Join(dir, e.Name()))
+		}
+	}
+	sort.Strings(files)
+	return files, nil
 }
 
 // load compiles, probes and registers wasm, read from file. Every error names the file.

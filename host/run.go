@@ -115,7 +115,7 @@ func (h *Host) Run(ctx context.Context) error {
 	var pumps sync.WaitGroup
 	pumps.Go(func() { h.held.Run(pumpCtx, h.cfg.Backend, h.contracts, h.cfg.Logger) })
 	// The fleet's desired state is read before any slot starts, so that a type paused
-	// fleet-wide never claims here; then every DesiredPoll, until the pumps stop.
+	// fleet-wide never claims here; then every desired.Poll, until the pumps stop.
 	applied := h.readDesired(ctx)
 	pumps.Go(func() { h.watchDesired(pumpCtx, applied) })
 	r := &runState{ctx: ctx, hard: hard, pumpCtx: pumpCtx, pumps: &pumps}
