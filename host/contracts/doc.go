@@ -3,7 +3,8 @@
 // and the hosts that hold them.
 //
 // A host records and holds the versions its plugins own (Holds, which host.New and
-// host.Host.Run drive); an operator reads the record and retires a version (List, Get,
+// host.Host.Run drive; its methods take the host's schema registry, so only the host
+// calls them); an operator reads the record and retires a version (List, Get,
 // Use, Forget: `fleet-host contracts`, the HTTP API's /api/v1/contracts):
 //
 //	list, err := contracts.List(ctx, backend)
