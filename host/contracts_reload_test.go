@@ -8,6 +8,7 @@ import (
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/host/contracts"
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 )
@@ -31,7 +32,7 @@ func jobsAndCookies(schema, tags string) abi.Describe {
 // contract at key has.
 func versionsOf(t *testing.T, b primitives.Backend, kind, name string) map[int]int {
 	t.Helper()
-	c, ok, err := host.FleetContract(context.Background(), b, kind, name)
+	c, ok, err := contracts.Get(context.Background(), b, kind, name)
 	if err != nil || !ok {
 		t.Fatalf("FleetContract(%s %s) = %v, %v", kind, name, ok, err)
 	}
@@ -128,7 +129,7 @@ func equalCounts(a, b map[int]int) bool {
 }
 
 // TestContractRejoinsAfterPartition, on both backends: a host cut off from the backend
-// for longer than ContractTTL (its holder key lapsed, and another host's load then wrote
+// for longer than contracts.TTL (its holder key lapsed, and another host's load then wrote
 // the record without its version) rejoins as a holder of what it still runs at its first
 // refresh once it reaches the backend again: the version is back under its number,
 // beside the version added meanwhile; since that one is incompatible with it (it was

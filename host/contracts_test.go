@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strings"
 	"testing"
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/host/contracts"
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 )
@@ -43,14 +43,14 @@ func TestContractEvolves(t *testing.T) {
 		cfg.PluginsDir = t.TempDir()
 		watPlugin(t, cfg.PluginsDir, "done", "a", batchDescribe("a", "jobs", jobsRequired))
 		_, err := newHost(cfg)
-		var ie *host.IncompatibleError
+		var ie *contracts.IncompatibleError
 		if !errors.As(err, &ie) {
-			t.Fatalf("host.New with an added required property = %v, want an *host.IncompatibleError", err)
+			t.Fatalf("host.New with an added required property = %v, want an *contracts.IncompatibleError", err)
 		}
 		wantRefusal(t, err, `queue "jobs"`, "required-property-added", "/properties/depth", "version 1")
 
 		// The first host's door accepts what the second's version admits once it has read
-		// the fleet's versions (Run does every ContractSync), and still only that.
+		// the fleet's versions (Run does every contracts.Sync), and still only that.
 		ctx := context.Background()
 		fresh := []byte(`{"site":"x","fresh":true}`)
 		if _, err := ha.Submit(ctx, "jobs", fresh); err == nil {
@@ -147,7 +147,7 @@ func latestSchema(t *testing.T, b primitives.Backend, key string) string {
 // a holder key of it lives. Once the first host's holder key is gone (what its TTL's end
 // does to a host that died), a host with an incompatible schema starts, and the record
 // keeps only its version, numbered on. On Redis, the holder key carries a TTL of at most
-// host.ContractTTL; a refresh writes it again.
+// contracts.TTL; a refresh writes it again.
 func TestContractVersionLapses(t *testing.T) {
 	onBothBackends(t, func(t *testing.T, r *rig) {
 		ctx := context.Background()
@@ -159,11 +159,11 @@ func TestContractVersionLapses(t *testing.T) {
 		held := "held:queue:jobs:1:" + doc.Versions[0].Holders[0]
 		if r.redis != nil {
 			ttl, err := r.redis.Client().PTTL(ctx, "fleet:kv:{fleet-contracts}[fleet-contracts]"+held).Result()
-			if err != nil || ttl <= 0 || ttl > host.ContractTTL {
-				t.Fatalf("holder key TTL = %v, %v; want within (0, %v]", ttl, err, host.ContractTTL)
+			if err != nil || ttl <= 0 || ttl > contracts.TTL {
+				t.Fatalf("holder key TTL = %v, %v; want within (0, %v]", ttl, err, contracts.TTL)
 			}
 		}
-		// A refresh rewrites the holder key (Run's every ContractSync).
+		// A refresh rewrites the holder key (Run's every contracts.Sync).
 		if existed, err := r.backend.KVDelete(ctx, "fleet-contracts", held); err != nil || !existed {
 			t.Fatalf("delete holder key %s = %v, %v", held, existed, err)
 		}
@@ -187,32 +187,3 @@ func TestContractVersionLapses(t *testing.T) {
 
 // jobsRequiredCanonical is jobsRequired as the record keeps it.
 const jobsRequiredCanonical = `{"additionalProperties":false,"properties":{"depth":{"type":"integer"},"site":{"type":"string"}},"required":["site","depth"],"type":"object"}`
-
-// TestForgetContractVersion, on both backends: FleetContracts lists each contract's live
-// versions with their holders; forgetting the only live version lets an incompatible
-// schema load, and forgetting a version that is not live is an error naming it.
-func TestForgetContractVersion(t *testing.T) {
-	onBothBackends(t, func(t *testing.T, r *rig) {
-		ctx := context.Background()
-		r.jobsHost(t, jobsV1)
-		list, err := host.FleetContracts(ctx, r.backend)
-		if err != nil || len(list) != 1 || list[0].Kind != "queue" || list[0].Name != "jobs" || len(list[0].Versions) != 1 ||
-			len(list[0].Versions[0].Holders) != 1 || list[0].Versions[0].Holders[0].Refreshed.IsZero() {
-			t.Fatalf("FleetContracts = %+v, %v; want queue jobs version 1 held by one host", list, err)
-		}
-		if err := host.ForgetContractVersion(ctx, r.backend, "queue", "jobs", 9); err == nil || !strings.Contains(err.Error(), "no live version 9") {
-			t.Fatalf("forget version 9 = %v, want an error naming it", err)
-		}
-		if err := host.ForgetContractVersion(ctx, r.backend, "queue", "jobs", 1); err != nil {
-			t.Fatal(err)
-		}
-		r.jobsHost(t, jobsRequired) // starts: version 1 forgotten
-		c, ok, err := host.FleetContract(ctx, r.backend, "queue", "jobs")
-		if err != nil || !ok || len(c.Versions) != 1 || c.Versions[0].Version != 2 {
-			t.Fatalf("FleetContract = %+v, %v, %v; want only version 2", c, ok, err)
-		}
-		if _, ok, err := host.FleetContract(ctx, r.backend, "pool", "jobs"); ok || err != nil {
-			t.Fatalf("FleetContract(pool jobs) = %v, %v; want no record", ok, err)
-		}
-	})
-}

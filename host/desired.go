@@ -13,16 +13,12 @@ import (
 // Pause scopes: where a pause was recorded, and so where it acts.
 const (
 	// ScopeFleet is a pause recorded in the backend's desired state: every host sharing
-	// the backend obeys it within about DesiredPoll, and at its start before its slots
-	// claim.
+	// the backend obeys it within about half a second (its next read of the desired
+	// state), and at its start before its slots claim.
 	ScopeFleet = "fleet"
 	// ScopeLocal is a pause of this host only (Pause), which ends with the process.
 	ScopeLocal = "local"
 )
-
-// DesiredPoll is how often Run reads the fleet's desired state from the backend: one key
-// read each. A fleet-wide act is obeyed by every host within about this.
-const DesiredPoll = desired.Poll
 
 // Pause is one pause that holds a type, as Plugin.Pauses lists it.
 type Pause struct {
@@ -60,9 +56,32 @@ func (ps *pauses) list() []Pause {
 // a typo cannot record a pause, kept with no expiry, of a type that no host runs.
 var ErrNotHere = errors.New("host: not loaded on this host")
 
+// Pause stops the slots of a plugin type on this host from claiming new tasks (or
+// ticking); calls in flight finish. Observers see the slots paused (the plane: draining,
+// phase paused; see slotstate). Unknown types are an error. PauseFleet pauses a type on
+// every host sharing the backend.
+func (h *Host) Pause(typ string) error {
+	p := h.pluginOf(typ)
+	if p == nil {
+		return fmt.Errorf("host: pause: no plugin of type %q", typ)
+	}
+	p.pause.local.Store(h.localPause(true, ""))
+	return nil
+}
+
+// Resume undoes Pause; a fleet-wide pause (PauseFleet) stays in force.
+func (h *Host) Resume(typ string) error {
+	p := h.pluginOf(typ)
+	if p == nil {
+		return fmt.Errorf("host: resume: no plugin of type %q", typ)
+	}
+	p.pause.local.Store(nil)
+	return nil
+}
+
 // PauseFleet records in the backend that automation type typ is paused (paused false:
 // resumed) fleet-wide, and returns once this host obeys it; every other host sharing the
-// backend obeys within about DesiredPoll, and a host that starts later before its slots
+// backend obeys within about half a second (its next read of the desired state), and a host that starts later before its slots
 // claim. A pause needs typ loaded here; a resume, typ loaded here or its pause recorded
 // (ErrNotHere otherwise). A local pause (Pause) is a layer of its own: a fleet-wide
 // resume leaves it in force. Its other errors are the backend's, or the record's bound
@@ -189,7 +208,7 @@ func (h *Host) readDesired(ctx context.Context) int64 {
 	return s.Version
 }
 
-// watchDesired applies the fleet's desired state every DesiredPoll until ctx is done.
+// watchDesired applies the fleet's desired state every desired.Poll until ctx is done.
 func (h *Host) watchDesired(ctx context.Context, applied int64) {
 	desired.Watch(ctx, h.cfg.Backend, desired.Poll, applied, h.applyDesired, h.cfg.Logger)
 }

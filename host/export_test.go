@@ -34,12 +34,12 @@ func (g stuckGuest) Tick(ctx context.Context, input []byte) ([]byte, error) {
 }
 
 // SyncContracts reads the fleet's live contract versions now, as Run does every
-// ContractSync.
+// contracts.Sync.
 func SyncContracts(ctx context.Context, h *Host) error {
-	return h.held.sync(ctx, h.cfg.Backend, h.contracts)
+	return h.held.Sync(ctx, h.cfg.Backend, h.contracts)
 }
 
-// RefreshContracts rewrites h's holder keys now, as Run does every ContractSync.
+// RefreshContracts rewrites h's holder keys now, as Run does every contracts.Sync.
 func RefreshContracts(ctx context.Context, h *Host) error {
-	return h.held.refresh(ctx, h.cfg.Backend, h.cfg.Logger)
+	return h.held.Refresh(ctx, h.cfg.Backend, h.cfg.Logger)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/contracts"
 	"github.com/fleethost/fleet/host/internal/desired"
 	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/host/internal/httpfn"
@@ -35,9 +36,9 @@ type Host struct {
 	core      *hostfn.Core
 	tracer    trace.Tracer // nil when tracing is off (Config.TracerProvider); immutable after New
 	contracts *validate.Registry
-	held      *heldContracts // the contract versions this host holds fleet-wide, refreshed by Run
-	tel       *telemetry     // immutable pointer after New; nil without Config.NewReporter
-	gate      *httpfn.Gate   // immutable pointer after New: every plugin's outbound HTTP passes it
+	held      *contracts.Holds // the contract versions this host holds fleet-wide, refreshed by Run
+	tel       *telemetry       // immutable pointer after New; nil without Config.NewReporter
+	gate      *httpfn.Gate     // immutable pointer after New: every plugin's outbound HTTP passes it
 
 	// pmu guards the loaded set, which Reload changes while Run runs.
 	pmu     sync.RWMutex
@@ -85,7 +86,7 @@ type plugin struct {
 	// contracts are its versions registered on this host, and held are those it holds
 	// fleet-wide: released when a reload replaces or removes it (releaseContracts).
 	contracts *validate.Registration // immutable pointer
-	held      []*holding             // immutable
+	held      contracts.Held         // immutable
 
 	slots    []*runningSlot     // guarded by Host.reloadMu: its running slots, by index
 	pump     *slot.Pump         // guarded by Host.reloadMu: its slots' claims and acks (batch)
@@ -139,7 +140,7 @@ type Plugin struct {
 // (naming both); a malformed describe; two plugins of one type; a pool or queue schema
 // that is not compatible with one already registered here (naming the contract, the
 // schema, the rule and the JSON pointer) or is not compatible with a version the fleet holds
-// (an *IncompatibleError naming the version, the rule and the pointer); a configuration
+// (a *contracts.IncompatibleError naming the version, the rule and the pointer); a configuration
 // its schema refuses.
 // No slot runs until Run.
 func New(ctx context.Context, cfg Config) (*Host, error) {
@@ -147,8 +148,8 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	h := &Host{cfg: cfg, contracts: validate.NewRegistry(fullCompat), byType: map[string]*plugin{}, refused: map[string]refusal{}, tel: newTelemetry(cfg),
-		held: &heldContracts{holder: newHolder(cfg.Instance), ttl: ContractTTL}, grants: cfg.Grants, configs: cfg.Configs,
+	h := &Host{cfg: cfg, contracts: validate.NewRegistry(contracts.Compatible), byType: map[string]*plugin{}, refused: map[string]refusal{}, tel: newTelemetry(cfg),
+		held: contracts.NewHolds(cfg.Instance), grants: cfg.Grants, configs: cfg.Configs,
 		gate: httpfn.NewGate(cfg.Backend, cfg.Egress)}
 	if err := h.loadAll(ctx); err != nil {
 		return nil, errors.Join(err, h.Close())
@@ -221,15 +222,6 @@ func (h *Host) warnUnknownTypes() {
 	check("slots by type", keys(h.cfg.SlotsByType))
 }
 
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // setPlugin puts p in the loaded set in place of old (nil: p is new), sorted by type.
 func (h *Host) setPlugin(p, old *plugin) {
 	h.pmu.Lock()
@@ -276,29 +268,6 @@ func (h *Host) Plugins() []Plugin {
 	return out
 }
 
-// Pause stops the slots of a plugin type on this host from claiming new tasks (or
-// ticking); calls in flight finish. Observers see the slots paused (the plane: draining,
-// phase paused; see slotstate). Unknown types are an error. PauseFleet pauses a type on
-// every host sharing the backend.
-func (h *Host) Pause(typ string) error {
-	p := h.pluginOf(typ)
-	if p == nil {
-		return fmt.Errorf("host: pause: no plugin of type %q", typ)
-	}
-	p.pause.local.Store(h.localPause(true, ""))
-	return nil
-}
-
-// Resume undoes Pause; a fleet-wide pause (PauseFleet) stays in force.
-func (h *Host) Resume(typ string) error {
-	p := h.pluginOf(typ)
-	if p == nil {
-		return fmt.Errorf("host: resume: no plugin of type %q", typ)
-	}
-	p.pause.local.Store(nil)
-	return nil
-}
-
 // Close closes every plugin's runtime (and any instance still alive) and the compilation
 // cache, and returns their errors. Call it after Run has returned; the backend is the
 // caller's to close. Calls after the first return nil.
@@ -323,8 +292,8 @@ func (h *Host) Close() error {
 	// that an operator who reads them knows no host of it runs. Best effort: they lapse
 	// anyway.
 	mctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	if err := h.held.stopped(mctx, h.cfg.Backend); err != nil {
-		h.cfg.Logger.Warn("host: contract holds not marked stopped; they lapse after ContractTTL", "err", err)
+	if err := h.held.Stopped(mctx, h.cfg.Backend); err != nil {
+		h.cfg.Logger.Warn("host: contract holds not marked stopped; they lapse after contracts.TTL", "err", err)
 	}
 	cancel()
 	var errs []error

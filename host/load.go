@@ -8,11 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"github.com/fleethost/fleet/internal/hint"
+	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/contracts"
 	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/host/internal/httpfn"
 	"github.com/fleethost/fleet/host/internal/validate"
@@ -26,6 +29,22 @@ func PluginFiles(dir string) ([]string, error) {
 		err = fmt.Errorf("%s holds no .wasm plugin", dir)
 	}
 	return files, err
+}
+
+// wasmFiles lists the .wasm files of dir, sorted; none is no error (every plugin goes).
+func wasmFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, e := range entries {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), ".wasm") {
+			files = append(files, filepath.Join(dir, e.Name()))
+		}
+	}
+	sort.Strings(files)
+	return files, nil
 }
 
 // load compiles, probes and registers wasm, read from file. Every error names the file.
@@ -52,7 +71,7 @@ func (h *Host) loadPlugin(ctx context.Context, file string, wasm []byte) (_ *plu
 	// of them again, so that a refused build leaves no version live.
 	reg, err := h.contracts.Register(desc)
 	if err != nil {
-		return nil, h.explainConflict(ctx, desc, err)
+		return nil, contracts.Explain(ctx, h.cfg.Backend, desc, err, h.versionOf)
 	}
 	loaded := &plugin{desc: desc, contracts: reg}
 	defer func() {
@@ -60,12 +79,10 @@ func (h *Host) loadPlugin(ctx context.Context, file string, wasm []byte) (_ *plu
 			h.releaseContracts(ctx, loaded)
 		}
 	}()
-	held, err := recordContracts(ctx, h.cfg.Backend, desc, acc, h.held.holder, h.held.ttl, h.cfg.CheckOnly)
-	if err != nil {
+	if loaded.held, err = h.held.Record(ctx, h.cfg.Backend, desc, owns(acc), h.cfg.CheckOnly); err != nil {
 		return nil, err
 	}
-	loaded.held = h.held.add(held, pluginLabel(desc))
-	if err := h.held.sync(ctx, h.cfg.Backend, h.contracts); err != nil {
+	if err := h.held.Sync(ctx, h.cfg.Backend, h.contracts); err != nil {
 		return nil, err
 	}
 	fn, closeHTTP, err := hostFunctions(desc.Type, grant, acc, config, h.gate)
@@ -89,6 +106,28 @@ func (h *Host) loadPlugin(ctx context.Context, file string, wasm []byte) (_ *plu
 	h.cfg.Logger.Info("host: plugin loaded", "type", desc.Type, "version", desc.Version, "mode", desc.Mode,
 		"file", filepath.Base(file), "slots", loaded.info.Slots)
 	return loaded, nil
+}
+
+// releaseContracts lets go of what p registered and holds: the versions only it holds
+// stop being admitted here, and its holder keys no other loaded plugin shares are
+// deleted, so that the fleet sees at once that this host no longer runs them (on the
+// memory backend, one host, an upgrade in place retires the old version). Reload calls
+// it for a version it replaced or removed, and a load for the build it refused; Close
+// does not, as a clean stop does not let go of what the queue may still hold
+// (RATIONALE.md, "When may a contract change?").
+func (h *Host) releaseContracts(ctx context.Context, p *plugin) {
+	p.contracts.Release()
+	if err := h.held.Release(context.WithoutCancel(ctx), h.cfg.Backend, p.held); err != nil {
+		h.cfg.Logger.Warn("host: contract holds not let go; they lapse after contracts.TTL", "type", p.desc.Type, "err", err)
+	}
+}
+
+// versionOf is the version of the loaded plugin of typ, "" when none is loaded.
+func (h *Host) versionOf(typ string) string {
+	if p := h.pluginOf(typ); p != nil {
+		return p.desc.Version
+	}
+	return ""
 }
 
 // identify probes wasm, read from file, for its describe document, and checks that its

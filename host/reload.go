@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"sort"
-	"strings"
 	"time"
 )
 
@@ -350,20 +348,4 @@ func (h *Host) logUnload(err error) {
 	if err != nil {
 		h.cfg.Logger.Warn("host: reload: unload", "err", err)
 	}
-}
-
-// wasmFiles lists the .wasm files of dir, sorted; none is no error (every plugin goes).
-func wasmFiles(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	var files []string
-	for _, e := range entries {
-		if !e.IsDir() && strings.HasSuffix(e.Name(), ".wasm") {
-			files = append(files, filepath.Join(dir, e.Name()))
-		}
-	}
-	sort.Strings(files)
-	return files, nil
 }

@@ -9,13 +9,13 @@ import (
 // retention, so that a task is kept at most 1.5 times it, but at most ten times a second
 // (one short script a queue) and at least once a minute.
 const (
-	ParkedPruneMin = 100 * time.Millisecond
-	ParkedPruneMax = time.Minute
+	parkedPruneMin = 100 * time.Millisecond
+	parkedPruneMax = time.Minute
 )
 
 // pruneInterval is how often a queue with retention is pruned.
 func pruneInterval(retention time.Duration) time.Duration {
-	return min(max(retention/2, ParkedPruneMin), ParkedPruneMax)
+	return min(max(retention/2, parkedPruneMin), parkedPruneMax)
 }
 
 // pruneParked deletes queue's tasks parked at least retention ago, at once and then

@@ -113,9 +113,9 @@ func (h *Host) Run(ctx context.Context) error {
 	// later claim gets slot.ErrPumpStopped).
 	pumpCtx, stopPumps := context.WithCancel(context.WithoutCancel(ctx))
 	var pumps sync.WaitGroup
-	pumps.Go(func() { h.held.run(pumpCtx, h.cfg.Backend, h.contracts, h.cfg.Logger) })
+	pumps.Go(func() { h.held.Run(pumpCtx, h.cfg.Backend, h.contracts, h.cfg.Logger) })
 	// The fleet's desired state is read before any slot starts, so that a type paused
-	// fleet-wide never claims here; then every DesiredPoll, until the pumps stop.
+	// fleet-wide never claims here; then every desired.Poll, until the pumps stop.
 	applied := h.readDesired(ctx)
 	pumps.Go(func() { h.watchDesired(pumpCtx, applied) })
 	r := &runState{ctx: ctx, hard: hard, pumpCtx: pumpCtx, pumps: &pumps}
@@ -373,7 +373,7 @@ func slotEvent(p *plugin, e slot.Event) SlotEvent {
 // contract, or one of the queue's other live versions, which that schema was found
 // compatible with when it loaded (a rolling upgrade's tasks). A payload none of the
 // versions this host has read admits makes the host read the fleet's versions again
-// first (heldContracts.syncSince): another host may have added its version since the
+// first (contracts.Holds.SyncSince): another host may have added its version since the
 // last sync. Otherwise (a task of a version forgotten since, written past the
 // contract) the task is parked with a reason naming the queue, the version and what is
 // wrong. It is nil for a plugin that consumes no queue. The schema is compiled once, at
@@ -404,13 +404,13 @@ func (h *Host) payloadCheck(p *plugin) func(context.Context, []byte) string {
 			return ""
 		}
 		var unread string
-		if err := h.held.syncSince(ctx, h.cfg.Backend, h.contracts, asked); err != nil {
+		if err := h.held.SyncSince(ctx, h.cfg.Backend, h.contracts, asked); err != nil {
 			unread = fmt.Sprintf(" (the fleet's versions could not be read: %v)", err)
 		} else if admitted(payload) {
 			return ""
 		}
 		version := "this host's version"
-		if v := h.held.versionOf(p.held, "queue:"+name); v > 0 {
+		if v := h.held.VersionOf(p.held, "queue", name); v > 0 {
 			version = fmt.Sprintf("version %d", v)
 		}
 		return fmt.Sprintf("payload does not satisfy queue %q's contract %s (plugin %q %s): %s%s; fix the task and submit it again, or delete it",

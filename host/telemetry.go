@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"os"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -379,12 +378,3 @@ var harness = func() string {
 	}
 	return "wazero"
 }()
-
-// hostname is os.Hostname, or "" when the system does not say.
-func hostname() string {
-	h, err := os.Hostname()
-	if err != nil {
-		return ""
-	}
-	return h
-}

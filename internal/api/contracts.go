@@ -7,20 +7,20 @@ import (
 	"strconv"
 
 	"github.com/fleethost/fleet/abi"
-	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/host/contracts"
 	"github.com/fleethost/fleet/internal/safetext"
 	"github.com/fleethost/fleet/primitives"
 )
 
 // The fleet's contract registry, read from and written to the backend as `fleet-host
-// contracts` does (host.FleetContracts, host.FleetContract, host.ForgetContractVersion):
+// contracts` does (contracts.List, contracts.Get, contracts.Forget):
 //
 //	GET    /api/v1/contracts                                   {"contracts": [Contract...]}
 //	GET    /api/v1/contracts/{kind}/{name}                     Contract: versions, schemas, holders
 //	DELETE /api/v1/contracts/{kind}/{name}/versions/{n}?confirm=yes  retire version n
 //
 // A forget of a version in use (live hosts hold it, or its queue holds tasks:
-// host.VersionUse.Blocks) is refused with 409 naming them, unless &force=yes, which
+// contracts.VersionUse.Blocks) is refused with 409 naming them, unless &force=yes, which
 // forgets it and logs a warning with the same reasons.
 //
 // kind is "queue" or "pool". A forget without confirm=yes is refused (400), as the
@@ -29,7 +29,7 @@ import (
 // DELETE carries none.
 
 func (s *Server) listContracts(w http.ResponseWriter, r *http.Request) {
-	list, err := host.FleetContracts(r.Context(), s.p.Backend)
+	list, err := contracts.List(r.Context(), s.p.Backend)
 	if err != nil {
 		backendError(w, err)
 		return
@@ -53,7 +53,7 @@ func (s *Server) getContract(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := r.PathValue("name")
-	c, found, err := host.FleetContract(r.Context(), s.p.Backend, kind, name)
+	c, found, err := contracts.Get(r.Context(), s.p.Backend, kind, name)
 	switch {
 	case err != nil:
 		backendError(w, err)
@@ -86,7 +86,7 @@ func (s *Server) forgetContractVersion(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, abi.ValueError, fmt.Sprintf("retiring %s %q version %d lets a schema incompatible with it load; add ?confirm=yes", kind, safetext.Clip(name, maxEcho), n), nil)
 		return
 	}
-	use, err := host.ContractVersionUse(r.Context(), s.p.Backend, kind, name, n)
+	use, err := contracts.Use(r.Context(), s.p.Backend, kind, name, n)
 	if errors.Is(err, primitives.ErrNotFound) {
 		writeError(w, http.StatusNotFound, abi.NotFound, err.Error(), nil)
 		return
@@ -102,7 +102,7 @@ func (s *Server) forgetContractVersion(w http.ResponseWriter, r *http.Request) {
 		}
 		s.p.Log.Warn("api: forgetting a contract version still in use (force=yes)", "kind", kind, "name", name, "version", n, "in_use", blocks)
 	}
-	err = host.ForgetContractVersion(r.Context(), s.p.Backend, kind, name, n)
+	err = contracts.Forget(r.Context(), s.p.Backend, kind, name, n)
 	if errors.Is(err, primitives.ErrNotFound) {
 		writeError(w, http.StatusNotFound, abi.NotFound, err.Error(), nil)
 		return

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/host/contracts"
 	"github.com/fleethost/fleet/internal/safetext"
 	"github.com/fleethost/fleet/primitives"
 )
@@ -26,7 +26,7 @@ func Contracts(ctx context.Context, b primitives.Backend, args []string, yes, fo
 	}
 	switch verb, rest := args[0], args[1:]; {
 	case verb == "list" && len(rest) == 0:
-		list, err := host.FleetContracts(ctx, b)
+		list, err := contracts.List(ctx, b)
 		if err != nil {
 			return err
 		}
@@ -66,7 +66,7 @@ func Contracts(ctx context.Context, b primitives.Backend, args []string, yes, fo
 		if !yes {
 			return UsageError{fmt.Errorf("contracts forget: retiring %s %s version %d lets a schema incompatible with it load; pass --yes", c.Kind, c.Name, version)}
 		}
-		use, err := host.ContractVersionUse(ctx, b, c.Kind, c.Name, version)
+		use, err := contracts.Use(ctx, b, c.Kind, c.Name, version)
 		if err != nil {
 			return err
 		}
@@ -77,12 +77,12 @@ func Contracts(ctx context.Context, b primitives.Backend, args []string, yes, fo
 		case blocks != "":
 			fmt.Fprintf(warn, "warning: forgetting %s %s version %d while it is in use (--force): %s\n", c.Kind, safetext.Escape(c.Name), version, safetext.Escape(blocks))
 		}
-		if err := host.ForgetContractVersion(ctx, b, c.Kind, c.Name, version); err != nil {
+		if err := contracts.Forget(ctx, b, c.Kind, c.Name, version); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "forgot %s %s version %d\n", c.Kind, safetext.Escape(c.Name), version)
 		if len(use.Live()) > 0 {
-			fmt.Fprintf(out, "its live holders hold it again at their next refresh, within %v, unless they stop first\n", host.ContractSync)
+			fmt.Fprintf(out, "its live holders hold it again at their next refresh, within %v, unless they stop first\n", contracts.Sync)
 		}
 		return nil
 	}
@@ -95,16 +95,16 @@ type UsageError struct{ error }
 func (e UsageError) Unwrap() error { return e.error }
 
 // findContract finds the contract NAME names ("queue:jobs", "pool:cookies", or "jobs").
-func findContract(ctx context.Context, b primitives.Backend, name string) (host.Contract, error) {
+func findContract(ctx context.Context, b primitives.Backend, name string) (contracts.Contract, error) {
 	kinds := []string{"queue", "pool"}
 	if k, n, ok := strings.Cut(name, ":"); ok && (k == "queue" || k == "pool") {
 		kinds, name = []string{k}, n
 	}
-	var found []host.Contract
+	var found []contracts.Contract
 	for _, k := range kinds {
-		c, ok, err := host.FleetContract(ctx, b, k, name)
+		c, ok, err := contracts.Get(ctx, b, k, name)
 		if err != nil {
-			return host.Contract{}, err
+			return contracts.Contract{}, err
 		}
 		if ok {
 			found = append(found, c)
@@ -112,11 +112,11 @@ func findContract(ctx context.Context, b primitives.Backend, name string) (host.
 	}
 	switch len(found) {
 	case 0:
-		return host.Contract{}, fmt.Errorf("contracts: the fleet has no contract %q", name)
+		return contracts.Contract{}, fmt.Errorf("contracts: the fleet has no contract %q", name)
 	case 1:
 		return found[0], nil
 	}
-	return host.Contract{}, UsageError{fmt.Errorf("contracts: both a queue and a pool are named %q; write queue:%s or pool:%s", name, name, name)}
+	return contracts.Contract{}, UsageError{fmt.Errorf("contracts: both a queue and a pool are named %q; write queue:%s or pool:%s", name, name, name)}
 }
 
 func plural(n int, word string) string {

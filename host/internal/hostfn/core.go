@@ -19,17 +19,13 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/contracts"
 	"github.com/fleethost/fleet/host/internal/desired"
 	"github.com/fleethost/fleet/host/internal/tracing"
 	"github.com/fleethost/fleet/host/internal/validate"
 	"github.com/fleethost/fleet/primitives"
 	"go.opentelemetry.io/otel/trace"
 )
-
-// ContractsNamespace is the KV namespace where hosts record the fleet's contracts, and the
-// name of the lock they hold while doing so. No grant reaches either: a guest can neither
-// read nor overwrite the registry, nor hold up a host's start.
-const ContractsNamespace = "fleet-contracts"
 
 // SchedulesNamespace is the KV namespace where daemons record each schedule's last fire
 // (internal/schedule). No grant reaches it: a guest cannot hold back or replay a tick.
@@ -41,10 +37,12 @@ const SchedulesNamespace = "fleet-schedules"
 const ScheduleUniquePrefix = "schedule:"
 
 // reserved reports whether name is one of the host's own KV namespaces and lock names,
-// which no grant reaches: ContractsNamespace, SchedulesNamespace, and desired.Namespace,
-// the fleet's desired state (an operator's pause is not a plugin's to read or forge).
+// which no grant reaches: contracts.Namespace (a guest can neither read nor overwrite
+// the fleet's record of its contracts, nor hold up a host's start by holding its lock),
+// SchedulesNamespace, and desired.Namespace, the fleet's desired state (an operator's
+// pause is not a plugin's to read or forge).
 func reserved(name string) bool {
-	return name == ContractsNamespace || name == SchedulesNamespace || name == desired.Namespace
+	return name == contracts.Namespace || name == SchedulesNamespace || name == desired.Namespace
 }
 
 // Core dispatches host calls. It is safe for concurrent use; build it with NewCore.

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/contracts"
 )
 
 // The host's own KV namespaces (the contracts, the schedules' last fires) are beyond
@@ -16,7 +17,7 @@ func TestHostNamespacesBeyondEveryGrant(t *testing.T) {
 	p := NewPlugin("greedy", Access{KV: Patterns{"*"}}, json.RawMessage(`{}`), testLimits, nil)
 	f.caller = &Caller{Plugin: p, Slot: "greedy/0"}
 	f.ctx = WithCaller(context.Background(), f.caller)
-	for _, ns := range []string{ContractsNamespace, SchedulesNamespace} {
+	for _, ns := range []string{contracts.Namespace, SchedulesNamespace} {
 		for op, req := range map[abi.Op]string{
 			abi.OpKVGet:    `{"namespace":"` + ns + `","key":"tick"}`,
 			abi.OpKVSet:    `{"namespace":"` + ns + `","key":"tick","value":{"tick":1}}`,
@@ -42,7 +43,7 @@ func TestHostNamespacesBeyondEveryGrant(t *testing.T) {
 func TestReservedWhateverTheGrant(t *testing.T) {
 	f := newFixture(t)
 	f.caller.Plugin = NewPlugin("scraper", Access{KV: Patterns{"*"}, Locks: Patterns{"*"}}, json.RawMessage(`{}`), testLimits, nil)
-	for _, ns := range []string{ContractsNamespace, "fleet-desired"} {
+	for _, ns := range []string{contracts.Namespace, "fleet-desired"} {
 		for _, c := range []struct {
 			op  abi.Op
 			req string
