@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/internal/safetext"
+	"github.com/fleethost/fleet/reporter"
 	"github.com/fleethost/fleet/reporter/wire"
 )
 
@@ -184,9 +185,12 @@ const (
 	maxListLen     = 64 // phases and sessions of one iteration
 )
 
+// The words a report may say: the reporter's, which are the plane's (reporter.State*,
+// reporter.Outcome*), so that the receiving half accepts what the sending half says and
+// nothing else.
 var (
-	stateKinds = []string{"idle", "iteration", "draining", "stopping"}
-	outcomes   = []string{"checkpoint", "released", "parked", "dead"}
+	stateKinds = []string{reporter.StateIdle, reporter.StateIteration, reporter.StateDraining, reporter.StateStopping}
+	outcomes   = []string{reporter.OutcomeCheckpoint, reporter.OutcomeReleased, reporter.OutcomeParked, reporter.OutcomeDead}
 )
 
 // Report validates one report's body, already read and checked to be JSON, and stores
