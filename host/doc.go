@@ -3,7 +3,7 @@
 // settle the outcome on the backend.
 //
 // The public surface is Config, New, Run, Close, Plugin and Grant (plus Submit, Pause,
-// Resume, PauseFleet and PauseQueue for the HTTP API, and SlotEvent for telemetry); the dispatch core
+// Resume, PauseFleet and PauseQueue for the HTTP API, and slotstate.Event for telemetry); the dispatch core
 // (internal/hostfn), the transports (internal/native, and internal/extism through the
 // Extism Go SDK; transport.go chooses by the module's imports), the slot loop
 // (internal/slot) and schema validation (internal/validate) are internal.

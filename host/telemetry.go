@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/abi"
-	"github.com/fleethost/fleet/host/internal/slot"
 	"github.com/fleethost/fleet/host/internal/validate"
 	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/reporter"
@@ -244,7 +243,7 @@ type slotReport struct {
 //	                                      (a loop slot's next report is idle, at once)
 //	stopped                            -> nothing: Run closes the slot's reporter with
 //	                                      stopping once all have stopped
-func (s *slotReport) observe(e slot.Event) {
+func (s *slotReport) observe(e slotstate.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch e.Kind {
@@ -314,7 +313,7 @@ func (s *slotReport) final() reporter.Report {
 // iteration is the record of one finished iteration. TaskRef is the task's id: a task has
 // no other name, and the presence row's task_ref carries the same id. Tokens stay 0 and
 // Model "": a guest spends no tokens and runs no model that the host knows of.
-func (s *slotReport) iteration(it *slot.Iteration) reporter.Iteration {
+func (s *slotReport) iteration(it *slotstate.Iteration) reporter.Iteration {
 	return reporter.Iteration{
 		TaskID:          it.TaskID,
 		TaskRef:         it.TaskID,
@@ -326,9 +325,9 @@ func (s *slotReport) iteration(it *slot.Iteration) reporter.Iteration {
 }
 
 // observers fans one slot's events out to every non-nil observer, in order.
-func observers(fns ...func(slot.Event)) func(slot.Event) {
-	fns = slices.DeleteFunc(fns, func(f func(slot.Event)) bool { return f == nil })
-	return func(e slot.Event) {
+func observers(fns ...func(slotstate.Event)) func(slotstate.Event) {
+	fns = slices.DeleteFunc(fns, func(f func(slotstate.Event)) bool { return f == nil })
+	return func(e slotstate.Event) {
 		for _, f := range fns {
 			f(e)
 		}

@@ -20,8 +20,9 @@ var rules = []struct {
 	// reporter/ as a whole imports only the standard library: reporter itself may import
 	// its wire types (reporter/wire), which the plane decodes too.
 	{"reporter", []string{"reporter/wire"}},
-	// The slot vocabulary is a leaf that host, its slots, metrics and the API share: it
-	// knows the plane's words and nothing else.
+	// The slot vocabulary and its one event are a leaf that host, its slots and every
+	// view of a slot (metrics, the slot table, the API, the fleet tally) share: it knows
+	// the plane's words and nothing else.
 	{"host/slotstate", []string{"reporter"}},
 	{"primitives", []string{"primitives", "github.com/redis/go-redis/", "github.com/cespare/xxhash/", "github.com/dgryski/go-rendezvous", "go.uber.org/atomic", "golang.org/x/sys/"}},
 	// guest-sdk: abi, the schema generator and what it needs, and one JSON codec for the

@@ -93,7 +93,7 @@ type Options struct {
 	Listening func(addr string)
 	// Observe, when set, is told every slot event after the slot table and the metrics
 	// (for tests that measure the slots); it must return quickly.
-	Observe func(host.SlotEvent)
+	Observe func(slotstate.Event)
 }
 
 // Run runs the daemon until ctx is done, then drains and returns. It returns an error
@@ -275,9 +275,9 @@ func buildHost(ctx context.Context, o Options, log *slog.Logger, b primitives.Ba
 
 // observe is the host's Observe: it logs a slot's first event and its end, and hands
 // every event to the slot table and the metrics, then to also (nil: nothing).
-func (obs observers) observe(log *slog.Logger, also func(host.SlotEvent)) func(host.SlotEvent) {
+func (obs observers) observe(log *slog.Logger, also func(slotstate.Event)) func(slotstate.Event) {
 	var started sync.Map // slot name -> struct{}: slots that have said anything yet
-	return func(e host.SlotEvent) {
+	return func(e slotstate.Event) {
 		if _, seen := started.LoadOrStore(e.Slot, struct{}{}); !seen {
 			log.Info("slot started", "slot", e.Slot, "plugin", e.Plugin)
 		}

@@ -151,7 +151,7 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
 // Observe takes one slot event (a host.Config.Observe): iterations, deaths and guest
 // call latency.
-func (m *Metrics) Observe(e host.SlotEvent) {
+func (m *Metrics) Observe(e slotstate.Event) {
 	switch e.Kind {
 	case slotstate.Working:
 		m.mu.Lock()
@@ -174,19 +174,20 @@ func (m *Metrics) Observe(e host.SlotEvent) {
 		if running { // a tick, or a handle with nothing to settle
 			m.guestCallS.WithLabelValues(e.Plugin).Observe(time.Since(start).Seconds())
 		}
-		m.iterations.WithLabelValues(e.Plugin, string(e.Outcome)).Inc()
+		it := e.Iteration
+		m.iterations.WithLabelValues(e.Plugin, string(it.Outcome)).Inc()
 		// Every instance death, whatever became of its task: a call the drain cut is
 		// cut, not died, but its instance died all the same.
-		if e.Death != "" {
-			m.deaths.WithLabelValues(e.Plugin, e.Death).Inc()
+		if it.Death != "" {
+			m.deaths.WithLabelValues(e.Plugin, string(it.Death)).Inc()
 		}
 		switch {
-		case e.ParkedByPlugin:
+		case it.ParkedByPlugin:
 			m.parks.WithLabelValues(e.Plugin, "plugin").Inc()
-		case e.Parked:
+		case it.Parked:
 			m.parks.WithLabelValues(e.Plugin, "attempts").Inc()
 		}
-		if e.OverAlert {
+		if it.OverAlert {
 			m.overAlert.WithLabelValues(e.Plugin).Inc()
 		}
 	}

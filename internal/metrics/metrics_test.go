@@ -15,18 +15,18 @@ func TestObserve(t *testing.T) {
 	slots := NewSlots()
 	slots.Register([]host.Plugin{{Type: "w", Slots: 2}})
 	m := New(Params{Slots: slots})
-	events := []host.SlotEvent{
+	events := []slotstate.Event{
 		{Plugin: "w", Slot: "w/0", Kind: "working", N: 1, TaskID: "t1", Phase: "handle"},
 		{Plugin: "w", Slot: "w/0", Kind: "working", N: 1, TaskID: "t1", Phase: "ack"},
-		{Plugin: "w", Slot: "w/0", Kind: "finished", N: 1, TaskID: "t1", Outcome: "done"},
+		{Plugin: "w", Slot: "w/0", Kind: "finished", N: 1, TaskID: "t1", Iteration: &slotstate.Iteration{Outcome: "done"}},
 		{Plugin: "w", Slot: "w/0", Kind: "working", N: 2, TaskID: "t2", Phase: "handle"},
 		{Plugin: "w", Slot: "w/0", Kind: "working", N: 2, TaskID: "t2", Phase: "release"},
-		{Plugin: "w", Slot: "w/0", Kind: "finished", N: 2, TaskID: "t2", Outcome: "died", Death: "trap", Duration: time.Millisecond,
+		{Plugin: "w", Slot: "w/0", Kind: "finished", N: 2, TaskID: "t2", Iteration: &slotstate.Iteration{Outcome: "died", Death: "trap", Duration: time.Millisecond,
 			// The label is the event's Death; the text (the guest's function names) says nothing.
-			Reason: "guest died: wasm error: unreachable\nwasm stack trace:\n\tcall_ran_past_its_deadline()"},
+			Reason: "guest died: wasm error: unreachable\nwasm stack trace:\n\tcall_ran_past_its_deadline()"}},
 		// A call the drain cut: its task is cut, and its instance counts as dead.
 		{Plugin: "w", Slot: "w/1", Kind: "working", N: 1, TaskID: "t0", Phase: "handle"},
-		{Plugin: "w", Slot: "w/1", Kind: "finished", N: 1, TaskID: "t0", Outcome: "cut", Death: "drain", Reason: "host draining: call cut at the drain deadline"},
+		{Plugin: "w", Slot: "w/1", Kind: "finished", N: 1, TaskID: "t0", Iteration: &slotstate.Iteration{Outcome: "cut", Death: "drain", Reason: "host draining: call cut at the drain deadline"}},
 		{Plugin: "w", Slot: "w/1", Kind: "working", N: 2, TaskID: "t3", Phase: "handle"},
 	}
 	for _, e := range events {
@@ -59,13 +59,13 @@ func TestObserve(t *testing.T) {
 // as attempts, and each hand-back past the alert once.
 func TestParksAndHandBacks(t *testing.T) {
 	m := New(Params{})
-	for _, e := range []host.SlotEvent{
-		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "parked", Parked: true, ParkedByPlugin: true},
-		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "parked", Parked: true},
-		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "died", Death: "trap", Parked: true},
-		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "retried", HandBacks: 100},
-		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "retried", HandBacks: 101, OverAlert: true},
-		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "retried", HandBacks: 102, OverAlert: true},
+	for _, e := range []slotstate.Event{
+		{Plugin: "w", Slot: "w/0", Kind: "finished", Iteration: &slotstate.Iteration{Outcome: "parked", Parked: true, ParkedByPlugin: true}},
+		{Plugin: "w", Slot: "w/0", Kind: "finished", Iteration: &slotstate.Iteration{Outcome: "parked", Parked: true}},
+		{Plugin: "w", Slot: "w/0", Kind: "finished", Iteration: &slotstate.Iteration{Outcome: "died", Death: "trap", Parked: true}},
+		{Plugin: "w", Slot: "w/0", Kind: "finished", Iteration: &slotstate.Iteration{Outcome: "retried", HandBacks: 100}},
+		{Plugin: "w", Slot: "w/0", Kind: "finished", Iteration: &slotstate.Iteration{Outcome: "retried", HandBacks: 101, OverAlert: true}},
+		{Plugin: "w", Slot: "w/0", Kind: "finished", Iteration: &slotstate.Iteration{Outcome: "retried", HandBacks: 102, OverAlert: true}},
 	} {
 		m.Observe(e)
 	}
@@ -83,10 +83,10 @@ func TestPausedSlots(t *testing.T) {
 	slots := NewSlots()
 	slots.Register([]host.Plugin{{Type: "w", Slots: 2}, {Type: "v", Slots: 1}})
 	m := New(Params{Slots: slots})
-	for _, e := range []host.SlotEvent{
+	for _, e := range []slotstate.Event{
 		{Plugin: "w", Slot: "w/0", Kind: slotstate.Paused},
 		{Plugin: "w", Slot: "w/1", Kind: slotstate.Working, N: 1, TaskID: "t1", Phase: "handle"},
-		{Plugin: "w", Slot: "w/1", Kind: slotstate.Finished, N: 1, TaskID: "t1", Outcome: slotstate.Done},
+		{Plugin: "w", Slot: "w/1", Kind: slotstate.Finished, N: 1, TaskID: "t1", Iteration: &slotstate.Iteration{Outcome: slotstate.Done}},
 		{Plugin: "w", Slot: "w/1", Kind: slotstate.Paused},
 		{Plugin: "v", Slot: "v/0", Kind: slotstate.Draining},
 	} {
@@ -156,7 +156,7 @@ func TestRegisterDropsRemoved(t *testing.T) {
 	slots := NewSlots()
 	slots.Register([]host.Plugin{{Type: "w", Slots: 1}, {Type: "gone", Slots: 2}})
 	m := New(Params{Slots: slots})
-	for _, e := range []host.SlotEvent{
+	for _, e := range []slotstate.Event{
 		{Plugin: "w", Slot: "w/0", Kind: "idle"},
 		{Plugin: "gone", Slot: "gone/0", Kind: "stopped"},
 		{Plugin: "gone", Slot: "gone/1", Kind: "stopped"},
@@ -181,10 +181,10 @@ func TestRegisterDropsRemoved(t *testing.T) {
 func TestObserveRollOver(t *testing.T) {
 	slots := NewSlots()
 	slots.Register([]host.Plugin{{Type: "w", Slots: 1}})
-	for _, e := range []host.SlotEvent{
+	for _, e := range []slotstate.Event{
 		{Plugin: "w", Slot: "w/0", ConfigIdentity: "old", Kind: "working", N: 7, TaskID: "t7", Phase: "handle"},
 		{Plugin: "w", Slot: "w/0", ConfigIdentity: "new", Kind: "idle"},
-		{Plugin: "w", Slot: "w/0", ConfigIdentity: "old", Kind: "finished", N: 7, TaskID: "t7", Outcome: "done"},
+		{Plugin: "w", Slot: "w/0", ConfigIdentity: "old", Kind: "finished", N: 7, TaskID: "t7", Iteration: &slotstate.Iteration{Outcome: "done"}},
 		{Plugin: "w", Slot: "w/0", ConfigIdentity: "old", Kind: "draining"},
 		{Plugin: "w", Slot: "w/0", ConfigIdentity: "old", Kind: "stopped"},
 	} {
@@ -193,7 +193,7 @@ func TestObserveRollOver(t *testing.T) {
 	if snap := slots.Snapshot(); len(snap) != 1 || snap[0].State != slotstate.Idle || snap[0].N != 0 {
 		t.Fatalf("slots = %+v, want w/0 idle: the new version's state, not the old one's stop", snap)
 	}
-	slots.Observe(host.SlotEvent{Plugin: "w", Slot: "w/0", ConfigIdentity: "new", Kind: "working", N: 1, TaskID: "t8", Phase: "handle"})
+	slots.Observe(slotstate.Event{Plugin: "w", Slot: "w/0", ConfigIdentity: "new", Kind: "working", N: 1, TaskID: "t8", Phase: "handle"})
 	if snap := slots.Snapshot(); snap[0].State != slotstate.Working || snap[0].TaskID != "t8" {
 		t.Errorf("slots = %+v, want w/0 working on t8", snap)
 	}
@@ -207,9 +207,8 @@ func TestRecentIterations(t *testing.T) {
 	slots.Register([]host.Plugin{{Type: "w", Slots: 1}, {Type: "v", Slots: 1}})
 	total := RecentIterations + 5
 	for n := 1; n <= total; n++ {
-		slots.Observe(host.SlotEvent{Plugin: "w", Slot: "w/0", Kind: "working", N: n, TaskID: "t", Phase: "handle"})
-		slots.Observe(host.SlotEvent{Plugin: "w", Slot: "w/0", Kind: "finished", N: n, TaskID: "t", Outcome: "failed",
-			Reason: strings.Repeat("x", 10*MaxReason), Duration: time.Duration(n) * time.Millisecond, Backoff: time.Duration(n) * time.Second})
+		slots.Observe(slotstate.Event{Plugin: "w", Slot: "w/0", Kind: "working", N: n, TaskID: "t", Phase: "handle"})
+		slots.Observe(slotstate.Event{Plugin: "w", Slot: "w/0", Kind: "finished", N: n, TaskID: "t", Iteration: &slotstate.Iteration{Outcome: "failed", Reason: strings.Repeat("x", 10*MaxReason), Duration: time.Duration(n) * time.Millisecond, Backoff: time.Duration(n) * time.Second}})
 	}
 	d := slots.Details("w")
 	if len(d) != 1 || d[0].Slot != "w/0" || d[0].State != slotstate.Idle {

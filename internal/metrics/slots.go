@@ -58,6 +58,18 @@ type Iteration struct {
 	EndedAt    time.Time `json:"ended_at"`
 }
 
+// ended is the record of the iteration it, the slot's n-th, which ended at end: the
+// operator's view of it, its durations in milliseconds and its reason clipped.
+func ended(n int, it *slotstate.Iteration, end time.Time) Iteration {
+	return Iteration{
+		N: n, TaskID: it.TaskID, Outcome: it.Outcome, Reason: safetext.Clip(it.Reason, MaxReason), Death: string(it.Death),
+		BackoffMs: millis(it.Backoff), DurationMs: millis(it.Duration), EndedAt: end,
+	}
+}
+
+// millis is d in milliseconds, to the microsecond.
+func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
 // SlotDetail is a slot's state and its recent iterations, newest first.
 type SlotDetail struct {
 	SlotState
@@ -65,7 +77,7 @@ type SlotDetail struct {
 }
 
 // Slots tracks every slot's state, and its last RecentIterations iterations, from the
-// host's SlotEvents. Its methods are safe for concurrent use; the zero value is not
+// host's slot events (slotstate.Event). Its methods are safe for concurrent use; the zero value is not
 // ready, use NewSlots.
 type Slots struct {
 	mu    sync.Mutex
@@ -105,7 +117,7 @@ func (s *Slots) Register(plugins []host.Plugin) {
 }
 
 // Observe records one event. It is a host.Config.Observe: quick and never blocking.
-func (s *Slots) Observe(e host.SlotEvent) {
+func (s *Slots) Observe(e slotstate.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur := s.slots[e.Slot]
@@ -132,11 +144,8 @@ func (s *Slots) Observe(e host.SlotEvent) {
 	case slotstate.Finished:
 		// The slot goes on to claim again: idle until it says otherwise.
 		state = slotstate.Idle
-		cur.N, cur.TaskID, cur.Phase, cur.LastOutcome = e.N, "", "", e.Outcome
-		it := Iteration{
-			N: e.N, TaskID: e.TaskID, Outcome: e.Outcome, Reason: safetext.Clip(e.Reason, MaxReason), Death: e.Death,
-			BackoffMs: float64(e.Backoff.Microseconds()) / 1000, DurationMs: float64(e.Duration.Microseconds()) / 1000, EndedAt: time.Now(),
-		}
+		cur.N, cur.TaskID, cur.Phase, cur.LastOutcome = e.N, "", "", e.Iteration.Outcome
+		it := ended(e.N, e.Iteration, time.Now())
 		cur.Last = &it
 		cur.record(it)
 	case slotstate.Idle, slotstate.Paused, slotstate.Draining, slotstate.Stopped:
