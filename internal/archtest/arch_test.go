@@ -24,6 +24,9 @@ var rules = []struct {
 	// view of a slot (metrics, the slot table, the API, the fleet tally) share: it knows
 	// the plane's words and nothing else.
 	{"host/slotstate", []string{"reporter"}},
+	// The slot table is a view of the slot events: it reads the vocabulary and nothing of
+	// the host, so that the API, the metrics and the client read it without the engine.
+	{"internal/slots", []string{"host/slotstate", "internal/safetext", "reporter"}},
 	{"primitives", []string{"primitives", "github.com/redis/go-redis/", "github.com/cespare/xxhash/", "github.com/dgryski/go-rendezvous", "go.uber.org/atomic", "golang.org/x/sys/"}},
 	// guest-sdk: abi, the schema generator and what it needs, and one JSON codec for the
 	// plugin's own values (segmentio/encoding and what it needs).

@@ -1,5 +1,6 @@
-// Package metrics keeps the Prometheus metrics of a fleet-host daemon and the state of
-// its slots, fed by the host's slot events and host-call observer.
+// Package metrics keeps the Prometheus metrics of a fleet-host daemon, fed by the host's
+// slot events and host-call observer, and read on each scrape from the slot table
+// (package slots), the backend and the host. The slot table itself is package slots'.
 package metrics
 
 import (
@@ -14,13 +15,14 @@ import (
 
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/host/slotstate"
+	"github.com/fleethost/fleet/internal/slots"
 	"github.com/fleethost/fleet/primitives"
 )
 
 // Params are what Metrics reads on a scrape. Every field is optional.
 type Params struct {
-	// Slots is the slot tracker whose states are counted as fleet_slots.
-	Slots *Slots
+	// Slots is the slot table whose states are counted as fleet_slots.
+	Slots *slots.Table
 	// Backend answers the queue and pool stats collected on each scrape.
 	Backend primitives.Backend
 	// ReporterDropped returns how many reports the reporter has dropped so far.
