@@ -1062,7 +1062,7 @@ func fullCompat(old, new []byte) error { return compat.Check(compat.Full, old, n
 // memory backend, one host, an upgrade in place retires the old version). Reload calls
 // it for a version it replaced or removed; Close does not, as a clean stop does not let
 // go of what the queue may still hold (RATIONALE.md, "When may a contract change?").
-func (h *Host) releaseContracts(ctx context.Context, p *plugin) {
+func (h *Host) releaseContracts(ctx context.Context, p *loadedPlugin) {
 	p.contracts.Release()
 	if err := h.held.release(context.WithoutCancel(ctx), h.cfg.Backend, p.held, pluginLabel(p.desc)); err != nil {
 		h.cfg.Logger.Warn("host: contract holds not let go; they lapse after ContractTTL", "type", p.desc.Type, "err", err)

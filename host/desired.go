@@ -150,7 +150,7 @@ func (h *Host) applyDesired(s desired.State) {
 // applied. A reload calls it before p's slots start, so that none claims under a pause,
 // and setPlugin again as p joins the loaded set, which the next applyDesired reaches.
 // Call it holding pmu.
-func (h *Host) inheritPauses(p, old *plugin) {
+func (h *Host) inheritPauses(p, old *loadedPlugin) {
 	if old != nil {
 		p.pause.local.Store(old.pause.local.Load())
 	}
@@ -160,7 +160,7 @@ func (h *Host) inheritPauses(p, old *plugin) {
 }
 
 // fleetPause is the pause s holds p by, or nil.
-func fleetPause(s desired.State, p *plugin) *Pause {
+func fleetPause(s desired.State, p *loadedPlugin) *Pause {
 	queue := ""
 	if p.desc.Consumes != nil {
 		queue = p.desc.Consumes.Name

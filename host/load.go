@@ -29,7 +29,7 @@ func PluginFiles(dir string) ([]string, error) {
 }
 
 // load compiles, probes and registers wasm, read from file. Every error names the file.
-func (h *Host) load(ctx context.Context, file string, wasm []byte) (*plugin, error) {
+func (h *Host) load(ctx context.Context, file string, wasm []byte) (*loadedPlugin, error) {
 	p, err := h.loadPlugin(ctx, file, wasm)
 	if err != nil {
 		return nil, fmt.Errorf("host: plugin %s: %w", filepath.Base(file), err)
@@ -37,7 +37,7 @@ func (h *Host) load(ctx context.Context, file string, wasm []byte) (*plugin, err
 	return p, nil
 }
 
-func (h *Host) loadPlugin(ctx context.Context, file string, wasm []byte) (_ *plugin, err error) {
+func (h *Host) loadPlugin(ctx context.Context, file string, wasm []byte) (_ *loadedPlugin, err error) {
 	desc, err := h.identify(ctx, file, wasm)
 	if err != nil {
 		return nil, err
@@ -54,7 +54,7 @@ func (h *Host) loadPlugin(ctx context.Context, file string, wasm []byte) (_ *plu
 	if err != nil {
 		return nil, h.explainConflict(ctx, desc, err)
 	}
-	loaded := &plugin{desc: desc, contracts: reg}
+	loaded := &loadedPlugin{desc: desc, contracts: reg}
 	defer func() {
 		if err != nil {
 			h.releaseContracts(ctx, loaded)

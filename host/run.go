@@ -112,7 +112,7 @@ type runState struct {
 }
 
 // startPlugin starts p's pump (batch plugins) and all its slots. Call it holding reloadMu.
-func (h *Host) startPlugin(r *runState, p *plugin) {
+func (h *Host) startPlugin(r *runState, p *loadedPlugin) {
 	h.startPump(r, p)
 	for i := range p.info.Slots {
 		h.startSlot(r, p, i)
@@ -122,7 +122,7 @@ func (h *Host) startPlugin(r *runState, p *plugin) {
 // startPump starts p's Pump (batch plugins) and its parked-task pruning, which end at
 // p.stopPump (once its slots have returned) or when Run's pumps stop. Call it holding
 // reloadMu.
-func (h *Host) startPump(r *runState, p *plugin) {
+func (h *Host) startPump(r *runState, p *loadedPlugin) {
 	ctx, stop := context.WithCancel(r.pumpCtx)
 	p.stopPump = stop
 	if p.desc.Consumes == nil {
@@ -139,7 +139,7 @@ func (h *Host) startPump(r *runState, p *plugin) {
 // tells the end of, and appends it to p.slots. It claims under a child of r.ctx (its
 // stop) and calls its guest under a child of r.hard (its cut), so that Reload can drain
 // it alone. Call it holding reloadMu, after startPump.
-func (h *Host) startSlot(r *runState, p *plugin, i int) *runningSlot {
+func (h *Host) startSlot(r *runState, p *loadedPlugin, i int) *runningSlot {
 	soft, stop := context.WithCancel(r.ctx)
 	hard, cut := context.WithCancel(r.hard)
 	rs := &runningSlot{plugin: p, done: make(chan struct{}), up: make(chan struct{}), stop: stop, cut: cut}
@@ -187,7 +187,7 @@ func (h *Host) stopSlots(slots []*runningSlot, cut func(), abort <-chan struct{}
 // runningSlot is one slot as Run's drain and Reload see it.
 type runningSlot struct {
 	name   string             // immutable
-	plugin *plugin            // immutable
+	plugin *loadedPlugin      // immutable
 	rep    *slotReport        // immutable; nil when it reports to no plane
 	done   chan struct{}      // closed when the slot's Run has returned
 	up     chan struct{}      // closed at its first idle, working or paused event: it has an instance, or needs none
@@ -265,7 +265,7 @@ func (h *Host) abandon(slots []*runningSlot) error {
 
 // slotParams configures slot i of p, whose claims go through pump (batch plugins); rep,
 // when not nil, reports it to the plane.
-func (h *Host) slotParams(p *plugin, i int, pump *slot.Pump, rep *slotReport) slot.Params {
+func (h *Host) slotParams(p *loadedPlugin, i int, pump *slot.Pump, rep *slotReport) slot.Params {
 	name := fmt.Sprintf("%s/%d", p.info.Type, i)
 	queue := ""
 	if p.desc.Consumes != nil {
@@ -325,7 +325,7 @@ func (h *Host) slotParams(p *plugin, i int, pump *slot.Pump, rep *slotReport) sl
 // wrong. It is nil for a plugin that consumes no queue. The schema is compiled once, at
 // load (the registry's); the check costs one decode and one validation of the payload.
 // See RATIONALE.md, "What if a task does not satisfy its consumer's contract?".
-func (h *Host) payloadCheck(p *plugin) func(context.Context, []byte) string {
+func (h *Host) payloadCheck(p *loadedPlugin) func(context.Context, []byte) string {
 	if p.desc.Consumes == nil {
 		return nil
 	}

@@ -87,7 +87,7 @@ func (t *telemetry) dropped() uint64 {
 // reports it then shares and is held behind until that slot hands over. On a nil
 // telemetry, or when Config.NewReporter gives no reporter, it returns nil. Call it
 // holding reloadMu (Run's start and Reload do).
-func (t *telemetry) slot(cfg Config, p *plugin, i int) *slotReport {
+func (t *telemetry) slot(cfg Config, p *loadedPlugin, i int) *slotReport {
 	if t == nil {
 		return nil
 	}
