@@ -76,13 +76,13 @@ type Host struct {
 // loadedPlugin is one loaded plugin: what Plugin describes, with its runtime, its
 // grant as the dispatch core checks it, and its running slots.
 type loadedPlugin struct {
-	info      Plugin         // immutable
-	desc      *abi.Describe  // immutable
-	rt        runtime        // immutable
-	fn        *hostfn.Plugin // immutable pointer
-	export    string         // immutable: the export its slots call (abi.ExportHandle or abi.ExportTick)
-	configID  string         // immutable: configIdentity, what the plane is told of its slots
-	closeHTTP func()         // immutable; may be nil
+	info      Plugin          // immutable
+	desc      *abi.Describe   // immutable
+	rt        runtime         // immutable
+	fn        *hostfn.Grantee // immutable pointer
+	export    string          // immutable: the export its slots call (abi.ExportHandle or abi.ExportTick)
+	configID  string          // immutable: configIdentity, what the plane is told of its slots
+	closeHTTP func()          // immutable; may be nil
 	// contracts are its versions registered on this host, and held are those it holds
 	// fleet-wide: released when a reload replaces or removes it (releaseContracts).
 	contracts *validate.Registration // immutable pointer

@@ -128,12 +128,12 @@ func (h *Host) admit(desc *abi.Describe) (Grant, json.RawMessage, error) {
 // hostFunctions makes the host functions of plugin typ: what its calls may reach (acc),
 // its limits and quotas, its configuration, and its HTTP client with the close of its
 // connections (nil when it is granted no host).
-func hostFunctions(typ string, grant Grant, acc hostfn.Access, config json.RawMessage, gate *httpfn.Gate) (*hostfn.Plugin, func(), error) {
+func hostFunctions(typ string, grant Grant, acc hostfn.Access, config json.RawMessage, gate *httpfn.Gate) (*hostfn.Grantee, func(), error) {
 	http, closeHTTP, err := newHTTP(typ, grant, gate)
 	if err != nil {
 		return nil, nil, fmt.Errorf("Config.Grants[%q]: %w", typ, err)
 	}
-	fn := hostfn.NewPlugin(typ, acc, config, limits(grant), http)
+	fn := hostfn.NewGrantee(typ, acc, config, limits(grant), http)
 	fn.Quota = quota(grant)
 	return fn, closeHTTP, nil
 }
@@ -194,7 +194,7 @@ func (h *Host) probe(ctx context.Context, wasm []byte) (d *abi.Describe, err err
 	// The probe's caps are the defaults, its payload cap 0: it is granted nothing.
 	caps := limits(h.cfg.grantWithDefaults("(probe)", Grant{}))
 	caps.MaxPayload = 0
-	caller := &hostfn.Caller{Plugin: hostfn.NewPlugin("(probe)", hostfn.Access{}, nil, caps, nil), Slot: "probe"}
+	caller := &hostfn.Caller{Plugin: hostfn.NewGrantee("(probe)", hostfn.Access{}, nil, caps, nil), Slot: "probe"}
 	in, err := rt.instantiate(callCtx, "probe", caller, nil)
 	if err != nil {
 		return nil, late(abi.ExportInitialize, err)

@@ -83,7 +83,7 @@ func newGuest(t *testing.T, imports, handle string, pages uint32, config string,
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close(ctx) })
-	plugin := hostfn.NewPlugin("t", hostfn.Access{KV: hostfn.Patterns{"t:*"}}, json.RawMessage(config), hostfn.Limits{
+	plugin := hostfn.NewGrantee("t", hostfn.Access{KV: hostfn.Patterns{"t:*"}}, json.RawMessage(config), hostfn.Limits{
 		MaxPayload: 1024, MaxHostCalls: hostfn.DefaultMaxHostCalls, MaxReply: hostfn.DefaultMaxReply, MaxPoolList: hostfn.DefaultMaxPoolList,
 	}, nil)
 	in, err := rt.Instantiate(ctx, "t/0", &hostfn.Caller{Plugin: plugin, Slot: "t/0"}, out)
