@@ -106,7 +106,7 @@ type Limits struct {
 type Store interface {
 	// Report upserts row (its Seen set to now) and appends its iterations (oldest
 	// first), then drops what l no longer allows, in one step.
-	Report(ctx context.Context, row Instance, its []Iteration, now time.Time, l Limits) error
+	Report(ctx context.Context, row Instance, its []Received, now time.Time, l Limits) error
 	// Instances lists every row kept, with up to iterations of each one's newest
 	// iterations, newest first.
 	Instances(ctx context.Context, iterations int) ([]Instance, error)
@@ -126,13 +126,13 @@ type Instance struct {
 	// Stale says the last report is older than Config.StaleAfter.
 	Stale bool `json:"stale"`
 	// Iterations are its newest iterations, newest first (Instances' count).
-	Iterations []Iteration `json:"iterations"`
+	Iterations []Received `json:"iterations"`
 }
 
-// Iteration is one finished iteration as reported (package wire: the reporter's type,
+// Received is one finished iteration as reported (package wire: the reporter's type,
 // so that what the plane keeps is what the reporter sent), with when the plane received
 // it.
-type Iteration struct {
+type Received struct {
 	wire.Iteration
 	ReceivedAt time.Time `json:"received_at"`
 }
@@ -221,7 +221,7 @@ func (p *Plane) Report(ctx context.Context, project string, body []byte) error {
 		}
 	}
 	now := p.now()
-	its := make([]Iteration, len(w.Iterations))
+	its := make([]Received, len(w.Iterations))
 	for i, wi := range w.Iterations {
 		it := &its[i]
 		it.Iteration, it.ReceivedAt = wi, now
@@ -271,7 +271,7 @@ func (p *Plane) Instances(ctx context.Context, iterations int) ([]Instance, erro
 	for i := range rows {
 		rows[i].Stale = now.Sub(rows[i].Seen) > p.cfg.StaleAfter
 		if rows[i].Iterations == nil {
-			rows[i].Iterations = []Iteration{}
+			rows[i].Iterations = []Received{}
 		}
 	}
 	sortInstances(rows)
