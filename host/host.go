@@ -92,7 +92,7 @@ type loadedPlugin struct {
 	pump     *slot.Pump         // guarded by Host.reloadMu: its slots' claims and acks (batch)
 	stopPump context.CancelFunc // guarded by Host.reloadMu: ends its pump; nil before its slots start
 
-	pause     pauses       // who holds it paused: Pause (local) and the fleet's desired state
+	pause     pauses       // who paused it: Pause (local) and the fleet's desired state
 	gen       atomic.Int64 // instance generations, for unique module names
 	abandoned atomic.Bool  // Run's drain abandoned a slot of it: its runtime stays open
 }
@@ -121,9 +121,9 @@ type Plugin struct {
 	// each pool and queue it declares with the roles it was granted (by Config.Grants,
 	// or Config.GrantDeclared).
 	Grant Grant
-	// Paused is whether a pause holds the type, when Plugins was called; Pauses are
-	// those that hold it: the fleet's (PauseFleet, PauseQueue) first, then this host's
-	// (Pause). Its slots claim again once none does.
+	// Paused is whether a pause is in force on the type, when Plugins was called;
+	// Pauses are those in force: the fleet's (PauseFleet, PauseQueue) first, then this
+	// host's (Pause). Its slots claim again once none is.
 	Paused bool
 	Pauses []Pause
 }

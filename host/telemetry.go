@@ -25,7 +25,7 @@ import (
 //
 // A reload's roll-over runs two slots of one index at once, the old version's and the
 // new one's: one instance of the plane, one reporter, two identities. The new slot's
-// reports are held (only its latest state kept) until the old slot has stopped and
+// reports wait behind (only its latest state kept) until the old slot has stopped and
 // handed over (its last records, under its own identity), so that the plane sees the
 // instance's reports under the old identity, then under the new one, never interleaved,
 // and no stopping between. See RATIONALE.md, "What does the plane see of a reload?".
@@ -84,7 +84,7 @@ func (t *telemetry) dropped() uint64 {
 
 // slot makes the report state of slot i of p: the reporter of its instance, made for it
 // unless a slot of that instance is running (the old version's, in a roll-over), whose
-// reports it then shares and is held behind until that slot hands over. On a nil
+// reports it then shares and waits behind until that slot hands over. On a nil
 // telemetry, or when Config.NewReporter gives no reporter, it returns nil. Call it
 // holding reloadMu (Run's start and Reload do).
 func (t *telemetry) slot(cfg Config, p *loadedPlugin, i int) *slotReport {
@@ -95,7 +95,7 @@ func (t *telemetry) slot(cfg Config, p *loadedPlugin, i int) *slotReport {
 	t.mu.Lock()
 	rep := t.byName[inst]
 	t.mu.Unlock()
-	held := rep != nil
+	behind := rep != nil
 	if rep == nil {
 		if rep = t.open(); rep == nil {
 			return nil
@@ -113,7 +113,7 @@ func (t *telemetry) slot(cfg Config, p *loadedPlugin, i int) *slotReport {
 		loop:     p.desc.Mode == abi.ModeLoop,
 		phases:   []string{p.export},
 		sessions: []reporter.Session{{Phase: p.export, Harness: harness}},
-		held:     held,
+		behind:   behind,
 	}
 	t.mu.Lock()
 	t.byName[inst] = rep
@@ -125,8 +125,8 @@ func (t *telemetry) slot(cfg Config, p *loadedPlugin, i int) *slotReport {
 // retire ends the reports of slots that Reload stopped (nil entries, slots without a
 // reporter, are skipped). A slot whose instance goes on (a slot of the same index runs:
 // the new version's in a roll-over, or the old one's again after a rollback) hands over
-// to it: it sends its last records under its own identity and releases the held
-// reports of its successor. The others close their reporters, each with its slot's
+// to it: it sends its last records under its own identity and resumes the reports
+// of its successor, which waited behind it. The others close their reporters, each with its slot's
 // stopping beacon, at once, as stop does at the end of Run.
 func (t *telemetry) retire(slots []*slotReport) {
 	if t == nil {
@@ -151,7 +151,7 @@ func (t *telemetry) retire(slots []*slotReport) {
 	t.mu.Unlock()
 	for s, succ := range next {
 		s.handOver()
-		succ.release()
+		succ.resume()
 	}
 	closeReports(closing)
 }
@@ -225,10 +225,10 @@ type slotReport struct {
 
 	mu      sync.Mutex
 	pending []reporter.Iteration // guarded by mu
-	// held is set while another version's slot of the same instance reports: this
-	// slot's state waits in last, and goes out at release.
-	held bool            // guarded by mu
-	last *reporter.State // guarded by mu
+	// behind is set while another version's slot of the same instance reports: this
+	// slot's state waits in last, and goes out at resume.
+	behind bool            // guarded by mu
+	last   *reporter.State // guarded by mu
 }
 
 // observe maps one slot event to what the plane is told, in the plane's word for the
@@ -266,10 +266,10 @@ func (s *slotReport) observe(e slotstate.Event) {
 }
 
 // send reports state with the iterations finished since the last report, or keeps it
-// for release while the slot is held. Send never blocks: on a full queue the report (and
+// for resume while the slot is behind. Send never blocks: on a full queue the report (and
 // its records) is dropped and counted. Call it holding s.mu.
 func (s *slotReport) send(state reporter.State) {
-	if s.held {
+	if s.behind {
 		s.last = &state
 		return
 	}
@@ -277,11 +277,12 @@ func (s *slotReport) send(state reporter.State) {
 	s.pending = nil
 }
 
-// release ends the hold: the slot's latest state goes out, with its records.
-func (s *slotReport) release() {
+// resume ends the wait behind another version's slot: the slot's latest state goes
+// out, with its records.
+func (s *slotReport) resume() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.held = false
+	s.behind = false
 	if s.last != nil {
 		s.send(*s.last)
 		s.last = nil
@@ -290,11 +291,11 @@ func (s *slotReport) release() {
 
 // handOver is a stopped slot's last report when its instance goes on under another
 // version: draining, with the records it has not reported, under its own identity. A
-// slot still held, which the plane has not heard of, says nothing unless it has records.
+// slot still behind, which the plane has not heard of, says nothing unless it has records.
 func (s *slotReport) handOver() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.held && len(s.pending) == 0 {
+	if s.behind && len(s.pending) == 0 {
 		return
 	}
 	s.rep.Send(reporter.Report{Identity: s.id, State: reporter.State{Kind: slotstate.Draining.Plane()}, Iterations: s.pending})
