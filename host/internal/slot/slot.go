@@ -65,7 +65,7 @@ type Params struct {
 	// at once.
 	Backoff primitives.Backoff
 	// HandBackAlert is how many hand-backs of one task are normal: past it, each further
-	// one is logged and said by Iteration.OverAlert. Optional: 0 alerts on none.
+	// one is logged and said by its iteration's OverAlert. Optional: 0 alerts on none.
 	HandBackAlert int
 	// BackoffMin and BackoffMax bound the wait before a fresh instance after repeated
 	// deaths: BackoffMin after the first, doubling, reset by any iteration that does not
