@@ -6,8 +6,9 @@ import "time"
 // slot emits it (host/internal/slot), and the host hands it as it is to the plane's
 // reporter and to Config.Observe, through which the daemon's metrics, slot table and
 // fleet tally hear it. The plane's report is the one other shape, made from it once
-// (host/telemetry.go). An observer must not block, and must not keep Iteration past
-// the call unless it copies it.
+// (host/telemetry.go). An observer must not block; it may keep the event's Iteration,
+// which is made fresh for each iteration, but never change it: every observer reads
+// the same one.
 type Event struct {
 	Plugin string // the automation type
 	Slot   string // the slot's name, "<type>/<index>"
