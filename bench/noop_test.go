@@ -20,6 +20,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/fleetview"
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
@@ -144,14 +145,14 @@ func runFleet(b *testing.B, srv *testutil.Redis, wasm, queue string, n, slots in
 		// Both no-op plugins are of the type their queue is named after.
 		Grants: map[string]host.Grant{queue: {Queues: map[string][]string{queue: {"consume"}}}},
 		Logger: slog.New(slog.DiscardHandler),
-		Observe: func(e host.SlotEvent) {
+		Observe: func(e slotstate.Event) {
 			if health {
 				counter.Observe(e)
 			}
 			if e.Kind != "finished" {
 				return
 			}
-			if e.Outcome != "done" {
+			if e.Iteration.Outcome != "done" {
 				other.Add(1)
 			}
 			if done.Add(1) == int64(n) {

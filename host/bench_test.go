@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/memory"
 )
@@ -39,7 +40,7 @@ func BenchmarkThroughput(b *testing.B) {
 					PollInterval: time.Millisecond, Logger: discardLogger(),
 					Grants: map[string]host.Grant{"done": consumer("done-q"), "goguest": consumer(goQueue),
 						"noop": consumer("noop"), "counter": consumer("count")},
-					Observe: func(e host.SlotEvent) {
+					Observe: func(e slotstate.Event) {
 						if e.Kind == "finished" {
 							done.Add(1)
 						}

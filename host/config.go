@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/reporter"
 	"go.opentelemetry.io/otel/trace"
@@ -168,11 +169,11 @@ type Config struct {
 	// default: none
 	Configs map[string]json.RawMessage
 
-	// Observe, when set, is called on every step of every slot's life (SlotEvent.Kind)
+	// Observe, when set, is called on every step of every slot's life (the event's Kind)
 	// from the slot's goroutine. It is for telemetry and metrics: it must return quickly
 	// and must not block.
 	// default: nil (nothing observes)
-	Observe func(SlotEvent)
+	Observe func(slotstate.Event)
 
 	// NewReporter makes the reporters of the plane: the host calls it once per slot, as
 	// Run starts the slot, and each slot reports through its own reporter as one instance

@@ -20,7 +20,7 @@ const (
 	ScopeLocal = "local"
 )
 
-// Pause is one pause that holds a type, as Plugin.Pauses lists it.
+// Pause is one pause in force on a type, as Plugin.Pauses lists it.
 type Pause struct {
 	Scope string    `json:"scope"` // ScopeFleet or ScopeLocal
 	By    string    `json:"by"`    // the instance (Config.Instance) of the host the operator asked
@@ -30,7 +30,7 @@ type Pause struct {
 	Queue string `json:"queue,omitempty"`
 }
 
-// pauses is a plugin's two pause layers; paused is true while either holds.
+// pauses is a plugin's two pause layers; paused is true while either is in force.
 type pauses struct {
 	local atomic.Pointer[Pause] // nil: not paused here
 	fleet atomic.Pointer[Pause] // nil: the fleet's desired state does not pause it
@@ -39,7 +39,7 @@ type pauses struct {
 // paused is the slots' check, on every poll: two atomic loads.
 func (ps *pauses) paused() bool { return ps.local.Load() != nil || ps.fleet.Load() != nil }
 
-// list is the pauses that hold, the fleet's first.
+// list is the pauses in force, the fleet's first.
 func (ps *pauses) list() []Pause {
 	var out []Pause
 	for _, p := range []*Pause{ps.fleet.Load(), ps.local.Load()} {
@@ -169,7 +169,7 @@ func (h *Host) applyDesired(s desired.State) {
 // applied. A reload calls it before p's slots start, so that none claims under a pause,
 // and setPlugin again as p joins the loaded set, which the next applyDesired reaches.
 // Call it holding pmu.
-func (h *Host) inheritPauses(p, old *plugin) {
+func (h *Host) inheritPauses(p, old *loadedPlugin) {
 	if old != nil {
 		p.pause.local.Store(old.pause.local.Load())
 	}
@@ -178,8 +178,8 @@ func (h *Host) inheritPauses(p, old *plugin) {
 	}
 }
 
-// fleetPause is the pause s holds p by, or nil.
-func fleetPause(s desired.State, p *plugin) *Pause {
+// fleetPause is the pause of s in force on p, or nil.
+func fleetPause(s desired.State, p *loadedPlugin) *Pause {
 	queue := ""
 	if p.desc.Consumes != nil {
 		queue = p.desc.Consumes.Name

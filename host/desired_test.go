@@ -65,7 +65,7 @@ func TestPauseFleet(t *testing.T) {
 	if time.Since(asked) > 2*time.Second {
 		t.Errorf("the pause took %v to reach both hosts, want under 2s", time.Since(asked))
 	}
-	// A local resume is the local layer's: the fleet's pause holds.
+	// A local resume is the local layer's: the fleet's pause stays in force.
 	if err := h1.Resume("p"); err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestPauseFleet(t *testing.T) {
 	})
 }
 
-// TestPauseQueue: a queue's pause holds every type consuming it, fleet-wide or on its
+// TestPauseQueue: a queue's pause is in force on every type consuming it, fleet-wide or on its
 // host alone, and says the queue; a local and a fleet pause are two layers.
 func TestPauseQueue(t *testing.T) {
 	testutil.CheckGoroutines(t)

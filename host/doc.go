@@ -20,7 +20,7 @@
 //   - Act for an operator or a client (the HTTP API): Host.Submit and SubmitUnique
 //     (WithSubmitKey; ErrKeyReused, ErrQueueFull, a PayloadError of Violations), and
 //     Host.Pause, PauseFleet and PauseQueue (Pause, ScopeFleet, ScopeLocal; ErrNotHere).
-//   - Watch it: Host.Plugins (Plugin), Config.Observe (SlotEvent), Host.ObserveHostCalls
+//   - Watch it: Host.Plugins (Plugin), Config.Observe (slotstate.Event), Host.ObserveHostCalls
 //     (HostCall), Host.PluginMetrics (PluginMetric).
 //   - Keep the schedules' names apart from plugins': SchedulesNamespace,
 //     ScheduleUniquePrefix.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 )
@@ -60,7 +61,7 @@ func TestGoGuestCounter(t *testing.T) {
 func TestGoGuestRecovers(t *testing.T) {
 	// Only the spin must meet its deadline; the others get one long enough that a loaded
 	// machine under -race still reaches the memory limit or the panic first.
-	for op, death := range map[string]string{"spin": "deadline", "panic": "trap", "hog": "memory"} {
+	for op, death := range map[string]slotstate.Death{"spin": "deadline", "panic": "trap", "hog": "memory"} {
 		t.Run(op, func(t *testing.T) {
 			r := newRig(t)
 			r.goGuest()

@@ -9,7 +9,7 @@ import (
 )
 
 // guestLog is where a guest's stdout and stderr go: one log line per line written (cut at
-// maxGuestLine), rate-limited per plugin (the Plugin's Output limiter, shared by its
+// maxGuestLine), rate-limited per plugin (the Grantee's Output limiter, shared by its
 // slots). A Go guest's panic message and stack arrive here.
 type guestLog struct {
 	log   *slog.Logger    // immutable

@@ -191,23 +191,29 @@ func wantRefusal(t *testing.T, err error, want ...string) {
 // events records what slots report.
 type events struct {
 	mu  sync.Mutex
-	all []host.SlotEvent
+	all []slotstate.Event
 }
 
-func (e *events) observe(ev host.SlotEvent) {
+func (e *events) observe(ev slotstate.Event) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.all = append(e.all, ev)
 }
 
+// ended is one finished iteration, with the slot that ran it.
+type ended struct {
+	Slot string
+	slotstate.Iteration
+}
+
 // finished returns the finished iterations so far.
-func (e *events) finished() []host.SlotEvent {
+func (e *events) finished() []ended {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var out []host.SlotEvent
+	var out []ended
 	for _, ev := range e.all {
-		if ev.Kind == "finished" {
-			out = append(out, ev)
+		if ev.Kind == slotstate.Finished {
+			out = append(out, ended{Slot: ev.Slot, Iteration: *ev.Iteration})
 		}
 	}
 	return out

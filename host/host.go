@@ -42,10 +42,10 @@ type Host struct {
 
 	// pmu guards the loaded set, which Reload changes while Run runs.
 	pmu     sync.RWMutex
-	plugins []*plugin          // guarded by pmu: sorted by type
-	byType  map[string]*plugin // guarded by pmu
-	refused map[string]refusal // guarded by pmu: by file, the last build Reload refused
-	desired *desired.State     // guarded by pmu: the fleet's desired state last applied; nil before the first
+	plugins []*loadedPlugin          // guarded by pmu: sorted by type
+	byType  map[string]*loadedPlugin // guarded by pmu
+	refused map[string]refusal       // guarded by pmu: by file, the last build Reload refused
+	desired *desired.State           // guarded by pmu: the fleet's desired state last applied; nil before the first
 
 	// reloadMu serialises Reload, and Run's drain after it: a reload runs to its end
 	// before the drain takes the slots.
@@ -61,9 +61,9 @@ type Host struct {
 	drained   bool                       // guarded by reloadMu: Run has begun its drain
 	// lingering are versions out of the loaded set whose slots had not all stopped when
 	// Run's drain began: the drain stops them, and Close unloads them.
-	lingering      []*plugin    // guarded by reloadMu
-	reloadFailures atomic.Int64 // builds Reload refused
-	abandonedAny   atomic.Bool  // a slot was abandoned: the compilation cache stays open
+	lingering      []*loadedPlugin // guarded by reloadMu
+	reloadFailures atomic.Int64    // builds Reload refused
+	abandonedAny   atomic.Bool     // a slot was abandoned: the compilation cache stays open
 
 	// wrapGuest, when set (by the tests, before Run: export_test.go), wraps every slot's
 	// instance: the drain's tests make calls that no deadline can stop with it.
@@ -74,15 +74,16 @@ type Host struct {
 	closed  bool // guarded by mu
 }
 
-// plugin is one loaded plugin.
-type plugin struct {
-	info      Plugin         // immutable
-	desc      *abi.Describe  // immutable
-	rt        runtime        // immutable
-	fn        *hostfn.Plugin // immutable pointer
-	export    string         // immutable: the export its slots call (abi.ExportHandle or abi.ExportTick)
-	configID  string         // immutable: configIdentity, what the plane is told of its slots
-	closeHTTP func()         // immutable; may be nil
+// loadedPlugin is one loaded plugin: what Plugin describes, with its runtime, its
+// grant as the dispatch core checks it, and its running slots.
+type loadedPlugin struct {
+	info      Plugin          // immutable
+	desc      *abi.Describe   // immutable
+	rt        runtime         // immutable
+	fn        *hostfn.Grantee // immutable pointer
+	export    string          // immutable: the export its slots call (abi.ExportHandle or abi.ExportTick)
+	configID  string          // immutable: configIdentity, what the plane is told of its slots
+	closeHTTP func()          // immutable; may be nil
 	// contracts are its versions registered on this host, and held are those it holds
 	// fleet-wide: released when a reload replaces or removes it (releaseContracts).
 	contracts *validate.Registration // immutable pointer
@@ -92,7 +93,7 @@ type plugin struct {
 	pump     *slot.Pump         // guarded by Host.reloadMu: its slots' claims and acks (batch)
 	stopPump context.CancelFunc // guarded by Host.reloadMu: ends its pump; nil before its slots start
 
-	pause     pauses       // who holds it paused: Pause (local) and the fleet's desired state
+	pause     pauses       // who paused it: Pause (local) and the fleet's desired state
 	gen       atomic.Int64 // instance generations, for unique module names
 	abandoned atomic.Bool  // Run's drain abandoned a slot of it: its runtime stays open
 }
@@ -121,9 +122,9 @@ type Plugin struct {
 	// each pool and queue it declares with the roles it was granted (by Config.Grants,
 	// or Config.GrantDeclared).
 	Grant Grant
-	// Paused is whether a pause holds the type, when Plugins was called; Pauses are
-	// those that hold it: the fleet's (PauseFleet, PauseQueue) first, then this host's
-	// (Pause). Its slots claim again once none does.
+	// Paused is whether a pause is in force on the type, when Plugins was called;
+	// Pauses are those in force: the fleet's (PauseFleet, PauseQueue) first, then this
+	// host's (Pause). Its slots claim again once none is.
 	Paused bool
 	Pauses []Pause
 }
@@ -148,7 +149,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	h := &Host{cfg: cfg, contracts: validate.NewRegistry(contracts.Compatible), byType: map[string]*plugin{}, refused: map[string]refusal{}, tel: newTelemetry(cfg),
+	h := &Host{cfg: cfg, contracts: validate.NewRegistry(contracts.Compatible), byType: map[string]*loadedPlugin{}, refused: map[string]refusal{}, tel: newTelemetry(cfg),
 		held: contracts.NewHolds(cfg.Instance), grants: cfg.Grants, configs: cfg.Configs,
 		gate: httpfn.NewGate(cfg.Backend, cfg.Egress)}
 	if err := h.loadAll(ctx); err != nil {
@@ -223,11 +224,11 @@ func (h *Host) warnUnknownTypes() {
 }
 
 // setPlugin puts p in the loaded set in place of old (nil: p is new), sorted by type.
-func (h *Host) setPlugin(p, old *plugin) {
+func (h *Host) setPlugin(p, old *loadedPlugin) {
 	h.pmu.Lock()
 	defer h.pmu.Unlock()
 	if old != nil {
-		h.plugins = slices.DeleteFunc(h.plugins, func(q *plugin) bool { return q == old })
+		h.plugins = slices.DeleteFunc(h.plugins, func(q *loadedPlugin) bool { return q == old })
 		delete(h.byType, old.info.Type)
 	}
 	if p != nil {
@@ -239,14 +240,14 @@ func (h *Host) setPlugin(p, old *plugin) {
 }
 
 // loaded returns the loaded set, sorted by type: a snapshot the caller may keep.
-func (h *Host) loaded() []*plugin {
+func (h *Host) loaded() []*loadedPlugin {
 	h.pmu.RLock()
 	defer h.pmu.RUnlock()
 	return slices.Clone(h.plugins)
 }
 
 // pluginOf returns the loaded plugin of typ, or nil.
-func (h *Host) pluginOf(typ string) *plugin {
+func (h *Host) pluginOf(typ string) *loadedPlugin {
 	h.pmu.RLock()
 	defer h.pmu.RUnlock()
 	return h.byType[typ]
@@ -313,7 +314,7 @@ func (h *Host) Close() error {
 
 // unload closes p's runtime, unless a slot of it was abandoned mid-call (its code may
 // still run), and its HTTP connections. Its slots must have returned or been abandoned.
-func (h *Host) unload(p *plugin) error {
+func (h *Host) unload(p *loadedPlugin) error {
 	if p.closeHTTP != nil {
 		p.closeHTTP()
 	}

@@ -48,7 +48,7 @@ func wasmFiles(dir string) ([]string, error) {
 }
 
 // load compiles, probes and registers wasm, read from file. Every error names the file.
-func (h *Host) load(ctx context.Context, file string, wasm []byte) (*plugin, error) {
+func (h *Host) load(ctx context.Context, file string, wasm []byte) (*loadedPlugin, error) {
 	p, err := h.loadPlugin(ctx, file, wasm)
 	if err != nil {
 		return nil, fmt.Errorf("host: plugin %s: %w", filepath.Base(file), err)
@@ -56,7 +56,7 @@ func (h *Host) load(ctx context.Context, file string, wasm []byte) (*plugin, err
 	return p, nil
 }
 
-func (h *Host) loadPlugin(ctx context.Context, file string, wasm []byte) (_ *plugin, err error) {
+func (h *Host) loadPlugin(ctx context.Context, file string, wasm []byte) (_ *loadedPlugin, err error) {
 	desc, err := h.identify(ctx, file, wasm)
 	if err != nil {
 		return nil, err
@@ -73,7 +73,7 @@ func (h *Host) loadPlugin(ctx context.Context, file string, wasm []byte) (_ *plu
 	if err != nil {
 		return nil, contracts.Explain(ctx, h.cfg.Backend, desc, err, h.versionOf)
 	}
-	loaded := &plugin{desc: desc, contracts: reg}
+	loaded := &loadedPlugin{desc: desc, contracts: reg}
 	defer func() {
 		if err != nil {
 			h.releaseContracts(ctx, loaded)
@@ -115,7 +115,7 @@ func (h *Host) loadPlugin(ctx context.Context, file string, wasm []byte) (_ *plu
 // it for a version it replaced or removed, and a load for the build it refused; Close
 // does not, as a clean stop does not let go of what the queue may still hold
 // (RATIONALE.md, "When may a contract change?").
-func (h *Host) releaseContracts(ctx context.Context, p *plugin) {
+func (h *Host) releaseContracts(ctx context.Context, p *loadedPlugin) {
 	p.contracts.Release()
 	if err := h.held.Release(context.WithoutCancel(ctx), h.cfg.Backend, p.held); err != nil {
 		h.cfg.Logger.Warn("host: contract holds not let go; they lapse after contracts.TTL", "type", p.desc.Type, "err", err)
@@ -167,12 +167,12 @@ func (h *Host) admit(desc *abi.Describe) (Grant, json.RawMessage, error) {
 // hostFunctions makes the host functions of plugin typ: what its calls may reach (acc),
 // its limits and quotas, its configuration, and its HTTP client with the close of its
 // connections (nil when it is granted no host).
-func hostFunctions(typ string, grant Grant, acc hostfn.Access, config json.RawMessage, gate *httpfn.Gate) (*hostfn.Plugin, func(), error) {
+func hostFunctions(typ string, grant Grant, acc hostfn.Access, config json.RawMessage, gate *httpfn.Gate) (*hostfn.Grantee, func(), error) {
 	http, closeHTTP, err := newHTTP(typ, grant, gate)
 	if err != nil {
 		return nil, nil, fmt.Errorf("Config.Grants[%q]: %w", typ, err)
 	}
-	fn := hostfn.NewPlugin(typ, acc, config, limits(grant), http)
+	fn := hostfn.NewGrantee(typ, acc, config, limits(grant), http)
 	fn.Quota = quota(grant)
 	return fn, closeHTTP, nil
 }
@@ -233,7 +233,7 @@ func (h *Host) probe(ctx context.Context, wasm []byte) (d *abi.Describe, err err
 	// The probe's caps are the defaults, its payload cap 0: it is granted nothing.
 	caps := limits(h.cfg.grantWithDefaults("(probe)", Grant{}))
 	caps.MaxPayload = 0
-	caller := &hostfn.Caller{Plugin: hostfn.NewPlugin("(probe)", hostfn.Access{}, nil, caps, nil), Slot: "probe"}
+	caller := &hostfn.Caller{Plugin: hostfn.NewGrantee("(probe)", hostfn.Access{}, nil, caps, nil), Slot: "probe"}
 	in, err := rt.instantiate(callCtx, "probe", caller, nil)
 	if err != nil {
 		return nil, late(abi.ExportInitialize, err)

@@ -104,7 +104,7 @@ func (h *Host) reload(ctx context.Context) error {
 		h.cfg.Logger.Error("host: reload refused: the plugins folder does not read; the running versions keep running", "err", err)
 		return err
 	}
-	current := map[string]*plugin{}
+	current := map[string]*loadedPlugin{}
 	for _, p := range h.loaded() {
 		current[p.info.File] = p
 	}
@@ -142,7 +142,7 @@ func (h *Host) ReloadErrors() map[string]string {
 // reloadFile loads file in place of old (nil: the file is new), unless it holds old's
 // bytes under old's grant and configuration, or bytes already refused under the grants in
 // force.
-func (h *Host) reloadFile(ctx context.Context, r *runState, file string, old *plugin) error {
+func (h *Host) reloadFile(ctx context.Context, r *runState, file string, old *loadedPlugin) error {
 	wasm, err := os.ReadFile(file)
 	if err != nil {
 		return h.refuse(file, "", fmt.Errorf("host: plugin %s: %w", filepath.Base(file), err))
@@ -194,7 +194,7 @@ func (h *Host) reloadFile(ctx context.Context, r *runState, file string, old *pl
 // loaded plugin, otherwise than it runs: its config identity under them differs, or they
 // no longer admit it (the load that follows refuses it, saying why). Call it holding
 // reloadMu.
-func (h *Host) settingsChanged(old *plugin) bool {
+func (h *Host) settingsChanged(old *loadedPlugin) bool {
 	typ := old.info.Type
 	g := resolveGrant(old.desc, h.cfg.grantWithDefaults(typ, h.grants[typ]), h.cfg.GrantDeclared)
 	conf, err := checkConfig(old.desc, h.configs[typ])
@@ -230,7 +230,7 @@ func (h *Host) setRefusal(file string, f *refusal) {
 // within twice its call timeout (the bound of its first instance) rolls back: old's
 // slots start again in place of p's, which drain, and p unloads. Before Run (r nil) p
 // only takes old's place. Call it holding reloadMu.
-func (h *Host) replace(r *runState, old, p *plugin) error {
+func (h *Host) replace(r *runState, old, p *loadedPlugin) error {
 	if r == nil {
 		h.setPlugin(p, old)
 		h.unloadStopped(old)
@@ -263,7 +263,7 @@ func (h *Host) replace(r *runState, old, p *plugin) error {
 // rollBack undoes a replace of old by p that failed after replacing old's first
 // replaced slots (old.slots holds those still running): those start again, p's slots
 // drain, and p unloads.
-func (h *Host) rollBack(r *runState, old, p *plugin, replaced int) {
+func (h *Host) rollBack(r *runState, old, p *loadedPlugin, replaced int) {
 	kept := old.slots
 	old.slots = nil
 	for i := range replaced {
@@ -280,7 +280,7 @@ func (h *Host) rollBack(r *runState, old, p *plugin, replaced int) {
 
 // unloadStopped stops p's pump, lets go of its contracts and unloads p, whose slots
 // have all stopped.
-func (h *Host) unloadStopped(p *plugin) {
+func (h *Host) unloadStopped(p *loadedPlugin) {
 	if p.stopPump != nil { // nil before Run
 		p.stopPump()
 	}
@@ -303,7 +303,7 @@ func (h *Host) awaitUp(rs *runningSlot, d time.Duration) error {
 }
 
 // remove drains p's slots and unloads it: its file is gone. Call it holding reloadMu.
-func (h *Host) remove(r *runState, p *plugin) {
+func (h *Host) remove(r *runState, p *loadedPlugin) {
 	h.setPlugin(nil, p)
 	h.setRefusal(p.info.File, nil)
 	if !h.retire(r, p.slots) {

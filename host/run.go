@@ -14,48 +14,6 @@ import (
 	"github.com/fleethost/fleet/host/slotstate"
 )
 
-// SlotEvent is one step of a slot's life, handed to Config.Observe for telemetry.
-type SlotEvent struct {
-	Plugin string // the automation type
-	Slot   string // the slot's name, "<type>/<index>"
-	// ConfigIdentity is the config identity of the slot's version, the one its reports
-	// to the plane carry: while a reload rolls a type over, the old and the new slot of
-	// one index share Slot and differ by it.
-	ConfigIdentity string
-	// Kind is the state the slot enters (slotstate.Idle, Working on iteration N and
-	// TaskID in Phase, Paused, Draining, or Stopped, its last event) or
-	// slotstate.Finished: an iteration ended, and the fields below are set.
-	Kind   slotstate.State
-	N      int    // the slot's 1-based iteration number
-	TaskID string // the task being worked, when one was claimed
-	Phase  slotstate.Phase
-
-	// For slotstate.Finished:
-	Phases  []slotstate.Phase // the phases run, in order
-	Outcome slotstate.Outcome // the host's outcome (slotstate.Outcome.Settle)
-	Reason  string            // why the task went back or the instance died
-	// Death is why the instance died, when it did, from the error's type (never its
-	// text): "deadline", "drain" (cut at the drain deadline), "memory", "stack" (past the
-	// stack limit), "trap", "exit" (proc_exit), "bad_result" (a malformed result),
-	// "host_panic" or "lease" (cut: its task's lease was lost or could not be renewed);
-	// "" otherwise.
-	Death    string
-	Duration time.Duration // the iteration's wall time
-	// Backoff is how long the task waits before its next attempt when the iteration
-	// handed it back with a delay (a fail's backoff, a retry's retry_after), or a loop
-	// plugin's wait before its next tick after a retry or a fail; 0 otherwise.
-	Backoff time.Duration
-	// Parked is true when the iteration parked its task, whatever Outcome says (a death
-	// that spends the last attempt is slotstate.Died); ParkedByPlugin when the plugin
-	// parked it (fleet.Park) rather than its attempts running out.
-	Parked, ParkedByPlugin bool
-	// HandBacks is the task's count of hand-backs once this iteration handed it back
-	// with its attempt refunded (a retry, a drain's cut), 0 when it did not; OverAlert
-	// says the count is past the plugin's hand_back_alert (Grant.HandBackAlert).
-	HandBacks int
-	OverAlert bool
-}
-
 // ErrDrainIncomplete is Run's error when its drain abandoned a slot: a guest call that did
 // not end AbandonMargin after the drain cut it. The slot's task comes back to its queue
 // when its lease expires. errors.Is finds it in Run's error, which names the slots. A
@@ -154,7 +112,7 @@ type runState struct {
 }
 
 // startPlugin starts p's pump (batch plugins) and all its slots. Call it holding reloadMu.
-func (h *Host) startPlugin(r *runState, p *plugin) {
+func (h *Host) startPlugin(r *runState, p *loadedPlugin) {
 	h.startPump(r, p)
 	for i := range p.info.Slots {
 		h.startSlot(r, p, i)
@@ -164,7 +122,7 @@ func (h *Host) startPlugin(r *runState, p *plugin) {
 // startPump starts p's Pump (batch plugins) and its parked-task pruning, which end at
 // p.stopPump (once its slots have returned) or when Run's pumps stop. Call it holding
 // reloadMu.
-func (h *Host) startPump(r *runState, p *plugin) {
+func (h *Host) startPump(r *runState, p *loadedPlugin) {
 	ctx, stop := context.WithCancel(r.pumpCtx)
 	p.stopPump = stop
 	if p.desc.Consumes == nil {
@@ -181,7 +139,7 @@ func (h *Host) startPump(r *runState, p *plugin) {
 // tells the end of, and appends it to p.slots. It claims under a child of r.ctx (its
 // stop) and calls its guest under a child of r.hard (its cut), so that Reload can drain
 // it alone. Call it holding reloadMu, after startPump.
-func (h *Host) startSlot(r *runState, p *plugin, i int) *runningSlot {
+func (h *Host) startSlot(r *runState, p *loadedPlugin, i int) *runningSlot {
 	soft, stop := context.WithCancel(r.ctx)
 	hard, cut := context.WithCancel(r.hard)
 	rs := &runningSlot{plugin: p, done: make(chan struct{}), up: make(chan struct{}), stop: stop, cut: cut}
@@ -229,7 +187,7 @@ func (h *Host) stopSlots(slots []*runningSlot, cut func(), abort <-chan struct{}
 // runningSlot is one slot as Run's drain and Reload see it.
 type runningSlot struct {
 	name   string             // immutable
-	plugin *plugin            // immutable
+	plugin *loadedPlugin      // immutable
 	rep    *slotReport        // immutable; nil when it reports to no plane
 	done   chan struct{}      // closed when the slot's Run has returned
 	up     chan struct{}      // closed at its first idle, working or paused event: it has an instance, or needs none
@@ -245,8 +203,8 @@ type runningSlot struct {
 // observer wraps the slot's event path: it keeps the task being worked, for the log of an
 // abandonment, and drops every event after one, so that the slot's reporter and
 // Config.Observe, which Run hands over to their last reports, never hear from it again.
-func (rs *runningSlot) observer(next func(slot.Event)) func(slot.Event) {
-	return func(e slot.Event) {
+func (rs *runningSlot) observer(next func(slotstate.Event)) func(slotstate.Event) {
+	return func(e slotstate.Event) {
 		rs.mu.Lock()
 		defer rs.mu.Unlock()
 		if rs.abandoned {
@@ -307,41 +265,39 @@ func (h *Host) abandon(slots []*runningSlot) error {
 
 // slotParams configures slot i of p, whose claims go through pump (batch plugins); rep,
 // when not nil, reports it to the plane.
-func (h *Host) slotParams(p *plugin, i int, pump *slot.Pump, rep *slotReport) slot.Params {
+func (h *Host) slotParams(p *loadedPlugin, i int, pump *slot.Pump, rep *slotReport) slot.Params {
 	name := fmt.Sprintf("%s/%d", p.info.Type, i)
 	queue := ""
 	if p.desc.Consumes != nil {
 		queue = p.desc.Consumes.Name
 	}
 	// One event path: the reporter and Config.Observe see the same events.
-	var report, observe func(slot.Event)
+	var report func(slotstate.Event)
 	if rep != nil {
 		report = rep.observe
 	}
-	if h.cfg.Observe != nil {
-		observe = func(e slot.Event) { h.cfg.Observe(slotEvent(p, e)) }
-	}
 	out := newGuestLog(h.cfg.Logger, p.info.Type, name, p.fn.Output)
 	return slot.Params{
-		Name:        name,
-		Mode:        p.desc.Mode,
-		Queue:       queue,
-		Backend:     h.cfg.Backend,
-		Pump:        pump,
-		MaxAttempts: h.cfg.MaxAttempts,
-		Poll:        h.cfg.PollInterval,
-		CallTimeout: p.info.Grant.CallTimeout,
-		RetryDelay:  h.cfg.RetryDelay,
-		Backoff:     p.info.Grant.backoff(),
+		Name:           name,
+		Automation:     p.info.Type,
+		ConfigIdentity: p.configID,
+		Mode:           p.desc.Mode,
+		Queue:          queue,
+		Backend:        h.cfg.Backend,
+		Pump:           pump,
+		MaxAttempts:    h.cfg.MaxAttempts,
+		Poll:           h.cfg.PollInterval,
+		CallTimeout:    p.info.Grant.CallTimeout,
+		RetryDelay:     h.cfg.RetryDelay,
+		Backoff:        p.info.Grant.backoff(),
 		// The grant has its defaults: its backoff and HandBackAlert are set.
 		HandBackAlert: p.info.Grant.HandBackAlert,
 		Paused:        p.pause.paused,
 		Check:         h.payloadCheck(p),
-		Observe:       observers(report, observe),
+		Observe:       observers(report, h.cfg.Observe),
 		Log:           h.cfg.Logger,
 		Events:        p.fn.Events,
 		Tracer:        h.tracer,
-		Automation:    p.info.Type,
 		NewGuest: func(hard context.Context) (slot.Guest, error) {
 			ctx, cancel := context.WithTimeout(hard, p.info.Grant.CallTimeout)
 			defer cancel()
@@ -358,16 +314,6 @@ func (h *Host) slotParams(p *plugin, i int, pump *slot.Pump, rep *slotReport) sl
 	}
 }
 
-func slotEvent(p *plugin, e slot.Event) SlotEvent {
-	out := SlotEvent{Plugin: p.info.Type, Slot: e.Slot, ConfigIdentity: p.configID, Kind: e.Kind, N: e.N, TaskID: e.TaskID, Phase: e.Phase}
-	if it := e.Iteration; it != nil {
-		out.Phases, out.Outcome, out.Reason, out.Duration, out.Backoff = it.Phases, it.Outcome, it.Reason, it.Duration, it.Backoff
-		out.Death = string(it.Death)
-		out.Parked, out.ParkedByPlugin, out.HandBacks, out.OverAlert = it.Parked, it.ParkedByGuest, it.HandBacks, it.OverAlert
-	}
-	return out
-}
-
 // payloadCheck is the check of a task p claims before its guest sees it: the payload
 // must satisfy the schema p itself declares for the queue it consumes, its current
 // contract, or one of the queue's other live versions, which that schema was found
@@ -379,7 +325,7 @@ func slotEvent(p *plugin, e slot.Event) SlotEvent {
 // wrong. It is nil for a plugin that consumes no queue. The schema is compiled once, at
 // load (the registry's); the check costs one decode and one validation of the payload.
 // See RATIONALE.md, "What if a task does not satisfy its consumer's contract?".
-func (h *Host) payloadCheck(p *plugin) func(context.Context, []byte) string {
+func (h *Host) payloadCheck(p *loadedPlugin) func(context.Context, []byte) string {
 	if p.desc.Consumes == nil {
 		return nil
 	}

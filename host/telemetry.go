@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/abi"
-	"github.com/fleethost/fleet/host/internal/slot"
 	"github.com/fleethost/fleet/host/internal/validate"
 	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/reporter"
@@ -25,7 +24,7 @@ import (
 //
 // A reload's roll-over runs two slots of one index at once, the old version's and the
 // new one's: one instance of the plane, one reporter, two identities. The new slot's
-// reports are held (only its latest state kept) until the old slot has stopped and
+// reports wait behind (only its latest state kept) until the old slot has stopped and
 // handed over (its last records, under its own identity), so that the plane sees the
 // instance's reports under the old identity, then under the new one, never interleaved,
 // and no stopping between. See RATIONALE.md, "What does the plane see of a reload?".
@@ -84,10 +83,10 @@ func (t *telemetry) dropped() uint64 {
 
 // slot makes the report state of slot i of p: the reporter of its instance, made for it
 // unless a slot of that instance is running (the old version's, in a roll-over), whose
-// reports it then shares and is held behind until that slot hands over. On a nil
+// reports it then shares and waits behind until that slot hands over. On a nil
 // telemetry, or when Config.NewReporter gives no reporter, it returns nil. Call it
 // holding reloadMu (Run's start and Reload do).
-func (t *telemetry) slot(cfg Config, p *plugin, i int) *slotReport {
+func (t *telemetry) slot(cfg Config, p *loadedPlugin, i int) *slotReport {
 	if t == nil {
 		return nil
 	}
@@ -95,7 +94,7 @@ func (t *telemetry) slot(cfg Config, p *plugin, i int) *slotReport {
 	t.mu.Lock()
 	rep := t.byName[inst]
 	t.mu.Unlock()
-	held := rep != nil
+	behind := rep != nil
 	if rep == nil {
 		if rep = t.open(); rep == nil {
 			return nil
@@ -113,7 +112,7 @@ func (t *telemetry) slot(cfg Config, p *plugin, i int) *slotReport {
 		loop:     p.desc.Mode == abi.ModeLoop,
 		phases:   []string{p.export},
 		sessions: []reporter.Session{{Phase: p.export, Harness: harness}},
-		held:     held,
+		behind:   behind,
 	}
 	t.mu.Lock()
 	t.byName[inst] = rep
@@ -125,8 +124,8 @@ func (t *telemetry) slot(cfg Config, p *plugin, i int) *slotReport {
 // retire ends the reports of slots that Reload stopped (nil entries, slots without a
 // reporter, are skipped). A slot whose instance goes on (a slot of the same index runs:
 // the new version's in a roll-over, or the old one's again after a rollback) hands over
-// to it: it sends its last records under its own identity and releases the held
-// reports of its successor. The others close their reporters, each with its slot's
+// to it: it sends its last records under its own identity and resumes the reports
+// of its successor, which waited behind it. The others close their reporters, each with its slot's
 // stopping beacon, at once, as stop does at the end of Run.
 func (t *telemetry) retire(slots []*slotReport) {
 	if t == nil {
@@ -151,7 +150,7 @@ func (t *telemetry) retire(slots []*slotReport) {
 	t.mu.Unlock()
 	for s, succ := range next {
 		s.handOver()
-		succ.release()
+		succ.resume()
 	}
 	closeReports(closing)
 }
@@ -225,10 +224,10 @@ type slotReport struct {
 
 	mu      sync.Mutex
 	pending []reporter.Iteration // guarded by mu
-	// held is set while another version's slot of the same instance reports: this
-	// slot's state waits in last, and goes out at release.
-	held bool            // guarded by mu
-	last *reporter.State // guarded by mu
+	// behind is set while another version's slot of the same instance reports: this
+	// slot's state waits in last, and goes out at resume.
+	behind bool            // guarded by mu
+	last   *reporter.State // guarded by mu
 }
 
 // observe maps one slot event to what the plane is told, in the plane's word for the
@@ -243,7 +242,7 @@ type slotReport struct {
 //	                                      (a loop slot's next report is idle, at once)
 //	stopped                            -> nothing: Run closes the slot's reporter with
 //	                                      stopping once all have stopped
-func (s *slotReport) observe(e slot.Event) {
+func (s *slotReport) observe(e slotstate.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch e.Kind {
@@ -266,10 +265,10 @@ func (s *slotReport) observe(e slot.Event) {
 }
 
 // send reports state with the iterations finished since the last report, or keeps it
-// for release while the slot is held. Send never blocks: on a full queue the report (and
+// for resume while the slot is behind. Send never blocks: on a full queue the report (and
 // its records) is dropped and counted. Call it holding s.mu.
 func (s *slotReport) send(state reporter.State) {
-	if s.held {
+	if s.behind {
 		s.last = &state
 		return
 	}
@@ -277,11 +276,12 @@ func (s *slotReport) send(state reporter.State) {
 	s.pending = nil
 }
 
-// release ends the hold: the slot's latest state goes out, with its records.
-func (s *slotReport) release() {
+// resume ends the wait behind another version's slot: the slot's latest state goes
+// out, with its records.
+func (s *slotReport) resume() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.held = false
+	s.behind = false
 	if s.last != nil {
 		s.send(*s.last)
 		s.last = nil
@@ -290,11 +290,11 @@ func (s *slotReport) release() {
 
 // handOver is a stopped slot's last report when its instance goes on under another
 // version: draining, with the records it has not reported, under its own identity. A
-// slot still held, which the plane has not heard of, says nothing unless it has records.
+// slot still behind, which the plane has not heard of, says nothing unless it has records.
 func (s *slotReport) handOver() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.held && len(s.pending) == 0 {
+	if s.behind && len(s.pending) == 0 {
 		return
 	}
 	s.rep.Send(reporter.Report{Identity: s.id, State: reporter.State{Kind: slotstate.Draining.Plane()}, Iterations: s.pending})
@@ -313,7 +313,7 @@ func (s *slotReport) final() reporter.Report {
 // iteration is the record of one finished iteration. TaskRef is the task's id: a task has
 // no other name, and the presence row's task_ref carries the same id. Tokens stay 0 and
 // Model "": a guest spends no tokens and runs no model that the host knows of.
-func (s *slotReport) iteration(it *slot.Iteration) reporter.Iteration {
+func (s *slotReport) iteration(it *slotstate.Iteration) reporter.Iteration {
 	return reporter.Iteration{
 		TaskID:          it.TaskID,
 		TaskRef:         it.TaskID,
@@ -325,9 +325,9 @@ func (s *slotReport) iteration(it *slot.Iteration) reporter.Iteration {
 }
 
 // observers fans one slot's events out to every non-nil observer, in order.
-func observers(fns ...func(slot.Event)) func(slot.Event) {
-	fns = slices.DeleteFunc(fns, func(f func(slot.Event)) bool { return f == nil })
-	return func(e slot.Event) {
+func observers(fns ...func(slotstate.Event)) func(slotstate.Event) {
+	fns = slices.DeleteFunc(fns, func(f func(slotstate.Event)) bool { return f == nil })
+	return func(e slotstate.Event) {
 		for _, f := range fns {
 			f(e)
 		}

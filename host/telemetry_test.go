@@ -667,7 +667,7 @@ func BenchmarkThroughputWedgedPlane(b *testing.B) {
 				PluginsDir: dir, Backend: backend, CacheDir: cacheDir, Slots: 2,
 				PollInterval: time.Millisecond, Logger: discardLogger(),
 				Grants: map[string]host.Grant{"counter": consumer("count")},
-				Observe: func(e host.SlotEvent) {
+				Observe: func(e slotstate.Event) {
 					if e.Kind == "finished" {
 						done.Add(1)
 					}

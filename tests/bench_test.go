@@ -14,6 +14,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 )
@@ -23,7 +24,7 @@ import (
 type benchEnv struct {
 	backend  primitives.Backend
 	host     *host.Host
-	finished chan host.SlotEvent
+	finished chan slotstate.Event
 	round    int // numbers the pool tags of each measurement, so that rounds never mix
 }
 
@@ -32,7 +33,7 @@ func newBenchEnv(b *testing.B, kind string) *benchEnv {
 	backend, _ := newBackend(b, kind) // on Redis, the benchmark's own server
 	dir := b.TempDir()
 	installPlugin(b, "tests/testdata/benchguest", dir, "bench")
-	env := &benchEnv{backend: backend, finished: make(chan host.SlotEvent, 16)}
+	env := &benchEnv{backend: backend, finished: make(chan slotstate.Event, 16)}
 	h, err := host.New(context.Background(), host.Config{
 		PluginsDir:   dir,
 		Backend:      backend,
@@ -51,7 +52,7 @@ func newBenchEnv(b *testing.B, kind string) *benchEnv {
 			MaxPoolItems: math.MaxInt,
 			MaxPoolBytes: math.MaxInt64,
 		}},
-		Observe: func(e host.SlotEvent) {
+		Observe: func(e slotstate.Event) {
 			if e.Kind == "finished" {
 				env.finished <- e
 			}
@@ -84,11 +85,11 @@ func (env *benchEnv) guest(b *testing.B, op, mode, site string, n int) time.Dura
 	if _, err := env.host.Submit(context.Background(), "bench", payload); err != nil {
 		b.Fatal(err)
 	}
-	e := <-env.finished
-	if e.Outcome != "done" {
-		b.Fatalf("bench task %s: outcome %s: %s", payload, e.Outcome, e.Reason)
+	it := (<-env.finished).Iteration
+	if it.Outcome != "done" {
+		b.Fatalf("bench task %s: outcome %s: %s", payload, it.Outcome, it.Reason)
 	}
-	return e.Duration
+	return it.Duration
 }
 
 // blobPayload is the bench guest's ~500-byte Blob, encoded as the SDK encodes it.

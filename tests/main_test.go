@@ -102,23 +102,29 @@ func testLogs(t *testing.T) (*slog.Logger, *testutil.LogBuffer) {
 // events records what the slots of a host report.
 type events struct {
 	mu  sync.Mutex
-	all []host.SlotEvent
+	all []slotstate.Event
 }
 
-func (e *events) observe(ev host.SlotEvent) {
+func (e *events) observe(ev slotstate.Event) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.all = append(e.all, ev)
 }
 
+// ended is one finished iteration, with the plugin and the slot that ran it.
+type ended struct {
+	Plugin, Slot string
+	slotstate.Iteration
+}
+
 // finished returns the finished iterations so far, of plugin type typ ("" for all).
-func (e *events) finished(typ string) []host.SlotEvent {
+func (e *events) finished(typ string) []ended {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var out []host.SlotEvent
+	var out []ended
 	for _, ev := range e.all {
-		if ev.Kind == "finished" && (typ == "" || ev.Plugin == typ) {
-			out = append(out, ev)
+		if ev.Kind == slotstate.Finished && (typ == "" || ev.Plugin == typ) {
+			out = append(out, ended{Plugin: ev.Plugin, Slot: ev.Slot, Iteration: *ev.Iteration})
 		}
 	}
 	return out

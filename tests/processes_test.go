@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 	fleetredis "github.com/fleethost/fleet/primitives/redis"
@@ -72,14 +73,14 @@ func runChild() int {
 		Grants:       map[string]host.Grant{"counter": {Queues: map[string][]string{"count": {"consume"}}}},
 		PollInterval: 5 * time.Millisecond,
 		Logger:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Observe: func(e host.SlotEvent) {
+		Observe: func(e slotstate.Event) {
 			if e.Kind != "finished" {
 				return
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			report.Outcomes[string(e.Outcome)]++
-			if e.Outcome == "done" {
+			report.Outcomes[string(e.Iteration.Outcome)]++
+			if e.Iteration.Outcome == "done" {
 				report.Slots[e.Slot]++
 			}
 		},

@@ -48,10 +48,10 @@ type slotTimeline struct {
 
 type timedEvent struct {
 	at time.Time
-	ev host.SlotEvent
+	ev slotstate.Event
 }
 
-func (tl *slotTimeline) observe(e host.SlotEvent) {
+func (tl *slotTimeline) observe(e slotstate.Event) {
 	if e.Plugin != tl.typ {
 		return
 	}

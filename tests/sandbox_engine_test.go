@@ -48,7 +48,7 @@ func TestSandboxWasm(t *testing.T) {
 		name, handle, funcs string
 		kinds               []string
 		outcome             slotstate.Outcome // the first iteration's outcome
-		death               string            // and its death reason
+		death               slotstate.Death   // and its death reason
 	}{
 		{
 			name: "call-tree", handle: "(call $f0)", funcs: callTree(),

@@ -30,8 +30,8 @@ type extismHostile struct {
 	grant                  host.Grant
 	config                 string // its configuration, "" for none
 	outcome                slotstate.Outcome
-	death                  string // the death reason, "" if it must not die
-	reason                 string // a part of the iteration's reason
+	death                  slotstate.Death // the death reason, "" if it must not die
+	reason                 string          // a part of the iteration's reason
 }
 
 // guest is the case's Extism WAT guest (testutil.ExtismGuestWAT), consuming its queue

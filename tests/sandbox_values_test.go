@@ -10,6 +10,7 @@ import (
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/testutil"
 )
 
@@ -42,7 +43,7 @@ func TestSandboxValues(t *testing.T) {
 	const done = `{"outcome":"done"}`
 	tests := []struct {
 		name, fn, body, result string
-		death                  string
+		death                  slotstate.Death
 		lastError              string // in the parked task's last error
 	}{
 		{"retry after MaxInt64 ms", "retry", "", `{"outcome":"retry","retry_after_ms":9223372036854775807}`, "bad_result", "retry_after_ms is 9223372036854775807, want 0..2592000000"},

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/testutil"
 )
 
@@ -42,16 +43,16 @@ func BenchmarkTransports(b *testing.B) {
 			backend, _ := newBackend(b, kind)
 			dir := b.TempDir()
 			grants := map[string]host.Grant{}
-			finished := map[string]chan host.SlotEvent{}
+			finished := map[string]chan slotstate.Event{}
 			for _, t := range transports {
 				copyWasm(b, t.build(b), dir, t.typ)
 				grants[t.typ] = host.Grant{Queues: map[string][]string{t.queue: {"consume"}}, Counters: []string{t.counter}}
-				finished[t.typ] = make(chan host.SlotEvent, 1024)
+				finished[t.typ] = make(chan slotstate.Event, 1024)
 			}
 			h, err := host.New(context.Background(), host.Config{
 				PluginsDir: dir, Backend: backend, CacheDir: cacheDir, Logger: slog.New(slog.DiscardHandler),
 				Slots: 1, PollInterval: time.Millisecond, Grants: grants,
-				Observe: func(e host.SlotEvent) {
+				Observe: func(e slotstate.Event) {
 					if e.Kind == "finished" {
 						finished[e.Plugin] <- e
 					}
@@ -89,7 +90,7 @@ func BenchmarkTransports(b *testing.B) {
 						b.Fatal(err)
 					}
 					for range n {
-						e := <-finished[t.typ]
+						e := (<-finished[t.typ]).Iteration
 						if e.Outcome != "done" {
 							b.Fatalf("%s: outcome %s: %s", t.typ, e.Outcome, e.Reason)
 						}

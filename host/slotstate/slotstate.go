@@ -1,13 +1,15 @@
-// Package slotstate is the one vocabulary of a slot's life: the states a slot is in, as
-// its events say them and as the operator sees them (fleet-host inspect, the HTTP API,
-// the fleet_slots metric), the phases of an iteration and the outcomes it ends with, and
-// their mapping to the plane's words (package reporter's, the plane's own).
+// Package slotstate is the one vocabulary of a slot's life: the event a slot says each
+// step of its life with (Event, and Iteration for one that ended), the states a slot is
+// in, as its events say them and as the operator sees them (fleet-host inspect, the HTTP
+// API, the fleet_slots metric), the phases of an iteration, the outcomes it ends with and
+// why an instance died, and their mapping to the plane's words (package reporter's, the
+// plane's own).
 package slotstate
 
 import "github.com/fleethost/fleet/reporter"
 
-// State is what a slot is doing. A slot event says the state the slot enters (host's
-// SlotEvent.Kind); Starting is said by no event, Finished by no lasting state.
+// State is what a slot is doing. A slot event says the state the slot enters
+// (Event.Kind); Starting is said by no event, Finished by no lasting state.
 type State string
 
 const (

@@ -41,10 +41,10 @@ import (
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/console"
 	"github.com/fleethost/fleet/internal/fleetview"
-	"github.com/fleethost/fleet/internal/metrics"
 	"github.com/fleethost/fleet/internal/plane"
 	"github.com/fleethost/fleet/internal/safetext"
 	"github.com/fleethost/fleet/internal/schedule"
+	"github.com/fleethost/fleet/internal/slots"
 	"github.com/fleethost/fleet/primitives"
 )
 
@@ -67,7 +67,7 @@ type Params struct {
 	Host    Host
 	Backend primitives.Backend
 	// Slots reports the slots' states; optional.
-	Slots *metrics.Slots
+	Slots *slots.Table
 	// Metrics serves GET /metrics; optional (404 without it).
 	Metrics http.Handler
 	// Token, when set, is the bearer token every /api/v1/ route requires.
@@ -465,16 +465,16 @@ type Automation struct {
 	Grant    host.Grant          `json:"grant"`
 	// SlotStates are its slots, each with its state (slotstate.States): starting, idle,
 	// working, paused (its plugin is paused), draining (the host shuts down) or stopped.
-	SlotStates []metrics.SlotState `json:"slot_states"`
+	SlotStates []slots.Row `json:"slot_states"`
 }
 
-func (s *Server) automation(p host.Plugin, slots []metrics.SlotState) Automation {
+func (s *Server) automation(p host.Plugin, rows []slots.Row) Automation {
 	a := Automation{
 		Type: p.Type, Version: p.Version, Mode: p.Mode, File: p.File, Digest: p.Digest, Slots: p.Slots,
 		LoadedAt: p.LoadedAt, ReloadError: p.ReloadError, Paused: p.Paused, Pauses: pausesOf(p), Consumes: p.Consumes, Pools: p.Pools, Submits: p.Submits, Grant: p.Grant,
-		SlotStates: []metrics.SlotState{},
+		SlotStates: []slots.Row{},
 	}
-	for _, st := range slots {
+	for _, st := range rows {
 		if st.Plugin == p.Type {
 			a.SlotStates = append(a.SlotStates, st)
 		}
@@ -482,7 +482,7 @@ func (s *Server) automation(p host.Plugin, slots []metrics.SlotState) Automation
 	return a
 }
 
-func (s *Server) slotStates() []metrics.SlotState {
+func (s *Server) slotStates() []slots.Row {
 	if s.p.Slots == nil {
 		return nil
 	}
@@ -490,10 +490,10 @@ func (s *Server) slotStates() []metrics.SlotState {
 }
 
 func (s *Server) listAutomations(w http.ResponseWriter, r *http.Request) {
-	slots := s.slotStates()
+	rows := s.slotStates()
 	out := []Automation{}
 	for _, p := range s.p.Host.Plugins() {
-		out = append(out, s.automation(p, slots))
+		out = append(out, s.automation(p, rows))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"automations": out})
 }
@@ -520,11 +520,11 @@ func (s *Server) getAutomation(w http.ResponseWriter, r *http.Request) {
 
 // Slots is the answer to GET /api/v1/automations/{type}/slots: each slot of the type with
 // its state and its last iterations, newest first, at most RecentLimit of them
-// (metrics.RecentIterations).
+// (slots.RecentIterations).
 type Slots struct {
-	Type        string               `json:"type"`
-	RecentLimit int                  `json:"recent_limit"`
-	Slots       []metrics.SlotDetail `json:"slots"`
+	Type        string         `json:"type"`
+	RecentLimit int            `json:"recent_limit"`
+	Slots       []slots.Detail `json:"slots"`
 }
 
 func (s *Server) listSlots(w http.ResponseWriter, r *http.Request) {
@@ -532,7 +532,7 @@ func (s *Server) listSlots(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	out := Slots{Type: p.Type, RecentLimit: metrics.RecentIterations, Slots: []metrics.SlotDetail{}}
+	out := Slots{Type: p.Type, RecentLimit: slots.RecentIterations, Slots: []slots.Detail{}}
 	if s.p.Slots != nil {
 		out.Slots = s.p.Slots.Details(p.Type)
 	}

@@ -20,14 +20,18 @@ var rules = []struct {
 	// reporter/ as a whole imports only the standard library: reporter itself may import
 	// its wire types (reporter/wire), which the plane decodes too.
 	{"reporter", []string{"reporter/wire"}},
-	// The slot vocabulary is a leaf that host, its slots, metrics and the API share: it
-	// knows the plane's words and nothing else.
+	// The slot vocabulary and its one event are a leaf that host, its slots and every
+	// view of a slot (metrics, the slot table, the API, the fleet tally) share: it knows
+	// the plane's words and nothing else.
 	{"host/slotstate", []string{"reporter"}},
 	// The fleet's record of its contracts stands below the host: the host's root, the API
 	// and the client read it, and it reads none of them, nor the dispatch core or wazero;
 	// it checks schemas with the host's validator and compatibility rules, and keeps the
 	// record through primitives.
 	{"host/contracts", []string{"abi", "primitives", "host/internal/validate", "host/internal/compat", "github.com/santhosh-tekuri/jsonschema/", "golang.org/x/text/"}},
+	// The slot table is a view of the slot events: it reads the vocabulary and nothing of
+	// the host, so that the API, the metrics and the client read it without the engine.
+	{"internal/slots", []string{"host/slotstate", "internal/safetext", "reporter"}},
 	{"primitives", []string{"primitives", "github.com/redis/go-redis/", "github.com/cespare/xxhash/", "github.com/dgryski/go-rendezvous", "go.uber.org/atomic", "golang.org/x/sys/"}},
 	// guest-sdk: abi, the schema generator and what it needs, and one JSON codec for the
 	// plugin's own values (segmentio/encoding and what it needs).

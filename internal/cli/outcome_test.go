@@ -3,23 +3,23 @@ package cli
 import (
 	"testing"
 
-	"github.com/fleethost/fleet/internal/metrics"
+	"github.com/fleethost/fleet/internal/slots"
 )
 
 // TestOutcomeText: the outcome names what the plugin or the host chose, with its death,
 // its backoff and its reason inline.
 func TestOutcomeText(t *testing.T) {
 	tests := []struct {
-		it   *metrics.Iteration
+		it   *slots.Record
 		want string
 	}{
 		{nil, "-"},
-		{&metrics.Iteration{Outcome: "done"}, "done"},
-		{&metrics.Iteration{Outcome: "failed", Reason: "HTTP 503", BackoffMs: 2000}, "failed, backoff 2s: HTTP 503"},
-		{&metrics.Iteration{Outcome: "retried", Reason: "rate limited", BackoffMs: 250.4}, "retried, backoff 250ms: rate limited"},
-		{&metrics.Iteration{Outcome: "died", Death: "deadline", Reason: "guest died: deadline"}, "died (deadline): guest died: deadline"},
-		{&metrics.Iteration{Outcome: "cut", Death: "drain", Reason: "host draining"}, "cut (drain): host draining"},
-		{&metrics.Iteration{Outcome: "parked", Reason: "attempts spent"}, "parked: attempts spent"},
+		{&slots.Record{Outcome: "done"}, "done"},
+		{&slots.Record{Outcome: "failed", Reason: "HTTP 503", BackoffMs: 2000}, "failed, backoff 2s: HTTP 503"},
+		{&slots.Record{Outcome: "retried", Reason: "rate limited", BackoffMs: 250.4}, "retried, backoff 250ms: rate limited"},
+		{&slots.Record{Outcome: "died", Death: "deadline", Reason: "guest died: deadline"}, "died (deadline): guest died: deadline"},
+		{&slots.Record{Outcome: "cut", Death: "drain", Reason: "host draining"}, "cut (drain): host draining"},
+		{&slots.Record{Outcome: "parked", Reason: "attempts spent"}, "parked: attempts spent"},
 	}
 	for _, tt := range tests {
 		if got := outcomeText(tt.it); got != tt.want {

@@ -29,6 +29,7 @@ import (
 	"github.com/fleethost/fleet/internal/metrics"
 	"github.com/fleethost/fleet/internal/plane"
 	"github.com/fleethost/fleet/internal/schedule"
+	"github.com/fleethost/fleet/internal/slots"
 	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/redis"
 	"github.com/fleethost/fleet/reporter"
@@ -93,7 +94,7 @@ type Options struct {
 	Listening func(addr string)
 	// Observe, when set, is told every slot event after the slot table and the metrics
 	// (for tests that measure the slots); it must return quickly.
-	Observe func(host.SlotEvent)
+	Observe func(slotstate.Event)
 }
 
 // Run runs the daemon until ctx is done, then drains and returns. It returns an error
@@ -220,16 +221,25 @@ func closeBackend(b primitives.Backend) error {
 // observers are what watch the host's slots: the slot table the API shows and the
 // metrics.
 type observers struct {
-	slots   *metrics.Slots
+	slots   *slots.Table
 	metrics *metrics.Metrics
 	health  *fleetview.Counter // the outcomes fleetview's Keeper flushes
+}
+
+// slotCounts is each loaded type's slot count: what the slot table registers.
+func slotCounts(plugins []host.Plugin) map[string]int {
+	n := make(map[string]int, len(plugins))
+	for _, p := range plugins {
+		n[p.Type] = p.Slots
+	}
+	return n
 }
 
 // buildHost loads the plugins into a host on b, with gf's grants and configurations, its
 // slots observed by the returned observers and reporting to the plane if o wires it. The
 // host's slots start in runHost.
 func buildHost(ctx context.Context, o Options, log *slog.Logger, b primitives.Backend, gf grants.File, egress *host.Egress, tp trace.TracerProvider) (*host.Host, observers, error) {
-	obs := observers{slots: metrics.NewSlots(), health: &fleetview.Counter{}}
+	obs := observers{slots: slots.NewTable(), health: &fleetview.Counter{}}
 	rep := newReporting(o)
 	obs.metrics = metrics.New(metrics.Params{Slots: obs.slots, Backend: b, ReporterDropped: rep.dropped})
 	grantsByType, configs := gf.Host()
@@ -265,7 +275,7 @@ func buildHost(ctx context.Context, o Options, log *slog.Logger, b primitives.Ba
 	}
 	rep.built(h)
 	plugins := h.Plugins()
-	obs.slots.Register(plugins)
+	obs.slots.Register(slotCounts(plugins))
 	h.ObserveHostCalls(obs.metrics.HostCall)
 	for _, p := range plugins {
 		log.Info("plugin contracts", contractAttrs(p)...)
@@ -275,9 +285,9 @@ func buildHost(ctx context.Context, o Options, log *slog.Logger, b primitives.Ba
 
 // observe is the host's Observe: it logs a slot's first event and its end, and hands
 // every event to the slot table and the metrics, then to also (nil: nothing).
-func (obs observers) observe(log *slog.Logger, also func(host.SlotEvent)) func(host.SlotEvent) {
+func (obs observers) observe(log *slog.Logger, also func(slotstate.Event)) func(slotstate.Event) {
 	var started sync.Map // slot name -> struct{}: slots that have said anything yet
-	return func(e host.SlotEvent) {
+	return func(e slotstate.Event) {
 		if _, seen := started.LoadOrStore(e.Slot, struct{}{}); !seen {
 			log.Info("slot started", "slot", e.Slot, "plugin", e.Plugin)
 		}

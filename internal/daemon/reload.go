@@ -101,7 +101,7 @@ func (rl *reloader) reload(ctx context.Context) error {
 	if serr := rl.reloadSchedules(); serr != nil {
 		err = errors.Join(err, serr)
 	}
-	rl.obs.slots.Register(rl.h.Plugins())
+	rl.obs.slots.Register(slotCounts(rl.h.Plugins()))
 	if err != nil {
 		// Each refusal was logged once, with its reason, where it was refused (the host's
 		// "reload refused a build", readGrants' "reload refused the grants file"); this

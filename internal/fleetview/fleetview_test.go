@@ -15,22 +15,22 @@ import (
 func TestOutcomeOf(t *testing.T) {
 	tests := []struct {
 		name string
-		e    host.SlotEvent
+		it   slotstate.Iteration
 		want Outcome
 	}{
-		{"acked", host.SlotEvent{Outcome: slotstate.Done}, Done},
-		{"retry refunds", host.SlotEvent{Outcome: slotstate.Retried, HandBacks: 1}, Retried},
-		{"cut by the drain", host.SlotEvent{Outcome: slotstate.Cut, Death: "drain", HandBacks: 1}, Retried},
-		{"fail spends", host.SlotEvent{Outcome: slotstate.Failed}, Failed},
-		{"parked", host.SlotEvent{Outcome: slotstate.Parked, Parked: true}, Parked},
-		{"death that parks", host.SlotEvent{Outcome: slotstate.Died, Parked: true}, Parked},
-		{"death", host.SlotEvent{Outcome: slotstate.Died, Death: "trap"}, Died},
-		{"lease lost", host.SlotEvent{Outcome: slotstate.Died, Death: "lease", HandBacks: 1}, Died},
+		{"acked", slotstate.Iteration{Outcome: slotstate.Done}, Done},
+		{"retry refunds", slotstate.Iteration{Outcome: slotstate.Retried, HandBacks: 1}, Retried},
+		{"cut by the drain", slotstate.Iteration{Outcome: slotstate.Cut, Death: "drain", HandBacks: 1}, Retried},
+		{"fail spends", slotstate.Iteration{Outcome: slotstate.Failed}, Failed},
+		{"parked", slotstate.Iteration{Outcome: slotstate.Parked, Parked: true}, Parked},
+		{"death that parks", slotstate.Iteration{Outcome: slotstate.Died, Parked: true}, Parked},
+		{"death", slotstate.Iteration{Outcome: slotstate.Died, Death: "trap"}, Died},
+		{"lease lost", slotstate.Iteration{Outcome: slotstate.Died, Death: "lease", HandBacks: 1}, Died},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := OutcomeOf(tc.e); got != tc.want {
-				t.Errorf("OutcomeOf(%+v) = %v, want %v", tc.e, got, tc.want)
+			if got := OutcomeOf(&tc.it); got != tc.want {
+				t.Errorf("OutcomeOf(%+v) = %v, want %v", tc.it, got, tc.want)
 			}
 		})
 	}
@@ -51,16 +51,16 @@ func TestReadTwoDaemons(t *testing.T) {
 	ctx := t.Context()
 	c1, c2 := &Counter{}, &Counter{}
 	k1, k2 := keeper(b, "d1", "poller", "sha256:aaa", c1), keeper(b, "d2", "poller", "sha256:bbb", c2)
-	fin := func(c *Counter, e host.SlotEvent, n int) {
+	fin := func(c *Counter, e slotstate.Event, n int) {
 		e.Plugin, e.Kind = "poller", slotstate.Finished
 		for range n {
 			c.Observe(e)
 		}
 	}
-	fin(c1, host.SlotEvent{Outcome: slotstate.Done}, 3)
-	fin(c2, host.SlotEvent{Outcome: slotstate.Done}, 4)
-	fin(c2, host.SlotEvent{Outcome: slotstate.Parked, Parked: true}, 1)
-	c2.Observe(host.SlotEvent{Plugin: "poller", Kind: slotstate.Idle}) // not counted
+	fin(c1, slotstate.Event{Iteration: &slotstate.Iteration{Outcome: slotstate.Done}}, 3)
+	fin(c2, slotstate.Event{Iteration: &slotstate.Iteration{Outcome: slotstate.Done}}, 4)
+	fin(c2, slotstate.Event{Iteration: &slotstate.Iteration{Outcome: slotstate.Parked, Parked: true}}, 1)
+	c2.Observe(slotstate.Event{Plugin: "poller", Kind: slotstate.Idle}) // not counted
 	k1.tick(ctx, false)
 	k2.tick(ctx, false)
 	k2.tick(ctx, false) // nothing new: adds nothing
@@ -106,7 +106,7 @@ func TestReadTwoDaemons(t *testing.T) {
 // under a read lock and one atomic add, from every slot goroutine at once.
 func BenchmarkCounterObserve(b *testing.B) {
 	c := &Counter{}
-	e := host.SlotEvent{Plugin: "noop", Kind: slotstate.Finished, Outcome: slotstate.Done}
+	e := slotstate.Event{Plugin: "noop", Kind: slotstate.Finished, Iteration: &slotstate.Iteration{Outcome: slotstate.Done}}
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			c.Observe(e)
@@ -148,7 +148,7 @@ func TestFlushSurvivesOutage(t *testing.T) {
 	c := &Counter{}
 	k := NewKeeper(Params{Backend: b, Daemon: "d1", Instance: "d1", Counter: c, Refresh: time.Second,
 		Plugins: func() []host.Plugin { return nil }, Slots: func() []Slot { return nil }}, 1)
-	done := host.SlotEvent{Plugin: "poller", Kind: slotstate.Finished, Outcome: slotstate.Done}
+	done := slotstate.Event{Plugin: "poller", Kind: slotstate.Finished, Iteration: &slotstate.Iteration{Outcome: slotstate.Done}}
 	ctx := t.Context()
 	c.Observe(done)
 	srv.Stop()

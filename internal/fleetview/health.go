@@ -4,7 +4,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/host/slotstate"
 )
 
@@ -29,15 +28,15 @@ func (o Outcome) String() string { return outcomeNames[o] }
 // OutcomeOf is what a finished iteration counts as: the host's outcome (slotstate),
 // except that a park wins (it asks for the operator), a death that parked included, and
 // a call the drain cut counts as retried (its attempt was refunded).
-func OutcomeOf(e host.SlotEvent) Outcome {
+func OutcomeOf(it *slotstate.Iteration) Outcome {
 	switch {
-	case e.Parked:
+	case it.Parked:
 		return Parked
-	case e.Outcome == slotstate.Died:
+	case it.Outcome == slotstate.Died:
 		return Died
-	case e.Outcome == slotstate.Done:
+	case it.Outcome == slotstate.Done:
 		return Done
-	case e.Outcome == slotstate.Retried, e.Outcome == slotstate.Cut:
+	case it.Outcome == slotstate.Retried, it.Outcome == slotstate.Cut:
 		return Retried
 	default:
 		return Failed
@@ -58,11 +57,11 @@ type Counter struct {
 
 // Observe counts e when it is a finished iteration; it ignores every other event.
 // It is a host.Config.Observe.
-func (c *Counter) Observe(e host.SlotEvent) {
+func (c *Counter) Observe(e slotstate.Event) {
 	if e.Kind != slotstate.Finished {
 		return
 	}
-	c.of(e.Plugin)[OutcomeOf(e)].Add(1)
+	c.of(e.Plugin)[OutcomeOf(e.Iteration)].Add(1)
 }
 
 // of returns typ's counts, making them on first use.

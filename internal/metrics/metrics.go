@@ -1,5 +1,6 @@
-// Package metrics keeps the Prometheus metrics of a fleet-host daemon and the state of
-// its slots, fed by the host's slot events and host-call observer.
+// Package metrics keeps the Prometheus metrics of a fleet-host daemon, fed by the host's
+// slot events and host-call observer, and read on each scrape from the slot table
+// (package slots), the backend and the host. The slot table itself is package slots'.
 package metrics
 
 import (
@@ -14,13 +15,14 @@ import (
 
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/host/slotstate"
+	"github.com/fleethost/fleet/internal/slots"
 	"github.com/fleethost/fleet/primitives"
 )
 
 // Params are what Metrics reads on a scrape. Every field is optional.
 type Params struct {
-	// Slots is the slot tracker whose states are counted as fleet_slots.
-	Slots *Slots
+	// Slots is the slot table whose states are counted as fleet_slots.
+	Slots *slots.Table
 	// Backend answers the queue and pool stats collected on each scrape.
 	Backend primitives.Backend
 	// ReporterDropped returns how many reports the reporter has dropped so far.
@@ -151,7 +153,7 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
 // Observe takes one slot event (a host.Config.Observe): iterations, deaths and guest
 // call latency.
-func (m *Metrics) Observe(e host.SlotEvent) {
+func (m *Metrics) Observe(e slotstate.Event) {
 	switch e.Kind {
 	case slotstate.Working:
 		m.mu.Lock()
@@ -174,19 +176,20 @@ func (m *Metrics) Observe(e host.SlotEvent) {
 		if running { // a tick, or a handle with nothing to settle
 			m.guestCallS.WithLabelValues(e.Plugin).Observe(time.Since(start).Seconds())
 		}
-		m.iterations.WithLabelValues(e.Plugin, string(e.Outcome)).Inc()
+		it := e.Iteration
+		m.iterations.WithLabelValues(e.Plugin, string(it.Outcome)).Inc()
 		// Every instance death, whatever became of its task: a call the drain cut is
 		// cut, not died, but its instance died all the same.
-		if e.Death != "" {
-			m.deaths.WithLabelValues(e.Plugin, e.Death).Inc()
+		if it.Death != "" {
+			m.deaths.WithLabelValues(e.Plugin, string(it.Death)).Inc()
 		}
 		switch {
-		case e.ParkedByPlugin:
+		case it.ParkedByPlugin:
 			m.parks.WithLabelValues(e.Plugin, "plugin").Inc()
-		case e.Parked:
+		case it.Parked:
 			m.parks.WithLabelValues(e.Plugin, "attempts").Inc()
 		}
-		if e.OverAlert {
+		if it.OverAlert {
 			m.overAlert.WithLabelValues(e.Plugin).Inc()
 		}
 	}

@@ -7,30 +7,31 @@ import (
 
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/host/slotstate"
+	"github.com/fleethost/fleet/internal/slots"
 	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/memory"
 )
 
 func TestObserve(t *testing.T) {
-	slots := NewSlots()
-	slots.Register([]host.Plugin{{Type: "w", Slots: 2}})
-	m := New(Params{Slots: slots})
-	events := []host.SlotEvent{
+	table := slots.NewTable()
+	table.Register(map[string]int{"w": 2})
+	m := New(Params{Slots: table})
+	events := []slotstate.Event{
 		{Plugin: "w", Slot: "w/0", Kind: "working", N: 1, TaskID: "t1", Phase: "handle"},
 		{Plugin: "w", Slot: "w/0", Kind: "working", N: 1, TaskID: "t1", Phase: "ack"},
-		{Plugin: "w", Slot: "w/0", Kind: "finished", N: 1, TaskID: "t1", Outcome: "done"},
+		{Plugin: "w", Slot: "w/0", Kind: "finished", N: 1, TaskID: "t1", Iteration: &slotstate.Iteration{Outcome: "done"}},
 		{Plugin: "w", Slot: "w/0", Kind: "working", N: 2, TaskID: "t2", Phase: "handle"},
 		{Plugin: "w", Slot: "w/0", Kind: "working", N: 2, TaskID: "t2", Phase: "release"},
-		{Plugin: "w", Slot: "w/0", Kind: "finished", N: 2, TaskID: "t2", Outcome: "died", Death: "trap", Duration: time.Millisecond,
+		{Plugin: "w", Slot: "w/0", Kind: "finished", N: 2, TaskID: "t2", Iteration: &slotstate.Iteration{Outcome: "died", Death: "trap", Duration: time.Millisecond,
 			// The label is the event's Death; the text (the guest's function names) says nothing.
-			Reason: "guest died: wasm error: unreachable\nwasm stack trace:\n\tcall_ran_past_its_deadline()"},
+			Reason: "guest died: wasm error: unreachable\nwasm stack trace:\n\tcall_ran_past_its_deadline()"}},
 		// A call the drain cut: its task is cut, and its instance counts as dead.
 		{Plugin: "w", Slot: "w/1", Kind: "working", N: 1, TaskID: "t0", Phase: "handle"},
-		{Plugin: "w", Slot: "w/1", Kind: "finished", N: 1, TaskID: "t0", Outcome: "cut", Death: "drain", Reason: "host draining: call cut at the drain deadline"},
+		{Plugin: "w", Slot: "w/1", Kind: "finished", N: 1, TaskID: "t0", Iteration: &slotstate.Iteration{Outcome: "cut", Death: "drain", Reason: "host draining: call cut at the drain deadline"}},
 		{Plugin: "w", Slot: "w/1", Kind: "working", N: 2, TaskID: "t3", Phase: "handle"},
 	}
 	for _, e := range events {
-		slots.Observe(e)
+		table.Observe(e)
 		m.Observe(e)
 	}
 	m.HostCall(host.HostCall{Op: "kv_get", Duration: time.Microsecond})
@@ -49,7 +50,7 @@ func TestObserve(t *testing.T) {
 		`fleet_slots{automation=w,state=working}`:                 1,
 		`fleet_slots{automation=w,state=starting}`:                0,
 	})
-	snap := slots.Snapshot()
+	snap := table.Snapshot()
 	if len(snap) != 2 || snap[0].State != slotstate.Idle || snap[0].LastOutcome != "died" || snap[1].State != slotstate.Working || snap[1].TaskID != "t3" {
 		t.Errorf("slots = %+v; want w/0 idle after a died iteration, w/1 working on t3", snap)
 	}
@@ -59,13 +60,13 @@ func TestObserve(t *testing.T) {
 // as attempts, and each hand-back past the alert once.
 func TestParksAndHandBacks(t *testing.T) {
 	m := New(Params{})
-	for _, e := range []host.SlotEvent{
-		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "parked", Parked: true, ParkedByPlugin: true},
-		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "parked", Parked: true},
-		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "died", Death: "trap", Parked: true},
-		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "retried", HandBacks: 100},
-		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "retried", HandBacks: 101, OverAlert: true},
-		{Plugin: "w", Slot: "w/0", Kind: "finished", Outcome: "retried", HandBacks: 102, OverAlert: true},
+	for _, e := range []slotstate.Event{
+		{Plugin: "w", Slot: "w/0", Kind: "finished", Iteration: &slotstate.Iteration{Outcome: "parked", Parked: true, ParkedByPlugin: true}},
+		{Plugin: "w", Slot: "w/0", Kind: "finished", Iteration: &slotstate.Iteration{Outcome: "parked", Parked: true}},
+		{Plugin: "w", Slot: "w/0", Kind: "finished", Iteration: &slotstate.Iteration{Outcome: "died", Death: "trap", Parked: true}},
+		{Plugin: "w", Slot: "w/0", Kind: "finished", Iteration: &slotstate.Iteration{Outcome: "retried", HandBacks: 100}},
+		{Plugin: "w", Slot: "w/0", Kind: "finished", Iteration: &slotstate.Iteration{Outcome: "retried", HandBacks: 101, OverAlert: true}},
+		{Plugin: "w", Slot: "w/0", Kind: "finished", Iteration: &slotstate.Iteration{Outcome: "retried", HandBacks: 102, OverAlert: true}},
 	} {
 		m.Observe(e)
 	}
@@ -80,17 +81,17 @@ func TestParksAndHandBacks(t *testing.T) {
 // TestPausedSlots: the slots of a paused plugin count as paused in fleet_slots and the
 // slot states, not as draining, which is the host shutting down.
 func TestPausedSlots(t *testing.T) {
-	slots := NewSlots()
-	slots.Register([]host.Plugin{{Type: "w", Slots: 2}, {Type: "v", Slots: 1}})
-	m := New(Params{Slots: slots})
-	for _, e := range []host.SlotEvent{
+	table := slots.NewTable()
+	table.Register(map[string]int{"w": 2, "v": 1})
+	m := New(Params{Slots: table})
+	for _, e := range []slotstate.Event{
 		{Plugin: "w", Slot: "w/0", Kind: slotstate.Paused},
 		{Plugin: "w", Slot: "w/1", Kind: slotstate.Working, N: 1, TaskID: "t1", Phase: "handle"},
-		{Plugin: "w", Slot: "w/1", Kind: slotstate.Finished, N: 1, TaskID: "t1", Outcome: slotstate.Done},
+		{Plugin: "w", Slot: "w/1", Kind: slotstate.Finished, N: 1, TaskID: "t1", Iteration: &slotstate.Iteration{Outcome: slotstate.Done}},
 		{Plugin: "w", Slot: "w/1", Kind: slotstate.Paused},
 		{Plugin: "v", Slot: "v/0", Kind: slotstate.Draining},
 	} {
-		slots.Observe(e)
+		table.Observe(e)
 		m.Observe(e)
 	}
 	expect(t, m, map[string]float64{
@@ -99,7 +100,7 @@ func TestPausedSlots(t *testing.T) {
 		`fleet_slots{automation=v,state=draining}`: 1,
 		`fleet_slots{automation=v,state=paused}`:   0,
 	})
-	snap := slots.Snapshot()
+	snap := table.Snapshot()
 	if len(snap) != 3 || snap[1].State != slotstate.Paused || snap[2].State != slotstate.Paused || snap[2].TaskID != "" || snap[2].LastOutcome != slotstate.Done {
 		t.Errorf("slots = %+v; want w/0 and w/1 paused, w/1 holding nothing after its done iteration", snap)
 	}
@@ -153,83 +154,25 @@ func gather(t *testing.T, m *Metrics) map[string]float64 {
 // set drops its slots: fleet_slots and the slot table report it no more, and the types
 // still loaded keep their states.
 func TestRegisterDropsRemoved(t *testing.T) {
-	slots := NewSlots()
-	slots.Register([]host.Plugin{{Type: "w", Slots: 1}, {Type: "gone", Slots: 2}})
-	m := New(Params{Slots: slots})
-	for _, e := range []host.SlotEvent{
+	table := slots.NewTable()
+	table.Register(map[string]int{"w": 1, "gone": 2})
+	m := New(Params{Slots: table})
+	for _, e := range []slotstate.Event{
 		{Plugin: "w", Slot: "w/0", Kind: "idle"},
 		{Plugin: "gone", Slot: "gone/0", Kind: "stopped"},
 		{Plugin: "gone", Slot: "gone/1", Kind: "stopped"},
 	} {
-		slots.Observe(e)
+		table.Observe(e)
 	}
 	expect(t, m, map[string]float64{`fleet_slots{automation=gone,state=stopped}`: 2, `fleet_slots{automation=w,state=idle}`: 1})
-	slots.Register([]host.Plugin{{Type: "w", Slots: 1}})
+	table.Register(map[string]int{"w": 1})
 	for name := range gather(t, m) {
 		if strings.Contains(name, "automation=gone") {
 			t.Errorf("metrics still report the removed type: %s", name)
 		}
 	}
-	if snap := slots.Snapshot(); len(snap) != 1 || snap[0].Slot != "w/0" || snap[0].State != slotstate.Idle {
+	if snap := table.Snapshot(); len(snap) != 1 || snap[0].Slot != "w/0" || snap[0].State != slotstate.Idle {
 		t.Errorf("slots = %+v, want w/0 alone, still idle", snap)
-	}
-}
-
-// TestObserveRollOver: while a reload rolls a slot over, the old and the new version's
-// slot share its name; once the new one has come up, the old one's last iteration and
-// its stop do not make the slot look working or stopped.
-func TestObserveRollOver(t *testing.T) {
-	slots := NewSlots()
-	slots.Register([]host.Plugin{{Type: "w", Slots: 1}})
-	for _, e := range []host.SlotEvent{
-		{Plugin: "w", Slot: "w/0", ConfigIdentity: "old", Kind: "working", N: 7, TaskID: "t7", Phase: "handle"},
-		{Plugin: "w", Slot: "w/0", ConfigIdentity: "new", Kind: "idle"},
-		{Plugin: "w", Slot: "w/0", ConfigIdentity: "old", Kind: "finished", N: 7, TaskID: "t7", Outcome: "done"},
-		{Plugin: "w", Slot: "w/0", ConfigIdentity: "old", Kind: "draining"},
-		{Plugin: "w", Slot: "w/0", ConfigIdentity: "old", Kind: "stopped"},
-	} {
-		slots.Observe(e)
-	}
-	if snap := slots.Snapshot(); len(snap) != 1 || snap[0].State != slotstate.Idle || snap[0].N != 0 {
-		t.Fatalf("slots = %+v, want w/0 idle: the new version's state, not the old one's stop", snap)
-	}
-	slots.Observe(host.SlotEvent{Plugin: "w", Slot: "w/0", ConfigIdentity: "new", Kind: "working", N: 1, TaskID: "t8", Phase: "handle"})
-	if snap := slots.Snapshot(); snap[0].State != slotstate.Working || snap[0].TaskID != "t8" {
-		t.Errorf("slots = %+v, want w/0 working on t8", snap)
-	}
-}
-
-// TestRecentIterations: a slot keeps its last RecentIterations iterations, newest first,
-// each with its outcome, duration and clipped reason; older ones are dropped, and other
-// types' slots are not listed.
-func TestRecentIterations(t *testing.T) {
-	slots := NewSlots()
-	slots.Register([]host.Plugin{{Type: "w", Slots: 1}, {Type: "v", Slots: 1}})
-	total := RecentIterations + 5
-	for n := 1; n <= total; n++ {
-		slots.Observe(host.SlotEvent{Plugin: "w", Slot: "w/0", Kind: "working", N: n, TaskID: "t", Phase: "handle"})
-		slots.Observe(host.SlotEvent{Plugin: "w", Slot: "w/0", Kind: "finished", N: n, TaskID: "t", Outcome: "failed",
-			Reason: strings.Repeat("x", 10*MaxReason), Duration: time.Duration(n) * time.Millisecond, Backoff: time.Duration(n) * time.Second})
-	}
-	d := slots.Details("w")
-	if len(d) != 1 || d[0].Slot != "w/0" || d[0].State != slotstate.Idle {
-		t.Fatalf("details = %+v; want w/0 idle", d)
-	}
-	rec := d[0].Recent
-	if len(rec) != RecentIterations {
-		t.Fatalf("%d recent iterations kept; want %d", len(rec), RecentIterations)
-	}
-	for i, it := range rec {
-		n := total - i
-		if it.N != n || it.Outcome != "failed" || it.DurationMs != float64(n) || it.BackoffMs != float64(n)*1000 || it.EndedAt.IsZero() {
-			t.Errorf("recent[%d] = %+v; want iteration %d, failed, %d ms, a %d s backoff", i, it, n, n, n)
-		}
-		if len(it.Reason) > MaxReason+32 {
-			t.Errorf("recent[%d].Reason is %d bytes; want it clipped to about %d", i, len(it.Reason), MaxReason)
-		}
-	}
-	if v := slots.Details("v"); len(v) != 1 || len(v[0].Recent) != 0 {
-		t.Errorf("details of v = %+v; want its one slot with no iteration", v)
 	}
 }
 

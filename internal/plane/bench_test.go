@@ -34,7 +34,7 @@ func BenchmarkRedisReport(b *testing.B) {
 		i := 0
 		for b.Loop() {
 			r := row(fmt.Sprintf("d/w/%d", i%100), "idle")
-			if err := s.Report(ctx, r, []Iteration{iter("t")}, time.Now(), l); err != nil {
+			if err := s.Report(ctx, r, []Received{iter("t")}, time.Now(), l); err != nil {
 				b.Fatal(err)
 			}
 			i++

@@ -17,7 +17,7 @@ type memory struct {
 
 type memRow struct {
 	row Instance
-	its []Iteration // newest first, at most Limits.MaxIterations
+	its []Received // newest first, at most Limits.MaxIterations
 }
 
 // NewMemory returns a Store in memory.
@@ -26,7 +26,7 @@ func NewMemory() Store { return &memory{rows: map[string]*memRow{}} }
 // rowKey is the key of an instance's row: a project's slug holds no '/'.
 func rowKey(project, instance string) string { return project + "/" + instance }
 
-func (m *memory) Report(ctx context.Context, row Instance, its []Iteration, now time.Time, l Limits) error {
+func (m *memory) Report(ctx context.Context, row Instance, its []Received, now time.Time, l Limits) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := rowKey(row.Project, row.Instance)

@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/internal/safetext"
+	"github.com/fleethost/fleet/reporter"
 	"github.com/fleethost/fleet/reporter/wire"
 )
 
@@ -105,7 +106,7 @@ type Limits struct {
 type Store interface {
 	// Report upserts row (its Seen set to now) and appends its iterations (oldest
 	// first), then drops what l no longer allows, in one step.
-	Report(ctx context.Context, row Instance, its []Iteration, now time.Time, l Limits) error
+	Report(ctx context.Context, row Instance, its []Received, now time.Time, l Limits) error
 	// Instances lists every row kept, with up to iterations of each one's newest
 	// iterations, newest first.
 	Instances(ctx context.Context, iterations int) ([]Instance, error)
@@ -125,13 +126,13 @@ type Instance struct {
 	// Stale says the last report is older than Config.StaleAfter.
 	Stale bool `json:"stale"`
 	// Iterations are its newest iterations, newest first (Instances' count).
-	Iterations []Iteration `json:"iterations"`
+	Iterations []Received `json:"iterations"`
 }
 
-// Iteration is one finished iteration as reported (package wire: the reporter's type,
+// Received is one finished iteration as reported (package wire: the reporter's type,
 // so that what the plane keeps is what the reporter sent), with when the plane received
 // it.
-type Iteration struct {
+type Received struct {
 	wire.Iteration
 	ReceivedAt time.Time `json:"received_at"`
 }
@@ -184,9 +185,12 @@ const (
 	maxListLen     = 64 // phases and sessions of one iteration
 )
 
+// The words a report may say: the reporter's, which are the plane's (reporter.State*,
+// reporter.Outcome*), so that the receiving half accepts what the sending half says and
+// nothing else.
 var (
-	stateKinds = []string{"idle", "iteration", "draining", "stopping"}
-	outcomes   = []string{"checkpoint", "released", "parked", "dead"}
+	stateKinds = []string{reporter.StateIdle, reporter.StateIteration, reporter.StateDraining, reporter.StateStopping}
+	outcomes   = []string{reporter.OutcomeCheckpoint, reporter.OutcomeReleased, reporter.OutcomeParked, reporter.OutcomeDead}
 )
 
 // Report validates one report's body, already read and checked to be JSON, and stores
@@ -217,7 +221,7 @@ func (p *Plane) Report(ctx context.Context, project string, body []byte) error {
 		}
 	}
 	now := p.now()
-	its := make([]Iteration, len(w.Iterations))
+	its := make([]Received, len(w.Iterations))
 	for i, wi := range w.Iterations {
 		it := &its[i]
 		it.Iteration, it.ReceivedAt = wi, now
@@ -267,7 +271,7 @@ func (p *Plane) Instances(ctx context.Context, iterations int) ([]Instance, erro
 	for i := range rows {
 		rows[i].Stale = now.Sub(rows[i].Seen) > p.cfg.StaleAfter
 		if rows[i].Iterations == nil {
-			rows[i].Iterations = []Iteration{}
+			rows[i].Iterations = []Received{}
 		}
 	}
 	sortInstances(rows)

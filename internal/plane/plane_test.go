@@ -2,10 +2,14 @@ package plane
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fleethost/fleet/host/slotstate"
+	"github.com/fleethost/fleet/reporter/wire"
 )
 
 func newPlane(t *testing.T, now *time.Time) *Plane {
@@ -81,6 +85,28 @@ func TestConfigCheck(t *testing.T) {
 	for _, c := range []Config{{}, {Key: "k", Retention: -1}, {Key: "k", MaxInstances: -1}, {Key: "k", MaxIterations: -1}, {Key: "k", StaleAfter: -1}} {
 		if _, err := New(NewMemory(), c); err == nil || !strings.Contains(err.Error(), "--plane-") {
 			t.Errorf("New(%+v) = %v, want an error naming its flag", c, err)
+		}
+	}
+}
+
+// TestReportAcceptsTheHostsWords: every state and outcome a host says to the plane
+// (slotstate's Plane words, the reporter's constants) is one the plane accepts, so that
+// the receiving half and the sending half speak one vocabulary.
+func TestReportAcceptsTheHostsWords(t *testing.T) {
+	now := t0
+	p := newPlane(t, &now)
+	for _, s := range append(slotstate.States, slotstate.Finished) {
+		for _, o := range slotstate.Outcomes {
+			for _, parked := range []bool{false, true} {
+				body, _ := json.Marshal(wire.Report{
+					Instance:   "d/w/0",
+					State:      wire.State{Kind: s.Plane(), Phase: s.PlanePhase()},
+					Iterations: []wire.Iteration{{TaskID: "t", Outcome: o.Plane(parked)}},
+				})
+				if err := p.Report(context.Background(), "p", body); err != nil {
+					t.Errorf("Report(state %s, outcome %s, parked %v) = %v, want it stored", s, o, parked, err)
+				}
+			}
 		}
 	}
 }

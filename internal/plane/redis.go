@@ -64,7 +64,7 @@ end
 return 1
 `)
 
-func (s *redisStore) Report(ctx context.Context, row Instance, its []Iteration, now time.Time, l Limits) error {
+func (s *redisStore) Report(ctx context.Context, row Instance, its []Received, now time.Time, l Limits) error {
 	field := rowKey(row.Project, row.Instance)
 	rb, err := json.Marshal(row)
 	if err != nil {
@@ -122,7 +122,7 @@ func (s *redisStore) Instances(ctx context.Context, iterations int) ([]Instance,
 	}
 	for i, cmd := range cmds {
 		for _, raw := range cmd.Val() {
-			var it Iteration
+			var it Received
 			if err := json.Unmarshal([]byte(raw), &it); err != nil {
 				return nil, fmt.Errorf("plane: iteration of %q: %w", out[i].Instance, err)
 			}

@@ -27,11 +27,11 @@ func row(instance, kind string) Instance {
 	return Instance{Project: "p", Instance: instance, Host: "h", Version: "v1", State: wire.State{Kind: kind}}
 }
 
-func iter(ref string) Iteration {
-	return Iteration{Iteration: wire.Iteration{TaskRef: ref, Outcome: "released", Phases: []string{}, Sessions: []wire.Session{}}}
+func iter(ref string) Received {
+	return Received{Iteration: wire.Iteration{TaskRef: ref, Outcome: "released", Phases: []string{}, Sessions: []wire.Session{}}}
 }
 
-func report(t *testing.T, s Store, r Instance, now time.Time, l Limits, its ...Iteration) {
+func report(t *testing.T, s Store, r Instance, now time.Time, l Limits, its ...Received) {
 	t.Helper()
 	if err := s.Report(context.Background(), r, its, now, l); err != nil {
 		t.Fatal(err)

@@ -99,7 +99,7 @@ func (s *State) Set(k Kind, name string, p *Pause) error {
 	return nil
 }
 
-// Paused returns the pause that holds automation type typ, which consumes queue ("":
+// Paused returns the pause in force on automation type typ, which consumes queue ("":
 // none): its type's own, else its queue's (queue true).
 func (s State) Paused(typ, queue string) (p Pause, ofQueue, ok bool) {
 	if p, ok := s.Types[typ]; ok {

@@ -34,7 +34,7 @@ func BenchmarkASCounter(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer rt.Close(ctx)
-	plugin := hostfn.NewPlugin("as-counter", hostfn.Access{Counters: hostfn.Patterns{"as-counter:*"}}, json.RawMessage(`{}`),
+	plugin := hostfn.NewGrantee("as-counter", hostfn.Access{Counters: hostfn.Patterns{"as-counter:*"}}, json.RawMessage(`{}`),
 		hostfn.Limits{MaxPayload: 1024, MaxHostCalls: hostfn.DefaultMaxHostCalls, MaxReply: hostfn.DefaultMaxReply}, nil)
 	in, err := rt.Instantiate(ctx, "as-counter/0", &hostfn.Caller{Plugin: plugin, Slot: "as-counter/0"}, nil)
 	if err != nil {

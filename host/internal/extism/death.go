@@ -10,7 +10,7 @@ import (
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/native"
-	"github.com/fleethost/fleet/host/internal/slot"
+	"github.com/fleethost/fleet/host/slotstate"
 )
 
 // A death is told from the instance's state, never from the error's text, which the guest
@@ -56,16 +56,16 @@ func exportListener(def api.FunctionDefinition) experimental.FunctionListener {
 // of its stack when the rewriter's stack check trapped. mod is the call's module, nil if
 // the call failed before its export ran; kernel is the kernel's memory, which began at
 // kernelBase bytes.
-func death(ctx context.Context, mod api.Module, kernel api.Memory, kernelBase uint64, err error) (slot.Death, error) {
+func death(ctx context.Context, mod api.Module, kernel api.Memory, kernelBase uint64, err error) (slotstate.Death, error) {
 	death, err := native.Classify(ctx, err)
-	if death == slot.DeathHostPanic {
+	if death == slotstate.DeathHostPanic {
 		return death, err
 	}
 	if native.MemoryFull(kernel, kernelBase) || (mod != nil && native.MemoryFull(mod.Memory(), 0)) {
-		return slot.DeathMemory, err
+		return slotstate.DeathMemory, err
 	}
-	if death == slot.DeathTrap && mod != nil && native.StackLimitHit(mod) {
-		return slot.DeathStack, fmt.Errorf("%w: %w", native.ErrStackLimit, err)
+	if death == slotstate.DeathTrap && mod != nil && native.StackLimitHit(mod) {
+		return slotstate.DeathStack, fmt.Errorf("%w: %w", native.ErrStackLimit, err)
 	}
 	return death, err
 }

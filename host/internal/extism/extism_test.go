@@ -16,6 +16,7 @@ import (
 	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/host/internal/slot"
 	"github.com/fleethost/fleet/host/internal/validate"
+	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives/memory"
 )
@@ -82,7 +83,7 @@ func newGuest(t *testing.T, imports, handle string, pages uint32, config string,
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close(ctx) })
-	plugin := hostfn.NewPlugin("t", hostfn.Access{KV: hostfn.Patterns{"t:*"}}, json.RawMessage(config), hostfn.Limits{
+	plugin := hostfn.NewGrantee("t", hostfn.Access{KV: hostfn.Patterns{"t:*"}}, json.RawMessage(config), hostfn.Limits{
 		MaxPayload: 1024, MaxHostCalls: hostfn.DefaultMaxHostCalls, MaxReply: hostfn.DefaultMaxReply, MaxPoolList: hostfn.DefaultMaxPoolList,
 	}, nil)
 	in, err := rt.Instantiate(ctx, "t/0", &hostfn.Caller{Plugin: plugin, Slot: "t/0"}, out)
@@ -140,7 +141,7 @@ func TestExtismOff(t *testing.T) {
 			in := guest(t, tt.imports, tt.handle, 16, "")
 			_, err := handle(t, in, tt.input)
 			var died *slot.Died
-			if !errors.As(err, &died) || died.Death != slot.DeathTrap || !strings.Contains(err.Error(), tt.want) {
+			if !errors.As(err, &died) || died.Death != slotstate.DeathTrap || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Handle = %v, want a trap saying %q", err, tt.want)
 			}
 		})
@@ -250,7 +251,7 @@ func TestOutputCap(t *testing.T) {
     (call $output_set (local.get $b) (i64.const 5242880)) (i32.const 0)`, 256, "")
 	_, err := handle(t, in, "")
 	var died *slot.Died
-	if !errors.As(err, &died) || died.Death != slot.DeathBadResult || !strings.Contains(err.Error(), "limit 4194304") {
+	if !errors.As(err, &died) || died.Death != slotstate.DeathBadResult || !strings.Contains(err.Error(), "limit 4194304") {
 		t.Fatalf("Handle = %v, want a bad_result death naming the limit", err)
 	}
 }
@@ -296,18 +297,18 @@ func TestIsExtism(t *testing.T) {
 func TestDeaths(t *testing.T) {
 	for _, tt := range []struct {
 		name, handle string
-		want         slot.Death
+		want         slotstate.Death
 	}{
 		{"module memory", `(block $full (loop $more
 		    (br_if $full (i32.eq (memory.grow (i32.const 1)) (i32.const -1)))
 		    (br $more)))
-		  unreachable`, slot.DeathMemory},
+		  unreachable`, slotstate.DeathMemory},
 		{"kernel memory", `(block $full (loop $more
 		    (br_if $full (i64.eqz (call $alloc (i64.const 65536))))
 		    (br $more)))
-		  unreachable`, slot.DeathMemory},
-		{"stack", `(call $r) (i32.const 0)`, slot.DeathStack},
-		{"trap", `(call $error_set (call $input)) unreachable`, slot.DeathTrap},
+		  unreachable`, slotstate.DeathMemory},
+		{"stack", `(call $r) (i32.const 0)`, slotstate.DeathStack},
+		{"trap", `(call $error_set (call $input)) unreachable`, slotstate.DeathTrap},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			// $r recurses for ever; the rewriter's stack budget stops it. The kernel
@@ -367,7 +368,7 @@ func TestKernelBroken(t *testing.T) {
 		`(call $out (call $input)) (call $store_u64 (i64.const 9) (i64.const 0x7ffffff0)) (i32.const 0)`, 16, "")
 	_, err := handle(t, in, `{"outcome":"done"}`)
 	var died *slot.Died
-	if !errors.As(err, &died) || died.Death != slot.DeathBadResult || !strings.Contains(err.Error(), "allocator") {
+	if !errors.As(err, &died) || died.Death != slotstate.DeathBadResult || !strings.Contains(err.Error(), "allocator") {
 		t.Fatalf("Handle = %v, want a bad_result death naming the kernel's allocator", err)
 	}
 	// A sound call leaves the instance alive.

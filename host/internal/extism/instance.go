@@ -12,6 +12,7 @@ import (
 	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/host/internal/native"
 	"github.com/fleethost/fleet/host/internal/slot"
+	"github.com/fleethost/fleet/host/slotstate"
 )
 
 // Instance is one instantiated Extism plugin (its kernel and its module). It is owned by
@@ -79,7 +80,7 @@ func (in *Instance) Tick(ctx context.Context, input []byte) ([]byte, error) {
 
 func (in *Instance) run(ctx context.Context, export string, input []byte) ([]byte, error) {
 	if !in.exports[export] {
-		return nil, &slot.Died{Death: slot.DeathBadResult, Err: fmt.Errorf("extism: module does not export %s", export)}
+		return nil, &slot.Died{Death: slotstate.DeathBadResult, Err: fmt.Errorf("extism: module does not export %s", export)}
 	}
 	in.caller.Begin()
 	out, failed, err := in.call(ctx, export, input)
@@ -88,13 +89,13 @@ func (in *Instance) run(ctx context.Context, export string, input []byte) ([]byt
 		return nil, &slot.Died{Death: death, Err: fmt.Errorf("extism: %s: %w", export, err)}
 	}
 	if !in.kernelSound() {
-		return nil, &slot.Died{Death: slot.DeathBadResult, Err: fmt.Errorf("extism: %s left the Extism kernel's allocator past the kernel's memory", export)}
+		return nil, &slot.Died{Death: slotstate.DeathBadResult, Err: fmt.Errorf("extism: %s left the Extism kernel's allocator past the kernel's memory", export)}
 	}
 	if failed != "" {
 		return abi.HandleResult{Outcome: abi.OutcomeFail, Reason: failed}.AppendJSON(nil), nil
 	}
 	if err := checkOutput(export, out); err != nil {
-		return nil, &slot.Died{Death: slot.DeathBadResult, Err: err}
+		return nil, &slot.Died{Death: slotstate.DeathBadResult, Err: err}
 	}
 	return out, nil
 }

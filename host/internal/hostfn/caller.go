@@ -10,10 +10,10 @@ import (
 	"github.com/fleethost/fleet/primitives"
 )
 
-// Plugin is what the core knows of one loaded plugin: who it is, what it was granted and
+// Grantee is what the core knows of one loaded plugin: who it is, what it was granted and
 // its limits. It is immutable after construction, except for its limiters, which lock
 // themselves.
-type Plugin struct {
+type Grantee struct {
 	Type   string
 	Access Access
 	Config json.RawMessage // the validated configuration; nil means `{}`
@@ -72,12 +72,12 @@ type HTTPDoer interface {
 	Do(ctx context.Context, req abi.HTTPRequest) (abi.HTTPReply, *abi.Error)
 }
 
-// NewPlugin returns a Plugin with its log limiters
+// NewGrantee returns a Grantee with its log limiters
 // (see the rates in limiter.go): each kind of line a guest can cause is logged at most a
 // burst at once and then at a steady rate, per plugin, the dropped ones counted in the
 // next line as "suppressed".
-func NewPlugin(typ string, a Access, config json.RawMessage, limits Limits, http HTTPDoer) *Plugin {
-	return &Plugin{
+func NewGrantee(typ string, a Access, config json.RawMessage, limits Limits, http HTTPDoer) *Grantee {
+	return &Grantee{
 		Type: typ, Access: a, Config: config, Limits: limits, HTTP: http,
 		Events:    NewEventLimiter(),
 		Output:    NewLimiter(outputEvery, outputBurst),
@@ -92,8 +92,8 @@ func NewPlugin(typ string, a Access, config json.RawMessage, limits Limits, http
 // module, find it without a lookup table. See host/RATIONALE.md, "How does a host
 // function know who is calling?".
 type Caller struct {
-	Plugin *Plugin // immutable
-	Slot   string  // immutable; the slot's name, e.g. "scraper/2"
+	Plugin *Grantee // immutable
+	Slot   string   // immutable; the slot's name, e.g. "scraper/2"
 
 	// Pending is the reply the transport kept because it did not fit the guest's buffer,
 	// until abi.OpReplyFetch takes it. Owned by the goroutine running the instance:

@@ -205,7 +205,7 @@ func decode(req []byte, v any) *abi.Error {
 
 // checkSize refuses a value over the plugin's payload limit, before it is validated or
 // stored.
-func checkSize(p *Plugin, what string, v []byte) *abi.Error {
+func checkSize(p *Grantee, what string, v []byte) *abi.Error {
 	if len(v) > p.Limits.MaxPayload {
 		return abi.Errorf(abi.LimitExceeded, "%s is %d bytes, limit %d", what, len(v), p.Limits.MaxPayload)
 	}

@@ -170,7 +170,7 @@ func newFixture(t testing.TB) *fixture {
 	logs := &bytes.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	core := NewCore(s, reg, nil, log)
-	p := NewPlugin("scraper", Access{
+	p := NewGrantee("scraper", Access{
 		Pools:    map[string]Roles{"cookies": PoolRoles},
 		Queues:   map[string]Roles{"jobs": QueueRoles},
 		KV:       Patterns{"scraper:*"},
@@ -344,7 +344,7 @@ func TestRoles(t *testing.T) {
 			g := f.caller.Plugin.Access
 			g.Pools = map[string]Roles{"cookies": role & PoolRoles}
 			g.Queues = map[string]Roles{"jobs": role & QueueRoles}
-			f.caller.Plugin = NewPlugin("scraper", g, nil, testLimits, nil)
+			f.caller.Plugin = NewGrantee("scraper", g, nil, testLimits, nil)
 			f.ctx = WithCaller(context.Background(), f.caller)
 			for op, req := range calls {
 				before := f.spy.calls.Load()
@@ -749,7 +749,7 @@ func TestSubmitKey(t *testing.T) {
 	if _, e := submit(f.ctx, `{"n":2}`); e == nil || e.Kind != abi.Conflict {
 		t.Errorf("another payload under the key = %v, want Conflict", e)
 	}
-	other := &Caller{Plugin: NewPlugin("rival", Access{Queues: map[string]Roles{"jobs": RoleSubmit}}, nil, testLimits, nil), Slot: "rival/0"}
+	other := &Caller{Plugin: NewGrantee("rival", Access{Queues: map[string]Roles{"jobs": RoleSubmit}}, nil, testLimits, nil), Slot: "rival/0"}
 	theirs, e := submit(WithCaller(context.Background(), other), `{"n":1}`)
 	if e != nil || theirs == first {
 		t.Errorf("another plugin's submit under the same key = %s, %v, want a task of its own", theirs, e)

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// The rates of the per-plugin log limiters (NewPlugin): a burst at once, then one line per
+// The rates of the per-plugin log limiters (NewGrantee): a burst at once, then one line per
 // interval. 10 lines a second per plugin and kind is enough to see what a plugin does;
 // a flood is told by the "suppressed" counts.
 const (

@@ -34,7 +34,7 @@ const (
 
 // Limits are the caps on what one plugin's guest may send across the boundary and have
 // sent back, from the plugin's resolved grant (every default filled in: a zero cap
-// refuses every call it bounds). Immutable once the Plugin is made.
+// refuses every call it bounds). Immutable once the Grantee is made.
 type Limits struct {
 	// MaxPayload caps each payload, KV value, tags object and HTTP body a guest sends, in
 	// bytes; 0 admits no payload.

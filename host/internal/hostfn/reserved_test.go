@@ -14,7 +14,7 @@ import (
 // namespace "*" covers.
 func TestHostNamespacesBeyondEveryGrant(t *testing.T) {
 	f := newFixture(t)
-	p := NewPlugin("greedy", Access{KV: Patterns{"*"}}, json.RawMessage(`{}`), testLimits, nil)
+	p := NewGrantee("greedy", Access{KV: Patterns{"*"}}, json.RawMessage(`{}`), testLimits, nil)
 	f.caller = &Caller{Plugin: p, Slot: "greedy/0"}
 	f.ctx = WithCaller(context.Background(), f.caller)
 	for _, ns := range []string{contracts.Namespace, SchedulesNamespace} {
@@ -42,7 +42,7 @@ func TestHostNamespacesBeyondEveryGrant(t *testing.T) {
 // by their lock.
 func TestReservedWhateverTheGrant(t *testing.T) {
 	f := newFixture(t)
-	f.caller.Plugin = NewPlugin("scraper", Access{KV: Patterns{"*"}, Locks: Patterns{"*"}}, json.RawMessage(`{}`), testLimits, nil)
+	f.caller.Plugin = NewGrantee("scraper", Access{KV: Patterns{"*"}, Locks: Patterns{"*"}}, json.RawMessage(`{}`), testLimits, nil)
 	for _, ns := range []string{contracts.Namespace, "fleet-desired"} {
 		for _, c := range []struct {
 			op  abi.Op

@@ -83,7 +83,7 @@ func blockingGuest(tb testing.TB, in, body string) *Runtime {
 }
 
 func blockingCaller() *hostfn.Caller {
-	return &hostfn.Caller{Plugin: hostfn.NewPlugin("blocking", hostfn.Access{}, nil, hostfn.Limits{MaxPayload: 1024, MaxHostCalls: hostfn.DefaultMaxHostCalls, MaxReply: hostfn.DefaultMaxReply, MaxPoolList: hostfn.DefaultMaxPoolList}, nil), Slot: "blocking/0"}
+	return &hostfn.Caller{Plugin: hostfn.NewGrantee("blocking", hostfn.Access{}, nil, hostfn.Limits{MaxPayload: 1024, MaxHostCalls: hostfn.DefaultMaxHostCalls, MaxReply: hostfn.DefaultMaxReply, MaxPoolList: hostfn.DefaultMaxPoolList}, nil), Slot: "blocking/0"}
 }
 
 // callExport instantiates rt and calls export under ctx, the way the loader's probe and

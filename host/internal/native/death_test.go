@@ -9,6 +9,7 @@ import (
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/slot"
+	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/testutil"
 )
 
@@ -19,20 +20,20 @@ func TestDiedIsTyped(t *testing.T) {
 	growToLimit := `(loop $more (br_if $more (i32.ne (memory.grow (i32.const 1)) (i32.const -1)))) unreachable`
 	tests := []struct {
 		name, fn, body string
-		want           slot.Death
+		want           slotstate.Death
 	}{
-		{"trap named deadline", "call_ran_past_its_deadline", "unreachable", slot.DeathTrap},
-		{"trap named memory", "out_of_memory", "unreachable", slot.DeathTrap},
-		{"out of bounds", "memory_limit_deadline", "(drop (i32.load (i32.const 70000)))", slot.DeathTrap},
-		{"divide by zero", "deadline_exceeded", "(drop (i32.div_u (i32.const 1) (i32.const 0)))", slot.DeathTrap},
-		{"exit with the deadline code", "deadline", "(call $proc_exit (i32.const 0xefffffff))", slot.DeathExit},
-		{"exit with the cancel code", "context_canceled", "(call $proc_exit (i32.const 0xffffffff))", slot.DeathExit},
-		{"exit 3", "memory", "(call $proc_exit (i32.const 3))", slot.DeathExit},
-		{"memory at the limit", "deadline_trap", growToLimit, slot.DeathMemory},
+		{"trap named deadline", "call_ran_past_its_deadline", "unreachable", slotstate.DeathTrap},
+		{"trap named memory", "out_of_memory", "unreachable", slotstate.DeathTrap},
+		{"out of bounds", "memory_limit_deadline", "(drop (i32.load (i32.const 70000)))", slotstate.DeathTrap},
+		{"divide by zero", "deadline_exceeded", "(drop (i32.div_u (i32.const 1) (i32.const 0)))", slotstate.DeathTrap},
+		{"exit with the deadline code", "deadline", "(call $proc_exit (i32.const 0xefffffff))", slotstate.DeathExit},
+		{"exit with the cancel code", "context_canceled", "(call $proc_exit (i32.const 0xffffffff))", slotstate.DeathExit},
+		{"exit 3", "memory", "(call $proc_exit (i32.const 3))", slotstate.DeathExit},
+		{"memory at the limit", "deadline_trap", growToLimit, slotstate.DeathMemory},
 		// As a Go guest's runtime that cannot grow its heap by another 4 MiB aborts.
-		{"abort near the limit", "runtime.abort", `(drop (memory.grow (i32.const 220))) unreachable`, slot.DeathMemory},
-		{"exit near the limit", "exit", `(drop (memory.grow (i32.const 220))) (call $proc_exit (i32.const 2))`, slot.DeathMemory},
-		{"bad result", "fine", "", slot.DeathBadResult},
+		{"abort near the limit", "runtime.abort", `(drop (memory.grow (i32.const 220))) unreachable`, slotstate.DeathMemory},
+		{"exit near the limit", "exit", `(drop (memory.grow (i32.const 220))) (call $proc_exit (i32.const 2))`, slotstate.DeathMemory},
+		{"bad result", "fine", "", slotstate.DeathBadResult},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -41,7 +42,7 @@ func TestDiedIsTyped(t *testing.T) {
 				Funcs:   fmt.Sprintf("(func $%s %s)", tt.fn, tt.body),
 				Handle:  "(call $" + tt.fn + ")",
 			}
-			if tt.want == slot.DeathBadResult {
+			if tt.want == slotstate.DeathBadResult {
 				g.Handle += fmt.Sprintf(" (return (i64.const %d))", abi.Packed(70000, 10)) // outside its 1-page memory
 			}
 			// WATNamed: the function's name reaches wazero's stack trace, as a guest's would.
@@ -54,7 +55,7 @@ func TestDiedIsTyped(t *testing.T) {
 			if died.Death != tt.want {
 				t.Errorf("Handle = %v, death %q; want %q", err, died.Death, tt.want)
 			}
-			if tt.want == slot.DeathTrap && !strings.Contains(err.Error(), tt.fn) {
+			if tt.want == slotstate.DeathTrap && !strings.Contains(err.Error(), tt.fn) {
 				t.Errorf("Handle = %v; want the guest's function %s in the text, as the test's premise", err, tt.fn)
 			}
 			if strings.Contains(tt.body, "proc_exit") && !strings.Contains(err.Error(), "the guest called proc_exit(") {

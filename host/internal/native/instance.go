@@ -13,6 +13,7 @@ import (
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/host/internal/slot"
+	"github.com/fleethost/fleet/host/slotstate"
 )
 
 // Instance is one instantiated guest with its exports looked up once. It is owned by one
@@ -116,11 +117,11 @@ func (in *Instance) enter(ctx context.Context) context.Context {
 // wazero reports traps only as an internal type.
 func (in *Instance) died(ctx context.Context, name string, err error) error {
 	death, err := Classify(ctx, in.stop.wrap(ctx, err))
-	if death != slot.DeathHostPanic && MemoryFull(in.mod.Memory(), 0) {
-		death = slot.DeathMemory
+	if death != slotstate.DeathHostPanic && MemoryFull(in.mod.Memory(), 0) {
+		death = slotstate.DeathMemory
 	}
-	if death == slot.DeathTrap && StackLimitHit(in.mod) {
-		death, err = slot.DeathStack, fmt.Errorf("%w: %w", ErrStackLimit, err)
+	if death == slotstate.DeathTrap && StackLimitHit(in.mod) {
+		death, err = slotstate.DeathStack, fmt.Errorf("%w: %w", ErrStackLimit, err)
 	}
 	return &slot.Died{Death: death, Err: fmt.Errorf("native: %s: %w", name, err)}
 }
@@ -130,24 +131,24 @@ func (in *Instance) died(ctx context.Context, name string, err error) error {
 // host's own words for err; a Go runtime error that wazero recovered is a host function's,
 // DeathHostPanic; anything else, a deadline's close included (the caller tells those), is
 // DeathTrap. The Extism transport classifies its calls with it too.
-func Classify(ctx context.Context, err error) (slot.Death, error) {
+func Classify(ctx context.Context, err error) (slotstate.Death, error) {
 	var exit *sys.ExitError
 	var hostBug runtime.Error
 	switch {
 	case errors.As(err, &exit) && ctx.Err() == nil:
-		return slot.DeathExit, fmt.Errorf("the guest called proc_exit(%d)", exit.ExitCode())
+		return slotstate.DeathExit, fmt.Errorf("the guest called proc_exit(%d)", exit.ExitCode())
 	case errors.As(err, &exit):
 		// ctx closed the module: the caller's deadline or drain, which the caller tells.
 	case errors.As(err, &hostBug):
 		// wazero recovered a Go runtime error: a host function's, not the guest's.
-		return slot.DeathHostPanic, err
+		return slotstate.DeathHostPanic, err
 	}
-	return slot.DeathTrap, err
+	return slotstate.DeathTrap, err
 }
 
 // ErrStackLimit is wrapped by the error of a guest call that died because its nested
 // calls spent the instance's stack budget (stackBudget, set by the module rewriter); its
-// death is slot.DeathStack.
+// death is slotstate.DeathStack.
 var ErrStackLimit = errors.New("the guest's call stack passed its limit")
 
 // StackLimitHit reports whether the rewriter's stack check trapped in mod. That check
@@ -159,7 +160,7 @@ func StackLimitHit(mod api.Module) bool {
 	return g != nil && int32(uint32(g.Get())) == stackExhausted
 }
 
-func badResult(err error) error { return &slot.Died{Death: slot.DeathBadResult, Err: err} }
+func badResult(err error) error { return &slot.Died{Death: slotstate.DeathBadResult, Err: err} }
 
 // MemoryFull reports whether mem, which began at base bytes, is within memoryHeadroom of
 // its maximum (the module's own, or the host's limit) for the room it had to grow. wasm

@@ -77,7 +77,7 @@ func newTestInstanceOn(tb testing.TB, wasm []byte, p Params, b primitives.Backen
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { rt.Close(ctx) })
-	plugin := hostfn.NewPlugin("bench", g, json.RawMessage(`{"k":"v"}`), hostfn.Limits{MaxPayload: 1024, MaxHostCalls: hostfn.DefaultMaxHostCalls, MaxReply: hostfn.DefaultMaxReply, MaxPoolList: hostfn.DefaultMaxPoolList}, nil)
+	plugin := hostfn.NewGrantee("bench", g, json.RawMessage(`{"k":"v"}`), hostfn.Limits{MaxPayload: 1024, MaxHostCalls: hostfn.DefaultMaxHostCalls, MaxReply: hostfn.DefaultMaxReply, MaxPoolList: hostfn.DefaultMaxPoolList}, nil)
 	in, err := rt.Instantiate(ctx, "bench/0", &hostfn.Caller{Plugin: plugin, Slot: "bench/0"}, nil)
 	if err != nil {
 		tb.Fatal(err)

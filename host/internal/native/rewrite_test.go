@@ -15,6 +15,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/fleethost/fleet/host/internal/slot"
+	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/testutil"
 )
 
@@ -320,14 +321,14 @@ func TestStackLimit(t *testing.T) {
 	}
 	_, err := in.Handle(context.Background(), make([]byte, 10000))
 	var died *slot.Died
-	if !errors.As(err, &died) || died.Death != slot.DeathStack || !errors.Is(err, ErrStackLimit) {
+	if !errors.As(err, &died) || died.Death != slotstate.DeathStack || !errors.Is(err, ErrStackLimit) {
 		t.Fatalf("1,000,000 frames: Handle = %v, want a stack death wrapping ErrStackLimit", err)
 	}
 
 	trap := newWATInstance(t, strings.Replace(fmt.Sprintf(recursionWAT, 1, uint64(4096)<<32|18),
 		"(then (i32.const 0))", "(then (unreachable))", 1), Params{})
 	_, err = trap.Handle(context.Background(), make([]byte, 10))
-	if !errors.As(err, &died) || died.Death != slot.DeathTrap || errors.Is(err, ErrStackLimit) {
+	if !errors.As(err, &died) || died.Death != slotstate.DeathTrap || errors.Is(err, ErrStackLimit) {
 		t.Fatalf("a trap at depth 10: Handle = %v, want a trap that is not ErrStackLimit", err)
 	}
 }

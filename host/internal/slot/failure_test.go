@@ -84,7 +84,7 @@ func TestParkNow(t *testing.T) {
 	h.push(`{}`)
 	h.run(func() bool { return h.stats().Parked == 1 })
 	fin := h.finished()
-	if len(fin) != 1 || fin[0].Outcome != slotstate.Parked || !fin[0].Parked || !fin[0].ParkedByGuest || fin[0].Reason != "the page is gone" {
+	if len(fin) != 1 || fin[0].Outcome != slotstate.Parked || !fin[0].Parked || !fin[0].ParkedByPlugin || fin[0].Reason != "the page is gone" {
 		t.Fatalf("iterations = %+v, want one, parked by the guest with its reason", fin)
 	}
 	ps, err := h.b.QueueParked(context.Background(), "q", 0)

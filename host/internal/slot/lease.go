@@ -133,8 +133,8 @@ func (h *holder) beat() {
 // discarded as after any cut. The slot neither acks the task, whatever the guest said,
 // nor releases it: its token no longer holds it, and the task is another claim's, or
 // gone. The guest's effects so far stand, as a dead host's would.
-func (s *Slot) leaseLost(it *Iteration, t claim, err error) {
+func (s *Slot) leaseLost(it *slotstate.Iteration, t claim, err error) {
 	s.discard()
-	it.Outcome, it.Death, it.Reason = slotstate.Died, DeathLease, cut(err.Error())
+	it.Outcome, it.Death, it.Reason = slotstate.Died, slotstate.DeathLease, cut(err.Error())
 	s.guestLog(slog.LevelWarn, "slot: task's lease lost; its outcome is dropped, neither acked nor released", "task", t.ID, "err", err)
 }

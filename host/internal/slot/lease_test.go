@@ -35,7 +35,7 @@ type fleet struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	calls  []leaseCall
-	events []Event
+	events []slotstate.Event
 }
 
 // leaseCall is one guest call as the fleet saw it.
@@ -59,7 +59,7 @@ func (f *fleet) slot(ctx context.Context, name string, backend primitives.Queue,
 		Name: name, Mode: abi.ModeBatch, Queue: "q", Backend: backend, Pump: pump,
 		MaxAttempts: 3, Poll: 10 * time.Millisecond, CallTimeout: time.Hour, RetryDelay: time.Millisecond,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Observe: func(e Event) {
+		Observe: func(e slotstate.Event) {
 			f.mu.Lock()
 			f.events = append(f.events, e)
 			f.mu.Unlock()
@@ -92,7 +92,7 @@ func (f *fleet) push() string {
 	return id
 }
 
-func (f *fleet) finished() []Iteration {
+func (f *fleet) finished() []slotstate.Iteration {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return finished(f.events)
@@ -232,7 +232,7 @@ func TestLostHostsTaskBackWithinOneLease(t *testing.T) {
 			t.Errorf("the cut-off call ended %v after the cut, want at most %v: a quarter lease before the lease it could not renew", ended.Sub(cut), lease-lease/4)
 		}
 		fin := f.finished()
-		if len(fin) == 0 || fin[0].Death != DeathLease || !strings.Contains(fin[0].Reason, "could not be renewed") {
+		if len(fin) == 0 || fin[0].Death != slotstate.DeathLease || !strings.Contains(fin[0].Reason, "could not be renewed") {
 			t.Errorf("the cut-off slot's iteration = %+v, want dead, its lease not renewed", fin)
 		}
 	})
@@ -272,7 +272,7 @@ func TestLeaseLostIsNotAcked(t *testing.T) {
 		stop()
 		f.wg.Wait()
 		fin := f.finished()[0]
-		if fin.Outcome != slotstate.Died || fin.Death != DeathLease || !strings.Contains(fin.Reason, "lost") {
+		if fin.Outcome != slotstate.Died || fin.Death != slotstate.DeathLease || !strings.Contains(fin.Reason, "lost") {
 			t.Errorf("iteration = %+v, want dead, its lease lost", fin)
 		}
 		if slices.Contains(fin.Phases, "ack") || slices.Contains(fin.Phases, "release") {

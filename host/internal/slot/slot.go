@@ -28,84 +28,28 @@ type Guest interface {
 	Close(ctx context.Context) error
 }
 
-// Death says why an instance died: the reason label of fleet_slot_deaths_total. It comes
-// from the error's type and from the slot's own contexts, never from the error's text,
-// which holds the guest's function names (a trap in a function named
-// $call_ran_past_its_deadline is a trap). See host/RATIONALE.md, "Why does a slot event
-// carry its death's reason?".
-type Death string
-
-const (
-	DeathDeadline  Death = "deadline"   // the call ran past CallTimeout
-	DeathDrain     Death = "drain"      // the host cut the call at the drain deadline
-	DeathMemory    Death = "memory"     // the guest died with its memory at the limit
-	DeathStack     Death = "stack"      // the guest's nested calls passed the stack limit
-	DeathTrap      Death = "trap"       // a wasm trap: unreachable, out of bounds, ...
-	DeathExit      Death = "exit"       // the guest called proc_exit
-	DeathBadResult Death = "bad_result" // the guest broke the ABI: a malformed result, a range outside its memory
-	DeathHostPanic Death = "host_panic" // the host's own bug, recovered
-	DeathLease     Death = "lease"      // the host cut the call: its task's lease was lost, or could not be renewed
-)
-
 // Died is an error of a Guest call that says why its instance died. The slot decides
-// DeathDeadline and DeathDrain itself, from the contexts it gave the call, whatever the
-// error says (a guest can proc_exit with wazero's deadline exit code); a Guest error that
-// is not a Died is a trap.
+// slotstate.DeathDeadline and DeathDrain itself, from the contexts it gave the call,
+// whatever the error says (a guest can proc_exit with wazero's deadline exit code); a
+// Guest error that is not a Died is a trap.
 type Died struct {
-	Death Death
+	Death slotstate.Death
 	Err   error
 }
 
 func (d *Died) Error() string { return d.Err.Error() }
 func (d *Died) Unwrap() error { return d.Err }
 
-// Event is one step of a slot's lifecycle, for telemetry.
-type Event struct {
-	Kind      slotstate.State // the state the slot enters, or slotstate.Finished
-	Slot      string          // "<type>/<index>"
-	N         int             // the 1-based iteration number (working, finished)
-	TaskID    string          // the task being worked, when one was claimed
-	Phase     slotstate.Phase // working
-	Iteration *Iteration
-}
-
-// Iteration is one finished loop step.
-type Iteration struct {
-	TaskID   string
-	Phases   []slotstate.Phase // the phases run, in order
-	Outcome  slotstate.Outcome
-	Reason   string // why the task went back or the instance died, if it did
-	Death    Death  // why the instance died, or the drain cut it (DeathDrain), when it did; "" otherwise
-	Duration time.Duration
-	// Backoff is how long the task waits before its next attempt once this iteration
-	// handed it back with a delay: a fail's backoff, a retry's retry_after (or the
-	// plugin's retry delay); for a tick, the wait before the next tick after a retry or a
-	// fail. 0 otherwise.
-	Backoff time.Duration
-	// Parked is true when the release parked the task (its attempts are spent, or the
-	// guest said park), whatever Outcome says: a death that spends the budget is
-	// slotstate.Died with Parked set (slotstate.Outcome.Settle).
-	Parked bool
-	// ParkedByGuest is true when the guest parked the task (abi.OutcomePark) and the
-	// release did park it (set by handle before the release, kept only if it parked).
-	ParkedByGuest bool
-	// Unfit is true when Params.Check refused the task's payload: it was parked (or,
-	// when the release failed, left to its lease) without a guest call.
-	Unfit bool
-	// HandBacks is the task's hand-backs once this iteration handed it back with its
-	// attempt refunded (a retry, a drain's cut); 0 when it did not. OverAlert says they
-	// are past Params.HandBackAlert.
-	HandBacks int
-	OverAlert bool
-}
-
 // Params configure a Slot. Every field is required unless marked.
 type Params struct {
-	Name    string // "<type>/<index>", for logs and events
-	Mode    string // abi.ModeBatch or abi.ModeLoop
-	Queue   string // the consumed queue (batch)
-	Backend primitives.Queue
-	Pump    *Pump // batch: the plugin's queue pump, through which claims and acks-with-claim go
+	Name string // "<type>/<index>", for logs and events
+	// Automation is the plugin's type, and ConfigIdentity its version's config identity:
+	// what the slot's events say of it (slotstate.Event), and Automation its spans too.
+	Automation, ConfigIdentity string
+	Mode                       string // abi.ModeBatch or abi.ModeLoop
+	Queue                      string // the consumed queue (batch)
+	Backend                    primitives.Queue
+	Pump                       *Pump // batch: the plugin's queue pump, through which claims and acks-with-claim go
 	// Check, when set, checks a claimed task's payload before the guest is called: a
 	// reason other than "" parks the task with that reason, and the guest never sees it
 	// (host/RATIONALE.md, "What if a task does not satisfy its consumer's contract?").
@@ -121,24 +65,23 @@ type Params struct {
 	// at once.
 	Backoff primitives.Backoff
 	// HandBackAlert is how many hand-backs of one task are normal: past it, each further
-	// one is logged and said by Iteration.OverAlert. Optional: 0 alerts on none.
+	// one is logged and said by its iteration's OverAlert. Optional: 0 alerts on none.
 	HandBackAlert int
 	// BackoffMin and BackoffMax bound the wait before a fresh instance after repeated
 	// deaths: BackoffMin after the first, doubling, reset by any iteration that does not
 	// die. Optional: default 100ms and 30s.
 	BackoffMin, BackoffMax time.Duration
-	Paused                 func() bool  // optional; true stops claiming until false
-	Observe                func(Event)  // optional; must not block
-	Log                    *slog.Logger // required
+	Paused                 func() bool           // optional; true stops claiming until false
+	Observe                func(slotstate.Event) // optional; must not block
+	Log                    *slog.Logger          // required
 	// Events rate-limits the lines of each task and guest call (a task parked, the guest
 	// died, a tick failed, no instance could be made, a release or ack failed), shared by
 	// the slots of one plugin.
 	// Optional: default, a limiter of the slot's own at the plugin's rate.
 	Events *hostfn.Limiter
-	// Tracer makes each task's attempt a span (tracing.StartTask) of Automation, the
-	// plugin's type. Optional: nil makes none.
-	Tracer     trace.Tracer
-	Automation string
+	// Tracer makes each task's attempt a span (tracing.StartTask) of Automation.
+	// Optional: nil makes none.
+	Tracer trace.Tracer
 }
 
 // settleTimeout bounds an ack or release, which runs even after a drain's deadline.
@@ -184,7 +127,7 @@ func New(p Params) *Slot {
 		p.Paused = func() bool { return false }
 	}
 	if p.Observe == nil {
-		p.Observe = func(Event) {}
+		p.Observe = func(slotstate.Event) {}
 	}
 	if p.Events == nil {
 		p.Events = hostfn.NewEventLimiter()
@@ -258,7 +201,7 @@ func (s *Slot) ready(soft, hard context.Context) bool {
 // every poll, as idle does, so that a paused slot's presence stays fresh.
 func (s *Slot) pause(soft, hard context.Context) {
 	s.handBackNext(hard)
-	s.emit(Event{Kind: slotstate.Paused})
+	s.emit(slotstate.Event{Kind: slotstate.Paused})
 	s.state = slotstate.Paused
 	sleep(soft, s.p.Poll)
 }
@@ -281,7 +224,7 @@ func (s *Slot) take(soft context.Context) (claim, bool) {
 		sleep(soft, s.p.Poll)
 		return claim{}, false
 	case !res.OK:
-		s.emit(Event{Kind: slotstate.Idle})
+		s.emit(slotstate.Event{Kind: slotstate.Idle})
 		s.state = slotstate.Idle
 		sleep(soft, s.p.Poll)
 		return claim{}, false
@@ -294,13 +237,13 @@ func (s *Slot) take(soft context.Context) (claim, bool) {
 
 // finish ends an iteration: a death counts for the backoff, any other outcome resets
 // it, and the observer hears the iteration.
-func (s *Slot) finish(it Iteration) {
+func (s *Slot) finish(it slotstate.Iteration) {
 	if it.Outcome == slotstate.Died {
 		s.deaths++
 	} else {
 		s.deaths = 0
 	}
-	s.emit(Event{Kind: slotstate.Finished, N: s.n, TaskID: it.TaskID, Iteration: &it})
+	s.emit(slotstate.Event{Kind: slotstate.Finished, N: s.n, TaskID: it.TaskID, Iteration: &it})
 	s.state = slotstate.Finished
 }
 
@@ -312,7 +255,7 @@ func (s *Slot) stop(hard context.Context) {
 		_ = s.guest.Close(context.WithoutCancel(hard))
 		s.guest = nil
 	}
-	s.emit(Event{Kind: slotstate.Stopped})
+	s.emit(slotstate.Event{Kind: slotstate.Stopped})
 }
 
 // claimFailed logs a failed claim at most once per claimLogEvery, with the count of those
@@ -347,12 +290,12 @@ func (s *Slot) guestLog(level slog.Level, msg string, attrs ...any) {
 func (s *Slot) setState(kind slotstate.State) {
 	if s.state != kind {
 		s.state = kind
-		s.emit(Event{Kind: kind})
+		s.emit(slotstate.Event{Kind: kind})
 	}
 }
 
-func (s *Slot) emit(e Event) {
-	e.Slot = s.p.Name
+func (s *Slot) emit(e slotstate.Event) {
+	e.Plugin, e.Slot, e.ConfigIdentity = s.p.Automation, s.p.Name, s.p.ConfigIdentity
 	s.p.Observe(e)
 }
 
@@ -388,16 +331,16 @@ func (s *Slot) handBackNext(hard context.Context) {
 }
 
 // begin starts iteration it: the slot's next iteration number, in its first phase.
-func (s *Slot) begin(it Iteration, phase slotstate.Phase) Iteration {
+func (s *Slot) begin(it slotstate.Iteration, phase slotstate.Phase) slotstate.Iteration {
 	s.n++
 	s.enter(&it, phase)
 	return it
 }
 
 // enter records that it enters phase, and says the slot is working in it.
-func (s *Slot) enter(it *Iteration, phase slotstate.Phase) {
+func (s *Slot) enter(it *slotstate.Iteration, phase slotstate.Phase) {
 	it.Phases = append(it.Phases, phase)
-	s.emit(Event{Kind: slotstate.Working, N: s.n, TaskID: it.TaskID, Phase: phase})
+	s.emit(slotstate.Event{Kind: slotstate.Working, N: s.n, TaskID: it.TaskID, Phase: phase})
 	s.state = slotstate.Working
 }
 
@@ -405,11 +348,11 @@ func (s *Slot) enter(it *Iteration, phase slotstate.Phase) {
 // release that its result asks for. A fail and a death spend the task's attempt; a
 // retry, a drain's cut and the cut of a call whose lease could not be renewed refund it.
 // See host/RATIONALE.md, "Why does a retry refund its attempt?".
-func (s *Slot) handle(soft, hard context.Context, t claim) Iteration {
+func (s *Slot) handle(soft, hard context.Context, t claim) slotstate.Iteration {
 	start := time.Now()
 	// The span rides on hard, the guest call's context: the host calls are its children.
 	hard, end := tracing.StartTask(hard, s.p.Tracer, s.p.Automation, s.p.Queue, t.Task)
-	it := s.begin(Iteration{TaskID: t.ID}, slotstate.Handle)
+	it := s.begin(slotstate.Iteration{TaskID: t.ID}, slotstate.Handle)
 	if s.p.Check != nil {
 		if reason := s.p.Check(hard, t.Payload); reason != "" {
 			it.Reason, it.Unfit = cut(reason), true
@@ -422,12 +365,12 @@ func (s *Slot) handle(soft, hard context.Context, t claim) Iteration {
 	switch {
 	case errors.Is(err, errLeaseLost):
 		s.leaseLost(&it, t, err)
-	case death == DeathDrain:
+	case death == slotstate.DeathDrain:
 		// The drain's grace period ended mid-call: not the task's fault.
 		s.discard()
 		it.Death, it.Reason = death, "host draining: call cut at the drain deadline"
 		s.release(hard, t, &it, primitives.Retry{Reason: it.Reason, Refund: true}, slotstate.Cut)
-	case death == DeathLease:
+	case death == slotstate.DeathLease:
 		// The backend did not renew the lease: not the task's fault.
 		s.discard()
 		it.Death, it.Reason = death, cut("call cut while its lease was still held: "+err.Error())
@@ -448,7 +391,7 @@ func (s *Slot) handle(soft, hard context.Context, t claim) Iteration {
 		it.Reason = cut(cmp.Or(res.Reason, "retry"))
 		s.release(hard, t, &it, primitives.Retry{Reason: it.Reason, Delay: delay, Refund: true}, slotstate.Retried)
 	case res.Outcome == abi.OutcomePark:
-		it.Reason, it.ParkedByGuest = cut(cmp.Or(res.Reason, "parked by the plugin")), true
+		it.Reason, it.ParkedByPlugin = cut(cmp.Or(res.Reason, "parked by the plugin")), true
 		s.release(hard, t, &it, primitives.Park(it.Reason), slotstate.Failed)
 	default: // fail
 		it.Reason = cut(cmp.Or(res.Reason, "failed"))
@@ -470,7 +413,7 @@ func (s *Slot) failed(t claim, reason string) primitives.Retry {
 // renewed meanwhile (holder), after which t.expires is the renewed lease's end. A call
 // that ends as its lease is found lost answers an error wrapping errLeaseLost, whatever
 // the guest said.
-func (s *Slot) callHandle(hard context.Context, t *claim) (abi.HandleResult, Death, error) {
+func (s *Slot) callHandle(hard context.Context, t *claim) (abi.HandleResult, slotstate.Death, error) {
 	input, _ := abi.EncodeHandleInput(abi.HandleInput{
 		Task: abi.TaskEnvelope{
 			ID: t.ID, Payload: json.RawMessage(t.Payload), Attempts: t.Attempts,
@@ -482,7 +425,7 @@ func (s *Slot) callHandle(hard context.Context, t *claim) (abi.HandleResult, Dea
 	res, death, err := s.call(hard, hold, s.guest.Handle, input)
 	t.expires = hold.until()
 	if lost := hold.lost(); err == nil && errors.Is(lost, errLeaseLost) {
-		return res, DeathLease, lost
+		return res, slotstate.DeathLease, lost
 	}
 	return res, death, err
 }
@@ -491,7 +434,7 @@ func (s *Slot) callHandle(hard context.Context, t *claim) (abi.HandleResult, Dea
 // goes through the pump and claims the slot's next task in the same round trip;
 // otherwise, or when the pump's batch failed, it is a plain ack, tried again while the
 // backend does not answer (settle).
-func (s *Slot) ack(soft, hard context.Context, t claim, it *Iteration) {
+func (s *Slot) ack(soft, hard context.Context, t claim, it *slotstate.Iteration) {
 	s.enter(it, slotstate.Ack)
 	ack := func(ctx context.Context) error { return s.p.Backend.QueueAck(ctx, s.p.Queue, t.ID, t.Token) }
 	var err error
@@ -517,7 +460,7 @@ func (s *Slot) ack(soft, hard context.Context, t claim, it *Iteration) {
 // the release parked the task (slotstate.Outcome.Settle). A park asked for (by the
 // plugin, or by the payload check) says failed should the release not park: the task is
 // left to its lease. A task that went back with a delay records it as it.Backoff.
-func (s *Slot) release(hard context.Context, t claim, it *Iteration, r primitives.Retry, outcome slotstate.Outcome) {
+func (s *Slot) release(hard context.Context, t claim, it *slotstate.Iteration, r primitives.Retry, outcome slotstate.Outcome) {
 	s.enter(it, slotstate.Release)
 	var parked bool
 	err := s.settle(hard, t.expires, func(ctx context.Context) (err error) {
@@ -528,7 +471,7 @@ func (s *Slot) release(hard context.Context, t claim, it *Iteration, r primitive
 	case err != nil:
 		parked = false
 		s.guestLog(slog.LevelWarn, "slot: release failed; the lease will expire instead", "task", t.ID, "err", err)
-	case parked && it.ParkedByGuest:
+	case parked && it.ParkedByPlugin:
 		s.guestLog(slog.LevelWarn, "slot: task parked by the plugin", "task", t.ID, "reason", r.Reason)
 	case parked && it.Unfit:
 		s.guestLog(slog.LevelWarn, "slot: task parked unseen by the plugin: its payload does not satisfy the plugin's contract", "task", t.ID, "reason", r.Reason)
@@ -543,20 +486,20 @@ func (s *Slot) release(hard context.Context, t claim, it *Iteration, r primitive
 	default: // a failed attempt, back after its backoff
 		it.Backoff = r.Delay
 	}
-	it.Outcome, it.Parked, it.ParkedByGuest = outcome.Settle(parked), parked, parked && it.ParkedByGuest
+	it.Outcome, it.Parked, it.ParkedByPlugin = outcome.Settle(parked), parked, parked && it.ParkedByPlugin
 }
 
 // tick runs one loop step and says how long to wait before the next: Poll after done,
 // the guest's retry_after (or RetryDelay) after retry, RetryDelay after fail. See
 // host/RATIONALE.md, "How fast do loop plugins tick?".
-func (s *Slot) tick(hard context.Context) (Iteration, time.Duration) {
+func (s *Slot) tick(hard context.Context) (slotstate.Iteration, time.Duration) {
 	start := time.Now()
-	it := s.begin(Iteration{}, slotstate.Tick)
+	it := s.begin(slotstate.Iteration{}, slotstate.Tick)
 	input, _ := json.Marshal(abi.TickInput{Iteration: s.n})
 	res, death, err := s.call(hard, nil, s.guest.Tick, input)
 	var wait time.Duration
 	switch {
-	case err != nil && death == DeathDrain:
+	case err != nil && death == slotstate.DeathDrain:
 		// The drain's grace period ended mid-call: not the plugin's fault.
 		s.discard()
 		it.Outcome, it.Death, it.Reason = slotstate.Cut, death, "host draining: call cut at the drain deadline"
@@ -586,10 +529,10 @@ func (s *Slot) tick(hard context.Context) (Iteration, time.Duration) {
 // for a tick), and decodes its HandleResult. On an error the instance is dead, and death
 // says why. A panic anywhere below (the host's bug) becomes an error too, so the instance
 // is discarded and the slot goes on.
-func (s *Slot) call(hard context.Context, hold *holder, fn func(context.Context, []byte) ([]byte, error), input []byte) (res abi.HandleResult, death Death, err error) {
+func (s *Slot) call(hard context.Context, hold *holder, fn func(context.Context, []byte) ([]byte, error), input []byte) (res abi.HandleResult, death slotstate.Death, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			death, err = DeathHostPanic, fmt.Errorf("host panic during the guest call: %v", r)
+			death, err = slotstate.DeathHostPanic, fmt.Errorf("host panic during the guest call: %v", r)
 			s.guestLog(slog.LevelError, "slot: panic during a guest call", "panic", r)
 		}
 	}()
@@ -604,22 +547,22 @@ func (s *Slot) call(hard context.Context, hold *holder, fn func(context.Context,
 	switch {
 	case err == nil:
 		if res, err = abi.DecodeHandleResult(out); err != nil {
-			return res, DeathBadResult, err
+			return res, slotstate.DeathBadResult, err
 		}
 		return res, "", nil
 	case hard.Err() != nil:
-		return res, DeathDrain, err
+		return res, slotstate.DeathDrain, err
 	case hold.lost() != nil:
-		return res, DeathLease, fmt.Errorf("%w: %w", hold.lost(), err)
+		return res, slotstate.DeathLease, fmt.Errorf("%w: %w", hold.lost(), err)
 	case ctx.Err() != nil:
 		// hard still runs, so ctx ended by its own deadline. The context's error decides,
 		// not err's: a guest's proc_exit with wazero's deadline exit code is an error that
 		// errors.Is context.DeadlineExceeded too.
-		return res, DeathDeadline, fmt.Errorf("call ran past its %v deadline: %w", deadline.Sub(start).Round(time.Millisecond), err)
+		return res, slotstate.DeathDeadline, fmt.Errorf("call ran past its %v deadline: %w", deadline.Sub(start).Round(time.Millisecond), err)
 	case errors.As(err, &died):
 		return res, died.Death, err
 	}
-	return res, DeathTrap, err
+	return res, slotstate.DeathTrap, err
 }
 
 // discard closes a dead instance; the next iteration makes a fresh one.

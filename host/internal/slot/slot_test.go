@@ -56,7 +56,7 @@ type harness struct {
 	made   atomic.Int64
 	closed atomic.Int64
 	mu     sync.Mutex
-	events []Event
+	events []slotstate.Event
 	params Params
 	handle func(ctx context.Context, in abi.HandleInput) ([]byte, error)
 }
@@ -72,7 +72,7 @@ func newHarness(t *testing.T, handle func(ctx context.Context, in abi.HandleInpu
 		CallTimeout: time.Minute, RetryDelay: time.Millisecond,
 		BackoffMin: time.Millisecond, BackoffMax: 4 * time.Millisecond,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Observe: func(e Event) {
+		Observe: func(e slotstate.Event) {
 			h.mu.Lock()
 			h.events = append(h.events, e)
 			h.mu.Unlock()
@@ -124,15 +124,15 @@ func (h *harness) run(until func() bool) {
 	<-done
 }
 
-func (h *harness) finished() []Iteration {
+func (h *harness) finished() []slotstate.Iteration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return finished(h.events)
 }
 
 // finished is the iterations that events say finished, in order.
-func finished(events []Event) []Iteration {
-	var out []Iteration
+func finished(events []slotstate.Event) []slotstate.Iteration {
+	var out []slotstate.Iteration
 	for _, e := range events {
 		if e.Kind == slotstate.Finished {
 			out = append(out, *e.Iteration)
@@ -247,12 +247,12 @@ func TestRetryRefundsAttempt(t *testing.T) {
 		name   string
 		spend  func() ([]byte, error) // the answer that spends the attempt
 		spent  slotstate.Outcome      // its outcome while under the budget
-		parked Iteration              // the last claim's outcome
+		parked slotstate.Iteration    // the last claim's outcome
 	}{
 		{"fail", func() ([]byte, error) { return result(abi.HandleResult{Outcome: abi.OutcomeFail, Reason: "nope"}), nil },
-			slotstate.Failed, Iteration{Outcome: slotstate.Parked, Parked: true}},
+			slotstate.Failed, slotstate.Iteration{Outcome: slotstate.Parked, Parked: true}},
 		{"dead", func() ([]byte, error) { return nil, errors.New("wasm error: unreachable") },
-			slotstate.Died, Iteration{Outcome: slotstate.Died, Parked: true}},
+			slotstate.Died, slotstate.Iteration{Outcome: slotstate.Died, Parked: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -271,7 +271,7 @@ func TestRetryRefundsAttempt(t *testing.T) {
 			})
 			h.push(`{}`)
 			h.run(func() bool { return len(h.finished()) == 6 && h.stats().InFlight == 0 })
-			want := []Iteration{
+			want := []slotstate.Iteration{
 				{Outcome: slotstate.Retried}, {Outcome: tt.spent},
 				{Outcome: slotstate.Retried}, {Outcome: tt.spent},
 				{Outcome: slotstate.Retried}, tt.parked,
@@ -303,7 +303,7 @@ func TestDeadlineKills(t *testing.T) {
 	h.params.MaxAttempts = 1
 	h.push(`{}`)
 	h.run(func() bool { return len(h.finished()) == 1 })
-	if it := h.finished()[0]; it.Outcome != slotstate.Died || it.Death != DeathDeadline || it.Reason != "guest died: call ran past its 5ms deadline: context deadline exceeded" {
+	if it := h.finished()[0]; it.Outcome != slotstate.Died || it.Death != slotstate.DeathDeadline || it.Reason != "guest died: call ran past its 5ms deadline: context deadline exceeded" {
 		t.Errorf("iteration = %+v", it)
 	}
 }
@@ -315,22 +315,22 @@ func TestDeathReasons(t *testing.T) {
 	tests := []struct {
 		name   string
 		handle func(ctx context.Context, in abi.HandleInput) ([]byte, error)
-		want   Death
+		want   slotstate.Death
 	}{
 		{"died", func(context.Context, abi.HandleInput) ([]byte, error) {
-			return nil, fmt.Errorf("wrapped: %w", &Died{Death: DeathExit, Err: errors.New("exit_code(3)")})
-		}, DeathExit},
+			return nil, fmt.Errorf("wrapped: %w", &Died{Death: slotstate.DeathExit, Err: errors.New("exit_code(3)")})
+		}, slotstate.DeathExit},
 		{"untyped", func(context.Context, abi.HandleInput) ([]byte, error) {
 			return nil, errors.New("wasm error: unreachable\n\tcall_ran_past_its_deadline() out_of_memory()")
-		}, DeathTrap},
+		}, slotstate.DeathTrap},
 		{"deadline error before the deadline", func(context.Context, abi.HandleInput) ([]byte, error) {
 			return nil, context.DeadlineExceeded
-		}, DeathTrap},
-		{"panic", func(context.Context, abi.HandleInput) ([]byte, error) { panic("boom") }, DeathHostPanic},
-		{"garbage", func(context.Context, abi.HandleInput) ([]byte, error) { return []byte("garbage"), nil }, DeathBadResult},
+		}, slotstate.DeathTrap},
+		{"panic", func(context.Context, abi.HandleInput) ([]byte, error) { panic("boom") }, slotstate.DeathHostPanic},
+		{"garbage", func(context.Context, abi.HandleInput) ([]byte, error) { return []byte("garbage"), nil }, slotstate.DeathBadResult},
 		{"negative retry", func(context.Context, abi.HandleInput) ([]byte, error) {
 			return []byte(`{"outcome":"retry","retry_after_ms":9223372036854775807}`), nil
-		}, DeathBadResult},
+		}, slotstate.DeathBadResult},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -392,7 +392,7 @@ func TestDrainCut(t *testing.T) {
 	if s := h.stats(); s != (primitives.QueueStats{Depth: 1}) {
 		t.Errorf("stats = %+v, want the task back and not parked", s)
 	}
-	if fin := h.finished(); len(fin) != 1 || fin[0].Outcome != slotstate.Cut || fin[0].Parked || fin[0].Death != DeathDrain {
+	if fin := h.finished(); len(fin) != 1 || fin[0].Outcome != slotstate.Cut || fin[0].Parked || fin[0].Death != slotstate.DeathDrain {
 		t.Errorf("iterations = %+v, want one cut, its instance dead of the drain", fin)
 	}
 	c, ok, err := h.b.QueueClaim(context.Background(), "q", time.Minute, 1)
@@ -418,7 +418,7 @@ func TestDrainCutTick(t *testing.T) {
 	stop()
 	cut()
 	<-done
-	if fin := h.finished(); len(fin) != 1 || fin[0].Outcome != slotstate.Cut || fin[0].Death != DeathDrain {
+	if fin := h.finished(); len(fin) != 1 || fin[0].Outcome != slotstate.Cut || fin[0].Death != slotstate.DeathDrain {
 		t.Errorf("ticks = %+v, want one cut, its instance dead of the drain", fin)
 	}
 }
@@ -541,7 +541,7 @@ func TestAckClaimsNext(t *testing.T) {
 		h.push(`{}`)
 	}
 	var callsAtFifth int64
-	h.params.Observe = func(e Event) {
+	h.params.Observe = func(e slotstate.Event) {
 		if e.Kind == slotstate.Finished && e.N == 5 {
 			callsAtFifth = counter.calls.Load()
 		}

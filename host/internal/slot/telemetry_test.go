@@ -17,17 +17,17 @@ func TestParked(t *testing.T) {
 	tests := []struct {
 		name   string
 		answer func() ([]byte, error)
-		want   []Iteration // Outcome and Parked, per attempt; MaxAttempts 3
+		want   []slotstate.Iteration // Outcome and Parked, per attempt; MaxAttempts 3
 	}{
 		{"done", func() ([]byte, error) { return result(abi.HandleResult{Outcome: abi.OutcomeDone}), nil },
-			[]Iteration{{Outcome: slotstate.Done}}},
+			[]slotstate.Iteration{{Outcome: slotstate.Done}}},
 		{"retry", func() ([]byte, error) {
 			return result(abi.HandleResult{Outcome: abi.OutcomeRetry, RetryAfterMs: 1}), nil
 		},
 			// A retry refunds its attempt: never parked, however often.
-			[]Iteration{{Outcome: slotstate.Retried}, {Outcome: slotstate.Retried}, {Outcome: slotstate.Retried}, {Outcome: slotstate.Retried}}},
+			[]slotstate.Iteration{{Outcome: slotstate.Retried}, {Outcome: slotstate.Retried}, {Outcome: slotstate.Retried}, {Outcome: slotstate.Retried}}},
 		{"trap", func() ([]byte, error) { return nil, errors.New("wasm error: unreachable") },
-			[]Iteration{{Outcome: slotstate.Died}, {Outcome: slotstate.Died}, {Outcome: slotstate.Died, Parked: true}}},
+			[]slotstate.Iteration{{Outcome: slotstate.Died}, {Outcome: slotstate.Died}, {Outcome: slotstate.Died, Parked: true}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,4 +1,13 @@
-package metrics
+// Package slots is the daemon's slot table: every slot's state and its recent
+// iterations, as an operator sees them (GET /api/v1/automations/{type}/slots, the
+// automations' slot_states, fleet-host inspect, the console, the fleet_slots gauge), fed
+// by the host's slot events (slotstate.Event) through Table.Observe.
+//
+//	t := slots.NewTable()
+//	t.Register(map[string]int{"scraper": 4})
+//	cfg.Observe = t.Observe
+//	rows := t.Snapshot()
+package slots
 
 import (
 	"maps"
@@ -7,13 +16,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/safetext"
 )
 
-// SlotState is one slot as an operator sees it.
-type SlotState struct {
+// Row is one slot as an operator sees it.
+type Row struct {
 	Plugin string          `json:"automation"`
 	Slot   string          `json:"slot"`
 	State  slotstate.State `json:"state"`
@@ -25,14 +33,14 @@ type SlotState struct {
 	// reason, death and backoff said inline; immutable once set, replaced by the next):
 	// nil before its first.
 	LastOutcome slotstate.Outcome `json:"last_outcome,omitempty"`
-	Last        *Iteration        `json:"last,omitempty"`
+	Last        *Record           `json:"last,omitempty"`
 
 	// owner is the config identity of the version whose slot holds the name: during a
 	// reload's roll-over two slots share it, and the one that came up last tells its state.
 	owner string
 }
 
-// RecentIterations is how many finished iterations Slots keeps per slot, the newest: what
+// RecentIterations is how many finished iterations a Table keeps per slot, the newest: what
 // GET /api/v1/automations/{type}/slots and the console show. An older one is dropped as a
 // new one ends, so a slot holds at most this many records (each with its reason clipped
 // to MaxReason bytes) whatever it runs.
@@ -42,15 +50,17 @@ const RecentIterations = 20
 // is its own text, of any length up to the payload limit.
 const MaxReason = 200
 
-// Iteration is one finished iteration of a slot as an operator sees it.
-type Iteration struct {
+// Record is one finished iteration of a slot as the table keeps it and the API serves
+// it: the slot's Iteration (slotstate) with its number and its end, its durations in
+// milliseconds and its reason clipped.
+type Record struct {
 	N       int               `json:"iteration"`
 	TaskID  string            `json:"task_id,omitempty"`
 	Outcome slotstate.Outcome `json:"outcome"`
 	// Reason is why the task went back or the instance died (clipped to MaxReason).
 	Reason string `json:"reason,omitempty"`
 	// Death is why the instance died (died), or "drain" for a call the drain cut (cut).
-	Death string `json:"death,omitempty"`
+	Death slotstate.Death `json:"death,omitempty"`
 	// BackoffMs is how long the task waits before its next attempt (failed, retried),
 	// or a loop plugin before its next tick; 0, left out, when it does not.
 	BackoffMs  float64   `json:"backoff_ms,omitempty"`
@@ -58,16 +68,27 @@ type Iteration struct {
 	EndedAt    time.Time `json:"ended_at"`
 }
 
-// SlotDetail is a slot's state and its recent iterations, newest first.
-type SlotDetail struct {
-	SlotState
-	Recent []Iteration `json:"recent"`
+// ended is the record of the iteration it, the slot's n-th, which ended at end.
+func ended(n int, it *slotstate.Iteration, end time.Time) Record {
+	return Record{
+		N: n, TaskID: it.TaskID, Outcome: it.Outcome, Reason: safetext.Clip(it.Reason, MaxReason), Death: it.Death,
+		BackoffMs: millis(it.Backoff), DurationMs: millis(it.Duration), EndedAt: end,
+	}
 }
 
-// Slots tracks every slot's state, and its last RecentIterations iterations, from the
-// host's SlotEvents. Its methods are safe for concurrent use; the zero value is not
-// ready, use NewSlots.
-type Slots struct {
+// millis is d in milliseconds, to the microsecond.
+func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// Detail is a slot's state and its recent iterations, newest first.
+type Detail struct {
+	Row
+	Recent []Record `json:"recent"`
+}
+
+// Table tracks every slot's state, and its last RecentIterations iterations, from the
+// host's slot events (slotstate.Event). Its methods are safe for concurrent use; the
+// zero value is not ready, use NewTable.
+type Table struct {
 	mu    sync.Mutex
 	slots map[string]*slotEntry // guarded by mu; by slot name
 }
@@ -75,29 +96,29 @@ type Slots struct {
 // slotEntry is one slot's state and its recent iterations, oldest first, at most
 // RecentIterations of them.
 type slotEntry struct {
-	SlotState
-	recent []Iteration
+	Row
+	recent []Record
 }
 
-// NewSlots returns an empty tracker.
-func NewSlots() *Slots { return &Slots{slots: map[string]*slotEntry{}} }
+// NewTable returns an empty table.
+func NewTable() *Table { return &Table{slots: map[string]*slotEntry{}} }
 
-// Register makes the tracked slots those of plugins, the loaded set (at start, and after
-// each reload): a slot the tracker has not heard of yet is added, starting; a slot no
-// plugin has any more (its type was removed, or runs fewer slots) is dropped, so that
-// fleet_slots and the slot table stop reporting it. A reload has stopped those slots
-// before it returns, so no event of theirs comes after.
-func (s *Slots) Register(plugins []host.Plugin) {
+// Register makes the tracked slots those of the loaded set (at start, and after each
+// reload), by automation type and its slot count: a slot the table has not heard of
+// yet is added, starting; a slot no type has any more (its type was removed, or runs
+// fewer slots) is dropped, so that fleet_slots and the slot table stop reporting it. A
+// reload has stopped those slots before it returns, so no event of theirs comes after.
+func (s *Table) Register(slotsByType map[string]int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
 	keep := map[string]bool{}
-	for _, p := range plugins {
-		for i := range p.Slots {
-			name := slotName(p.Type, i)
+	for typ, n := range slotsByType {
+		for i := range n {
+			name := slotName(typ, i)
 			keep[name] = true
 			if s.slots[name] == nil {
-				s.slots[name] = &slotEntry{SlotState: SlotState{Plugin: p.Type, Slot: name, State: slotstate.Starting, Since: now}}
+				s.slots[name] = &slotEntry{Row: Row{Plugin: typ, Slot: name, State: slotstate.Starting, Since: now}}
 			}
 		}
 	}
@@ -105,12 +126,12 @@ func (s *Slots) Register(plugins []host.Plugin) {
 }
 
 // Observe records one event. It is a host.Config.Observe: quick and never blocking.
-func (s *Slots) Observe(e host.SlotEvent) {
+func (s *Table) Observe(e slotstate.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur := s.slots[e.Slot]
 	if cur == nil {
-		cur = &slotEntry{SlotState: SlotState{Plugin: e.Plugin, Slot: e.Slot}}
+		cur = &slotEntry{Row: Row{Plugin: e.Plugin, Slot: e.Slot}}
 		s.slots[e.Slot] = cur
 	}
 	switch {
@@ -132,11 +153,8 @@ func (s *Slots) Observe(e host.SlotEvent) {
 	case slotstate.Finished:
 		// The slot goes on to claim again: idle until it says otherwise.
 		state = slotstate.Idle
-		cur.N, cur.TaskID, cur.Phase, cur.LastOutcome = e.N, "", "", e.Outcome
-		it := Iteration{
-			N: e.N, TaskID: e.TaskID, Outcome: e.Outcome, Reason: safetext.Clip(e.Reason, MaxReason), Death: e.Death,
-			BackoffMs: float64(e.Backoff.Microseconds()) / 1000, DurationMs: float64(e.Duration.Microseconds()) / 1000, EndedAt: time.Now(),
-		}
+		cur.N, cur.TaskID, cur.Phase, cur.LastOutcome = e.N, "", "", e.Iteration.Outcome
+		it := ended(e.N, e.Iteration, time.Now())
 		cur.Last = &it
 		cur.record(it)
 	case slotstate.Idle, slotstate.Paused, slotstate.Draining, slotstate.Stopped:
@@ -149,7 +167,7 @@ func (s *Slots) Observe(e host.SlotEvent) {
 }
 
 // record keeps it, dropping the oldest record when RecentIterations are kept already.
-func (e *slotEntry) record(it Iteration) {
+func (e *slotEntry) record(it Record) {
 	if len(e.recent) == RecentIterations {
 		copy(e.recent, e.recent[1:])
 		e.recent = e.recent[:len(e.recent)-1]
@@ -158,11 +176,11 @@ func (e *slotEntry) record(it Iteration) {
 }
 
 // Snapshot copies every slot's state, sorted by slot name.
-func (s *Slots) Snapshot() []SlotState {
+func (s *Table) Snapshot() []Row {
 	s.mu.Lock()
-	out := make([]SlotState, 0, len(s.slots))
+	out := make([]Row, 0, len(s.slots))
 	for _, v := range s.slots {
-		out = append(out, v.SlotState)
+		out = append(out, v.Row)
 	}
 	s.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return slotLess(out[i], out[j]) })
@@ -171,26 +189,26 @@ func (s *Slots) Snapshot() []SlotState {
 
 // Details copies the state and recent iterations of every slot of automation type typ,
 // sorted by slot name.
-func (s *Slots) Details(typ string) []SlotDetail {
+func (s *Table) Details(typ string) []Detail {
 	s.mu.Lock()
-	out := []SlotDetail{}
+	out := []Detail{}
 	for _, v := range s.slots {
 		if v.Plugin != typ {
 			continue
 		}
-		d := SlotDetail{SlotState: v.SlotState, Recent: make([]Iteration, len(v.recent))}
+		d := Detail{Row: v.Row, Recent: make([]Record, len(v.recent))}
 		for i, it := range v.recent {
 			d.Recent[len(v.recent)-1-i] = it
 		}
 		out = append(out, d)
 	}
 	s.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return slotLess(out[i].SlotState, out[j].SlotState) })
+	sort.Slice(out, func(i, j int) bool { return slotLess(out[i].Row, out[j].Row) })
 	return out
 }
 
 // slotLess orders slots by type, then index.
-func slotLess(a, b SlotState) bool {
+func slotLess(a, b Row) bool {
 	if a.Plugin != b.Plugin {
 		return a.Plugin < b.Plugin
 	}
