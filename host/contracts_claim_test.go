@@ -102,7 +102,7 @@ func TestContractHolderStates(t *testing.T) {
 		}
 		key := "held:queue:jobs:1:" + live.Holder
 		old, _ := time.Now().Add(-3*host.ContractSync - time.Second).UTC().MarshalText()
-		if err := r.backend.KVSet(ctx, "fleet-contracts", key, old, time.Minute); err != nil {
+		if err := r.backend.KVSet(ctx, "fleet-contracts", key, old, time.Minute, primitives.KVQuota{}); err != nil {
 			t.Fatal(err)
 		}
 		if s := state(); s.State != host.HolderStale || !strings.Contains(s.String(), "stale: not refreshed for") {

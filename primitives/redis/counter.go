@@ -11,14 +11,6 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// CounterIncr adds delta (negative to decrement) to counter name and returns the new
-// value. No update is lost, whatever the concurrency, and a request adds once. An update
-// that would overflow int64 is ErrLimit and changes nothing, as on every backend: INCRBY
-// refuses it with "ERR increment or decrement would overflow".
-func (b *Backend) CounterIncr(ctx context.Context, name string, delta int64) (int64, error) {
-	return b.CounterIncrWithin(ctx, name, delta, primitives.NameQuota{})
-}
-
 // counterIncrCmd adds to a counter once per request (luaOnce), creating it only within
 // its owner's quota of names when there is an owner. A new counter starts at 0, so its
 // INCRBY cannot overflow: a refused overflow never follows a charge.
@@ -45,9 +37,12 @@ remember(KEYS[2], n)
 return {1, n}
 `)
 
-// CounterIncrWithin is CounterIncr that counts a new name against q in the same
-// script as the update (primitives.Counter).
-func (b *Backend) CounterIncrWithin(ctx context.Context, name string, delta int64, q primitives.NameQuota) (int64, error) {
+// CounterIncr adds delta (negative to decrement) to counter name and returns the new
+// value. No update is lost, whatever the concurrency, and a request adds once. A new
+// name counts against q in the same script as the update (primitives.Counter). An update
+// that would overflow int64 is ErrLimit and changes nothing, as on every backend: INCRBY
+// refuses it with "ERR increment or decrement would overflow".
+func (b *Backend) CounterIncr(ctx context.Context, name string, delta int64, q primitives.NameQuota) (int64, error) {
 	if err := primitives.CheckName("counter", name); err != nil {
 		return 0, err
 	}
