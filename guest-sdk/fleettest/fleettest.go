@@ -20,11 +20,13 @@
 // The fake answers as the host does: a claim from an empty pool is nil, nil; a lock held
 // elsewhere is not acquired; a submit sent again under the same key answers the first
 // task, and another payload under it is ErrConflict; a lease or lock whose time ran out
-// is gone. It speaks the real wire: the SDK's requests are strictly decoded into their
-// abi request types, replies cross the reply buffer, and the plugin's registration, input
-// and result are the bytes fleet_describe, fleet_handle and fleet_tick exchange. It does
-// not check values against the contracts' schemas, nor grants and limits: the host does,
-// and a test that runs the plugin in a host shows those.
+// is gone. One conformance suite, abi/abitest, holds these answers to the host's on
+// every backend (TestABIConformance here and in host/internal/hostfn). It speaks the
+// real wire: the SDK's requests are strictly decoded into their abi request types,
+// replies cross the reply buffer, and the plugin's registration, input and result are
+// the bytes fleet_describe, fleet_handle and fleet_tick exchange. It does not check
+// values against the contracts' schemas, nor grants and limits: the host does, and a
+// test that runs the plugin in a host shows those.
 //
 // One Host is active at a time (it replaces the SDK's transport for the test): tests that
 // use it must not run in parallel.
