@@ -119,8 +119,12 @@ func testNamesQuotaHammer(t *testing.T, use useName) {
 
 func testCounterOverflow(t *testing.T, b primitives.Backend) {
 	ctx := t.Context()
-	if _, err := b.CounterIncr(ctx, "c", math.MaxInt64, primitives.NameQuota{}); err != nil {
-		t.Fatalf("CounterIncr(MaxInt64) = %v", err)
+	if n, err := b.CounterIncr(ctx, "c", math.MaxInt64, primitives.NameQuota{}); err != nil || n != math.MaxInt64 {
+		t.Fatalf("CounterIncr(MaxInt64) = %d, %v, want MaxInt64", n, err)
+	}
+	// Past 2^53, where a double no longer holds every integer.
+	if n, err := b.CounterIncr(ctx, "e", 1<<53+1, primitives.NameQuota{}); err != nil || n != 1<<53+1 {
+		t.Errorf("CounterIncr(2^53 + 1) = %d, %v, want %d", n, err, int64(1<<53+1))
 	}
 	_, err := b.CounterIncr(ctx, "c", 1, primitives.NameQuota{})
 	wantErr(t, "CounterIncr(MaxInt64 + 1)", err, primitives.ErrLimit)
