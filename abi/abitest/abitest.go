@@ -25,6 +25,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"testing"
 	"time"
@@ -41,7 +42,7 @@ const (
 	Pool      = "abitest-items" // tags: {"site": string}
 	Namespace = "abitest:state"
 	Lock      = "abitest:lock"
-	Counter   = "abitest:n"
+	Counter   = "abitest:n" // and "abitest:n:big"
 	Queue     = "abitest-jobs"
 )
 
@@ -555,6 +556,15 @@ func counter(s *server) {
 	}
 	if v := ok[abi.CounterReply](s, abi.OpCounterGet, abi.CounterGetRequest{Name: Counter}).Value; v != -2 {
 		s.t.Errorf("counter_get = %d, want -2", v)
+	}
+	// An update past int64 is LimitExceeded and changes nothing.
+	big := Counter + ":big"
+	if v := ok[abi.CounterReply](s, abi.OpCounterIncr, abi.CounterIncrRequest{Name: big, Delta: math.MaxInt64}).Value; v != math.MaxInt64 {
+		s.t.Fatalf("counter_incr delta MaxInt64 = %d, want %d", v, int64(math.MaxInt64))
+	}
+	fails(s, abi.OpCounterIncr, abi.CounterIncrRequest{Name: big, Delta: 1}, abi.LimitExceeded)
+	if v := ok[abi.CounterReply](s, abi.OpCounterGet, abi.CounterGetRequest{Name: big}).Value; v != math.MaxInt64 {
+		s.t.Errorf("counter_get after a refused overflow = %d, want %d", v, int64(math.MaxInt64))
 	}
 }
 

@@ -36,6 +36,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -726,8 +727,12 @@ func (h *Host) counterIncr(req json.RawMessage) (any, *abi.Error) {
 	if r.Delta == 0 {
 		r.Delta = 1 // as the host reads it
 	}
-	h.counters[r.Name] += r.Delta
-	return abi.CounterReply{Value: h.counters[r.Name]}, nil
+	v := h.counters[r.Name]
+	if (r.Delta > 0 && v > math.MaxInt64-r.Delta) || (r.Delta < 0 && v < math.MinInt64-r.Delta) {
+		return nil, abi.Errorf(abi.LimitExceeded, "counter %q would overflow adding %d", r.Name, r.Delta)
+	}
+	h.counters[r.Name] = v + r.Delta
+	return abi.CounterReply{Value: v + r.Delta}, nil
 }
 
 func (h *Host) counterGet(req json.RawMessage) (any, *abi.Error) {
