@@ -83,10 +83,13 @@ var cases = []testCase{
 	{"PoolMarkBad", poolMarkBad},
 	{"PoolScoreAndHealthiest", poolScoreAndHealthiest},
 	{"PoolMaxUses", poolMaxUses},
+	{"PoolMaxUsesLeaseRunsOut", poolMaxUsesLeaseRunsOut},
+	{"PoolItemTTLWhileLeased", poolItemTTLWhileLeased},
 	{"KV", kv},
 	{"KVTTL", kvTTL},
 	{"Lock", lock},
 	{"LockExpires", lockExpires},
+	{"LockWaits", lockWaits},
 	{"Counter", counter},
 	{"SubmitKey", submitKey},
 	{"SubmitUnique", submitUnique},
@@ -443,6 +446,35 @@ func poolMaxUses(s *server) {
 	}
 }
 
+func poolMaxUsesLeaseRunsOut(s *server) {
+	s.put(`{"n":1}`, "a", 0, abi.PoolPutRequest{MaxUses: 1})
+	if c := s.claim(nil, hold); !c.Found {
+		s.t.Fatal("pool_claim found nothing")
+	}
+	sleep(s, wait)
+	if c := s.claim(nil, time.Minute); c.Found {
+		s.t.Errorf("pool_claim once the last use's lease ran out = %+v, want found false (retired)", c)
+	}
+	if n := s.size(); n != 0 {
+		s.t.Errorf("pool_size once the last use's lease ran out = %d, want 0", n)
+	}
+}
+
+func poolItemTTLWhileLeased(s *server) {
+	id := s.put(`{"n":1}`, "a", hold, abi.PoolPutRequest{})
+	c := s.claim(nil, time.Minute)
+	if !c.Found {
+		s.t.Fatal("pool_claim found nothing")
+	}
+	sleep(s, wait)
+	if n := s.size(); n != 0 {
+		s.t.Errorf("pool_size past the TTL of a leased item = %d, want 0", n)
+	}
+	if e := s.release(id, c.Token); e == nil || e.Kind != abi.NotFound {
+		s.t.Errorf("pool_release of a leased item past its TTL = %v, want NotFound", e)
+	}
+}
+
 func kv(s *server) {
 	get := func() abi.KVGetReply {
 		return ok[abi.KVGetReply](s, abi.OpKVGet, abi.KVGetRequest{Namespace: Namespace, Key: "k"})
@@ -539,6 +571,24 @@ func lockExpires(s *server) {
 	}
 	if s.unlock(l.Token) {
 		s.t.Error("lock_release by the lease that ran out = released true, want false")
+	}
+}
+
+func lockWaits(s *server) {
+	l := s.acquire(hold)
+	if !l.Acquired {
+		s.t.Fatal("lock_acquire of a free lock = not acquired")
+	}
+	// A wait shorter than what is left of the hold comes back empty; one that outlasts
+	// it takes the lock.
+	start := time.Now()
+	short := ok[abi.LockAcquireReply](s, abi.OpLockAcquire, abi.LockAcquireRequest{Name: Lock, HoldMs: ms(time.Minute), WaitMs: 20})
+	if short.Acquired && time.Since(start) < hold {
+		s.t.Errorf("lock_acquire waiting 20ms for a lock held %v = acquired, want acquired false", hold)
+	}
+	long := ok[abi.LockAcquireReply](s, abi.OpLockAcquire, abi.LockAcquireRequest{Name: Lock, HoldMs: ms(time.Minute), WaitMs: ms(5 * wait)})
+	if !short.Acquired && (!long.Acquired || long.Fence <= l.Fence) {
+		s.t.Errorf("lock_acquire waiting %v for a lock held %v = %+v, want acquired with a fence above %d", 5*wait, hold, long, l.Fence)
 	}
 }
 
