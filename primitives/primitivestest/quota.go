@@ -148,7 +148,7 @@ func testCounterOverflow(t *testing.T, b primitives.Backend) {
 	}
 }
 
-func pushWithin(b primitives.Backend, t *testing.T, queue string, maxDepth int) error {
+func pushCapped(b primitives.Backend, t *testing.T, queue string, maxDepth int) error {
 	_, _, err := b.QueuePush(t.Context(), queue, []byte(`{}`), primitives.QueuePushOptions{Cap: primitives.QueueCap{Depth: maxDepth}})
 	return err
 }
@@ -156,9 +156,9 @@ func pushWithin(b primitives.Backend, t *testing.T, queue string, maxDepth int) 
 func testQueueDepthCap(t *testing.T, b primitives.Backend) {
 	const q, depth = "q", 3
 	for i := range depth {
-		noErr(t, fmt.Sprintf("QueuePush #%d", i+1), pushWithin(b, t, q, depth))
+		noErr(t, fmt.Sprintf("QueuePush #%d", i+1), pushCapped(b, t, q, depth))
 	}
-	err := pushWithin(b, t, q, depth)
+	err := pushCapped(b, t, q, depth)
 	wantErr(t, "QueuePush past the cap", err, primitives.ErrLimit)
 	if err != nil && !strings.Contains(err.Error(), `queue "q" holds 3 tasks waiting, its cap is 3`) {
 		t.Errorf("QueuePush past the cap = %v, want it to say the depth and the cap", err)
@@ -171,13 +171,13 @@ func testQueueDepthCap(t *testing.T, b primitives.Backend) {
 	if err != nil || !ok {
 		t.Fatalf("QueueClaim = %v, %v", ok, err)
 	}
-	noErr(t, "QueuePush after a claim", pushWithin(b, t, q, depth))
+	noErr(t, "QueuePush after a claim", pushCapped(b, t, q, depth))
 	_, err = b.QueueRelease(t.Context(), q, c.ID, c.Token, primitives.Retry{Delay: time.Hour})
 	noErr(t, "QueueRelease(delay)", err)
-	wantErr(t, "QueuePush with a delayed task waiting", pushWithin(b, t, q, depth+1), primitives.ErrLimit)
+	wantErr(t, "QueuePush with a delayed task waiting", pushCapped(b, t, q, depth+1), primitives.ErrLimit)
 	// No cap, and other queues, are not bounded by it.
-	noErr(t, "QueuePush(0)", pushWithin(b, t, q, 0))
-	noErr(t, "QueuePush", pushWithin(b, t, "other", depth))
+	noErr(t, "QueuePush(0)", pushCapped(b, t, q, 0))
+	noErr(t, "QueuePush", pushCapped(b, t, "other", depth))
 }
 
 func testQueueDepthCapHammer(t *testing.T, b primitives.Backend) {
@@ -185,7 +185,7 @@ func testQueueDepthCapHammer(t *testing.T, b primitives.Backend) {
 	var ok, limited atomic.Int64
 	Hammer(workers, func(int) {
 		for range each {
-			switch err := pushWithin(b, t, "q", depth); {
+			switch err := pushCapped(b, t, "q", depth); {
 			case err == nil:
 				ok.Add(1)
 			case errors.Is(err, primitives.ErrLimit):
@@ -204,7 +204,7 @@ func testQueueDepthCapHammer(t *testing.T, b primitives.Backend) {
 	}
 }
 
-func putWithin(b primitives.Backend, t *testing.T, pool string, ttl time.Duration, maxItems int) error {
+func putCapped(b primitives.Backend, t *testing.T, pool string, ttl time.Duration, maxItems int) error {
 	_, err := b.PoolPut(t.Context(), pool, []byte(`{}`), primitives.Tags{"site": `"x"`}, ttl, primitives.PoolPutOptions{Cap: primitives.PoolCap{Items: maxItems}})
 	return err
 }
@@ -297,11 +297,11 @@ func testPoolBytesCap(t *testing.T, b primitives.Backend) {
 
 func testPoolItemsCap(t *testing.T, b primitives.Backend) {
 	const p, items, ttl = "p", 3, 150 * time.Millisecond
-	noErr(t, "PoolPut(short ttl)", putWithin(b, t, p, ttl, items))
+	noErr(t, "PoolPut(short ttl)", putCapped(b, t, p, ttl, items))
 	for range items - 1 {
-		noErr(t, "PoolPut", putWithin(b, t, p, 0, items))
+		noErr(t, "PoolPut", putCapped(b, t, p, 0, items))
 	}
-	err := putWithin(b, t, p, 0, items)
+	err := putCapped(b, t, p, 0, items)
 	wantErr(t, "PoolPut past the cap", err, primitives.ErrLimit)
 	if err != nil && !strings.Contains(err.Error(), `pool "p" holds 3 live items, the cap is 3`) {
 		t.Errorf("PoolPut past the cap = %v, want it to say the size and the cap", err)
@@ -311,12 +311,12 @@ func testPoolItemsCap(t *testing.T, b primitives.Backend) {
 	if _, ok, err := b.PoolClaim(t.Context(), p, nil, time.Minute); err != nil || !ok {
 		t.Fatalf("PoolClaim = %v, %v", ok, err)
 	}
-	wantErr(t, "PoolPut with one leased", putWithin(b, t, p, 0, items), primitives.ErrLimit)
+	wantErr(t, "PoolPut with one leased", putCapped(b, t, p, 0, items), primitives.ErrLimit)
 	sleep(t, ttl+100*time.Millisecond)
-	noErr(t, "PoolPut once one expired", putWithin(b, t, p, 0, items))
-	wantErr(t, "PoolPut at the cap again", putWithin(b, t, p, 0, items), primitives.ErrLimit)
-	noErr(t, "PoolPut(0)", putWithin(b, t, p, 0, 0))
-	noErr(t, "PoolPut(other pool)", putWithin(b, t, "other", 0, items))
+	noErr(t, "PoolPut once one expired", putCapped(b, t, p, 0, items))
+	wantErr(t, "PoolPut at the cap again", putCapped(b, t, p, 0, items), primitives.ErrLimit)
+	noErr(t, "PoolPut(0)", putCapped(b, t, p, 0, 0))
+	noErr(t, "PoolPut(other pool)", putCapped(b, t, "other", 0, items))
 }
 
 func testPoolItemsCapHammer(t *testing.T, b primitives.Backend) {
@@ -324,7 +324,7 @@ func testPoolItemsCapHammer(t *testing.T, b primitives.Backend) {
 	var ok atomic.Int64
 	Hammer(workers, func(int) {
 		for range each {
-			switch err := putWithin(b, t, "p", 0, items); {
+			switch err := putCapped(b, t, "p", 0, items); {
 			case err == nil:
 				ok.Add(1)
 			case !errors.Is(err, primitives.ErrLimit):
@@ -338,23 +338,23 @@ func testPoolItemsCapHammer(t *testing.T, b primitives.Backend) {
 	wantSize(t, b, "p", items)
 }
 
-func kvWithin(b primitives.Backend, t *testing.T, ns, key, value string, ttl time.Duration, q primitives.KVQuota) error {
+func setOwned(b primitives.Backend, t *testing.T, ns, key, value string, ttl time.Duration, q primitives.KVQuota) error {
 	return b.KVSet(t.Context(), ns, key, []byte(value), ttl, q)
 }
 
 func testKVKeysQuota(t *testing.T, b primitives.Backend) {
 	q := primitives.KVQuota{Owner: "a", MaxKeys: 3}
 	for i := range 3 {
-		noErr(t, "KVSet", kvWithin(b, t, "a:s", fmt.Sprint("k", i), `1`, 0, q))
+		noErr(t, "KVSet", setOwned(b, t, "a:s", fmt.Sprint("k", i), `1`, 0, q))
 	}
-	err := kvWithin(b, t, "a:s", "k3", `1`, 0, q)
+	err := setOwned(b, t, "a:s", "k3", `1`, 0, q)
 	wantErr(t, "KVSet of a 4th key under a quota of 3", err, primitives.ErrLimit)
 	if err != nil && !strings.Contains(err.Error(), `"a" would hold 4 kv keys under namespace root "a", its quota is 3 keys`) {
 		t.Errorf("KVSet past the quota = %v, want it to name the owner, the root and the quota", err)
 	}
 	wantNoKV(t, b, "a:s", "k3")
 	// Overwriting a key the owner holds adds no key.
-	noErr(t, "KVSet(overwrite)", kvWithin(b, t, "a:s", "k0", `2`, 0, q))
+	noErr(t, "KVSet(overwrite)", setOwned(b, t, "a:s", "k0", `2`, 0, q))
 	wantKV(t, b, "a:s", "k0", `2`)
 	// A delete gives its key back, once.
 	if existed, err := b.KVDelete(t.Context(), "a:s", "k1"); err != nil || !existed {
@@ -363,8 +363,8 @@ func testKVKeysQuota(t *testing.T, b primitives.Backend) {
 	if existed, _ := b.KVDelete(t.Context(), "a:s", "k1"); existed {
 		t.Fatalf("KVDelete again = true")
 	}
-	noErr(t, "KVSet after a delete", kvWithin(b, t, "a:s", "k3", `1`, 0, q))
-	wantErr(t, "KVSet at the quota again", kvWithin(b, t, "a:s", "k4", `1`, 0, q), primitives.ErrLimit)
+	noErr(t, "KVSet after a delete", setOwned(b, t, "a:s", "k3", `1`, 0, q))
+	wantErr(t, "KVSet at the quota again", setOwned(b, t, "a:s", "k4", `1`, 0, q), primitives.ErrLimit)
 	// Unowned writes count nowhere.
 	for i := range 5 {
 		noErr(t, "KVSet(unowned)", b.KVSet(t.Context(), "a:s", fmt.Sprint("free", i), []byte(`1`), 0, primitives.KVQuota{}))
@@ -374,56 +374,56 @@ func testKVKeysQuota(t *testing.T, b primitives.Backend) {
 func testKVBytesQuota(t *testing.T, b primitives.Backend) {
 	// Each key costs len("a:s") + len("kN") + len(value) = 5 + len(value).
 	q := primitives.KVQuota{Owner: "a", MaxBytes: 30}
-	noErr(t, "KVSet(10 bytes)", kvWithin(b, t, "a:s", "k0", `"abc"`, 0, q))
-	noErr(t, "KVSet(20 bytes)", kvWithin(b, t, "a:s", "k1", `"abcdefghijk"`+`12`, 0, q))
-	err := kvWithin(b, t, "a:s", "k2", `1`, 0, q)
+	noErr(t, "KVSet(10 bytes)", setOwned(b, t, "a:s", "k0", `"abc"`, 0, q))
+	noErr(t, "KVSet(20 bytes)", setOwned(b, t, "a:s", "k1", `"abcdefghijk"`+`12`, 0, q))
+	err := setOwned(b, t, "a:s", "k2", `1`, 0, q)
 	wantErr(t, "KVSet of 6 bytes more than 30", err, primitives.ErrLimit)
 	if err != nil && !strings.Contains(err.Error(), `"a" would hold 36 kv bytes under namespace root "a", its quota is 30 bytes`) {
 		t.Errorf("KVSet past the bytes quota = %v, want it to name the bytes and the quota", err)
 	}
 	// An overwrite is charged the difference: growing k0 past the quota is refused and
 	// keeps the old value; shrinking k1 makes room.
-	wantErr(t, "KVSet(k0 grown)", kvWithin(b, t, "a:s", "k0", `"abcd"`, 0, q), primitives.ErrLimit)
+	wantErr(t, "KVSet(k0 grown)", setOwned(b, t, "a:s", "k0", `"abcd"`, 0, q), primitives.ErrLimit)
 	wantKV(t, b, "a:s", "k0", `"abc"`)
-	noErr(t, "KVSet(k1 shrunk)", kvWithin(b, t, "a:s", "k1", `1`, 0, q))
-	noErr(t, "KVSet(k0 grown into the room)", kvWithin(b, t, "a:s", "k0", `"abcdefghijklmnop"`, 0, q))
+	noErr(t, "KVSet(k1 shrunk)", setOwned(b, t, "a:s", "k1", `1`, 0, q))
+	noErr(t, "KVSet(k0 grown into the room)", setOwned(b, t, "a:s", "k0", `"abcdefghijklmnop"`, 0, q))
 }
 
 func testKVQuotaScope(t *testing.T, b primitives.Backend) {
 	qa := primitives.KVQuota{Owner: "a", MaxKeys: 2}
 	qb := primitives.KVQuota{Owner: "b", MaxKeys: 2}
 	// The namespaces of one root share the quota.
-	noErr(t, "KVSet(a:x)", kvWithin(b, t, "a:x", "k", `1`, 0, qa))
-	noErr(t, "KVSet(a:y)", kvWithin(b, t, "a:y", "k", `1`, 0, qa))
-	wantErr(t, "KVSet(a:z) past the root's quota", kvWithin(b, t, "a:z", "k", `1`, 0, qa), primitives.ErrLimit)
+	noErr(t, "KVSet(a:x)", setOwned(b, t, "a:x", "k", `1`, 0, qa))
+	noErr(t, "KVSet(a:y)", setOwned(b, t, "a:y", "k", `1`, 0, qa))
+	wantErr(t, "KVSet(a:z) past the root's quota", setOwned(b, t, "a:z", "k", `1`, 0, qa), primitives.ErrLimit)
 	// Another root, and another owner in the same root, count apart.
-	noErr(t, "KVSet(other root)", kvWithin(b, t, "a2", "k", `1`, 0, qa))
-	noErr(t, "KVSet(b in root a)", kvWithin(b, t, "a:z", "k", `1`, 0, qb))
+	noErr(t, "KVSet(other root)", setOwned(b, t, "a2", "k", `1`, 0, qa))
+	noErr(t, "KVSet(b in root a)", setOwned(b, t, "a:z", "k", `1`, 0, qb))
 	// An overwrite moves the key to its new owner: a gets room, b is charged.
-	noErr(t, "KVSet(b takes a:x/k)", kvWithin(b, t, "a:x", "k", `2`, 0, qb))
-	wantErr(t, "KVSet(b past its quota)", kvWithin(b, t, "a:w", "k", `1`, 0, qb), primitives.ErrLimit)
-	noErr(t, "KVSet(a, once a:x/k moved)", kvWithin(b, t, "a:w", "k", `1`, 0, qa))
+	noErr(t, "KVSet(b takes a:x/k)", setOwned(b, t, "a:x", "k", `2`, 0, qb))
+	wantErr(t, "KVSet(b past its quota)", setOwned(b, t, "a:w", "k", `1`, 0, qb), primitives.ErrLimit)
+	noErr(t, "KVSet(a, once a:x/k moved)", setOwned(b, t, "a:w", "k", `1`, 0, qa))
 	// An unowned overwrite gives the key back to its owner.
 	noErr(t, "KVSet(unowned over b's key)", b.KVSet(t.Context(), "a:x", "k", []byte(`3`), 0, primitives.KVQuota{}))
-	noErr(t, "KVSet(b, once a:x/k is unowned)", kvWithin(b, t, "a:v", "k", `1`, 0, qb))
+	noErr(t, "KVSet(b, once a:x/k is unowned)", setOwned(b, t, "a:v", "k", `1`, 0, qb))
 }
 
 func testKVQuotaExpiry(t *testing.T, b primitives.Backend) {
 	const ttl = 150 * time.Millisecond
 	q := primitives.KVQuota{Owner: "a", MaxKeys: 2, MaxBytes: 100}
-	noErr(t, "KVSet(ttl)", kvWithin(b, t, "a:s", "short", `1`, ttl, q))
-	noErr(t, "KVSet", kvWithin(b, t, "a:s", "long", `1`, 0, q))
-	wantErr(t, "KVSet at the quota", kvWithin(b, t, "a:s", "k", `1`, 0, q), primitives.ErrLimit)
+	noErr(t, "KVSet(ttl)", setOwned(b, t, "a:s", "short", `1`, ttl, q))
+	noErr(t, "KVSet", setOwned(b, t, "a:s", "long", `1`, 0, q))
+	wantErr(t, "KVSet at the quota", setOwned(b, t, "a:s", "k", `1`, 0, q), primitives.ErrLimit)
 	sleep(t, ttl+100*time.Millisecond)
-	noErr(t, "KVSet once a key expired", kvWithin(b, t, "a:s", "k", `1`, 0, q))
-	wantErr(t, "KVSet at the quota again", kvWithin(b, t, "a:s", "k2", `1`, 0, q), primitives.ErrLimit)
+	noErr(t, "KVSet once a key expired", setOwned(b, t, "a:s", "k", `1`, 0, q))
+	wantErr(t, "KVSet at the quota again", setOwned(b, t, "a:s", "k2", `1`, 0, q), primitives.ErrLimit)
 	// A TTL'd key overwritten without a TTL stays counted after its old deadline.
 	noErr(t, "KVDelete", kvDelete(b, t, "a:s", "k"))
-	noErr(t, "KVSet(ttl)", kvWithin(b, t, "a:s", "k", `1`, ttl, q))
-	noErr(t, "KVSet(no ttl)", kvWithin(b, t, "a:s", "k", `2`, 0, q))
+	noErr(t, "KVSet(ttl)", setOwned(b, t, "a:s", "k", `1`, ttl, q))
+	noErr(t, "KVSet(no ttl)", setOwned(b, t, "a:s", "k", `2`, 0, q))
 	sleep(t, ttl+100*time.Millisecond)
 	wantKV(t, b, "a:s", "k", `2`)
-	wantErr(t, "KVSet past the old deadline", kvWithin(b, t, "a:s", "k2", `1`, 0, q), primitives.ErrLimit)
+	wantErr(t, "KVSet past the old deadline", setOwned(b, t, "a:s", "k2", `1`, 0, q), primitives.ErrLimit)
 }
 
 func kvDelete(b primitives.Backend, t *testing.T, ns, key string) error {
@@ -444,7 +444,7 @@ func testKVQuotaHammer(t *testing.T, b primitives.Backend) {
 			if i%3 == 2 {
 				key = fmt.Sprint("shared", i%4) // overwritten and deleted by many
 			}
-			err := kvWithin(b, t, "a:s", key, `1`, 0, q)
+			err := setOwned(b, t, "a:s", key, `1`, 0, q)
 			switch {
 			case err == nil:
 				ok.Add(1)
@@ -477,9 +477,9 @@ func testKVQuotaHammer(t *testing.T, b primitives.Backend) {
 	}
 	// The ledger agrees with the keys held: exactly keys-held more fit.
 	for i := range keys - held {
-		noErr(t, "KVSet into the room left", kvWithin(b, t, "a:s", fmt.Sprint("fill", i), `1`, 0, q))
+		noErr(t, "KVSet into the room left", setOwned(b, t, "a:s", fmt.Sprint("fill", i), `1`, 0, q))
 	}
-	wantErr(t, "KVSet once full", kvWithin(b, t, "a:s", "one-more", `1`, 0, q), primitives.ErrLimit)
+	wantErr(t, "KVSet once full", setOwned(b, t, "a:s", "one-more", `1`, 0, q), primitives.ErrLimit)
 }
 
 // putOverlapping puts n items: the first half tagged a, the second b, and the both
