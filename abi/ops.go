@@ -238,7 +238,7 @@ type CounterReply struct {
 // queue, for 10 minutes, and a repeat answers the first task id (another payload under the
 // same key is Conflict). 1..255 bytes; the host scopes it by the plugin's type.
 //
-// Unique, when set, makes the task unique on the queue (primitives.QueuePushUnique):
+// Unique, when set, makes the task unique on the queue (primitives.QueuePushOptions.Unique):
 // while the task a submit of that key enqueued waits or runs, or for UniqueTTLMs after
 // it was submitted (whichever ends last), another submit of the key, from any plugin or
 // the API, enqueues nothing and answers the first task's id. 1..255 bytes; the TTL is

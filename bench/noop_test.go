@@ -166,7 +166,7 @@ func runFleet(b *testing.B, srv *testutil.Redis, wasm, queue string, n, slots in
 	defer h.Close()
 	ctx := context.Background()
 	for range n {
-		if _, err := backend.QueuePush(ctx, queue, []byte(`{}`)); err != nil {
+		if _, _, err := backend.QueuePush(ctx, queue, []byte(`{}`), primitives.QueuePushOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -62,7 +62,7 @@ func BenchmarkThroughput(b *testing.B) {
 func runTasks(b *testing.B, h *host.Host, backend primitives.Backend, queue, payload string, done *atomic.Int64) (stop func()) {
 	b.Helper()
 	for range b.N {
-		if _, err := backend.QueuePush(context.Background(), queue, []byte(payload)); err != nil {
+		if _, _, err := backend.QueuePush(context.Background(), queue, []byte(payload), primitives.QueuePushOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}

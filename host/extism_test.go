@@ -43,7 +43,7 @@ func TestExtismWorker(t *testing.T) {
 			goPlugin(t, "plugins/examples/counter", r.dir, "counter")
 			ctx := context.Background()
 			for i := range 3 {
-				if _, err := r.backend.PoolPut(ctx, "as-pool", []byte(`{"i":`+string(rune('0'+i))+`}`), nil, 0); err != nil {
+				if _, err := r.backend.PoolPut(ctx, "as-pool", []byte(`{"i":`+string(rune('0'+i))+`}`), nil, 0, primitives.PoolPutOptions{}); err != nil {
 					t.Fatal(err)
 				}
 			}

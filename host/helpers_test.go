@@ -351,7 +351,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func push(t *testing.T, b primitives.Backend, queue, payload string) string {
 	t.Helper()
-	id, err := b.QueuePush(context.Background(), queue, []byte(payload))
+	id, _, err := b.QueuePush(context.Background(), queue, []byte(payload), primitives.QueuePushOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

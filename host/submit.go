@@ -37,7 +37,7 @@ func (h *Host) Submit(ctx context.Context, queue string, payload []byte) (string
 	return id, err
 }
 
-// SubmitUnique is Submit made unique on the queue by u.Key (primitives.QueuePushUnique):
+// SubmitUnique is Submit made unique on the queue by u.Key (primitives.QueuePushOptions.Unique):
 // while the task a submit of that key enqueued waits or runs, or for u.TTL after it was
 // submitted (whichever ends last), another submit of the key, from the API or any
 // plugin, enqueues nothing and answers that task's id with dup true. A zero u is Submit.

@@ -20,8 +20,8 @@ var (
 	ErrUnavailable = errors.New("primitives: backend unavailable")
 )
 
-// CapError is the ErrLimit of a write refused by a cap or quota (QueuePushWithin,
-// PoolPutWithin, KVSetWithin), the same text from every backend. Which names the bound
+// CapError is the ErrLimit of a write refused by a cap or quota (QueuePush,
+// PoolPut, KVSet), the same text from every backend. Which names the bound
 // that refused it: "depth" or "bytes" of a queue, "items" or "bytes" of a pool, "keys"
 // or "bytes" of a KV quota, "names" of a counter or lock NameQuota.
 type CapError struct {
@@ -38,7 +38,7 @@ func capError(which, format string, args ...any) error {
 	return &CapError{Which: which, msg: fmt.Sprintf(format, args...)}
 }
 
-// QueueFull is the error of a push refused by QueuePushWithin: the queue holds depth
+// QueueFull is the error of a push refused by QueuePush: the queue holds depth
 // tasks waiting and bytes of payloads, and would hold cost more.
 func QueueFull(queue string, depth int, bytes, cost int64, c QueueCap) error {
 	if c.Depth > 0 && depth >= c.Depth {
@@ -47,7 +47,7 @@ func QueueFull(queue string, depth int, bytes, cost int64, c QueueCap) error {
 	return capError("bytes", "queue %q holds %d bytes of tasks, %d more would pass its cap of %d", queue, bytes, cost, c.Bytes)
 }
 
-// PoolFull is the error of a put refused by PoolPutWithin: the pool holds items live
+// PoolFull is the error of a put refused by PoolPut: the pool holds items live
 // items costing bytes, and would hold cost more.
 func PoolFull(pool string, items int, bytes, cost int64, c PoolCap) error {
 	if c.Items > 0 && items >= c.Items {
@@ -56,7 +56,7 @@ func PoolFull(pool string, items int, bytes, cost int64, c PoolCap) error {
 	return capError("bytes", "pool %q holds %d bytes of items, %d more would pass the cap of %d", pool, bytes, cost, c.Bytes)
 }
 
-// KVQuotaExceeded is the error of a set refused by KVSetWithin: the owner would hold
+// KVQuotaExceeded is the error of a set refused by KVSet: the owner would hold
 // keys keys of bytes bytes in root.
 func KVQuotaExceeded(q KVQuota, root string, keys int, bytes int64) error {
 	if q.MaxKeys > 0 && keys > q.MaxKeys {
@@ -66,7 +66,7 @@ func KVQuotaExceeded(q KVQuota, root string, keys int, bytes int64) error {
 }
 
 // NamesExceeded is the error of a first use of a counter name refused by
-// CounterIncrWithin, or of a lease refused by LockAcquireWithin (kind "lock"): the owner
+// CounterIncr, or of a lease refused by LockAcquire (kind "lock"): the owner
 // already created q.Max counter names, or holds q.Max locks, in root.
 func NamesExceeded(kind string, q NameQuota, root string) error {
 	return capError("names", "%q already holds its quota of %d %s names under root %q", q.Owner, q.Max, kind, root)

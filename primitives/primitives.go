@@ -6,11 +6,12 @@
 // strings. Backends live in subpackages (memory, redis) and are proven equal by the
 // conformance suite in primitivestest.
 //
-// Every write a plugin causes has a bounded form (KVSetWithin, QueuePushWithin,
-// PoolPutWithin, CounterIncrWithin, LockAcquireWithin) that checks its quota in the write's own atomic step, and every read
-// whose cost could follow a pool's size (PoolList, PoolStats) is bounded by its limit
-// or a cap, so that one plugin can neither fill the store nor hold it; see KVQuota for
-// why a KV quota counts per namespace root.
+// Every write a plugin causes takes its bound as an argument (PoolPutOptions.Cap,
+// KVQuota, NameQuota for a lock or a counter, QueuePushOptions.Cap), checked in the
+// write's own atomic step, whose zero value bounds nothing; and every read whose cost
+// could follow a pool's size (PoolList, PoolStats) is bounded by its limit or a cap, so
+// that one plugin can neither fill the store nor hold it. See KVQuota for why a KV quota
+// counts per namespace root.
 //
 // Every write applies once per request (Request): sent twice under one request id, by a
 // caller's retry (WithRequest) or by a client library's resend of a command whose reply
@@ -88,14 +89,16 @@ type ItemLease struct {
 type Pool interface {
 	// PoolPut adds an item and returns its id. ttl 0 means no expiry; a negative ttl is
 	// ErrInvalid. Expired items of the pool are pruned opportunistically on every put.
-	PoolPut(ctx context.Context, pool string, payload []byte, tags Tags, ttl time.Duration) (id string, err error)
-	// PoolPutWithin is PoolPut that refuses, with ErrLimit and nothing written, a put
-	// past o.Cap: to a pool already holding o.Cap.Items live items, or whose items would
-	// cost more than o.Cap.Bytes with this one (PoolCost; an item expired but not yet
-	// pruned may still count), in the same step as the put, so that concurrent puts
-	// never exceed it; and that gives the item the health limits o.Health. A negative
-	// limit is ErrInvalid. PoolPut is PoolPutWithin with the zero PoolPutOptions.
-	PoolPutWithin(ctx context.Context, pool string, payload []byte, tags Tags, ttl time.Duration, o PoolPutOptions) (id string, err error)
+	//
+	// It refuses, with ErrLimit and nothing written, a put past o.Cap: to a pool already
+	// holding o.Cap.Items live items, or whose items would cost more than o.Cap.Bytes
+	// with this one (PoolCost; an item expired but not yet pruned may still count), in
+	// the same step as the put, so that concurrent puts never exceed it; and it gives the
+	// item the health limits o.Health. A negative limit is ErrInvalid. The zero
+	// PoolPutOptions bounds nothing and sets no health limits:
+	//
+	//	id, err := b.PoolPut(ctx, "cookies", payload, tags, time.Hour, primitives.PoolPutOptions{})
+	PoolPut(ctx context.Context, pool string, payload []byte, tags Tags, ttl time.Duration, o PoolPutOptions) (id string, err error)
 	// PoolList returns up to limit live items whose tags equal every entry of where
 	// (nil where matches all), leased or not, without changing anything. limit <= 0
 	// means a backend default (100). Each item says whether it is leased, until when
@@ -136,7 +139,7 @@ type Pool interface {
 	PoolStats(ctx context.Context, pool string) (PoolStats, error)
 }
 
-// PoolCap bounds what a pool may hold when PoolPutWithin adds to it. Zero fields bound
+// PoolCap bounds what a pool may hold when PoolPut adds to it. Zero fields bound
 // nothing.
 type PoolCap struct {
 	Items int   // live items, leased or not
@@ -211,15 +214,15 @@ const MaxStatsTags = 1000
 
 // KV is a namespaced single-value store with optional TTL.
 type KV interface {
-	// KVSet stores value under (namespace, key). ttl 0 means no expiry; negative is ErrInvalid.
-	KVSet(ctx context.Context, namespace, key string, value []byte, ttl time.Duration) error
-	// KVSetWithin is KVSet counted against q.Owner's quota in the namespace's root (see
-	// KVQuota): a set that would take the owner past q.MaxKeys keys or q.MaxBytes bytes
-	// there is ErrLimit and writes nothing; the check and the write are one step, so
-	// that concurrent sets never exceed the quota. Overwriting a key moves it to the
-	// new owner; a delete or an expiry gives it back. KVSet is KVSetWithin with the zero
-	// KVQuota: the key counts against no owner.
-	KVSetWithin(ctx context.Context, namespace, key string, value []byte, ttl time.Duration, q KVQuota) error
+	// KVSet stores value under (namespace, key). ttl 0 means no expiry; negative is
+	// ErrInvalid.
+	//
+	// The key counts against q.Owner's quota in the namespace's root (see KVQuota): a set
+	// that would take the owner past q.MaxKeys keys or q.MaxBytes bytes there is ErrLimit
+	// and writes nothing; the check and the write are one step, so that concurrent sets
+	// never exceed the quota. Overwriting a key moves it to the new owner; a delete or an
+	// expiry gives it back. With the zero KVQuota the key counts against no owner.
+	KVSet(ctx context.Context, namespace, key string, value []byte, ttl time.Duration, q KVQuota) error
 	// KVGet returns the value; ok is false when the key is absent or expired (not an error).
 	KVGet(ctx context.Context, namespace, key string) (value []byte, ok bool, err error)
 	// KVDelete removes the key and reports whether it existed.
@@ -272,18 +275,17 @@ type Lock interface {
 	// LockAcquire tries to take the lock for hold. With wait 0 it fails at once when the
 	// lock is held (ok false); with wait > 0 it retries with jittered exponential
 	// backoff until wait has passed or ctx ends. hold must be > 0.
-	LockAcquire(ctx context.Context, name string, hold, wait time.Duration) (l LockLease, ok bool, err error)
+	//
+	// The lease counts against q.Owner's quota of locks in the name's root (see
+	// NameQuota): a lease that would take the owner past q.Max locks held at once there
+	// is ErrLimit and takes nothing, in the same step as the lease, so that concurrent
+	// acquires never exceed it. A release or the hold's end gives the lock back: a lock
+	// keeps no state past its hold, since its fence is drawn from its root's one
+	// sequence, which only grows. The zero NameQuota counts nowhere.
+	LockAcquire(ctx context.Context, name string, hold, wait time.Duration, q NameQuota) (l LockLease, ok bool, err error)
 	// LockRelease releases the lock only if token still holds it; released is false
 	// otherwise (the lease expired, maybe leased since to another holder).
 	LockRelease(ctx context.Context, name, token string) (released bool, err error)
-	// LockAcquireWithin is LockAcquire counted against q.Owner's quota of locks in the
-	// name's root (see NameQuota): a lease that would take the owner past q.Max locks
-	// held at once there is ErrLimit and takes nothing, in the same step as the lease,
-	// so that concurrent acquires never exceed it. A release or the hold's end gives the
-	// lock back: a lock keeps no state past its hold, since its fence is drawn from its
-	// root's one sequence, which only grows. LockAcquire is LockAcquireWithin with the
-	// zero NameQuota.
-	LockAcquireWithin(ctx context.Context, name string, hold, wait time.Duration, q NameQuota) (l LockLease, ok bool, err error)
 	// LockShow reads who holds lock name, for operators, without changing anything: ok is
 	// false when it is free.
 	LockShow(ctx context.Context, name string) (h LockHolder, ok bool, err error)
@@ -300,13 +302,13 @@ type LockHolder struct {
 // Counter is an atomic fleet-wide integer.
 type Counter interface {
 	// CounterIncr adds delta (negative to decrement) and returns the new value.
-	CounterIncr(ctx context.Context, name string, delta int64) (int64, error)
-	// CounterIncrWithin is CounterIncr counted against q.Owner's quota of counter names
-	// in the name's root (see NameQuota): the first update of a name never touched that
-	// would take the owner past q.Max names there is ErrLimit and creates nothing, in the
-	// same step as the update. A counter is never freed, so a name, once counted, counts
-	// for good. CounterIncr is CounterIncrWithin with the zero NameQuota.
-	CounterIncrWithin(ctx context.Context, name string, delta int64, q NameQuota) (int64, error)
+	//
+	// The name counts against q.Owner's quota of counter names in the name's root (see
+	// NameQuota): the first update of a name never touched that would take the owner
+	// past q.Max names there is ErrLimit and creates nothing, in the same step as the
+	// update. A counter is never freed, so a name, once counted, counts for good. The
+	// zero NameQuota counts nowhere.
+	CounterIncr(ctx context.Context, name string, delta int64, q NameQuota) (int64, error)
 	// CounterGet returns the current value; 0 for a counter never touched.
 	CounterGet(ctx context.Context, name string) (int64, error)
 }
@@ -352,7 +354,7 @@ type Ack struct {
 // MaxBatch is the most acks, and the most claims, that one QueueAckClaim takes.
 const MaxBatch = 256
 
-// QueueCap bounds what a queue may hold when QueuePushWithin adds to it. Zero fields
+// QueueCap bounds what a queue may hold when QueuePush adds to it. Zero fields
 // bound nothing.
 //
 // Bytes bounds every task the queue holds, parked ones too: each costs its payload and
@@ -386,24 +388,25 @@ type QueueStats struct {
 // with its last error, never dropped.
 type Queue interface {
 	// QueuePush enqueues payload and returns the task id.
-	QueuePush(ctx context.Context, queue string, payload []byte) (id string, err error)
-	// QueuePushWithin is QueuePush that refuses, with ErrLimit and nothing written, a
-	// push past c: to a queue already holding c.Depth tasks waiting (ready or delayed;
-	// not those in flight or parked), or whose tasks' costs (payload + TaskOverhead,
-	// every task it holds, parked ones too) would exceed c.Bytes with this one, in the
-	// same step as the push,
-	// so that concurrent pushes never exceed it. QueuePush is QueuePushWithin with the
-	// zero QueueCap.
-	QueuePushWithin(ctx context.Context, queue string, payload []byte, c QueueCap) (id string, err error)
-	// QueuePushUnique is QueuePushWithin made unique by u.Key on the queue: while the
-	// task a push of that key enqueued waits (ready or delayed) or is in flight, or
-	// until u.TTL after that push, whichever ends last, another push of the key enqueues
-	// nothing and answers the first task's id with dup true, whatever its payload (and
-	// before any cap is checked: it adds nothing). Once the first task is acked, parked
-	// or deleted, the key holds what is left of its TTL; a requeued task does not take
-	// its key back. A zero u is QueuePushWithin. The key is 1..MaxUniqueKeyLen bytes and
-	// the TTL 0..MaxUniqueTTL (ErrInvalid otherwise); keys are per queue, whoever pushes.
-	QueuePushUnique(ctx context.Context, queue string, payload []byte, c QueueCap, u Unique) (id string, dup bool, err error)
+	//
+	// It refuses, with ErrLimit and nothing written, a push past o.Cap: to a queue
+	// already holding o.Cap.Depth tasks waiting (ready or delayed; not those in flight
+	// or parked), or whose tasks' costs (payload + TaskOverhead, every task it holds,
+	// parked ones too) would exceed o.Cap.Bytes with this one, in the same step as the
+	// push, so that concurrent pushes never exceed it.
+	//
+	// o.Unique makes the push unique by its key on the queue: while the task a push of
+	// that key enqueued waits (ready or delayed) or is in flight, or until o.Unique.TTL
+	// after that push, whichever ends last, another push of the key enqueues nothing and
+	// answers the first task's id with dup true, whatever its payload (and before any cap
+	// is checked: it adds nothing). Once the first task is acked, parked or deleted, the
+	// key holds what is left of its TTL; a requeued task does not take its key back. The
+	// key is 1..MaxUniqueKeyLen bytes and the TTL 0..MaxUniqueTTL (ErrInvalid otherwise);
+	// keys are per queue, whoever pushes. The zero QueuePushOptions bounds nothing and is
+	// never a duplicate:
+	//
+	//	id, _, err := b.QueuePush(ctx, "jobs", payload, primitives.QueuePushOptions{})
+	QueuePush(ctx context.Context, queue string, payload []byte, o QueuePushOptions) (id string, dup bool, err error)
 	// QueueClaim leases the oldest ready task for lease. Before it looks, it returns
 	// expired leases to the queue, parking those whose attempts reached maxAttempts with
 	// the error "lease expired" (maxAttempts <= 0 never parks). ok is false when nothing
@@ -455,8 +458,16 @@ type Queue interface {
 	QueuePurgeParked(ctx context.Context, queue string, age time.Duration) (deleted int, err error)
 }
 
-// Unique makes a push unique on its queue (QueuePushUnique). The zero Unique makes it
-// nothing.
+// QueuePushOptions is what a push sets beside the payload: the cap it is counted against
+// and the key that makes it unique. The zero QueuePushOptions bounds nothing and makes
+// the push unique by nothing.
+type QueuePushOptions struct {
+	Cap    QueueCap
+	Unique Unique
+}
+
+// Unique makes a push unique on its queue (QueuePushOptions.Unique). The zero Unique
+// makes it nothing.
 type Unique struct {
 	Key string        // 1..MaxUniqueKeyLen bytes, any bytes
 	TTL time.Duration // how long after the push the key holds, even once the task is done; 0..MaxUniqueTTL

@@ -70,7 +70,7 @@ func newBenchEnv(b *testing.B, kind string) *benchEnv {
 		<-ran
 		h.Close()
 	})
-	if err := backend.KVSet(context.Background(), "bench:kv", "k", []byte(`{"a":1}`), 0); err != nil {
+	if err := backend.KVSet(context.Background(), "bench:kv", "k", []byte(`{"a":1}`), 0, primitives.KVQuota{}); err != nil {
 		b.Fatal(err)
 	}
 	return env
@@ -120,9 +120,9 @@ func (env *benchEnv) native(b *testing.B, op, site string, n int) time.Duration 
 				err = fmt.Errorf("not found")
 			}
 		case "counter_incr":
-			_, err = be.CounterIncr(ctx, "bench:n", 1)
+			_, err = be.CounterIncr(ctx, "bench:n", 1, primitives.NameQuota{})
 		case "lock":
-			l, ok, aerr := be.LockAcquire(ctx, "bench:lock", 10*time.Second, 0)
+			l, ok, aerr := be.LockAcquire(ctx, "bench:lock", 10*time.Second, 0, primitives.NameQuota{})
 			if err = aerr; err == nil && !ok {
 				err = fmt.Errorf("not acquired")
 			}
@@ -133,7 +133,7 @@ func (env *benchEnv) native(b *testing.B, op, site string, n int) time.Duration 
 				}
 			}
 		case "pool_put":
-			_, err = be.PoolPut(ctx, "bench-blobs", blobPayload(site, i), tags, 0)
+			_, err = be.PoolPut(ctx, "bench-blobs", blobPayload(site, i), tags, 0, primitives.PoolPutOptions{})
 		case "pool_claim":
 			var ok bool
 			if _, ok, err = be.PoolClaim(ctx, "bench-blobs", where, 10*time.Minute); err == nil && !ok {
@@ -154,7 +154,7 @@ func (env *benchEnv) fill(b *testing.B, site string, n int) {
 	defer b.StartTimer()
 	tags := primitives.Tags{"site": `"` + site + `"`, "fresh": "true"}
 	for i := range n {
-		if _, err := env.backend.PoolPut(context.Background(), "bench-blobs", blobPayload(site, i), tags, 0); err != nil {
+		if _, err := env.backend.PoolPut(context.Background(), "bench-blobs", blobPayload(site, i), tags, 0, primitives.PoolPutOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}

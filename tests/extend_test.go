@@ -26,7 +26,7 @@ func TestItemExtend(t *testing.T) {
 			}
 			r.start(t)
 			ctx := context.Background()
-			if _, err := r.b.PoolPut(ctx, "keeper-items", []byte(`{}`), nil, 0); err != nil {
+			if _, err := r.b.PoolPut(ctx, "keeper-items", []byte(`{}`), nil, 0, primitives.PoolPutOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			job := fmt.Sprintf(`{"hold_ms":%d,"work_ms":%d}`, hold.Milliseconds(), 4*hold.Milliseconds())

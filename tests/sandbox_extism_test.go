@@ -263,10 +263,10 @@ func sandboxExtism(t *testing.T, kind string) {
 		r.cfg.SlotsByType[c.name] = 1
 	}
 	// What the counter owns and the hostile guests reach for.
-	if err := r.b.KVSet(ctx, "counter:secrets", "k", []byte(`"the counter's"`), 0); err != nil {
+	if err := r.b.KVSet(ctx, "counter:secrets", "k", []byte(`"the counter's"`), 0, primitives.KVQuota{}); err != nil {
 		t.Fatal(err)
 	}
-	secret, err := r.b.PoolPut(ctx, "counter-secrets", []byte(`{"v":"secret"}`), nil, 0)
+	secret, err := r.b.PoolPut(ctx, "counter-secrets", []byte(`{"v":"secret"}`), nil, 0, primitives.PoolPutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -213,13 +213,13 @@ func floodHostCalls(t *testing.T, r *floodSandbox) {
 func floodPoolList(t *testing.T, r *floodSandbox) {
 	ctx := context.Background()
 	for i := range 1500 {
-		if _, err := r.b.PoolPut(ctx, "flood-items", []byte(fmt.Sprintf(`{"n":%d}`, i)), primitives.Tags{"site": `"a"`}, 0); err != nil {
+		if _, err := r.b.PoolPut(ctx, "flood-items", []byte(fmt.Sprintf(`{"n":%d}`, i)), primitives.Tags{"site": `"a"`}, 0, primitives.PoolPutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	big := []byte(`{"body":"` + strings.Repeat("b", 16<<10) + `"}`)
 	for range 40 {
-		if _, err := r.b.PoolPut(ctx, "flood-items", big, primitives.Tags{"site": `"b"`}, 0); err != nil {
+		if _, err := r.b.PoolPut(ctx, "flood-items", big, primitives.Tags{"site": `"b"`}, 0, primitives.PoolPutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -113,7 +113,7 @@ func TestSandboxGrantsPoolRoles(t *testing.T) {
 			}
 			var secrets []string
 			for i := range 3 {
-				id, err := r.b.PoolPut(ctx, "hostile-items", []byte(fmt.Sprintf(`{"v":"secret %d"}`, i)), primitives.Tags{"site": `"s"`}, 0)
+				id, err := r.b.PoolPut(ctx, "hostile-items", []byte(fmt.Sprintf(`{"v":"secret %d"}`, i)), primitives.Tags{"site": `"s"`}, 0, primitives.PoolPutOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -232,7 +232,7 @@ func TestSandboxGrantsTypeNames(t *testing.T) {
 			r.grants["shop"] = host.Grant{Queues: map[string][]string{"shop": {"consume"}}}
 			r.grants["shop-eu"] = host.Grant{Queues: map[string][]string{"shop-eu": {"consume"}}}
 			r.cfg.MaxAttempts = 1 // a fail parks, and says why
-			if err := r.b.KVSet(ctx, "shop-eu:secrets", "k", []byte(`"eu only"`), 0); err != nil {
+			if err := r.b.KVSet(ctx, "shop-eu:secrets", "k", []byte(`"eu only"`), 0, primitives.KVQuota{}); err != nil {
 				t.Fatal(err)
 			}
 			r.start(t)

@@ -38,7 +38,7 @@ func quotaFlood(t *testing.T, kind string, config map[string]any, g host.Grant) 
 // quotaGo lets the flood write.
 func (r *sandbox) quotaGo(t *testing.T) {
 	t.Helper()
-	if _, err := r.b.CounterIncr(context.Background(), "quota:go", 1); err != nil {
+	if _, err := r.b.CounterIncr(context.Background(), "quota:go", 1, primitives.NameQuota{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -95,7 +95,7 @@ func TestSandboxNamesQuota(t *testing.T) {
 			t.Run(mode+"/"+kind, func(t *testing.T) {
 				r := quotaFlood(t, kind, map[string]any{"mode": mode, "wait": true}, host.Grant{})
 				for _, name := range []string{"quota:ok", "quota:limited", "quota:other"} {
-					if _, err := r.b.CounterIncr(context.Background(), name, 0); err != nil {
+					if _, err := r.b.CounterIncr(context.Background(), name, 0, primitives.NameQuota{}); err != nil {
 						t.Fatal(err)
 					}
 				}

@@ -12,6 +12,7 @@ import (
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/testutil"
+	"github.com/fleethost/fleet/primitives"
 )
 
 // valuesDescribe is the hostile guest's describe: a batch plugin of type "values" that
@@ -107,7 +108,7 @@ func TestSandboxMillis(t *testing.T) {
 				if !strings.Contains(e.Message, "30 days") {
 					t.Errorf("%s(%s) answered %q, want the range named", tt.op, tt.req, e.Message)
 				}
-				if l, held, err := r.b.LockAcquire(t.Context(), "values:lock", time.Second, 0); err != nil || !held {
+				if l, held, err := r.b.LockAcquire(t.Context(), "values:lock", time.Second, 0, primitives.NameQuota{}); err != nil || !held {
 					t.Errorf("LockAcquire(values:lock) = %+v, %v, %v; want it free: the refused request took nothing", l, held, err)
 				}
 			})

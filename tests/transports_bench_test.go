@@ -9,6 +9,7 @@ import (
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/testutil"
+	"github.com/fleethost/fleet/primitives"
 )
 
 // transport is one row of BenchmarkTransports: the same counter plugin in one language
@@ -81,7 +82,7 @@ func BenchmarkTransports(b *testing.B) {
 				n := min(max(b.N/10, 1), b.N-done)
 				for i, t := range transports {
 					for range n {
-						if _, err := backend.QueuePush(context.Background(), t.queue, []byte(`{}`)); err != nil {
+						if _, _, err := backend.QueuePush(context.Background(), t.queue, []byte(`{}`), primitives.QueuePushOptions{}); err != nil {
 							b.Fatal(err)
 						}
 					}

@@ -18,13 +18,15 @@
 // h.Held, h.Requests, h.Logs, h.Metrics.
 //
 // The fake answers as the host does: a claim from an empty pool is nil, nil; a lock held
-// elsewhere is not acquired; a submit sent again under the same key answers the first
-// task, and another payload under it is ErrConflict; a lease or lock whose time ran out
-// is gone. It speaks the real wire: the SDK's requests are strictly decoded into their
-// abi request types, replies cross the reply buffer, and the plugin's registration, input
-// and result are the bytes fleet_describe, fleet_handle and fleet_tick exchange. It does
-// not check values against the contracts' schemas, nor grants and limits: the host does,
-// and a test that runs the plugin in a host shows those.
+// by another slot is not acquired, and one whose lease runs out within the wait is; a
+// submit sent again under the same key answers the first task, and another payload under
+// it is ErrConflict; a lease or lock whose time ran out is gone. One conformance suite,
+// abi/abitest, holds these answers to the host's on every backend (TestABIConformance
+// here and in host/internal/hostfn). It speaks the real wire: the SDK's requests are strictly decoded into their abi request types,
+// replies cross the reply buffer, and the plugin's registration, input and result are
+// the bytes fleet_describe, fleet_handle and fleet_tick exchange. It does not check
+// values against the contracts' schemas, nor grants and limits: the host does, and a
+// test that runs the plugin in a host shows those.
 //
 // One Host is active at a time (it replaces the SDK's transport for the test): tests that
 // use it must not run in parallel.
@@ -34,6 +36,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -168,13 +171,14 @@ func New(tb testing.TB) *Host {
 		abi.OpPoolRelease: h.poolRelease, abi.OpPoolExtend: h.poolExtend, abi.OpPoolMarkBad: h.poolMarkBad,
 		abi.OpPoolMarkGood: h.poolMarkGood,
 		abi.OpPoolSize:     h.poolSize, abi.OpKVGet: h.kvGet, abi.OpKVSet: h.kvSet, abi.OpKVDelete: h.kvDelete,
-		abi.OpLockAcquire: h.lockAcquire, abi.OpLockRelease: h.lockRelease,
+		abi.OpLockRelease: h.lockRelease,
 		abi.OpCounterIncr: h.counterIncr, abi.OpCounterGet: h.counterGet,
 		abi.OpSubmit: h.submit, abi.OpConfigGet: h.configGet, abi.OpLog: h.log, abi.OpMetric: h.metric,
 		abi.OpHTTP: h.http,
 	} {
 		h.w.On(op, locked(h, f))
 	}
+	h.w.On(abi.OpLockAcquire, h.lockAcquire) // it takes h.mu itself, to wait outside it
 	return h
 }
 
@@ -697,16 +701,30 @@ func (l *lock) held(now time.Time) bool {
 	return l.other || l.token != "" && !expired(l.until, now)
 }
 
+// lockAcquire waits, as the host does, up to wait_ms for the lock to be free: for a
+// lease of the plugin's own to run out. A lock held by another slot (Host.Lock) stays held
+// for the whole test, so a wait for it answers at once, as the host would at its end.
 func (h *Host) lockAcquire(req json.RawMessage) (any, *abi.Error) {
 	r := decode[abi.LockAcquireRequest](req)
-	now := time.Now()
-	l := h.lock(r.Name)
-	if l.held(now) {
-		return abi.LockAcquireReply{Acquired: false}, nil
+	deadline := time.Now().Add(time.Duration(r.WaitMs) * time.Millisecond)
+	for {
+		h.mu.Lock()
+		now := time.Now()
+		l := h.lock(r.Name)
+		if !l.held(now) {
+			l.fence++
+			l.token, l.until = h.next("lock"), after(now, r.HoldMs)
+			reply := abi.LockAcquireReply{Acquired: true, Token: l.token, Fence: l.fence, UntilMs: millis(l.until)}
+			h.mu.Unlock()
+			return reply, nil
+		}
+		free, forever := l.until, l.other || l.until.IsZero()
+		h.mu.Unlock()
+		if forever || free.After(deadline) {
+			return abi.LockAcquireReply{Acquired: false}, nil
+		}
+		time.Sleep(time.Until(free))
 	}
-	l.fence++
-	l.token, l.until = h.next("lock"), after(now, r.HoldMs)
-	return abi.LockAcquireReply{Acquired: true, Token: l.token, Fence: l.fence, UntilMs: millis(l.until)}, nil
 }
 
 func (h *Host) lockRelease(req json.RawMessage) (any, *abi.Error) {
@@ -724,8 +742,12 @@ func (h *Host) counterIncr(req json.RawMessage) (any, *abi.Error) {
 	if r.Delta == 0 {
 		r.Delta = 1 // as the host reads it
 	}
-	h.counters[r.Name] += r.Delta
-	return abi.CounterReply{Value: h.counters[r.Name]}, nil
+	v := h.counters[r.Name]
+	if (r.Delta > 0 && v > math.MaxInt64-r.Delta) || (r.Delta < 0 && v < math.MinInt64-r.Delta) {
+		return nil, abi.Errorf(abi.LimitExceeded, "counter %q would overflow adding %d", r.Name, r.Delta)
+	}
+	h.counters[r.Name] = v + r.Delta
+	return abi.CounterReply{Value: v + r.Delta}, nil
 }
 
 func (h *Host) counterGet(req json.RawMessage) (any, *abi.Error) {

@@ -138,7 +138,7 @@ func TestHolderStates(t *testing.T) {
 		}
 		key := "held:queue:jobs:1:" + live.Holder
 		old, _ := time.Now().Add(-3*contracts.Sync - time.Second).UTC().MarshalText()
-		if err := b.KVSet(ctx, contracts.Namespace, key, old, time.Minute); err != nil {
+		if err := b.KVSet(ctx, contracts.Namespace, key, old, time.Minute, primitives.KVQuota{}); err != nil {
 			t.Fatal(err)
 		}
 		if s := state(); s.State != contracts.HolderStale || !strings.Contains(s.String(), "stale: not refreshed for") {

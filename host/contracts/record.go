@@ -44,7 +44,7 @@ func Compatible(old, new []byte) error { return compat.Check(compat.Full, old, n
 
 // underContractsLock runs fn holding the fleet lock "fleet-contracts".
 func underContractsLock(ctx context.Context, b primitives.Backend, fn func() error) (err error) {
-	l, ok, err := b.LockAcquire(ctx, Namespace, contractsLockHold, contractsLockWait)
+	l, ok, err := b.LockAcquire(ctx, Namespace, contractsLockHold, contractsLockWait, primitives.NameQuota{})
 	if err != nil {
 		return fmt.Errorf("fleet contracts: lock: %w", err)
 	}
@@ -225,7 +225,7 @@ func (r contractRecord) hold(ctx context.Context, b primitives.KV, doc contractD
 // writeContract writes the record at key.
 func writeContract(ctx context.Context, b primitives.KV, key string, doc contractDoc) error {
 	raw, _ := json.Marshal(doc) // strings, numbers, times and canonical JSON: always marshals
-	if err := b.KVSet(ctx, Namespace, key, raw, 0); err != nil {
+	if err := b.KVSet(ctx, Namespace, key, raw, 0, primitives.KVQuota{}); err != nil {
 		return fmt.Errorf("fleet contracts: record %s: %w", key, err)
 	}
 	return nil
@@ -258,7 +258,7 @@ func indexContract(ctx context.Context, b primitives.KV, key string) error {
 		return nil
 	}
 	raw, _ := json.Marshal(slices.Insert(keys, i, key))
-	if err := b.KVSet(ctx, Namespace, contractsIndex, raw, 0); err != nil {
+	if err := b.KVSet(ctx, Namespace, contractsIndex, raw, 0, primitives.KVQuota{}); err != nil {
 		return fmt.Errorf("fleet contracts: record %s: %w", contractsIndex, err)
 	}
 	return nil
@@ -299,7 +299,7 @@ func refreshHeld(ctx context.Context, b primitives.KV, hk string, plugins []stri
 
 func writeHolder(ctx context.Context, b primitives.KV, hk string, v holderValue, ttl time.Duration) error {
 	raw, _ := json.Marshal(v) // a time, strings and a bool: always marshals
-	if err := b.KVSet(ctx, Namespace, hk, raw, ttl); err != nil {
+	if err := b.KVSet(ctx, Namespace, hk, raw, ttl, primitives.KVQuota{}); err != nil {
 		return fmt.Errorf("fleet contracts: hold %s: %w", hk, err)
 	}
 	return nil

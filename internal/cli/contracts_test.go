@@ -13,6 +13,7 @@ import (
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/testutil"
+	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/memory"
 )
 
@@ -75,7 +76,7 @@ func TestContracts(t *testing.T) {
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.QueuePush(ctx, "jobs", []byte(`{}`)); err != nil {
+	if _, _, err := b.QueuePush(ctx, "jobs", []byte(`{}`), primitives.QueuePushOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := run(false, false, "show", "jobs"); err != nil || !strings.Contains(out, "(plugin a 0.1.0, stopped") {

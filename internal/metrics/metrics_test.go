@@ -183,7 +183,7 @@ func TestQueueGauges(t *testing.T) {
 	t.Cleanup(func() { _ = b.Close() })
 	ctx := t.Context()
 	for _, p := range []string{`1`, `2`, `3`} {
-		if _, err := b.QueuePush(ctx, "q", []byte(p)); err != nil {
+		if _, _, err := b.QueuePush(ctx, "q", []byte(p), primitives.QueuePushOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

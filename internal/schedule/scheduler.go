@@ -255,7 +255,7 @@ func (s *Scheduler) writeRecord(ctx context.Context, sc Schedule, r Record, now 
 	if err != nil {
 		return err
 	}
-	return s.p.KV.KVSet(ctx, host.SchedulesNamespace, sc.Name, b, sc.recordTTL(now))
+	return s.p.KV.KVSet(ctx, host.SchedulesNamespace, sc.Name, b, sc.recordTTL(now), primitives.KVQuota{})
 }
 
 // Status is a schedule as `fleet-host schedules` and GET /api/v1/schedules show it.

@@ -25,7 +25,7 @@ func BenchmarkPoolPut(b *testing.B) {
 	ctx := b.Context()
 	tags := primitives.Tags{"site": `"x"`, "fresh": "true"}
 	for b.Loop() {
-		if _, err := be.PoolPut(ctx, "p", benchPayload, tags, time.Millisecond); err != nil {
+		if _, err := be.PoolPut(ctx, "p", benchPayload, tags, time.Millisecond, primitives.PoolPutOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		clk.Advance(time.Microsecond)
@@ -35,10 +35,10 @@ func BenchmarkPoolPut(b *testing.B) {
 func fillPool(b *testing.B, be *Backend, matching, others int) {
 	ctx := b.Context()
 	for i := range matching {
-		be.PoolPut(ctx, "p", benchPayload, primitives.Tags{"site": `"x"`, "fresh": "true", "n": fmt.Sprint(i)}, 0)
+		be.PoolPut(ctx, "p", benchPayload, primitives.Tags{"site": `"x"`, "fresh": "true", "n": fmt.Sprint(i)}, 0, primitives.PoolPutOptions{})
 	}
 	for i := range others {
-		be.PoolPut(ctx, "p", benchPayload, primitives.Tags{"site": `"y"`, "fresh": "true", "n": fmt.Sprint(i)}, 0)
+		be.PoolPut(ctx, "p", benchPayload, primitives.Tags{"site": `"y"`, "fresh": "true", "n": fmt.Sprint(i)}, 0, primitives.PoolPutOptions{})
 	}
 }
 
@@ -94,7 +94,7 @@ func BenchmarkPoolPutMarkBad(b *testing.B) {
 	fillPool(b, be, 10, 1000)
 	tags := primitives.Tags{"site": `"x"`}
 	for b.Loop() {
-		id, _ := be.PoolPut(ctx, "p", benchPayload, tags, time.Minute)
+		id, _ := be.PoolPut(ctx, "p", benchPayload, tags, time.Minute, primitives.PoolPutOptions{})
 		if err := be.PoolMarkBad(ctx, "p", id, "bad", 0); err != nil {
 			b.Fatal(err)
 		}
@@ -123,7 +123,7 @@ func BenchmarkPoolStats(b *testing.B) {
 func BenchmarkKVGet(b *testing.B) {
 	be, _ := benchBackend(b)
 	ctx := b.Context()
-	be.KVSet(ctx, "warmup", "last-harvest", benchPayload, time.Hour)
+	be.KVSet(ctx, "warmup", "last-harvest", benchPayload, time.Hour, primitives.KVQuota{})
 	for b.Loop() {
 		if _, ok, _ := be.KVGet(ctx, "warmup", "last-harvest"); !ok {
 			b.Fatal("missing")
@@ -134,7 +134,7 @@ func BenchmarkKVGet(b *testing.B) {
 func BenchmarkKVGetParallel(b *testing.B) {
 	be, _ := benchBackend(b)
 	ctx := b.Context()
-	be.KVSet(ctx, "warmup", "last-harvest", benchPayload, time.Hour)
+	be.KVSet(ctx, "warmup", "last-harvest", benchPayload, time.Hour, primitives.KVQuota{})
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			be.KVGet(ctx, "warmup", "last-harvest")
@@ -146,7 +146,7 @@ func BenchmarkKVSet(b *testing.B) {
 	be, _ := benchBackend(b)
 	ctx := b.Context()
 	for b.Loop() {
-		if err := be.KVSet(ctx, "warmup", "last-harvest", benchPayload, 0); err != nil {
+		if err := be.KVSet(ctx, "warmup", "last-harvest", benchPayload, 0, primitives.KVQuota{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -162,7 +162,7 @@ func BenchmarkKVSetTTL(b *testing.B) {
 	}
 	i := 0
 	for b.Loop() {
-		be.KVSet(ctx, "warmup", keys[i%len(keys)], benchPayload, time.Minute)
+		be.KVSet(ctx, "warmup", keys[i%len(keys)], benchPayload, time.Minute, primitives.KVQuota{})
 		i++
 	}
 }
@@ -171,7 +171,7 @@ func BenchmarkKVSetDelete(b *testing.B) {
 	be, _ := benchBackend(b)
 	ctx := b.Context()
 	for b.Loop() {
-		be.KVSet(ctx, "warmup", "k", benchPayload, time.Minute)
+		be.KVSet(ctx, "warmup", "k", benchPayload, time.Minute, primitives.KVQuota{})
 		if existed, _ := be.KVDelete(ctx, "warmup", "k"); !existed {
 			b.Fatal("not deleted")
 		}
@@ -182,7 +182,7 @@ func BenchmarkCounterIncr(b *testing.B) {
 	be, _ := benchBackend(b)
 	ctx := b.Context()
 	for b.Loop() {
-		be.CounterIncr(ctx, "inflight", 1)
+		be.CounterIncr(ctx, "inflight", 1, primitives.NameQuota{})
 	}
 }
 
@@ -191,7 +191,7 @@ func BenchmarkCounterIncrParallel(b *testing.B) {
 	ctx := b.Context()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			be.CounterIncr(ctx, "inflight", 1)
+			be.CounterIncr(ctx, "inflight", 1, primitives.NameQuota{})
 		}
 	})
 }
@@ -199,7 +199,7 @@ func BenchmarkCounterIncrParallel(b *testing.B) {
 func BenchmarkCounterGet(b *testing.B) {
 	be, _ := benchBackend(b)
 	ctx := b.Context()
-	be.CounterIncr(ctx, "inflight", 1)
+	be.CounterIncr(ctx, "inflight", 1, primitives.NameQuota{})
 	for b.Loop() {
 		be.CounterGet(ctx, "inflight")
 	}
@@ -209,7 +209,7 @@ func BenchmarkLockAcquireRelease(b *testing.B) {
 	be, _ := benchBackend(b)
 	ctx := b.Context()
 	for b.Loop() {
-		l, ok, err := be.LockAcquire(ctx, "harvest:x", time.Minute, 0)
+		l, ok, err := be.LockAcquire(ctx, "harvest:x", time.Minute, 0, primitives.NameQuota{})
 		if !ok || err != nil {
 			b.Fatal(ok, err)
 		}
@@ -221,7 +221,7 @@ func BenchmarkQueuePushClaimAck(b *testing.B) {
 	be, _ := benchBackend(b)
 	ctx := b.Context()
 	for b.Loop() {
-		be.QueuePush(ctx, "q", benchPayload)
+		be.QueuePush(ctx, "q", benchPayload, primitives.QueuePushOptions{})
 		c, ok, err := be.QueueClaim(ctx, "q", time.Minute, 3)
 		if !ok || err != nil {
 			b.Fatal(ok, err)
@@ -245,7 +245,7 @@ func BenchmarkQueueClaimRelease(b *testing.B) {
 	be, clk := benchBackend(b)
 	ctx := b.Context()
 	for range 1000 {
-		be.QueuePush(ctx, "q", benchPayload)
+		be.QueuePush(ctx, "q", benchPayload, primitives.QueuePushOptions{})
 	}
 	for b.Loop() {
 		c, ok, err := be.QueueClaim(ctx, "q", time.Minute, 0)
@@ -261,7 +261,7 @@ func BenchmarkQueueStats(b *testing.B) {
 	be, _ := benchBackend(b)
 	ctx := b.Context()
 	for range 1000 {
-		be.QueuePush(ctx, "q", benchPayload)
+		be.QueuePush(ctx, "q", benchPayload, primitives.QueuePushOptions{})
 	}
 	for range 100 {
 		be.QueueClaim(ctx, "q", time.Minute, 0)

@@ -10,14 +10,9 @@ import (
 func checkCounter(name string) error { return primitives.CheckName("counter", name) }
 
 // CounterIncr implements primitives.Counter. An update that would overflow int64 is
-// ErrLimit and changes nothing, as Redis' INCRBY refuses it.
-func (b *Backend) CounterIncr(ctx context.Context, name string, delta int64) (int64, error) {
-	return b.CounterIncrWithin(ctx, name, delta, primitives.NameQuota{})
-}
-
-// CounterIncrWithin implements primitives.Counter: the first update of a name is
-// counted against q, or refused past it, under the same lock as the update.
-func (b *Backend) CounterIncrWithin(ctx context.Context, name string, delta int64, q primitives.NameQuota) (int64, error) {
+// ErrLimit and changes nothing, as Redis' INCRBY refuses it. The first update of a name
+// is counted against q, or refused past it, under the same lock as the update.
+func (b *Backend) CounterIncr(ctx context.Context, name string, delta int64, q primitives.NameQuota) (int64, error) {
 	if err := checkCounter(name); err != nil {
 		return 0, err
 	}

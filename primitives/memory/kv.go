@@ -60,14 +60,9 @@ func (b *Backend) pruneKV(now time.Time) {
 }
 
 // KVSet implements primitives.KV. It stores a copy of value; a set without ttl clears
-// the key's previous TTL. Expired keys of every namespace are pruned first.
-func (b *Backend) KVSet(ctx context.Context, namespace, key string, value []byte, ttl time.Duration) error {
-	return b.KVSetWithin(ctx, namespace, key, value, ttl, primitives.KVQuota{})
-}
-
-// KVSetWithin implements primitives.KV: the quota is checked and the key written under
-// kvMu, after the expired keys are pruned, so the count is exact.
-func (b *Backend) KVSetWithin(ctx context.Context, namespace, key string, value []byte, ttl time.Duration, q primitives.KVQuota) error {
+// the key's previous TTL. Expired keys of every namespace are pruned first, and the quota
+// is checked and the key written under kvMu, so the count is exact.
+func (b *Backend) KVSet(ctx context.Context, namespace, key string, value []byte, ttl time.Duration, q primitives.KVQuota) error {
 	if q.Owner != "" {
 		if err := primitives.CheckName("kv quota owner", q.Owner); err != nil {
 			return err

@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/fleethost/fleet/primitives"
 )
 
 func TestKVTTLBoundary(t *testing.T) {
 	b, clk := newFake(t)
 	ctx := t.Context()
-	if err := b.KVSet(ctx, "ns", "k", []byte(`1`), time.Minute); err != nil {
+	if err := b.KVSet(ctx, "ns", "k", []byte(`1`), time.Minute, primitives.KVQuota{}); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(time.Minute - time.Nanosecond)
@@ -29,15 +31,15 @@ func TestKVPrunesOnSet(t *testing.T) {
 	b, clk := newFake(t)
 	ctx := t.Context()
 	for i := range 100 {
-		b.KVSet(ctx, "ns", fmt.Sprint(i), []byte(`1`), time.Duration(i+1)*time.Second)
+		b.KVSet(ctx, "ns", fmt.Sprint(i), []byte(`1`), time.Duration(i+1)*time.Second, primitives.KVQuota{})
 	}
-	b.KVSet(ctx, "ns", "forever", []byte(`1`), 0)
-	b.KVSet(ctx, "ns", "cleared", []byte(`1`), time.Second)
-	b.KVSet(ctx, "ns", "cleared", []byte(`2`), 0) // its TTL goes
-	b.KVSet(ctx, "ns", "extended", []byte(`1`), time.Second)
-	b.KVSet(ctx, "ns", "extended", []byte(`2`), time.Hour) // its TTL moves
+	b.KVSet(ctx, "ns", "forever", []byte(`1`), 0, primitives.KVQuota{})
+	b.KVSet(ctx, "ns", "cleared", []byte(`1`), time.Second, primitives.KVQuota{})
+	b.KVSet(ctx, "ns", "cleared", []byte(`2`), 0, primitives.KVQuota{}) // its TTL goes
+	b.KVSet(ctx, "ns", "extended", []byte(`1`), time.Second, primitives.KVQuota{})
+	b.KVSet(ctx, "ns", "extended", []byte(`2`), time.Hour, primitives.KVQuota{}) // its TTL moves
 	clk.Advance(50 * time.Second)
-	b.KVSet(ctx, "other", "x", []byte(`1`), 0)
+	b.KVSet(ctx, "other", "x", []byte(`1`), 0, primitives.KVQuota{})
 	b.kvMu.Lock()
 	n, ttls := len(b.kv), b.kvTTL.size()
 	b.kvMu.Unlock()
@@ -59,7 +61,7 @@ func TestKVCopies(t *testing.T) {
 	b, _ := newFake(t)
 	ctx := t.Context()
 	v := []byte(`"abc"`)
-	b.KVSet(ctx, "ns", "k", v, 0)
+	b.KVSet(ctx, "ns", "k", v, 0, primitives.KVQuota{})
 	v[1] = 'X'
 	got, _, _ := b.KVGet(ctx, "ns", "k")
 	if string(got) != `"abc"` {
@@ -69,7 +71,7 @@ func TestKVCopies(t *testing.T) {
 	if again, _, _ := b.KVGet(ctx, "ns", "k"); string(again) != `"abc"` {
 		t.Fatalf("changing a returned value changed the stored one: %s", again)
 	}
-	b.KVSet(ctx, "ns", "nil", nil, 0)
+	b.KVSet(ctx, "ns", "nil", nil, 0, primitives.KVQuota{})
 	if got, ok, _ := b.KVGet(ctx, "ns", "nil"); !ok || len(got) != 0 {
 		t.Errorf("KVGet of a nil value = %q, %v; want empty, true", got, ok)
 	}

@@ -23,14 +23,9 @@ type lockState struct {
 func checkLock(name string) error { return primitives.CheckName("lock", name) }
 
 // LockAcquire implements primitives.Lock. With wait > 0 it polls through
-// primitives.RetryAcquire, in real time whatever the Clock.
-func (b *Backend) LockAcquire(ctx context.Context, name string, hold, wait time.Duration) (primitives.LockLease, bool, error) {
-	return b.LockAcquireWithin(ctx, name, hold, wait, primitives.NameQuota{})
-}
-
-// LockAcquireWithin implements primitives.Lock: the lease is counted against q, or
-// refused past it, under the same lock as the lease.
-func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait time.Duration, q primitives.NameQuota) (primitives.LockLease, bool, error) {
+// primitives.RetryAcquire, in real time whatever the Clock. The lease is counted against
+// q, or refused past it, under the same lock as the lease.
+func (b *Backend) LockAcquire(ctx context.Context, name string, hold, wait time.Duration, q primitives.NameQuota) (primitives.LockLease, bool, error) {
 	if err := checkLock(name); err != nil {
 		return primitives.LockLease{}, false, err
 	}
@@ -60,7 +55,7 @@ func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait
 	return l, true, nil
 }
 
-// tryLock is one try of LockAcquireWithin: a lease once per request rq, whose repeat
+// tryLock is one try of LockAcquire: a lease once per request rq, whose repeat
 // returns the first lease.
 func (b *Backend) tryLock(name string, hold time.Duration, q primitives.NameQuota, rq *request) (primitives.LockLease, bool, error) {
 	b.locksMu.Lock()

@@ -46,9 +46,8 @@ func (o *Options) init() {
 //     O(smallest matching set), whatever the size of the pool.
 //   - A lock keeps nothing past its hold but its root's fence sequence, one integer a
 //     root, so that fencing tokens never go back. A counter name, once used, keeps its
-//     value for the life of the Backend; the Within forms bound how many names each
-//     owner creates and how many locks it holds (primitives.NameQuota). So do pool and
-//     queue names, once written.
+//     value for the life of the Backend; a NameQuota bounds how many names each owner
+//     creates and how many locks it holds. So do pool and queue names, once written.
 //   - A gate's site keeps its state only while some of it is in the future (a budget
 //     spent, a closure, a hold), and is dropped by the next gate call after that.
 type Backend struct {

@@ -19,7 +19,7 @@ func TestNewDefaults(t *testing.T) {
 	}
 	// Times come from the system clock.
 	before := time.Now()
-	id, err := b.PoolPut(t.Context(), "p", nil, nil, time.Minute)
+	id, err := b.PoolPut(t.Context(), "p", nil, nil, time.Minute, primitives.PoolPutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,12 +51,12 @@ func TestCloseEndsWaitingAcquire(t *testing.T) {
 	// between its polls, and the bound below is on the bubble's clock.
 	synctest.Test(t, func(t *testing.T) {
 		b := New(Options{})
-		if _, ok, _ := b.LockAcquire(t.Context(), "l", time.Minute, 0); !ok {
+		if _, ok, _ := b.LockAcquire(t.Context(), "l", time.Minute, 0, primitives.NameQuota{}); !ok {
 			t.Fatal("LockAcquire = not acquired")
 		}
 		done := make(chan error)
 		go func() {
-			_, _, err := b.LockAcquire(t.Context(), "l", time.Minute, time.Minute)
+			_, _, err := b.LockAcquire(t.Context(), "l", time.Minute, time.Minute, primitives.NameQuota{})
 			done <- err
 		}()
 		synctest.Wait()

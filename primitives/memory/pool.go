@@ -280,14 +280,10 @@ func (b *Backend) getPool(name string, create bool) *pool {
 
 func checkPool(name string) error { return primitives.CheckName("pool", name) }
 
-// PoolPut implements primitives.Pool. It stores copies of payload and tags.
-func (b *Backend) PoolPut(ctx context.Context, poolName string, payload []byte, tags primitives.Tags, ttl time.Duration) (string, error) {
-	return b.PoolPutWithin(ctx, poolName, payload, tags, ttl, primitives.PoolPutOptions{})
-}
-
-// PoolPutWithin implements primitives.Pool: the live items and their bytes are counted
-// and the item added under the pool's lock, after the expired items are dropped.
-func (b *Backend) PoolPutWithin(ctx context.Context, poolName string, payload []byte, tags primitives.Tags, ttl time.Duration, o primitives.PoolPutOptions) (string, error) {
+// PoolPut implements primitives.Pool. It stores copies of payload and tags; the live
+// items and their bytes are counted and the item added under the pool's lock, after the
+// expired items are dropped.
+func (b *Backend) PoolPut(ctx context.Context, poolName string, payload []byte, tags primitives.Tags, ttl time.Duration, o primitives.PoolPutOptions) (string, error) {
 	if err := checkPool(poolName); err != nil {
 		return "", err
 	}

@@ -17,7 +17,7 @@ var siteX = primitives.Tags{"site": `"x"`}
 func TestPoolLeaseEndsExactlyAtUntil(t *testing.T) {
 	b, clk := newFake(t)
 	ctx := t.Context()
-	id, _ := b.PoolPut(ctx, "p", []byte(`1`), siteX, 0)
+	id, _ := b.PoolPut(ctx, "p", []byte(`1`), siteX, 0, primitives.PoolPutOptions{})
 	l, ok, err := b.PoolClaim(ctx, "p", siteX, 10*time.Second)
 	if err != nil || !ok || l.ID != id {
 		t.Fatalf("PoolClaim = %+v, %v, %v", l, ok, err)
@@ -53,11 +53,11 @@ func TestPoolTTLAndPruning(t *testing.T) {
 	ctx := t.Context()
 	for i := range 50 {
 		tags := primitives.Tags{"n": fmt.Sprint(i), "site": `"x"`}
-		if _, err := b.PoolPut(ctx, "p", []byte(`1`), tags, time.Minute); err != nil {
+		if _, err := b.PoolPut(ctx, "p", []byte(`1`), tags, time.Minute, primitives.PoolPutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	keep, _ := b.PoolPut(ctx, "p", []byte(`2`), primitives.Tags{"site": `"y"`}, 0)
+	keep, _ := b.PoolPut(ctx, "p", []byte(`2`), primitives.Tags{"site": `"y"`}, 0, primitives.PoolPutOptions{})
 	if _, ok, _ := b.PoolClaim(ctx, "p", primitives.Tags{"n": "7"}, time.Hour); !ok {
 		t.Fatal("PoolClaim found nothing")
 	}
@@ -72,7 +72,7 @@ func TestPoolTTLAndPruning(t *testing.T) {
 	if _, ok, _ := b.PoolClaim(ctx, "p", siteX, time.Second); ok {
 		t.Error("PoolClaim returned an expired item")
 	}
-	if _, err := b.PoolPut(ctx, "p", []byte(`3`), siteX, 0); err != nil {
+	if _, err := b.PoolPut(ctx, "p", []byte(`3`), siteX, 0, primitives.PoolPutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	p := b.getPool("p", false)
@@ -91,7 +91,7 @@ func TestPoolCopies(t *testing.T) {
 	ctx := t.Context()
 	payload := []byte(`{"a":1}`)
 	tags := primitives.Tags{"site": `"x"`}
-	if _, err := b.PoolPut(ctx, "p", payload, tags, 0); err != nil {
+	if _, err := b.PoolPut(ctx, "p", payload, tags, 0, primitives.PoolPutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	payload[0] = 'X'
@@ -115,9 +115,9 @@ func TestPoolClaimIgnoresOtherItems(t *testing.T) {
 	b, _ := newFake(t)
 	ctx := t.Context()
 	for i := range 1000 {
-		b.PoolPut(ctx, "p", []byte(`0`), primitives.Tags{"site": `"y"`, "n": fmt.Sprint(i)}, 0)
+		b.PoolPut(ctx, "p", []byte(`0`), primitives.Tags{"site": `"y"`, "n": fmt.Sprint(i)}, 0, primitives.PoolPutOptions{})
 	}
-	want, _ := b.PoolPut(ctx, "p", []byte(`1`), primitives.Tags{"site": `"x"`, "fresh": "true"}, 0)
+	want, _ := b.PoolPut(ctx, "p", []byte(`1`), primitives.Tags{"site": `"x"`, "fresh": "true"}, 0, primitives.PoolPutOptions{})
 	p := b.getPool("p", false)
 	if s := smallest(p.avail, primitives.Tags{"site": `"x"`, "fresh": "true"}); s == nil || s.len() != 1 {
 		t.Fatalf("smallest set for the rare where = %v, want one item", s)
@@ -195,7 +195,7 @@ func runPoolModel(t *testing.T, seed uint64, steps int) {
 		switch op := r.IntN(100); {
 		case op < 25:
 			tags, ttl := randTags(), durs[r.IntN(len(durs))]
-			id, err := b.PoolPut(ctx, "p", []byte(`1`), tags, ttl)
+			id, err := b.PoolPut(ctx, "p", []byte(`1`), tags, ttl, primitives.PoolPutOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -391,7 +391,7 @@ func TestPoolClaimOrderUnscored(t *testing.T) {
 	ctx := t.Context()
 	var ids []string
 	for i := range 5 {
-		id, _ := b.PoolPut(ctx, "p", []byte(fmt.Sprint(i)), nil, 0)
+		id, _ := b.PoolPut(ctx, "p", []byte(fmt.Sprint(i)), nil, 0, primitives.PoolPutOptions{})
 		ids = append(ids, id)
 	}
 	for i := len(ids) - 1; i >= 0; i-- {

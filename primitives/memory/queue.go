@@ -96,13 +96,13 @@ type queue struct {
 	seq      uint64           // guarded by mu
 	bytes    int64            // the cost of its tasks (taskCost); guarded by mu
 	replays  replays          // guarded by mu
-	// unique holds the keys of QueuePushUnique: held by a pending task, or by what is
+	// unique holds the keys of unique pushes (QueuePushOptions.Unique): held by a pending task, or by what is
 	// left of a TTL (then also in uniqueTTL, which prunes them). Guarded by mu.
 	unique    map[string]*uniqueKey
 	uniqueTTL deadlines[*uniqueKey] // guarded by mu
 }
 
-// uniqueKey is a key of QueuePushUnique: the task that pushed it, and until when its TTL
+// uniqueKey is the key of a unique push: the task that pushed it, and until when its TTL
 // holds it.
 type uniqueKey struct {
 	key, id string
@@ -233,20 +233,11 @@ func notFound(queueName, id string) error {
 	return fmt.Errorf("%w: queue %q has no task %q", primitives.ErrNotFound, queueName, id)
 }
 
-// QueuePush implements primitives.Queue. It stores a copy of payload.
-func (b *Backend) QueuePush(ctx context.Context, queueName string, payload []byte) (string, error) {
-	return b.QueuePushWithin(ctx, queueName, payload, primitives.QueueCap{})
-}
-
-// QueuePushWithin implements primitives.Queue: QueuePushUnique without a key.
-func (b *Backend) QueuePushWithin(ctx context.Context, queueName string, payload []byte, c primitives.QueueCap) (string, error) {
-	id, _, err := b.QueuePushUnique(ctx, queueName, payload, c, primitives.Unique{})
-	return id, err
-}
-
-// QueuePushUnique implements primitives.Queue: the key is looked up, the depth and
-// bytes are counted and the task pushed under the queue's lock.
-func (b *Backend) QueuePushUnique(ctx context.Context, queueName string, payload []byte, c primitives.QueueCap, u primitives.Unique) (string, bool, error) {
+// QueuePush implements primitives.Queue. It stores a copy of payload; the unique key
+// is looked up, the depth and bytes are counted and the task pushed under the queue's
+// lock.
+func (b *Backend) QueuePush(ctx context.Context, queueName string, payload []byte, o primitives.QueuePushOptions) (string, bool, error) {
+	c, u := o.Cap, o.Unique
 	if err := checkQueue(queueName); err != nil {
 		return "", false, err
 	}

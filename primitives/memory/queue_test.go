@@ -11,7 +11,7 @@ import (
 func TestQueueLeaseBoundaryAndParking(t *testing.T) {
 	b, clk := newFake(t)
 	ctx := t.Context()
-	id, _ := b.QueuePush(ctx, "q", []byte(`1`))
+	id, _, _ := b.QueuePush(ctx, "q", []byte(`1`), primitives.QueuePushOptions{})
 	enq := clk.Now()
 	clk.Advance(time.Second)
 	for attempt := 1; attempt <= 3; attempt++ {
@@ -50,7 +50,7 @@ func TestQueueLeaseBoundaryAndParking(t *testing.T) {
 func TestQueueNoMaxAttemptsNeverParks(t *testing.T) {
 	b, clk := newFake(t)
 	ctx := t.Context()
-	b.QueuePush(ctx, "q", []byte(`1`))
+	b.QueuePush(ctx, "q", []byte(`1`), primitives.QueuePushOptions{})
 	for attempt := 1; attempt <= 20; attempt++ {
 		c, ok, _ := b.QueueClaim(ctx, "q", time.Second, 0)
 		if !ok || c.Attempts != attempt {
@@ -69,7 +69,7 @@ func TestQueueNoMaxAttemptsNeverParks(t *testing.T) {
 func TestQueueRefundFloor(t *testing.T) {
 	b, _ := newFake(t)
 	ctx := t.Context()
-	id, _ := b.QueuePush(ctx, "q", []byte(`1`))
+	id, _, _ := b.QueuePush(ctx, "q", []byte(`1`), primitives.QueuePushOptions{})
 	c, _, _ := b.QueueClaim(ctx, "q", time.Minute, 1)
 	q := b.getQueue("q", false)
 	q.mu.Lock()
@@ -87,7 +87,7 @@ func TestQueueRefundFloor(t *testing.T) {
 func TestQueueDelayBoundary(t *testing.T) {
 	b, clk := newFake(t)
 	ctx := t.Context()
-	b.QueuePush(ctx, "q", []byte(`1`))
+	b.QueuePush(ctx, "q", []byte(`1`), primitives.QueuePushOptions{})
 	c, _, _ := b.QueueClaim(ctx, "q", time.Minute, 0)
 	b.QueueRelease(ctx, "q", c.ID, c.Token, primitives.Retry{Reason: "later", Delay: 5 * time.Second})
 	clk.Advance(5*time.Second - time.Nanosecond)
@@ -113,7 +113,7 @@ func TestQueueReadyOrder(t *testing.T) {
 	ctx := t.Context()
 	ids := map[string]string{}
 	for _, name := range []string{"lease3s", "delay2s", "delay4s", "lease1s"} {
-		ids[name], _ = b.QueuePush(ctx, "q", []byte(`"`+name+`"`))
+		ids[name], _, _ = b.QueuePush(ctx, "q", []byte(`"`+name+`"`), primitives.QueuePushOptions{})
 	}
 	claim := func(lease time.Duration) primitives.TaskLease {
 		t.Helper()
@@ -129,7 +129,7 @@ func TestQueueReadyOrder(t *testing.T) {
 	c = claim(time.Minute)
 	b.QueueRelease(ctx, "q", c.ID, c.Token, primitives.Retry{Delay: 4 * time.Second})
 	claim(time.Second) // lease1s
-	pushed, _ := b.QueuePush(ctx, "q", []byte(`"pushed"`))
+	pushed, _, _ := b.QueuePush(ctx, "q", []byte(`"pushed"`), primitives.QueuePushOptions{})
 	clk.Advance(10 * time.Second)
 	want := []string{pushed, ids["lease1s"], ids["delay2s"], ids["lease3s"], ids["delay4s"]}
 	for i, w := range want {
@@ -145,7 +145,7 @@ func TestQueueFIFOCompacts(t *testing.T) {
 	next := 0
 	for round := range 50 {
 		for i := range 37 {
-			b.QueuePush(ctx, "q", []byte(fmt.Sprint(round*37+i)))
+			b.QueuePush(ctx, "q", []byte(fmt.Sprint(round*37+i)), primitives.QueuePushOptions{})
 		}
 		for range 30 {
 			c, ok, _ := b.QueueClaim(ctx, "q", time.Minute, 0)

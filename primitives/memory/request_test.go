@@ -12,16 +12,16 @@ import (
 func TestRequestDefaultKeep(t *testing.T) {
 	b, clk := newFake(t)
 	ctx := primitives.WithRequest(t.Context(), primitives.Request{ID: "submit-1"})
-	first, err := b.QueuePush(ctx, "q", []byte("x"))
+	first, _, err := b.QueuePush(ctx, "q", []byte("x"), primitives.QueuePushOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(primitives.DefaultRequestKeep - time.Millisecond)
-	if id, _ := b.QueuePush(ctx, "q", []byte("x")); id != first {
+	if id, _, _ := b.QueuePush(ctx, "q", []byte("x"), primitives.QueuePushOptions{}); id != first {
 		t.Fatalf("QueuePush just within the keep = %s, want the first %s", id, first)
 	}
 	clk.Advance(time.Millisecond)
-	if id, _ := b.QueuePush(ctx, "q", []byte("x")); id == first {
+	if id, _, _ := b.QueuePush(ctx, "q", []byte("x"), primitives.QueuePushOptions{}); id == first {
 		t.Fatalf("QueuePush once the keep passed = the first id %s, want a new task", id)
 	}
 	q := b.getQueue("q", false)

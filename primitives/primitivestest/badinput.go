@@ -42,11 +42,11 @@ var nameArgs = []struct {
 	call func(ctx context.Context, b primitives.Backend, name string) error
 }{
 	{"PoolPut(pool)", func(ctx context.Context, b primitives.Backend, n string) error {
-		_, err := b.PoolPut(ctx, n, []byte(`1`), siteX, 0)
+		_, err := b.PoolPut(ctx, n, []byte(`1`), siteX, 0, primitives.PoolPutOptions{})
 		return err
 	}},
 	{"PoolPut(tag)", func(ctx context.Context, b primitives.Backend, n string) error {
-		_, err := b.PoolPut(ctx, "p", []byte(`1`), primitives.Tags{"site": `"x"`, n: `1`}, 0)
+		_, err := b.PoolPut(ctx, "p", []byte(`1`), primitives.Tags{"site": `"x"`, n: `1`}, 0, primitives.PoolPutOptions{})
 		return err
 	}},
 	{"PoolList(pool)", func(ctx context.Context, b primitives.Backend, n string) error {
@@ -84,10 +84,10 @@ var nameArgs = []struct {
 		return err
 	}},
 	{"KVSet(namespace)", func(ctx context.Context, b primitives.Backend, n string) error {
-		return b.KVSet(ctx, n, "k", []byte(`1`), 0)
+		return b.KVSet(ctx, n, "k", []byte(`1`), 0, primitives.KVQuota{})
 	}},
 	{"KVSet(key)", func(ctx context.Context, b primitives.Backend, n string) error {
-		return b.KVSet(ctx, "ns", n, []byte(`1`), 0)
+		return b.KVSet(ctx, "ns", n, []byte(`1`), 0, primitives.KVQuota{})
 	}},
 	{"KVGet(namespace)", func(ctx context.Context, b primitives.Backend, n string) error {
 		_, _, err := b.KVGet(ctx, n, "k")
@@ -106,11 +106,11 @@ var nameArgs = []struct {
 		return err
 	}},
 	{"LockAcquire(name)", func(ctx context.Context, b primitives.Backend, n string) error {
-		_, _, err := b.LockAcquire(ctx, n, time.Minute, 0)
+		_, _, err := b.LockAcquire(ctx, n, time.Minute, 0, primitives.NameQuota{})
 		return err
 	}},
 	{"LockAcquireWait(name)", func(ctx context.Context, b primitives.Backend, n string) error {
-		_, _, err := b.LockAcquire(ctx, n, time.Minute, time.Second)
+		_, _, err := b.LockAcquire(ctx, n, time.Minute, time.Second, primitives.NameQuota{})
 		return err
 	}},
 	{"LockShow(name)", func(ctx context.Context, b primitives.Backend, n string) error {
@@ -122,7 +122,7 @@ var nameArgs = []struct {
 		return err
 	}},
 	{"CounterIncr(name)", func(ctx context.Context, b primitives.Backend, n string) error {
-		_, err := b.CounterIncr(ctx, n, 1)
+		_, err := b.CounterIncr(ctx, n, 1, primitives.NameQuota{})
 		return err
 	}},
 	{"CounterGet(name)", func(ctx context.Context, b primitives.Backend, n string) error {
@@ -130,11 +130,11 @@ var nameArgs = []struct {
 		return err
 	}},
 	{"QueuePush(queue)", func(ctx context.Context, b primitives.Backend, n string) error {
-		_, err := b.QueuePush(ctx, n, []byte(`1`))
+		_, _, err := b.QueuePush(ctx, n, []byte(`1`), primitives.QueuePushOptions{})
 		return err
 	}},
-	{"QueuePushUnique(queue)", func(ctx context.Context, b primitives.Backend, n string) error {
-		_, _, err := b.QueuePushUnique(ctx, n, []byte(`1`), primitives.QueueCap{}, primitives.Unique{Key: "k"})
+	{"QueuePush(queue, unique)", func(ctx context.Context, b primitives.Backend, n string) error {
+		_, _, err := b.QueuePush(ctx, n, []byte(`1`), primitives.QueuePushOptions{Unique: primitives.Unique{Key: "k"}})
 		return err
 	}},
 	{"QueueClaim(queue)", func(ctx context.Context, b primitives.Backend, n string) error {
@@ -206,7 +206,7 @@ func seed(t *testing.T, b primitives.Backend) {
 	t.Helper()
 	put(t, b, "p", `"seed"`, siteX, 0)
 	kvSet(t, b, "ns", "k", `"seed"`, 0)
-	if _, err := b.CounterIncr(t.Context(), "c", 5); err != nil {
+	if _, err := b.CounterIncr(t.Context(), "c", 5, primitives.NameQuota{}); err != nil {
 		t.Fatalf("CounterIncr = %v", err)
 	}
 	push(t, b, "q", `"seed"`)
@@ -271,7 +271,7 @@ func testLongestName(t *testing.T, b primitives.Backend) {
 	if !release(t, b, long, lock.Token) {
 		t.Error("LockRelease(longest name) = false, want true")
 	}
-	if n, err := b.CounterIncr(ctx, long, 2); err != nil || n != 2 {
+	if n, err := b.CounterIncr(ctx, long, 2, primitives.NameQuota{}); err != nil || n != 2 {
 		t.Errorf("CounterIncr(longest name) = %d, %v; want 2, nil", n, err)
 	}
 	push(t, b, long, `1`)
@@ -288,15 +288,27 @@ func testBadDurations(t *testing.T, b primitives.Backend) {
 		op   string
 		call func() error
 	}{
-		{"PoolPut(ttl -1ns)", func() error { _, err := b.PoolPut(ctx, "p", []byte(`1`), nil, -1); return err }},
-		{"PoolPut(ttl -1s)", func() error { _, err := b.PoolPut(ctx, "p", []byte(`1`), nil, -time.Second); return err }},
+		{"PoolPut(ttl -1ns)", func() error {
+			_, err := b.PoolPut(ctx, "p", []byte(`1`), nil, -1, primitives.PoolPutOptions{})
+			return err
+		}},
+		{"PoolPut(ttl -1s)", func() error {
+			_, err := b.PoolPut(ctx, "p", []byte(`1`), nil, -time.Second, primitives.PoolPutOptions{})
+			return err
+		}},
 		{"PoolClaim(hold -1s)", func() error { _, _, err := b.PoolClaim(ctx, "p", nil, -time.Second); return err }},
 		{"PoolClaim(hold 0)", func() error { _, _, err := b.PoolClaim(ctx, "p", nil, 0); return err }},
-		{"KVSet(ttl -1s)", func() error { return b.KVSet(ctx, "ns", "k", []byte(`2`), -time.Second) }},
-		{"KVSet(new key, ttl -1s)", func() error { return b.KVSet(ctx, "ns", "new", []byte(`2`), -time.Second) }},
-		{"LockAcquire(hold -1s)", func() error { _, _, err := b.LockAcquire(ctx, "l", -time.Second, 0); return err }},
-		{"LockAcquire(hold 0)", func() error { _, _, err := b.LockAcquire(ctx, "l", 0, 0); return err }},
-		{"LockAcquire(wait -1s)", func() error { _, _, err := b.LockAcquire(ctx, "l", time.Minute, -time.Second); return err }},
+		{"KVSet(ttl -1s)", func() error { return b.KVSet(ctx, "ns", "k", []byte(`2`), -time.Second, primitives.KVQuota{}) }},
+		{"KVSet(new key, ttl -1s)", func() error { return b.KVSet(ctx, "ns", "new", []byte(`2`), -time.Second, primitives.KVQuota{}) }},
+		{"LockAcquire(hold -1s)", func() error {
+			_, _, err := b.LockAcquire(ctx, "l", -time.Second, 0, primitives.NameQuota{})
+			return err
+		}},
+		{"LockAcquire(hold 0)", func() error { _, _, err := b.LockAcquire(ctx, "l", 0, 0, primitives.NameQuota{}); return err }},
+		{"LockAcquire(wait -1s)", func() error {
+			_, _, err := b.LockAcquire(ctx, "l", time.Minute, -time.Second, primitives.NameQuota{})
+			return err
+		}},
 		{"QueueClaim(lease -1s)", func() error { _, _, err := b.QueueClaim(ctx, "q", -time.Second, 0); return err }},
 		{"QueueClaim(lease 0)", func() error { _, _, err := b.QueueClaim(ctx, "q", 0, 0); return err }},
 		{"QueueAckClaim(lease -1s)", func() error {
@@ -325,7 +337,7 @@ func testBadTags(t *testing.T, b primitives.Backend) {
 	seed(t, b)
 	before := snap(t, b)
 	empty := primitives.Tags{"site": ""}
-	_, err := b.PoolPut(ctx, "p", []byte(`1`), empty, 0)
+	_, err := b.PoolPut(ctx, "p", []byte(`1`), empty, 0, primitives.PoolPutOptions{})
 	wantErr(t, "PoolPut(empty tag value)", err, primitives.ErrInvalid)
 	_, err = b.PoolList(ctx, "p", empty, 0)
 	wantErr(t, "PoolList(empty where value)", err, primitives.ErrInvalid)
@@ -339,13 +351,13 @@ func testOversized(t *testing.T, b primitives.Backend) {
 	seed(t, b)
 	before := snap(t, b)
 	big := bytes.Repeat([]byte("x"), primitives.MaxValueLen+1)
-	_, err := b.PoolPut(ctx, "p", big, siteX, 0)
+	_, err := b.PoolPut(ctx, "p", big, siteX, 0, primitives.PoolPutOptions{})
 	wantErr(t, "PoolPut(payload of MaxValueLen+1)", err, primitives.ErrLimit)
-	_, err = b.PoolPut(ctx, "p", []byte(`1`), primitives.Tags{"site": string(big)}, 0)
+	_, err = b.PoolPut(ctx, "p", []byte(`1`), primitives.Tags{"site": string(big)}, 0, primitives.PoolPutOptions{})
 	wantErr(t, "PoolPut(tags over MaxValueLen)", err, primitives.ErrLimit)
-	wantErr(t, "KVSet(value of MaxValueLen+1)", b.KVSet(ctx, "ns", "k", big, 0), primitives.ErrLimit)
-	wantErr(t, "KVSet(new key, value of MaxValueLen+1)", b.KVSet(ctx, "ns", "new", big, 0), primitives.ErrLimit)
-	_, err = b.QueuePush(ctx, "q", big)
+	wantErr(t, "KVSet(value of MaxValueLen+1)", b.KVSet(ctx, "ns", "k", big, 0, primitives.KVQuota{}), primitives.ErrLimit)
+	wantErr(t, "KVSet(new key, value of MaxValueLen+1)", b.KVSet(ctx, "ns", "new", big, 0, primitives.KVQuota{}), primitives.ErrLimit)
+	_, _, err = b.QueuePush(ctx, "q", big, primitives.QueuePushOptions{})
 	wantErr(t, "QueuePush(payload of MaxValueLen+1)", err, primitives.ErrLimit)
 	sameSnapshot(t, "calls with oversized values", snap(t, b), before)
 	wantNoKV(t, b, "ns", "new")

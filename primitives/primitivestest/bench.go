@@ -20,7 +20,7 @@ func BenchAckClaim(b *testing.B, newBackend func(b *testing.B) primitives.Backen
 			ctx := b.Context()
 			b.StopTimer()
 			for range b.N*size + size {
-				if _, err := be.QueuePush(ctx, "q", []byte(`{"site":"x"}`)); err != nil {
+				if _, _, err := be.QueuePush(ctx, "q", []byte(`{"site":"x"}`), primitives.QueuePushOptions{}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -48,8 +48,8 @@ func listCounters(t *testing.T, b primitives.Backend, prefix string, limit int) 
 func testCounterListPrefix(t *testing.T, b primitives.Backend) {
 	ctx := context.Background()
 	for i, name := range []string{"br:a", "br:b", "br:c:d", "bra:x", "brz", "other:br:a"} {
-		_, err := b.CounterIncrWithin(ctx, name, int64(i+1), primitives.NameQuota{Owner: "o", Max: 100})
-		noErr(t, "CounterIncrWithin("+name+")", err)
+		_, err := b.CounterIncr(ctx, name, int64(i+1), primitives.NameQuota{Owner: "o", Max: 100})
+		noErr(t, "CounterIncr("+name+")", err)
 	}
 	for _, tt := range []struct {
 		prefix string
@@ -75,11 +75,11 @@ func testCounterListPages(t *testing.T, b primitives.Backend) {
 	want := map[string]int64{}
 	for i := range n {
 		name := fmt.Sprintf("many:%04d", i)
-		_, err := b.CounterIncr(ctx, name, int64(i))
+		_, err := b.CounterIncr(ctx, name, int64(i), primitives.NameQuota{})
 		noErr(t, "CounterIncr("+name+")", err)
 		want[name] = int64(i)
 	}
-	_, err := b.CounterIncr(ctx, "manyx:0", 1)
+	_, err := b.CounterIncr(ctx, "manyx:0", 1, primitives.NameQuota{})
 	noErr(t, "CounterIncr(manyx:0)", err)
 	for _, limit := range []int{primitives.MaxListLimit, 7} {
 		got, pages := listCounters(t, b, "many:", limit)
@@ -99,14 +99,14 @@ func testKVListPrefix(t *testing.T, b primitives.Backend) {
 	ctx := context.Background()
 	q := primitives.KVQuota{Owner: "o", MaxKeys: 100, MaxBytes: 1 << 20}
 	start := time.Now()
-	noErr(t, "KVSetWithin(kb:one, a)", b.KVSetWithin(ctx, "kb:one", "a", []byte("123"), time.Minute, q))
-	noErr(t, "KVSetWithin(kb:one, b)", b.KVSetWithin(ctx, "kb:one", "b", []byte("12345"), 0, q))
-	noErr(t, "KVSet(kb:two, c)", b.KVSet(ctx, "kb:two", "c", []byte("x"), 0))
-	noErr(t, "KVSet(kbx, d)", b.KVSet(ctx, "kbx", "d", []byte("xy"), 0))
-	noErr(t, "KVSet(other:kb, e)", b.KVSet(ctx, "other:kb", "e", []byte("xyz"), 0))
+	noErr(t, "KVSet(kb:one, a)", b.KVSet(ctx, "kb:one", "a", []byte("123"), time.Minute, q))
+	noErr(t, "KVSet(kb:one, b)", b.KVSet(ctx, "kb:one", "b", []byte("12345"), 0, q))
+	noErr(t, "KVSet(kb:two, c)", b.KVSet(ctx, "kb:two", "c", []byte("x"), 0, primitives.KVQuota{}))
+	noErr(t, "KVSet(kbx, d)", b.KVSet(ctx, "kbx", "d", []byte("xy"), 0, primitives.KVQuota{}))
+	noErr(t, "KVSet(other:kb, e)", b.KVSet(ctx, "other:kb", "e", []byte("xyz"), 0, primitives.KVQuota{}))
 	_, err := b.KVDelete(ctx, "kb:two", "c")
 	noErr(t, "KVDelete(kb:two, c)", err)
-	noErr(t, "KVSet(kb:two, c2)", b.KVSet(ctx, "kb:two", "c2", []byte("x"), 0))
+	noErr(t, "KVSet(kb:two, c2)", b.KVSet(ctx, "kb:two", "c2", []byte("x"), 0, primitives.KVQuota{}))
 	for _, tt := range []struct {
 		prefix string
 		want   []string // namespace/key=size

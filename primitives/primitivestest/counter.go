@@ -17,7 +17,7 @@ func testCounterHammer(t *testing.T, b primitives.Backend) {
 	ctx := t.Context()
 	Hammer(workers, func(int) {
 		for range incrs {
-			if _, err := b.CounterIncr(ctx, "inflight", 1); err != nil {
+			if _, err := b.CounterIncr(ctx, "inflight", 1, primitives.NameQuota{}); err != nil {
 				t.Errorf("CounterIncr = %v, want nil", err)
 				return
 			}
@@ -37,7 +37,7 @@ func testCounterIncrDecr(t *testing.T, b primitives.Backend) {
 		{1, 1}, {1, 2}, {-1, 1}, {7, 8}, {-10, -2}, {0, -2}, {1 << 40, 1<<40 - 2},
 	}
 	for _, s := range steps {
-		got, err := b.CounterIncr(t.Context(), "c", s.delta)
+		got, err := b.CounterIncr(t.Context(), "c", s.delta, primitives.NameQuota{})
 		noErr(t, "CounterIncr", err)
 		if got != s.want {
 			t.Errorf("CounterIncr(%d) = %d, want %d", s.delta, got, s.want)
@@ -59,7 +59,7 @@ func testCounterUntouched(t *testing.T, b primitives.Backend) {
 	if got != 0 {
 		t.Errorf("CounterGet(untouched) = %d, want 0", got)
 	}
-	got, err = b.CounterIncr(t.Context(), "fresh", -3)
+	got, err = b.CounterIncr(t.Context(), "fresh", -3, primitives.NameQuota{})
 	noErr(t, "CounterIncr", err)
 	if got != -3 {
 		t.Errorf("CounterIncr(untouched, -3) = %d, want -3", got)

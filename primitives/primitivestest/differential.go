@@ -125,14 +125,14 @@ func (d *differ) one() {
 		ttl := []time.Duration{0, time.Hour}[d.r.IntN(2)]
 		c := []primitives.PoolCap{{}, {}, {Items: 20}, {Bytes: 300}}[d.r.IntN(4)]
 		ra, rb := both(func(s *side) any {
-			id, err := s.b.PoolPutWithin(ctx, pool, []byte(strconv.Itoa(k)), tags, ttl, primitives.PoolPutOptions{Cap: c})
+			id, err := s.b.PoolPut(ctx, pool, []byte(strconv.Itoa(k)), tags, ttl, primitives.PoolPutOptions{Cap: c})
 			if err == nil {
 				s.itemIDs = append(s.itemIDs, id)
 				s.itemIdx[id] = k
 			}
 			return kind(err)
 		})
-		d.same(fmt.Sprintf("PoolPutWithin(%q, %v, %+v)", pool, tags, c), ra, rb)
+		d.same(fmt.Sprintf("PoolPut(%q, %v, %+v)", pool, tags, c), ra, rb)
 	case op < 20: // PoolClaim of one item by its unique tag
 		if len(A.itemIDs) == 0 {
 			return
@@ -218,8 +218,8 @@ func (d *differ) one() {
 			ttl := []time.Duration{0, time.Hour}[d.r.IntN(2)]
 			q := []primitives.KVQuota{{MaxKeys: 3, MaxBytes: 100}, {MaxKeys: 10, MaxBytes: 40}}[d.r.IntN(2)]
 			q.Owner = d.pick("", "o1", "o2")
-			ra, rb := both(func(s *side) any { return kind(s.b.KVSetWithin(ctx, ns, key, v, ttl, q)) })
-			d.same(fmt.Sprintf("KVSetWithin(%q, %q, %+v)", ns, key, q), ra, rb)
+			ra, rb := both(func(s *side) any { return kind(s.b.KVSet(ctx, ns, key, v, ttl, q)) })
+			d.same(fmt.Sprintf("KVSet(%q, %q, %+v)", ns, key, q), ra, rb)
 		case 1:
 			ra, rb := both(func(s *side) any {
 				v, ok, err := s.b.KVGet(ctx, ns, key)
@@ -236,7 +236,7 @@ func (d *differ) one() {
 	case op < 55: // Counter
 		name, delta := d.name("c"), int64(d.r.IntN(21)-10)
 		ra, rb := both(func(s *side) any {
-			n, err := s.b.CounterIncr(ctx, name, delta)
+			n, err := s.b.CounterIncr(ctx, name, delta, primitives.NameQuota{})
 			g, gerr := s.b.CounterGet(ctx, name)
 			return fmt.Sprint(n, kind(err), g, kind(gerr))
 		})
@@ -245,7 +245,7 @@ func (d *differ) one() {
 		name := d.name("l")
 		if d.r.IntN(2) == 0 {
 			ra, rb := both(func(s *side) any {
-				l, ok, err := s.b.LockAcquire(ctx, name, time.Hour, 0)
+				l, ok, err := s.b.LockAcquire(ctx, name, time.Hour, 0, primitives.NameQuota{})
 				if ok {
 					if l.Fence <= s.fences[name] {
 						return fmt.Sprintf("fence %d after %d", l.Fence, s.fences[name])
@@ -278,7 +278,7 @@ func (d *differ) one() {
 			u = primitives.Unique{Key: "u" + strconv.Itoa(d.r.IntN(3)), TTL: []time.Duration{0, time.Hour}[d.r.IntN(2)]}
 		}
 		ra, rb := both(func(s *side) any {
-			id, dup, err := s.b.QueuePushUnique(ctx, queue, []byte(payload), c, u)
+			id, dup, err := s.b.QueuePush(ctx, queue, []byte(payload), primitives.QueuePushOptions{Cap: c, Unique: u})
 			if dup {
 				for p, pid := range s.taskIDs {
 					if pid == id {
@@ -292,7 +292,7 @@ func (d *differ) one() {
 			}
 			return kind(err)
 		})
-		d.same(fmt.Sprintf("QueuePushUnique(%q, %+v, %+v)", queue, c, u), ra, rb)
+		d.same(fmt.Sprintf("QueuePush(%q, %+v, %+v)", queue, c, u), ra, rb)
 	case op < 82: // QueueClaim
 		queue, maxAttempts := d.name("q"), d.r.IntN(4)
 		ra, rb := both(func(s *side) any {

@@ -26,8 +26,8 @@ var healthTests = []subtest{
 // putHealth puts an item with health limits h.
 func putHealth(t *testing.T, b primitives.Backend, pool, payload string, tags primitives.Tags, h primitives.PoolHealth) string {
 	t.Helper()
-	id, err := b.PoolPutWithin(t.Context(), pool, []byte(payload), tags, 0, primitives.PoolPutOptions{Health: h})
-	noErr(t, fmt.Sprintf("PoolPutWithin(%q, %s, %+v)", pool, payload, h), err)
+	id, err := b.PoolPut(t.Context(), pool, []byte(payload), tags, 0, primitives.PoolPutOptions{Health: h})
+	noErr(t, fmt.Sprintf("PoolPut(%q, %s, %+v)", pool, payload, h), err)
 	return id
 }
 
@@ -195,8 +195,8 @@ func testHealthUnscored(t *testing.T, b primitives.Backend) {
 func testHealthBadInput(t *testing.T, b primitives.Backend) {
 	id := put(t, b, "p", `1`, nil, 0)
 	for _, h := range []primitives.PoolHealth{{MaxUses: -1}, {MaxErrorScore: -1}} {
-		_, err := b.PoolPutWithin(t.Context(), "p", []byte(`2`), nil, 0, primitives.PoolPutOptions{Health: h})
-		wantErr(t, fmt.Sprintf("PoolPutWithin(%+v)", h), err, primitives.ErrInvalid)
+		_, err := b.PoolPut(t.Context(), "p", []byte(`2`), nil, 0, primitives.PoolPutOptions{Health: h})
+		wantErr(t, fmt.Sprintf("PoolPut(%+v)", h), err, primitives.ErrInvalid)
 	}
 	wantErr(t, "PoolMarkBad(weight -1)", b.PoolMarkBad(t.Context(), "p", id, "x", -1), primitives.ErrInvalid)
 	wantErr(t, "PoolMarkGood(weight -1)", b.PoolMarkGood(t.Context(), "p", id, -1), primitives.ErrInvalid)

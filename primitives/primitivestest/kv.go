@@ -45,7 +45,7 @@ func wantNoKV(t *testing.T, b primitives.Backend, ns, key string) {
 
 func kvSet(t *testing.T, b primitives.Backend, ns, key, value string, ttl time.Duration) {
 	t.Helper()
-	noErr(t, fmt.Sprintf("KVSet(%q, %q, %s, %v)", ns, key, value, ttl), b.KVSet(t.Context(), ns, key, []byte(value), ttl))
+	noErr(t, fmt.Sprintf("KVSet(%q, %q, %s, %v)", ns, key, value, ttl), b.KVSet(t.Context(), ns, key, []byte(value), ttl, primitives.KVQuota{}))
 }
 
 func testKVSetGet(t *testing.T, b primitives.Backend) {
@@ -125,7 +125,7 @@ func testKVRoundTrip(t *testing.T, b primitives.Backend) {
 	vals["max-size"] = bytes.Repeat([]byte("x"), primitives.MaxValueLen)
 	for name, v := range vals {
 		t.Run(name, func(t *testing.T) {
-			noErr(t, "KVSet", b.KVSet(t.Context(), "round-trip", name, v, 0))
+			noErr(t, "KVSet", b.KVSet(t.Context(), "round-trip", name, v, 0, primitives.KVQuota{}))
 			got, ok := kvGet(t, b, "round-trip", name)
 			if !ok || !bytes.Equal(got, v) {
 				t.Errorf("KVGet = %d bytes %.40q, %v; want %d bytes %.40q, true", len(got), got, ok, len(v), v)

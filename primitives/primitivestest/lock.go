@@ -25,7 +25,7 @@ var lockTests = []subtest{
 
 func acquire(t *testing.T, b primitives.Backend, name string, hold, wait time.Duration) (primitives.LockLease, bool) {
 	t.Helper()
-	l, ok, err := b.LockAcquire(t.Context(), name, hold, wait)
+	l, ok, err := b.LockAcquire(t.Context(), name, hold, wait, primitives.NameQuota{})
 	noErr(t, fmt.Sprintf("LockAcquire(%q, %v, %v)", name, hold, wait), err)
 	if ok && l.Token == "" {
 		t.Fatalf("LockAcquire(%q) leased an empty token", name)
@@ -71,7 +71,7 @@ func testLockHammer(t *testing.T, b primitives.Backend) {
 	ctx := t.Context()
 	Hammer(holders, func(i int) {
 		for range rounds {
-			l, ok, err := b.LockAcquire(ctx, "migration", 10*time.Second, 10*time.Second)
+			l, ok, err := b.LockAcquire(ctx, "migration", 10*time.Second, 10*time.Second, primitives.NameQuota{})
 			if err != nil || !ok {
 				t.Errorf("LockAcquire(wait 10s) = %v, %v; want acquired", ok, err)
 				return
@@ -270,10 +270,10 @@ func testLockShow(t *testing.T, b primitives.Backend) {
 		t.Errorf("LockShow(never held) = %+v, want free", h)
 	}
 	before := time.Now()
-	l, ok, err := b.LockAcquireWithin(t.Context(), "scraper:l", time.Minute, 0, primitives.NameQuota{Owner: "scraper", Max: 5})
-	noErr(t, "LockAcquireWithin", err)
+	l, ok, err := b.LockAcquire(t.Context(), "scraper:l", time.Minute, 0, primitives.NameQuota{Owner: "scraper", Max: 5})
+	noErr(t, "LockAcquire", err)
 	if !ok {
-		t.Fatal("LockAcquireWithin(free lock) = not acquired")
+		t.Fatal("LockAcquire(free lock) = not acquired")
 	}
 	h, ok := show("scraper:l")
 	if !ok || h.Owner != "scraper" || h.Fence != l.Fence {

@@ -41,7 +41,7 @@ var (
 
 func put(t *testing.T, b primitives.Backend, pool, payload string, tags primitives.Tags, ttl time.Duration) string {
 	t.Helper()
-	id, err := b.PoolPut(t.Context(), pool, []byte(payload), tags, ttl)
+	id, err := b.PoolPut(t.Context(), pool, []byte(payload), tags, ttl, primitives.PoolPutOptions{})
 	noErr(t, fmt.Sprintf("PoolPut(%q, %s)", pool, payload), err)
 	if id == "" {
 		t.Fatalf("PoolPut(%q, %s) returned an empty id", pool, payload)
@@ -572,7 +572,7 @@ func testPoolPayloadRoundTrip(t *testing.T, b primitives.Backend) {
 	for name, payload := range payloads() {
 		t.Run(name, func(t *testing.T) {
 			pool := "round-trip"
-			id, err := b.PoolPut(t.Context(), pool, payload, primitives.Tags{"case": `"` + name + `"`}, 0)
+			id, err := b.PoolPut(t.Context(), pool, payload, primitives.Tags{"case": `"` + name + `"`}, 0, primitives.PoolPutOptions{})
 			noErr(t, "PoolPut", err)
 			l := mustClaim(t, b, pool, primitives.Tags{"case": `"` + name + `"`}, time.Minute)
 			if l.ID != id || !bytes.Equal(l.Payload, payload) {

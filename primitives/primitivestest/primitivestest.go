@@ -175,7 +175,7 @@ type Op struct {
 var Ops = []Op{
 	{"Ping", func(ctx context.Context, b primitives.Backend) error { return b.Ping(ctx) }},
 	{"PoolPut", func(ctx context.Context, b primitives.Backend) error {
-		_, err := b.PoolPut(ctx, "p", []byte(`{}`), primitives.Tags{"site": `"x"`}, time.Minute)
+		_, err := b.PoolPut(ctx, "p", []byte(`{}`), primitives.Tags{"site": `"x"`}, time.Minute, primitives.PoolPutOptions{})
 		return err
 	}},
 	{"PoolList", func(ctx context.Context, b primitives.Backend) error {
@@ -205,7 +205,7 @@ var Ops = []Op{
 		return err
 	}},
 	{"KVSet", func(ctx context.Context, b primitives.Backend) error {
-		return b.KVSet(ctx, "ns", "k", []byte(`1`), 0)
+		return b.KVSet(ctx, "ns", "k", []byte(`1`), 0, primitives.KVQuota{})
 	}},
 	{"KVGet", func(ctx context.Context, b primitives.Backend) error {
 		_, _, err := b.KVGet(ctx, "ns", "k")
@@ -216,11 +216,11 @@ var Ops = []Op{
 		return err
 	}},
 	{"LockAcquire", func(ctx context.Context, b primitives.Backend) error {
-		_, _, err := b.LockAcquire(ctx, "l", time.Second, 0)
+		_, _, err := b.LockAcquire(ctx, "l", time.Second, 0, primitives.NameQuota{})
 		return err
 	}},
 	{"LockAcquireWait", func(ctx context.Context, b primitives.Backend) error {
-		_, _, err := b.LockAcquire(ctx, "l", time.Second, time.Second)
+		_, _, err := b.LockAcquire(ctx, "l", time.Second, time.Second, primitives.NameQuota{})
 		return err
 	}},
 	{"LockShow", func(ctx context.Context, b primitives.Backend) error {
@@ -232,7 +232,7 @@ var Ops = []Op{
 		return err
 	}},
 	{"CounterIncr", func(ctx context.Context, b primitives.Backend) error {
-		_, err := b.CounterIncr(ctx, "c", 1)
+		_, err := b.CounterIncr(ctx, "c", 1, primitives.NameQuota{})
 		return err
 	}},
 	{"CounterGet", func(ctx context.Context, b primitives.Backend) error {
@@ -248,11 +248,11 @@ var Ops = []Op{
 		return err
 	}},
 	{"QueuePush", func(ctx context.Context, b primitives.Backend) error {
-		_, err := b.QueuePush(ctx, "q", []byte(`{}`))
+		_, _, err := b.QueuePush(ctx, "q", []byte(`{}`), primitives.QueuePushOptions{})
 		return err
 	}},
-	{"QueuePushUnique", func(ctx context.Context, b primitives.Backend) error {
-		_, _, err := b.QueuePushUnique(ctx, "q", []byte(`{}`), primitives.QueueCap{}, primitives.Unique{Key: "k", TTL: time.Second})
+	{"QueuePush(unique)", func(ctx context.Context, b primitives.Backend) error {
+		_, _, err := b.QueuePush(ctx, "q", []byte(`{}`), primitives.QueuePushOptions{Unique: primitives.Unique{Key: "k", TTL: time.Second}})
 		return err
 	}},
 	{"QueueClaim", func(ctx context.Context, b primitives.Backend) error {

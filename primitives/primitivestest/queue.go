@@ -37,7 +37,7 @@ var queueTests = []subtest{
 
 func push(t *testing.T, b primitives.Backend, queue, payload string) string {
 	t.Helper()
-	id, err := b.QueuePush(t.Context(), queue, []byte(payload))
+	id, _, err := b.QueuePush(t.Context(), queue, []byte(payload), primitives.QueuePushOptions{})
 	noErr(t, fmt.Sprintf("QueuePush(%q, %s)", queue, payload), err)
 	if id == "" {
 		t.Fatalf("QueuePush(%q) returned an empty id", queue)
@@ -712,8 +712,8 @@ func testQueueDeleteParked(t *testing.T, b primitives.Backend) {
 	waiting := push(t, b, "q", `3`)
 	// A cap of exactly the three tasks' cost: the fourth push is refused while they stay.
 	c := primitives.QueueCap{Bytes: 3 * (1 + primitives.TaskOverhead)}
-	_, err := b.QueuePushWithin(ctx, "q", []byte(`4`), c)
-	wantErr(t, "QueuePushWithin(full of parked tasks)", err, primitives.ErrLimit)
+	_, _, err := b.QueuePush(ctx, "q", []byte(`4`), primitives.QueuePushOptions{Cap: c})
+	wantErr(t, "QueuePush(full of parked tasks)", err, primitives.ErrLimit)
 
 	noErr(t, "QueueDeleteParked", b.QueueDeleteParked(ctx, "q", ids[0]))
 	if got := parkedIDs(t, b, "q"); !slices.Equal(got, ids[1:]) {
@@ -724,8 +724,8 @@ func testQueueDeleteParked(t *testing.T, b primitives.Backend) {
 	wantErr(t, "QueueRequeue(deleted)", b.QueueRequeue(ctx, "q", ids[0]), primitives.ErrNotFound)
 	wantErr(t, "QueueDeleteParked(waiting task)", b.QueueDeleteParked(ctx, "q", waiting), primitives.ErrNotFound)
 	wantErr(t, "QueueDeleteParked(other queue)", b.QueueDeleteParked(ctx, "other", ids[1]), primitives.ErrNotFound)
-	_, err = b.QueuePushWithin(ctx, "q", []byte(`4`), c)
-	noErr(t, "QueuePushWithin(after a parked task was deleted)", err)
+	_, _, err = b.QueuePush(ctx, "q", []byte(`4`), primitives.QueuePushOptions{Cap: c})
+	noErr(t, "QueuePush(after a parked task was deleted)", err)
 
 	cl := mustQClaim(t, b, "q", time.Minute, 0)
 	wantErr(t, "QueueDeleteParked(claimed task)", b.QueueDeleteParked(ctx, "q", cl.ID), primitives.ErrNotFound)
@@ -736,8 +736,8 @@ func testQueueDeleteParked(t *testing.T, b primitives.Backend) {
 	noErr(t, "QueueDeleteParked", b.QueueDeleteParked(ctx, "q", ids[1]))
 	ack(t, b, "q", mustQClaim(t, b, "q", time.Minute, 0))
 	wantQStats(t, b, "q", primitives.QueueStats{})
-	_, err = b.QueuePushWithin(ctx, "q", []byte(`5`), primitives.QueueCap{Bytes: 1 + primitives.TaskOverhead})
-	noErr(t, "QueuePushWithin(a cap of one task, the queue emptied)", err)
+	_, _, err = b.QueuePush(ctx, "q", []byte(`5`), primitives.QueuePushOptions{Cap: primitives.QueueCap{Bytes: 1 + primitives.TaskOverhead}})
+	noErr(t, "QueuePush(a cap of one task, the queue emptied)", err)
 }
 
 // testQueuePurgeParked: a purge deletes the tasks parked at least its age ago and keeps
@@ -788,6 +788,6 @@ func testQueuePurgeParked(t *testing.T, b primitives.Backend) {
 	}
 	wantQStats(t, b, "q", primitives.QueueStats{Depth: 1})
 	ack(t, b, "q", mustQClaim(t, b, "q", time.Minute, 0))
-	_, err = b.QueuePushWithin(ctx, "q", []byte(`6`), primitives.QueueCap{Bytes: 1 + primitives.TaskOverhead})
-	noErr(t, "QueuePushWithin(a cap of one task, every parked task purged)", err)
+	_, _, err = b.QueuePush(ctx, "q", []byte(`6`), primitives.QueuePushOptions{Cap: primitives.QueueCap{Bytes: 1 + primitives.TaskOverhead}})
+	noErr(t, "QueuePush(a cap of one task, every parked task purged)", err)
 }

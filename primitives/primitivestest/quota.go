@@ -13,9 +13,8 @@ import (
 )
 
 // limitTests pin the caps and quotas that a write may be refused by: the queue depth of
-// QueuePushWithin, the live items of PoolPutWithin, the keys and bytes of KVSetWithin,
-// the counter names of CounterIncrWithin and the locks held of LockAcquireWithin, and the
-// counter's overflow. Each refusal is ErrLimit and writes nothing; each cap
+// QueuePush, the live items of PoolPut, the keys and bytes of KVSet, the counter names
+// of CounterIncr and the locks held of LockAcquire, and the counter's overflow. Each refusal is ErrLimit and writes nothing; each cap
 // holds under a hammer of concurrent writers. They pin too the bounds of the reads
 // whose cost could follow a pool's size: list's limit across pages, stats' tag cap.
 var limitTests = []subtest{
@@ -49,14 +48,14 @@ type useName func(t *testing.T, name string, q primitives.NameQuota) error
 
 func counterNames(b primitives.Backend) useName {
 	return func(t *testing.T, name string, q primitives.NameQuota) error {
-		_, err := b.CounterIncrWithin(t.Context(), name, 1, q)
+		_, err := b.CounterIncr(t.Context(), name, 1, q)
 		return err
 	}
 }
 
 func lockNames(b primitives.Backend) useName {
 	return func(t *testing.T, name string, q primitives.NameQuota) error {
-		_, _, err := b.LockAcquireWithin(t.Context(), name, time.Minute, 0, q)
+		_, _, err := b.LockAcquire(t.Context(), name, time.Minute, 0, q)
 		return err
 	}
 }
@@ -120,45 +119,49 @@ func testNamesQuotaHammer(t *testing.T, use useName) {
 
 func testCounterOverflow(t *testing.T, b primitives.Backend) {
 	ctx := t.Context()
-	if _, err := b.CounterIncr(ctx, "c", math.MaxInt64); err != nil {
-		t.Fatalf("CounterIncr(MaxInt64) = %v", err)
+	if n, err := b.CounterIncr(ctx, "c", math.MaxInt64, primitives.NameQuota{}); err != nil || n != math.MaxInt64 {
+		t.Fatalf("CounterIncr(MaxInt64) = %d, %v, want MaxInt64", n, err)
 	}
-	_, err := b.CounterIncr(ctx, "c", 1)
+	// Past 2^53, where a double no longer holds every integer.
+	if n, err := b.CounterIncr(ctx, "e", 1<<53+1, primitives.NameQuota{}); err != nil || n != 1<<53+1 {
+		t.Errorf("CounterIncr(2^53 + 1) = %d, %v, want %d", n, err, int64(1<<53+1))
+	}
+	_, err := b.CounterIncr(ctx, "c", 1, primitives.NameQuota{})
 	wantErr(t, "CounterIncr(MaxInt64 + 1)", err, primitives.ErrLimit)
 	// The same within a names quota (a script on Redis): still ErrLimit, and not a
 	// name's CapError, since the name exists.
-	_, err = b.CounterIncrWithin(ctx, "c", 1, primitives.NameQuota{Owner: "a", Max: 1})
-	wantErr(t, "CounterIncrWithin(MaxInt64 + 1)", err, primitives.ErrLimit)
+	_, err = b.CounterIncr(ctx, "c", 1, primitives.NameQuota{Owner: "a", Max: 1})
+	wantErr(t, "CounterIncr(MaxInt64 + 1)", err, primitives.ErrLimit)
 	if ce := (*primitives.CapError)(nil); errors.As(err, &ce) {
-		t.Errorf("CounterIncrWithin(MaxInt64 + 1) = %v, want an overflow, not a quota", err)
+		t.Errorf("CounterIncr(MaxInt64 + 1) = %v, want an overflow, not a quota", err)
 	}
 	if n, _ := b.CounterGet(ctx, "c"); n != math.MaxInt64 {
 		t.Errorf("CounterGet after a refused overflow = %d, want MaxInt64 unchanged", n)
 	}
-	if _, err := b.CounterIncr(ctx, "d", math.MinInt64); err != nil {
+	if _, err := b.CounterIncr(ctx, "d", math.MinInt64, primitives.NameQuota{}); err != nil {
 		t.Fatalf("CounterIncr(MinInt64) = %v", err)
 	}
-	_, err = b.CounterIncr(ctx, "d", -1)
+	_, err = b.CounterIncr(ctx, "d", -1, primitives.NameQuota{})
 	wantErr(t, "CounterIncr(MinInt64 - 1)", err, primitives.ErrLimit)
 	if n, _ := b.CounterGet(ctx, "d"); n != math.MinInt64 {
 		t.Errorf("CounterGet after a refused underflow = %d, want MinInt64 unchanged", n)
 	}
 }
 
-func pushWithin(b primitives.Backend, t *testing.T, queue string, maxDepth int) error {
-	_, err := b.QueuePushWithin(t.Context(), queue, []byte(`{}`), primitives.QueueCap{Depth: maxDepth})
+func pushCapped(b primitives.Backend, t *testing.T, queue string, maxDepth int) error {
+	_, _, err := b.QueuePush(t.Context(), queue, []byte(`{}`), primitives.QueuePushOptions{Cap: primitives.QueueCap{Depth: maxDepth}})
 	return err
 }
 
 func testQueueDepthCap(t *testing.T, b primitives.Backend) {
 	const q, depth = "q", 3
 	for i := range depth {
-		noErr(t, fmt.Sprintf("QueuePushWithin #%d", i+1), pushWithin(b, t, q, depth))
+		noErr(t, fmt.Sprintf("QueuePush #%d", i+1), pushCapped(b, t, q, depth))
 	}
-	err := pushWithin(b, t, q, depth)
-	wantErr(t, "QueuePushWithin past the cap", err, primitives.ErrLimit)
+	err := pushCapped(b, t, q, depth)
+	wantErr(t, "QueuePush past the cap", err, primitives.ErrLimit)
 	if err != nil && !strings.Contains(err.Error(), `queue "q" holds 3 tasks waiting, its cap is 3`) {
-		t.Errorf("QueuePushWithin past the cap = %v, want it to say the depth and the cap", err)
+		t.Errorf("QueuePush past the cap = %v, want it to say the depth and the cap", err)
 	}
 	if st, _ := b.QueueStats(t.Context(), q); st.Depth != depth {
 		t.Errorf("QueueStats.Depth after a refused push = %d, want %d", st.Depth, depth)
@@ -168,13 +171,13 @@ func testQueueDepthCap(t *testing.T, b primitives.Backend) {
 	if err != nil || !ok {
 		t.Fatalf("QueueClaim = %v, %v", ok, err)
 	}
-	noErr(t, "QueuePushWithin after a claim", pushWithin(b, t, q, depth))
+	noErr(t, "QueuePush after a claim", pushCapped(b, t, q, depth))
 	_, err = b.QueueRelease(t.Context(), q, c.ID, c.Token, primitives.Retry{Delay: time.Hour})
 	noErr(t, "QueueRelease(delay)", err)
-	wantErr(t, "QueuePushWithin with a delayed task waiting", pushWithin(b, t, q, depth+1), primitives.ErrLimit)
+	wantErr(t, "QueuePush with a delayed task waiting", pushCapped(b, t, q, depth+1), primitives.ErrLimit)
 	// No cap, and other queues, are not bounded by it.
-	noErr(t, "QueuePushWithin(0)", pushWithin(b, t, q, 0))
-	noErr(t, "QueuePush", pushWithin(b, t, "other", depth))
+	noErr(t, "QueuePush(0)", pushCapped(b, t, q, 0))
+	noErr(t, "QueuePush", pushCapped(b, t, "other", depth))
 }
 
 func testQueueDepthCapHammer(t *testing.T, b primitives.Backend) {
@@ -182,13 +185,13 @@ func testQueueDepthCapHammer(t *testing.T, b primitives.Backend) {
 	var ok, limited atomic.Int64
 	Hammer(workers, func(int) {
 		for range each {
-			switch err := pushWithin(b, t, "q", depth); {
+			switch err := pushCapped(b, t, "q", depth); {
 			case err == nil:
 				ok.Add(1)
 			case errors.Is(err, primitives.ErrLimit):
 				limited.Add(1)
 			default:
-				t.Errorf("QueuePushWithin = %v", err)
+				t.Errorf("QueuePush = %v", err)
 			}
 		}
 	})
@@ -201,8 +204,8 @@ func testQueueDepthCapHammer(t *testing.T, b primitives.Backend) {
 	}
 }
 
-func putWithin(b primitives.Backend, t *testing.T, pool string, ttl time.Duration, maxItems int) error {
-	_, err := b.PoolPutWithin(t.Context(), pool, []byte(`{}`), primitives.Tags{"site": `"x"`}, ttl, primitives.PoolPutOptions{Cap: primitives.PoolCap{Items: maxItems}})
+func putCapped(b primitives.Backend, t *testing.T, pool string, ttl time.Duration, maxItems int) error {
+	_, err := b.PoolPut(t.Context(), pool, []byte(`{}`), primitives.Tags{"site": `"x"`}, ttl, primitives.PoolPutOptions{Cap: primitives.PoolCap{Items: maxItems}})
 	return err
 }
 
@@ -211,29 +214,29 @@ func testQueueBytesCap(t *testing.T, b primitives.Backend) {
 	const cost = 10 + primitives.TaskOverhead
 	c := primitives.QueueCap{Bytes: 3 * cost}
 	push := func(payload string) error {
-		_, err := b.QueuePushWithin(t.Context(), "q", []byte(payload), c)
+		_, _, err := b.QueuePush(t.Context(), "q", []byte(payload), primitives.QueuePushOptions{Cap: c})
 		return err
 	}
 	for i := range 3 {
-		noErr(t, fmt.Sprintf("QueuePushWithin(10 bytes) #%d", i+1), push(`"12345678"`))
+		noErr(t, fmt.Sprintf("QueuePush(10 bytes) #%d", i+1), push(`"12345678"`))
 	}
 	err := push(`1`)
-	wantErr(t, "QueuePushWithin of 1 byte past the cap", err, primitives.ErrLimit)
+	wantErr(t, "QueuePush of 1 byte past the cap", err, primitives.ErrLimit)
 	if want := fmt.Sprintf(`queue "q" holds %d bytes of tasks, %d more would pass its cap of %d`, 3*cost, 1+primitives.TaskOverhead, 3*cost); err != nil && !strings.Contains(err.Error(), want) {
-		t.Errorf("QueuePushWithin past the bytes cap = %v, want it to say %s", err, want)
+		t.Errorf("QueuePush past the bytes cap = %v, want it to say %s", err, want)
 	}
 	// In flight and parked tasks still count; only an ack gives the bytes back.
 	c1, _, err := b.QueueClaim(t.Context(), "q", time.Minute, 0)
 	noErr(t, "QueueClaim", err)
-	wantErr(t, "QueuePushWithin with one in flight", push(`1`), primitives.ErrLimit)
+	wantErr(t, "QueuePush with one in flight", push(`1`), primitives.ErrLimit)
 	_, err = b.QueueRelease(t.Context(), "q", c1.ID, c1.Token, primitives.Retry{MaxAttempts: 1})
 	noErr(t, "QueueRelease(park)", err)
-	wantErr(t, "QueuePushWithin with one parked", push(`1`), primitives.ErrLimit)
+	wantErr(t, "QueuePush with one parked", push(`1`), primitives.ErrLimit)
 	c2, _, err := b.QueueClaim(t.Context(), "q", time.Minute, 0)
 	noErr(t, "QueueClaim", err)
 	noErr(t, "QueueAck", b.QueueAck(t.Context(), "q", c2.ID, c2.Token))
-	noErr(t, "QueuePushWithin(10 bytes) once one is acked", push(`"abcdefgh"`))
-	wantErr(t, "QueuePushWithin at the cap again", push(`1`), primitives.ErrLimit)
+	noErr(t, "QueuePush(10 bytes) once one is acked", push(`"abcdefgh"`))
+	wantErr(t, "QueuePush at the cap again", push(`1`), primitives.ErrLimit)
 }
 
 // testQueueBytesCapPerTask: a task of a 1-byte payload costs TaskOverhead more, so a
@@ -242,8 +245,8 @@ func testQueueBytesCapPerTask(t *testing.T, b primitives.Backend) {
 	c := primitives.QueueCap{Bytes: 4 * primitives.TaskOverhead}
 	n := 0
 	for ; n < 10; n++ {
-		if _, err := b.QueuePushWithin(t.Context(), "q", []byte(`1`), c); err != nil {
-			wantErr(t, "QueuePushWithin past the cap", err, primitives.ErrLimit)
+		if _, _, err := b.QueuePush(t.Context(), "q", []byte(`1`), primitives.QueuePushOptions{Cap: c}); err != nil {
+			wantErr(t, "QueuePush past the cap", err, primitives.ErrLimit)
 			break
 		}
 		task, ok, err := b.QueueClaim(t.Context(), "q", time.Minute, 0)
@@ -266,54 +269,54 @@ func testPoolBytesCap(t *testing.T, b primitives.Backend) {
 	const ttl = 150 * time.Millisecond
 	c := primitives.PoolCap{Bytes: 27}
 	put := func(ttl time.Duration) (string, error) {
-		return b.PoolPutWithin(t.Context(), "p", []byte(`{}`), primitives.Tags{"site": `"x"`}, ttl, primitives.PoolPutOptions{Cap: c})
+		return b.PoolPut(t.Context(), "p", []byte(`{}`), primitives.Tags{"site": `"x"`}, ttl, primitives.PoolPutOptions{Cap: c})
 	}
 	_, err := put(ttl)
-	noErr(t, "PoolPutWithin(short ttl)", err)
+	noErr(t, "PoolPut(short ttl)", err)
 	_, err = put(0)
-	noErr(t, "PoolPutWithin", err)
+	noErr(t, "PoolPut", err)
 	id, err := put(0)
-	noErr(t, "PoolPutWithin", err)
+	noErr(t, "PoolPut", err)
 	_, err = put(0)
-	wantErr(t, "PoolPutWithin of 9 bytes past 27", err, primitives.ErrLimit)
+	wantErr(t, "PoolPut of 9 bytes past 27", err, primitives.ErrLimit)
 	if err != nil && !strings.Contains(err.Error(), `pool "p" holds 27 bytes of items, 9 more would pass the cap of 27`) {
-		t.Errorf("PoolPutWithin past the bytes cap = %v, want it to say the bytes and the cap", err)
+		t.Errorf("PoolPut past the bytes cap = %v, want it to say the bytes and the cap", err)
 	}
 	// A mark_bad gives its bytes back, and so does an expiry.
 	noErr(t, "PoolMarkBad", b.PoolMarkBad(t.Context(), "p", id, "bad", 0))
 	_, err = put(0)
-	noErr(t, "PoolPutWithin after a mark_bad", err)
+	noErr(t, "PoolPut after a mark_bad", err)
 	_, err = put(0)
-	wantErr(t, "PoolPutWithin at the cap again", err, primitives.ErrLimit)
+	wantErr(t, "PoolPut at the cap again", err, primitives.ErrLimit)
 	sleep(t, ttl+100*time.Millisecond)
 	_, err = put(0)
-	noErr(t, "PoolPutWithin once one expired", err)
+	noErr(t, "PoolPut once one expired", err)
 	_, err = put(0)
-	wantErr(t, "PoolPutWithin at the cap once more", err, primitives.ErrLimit)
+	wantErr(t, "PoolPut at the cap once more", err, primitives.ErrLimit)
 }
 
 func testPoolItemsCap(t *testing.T, b primitives.Backend) {
 	const p, items, ttl = "p", 3, 150 * time.Millisecond
-	noErr(t, "PoolPutWithin(short ttl)", putWithin(b, t, p, ttl, items))
+	noErr(t, "PoolPut(short ttl)", putCapped(b, t, p, ttl, items))
 	for range items - 1 {
-		noErr(t, "PoolPutWithin", putWithin(b, t, p, 0, items))
+		noErr(t, "PoolPut", putCapped(b, t, p, 0, items))
 	}
-	err := putWithin(b, t, p, 0, items)
-	wantErr(t, "PoolPutWithin past the cap", err, primitives.ErrLimit)
+	err := putCapped(b, t, p, 0, items)
+	wantErr(t, "PoolPut past the cap", err, primitives.ErrLimit)
 	if err != nil && !strings.Contains(err.Error(), `pool "p" holds 3 live items, the cap is 3`) {
-		t.Errorf("PoolPutWithin past the cap = %v, want it to say the size and the cap", err)
+		t.Errorf("PoolPut past the cap = %v, want it to say the size and the cap", err)
 	}
 	wantSize(t, b, p, items)
 	// Leased items still count; an expired one does not.
 	if _, ok, err := b.PoolClaim(t.Context(), p, nil, time.Minute); err != nil || !ok {
 		t.Fatalf("PoolClaim = %v, %v", ok, err)
 	}
-	wantErr(t, "PoolPutWithin with one leased", putWithin(b, t, p, 0, items), primitives.ErrLimit)
+	wantErr(t, "PoolPut with one leased", putCapped(b, t, p, 0, items), primitives.ErrLimit)
 	sleep(t, ttl+100*time.Millisecond)
-	noErr(t, "PoolPutWithin once one expired", putWithin(b, t, p, 0, items))
-	wantErr(t, "PoolPutWithin at the cap again", putWithin(b, t, p, 0, items), primitives.ErrLimit)
-	noErr(t, "PoolPutWithin(0)", putWithin(b, t, p, 0, 0))
-	noErr(t, "PoolPutWithin(other pool)", putWithin(b, t, "other", 0, items))
+	noErr(t, "PoolPut once one expired", putCapped(b, t, p, 0, items))
+	wantErr(t, "PoolPut at the cap again", putCapped(b, t, p, 0, items), primitives.ErrLimit)
+	noErr(t, "PoolPut(0)", putCapped(b, t, p, 0, 0))
+	noErr(t, "PoolPut(other pool)", putCapped(b, t, "other", 0, items))
 }
 
 func testPoolItemsCapHammer(t *testing.T, b primitives.Backend) {
@@ -321,11 +324,11 @@ func testPoolItemsCapHammer(t *testing.T, b primitives.Backend) {
 	var ok atomic.Int64
 	Hammer(workers, func(int) {
 		for range each {
-			switch err := putWithin(b, t, "p", 0, items); {
+			switch err := putCapped(b, t, "p", 0, items); {
 			case err == nil:
 				ok.Add(1)
 			case !errors.Is(err, primitives.ErrLimit):
-				t.Errorf("PoolPutWithin = %v", err)
+				t.Errorf("PoolPut = %v", err)
 			}
 		}
 	})
@@ -335,23 +338,23 @@ func testPoolItemsCapHammer(t *testing.T, b primitives.Backend) {
 	wantSize(t, b, "p", items)
 }
 
-func kvWithin(b primitives.Backend, t *testing.T, ns, key, value string, ttl time.Duration, q primitives.KVQuota) error {
-	return b.KVSetWithin(t.Context(), ns, key, []byte(value), ttl, q)
+func setOwned(b primitives.Backend, t *testing.T, ns, key, value string, ttl time.Duration, q primitives.KVQuota) error {
+	return b.KVSet(t.Context(), ns, key, []byte(value), ttl, q)
 }
 
 func testKVKeysQuota(t *testing.T, b primitives.Backend) {
 	q := primitives.KVQuota{Owner: "a", MaxKeys: 3}
 	for i := range 3 {
-		noErr(t, "KVSetWithin", kvWithin(b, t, "a:s", fmt.Sprint("k", i), `1`, 0, q))
+		noErr(t, "KVSet", setOwned(b, t, "a:s", fmt.Sprint("k", i), `1`, 0, q))
 	}
-	err := kvWithin(b, t, "a:s", "k3", `1`, 0, q)
-	wantErr(t, "KVSetWithin of a 4th key under a quota of 3", err, primitives.ErrLimit)
+	err := setOwned(b, t, "a:s", "k3", `1`, 0, q)
+	wantErr(t, "KVSet of a 4th key under a quota of 3", err, primitives.ErrLimit)
 	if err != nil && !strings.Contains(err.Error(), `"a" would hold 4 kv keys under namespace root "a", its quota is 3 keys`) {
-		t.Errorf("KVSetWithin past the quota = %v, want it to name the owner, the root and the quota", err)
+		t.Errorf("KVSet past the quota = %v, want it to name the owner, the root and the quota", err)
 	}
 	wantNoKV(t, b, "a:s", "k3")
 	// Overwriting a key the owner holds adds no key.
-	noErr(t, "KVSetWithin(overwrite)", kvWithin(b, t, "a:s", "k0", `2`, 0, q))
+	noErr(t, "KVSet(overwrite)", setOwned(b, t, "a:s", "k0", `2`, 0, q))
 	wantKV(t, b, "a:s", "k0", `2`)
 	// A delete gives its key back, once.
 	if existed, err := b.KVDelete(t.Context(), "a:s", "k1"); err != nil || !existed {
@@ -360,67 +363,67 @@ func testKVKeysQuota(t *testing.T, b primitives.Backend) {
 	if existed, _ := b.KVDelete(t.Context(), "a:s", "k1"); existed {
 		t.Fatalf("KVDelete again = true")
 	}
-	noErr(t, "KVSetWithin after a delete", kvWithin(b, t, "a:s", "k3", `1`, 0, q))
-	wantErr(t, "KVSetWithin at the quota again", kvWithin(b, t, "a:s", "k4", `1`, 0, q), primitives.ErrLimit)
+	noErr(t, "KVSet after a delete", setOwned(b, t, "a:s", "k3", `1`, 0, q))
+	wantErr(t, "KVSet at the quota again", setOwned(b, t, "a:s", "k4", `1`, 0, q), primitives.ErrLimit)
 	// Unowned writes count nowhere.
 	for i := range 5 {
-		noErr(t, "KVSet(unowned)", b.KVSet(t.Context(), "a:s", fmt.Sprint("free", i), []byte(`1`), 0))
+		noErr(t, "KVSet(unowned)", b.KVSet(t.Context(), "a:s", fmt.Sprint("free", i), []byte(`1`), 0, primitives.KVQuota{}))
 	}
 }
 
 func testKVBytesQuota(t *testing.T, b primitives.Backend) {
 	// Each key costs len("a:s") + len("kN") + len(value) = 5 + len(value).
 	q := primitives.KVQuota{Owner: "a", MaxBytes: 30}
-	noErr(t, "KVSetWithin(10 bytes)", kvWithin(b, t, "a:s", "k0", `"abc"`, 0, q))
-	noErr(t, "KVSetWithin(20 bytes)", kvWithin(b, t, "a:s", "k1", `"abcdefghijk"`+`12`, 0, q))
-	err := kvWithin(b, t, "a:s", "k2", `1`, 0, q)
-	wantErr(t, "KVSetWithin of 6 bytes more than 30", err, primitives.ErrLimit)
+	noErr(t, "KVSet(10 bytes)", setOwned(b, t, "a:s", "k0", `"abc"`, 0, q))
+	noErr(t, "KVSet(20 bytes)", setOwned(b, t, "a:s", "k1", `"abcdefghijk"`+`12`, 0, q))
+	err := setOwned(b, t, "a:s", "k2", `1`, 0, q)
+	wantErr(t, "KVSet of 6 bytes more than 30", err, primitives.ErrLimit)
 	if err != nil && !strings.Contains(err.Error(), `"a" would hold 36 kv bytes under namespace root "a", its quota is 30 bytes`) {
-		t.Errorf("KVSetWithin past the bytes quota = %v, want it to name the bytes and the quota", err)
+		t.Errorf("KVSet past the bytes quota = %v, want it to name the bytes and the quota", err)
 	}
 	// An overwrite is charged the difference: growing k0 past the quota is refused and
 	// keeps the old value; shrinking k1 makes room.
-	wantErr(t, "KVSetWithin(k0 grown)", kvWithin(b, t, "a:s", "k0", `"abcd"`, 0, q), primitives.ErrLimit)
+	wantErr(t, "KVSet(k0 grown)", setOwned(b, t, "a:s", "k0", `"abcd"`, 0, q), primitives.ErrLimit)
 	wantKV(t, b, "a:s", "k0", `"abc"`)
-	noErr(t, "KVSetWithin(k1 shrunk)", kvWithin(b, t, "a:s", "k1", `1`, 0, q))
-	noErr(t, "KVSetWithin(k0 grown into the room)", kvWithin(b, t, "a:s", "k0", `"abcdefghijklmnop"`, 0, q))
+	noErr(t, "KVSet(k1 shrunk)", setOwned(b, t, "a:s", "k1", `1`, 0, q))
+	noErr(t, "KVSet(k0 grown into the room)", setOwned(b, t, "a:s", "k0", `"abcdefghijklmnop"`, 0, q))
 }
 
 func testKVQuotaScope(t *testing.T, b primitives.Backend) {
 	qa := primitives.KVQuota{Owner: "a", MaxKeys: 2}
 	qb := primitives.KVQuota{Owner: "b", MaxKeys: 2}
 	// The namespaces of one root share the quota.
-	noErr(t, "KVSetWithin(a:x)", kvWithin(b, t, "a:x", "k", `1`, 0, qa))
-	noErr(t, "KVSetWithin(a:y)", kvWithin(b, t, "a:y", "k", `1`, 0, qa))
-	wantErr(t, "KVSetWithin(a:z) past the root's quota", kvWithin(b, t, "a:z", "k", `1`, 0, qa), primitives.ErrLimit)
+	noErr(t, "KVSet(a:x)", setOwned(b, t, "a:x", "k", `1`, 0, qa))
+	noErr(t, "KVSet(a:y)", setOwned(b, t, "a:y", "k", `1`, 0, qa))
+	wantErr(t, "KVSet(a:z) past the root's quota", setOwned(b, t, "a:z", "k", `1`, 0, qa), primitives.ErrLimit)
 	// Another root, and another owner in the same root, count apart.
-	noErr(t, "KVSetWithin(other root)", kvWithin(b, t, "a2", "k", `1`, 0, qa))
-	noErr(t, "KVSetWithin(b in root a)", kvWithin(b, t, "a:z", "k", `1`, 0, qb))
+	noErr(t, "KVSet(other root)", setOwned(b, t, "a2", "k", `1`, 0, qa))
+	noErr(t, "KVSet(b in root a)", setOwned(b, t, "a:z", "k", `1`, 0, qb))
 	// An overwrite moves the key to its new owner: a gets room, b is charged.
-	noErr(t, "KVSetWithin(b takes a:x/k)", kvWithin(b, t, "a:x", "k", `2`, 0, qb))
-	wantErr(t, "KVSetWithin(b past its quota)", kvWithin(b, t, "a:w", "k", `1`, 0, qb), primitives.ErrLimit)
-	noErr(t, "KVSetWithin(a, once a:x/k moved)", kvWithin(b, t, "a:w", "k", `1`, 0, qa))
+	noErr(t, "KVSet(b takes a:x/k)", setOwned(b, t, "a:x", "k", `2`, 0, qb))
+	wantErr(t, "KVSet(b past its quota)", setOwned(b, t, "a:w", "k", `1`, 0, qb), primitives.ErrLimit)
+	noErr(t, "KVSet(a, once a:x/k moved)", setOwned(b, t, "a:w", "k", `1`, 0, qa))
 	// An unowned overwrite gives the key back to its owner.
-	noErr(t, "KVSet(unowned over b's key)", b.KVSet(t.Context(), "a:x", "k", []byte(`3`), 0))
-	noErr(t, "KVSetWithin(b, once a:x/k is unowned)", kvWithin(b, t, "a:v", "k", `1`, 0, qb))
+	noErr(t, "KVSet(unowned over b's key)", b.KVSet(t.Context(), "a:x", "k", []byte(`3`), 0, primitives.KVQuota{}))
+	noErr(t, "KVSet(b, once a:x/k is unowned)", setOwned(b, t, "a:v", "k", `1`, 0, qb))
 }
 
 func testKVQuotaExpiry(t *testing.T, b primitives.Backend) {
 	const ttl = 150 * time.Millisecond
 	q := primitives.KVQuota{Owner: "a", MaxKeys: 2, MaxBytes: 100}
-	noErr(t, "KVSetWithin(ttl)", kvWithin(b, t, "a:s", "short", `1`, ttl, q))
-	noErr(t, "KVSetWithin", kvWithin(b, t, "a:s", "long", `1`, 0, q))
-	wantErr(t, "KVSetWithin at the quota", kvWithin(b, t, "a:s", "k", `1`, 0, q), primitives.ErrLimit)
+	noErr(t, "KVSet(ttl)", setOwned(b, t, "a:s", "short", `1`, ttl, q))
+	noErr(t, "KVSet", setOwned(b, t, "a:s", "long", `1`, 0, q))
+	wantErr(t, "KVSet at the quota", setOwned(b, t, "a:s", "k", `1`, 0, q), primitives.ErrLimit)
 	sleep(t, ttl+100*time.Millisecond)
-	noErr(t, "KVSetWithin once a key expired", kvWithin(b, t, "a:s", "k", `1`, 0, q))
-	wantErr(t, "KVSetWithin at the quota again", kvWithin(b, t, "a:s", "k2", `1`, 0, q), primitives.ErrLimit)
+	noErr(t, "KVSet once a key expired", setOwned(b, t, "a:s", "k", `1`, 0, q))
+	wantErr(t, "KVSet at the quota again", setOwned(b, t, "a:s", "k2", `1`, 0, q), primitives.ErrLimit)
 	// A TTL'd key overwritten without a TTL stays counted after its old deadline.
 	noErr(t, "KVDelete", kvDelete(b, t, "a:s", "k"))
-	noErr(t, "KVSetWithin(ttl)", kvWithin(b, t, "a:s", "k", `1`, ttl, q))
-	noErr(t, "KVSetWithin(no ttl)", kvWithin(b, t, "a:s", "k", `2`, 0, q))
+	noErr(t, "KVSet(ttl)", setOwned(b, t, "a:s", "k", `1`, ttl, q))
+	noErr(t, "KVSet(no ttl)", setOwned(b, t, "a:s", "k", `2`, 0, q))
 	sleep(t, ttl+100*time.Millisecond)
 	wantKV(t, b, "a:s", "k", `2`)
-	wantErr(t, "KVSetWithin past the old deadline", kvWithin(b, t, "a:s", "k2", `1`, 0, q), primitives.ErrLimit)
+	wantErr(t, "KVSet past the old deadline", setOwned(b, t, "a:s", "k2", `1`, 0, q), primitives.ErrLimit)
 }
 
 func kvDelete(b primitives.Backend, t *testing.T, ns, key string) error {
@@ -441,7 +444,7 @@ func testKVQuotaHammer(t *testing.T, b primitives.Backend) {
 			if i%3 == 2 {
 				key = fmt.Sprint("shared", i%4) // overwritten and deleted by many
 			}
-			err := kvWithin(b, t, "a:s", key, `1`, 0, q)
+			err := setOwned(b, t, "a:s", key, `1`, 0, q)
 			switch {
 			case err == nil:
 				ok.Add(1)
@@ -451,7 +454,7 @@ func testKVQuotaHammer(t *testing.T, b primitives.Backend) {
 					}
 				}
 			case !errors.Is(err, primitives.ErrLimit):
-				t.Errorf("KVSetWithin = %v", err)
+				t.Errorf("KVSet = %v", err)
 			}
 		}
 	})
@@ -474,9 +477,9 @@ func testKVQuotaHammer(t *testing.T, b primitives.Backend) {
 	}
 	// The ledger agrees with the keys held: exactly keys-held more fit.
 	for i := range keys - held {
-		noErr(t, "KVSetWithin into the room left", kvWithin(b, t, "a:s", fmt.Sprint("fill", i), `1`, 0, q))
+		noErr(t, "KVSet into the room left", setOwned(b, t, "a:s", fmt.Sprint("fill", i), `1`, 0, q))
 	}
-	wantErr(t, "KVSetWithin once full", kvWithin(b, t, "a:s", "one-more", `1`, 0, q), primitives.ErrLimit)
+	wantErr(t, "KVSet once full", setOwned(b, t, "a:s", "one-more", `1`, 0, q), primitives.ErrLimit)
 }
 
 // putOverlapping puts n items: the first half tagged a, the second b, and the both
@@ -582,27 +585,27 @@ func testLockQuotaGivenBack(t *testing.T, b primitives.Backend) {
 	ctx := t.Context()
 	q := primitives.NameQuota{Owner: "a", Max: 1}
 	acquireIn := func(name string, hold time.Duration) (primitives.LockLease, error) {
-		l, ok, err := b.LockAcquireWithin(ctx, name, hold, 0, q)
+		l, ok, err := b.LockAcquire(ctx, name, hold, 0, q)
 		if err == nil && !ok {
-			t.Fatalf("LockAcquireWithin(%q) = not acquired, want acquired or ErrLimit", name)
+			t.Fatalf("LockAcquire(%q) = not acquired, want acquired or ErrLimit", name)
 		}
 		return l, err
 	}
 	for i := range 3 { // one name over and over, released each time
 		l, err := acquireIn("a:same", time.Minute)
-		noErr(t, fmt.Sprintf("LockAcquireWithin(a:same) #%d", i+1), err)
+		noErr(t, fmt.Sprintf("LockAcquire(a:same) #%d", i+1), err)
 		release(t, b, "a:same", l.Token)
 	}
 	l, err := acquireIn("a:1", time.Minute)
-	noErr(t, "LockAcquireWithin(a:1)", err)
+	noErr(t, "LockAcquire(a:1)", err)
 	_, err = acquireIn("a:2", time.Minute)
-	wantErr(t, "LockAcquireWithin(a:2) while a:1 is held, quota 1", err, primitives.ErrLimit)
+	wantErr(t, "LockAcquire(a:2) while a:1 is held, quota 1", err, primitives.ErrLimit)
 	release(t, b, "a:1", l.Token)
 	_, err = acquireIn("a:2", hold)
-	noErr(t, "LockAcquireWithin(a:2) after a:1 was released", err)
+	noErr(t, "LockAcquire(a:2) after a:1 was released", err)
 	_, err = acquireIn("a:3", time.Minute)
-	wantErr(t, "LockAcquireWithin(a:3) while a:2 is held", err, primitives.ErrLimit)
+	wantErr(t, "LockAcquire(a:3) while a:2 is held", err, primitives.ErrLimit)
 	sleep(t, hold+150*time.Millisecond) // a:2's hold ends, never released
 	_, err = acquireIn("a:3", time.Minute)
-	noErr(t, "LockAcquireWithin(a:3) after a:2's hold ended", err)
+	noErr(t, "LockAcquire(a:3) after a:2's hold ended", err)
 }

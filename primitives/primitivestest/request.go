@@ -39,9 +39,9 @@ func req(t *testing.T, id string) context.Context {
 
 func testRequestPush(t *testing.T, b primitives.Backend) {
 	ctx := req(t, "submit-1")
-	first, err := b.QueuePush(ctx, "q", []byte(`{"n":1}`))
+	first, _, err := b.QueuePush(ctx, "q", []byte(`{"n":1}`), primitives.QueuePushOptions{})
 	noErr(t, "QueuePush", err)
-	again, err := b.QueuePush(ctx, "q", []byte(`{"n":1}`))
+	again, _, err := b.QueuePush(ctx, "q", []byte(`{"n":1}`), primitives.QueuePushOptions{})
 	noErr(t, "QueuePush again", err)
 	if again != first {
 		t.Errorf("QueuePush twice under one request = %s then %s, want the first id twice", first, again)
@@ -53,7 +53,7 @@ func testRequestPush(t *testing.T, b primitives.Backend) {
 	}
 	ack(t, b, "q", c)
 	// Acked, the task is gone; the request still answers with its id and pushes nothing.
-	if id, err := b.QueuePush(ctx, "q", []byte(`{"n":1}`)); err != nil || id != first {
+	if id, _, err := b.QueuePush(ctx, "q", []byte(`{"n":1}`), primitives.QueuePushOptions{}); err != nil || id != first {
 		t.Errorf("QueuePush after the ack = %s, %v, want %s", id, err, first)
 	}
 	wantQStats(t, b, "q", primitives.QueueStats{})
@@ -61,9 +61,9 @@ func testRequestPush(t *testing.T, b primitives.Backend) {
 
 func testRequestPushReused(t *testing.T, b primitives.Backend) {
 	ctx := req(t, "submit-1")
-	push1, err := b.QueuePush(ctx, "q", []byte(`{"n":1}`))
+	push1, _, err := b.QueuePush(ctx, "q", []byte(`{"n":1}`), primitives.QueuePushOptions{})
 	noErr(t, "QueuePush", err)
-	_, err = b.QueuePush(ctx, "q", []byte(`{"n":2}`))
+	_, _, err = b.QueuePush(ctx, "q", []byte(`{"n":2}`), primitives.QueuePushOptions{})
 	if !errors.Is(err, primitives.ErrReused) || !errors.Is(err, primitives.ErrConflict) {
 		t.Errorf("QueuePush of another payload under the same request = %v, want ErrReused (an ErrConflict)", err)
 	}
@@ -76,22 +76,22 @@ func testRequestPushReused(t *testing.T, b primitives.Backend) {
 func testRequestPushRefused(t *testing.T, b primitives.Backend) {
 	push(t, b, "q", "a")
 	ctx := req(t, "submit-1")
-	_, err := b.QueuePushWithin(ctx, "q", []byte("b"), primitives.QueueCap{Depth: 1})
-	wantErr(t, "QueuePushWithin past the cap", err, primitives.ErrLimit)
+	_, _, err := b.QueuePush(ctx, "q", []byte("b"), primitives.QueuePushOptions{Cap: primitives.QueueCap{Depth: 1}})
+	wantErr(t, "QueuePush past the cap", err, primitives.ErrLimit)
 	// The refusal wrote nothing, so the same request may push once there is room.
-	id, err := b.QueuePushWithin(ctx, "q", []byte("b"), primitives.QueueCap{Depth: 2})
-	noErr(t, "QueuePushWithin with room", err)
+	id, _, err := b.QueuePush(ctx, "q", []byte("b"), primitives.QueuePushOptions{Cap: primitives.QueueCap{Depth: 2}})
+	noErr(t, "QueuePush with room", err)
 	wantQStats(t, b, "q", primitives.QueueStats{Depth: 2})
-	if again, _ := b.QueuePush(ctx, "q", []byte("b")); again != id {
+	if again, _, _ := b.QueuePush(ctx, "q", []byte("b"), primitives.QueuePushOptions{}); again != id {
 		t.Errorf("QueuePush again = %s, want %s", again, id)
 	}
 }
 
 func testRequestPushScoped(t *testing.T, b primitives.Backend) {
 	ctx := req(t, "submit-1")
-	a, err := b.QueuePush(ctx, "qa", []byte("x"))
+	a, _, err := b.QueuePush(ctx, "qa", []byte("x"), primitives.QueuePushOptions{})
 	noErr(t, "QueuePush(qa)", err)
-	c, err := b.QueuePush(ctx, "qb", []byte("y"))
+	c, _, err := b.QueuePush(ctx, "qb", []byte("y"), primitives.QueuePushOptions{})
 	noErr(t, "QueuePush(qb) under the id used on qa", err)
 	if a == c {
 		t.Errorf("pushes to two queues under one id both returned %s", a)
@@ -102,11 +102,11 @@ func testRequestPushScoped(t *testing.T, b primitives.Backend) {
 
 func testRequestPushKeep(t *testing.T, b primitives.Backend) {
 	ctx := primitives.WithRequest(t.Context(), primitives.Request{ID: "submit-1", Keep: 100 * time.Millisecond})
-	first, err := b.QueuePush(ctx, "q", []byte("x"))
+	first, _, err := b.QueuePush(ctx, "q", []byte("x"), primitives.QueuePushOptions{})
 	noErr(t, "QueuePush", err)
 	sleep(t, 300*time.Millisecond)
 	// The record is gone with its keep: the id names a new request.
-	second, err := b.QueuePush(ctx, "q", []byte("x"))
+	second, _, err := b.QueuePush(ctx, "q", []byte("x"), primitives.QueuePushOptions{})
 	noErr(t, "QueuePush after the keep", err)
 	if second == first {
 		t.Errorf("QueuePush after the keep returned the first id %s, want a new task", first)
@@ -208,11 +208,11 @@ func testRequestDeleteParked(t *testing.T, b primitives.Backend) {
 
 func testRequestCounter(t *testing.T, b primitives.Backend) {
 	ctx := req(t, "incr-1")
-	n, err := b.CounterIncr(ctx, "c", 5)
+	n, err := b.CounterIncr(ctx, "c", 5, primitives.NameQuota{})
 	noErr(t, "CounterIncr", err)
-	_, err = b.CounterIncr(t.Context(), "c", 1)
+	_, err = b.CounterIncr(t.Context(), "c", 1, primitives.NameQuota{})
 	noErr(t, "CounterIncr of another request", err)
-	again, err := b.CounterIncr(ctx, "c", 5)
+	again, err := b.CounterIncr(ctx, "c", 5, primitives.NameQuota{})
 	noErr(t, "CounterIncr again", err)
 	if n != 5 || again != 5 {
 		t.Errorf("CounterIncr twice under one request = %d then %d, want 5 twice (the first result)", n, again)
@@ -220,25 +220,25 @@ func testRequestCounter(t *testing.T, b primitives.Backend) {
 	if got, _ := b.CounterGet(t.Context(), "c"); got != 6 {
 		t.Errorf("CounterGet = %d, want 6: the request added once", got)
 	}
-	_, err = b.CounterIncr(ctx, "c", 7)
+	_, err = b.CounterIncr(ctx, "c", 7, primitives.NameQuota{})
 	wantErr(t, "CounterIncr of another delta under the same request", err, primitives.ErrReused)
 	q := primitives.NameQuota{Owner: "o", Max: 1}
 	ctx = req(t, "incr-2")
 	for range 2 {
-		n, err = b.CounterIncrWithin(ctx, "o:a", 1, q)
-		noErr(t, "CounterIncrWithin", err)
+		n, err = b.CounterIncr(ctx, "o:a", 1, q)
+		noErr(t, "CounterIncr", err)
 	}
 	if got, _ := b.CounterGet(t.Context(), "o:a"); got != 1 || n != 1 {
-		t.Errorf("CounterIncrWithin twice under one request = %d, counter %d, want 1, 1", n, got)
+		t.Errorf("CounterIncr twice under one request = %d, counter %d, want 1, 1", n, got)
 	}
 }
 
 func testRequestPoolPut(t *testing.T, b primitives.Backend) {
 	ctx := req(t, "put-1")
 	tags := primitives.Tags{"site": `"x"`}
-	first, err := b.PoolPut(ctx, "p", []byte("cookie"), tags, time.Minute)
+	first, err := b.PoolPut(ctx, "p", []byte("cookie"), tags, time.Minute, primitives.PoolPutOptions{})
 	noErr(t, "PoolPut", err)
-	again, err := b.PoolPut(ctx, "p", []byte("cookie"), tags, time.Minute)
+	again, err := b.PoolPut(ctx, "p", []byte("cookie"), tags, time.Minute, primitives.PoolPutOptions{})
 	noErr(t, "PoolPut again", err)
 	if again != first {
 		t.Errorf("PoolPut twice under one request = %s then %s, want the first id twice", first, again)
@@ -246,7 +246,7 @@ func testRequestPoolPut(t *testing.T, b primitives.Backend) {
 	if n, _ := b.PoolSize(t.Context(), "p"); n != 1 {
 		t.Errorf("PoolSize = %d, want 1", n)
 	}
-	_, err = b.PoolPut(ctx, "p", []byte("cookie"), primitives.Tags{"site": `"y"`}, time.Minute)
+	_, err = b.PoolPut(ctx, "p", []byte("cookie"), primitives.Tags{"site": `"y"`}, time.Minute, primitives.PoolPutOptions{})
 	wantErr(t, "PoolPut of other tags under the same request", err, primitives.ErrReused)
 }
 
@@ -292,16 +292,16 @@ func testRequestPoolRelease(t *testing.T, b primitives.Backend) {
 
 func testRequestLock(t *testing.T, b primitives.Backend) {
 	ctx := req(t, "acquire-1")
-	l, ok, err := b.LockAcquire(ctx, "l", time.Minute, 0)
+	l, ok, err := b.LockAcquire(ctx, "l", time.Minute, 0, primitives.NameQuota{})
 	if err != nil || !ok {
 		t.Fatalf("LockAcquire = %v, %v", ok, err)
 	}
-	again, ok, err := b.LockAcquire(ctx, "l", time.Minute, 0)
+	again, ok, err := b.LockAcquire(ctx, "l", time.Minute, 0, primitives.NameQuota{})
 	if err != nil || !ok || again.Token != l.Token || again.Fence != l.Fence {
 		t.Fatalf("LockAcquire again = %+v, %v, %v, want the first lease %+v", again, ok, err, l)
 	}
 	timeIn(t, "replayed Until", again.Until, l.Until, l.Until)
-	if _, ok, _ := b.LockAcquire(t.Context(), "l", time.Minute, 0); ok {
+	if _, ok, _ := b.LockAcquire(t.Context(), "l", time.Minute, 0, primitives.NameQuota{}); ok {
 		t.Fatal("LockAcquire of another request while the lock is held = acquired")
 	}
 	ctx = req(t, "release-1")
@@ -312,7 +312,7 @@ func testRequestLock(t *testing.T, b primitives.Backend) {
 		}
 	}
 	// The repeats drew no fence: the next lease's is the next one.
-	next, ok, err := b.LockAcquire(t.Context(), "l", time.Minute, 0)
+	next, ok, err := b.LockAcquire(t.Context(), "l", time.Minute, 0, primitives.NameQuota{})
 	if err != nil || !ok || next.Fence != l.Fence+1 {
 		t.Errorf("LockAcquire after release = %+v, %v, %v, want fence %d", next, ok, err, l.Fence+1)
 	}
@@ -320,9 +320,9 @@ func testRequestLock(t *testing.T, b primitives.Backend) {
 
 func testRequestKV(t *testing.T, b primitives.Backend) {
 	ctx := req(t, "set-1")
-	noErr(t, "KVSet", b.KVSet(ctx, "ns", "k", []byte("first"), 0))
-	noErr(t, "KVSet of another request", b.KVSet(t.Context(), "ns", "k", []byte("later"), 0))
-	noErr(t, "KVSet again", b.KVSet(ctx, "ns", "k", []byte("first"), 0))
+	noErr(t, "KVSet", b.KVSet(ctx, "ns", "k", []byte("first"), 0, primitives.KVQuota{}))
+	noErr(t, "KVSet of another request", b.KVSet(t.Context(), "ns", "k", []byte("later"), 0, primitives.KVQuota{}))
+	noErr(t, "KVSet again", b.KVSet(ctx, "ns", "k", []byte("first"), 0, primitives.KVQuota{}))
 	if v, _, _ := b.KVGet(t.Context(), "ns", "k"); string(v) != "later" {
 		t.Errorf("KVGet = %q, want %q: a repeated set does not write over a later one", v, "later")
 	}
@@ -338,13 +338,13 @@ func testRequestKV(t *testing.T, b primitives.Backend) {
 func testRequestBadID(t *testing.T, b primitives.Backend) {
 	for _, r := range []primitives.Request{{ID: ""}, {ID: strings.Repeat("k", primitives.MaxRequestIDLen+1)}, {ID: "k", Keep: -time.Second}} {
 		ctx := primitives.WithRequest(t.Context(), r)
-		_, err := b.QueuePush(ctx, "q", []byte("x"))
+		_, _, err := b.QueuePush(ctx, "q", []byte("x"), primitives.QueuePushOptions{})
 		wantErr(t, fmt.Sprintf("QueuePush with request %.20q keep %v", r.ID, r.Keep), err, primitives.ErrInvalid)
-		_, err = b.CounterIncr(ctx, "c", 1)
+		_, err = b.CounterIncr(ctx, "c", 1, primitives.NameQuota{})
 		wantErr(t, "CounterIncr with a bad request", err, primitives.ErrInvalid)
 	}
 	wantQStats(t, b, "q", primitives.QueueStats{})
 	ctx := primitives.WithRequest(t.Context(), primitives.Request{ID: strings.Repeat("k", primitives.MaxRequestIDLen)})
-	_, err := b.QueuePush(ctx, "q", []byte("x"))
+	_, _, err := b.QueuePush(ctx, "q", []byte("x"), primitives.QueuePushOptions{})
 	noErr(t, "QueuePush with a request id of MaxRequestIDLen bytes", err)
 }

@@ -23,7 +23,7 @@ const sampleTrace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 // listing; a push without one answers "", and a repeated request keeps the first's.
 func testTraceRoundTrips(t *testing.T, b primitives.Backend) {
 	ctx := context.Background()
-	traced, err := b.QueuePush(primitives.WithTrace(ctx, sampleTrace), "q", []byte(`{"n":1}`))
+	traced, _, err := b.QueuePush(primitives.WithTrace(ctx, sampleTrace), "q", []byte(`{"n":1}`), primitives.QueuePushOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,12 +39,12 @@ func testTraceRoundTrips(t *testing.T, b primitives.Backend) {
 	ack(t, b, "q", claimed[0])
 
 	rctx := primitives.WithRequest(primitives.WithTrace(ctx, sampleTrace), primitives.Request{ID: "trace-req"})
-	id, err := b.QueuePush(rctx, "q", []byte(`{"n":3}`))
+	id, _, err := b.QueuePush(rctx, "q", []byte(`{"n":3}`), primitives.QueuePushOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	other := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-	again, err := b.QueuePush(primitives.WithRequest(primitives.WithTrace(ctx, other), primitives.Request{ID: "trace-req"}), "q", []byte(`{"n":3}`))
+	again, _, err := b.QueuePush(primitives.WithRequest(primitives.WithTrace(ctx, other), primitives.Request{ID: "trace-req"}), "q", []byte(`{"n":3}`), primitives.QueuePushOptions{})
 	if err != nil || again != id {
 		t.Fatalf("repeated request under another trace = %q, %v; want the first push's %q", again, err, id)
 	}
@@ -69,7 +69,7 @@ func testTraceRoundTrips(t *testing.T, b primitives.Backend) {
 // testTraceTooLong: a trace context past MaxTraceLen is ErrInvalid and pushes nothing.
 func testTraceTooLong(t *testing.T, b primitives.Backend) {
 	long := strings.Repeat("a", primitives.MaxTraceLen+1)
-	_, err := b.QueuePush(primitives.WithTrace(context.Background(), long), "q", []byte(`{}`))
+	_, _, err := b.QueuePush(primitives.WithTrace(context.Background(), long), "q", []byte(`{}`), primitives.QueuePushOptions{})
 	if !errors.Is(err, primitives.ErrInvalid) {
 		t.Fatalf("QueuePush with a %d-byte trace = %v, want ErrInvalid", len(long), err)
 	}

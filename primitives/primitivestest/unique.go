@@ -9,7 +9,7 @@ import (
 	"github.com/fleethost/fleet/primitives"
 )
 
-// uniqueTests are the checks of QueuePushUnique and of a task's hand-back count, in the
+// uniqueTests are the checks of a unique QueuePush (QueuePushOptions.Unique) and of a task's hand-back count, in the
 // Queue group.
 var uniqueTests = []subtest{
 	{"UniqueWhilePending", testUniqueWhilePending},
@@ -23,10 +23,10 @@ var uniqueTests = []subtest{
 
 func pushUnique(t *testing.T, b primitives.Backend, queue, payload string, u primitives.Unique) (string, bool) {
 	t.Helper()
-	id, dup, err := b.QueuePushUnique(t.Context(), queue, []byte(payload), primitives.QueueCap{}, u)
-	noErr(t, fmt.Sprintf("QueuePushUnique(%q, %s, %+v)", queue, payload, u), err)
+	id, dup, err := b.QueuePush(t.Context(), queue, []byte(payload), primitives.QueuePushOptions{Unique: u})
+	noErr(t, fmt.Sprintf("QueuePush(%q, %s, %+v)", queue, payload, u), err)
 	if id == "" {
-		t.Fatalf("QueuePushUnique(%q, %+v) returned an empty id", queue, u)
+		t.Fatalf("QueuePush(%q, %+v) returned an empty id", queue, u)
 	}
 	return id, dup
 }
@@ -36,7 +36,7 @@ func wantUnique(t *testing.T, b primitives.Backend, what, queue string, u primit
 	t.Helper()
 	got, gotDup := pushUnique(t, b, queue, `"again"`, u)
 	if gotDup != dup || (dup && got != id) || (!dup && got == id) {
-		t.Errorf("%s: QueuePushUnique(%+v) = %q dup %v; want dup %v (first task %q)", what, u, got, gotDup, dup, id)
+		t.Errorf("%s: QueuePush(%+v) = %q dup %v; want dup %v (first task %q)", what, u, got, gotDup, dup, id)
 	}
 }
 
@@ -47,7 +47,7 @@ func testUniqueWhilePending(t *testing.T, b primitives.Backend) {
 	u := primitives.Unique{Key: "site:a"}
 	id, dup := pushUnique(t, b, "q", `{"site":"a"}`, u)
 	if dup {
-		t.Fatalf("first QueuePushUnique answered dup")
+		t.Fatalf("first QueuePush answered dup")
 	}
 	wantUnique(t, b, "waiting", "q", u, id, true)
 	wantQStats(t, b, "q", primitives.QueueStats{Depth: 1})
@@ -56,7 +56,7 @@ func testUniqueWhilePending(t *testing.T, b primitives.Backend) {
 	wantQStats(t, b, "q", primitives.QueueStats{Depth: 3})
 	// Keys are per queue.
 	if _, dup := pushUnique(t, b, "q2", `{}`, u); dup {
-		t.Errorf("QueuePushUnique on another queue answered dup")
+		t.Errorf("QueuePush on another queue answered dup")
 	}
 
 	c := mustQClaim(t, b, "q", time.Minute, 0)
@@ -121,7 +121,7 @@ func testUniqueParkLetsGo(t *testing.T, b primitives.Backend) {
 	}
 	id2, dup := pushUnique(t, b, "q", `2`, u)
 	if dup || id2 == id {
-		t.Fatalf("QueuePushUnique after a park = %q dup %v, want a new task", id2, dup)
+		t.Fatalf("QueuePush after a park = %q dup %v, want a new task", id2, dup)
 	}
 	noErr(t, "QueueRequeue", b.QueueRequeue(t.Context(), "q", id))
 	wantUnique(t, b, "after a requeue of the first", "q", u, id2, true)
@@ -142,9 +142,9 @@ func testUniqueHammer(t *testing.T, b primitives.Backend) {
 	var mu sync.Mutex
 	ids, pushed := map[string]int{}, 0
 	Hammer(n, func(i int) {
-		id, dup, err := b.QueuePushUnique(t.Context(), "q", fmt.Appendf(nil, "%d", i), primitives.QueueCap{}, primitives.Unique{Key: "k", TTL: time.Minute})
+		id, dup, err := b.QueuePush(t.Context(), "q", fmt.Appendf(nil, "%d", i), primitives.QueuePushOptions{Unique: primitives.Unique{Key: "k", TTL: time.Minute}})
 		if err != nil {
-			t.Errorf("QueuePushUnique #%d: %v", i, err)
+			t.Errorf("QueuePush #%d: %v", i, err)
 			return
 		}
 		mu.Lock()
@@ -167,8 +167,8 @@ func testUniqueBadInput(t *testing.T, b primitives.Backend) {
 		{Key: "k", TTL: primitives.MaxUniqueTTL + time.Millisecond},
 		{TTL: time.Second},
 	} {
-		_, _, err := b.QueuePushUnique(t.Context(), "q", []byte(`1`), primitives.QueueCap{}, u)
-		wantErr(t, fmt.Sprintf("QueuePushUnique(key of %d bytes, TTL %v)", len(u.Key), u.TTL), err, primitives.ErrInvalid)
+		_, _, err := b.QueuePush(t.Context(), "q", []byte(`1`), primitives.QueuePushOptions{Unique: u})
+		wantErr(t, fmt.Sprintf("QueuePush(key of %d bytes, TTL %v)", len(u.Key), u.TTL), err, primitives.ErrInvalid)
 	}
 	wantQStats(t, b, "q", primitives.QueueStats{})
 }

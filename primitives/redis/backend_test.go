@@ -81,7 +81,7 @@ func TestHungServer(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	if _, err := b.CounterIncr(bg, "c", 1); !errors.Is(err, primitives.ErrUnavailable) {
+	if _, err := b.CounterIncr(bg, "c", 1, primitives.NameQuota{}); !errors.Is(err, primitives.ErrUnavailable) {
 		t.Fatalf("CounterIncr = %v, want ErrUnavailable", err)
 	}
 	if d := time.Since(start); d < 150*time.Millisecond || d > time.Second {
@@ -117,11 +117,11 @@ func TestServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if _, err := b.PoolPut(bg, "p", []byte("x"), nil, 0); err != nil {
+	if _, err := b.PoolPut(bg, "p", []byte("x"), nil, 0, primitives.PoolPutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	r.Stop()
-	if _, err := b.PoolPut(bg, "p", []byte("x"), nil, 0); !errors.Is(err, primitives.ErrUnavailable) {
+	if _, err := b.PoolPut(bg, "p", []byte("x"), nil, 0, primitives.PoolPutOptions{}); !errors.Is(err, primitives.ErrUnavailable) {
 		t.Fatalf("PoolPut while down = %v, want ErrUnavailable", err)
 	}
 	if err := r.Start(); err != nil {
@@ -130,7 +130,7 @@ func TestServerRestart(t *testing.T) {
 	// The pool may hold connections to the dead server; a call or two can fail.
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		_, err := b.PoolPut(bg, "p", []byte("x"), nil, 0)
+		_, err := b.PoolPut(bg, "p", []byte("x"), nil, 0, primitives.PoolPutOptions{})
 		if err == nil {
 			break
 		}
@@ -308,22 +308,22 @@ func TestRoundMs(t *testing.T) {
 func TestLongestDurations(t *testing.T) {
 	b, raw := setup(t)
 	const forever = time.Duration(math.MaxInt64)
-	if err := b.KVSet(bg, "ns", "k", []byte("v"), forever); err != nil {
+	if err := b.KVSet(bg, "ns", "k", []byte("v"), forever, primitives.KVQuota{}); err != nil {
 		t.Fatalf("KVSet(max ttl) = %v", err)
 	}
 	if ttl := raw.PTTL(bg, kvKey("ns", "k")).Val(); ttl < 100*365*24*time.Hour {
 		t.Errorf("PTTL = %v, want centuries", ttl)
 	}
-	if _, err := b.PoolPut(bg, "p", []byte("x"), nil, forever); err != nil {
+	if _, err := b.PoolPut(bg, "p", []byte("x"), nil, forever, primitives.PoolPutOptions{}); err != nil {
 		t.Fatalf("PoolPut(max ttl) = %v", err)
 	}
 	if _, ok, err := b.PoolClaim(bg, "p", nil, forever); !ok || err != nil {
 		t.Fatalf("PoolClaim(max hold) = %v, %v", ok, err)
 	}
-	if _, ok, err := b.LockAcquire(bg, "l", forever, 0); !ok || err != nil {
+	if _, ok, err := b.LockAcquire(bg, "l", forever, 0, primitives.NameQuota{}); !ok || err != nil {
 		t.Fatalf("LockAcquire(max hold) = %v, %v", ok, err)
 	}
-	b.QueuePush(bg, "q", []byte("x"))
+	b.QueuePush(bg, "q", []byte("x"), primitives.QueuePushOptions{})
 	if _, ok, err := b.QueueClaim(bg, "q", forever, 0); !ok || err != nil {
 		t.Fatalf("QueueClaim(max lease) = %v, %v", ok, err)
 	}

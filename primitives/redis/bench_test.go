@@ -123,7 +123,7 @@ func BenchmarkGateVsGet(b *testing.B) {
 
 func BenchmarkKVGet(b *testing.B) {
 	be, _ := setup(b)
-	be.KVSet(bg, "ns", "k", []byte("v"), 0)
+	be.KVSet(bg, "ns", "k", []byte("v"), 0, primitives.KVQuota{})
 	for b.Loop() {
 		if _, ok, err := be.KVGet(bg, "ns", "k"); !ok || err != nil {
 			b.Fatal(ok, err)
@@ -134,7 +134,7 @@ func BenchmarkKVGet(b *testing.B) {
 func BenchmarkKVSet(b *testing.B) {
 	be, _ := setup(b)
 	for b.Loop() {
-		if err := be.KVSet(bg, "ns", "k", []byte("v"), time.Minute); err != nil {
+		if err := be.KVSet(bg, "ns", "k", []byte("v"), time.Minute, primitives.KVQuota{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -142,16 +142,16 @@ func BenchmarkKVSet(b *testing.B) {
 
 func BenchmarkCounterIncr(b *testing.B) { benchCounterIncr(b, primitives.NameQuota{}) }
 
-// BenchmarkCounterIncrWithin is an update counted against a quota of 10,000 names (the
+// BenchmarkCounterIncrQuota is an update counted against a quota of 10,000 names (the
 // script), beside BenchmarkCounterIncr (one INCRBY): the quota's cost per counter_incr.
-func BenchmarkCounterIncrWithin(b *testing.B) {
+func BenchmarkCounterIncrQuota(b *testing.B) {
 	benchCounterIncr(b, primitives.NameQuota{Owner: "bench", Max: 10_000})
 }
 
 func benchCounterIncr(b *testing.B, q primitives.NameQuota) {
 	be, _ := setup(b)
 	for b.Loop() {
-		if _, err := be.CounterIncrWithin(bg, "c", 1, q); err != nil {
+		if _, err := be.CounterIncr(bg, "c", 1, q); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -159,16 +159,16 @@ func benchCounterIncr(b *testing.B, q primitives.NameQuota) {
 
 func BenchmarkLockAcquireRelease(b *testing.B) { benchLockAcquireRelease(b, primitives.NameQuota{}) }
 
-// BenchmarkLockAcquireReleaseWithin is BenchmarkLockAcquireRelease with the acquire
+// BenchmarkLockAcquireReleaseQuota is BenchmarkLockAcquireRelease with the acquire
 // counted against a quota of 10,000 names.
-func BenchmarkLockAcquireReleaseWithin(b *testing.B) {
+func BenchmarkLockAcquireReleaseQuota(b *testing.B) {
 	benchLockAcquireRelease(b, primitives.NameQuota{Owner: "bench", Max: 10_000})
 }
 
 func benchLockAcquireRelease(b *testing.B, q primitives.NameQuota) {
 	be, _ := setup(b)
 	for b.Loop() {
-		l, ok, err := be.LockAcquireWithin(bg, "l", time.Minute, 0, q)
+		l, ok, err := be.LockAcquire(bg, "l", time.Minute, 0, q)
 		if !ok || err != nil {
 			b.Fatal(ok, err)
 		}
@@ -184,7 +184,7 @@ func BenchmarkPoolPut(b *testing.B) {
 	tags := primitives.Tags{"site": `"x"`, "fresh": "true"}
 	payload := []byte(`{"cookies":{"cf_clearance":"0123456789abcdef"},"user_agent":"Mozilla/5.0"}`)
 	for b.Loop() {
-		if _, err := be.PoolPut(bg, "p", payload, tags, time.Hour); err != nil {
+		if _, err := be.PoolPut(bg, "p", payload, tags, time.Hour, primitives.PoolPutOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -196,7 +196,7 @@ func BenchmarkPoolClaim(b *testing.B) {
 	be, _ := setup(b)
 	b.StopTimer()
 	for range b.N {
-		be.PoolPut(bg, "p", []byte("x"), primitives.Tags{"site": `"x"`}, 0)
+		be.PoolPut(bg, "p", []byte("x"), primitives.Tags{"site": `"x"`}, 0, primitives.PoolPutOptions{})
 	}
 	b.StartTimer()
 	for range b.N {
@@ -210,7 +210,7 @@ func BenchmarkPoolClaim(b *testing.B) {
 func BenchmarkPoolClaimRelease(b *testing.B) {
 	be, _ := setup(b)
 	for range 10 {
-		be.PoolPut(bg, "p", []byte("x"), primitives.Tags{"site": `"x"`}, 0)
+		be.PoolPut(bg, "p", []byte("x"), primitives.Tags{"site": `"x"`}, 0, primitives.PoolPutOptions{})
 	}
 	for _, where := range []primitives.Tags{nil, {"site": `"x"`}} {
 		b.Run(fmt.Sprintf("where=%d", len(where)), func(b *testing.B) {
@@ -226,10 +226,10 @@ func BenchmarkPoolClaimNonMatching(b *testing.B) {
 		b.Run(fmt.Sprintf("others=%d", n), func(b *testing.B) {
 			be, _ := setup(b)
 			for range 10 {
-				be.PoolPut(bg, "p", []byte("x"), primitives.Tags{"site": `"x"`, "acct": "1"}, 0)
+				be.PoolPut(bg, "p", []byte("x"), primitives.Tags{"site": `"x"`, "acct": "1"}, 0, primitives.PoolPutOptions{})
 			}
 			for range n {
-				be.PoolPut(bg, "p", []byte("y"), primitives.Tags{"site": `"y"`, "acct": "1"}, 0)
+				be.PoolPut(bg, "p", []byte("y"), primitives.Tags{"site": `"y"`, "acct": "1"}, 0, primitives.PoolPutOptions{})
 			}
 			b.Run("where=1", func(b *testing.B) { claimRelease(b, be, primitives.Tags{"site": `"x"`}) })
 			b.Run("where=2", func(b *testing.B) { claimRelease(b, be, primitives.Tags{"site": `"x"`, "acct": "1"}) })
@@ -254,7 +254,7 @@ func claimRelease(b *testing.B, be *Backend, where primitives.Tags) {
 func BenchmarkPoolList(b *testing.B) {
 	be, _ := setup(b)
 	for i := range 100 {
-		be.PoolPut(bg, "p", []byte("x"), primitives.Tags{"site": fmt.Sprintf(`"%d"`, i%10)}, time.Hour)
+		be.PoolPut(bg, "p", []byte("x"), primitives.Tags{"site": fmt.Sprintf(`"%d"`, i%10)}, time.Hour, primitives.PoolPutOptions{})
 	}
 	for _, where := range []primitives.Tags{nil, {"site": `"3"`}} {
 		b.Run(fmt.Sprintf("where=%d", len(where)), func(b *testing.B) {
@@ -271,7 +271,7 @@ func BenchmarkQueuePush(b *testing.B) {
 	be, _ := setup(b)
 	payload := []byte(`{"site":"x"}`)
 	for b.Loop() {
-		if _, err := be.QueuePush(bg, "q", payload); err != nil {
+		if _, _, err := be.QueuePush(bg, "q", payload, primitives.QueuePushOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -282,7 +282,7 @@ func BenchmarkQueueClaim(b *testing.B) {
 	be, _ := setup(b)
 	b.StopTimer()
 	for range b.N {
-		be.QueuePush(bg, "q", []byte(`{"site":"x"}`))
+		be.QueuePush(bg, "q", []byte(`{"site":"x"}`), primitives.QueuePushOptions{})
 	}
 	b.StartTimer()
 	for range b.N {
@@ -297,7 +297,7 @@ func BenchmarkQueueClaimAck(b *testing.B) {
 	be, _ := setup(b)
 	b.StopTimer()
 	for range b.N {
-		be.QueuePush(bg, "q", []byte(`{"site":"x"}`))
+		be.QueuePush(bg, "q", []byte(`{"site":"x"}`), primitives.QueuePushOptions{})
 	}
 	b.StartTimer()
 	for range b.N {
@@ -342,7 +342,7 @@ func BenchmarkPoolList100k(b *testing.B) {
 			if i%2 == 1 {
 				tags["odd"] = "true"
 			}
-			if _, err := be.PoolPut(bg, "p", []byte(`{"cookie":"x"}`), tags, 0); err != nil {
+			if _, err := be.PoolPut(bg, "p", []byte(`{"cookie":"x"}`), tags, 0, primitives.PoolPutOptions{}); err != nil {
 				b.Error(err)
 				return
 			}
@@ -418,16 +418,16 @@ func slowlog(b *testing.B, raw *goredis.Client, f func()) {
 	b.ReportMetric(float64(longest.Microseconds()), "server-µs-max")
 }
 
-// BenchmarkKVSetWithin is a set counted against a quota of 10,000 keys and 64 MiB,
+// BenchmarkKVSetQuota is a set counted against a quota of 10,000 keys and 64 MiB,
 // beside BenchmarkKVSet (no owner) and BenchmarkRawGet: the quota's cost per kv_set.
-func BenchmarkKVSetWithin(b *testing.B) {
+func BenchmarkKVSetQuota(b *testing.B) {
 	be, _ := setup(b)
 	q := primitives.KVQuota{Owner: "bench", MaxKeys: 10_000, MaxBytes: 64 << 20}
 	for i := range 1000 {
-		be.KVSetWithin(bg, "bench:ns", fmt.Sprint("fill", i), []byte("v"), time.Minute, q)
+		be.KVSet(bg, "bench:ns", fmt.Sprint("fill", i), []byte("v"), time.Minute, q)
 	}
 	for b.Loop() {
-		if err := be.KVSetWithin(bg, "bench:ns", "k", []byte("v"), time.Minute, q); err != nil {
+		if err := be.KVSet(bg, "bench:ns", "k", []byte("v"), time.Minute, q); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -453,7 +453,7 @@ func BenchmarkPoolClaimScored(b *testing.B) {
 		b.Run(fmt.Sprintf("scored=%v", scored), func(b *testing.B) {
 			be, _ := setup(b)
 			for i := range 100 {
-				id, _ := be.PoolPut(bg, "p", []byte("x"), primitives.Tags{"site": `"x"`}, 0)
+				id, _ := be.PoolPut(bg, "p", []byte("x"), primitives.Tags{"site": `"x"`}, 0, primitives.PoolPutOptions{})
 				if scored {
 					be.PoolMarkBad(bg, "p", id, "bench", 1+i%5)
 				}

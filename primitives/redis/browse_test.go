@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/fleethost/fleet/primitives"
 )
 
 // TestListScans: a list is SCAN MATCH, never KEYS, and scans only the prefix's keys:
@@ -12,11 +14,11 @@ func TestListScans(t *testing.T) {
 	b, raw := setup(t)
 	ctx := context.Background()
 	for _, name := range []string{"s:a", "s:b", "t:c"} {
-		if _, err := b.CounterIncr(ctx, name, 1); err != nil {
+		if _, err := b.CounterIncr(ctx, name, 1, primitives.NameQuota{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := b.KVSet(ctx, "s:ns", "k", []byte("v"), 0); err != nil {
+	if err := b.KVSet(ctx, "s:ns", "k", []byte("v"), 0, primitives.KVQuota{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := raw.ConfigResetStat(ctx).Err(); err != nil {

@@ -11,14 +11,6 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// CounterIncr adds delta (negative to decrement) to counter name and returns the new
-// value. No update is lost, whatever the concurrency, and a request adds once. An update
-// that would overflow int64 is ErrLimit and changes nothing, as on every backend: INCRBY
-// refuses it with "ERR increment or decrement would overflow".
-func (b *Backend) CounterIncr(ctx context.Context, name string, delta int64) (int64, error) {
-	return b.CounterIncrWithin(ctx, name, delta, primitives.NameQuota{})
-}
-
 // counterIncrCmd adds to a counter once per request (luaOnce), creating it only within
 // its owner's quota of names when there is an owner. A new counter starts at 0, so its
 // INCRBY cannot overflow: a refused overflow never follows a charge.
@@ -30,7 +22,9 @@ func (b *Backend) CounterIncr(ctx context.Context, name string, delta int64) (in
 //	ARGV[2]    -> the quota of names (0: none)
 //	ARGV[3..5] -> the request (luaOnce)
 //
-// Output: {1, value}: the value after this update, or after the request's first; {0}
+// Output: {1, value}: the value after this update, or after the request's first, as
+// the counter's decimal text (GET after the INCRBY: Lua holds INCRBY's integer reply as
+// a double, which rounds a value past 2^53 and overflows MaxInt64 into MinInt64); {0}
 // past the quota, nothing written.
 var counterIncrCmd = goredis.NewScript(luaOnce + `
 local prev = replay(KEYS[2])
@@ -40,14 +34,18 @@ if KEYS[3] and redis.call('EXISTS', KEYS[1]) == 0 then
   if max > 0 and tonumber(redis.call('GET', KEYS[3]) or '0') >= max then return {0} end
   redis.call('INCR', KEYS[3])
 end
-local n = redis.call('INCRBY', KEYS[1], ARGV[1])
+redis.call('INCRBY', KEYS[1], ARGV[1])
+local n = redis.call('GET', KEYS[1])
 remember(KEYS[2], n)
 return {1, n}
 `)
 
-// CounterIncrWithin is CounterIncr that counts a new name against q in the same
-// script as the update (primitives.Counter).
-func (b *Backend) CounterIncrWithin(ctx context.Context, name string, delta int64, q primitives.NameQuota) (int64, error) {
+// CounterIncr adds delta (negative to decrement) to counter name and returns the new
+// value. No update is lost, whatever the concurrency, and a request adds once. A new
+// name counts against q in the same script as the update (primitives.Counter). An update
+// that would overflow int64 is ErrLimit and changes nothing, as on every backend: INCRBY
+// refuses it with "ERR increment or decrement would overflow".
+func (b *Backend) CounterIncr(ctx context.Context, name string, delta int64, q primitives.NameQuota) (int64, error) {
 	if err := primitives.CheckName("counter", name); err != nil {
 		return 0, err
 	}
@@ -70,11 +68,18 @@ func (b *Backend) CounterIncrWithin(ctx context.Context, name string, delta int6
 	case len(v) == 1:
 		return 0, primitives.NamesExceeded("counter", q, primitives.KVRoot(name))
 	}
-	n, ok := v[1].(int64)
-	if len(v) != 2 || !ok {
+	if len(v) != 2 {
 		return 0, replyError("counter incr", v)
 	}
-	return n, nil
+	switch n := v[1].(type) {
+	case string:
+		if i, err := strconv.ParseInt(n, 10, 64); err == nil {
+			return i, nil
+		}
+	case int64: // the record of a request replayed from a host that kept the integer
+		return n, nil
+	}
+	return 0, replyError("counter incr", v)
 }
 
 // CounterGet returns the value of counter name; 0 for a counter never touched.

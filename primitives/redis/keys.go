@@ -56,7 +56,7 @@ func poolLeasesKey(pool string) string { return poolPrefix(pool) + poolLeasesSeg
 func poolTagsKey(pool string) string { return poolPrefix(pool) + poolTagsSeg }
 
 // poolBytesKey is the sum of the live items' costs (primitives.PoolCost): STRING
-// integer, kept by put and every removal; PoolPutWithin checks it.
+// integer, kept by put and every removal; PoolPut checks it against its cap.
 func poolBytesKey(pool string) string { return poolPrefix(pool) + poolBytesSeg }
 
 // poolTagKey holds every item with tag name=value, leased or not: SET of ids. PoolList
@@ -140,7 +140,7 @@ func queueInflightKey(queue string) string { return queuePrefix(queue) + queueIn
 func queueParkedKey(queue string) string { return queuePrefix(queue) + queueParkedSeg }
 
 // queueBytesKey is the sum of the payload bytes of the queue's tasks, acked ones
-// excepted: STRING integer, kept by push and ack; QueuePushWithin checks it.
+// excepted: STRING integer, kept by push and ack; QueuePush checks it against its cap.
 func queueBytesKey(queue string) string { return queuePrefix(queue) + queueBytesSeg }
 
 // queueUniqueKey holds a unique push's key (primitives.Unique): STRING, the id of the task

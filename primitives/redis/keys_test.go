@@ -64,8 +64,8 @@ func TestKeysMatchLuaAndShareASlot(t *testing.T) {
 	b, _ := setup(t)
 	r := func(id string) context.Context { return primitives.WithRequest(bg, primitives.Request{ID: id}) }
 	const pool = "cf-cookies"
-	a, _ := b.PoolPut(r("put-a"), pool, []byte("a"), primitives.Tags{"site": `"x"`}, time.Hour)
-	bID, _ := b.PoolPut(r("put-b"), pool, []byte("b"), primitives.Tags{"site": `"x"`, "fresh": "true"}, 0)
+	a, _ := b.PoolPut(r("put-a"), pool, []byte("a"), primitives.Tags{"site": `"x"`}, time.Hour, primitives.PoolPutOptions{})
+	bID, _ := b.PoolPut(r("put-b"), pool, []byte("b"), primitives.Tags{"site": `"x"`, "fresh": "true"}, 0, primitives.PoolPutOptions{})
 	if l, ok, _ := b.PoolClaim(r("claim"), pool, primitives.Tags{"fresh": "true"}, time.Minute); !ok || l.ID != bID {
 		t.Fatalf("PoolClaim(fresh) = %s, %v, want %s", l.ID, ok, bID)
 	}
@@ -83,7 +83,7 @@ func TestKeysMatchLuaAndShareASlot(t *testing.T) {
 	const queue = "harvest"
 	var ids []string
 	for i := range 4 {
-		id, _ := b.QueuePush(r(fmt.Sprint("push", i)), queue, []byte("t"))
+		id, _, _ := b.QueuePush(r(fmt.Sprint("push", i)), queue, []byte("t"), primitives.QueuePushOptions{})
 		ids = append(ids, id)
 	}
 	c1, _, _ := b.QueueClaim(r("claim1"), queue, time.Minute, 0)
@@ -101,9 +101,9 @@ func TestKeysMatchLuaAndShareASlot(t *testing.T) {
 	checkKeys(t, "fleet:queue:*", want)
 
 	srv.Flush(t)
-	b.LockAcquire(r("acquire"), "l", time.Minute, 0)
-	b.KVSet(r("set"), "ns", "k", []byte("v"), 0)
-	b.CounterIncr(r("incr"), "c", 1)
+	b.LockAcquire(r("acquire"), "l", time.Minute, 0, primitives.NameQuota{})
+	b.KVSet(r("set"), "ns", "k", []byte("v"), 0, primitives.KVQuota{})
+	b.CounterIncr(r("incr"), "c", 1, primitives.NameQuota{})
 	checkKeys(t, "fleet:*", []string{lockKey("l"), lockFenceKey("l"), lockRequestKey("l", "acquire"), kvKey("ns", "k"), kvRequestKey("ns", "set"), counterKey("c"), counterRequestKey("c", "incr")})
 	for _, k := range []string{lockFenceKey("l"), lockRequestKey("l", "acquire")} {
 		if slot(lockKey("l")) != slot(k) {
@@ -114,12 +114,12 @@ func TestKeysMatchLuaAndShareASlot(t *testing.T) {
 	// A root's counters, or locks, share its slot with their owners' ledgers of names.
 	srv.Flush(t)
 	nq := primitives.NameQuota{Owner: "scraper", Max: 10}
-	b.CounterIncrWithin(r("i1"), "scraper:a", 1, nq)
-	b.CounterIncrWithin(r("i2"), "scraper:b:c", 1, nq)
+	b.CounterIncr(r("i1"), "scraper:a", 1, nq)
+	b.CounterIncr(r("i2"), "scraper:b:c", 1, nq)
 	checkKeys(t, "fleet:counter:*", []string{counterKey("scraper:a"), counterKey("scraper:b:c"), counterNamesKey("scraper:x", "scraper"),
 		counterRequestKey("scraper", "i1"), counterRequestKey("scraper", "i2")})
-	b.LockAcquireWithin(r("a1"), "scraper:a", time.Minute, 0, nq)
-	b.LockAcquireWithin(r("a2"), "scraper", time.Minute, 0, nq)
+	b.LockAcquire(r("a1"), "scraper:a", time.Minute, 0, nq)
+	b.LockAcquire(r("a2"), "scraper", time.Minute, 0, nq)
 	checkKeys(t, "fleet:lock:*", []string{
 		lockKey("scraper:a"), lockKey("scraper"), lockFenceKey("scraper:x"), lockHeldKey("scraper:y", "scraper"),
 		lockRequestKey("scraper", "a1"), lockRequestKey("scraper", "a2"),
@@ -128,8 +128,8 @@ func TestKeysMatchLuaAndShareASlot(t *testing.T) {
 	// A root's values and its owners' ledgers share the root's slot, whatever the namespace.
 	srv.Flush(t)
 	q := primitives.KVQuota{Owner: "scraper", MaxKeys: 10}
-	b.KVSetWithin(r("s1"), "scraper:state", "k", []byte("v"), 0, q)
-	b.KVSetWithin(r("s2"), "scraper:results", "k", []byte("v"), time.Hour, q)
+	b.KVSet(r("s1"), "scraper:state", "k", []byte("v"), 0, q)
+	b.KVSet(r("s2"), "scraper:results", "k", []byte("v"), time.Hour, q)
 	checkKeys(t, "fleet:kv:*", []string{
 		kvKey("scraper:state", "k"), kvKey("scraper:results", "k"),
 		kvOwnersKey("scraper:x"), kvKeysKey("scraper:y", "scraper"), kvBytesKey("scraper", "scraper"),

@@ -125,15 +125,10 @@ if n > 0 then remember(KEYS[3], 1) end
 return n
 `)
 
-// KVSet stores value under (namespace, key), counted against no owner; see KVSetWithin.
-func (b *Backend) KVSet(ctx context.Context, namespace, key string, value []byte, ttl time.Duration) error {
-	return b.KVSetWithin(ctx, namespace, key, value, ttl, primitives.KVQuota{})
-}
-
-// KVSetWithin stores value under (namespace, key), with PXAT now+ttl when ttl > 0 (ttl
-// 0 clears an earlier TTL), and counts it against q's owner in the namespace's root, in
+// KVSet stores value under (namespace, key), with PXAT now+ttl when ttl > 0 (ttl 0
+// clears an earlier TTL), and counts it against q's owner in the namespace's root, in
 // one script: the root's keys and the owners' ledgers share its hash tag.
-func (b *Backend) KVSetWithin(ctx context.Context, namespace, key string, value []byte, ttl time.Duration, q primitives.KVQuota) error {
+func (b *Backend) KVSet(ctx context.Context, namespace, key string, value []byte, ttl time.Duration, q primitives.KVQuota) error {
 	if err := primitives.CheckKV(namespace, key); err != nil {
 		return err
 	}

@@ -10,7 +10,7 @@ import (
 
 func TestKV(t *testing.T) {
 	b, raw := setup(t)
-	if err := b.KVSet(bg, "warmup", "last-harvest", []byte("42"), time.Minute); err != nil {
+	if err := b.KVSet(bg, "warmup", "last-harvest", []byte("42"), time.Minute, primitives.KVQuota{}); err != nil {
 		t.Fatalf("KVSet = %v", err)
 	}
 	if v := raw.Get(bg, kvKey("warmup", "last-harvest")).Val(); v != "42" {
@@ -28,7 +28,7 @@ func TestKV(t *testing.T) {
 		t.Fatalf("KVGet in another namespace = ok, want absent")
 	}
 	// ttl 0 stores without expiry, clearing the old TTL.
-	b.KVSet(bg, "warmup", "last-harvest", []byte("43"), 0)
+	b.KVSet(bg, "warmup", "last-harvest", []byte("43"), 0, primitives.KVQuota{})
 	if ttl := raw.PTTL(bg, kvKey("warmup", "last-harvest")).Val(); ttl != -1 {
 		t.Fatalf("PTTL after ttl 0 = %v, want -1 (no expiry)", ttl)
 	}
@@ -43,12 +43,12 @@ func TestKV(t *testing.T) {
 	}
 
 	// Empty values round-trip; TTLs expire; a sub-millisecond TTL still expires.
-	b.KVSet(bg, "ns", "empty", []byte{}, 0)
+	b.KVSet(bg, "ns", "empty", []byte{}, 0, primitives.KVQuota{})
 	if v, ok, _ := b.KVGet(bg, "ns", "empty"); !ok || len(v) != 0 {
 		t.Fatalf("KVGet(empty) = %q, %v, want present and empty", v, ok)
 	}
-	b.KVSet(bg, "ns", "short", []byte("x"), 30*time.Millisecond)
-	b.KVSet(bg, "ns", "tiny", []byte("x"), time.Nanosecond)
+	b.KVSet(bg, "ns", "short", []byte("x"), 30*time.Millisecond, primitives.KVQuota{})
+	b.KVSet(bg, "ns", "tiny", []byte("x"), time.Nanosecond, primitives.KVQuota{})
 	time.Sleep(50 * time.Millisecond)
 	for _, k := range []string{"short", "tiny"} {
 		if _, ok, _ := b.KVGet(bg, "ns", k); ok {
@@ -60,13 +60,13 @@ func TestKV(t *testing.T) {
 func TestKVValidation(t *testing.T) {
 	b, raw := setup(t)
 	big := make([]byte, primitives.MaxValueLen+1)
-	if err := b.KVSet(bg, "ns", "k", big, 0); !errors.Is(err, primitives.ErrLimit) {
+	if err := b.KVSet(bg, "ns", "k", big, 0, primitives.KVQuota{}); !errors.Is(err, primitives.ErrLimit) {
 		t.Errorf("KVSet(big) = %v, want ErrLimit", err)
 	}
-	if err := b.KVSet(bg, "ns", "k", nil, -time.Second); !errors.Is(err, primitives.ErrInvalid) {
+	if err := b.KVSet(bg, "ns", "k", nil, -time.Second, primitives.KVQuota{}); !errors.Is(err, primitives.ErrInvalid) {
 		t.Errorf("KVSet(negative ttl) = %v, want ErrInvalid", err)
 	}
-	if err := b.KVSet(bg, "n{s}", "k", nil, 0); !errors.Is(err, primitives.ErrInvalid) {
+	if err := b.KVSet(bg, "n{s}", "k", nil, 0, primitives.KVQuota{}); !errors.Is(err, primitives.ErrInvalid) {
 		t.Errorf("KVSet(bad namespace) = %v, want ErrInvalid", err)
 	}
 	if _, _, err := b.KVGet(bg, "ns", ""); !errors.Is(err, primitives.ErrInvalid) {

@@ -67,14 +67,9 @@ return {fence, token, hold}
 // LockAcquire takes lock name for hold. With wait 0 it tries once and returns ok false
 // when the lock is held; with wait > 0 it tries again with jittered exponential backoff
 // (primitives.RetryAcquire) until wait has passed or ctx ends. Each try is one round
-// trip, bounded by Options.CallTimeout. hold must be > 0.
-func (b *Backend) LockAcquire(ctx context.Context, name string, hold, wait time.Duration) (primitives.LockLease, bool, error) {
-	return b.LockAcquireWithin(ctx, name, hold, wait, primitives.NameQuota{})
-}
-
-// LockAcquireWithin is LockAcquire that counts the lease against q's locks held in the
-// same script as the lease (primitives.Lock).
-func (b *Backend) LockAcquireWithin(ctx context.Context, name string, hold, wait time.Duration, q primitives.NameQuota) (primitives.LockLease, bool, error) {
+// trip, bounded by Options.CallTimeout, that counts the lease against q's locks held in
+// the same script as the lease (primitives.Lock). hold must be > 0.
+func (b *Backend) LockAcquire(ctx context.Context, name string, hold, wait time.Duration, q primitives.NameQuota) (primitives.LockLease, bool, error) {
 	if err := primitives.CheckName("lock", name); err != nil {
 		return primitives.LockLease{}, false, err
 	}

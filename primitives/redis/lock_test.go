@@ -17,7 +17,7 @@ import (
 func TestLockState(t *testing.T) {
 	b, raw := setup(t)
 	start := time.Now()
-	l1, ok, err := b.LockAcquire(bg, "harvest:x", 5*time.Second, 0)
+	l1, ok, err := b.LockAcquire(bg, "harvest:x", 5*time.Second, 0, primitives.NameQuota{})
 	if err != nil || !ok {
 		t.Fatalf("LockAcquire = %v, %v", ok, err)
 	}
@@ -30,7 +30,7 @@ func TestLockState(t *testing.T) {
 	if ttl := raw.PTTL(bg, lockKey("harvest:x")).Val(); ttl <= 4*time.Second || ttl > 5*time.Second {
 		t.Errorf("PTTL lock = %v, want about 5s", ttl)
 	}
-	if _, ok, err := b.LockAcquire(bg, "harvest:x", time.Second, 0); ok || err != nil {
+	if _, ok, err := b.LockAcquire(bg, "harvest:x", time.Second, 0, primitives.NameQuota{}); ok || err != nil {
 		t.Fatalf("LockAcquire of a held lock = %v, %v, want not ok", ok, err)
 	}
 	if released, err := b.LockRelease(bg, "harvest:x", "not-mine"); released || err != nil {
@@ -45,7 +45,7 @@ func TestLockState(t *testing.T) {
 	if released, _ := b.LockRelease(bg, "harvest:x", l1.Token); released {
 		t.Fatalf("LockRelease twice = true, want false")
 	}
-	l2, ok, _ := b.LockAcquire(bg, "harvest:x", time.Second, 0)
+	l2, ok, _ := b.LockAcquire(bg, "harvest:x", time.Second, 0, primitives.NameQuota{})
 	if !ok || l2.Fence <= l1.Fence || l2.Token == l1.Token {
 		t.Fatalf("second lease = %+v, want a new token and a fence above %d", l2, l1.Fence)
 	}
@@ -71,9 +71,9 @@ func TestLockKeepsNothingPastItsHold(t *testing.T) {
 		if i%2 == 0 {
 			hold, q = 20*time.Millisecond, owned // left to expire
 		}
-		l, ok, err := b.LockAcquireWithin(bg, name, hold, 0, q)
+		l, ok, err := b.LockAcquire(bg, name, hold, 0, q)
 		if err != nil || !ok {
-			t.Fatalf("LockAcquireWithin(%s) = %v, %v", name, ok, err)
+			t.Fatalf("LockAcquire(%s) = %v, %v", name, ok, err)
 		}
 		if i%2 == 1 {
 			if released, err := b.LockRelease(bg, name, l.Token); !released || err != nil {
@@ -89,9 +89,9 @@ func TestLockKeepsNothingPastItsHold(t *testing.T) {
 	if n := raw.ZCard(bg, ledger).Val(); n < 1 || n > 1000 {
 		t.Errorf("ZCARD ledger before the next owned acquire = %d, want 1..1000 (the holds ended since the last owned acquire)", n)
 	}
-	l, ok, err := b.LockAcquireWithin(bg, "worker:last", time.Minute, 0, owned)
+	l, ok, err := b.LockAcquire(bg, "worker:last", time.Minute, 0, owned)
 	if err != nil || !ok {
-		t.Fatalf("LockAcquireWithin(worker:last) = %v, %v", ok, err)
+		t.Fatalf("LockAcquire(worker:last) = %v, %v", ok, err)
 	}
 	if members := raw.ZRange(bg, ledger, 0, -1).Val(); len(members) != 1 || members[0] != "worker:last" {
 		t.Errorf("ledger after an owned acquire = %v, want only worker:last (the ended holds pruned)", members)
@@ -104,12 +104,12 @@ func TestLockKeepsNothingPastItsHold(t *testing.T) {
 
 func TestLockExpiresAndWait(t *testing.T) {
 	b, _ := setup(t)
-	l1, ok, _ := b.LockAcquire(bg, "l", 50*time.Millisecond, 0)
+	l1, ok, _ := b.LockAcquire(bg, "l", 50*time.Millisecond, 0, primitives.NameQuota{})
 	if !ok {
 		t.Fatal("LockAcquire = not ok")
 	}
 	// A waiter gets it once the hold runs out.
-	l2, ok, err := b.LockAcquire(bg, "l", time.Minute, time.Second)
+	l2, ok, err := b.LockAcquire(bg, "l", time.Minute, time.Second, primitives.NameQuota{})
 	if err != nil || !ok || l2.Fence <= l1.Fence {
 		t.Fatalf("LockAcquire with wait = %+v, %v, %v, want acquired after the hold", l2, ok, err)
 	}
@@ -118,7 +118,7 @@ func TestLockExpiresAndWait(t *testing.T) {
 	}
 	// A waiter that runs out of wait gets nothing.
 	begin := time.Now()
-	if _, ok, err := b.LockAcquire(bg, "l", time.Second, 60*time.Millisecond); ok || err != nil {
+	if _, ok, err := b.LockAcquire(bg, "l", time.Second, 60*time.Millisecond, primitives.NameQuota{}); ok || err != nil {
 		t.Fatalf("LockAcquire of a held lock with wait = %v, %v, want not ok", ok, err)
 	}
 	if d := time.Since(begin); d < 60*time.Millisecond || d > time.Second {
@@ -127,7 +127,7 @@ func TestLockExpiresAndWait(t *testing.T) {
 	// A cancelled wait returns ctx's error and holds nothing.
 	ctx, cancel := context.WithTimeout(bg, 30*time.Millisecond)
 	defer cancel()
-	if _, ok, err := b.LockAcquire(ctx, "l", time.Second, time.Minute); ok || !errors.Is(err, context.DeadlineExceeded) {
+	if _, ok, err := b.LockAcquire(ctx, "l", time.Second, time.Minute, primitives.NameQuota{}); ok || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("LockAcquire with a cancelled ctx = %v, %v, want DeadlineExceeded", ok, err)
 	}
 }
@@ -143,7 +143,7 @@ func TestLockValidation(t *testing.T) {
 		{"zero hold", "l", 0, 0},
 		{"negative wait", "l", time.Second, -1},
 	} {
-		if _, _, err := b.LockAcquire(bg, tt.lock, tt.hold, tt.wait); !errors.Is(err, primitives.ErrInvalid) {
+		if _, _, err := b.LockAcquire(bg, tt.lock, tt.hold, tt.wait, primitives.NameQuota{}); !errors.Is(err, primitives.ErrInvalid) {
 			t.Errorf("%s: LockAcquire = %v, want ErrInvalid", tt.name, err)
 		}
 	}
@@ -161,7 +161,7 @@ func TestLockHammer(t *testing.T) {
 	fences := map[int64]bool{}
 	primitivestest.Hammer(8, func(int) {
 		for range 20 {
-			l, ok, err := b.LockAcquire(bg, "l", time.Minute, time.Second)
+			l, ok, err := b.LockAcquire(bg, "l", time.Minute, time.Second, primitives.NameQuota{})
 			if err != nil || !ok {
 				t.Errorf("LockAcquire = %v, %v", ok, err)
 				return

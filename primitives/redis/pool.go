@@ -229,16 +229,11 @@ remember(req_key(), id)
 return {1, id}
 `)
 
-// PoolPut adds an item to pool and returns its id. ttl 0 means no expiry. Each put
-// also prunes up to 100 items of the pool whose TTL has passed.
-func (b *Backend) PoolPut(ctx context.Context, pool string, payload []byte, tags primitives.Tags, ttl time.Duration) (string, error) {
-	return b.PoolPutWithin(ctx, pool, payload, tags, ttl, primitives.PoolPutOptions{})
-}
-
-// PoolPutWithin is PoolPut refused with ErrLimit past o.Cap, of the health limits
-// o.Health; the count (ZCOUNT, O(log n)), the bytes (a counter the scripts keep) and
-// the put are one script.
-func (b *Backend) PoolPutWithin(ctx context.Context, pool string, payload []byte, tags primitives.Tags, ttl time.Duration, o primitives.PoolPutOptions) (string, error) {
+// PoolPut adds an item to pool and returns its id, refused with ErrLimit past o.Cap, of
+// the health limits o.Health. ttl 0 means no expiry. Each put also prunes up to 100
+// items of the pool whose TTL has passed. The count (ZCOUNT, O(log n)), the bytes (a
+// counter the scripts keep) and the put are one script.
+func (b *Backend) PoolPut(ctx context.Context, pool string, payload []byte, tags primitives.Tags, ttl time.Duration, o primitives.PoolPutOptions) (string, error) {
 	if err := primitives.CheckName("pool", pool); err != nil {
 		return "", err
 	}

@@ -51,7 +51,7 @@ func TestPoolPutState(t *testing.T) {
 	b, raw := setup(t)
 	before := time.Now().Add(-time.Second)
 	tags := primitives.Tags{"site": `"x"`, "fresh": "true"}
-	id, err := b.PoolPut(bg, "cookies", []byte(`{"c":1}`), tags, time.Minute)
+	id, err := b.PoolPut(bg, "cookies", []byte(`{"c":1}`), tags, time.Minute, primitives.PoolPutOptions{})
 	if err != nil {
 		t.Fatalf("PoolPut = %v", err)
 	}
@@ -80,7 +80,7 @@ func TestPoolPutState(t *testing.T) {
 	}
 
 	// No TTL: expires 0, score +inf.
-	id2, err := b.PoolPut(bg, "cookies", []byte("p"), nil, 0)
+	id2, err := b.PoolPut(bg, "cookies", []byte("p"), nil, 0, primitives.PoolPutOptions{})
 	if err != nil {
 		t.Fatalf("PoolPut = %v", err)
 	}
@@ -95,7 +95,7 @@ func TestPoolPutState(t *testing.T) {
 func TestPoolClaimState(t *testing.T) {
 	b, raw := setup(t)
 	tags := primitives.Tags{"site": `"x"`}
-	id, _ := b.PoolPut(bg, "p", []byte("payload"), tags, time.Hour)
+	id, _ := b.PoolPut(bg, "p", []byte("payload"), tags, time.Hour, primitives.PoolPutOptions{})
 	start := time.Now()
 	l, ok, err := b.PoolClaim(bg, "p", primitives.Tags{"site": `"x"`}, 10*time.Second)
 	if err != nil || !ok {
@@ -155,7 +155,7 @@ func TestPoolClaimState(t *testing.T) {
 func TestPoolClaimFilter(t *testing.T) {
 	b, _ := setup(t)
 	put := func(tags primitives.Tags) string {
-		id, err := b.PoolPut(bg, "p", []byte("x"), tags, 0)
+		id, err := b.PoolPut(bg, "p", []byte("x"), tags, 0, primitives.PoolPutOptions{})
 		if err != nil {
 			t.Fatalf("PoolPut = %v", err)
 		}
@@ -205,7 +205,7 @@ func TestPoolClaimFilter(t *testing.T) {
 
 func TestPoolLeaseExpires(t *testing.T) {
 	b, raw := setup(t)
-	id, _ := b.PoolPut(bg, "p", []byte("x"), primitives.Tags{"a": "1"}, 0)
+	id, _ := b.PoolPut(bg, "p", []byte("x"), primitives.Tags{"a": "1"}, 0, primitives.PoolPutOptions{})
 	l1, ok, err := b.PoolClaim(bg, "p", nil, 50*time.Millisecond)
 	if err != nil || !ok {
 		t.Fatalf("PoolClaim = %v, %v", ok, err)
@@ -233,8 +233,8 @@ func TestPoolLeaseExpires(t *testing.T) {
 func TestPoolItemExpires(t *testing.T) {
 	b, raw := setup(t)
 	tags := primitives.Tags{"site": `"x"`}
-	old, _ := b.PoolPut(bg, "p", []byte("old"), tags, 40*time.Millisecond)
-	leased, _ := b.PoolPut(bg, "p", []byte("leased"), tags, 40*time.Millisecond)
+	old, _ := b.PoolPut(bg, "p", []byte("old"), tags, 40*time.Millisecond, primitives.PoolPutOptions{})
+	leased, _ := b.PoolPut(bg, "p", []byte("leased"), tags, 40*time.Millisecond, primitives.PoolPutOptions{})
 	if _, _, err := b.PoolClaim(bg, "p", nil, time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func TestPoolItemExpires(t *testing.T) {
 	if n := raw.ZCard(bg, poolLiveKey("p")).Val(); n != 2 {
 		t.Fatalf("ZCARD live before a put = %d, want 2", n)
 	}
-	fresh, err := b.PoolPut(bg, "p", []byte("fresh"), nil, 0)
+	fresh, err := b.PoolPut(bg, "p", []byte("fresh"), nil, 0, primitives.PoolPutOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,9 +278,9 @@ func TestPoolItemExpires(t *testing.T) {
 func TestPoolClaimSkipsExpired(t *testing.T) {
 	b, _ := setup(t)
 	for range 5 {
-		b.PoolPut(bg, "p", []byte("old"), primitives.Tags{"a": "1", "b": "2"}, 30*time.Millisecond)
+		b.PoolPut(bg, "p", []byte("old"), primitives.Tags{"a": "1", "b": "2"}, 30*time.Millisecond, primitives.PoolPutOptions{})
 	}
-	live, _ := b.PoolPut(bg, "p", []byte("live"), primitives.Tags{"a": "1", "b": "2"}, 0)
+	live, _ := b.PoolPut(bg, "p", []byte("live"), primitives.Tags{"a": "1", "b": "2"}, 0, primitives.PoolPutOptions{})
 	time.Sleep(60 * time.Millisecond)
 	for _, where := range []primitives.Tags{nil, {"a": "1"}, {"a": "1", "b": "2"}} {
 		l, ok, err := b.PoolClaim(bg, "p", where, time.Minute)
@@ -295,7 +295,7 @@ func TestPoolClaimSkipsExpired(t *testing.T) {
 	for _, where := range []primitives.Tags{nil, {"a": "1"}, {"a": "1", "b": "2"}} {
 		srv.Flush(t)
 		for range 3 {
-			b.PoolPut(bg, "q", []byte("old"), primitives.Tags{"a": "1", "b": "2"}, 10*time.Millisecond)
+			b.PoolPut(bg, "q", []byte("old"), primitives.Tags{"a": "1", "b": "2"}, 10*time.Millisecond, primitives.PoolPutOptions{})
 		}
 		time.Sleep(30 * time.Millisecond)
 		if l, ok, err := b.PoolClaim(bg, "q", where, time.Minute); ok || err != nil {
@@ -309,7 +309,7 @@ func TestPoolClaimSkipsExpired(t *testing.T) {
 
 func TestPoolMarkBad(t *testing.T) {
 	b, _ := setup(t)
-	id, _ := b.PoolPut(bg, "p", []byte("x"), primitives.Tags{"site": `"x"`}, time.Hour)
+	id, _ := b.PoolPut(bg, "p", []byte("x"), primitives.Tags{"site": `"x"`}, time.Hour, primitives.PoolPutOptions{})
 	l, ok, _ := b.PoolClaim(bg, "p", nil, time.Minute)
 	if !ok {
 		t.Fatal("PoolClaim = none")
@@ -332,11 +332,11 @@ func TestPoolListAndStats(t *testing.T) {
 	b, _ := setup(t)
 	var xs []string
 	for range 3 {
-		id, _ := b.PoolPut(bg, "p", []byte("x"), primitives.Tags{"site": `"x"`}, 0)
+		id, _ := b.PoolPut(bg, "p", []byte("x"), primitives.Tags{"site": `"x"`}, 0, primitives.PoolPutOptions{})
 		xs = append(xs, id)
 	}
-	b.PoolPut(bg, "p", []byte("y"), primitives.Tags{"site": `"y"`, "fresh": "true"}, time.Hour)
-	b.PoolPut(bg, "other", []byte("z"), primitives.Tags{"site": `"x"`}, 0)
+	b.PoolPut(bg, "p", []byte("y"), primitives.Tags{"site": `"y"`, "fresh": "true"}, time.Hour, primitives.PoolPutOptions{})
+	b.PoolPut(bg, "other", []byte("z"), primitives.Tags{"site": `"x"`}, 0, primitives.PoolPutOptions{})
 	if _, ok, _ := b.PoolClaim(bg, "p", primitives.Tags{"site": `"x"`}, time.Minute); !ok {
 		t.Fatal("PoolClaim = none")
 	}
@@ -394,12 +394,21 @@ func TestPoolValidation(t *testing.T) {
 	b, raw := setup(t)
 	big := make([]byte, primitives.MaxValueLen+1)
 	tests := []refusal{
-		{"pool name with braces", func() error { _, err := b.PoolPut(bg, "a{b}", nil, nil, 0); return err }(), primitives.ErrInvalid},
+		{"pool name with braces", func() error { _, err := b.PoolPut(bg, "a{b}", nil, nil, 0, primitives.PoolPutOptions{}); return err }(), primitives.ErrInvalid},
 		{"empty pool name", func() error { _, err := b.PoolSize(bg, ""); return err }(), primitives.ErrInvalid},
-		{"negative ttl", func() error { _, err := b.PoolPut(bg, "p", nil, nil, -time.Second); return err }(), primitives.ErrInvalid},
-		{"big payload", func() error { _, err := b.PoolPut(bg, "p", big, nil, 0); return err }(), primitives.ErrLimit},
-		{"bad tag name", func() error { _, err := b.PoolPut(bg, "p", nil, primitives.Tags{"a b": "1"}, 0); return err }(), primitives.ErrInvalid},
-		{"empty tag value", func() error { _, err := b.PoolPut(bg, "p", nil, primitives.Tags{"a": ""}, 0); return err }(), primitives.ErrInvalid},
+		{"negative ttl", func() error {
+			_, err := b.PoolPut(bg, "p", nil, nil, -time.Second, primitives.PoolPutOptions{})
+			return err
+		}(), primitives.ErrInvalid},
+		{"big payload", func() error { _, err := b.PoolPut(bg, "p", big, nil, 0, primitives.PoolPutOptions{}); return err }(), primitives.ErrLimit},
+		{"bad tag name", func() error {
+			_, err := b.PoolPut(bg, "p", nil, primitives.Tags{"a b": "1"}, 0, primitives.PoolPutOptions{})
+			return err
+		}(), primitives.ErrInvalid},
+		{"empty tag value", func() error {
+			_, err := b.PoolPut(bg, "p", nil, primitives.Tags{"a": ""}, 0, primitives.PoolPutOptions{})
+			return err
+		}(), primitives.ErrInvalid},
 		{"zero hold", func() error { _, _, err := b.PoolClaim(bg, "p", nil, 0); return err }(), primitives.ErrInvalid},
 		{"bad where", func() error { _, _, err := b.PoolClaim(bg, "p", primitives.Tags{"]": "1"}, time.Second); return err }(), primitives.ErrInvalid},
 		{"bad list where", func() error { _, err := b.PoolList(bg, "p", primitives.Tags{"x": ""}, 0); return err }(), primitives.ErrInvalid},
@@ -416,7 +425,7 @@ func TestPoolClaimHammer(t *testing.T) {
 		if i%2 == 0 {
 			tags["even"] = "true"
 		}
-		if _, err := b.PoolPut(bg, "p", []byte("x"), tags, 0); err != nil {
+		if _, err := b.PoolPut(bg, "p", []byte("x"), tags, 0, primitives.PoolPutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -436,7 +445,7 @@ func TestPoolClaimHammer(t *testing.T) {
 // and a claim counts its uses), a scored one carries its score until credited back to 0.
 func TestPoolHealthState(t *testing.T) {
 	b, raw := setup(t)
-	plain, _ := b.PoolPut(bg, "p", []byte("1"), nil, 0)
+	plain, _ := b.PoolPut(bg, "p", []byte("1"), nil, 0, primitives.PoolPutOptions{})
 	l, ok, err := b.PoolClaim(bg, "p", nil, time.Minute)
 	if err != nil || !ok || l.Uses != 1 {
 		t.Fatalf("PoolClaim = %+v, %v, %v, want a lease of uses 1", l.Item, ok, err)
@@ -449,7 +458,7 @@ func TestPoolHealthState(t *testing.T) {
 	if got := raw.HGet(bg, poolItemKey("p", plain), "uses").Val(); got != "1" {
 		t.Errorf("HGET uses = %q, want 1", got)
 	}
-	id, err := b.PoolPutWithin(bg, "p", []byte("2"), nil, 0, primitives.PoolPutOptions{Health: primitives.PoolHealth{MaxUses: 4, MaxErrorScore: 2}})
+	id, err := b.PoolPut(bg, "p", []byte("2"), nil, 0, primitives.PoolPutOptions{Health: primitives.PoolHealth{MaxUses: 4, MaxErrorScore: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}

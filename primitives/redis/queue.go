@@ -116,23 +116,12 @@ remember(req_key(), ARGV[1])
 return {1, ARGV[1]}
 `)
 
-// QueuePush enqueues payload on queue and returns the task id.
-func (b *Backend) QueuePush(ctx context.Context, queue string, payload []byte) (string, error) {
-	return b.QueuePushWithin(ctx, queue, payload, primitives.QueueCap{})
-}
-
-// QueuePushWithin is QueuePush refused with ErrLimit past c: QueuePushUnique without a
-// key.
-func (b *Backend) QueuePushWithin(ctx context.Context, queue string, payload []byte, c primitives.QueueCap) (string, error) {
-	id, _, err := b.QueuePushUnique(ctx, queue, payload, c, primitives.Unique{})
-	return id, err
-}
-
-// QueuePushUnique is QueuePushWithin unique by u.Key: the key's lookup, the counts
-// (LLEN, ZCARD and a bytes counter that push and ack keep, all O(1)) and the push are
-// one script, one round trip. A request pushes once: its repeat returns the first push's
-// id.
-func (b *Backend) QueuePushUnique(ctx context.Context, queue string, payload []byte, c primitives.QueueCap, u primitives.Unique) (string, bool, error) {
+// QueuePush enqueues payload on queue and returns the task id, refused with ErrLimit
+// past o.Cap, unique by o.Unique.Key: the key's lookup, the counts (LLEN, ZCARD and a
+// bytes counter that push and ack keep, all O(1)) and the push are one script, one round
+// trip. A request pushes once: its repeat returns the first push's id.
+func (b *Backend) QueuePush(ctx context.Context, queue string, payload []byte, o primitives.QueuePushOptions) (string, bool, error) {
+	c, u := o.Cap, o.Unique
 	if err := primitives.CheckName("queue", queue); err != nil {
 		return "", false, err
 	}

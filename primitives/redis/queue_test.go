@@ -13,7 +13,7 @@ func TestQueuePushClaimAckState(t *testing.T) {
 	b, raw := setup(t)
 	var ids []string
 	for _, p := range []string{"one", "two", "three"} {
-		id, err := b.QueuePush(bg, "q", []byte(p))
+		id, _, err := b.QueuePush(bg, "q", []byte(p), primitives.QueuePushOptions{})
 		if err != nil {
 			t.Fatalf("QueuePush = %v", err)
 		}
@@ -84,7 +84,7 @@ func TestQueuePushClaimAckState(t *testing.T) {
 
 func TestQueueReleaseAndPark(t *testing.T) {
 	b, raw := setup(t)
-	id, _ := b.QueuePush(bg, "q", []byte("p"))
+	id, _, _ := b.QueuePush(bg, "q", []byte("p"), primitives.QueuePushOptions{})
 	ct, _, _ := b.QueueClaim(bg, "q", time.Minute, 0)
 
 	// Released with a delay: delayed, then ready.
@@ -157,7 +157,7 @@ func TestQueueReleaseAndPark(t *testing.T) {
 // hash (never below 0), records the reason, honours the delay and never parks.
 func TestQueueReleaseRefundState(t *testing.T) {
 	b, raw := setup(t)
-	id, _ := b.QueuePush(bg, "q", []byte("p"))
+	id, _, _ := b.QueuePush(bg, "q", []byte("p"), primitives.QueuePushOptions{})
 	ct, _, _ := b.QueueClaim(bg, "q", time.Minute, 1)
 	if a := raw.HGet(bg, queueTaskKey("q", id), "attempts").Val(); a != "1" {
 		t.Fatalf("HGET attempts after the claim = %q, want 1", a)
@@ -193,7 +193,7 @@ func TestQueueReleaseRefundState(t *testing.T) {
 
 func TestQueueLeaseExpires(t *testing.T) {
 	b, raw := setup(t)
-	id, _ := b.QueuePush(bg, "q", []byte("p"))
+	id, _, _ := b.QueuePush(bg, "q", []byte("p"), primitives.QueuePushOptions{})
 	ct1, _, _ := b.QueueClaim(bg, "q", 40*time.Millisecond, 2)
 	time.Sleep(60 * time.Millisecond)
 	if err := b.QueueAck(bg, "q", id, ct1.Token); !errors.Is(err, primitives.ErrConflict) {
@@ -224,7 +224,7 @@ func TestQueueParkedOrderAndLimit(t *testing.T) {
 	b, _ := setup(t)
 	var ids []string
 	for range 3 {
-		id, _ := b.QueuePush(bg, "q", []byte("p"))
+		id, _, _ := b.QueuePush(bg, "q", []byte("p"), primitives.QueuePushOptions{})
 		ct, _, _ := b.QueueClaim(bg, "q", time.Minute, 1)
 		if parked, err := b.QueueRelease(bg, "q", id, ct.Token, primitives.Retry{Reason: "x", MaxAttempts: 1}); !parked || err != nil {
 			t.Fatalf("QueueRelease = %v, %v, want parked", parked, err)
@@ -241,8 +241,8 @@ func TestQueueValidation(t *testing.T) {
 	b, raw := setup(t)
 	big := make([]byte, primitives.MaxValueLen+1)
 	tests := []refusal{
-		{"bad name", func() error { _, err := b.QueuePush(bg, "q q", nil); return err }(), primitives.ErrInvalid},
-		{"big payload", func() error { _, err := b.QueuePush(bg, "q", big); return err }(), primitives.ErrLimit},
+		{"bad name", func() error { _, _, err := b.QueuePush(bg, "q q", nil, primitives.QueuePushOptions{}); return err }(), primitives.ErrInvalid},
+		{"big payload", func() error { _, _, err := b.QueuePush(bg, "q", big, primitives.QueuePushOptions{}); return err }(), primitives.ErrLimit},
 		{"zero lease", func() error { _, _, err := b.QueueClaim(bg, "q", 0, 1); return err }(), primitives.ErrInvalid},
 		{"negative delay", func() error {
 			_, err := b.QueueRelease(bg, "q", "id", "tok", primitives.Retry{Delay: -1})
@@ -257,7 +257,7 @@ func TestQueueClaimHammer(t *testing.T) {
 	b, _ := setup(t)
 	const tasks, workers = 300, 8
 	for range tasks {
-		if _, err := b.QueuePush(bg, "q", []byte("x")); err != nil {
+		if _, _, err := b.QueuePush(bg, "q", []byte("x"), primitives.QueuePushOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -289,7 +289,7 @@ func TestQueuePurgeParkedState(t *testing.T) {
 	park := func(n int) []string {
 		var ids []string
 		for range n {
-			id, _ := b.QueuePush(bg, "q", []byte("t"))
+			id, _, _ := b.QueuePush(bg, "q", []byte("t"), primitives.QueuePushOptions{})
 			c, ok, err := b.QueueClaim(bg, "q", time.Minute, 1)
 			if err != nil || !ok || c.ID != id {
 				t.Fatalf("QueueClaim = %+v, %v, %v", c, ok, err)

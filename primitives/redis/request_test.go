@@ -16,7 +16,7 @@ func TestRequestRecordsExpire(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if _, err := b.QueuePush(bg, "q", []byte("x")); err != nil {
+	if _, _, err := b.QueuePush(bg, "q", []byte("x"), primitives.QueuePushOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	recs := raw.Keys(bg, queueRequestKey("q", "*")).Val()
@@ -27,7 +27,7 @@ func TestRequestRecordsExpire(t *testing.T) {
 		t.Errorf("PTTL of the record of a push with the backend's id = %v, want within (0, 2 × CallTimeout = 6s]", ttl)
 	}
 	for _, r := range []primitives.Request{{ID: "default"}, {ID: "short", Keep: time.Minute}} {
-		if _, err := b.QueuePush(primitives.WithRequest(bg, r), "q", []byte("x")); err != nil {
+		if _, _, err := b.QueuePush(primitives.WithRequest(bg, r), "q", []byte("x"), primitives.QueuePushOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		want := r.Keep

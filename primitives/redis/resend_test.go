@@ -11,6 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/fleethost/fleet/internal/testutil"
+	"github.com/fleethost/fleet/primitives"
 )
 
 // TestResendOutlastsARestart: a counter incr sent while its server restarts (here: is
@@ -29,7 +30,7 @@ func TestResendOutlastsARestart(t *testing.T) {
 	fit(opts.CallTimeout, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout, &o.MaxRetries, &o.DialerRetries, &o.ContextTimeoutEnabled)
 	b := New(goredis.NewClient(o), opts)
 	defer b.Close()
-	if n, err := b.CounterIncr(bg, "resend:n", 1); n != 1 || err != nil {
+	if n, err := b.CounterIncr(bg, "resend:n", 1, primitives.NameQuota{}); n != 1 || err != nil {
 		t.Fatalf("CounterIncr = %d, %v; want 1", n, err)
 	}
 
@@ -39,7 +40,7 @@ func TestResendOutlastsARestart(t *testing.T) {
 	var got int64
 	go func() {
 		var err error
-		got, err = b.CounterIncr(bg, "resend:n", 1)
+		got, err = b.CounterIncr(bg, "resend:n", 1, primitives.NameQuota{})
 		done <- err
 	}()
 	testutil.WaitFor(t, 10*time.Second, "the incr to dial past go-redis' own resends", func() bool {
@@ -67,7 +68,7 @@ func TestNoResendToADeadServer(t *testing.T) {
 	defer b.Close()
 	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
 	defer cancel()
-	if _, err := b.CounterIncr(ctx, "resend:n", 1); err == nil || errors.Is(err, context.DeadlineExceeded) {
+	if _, err := b.CounterIncr(ctx, "resend:n", 1, primitives.NameQuota{}); err == nil || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("CounterIncr on a server never answered = %v, want Unavailable before the 30s deadline", err)
 	}
 }

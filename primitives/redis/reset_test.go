@@ -86,7 +86,7 @@ func TestResetsApplyOnce(t *testing.T) {
 	pushed, failed := map[string]bool{}, 0
 	primitivestest.Hammer(workers, func(w int) {
 		for i := w; i < resetOps; i += workers {
-			id, err := b.QueuePush(bg, "q", []byte(fmt.Sprint(i)))
+			id, _, err := b.QueuePush(bg, "q", []byte(fmt.Sprint(i)), primitives.QueuePushOptions{})
 			mu.Lock()
 			if err != nil {
 				failed++
@@ -124,7 +124,7 @@ func TestResetsApplyOnce(t *testing.T) {
 		if w%2 == 1 {
 			for i := w / 2; i < resetOps; i += workers {
 				err := untilAnswered(t, fmt.Sprint("incr-", i), func(ctx context.Context) error {
-					_, err := b.CounterIncr(ctx, "done", 1)
+					_, err := b.CounterIncr(ctx, "done", 1, primitives.NameQuota{})
 					return err
 				})
 				if err != nil {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fleethost/fleet/primitives"
 )
 
 // The operator browses what the plugins share without knowing its names: the API and
@@ -20,20 +22,20 @@ func TestBrowse(t *testing.T) {
 	env := []string{"FLEET_API=" + addr, "FLEET_TOKEN=" + token}
 	const n = 25
 	for i := range n {
-		if _, err := r.b.CounterIncr(ctx, fmt.Sprintf("scraper:page:%02d", i), int64(i)); err != nil {
+		if _, err := r.b.CounterIncr(ctx, fmt.Sprintf("scraper:page:%02d", i), int64(i), primitives.NameQuota{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := r.b.CounterIncr(ctx, "harvester:runs", 7); err != nil {
+	if _, err := r.b.CounterIncr(ctx, "harvester:runs", 7, primitives.NameQuota{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.b.KVSet(ctx, "scraper:state", "cursor", []byte(`{"page":3}`), 0); err != nil {
+	if err := r.b.KVSet(ctx, "scraper:state", "cursor", []byte(`{"page":3}`), 0, primitives.KVQuota{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.b.KVSet(ctx, "scraper:cache", "https://a.test/x", []byte("12345"), time.Hour); err != nil {
+	if err := r.b.KVSet(ctx, "scraper:cache", "https://a.test/x", []byte("12345"), time.Hour, primitives.KVQuota{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.b.KVSet(ctx, "harvester:state", "k", []byte("x"), 0); err != nil {
+	if err := r.b.KVSet(ctx, "harvester:state", "k", []byte("x"), 0, primitives.KVQuota{}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -43,14 +43,15 @@ func TestAPIOperatorReads(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(r.b.KVSet(ctx, "scraper:state", "cursor", []byte(`{"page": 3}`), 0))
-	must(r.b.KVSet(ctx, "scraper:state", "raw", []byte(`not json`), 0))
-	_, err := r.b.CounterIncr(ctx, "scraper:pages", 41)
+	must(r.b.KVSet(ctx, "scraper:state", "cursor", []byte(`{"page": 3}`), 0, primitives.KVQuota{}))
+	must(r.b.KVSet(ctx, "scraper:state", "raw", []byte(`not json`), 0, primitives.KVQuota{}))
+	_, err := r.b.CounterIncr(ctx, "scraper:pages", 41, primitives.NameQuota{})
 	must(err)
-	_, err = r.b.PoolPut(ctx, "cookies", []byte(`{"c": 1}`), primitives.Tags{"site": `"a"`}, time.Hour)
+	_, err = r.b.PoolPut(ctx, "cookies", []byte(`{"c": 1}`), primitives.Tags{"site": `"a"`}, time.Hour, primitives.PoolPutOptions{})
 	must(err)
-	scored, err := r.b.PoolPutWithin(ctx, "cookies", []byte(`{"c": 2}`), primitives.Tags{"site": `"b"`, "fresh": `true`}, 0,
+	scored, err := r.b.PoolPut(ctx, "cookies", []byte(`{"c": 2}`), primitives.Tags{"site": `"b"`, "fresh": `true`}, 0,
 		primitives.PoolPutOptions{Health: primitives.PoolHealth{MaxUses: 50, MaxErrorScore: 3}})
+
 	must(err)
 	must(r.b.PoolMarkBad(ctx, "cookies", scored, "stale", 2))
 	claimed, ok, err := r.b.PoolClaim(primitives.WithHolder(ctx, "scraper/1"), "cookies", primitives.Tags{"site": `"a"`}, time.Hour)
@@ -58,7 +59,7 @@ func TestAPIOperatorReads(t *testing.T) {
 	if !ok {
 		t.Fatal("PoolClaim found nothing")
 	}
-	lock, ok, err := r.b.LockAcquireWithin(ctx, "harvest:site-a", time.Hour, 0, primitives.NameQuota{Owner: "harvester", Max: 10})
+	lock, ok, err := r.b.LockAcquire(ctx, "harvest:site-a", time.Hour, 0, primitives.NameQuota{Owner: "harvester", Max: 10})
 	must(err)
 	if !ok {
 		t.Fatal("LockAcquire = not acquired")
@@ -214,16 +215,16 @@ func TestOperatorCommands(t *testing.T) {
 		}
 		return out
 	}
-	must(r.b.KVSet(ctx, "scraper:state", "cursor", []byte(`{"page":3}`), 0))
-	_, err := r.b.CounterIncr(ctx, "scraper:pages", 41)
+	must(r.b.KVSet(ctx, "scraper:state", "cursor", []byte(`{"page":3}`), 0, primitives.KVQuota{}))
+	_, err := r.b.CounterIncr(ctx, "scraper:pages", 41, primitives.NameQuota{})
 	must(err)
-	_, err = r.b.PoolPut(ctx, "cookies", []byte(`{"c":1}`), primitives.Tags{"site": `"a"`}, 0)
+	_, err = r.b.PoolPut(ctx, "cookies", []byte(`{"c":1}`), primitives.Tags{"site": `"a"`}, 0, primitives.PoolPutOptions{})
 	must(err)
-	_, err = r.b.PoolPut(ctx, "cookies", []byte(`{"c":2}`), primitives.Tags{"site": `"b"`}, 0)
+	_, err = r.b.PoolPut(ctx, "cookies", []byte(`{"c":2}`), primitives.Tags{"site": `"b"`}, 0, primitives.PoolPutOptions{})
 	must(err)
 	_, _, err = r.b.PoolClaim(primitives.WithHolder(ctx, "scraper/1"), "cookies", primitives.Tags{"site": `"a"`}, time.Hour)
 	must(err)
-	lock, _, err := r.b.LockAcquireWithin(ctx, "harvest:site-a", time.Hour, 0, primitives.NameQuota{Owner: "harvester", Max: 10})
+	lock, _, err := r.b.LockAcquire(ctx, "harvest:site-a", time.Hour, 0, primitives.NameQuota{Owner: "harvester", Max: 10})
 	must(err)
 
 	if out := ok("kv", "get", "scraper:state", "cursor"); out != "{\"page\":3}\n" {
@@ -271,7 +272,7 @@ func TestOperatorCommands(t *testing.T) {
 		return len(a.SlotStates) == 1 && a.SlotStates[0].State == "paused"
 	})
 	for range 3 {
-		_, err := r.b.QueuePush(ctx, "work", []byte(`{"n": 1}`))
+		_, _, err := r.b.QueuePush(ctx, "work", []byte(`{"n": 1}`), primitives.QueuePushOptions{})
 		must(err)
 		l, claimed, err := r.b.QueueClaim(ctx, "work", time.Minute, 0)
 		must(err)

@@ -56,7 +56,7 @@ func New(tb testing.TB) *Host {
 	ok := func(json.RawMessage) (any, *abi.Error) { return abi.Empty{}, nil }
 	h.answers[abi.OpLog] = ok
 	h.answers[abi.OpMetric] = ok
-	restore := hostcall.SetRaw(hostcall.Serve(h.serve))
+	restore := hostcall.SetRaw(hostcall.Serve(h.Serve))
 	tb.Cleanup(restore)
 	return h
 }
@@ -137,8 +137,10 @@ var requestTypes = map[abi.Op]func() any{
 	abi.OpHTTP:         func() any { return new(abi.HTTPRequest) },
 }
 
-// serve is the host side of one call; it runs under the SDK's transport lock.
-func (h *Host) serve(op abi.Op, req []byte) []byte {
+// Serve is the host side of one call: the request's bytes in, the reply envelope's out.
+// The SDK's transport calls it under its lock; fleettest's conformance test calls it
+// directly, as abitest's server.
+func (h *Host) Serve(op abi.Op, req []byte) []byte {
 	req = append(json.RawMessage(nil), req...) // the SDK reuses its request buffer
 	h.mu.Lock()
 	h.calls = append(h.calls, Call{Op: op, Request: req})

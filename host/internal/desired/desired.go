@@ -130,7 +130,7 @@ func Read(ctx context.Context, b primitives.KV) (State, error) {
 // operators' acts at once both land, and returns the State written (Version one more).
 // When fn fails nothing is written.
 func Update(ctx context.Context, b primitives.Backend, fn func(*State) error) (s State, err error) {
-	l, ok, err := b.LockAcquire(ctx, Namespace, lockHold, lockWait)
+	l, ok, err := b.LockAcquire(ctx, Namespace, lockHold, lockWait, primitives.NameQuota{})
 	if err != nil {
 		return State{}, fmt.Errorf("desired: lock: %w", err)
 	}
@@ -153,7 +153,7 @@ func Update(ctx context.Context, b primitives.Backend, fn func(*State) error) (s
 	if err != nil {
 		return State{}, fmt.Errorf("desired: %w", err)
 	}
-	if err := b.KVSet(ctx, Namespace, recordKey, raw, 0); err != nil {
+	if err := b.KVSet(ctx, Namespace, recordKey, raw, 0, primitives.KVQuota{}); err != nil {
 		return State{}, fmt.Errorf("desired: write: %w", err)
 	}
 	return s, nil

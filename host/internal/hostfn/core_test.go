@@ -36,11 +36,11 @@ func (s *spy) hit() error {
 	return s.fail
 }
 
-func (s *spy) PoolPutWithin(ctx context.Context, pool string, payload []byte, tags primitives.Tags, ttl time.Duration, o primitives.PoolPutOptions) (string, error) {
+func (s *spy) PoolPut(ctx context.Context, pool string, payload []byte, tags primitives.Tags, ttl time.Duration, o primitives.PoolPutOptions) (string, error) {
 	if err := s.hit(); err != nil {
 		return "", err
 	}
-	return s.Backend.PoolPutWithin(ctx, pool, payload, tags, ttl, o)
+	return s.Backend.PoolPut(ctx, pool, payload, tags, ttl, o)
 }
 func (s *spy) PoolList(ctx context.Context, pool string, where primitives.Tags, limit int) ([]primitives.Item, error) {
 	if err := s.hit(); err != nil {
@@ -84,11 +84,11 @@ func (s *spy) PoolSize(ctx context.Context, pool string) (int, error) {
 	}
 	return s.Backend.PoolSize(ctx, pool)
 }
-func (s *spy) KVSetWithin(ctx context.Context, ns, key string, v []byte, ttl time.Duration, q primitives.KVQuota) error {
+func (s *spy) KVSet(ctx context.Context, ns, key string, v []byte, ttl time.Duration, q primitives.KVQuota) error {
 	if err := s.hit(); err != nil {
 		return err
 	}
-	return s.Backend.KVSetWithin(ctx, ns, key, v, ttl, q)
+	return s.Backend.KVSet(ctx, ns, key, v, ttl, q)
 }
 func (s *spy) KVGet(ctx context.Context, ns, key string) ([]byte, bool, error) {
 	if err := s.hit(); err != nil {
@@ -102,11 +102,11 @@ func (s *spy) KVDelete(ctx context.Context, ns, key string) (bool, error) {
 	}
 	return s.Backend.KVDelete(ctx, ns, key)
 }
-func (s *spy) LockAcquireWithin(ctx context.Context, name string, hold, wait time.Duration, q primitives.NameQuota) (primitives.LockLease, bool, error) {
+func (s *spy) LockAcquire(ctx context.Context, name string, hold, wait time.Duration, q primitives.NameQuota) (primitives.LockLease, bool, error) {
 	if err := s.hit(); err != nil {
 		return primitives.LockLease{}, false, err
 	}
-	return s.Backend.LockAcquireWithin(ctx, name, hold, wait, q)
+	return s.Backend.LockAcquire(ctx, name, hold, wait, q)
 }
 func (s *spy) LockRelease(ctx context.Context, name, token string) (bool, error) {
 	if err := s.hit(); err != nil {
@@ -114,11 +114,11 @@ func (s *spy) LockRelease(ctx context.Context, name, token string) (bool, error)
 	}
 	return s.Backend.LockRelease(ctx, name, token)
 }
-func (s *spy) CounterIncrWithin(ctx context.Context, name string, delta int64, q primitives.NameQuota) (int64, error) {
+func (s *spy) CounterIncr(ctx context.Context, name string, delta int64, q primitives.NameQuota) (int64, error) {
 	if err := s.hit(); err != nil {
 		return 0, err
 	}
-	return s.Backend.CounterIncrWithin(ctx, name, delta, q)
+	return s.Backend.CounterIncr(ctx, name, delta, q)
 }
 func (s *spy) CounterGet(ctx context.Context, name string) (int64, error) {
 	if err := s.hit(); err != nil {
@@ -126,11 +126,11 @@ func (s *spy) CounterGet(ctx context.Context, name string) (int64, error) {
 	}
 	return s.Backend.CounterGet(ctx, name)
 }
-func (s *spy) QueuePushWithin(ctx context.Context, queue string, payload []byte, c primitives.QueueCap) (string, error) {
+func (s *spy) QueuePush(ctx context.Context, queue string, payload []byte, o primitives.QueuePushOptions) (string, bool, error) {
 	if err := s.hit(); err != nil {
-		return "", err
+		return "", false, err
 	}
-	return s.Backend.QueuePushWithin(ctx, queue, payload, c)
+	return s.Backend.QueuePush(ctx, queue, payload, o)
 }
 
 const (

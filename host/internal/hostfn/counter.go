@@ -35,7 +35,7 @@ func (c *Core) counterIncr(ctx context.Context, caller *Caller, req []byte) (any
 		r.Delta = 1
 	}
 	q := primitives.NameQuota{Owner: caller.Plugin.Type, Max: caller.Plugin.Quota.CounterNames}
-	v, err := c.backend.CounterIncrWithin(ctx, r.Name, r.Delta, q)
+	v, err := c.backend.CounterIncr(ctx, r.Name, r.Delta, q)
 	if err != nil {
 		return nil, quotaError(err, counterFields)
 	}

@@ -72,7 +72,7 @@ func (c *Core) kvSet(ctx context.Context, caller *Caller, req []byte) (any, *abi
 	}
 	q := caller.Plugin.Quota
 	kq := primitives.KVQuota{Owner: caller.Plugin.Type, MaxKeys: q.KVMaxKeys, MaxBytes: q.KVMaxBytes}
-	if err := c.backend.KVSetWithin(ctx, r.Namespace, r.Key, r.Value, ttl, kq); err != nil {
+	if err := c.backend.KVSet(ctx, r.Namespace, r.Key, r.Value, ttl, kq); err != nil {
 		return nil, quotaError(err, kvFields)
 	}
 	return abi.Empty{}, nil

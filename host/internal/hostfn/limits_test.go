@@ -87,7 +87,7 @@ func TestReplyCap(t *testing.T) {
 func TestPoolListCaps(t *testing.T) {
 	f := newFixture(t)
 	for i := range 150 {
-		if _, err := f.spy.Backend.PoolPut(context.Background(), "cookies", []byte(fmt.Sprintf(`{"cookie":"c%03d"}`, i)), primitives.Tags{"site": `"x"`}, 0); err != nil {
+		if _, err := f.spy.Backend.PoolPut(context.Background(), "cookies", []byte(fmt.Sprintf(`{"cookie":"c%03d"}`, i)), primitives.Tags{"site": `"x"`}, 0, primitives.PoolPutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

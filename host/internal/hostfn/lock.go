@@ -40,7 +40,7 @@ func (c *Core) lockAcquire(ctx context.Context, caller *Caller, req []byte) (any
 		return nil, e
 	}
 	q := primitives.NameQuota{Owner: caller.Plugin.Type, Max: caller.Plugin.Quota.LockNames}
-	l, ok, err := c.backend.LockAcquireWithin(ctx, r.Name, hold, wait, q)
+	l, ok, err := c.backend.LockAcquire(ctx, r.Name, hold, wait, q)
 	if err != nil {
 		return nil, quotaError(err, lockFields)
 	}

@@ -71,7 +71,7 @@ func (c *Core) poolPut(ctx context.Context, caller *Caller, req []byte) (any, *a
 		return nil, e
 	}
 	o := primitives.PoolPutOptions{Cap: caller.Plugin.Quota.Pool, Health: primitives.PoolHealth{MaxUses: maxUses, MaxErrorScore: maxScore}}
-	id, err := c.backend.PoolPutWithin(ctx, r.Pool, r.Payload, tags, ttl, o)
+	id, err := c.backend.PoolPut(ctx, r.Pool, r.Payload, tags, ttl, o)
 	if err != nil {
 		return nil, quotaError(err, poolFields)
 	}

@@ -82,7 +82,7 @@ func Submit(ctx context.Context, b primitives.Queue, contracts *validate.Registr
 	}
 	// The task carries the trace context of the submit's span, if any (a guest's submit
 	// call, the API's POST), so that its consumer's span continues the trace.
-	return b.QueuePushUnique(tracing.Carry(ctx), queue, payload, c, u)
+	return b.QueuePush(tracing.Carry(ctx), queue, payload, primitives.QueuePushOptions{Cap: c, Unique: u})
 }
 
 // Admit is Submit's check of queue and payload, without the push: what a submit would

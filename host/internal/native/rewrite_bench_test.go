@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/internal/testutil"
+	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/memory"
 )
 
@@ -45,7 +46,7 @@ func goInstances(b *testing.B, pkg string) (asGiven, rewritten *Instance) {
 	}
 	be := memory.New(memory.Options{})
 	b.Cleanup(func() { be.Close() })
-	if err := be.KVSet(context.Background(), "bench:kv", "k", []byte(`{"a":1}`), 0); err != nil {
+	if err := be.KVSet(context.Background(), "bench:kv", "k", []byte(`{"a":1}`), 0, primitives.KVQuota{}); err != nil {
 		b.Fatal(err)
 	}
 	g := hostfn.Access{KV: hostfn.Patterns{"bench:*"}, Counters: hostfn.Patterns{"bench:*"}}

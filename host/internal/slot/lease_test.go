@@ -85,7 +85,7 @@ func (f *fleet) slot(ctx context.Context, name string, backend primitives.Queue,
 }
 
 func (f *fleet) push() string {
-	id, err := f.b.QueuePush(context.Background(), "q", []byte(`{}`))
+	id, _, err := f.b.QueuePush(context.Background(), "q", []byte(`{}`), primitives.QueuePushOptions{})
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func TestPumpBatches(t *testing.T) {
 		defer b.Close()
 		const waiting = 10
 		for range waiting + 1 {
-			if _, err := b.QueuePush(t.Context(), "q", []byte(`{}`)); err != nil {
+			if _, _, err := b.QueuePush(t.Context(), "q", []byte(`{}`), primitives.QueuePushOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -142,7 +142,7 @@ func finished(events []slotstate.Event) []slotstate.Iteration {
 }
 
 func (h *harness) push(payload string) {
-	if _, err := h.b.QueuePush(context.Background(), "q", []byte(payload)); err != nil {
+	if _, _, err := h.b.QueuePush(context.Background(), "q", []byte(payload), primitives.QueuePushOptions{}); err != nil {
 		h.t.Fatal(err)
 	}
 }
