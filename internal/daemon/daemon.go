@@ -36,49 +36,37 @@ import (
 )
 
 // Options are a daemon's settings, as `fleet-host run` reads them from flags and the
-// environment. The zero value of a field means host.Config's default unless it says
-// otherwise.
+// environment. The zero value of a field means its default unless it says otherwise.
 type Options struct {
-	PluginsDir string         // the folder of *.wasm plugins
-	Backend    string         // backend URL (see backend.Open); "" is the embedded memory store
-	Slots      int            // slots per plugin; 0 means host.Config's default (1)
-	SlotsFor   map[string]int // slots by automation type, overriding Slots
-	GrantsFile string         // the grants file (see package grants), re-read on every reload; "" grants the defaults only (no pool, no queue)
-	EgressFile string         // the egress policy file (host.ParseEgress), re-read with the grants; "" gates no request
+	// Host configures the host, as a Go caller of host.New would, with these fields left
+	// to the daemon, which sets them: Backend (opened from the URL in Backend below),
+	// Grants and Configs (from GrantsFile), Egress (from EgressFile), TracerProvider (from
+	// the OTEL_* environment), Observe and NewReporter (the daemon's own views, and
+	// ReportURL). Its Logger is the daemon's too (default slog.Default()), and its
+	// Instance and Version name the daemon on the backend and the plane.
+	Host host.Config
+
+	Backend    string // backend URL (see backend.Open); "" is the embedded memory store
+	GrantsFile string // the grants file (see package grants), re-read on every reload; "" grants the defaults only (no pool, no queue)
+	EgressFile string // the egress policy file (host.ParseEgress), re-read with the grants; "" gates no request
 	// SchedulesFile is the schedules file (package schedule), re-read with the grants;
 	// "" fires no schedule.
 	SchedulesFile string
-	// GrantDeclared grants each plugin the pools and queues it declares (host.Config.GrantDeclared);
-	// for development only.
-	GrantDeclared bool
 
 	Listen string         // the API's listen address; "" runs no API
 	Token  string         // the API's bearer token; "" needs none
 	HTTP   api.HTTPConfig // the API server's timeouts and limits; zero fields are their defaults
 
 	ReportURL, ReportKey string // the plane's endpoint and key; either empty reports nothing
-	Instance             string // this daemon's name on the plane
-	Version              string // the binary's version
 
 	// Plane, when set, serves the plane on the API (internal/plane), its rows in the
 	// backend: Redis for a fleet, this process's memory for the embedded store.
 	Plane *plane.Config
 
-	DrainTimeout     time.Duration
-	TaskLease        time.Duration
-	CallTimeout      time.Duration
-	PollInterval     time.Duration
-	RetryDelay       time.Duration
-	MaxAttempts      int
-	MaxPayload       int
-	MemoryLimitPages uint32
-	CacheDir         string
-	MaxQueueDepth    int
-	MaxQueueBytes    int64
-	ParkedRetention  time.Duration // host.Config.ParkedRetention; 0 keeps parked tasks
-	BackendTimeout   time.Duration // bounds each backend call; 0 means redis.DefaultCallTimeout
+	BackendTimeout time.Duration // bounds each backend call; 0 means redis.DefaultCallTimeout
 	// FleetRefresh is how often the daemon writes its presence to the backend and
 	// flushes its slots' outcomes (fleetview.Keeper); it is stale after 3 missed ones.
+	// At least MinFleetRefresh.
 	// default: fleetview.DefaultRefresh (2s)
 	FleetRefresh time.Duration
 	// ReloadSettle is how long a changed .wasm must keep its size and mtime, with no
@@ -86,14 +74,42 @@ type Options struct {
 	// default: DefaultReloadSettle (500ms)
 	ReloadSettle time.Duration
 
-	Log *slog.Logger // default slog.Default()
-
 	// Listening, when set, is told the API's address once it listens (for tests that
 	// listen on port 0).
 	Listening func(addr string)
 	// Observe, when set, is told every slot event after the slot table and the metrics
 	// (for tests that measure the slots); it must return quickly.
 	Observe func(host.SlotEvent)
+}
+
+// MinFleetRefresh is the shortest Options.FleetRefresh: a presence written more often
+// costs the backend a write per daemon for nothing a view shows.
+const MinFleetRefresh = 10 * time.Millisecond
+
+// Check says what is wrong with o as it stands, the host's, the API's and the plane's
+// configuration with it, naming each field by name(path), path being the field's Go
+// path in Options (`Host.TaskLease`, `HTTP.ReadTimeout`, `Plane.Key`, `FleetRefresh`):
+// a command line passes the flag and the variable that set it. A nil name says the Go
+// path. As host.Config.Check, it takes o's zero fields at their word: a command line's
+// flags fill in every default; Run, given a Go caller's zeros, fills them in itself.
+func (o Options) Check(name func(path string) string) error {
+	if name == nil {
+		name = func(path string) string { return path }
+	}
+	in := func(prefix string) func(string) string {
+		return func(field string) string { return name(prefix + field) }
+	}
+	errs := []error{o.Host.Check(in("Host.")), o.HTTP.Check(in("HTTP."))}
+	if o.FleetRefresh < MinFleetRefresh {
+		errs = append(errs, fmt.Errorf("daemon: %s is %v, want at least %v", name("FleetRefresh"), o.FleetRefresh, MinFleetRefresh))
+	}
+	if o.Plane != nil {
+		if o.Listen == "" {
+			errs = append(errs, fmt.Errorf("daemon: %s serves the plane on the API: it needs %s", name("Plane"), name("Listen")))
+		}
+		errs = append(errs, o.Plane.Check(in("Plane.")))
+	}
+	return errors.Join(errs...)
 }
 
 // Run runs the daemon until ctx is done, then drains and returns. It returns an error
@@ -111,7 +127,7 @@ type Options struct {
 // backend closes. A start-up that fails half-way closes what it has opened, the host
 // before the backend.
 func Run(ctx context.Context, o Options) (err error) {
-	log := cmp.Or(o.Log, slog.Default())
+	log := cmp.Or(o.Host.Logger, slog.Default())
 	// SIGHUP reloads: it is caught from the start, so that one sent while the plugins load
 	// does not end the process (its default); the reloader serves it once the host runs.
 	hup := make(chan os.Signal, 1)
@@ -129,7 +145,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	if o.GrantDeclared {
+	if o.Host.GrantDeclared {
 		log.Warn("daemon: --grant-declared: every plugin is granted the pools and queues it declares, whatever the grants file says; for development only, never in production")
 	}
 
@@ -168,7 +184,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	var draining atomic.Bool
 	rl := newReloader(h, log, obs, o.GrantsFile, o.EgressFile, sf)
 	rctx, stopReloads := context.WithCancel(ctx)
-	wait := rl.start(rctx, hup, o.PluginsDir, cmp.Or(o.ReloadSettle, DefaultReloadSettle))
+	wait := rl.start(rctx, hup, o.Host.PluginsDir, cmp.Or(o.ReloadSettle, DefaultReloadSettle))
 	defer func() { stopReloads(); wait() }() // before the host closes
 	pl, err := newPlane(o, b)
 	if err != nil {
@@ -233,32 +249,14 @@ func buildHost(ctx context.Context, o Options, log *slog.Logger, b primitives.Ba
 	rep := newReporting(o)
 	obs.metrics = metrics.New(metrics.Params{Slots: obs.slots, Backend: b, ReporterDropped: rep.dropped})
 	grantsByType, configs := gf.Host()
-	cfg := host.Config{
-		PluginsDir:       o.PluginsDir,
-		Backend:          b,
-		Slots:            o.Slots,
-		SlotsByType:      o.SlotsFor,
-		Grants:           grantsByType,
-		GrantDeclared:    o.GrantDeclared,
-		Egress:           egress,
-		Configs:          configs,
-		CacheDir:         o.CacheDir,
-		Logger:           log,
-		TracerProvider:   tp,
-		PollInterval:     o.PollInterval,
-		TaskLease:        o.TaskLease,
-		MaxAttempts:      o.MaxAttempts,
-		CallTimeout:      o.CallTimeout,
-		DrainTimeout:     o.DrainTimeout,
-		MemoryLimitPages: o.MemoryLimitPages,
-		MaxPayload:       o.MaxPayload,
-		RetryDelay:       o.RetryDelay,
-		MaxQueueDepth:    o.MaxQueueDepth,
-		MaxQueueBytes:    o.MaxQueueBytes,
-		ParkedRetention:  o.ParkedRetention,
-		Observe:          obs.observe(log, o.Observe),
-	}
-	rep.configure(&cfg, o)
+	cfg := o.Host
+	cfg.Backend = b
+	cfg.Grants, cfg.Configs = grantsByType, configs
+	cfg.Egress = egress
+	cfg.Logger = log
+	cfg.TracerProvider = tp
+	cfg.Observe = obs.observe(log, o.Observe)
+	rep.configure(&cfg)
 	h, err := host.New(ctx, cfg)
 	if err != nil {
 		return nil, observers{}, err
@@ -299,7 +297,7 @@ func (obs observers) observe(log *slog.Logger, also func(host.SlotEvent)) func(h
 func newAPI(o Options, log *slog.Logger, h *host.Host, b primitives.Backend, obs observers, pl *plane.Plane, draining func() bool, rl *reloader, sf schedulesFile, fleet func(context.Context) (*fleetview.Fleet, error)) *api.Server {
 	srv := api.New(api.Params{
 		Host: h, Backend: b, Slots: obs.slots, Metrics: obs.metrics.Handler(), Token: o.Token,
-		MaxBody: int64(o.MaxPayload), Draining: draining, Reload: rl.reload, Plane: pl, Fleet: fleet, Log: log,
+		MaxBody: int64(cmp.Or(o.Host.MaxPayload, host.DefaultMaxPayload)), Draining: draining, Reload: rl.reload, Plane: pl, Fleet: fleet, Log: log,
 		Schedules: sf.list,
 	})
 	obs.metrics.Watch(metrics.Sources{Queues: srv.Queues, Pools: srv.Pools, PluginMetrics: h.PluginMetrics, ReloadFailures: rl.reloadFailures, Sites: h.Sites, Plugins: h.Plugins})
@@ -432,5 +430,5 @@ func (o Options) ShutdownBound() time.Duration { return o.drainTimeout() + Shutd
 
 // drainTimeout is the host's drain timeout for o.
 func (o Options) drainTimeout() time.Duration {
-	return cmp.Or(o.DrainTimeout, host.DefaultDrainTimeout)
+	return cmp.Or(o.Host.DrainTimeout, host.DefaultDrainTimeout)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
+	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/cli"
 	"github.com/fleethost/fleet/internal/daemon"
 	"github.com/fleethost/fleet/internal/plane"
@@ -156,12 +157,14 @@ func startDaemon(t *testing.T, g *gates) *cli.Client {
 	listen := ln.Addr().String()
 	ln.Close()
 	o := daemon.Options{
-		PluginsDir: plugins, GrantsFile: grantsFile, EgressFile: egressFile, CacheDir: testutil.WazeroCacheDir(),
-		Listen: listen, Token: token,
-		MaxAttempts: 1, PollInterval: 20 * time.Millisecond, DrainTimeout: 2 * time.Second,
-		Plane:     &plane.Config{Key: planeKey, StaleAfter: staleAfter},
-		ReportURL: planeURL(listen), ReportKey: planeKey, Instance: "console-test",
-		Log: slog.New(slog.NewTextHandler(logs, nil)),
+		Host:       host.Config{PluginsDir: plugins, CacheDir: testutil.WazeroCacheDir(), MaxAttempts: 1, PollInterval: 20 * time.Millisecond, DrainTimeout: 2 * time.Second, Instance: "console-test", Logger: slog.New(slog.NewTextHandler(logs, nil))},
+		GrantsFile: grantsFile,
+		EgressFile: egressFile,
+		Listen:     listen,
+		Token:      token,
+		Plane:      &plane.Config{Key: planeKey, StaleAfter: staleAfter},
+		ReportURL:  planeURL(listen),
+		ReportKey:  planeKey,
 	}
 	a := daemontest.Start(t, o, logs)
 	t.Cleanup(func() { close(g.quit) }) // before the daemon stops: a held guest answers, so the drain is quick

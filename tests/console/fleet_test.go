@@ -13,6 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/cli"
 	"github.com/fleethost/fleet/internal/daemon"
 	"github.com/fleethost/fleet/internal/fleetview"
@@ -52,10 +53,12 @@ func TestConsoleFleet(t *testing.T) {
 	start := func(instance string) *cli.Client {
 		logs := &testutil.LogBuffer{}
 		a := daemontest.Start(t, daemon.Options{
-			PluginsDir: plugins, GrantsFile: grantsFile, CacheDir: testutil.WazeroCacheDir(), Backend: srv.URL(),
-			Listen: "127.0.0.1:0", Token: token, Instance: instance, FleetRefresh: 200 * time.Millisecond,
-			MaxAttempts: 1, PollInterval: 20 * time.Millisecond, DrainTimeout: 2 * time.Second,
-			Log: slog.New(slog.NewTextHandler(logs, nil)),
+			Host:         host.Config{PluginsDir: plugins, CacheDir: testutil.WazeroCacheDir(), Instance: instance, MaxAttempts: 1, PollInterval: 20 * time.Millisecond, DrainTimeout: 2 * time.Second, Logger: slog.New(slog.NewTextHandler(logs, nil))},
+			GrantsFile:   grantsFile,
+			Backend:      srv.URL(),
+			Listen:       "127.0.0.1:0",
+			Token:        token,
+			FleetRefresh: 200 * time.Millisecond,
 		}, logs)
 		return &cli.Client{Base: "http://" + a, Token: token}
 	}
