@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/backend"
-	"github.com/fleethost/fleet/internal/cli"
+	"github.com/fleethost/fleet/internal/safetext"
+	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/redis"
 )
 
@@ -29,9 +33,113 @@ func contractsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	defer b.Close()
-	err = cli.Contracts(ctx, b, pos, yes, force, stdout, stderr)
-	if ue := (cli.UsageError{}); errors.As(err, &ue) {
-		return usageError{ue}
+	return contracts(ctx, b, pos, yes, force, stdout, stderr)
+}
+
+// contracts runs `fleet-host contracts` against the fleet's backend b: "list" (each
+// contract and its live versions), "show NAME" (a contract's versions, schemas and
+// holders), "forget NAME VERSION" (retire a version; refused without yes, and refused
+// while live hosts hold it or its queue holds tasks, unless force, which writes the
+// reasons to warn as a warning and forgets). NAME is "queue:<name>" or "pool:<name>",
+// or a bare name when only one kind has it. Schemas and names are shown escaped: a
+// plugin wrote them.
+func contracts(ctx context.Context, b primitives.Backend, args []string, yes, force bool, out, warn io.Writer) error {
+	if len(args) == 0 {
+		return usageError{fmt.Errorf("contracts: want list, show NAME or forget NAME VERSION")}
 	}
-	return err
+	switch verb, rest := args[0], args[1:]; {
+	case verb == "list" && len(rest) == 0:
+		list, err := host.FleetContracts(ctx, b)
+		if err != nil {
+			return err
+		}
+		for _, c := range list {
+			vs := make([]string, 0, len(c.Versions))
+			for _, v := range c.Versions {
+				vs = append(vs, fmt.Sprintf("v%d (%d %s)", v.Version, len(v.Holders), plural(len(v.Holders), "holder")))
+			}
+			if len(vs) == 0 {
+				vs = append(vs, "no live version")
+			}
+			fmt.Fprintf(out, "%s %s\t%s\n", c.Kind, safetext.Escape(c.Name), strings.Join(vs, ", "))
+		}
+		return nil
+	case verb == "show" && len(rest) == 1:
+		c, err := findContract(ctx, b, rest[0])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "%s %s\n", c.Kind, safetext.Escape(c.Name))
+		for _, v := range c.Versions {
+			fmt.Fprintf(out, "version %d\tadded %s\n  schema %s\n", v.Version, v.Added.Format(time.RFC3339), safetext.JSON(v.Schema))
+			for _, h := range v.Holders {
+				fmt.Fprintf(out, "  held by %s\trefreshed %s\n", safetext.Escape(h.String()), h.Refreshed.Format(time.RFC3339))
+			}
+		}
+		return nil
+	case verb == "forget" && len(rest) == 2:
+		version, err := strconv.Atoi(strings.TrimPrefix(rest[1], "v"))
+		if err != nil || version < 1 {
+			return usageError{fmt.Errorf("contracts forget: VERSION %q is not a version number", rest[1])}
+		}
+		c, err := findContract(ctx, b, rest[0])
+		if err != nil {
+			return err
+		}
+		if !yes {
+			return usageError{fmt.Errorf("contracts forget: retiring %s %s version %d lets a schema incompatible with it load; pass --yes", c.Kind, c.Name, version)}
+		}
+		use, err := host.ContractVersionUse(ctx, b, c.Kind, c.Name, version)
+		if err != nil {
+			return err
+		}
+		blocks := use.Blocks()
+		switch {
+		case blocks != "" && !force:
+			return fmt.Errorf("contracts forget: %s %s version %d is still in use: %s; or pass --force to forget it anyway", c.Kind, safetext.Escape(c.Name), version, safetext.Escape(blocks))
+		case blocks != "":
+			fmt.Fprintf(warn, "warning: forgetting %s %s version %d while it is in use (--force): %s\n", c.Kind, safetext.Escape(c.Name), version, safetext.Escape(blocks))
+		}
+		if err := host.ForgetContractVersion(ctx, b, c.Kind, c.Name, version); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "forgot %s %s version %d\n", c.Kind, safetext.Escape(c.Name), version)
+		if len(use.Live()) > 0 {
+			fmt.Fprintf(out, "its live holders hold it again at their next refresh, within %v, unless they stop first\n", host.ContractSync)
+		}
+		return nil
+	}
+	return usageError{fmt.Errorf("contracts: want list, show NAME or forget NAME VERSION, got %q", args)}
+}
+
+// findContract finds the contract NAME names ("queue:jobs", "pool:cookies", or "jobs").
+func findContract(ctx context.Context, b primitives.Backend, name string) (host.Contract, error) {
+	kinds := []string{"queue", "pool"}
+	if k, n, ok := strings.Cut(name, ":"); ok && (k == "queue" || k == "pool") {
+		kinds, name = []string{k}, n
+	}
+	var found []host.Contract
+	for _, k := range kinds {
+		c, ok, err := host.FleetContract(ctx, b, k, name)
+		if err != nil {
+			return host.Contract{}, err
+		}
+		if ok {
+			found = append(found, c)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return host.Contract{}, fmt.Errorf("contracts: the fleet has no contract %q", name)
+	case 1:
+		return found[0], nil
+	}
+	return host.Contract{}, usageError{fmt.Errorf("contracts: both a queue and a pool are named %q; write queue:%s or pool:%s", name, name, name)}
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
 }

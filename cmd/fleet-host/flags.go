@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fleethost/fleet/internal/client"
 )
 
 // flags is a flag.FlagSet whose every flag also reads an environment variable. The
@@ -222,4 +224,10 @@ func (s *slotsFor) Set(v string) error {
 		(*s)[typ] = i
 	}
 	return nil
+}
+
+// apiFlags are the flags of the commands that talk to a daemon's API.
+func apiFlags(f *flags, c *client.Client) {
+	f.str(&c.Base, "api", "FLEET_API", "http://"+defaultListen, "the daemon's HTTP API: its base URL, or host:port (http then)")
+	f.str(&c.Token, "token", "FLEET_TOKEN", "", "the API's bearer token, if the daemon has one (prefer the variable)")
 }

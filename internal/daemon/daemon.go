@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/api"
@@ -266,7 +267,7 @@ func buildHost(ctx context.Context, o Options, log *slog.Logger, b primitives.Ba
 	obs.slots.Register(plugins)
 	h.ObserveHostCalls(obs.metrics.HostCall)
 	for _, p := range plugins {
-		log.Info("plugin contracts", contractAttrs(p)...)
+		log.Info("plugin contracts", loadedAttrs(p)...)
 	}
 	return h, obs, nil
 }
@@ -372,24 +373,40 @@ func runHost(ctx context.Context, o Options, log *slog.Logger, h *host.Host, dra
 	return h.Run(ctx)
 }
 
-func contractAttrs(p host.Plugin) []any {
-	attrs := []any{"type", p.Type, "version", p.Version, "mode", p.Mode, "slots", p.Slots}
-	if p.Consumes != nil {
-		attrs = append(attrs, "consumes", p.Consumes.Name)
+// ContractAttrs is a plugin's declared contracts as a log line's attributes, in this
+// order: type, version, mode, and, when it has them, consumes (its queue), pools and
+// submits (each comma-separated). The daemon logs each plugin it loads with them, and
+// doctor writes each plugin it checks from them: one summary of a plugin, in one place.
+func ContractAttrs(d *abi.Describe) []slog.Attr {
+	attrs := []slog.Attr{slog.String("type", d.Type), slog.String("version", d.Version), slog.String("mode", d.Mode)}
+	if d.Consumes != nil {
+		attrs = append(attrs, slog.String("consumes", d.Consumes.Name))
 	}
 	var pools, submits []string
-	for _, pl := range p.Pools {
+	for _, pl := range d.Pools {
 		pools = append(pools, pl.Name)
 	}
-	for _, q := range p.Submits {
+	for _, q := range d.Submits {
 		submits = append(submits, q.Name)
 	}
 	if len(pools) > 0 {
-		attrs = append(attrs, "pools", strings.Join(pools, ","))
+		attrs = append(attrs, slog.String("pools", strings.Join(pools, ",")))
 	}
 	if len(submits) > 0 {
-		attrs = append(attrs, "submits", strings.Join(submits, ","))
+		attrs = append(attrs, slog.String("submits", strings.Join(submits, ",")))
 	}
+	return attrs
+}
+
+// loadedAttrs is what the daemon logs of a plugin it has loaded: its contracts
+// (ContractAttrs), its slots and what it was granted.
+func loadedAttrs(p host.Plugin) []any {
+	var attrs []any
+	d := abi.Describe{Type: p.Type, Version: p.Version, Mode: p.Mode, Consumes: p.Consumes, Pools: p.Pools, Submits: p.Submits}
+	for _, a := range ContractAttrs(&d) {
+		attrs = append(attrs, a)
+	}
+	attrs = append(attrs, "slots", p.Slots)
 	granted := func(m map[string][]string) string {
 		var out []string
 		for _, name := range slices.Sorted(maps.Keys(m)) {

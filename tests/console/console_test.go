@@ -20,7 +20,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/fleethost/fleet/host"
-	"github.com/fleethost/fleet/internal/cli"
+	"github.com/fleethost/fleet/internal/client"
 	"github.com/fleethost/fleet/internal/daemon"
 	"github.com/fleethost/fleet/internal/plane"
 	"github.com/fleethost/fleet/internal/testutil"
@@ -119,7 +119,7 @@ func (g *gates) flakyHits(name string) int {
 // gate guest on one slot, its API on a free loopback port behind the token, and a task
 // parked at its first failure; it stops when the test ends. It returns a client of the
 // API.
-func startDaemon(t *testing.T, g *gates) *cli.Client {
+func startDaemon(t *testing.T, g *gates) *client.Client {
 	t.Helper()
 	plugins := t.TempDir()
 	wasm, err := os.ReadFile(testutil.BuildPlugin(t, "tests/console/testdata/gate"))
@@ -168,11 +168,11 @@ func startDaemon(t *testing.T, g *gates) *cli.Client {
 	}
 	a := daemontest.Start(t, o, logs)
 	t.Cleanup(func() { close(g.quit) }) // before the daemon stops: a held guest answers, so the drain is quick
-	return &cli.Client{Base: "http://" + a, Token: token}
+	return &client.Client{Base: "http://" + a, Token: token}
 }
 
 // submit submits a gate task fetching path of the gates' server and returns its id.
-func submit(t *testing.T, c *cli.Client, g *gates, path string) string {
+func submit(t *testing.T, c *client.Client, g *gates, path string) string {
 	t.Helper()
 	payload, _ := json.Marshal(map[string]string{"url": g.srv.URL + path})
 	id, err := c.Submit(context.Background(), "gate", "", payload)
