@@ -21,7 +21,8 @@ import (
 )
 
 // Config configures a Host. It is flat: every field's zero value means its default,
-// filled in by New. Setting a field never fails; New validates and names the field.
+// filled in by New. Setting a field never fails; New validates and names the field
+// (Check, which a command line calls with the names of its flags).
 //
 //	h, err := host.New(ctx, host.Config{PluginsDir: "plugins", Backend: memory.New(memory.Options{})})
 type Config struct {

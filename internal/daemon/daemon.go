@@ -38,6 +38,7 @@ import (
 
 // Options are a daemon's settings, as `fleet-host run` reads them from flags and the
 // environment. The zero value of a field means its default unless it says otherwise.
+// See RATIONALE.md, "Why do Options carry a host.Config, and who checks a flag?".
 type Options struct {
 	// Host configures the host, as a Go caller of host.New would, with these fields left
 	// to the daemon, which sets them: Backend (opened from the URL in Backend below),
