@@ -5,24 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/client"
+	"github.com/fleethost/fleet/internal/daemon"
 	"github.com/fleethost/fleet/internal/doctor"
 	"github.com/fleethost/fleet/internal/grants"
 )
 
 func describeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var asJSON bool
-	var cacheDir string
-	var callTimeout time.Duration
-	var grantsFile string
+	var o daemon.Options
 	f := newFlags("describe", "describe [flags] plugin.wasm...\n\nShows what each plugin declares — type, version, mode, the queue it consumes, the pools\nit uses, the queues it submits to, with their JSON Schemas, and its config schema —\nwithout running it: no slot, no backend, nothing granted. Then what it asks for of the\npools and queues beside what the grants file grants it, and what is missing.", stderr)
 	f.boolean(&asJSON, "json", "FLEET_DESCRIBE_JSON", false, "print each plugin's describe document as JSON")
-	f.str(&grantsFile, "grants", "FLEET_GRANTS", "", "the grants file to compare each plugin's asks with (see run); none grants nothing")
-	f.str(&cacheDir, "cache-dir", "FLEET_CACHE_DIR", host.DefaultCacheDir(), "where compiled plugins are cached (see run)")
-	f.dur(&callTimeout, "call-timeout", "FLEET_CALL_TIMEOUT", host.DefaultCallTimeout, "the deadline of each plugin's _initialize, fleet_abi_version and fleet_describe together (see run)")
+	describeFlags(f, &o)
 	if err := f.parse(args); err != nil {
 		return usageErr(err)
 	}
@@ -30,18 +26,18 @@ func describeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		f.Usage()
 		return usageError{errors.New("describe takes one or more .wasm files")}
 	}
-	gf, err := grants.Read(grantsFile)
+	gf, err := grants.Read(o.GrantsFile)
 	if err != nil {
 		return err
 	}
 	gs, _ := gf.Host()
 	source := "no grants file"
-	if grantsFile != "" {
-		source = grantsFile
+	if o.GrantsFile != "" {
+		source = o.GrantsFile
 	}
 	var errs []error
 	for i, file := range f.Args() {
-		d, err := host.Describe(ctx, file, cacheDir, callTimeout)
+		d, err := host.Describe(ctx, file, o.Host.CacheDir, o.Host.CallTimeout)
 		if err != nil {
 			errs = append(errs, err)
 			continue

@@ -30,20 +30,31 @@ type runSettings struct {
 	planeOn             bool
 }
 
-// loadFlags are the flags of what run loads and where from, which doctor checks with
-// the same flags: the plugins folder, the backend, the grants and egress files, the
-// plane's endpoint, the cache and the load's bounds.
-func loadFlags(f *flags, o *daemon.Options) {
-	f.str(&o.Host.PluginsDir, "plugins", "FLEET_PLUGINS", host.DefaultPluginsDir, "the folder of *.wasm plugins to load (not recursive)")
+// The flags that more commands than run take, each defined once, so that a knob is one
+// flag line whichever command reads it. backendFlags: where the fleet's state is
+// (run, doctor, contracts).
+func backendFlags(f *flags, o *daemon.Options) {
 	f.str(&o.Backend, "redis", "FLEET_REDIS", "", "the fleet backend URL: redis://host:6379/0 (rediss://, unix:// too), redis+cluster://host:port?addr=host2:port2 for Redis Cluster, redis+sentinel://host:26379/0?master_name=NAME for Sentinel; empty runs on the embedded memory store, whose state lives in the process")
+	f.dur(&o.BackendTimeout, "backend-timeout", "FLEET_BACKEND_TIMEOUT", redis.DefaultCallTimeout, "the bound of each backend call")
+}
+
+// describeFlags: how a plugin is loaded to be described, and what it is granted (run,
+// doctor, describe).
+func describeFlags(f *flags, o *daemon.Options) {
 	f.str(&o.GrantsFile, "grants", "FLEET_GRANTS", "", "the grants file: JSON mapping each automation type to what it may touch (pools and queues with roles, kv, locks, counters, http_hosts, ...) and its \"config\"; see docs/operators.md")
+	f.str(&o.Host.CacheDir, "cache-dir", "FLEET_CACHE_DIR", host.DefaultCacheDir(), "where compiled plugins are cached across runs; \"off\" keeps it in memory")
+	f.dur(&o.Host.CallTimeout, "call-timeout", "FLEET_CALL_TIMEOUT", host.DefaultCallTimeout, "the deadline of one guest call; past it the instance is killed and replaced")
+}
+
+// loadFlags: what run loads and where from, which doctor checks with the same flags.
+func loadFlags(f *flags, o *daemon.Options) {
+	backendFlags(f, o)
+	describeFlags(f, o)
+	f.str(&o.Host.PluginsDir, "plugins", "FLEET_PLUGINS", host.DefaultPluginsDir, "the folder of *.wasm plugins to load (not recursive)")
 	f.str(&o.EgressFile, "egress", "FLEET_EGRESS", "", "the egress policy file: JSON of per-site request rates by host pattern (\"rates\", \"default\"), \"max_wait\" and \"max_retry_after\", enforced fleet-wide on every plugin's outbound HTTP and reloaded with the grants file; empty gates nothing; see docs/operators.md")
 	f.boolean(&o.Host.GrantDeclared, "grant-declared", "FLEET_GRANT_DECLARED", false, "grant each plugin the pools and queues it declares, beyond the grants file (development only: a plugin then reaches any pool or queue it names; logged as a WARN per plugin)")
 	f.str(&o.ReportURL, "report-url", "FLEET_REPORT_URL", "", "the plane's fleet-report endpoint; reporting is off without it and a key")
 	f.str(&o.ReportKey, "report-key", "FLEET_REPORT_KEY", "", "the plane's API key (prefer the variable)")
-	f.dur(&o.Host.CallTimeout, "call-timeout", "FLEET_CALL_TIMEOUT", host.DefaultCallTimeout, "the deadline of one guest call; past it the instance is killed and replaced")
-	f.str(&o.Host.CacheDir, "cache-dir", "FLEET_CACHE_DIR", host.DefaultCacheDir(), "where compiled plugins are cached across runs; \"off\" keeps it in memory")
-	f.dur(&o.BackendTimeout, "backend-timeout", "FLEET_BACKEND_TIMEOUT", redis.DefaultCallTimeout, "the bound of each backend call")
 }
 
 // runFlags are run's flags, each bound to the field of s it sets.
