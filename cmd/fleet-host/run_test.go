@@ -223,3 +223,29 @@ func TestRunFlagsDocumented(t *testing.T) {
 		t.Errorf("docs/operators.md's flag table lists --%s, which run does not have", name)
 	}
 }
+
+// TestRunRefusesNamingFlagAndVariable: each config's check refuses a bad value before
+// anything starts (exit 2), naming the flag and its variable, whichever config (the
+// host's, the API's, the daemon's, the plane's) the value is of.
+func TestRunRefusesNamingFlagAndVariable(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--slots", "0"}, "host: --slots ($FLEET_SLOTS) is 0, want >= 1 (--slots-for ($FLEET_SLOTS_FOR) TYPE=0"},
+		{[]string{"--memory-pages", "0"}, "host: --memory-pages ($FLEET_MEMORY_PAGES) is 0, want 1..65536"},
+		{[]string{"--memory-pages", "65537"}, "host: --memory-pages ($FLEET_MEMORY_PAGES) is 65537, want 1..65536"},
+		{[]string{"--max-attempts", "-1"}, "host: --max-attempts ($FLEET_MAX_ATTEMPTS) is -1"},
+		{[]string{"--parked-retention", "-1h"}, "host: --parked-retention ($FLEET_PARKED_RETENTION) is negative"},
+		{[]string{"--api-max-conns", "0"}, "api: --api-max-conns ($FLEET_API_MAX_CONNS) is 0, want >= 1"},
+		{[]string{"--fleet-refresh", "1ms"}, "daemon: --fleet-refresh ($FLEET_FLEET_REFRESH) is 1ms, want at least 10ms"},
+		{[]string{"--plane", "--listen", ""}, "daemon: --plane ($FLEET_PLANE) serves the plane on the API: it needs --listen ($FLEET_LISTEN)"},
+		{[]string{"--plane"}, "plane: --plane-key ($FLEET_PLANE_KEY) is empty"},
+	} {
+		var stderr bytes.Buffer
+		code := runCmd(context.Background(), tt.args, &stderr)
+		if code != exitUsage || !strings.Contains(stderr.String(), tt.want) || strings.Contains(stderr.String(), "Config.") {
+			t.Errorf("run %q = exit %d, %q; want exit %d saying %q, and no Go name", tt.args, code, stderr.String(), exitUsage, tt.want)
+		}
+	}
+}
