@@ -111,13 +111,14 @@ func (f *flags) names(cfg any) func(path string) string {
 				continue
 			}
 			p := path + sf.Name
+			if fv.Kind() == reflect.Struct { // no flag sets a whole struct: its first field shares its address
+				walk(fv, p+".")
+				continue
+			}
 			if name, ok := f.field[fv.Addr().Pointer()]; ok {
 				said[p] = "--" + name + " ($" + f.env[name] + ")"
 			}
-			switch {
-			case fv.Kind() == reflect.Struct:
-				walk(fv, p+".")
-			case fv.Kind() == reflect.Pointer && fv.Type().Elem().Kind() == reflect.Struct && !fv.IsNil():
+			if fv.Kind() == reflect.Pointer && fv.Type().Elem().Kind() == reflect.Struct && !fv.IsNil() {
 				walk(fv.Elem(), p+".")
 			}
 		}

@@ -77,6 +77,7 @@ func TestFlagsNames(t *testing.T) {
 		"Top":         "--top ($FLEET_T_TOP)",
 		"Host.Other":  "inner.Other",
 		"Free":        "config.Free",
+		"Host":        "config.Host", // a struct, though its first field shares its address
 	} {
 		if got := names(path); got != want {
 			t.Errorf("names(%q) = %q, want %q", path, got, want)
