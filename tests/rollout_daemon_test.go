@@ -203,7 +203,7 @@ func startRolloutDaemon(t *testing.T) *rolloutDaemon {
 	log := slog.New(loadLog{Handler: slog.NewTextHandler(logs, nil), typ: "rollout", mu: &d.loadMu, times: &d.loads})
 	o := daemon.Options{
 		Host:         host.Config{PluginsDir: d.dir, CacheDir: cacheDir, Slots: 2, SlotsByType: map[string]int{"base": 0}, PollInterval: 10 * time.Millisecond, RetryDelay: time.Millisecond, Logger: log},
-		Backend:      srv.URL(),
+		BackendURL:   srv.URL(),
 		GrantsFile:   grants,
 		ReloadSettle: 20 * time.Millisecond,
 		Listen:       "127.0.0.1:0",

@@ -89,7 +89,7 @@ func TestSandboxSecrets(t *testing.T) {
 	logs := &testutil.LogBuffer{}
 	api := "http://" + daemontest.Start(t, daemon.Options{
 		Host:         host.Config{PluginsDir: dir, CacheDir: cacheDir, Slots: 1, PollInterval: 5 * time.Millisecond, MaxAttempts: 1, Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))},
-		Backend:      srv.URL(),
+		BackendURL:   srv.URL(),
 		GrantsFile:   grantsPath,
 		ReloadSettle: time.Hour,
 		Listen:       "127.0.0.1:0",

@@ -26,7 +26,7 @@ func contractsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return usageErr(err)
 	}
 	pos := f.Args()
-	b, _, err := backend.Open(o.Backend, o.BackendTimeout)
+	b, _, err := backend.Open(o.BackendURL, o.BackendTimeout)
 	if err != nil {
 		return err
 	}

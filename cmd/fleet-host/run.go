@@ -34,7 +34,7 @@ type runSettings struct {
 // flag line whichever command reads it. backendFlags: where the fleet's state is
 // (run, doctor, contracts).
 func backendFlags(f *flags, o *daemon.Options) {
-	f.str(&o.Backend, "redis", "FLEET_REDIS", "", "the fleet backend URL: redis://host:6379/0 (rediss://, unix:// too), redis+cluster://host:port?addr=host2:port2 for Redis Cluster, redis+sentinel://host:26379/0?master_name=NAME for Sentinel; empty runs on the embedded memory store, whose state lives in the process")
+	f.str(&o.BackendURL, "redis", "FLEET_REDIS", "", "the fleet backend URL: redis://host:6379/0 (rediss://, unix:// too), redis+cluster://host:port?addr=host2:port2 for Redis Cluster, redis+sentinel://host:26379/0?master_name=NAME for Sentinel; empty runs on the embedded memory store, whose state lives in the process")
 	f.dur(&o.BackendTimeout, "backend-timeout", "FLEET_BACKEND_TIMEOUT", redis.DefaultCallTimeout, "the bound of each backend call")
 }
 

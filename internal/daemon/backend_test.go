@@ -17,7 +17,7 @@ func TestBadBackendURL(t *testing.T) {
 		"u:secret@localhost:6379":    `url "u:xxxxx@localhost:6379": no scheme`,
 		"redis://u:secret%zz@h:6379": `url "redis://u:xxxxx@h:6379": invalid URL escape "%zz"`,
 	} {
-		err := Run(context.Background(), Options{Host: host.Config{PluginsDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)}, Backend: url})
+		err := Run(context.Background(), Options{Host: host.Config{PluginsDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)}, BackendURL: url})
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "secret") {
 			t.Errorf("Run(--redis %s) = %v, want %s, and no password", url, err, want)
 		}

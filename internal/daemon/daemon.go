@@ -41,14 +41,14 @@ import (
 // See RATIONALE.md, "Why do Options carry a host.Config, and who checks a flag?".
 type Options struct {
 	// Host configures the host, as a Go caller of host.New would, with these fields left
-	// to the daemon, which sets them: Backend (opened from the URL in Backend below),
+	// to the daemon, which sets them: Backend (opened from BackendURL),
 	// Grants and Configs (from GrantsFile), Egress (from EgressFile), TracerProvider (from
 	// the OTEL_* environment), Observe and NewReporter (the daemon's own views, and
 	// ReportURL). Its Logger is the daemon's too (default slog.Default()), and its
 	// Instance and Version name the daemon on the backend and the plane.
 	Host host.Config
 
-	Backend    string // backend URL (see backend.Open); "" is the embedded memory store
+	BackendURL string // the backend URL (see backend.Open); "" is the embedded memory store
 	GrantsFile string // the grants file (see package grants), re-read on every reload; "" grants the defaults only (no pool, no queue)
 	EgressFile string // the egress policy file (host.ParseEgress), re-read with the grants; "" gates no request
 	// SchedulesFile is the schedules file (package schedule), re-read with the grants;
@@ -212,7 +212,7 @@ func Run(ctx context.Context, o Options) (err error) {
 // openBackend opens the backend o names and, unless it is the embedded memory store,
 // checks that it answers.
 func openBackend(ctx context.Context, o Options, log *slog.Logger) (primitives.Backend, error) {
-	b, kind, err := backend.Open(o.Backend, o.BackendTimeout)
+	b, kind, err := backend.Open(o.BackendURL, o.BackendTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("daemon: --redis: %w", err)
 	}
@@ -220,9 +220,9 @@ func openBackend(ctx context.Context, o Options, log *slog.Logger) (primitives.B
 		log.Warn("daemon: backend is the embedded memory store: state lives in this process and is lost on exit; use --redis for a fleet")
 		return b, nil
 	}
-	log.Info("daemon: backend", "kind", kind, "url", redis.Redact(o.Backend))
+	log.Info("daemon: backend", "kind", kind, "url", redis.Redact(o.BackendURL))
 	if err := backend.Ping(ctx, b); err != nil {
-		return nil, errors.Join(fmt.Errorf("daemon: backend %s: %w", redis.Redact(o.Backend), err), closeBackend(b))
+		return nil, errors.Join(fmt.Errorf("daemon: backend %s: %w", redis.Redact(o.BackendURL), err), closeBackend(b))
 	}
 	return b, nil
 }

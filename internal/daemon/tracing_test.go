@@ -159,7 +159,7 @@ func testTraces(t *testing.T, backend string) {
 	addrs := make(chan string, 1)
 	o := Options{
 		Host:       host.Config{PluginsDir: plugins, GrantDeclared: true, CacheDir: testutil.WazeroCacheDir(), PollInterval: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))},
-		Backend:    backend,
+		BackendURL: backend,
 		GrantsFile: grantsFile,
 		Listen:     "127.0.0.1:0",
 		Listening:  func(a string) { addrs <- a },

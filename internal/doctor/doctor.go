@@ -95,7 +95,7 @@ func (c *checks) skip(name, format string, args ...any) {
 // backend checks that the backend opens and answers a ping, and returns it (nil when it
 // does not open), its kind, and whether it passed.
 func (c *checks) backend(ctx context.Context, o daemon.Options) (primitives.Backend, string, bool) {
-	b, kind, err := backend.Open(o.Backend, o.BackendTimeout)
+	b, kind, err := backend.Open(o.BackendURL, o.BackendTimeout)
 	switch {
 	case err != nil:
 		c.line(false, "backend", "%v", err)
@@ -105,10 +105,10 @@ func (c *checks) backend(ctx context.Context, o daemon.Options) (primitives.Back
 		return b, kind, true
 	}
 	if err := backend.Ping(ctx, b); err != nil {
-		c.line(false, "backend", "%s (%s) does not answer: %v", redis.Redact(o.Backend), kind, err)
+		c.line(false, "backend", "%s (%s) does not answer: %v", redis.Redact(o.BackendURL), kind, err)
 		return b, kind, false
 	}
-	c.line(true, "backend", "%s (%s) answers", redis.Redact(o.Backend), kind)
+	c.line(true, "backend", "%s (%s) answers", redis.Redact(o.BackendURL), kind)
 	return b, kind, true
 }
 

@@ -55,7 +55,7 @@ func TestConsoleFleet(t *testing.T) {
 		a := daemontest.Start(t, daemon.Options{
 			Host:         host.Config{PluginsDir: plugins, CacheDir: testutil.WazeroCacheDir(), Instance: instance, MaxAttempts: 1, PollInterval: 20 * time.Millisecond, DrainTimeout: 2 * time.Second, Logger: slog.New(slog.NewTextHandler(logs, nil))},
 			GrantsFile:   grantsFile,
-			Backend:      srv.URL(),
+			BackendURL:   srv.URL(),
 			Listen:       "127.0.0.1:0",
 			Token:        token,
 			FleetRefresh: 200 * time.Millisecond,
