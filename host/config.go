@@ -18,7 +18,8 @@ import (
 )
 
 // Config configures a Host. It is flat: every field's zero value means its default,
-// filled in by New. Setting a field never fails; New validates and names the field.
+// filled in by New. Setting a field never fails; New validates and names the field
+// (Check, which a command line calls with the names of its flags).
 //
 //	h, err := host.New(ctx, host.Config{PluginsDir: "plugins", Backend: memory.New(memory.Options{})})
 type Config struct {
@@ -304,49 +305,76 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// check validates a Config with its defaults filled in, naming the field.
+// maxMemoryLimitPages is the most MemoryLimitPages can be: wasm32's 4 GiB.
+const maxMemoryLimitPages = 65536
+
+// check is New's: c with its defaults filled in, which must name a backend, checked as
+// Check does, its fields named as a Go caller spells them.
 func (c Config) check() error {
 	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("host: Config."+format, args...)) }
 	if c.Backend == nil {
-		bad("Backend is nil; a host needs a backend (memory.New for one machine)")
+		errs = append(errs, errors.New("host: Config.Backend is nil; a host needs a backend (memory.New for one machine)"))
 	}
-	if c.Slots < 0 {
-		bad("Slots is %d, want >= 0", c.Slots)
+	return errors.Join(append(errs, c.Check(nil))...)
+}
+
+// Check validates c as it stands, naming each field it refuses by name(field), field
+// being the Go name (`TaskLease`): a command line passes the flag and the variable that
+// set it, so that its operator reads `host: --task-lease ($FLEET_TASK_LEASE) is 500ms,
+// want at least 1s`. A nil name says Config.TaskLease. New runs it on the Config with
+// its defaults filled in, where no field that has a default is zero; a command line runs
+// it on what its flags hold, each flag's default filled in by the flag, so that a 0 the
+// operator wrote is refused where it is (--slots 0, --task-lease 0, --memory-pages 0).
+// Backend is New's to require; it is not checked here.
+//
+//	if err := cfg.Check(nil); err != nil { ... }
+func (c Config) Check(name func(field string) string) error {
+	if name == nil {
+		name = func(field string) string { return "Config." + field }
 	}
-	for typ, n := range c.SlotsByType {
-		if n < 0 {
-			bad("SlotsByType[%q] is %d, want >= 0", typ, n)
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("host: %s "+format, append([]any{name(field)}, args...)...))
+	}
+	if c.Slots < 1 {
+		bad("Slots", "is %d, want >= 1 (%s TYPE=0 runs none of a type)", c.Slots, name("SlotsByType"))
+	}
+	for _, typ := range keys(c.SlotsByType) {
+		if n := c.SlotsByType[typ]; n < 0 {
+			bad("SlotsByType", "gives type %q %d slots, want >= 0", typ, n)
 		}
 	}
-	for name, d := range map[string]time.Duration{
-		"PollInterval": c.PollInterval, "TaskLease": c.TaskLease, "CallTimeout": c.CallTimeout,
-		"DrainTimeout": c.DrainTimeout, "RetryDelay": c.RetryDelay, "ParkedRetention": c.ParkedRetention,
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{
+		{"PollInterval", c.PollInterval}, {"TaskLease", c.TaskLease}, {"CallTimeout", c.CallTimeout},
+		{"DrainTimeout", c.DrainTimeout}, {"RetryDelay", c.RetryDelay}, {"ParkedRetention", c.ParkedRetention},
 	} {
-		if d < 0 {
-			bad("%s is negative (%v)", name, d)
+		if d.v < 0 {
+			bad(d.field, "is negative (%v)", d.v)
 		}
 	}
 	if c.TaskLease >= 0 && c.TaskLease < MinTaskLease {
-		bad("TaskLease is %v, want at least %v (MinTaskLease): the slots renew a lease every quarter of it", c.TaskLease, MinTaskLease)
+		bad("TaskLease", "is %v, want at least %v: the slots renew a lease every quarter of it", c.TaskLease, MinTaskLease)
 	}
 	if c.MaxAttempts < 0 {
-		bad("MaxAttempts is %d, want >= 0", c.MaxAttempts)
+		bad("MaxAttempts", "is %d, want >= 0", c.MaxAttempts)
 	}
-	if c.MemoryLimitPages > 65536 {
-		bad("MemoryLimitPages is %d, limit 65536 (4 GiB)", c.MemoryLimitPages)
+	if c.MemoryLimitPages < 1 || c.MemoryLimitPages > maxMemoryLimitPages {
+		bad("MemoryLimitPages", "is %d, want 1..%d (4 GiB)", c.MemoryLimitPages, maxMemoryLimitPages)
 	}
 	if c.MaxPayload < 0 || c.MaxPayload > primitives.MaxValueLen {
-		bad("MaxPayload is %d, want 1..%d", c.MaxPayload, primitives.MaxValueLen)
+		bad("MaxPayload", "is %d, want 1..%d", c.MaxPayload, primitives.MaxValueLen)
 	}
 	if c.MaxQueueDepth < 0 {
-		bad("MaxQueueDepth is %d, want >= 0", c.MaxQueueDepth)
+		bad("MaxQueueDepth", "is %d, want >= 0", c.MaxQueueDepth)
 	}
 	if c.MaxQueueBytes < 0 {
-		bad("MaxQueueBytes is %d, want >= 0", c.MaxQueueBytes)
+		bad("MaxQueueBytes", "is %d, want >= 0", c.MaxQueueBytes)
 	}
-	if err := checkBackoff(c.RetryBackoff, DefaultRetryBackoff, [3]string{"RetryBackoff.Base", "RetryBackoff.Factor", "RetryBackoff.Max"}); err != nil {
-		bad("%v", err)
+	if err := checkBackoff(c.RetryBackoff, DefaultRetryBackoff, [3]string{name("RetryBackoff.Base"), name("RetryBackoff.Factor"), name("RetryBackoff.Max")}); err != nil {
+		errs = append(errs, fmt.Errorf("host: %w", err))
 	}
 	errs = append(errs, c.checkGrants(c.Grants)...)
 	return errors.Join(errs...)

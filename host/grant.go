@@ -230,8 +230,8 @@ func (g Grant) check() error {
 			return err
 		}
 	}
-	if g.MemoryLimitPages > 65536 {
-		return fmt.Errorf("MemoryLimitPages is %d, limit 65536", g.MemoryLimitPages)
+	if g.MemoryLimitPages > maxMemoryLimitPages {
+		return fmt.Errorf("MemoryLimitPages is %d, limit %d", g.MemoryLimitPages, maxMemoryLimitPages)
 	}
 	if g.CallTimeout < 0 {
 		return fmt.Errorf("CallTimeout is negative (%v)", g.CallTimeout)

@@ -202,10 +202,12 @@ func startRolloutDaemon(t *testing.T) *rolloutDaemon {
 	logs := &testutil.LogBuffer{}
 	log := slog.New(loadLog{Handler: slog.NewTextHandler(logs, nil), typ: "rollout", mu: &d.loadMu, times: &d.loads})
 	o := daemon.Options{
-		PluginsDir: d.dir, Backend: srv.URL(), GrantsFile: grants, CacheDir: cacheDir,
-		Slots: 2, SlotsFor: map[string]int{"base": 0},
-		PollInterval: 10 * time.Millisecond, RetryDelay: time.Millisecond, ReloadSettle: 20 * time.Millisecond,
-		Listen: "127.0.0.1:0", Log: log, Observe: d.tl.observe,
+		Host:         host.Config{PluginsDir: d.dir, CacheDir: cacheDir, Slots: 2, SlotsByType: map[string]int{"base": 0}, PollInterval: 10 * time.Millisecond, RetryDelay: time.Millisecond, Logger: log},
+		BackendURL:   srv.URL(),
+		GrantsFile:   grants,
+		ReloadSettle: 20 * time.Millisecond,
+		Listen:       "127.0.0.1:0",
+		Observe:      d.tl.observe,
 	}
 	d.api = daemontest.Start(t, o, logs)
 	return d

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/daemon"
 	"github.com/fleethost/fleet/internal/testutil"
 	fleetredis "github.com/fleethost/fleet/primitives/redis"
@@ -87,9 +88,11 @@ func TestSandboxSecrets(t *testing.T) {
 	testutil.Deploy(t, grantsPath, []byte(grants))
 	logs := &testutil.LogBuffer{}
 	api := "http://" + daemontest.Start(t, daemon.Options{
-		PluginsDir: dir, Backend: srv.URL(), GrantsFile: grantsPath, CacheDir: cacheDir, Slots: 1,
-		PollInterval: 5 * time.Millisecond, MaxAttempts: 1, ReloadSettle: time.Hour,
-		Listen: "127.0.0.1:0", Log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Host:         host.Config{PluginsDir: dir, CacheDir: cacheDir, Slots: 1, PollInterval: 5 * time.Millisecond, MaxAttempts: 1, Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))},
+		BackendURL:   srv.URL(),
+		GrantsFile:   grantsPath,
+		ReloadSettle: time.Hour,
+		Listen:       "127.0.0.1:0",
 	}, logs)
 
 	auth := map[string][]string{"Authorization": {"Bearer {{secret:tok}}"}}

@@ -32,7 +32,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fleethost/fleet/internal/cli"
+	"github.com/fleethost/fleet/internal/client"
 	"github.com/fleethost/fleet/internal/demosite"
 	"github.com/fleethost/fleet/primitives"
 )
@@ -211,7 +211,7 @@ func startDaemon(bin, plugins, grantsFile string) (*daemon, error) {
 }
 
 // planeLine prints the instances that report to the daemon's plane: its slots.
-func planeLine(ctx context.Context, c *cli.Client) error {
+func planeLine(ctx context.Context, c *client.Client) error {
 	p, err := c.PlaneInstances(ctx, 0)
 	if err != nil {
 		return fmt.Errorf("plane: %w", err)
@@ -236,7 +236,7 @@ func freeAddr() (string, error) {
 
 // ready waits for the daemon's API to listen and to answer ready, and returns a client
 // of it.
-func (d *daemon) ready(ctx context.Context) (*cli.Client, error) {
+func (d *daemon) ready(ctx context.Context) (*client.Client, error) {
 	var api string
 	select {
 	case a := <-d.addr:
@@ -247,7 +247,7 @@ func (d *daemon) ready(ctx context.Context) (*cli.Client, error) {
 	case <-ctx.Done():
 		return nil, fmt.Errorf("fleet-host did not start in time; see %s", d.logFile)
 	}
-	c := &cli.Client{Base: api}
+	c := &client.Client{Base: api}
 	for c.Ready(ctx) != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("fleet-host is not ready; see %s", d.logFile)
@@ -264,7 +264,7 @@ func (d *daemon) ready(ctx context.Context) (*cli.Client, error) {
 }
 
 // waitForInterrupt keeps the daemon up, its console open, until SIGINT or SIGTERM.
-func waitForInterrupt(c *cli.Client) {
+func waitForInterrupt(c *client.Client) {
 	sig, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	fmt.Printf("demo: keeping fleet-host up (--keep): open %s/ ; Ctrl-C stops it\n", c.Base)
@@ -294,7 +294,7 @@ func (d *daemon) kill() {
 }
 
 // submit submits a scrape task for each of urls pages of the site.
-func submit(ctx context.Context, c *cli.Client, site *demosite.Site, urls int) error {
+func submit(ctx context.Context, c *client.Client, site *demosite.Site, urls int) error {
 	for i := range urls {
 		payload := fmt.Sprintf(`{"url": %q}`, fmt.Sprintf("%s/page/%d", site.URL(), i))
 		if _, err := c.Submit(ctx, "scraper", "", []byte(payload)); err != nil {
@@ -310,7 +310,7 @@ var errTimeout = errors.New("demo: time is up")
 
 // progress prints the progress, twice a second, until every queue is empty and nothing
 // is in flight, and returns how many tasks are parked then.
-func progress(ctx context.Context, c *cli.Client, site *demosite.Site, urls int, start time.Time) (parked int, err error) {
+func progress(ctx context.Context, c *client.Client, site *demosite.Site, urls int, start time.Time) (parked int, err error) {
 	for {
 		qs, err := c.Queues(ctx)
 		if err != nil {

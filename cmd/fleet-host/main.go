@@ -13,10 +13,19 @@
 //	fleet-host reload    have a running daemon reload its plugins folder
 //	fleet-host describe  what a plugin declares, without running it
 //	fleet-host doctor    check the backend, the plugins and the plane
+//	fleet-host contracts the fleet's contracts and their versions; forget one
 //	fleet-host new       write a new plugin project (Go, C, AssemblyScript)
 //
 // Every flag also reads an environment variable (FLEET_...); `fleet-host <command> -h`
-// lists them. This package reads flags and calls into internal/; it holds no logic.
+// lists them.
+//
+// Each subcommand is one file here, its flags and its run: run.go, submit.go,
+// inspect.go, reload.go, describe.go, doctor.go, contracts.go, new.go, and ops.go for
+// the operator's reads and acts on a daemon (pause, resume, tasks, kv, counter, pool,
+// lock, plane, schedules), which share one shape. Each flag binds straight into the
+// field it sets (flags.go); what the command calls is elsewhere: the daemon
+// (internal/daemon), the API client and its tables (internal/client), the checks and
+// the describe of plugins that need no daemon (internal/doctor).
 package main
 
 import (
@@ -160,3 +169,12 @@ func exitCode(err error, stderr io.Writer) int {
 
 // binaryVersion is the version -ldflags set, else the host's default.
 func binaryVersion() string { return cmp.Or(version, host.DefaultVersion()) }
+
+// usageErr turns a flag parse error, which the flag package has printed with the usage
+// already, into the usage exit code.
+func usageErr(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return errUsageShown
+}

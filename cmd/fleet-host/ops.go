@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fleethost/fleet/internal/cli"
+	"github.com/fleethost/fleet/internal/client"
 	"github.com/fleethost/fleet/internal/safetext"
 )
 
@@ -18,7 +18,7 @@ import (
 // opCmd is the common part of the operator's commands: the API flags and --json, the
 // flags parsed (they may follow the arguments), and want arguments checked.
 type opCmd struct {
-	c      cli.Client
+	c      client.Client
 	asJSON bool
 	f      *flags
 }
@@ -62,7 +62,7 @@ func (o *opCmd) read(args []string, verb string, names ...string) ([]string, err
 // print writes v as JSON with --json, else runs table.
 func (o *opCmd) print(stdout io.Writer, v any, table func() error) error {
 	if o.asJSON {
-		return cli.WriteJSON(stdout, v)
+		return client.WriteJSON(stdout, v)
 	}
 	return table()
 }
@@ -110,7 +110,7 @@ func pauseCmd(ctx context.Context, args []string, stdout, stderr io.Writer, paus
 		}
 		for _, t := range act.Types {
 			if !paused && t.Paused { // the other layer still holds it
-				if _, err := fmt.Fprintf(stdout, "%s is still paused (%s)\n", safetext.Escape(t.Type), cli.PauseScopes(t.Pauses)); err != nil {
+				if _, err := fmt.Fprintf(stdout, "%s is still paused (%s)\n", safetext.Escape(t.Type), client.PauseScopes(t.Pauses)); err != nil {
 					return err
 				}
 			}
@@ -151,7 +151,7 @@ func tasksCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-		return o.print(stdout, map[string]any{"queue": queue, "tasks": ts}, func() error { return cli.WriteParked(stdout, queue, ts) })
+		return o.print(stdout, map[string]any{"queue": queue, "tasks": ts}, func() error { return client.WriteParked(stdout, queue, ts) })
 	case "requeue", "delete":
 	default:
 		o.f.Usage()
@@ -190,7 +190,7 @@ func tasksCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err := act(ctx, queue, id); err != nil {
 			failed++
 			fmt.Fprintf(stderr, "fleet-host tasks %s: task %s: %s\n", verb, safetext.Escape(id), safetext.Escape(err.Error()))
-			var ae *cli.APIError
+			var ae *client.APIError
 			if !errors.As(err, &ae) { // the daemon is not there: stop
 				return errFailed
 			}
@@ -202,7 +202,7 @@ func tasksCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	if o.asJSON {
-		if err := cli.WriteJSON(stdout, map[string]any{"queue": queue, verb + "d": len(done), "task_ids": append([]string{}, done...)}); err != nil {
+		if err := client.WriteJSON(stdout, map[string]any{"queue": queue, verb + "d": len(done), "task_ids": append([]string{}, done...)}); err != nil {
 			return err
 		}
 	}
@@ -234,7 +234,7 @@ func kvCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return o.print(stdout, page, func() error { return cli.WriteKVList(stdout, page, "fleet-host kv list", time.Now()) })
+		return o.print(stdout, page, func() error { return client.WriteKVList(stdout, page, "fleet-host kv list", time.Now()) })
 	}
 	o.f.Usage()
 	return usageError{fmt.Errorf("kv takes get NAMESPACE KEY, or list PREFIX, got %q", pos)}
@@ -262,7 +262,7 @@ func counterCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if err != nil {
 			return err
 		}
-		return o.print(stdout, page, func() error { return cli.WriteCounterList(stdout, page, "fleet-host counter list") })
+		return o.print(stdout, page, func() error { return client.WriteCounterList(stdout, page, "fleet-host counter list") })
 	}
 	o.f.Usage()
 	return usageError{fmt.Errorf("counter takes get NAME, or list PREFIX, got %q", pos)}
@@ -310,7 +310,7 @@ func poolCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	return o.print(stdout, items, func() error { return cli.WritePoolItems(stdout, items, time.Now()) })
+	return o.print(stdout, items, func() error { return client.WritePoolItems(stdout, items, time.Now()) })
 }
 
 func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -323,7 +323,7 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	return o.print(stdout, l, func() error { return cli.WriteLock(stdout, l, time.Now()) })
+	return o.print(stdout, l, func() error { return client.WriteLock(stdout, l, time.Now()) })
 }
 
 func planeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -337,7 +337,7 @@ func planeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	return o.print(stdout, p, func() error { return cli.WritePlane(stdout, p, time.Now()) })
+	return o.print(stdout, p, func() error { return client.WritePlane(stdout, p, time.Now()) })
 }
 
 func schedulesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -349,5 +349,5 @@ func schedulesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	return o.print(stdout, s, func() error { return cli.WriteSchedules(stdout, s, time.Now()) })
+	return o.print(stdout, s, func() error { return client.WriteSchedules(stdout, s, time.Now()) })
 }

@@ -22,11 +22,44 @@ import (
 	"github.com/fleethost/fleet/primitives/redis"
 )
 
-func runCmd(ctx context.Context, args []string, stderr io.Writer) int {
-	var o daemon.Options
-	var logLevel, logFormat string
-	var memPages int
-	sf := slotsFor{}
+// runSettings are what run's flags set: the daemon's Options (the host's Config in
+// them) and the command's own.
+type runSettings struct {
+	o                   daemon.Options
+	logLevel, logFormat string
+	planeOn             bool
+}
+
+// The flags that more commands than run take, each defined once, so that a knob is one
+// flag line whichever command reads it. backendFlags: where the fleet's state is
+// (run, doctor, contracts).
+func backendFlags(f *flags, o *daemon.Options) {
+	f.str(&o.BackendURL, "redis", "FLEET_REDIS", "", "the fleet backend URL: redis://host:6379/0 (rediss://, unix:// too), redis+cluster://host:port?addr=host2:port2 for Redis Cluster, redis+sentinel://host:26379/0?master_name=NAME for Sentinel; empty runs on the embedded memory store, whose state lives in the process")
+	f.dur(&o.BackendTimeout, "backend-timeout", "FLEET_BACKEND_TIMEOUT", redis.DefaultCallTimeout, "the bound of each backend call")
+}
+
+// describeFlags: how a plugin is loaded to be described, and what it is granted (run,
+// doctor, describe).
+func describeFlags(f *flags, o *daemon.Options) {
+	f.str(&o.GrantsFile, "grants", "FLEET_GRANTS", "", "the grants file: JSON mapping each automation type to what it may touch (pools and queues with roles, kv, locks, counters, http_hosts, ...) and its \"config\"; see docs/operators.md")
+	f.str(&o.Host.CacheDir, "cache-dir", "FLEET_CACHE_DIR", host.DefaultCacheDir(), "where compiled plugins are cached across runs; \"off\" keeps it in memory")
+	f.dur(&o.Host.CallTimeout, "call-timeout", "FLEET_CALL_TIMEOUT", host.DefaultCallTimeout, "the deadline of one guest call; past it the instance is killed and replaced")
+}
+
+// loadFlags: what run loads and where from, which doctor checks with the same flags.
+func loadFlags(f *flags, o *daemon.Options) {
+	backendFlags(f, o)
+	describeFlags(f, o)
+	f.str(&o.Host.PluginsDir, "plugins", "FLEET_PLUGINS", host.DefaultPluginsDir, "the folder of *.wasm plugins to load (not recursive)")
+	f.str(&o.EgressFile, "egress", "FLEET_EGRESS", "", "the egress policy file: JSON of per-site request rates by host pattern (\"rates\", \"default\"), \"max_wait\" and \"max_retry_after\", enforced fleet-wide on every plugin's outbound HTTP and reloaded with the grants file; empty gates nothing; see docs/operators.md")
+	f.boolean(&o.Host.GrantDeclared, "grant-declared", "FLEET_GRANT_DECLARED", false, "grant each plugin the pools and queues it declares, beyond the grants file (development only: a plugin then reaches any pool or queue it names; logged as a WARN per plugin)")
+	f.str(&o.ReportURL, "report-url", "FLEET_REPORT_URL", "", "the plane's fleet-report endpoint; reporting is off without it and a key")
+	f.str(&o.ReportKey, "report-key", "FLEET_REPORT_KEY", "", "the plane's API key (prefer the variable)")
+}
+
+// runFlags are run's flags, each bound to the field of s it sets.
+func runFlags(s *runSettings, stderr io.Writer) *flags {
+	o := &s.o
 	f := newFlags("run", fmt.Sprintf(`run [flags]
 
 Runs the daemon until SIGTERM or SIGINT, then drains: slots stop claiming, calls in
@@ -46,14 +79,10 @@ Traces are off unless OTEL_EXPORTER_OTLP_ENDPOINT (or _TRACES_ENDPOINT) is set: 
 each task, host call and outbound request is an OpenTelemetry span, exported over OTLP
 http/protobuf, with OTEL_SERVICE_NAME and the other OTEL_* variables as the
 specification says (docs/operators.md, "Traces").`, host.AbandonMargin, daemon.ShutdownMargin), stderr)
-	f.str(&o.PluginsDir, "plugins", "FLEET_PLUGINS", host.DefaultPluginsDir, "the folder of *.wasm plugins to load (not recursive)")
-	f.str(&o.Backend, "redis", "FLEET_REDIS", "", "the fleet backend URL: redis://host:6379/0 (rediss://, unix:// too), redis+cluster://host:port?addr=host2:port2 for Redis Cluster, redis+sentinel://host:26379/0?master_name=NAME for Sentinel; empty runs on the embedded memory store, whose state lives in the process")
-	f.int(&o.Slots, "slots", "FLEET_SLOTS", host.DefaultSlots, "slots (wasm instances) per plugin")
-	f.value(sf, "slots-for", "FLEET_SLOTS_FOR", "slots for one automation type, type=n, overriding --slots; repeat the flag, or comma-separate in the variable (scraper=4,noop=0); 0 loads the plugin and runs no slot")
-	f.str(&o.GrantsFile, "grants", "FLEET_GRANTS", "", "the grants file: JSON mapping each automation type to what it may touch (pools and queues with roles, kv, locks, counters, http_hosts, ...) and its \"config\"; see docs/operators.md")
-	f.str(&o.EgressFile, "egress", "FLEET_EGRESS", "", "the egress policy file: JSON of per-site request rates by host pattern (\"rates\", \"default\"), \"max_wait\" and \"max_retry_after\", enforced fleet-wide on every plugin's outbound HTTP and reloaded with the grants file; empty gates nothing; see docs/operators.md")
+	loadFlags(f, o)
+	f.int(&o.Host.Slots, "slots", "FLEET_SLOTS", host.DefaultSlots, "slots (wasm instances) per plugin")
+	f.value((*slotsFor)(&o.Host.SlotsByType), "slots-for", "FLEET_SLOTS_FOR", "slots for one automation type, type=n, overriding --slots; repeat the flag, or comma-separate in the variable (scraper=4,noop=0); 0 loads the plugin and runs no slot")
 	f.str(&o.SchedulesFile, "schedules", "FLEET_SCHEDULES", "", "the schedules file: JSON of schedules by name, each submitting \"payload\" to \"queue\" on every tick of \"cron\" (with \"tz\") or \"every\", once per tick fleet-wide, with a \"missed\" policy (skip, catch_up); checked against the queues' contracts and reloaded with the grants file; see docs/operators.md")
-	f.boolean(&o.GrantDeclared, "grant-declared", "FLEET_GRANT_DECLARED", false, "grant each plugin the pools and queues it declares, beyond the grants file (development only: a plugin then reaches any pool or queue it names; logged as a WARN per plugin)")
 	f.str(&o.Listen, "listen", "FLEET_LISTEN", defaultListen, "the HTTP API's listen address, which serves the Fleet console at /; empty runs no API")
 	f.str(&o.Token, "token", "FLEET_TOKEN", "", "the API's bearer token; empty needs none, and a loopback API then answers only an IP address or localhost as Host (prefer the variable: a flag shows in ps)")
 	f.dur(&o.HTTP.HeaderTimeout, "api-header-timeout", "FLEET_API_HEADER_TIMEOUT", api.DefaultHeaderTimeout, "how long the API waits for a request's header; past it the connection is closed")
@@ -62,34 +91,37 @@ specification says (docs/operators.md, "Traces").`, host.AbandonMargin, daemon.S
 	f.dur(&o.HTTP.IdleTimeout, "api-idle-timeout", "FLEET_API_IDLE_TIMEOUT", api.DefaultIdleTimeout, "how long a keep-alive connection may wait for its next request before it is closed")
 	f.int(&o.HTTP.MaxHeaderBytes, "api-max-header-bytes", "FLEET_API_MAX_HEADER_BYTES", api.DefaultMaxHeaderBytes, "the largest request header the API reads, in bytes; a larger one is answered 431")
 	f.int(&o.HTTP.MaxConns, "api-max-conns", "FLEET_API_MAX_CONNS", api.DefaultMaxConns, "the connections the API keeps open at once; one more is answered 503 with Retry-After and closed, never queued")
-	f.str(&o.ReportURL, "report-url", "FLEET_REPORT_URL", "", "the plane's fleet-report endpoint; reporting is off without it and a key")
-	f.str(&o.ReportKey, "report-key", "FLEET_REPORT_KEY", "", "the plane's API key (prefer the variable)")
-	f.str(&o.Instance, "instance", "FLEET_INSTANCE", host.DefaultInstance(), "this daemon's name on the plane; each slot reports as <instance>/<type>/<n>")
-	var pl plane.Config
-	var planeOn bool
-	f.boolean(&planeOn, "plane", "FLEET_PLANE", false, "serve the plane on the API: reporters POST to /api/projects/<slug>/fleet/report with --plane-key, GET /api/v1/plane/instances lists them (the console's Fleet page); rows live in the backend (Redis for a fleet)")
-	f.str(&pl.Key, "plane-key", "FLEET_PLANE_KEY", "", "with --plane: the bearer key reporters must send (their --report-key); required (prefer the variable)")
-	f.dur(&pl.Retention, "plane-retention", "FLEET_PLANE_RETENTION", plane.DefaultRetention, "with --plane: how long an instance's row and iterations are kept after its last report")
-	f.int(&pl.MaxInstances, "plane-max-instances", "FLEET_PLANE_MAX_INSTANCES", plane.DefaultMaxInstances, "with --plane: the instances kept; a new one past it drops the least recently heard from")
-	f.int(&pl.MaxIterations, "plane-iterations", "FLEET_PLANE_ITERATIONS", plane.DefaultMaxIterations, "with --plane: the newest iterations kept per instance")
-	f.dur(&pl.StaleAfter, "plane-stale-after", "FLEET_PLANE_STALE_AFTER", plane.DefaultStaleAfter, "with --plane: an instance whose last report is older is marked stale")
-	f.str(&logLevel, "log-level", "FLEET_LOG_LEVEL", "info", "log level: debug, info, warn or error")
-	f.str(&logFormat, "log-format", "FLEET_LOG_FORMAT", "text", "log format: text or json")
-	f.dur(&o.DrainTimeout, "drain-timeout", "FLEET_DRAIN_TIMEOUT", host.DefaultDrainTimeout, "on shutdown, how long calls in flight get to finish before they are cut")
-	f.dur(&o.TaskLease, "task-lease", "FLEET_TASK_LEASE", host.DefaultTaskLease, fmt.Sprintf("how long a claimed task is leased to its slot at a time, at least %v: renewed every quarter of it while its call runs, so a dead host's tasks come back within it whatever --call-timeout says", host.MinTaskLease))
-	f.dur(&o.CallTimeout, "call-timeout", "FLEET_CALL_TIMEOUT", host.DefaultCallTimeout, "the deadline of one guest call; past it the instance is killed and replaced")
-	f.dur(&o.PollInterval, "poll-interval", "FLEET_POLL_INTERVAL", host.DefaultPollInterval, "how long a slot waits after finding its queue empty")
-	f.dur(&o.RetryDelay, "retry-delay", "FLEET_RETRY_DELAY", host.DefaultRetryDelay, "how long a retried task waits when the plugin names no delay")
-	f.int(&o.MaxAttempts, "max-attempts", "FLEET_MAX_ATTEMPTS", host.DefaultMaxAttempts, "a task's attempts before it is parked for the operator")
-	f.int(&o.MaxPayload, "max-payload", "FLEET_MAX_PAYLOAD", host.DefaultMaxPayload, "the largest payload, KV value or HTTP body a plugin sends, and the largest API request body, in bytes")
-	f.int(&o.MaxQueueDepth, "max-queue-depth", "FLEET_MAX_QUEUE_DEPTH", host.DefaultMaxQueueDepth, "the tasks waiting (ready or delayed) in a queue past which a submit to it is refused (the API answers 429); a grant's max_queue_depth overrides it for its plugin")
-	f.int64(&o.MaxQueueBytes, "max-queue-bytes", "FLEET_MAX_QUEUE_BYTES", host.DefaultMaxQueueBytes, "the bytes a queue's tasks (until acked, parked ones too; each its payload + 1 KiB) may hold, past which a submit to it is refused; a grant's max_queue_bytes overrides it for its plugin")
-	f.dur(&o.ParkedRetention, "parked-retention", "FLEET_PARKED_RETENTION", 0, "how long a parked task is kept before the hosts running its queue's consumer delete it (0: until an operator requeues or deletes it); a grant's parked_retention overrides it for the queue its plugin consumes")
-	f.int(&memPages, "memory-pages", "FLEET_MEMORY_PAGES", host.DefaultMemoryLimitPages, "each instance's memory limit, in 64 KiB pages")
-	f.str(&o.CacheDir, "cache-dir", "FLEET_CACHE_DIR", host.DefaultCacheDir(), "where compiled plugins are cached across runs; \"off\" keeps it in memory")
+	f.str(&o.Host.Instance, "instance", "FLEET_INSTANCE", host.DefaultInstance(), "this daemon's name on the plane; each slot reports as <instance>/<type>/<n>")
+	o.Plane = &plane.Config{}
+	f.boolean(&s.planeOn, "plane", "FLEET_PLANE", false, "serve the plane on the API: reporters POST to /api/projects/<slug>/fleet/report with --plane-key, GET /api/v1/plane/instances lists them (the console's Fleet page); rows live in the backend (Redis for a fleet)")
+	f.str(&o.Plane.Key, "plane-key", "FLEET_PLANE_KEY", "", "with --plane: the bearer key reporters must send (their --report-key); required (prefer the variable)")
+	f.dur(&o.Plane.Retention, "plane-retention", "FLEET_PLANE_RETENTION", plane.DefaultRetention, "with --plane: how long an instance's row and iterations are kept after its last report")
+	f.int(&o.Plane.MaxInstances, "plane-max-instances", "FLEET_PLANE_MAX_INSTANCES", plane.DefaultMaxInstances, "with --plane: the instances kept; a new one past it drops the least recently heard from")
+	f.int(&o.Plane.MaxIterations, "plane-iterations", "FLEET_PLANE_ITERATIONS", plane.DefaultMaxIterations, "with --plane: the newest iterations kept per instance")
+	f.dur(&o.Plane.StaleAfter, "plane-stale-after", "FLEET_PLANE_STALE_AFTER", plane.DefaultStaleAfter, "with --plane: an instance whose last report is older is marked stale")
+	f.str(&s.logLevel, "log-level", "FLEET_LOG_LEVEL", "info", "log level: debug, info, warn or error")
+	f.str(&s.logFormat, "log-format", "FLEET_LOG_FORMAT", "text", "log format: text or json")
+	f.dur(&o.Host.DrainTimeout, "drain-timeout", "FLEET_DRAIN_TIMEOUT", host.DefaultDrainTimeout, "on shutdown, how long calls in flight get to finish before they are cut")
+	f.dur(&o.Host.TaskLease, "task-lease", "FLEET_TASK_LEASE", host.DefaultTaskLease, fmt.Sprintf("how long a claimed task is leased to its slot at a time, at least %v: renewed every quarter of it while its call runs, so a dead host's tasks come back within it whatever --call-timeout says", host.MinTaskLease))
+	f.dur(&o.Host.PollInterval, "poll-interval", "FLEET_POLL_INTERVAL", host.DefaultPollInterval, "how long a slot waits after finding its queue empty")
+	f.dur(&o.Host.RetryDelay, "retry-delay", "FLEET_RETRY_DELAY", host.DefaultRetryDelay, "how long a retried task waits when the plugin names no delay")
+	f.int(&o.Host.MaxAttempts, "max-attempts", "FLEET_MAX_ATTEMPTS", host.DefaultMaxAttempts, "a task's attempts before it is parked for the operator")
+	f.int(&o.Host.MaxPayload, "max-payload", "FLEET_MAX_PAYLOAD", host.DefaultMaxPayload, "the largest payload, KV value or HTTP body a plugin sends, and the largest API request body, in bytes")
+	f.int(&o.Host.MaxQueueDepth, "max-queue-depth", "FLEET_MAX_QUEUE_DEPTH", host.DefaultMaxQueueDepth, "the tasks waiting (ready or delayed) in a queue past which a submit to it is refused (the API answers 429); a grant's max_queue_depth overrides it for its plugin")
+	f.int64(&o.Host.MaxQueueBytes, "max-queue-bytes", "FLEET_MAX_QUEUE_BYTES", host.DefaultMaxQueueBytes, "the bytes a queue's tasks (until acked, parked ones too; each its payload + 1 KiB) may hold, past which a submit to it is refused; a grant's max_queue_bytes overrides it for its plugin")
+	f.dur(&o.Host.ParkedRetention, "parked-retention", "FLEET_PARKED_RETENTION", 0, "how long a parked task is kept before the hosts running its queue's consumer delete it (0: until an operator requeues or deletes it); a grant's parked_retention overrides it for the queue its plugin consumes")
+	f.uint32(&o.Host.MemoryLimitPages, "memory-pages", "FLEET_MEMORY_PAGES", host.DefaultMemoryLimitPages, "each instance's memory limit, in 64 KiB pages")
 	f.dur(&o.ReloadSettle, "reload-settle", "FLEET_RELOAD_SETTLE", daemon.DefaultReloadSettle, "how long a changed .wasm in the plugins folder must keep its size and mtime before the daemon reloads it")
 	f.dur(&o.FleetRefresh, "fleet-refresh", "FLEET_FLEET_REFRESH", fleetview.DefaultRefresh, "how often this daemon writes its presence to the backend and flushes its health counts; inspect marks it stale after 3 missed ones, and it disappears after 10")
-	f.dur(&o.BackendTimeout, "backend-timeout", "FLEET_BACKEND_TIMEOUT", redis.DefaultCallTimeout, "the bound of each backend call")
+	f.also(&o.Plane, "plane")
+	return f
+}
+
+func runCmd(ctx context.Context, args []string, stderr io.Writer) int {
+	var s runSettings
+	f := runFlags(&s, stderr)
+	o := &s.o
+	names := f.names(o) // before o.Plane is cleared: its fields are named too
 	if err := f.parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -101,62 +133,20 @@ specification says (docs/operators.md, "Traces").`, host.AbandonMargin, daemon.S
 		fmt.Fprintf(stderr, "fleet-host run: unexpected arguments %q\n", f.Args())
 		return exitUsage
 	}
-	if o.Slots < 1 {
-		fmt.Fprintf(stderr, "fleet-host run: --slots %d: want >= 1 (use --slots-for TYPE=0 to run none of a type)\n", o.Slots)
+	if !s.planeOn {
+		o.Plane = nil
+	}
+	o.Host.Version = binaryVersion()
+	if err := o.Check(names); err != nil {
+		fmt.Fprintln(stderr, "fleet-host run:", err)
 		return exitUsage
 	}
-	if o.TaskLease < host.MinTaskLease {
-		fmt.Fprintf(stderr, "fleet-host run: --task-lease %v: want at least %v (a lease is renewed every quarter of it)\n", o.TaskLease, host.MinTaskLease)
-		return exitUsage
-	}
-	if memPages < 1 || memPages > 65536 {
-		fmt.Fprintf(stderr, "fleet-host run: --memory-pages %d: want 1..65536\n", memPages)
-		return exitUsage
-	}
-	for _, d := range []struct {
-		flag string
-		v    time.Duration
-	}{
-		{"--api-header-timeout", o.HTTP.HeaderTimeout}, {"--api-read-timeout", o.HTTP.ReadTimeout},
-		{"--api-write-timeout", o.HTTP.WriteTimeout}, {"--api-idle-timeout", o.HTTP.IdleTimeout},
-	} {
-		if d.v <= 0 {
-			fmt.Fprintf(stderr, "fleet-host run: %s %v: want > 0 (the API bounds every connection)\n", d.flag, d.v)
-			return exitUsage
-		}
-	}
-	if o.HTTP.MaxHeaderBytes < 1 || o.HTTP.MaxConns < 1 {
-		fmt.Fprintf(stderr, "fleet-host run: --api-max-header-bytes %d, --api-max-conns %d: want >= 1 each\n", o.HTTP.MaxHeaderBytes, o.HTTP.MaxConns)
-		return exitUsage
-	}
-	if o.FleetRefresh < 10*time.Millisecond {
-		fmt.Fprintf(stderr, "fleet-host run: --fleet-refresh %v: want at least 10ms\n", o.FleetRefresh)
-		return exitUsage
-	}
-	if o.ParkedRetention < 0 {
-		fmt.Fprintf(stderr, "fleet-host run: --parked-retention %v: want >= 0 (0 keeps parked tasks)\n", o.ParkedRetention)
-		return exitUsage
-	}
-	if planeOn {
-		if o.Listen == "" {
-			fmt.Fprintln(stderr, "fleet-host run: --plane serves the plane on the API: it needs --listen")
-			return exitUsage
-		}
-		if err := pl.Check(); err != nil {
-			fmt.Fprintln(stderr, "fleet-host run:", err)
-			return exitUsage
-		}
-		o.Plane = &pl
-	}
-	o.MemoryLimitPages = uint32(memPages)
-	o.SlotsFor = sf
-	o.Version = binaryVersion()
-	log, err := newLogger(stderr, logLevel, logFormat, newWords(f))
+	log, err := newLogger(stderr, s.logLevel, s.logFormat, newWords(names))
 	if err != nil {
 		fmt.Fprintln(stderr, "fleet-host run:", err)
 		return exitUsage
 	}
-	o.Log = log
+	o.Host.Logger = log
 	slog.SetDefault(log) // the reporter logs through the default logger
 	redis.LogTo(log)     // and go-redis through its own, which would write plain text
 
@@ -165,8 +155,8 @@ specification says (docs/operators.md, "Traces").`, host.AbandonMargin, daemon.S
 	stopSignals := watchSignals(cancel, o.ShutdownBound(), log)
 	defer stopSignals()
 
-	log.Info("fleet-host starting", "version", o.Version, "instance", o.Instance, "plugins", o.PluginsDir)
-	if err := daemon.Run(ctx, o); err != nil {
+	log.Info("fleet-host starting", "version", o.Host.Version, "instance", o.Host.Instance, "plugins", o.Host.PluginsDir)
+	if err := daemon.Run(ctx, *o); err != nil {
 		log.Error("fleet-host: " + err.Error())
 		if errors.Is(err, host.ErrDrainIncomplete) {
 			return exitDrain

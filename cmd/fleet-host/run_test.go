@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"reflect"
 	"regexp"
@@ -16,52 +18,40 @@ import (
 	"github.com/fleethost/fleet/primitives/redis"
 )
 
-// flagDefault is the run flag that sets a field, and the default its help must show,
-// read from the constant the field's default is (nil: none to show).
-type flagDefault struct {
-	flag string
-	def  any
-}
-
-// runFlagOf is the run flag of each field of host.Config.
-var runFlagOf = map[string]flagDefault{
-	"PluginsDir":       {"plugins", host.DefaultPluginsDir},
-	"Slots":            {"slots", host.DefaultSlots},
-	"SlotsByType":      {"slots-for", nil},
-	"Grants":           {"grants", nil},
-	"Configs":          {"grants", nil},
-	"GrantDeclared":    {"grant-declared", nil},
-	"Egress":           {"egress", nil},
-	"CacheDir":         {"cache-dir", host.DefaultCacheDir()},
-	"Logger":           {"log-level", nil},
-	"PollInterval":     {"poll-interval", host.DefaultPollInterval},
-	"TaskLease":        {"task-lease", host.DefaultTaskLease},
-	"MaxAttempts":      {"max-attempts", host.DefaultMaxAttempts},
-	"CallTimeout":      {"call-timeout", host.DefaultCallTimeout},
-	"DrainTimeout":     {"drain-timeout", host.DefaultDrainTimeout},
-	"MemoryLimitPages": {"memory-pages", host.DefaultMemoryLimitPages},
-	"MaxPayload":       {"max-payload", host.DefaultMaxPayload},
-	"MaxQueueDepth":    {"max-queue-depth", host.DefaultMaxQueueDepth},
-	"MaxQueueBytes":    {"max-queue-bytes", host.DefaultMaxQueueBytes},
-	"RetryDelay":       {"retry-delay", host.DefaultRetryDelay},
-	"ParkedRetention":  {"parked-retention", nil},
-	"NewReporter":      {"report-url", nil},
-	"Instance":         {"instance", host.DefaultInstance()},
-}
-
-// apiFlagOf is the run flag of each field of api.HTTPConfig.
-var apiFlagOf = map[string]flagDefault{
-	"HeaderTimeout":  {"api-header-timeout", api.DefaultHeaderTimeout},
-	"ReadTimeout":    {"api-read-timeout", api.DefaultReadTimeout},
-	"WriteTimeout":   {"api-write-timeout", api.DefaultWriteTimeout},
-	"IdleTimeout":    {"api-idle-timeout", api.DefaultIdleTimeout},
-	"MaxHeaderBytes": {"api-max-header-bytes", api.DefaultMaxHeaderBytes},
-	"MaxConns":       {"api-max-conns", api.DefaultMaxConns},
+// hostDefaults is the default of each field of host.Config and api.HTTPConfig that a
+// run flag sets, as the host and the API define it: the flag's help must show it.
+var hostDefaults = map[string]any{
+	"Host.PluginsDir":       host.DefaultPluginsDir,
+	"Host.Slots":            host.DefaultSlots,
+	"Host.CacheDir":         host.DefaultCacheDir(),
+	"Host.PollInterval":     host.DefaultPollInterval,
+	"Host.TaskLease":        host.DefaultTaskLease,
+	"Host.MaxAttempts":      host.DefaultMaxAttempts,
+	"Host.CallTimeout":      host.DefaultCallTimeout,
+	"Host.DrainTimeout":     host.DefaultDrainTimeout,
+	"Host.MemoryLimitPages": host.DefaultMemoryLimitPages,
+	"Host.MaxPayload":       host.DefaultMaxPayload,
+	"Host.MaxQueueDepth":    host.DefaultMaxQueueDepth,
+	"Host.MaxQueueBytes":    host.DefaultMaxQueueBytes,
+	"Host.RetryDelay":       host.DefaultRetryDelay,
+	"Host.Instance":         host.DefaultInstance(),
+	"HTTP.HeaderTimeout":    api.DefaultHeaderTimeout,
+	"HTTP.ReadTimeout":      api.DefaultReadTimeout,
+	"HTTP.WriteTimeout":     api.DefaultWriteTimeout,
+	"HTTP.IdleTimeout":      api.DefaultIdleTimeout,
+	"HTTP.MaxHeaderBytes":   api.DefaultMaxHeaderBytes,
+	"HTTP.MaxConns":         api.DefaultMaxConns,
+	"BackendTimeout":        redis.DefaultCallTimeout,
 }
 
 // notRunFlags are the fields of host.Config that no run flag sets, and why.
 var notRunFlags = map[string]string{
 	"Backend":      "--redis names it; the daemon opens it",
+	"Grants":       "the grants file (--grants), which the daemon reads",
+	"Configs":      "the grants file's \"config\" of each type",
+	"Egress":       "the egress file (--egress), which the daemon reads",
+	"Logger":       "--log-level and --log-format make it",
+	"NewReporter":  "--report-url and --report-key, which the daemon wires",
 	"Observe":      "the daemon's own metrics and logs",
 	"Version":      "the binary's version",
 	"CheckOnly":    "doctor sets it: a host that only checks does not run",
@@ -71,9 +61,10 @@ var notRunFlags = map[string]string{
 	"TracerProvider": "the standard OTEL_EXPORTER_OTLP_* environment variables (docs/operators.md, \"Traces\"), which the daemon reads",
 }
 
-// `fleet-host run -h` shows each default of host.Config, and the shutdown margins, as
-// the host and the daemon define them; every field of host.Config is a run flag or says
-// why not, so that a new default cannot miss its flag.
+// `fleet-host run -h` shows each default of host.Config and api.HTTPConfig, and the
+// shutdown margins, as the host, the API and the daemon define them; every field of
+// host.Config and api.HTTPConfig is bound to a run flag or says why not, so that a new
+// knob cannot miss its flag.
 func TestRunHelpShowsTheHostDefaults(t *testing.T) {
 	var stderr bytes.Buffer
 	if code := realMain(context.Background(), []string{"run", "-h"}, nil, &stderr, &stderr); code != exitOK {
@@ -85,39 +76,44 @@ func TestRunHelpShowsTheHostDefaults(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^  -(\S+)[^\n]*\n((?:    [^\n]*\n?)*)`).FindAllStringSubmatch(help, -1) {
 		entries[m[1]] = m[2]
 	}
-	for _, c := range []struct {
-		typ reflect.Type
-		of  map[string]flagDefault
-	}{{reflect.TypeFor[host.Config](), runFlagOf}, {reflect.TypeFor[api.HTTPConfig](), apiFlagOf}} {
-		for i := range c.typ.NumField() {
-			name := c.typ.String() + "." + c.typ.Field(i).Name
-			if _, ok := notRunFlags[c.typ.Field(i).Name]; ok && c.typ == reflect.TypeFor[host.Config]() {
-				continue
-			}
-			f, ok := c.of[c.typ.Field(i).Name]
-			if !ok {
-				t.Errorf("%s has no run flag; add one (and to the test's map), or say why not in notRunFlags", name)
-				continue
-			}
-			entry, ok := entries[f.flag]
-			if !ok {
-				t.Errorf("run -h shows no --%s (%s):\n%s", f.flag, name, help)
-				continue
-			}
-			if f.def == nil {
-				continue
-			}
-			want := fmt.Sprintf("(default %v)", f.def)
-			if s, ok := f.def.(string); ok {
-				want = fmt.Sprintf("(default %q)", s)
-			}
-			if !strings.Contains(entry, want) {
-				t.Errorf("run -h: --%s says %q, want %s's default %s", f.flag, strings.TrimSpace(entry), name, want)
-			}
+	var s runSettings
+	names := runFlags(&s, io.Discard).names(&s.o)
+	flagOf := func(path string) (string, bool) {
+		said := names(path)
+		name, _, ok := strings.Cut(strings.TrimPrefix(said, "--"), " ")
+		return name, ok && strings.HasPrefix(said, "--")
+	}
+	var paths []string
+	for f := range reflect.TypeFor[host.Config]().Fields() {
+		if _, ok := notRunFlags[f.Name]; !ok {
+			paths = append(paths, "Host."+f.Name)
 		}
 	}
-	if want := fmt.Sprintf("(default %v)", redis.DefaultCallTimeout); !strings.Contains(entries["backend-timeout"], want) {
-		t.Errorf("run -h: --backend-timeout says %q, want redis' default %s", strings.TrimSpace(entries["backend-timeout"]), want)
+	for f := range reflect.TypeFor[api.HTTPConfig]().Fields() {
+		paths = append(paths, "HTTP."+f.Name)
+	}
+	for _, path := range append(paths, "BackendTimeout") {
+		name, ok := flagOf(path)
+		if !ok {
+			t.Errorf("%s has no run flag; bind one to it in runFlags, or say why not in notRunFlags", path)
+			continue
+		}
+		entry, ok := entries[name]
+		if !ok {
+			t.Errorf("run -h shows no --%s (%s):\n%s", name, path, help)
+			continue
+		}
+		def, ok := hostDefaults[path]
+		if !ok {
+			continue
+		}
+		want := fmt.Sprintf("(default %v)", def)
+		if s, ok := def.(string); ok {
+			want = fmt.Sprintf("(default %q)", s)
+		}
+		if !strings.Contains(entry, want) {
+			t.Errorf("run -h: --%s says %q, want %s's default %s", name, strings.TrimSpace(entry), path, want)
+		}
 	}
 	for _, want := range []string{
 		fmt.Sprintf("leased to its slot at a time, at least %v", host.MinTaskLease),
@@ -172,11 +168,6 @@ func TestRunRefusesAShortTaskLease(t *testing.T) {
 // the flag and the variable the operator set, and a grant's with its entry in the grants
 // file, never with a Go name.
 func TestRunSaysTheFlag(t *testing.T) {
-	for field, name := range configFlags {
-		if f, ok := runFlagOf[field]; !ok || f.flag != name {
-			t.Errorf("configFlags[%q] = --%s, want the run flag of host.Config.%s, --%s", field, name, field, f.flag)
-		}
-	}
 	dir := t.TempDir()
 	grants := dir + "/grants.json"
 	if err := os.WriteFile(grants, []byte(`{"w": {"retry_backoff_max": "500ms"}}`), 0o644); err != nil {
@@ -195,6 +186,66 @@ func TestRunSaysTheFlag(t *testing.T) {
 		code := runCmd(context.Background(), args, &stderr)
 		if code != exitError || !strings.Contains(stderr.String(), tt.want) || strings.Contains(stderr.String(), "Config.") {
 			t.Errorf("run %q = exit %d:\n%s\nwant exit %d saying %s, and no Config field", tt.args, code, &stderr, exitError, tt.want)
+		}
+	}
+}
+
+// TestRunFlagsDocumented: docs/operators.md's flag table lists every run flag, and no
+// flag that run does not have: the table is held to the flags as --help is.
+func TestRunFlagsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/operators.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(doc), "| flag | default | what |\n")
+	if !ok {
+		t.Fatal("docs/operators.md has no flag table (| flag | default | what |)")
+	}
+	documented := map[string]bool{}
+	for line := range strings.Lines(table) {
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
+		first := strings.Split(line, "|")[1]
+		for _, m := range regexp.MustCompile("`--([a-z0-9-]+)").FindAllStringSubmatch(first, -1) {
+			documented[m[1]] = true
+		}
+	}
+	var s runSettings
+	f := runFlags(&s, io.Discard)
+	f.VisitAll(func(fl *flag.Flag) {
+		if !documented[fl.Name] {
+			t.Errorf("docs/operators.md's flag table does not list --%s; add its row", fl.Name)
+		}
+		delete(documented, fl.Name)
+	})
+	for name := range documented {
+		t.Errorf("docs/operators.md's flag table lists --%s, which run does not have", name)
+	}
+}
+
+// TestRunRefusesNamingFlagAndVariable: each config's check refuses a bad value before
+// anything starts (exit 2), naming the flag and its variable, whichever config (the
+// host's, the API's, the daemon's, the plane's) the value is of.
+func TestRunRefusesNamingFlagAndVariable(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--slots", "0"}, "host: --slots ($FLEET_SLOTS) is 0, want >= 1 (--slots-for ($FLEET_SLOTS_FOR) TYPE=0"},
+		{[]string{"--memory-pages", "0"}, "host: --memory-pages ($FLEET_MEMORY_PAGES) is 0, want 1..65536"},
+		{[]string{"--memory-pages", "65537"}, "host: --memory-pages ($FLEET_MEMORY_PAGES) is 65537, want 1..65536"},
+		{[]string{"--max-attempts", "-1"}, "host: --max-attempts ($FLEET_MAX_ATTEMPTS) is -1"},
+		{[]string{"--parked-retention", "-1h"}, "host: --parked-retention ($FLEET_PARKED_RETENTION) is negative"},
+		{[]string{"--api-max-conns", "0"}, "api: --api-max-conns ($FLEET_API_MAX_CONNS) is 0, want >= 1"},
+		{[]string{"--fleet-refresh", "1ms"}, "daemon: --fleet-refresh ($FLEET_FLEET_REFRESH) is 1ms, want at least 10ms"},
+		{[]string{"--plane", "--listen", ""}, "daemon: --plane ($FLEET_PLANE) serves the plane on the API: it needs --listen ($FLEET_LISTEN)"},
+		{[]string{"--plane"}, "plane: --plane-key ($FLEET_PLANE_KEY) is empty"},
+	} {
+		var stderr bytes.Buffer
+		code := runCmd(context.Background(), tt.args, &stderr)
+		if code != exitUsage || !strings.Contains(stderr.String(), tt.want) || strings.Contains(stderr.String(), "Config.") {
+			t.Errorf("run %q = exit %d, %q; want exit %d saying %q, and no Go name", tt.args, code, stderr.String(), exitUsage, tt.want)
 		}
 	}
 }

@@ -3,53 +3,39 @@ package main
 import (
 	"cmp"
 	"log/slog"
-	"maps"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
-)
 
-// configFlags is the run flag that sets each field of host.Config. The host names a
-// field of its Config in its errors and log lines ("host: Config.PluginsDir: plugins
-// holds no .wasm plugin"), as a Go caller writes it; the operator wrote a flag or a
-// variable, so the command says that instead (words).
-var configFlags = map[string]string{
-	"PluginsDir":       "plugins",
-	"CacheDir":         "cache-dir",
-	"Slots":            "slots",
-	"SlotsByType":      "slots-for",
-	"GrantDeclared":    "grant-declared",
-	"PollInterval":     "poll-interval",
-	"TaskLease":        "task-lease",
-	"MaxAttempts":      "max-attempts",
-	"CallTimeout":      "call-timeout",
-	"DrainTimeout":     "drain-timeout",
-	"MemoryLimitPages": "memory-pages",
-	"MaxPayload":       "max-payload",
-	"MaxQueueDepth":    "max-queue-depth",
-	"MaxQueueBytes":    "max-queue-bytes",
-	"ParkedRetention":  "parked-retention",
-	"RetryDelay":       "retry-delay",
-	"Instance":         "instance",
-}
+	"github.com/fleethost/fleet/host"
+)
 
 // grantsOf matches the host's name of one type's grant or configuration,
 // Config.Grants["scraper"] or Config.Configs["scraper"]: the grants file's entry.
 var grantsOf = regexp.MustCompile(`Config\.(?:Grants|Configs)\["([^"]*)"\]`)
 
-// words rewrites the host's Go names in s into the operator's: each Config field into its
-// flag and variable (`--plugins ($FLEET_PLUGINS)`), a type's grant or configuration into
-// its entry in the grants file (`the grants file's "scraper"`).
+// words rewrites the host's Go names in s into the operator's: each Config field a flag
+// sets into that flag and its variable (`--plugins ($FLEET_PLUGINS)`), a type's grant or
+// configuration into its entry in the grants file (`the grants file's "scraper"`). The
+// host's Config.Check is told the flags' names itself; words is for what the host says
+// later, as it loads or runs (`host: Config.PluginsDir: open plugins: no such file`).
 type words struct{ r *strings.Replacer }
 
-// newWords is the words of f's flags, whose variables it names.
-func newWords(f *flags) words {
+// newWords is the words of the run flags that names says (flags.names of the daemon's
+// Options, whose Host is the host's Config).
+func newWords(names func(path string) string) words {
+	var fields []string
+	for f := range reflect.TypeFor[host.Config]().Fields() {
+		fields = append(fields, f.Name)
+	}
 	// The longest name first: Config.SlotsByType before Config.Slots.
-	fields := slices.SortedFunc(maps.Keys(configFlags), func(a, b string) int { return cmp.Compare(len(b), len(a)) })
+	slices.SortFunc(fields, func(a, b string) int { return cmp.Compare(len(b), len(a)) })
 	var pairs []string
 	for _, field := range fields {
-		name := configFlags[field]
-		pairs = append(pairs, "Config."+field, "--"+name+" ($"+f.env[name]+")")
+		if said := names("Host." + field); said != "Config."+field {
+			pairs = append(pairs, "Config."+field, said)
+		}
 	}
 	return words{r: strings.NewReplacer(pairs...)}
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -54,6 +55,38 @@ func (c HTTPConfig) withDefaults() HTTPConfig {
 	c.MaxHeaderBytes = cmp.Or(c.MaxHeaderBytes, DefaultMaxHeaderBytes)
 	c.MaxConns = cmp.Or(c.MaxConns, DefaultMaxConns)
 	return c
+}
+
+// Check says what is wrong with c as it stands, naming each field by name(field), its Go
+// name (a command line passes the flag and the variable that set it; nil says
+// HTTPConfig.ReadTimeout). Every bound must be positive: net/http reads a zero one as
+// "no bound", so Check refuses a zero that a command line's operator wrote, and Serve
+// fills a Go caller's zero field with its default instead.
+func (c HTTPConfig) Check(name func(field string) string) error {
+	if name == nil {
+		name = func(field string) string { return "HTTPConfig." + field }
+	}
+	var errs []error
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{
+		{"HeaderTimeout", c.HeaderTimeout}, {"ReadTimeout", c.ReadTimeout},
+		{"WriteTimeout", c.WriteTimeout}, {"IdleTimeout", c.IdleTimeout},
+	} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("api: %s is %v, want > 0 (the API bounds every connection)", name(d.field), d.v))
+		}
+	}
+	for _, n := range []struct {
+		field string
+		v     int
+	}{{"MaxHeaderBytes", c.MaxHeaderBytes}, {"MaxConns", c.MaxConns}} {
+		if n.v < 1 {
+			errs = append(errs, fmt.Errorf("api: %s is %d, want >= 1", name(n.field), n.v))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Serve serves h on ln with c's bounds until the returned server is shut down; it

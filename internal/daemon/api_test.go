@@ -31,7 +31,7 @@ const closeBound = 30 * time.Second
 // startAPI runs a daemon on the memory store with one batch plugin, "echo", consuming
 // the queue "work" (whose payload is {"n": <int64>}, as the guest SDK writes an int64) with no slot, and its API on a free
 // loopback port with o's settings; it returns the API's address. The daemon stops when
-// the test ends. Its plugins folder is o.PluginsDir, or a fresh one.
+// the test ends. Its plugins folder is o.Host.PluginsDir, or a fresh one.
 func startAPI(t *testing.T, o Options) string {
 	t.Helper()
 	d := abi.Describe{ABIVersion: abi.Version, Type: "echo", Version: "1.0.0", Mode: abi.ModeBatch,
@@ -41,19 +41,19 @@ func startAPI(t *testing.T, o Options) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.PluginsDir == "" {
-		o.PluginsDir = t.TempDir()
+	if o.Host.PluginsDir == "" {
+		o.Host.PluginsDir = t.TempDir()
 	}
-	if err := os.WriteFile(filepath.Join(o.PluginsDir, "echo.wasm"), wasm, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(o.Host.PluginsDir, "echo.wasm"), wasm, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	o.SlotsFor = map[string]int{"echo": 0}
-	o.GrantDeclared = true
-	o.CacheDir = testutil.WazeroCacheDir()
+	o.Host.SlotsByType = map[string]int{"echo": 0}
+	o.Host.GrantDeclared = true
+	o.Host.CacheDir = testutil.WazeroCacheDir()
 	o.Listen = "127.0.0.1:0"
 	logs := &testutil.LogBuffer{}
-	if o.Log == nil {
-		o.Log = slog.New(slog.NewTextHandler(logs, nil))
+	if o.Host.Logger == nil {
+		o.Host.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	}
 	addr := make(chan string, 1)
 	o.Listening = func(a string) { addr <- a }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/fleethost/fleet/host"
 )
 
 // TestBadBackendURL: a --redis value that is not a URL the daemon reads is refused naming
@@ -15,7 +17,7 @@ func TestBadBackendURL(t *testing.T) {
 		"u:secret@localhost:6379":    `url "u:xxxxx@localhost:6379": no scheme`,
 		"redis://u:secret%zz@h:6379": `url "redis://u:xxxxx@h:6379": invalid URL escape "%zz"`,
 	} {
-		err := Run(context.Background(), Options{Backend: url, PluginsDir: t.TempDir(), Log: slog.New(slog.DiscardHandler)})
+		err := Run(context.Background(), Options{Host: host.Config{PluginsDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)}, BackendURL: url})
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "secret") {
 			t.Errorf("Run(--redis %s) = %v, want %s, and no password", url, err, want)
 		}

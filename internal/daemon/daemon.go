@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/api"
@@ -37,49 +38,38 @@ import (
 )
 
 // Options are a daemon's settings, as `fleet-host run` reads them from flags and the
-// environment. The zero value of a field means host.Config's default unless it says
-// otherwise.
+// environment. The zero value of a field means its default unless it says otherwise.
+// See RATIONALE.md, "Why do Options carry a host.Config, and who checks a flag?".
 type Options struct {
-	PluginsDir string         // the folder of *.wasm plugins
-	Backend    string         // backend URL (see backend.Open); "" is the embedded memory store
-	Slots      int            // slots per plugin; 0 means host.Config's default (1)
-	SlotsFor   map[string]int // slots by automation type, overriding Slots
-	GrantsFile string         // the grants file (see package grants), re-read on every reload; "" grants the defaults only (no pool, no queue)
-	EgressFile string         // the egress policy file (host.ParseEgress), re-read with the grants; "" gates no request
+	// Host configures the host, as a Go caller of host.New would, with these fields left
+	// to the daemon, which sets them: Backend (opened from BackendURL),
+	// Grants and Configs (from GrantsFile), Egress (from EgressFile), TracerProvider (from
+	// the OTEL_* environment), Observe and NewReporter (the daemon's own views, and
+	// ReportURL). Its Logger is the daemon's too (default slog.Default()), and its
+	// Instance and Version name the daemon on the backend and the plane.
+	Host host.Config
+
+	BackendURL string // the backend URL (see backend.Open); "" is the embedded memory store
+	GrantsFile string // the grants file (see package grants), re-read on every reload; "" grants the defaults only (no pool, no queue)
+	EgressFile string // the egress policy file (host.ParseEgress), re-read with the grants; "" gates no request
 	// SchedulesFile is the schedules file (package schedule), re-read with the grants;
 	// "" fires no schedule.
 	SchedulesFile string
-	// GrantDeclared grants each plugin the pools and queues it declares (host.Config.GrantDeclared);
-	// for development only.
-	GrantDeclared bool
 
 	Listen string         // the API's listen address; "" runs no API
 	Token  string         // the API's bearer token; "" needs none
 	HTTP   api.HTTPConfig // the API server's timeouts and limits; zero fields are their defaults
 
 	ReportURL, ReportKey string // the plane's endpoint and key; either empty reports nothing
-	Instance             string // this daemon's name on the plane
-	Version              string // the binary's version
 
 	// Plane, when set, serves the plane on the API (internal/plane), its rows in the
 	// backend: Redis for a fleet, this process's memory for the embedded store.
 	Plane *plane.Config
 
-	DrainTimeout     time.Duration
-	TaskLease        time.Duration
-	CallTimeout      time.Duration
-	PollInterval     time.Duration
-	RetryDelay       time.Duration
-	MaxAttempts      int
-	MaxPayload       int
-	MemoryLimitPages uint32
-	CacheDir         string
-	MaxQueueDepth    int
-	MaxQueueBytes    int64
-	ParkedRetention  time.Duration // host.Config.ParkedRetention; 0 keeps parked tasks
-	BackendTimeout   time.Duration // bounds each backend call; 0 means redis.DefaultCallTimeout
+	BackendTimeout time.Duration // bounds each backend call; 0 means redis.DefaultCallTimeout
 	// FleetRefresh is how often the daemon writes its presence to the backend and
 	// flushes its slots' outcomes (fleetview.Keeper); it is stale after 3 missed ones.
+	// At least MinFleetRefresh.
 	// default: fleetview.DefaultRefresh (2s)
 	FleetRefresh time.Duration
 	// ReloadSettle is how long a changed .wasm must keep its size and mtime, with no
@@ -87,14 +77,42 @@ type Options struct {
 	// default: DefaultReloadSettle (500ms)
 	ReloadSettle time.Duration
 
-	Log *slog.Logger // default slog.Default()
-
 	// Listening, when set, is told the API's address once it listens (for tests that
 	// listen on port 0).
 	Listening func(addr string)
 	// Observe, when set, is told every slot event after the slot table and the metrics
 	// (for tests that measure the slots); it must return quickly.
 	Observe func(slotstate.Event)
+}
+
+// MinFleetRefresh is the shortest Options.FleetRefresh: a presence written more often
+// costs the backend a write per daemon for nothing a view shows.
+const MinFleetRefresh = 10 * time.Millisecond
+
+// Check says what is wrong with o as it stands, the host's, the API's and the plane's
+// configuration with it, naming each field by name(path), path being the field's Go
+// path in Options (`Host.TaskLease`, `HTTP.ReadTimeout`, `Plane.Key`, `FleetRefresh`):
+// a command line passes the flag and the variable that set it. A nil name says the Go
+// path. As host.Config.Check, it takes o's zero fields at their word: a command line's
+// flags fill in every default; Run, given a Go caller's zeros, fills them in itself.
+func (o Options) Check(name func(path string) string) error {
+	if name == nil {
+		name = func(path string) string { return path }
+	}
+	in := func(prefix string) func(string) string {
+		return func(field string) string { return name(prefix + field) }
+	}
+	errs := []error{o.Host.Check(in("Host.")), o.HTTP.Check(in("HTTP."))}
+	if o.FleetRefresh < MinFleetRefresh {
+		errs = append(errs, fmt.Errorf("daemon: %s is %v, want at least %v", name("FleetRefresh"), o.FleetRefresh, MinFleetRefresh))
+	}
+	if o.Plane != nil {
+		if o.Listen == "" {
+			errs = append(errs, fmt.Errorf("daemon: %s serves the plane on the API: it needs %s", name("Plane"), name("Listen")))
+		}
+		errs = append(errs, o.Plane.Check(in("Plane.")))
+	}
+	return errors.Join(errs...)
 }
 
 // Run runs the daemon until ctx is done, then drains and returns. It returns an error
@@ -112,7 +130,7 @@ type Options struct {
 // backend closes. A start-up that fails half-way closes what it has opened, the host
 // before the backend.
 func Run(ctx context.Context, o Options) (err error) {
-	log := cmp.Or(o.Log, slog.Default())
+	log := cmp.Or(o.Host.Logger, slog.Default())
 	// SIGHUP reloads: it is caught from the start, so that one sent while the plugins load
 	// does not end the process (its default); the reloader serves it once the host runs.
 	hup := make(chan os.Signal, 1)
@@ -130,7 +148,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	if o.GrantDeclared {
+	if o.Host.GrantDeclared {
 		log.Warn("daemon: --grant-declared: every plugin is granted the pools and queues it declares, whatever the grants file says; for development only, never in production")
 	}
 
@@ -169,7 +187,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	var draining atomic.Bool
 	rl := newReloader(h, log, obs, o.GrantsFile, o.EgressFile, sf)
 	rctx, stopReloads := context.WithCancel(ctx)
-	wait := rl.start(rctx, hup, o.PluginsDir, cmp.Or(o.ReloadSettle, DefaultReloadSettle))
+	wait := rl.start(rctx, hup, o.Host.PluginsDir, cmp.Or(o.ReloadSettle, DefaultReloadSettle))
 	defer func() { stopReloads(); wait() }() // before the host closes
 	pl, err := newPlane(o, b)
 	if err != nil {
@@ -195,7 +213,7 @@ func Run(ctx context.Context, o Options) (err error) {
 // openBackend opens the backend o names and, unless it is the embedded memory store,
 // checks that it answers.
 func openBackend(ctx context.Context, o Options, log *slog.Logger) (primitives.Backend, error) {
-	b, kind, err := backend.Open(o.Backend, o.BackendTimeout)
+	b, kind, err := backend.Open(o.BackendURL, o.BackendTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("daemon: --redis: %w", err)
 	}
@@ -203,9 +221,9 @@ func openBackend(ctx context.Context, o Options, log *slog.Logger) (primitives.B
 		log.Warn("daemon: backend is the embedded memory store: state lives in this process and is lost on exit; use --redis for a fleet")
 		return b, nil
 	}
-	log.Info("daemon: backend", "kind", kind, "url", redis.Redact(o.Backend))
+	log.Info("daemon: backend", "kind", kind, "url", redis.Redact(o.BackendURL))
 	if err := backend.Ping(ctx, b); err != nil {
-		return nil, errors.Join(fmt.Errorf("daemon: backend %s: %w", redis.Redact(o.Backend), err), closeBackend(b))
+		return nil, errors.Join(fmt.Errorf("daemon: backend %s: %w", redis.Redact(o.BackendURL), err), closeBackend(b))
 	}
 	return b, nil
 }
@@ -243,32 +261,14 @@ func buildHost(ctx context.Context, o Options, log *slog.Logger, b primitives.Ba
 	rep := newReporting(o)
 	obs.metrics = metrics.New(metrics.Params{Slots: obs.slots, Backend: b, ReporterDropped: rep.dropped})
 	grantsByType, configs := gf.Host()
-	cfg := host.Config{
-		PluginsDir:       o.PluginsDir,
-		Backend:          b,
-		Slots:            o.Slots,
-		SlotsByType:      o.SlotsFor,
-		Grants:           grantsByType,
-		GrantDeclared:    o.GrantDeclared,
-		Egress:           egress,
-		Configs:          configs,
-		CacheDir:         o.CacheDir,
-		Logger:           log,
-		TracerProvider:   tp,
-		PollInterval:     o.PollInterval,
-		TaskLease:        o.TaskLease,
-		MaxAttempts:      o.MaxAttempts,
-		CallTimeout:      o.CallTimeout,
-		DrainTimeout:     o.DrainTimeout,
-		MemoryLimitPages: o.MemoryLimitPages,
-		MaxPayload:       o.MaxPayload,
-		RetryDelay:       o.RetryDelay,
-		MaxQueueDepth:    o.MaxQueueDepth,
-		MaxQueueBytes:    o.MaxQueueBytes,
-		ParkedRetention:  o.ParkedRetention,
-		Observe:          obs.observe(log, o.Observe),
-	}
-	rep.configure(&cfg, o)
+	cfg := o.Host
+	cfg.Backend = b
+	cfg.Grants, cfg.Configs = grantsByType, configs
+	cfg.Egress = egress
+	cfg.Logger = log
+	cfg.TracerProvider = tp
+	cfg.Observe = obs.observe(log, o.Observe)
+	rep.configure(&cfg)
 	h, err := host.New(ctx, cfg)
 	if err != nil {
 		return nil, observers{}, err
@@ -278,7 +278,7 @@ func buildHost(ctx context.Context, o Options, log *slog.Logger, b primitives.Ba
 	obs.slots.Register(slotCounts(plugins))
 	h.ObserveHostCalls(obs.metrics.HostCall)
 	for _, p := range plugins {
-		log.Info("plugin contracts", contractAttrs(p)...)
+		log.Info("plugin contracts", loadedAttrs(p)...)
 	}
 	return h, obs, nil
 }
@@ -309,7 +309,7 @@ func (obs observers) observe(log *slog.Logger, also func(slotstate.Event)) func(
 func newAPI(o Options, log *slog.Logger, h *host.Host, b primitives.Backend, obs observers, pl *plane.Plane, draining func() bool, rl *reloader, sf schedulesFile, fleet func(context.Context) (*fleetview.Fleet, error)) *api.Server {
 	srv := api.New(api.Params{
 		Host: h, Backend: b, Slots: obs.slots, Metrics: obs.metrics.Handler(), Token: o.Token,
-		MaxBody: int64(o.MaxPayload), Draining: draining, Reload: rl.reload, Plane: pl, Fleet: fleet, Log: log,
+		MaxBody: int64(cmp.Or(o.Host.MaxPayload, host.DefaultMaxPayload)), Draining: draining, Reload: rl.reload, Plane: pl, Fleet: fleet, Log: log,
 		Schedules: sf.list,
 	})
 	obs.metrics.Watch(metrics.Sources{Queues: srv.Queues, Pools: srv.Pools, PluginMetrics: h.PluginMetrics, ReloadFailures: rl.reloadFailures, Sites: h.Sites, Plugins: h.Plugins})
@@ -384,24 +384,40 @@ func runHost(ctx context.Context, o Options, log *slog.Logger, h *host.Host, dra
 	return h.Run(ctx)
 }
 
-func contractAttrs(p host.Plugin) []any {
-	attrs := []any{"type", p.Type, "version", p.Version, "mode", p.Mode, "slots", p.Slots}
-	if p.Consumes != nil {
-		attrs = append(attrs, "consumes", p.Consumes.Name)
+// ContractAttrs is a plugin's declared contracts as a log line's attributes, in this
+// order: type, version, mode, and, when it has them, consumes (its queue), pools and
+// submits (each comma-separated). The daemon logs each plugin it loads with them, and
+// doctor writes each plugin it checks from them: one summary of a plugin, in one place.
+func ContractAttrs(d *abi.Describe) []slog.Attr {
+	attrs := []slog.Attr{slog.String("type", d.Type), slog.String("version", d.Version), slog.String("mode", d.Mode)}
+	if d.Consumes != nil {
+		attrs = append(attrs, slog.String("consumes", d.Consumes.Name))
 	}
 	var pools, submits []string
-	for _, pl := range p.Pools {
+	for _, pl := range d.Pools {
 		pools = append(pools, pl.Name)
 	}
-	for _, q := range p.Submits {
+	for _, q := range d.Submits {
 		submits = append(submits, q.Name)
 	}
 	if len(pools) > 0 {
-		attrs = append(attrs, "pools", strings.Join(pools, ","))
+		attrs = append(attrs, slog.String("pools", strings.Join(pools, ",")))
 	}
 	if len(submits) > 0 {
-		attrs = append(attrs, "submits", strings.Join(submits, ","))
+		attrs = append(attrs, slog.String("submits", strings.Join(submits, ",")))
 	}
+	return attrs
+}
+
+// loadedAttrs is what the daemon logs of a plugin it has loaded: its contracts
+// (ContractAttrs), its slots and what it was granted.
+func loadedAttrs(p host.Plugin) []any {
+	var attrs []any
+	d := abi.Describe{Type: p.Type, Version: p.Version, Mode: p.Mode, Consumes: p.Consumes, Pools: p.Pools, Submits: p.Submits}
+	for _, a := range ContractAttrs(&d) {
+		attrs = append(attrs, a)
+	}
+	attrs = append(attrs, "slots", p.Slots)
 	granted := func(m map[string][]string) string {
 		var out []string
 		for _, name := range slices.Sorted(maps.Keys(m)) {
@@ -442,5 +458,5 @@ func (o Options) ShutdownBound() time.Duration { return o.drainTimeout() + Shutd
 
 // drainTimeout is the host's drain timeout for o.
 func (o Options) drainTimeout() time.Duration {
-	return cmp.Or(o.DrainTimeout, host.DefaultDrainTimeout)
+	return cmp.Or(o.Host.DrainTimeout, host.DefaultDrainTimeout)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/api"
 	"github.com/fleethost/fleet/internal/testutil"
 )
@@ -86,7 +87,7 @@ func TestReloadEgressFile(t *testing.T) {
 func TestRunRefusesBadEgress(t *testing.T) {
 	efile := filepath.Join(t.TempDir(), "egress.json")
 	testutil.Deploy(t, efile, []byte(`{"rates": {"exa mple.com": {"per_second": 1}}}`))
-	err := Run(context.Background(), Options{PluginsDir: t.TempDir(), EgressFile: efile})
+	err := Run(context.Background(), Options{Host: host.Config{PluginsDir: t.TempDir()}, EgressFile: efile})
 	if err == nil || !strings.Contains(err.Error(), `egress.json: rates: "exa mple.com": bad host`) {
 		t.Fatalf("Run() = %v, want the egress file refused naming the pattern", err)
 	}

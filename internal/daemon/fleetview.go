@@ -25,9 +25,9 @@ type fleetView struct {
 // daemon calls once the host has drained, so that the last flush counts the drain's
 // iterations and the last record says stopped.
 func startFleetView(o Options, log *slog.Logger, h *host.Host, b primitives.Backend, obs observers) *fleetView {
-	name := fleetview.DaemonName(o.Instance, os.Getpid())
+	name := fleetview.DaemonName(o.Host.Instance, os.Getpid())
 	k := fleetview.NewKeeper(fleetview.Params{
-		Backend: b, Daemon: name, Instance: o.Instance, Version: o.Version,
+		Backend: b, Daemon: name, Instance: o.Host.Instance, Version: o.Host.Version,
 		Plugins: h.Plugins, Slots: func() []fleetview.Slot {
 			var out []fleetview.Slot
 			for _, s := range obs.slots.Snapshot() {

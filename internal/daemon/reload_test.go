@@ -16,6 +16,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/fleethost/fleet/host"
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/fleethost/fleet/abi"
@@ -66,7 +67,7 @@ func digest(b []byte) string {
 // time.
 func TestReloadOnFolderChange(t *testing.T) {
 	dir := t.TempDir()
-	addr := startAPI(t, Options{PluginsDir: dir, ReloadSettle: 20 * time.Millisecond})
+	addr := startAPI(t, Options{Host: host.Config{PluginsDir: dir}, ReloadSettle: 20 * time.Millisecond})
 	dropWasm(t, dir, "dropped")
 	testutil.WaitFor(t, 60*time.Second, "the dropped plugin loaded", func() bool {
 		a, ok := automations(t, addr)["dropped"]
@@ -81,7 +82,7 @@ func TestReloadOnFolderChange(t *testing.T) {
 func TestReloadRoute(t *testing.T) {
 	dir := t.TempDir()
 	// A settle far past the test: only the route reloads.
-	addr := startAPI(t, Options{PluginsDir: dir, ReloadSettle: time.Hour})
+	addr := startAPI(t, Options{Host: host.Config{PluginsDir: dir}, ReloadSettle: time.Hour})
 	good := dropWasm(t, dir, "dropped")
 	post := func() (int, string) {
 		resp, err := http.Post("http://"+addr+"/api/v1/reload", "application/json", nil)
@@ -185,7 +186,7 @@ func TestReloadGrantsFileRelative(t *testing.T) {
 	dir, gdir := t.TempDir(), t.TempDir()
 	t.Chdir(gdir)
 	testutil.Deploy(t, "grants.json", []byte(`{}`))
-	addr := startAPI(t, Options{PluginsDir: dir, GrantsFile: "grants.json", ReloadSettle: 20 * time.Millisecond})
+	addr := startAPI(t, Options{Host: host.Config{PluginsDir: dir}, GrantsFile: "grants.json", ReloadSettle: 20 * time.Millisecond})
 	dropWasm(t, dir, "dropped")
 	testutil.WaitFor(t, 60*time.Second, "the dropped plugin loaded", func() bool {
 		_, ok := automations(t, addr)["dropped"]
@@ -207,7 +208,7 @@ func TestReloadGrantsFile(t *testing.T) {
 	gfile := filepath.Join(gdir, "grants.json")
 	writeGrants := func(s string) { testutil.Deploy(t, gfile, []byte(s)) }
 	writeGrants(`{}`)
-	addr := startAPI(t, Options{PluginsDir: dir, GrantsFile: gfile, ReloadSettle: 20 * time.Millisecond})
+	addr := startAPI(t, Options{Host: host.Config{PluginsDir: dir}, GrantsFile: gfile, ReloadSettle: 20 * time.Millisecond})
 	dropWasm(t, dir, "dropped")
 	var first api.Automation
 	testutil.WaitFor(t, 60*time.Second, "the dropped plugin loaded", func() bool {
@@ -336,7 +337,7 @@ func TestReloadSecretFile(t *testing.T) {
 func TestReloadRefusalLoggedOnce(t *testing.T) {
 	dir := t.TempDir()
 	logs := &testutil.LogBuffer{}
-	addr := startAPI(t, Options{PluginsDir: dir, ReloadSettle: 20 * time.Millisecond, Log: slog.New(slog.NewTextHandler(logs, nil))})
+	addr := startAPI(t, Options{Host: host.Config{PluginsDir: dir, Logger: slog.New(slog.NewTextHandler(logs, nil))}, ReloadSettle: 20 * time.Millisecond})
 	d := abi.Describe{ABIVersion: abi.Version, Type: "echo", Version: "2.0.0", Mode: abi.ModeBatch,
 		Consumes: &abi.QueueContract{Name: "work", Payload: json.RawMessage(`{"type":"object","properties":{"n":{"type":"string"}},"required":["n"],"additionalProperties":false}`)}}
 	wasm, err := os.ReadFile(testutil.WAT(t, testutil.GuestWAT{Describe: d, Result: `{"outcome":"done"}`}.Source(t)))

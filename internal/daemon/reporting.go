@@ -34,8 +34,7 @@ func newReporting(o Options) *reporting {
 // each with its slot's stopping beacon once its drain is over (or its own, in Close, if
 // Run never ran). So the stopping beacons are the last thing the plane hears, before the
 // API and the backend close.
-func (r *reporting) configure(cfg *host.Config, o Options) {
-	cfg.Instance, cfg.Version = o.Instance, o.Version
+func (r *reporting) configure(cfg *host.Config) {
 	cfg.NewReporter = r.newReporter
 }
 

@@ -43,7 +43,8 @@ func TestReporting(t *testing.T) {
 
 			r := newReporting(Options{ReportURL: tt.url, ReportKey: tt.key})
 			var cfg host.Config
-			r.configure(&cfg, Options{Instance: "web-1", Version: "v1"})
+			cfg.Instance, cfg.Version = "web-1", "v1"
+			r.configure(&cfg)
 			if got := cfg.NewReporter != nil; got != tt.wired {
 				t.Fatalf("NewReporter set = %v, want %v", got, tt.wired)
 			}

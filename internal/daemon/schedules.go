@@ -27,7 +27,7 @@ func startSchedules(ctx context.Context, o Options, log *slog.Logger, h *host.Ho
 	if err := schedule.Check(o.SchedulesFile, ss, h); err != nil {
 		return schedulesFile{}, nil, err
 	}
-	sched := schedule.New(schedule.Params{Host: h, KV: b, Instance: o.Instance, Log: log})
+	sched := schedule.New(schedule.Params{Host: h, KV: b, Instance: o.Host.Instance, Log: log})
 	sched.Set(ss)
 	if len(ss) > 0 {
 		log.Info("daemon: schedules", "file", o.SchedulesFile, "schedules", len(ss))

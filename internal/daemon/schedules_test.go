@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/api"
 	"github.com/fleethost/fleet/internal/schedule"
 	"github.com/fleethost/fleet/internal/testutil"
@@ -74,7 +75,7 @@ func TestReloadSchedulesFile(t *testing.T) {
 func TestRunRefusesBadSchedules(t *testing.T) {
 	sfile := filepath.Join(t.TempDir(), "schedules.json")
 	testutil.Deploy(t, sfile, []byte(`{"s": {"queue": "work", "every": "1s", "tz": "Nowhere/Land", "payload": {}}}`))
-	err := Run(context.Background(), Options{PluginsDir: t.TempDir(), SchedulesFile: sfile})
+	err := Run(context.Background(), Options{Host: host.Config{PluginsDir: t.TempDir()}, SchedulesFile: sfile})
 	if err == nil || !strings.Contains(err.Error(), `schedules.json: schedule "s": tz "Nowhere/Land": applies to cron only`) {
 		t.Fatalf("Run() = %v, want the schedules file refused naming the field", err)
 	}

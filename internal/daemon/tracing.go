@@ -19,7 +19,7 @@ const tracingFlushTimeout = 5 * time.Second
 // tasks' spans go out. A flush that fails is logged, never the daemon's error: traces
 // are telemetry.
 func startTracing(ctx context.Context, o Options, log *slog.Logger) (trace.TracerProvider, func(), error) {
-	tp, err := otlp.FromEnv(ctx, o.Version, log)
+	tp, err := otlp.FromEnv(ctx, o.Host.Version, log)
 	if err != nil || tp == nil {
 		return nil, func() {}, err
 	}

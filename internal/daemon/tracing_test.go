@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/api"
 	"github.com/fleethost/fleet/internal/testutil"
@@ -157,9 +158,11 @@ func testTraces(t *testing.T, backend string) {
 	logs := &testutil.LogBuffer{}
 	addrs := make(chan string, 1)
 	o := Options{
-		PluginsDir: plugins, Backend: backend, GrantsFile: grantsFile, GrantDeclared: true,
-		CacheDir: testutil.WazeroCacheDir(), Listen: "127.0.0.1:0", PollInterval: 10 * time.Millisecond,
-		Log: slog.New(slog.NewTextHandler(logs, nil)), Listening: func(a string) { addrs <- a },
+		Host:       host.Config{PluginsDir: plugins, GrantDeclared: true, CacheDir: testutil.WazeroCacheDir(), PollInterval: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))},
+		BackendURL: backend,
+		GrantsFile: grantsFile,
+		Listen:     "127.0.0.1:0",
+		Listening:  func(a string) { addrs <- a },
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

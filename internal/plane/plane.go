@@ -27,7 +27,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -78,19 +77,23 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Check says what is wrong with c, naming the flag of `fleet-host run` that sets it.
-func (c Config) Check() error {
+// Check says what is wrong with c, naming each field by name(field), its Go name: a
+// command line passes the flag and the variable that set it; nil says Config.Key.
+func (c Config) Check(name func(field string) string) error {
+	if name == nil {
+		name = func(field string) string { return "Config." + field }
+	}
 	switch {
 	case c.Key == "":
-		return errors.New("plane: --plane-key is empty: reporters must send a key")
+		return fmt.Errorf("plane: %s is empty: reporters must send a key", name("Key"))
 	case c.Retention < 0:
-		return fmt.Errorf("plane: --plane-retention is negative (%v)", c.Retention)
+		return fmt.Errorf("plane: %s is negative (%v)", name("Retention"), c.Retention)
 	case c.MaxInstances < 0:
-		return fmt.Errorf("plane: --plane-max-instances is negative (%d)", c.MaxInstances)
+		return fmt.Errorf("plane: %s is negative (%d)", name("MaxInstances"), c.MaxInstances)
 	case c.MaxIterations < 0:
-		return fmt.Errorf("plane: --plane-iterations is negative (%d)", c.MaxIterations)
+		return fmt.Errorf("plane: %s is negative (%d)", name("MaxIterations"), c.MaxIterations)
 	case c.StaleAfter < 0:
-		return fmt.Errorf("plane: --plane-stale-after is negative (%v)", c.StaleAfter)
+		return fmt.Errorf("plane: %s is negative (%v)", name("StaleAfter"), c.StaleAfter)
 	}
 	return nil
 }
@@ -147,7 +150,7 @@ type Plane struct {
 
 // New returns a Plane on store; cfg must pass Check.
 func New(store Store, cfg Config) (*Plane, error) {
-	if err := cfg.Check(); err != nil {
+	if err := cfg.Check(nil); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()

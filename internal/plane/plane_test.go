@@ -81,10 +81,21 @@ func TestInstancesMarkStale(t *testing.T) {
 	}
 }
 
+// TestConfigCheck: New refuses each bad field naming it as a Go caller wrote it, and
+// Check names it as its name says (a command line's flag).
 func TestConfigCheck(t *testing.T) {
-	for _, c := range []Config{{}, {Key: "k", Retention: -1}, {Key: "k", MaxInstances: -1}, {Key: "k", MaxIterations: -1}, {Key: "k", StaleAfter: -1}} {
-		if _, err := New(NewMemory(), c); err == nil || !strings.Contains(err.Error(), "--plane-") {
-			t.Errorf("New(%+v) = %v, want an error naming its flag", c, err)
+	for _, tt := range []struct {
+		c     Config
+		field string
+	}{
+		{Config{}, "Key"}, {Config{Key: "k", Retention: -1}, "Retention"}, {Config{Key: "k", MaxInstances: -1}, "MaxInstances"},
+		{Config{Key: "k", MaxIterations: -1}, "MaxIterations"}, {Config{Key: "k", StaleAfter: -1}, "StaleAfter"},
+	} {
+		if _, err := New(NewMemory(), tt.c); err == nil || !strings.Contains(err.Error(), "Config."+tt.field+" is") {
+			t.Errorf("New(%+v) = %v, want an error naming Config.%s", tt.c, err, tt.field)
+		}
+		if err := tt.c.Check(func(f string) string { return "<" + f + ">" }); err == nil || !strings.Contains(err.Error(), "<"+tt.field+"> is") {
+			t.Errorf("Check(%+v) = %v, want an error naming <%s>", tt.c, err, tt.field)
 		}
 	}
 }

@@ -201,3 +201,14 @@ func escapeJSON(v any) (any, bool) {
 	}
 	return v, false
 }
+
+// Cell is s as one table cell: its runs of white space folded to one space (a newline in a
+// plugin's version would start a row of its own, a tab a column), escaped
+// (Escape: text from a guest never sends a control character to the terminal),
+// and "-" when empty.
+func Cell(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return Escape(strings.Join(strings.Fields(s), " "))
+}

@@ -19,7 +19,8 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
-	"github.com/fleethost/fleet/internal/cli"
+	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/internal/client"
 	"github.com/fleethost/fleet/internal/daemon"
 	"github.com/fleethost/fleet/internal/plane"
 	"github.com/fleethost/fleet/internal/testutil"
@@ -118,7 +119,7 @@ func (g *gates) flakyHits(name string) int {
 // gate guest on one slot, its API on a free loopback port behind the token, and a task
 // parked at its first failure; it stops when the test ends. It returns a client of the
 // API.
-func startDaemon(t *testing.T, g *gates) *cli.Client {
+func startDaemon(t *testing.T, g *gates) *client.Client {
 	t.Helper()
 	plugins := t.TempDir()
 	wasm, err := os.ReadFile(testutil.BuildPlugin(t, "tests/console/testdata/gate"))
@@ -156,20 +157,22 @@ func startDaemon(t *testing.T, g *gates) *cli.Client {
 	listen := ln.Addr().String()
 	ln.Close()
 	o := daemon.Options{
-		PluginsDir: plugins, GrantsFile: grantsFile, EgressFile: egressFile, CacheDir: testutil.WazeroCacheDir(),
-		Listen: listen, Token: token,
-		MaxAttempts: 1, PollInterval: 20 * time.Millisecond, DrainTimeout: 2 * time.Second,
-		Plane:     &plane.Config{Key: planeKey, StaleAfter: staleAfter},
-		ReportURL: planeURL(listen), ReportKey: planeKey, Instance: "console-test",
-		Log: slog.New(slog.NewTextHandler(logs, nil)),
+		Host:       host.Config{PluginsDir: plugins, CacheDir: testutil.WazeroCacheDir(), MaxAttempts: 1, PollInterval: 20 * time.Millisecond, DrainTimeout: 2 * time.Second, Instance: "console-test", Logger: slog.New(slog.NewTextHandler(logs, nil))},
+		GrantsFile: grantsFile,
+		EgressFile: egressFile,
+		Listen:     listen,
+		Token:      token,
+		Plane:      &plane.Config{Key: planeKey, StaleAfter: staleAfter},
+		ReportURL:  planeURL(listen),
+		ReportKey:  planeKey,
 	}
 	a := daemontest.Start(t, o, logs)
 	t.Cleanup(func() { close(g.quit) }) // before the daemon stops: a held guest answers, so the drain is quick
-	return &cli.Client{Base: "http://" + a, Token: token}
+	return &client.Client{Base: "http://" + a, Token: token}
 }
 
 // submit submits a gate task fetching path of the gates' server and returns its id.
-func submit(t *testing.T, c *cli.Client, g *gates, path string) string {
+func submit(t *testing.T, c *client.Client, g *gates, path string) string {
 	t.Helper()
 	payload, _ := json.Marshal(map[string]string{"url": g.srv.URL + path})
 	id, err := c.Submit(context.Background(), "gate", "", payload)

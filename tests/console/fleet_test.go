@@ -13,7 +13,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/fleethost/fleet/internal/cli"
+	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/internal/client"
 	"github.com/fleethost/fleet/internal/daemon"
 	"github.com/fleethost/fleet/internal/fleetview"
 	"github.com/fleethost/fleet/internal/testutil"
@@ -49,15 +50,17 @@ func TestConsoleFleet(t *testing.T) {
 	if err := os.WriteFile(grantsFile, grants, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	start := func(instance string) *cli.Client {
+	start := func(instance string) *client.Client {
 		logs := &testutil.LogBuffer{}
 		a := daemontest.Start(t, daemon.Options{
-			PluginsDir: plugins, GrantsFile: grantsFile, CacheDir: testutil.WazeroCacheDir(), Backend: srv.URL(),
-			Listen: "127.0.0.1:0", Token: token, Instance: instance, FleetRefresh: 200 * time.Millisecond,
-			MaxAttempts: 1, PollInterval: 20 * time.Millisecond, DrainTimeout: 2 * time.Second,
-			Log: slog.New(slog.NewTextHandler(logs, nil)),
+			Host:         host.Config{PluginsDir: plugins, CacheDir: testutil.WazeroCacheDir(), Instance: instance, MaxAttempts: 1, PollInterval: 20 * time.Millisecond, DrainTimeout: 2 * time.Second, Logger: slog.New(slog.NewTextHandler(logs, nil))},
+			GrantsFile:   grantsFile,
+			BackendURL:   srv.URL(),
+			Listen:       "127.0.0.1:0",
+			Token:        token,
+			FleetRefresh: 200 * time.Millisecond,
 		}, logs)
-		return &cli.Client{Base: "http://" + a, Token: token}
+		return &client.Client{Base: "http://" + a, Token: token}
 	}
 	one, two := start("view-one"), start("view-two")
 	pid := os.Getpid()
@@ -111,7 +114,7 @@ func TestConsoleFleet(t *testing.T) {
 	screenshot(t, tab, "fleet-health-banner")
 
 	// Either daemon serves the same fleet.
-	for _, c := range []*cli.Client{one, two} {
+	for _, c := range []*client.Client{one, two} {
 		f, err := c.Fleet(context.Background())
 		if err != nil {
 			t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 
 // Start runs daemon.Run(o) until the test ends, and returns the address its API listens
 // on once it does. o.Listen must name an address ("127.0.0.1:0" picks a port); Start sets
-// o.Listening. logs is what the daemon's o.Log writes to, shown when the test fails.
+// o.Listening. logs is what the daemon's o.Host.Logger writes to, shown when the test fails.
 //
 // At cleanup the daemon is stopped and waited for, and an error it returns fails the
 // test. Cleanups the caller registers after Start run before that stop (t.Cleanup is

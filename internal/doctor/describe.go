@@ -1,4 +1,4 @@
-package cli
+package doctor
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 // with its schema, indented.
 func WriteDescribe(w io.Writer, file string, d *abi.Describe) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n  type:    %s\n  version: %s\n  mode:    %s\n  abi:     %d\n", safetext.Escape(file), cell(d.Type), cell(d.Version), cell(d.Mode), d.ABIVersion)
+	fmt.Fprintf(&b, "%s\n  type:    %s\n  version: %s\n  mode:    %s\n  abi:     %d\n", safetext.Escape(file), safetext.Cell(d.Type), safetext.Cell(d.Version), safetext.Cell(d.Mode), d.ABIVersion)
 	if d.Consumes != nil {
 		fmt.Fprintf(&b, "\n  consumes queue %q, payload schema:\n%s\n", d.Consumes.Name, indent(d.Consumes.Payload))
 	}

@@ -1,7 +1,14 @@
-// Package cli is the logic of fleet-host's subcommands other than run: an HTTP API
-// client (submit, inspect), the doctor's checks and describe's rendering. The command
-// itself only reads flags and calls in here.
-package cli
+// Package client is the fleet-host daemon's HTTP API as Go calls (Client, one method a
+// route), and the rendering of its answers as the operator's commands print them
+// (inspect's tables, parked tasks, pool items, locks, the plane, schedules, KV and
+// counter pages), every text a plugin wrote escaped for the terminal. The commands
+// themselves, their flags and what they do with the answers, are cmd/fleet-host's, one
+// file each; a command that works without a daemon (doctor, describe, contracts) does
+// not go through here.
+//
+//	c := client.Client{Base: "127.0.0.1:7070", Token: token}
+//	s, err := c.Inspect(ctx, 20)
+package client
 
 import (
 	"bytes"

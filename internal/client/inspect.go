@@ -1,4 +1,4 @@
-package cli
+package client
 
 import (
 	"context"
@@ -100,23 +100,23 @@ func (s *Snapshot) WriteTable(w io.Writer, now time.Time) error {
 		if a.Consumes != nil {
 			consumes = a.Consumes.Name
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", cell(a.Type), cell(a.Version), cell(shortDigest(a.Digest)),
-			now.Sub(a.LoadedAt).Round(time.Second), cell(a.Mode), cell(consumes), a.Slots, stateCounts(a), pausedCell(a.Paused, a.Pauses))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", safetext.Cell(a.Type), safetext.Cell(a.Version), safetext.Cell(shortDigest(a.Digest)),
+			now.Sub(a.LoadedAt).Round(time.Second), safetext.Cell(a.Mode), safetext.Cell(consumes), a.Slots, stateCounts(a), pausedCell(a.Paused, a.Pauses))
 	}
 	fmt.Fprintln(tw)
 	for _, a := range s.Automations {
 		if a.ReloadError != "" {
-			fmt.Fprintf(tw, "RELOAD REFUSED\t%s\t%s\n", cell(a.Type), cell(a.ReloadError))
+			fmt.Fprintf(tw, "RELOAD REFUSED\t%s\t%s\n", safetext.Cell(a.Type), safetext.Cell(a.ReloadError))
 		}
 	}
 	fmt.Fprintln(tw, "QUEUE\tDEPTH\tDELAYED\tIN FLIGHT\tPARKED")
 	for _, q := range s.Queues {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", cell(q.Queue), q.Depth, q.Delayed, q.InFlight, q.Parked)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", safetext.Cell(q.Queue), q.Depth, q.Delayed, q.InFlight, q.Parked)
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "POOL\tSIZE\tLEASED\tBY TAG")
 	for _, p := range s.Pools {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", cell(p.Pool), p.Size, p.Leased, countsLine(p.ByTag, ":"))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", safetext.Cell(p.Pool), p.Size, p.Leased, countsLine(p.ByTag, ":"))
 	}
 	fmt.Fprintln(tw)
 	if len(s.Sites) > 0 {
@@ -129,15 +129,15 @@ func (s *Snapshot) WriteTable(w io.Writer, now time.Time) error {
 					rate += fmt.Sprintf(" conc %d", st.Concurrency)
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", cell(st.Site), rate, st.Sent, st.Waited, st.Refused, st.Throttled, cell(st.ClosedUntil))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", safetext.Cell(st.Site), rate, st.Sent, st.Waited, st.Refused, st.Throttled, safetext.Cell(st.ClosedUntil))
 		}
 		fmt.Fprintln(tw)
 	}
 	fmt.Fprintln(tw, "SLOT\tSTATE\tFOR\tITERATION\tTASK\tPHASE\tLAST OUTCOME")
 	for _, a := range s.Automations {
 		for _, st := range a.SlotStates {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", cell(st.Slot), cell(string(st.State)), now.Sub(st.Since).Round(time.Second),
-				st.N, cell(st.TaskID), cell(string(st.Phase)), cell(outcomeText(st.Last)))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", safetext.Cell(st.Slot), safetext.Cell(string(st.State)), now.Sub(st.Since).Round(time.Second),
+				st.N, safetext.Cell(st.TaskID), safetext.Cell(string(st.Phase)), safetext.Cell(outcomeText(st.Last)))
 		}
 	}
 	for _, q := range slices.Sorted(maps.Keys(s.Parked)) {
@@ -162,20 +162,9 @@ func countsLine(m map[string]int, sep string) string {
 	}
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, cell(k)+sep+strconv.Itoa(m[k]))
+		parts = append(parts, safetext.Cell(k)+sep+strconv.Itoa(m[k]))
 	}
 	return strings.Join(parts, " ")
-}
-
-// cell is s as one table cell: its runs of white space folded to one space (a newline in a
-// plugin's version would start a row of its own, a tab a column), escaped
-// (safetext.Escape: text from a guest never sends a control character to the terminal),
-// and "-" when empty.
-func cell(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return safetext.Escape(strings.Join(strings.Fields(s), " "))
 }
 
 // cut shortens s to at most n bytes, marking the cut, and never splits a character.

@@ -1,4 +1,4 @@
-package cli
+package client
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/internal/fleetview"
+	"github.com/fleethost/fleet/internal/safetext"
 )
 
 // Fleet reads GET /api/v1/fleet: every daemon of the fleet, its health and alerts.
@@ -25,7 +26,7 @@ func (c *Client) Fleet(ctx context.Context) (*fleetview.Fleet, error) {
 // health of every automation and queue over the last hour.
 func writeFleet(tw *tabwriter.Writer, f *fleetview.Fleet, now time.Time) {
 	for _, a := range f.Alerts {
-		fmt.Fprintf(tw, "ALERT\t%s\t%s\n", cell(a.Kind), cell(a.Message))
+		fmt.Fprintf(tw, "ALERT\t%s\t%s\n", safetext.Cell(a.Kind), safetext.Cell(a.Message))
 	}
 	if len(f.Alerts) > 0 {
 		fmt.Fprintln(tw)
@@ -40,21 +41,21 @@ func writeFleet(tw *tabwriter.Writer, f *fleetview.Fleet, now time.Time) {
 		for _, a := range d.Automations {
 			autos = append(autos, a.Type+"@"+a.Version)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s ago\t%s\t%s\t%s\t%d\n", cell(name), d.State, now.Sub(d.LastSeen).Round(100*time.Millisecond),
-			now.Sub(d.Started).Round(time.Second), cell(d.Version), cell(strings.Join(autos, ",")), len(d.Slots)+d.SlotsOmitted)
+		fmt.Fprintf(tw, "%s\t%s\t%s ago\t%s\t%s\t%s\t%d\n", safetext.Cell(name), d.State, now.Sub(d.LastSeen).Round(100*time.Millisecond),
+			now.Sub(d.Started).Round(time.Second), safetext.Cell(d.Version), safetext.Cell(strings.Join(autos, ",")), len(d.Slots)+d.SlotsOmitted)
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "DAEMON\tSLOT\tSTATE\tPLUGIN VERSION\tDIGEST")
 	for _, d := range f.Daemons {
 		for _, s := range d.Slots {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cell(d.Name), cell(s.Slot), cell(string(s.State)), cell(s.Version), cell(shortDigest(s.Digest)))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", safetext.Cell(d.Name), safetext.Cell(s.Slot), safetext.Cell(string(s.State)), safetext.Cell(s.Version), safetext.Cell(shortDigest(s.Digest)))
 		}
 	}
 	fmt.Fprintln(tw)
 	for _, dv := range f.Diverging {
 		for _, b := range dv.Builds {
-			fmt.Fprintf(tw, "DIVERGING\t%s\t%s\t%s\t%d slot(s) on %s\t%s\n", cell(dv.Automation), cell(b.Version), cell(shortDigest(b.Digest)),
-				b.Slots, cell(strings.Join(b.Daemons, ",")), dv.Note)
+			fmt.Fprintf(tw, "DIVERGING\t%s\t%s\t%s\t%d slot(s) on %s\t%s\n", safetext.Cell(dv.Automation), safetext.Cell(b.Version), safetext.Cell(shortDigest(b.Digest)),
+				b.Slots, safetext.Cell(strings.Join(b.Daemons, ",")), dv.Note)
 		}
 	}
 	if len(f.Diverging) > 0 {
@@ -67,7 +68,7 @@ func writeFleet(tw *tabwriter.Writer, f *fleetview.Fleet, now time.Time) {
 	}{{"automation", f.Health.Automations}, {"queue", f.Health.Queues}} {
 		for _, s := range group.series {
 			t := s.Total
-			fmt.Fprintf(tw, "%s %s\t%d\t%d\t%d\t%d\t%d\t%.2f\n", group.kind, cell(s.Name), t["done"], t["retried"], t["failed"], t["parked"], t["died"], s.Rate)
+			fmt.Fprintf(tw, "%s %s\t%d\t%d\t%d\t%d\t%d\t%.2f\n", group.kind, safetext.Cell(s.Name), t["done"], t["retried"], t["failed"], t["parked"], t["died"], s.Rate)
 		}
 	}
 	fmt.Fprintln(tw)

@@ -1,4 +1,4 @@
-package cli
+package client
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/internal/api"
+	"github.com/fleethost/fleet/internal/safetext"
 )
 
 // listQuery is a browse page's query: the prefix, the cursor ("" for the first page) and
@@ -46,7 +47,7 @@ func WriteCounterList(w io.Writer, l api.CounterList, cmd string) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "COUNTER\tVALUE")
 	for _, c := range l.Counters {
-		fmt.Fprintf(tw, "%s\t%d\n", cell(c.Counter), c.Value)
+		fmt.Fprintf(tw, "%s\t%d\n", safetext.Cell(c.Counter), c.Value)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -64,7 +65,7 @@ func WriteKVList(w io.Writer, l api.KVList, cmd string, now time.Time) error {
 		if k.ExpiresAt != nil {
 			expires = k.ExpiresAt.Sub(now).Round(time.Second).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", cell(k.Namespace), cell(k.Key), k.Size, expires)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", safetext.Cell(k.Namespace), safetext.Cell(k.Key), k.Size, expires)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -77,6 +78,6 @@ func nextPage(w io.Writer, cmd, prefix, next string) error {
 	if next == "" {
 		return nil
 	}
-	_, err := fmt.Fprintf(w, "(more may follow: %s %s --cursor %s)\n", cmd, cell(prefix), cell(next))
+	_, err := fmt.Fprintf(w, "(more may follow: %s %s --cursor %s)\n", cmd, safetext.Cell(prefix), safetext.Cell(next))
 	return err
 }

@@ -1,4 +1,4 @@
-package cli
+package client
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/internal/api"
+	"github.com/fleethost/fleet/internal/safetext"
 )
 
 // Schedules reads the daemon's schedules with their next and last fire (GET
@@ -36,9 +37,9 @@ func WriteSchedules(w io.Writer, s api.Schedules, now time.Time) error {
 		}
 		last, task, by := "never", "-", "-"
 		if sc.Last != nil {
-			last, task, by = time.Unix(sc.Last.Tick, 0).UTC().Format(time.RFC3339), cell(sc.Last.TaskID), cell(sc.Last.By)
+			last, task, by = time.Unix(sc.Last.Tick, 0).UTC().Format(time.RFC3339), safetext.Cell(sc.Last.TaskID), safetext.Cell(sc.Last.By)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(sc.Name), cell(sc.Queue), cell(sc.Spec), missed, next, last, task, by)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", safetext.Cell(sc.Name), safetext.Cell(sc.Queue), safetext.Cell(sc.Spec), missed, next, last, task, by)
 	}
 	return tw.Flush()
 }

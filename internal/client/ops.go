@@ -1,4 +1,4 @@
-package cli
+package client
 
 import (
 	"fmt"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/internal/api"
+	"github.com/fleethost/fleet/internal/safetext"
 )
 
 // The tables of the operator's commands (tasks parked, pool items, lock show); each
@@ -25,9 +26,9 @@ func WriteParked(w io.Writer, queue string, tasks []api.ParkedTask) error {
 
 // parkedRows writes the header and rows of queue's parked tasks to tw.
 func parkedRows(tw io.Writer, queue string, tasks []api.ParkedTask) {
-	fmt.Fprintf(tw, "PARKED IN %s\tATTEMPTS\tHAND-BACKS\tENQUEUED\tLAST ERROR\tPAYLOAD\n", cell(queue))
+	fmt.Fprintf(tw, "PARKED IN %s\tATTEMPTS\tHAND-BACKS\tENQUEUED\tLAST ERROR\tPAYLOAD\n", safetext.Cell(queue))
 	for _, t := range tasks {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", cell(t.ID), t.Attempts, t.HandBacks, t.EnqueuedAt.Format(time.RFC3339), cut(cell(t.LastError), 100), cut(cell(string(t.Payload)), 60))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", safetext.Cell(t.ID), t.Attempts, t.HandBacks, t.EnqueuedAt.Format(time.RFC3339), cut(safetext.Cell(t.LastError), 100), cut(safetext.Cell(string(t.Payload)), 60))
 	}
 }
 
@@ -43,11 +44,11 @@ func ofLimit(n, limit int) string {
 // lease has left) and their health (score and uses, each of its limit when one is set).
 func WritePoolItems(w io.Writer, p api.PoolItems, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "ITEM IN %s\tLEASED BY\tLEASE LEFT\tEXPIRES IN\tSCORE\tUSES\tTAGS\tPAYLOAD\n", cell(p.Pool))
+	fmt.Fprintf(tw, "ITEM IN %s\tLEASED BY\tLEASE LEFT\tEXPIRES IN\tSCORE\tUSES\tTAGS\tPAYLOAD\n", safetext.Cell(p.Pool))
 	for _, it := range p.Items {
 		holder, left, expires := "-", "-", "never"
 		if it.Lease != nil {
-			holder, left = cell(it.Lease.Holder), it.Lease.Until.Sub(now).Round(time.Second).String()
+			holder, left = safetext.Cell(it.Lease.Holder), it.Lease.Until.Sub(now).Round(time.Second).String()
 			if it.Lease.Holder == "" {
 				holder = "(unnamed)"
 			}
@@ -59,8 +60,8 @@ func WritePoolItems(w io.Writer, p api.PoolItems, now time.Time) error {
 		for _, k := range slices.Sorted(maps.Keys(it.Tags)) {
 			tags = append(tags, k+"="+string(it.Tags[k]))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(it.ID), holder, left, expires, ofLimit(it.Score, it.MaxErrorScore), ofLimit(it.Uses, it.MaxUses),
-			cut(cell(strings.Join(tags, " ")), 60), cut(cell(string(it.Payload)), 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", safetext.Cell(it.ID), holder, left, expires, ofLimit(it.Score, it.MaxErrorScore), ofLimit(it.Uses, it.MaxUses),
+			cut(safetext.Cell(strings.Join(tags, " ")), 60), cut(safetext.Cell(string(it.Payload)), 60))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -76,14 +77,14 @@ func WritePoolItems(w io.Writer, p api.PoolItems, now time.Time) error {
 // fencing token and how long its lease has left.
 func WriteLock(w io.Writer, l api.LockState, now time.Time) error {
 	if !l.Held {
-		_, err := fmt.Fprintf(w, "lock %s is free\n", cell(l.Lock))
+		_, err := fmt.Fprintf(w, "lock %s is free\n", safetext.Cell(l.Lock))
 		return err
 	}
-	owner := cell(l.Owner)
+	owner := safetext.Cell(l.Owner)
 	if l.Owner == "" {
 		owner = "the host (no plugin owner)"
 	}
-	_, err := fmt.Fprintf(w, "lock %s is held by %s, fence %d, until %s (%s left)\n", cell(l.Lock), owner, l.Fence, l.Until.Format(time.RFC3339), l.Until.Sub(now).Round(time.Millisecond))
+	_, err := fmt.Fprintf(w, "lock %s is held by %s, fence %d, until %s (%s left)\n", safetext.Cell(l.Lock), owner, l.Fence, l.Until.Format(time.RFC3339), l.Until.Sub(now).Round(time.Millisecond))
 	return err
 }
 
@@ -102,7 +103,7 @@ func WritePlane(w io.Writer, p api.PlaneInstances, now time.Time) error {
 		if len(in.Iterations) > 0 {
 			last = in.Iterations[0].Outcome
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s ago\t%s\t%s\t%s\n", cell(in.Project+"/"+in.Instance), cell(state), now.Sub(in.Seen).Round(time.Second), cell(in.Version), cell(in.Host), cell(last))
+		fmt.Fprintf(tw, "%s\t%s\t%s ago\t%s\t%s\t%s\n", safetext.Cell(in.Project+"/"+in.Instance), safetext.Cell(state), now.Sub(in.Seen).Round(time.Second), safetext.Cell(in.Version), safetext.Cell(in.Host), safetext.Cell(last))
 	}
 	return tw.Flush()
 }

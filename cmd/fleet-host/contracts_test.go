@@ -1,4 +1,4 @@
-package cli
+package main
 
 import (
 	"context"
@@ -45,7 +45,7 @@ func TestContracts(t *testing.T) {
 	run := func(yes, force bool, args ...string) (string, error) {
 		var out strings.Builder
 		warn.Reset()
-		err := Contracts(ctx, b, args, yes, force, &out, &warn)
+		err := runContracts(ctx, b, args, yes, force, &out, &warn)
 		return out.String(), err
 	}
 	if out, err := run(false, false, "list"); err != nil || !strings.Contains(out, "queue jobs\tv1 (1 holder)") {
@@ -55,7 +55,7 @@ func TestContracts(t *testing.T) {
 		!strings.Contains(out, "(plugin a 0.1.0, live, refreshed") {
 		t.Fatalf("show jobs = %q, %v", out, err)
 	}
-	var ue UsageError
+	var ue usageError
 	if _, err := run(false, false, "forget", "queue:jobs", "1"); !errors.As(err, &ue) || !strings.Contains(err.Error(), "--yes") {
 		t.Fatalf("forget without --yes = %v, want a usage error naming --yes", err)
 	}

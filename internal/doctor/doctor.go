@@ -1,4 +1,8 @@
-package cli
+// Package doctor checks what `fleet-host run` would run before it runs, and shows what a
+// plugin declares and is granted without running it: the checks of `fleet-host doctor`
+// (Run) and the rendering of `fleet-host describe` (WriteDescribe, WriteGrant). It opens
+// the backend and loads the plugins itself; it never asks a daemon.
+package doctor
 
 import (
 	"cmp"
@@ -15,6 +19,7 @@ import (
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/backend"
+	"github.com/fleethost/fleet/internal/daemon"
 	"github.com/fleethost/fleet/internal/grants"
 	"github.com/fleethost/fleet/internal/safetext"
 	"github.com/fleethost/fleet/primitives"
@@ -22,21 +27,10 @@ import (
 	"github.com/fleethost/fleet/reporter"
 )
 
-// DoctorParams are the settings doctor checks: the same as `fleet-host run`'s.
-type DoctorParams struct {
-	PluginsDir     string
-	Backend        string // backend URL; "" is the embedded memory store
-	GrantsFile     string
-	EgressFile     string // --egress: the egress policy file
-	GrantDeclared  bool   // --grant-declared: each plugin is granted what it declares
-	ReportURL      string
-	ReportKey      string
-	BackendTimeout time.Duration
-	CallTimeout    time.Duration // --call-timeout: bounds each plugin's load-time calls
-	CacheDir       string
-}
-
-// Doctor runs every check and writes one line per check to out:
+// Run runs every check of the settings o, `fleet-host run`'s (of which it reads the
+// plugins folder, the backend, the grants and egress files, --grant-declared, the
+// plane's URL and key, the cache dir and the call and backend timeouts), and writes one
+// line per check to out:
 //
 //	ok    backend: redis://127.0.0.1:6379 answers
 //	ok    plugin scraper.wasm: scraper 1.0.0, batch, consumes scrape
@@ -60,21 +54,21 @@ type DoctorParams struct {
 //     fleet, a contract that no host has recorded yet.
 //   - plane: reporter.Probe answers nil (skipped, not failed, when no endpoint or key
 //     is given: reporting is off).
-func Doctor(ctx context.Context, p DoctorParams, out io.Writer) bool {
+func Run(ctx context.Context, o daemon.Options, out io.Writer) bool {
 	c := &checks{out: out, ok: true}
-	b, kind, backendOK := c.backend(ctx, p)
+	b, kind, backendOK := c.backend(ctx, o)
 	if b != nil {
 		defer b.Close()
 	}
-	gf, grantsOK := c.grants(p)
-	c.egress(p)
-	pluginsOK := c.plugins(ctx, p, gf, grantsOK)
+	gf, grantsOK := c.grants(o)
+	c.egress(o)
+	pluginsOK := c.plugins(ctx, o, gf, grantsOK)
 	if backendOK && grantsOK && pluginsOK {
-		c.contracts(ctx, p, b, kind, gf)
+		c.contracts(ctx, o, b, kind, gf)
 	} else {
 		c.skip("contracts", "needs the backend, the grants and every plugin above")
 	}
-	c.plane(ctx, p)
+	c.plane(ctx, o)
 	return c.ok
 }
 
@@ -100,8 +94,8 @@ func (c *checks) skip(name, format string, args ...any) {
 
 // backend checks that the backend opens and answers a ping, and returns it (nil when it
 // does not open), its kind, and whether it passed.
-func (c *checks) backend(ctx context.Context, p DoctorParams) (primitives.Backend, string, bool) {
-	b, kind, err := backend.Open(p.Backend, p.BackendTimeout)
+func (c *checks) backend(ctx context.Context, o daemon.Options) (primitives.Backend, string, bool) {
+	b, kind, err := backend.Open(o.BackendURL, o.BackendTimeout)
 	switch {
 	case err != nil:
 		c.line(false, "backend", "%v", err)
@@ -111,53 +105,53 @@ func (c *checks) backend(ctx context.Context, p DoctorParams) (primitives.Backen
 		return b, kind, true
 	}
 	if err := backend.Ping(ctx, b); err != nil {
-		c.line(false, "backend", "%s (%s) does not answer: %v", redis.Redact(p.Backend), kind, err)
+		c.line(false, "backend", "%s (%s) does not answer: %v", redis.Redact(o.BackendURL), kind, err)
 		return b, kind, false
 	}
-	c.line(true, "backend", "%s (%s) answers", redis.Redact(p.Backend), kind)
+	c.line(true, "backend", "%s (%s) answers", redis.Redact(o.BackendURL), kind)
 	return b, kind, true
 }
 
 // grants checks that the grants file reads, when one is given, and returns it and
 // whether it read.
-func (c *checks) grants(p DoctorParams) (grants.File, bool) {
-	gf, err := grants.Read(p.GrantsFile)
+func (c *checks) grants(o daemon.Options) (grants.File, bool) {
+	gf, err := grants.Read(o.GrantsFile)
 	switch {
-	case p.GrantsFile == "":
+	case o.GrantsFile == "":
 		c.skip("grants", "no grants file: every plugin gets the default grant (no pool, no queue, no outbound HTTP)")
 	case err != nil:
 		c.line(false, "grants", "%v", err)
 		return gf, false
 	default:
-		c.line(true, "grants", "%s grants %s", p.GrantsFile, strings.Join(gf.Types(), ", "))
+		c.line(true, "grants", "%s grants %s", o.GrantsFile, strings.Join(gf.Types(), ", "))
 	}
 	return gf, true
 }
 
 // egress checks that the egress policy file reads and checks, when one is given.
-func (c *checks) egress(p DoctorParams) {
-	if p.EgressFile == "" {
+func (c *checks) egress(o daemon.Options) {
+	if o.EgressFile == "" {
 		c.skip("egress", "no egress file: outbound requests are not gated")
 		return
 	}
-	b, err := os.ReadFile(p.EgressFile)
+	b, err := os.ReadFile(o.EgressFile)
 	if err != nil {
 		c.line(false, "egress", "egress: %v", err)
 		return
 	}
-	e, err := host.ParseEgress(p.EgressFile, b)
+	e, err := host.ParseEgress(o.EgressFile, b)
 	if err != nil {
 		c.line(false, "egress", "%v", err)
 		return
 	}
-	c.line(true, "egress", "%s rates %s; max_wait %v, max_retry_after %v", p.EgressFile, cmp.Or(strings.Join(e.Labels(), ", "), "nothing"), e.MaxWait(), e.MaxRetryAfter())
+	c.line(true, "egress", "%s rates %s; max_wait %v, max_retry_after %v", o.EgressFile, cmp.Or(strings.Join(e.Labels(), ", "), "nothing"), e.MaxWait(), e.MaxRetryAfter())
 }
 
 // plugins checks each plugin of the folder, one by one, and (when the grants file read)
 // its grant; it reports whether every plugin described itself and was granted what it
 // asks for.
-func (c *checks) plugins(ctx context.Context, p DoctorParams, gf grants.File, grantsRead bool) bool {
-	files, err := host.PluginFiles(p.PluginsDir)
+func (c *checks) plugins(ctx context.Context, o daemon.Options, gf grants.File, grantsRead bool) bool {
+	files, err := host.PluginFiles(o.Host.PluginsDir)
 	if err != nil {
 		c.line(false, "plugins", "%v", err)
 		return false
@@ -165,7 +159,7 @@ func (c *checks) plugins(ctx context.Context, p DoctorParams, gf grants.File, gr
 	gs, _ := gf.Host()
 	ok := true
 	for _, f := range files {
-		d, err := host.Describe(ctx, f, p.CacheDir, p.CallTimeout)
+		d, err := host.Describe(ctx, f, o.Host.CacheDir, o.Host.CallTimeout)
 		if err != nil {
 			ok = false
 			c.line(false, "plugin "+filepath.Base(f), "%v", err)
@@ -173,7 +167,7 @@ func (c *checks) plugins(ctx context.Context, p DoctorParams, gf grants.File, gr
 		}
 		c.line(true, "plugin "+filepath.Base(f), "%s", summary(d))
 		if grantsRead {
-			ok = c.grant(d, gs[d.Type], p.GrantDeclared) && ok
+			ok = c.grant(d, gs[d.Type], o.Host.GrantDeclared) && ok
 		}
 	}
 	return ok
@@ -181,11 +175,11 @@ func (c *checks) plugins(ctx context.Context, p DoctorParams, gf grants.File, gr
 
 // contracts checks that every plugin loads together, on b, with the grants and
 // configurations of gf.
-func (c *checks) contracts(ctx context.Context, p DoctorParams, b primitives.Backend, kind string, gf grants.File) {
+func (c *checks) contracts(ctx context.Context, o daemon.Options, b primitives.Backend, kind string, gf grants.File) {
 	gs, cs := gf.Host()
 	h, err := host.New(ctx, host.Config{
-		PluginsDir: p.PluginsDir, Backend: b, Slots: 0, Grants: gs, Configs: cs, CacheDir: p.CacheDir,
-		GrantDeclared: p.GrantDeclared, CallTimeout: p.CallTimeout, CheckOnly: true,
+		PluginsDir: o.Host.PluginsDir, Backend: b, Slots: 0, Grants: gs, Configs: cs, CacheDir: o.Host.CacheDir,
+		GrantDeclared: o.Host.GrantDeclared, CallTimeout: o.Host.CallTimeout, CheckOnly: true,
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -205,30 +199,30 @@ func (c *checks) contracts(ctx context.Context, p DoctorParams, b primitives.Bac
 }
 
 // plane checks that the plane accepts the key, when reporting is on.
-func (c *checks) plane(ctx context.Context, p DoctorParams) {
+func (c *checks) plane(ctx context.Context, o daemon.Options) {
 	switch {
-	case p.ReportURL == "" && p.ReportKey == "":
+	case o.ReportURL == "" && o.ReportKey == "":
 		c.skip("plane", "no --report-url and --report-key: reporting is off")
 		return
-	case p.ReportURL == "" || p.ReportKey == "":
+	case o.ReportURL == "" || o.ReportKey == "":
 		c.line(false, "plane", "both --report-url and --report-key are needed; only one is set, so reporting is off")
 		return
 	}
 	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	err := reporter.Probe(pctx, p.ReportURL, p.ReportKey)
+	err := reporter.Probe(pctx, o.ReportURL, o.ReportKey)
 	cancel()
 	var pe *reporter.ProbeError
 	switch {
 	case err == nil:
-		c.line(true, "plane", "%s is reachable and accepts the key", p.ReportURL)
+		c.line(true, "plane", "%s is reachable and accepts the key", o.ReportURL)
 	case errors.As(err, &pe) && (pe.Status == 401 || pe.Status == 403):
-		c.line(false, "plane", "%s rejects the key (HTTP %d): %v", p.ReportURL, pe.Status, err)
+		c.line(false, "plane", "%s rejects the key (HTTP %d): %v", o.ReportURL, pe.Status, err)
 	case errors.As(err, &pe) && pe.Status == 404:
-		c.line(false, "plane", "%s answers 404: the plane does not know fleet reporting (wrong URL, or it predates it): %v", p.ReportURL, err)
+		c.line(false, "plane", "%s answers 404: the plane does not know fleet reporting (wrong URL, or it predates it): %v", o.ReportURL, err)
 	case errors.As(err, &pe):
-		c.line(false, "plane", "%s answers HTTP %d, not what a plane says: %v", p.ReportURL, pe.Status, err)
+		c.line(false, "plane", "%s answers HTTP %d, not what a plane says: %v", o.ReportURL, pe.Status, err)
 	default:
-		c.line(false, "plane", "%s is unreachable: %v", p.ReportURL, err)
+		c.line(false, "plane", "%s is unreachable: %v", o.ReportURL, err)
 	}
 }
 
@@ -261,23 +255,13 @@ func asks(d *abi.Describe, g host.Grant) string {
 	return strings.Join(out, "; ")
 }
 
+// summary is a plugin's contracts in one line (daemon.ContractAttrs, as the daemon logs
+// them): "scraper 1.0.0, batch, consumes scrape, pools cookies, submits found".
 func summary(d *abi.Describe) string {
-	s := fmt.Sprintf("%s %s, %s", d.Type, d.Version, d.Mode)
-	if d.Consumes != nil {
-		s += ", consumes " + d.Consumes.Name
-	}
-	var pools, subs []string
-	for _, p := range d.Pools {
-		pools = append(pools, p.Name)
-	}
-	for _, q := range d.Submits {
-		subs = append(subs, q.Name)
-	}
-	if len(pools) > 0 {
-		s += ", pools " + strings.Join(pools, ",")
-	}
-	if len(subs) > 0 {
-		s += ", submits " + strings.Join(subs, ",")
+	attrs := daemon.ContractAttrs(d)
+	s := fmt.Sprintf("%s %s, %s", attrs[0].Value, attrs[1].Value, attrs[2].Value)
+	for _, a := range attrs[3:] {
+		s += ", " + a.Key + " " + a.Value.String()
 	}
 	return s
 }

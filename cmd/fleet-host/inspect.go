@@ -1,0 +1,34 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/fleethost/fleet/internal/client"
+)
+
+func inspectCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c client.Client
+	var asJSON bool
+	var parked int
+	f := newFlags("inspect", "inspect [flags]\n\nShows the daemon's automations and their slots, queues, pools and parked tasks.", stderr)
+	apiFlags(f, &c)
+	f.boolean(&asJSON, "json", "FLEET_INSPECT_JSON", false, "print JSON instead of tables")
+	f.int(&parked, "parked", "FLEET_INSPECT_PARKED", 20, "list up to this many parked tasks per queue (0: none)")
+	if err := f.parse(args); err != nil {
+		return usageErr(err)
+	}
+	if f.NArg() > 0 {
+		return usageError{fmt.Errorf("inspect takes no arguments, got %q", f.Args())}
+	}
+	s, err := c.Inspect(ctx, parked)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return s.WriteJSON(stdout)
+	}
+	return s.WriteTable(stdout, time.Now())
+}
