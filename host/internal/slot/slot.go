@@ -549,6 +549,12 @@ func (s *Slot) call(hard context.Context, hold *holder, fn func(context.Context,
 		if res, err = abi.DecodeHandleResult(out); err != nil {
 			return res, slotstate.DeathBadResult, err
 		}
+		if res.Outcome != abi.OutcomeDone && hard.Err() != nil {
+			// The drain cut the call: its host calls answered that they were cut, and
+			// the guest returned what it made of that (a failure, a retry), which says
+			// nothing of the task. A done is work done, and is acked.
+			return res, slotstate.DeathDrain, errDrainCut
+		}
 		return res, "", nil
 	case hard.Err() != nil:
 		return res, slotstate.DeathDrain, err
@@ -564,6 +570,9 @@ func (s *Slot) call(hard context.Context, hold *holder, fn func(context.Context,
 	}
 	return res, slotstate.DeathTrap, err
 }
+
+// errDrainCut is the error of a call the drain cut that returned all the same.
+var errDrainCut = errors.New("the drain cut the call's host calls")
 
 // discard closes a dead instance; the next iteration makes a fresh one.
 func (s *Slot) discard() {

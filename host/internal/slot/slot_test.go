@@ -401,6 +401,33 @@ func TestDrainCut(t *testing.T) {
 	}
 }
 
+// TestDrainCutCallThatReturns: a call whose host calls the drain cuts, and which
+// returns a failure of its own (as a guest does with the error a cut host call gives
+// it), ends cut too: its task goes back at once, refunded, not delayed as a failure.
+func TestDrainCutCallThatReturns(t *testing.T) {
+	started := make(chan struct{})
+	h := newHarness(t, func(ctx context.Context, in abi.HandleInput) ([]byte, error) {
+		close(started)
+		<-ctx.Done()
+		return result(abi.HandleResult{Outcome: abi.OutcomeFail, Reason: "lock_acquire: " + ctx.Err().Error()}), nil
+	})
+	h.params.MaxAttempts = 1
+	h.push(`{}`)
+	soft, stop := context.WithCancel(context.Background())
+	hard, cut := context.WithCancel(context.Background())
+	done := h.start(soft, hard)
+	<-started
+	stop()
+	cut()
+	<-done
+	if s := h.stats(); s != (primitives.QueueStats{Depth: 1}) {
+		t.Errorf("stats = %+v, want the task back, neither delayed nor parked", s)
+	}
+	if fin := h.finished(); len(fin) != 1 || fin[0].Outcome != slotstate.Cut || fin[0].Death != slotstate.DeathDrain {
+		t.Errorf("iterations = %+v, want one cut by the drain", fin)
+	}
+}
+
 // TestDrainCutTick: a tick the drain cuts mid-call ends cut, not died: its instance
 // died of the drain, which is no fault of the plugin's.
 func TestDrainCutTick(t *testing.T) {
