@@ -25,7 +25,7 @@ import (
 type Config struct {
 	// PluginsDir is the folder whose *.wasm files are loaded, one plugin each (not
 	// recursive). A folder with no .wasm is an error.
-	// default: DefaultPluginsDir ("plugins")
+	// default: "plugins"
 	PluginsDir string
 
 	// Backend holds the fleet state: pools, KV, locks, counters and queues. Required.
@@ -34,7 +34,7 @@ type Config struct {
 	Backend primitives.Backend
 
 	// Slots is how many slots (instances) run each plugin.
-	// default: DefaultSlots (1)
+	// default: 1
 	Slots int
 
 	// SlotsByType overrides Slots per automation type. 0 runs no slot of that type: it
@@ -74,7 +74,7 @@ type Config struct {
 
 	// CacheDir is where wazero keeps compiled plugins across runs, keyed by the module's
 	// content, the wazero version and the CPU. "off" keeps the cache in memory only.
-	// default: DefaultCacheDir(), os.UserCacheDir()/fleet-host/wazero ("off" when there is
+	// default: os.UserCacheDir()/fleet-host/wazero ("off" when there is
 	// no user cache dir)
 	CacheDir string
 
@@ -84,7 +84,7 @@ type Config struct {
 
 	// PollInterval is how long a slot waits after finding its queue empty, and between
 	// two ticks of a loop plugin that reported done.
-	// default: DefaultPollInterval (100ms)
+	// default: 100ms
 	PollInterval time.Duration
 
 	// TaskLease is how long a claimed task is leased to its slot at a time. While the
@@ -94,13 +94,13 @@ type Config struct {
 	// therefore come back within one lease, whatever the call timeout. At least
 	// MinTaskLease; New refuses a shorter one. See RATIONALE.md, "How long is a task's
 	// lease, and who renews it?".
-	// default: DefaultTaskLease (5s)
+	// default: 5s
 	TaskLease time.Duration
 
 	// MaxAttempts is a task's failure budget: a task whose attempt fails, dies or lets
 	// its lease expire once it has been claimed this many times is parked for the
 	// operator. See RATIONALE.md, "Why does a retry refund its attempt?".
-	// default: DefaultMaxAttempts (5)
+	// default: 5
 	MaxAttempts int
 
 	// CallTimeout is the deadline of one guest call (fleet_handle, fleet_tick,
@@ -108,39 +108,39 @@ type Config struct {
 	// makes a fresh one. At load, a plugin's _initialize, fleet_abi_version and
 	// fleet_describe share one deadline, the largest call timeout of Config and Grants; a
 	// plugin past it is refused.
-	// default: DefaultCallTimeout (30s)
+	// default: 30s
 	CallTimeout time.Duration
 
 	// DrainTimeout is how long Run waits, once its ctx is done, for calls in flight to
 	// finish before cutting them. A cut call's task goes back to its queue at once; a
 	// slot whose call has not ended AbandonMargin after the cut is abandoned, and Run
 	// returns ErrDrainIncomplete.
-	// default: DefaultDrainTimeout (10s)
+	// default: 10s
 	DrainTimeout time.Duration
 
 	// MemoryLimitPages caps each instance's memory, in 64 KiB wasm pages. A Go guest
 	// starts at ~40 pages and its runtime grows the heap 64 pages (4 MiB) at a time.
-	// default: DefaultMemoryLimitPages (256, 16 MiB)
+	// default: 256, 16 MiB
 	MemoryLimitPages uint32
 
 	// MaxPayload caps each payload, KV value, tags object and HTTP body a guest sends,
 	// and each payload given to Submit, in bytes. It must not exceed
 	// primitives.MaxValueLen.
-	// default: DefaultMaxPayload (256 KiB)
+	// default: 256 KiB
 	MaxPayload int
 
 	// MaxQueueDepth caps the tasks waiting (ready or delayed) in a queue that Submit adds
 	// to: past it Submit is LimitExceeded and its error matches ErrQueueFull (the HTTP
 	// API answers 429). It is each plugin's Grant.MaxQueueDepth too, unless the grant
 	// sets its own.
-	// default: DefaultMaxQueueDepth (100000)
+	// default: 100000
 	MaxQueueDepth int
 
 	// MaxQueueBytes caps the bytes of the tasks a queue that Submit adds to holds (every
 	// task until acked, parked ones too; each costs its payload + primitives.TaskOverhead),
 	// as MaxQueueDepth caps their count; and
 	// it is each plugin's Grant.MaxQueueBytes unless the grant sets its own.
-	// default: DefaultMaxQueueBytes (64 MiB)
+	// default: 64 MiB
 	MaxQueueBytes int64
 
 	// ParkedRetention is how long a parked task is kept: the hosts that run a queue's
@@ -154,14 +154,14 @@ type Config struct {
 
 	// RetryBackoff is how long a task whose attempt failed or died waits before it is
 	// claimable again, by the attempts it has made (primitives.Backoff.Wait); each zero
-	// field is DefaultRetryBackoff's. It is each plugin's Grant.RetryBackoffBase, Factor
+	// field is the default's. It is each plugin's Grant.RetryBackoffBase, Factor
 	// and Max too, unless the grant sets its own.
-	// default: DefaultRetryBackoff (1s, 2, 5m)
+	// default: 1s, 2, 5m
 	RetryBackoff primitives.Backoff
 
 	// RetryDelay is how long a task waits after a retry that names no delay, and a loop
 	// plugin after a failed tick.
-	// default: DefaultRetryDelay (1s)
+	// default: 1s
 	RetryDelay time.Duration
 
 	// Configs is each plugin's configuration, by automation type, validated against the
@@ -197,11 +197,11 @@ type Config struct {
 
 	// Instance is this host's name on the plane; each slot reports as
 	// "<Instance>/<type>/<index>".
-	// default: DefaultInstance(), os.Hostname() ("fleet-host" when it has none)
+	// default: os.Hostname() ("fleet-host" when it has none)
 	Instance string
 
 	// Version is the fleet-host build that the reports carry.
-	// default: DefaultVersion(), the main module's version from runtime/debug.ReadBuildInfo,
+	// default: the main module's version from runtime/debug.ReadBuildInfo,
 	// or "dev"
 	Version string
 
@@ -217,21 +217,21 @@ type Config struct {
 }
 
 // The defaults of Config, each the one place its value is written: New fills a zero
-// field with it, and a caller that shows or derives from a default (a command line's
-// --help) reads it here.
+// field with it (withDefaults), and a caller that shows or derives from a default (a
+// command line's --help) reads it in Defaults.
 const (
-	DefaultPluginsDir       = "plugins"
-	DefaultSlots            = 1
-	DefaultPollInterval     = 100 * time.Millisecond
-	DefaultTaskLease        = 5 * time.Second
-	DefaultMaxAttempts      = 5
-	DefaultCallTimeout      = 30 * time.Second
-	DefaultDrainTimeout     = 10 * time.Second
-	DefaultMemoryLimitPages = 256
-	DefaultMaxPayload       = 256 << 10
-	DefaultRetryDelay       = time.Second
-	DefaultMaxQueueDepth    = 100_000
-	DefaultMaxQueueBytes    = 64 << 20
+	defaultPluginsDir       = "plugins"
+	defaultSlots            = 1
+	defaultPollInterval     = 100 * time.Millisecond
+	defaultTaskLease        = 5 * time.Second
+	defaultMaxAttempts      = 5
+	defaultCallTimeout      = 30 * time.Second
+	defaultDrainTimeout     = 10 * time.Second
+	defaultMemoryLimitPages = 256
+	defaultMaxPayload       = 256 << 10
+	defaultRetryDelay       = time.Second
+	defaultMaxQueueDepth    = 100_000
+	defaultMaxQueueBytes    = 64 << 20
 )
 
 // MinTaskLease is the shortest Config.TaskLease the host honours: a quarter of it, the
@@ -239,18 +239,18 @@ const (
 // See RATIONALE.md, "How long is a task's lease, and who renews it?".
 const MinTaskLease = time.Second
 
-// DefaultCacheDir is Config.CacheDir's default: fleet-host/wazero in the user cache dir,
+// defaultCacheDir is Config.CacheDir's default: fleet-host/wazero in the user cache dir,
 // or "off" (in memory) when there is none.
-func DefaultCacheDir() string {
+func defaultCacheDir() string {
 	if d, err := os.UserCacheDir(); err == nil {
 		return filepath.Join(d, "fleet-host", "wazero")
 	}
 	return "off"
 }
 
-// DefaultInstance is Config.Instance's default: the machine's host name, or
+// defaultInstance is Config.Instance's default: the machine's host name, or
 // "fleet-host" when it has none.
-func DefaultInstance() string {
+func defaultInstance() string {
 	if h := hostname(); h != "" {
 		return h
 	}
@@ -266,41 +266,45 @@ func hostname() string {
 	return h
 }
 
-// DefaultVersion is Config.Version's default: the main module's version when the build
+// defaultVersion is Config.Version's default: the main module's version when the build
 // records one ("(devel)" is not one), else "dev".
-func DefaultVersion() string {
+func defaultVersion() string {
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		return bi.Main.Version
 	}
 	return "dev"
 }
 
+// Defaults is the Config that New runs with when no field is set: each knob's default,
+// which a command line shows in its --help and binds its flag to.
+func Defaults() Config { return Config{}.withDefaults() }
+
 // withDefaults fills in every zero field.
 func (c Config) withDefaults() Config {
-	c.PluginsDir = cmp.Or(c.PluginsDir, DefaultPluginsDir)
-	c.Slots = cmp.Or(c.Slots, DefaultSlots)
+	c.PluginsDir = cmp.Or(c.PluginsDir, defaultPluginsDir)
+	c.Slots = cmp.Or(c.Slots, defaultSlots)
 	if c.CacheDir == "" {
-		c.CacheDir = DefaultCacheDir()
+		c.CacheDir = defaultCacheDir()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
-	c.TaskLease = cmp.Or(c.TaskLease, DefaultTaskLease)
-	c.MaxAttempts = cmp.Or(c.MaxAttempts, DefaultMaxAttempts)
-	c.CallTimeout = cmp.Or(c.CallTimeout, DefaultCallTimeout)
-	c.DrainTimeout = cmp.Or(c.DrainTimeout, DefaultDrainTimeout)
-	c.MemoryLimitPages = cmp.Or(c.MemoryLimitPages, DefaultMemoryLimitPages)
-	c.MaxPayload = cmp.Or(c.MaxPayload, DefaultMaxPayload)
-	c.RetryDelay = cmp.Or(c.RetryDelay, DefaultRetryDelay)
-	c.RetryBackoff = backoffOr(c.RetryBackoff, DefaultRetryBackoff)
-	c.MaxQueueDepth = cmp.Or(c.MaxQueueDepth, DefaultMaxQueueDepth)
-	c.MaxQueueBytes = cmp.Or(c.MaxQueueBytes, DefaultMaxQueueBytes)
+	c.PollInterval = cmp.Or(c.PollInterval, defaultPollInterval)
+	c.TaskLease = cmp.Or(c.TaskLease, defaultTaskLease)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, defaultMaxAttempts)
+	c.CallTimeout = cmp.Or(c.CallTimeout, defaultCallTimeout)
+	c.DrainTimeout = cmp.Or(c.DrainTimeout, defaultDrainTimeout)
+	c.MemoryLimitPages = cmp.Or(c.MemoryLimitPages, defaultMemoryLimitPages)
+	c.MaxPayload = cmp.Or(c.MaxPayload, defaultMaxPayload)
+	c.RetryDelay = cmp.Or(c.RetryDelay, defaultRetryDelay)
+	c.RetryBackoff = backoffOr(c.RetryBackoff, defaultRetryBackoff)
+	c.MaxQueueDepth = cmp.Or(c.MaxQueueDepth, defaultMaxQueueDepth)
+	c.MaxQueueBytes = cmp.Or(c.MaxQueueBytes, defaultMaxQueueBytes)
 	if c.Instance == "" {
-		c.Instance = DefaultInstance()
+		c.Instance = defaultInstance()
 	}
 	if c.Version == "" {
-		c.Version = DefaultVersion()
+		c.Version = defaultVersion()
 	}
 	return c
 }
@@ -373,7 +377,7 @@ func (c Config) Check(name func(field string) string) error {
 	if c.MaxQueueBytes < 0 {
 		bad("MaxQueueBytes", "is %d, want >= 0", c.MaxQueueBytes)
 	}
-	if err := checkBackoff(c.RetryBackoff, DefaultRetryBackoff, [3]string{name("RetryBackoff.Base"), name("RetryBackoff.Factor"), name("RetryBackoff.Max")}); err != nil {
+	if err := checkBackoff(c.RetryBackoff, defaultRetryBackoff, [3]string{name("RetryBackoff.Base"), name("RetryBackoff.Factor"), name("RetryBackoff.Max")}); err != nil {
 		errs = append(errs, fmt.Errorf("host: %w", err))
 	}
 	errs = append(errs, c.checkGrants(c.Grants)...)
@@ -403,10 +407,10 @@ func backoffOr(b, def primitives.Backoff) primitives.Backoff {
 	return primitives.Backoff{Base: cmp.Or(b.Base, def.Base), Factor: cmp.Or(b.Factor, def.Factor), Max: cmp.Or(b.Max, def.Max)}
 }
 
-// DefaultRetryBackoff is a failed task's backoff when neither Config nor its plugin's
+// defaultRetryBackoff is a failed task's backoff when neither Config nor its plugin's
 // Grant sets one:
 // waits of at most 1s, 2s, 4s, 8s, ... up to 5 minutes.
-var DefaultRetryBackoff = primitives.Backoff{Base: time.Second, Factor: 2, Max: 5 * time.Minute}
+var defaultRetryBackoff = primitives.Backoff{Base: time.Second, Factor: 2, Max: 5 * time.Minute}
 
 // maxBackoffFactor is the largest RetryBackoffFactor: past it, the second wait is
 // already a hundred times the first, which no retry policy needs.

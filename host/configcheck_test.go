@@ -11,13 +11,7 @@ import (
 // validConfig is a Config whose every knob holds its default, as a command line's flags
 // fill it in.
 func validConfig() host.Config {
-	return host.Config{
-		PluginsDir: host.DefaultPluginsDir, Slots: host.DefaultSlots, PollInterval: host.DefaultPollInterval,
-		TaskLease: host.DefaultTaskLease, MaxAttempts: host.DefaultMaxAttempts, CallTimeout: host.DefaultCallTimeout,
-		DrainTimeout: host.DefaultDrainTimeout, MemoryLimitPages: host.DefaultMemoryLimitPages,
-		MaxPayload: host.DefaultMaxPayload, RetryDelay: host.DefaultRetryDelay,
-		MaxQueueDepth: host.DefaultMaxQueueDepth, MaxQueueBytes: host.DefaultMaxQueueBytes,
-	}
+	return host.Defaults()
 }
 
 // TestConfigCheckNames: Check says each field it refuses as its name says it (a command

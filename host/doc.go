@@ -9,8 +9,8 @@
 //
 // The surface, by what a user of the host does with it:
 //
-//   - Run a host: Config (each field's default a Default... constant or function, and
-//     MinTaskLease), New, and Host's Run, Reload, ReloadGrants and Close; a drain that
+//   - Run a host: Config (Defaults is each field's default, and MinTaskLease the
+//     shortest lease), New, and Host's Run, Reload, ReloadGrants and Close; a drain that
 //     had to abandon a slot (AbandonMargin) is ErrDrainIncomplete.
 //   - Say what a plugin may touch: Grant, with its HTTP part (HTTP); CheckGrants checks a
 //     grants file's entries, MissingGrants says what a plugin asks for beyond its grant,

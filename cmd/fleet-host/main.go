@@ -168,7 +168,7 @@ func exitCode(err error, stderr io.Writer) int {
 }
 
 // binaryVersion is the version -ldflags set, else the host's default.
-func binaryVersion() string { return cmp.Or(version, host.DefaultVersion()) }
+func binaryVersion() string { return cmp.Or(version, host.Defaults().Version) }
 
 // usageErr turns a flag parse error, which the flag package has printed with the usage
 // already, into the usage exit code.

@@ -30,6 +30,10 @@ type runSettings struct {
 	planeOn             bool
 }
 
+// defaults is the host's Config as New fills it when nothing is set: each flag of a
+// host knob binds to its field with this default.
+var defaults = host.Defaults()
+
 // The flags that more commands than run take, each defined once, so that a knob is one
 // flag line whichever command reads it. backendFlags: where the fleet's state is
 // (run, doctor, contracts).
@@ -42,15 +46,15 @@ func backendFlags(f *flags, o *daemon.Options) {
 // doctor, describe).
 func describeFlags(f *flags, o *daemon.Options) {
 	f.str(&o.GrantsFile, "grants", "FLEET_GRANTS", "", "the grants file: JSON mapping each automation type to what it may touch (pools and queues with roles, kv, locks, counters, http_hosts, ...) and its \"config\"; see docs/operators.md")
-	f.str(&o.Host.CacheDir, "cache-dir", "FLEET_CACHE_DIR", host.DefaultCacheDir(), "where compiled plugins are cached across runs; \"off\" keeps it in memory")
-	f.dur(&o.Host.CallTimeout, "call-timeout", "FLEET_CALL_TIMEOUT", host.DefaultCallTimeout, "the deadline of one guest call; past it the instance is killed and replaced")
+	f.str(&o.Host.CacheDir, "cache-dir", "FLEET_CACHE_DIR", defaults.CacheDir, "where compiled plugins are cached across runs; \"off\" keeps it in memory")
+	f.dur(&o.Host.CallTimeout, "call-timeout", "FLEET_CALL_TIMEOUT", defaults.CallTimeout, "the deadline of one guest call; past it the instance is killed and replaced")
 }
 
 // loadFlags: what run loads and where from, which doctor checks with the same flags.
 func loadFlags(f *flags, o *daemon.Options) {
 	backendFlags(f, o)
 	describeFlags(f, o)
-	f.str(&o.Host.PluginsDir, "plugins", "FLEET_PLUGINS", host.DefaultPluginsDir, "the folder of *.wasm plugins to load (not recursive)")
+	f.str(&o.Host.PluginsDir, "plugins", "FLEET_PLUGINS", defaults.PluginsDir, "the folder of *.wasm plugins to load (not recursive)")
 	f.str(&o.EgressFile, "egress", "FLEET_EGRESS", "", "the egress policy file: JSON of per-site request rates by host pattern (\"rates\", \"default\"), \"max_wait\" and \"max_retry_after\", enforced fleet-wide on every plugin's outbound HTTP and reloaded with the grants file; empty gates nothing; see docs/operators.md")
 	f.boolean(&o.Host.GrantDeclared, "grant-declared", "FLEET_GRANT_DECLARED", false, "grant each plugin the pools and queues it declares, beyond the grants file (development only: a plugin then reaches any pool or queue it names; logged as a WARN per plugin)")
 	f.str(&o.ReportURL, "report-url", "FLEET_REPORT_URL", "", "the plane's fleet-report endpoint; reporting is off without it and a key")
@@ -80,7 +84,7 @@ each task, host call and outbound request is an OpenTelemetry span, exported ove
 http/protobuf, with OTEL_SERVICE_NAME and the other OTEL_* variables as the
 specification says (docs/operators.md, "Traces").`, host.AbandonMargin, daemon.ShutdownMargin), stderr)
 	loadFlags(f, o)
-	f.int(&o.Host.Slots, "slots", "FLEET_SLOTS", host.DefaultSlots, "slots (wasm instances) per plugin")
+	f.int(&o.Host.Slots, "slots", "FLEET_SLOTS", defaults.Slots, "slots (wasm instances) per plugin")
 	f.value((*slotsFor)(&o.Host.SlotsByType), "slots-for", "FLEET_SLOTS_FOR", "slots for one automation type, type=n, overriding --slots; repeat the flag, or comma-separate in the variable (scraper=4,noop=0); 0 loads the plugin and runs no slot")
 	f.str(&o.SchedulesFile, "schedules", "FLEET_SCHEDULES", "", "the schedules file: JSON of schedules by name, each submitting \"payload\" to \"queue\" on every tick of \"cron\" (with \"tz\") or \"every\", once per tick fleet-wide, with a \"missed\" policy (skip, catch_up); checked against the queues' contracts and reloaded with the grants file; see docs/operators.md")
 	f.str(&o.Listen, "listen", "FLEET_LISTEN", defaultListen, "the HTTP API's listen address, which serves the Fleet console at /; empty runs no API")
@@ -91,7 +95,7 @@ specification says (docs/operators.md, "Traces").`, host.AbandonMargin, daemon.S
 	f.dur(&o.HTTP.IdleTimeout, "api-idle-timeout", "FLEET_API_IDLE_TIMEOUT", api.DefaultIdleTimeout, "how long a keep-alive connection may wait for its next request before it is closed")
 	f.int(&o.HTTP.MaxHeaderBytes, "api-max-header-bytes", "FLEET_API_MAX_HEADER_BYTES", api.DefaultMaxHeaderBytes, "the largest request header the API reads, in bytes; a larger one is answered 431")
 	f.int(&o.HTTP.MaxConns, "api-max-conns", "FLEET_API_MAX_CONNS", api.DefaultMaxConns, "the connections the API keeps open at once; one more is answered 503 with Retry-After and closed, never queued")
-	f.str(&o.Host.Instance, "instance", "FLEET_INSTANCE", host.DefaultInstance(), "this daemon's name on the plane; each slot reports as <instance>/<type>/<n>")
+	f.str(&o.Host.Instance, "instance", "FLEET_INSTANCE", defaults.Instance, "this daemon's name on the plane; each slot reports as <instance>/<type>/<n>")
 	o.Plane = &plane.Config{}
 	f.boolean(&s.planeOn, "plane", "FLEET_PLANE", false, "serve the plane on the API: reporters POST to /api/projects/<slug>/fleet/report with --plane-key, GET /api/v1/plane/instances lists them (the console's Fleet page); rows live in the backend (Redis for a fleet)")
 	f.str(&o.Plane.Key, "plane-key", "FLEET_PLANE_KEY", "", "with --plane: the bearer key reporters must send (their --report-key); required (prefer the variable)")
@@ -101,16 +105,16 @@ specification says (docs/operators.md, "Traces").`, host.AbandonMargin, daemon.S
 	f.dur(&o.Plane.StaleAfter, "plane-stale-after", "FLEET_PLANE_STALE_AFTER", plane.DefaultStaleAfter, "with --plane: an instance whose last report is older is marked stale")
 	f.str(&s.logLevel, "log-level", "FLEET_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 	f.str(&s.logFormat, "log-format", "FLEET_LOG_FORMAT", "text", "log format: text or json")
-	f.dur(&o.Host.DrainTimeout, "drain-timeout", "FLEET_DRAIN_TIMEOUT", host.DefaultDrainTimeout, "on shutdown, how long calls in flight get to finish before they are cut")
-	f.dur(&o.Host.TaskLease, "task-lease", "FLEET_TASK_LEASE", host.DefaultTaskLease, fmt.Sprintf("how long a claimed task is leased to its slot at a time, at least %v: renewed every quarter of it while its call runs, so a dead host's tasks come back within it whatever --call-timeout says", host.MinTaskLease))
-	f.dur(&o.Host.PollInterval, "poll-interval", "FLEET_POLL_INTERVAL", host.DefaultPollInterval, "how long a slot waits after finding its queue empty")
-	f.dur(&o.Host.RetryDelay, "retry-delay", "FLEET_RETRY_DELAY", host.DefaultRetryDelay, "how long a retried task waits when the plugin names no delay")
-	f.int(&o.Host.MaxAttempts, "max-attempts", "FLEET_MAX_ATTEMPTS", host.DefaultMaxAttempts, "a task's attempts before it is parked for the operator")
-	f.int(&o.Host.MaxPayload, "max-payload", "FLEET_MAX_PAYLOAD", host.DefaultMaxPayload, "the largest payload, KV value or HTTP body a plugin sends, and the largest API request body, in bytes")
-	f.int(&o.Host.MaxQueueDepth, "max-queue-depth", "FLEET_MAX_QUEUE_DEPTH", host.DefaultMaxQueueDepth, "the tasks waiting (ready or delayed) in a queue past which a submit to it is refused (the API answers 429); a grant's max_queue_depth overrides it for its plugin")
-	f.int64(&o.Host.MaxQueueBytes, "max-queue-bytes", "FLEET_MAX_QUEUE_BYTES", host.DefaultMaxQueueBytes, "the bytes a queue's tasks (until acked, parked ones too; each its payload + 1 KiB) may hold, past which a submit to it is refused; a grant's max_queue_bytes overrides it for its plugin")
+	f.dur(&o.Host.DrainTimeout, "drain-timeout", "FLEET_DRAIN_TIMEOUT", defaults.DrainTimeout, "on shutdown, how long calls in flight get to finish before they are cut")
+	f.dur(&o.Host.TaskLease, "task-lease", "FLEET_TASK_LEASE", defaults.TaskLease, fmt.Sprintf("how long a claimed task is leased to its slot at a time, at least %v: renewed every quarter of it while its call runs, so a dead host's tasks come back within it whatever --call-timeout says", host.MinTaskLease))
+	f.dur(&o.Host.PollInterval, "poll-interval", "FLEET_POLL_INTERVAL", defaults.PollInterval, "how long a slot waits after finding its queue empty")
+	f.dur(&o.Host.RetryDelay, "retry-delay", "FLEET_RETRY_DELAY", defaults.RetryDelay, "how long a retried task waits when the plugin names no delay")
+	f.int(&o.Host.MaxAttempts, "max-attempts", "FLEET_MAX_ATTEMPTS", defaults.MaxAttempts, "a task's attempts before it is parked for the operator")
+	f.int(&o.Host.MaxPayload, "max-payload", "FLEET_MAX_PAYLOAD", defaults.MaxPayload, "the largest payload, KV value or HTTP body a plugin sends, and the largest API request body, in bytes")
+	f.int(&o.Host.MaxQueueDepth, "max-queue-depth", "FLEET_MAX_QUEUE_DEPTH", defaults.MaxQueueDepth, "the tasks waiting (ready or delayed) in a queue past which a submit to it is refused (the API answers 429); a grant's max_queue_depth overrides it for its plugin")
+	f.int64(&o.Host.MaxQueueBytes, "max-queue-bytes", "FLEET_MAX_QUEUE_BYTES", defaults.MaxQueueBytes, "the bytes a queue's tasks (until acked, parked ones too; each its payload + 1 KiB) may hold, past which a submit to it is refused; a grant's max_queue_bytes overrides it for its plugin")
 	f.dur(&o.Host.ParkedRetention, "parked-retention", "FLEET_PARKED_RETENTION", 0, "how long a parked task is kept before the hosts running its queue's consumer delete it (0: until an operator requeues or deletes it); a grant's parked_retention overrides it for the queue its plugin consumes")
-	f.uint32(&o.Host.MemoryLimitPages, "memory-pages", "FLEET_MEMORY_PAGES", host.DefaultMemoryLimitPages, "each instance's memory limit, in 64 KiB pages")
+	f.uint32(&o.Host.MemoryLimitPages, "memory-pages", "FLEET_MEMORY_PAGES", defaults.MemoryLimitPages, "each instance's memory limit, in 64 KiB pages")
 	f.dur(&o.ReloadSettle, "reload-settle", "FLEET_RELOAD_SETTLE", daemon.DefaultReloadSettle, "how long a changed .wasm in the plugins folder must keep its size and mtime before the daemon reloads it")
 	f.dur(&o.FleetRefresh, "fleet-refresh", "FLEET_FLEET_REFRESH", fleetview.DefaultRefresh, "how often this daemon writes its presence to the backend and flushes its health counts; inspect marks it stale after 3 missed ones, and it disappears after 10")
 	f.also(&o.Plane, "plane")

@@ -74,7 +74,7 @@ type Params struct {
 	// default: "" (no authentication; bind to loopback)
 	Token string
 	// MaxBody caps a request body, in bytes; a larger one is 413.
-	// default: host.DefaultMaxPayload (256 KiB)
+	// default: host.Defaults().MaxPayload (256 KiB)
 	MaxBody int64
 	// Draining, when it returns true, makes /readyz answer 503: the daemon is shutting down.
 	Draining func() bool
@@ -109,7 +109,7 @@ func New(p Params) *Server {
 		panic("api: New needs a Host and a Backend")
 	}
 	if p.MaxBody <= 0 {
-		p.MaxBody = host.DefaultMaxPayload
+		p.MaxBody = int64(host.Defaults().MaxPayload)
 	}
 	if p.Log == nil {
 		p.Log = slog.Default()

@@ -309,7 +309,7 @@ func (obs observers) observe(log *slog.Logger, also func(slotstate.Event)) func(
 func newAPI(o Options, log *slog.Logger, h *host.Host, b primitives.Backend, obs observers, pl *plane.Plane, draining func() bool, rl *reloader, sf schedulesFile, fleet func(context.Context) (*fleetview.Fleet, error)) *api.Server {
 	srv := api.New(api.Params{
 		Host: h, Backend: b, Slots: obs.slots, Metrics: obs.metrics.Handler(), Token: o.Token,
-		MaxBody: int64(cmp.Or(o.Host.MaxPayload, host.DefaultMaxPayload)), Draining: draining, Reload: rl.reload, Plane: pl, Fleet: fleet, Log: log,
+		MaxBody: int64(cmp.Or(o.Host.MaxPayload, host.Defaults().MaxPayload)), Draining: draining, Reload: rl.reload, Plane: pl, Fleet: fleet, Log: log,
 		Schedules: sf.list,
 	})
 	obs.metrics.Watch(metrics.Sources{Queues: srv.Queues, Pools: srv.Pools, PluginMetrics: h.PluginMetrics, ReloadFailures: rl.reloadFailures, Sites: h.Sites, Plugins: h.Plugins})
@@ -458,5 +458,5 @@ func (o Options) ShutdownBound() time.Duration { return o.drainTimeout() + Shutd
 
 // drainTimeout is the host's drain timeout for o.
 func (o Options) drainTimeout() time.Duration {
-	return cmp.Or(o.Host.DrainTimeout, host.DefaultDrainTimeout)
+	return cmp.Or(o.Host.DrainTimeout, host.Defaults().DrainTimeout)
 }
