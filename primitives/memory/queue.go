@@ -238,17 +238,8 @@ func notFound(queueName, id string) error {
 // lock.
 func (b *Backend) QueuePush(ctx context.Context, queueName string, payload []byte, o primitives.QueuePushOptions) (string, bool, error) {
 	c, u := o.Cap, o.Unique
-	if err := checkQueue(queueName); err != nil {
-		return "", false, err
-	}
-	if err := primitives.CheckValue("payload", payload); err != nil {
-		return "", false, err
-	}
-	if err := primitives.CheckUnique(u); err != nil {
-		return "", false, err
-	}
 	trace := primitives.TraceOf(ctx)
-	if err := primitives.CheckTrace(trace); err != nil {
+	if err := primitives.CheckPush(queueName, payload, u, trace); err != nil {
 		return "", false, err
 	}
 	rq, err := requestOf(ctx, "queue push", payload, u)
