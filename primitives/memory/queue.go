@@ -212,19 +212,7 @@ func (q *queue) holder(queueName, id, token string, now time.Time) (*task, error
 
 // getQueue returns the named queue, creating it when create is set; nil otherwise.
 func (b *Backend) getQueue(name string, create bool) *queue {
-	b.queuesMu.RLock()
-	q := b.queues[name]
-	b.queuesMu.RUnlock()
-	if q != nil || !create {
-		return q
-	}
-	b.queuesMu.Lock()
-	defer b.queuesMu.Unlock()
-	if q = b.queues[name]; q == nil {
-		q = newQueue()
-		b.queues[name] = q
-	}
-	return q
+	return b.queues.get(name, create, newQueue)
 }
 
 func checkQueue(name string) error { return primitives.CheckName("queue", name) }
