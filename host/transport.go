@@ -52,17 +52,18 @@ func (h *Host) newRuntime(ctx context.Context, wasm []byte, pages uint32, config
 type nativeRuntime struct{ *native.Runtime }
 
 func (r nativeRuntime) instantiate(ctx context.Context, name string, caller *hostfn.Caller, out io.Writer) (instance, error) {
-	in, err := r.Instantiate(ctx, name, caller, out)
-	if err != nil {
-		return nil, err
-	}
-	return in, nil
+	return asInstance(r.Instantiate(ctx, name, caller, out))
 }
 
 type extismRuntime struct{ *extism.Runtime }
 
 func (r extismRuntime) instantiate(ctx context.Context, name string, caller *hostfn.Caller, out io.Writer) (instance, error) {
-	in, err := r.Instantiate(ctx, name, caller, out)
+	return asInstance(r.Instantiate(ctx, name, caller, out))
+}
+
+// asInstance is a transport's Instantiate as an instance: on an error the nil interface,
+// never a nil *Instance in one, which would not compare equal to nil.
+func asInstance[T instance](in T, err error) (instance, error) {
 	if err != nil {
 		return nil, err
 	}

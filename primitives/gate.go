@@ -117,6 +117,15 @@ func CheckRate(r Rate) error {
 	return nil
 }
 
+// CheckGate checks the arguments of a GateAcquire or a GateState: the site's name and
+// the rate (CheckRate).
+func CheckGate(site string, r Rate) error {
+	if err := CheckName("site", site); err != nil {
+		return err
+	}
+	return CheckRate(r)
+}
+
 // CheckGateClose checks a GateClose: the site's name and 0 < d <= MaxGateClose.
 func CheckGateClose(site string, d time.Duration) error {
 	if err := CheckName("site", site); err != nil {

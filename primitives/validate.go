@@ -75,6 +75,21 @@ func CheckClaim(queue string, lease time.Duration) error {
 	return CheckPositive("lease", lease)
 }
 
+// CheckPush checks the arguments of a QueuePush: the queue's name, a payload of at most
+// MaxValueLen, the Unique (CheckUnique) and the trace (CheckTrace).
+func CheckPush(queue string, payload []byte, u Unique, trace string) error {
+	if err := CheckName("queue", queue); err != nil {
+		return err
+	}
+	if err := CheckValue("payload", payload); err != nil {
+		return err
+	}
+	if err := CheckUnique(u); err != nil {
+		return err
+	}
+	return CheckTrace(trace)
+}
+
 // CheckAckClaim checks the arguments of a QueueAckClaim: a claim's, and at most MaxBatch
 // acks and claims.
 func CheckAckClaim(queue string, acks []Ack, n int, lease time.Duration) error {

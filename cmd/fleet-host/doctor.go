@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 
 	"github.com/fleethost/fleet/internal/daemon"
@@ -13,11 +12,8 @@ func doctorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var o daemon.Options
 	f := newFlags("doctor", "doctor [flags]\n\nChecks, one line each: the backend answers; every plugin in the folder compiles and\ndescribes itself; the egress file checks; they load together with the grants, and their\ncontracts agree with each other and with the fleet's; the plane accepts the key. Exits 1 if any check fails.\nTakes run's flags and variables for these settings.", stderr)
 	loadFlags(f, &o)
-	if err := f.parse(args); err != nil {
-		return usageErr(err)
-	}
-	if f.NArg() > 0 {
-		return usageError{fmt.Errorf("doctor takes no arguments, got %q", f.Args())}
+	if err := f.parseNoArgs(args); err != nil {
+		return err
 	}
 	if !doctor.Run(ctx, o, stdout) {
 		return errFailed

@@ -176,6 +176,18 @@ func (f *flags) parse(args []string) error {
 	return f.Parse(append([]string{"--"}, pos...))
 }
 
+// parseNoArgs is parse for a command of flags alone: an argument is a usage error that
+// names it, and a parse error is the usage exit.
+func (f *flags) parseNoArgs(args []string) error {
+	if err := f.parse(args); err != nil {
+		return usageErr(err)
+	}
+	if f.NArg() > 0 {
+		return usageError{fmt.Errorf("%s takes no arguments, got %q", f.Name(), f.Args())}
+	}
+	return nil
+}
+
 // uint32Value is a flag of a uint32, which the flag package has no Var for.
 type uint32Value uint32
 

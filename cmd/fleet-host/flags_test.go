@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"strings"
 	"testing"
@@ -46,6 +47,18 @@ func TestFlagsAfterArguments(t *testing.T) {
 	}
 	if got := strings.Join(f.Args(), " "); name != "x" || !on || got != "a b - --c d" {
 		t.Errorf("name %q on %v args %q; want x, true and the arguments in order, those after -- as they are", name, on, got)
+	}
+}
+
+// TestCommandsOfFlagsAloneRefuseArguments: a command that takes no arguments refuses one
+// before it does anything (no daemon is asked), with the usage exit, naming it.
+func TestCommandsOfFlagsAloneRefuseArguments(t *testing.T) {
+	for _, cmd := range []string{"doctor", "inspect", "reload"} {
+		var stderr strings.Builder
+		code := realMain(context.Background(), []string{cmd, "extra"}, nil, io.Discard, &stderr)
+		if want := cmd + ` takes no arguments, got ["extra"]`; code != exitUsage || !strings.Contains(stderr.String(), want) {
+			t.Errorf("fleet-host %s extra = exit %d, %q; want exit %d saying %s", cmd, code, stderr.String(), exitUsage, want)
+		}
 	}
 }
 

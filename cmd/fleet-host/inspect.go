@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"time"
 
@@ -17,11 +16,8 @@ func inspectCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	apiFlags(f, &c)
 	f.boolean(&asJSON, "json", "FLEET_INSPECT_JSON", false, "print JSON instead of tables")
 	f.int(&parked, "parked", "FLEET_INSPECT_PARKED", 20, "list up to this many parked tasks per queue (0: none)")
-	if err := f.parse(args); err != nil {
-		return usageErr(err)
-	}
-	if f.NArg() > 0 {
-		return usageError{fmt.Errorf("inspect takes no arguments, got %q", f.Args())}
+	if err := f.parseNoArgs(args); err != nil {
+		return err
 	}
 	s, err := c.Inspect(ctx, parked)
 	if err != nil {

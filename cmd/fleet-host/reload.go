@@ -13,11 +13,8 @@ func reloadCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var c client.Client
 	f := newFlags("reload", "reload [flags]\n\nHas the daemon reload its plugins folder and its grants file, as a change to either or\nSIGHUP does: new plugins load, changed ones (a new digest, or a changed grant) replace\ntheir slots one at a time, removed ones drain. Prints each automation's type, version\nand digest. A refused build or grants file fails the command, naming the file and why;\nthe running version keeps running.", stderr)
 	apiFlags(f, &c)
-	if err := f.parse(args); err != nil {
-		return usageErr(err)
-	}
-	if f.NArg() > 0 {
-		return usageError{fmt.Errorf("reload takes no arguments, got %q", f.Args())}
+	if err := f.parseNoArgs(args); err != nil {
+		return err
 	}
 	as, err := c.Reload(ctx)
 	if err != nil {

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -9,7 +8,6 @@ import (
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/contracts"
 	"github.com/fleethost/fleet/internal/safetext"
-	"github.com/fleethost/fleet/primitives"
 )
 
 // The fleet's contract registry, read from and written to the backend as `fleet-host
@@ -87,10 +85,6 @@ func (s *Server) forgetContractVersion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	use, err := contracts.Use(r.Context(), s.p.Backend, kind, name, n)
-	if errors.Is(err, primitives.ErrNotFound) {
-		writeError(w, http.StatusNotFound, abi.NotFound, err.Error(), nil)
-		return
-	}
 	if err != nil {
 		backendError(w, err)
 		return
@@ -103,10 +97,6 @@ func (s *Server) forgetContractVersion(w http.ResponseWriter, r *http.Request) {
 		s.p.Log.Warn("api: forgetting a contract version still in use (force=yes)", "kind", kind, "name", name, "version", n, "in_use", blocks)
 	}
 	err = contracts.Forget(r.Context(), s.p.Backend, kind, name, n)
-	if errors.Is(err, primitives.ErrNotFound) {
-		writeError(w, http.StatusNotFound, abi.NotFound, err.Error(), nil)
-		return
-	}
 	if err != nil {
 		backendError(w, err)
 		return

@@ -86,6 +86,34 @@ type conn struct {
 	r *bufio.Reader
 }
 
+// getJSON decodes the answer to GET path on the API at addr into v.
+func getJSON(t *testing.T, addr, path string, v any) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+}
+
+// getText is the body of the answer to GET path on the API at addr, whatever its status.
+func getText(t *testing.T, addr, path string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	return string(b)
+}
+
 func dial(t *testing.T, addr string) *conn {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)

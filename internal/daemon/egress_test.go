@@ -2,9 +2,6 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
-	"io"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,15 +15,8 @@ import (
 // sites is GET /api/v1/sites.
 func sites(t *testing.T, addr string) []api.Site {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/api/v1/sites")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var body api.Sites
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		t.Fatal(err)
-	}
+	getJSON(t, addr, "/api/v1/sites", &body)
 	return body.Sites
 }
 
@@ -49,14 +39,9 @@ func TestReloadEgressFile(t *testing.T) {
 	if got := siteLabels(sites(t, addr)); strings.Join(got, ",") != "example.com" {
 		t.Fatalf("sites at start-up = %q, want [example.com]", got)
 	}
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	metrics := getText(t, addr, "/metrics")
 	for _, want := range []string{`fleet_egress_requests_total{site="example.com"} 0`, `fleet_egress_refused_total{site="example.com"} 0`, `fleet_egress_closed_until_seconds{site="example.com"} 0`} {
-		if !strings.Contains(string(metrics), want) {
+		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
@@ -68,14 +53,8 @@ func TestReloadEgressFile(t *testing.T) {
 		t.Errorf("sites[0] = %+v, want 5/s, burst 2, the default max_wait (5s) and max_retry_after (10m)", s)
 	}
 	testutil.Deploy(t, efile, []byte(`{"rates": {"example.com": {"per_second": 0}}}`))
-	resp, err = http.Post("http://"+addr+"/api/v1/reload", "application/json", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 422 || !strings.Contains(string(body), `egress.json: rates: \"example.com\": per_second is 0, want \u003e 0`) {
-		t.Errorf("POST /api/v1/reload = %d %s, want 422 naming egress.json and the field", resp.StatusCode, body)
+	if code, body := postReload(t, addr); code != 422 || !strings.Contains(body, `egress.json: rates: \"example.com\": per_second is 0, want \u003e 0`) {
+		t.Errorf("POST /api/v1/reload = %d %s, want 422 naming egress.json and the field", code, body)
 	}
 	if got := strings.Join(siteLabels(sites(t, addr)), ","); got != "*.example.org,default" {
 		t.Errorf("sites after a refused egress file = %q, want the policy in force", got)

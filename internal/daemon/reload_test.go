@@ -27,20 +27,28 @@ import (
 // automations is GET /api/v1/automations, by type.
 func automations(t *testing.T, addr string) map[string]api.Automation {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/api/v1/automations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var body struct{ Automations []api.Automation }
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		t.Fatal(err)
-	}
+	getJSON(t, addr, "/api/v1/automations", &body)
 	out := map[string]api.Automation{}
 	for _, a := range body.Automations {
 		out[a.Type] = a
 	}
 	return out
+}
+
+// postReload is POST /api/v1/reload: its status and body.
+func postReload(t *testing.T, addr string) (int, string) {
+	t.Helper()
+	resp, err := http.Post("http://"+addr+"/api/v1/reload", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("POST /api/v1/reload: %v", err)
+	}
+	return resp.StatusCode, string(b)
 }
 
 // dropWasm writes a batch WAT plugin of type typ into dir as <typ>.wasm by rename, the
@@ -84,17 +92,7 @@ func TestReloadRoute(t *testing.T) {
 	// A settle far past the test: only the route reloads.
 	addr := startAPI(t, Options{Host: host.Config{PluginsDir: dir}, ReloadSettle: time.Hour})
 	good := dropWasm(t, dir, "dropped")
-	post := func() (int, string) {
-		resp, err := http.Post("http://"+addr+"/api/v1/reload", "application/json", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var b strings.Builder
-		_, _ = io.Copy(&b, resp.Body)
-		return resp.StatusCode, b.String()
-	}
-	if code, body := post(); code != 200 || !strings.Contains(body, `"dropped"`) {
+	if code, body := postReload(t, addr); code != 200 || !strings.Contains(body, `"dropped"`) {
 		t.Fatalf("POST /api/v1/reload = %d %s, want 200 listing dropped", code, body)
 	}
 	// The API's routes follow the loaded set: the new plugin's queue is known.
@@ -107,16 +105,10 @@ func TestReloadRoute(t *testing.T) {
 		t.Errorf("GET /api/v1/queues/dropped-jobs = %d after the reload, want 200", resp.StatusCode)
 	}
 	testutil.Deploy(t, filepath.Join(dir, "dropped.wasm"), good[:len(good)/2])
-	if code, body := post(); code != 422 || !strings.Contains(body, "dropped.wasm") {
+	if code, body := postReload(t, addr); code != 422 || !strings.Contains(body, "dropped.wasm") {
 		t.Fatalf("POST /api/v1/reload = %d %s, want 422 naming dropped.wasm", code, body)
 	}
-	resp, err = http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(metrics), "\nfleet_reload_failures_total 1\n") {
+	if !strings.Contains(getText(t, addr, "/metrics"), "\nfleet_reload_failures_total 1\n") {
 		t.Errorf("/metrics has no fleet_reload_failures_total 1 after one refused build")
 	}
 	a := automations(t, addr)["dropped"]
@@ -227,13 +219,7 @@ func TestReloadGrantsFile(t *testing.T) {
 			first.LoadedAt, as["dropped"].LoadedAt, echo.LoadedAt, as["echo"].LoadedAt)
 	}
 	failures := func() string {
-		resp, err := http.Get("http://" + addr + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		for _, l := range strings.Split(string(b), "\n") {
+		for _, l := range strings.Split(getText(t, addr, "/metrics"), "\n") {
 			if strings.HasPrefix(l, "fleet_reload_failures_total ") {
 				return strings.TrimPrefix(l, "fleet_reload_failures_total ")
 			}
@@ -242,14 +228,8 @@ func TestReloadGrantsFile(t *testing.T) {
 	}
 	writeGrants(`{"dropped": {"max_paylod": 10}}`)
 	testutil.WaitFor(t, 60*time.Second, "the bad grants file refused by the watcher", func() bool { return failures() == "1" })
-	resp, err := http.Post("http://"+addr+"/api/v1/reload", "application/json", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 422 || !strings.Contains(string(body), "grants.json") || !strings.Contains(string(body), "max_paylod") {
-		t.Errorf("POST /api/v1/reload = %d %s, want 422 naming grants.json and max_paylod", resp.StatusCode, body)
+	if code, body := postReload(t, addr); code != 422 || !strings.Contains(body, "grants.json") || !strings.Contains(body, "max_paylod") {
+		t.Errorf("POST /api/v1/reload = %d %s, want 422 naming grants.json and max_paylod", code, body)
 	}
 	if got := failures(); got != "1" {
 		t.Errorf("fleet_reload_failures_total = %s after the same bad file was read again, want 1", got)
@@ -275,36 +255,18 @@ func TestReloadSecretFile(t *testing.T) {
 	testutil.Deploy(t, gfile, []byte(`{"echo": {"http_hosts": ["api.example.com"],
 		"secrets": {"tok": {"file": "`+secret+`", "hosts": ["api.example.com"]}}}}`))
 	addr := startAPI(t, Options{GrantsFile: gfile, ReloadSettle: time.Hour})
-	reload := func() (int, string) {
-		resp, err := http.Post("http://"+addr+"/api/v1/reload", "application/json", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-	get := func(path string) string {
-		resp, err := http.Get("http://" + addr + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return string(b)
-	}
 	first := automations(t, addr)["echo"]
 	if s := first.Grant.HTTP.Secrets["tok"]; s.File != secret || !slices.Equal(s.Hosts, []string{"api.example.com"}) {
 		t.Errorf("the API shows secret tok as %+v, want its file and hosts", s)
 	}
-	if code, body := reload(); code != 200 {
+	if code, body := postReload(t, addr); code != 200 {
 		t.Fatalf("POST /api/v1/reload = %d %s", code, body)
 	}
 	if again := automations(t, addr)["echo"]; !again.LoadedAt.Equal(first.LoadedAt) {
 		t.Errorf("a reload with nothing changed reloaded echo (%v -> %v)", first.LoadedAt, again.LoadedAt)
 	}
 	testutil.Deploy(t, secret, []byte("second-4b7d-value\n"))
-	if code, body := reload(); code != 200 {
+	if code, body := postReload(t, addr); code != 200 {
 		t.Fatalf("POST /api/v1/reload = %d %s", code, body)
 	}
 	rotated := automations(t, addr)["echo"]
@@ -314,7 +276,7 @@ func TestReloadSecretFile(t *testing.T) {
 	if err := os.Remove(secret); err != nil {
 		t.Fatal(err)
 	}
-	code, body := reload()
+	code, body := postReload(t, addr)
 	var refusal struct{ Error struct{ Message string } }
 	_ = json.Unmarshal([]byte(body), &refusal)
 	if want := `"echo": secrets: "tok": file ` + secret + `: no such file or directory`; code != 422 || !strings.Contains(body, "grants.json") || !strings.Contains(refusal.Error.Message, want) {
@@ -324,7 +286,7 @@ func TestReloadSecretFile(t *testing.T) {
 		t.Errorf("a refused reload replaced echo")
 	}
 	for _, path := range []string{"/api/v1/automations", "/metrics"} {
-		if b := get(path); strings.Contains(b, "9c2e") || strings.Contains(b, "4b7d") {
+		if b := getText(t, addr, path); strings.Contains(b, "9c2e") || strings.Contains(b, "4b7d") {
 			t.Errorf("GET %s holds a secret's value:\n%.2000s", path, b)
 		}
 	}
@@ -348,11 +310,7 @@ func TestReloadRefusalLoggedOnce(t *testing.T) {
 	testutil.WaitFor(t, 60*time.Second, "the incompatible build refused", func() bool {
 		return automations(t, addr)["echo"].ReloadError != ""
 	})
-	resp, err := http.Post("http://"+addr+"/api/v1/reload", "application/json", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	postReload(t, addr)
 	refusal := automations(t, addr)["echo"].ReloadError
 	for _, want := range []string{"type-changed", "/properties/n/type", "version 1", `"echo" 1.0.0`, "Ways out", "contracts forget queue:work 1"} {
 		if !strings.Contains(refusal, want) {

@@ -2,9 +2,6 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
-	"io"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,15 +16,8 @@ import (
 // schedules is GET /api/v1/schedules, by name.
 func schedules(t *testing.T, addr string) map[string]schedule.Status {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/api/v1/schedules")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var body api.Schedules
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		t.Fatal(err)
-	}
+	getJSON(t, addr, "/api/v1/schedules", &body)
 	out := map[string]schedule.Status{}
 	for _, s := range body.Schedules {
 		out[s.Name] = s
@@ -56,14 +46,8 @@ func TestReloadSchedulesFile(t *testing.T) {
 		t.Errorf("two = %+v, want max_catch_up 3, never fired, next on the hour", s)
 	}
 	testutil.Deploy(t, sfile, []byte(`{"three": {"queue": "work", "every": "1m", "payload": {"n": "x"}}}`))
-	resp, err := http.Post("http://"+addr+"/api/v1/reload", "application/json", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 422 || !strings.Contains(string(body), `schedules.json: schedule \"three\": payload: refused by queue \"work\"'s contract: at \"/n\"`) {
-		t.Errorf("POST /api/v1/reload = %d %s, want 422 naming schedules.json, the schedule and the field", resp.StatusCode, body)
+	if code, body := postReload(t, addr); code != 422 || !strings.Contains(body, `schedules.json: schedule \"three\": payload: refused by queue \"work\"'s contract: at \"/n\"`) {
+		t.Errorf("POST /api/v1/reload = %d %s, want 422 naming schedules.json, the schedule and the field", code, body)
 	}
 	if s := schedules(t, addr); len(s) != 1 || s["two"].Name != "two" {
 		t.Errorf("schedules after a refused file = %v, want two in force", s)

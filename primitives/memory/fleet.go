@@ -39,19 +39,29 @@ func (f *fleetState) prune(now time.Time) {
 	}
 }
 
+// lockFleet locks the fleet's state for one call, pruned of what has ended by now; the
+// caller unlocks f.mu. After Close it fails with ErrUnavailable and locks nothing.
+func (b *Backend) lockFleet() (f *fleetState, now time.Time, err error) {
+	if err := b.check(); err != nil {
+		return nil, time.Time{}, err
+	}
+	f = &b.fleet
+	f.mu.Lock()
+	now = b.clock.Now()
+	f.prune(now)
+	return f, now, nil
+}
+
 // RosterPut implements primitives.Roster.
 func (b *Backend) RosterPut(ctx context.Context, daemon string, record []byte, ttl time.Duration) error {
 	if err := primitives.CheckRoster(daemon, record, ttl); err != nil {
 		return err
 	}
-	if err := b.check(); err != nil {
+	f, now, err := b.lockFleet()
+	if err != nil {
 		return err
 	}
-	f := &b.fleet
-	f.mu.Lock()
 	defer f.mu.Unlock()
-	now := b.clock.Now()
-	f.prune(now)
 	if _, ok := f.roster[daemon]; !ok && len(f.roster) >= primitives.MaxRoster {
 		return primitives.RosterFull(daemon)
 	}
@@ -64,13 +74,11 @@ func (b *Backend) RosterPut(ctx context.Context, daemon string, record []byte, t
 
 // RosterList implements primitives.Roster.
 func (b *Backend) RosterList(ctx context.Context) ([]primitives.RosterEntry, error) {
-	if err := b.check(); err != nil {
+	f, _, err := b.lockFleet()
+	if err != nil {
 		return nil, err
 	}
-	f := &b.fleet
-	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.prune(b.clock.Now())
 	out := make([]primitives.RosterEntry, 0, len(f.roster))
 	for _, name := range slices.Sorted(maps.Keys(f.roster)) {
 		e := f.roster[name]
@@ -90,14 +98,11 @@ func (b *Backend) TallyAdd(ctx context.Context, at time.Time, counts map[string]
 	if err != nil {
 		return err
 	}
-	if err := b.check(); err != nil {
+	f, now, err := b.lockFleet()
+	if err != nil {
 		return err
 	}
-	f := &b.fleet
-	f.mu.Lock()
 	defer f.mu.Unlock()
-	now := b.clock.Now()
-	f.prune(now)
 	if _, ok, err := replay[struct{}](&f.replays, now, "tally add", "", rq); ok || err != nil {
 		return err
 	}
@@ -133,13 +138,11 @@ func (b *Backend) TallyRange(ctx context.Context, from time.Time, n int) ([]map[
 	if err := primitives.CheckTallyRange(n); err != nil {
 		return nil, err
 	}
-	if err := b.check(); err != nil {
+	f, _, err := b.lockFleet()
+	if err != nil {
 		return nil, err
 	}
-	f := &b.fleet
-	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.prune(b.clock.Now())
 	first := primitives.TallyMinute(from).Unix() / 60
 	out := make([]map[string]int64, n)
 	for i := range out {

@@ -73,10 +73,7 @@ func (b *Backend) gateSettle(s *gateSite, now time.Time) {
 
 // GateAcquire implements primitives.Gate, on the Backend's Clock.
 func (b *Backend) GateAcquire(ctx context.Context, site string, r primitives.Rate) (primitives.GatePass, error) {
-	if err := primitives.CheckName("site", site); err != nil {
-		return primitives.GatePass{}, err
-	}
-	if err := primitives.CheckRate(r); err != nil {
+	if err := primitives.CheckGate(site, r); err != nil {
 		return primitives.GatePass{}, err
 	}
 	if err := b.check(); err != nil {
@@ -168,10 +165,7 @@ func (b *Backend) GateClose(ctx context.Context, site string, d time.Duration) (
 
 // GateState implements primitives.Gate.
 func (b *Backend) GateState(ctx context.Context, site string, r primitives.Rate) (primitives.GateState, error) {
-	if err := primitives.CheckName("site", site); err != nil {
-		return primitives.GateState{}, err
-	}
-	if err := primitives.CheckRate(r); err != nil {
+	if err := primitives.CheckGate(site, r); err != nil {
 		return primitives.GateState{}, err
 	}
 	if err := b.check(); err != nil {

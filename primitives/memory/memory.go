@@ -54,11 +54,8 @@ type Backend struct {
 	clock  primitives.Clock // immutable after construction
 	closed atomic.Bool
 
-	poolsMu sync.RWMutex
-	pools   map[string]*pool // guarded by poolsMu; a pool, once created, is never removed
-
-	queuesMu sync.RWMutex
-	queues   map[string]*queue // guarded by queuesMu; a queue, once created, is never removed
+	pools  registry[pool]  // a pool, once created, is never removed
+	queues registry[queue] // a queue, once created, is never removed
 
 	kvMu  sync.RWMutex
 	kv    map[kvKey]*kvEntry  // guarded by kvMu
@@ -85,6 +82,35 @@ type Backend struct {
 	gateTTL deadlines[*gateSite] // guarded by gateMu; the entries of gates, by their end
 
 	fleet fleetState // the roster and the tally (fleet.go)
+}
+
+// registry is one family's objects by name (the pools, the queues), each made on its
+// first use and never removed, safe for concurrent use. The zero value is empty and
+// ready.
+type registry[T any] struct {
+	mu sync.RWMutex
+	m  map[string]*T // guarded by mu
+}
+
+// get returns the object named name, made by mk when create is set and there is none
+// yet; nil otherwise. A name already made costs a read lock only.
+func (r *registry[T]) get(name string, create bool, mk func() *T) *T {
+	r.mu.RLock()
+	v := r.m[name]
+	r.mu.RUnlock()
+	if v != nil || !create {
+		return v
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if v = r.m[name]; v == nil {
+		if r.m == nil {
+			r.m = map[string]*T{}
+		}
+		v = mk()
+		r.m[name] = v
+	}
+	return v
 }
 
 // names counts the counter names each owner created, by root and owner
@@ -115,8 +141,6 @@ func New(o Options) *Backend {
 	o.init()
 	return &Backend{
 		clock:        o.Clock,
-		pools:        make(map[string]*pool),
-		queues:       make(map[string]*queue),
 		kv:           make(map[kvKey]*kvEntry),
 		kvTTL:        deadlines[*kvEntry]{node: func(e *kvEntry) *node { return &e.node }},
 		kvUsage:      make(map[kvLedger]kvCount),

@@ -263,19 +263,7 @@ func smallest(m map[tagKey]*itemSet, where primitives.Tags) *itemSet {
 
 // getPool returns the named pool, creating it when create is set; nil otherwise.
 func (b *Backend) getPool(name string, create bool) *pool {
-	b.poolsMu.RLock()
-	p := b.pools[name]
-	b.poolsMu.RUnlock()
-	if p != nil || !create {
-		return p
-	}
-	b.poolsMu.Lock()
-	defer b.poolsMu.Unlock()
-	if p = b.pools[name]; p == nil {
-		p = newPool()
-		b.pools[name] = p
-	}
-	return p
+	return b.pools.get(name, create, newPool)
 }
 
 func checkPool(name string) error { return primitives.CheckName("pool", name) }

@@ -212,19 +212,7 @@ func (q *queue) holder(queueName, id, token string, now time.Time) (*task, error
 
 // getQueue returns the named queue, creating it when create is set; nil otherwise.
 func (b *Backend) getQueue(name string, create bool) *queue {
-	b.queuesMu.RLock()
-	q := b.queues[name]
-	b.queuesMu.RUnlock()
-	if q != nil || !create {
-		return q
-	}
-	b.queuesMu.Lock()
-	defer b.queuesMu.Unlock()
-	if q = b.queues[name]; q == nil {
-		q = newQueue()
-		b.queues[name] = q
-	}
-	return q
+	return b.queues.get(name, create, newQueue)
 }
 
 func checkQueue(name string) error { return primitives.CheckName("queue", name) }
@@ -238,17 +226,8 @@ func notFound(queueName, id string) error {
 // lock.
 func (b *Backend) QueuePush(ctx context.Context, queueName string, payload []byte, o primitives.QueuePushOptions) (string, bool, error) {
 	c, u := o.Cap, o.Unique
-	if err := checkQueue(queueName); err != nil {
-		return "", false, err
-	}
-	if err := primitives.CheckValue("payload", payload); err != nil {
-		return "", false, err
-	}
-	if err := primitives.CheckUnique(u); err != nil {
-		return "", false, err
-	}
 	trace := primitives.TraceOf(ctx)
-	if err := primitives.CheckTrace(trace); err != nil {
+	if err := primitives.CheckPush(queueName, payload, u, trace); err != nil {
 		return "", false, err
 	}
 	rq, err := requestOf(ctx, "queue push", payload, u)

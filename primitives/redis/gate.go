@@ -112,10 +112,7 @@ return 1
 // (primitives.Gate). It takes no request id: go-redis resending it after a lost reply
 // costs the site one more unit of budget.
 func (b *Backend) GateAcquire(ctx context.Context, site string, r primitives.Rate) (primitives.GatePass, error) {
-	if err := primitives.CheckName("site", site); err != nil {
-		return primitives.GatePass{}, err
-	}
-	if err := primitives.CheckRate(r); err != nil {
+	if err := primitives.CheckGate(site, r); err != nil {
 		return primitives.GatePass{}, err
 	}
 	var token string
@@ -210,10 +207,7 @@ return {closed - now, held, tat - now}
 
 // GateState reports site's state under r (primitives.Gate).
 func (b *Backend) GateState(ctx context.Context, site string, r primitives.Rate) (primitives.GateState, error) {
-	if err := primitives.CheckName("site", site); err != nil {
-		return primitives.GateState{}, err
-	}
-	if err := primitives.CheckRate(r); err != nil {
+	if err := primitives.CheckGate(site, r); err != nil {
 		return primitives.GateState{}, err
 	}
 	ctx, cancel := b.call(ctx)

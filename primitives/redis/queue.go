@@ -122,17 +122,8 @@ return {1, ARGV[1]}
 // trip. A request pushes once: its repeat returns the first push's id.
 func (b *Backend) QueuePush(ctx context.Context, queue string, payload []byte, o primitives.QueuePushOptions) (string, bool, error) {
 	c, u := o.Cap, o.Unique
-	if err := primitives.CheckName("queue", queue); err != nil {
-		return "", false, err
-	}
-	if err := primitives.CheckValue("payload", payload); err != nil {
-		return "", false, err
-	}
-	if err := primitives.CheckUnique(u); err != nil {
-		return "", false, err
-	}
 	trace := primitives.TraceOf(ctx)
-	if err := primitives.CheckTrace(trace); err != nil {
+	if err := primitives.CheckPush(queue, payload, u, trace); err != nil {
 		return "", false, err
 	}
 	// The trace is not in the request's digest: a retried submit under another span is

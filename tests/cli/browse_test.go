@@ -97,14 +97,7 @@ func TestBrowse(t *testing.T) {
 	}
 
 	// The commands: a table, the next page's cursor when more may follow, --json.
-	cmd := func(args ...string) string {
-		t.Helper()
-		code, out, errOut := run(t, env, "", args...)
-		if code != 0 {
-			t.Fatalf("fleet-host %s = exit %d, %s%s", strings.Join(args, " "), code, out, errOut)
-		}
-		return out
-	}
+	cmd := func(args ...string) string { t.Helper(); return runOK(t, env, args...) }
 	out := cmd("counter", "list", "harvester:")
 	if !strings.Contains(out, "COUNTER") || !strings.Contains(out, "harvester:runs") || !strings.Contains(out, "7") || strings.Contains(out, "scraper") || strings.Contains(out, "more may follow") {
 		t.Errorf("counter list harvester: = %q, want harvester:runs 7 alone, and no next page", out)

@@ -32,6 +32,17 @@ func newStateRig(t *testing.T) *stateRig {
 	return &stateRig{d: d, b: b}
 }
 
+// runOK runs fleet-host with args and env and returns its stdout, failing the test
+// unless it exits 0.
+func runOK(t *testing.T, env []string, args ...string) string {
+	t.Helper()
+	code, out, errOut := run(t, env, "", args...)
+	if code != 0 {
+		t.Fatalf("fleet-host %s = exit %d, %s%s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out
+}
+
 // The operator reads what plugins share, whatever any plugin is granted (the worker is
 // granted no KV, counter, pool or lock of these), behind the token.
 func TestAPIOperatorReads(t *testing.T) {
@@ -207,14 +218,7 @@ func TestOperatorCommands(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ok := func(args ...string) string {
-		t.Helper()
-		code, out, errOut := run(t, env, "", args...)
-		if code != 0 {
-			t.Fatalf("fleet-host %s = exit %d, %s%s", strings.Join(args, " "), code, out, errOut)
-		}
-		return out
-	}
+	ok := func(args ...string) string { t.Helper(); return runOK(t, env, args...) }
 	must(r.b.KVSet(ctx, "scraper:state", "cursor", []byte(`{"page":3}`), 0, primitives.KVQuota{}))
 	_, err := r.b.CounterIncr(ctx, "scraper:pages", 41, primitives.NameQuota{})
 	must(err)

@@ -115,13 +115,11 @@ func (g *gates) flakyHits(name string) int {
 	return g.hits[name]
 }
 
-// startDaemon runs a daemon (what `fleet-host run` runs) on the memory store with the
-// gate guest on one slot, its API on a free loopback port behind the token, and a task
-// parked at its first failure; it stops when the test ends. It returns a client of the
-// API.
-func startDaemon(t *testing.T, g *gates) *client.Client {
+// gateFiles writes what a daemon of the gate guest reads: a plugins folder holding it and
+// a grants file granting it its queue, pool, counters, KV, locks and the gates' site.
+func gateFiles(t *testing.T, g *gates) (plugins, grantsFile string) {
 	t.Helper()
-	plugins := t.TempDir()
+	plugins = t.TempDir()
 	wasm, err := os.ReadFile(testutil.BuildPlugin(t, "tests/console/testdata/gate"))
 	if err != nil {
 		t.Fatal(err)
@@ -136,10 +134,21 @@ func startDaemon(t *testing.T, g *gates) *client.Client {
 		"counters": []string{"gate:*"}, "kv": []string{"gate-notes"}, "locks": []string{"gate:*"},
 		"http_hosts": []string{u.Host}, "http_allow_private": true, "http_timeout": "1m", "call_timeout": "1m",
 	}})
-	grantsFile := filepath.Join(t.TempDir(), "grants.json")
+	grantsFile = filepath.Join(t.TempDir(), "grants.json")
 	if err := os.WriteFile(grantsFile, grants, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return plugins, grantsFile
+}
+
+// startDaemon runs a daemon (what `fleet-host run` runs) on the memory store with the
+// gate guest on one slot, its API on a free loopback port behind the token, and a task
+// parked at its first failure; it stops when the test ends. It returns a client of the
+// API.
+func startDaemon(t *testing.T, g *gates) *client.Client {
+	t.Helper()
+	plugins, grantsFile := gateFiles(t, g)
+	u, _ := url.Parse(g.srv.URL)
 	// The gates' site under an egress rate that its few requests never reach, so that the
 	// console's sites table has a row to show and count.
 	egress, _ := json.Marshal(map[string]any{"rates": map[string]any{u.Host: map[string]any{"per_second": 100, "burst": 100}}})

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -32,24 +30,7 @@ func TestConsoleFleet(t *testing.T) {
 	g := newGates(t)
 	t.Cleanup(func() { close(g.quit) })
 	srv := testutil.NewRedis(t)
-	plugins := t.TempDir()
-	wasm, err := os.ReadFile(testutil.BuildPlugin(t, "tests/console/testdata/gate"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(plugins, "gate.wasm"), wasm, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	u, _ := url.Parse(g.srv.URL)
-	grants, _ := json.Marshal(map[string]any{"gate": map[string]any{
-		"queues": map[string][]string{"gate": {"consume"}}, "pools": map[string][]string{"gate-answers": {"put"}},
-		"counters": []string{"gate:*"}, "kv": []string{"gate-notes"}, "locks": []string{"gate:*"},
-		"http_hosts": []string{u.Host}, "http_allow_private": true, "http_timeout": "1m", "call_timeout": "1m",
-	}})
-	grantsFile := filepath.Join(t.TempDir(), "grants.json")
-	if err := os.WriteFile(grantsFile, grants, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	plugins, grantsFile := gateFiles(t, g)
 	start := func(instance string) *client.Client {
 		logs := &testutil.LogBuffer{}
 		a := daemontest.Start(t, daemon.Options{

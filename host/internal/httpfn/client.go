@@ -394,18 +394,7 @@ func validMethod(m string) bool {
 }
 
 // granted reports whether u's host and port match one of the grant's patterns.
-func (c *Client) granted(u *url.URL) bool {
-	host, port, def, ok := hostOf(u)
-	if !ok {
-		return false
-	}
-	for _, p := range c.patterns {
-		if p.matches(host, port, def) {
-			return true
-		}
-	}
-	return false
-}
+func (c *Client) granted(u *url.URL) bool { return matchesAny(c.patterns, u) }
 
 // checkHop checks a URL about to be requested, first or redirected to: its scheme, its
 // host against the grant and, when it is an IP literal, its address (a name's addresses

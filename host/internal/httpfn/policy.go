@@ -130,6 +130,21 @@ type pattern struct {
 	anyPort bool   // ":*"
 }
 
+// matchesAny reports whether u's host and port match one of patterns; a URL whose port
+// does not parse matches none.
+func matchesAny(patterns []pattern, u *url.URL) bool {
+	host, port, def, ok := hostOf(u)
+	if !ok {
+		return false
+	}
+	for _, p := range patterns {
+		if p.matches(host, port, def) {
+			return true
+		}
+	}
+	return false
+}
+
 // matches reports whether host (lowercase, canonical) on port, reached with scheme,
 // is allowed by p.
 func (p pattern) matches(host string, port int, defaultPort int) bool {

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -70,7 +72,7 @@ func (g Policy) CheckSecrets() error {
 			granted = append(granted, p) // a bad one is refused by New, naming it
 		}
 	}
-	for _, name := range secretNames(g.Secrets) {
+	for _, name := range slices.Sorted(maps.Keys(g.Secrets)) {
 		s := g.Secrets[name]
 		bad := func(format string, args ...any) error {
 			return fmt.Errorf("secrets: %q: "+format, append([]any{name}, args...)...)
@@ -108,7 +110,7 @@ func (g Policy) LoadSecrets() (Policy, error) {
 		return g, nil
 	}
 	out := make(map[string]Secret, len(g.Secrets))
-	for _, name := range secretNames(g.Secrets) {
+	for _, name := range slices.Sorted(maps.Keys(g.Secrets)) {
 		s := g.Secrets[name]
 		v, err := s.read()
 		if err != nil {
@@ -171,15 +173,6 @@ func (g Policy) SameSecretValues(o Policy) bool {
 		}
 	}
 	return true
-}
-
-func secretNames(m map[string]Secret) []string {
-	names := make([]string, 0, len(m))
-	for n := range m {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
 }
 
 func validSecretName(s string) bool {
@@ -283,18 +276,7 @@ type usedSecret struct {
 }
 
 // allows reports whether u's host and port are among those s is bound to.
-func (s usedSecret) allows(u *url.URL) bool {
-	host, port, def, ok := hostOf(u)
-	if !ok {
-		return false
-	}
-	for _, p := range s.patterns {
-		if p.matches(host, port, def) {
-			return true
-		}
-	}
-	return false
-}
+func (s usedSecret) allows(u *url.URL) bool { return matchesAny(s.patterns, u) }
 
 // useSecrets substitutes the secrets p names, in its header values and its URL's path
 // and query, and records them in p.secrets. A secret the grant does not give, one not

@@ -124,6 +124,19 @@ func (h *harness) run(until func() bool) {
 	<-done
 }
 
+// cutMidCall starts the slot and, once its call is under way (started is closed),
+// drains it and cuts the drain at once, as a drain deadline that has passed does; it
+// returns when Run has.
+func (h *harness) cutMidCall(started <-chan struct{}) {
+	soft, stop := context.WithCancel(context.Background())
+	hard, cut := context.WithCancel(context.Background())
+	done := h.start(soft, hard)
+	<-started
+	stop()
+	cut()
+	<-done
+}
+
 func (h *harness) finished() []slotstate.Iteration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -382,13 +395,7 @@ func TestDrainCut(t *testing.T) {
 	})
 	h.params.MaxAttempts = 1
 	h.push(`{}`)
-	soft, stop := context.WithCancel(context.Background())
-	hard, cut := context.WithCancel(context.Background())
-	done := h.start(soft, hard)
-	<-started
-	stop()
-	cut()
-	<-done
+	h.cutMidCall(started)
 	if s := h.stats(); s != (primitives.QueueStats{Depth: 1}) {
 		t.Errorf("stats = %+v, want the task back and not parked", s)
 	}
@@ -413,13 +420,7 @@ func TestDrainCutCallThatReturns(t *testing.T) {
 	})
 	h.params.MaxAttempts = 1
 	h.push(`{}`)
-	soft, stop := context.WithCancel(context.Background())
-	hard, cut := context.WithCancel(context.Background())
-	done := h.start(soft, hard)
-	<-started
-	stop()
-	cut()
-	<-done
+	h.cutMidCall(started)
 	if s := h.stats(); s != (primitives.QueueStats{Depth: 1}) {
 		t.Errorf("stats = %+v, want the task back, neither delayed nor parked", s)
 	}
@@ -438,13 +439,7 @@ func TestDrainCutTick(t *testing.T) {
 		return nil, ctx.Err()
 	})
 	h.params.Mode, h.params.Queue = abi.ModeLoop, ""
-	soft, stop := context.WithCancel(context.Background())
-	hard, cut := context.WithCancel(context.Background())
-	done := h.start(soft, hard)
-	<-started
-	stop()
-	cut()
-	<-done
+	h.cutMidCall(started)
 	if fin := h.finished(); len(fin) != 1 || fin[0].Outcome != slotstate.Cut || fin[0].Death != slotstate.DeathDrain {
 		t.Errorf("ticks = %+v, want one cut, its instance dead of the drain", fin)
 	}
