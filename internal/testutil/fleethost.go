@@ -18,33 +18,34 @@ import (
 // a change in any of them builds a new binary).
 var hostSources = []string{"abi", "cmd", "guest-sdk", "host", "internal", "primitives", "reporter", "go.mod", "go.sum"}
 
-// fleetHost is FleetHost's binary, built once per test binary.
-var fleetHost struct {
+// fleetHosts are FleetHost's binaries, each built once per test binary: [0] without
+// -race, [1] with.
+var fleetHosts [2]struct {
 	once sync.Once
 	path string
 	err  error
 }
 
-// FleetHost returns the path of a fleet-host binary built from this tree, cached like
-// the guests by the content hash of its sources, so that the test binaries of a run and
-// later runs share one build.
-//
-// It is built without -race: the tests that run it (tests/cli) look at the daemon from
-// outside, over its API and its exit, and the race detector already watches the same
-// code where it runs in process (host, internal/daemon, tests, tests/console); under
-// -race the daemon and its wazero compiles run several times slower.
+// FleetHost returns the path of a fleet-host binary built from this tree, with -race when
+// race is set, cached like the guests by the content hash of its sources, so that the
+// test binaries of a run and later runs share one build.
 //
 // Its wazero compilation cache is the partition of the caller's: wazero names a cache's
 // folder by its own version, which it reads from the binary's build information, and a
 // test binary records none ("dev") where a built one records the module's (v1.x.y). The
 // binary is linked with the caller's, so that the guests the test binary compiles and
 // the daemons it starts share one cache (WazeroCacheDir).
-func FleetHost() (string, error) {
-	fleetHost.once.Do(func() { fleetHost.path, fleetHost.err = buildFleetHost() })
-	return fleetHost.path, fleetHost.err
+func FleetHost(race bool) (string, error) {
+	i := 0
+	if race {
+		i = 1
+	}
+	fh := &fleetHosts[i]
+	fh.once.Do(func() { fh.path, fh.err = buildFleetHost(race) })
+	return fh.path, fh.err
 }
 
-func buildFleetHost() (string, error) {
+func buildFleetHost(race bool) (string, error) {
 	root, err := ModuleRoot()
 	if err != nil {
 		return "", err
@@ -57,10 +58,14 @@ func buildFleetHost() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("testutil: hash fleet-host's sources: %w", err)
 	}
-	out := filepath.Join(cacheDir(), "fleet-host", version, sum[:16], "fleet-host")
+	args := []string{"build", "-ldflags=-X=github.com/tetratelabs/wazero/internal/version.version=" + version}
+	name := "fleet-host"
+	if race {
+		args, name = append(args, "-race"), "fleet-host-race"
+	}
+	out := filepath.Join(cacheDir(), "fleet-host", version, sum[:16], name)
 	return out, cachedErr(out, func(tmp string) error {
-		cmd := exec.Command("go", "build", "-o", tmp,
-			"-ldflags=-X=github.com/tetratelabs/wazero/internal/version.version="+version, "./cmd/fleet-host")
+		cmd := exec.Command("go", append(args, "-o", tmp, "./cmd/fleet-host")...)
 		cmd.Dir = root
 		if b, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("testutil: build fleet-host: %v\n%s", err, b)
@@ -97,13 +102,13 @@ func wazeroVersion() (string, error) {
 // precompile compiles the guest at path into the wazero cache dir (WazeroCacheDir) as
 // every host of the tests will (the same rewrite and settings: `fleet-host describe`
 // loads it as a host does), in a process without -race, where a 6 MB Go guest compiles
-// in a few seconds rather than in tens. It runs under the guest's build lock, so that the test binaries waiting for the
-// guest find it compiled too. Its outcome is not the test's: a hostile guest fails its
-// describe after it compiled, and without fleet-host (the tree does not build) the hosts
-// compile the guest themselves, as they do on a cache miss.
+// in a few seconds rather than in tens. It runs under the guest's build lock, so that
+// the test binaries waiting for the guest find it compiled too. Its outcome is not the
+// test's: a hostile guest fails its describe after it compiled, and without fleet-host
+// (the tree does not build) the hosts compile the guest themselves, as on a cache miss.
 func precompile(tb testing.TB, path, dir string) {
 	tb.Helper()
-	bin, err := FleetHost()
+	bin, err := FleetHost(false)
 	if err != nil {
 		tb.Logf("testutil: guests are compiled by each test binary, not shared: %v", err)
 		return

@@ -1,8 +1,8 @@
 // Package cli tests the fleet-host binary end to end, as an operator runs it: the daemon
 // as a real process (SIGTERM, kill -9), its HTTP API over the wire, and the submit,
-// inspect, describe and doctor subcommands. The binary is testutil.FleetHost's, built
-// without -race (why: its doc) and cached by content hash; the test guests in testdata are
-// built with testutil.BuildPlugin, cached the same way.
+// inspect, describe and doctor subcommands. The binary is testutil.FleetHost's (with
+// -race when the tests run with it), cached by content hash; the test guests in testdata
+// are built with testutil.BuildPlugin, cached the same way.
 package cli
 
 import (
@@ -33,7 +33,7 @@ var cacheDir = testutil.WazeroCacheDir()
 
 func TestMain(m *testing.M) {
 	var err error
-	if bin, err = testutil.FleetHost(); err != nil {
+	if bin, err = testutil.FleetHost(raceEnabled); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
