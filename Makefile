@@ -19,9 +19,9 @@ MODULES := abi guest-sdk .
 # API under load) is one no in-process test meets. What -race would only slow is kept out
 # of it: the guests are built for wasip1, and each is compiled into the shared wazero
 # cache once, when it is built, by a fleet-host without -race (internal/testutil,
-# FleetHost and precompile), so that no test binary compiles a guest under -race (~24 s
-# for a 6 MB Go guest, against ~3 s). Test binaries that want the same guest at once wait
-# for one build of it (a file lock in the cache).
+# FleetHost and precompile), so that no test binary compiles a guest under -race (~31 s
+# of CPU for the 6 MB scraper, against ~3 s). Test binaries that want the same guest at
+# once wait for one build of it (a file lock in the cache).
 test: deps vet wasm-build
 	@for m in $(MODULES); do \
 		echo "$(GO) -C $$m test -race -count=1 -timeout 20m ./..."; \

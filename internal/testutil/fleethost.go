@@ -102,10 +102,12 @@ func wazeroVersion() (string, error) {
 // precompile compiles the guest at path into the wazero cache dir (WazeroCacheDir) as
 // every host of the tests will (the same rewrite and settings: `fleet-host describe`
 // loads it as a host does), in a process without -race, where a 6 MB Go guest compiles
-// in a few seconds rather than in tens. It runs under the guest's build lock, so that
-// the test binaries waiting for the guest find it compiled too. Its outcome is not the
-// test's: a hostile guest fails its describe after it compiled, and without fleet-host
-// (the tree does not build) the hosts compile the guest themselves, as on a cache miss.
+// in a few seconds rather than in tens (wazero keys a compiled module by its bytes, its
+// compile flags and the CPU, not by how the compiling binary was built). It runs under
+// the guest's build lock, so that the test binaries waiting for the guest find it
+// compiled too. Its outcome is not the test's: a hostile guest fails its describe after
+// it compiled, and without fleet-host (the tree does not build) the hosts compile the
+// guest themselves, as on a cache miss.
 func precompile(tb testing.TB, path, dir string) {
 	tb.Helper()
 	bin, err := FleetHost(false)
