@@ -1,7 +1,8 @@
-# The one command: `make test`. It installs what the tests need when it is missing
-# (redis-server, redis-tools, wabt, chromium and npm from Debian's packages, the
-# AssemblyScript packages from npm), then vets, builds the guest side for
-# wasip1, and runs every test with the race detector.
+# Two tiers of tests. `make check` after every edit, in about two minutes: vet, the
+# wasip1 build, and the unit tests (the conformance suite on memory among them) without
+# -race. `make test` before a push, and in CI: the whole suite, with -race. Both install
+# what the tests need when it is missing (make deps: redis-server, redis-tools, wabt,
+# clang, chromium and npm from Debian's packages, the AssemblyScript packages from npm).
 
 GO ?= go
 WASM_ENV := GOOS=wasip1 GOARCH=wasm
@@ -9,13 +10,36 @@ WASM_ENV := GOOS=wasip1 GOARCH=wasm
 # does not reach: vet and test run in each module.
 MODULES := abi guest-sdk .
 
-.PHONY: test deps vet wasm-build build plugins demo
+.PHONY: test check deps vet wasm-build build plugins demo
 
+# test runs every test of every module under the race detector, nothing skipped. -race
+# stays everywhere: the unit tests hammer the primitives and the slots, tests/ runs hosts
+# in process and as child processes, tests/console the daemon in process, and tests/cli
+# builds the daemon it starts with -race too, since a race there (signals, the drain, the
+# API under load) is one no in-process test meets. What -race would only slow is kept out
+# of it: the guests are built for wasip1, and each is compiled into the shared wazero
+# cache once, when it is built, by a fleet-host without -race (internal/testutil,
+# FleetHost and precompile), so that no test binary compiles a guest under -race (~31 s
+# of CPU for the 6 MB scraper, against ~3 s). Test binaries that want the same guest at
+# once wait for one build of it (a file lock in the cache).
 test: deps vet wasm-build
 	@for m in $(MODULES); do \
 		echo "$(GO) -C $$m test -race -count=1 -timeout 20m ./..."; \
 		$(GO) -C $$m test -race -count=1 -timeout 20m ./... || exit 1; \
 	done
+
+# FAST is what check tests in the root module: every package but the integration ones,
+# which make test runs: tests/ (hosts with real guests), tests/cli (the binary, chaos,
+# the Cluster), tests/console (Chromium), and primitives/redis (the conformance suite on
+# Redis and a Redis Cluster; primitives/memory runs it on memory here).
+FAST = $$($(GO) list ./... | grep -v -e '/tests$$' -e '/tests/' -e '/primitives/redis$$')
+
+# check is the edit loop's tier: the same vet and wasip1 build as test, then the unit
+# tests without -race, which make test runs with it.
+check: deps vet wasm-build
+	$(GO) -C abi test -count=1 ./...
+	$(GO) -C guest-sdk test -count=1 ./...
+	$(GO) test -count=1 $(FAST)
 
 # deps installs the servers and tools the tests start. A missing one would fail the
 # tests (never skip them), so install rather than hope. redis-cli (Debian's redis-tools,

@@ -40,8 +40,6 @@ func BuildAS(tb testing.TB, name string) string {
 	if _, err := os.Stat(asc); err != nil {
 		tb.Fatalf("testutil: %s is missing; install the AssemblyScript packages with `make deps` (npm ci in %s)", asc, ASDir)
 	}
-	buildMu.Lock()
-	defer buildMu.Unlock()
 	files, err := asSources(dir)
 	if err != nil {
 		tb.Fatalf("testutil: list %s: %v", ASDir, err)

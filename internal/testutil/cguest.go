@@ -45,8 +45,6 @@ func BuildC(tb testing.TB, dir string) string {
 	if err != nil || !filepath.IsAbs(reactor) {
 		tb.Fatalf("testutil: wasi-libc's crt1-reactor.o not found by clang --target=wasm32-wasi; %s", cMissing)
 	}
-	buildMu.Lock()
-	defer buildMu.Unlock()
 	sum, err := hashTree(root, []string{cSDK + "/fleet.h", cSDK + "/fleet.c", dir})
 	if err != nil {
 		tb.Fatalf("testutil: hash C guest sources: %v", err)

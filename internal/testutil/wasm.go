@@ -15,12 +15,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 )
-
-// buildMu serialises builds within one test binary; the cache makes repeats free.
-var buildMu sync.Mutex
 
 // guestSources are the module folders a Go guest's bytes depend on: a change in any of
 // them, or in go.mod/go.sum or the toolchain, makes a new cache entry.
@@ -62,8 +58,6 @@ func buildGo(tb testing.TB, pkg, kind string, edits map[string][]byte, flags ...
 	if err != nil {
 		tb.Fatal(err)
 	}
-	buildMu.Lock()
-	defer buildMu.Unlock()
 	sum, err := hashTree(root, append(guestSources, pkg))
 	if err != nil {
 		tb.Fatalf("testutil: hash guest sources: %v", err)
@@ -103,29 +97,42 @@ func buildGo(tb testing.TB, pkg, kind string, edits map[string][]byte, flags ...
 		if b, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("testutil: build %s for wasip1: %v\n%s", pkg, err, b)
 		}
+		precompile(tb, tmp, WazeroCacheDir())
 		return nil
 	})
 }
 
 // cached returns out when a build is cached there; otherwise build writes the module to
 // tmp, beside out, which is then renamed to out, so that a build that fails or is cut
-// leaves nothing a later run would take for a cached module.
+// leaves nothing a later run would take for a cached module. The check and the build
+// hold the lock of out (lock), so that of the test binaries that want out at once one
+// builds it and the others wait and take it.
 func cached(tb testing.TB, out string, build func(tmp string) error) string {
 	tb.Helper()
-	if _, err := os.Stat(out); err == nil {
-		return out
-	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	tmp := out + ".tmp"
-	if err := build(tmp); err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.Rename(tmp, out); err != nil {
+	if err := cachedErr(out, build); err != nil {
 		tb.Fatal(err)
 	}
 	return out
+}
+
+// cachedErr is cached for callers with no testing.TB (a TestMain).
+func cachedErr(out string, build func(tmp string) error) error {
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	unlock, err := lock(out + ".lock")
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if _, err := os.Stat(out); err == nil {
+		return nil
+	}
+	tmp := out + ".tmp"
+	if err := build(tmp); err != nil {
+		return err
+	}
+	return os.Rename(tmp, out)
 }
 
 // WAT compiles WebAssembly text (hand-written test guests) with wat2wasm, cached by the
@@ -198,8 +205,8 @@ func cacheDir() string {
 	return filepath.Join(os.TempDir(), "fleet-host-test")
 }
 
-// hashTree hashes the names and contents of the files below each path (module-relative),
-// and the Go toolchain version.
+// hashTree hashes the names and contents of the files below each path (module-relative)
+// but tests (_test.go) and build products (.wasm), and the Go toolchain version.
 func hashTree(root string, paths []string) (string, error) {
 	h := sha256.New()
 	io.WriteString(h, runtime.Version())
@@ -208,7 +215,8 @@ func hashTree(root string, paths []string) (string, error) {
 			if err != nil {
 				return err
 			}
-			if d.IsDir() || strings.HasSuffix(path, ".wasm") {
+			// A build reads no _test.go file, and a .wasm is a build's product.
+			if d.IsDir() || strings.HasSuffix(path, ".wasm") || strings.HasSuffix(path, "_test.go") {
 				return nil
 			}
 			f, err := os.Open(path)

@@ -1,8 +1,8 @@
 // Package cli tests the fleet-host binary end to end, as an operator runs it: the daemon
 // as a real process (SIGTERM, kill -9), its HTTP API over the wire, and the submit,
-// inspect, describe and doctor subcommands. TestMain builds the binary once per test
-// binary (with -race when the tests run with it); the test guests in testdata are built
-// with testutil.BuildPlugin, cached by content hash.
+// inspect, describe and doctor subcommands. The binary is testutil.FleetHost's (with
+// -race when the tests run with it), cached by content hash; the test guests in testdata
+// are built with testutil.BuildPlugin, cached the same way.
 package cli
 
 import (
@@ -24,40 +24,20 @@ import (
 	"github.com/fleethost/fleet/internal/testutil"
 )
 
-// bin is the fleet-host binary under test, built by TestMain.
+// bin is the fleet-host binary under test, found by TestMain.
 var bin string
 
 // cacheDir is the wazero compilation cache shared by every daemon the tests start (and
-// with the other end-to-end tests): compiling a Go guest under -race takes seconds.
+// with the other end-to-end tests), where testutil's builds compile each guest once.
 var cacheDir = testutil.WazeroCacheDir()
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "fleet-cli-")
-	if err != nil {
+	var err error
+	if bin, err = testutil.FleetHost(raceEnabled); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	code := func() int {
-		defer os.RemoveAll(dir)
-		root, err := testutil.ModuleRoot()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		bin = filepath.Join(dir, "fleet-host")
-		args := []string{"build", "-o", bin}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		cmd := exec.Command("go", append(args, "./cmd/fleet-host")...)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build fleet-host: %v\n%s", err, out)
-			return 1
-		}
-		return m.Run()
-	}()
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 // pluginsDir returns a fresh folder holding the test guests named (module-relative
