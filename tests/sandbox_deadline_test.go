@@ -129,7 +129,10 @@ func TestSleepInHandle(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newSandbox(t, "memory")
 			tt.install(t, r)
-			r.grants[tt.typ] = host.Grant{CallTimeout: 200 * time.Millisecond, Queues: map[string][]string{tt.queue: {"consume"}}}
+			// The deadline bounds each fresh instance's _initialize too: a Go guest's
+			// runtime start took over 200 ms on a loaded machine under -race, so the bound
+			// leaves it room, well short of the guest's hour of sleep.
+			r.grants[tt.typ] = host.Grant{CallTimeout: time.Second, Queues: map[string][]string{tt.queue: {"consume"}}}
 			r.cfg.MaxAttempts = 2
 			r.start(t)
 			if _, err := r.h.Submit(context.Background(), tt.queue, []byte(`{}`)); err != nil {
