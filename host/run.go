@@ -339,11 +339,13 @@ func (h *Host) payloadCheck(p *loadedPlugin) func(context.Context, []byte) strin
 		return q != nil && q.Admit("payload", payload, nil) == nil
 	}
 	return func(ctx context.Context, payload []byte) string {
-		asked := time.Now()
 		e := s.Validate("payload", payload)
 		if e == nil {
 			return ""
 		}
+		// Taken before the versions read are tried, so that a sync that began later
+		// saw every version they did; a payload that fits pays for no clock read.
+		asked := time.Now()
 		// A value of another live version (this host's other build during a reload, or
 		// the fleet's) is one the consumer's version was found compatible with: it reads.
 		if admitted(payload) {
