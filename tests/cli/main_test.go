@@ -1,8 +1,8 @@
 // Package cli tests the fleet-host binary end to end, as an operator runs it: the daemon
 // as a real process (SIGTERM, kill -9), its HTTP API over the wire, and the submit,
 // inspect, describe and doctor subcommands. The binary is testutil.FleetHost's (with
-// -race when the tests run with it), cached by content hash; the test guests in testdata
-// are built with testutil.BuildPlugin, cached the same way.
+// -race for the daemon when the tests run with it), cached by content hash; the test
+// guests in testdata are built with testutil.BuildPlugin, cached the same way.
 package cli
 
 import (
@@ -24,8 +24,15 @@ import (
 	"github.com/fleethost/fleet/internal/testutil"
 )
 
-// bin is the fleet-host binary under test, found by TestMain.
-var bin string
+// daemonBin is the fleet-host binary that runs the daemon, under -race when the tests
+// run with it: the daemon is where the goroutines are (slots, the drain, signals, the API
+// under load), so a race in it fails these tests as one in a test would.
+//
+// bin runs every other subcommand (doctor, submit, inspect, contracts, new...), always
+// without -race: each is one client call or one check in one goroutine, where -race
+// finds nothing and costs seconds a run (a -race binary decodes and validates a 6 MB Go
+// guest ~7 times slower).
+var daemonBin, bin string
 
 // cacheDir is the wazero compilation cache shared by every daemon the tests start (and
 // with the other end-to-end tests), where testutil's builds compile each guest once.
@@ -33,7 +40,10 @@ var cacheDir = testutil.WazeroCacheDir()
 
 func TestMain(m *testing.M) {
 	var err error
-	if bin, err = testutil.FleetHost(raceEnabled); err != nil {
+	if daemonBin, err = testutil.FleetHost(raceEnabled); err == nil {
+		bin, err = testutil.FleetHost(false)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -91,7 +101,7 @@ type daemon struct {
 func startDaemon(t *testing.T, env []string, args ...string) *daemon {
 	t.Helper()
 	all := append([]string{"run", "--log-format", "json", "--listen", "127.0.0.1:0", "--cache-dir", cacheDir, "--grants", grantsFile(t)}, args...)
-	cmd := exec.Command(bin, all...)
+	cmd := exec.Command(daemonBin, all...)
 	cmd.Env = append(cleanEnv(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
