@@ -14,22 +14,25 @@ MODULES := abi guest-sdk .
 
 # test runs every test of every module, nothing skipped, with -race where it finds races:
 # the unit tests, which hammer the primitives, the slots, the drain and the API from many
-# goroutines; tests/console, which runs the daemon in process; and the daemon that tests/cli
-# starts, built with -race too, since a race there (signals, the drain, the API under load)
-# is one no in-process test meets. Two runs go without it, where it would only slow:
-#   - tests/, the sandbox and hostile suites: each runs real guests in a host
-#     whose concurrency the unit tests of host/ already hold under -race, and spends its
-#     time in guest code and module loads, which -race slows four times (~460 s against
-#     ~115 s on 2 cores) and instruments nothing of (compiled guest code is not Go);
-#   - tests/cli's one-shot subcommands (doctor, submit, inspect, new...): one client call
-#     or one check each (tests/cli/main_test.go says which binary runs what).
+# goroutines; tests/console, which runs the daemon in process; and the daemons of
+# tests/cli's tests of the daemon's concurrent lifecycle (signals, the drain, kill -9,
+# reload, the API under load, several daemons on one fleet: raceDaemons in
+# tests/cli/main_test.go), a race there being one no in-process test meets. It goes
+# without -race where -race would only slow:
+#   - tests/, the sandbox and hostile suites: each runs real guests in a host whose
+#     concurrency the unit tests of host/ already hold under -race, and spends its time in
+#     guest code and module loads, which -race slows four times (~460 s against ~115 s on
+#     2 cores) and instruments nothing of (compiled guest code is not Go);
+#   - tests/cli's other daemons and its one-shot subcommands (doctor, submit, new...): a
+#     -race daemon costs seconds of CPU a start (it decodes and validates a Go guest about
+#     seven times slower), and finds nothing there the race daemons do not meet too.
 # The guests are built for wasip1, and each is compiled into the shared wazero cache once,
 # when it is built, by a fleet-host without -race (internal/testutil, FleetHost and
 # precompile), so that no test binary compiles a guest under -race (~31 s of CPU for the
 # 6 MB scraper, against ~3 s). Test binaries that want the same guest at once wait for one
-# build of it (a file lock in the cache). The two runs of the root module go side by side
-# (make -j2), each printing its output when it ends.
-test: deps vet wasm-build
+# build of it (a file lock in the cache). The -race half starts at once, beside vet and
+# the wasip1 build (make -j2), and each half prints its output when it ends.
+test: deps
 	@$(MAKE) --no-print-directory -j2 --output-sync=target test-race test-sandbox
 
 # test-race and test-sandbox are test's two halves; run test, which runs both.
@@ -40,7 +43,7 @@ test-race:
 	done
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v -x github.com/fleethost/fleet/tests)
 
-test-sandbox:
+test-sandbox: vet wasm-build
 	$(GO) test -count=1 -timeout 20m ./tests/
 
 # FAST is what check tests in the root module: every package but the integration ones,

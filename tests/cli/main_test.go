@@ -1,8 +1,9 @@
 // Package cli tests the fleet-host binary end to end, as an operator runs it: the daemon
 // as a real process (SIGTERM, kill -9), its HTTP API over the wire, and the submit,
-// inspect, describe and doctor subcommands. The binary is testutil.FleetHost's (with
-// -race for the daemon when the tests run with it), cached by content hash; the test
-// guests in testdata are built with testutil.BuildPlugin, cached the same way.
+// inspect, describe and doctor subcommands. The binaries are testutil.FleetHost's (one
+// with -race, for the daemons of raceDaemons, when the tests run with it), cached by
+// content hash; the test guests in testdata are built with testutil.BuildPlugin, cached
+// the same way.
 package cli
 
 import (
@@ -11,6 +12,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	gotoken "go/token"
 	"io"
 	"net/http"
 	"os"
@@ -24,15 +28,42 @@ import (
 	"github.com/fleethost/fleet/internal/testutil"
 )
 
-// daemonBin is the fleet-host binary that runs the daemon, under -race when the tests
-// run with it: the daemon is where the goroutines are (slots, the drain, signals, the API
-// under load), so a race in it fails these tests as one in a test would.
-//
-// bin runs every other subcommand (doctor, submit, inspect, contracts, new...), always
-// without -race: each is one client call or one check in one goroutine, where -race
-// finds nothing and costs seconds a run (a -race binary decodes and validates a 6 MB Go
-// guest ~7 times slower).
-var daemonBin, bin string
+// raceBin and bin are the fleet-host binaries under test: raceBin built with -race when
+// the tests run with it, bin always without. raceBin runs the daemon of the tests in
+// raceDaemons; bin runs every other daemon, and every other subcommand (doctor, submit,
+// inspect, contracts, new...: one client call or one check, in one goroutine each).
+var raceBin, bin string
+
+// raceDaemons are the tests whose daemon runs under -race: those of its concurrent
+// lifecycle (signals and the drain, kill -9, reload, the API under load, several daemons
+// sharing one fleet, the chaos test), where a race would hide from every in-process test.
+// Elsewhere a daemon does what these and the unit tests (all under -race) do too, and a
+// -race daemon costs seconds of CPU a start: it decodes and validates a Go guest about
+// seven times slower. TestRaceDaemonsAreTests holds every name to a test of the package.
+var raceDaemons = map[string]bool{
+	"TestChaos":                          true,
+	"TestCluster":                        true,
+	"TestKill9":                          true,
+	"TestSIGTERMDrains":                  true,
+	"TestSecondSignalStopsAtOnce":        true,
+	"TestSIGTERMCutsASleepingGuest":      true,
+	"TestSIGTERMWithAGuestThatNeverEnds": true,
+	"TestReloadCommandAndSIGHUP":         true,
+	"TestAPIFlagsShedSlowAndIdleClients": true,
+	"TestFleetPause":                     true,
+	"TestFleetView":                      true,
+	"TestEgressRateFleetWide":            true,
+	"TestScheduleOncePerTick":            true,
+	"TestPlane":                          true,
+}
+
+// daemonBinary is the binary that runs t's daemon: raceBin for the tests in raceDaemons.
+func daemonBinary(t *testing.T) string {
+	if name, _, _ := strings.Cut(t.Name(), "/"); raceDaemons[name] {
+		return raceBin
+	}
+	return bin
+}
 
 // cacheDir is the wazero compilation cache shared by every daemon the tests start (and
 // with the other end-to-end tests), where testutil's builds compile each guest once.
@@ -40,7 +71,7 @@ var cacheDir = testutil.WazeroCacheDir()
 
 func TestMain(m *testing.M) {
 	var err error
-	if daemonBin, err = testutil.FleetHost(raceEnabled); err == nil {
+	if raceBin, err = testutil.FleetHost(raceEnabled); err == nil {
 		bin, err = testutil.FleetHost(false)
 	}
 	if err != nil {
@@ -101,7 +132,7 @@ type daemon struct {
 func startDaemon(t *testing.T, env []string, args ...string) *daemon {
 	t.Helper()
 	all := append([]string{"run", "--log-format", "json", "--listen", "127.0.0.1:0", "--cache-dir", cacheDir, "--grants", grantsFile(t)}, args...)
-	cmd := exec.Command(daemonBin, all...)
+	cmd := exec.Command(daemonBinary(t), all...)
 	cmd.Env = append(cleanEnv(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -276,4 +307,31 @@ func cleanEnv() []string {
 		}
 	}
 	return out
+}
+
+// TestRaceDaemonsAreTests: every name in raceDaemons is a test of this package, so that a
+// renamed test cannot drop its daemon's -race unnoticed.
+func TestRaceDaemonsAreTests(t *testing.T) {
+	tests := map[string]bool{}
+	files, err := filepath.Glob("*_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := gotoken.NewFileSet()
+	for _, name := range files {
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && strings.HasPrefix(fn.Name.Name, "Test") {
+				tests[fn.Name.Name] = true
+			}
+		}
+	}
+	for name := range raceDaemons {
+		if !tests[name] {
+			t.Errorf("raceDaemons names %s, which is no test of package cli", name)
+		}
+	}
 }

@@ -2,6 +2,6 @@
 
 package cli
 
-// raceEnabled builds the daemon under test with -race too (daemonBin), so that a race in
-// it fails these tests as one in a test would.
+// raceEnabled builds raceBin, which runs the daemons of raceDaemons, with -race too, so
+// that a race in the daemon fails these tests as one in a test would.
 const raceEnabled = true
