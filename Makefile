@@ -10,7 +10,7 @@ WASM_ENV := GOOS=wasip1 GOARCH=wasm
 # does not reach: vet and test run in each module.
 MODULES := abi guest-sdk .
 
-.PHONY: test test-race test-sandbox check deps vet wasm-build build plugins demo
+.PHONY: test test-race test-sandbox check deps vet wasm-build build plugins demo bench-compare
 
 # test runs every test of every module, nothing skipped, with -race where it finds races:
 # the unit tests, which hammer the primitives, the slots, the drain and the API from many
@@ -114,3 +114,15 @@ plugins:
 # console's URL; `make demo DEMO_FLAGS=--keep` keeps the daemon up after the run until Ctrl-C.
 demo: build
 	$(GO) run ./cmd/fleet-demo --bin bin/fleet-host --plugins bin/plugins $(DEMO_FLAGS)
+
+# bench-compare: the benchmarks of PKG (default bench, against asynq) built at the git ref
+# REF and in the current tree, run alternated in ROUNDS rounds (default 4) in one run, and
+# each benchmark's medians with the ratio current/REF (bench/compare/compare.sh;
+# docs/benchmarks.md). E.g. `make bench-compare REF=main`, or
+# `make bench-compare REF=main PKG=host/internal/slot BENCH=HotPath BENCHTIME=20000x`.
+REF ?=
+ROUNDS ?= 4
+bench-compare:
+	@test -n "$(REF)" || { echo "bench-compare: set REF, the git ref to compare with: make bench-compare REF=main"; exit 2; }
+	GO=$(GO) PKG=$(or $(PKG),bench) BENCH=$(or $(BENCH),NoopThroughput) BENCHTIME=$(or $(BENCHTIME),1x) ARGS="$(ARGS)" \
+		bench/compare/compare.sh $(REF) $(ROUNDS)

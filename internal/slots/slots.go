@@ -93,11 +93,13 @@ type Table struct {
 	slots map[string]*slotEntry // guarded by mu; by slot name
 }
 
-// slotEntry is one slot's state and its recent iterations, oldest first, at most
-// RecentIterations of them.
+// slotEntry is one slot's state and its recent iterations, at most RecentIterations of
+// them: a ring, so that each finished task writes one record rather than shifting the
+// others (every task of every slot passes here, under the table's lock).
 type slotEntry struct {
 	Row
-	recent []Record
+	recent []Record // oldest first until full; then oldest at oldest
+	oldest int      // where the next record goes once recent is full
 }
 
 // NewTable returns an empty table.
@@ -168,11 +170,22 @@ func (s *Table) Observe(e slotstate.Event) {
 
 // record keeps it, dropping the oldest record when RecentIterations are kept already.
 func (e *slotEntry) record(it Record) {
-	if len(e.recent) == RecentIterations {
-		copy(e.recent, e.recent[1:])
-		e.recent = e.recent[:len(e.recent)-1]
+	if len(e.recent) < RecentIterations {
+		e.recent = append(e.recent, it)
+		return
 	}
-	e.recent = append(e.recent, it)
+	e.recent[e.oldest] = it
+	e.oldest = (e.oldest + 1) % len(e.recent)
+}
+
+// newestFirst copies the recent records, the newest first.
+func (e *slotEntry) newestFirst() []Record {
+	n := len(e.recent)
+	out := make([]Record, n)
+	for i := range out {
+		out[i] = e.recent[(e.oldest+n-1-i)%n]
+	}
+	return out
 }
 
 // Snapshot copies every slot's state, sorted by slot name.
@@ -196,11 +209,7 @@ func (s *Table) Details(typ string) []Detail {
 		if v.Plugin != typ {
 			continue
 		}
-		d := Detail{Row: v.Row, Recent: make([]Record, len(v.recent))}
-		for i, it := range v.recent {
-			d.Recent[len(v.recent)-1-i] = it
-		}
-		out = append(out, d)
+		out = append(out, Detail{Row: v.Row, Recent: v.newestFirst()})
 	}
 	s.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return slotLess(out[i].Row, out[j].Row) })

@@ -462,3 +462,53 @@ func BenchmarkPoolClaimScored(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkQueueVsGet is the queue's hot path beside a raw GET, back to back in each
+// iteration, as BenchmarkGateVsGet is: a GET, then the queue pump's QueueAckClaim of one
+// slot (batch 1: one ack, one claim) and of eight (batch 8, per task). It reports each
+// one's median latency per task as a ratio to the GET's: x-get-batch1, x-get-batch8.
+// Goal (issue 25): 1.5. KEYS.md, "What does a task cost the server?", says why the
+// batch of one stays above it.
+//
+//	go test -run '^$' -bench QueueVsGet -benchtime 5000x ./primitives/redis/
+func BenchmarkQueueVsGet(b *testing.B) {
+	be, _ := setup(b)
+	raw := srv.Client()
+	defer raw.Close()
+	raw.Set(bg, "k", "v", 0)
+	b.StopTimer()
+	for range 9*b.N + 9 {
+		if _, _, err := be.QueuePush(bg, "q", []byte(`{"site":"x"}`), primitives.QueuePushOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StartTimer()
+	var one, eight []primitives.Ack
+	ackClaim := func(held *[]primitives.Ack, n int) {
+		claimed, _, err := be.QueueAckClaim(bg, "q", *held, n, time.Minute, 3)
+		if err != nil || len(claimed) != n {
+			b.Fatal(len(claimed), err)
+		}
+		*held = (*held)[:0]
+		for _, c := range claimed {
+			*held = append(*held, primitives.Ack{ID: c.ID, Token: c.Token})
+		}
+	}
+	var get, batch1, batch8 []time.Duration
+	for range b.N {
+		t0 := time.Now()
+		if err := raw.Get(bg, "k").Err(); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		ackClaim(&one, 1)
+		t2 := time.Now()
+		ackClaim(&eight, 8)
+		t3 := time.Now()
+		get, batch1, batch8 = append(get, t1.Sub(t0)), append(batch1, t2.Sub(t1)), append(batch8, t3.Sub(t2)/8)
+	}
+	median := func(d []time.Duration) float64 { slices.Sort(d); return float64(d[len(d)/2]) }
+	g := median(get)
+	b.ReportMetric(median(batch1)/g, "x-get-batch1")
+	b.ReportMetric(median(batch8)/g, "x-get-batch8")
+}

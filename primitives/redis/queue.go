@@ -29,9 +29,12 @@ local READY, DELAYED, INFLIGHT, PARKED = KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local TASK_OVERHEAD = ` + taskOverhead + `
 
 -- unhold lets a task's unique key go once it is no longer pending (acked, parked,
--- deleted): the key keeps what is left of its TTL, if the task still holds it.
-local function unhold(id)
-  local f = redis.call('HMGET', task_key(id), 'unique', 'unique_until')
+-- deleted): the key keeps what is left of its TTL, if the task still holds it. f is the
+-- task's {unique, unique_until} when the caller has read them already (holds), or nil:
+-- each redis.call costs the server more than the command itself, so an ack reads the
+-- task's hash once.
+local function unhold(id, f)
+  f = f or redis.call('HMGET', task_key(id), 'unique', 'unique_until')
   if not f[1] then return end
   redis.call('HDEL', task_key(id), 'unique', 'unique_until')
   local k = unique_key(f[1])
@@ -49,9 +52,10 @@ local function park(id, reason)
   redis.call('RPUSH', PARKED, id)
 end
 
--- forget deletes a task that is in no index any more, and takes its cost off BYTES.
-local function forget(id)
-  unhold(id)
+-- forget deletes a task that is in no index any more, and takes its cost off BYTES;
+-- unique is as unhold's f.
+local function forget(id, unique)
+  unhold(id, unique)
   if redis.call('DECRBY', BYTES, redis.call('HSTRLEN', task_key(id), 'payload') + TASK_OVERHEAD) <= 0 then
     redis.call('DEL', BYTES)
   end
@@ -59,15 +63,15 @@ local function forget(id)
 end
 
 -- holds checks that token holds task id's lease at now: 1 yes, -1 no such task, -2 no;
--- and returns the task's attempts.
+-- and returns the task's attempts and its {unique, unique_until} (for unhold).
 local function holds(id, token, now)
-  local f = redis.call('HMGET', task_key(id), 'token', 'until', 'attempts')
+  local f = redis.call('HMGET', task_key(id), 'token', 'until', 'attempts', 'unique', 'unique_until')
   if not f[1] then
     if redis.call('EXISTS', task_key(id)) == 0 then return -1 end
     return -2
   end
   if f[1] ~= token or tonumber(f[2]) <= now then return -2 end
-  return 1, tonumber(f[3])
+  return 1, tonumber(f[3]), {f[4], f[5]}
 end
 `
 
@@ -244,10 +248,10 @@ func taskFromReply(op string, a []any) (primitives.Task, error) {
 // (another claim, or the lease expired).
 const luaAck = `
 local function ack(id, token, now)
-  local h = holds(id, token, now)
+  local h, _, unique = holds(id, token, now)
   if h ~= 1 then return h end
   redis.call('ZREM', INFLIGHT, id)
-  forget(id)
+  forget(id, unique)
   return 1
 end
 `

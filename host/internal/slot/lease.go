@@ -34,9 +34,11 @@ var (
 // answers that the token no longer holds the task, at once (errLeaseLost). A nil holder
 // (a tick holds no task) keeps nothing.
 //
-// The heartbeat is one goroutine per call, ended by stop, by the call's deadline and by
-// the drain's cut (all through the context keep derives from), so that a call that does
-// not end (an abandoned one) stops renewing its lease at its deadline.
+// The heartbeat is a timer until the first renewal is due (time.AfterFunc), then one
+// goroutine that the timer started, ended by stop, by the call's deadline and by the
+// drain's cut (all through the context keep derives from), so that a call that does not
+// end (an abandoned one) stops renewing its lease at its deadline. A call that ends
+// within a quarter lease, as nearly every task does, starts no goroutine.
 type holder struct {
 	backend primitives.Queue
 	queue   string
@@ -45,7 +47,8 @@ type holder struct {
 
 	ctx    context.Context // keep's: the call runs under it
 	cancel context.CancelCauseFunc
-	done   chan struct{} // closed when the heartbeat has returned
+	timer  *time.Timer   // starts the heartbeat when the first renewal is due
+	done   chan struct{} // closed when the heartbeat, once started, has returned
 	// sent is when the last renewal that went through was sent (the claim, first), by
 	// this host's monotonic clock: the lease ends lease after it at the soonest. The
 	// heartbeat writes it; the slot reads it after stop.
@@ -66,17 +69,19 @@ func (h *holder) keep(ctx context.Context) context.Context {
 	}
 	h.ctx, h.cancel = context.WithCancelCause(ctx)
 	h.done = make(chan struct{})
-	go h.beat()
+	h.timer = time.AfterFunc(time.Until(h.sent.Add(h.lease/4)), h.beat)
 	return h.ctx
 }
 
-// stop ends the heartbeat and waits for it.
+// stop ends the heartbeat and waits for it, if its timer had started it.
 func (h *holder) stop() {
 	if h == nil || h.done == nil {
 		return
 	}
 	h.cancel(errCallEnded)
-	<-h.done
+	if !h.timer.Stop() {
+		<-h.done
+	}
 }
 
 // lost says why the lease ended the call: an error wrapping errLeaseLost or
@@ -94,7 +99,8 @@ func (h *holder) lost() error {
 // until is when the lease ends at the soonest, by this host's clock. Call it after stop.
 func (h *holder) until() time.Time { return h.sent.Add(h.lease) }
 
-// beat renews the lease until the call's context ends.
+// beat renews the lease until the call's context ends, from when the first renewal is
+// due.
 func (h *holder) beat() {
 	defer close(h.done)
 	quarter := h.lease / 4
