@@ -168,7 +168,7 @@ func extismHostiles(siteURL string) []extismHostile {
 		// bookkeeping is the host's, so the writes are Extism memory like any other, and
 		// the task is done.
 		{name: "ex-kernel-scribble", imports: importStoreU64 + importLogInfo,
-			handle: testutil.ExtismKernelScribble(`(call $store_u64 (i64.const 1) (i64.const 0x7ffffff0))`, `(call $log_info (local.get $b))`),
+			handle:  testutil.ExtismKernelScribble(`(call $store_u64 (i64.const 1) (i64.const 0x7ffffff0))`, `(call $log_info (local.get $b))`),
 			outcome: "done"},
 		// Logs through Extism's log_info, 10 times 64 KiB of 7-byte lines and one line of
 		// 256 KiB: the guest log cuts each line and rate-limits them (logFlood).
