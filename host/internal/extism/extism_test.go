@@ -365,3 +365,22 @@ func TestKernelOutOfReach(t *testing.T) {
 		})
 	}
 }
+
+// TestKernelImportsChecked: a module that imports a function Extism's kernel does not
+// have, or one of its functions with another signature, is refused at load, naming it.
+func TestKernelImportsChecked(t *testing.T) {
+	for imp, want := range map[string]string{
+		`(import "extism:host/env" "nope" (func (param i64)))`:               "extism:host/env.nope, which is not a function of Extism's kernel",
+		`(import "extism:host/env" "alloc" (func (param i32) (result i32)))`: "extism:host/env.alloc with the wrong signature; Extism's is (func (param i64) (result i64))",
+	} {
+		wasm, err := os.ReadFile(testutil.WAT(t, `(module `+imp+` (memory (export "memory") 1)
+  (func (export "fleet_describe") (result i32) (i32.const 0)))`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = NewRuntime(context.Background(), Params{MemoryLimitPages: 16}, wasm)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("NewRuntime = %v, want an error saying %q", err, want)
+		}
+	}
+}
