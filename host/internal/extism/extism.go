@@ -10,13 +10,12 @@
 // more. The Extism Go SDK is not on the call path; the differential test runs the same
 // plugins through it and through this kernel.
 //
-// The sandbox is native's: the module is rewritten (native.Rewrite); its runtime has the
-// plugin's memory limit; WASI is native's (native.Sandbox). Unlike native's, its runtime
-// closes a call at its deadline with wazero's WithCloseOnContextDone, which checks at
-// every loop header of the guest and at the rewriter's countdown checks, since an
-// AssemblyScript module's start section runs at instantiation, before the host could
-// set the rewriter's stop global. Extism's own HTTP (allowed_hosts) and file access
-// (allowed_paths) are off, and so are its vars: see RATIONALE.md.
+// The sandbox is native's: the module is rewritten (native.Rewrite), which moves a start
+// function (AssemblyScript's top-level code) to an export that the host calls after
+// instantiation; its runtime has the plugin's memory limit; a call ends at its deadline
+// by the rewriter's stop global (native.Stop), as a native call does; WASI is native's
+// (native.Sandbox). Extism's own HTTP (allowed_hosts) and file access (allowed_paths)
+// are off, and so are its vars: see RATIONALE.md.
 package extism
 
 import (
@@ -90,9 +89,9 @@ func newRuntime(ctx context.Context, p Params, wasm []byte, fleetOnly bool) (rt 
 	if err != nil {
 		return nil, err
 	}
-	cfg := wazero.NewRuntimeConfig().
-		WithMemoryLimitPages(p.MemoryLimitPages).
-		WithCloseOnContextDone(true) // host/RATIONALE.md, "What does the sandbox cost?"
+	// No WithCloseOnContextDone: the rewriter's stop global ends a call at its deadline
+	// (host/RATIONALE.md, "What does the sandbox cost?").
+	cfg := wazero.NewRuntimeConfig().WithMemoryLimitPages(p.MemoryLimitPages)
 	if p.Cache != nil {
 		cfg = cfg.WithCompilationCache(p.Cache)
 	}
@@ -151,6 +150,10 @@ func check(c wazero.CompiledModule, fleetOnly bool) (map[string]bool, error) {
 		return nil, fmt.Errorf("extism: this is an Extism module but not a fleet plugin: it does not export %s "+
 			"(a fleet plugin exports %s, and %s or %s; see abi/EXTISM.md); it exports: %s",
 			abi.ExportDescribe, abi.ExportDescribe, abi.ExportHandle, abi.ExportTick, strings.Join(names, ", "))
+	}
+	if def, ok := defs[native.StartExport]; ok && (len(def.ParamTypes()) != 0 || len(def.ResultTypes()) != 0) {
+		return nil, fmt.Errorf("extism: the module's start function takes %d parameters and returns %d results; a start function takes and returns none",
+			len(def.ParamTypes()), len(def.ResultTypes()))
 	}
 	exports := map[string]bool{}
 	for _, name := range fleetExports {

@@ -384,3 +384,33 @@ func TestKernelImportsChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestStartDeadline: a module whose start function (an AssemblyScript module's top-level
+// code) spins is cut at the deadline of its instantiation: the rewriter moved the start
+// out of instantiation, and the host calls it under the stop global.
+func TestStartDeadline(t *testing.T) {
+	wasm, err := os.ReadFile(testutil.WAT(t, `(module
+  (import "extism:host/env" "input_length" (func (result i64)))
+  (memory (export "memory") 1)
+  (func $spin (loop $l (br $l)))
+  (start $spin)
+  (func (export "fleet_describe") (result i32) (i32.const 0)))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rt, err := NewRuntime(ctx, Params{MemoryLimitPages: 16}, wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	deadline, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	in, err := rt.Instantiate(deadline, "t/0", &hostfn.Caller{}, nil)
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "start function") {
+		if in != nil {
+			in.Close(ctx)
+		}
+		t.Fatalf("Instantiate = %v; want the start function cut at the deadline", err)
+	}
+}

@@ -25,6 +25,8 @@ type Instance struct {
 	k      *kernel        // owned by the instance's goroutine
 	caller *hostfn.Caller // immutable pointer
 	enter  func(context.Context)
+	stop   native.Stop // the rewriter's stop global, armed around each call of the guest
+	dead   error       // the death that ended the instance, after which it runs nothing
 
 	// The fleet exports, looked up at Instantiate: a lookup per call costs microseconds
 	// and garbage. handle and tick are nil when not exported.
@@ -36,10 +38,10 @@ type Instance struct {
 // Instantiate makes a fresh instance named name (unique in the runtime), in the sandbox
 // of native's instances, whose host calls are attributed to caller; its log lines
 // (Extism's log_info and above) and its WASI stdout and stderr go to out (nil discards
-// them). It runs the module's initialisation under ctx, as Extism's SDK does before a
-// module's first call: a WASI reactor's _initialize, or a command's __wasm_call_ctors,
-// and a Haskell module's hs_init. ctx should carry a deadline: that code is as untrusted
-// as the exports.
+// them). It runs the module's start function (moved by native.Rewrite to an export) and
+// its initialisation under ctx, as Extism's SDK does before a module's first call: a
+// WASI reactor's _initialize, or a command's __wasm_call_ctors, and a Haskell module's
+// hs_init. ctx should carry a deadline: that code is as untrusted as the exports.
 func (rt *Runtime) Instantiate(ctx context.Context, name string, caller *hostfn.Caller, out io.Writer) (*Instance, error) {
 	if out == nil {
 		out = io.Discard
@@ -53,7 +55,7 @@ func (rt *Runtime) Instantiate(ctx context.Context, name string, caller *hostfn.
 		return nil, fmt.Errorf("extism: instantiate %s: %w", name, err)
 	}
 	in := &Instance{
-		mod: mod, k: k, caller: caller, enter: enter,
+		mod: mod, k: k, caller: caller, enter: enter, stop: native.NewStop(mod),
 		describe: mod.ExportedFunction(abi.ExportDescribe),
 		handle:   mod.ExportedFunction(abi.ExportHandle),
 		tick:     mod.ExportedFunction(abi.ExportTick),
@@ -65,10 +67,15 @@ func (rt *Runtime) Instantiate(ctx context.Context, name string, caller *hostfn.
 	return in, nil
 }
 
-// initialize runs the guest's language runtime start, the functions Extism's SDK runs
-// (its runtime.go): _initialize, or else __wasm_call_ctors, when it takes no
-// parameters; then hs_init(0, 0) when the module is Haskell's.
+// initialize runs the module's start function, then its language runtime's start, the
+// functions Extism's SDK runs (its runtime.go): _initialize, or else __wasm_call_ctors,
+// when it takes no parameters; then hs_init(0, 0) when the module is Haskell's.
 func (in *Instance) initialize(ctx context.Context) error {
+	if f := in.mod.ExportedFunction(native.StartExport); f != nil {
+		if err := in.start(ctx, "the start function", f); err != nil {
+			return err
+		}
+	}
 	for _, name := range []string{abi.ExportInitialize, "__wasm_call_ctors"} {
 		if f := in.mod.ExportedFunction(name); f != nil && len(f.Definition().ParamTypes()) == 0 {
 			if err := in.start(ctx, name, f); err != nil {
@@ -88,7 +95,9 @@ func (in *Instance) initialize(ctx context.Context) error {
 // never by wazero's text.
 func (in *Instance) start(ctx context.Context, name string, f api.Function) error {
 	var stack [2]uint64
-	err := f.CallWithStack(ctx, stack[:])
+	disarm := in.stop.Arm(ctx)
+	err := in.stop.Wrap(ctx, f.CallWithStack(ctx, stack[:]))
+	disarm()
 	if err != nil && native.StackLimitHit(in.mod) {
 		err = native.ErrStackLimit
 	}
@@ -150,11 +159,19 @@ func (in *Instance) call(ctx context.Context, fn api.Function, export string, in
 	if fn == nil {
 		return "", fmt.Errorf("module does not export %s", export)
 	}
+	if in.dead != nil {
+		// The stop global is clear once its call returns: a dead instance runs nothing.
+		return "", fmt.Errorf("the instance is dead: %w", in.dead)
+	}
 	in.enter(ctx)
 	if !in.k.begin(input) {
 		return "", fmt.Errorf("the input of %d bytes does not fit the kernel's memory (%d bytes)", len(input), in.k.limit)
 	}
-	if err := fn.CallWithStack(withKernel(hostfn.WithCaller(ctx, in.caller), in.k), in.stack[:]); err != nil {
+	disarm := in.stop.Arm(ctx)
+	err = in.stop.Wrap(ctx, fn.CallWithStack(withKernel(hostfn.WithCaller(ctx, in.caller), in.k), in.stack[:]))
+	disarm()
+	if err != nil {
+		in.dead = err
 		return "", err
 	}
 	rc := api.DecodeU32(in.stack[0])
