@@ -19,8 +19,8 @@ import (
 //     runtime may stop the goroutine for its garbage collector and scheduler: compiled
 //     guest code is never preempted), a test of the stop global, which the host sets when
 //     the call's context ends (stopFlag), trapping when it is set, and an empty loop,
-//     where a runtime with WithCloseOnContextDone checks for a closed module (the Extism
-//     transport's).
+//     where a runtime with WithCloseOnContextDone checks for a closed module (the
+//     fuzz and rewrite tests' runtimes).
 //   - Each body that contains a call (call, call_indirect: the only call forms of
 //     wazero's default CoreFeaturesV2) also spends an estimate of its frame's bytes from a
 //     budget global at entry and gives it back on every exit; a call that finds too
