@@ -27,8 +27,8 @@
 //
 // The fleet's record of the contracts the plugins declare (their versions, who holds
 // them, retiring one) is package host/contracts. The dispatch core (internal/hostfn), the
-// transports (internal/native, and internal/extism through the Extism Go SDK;
-// transport.go chooses by the module's imports), the slot loop (internal/slot) and schema
+// transports (internal/native, and internal/extism with Extism's kernel as the host's
+// own; transport.go chooses by the module's imports), the slot loop (internal/slot) and schema
 // validation (internal/validate) are internal.
 //
 // A plugin touches only what its Grant allows. What each outcome does to a task, who

@@ -106,7 +106,7 @@ func itoa(i int) string {
 // plugins, naming the missing export; the two that do not (noop, an instrumented C
 // module) by the native transport, as the WASI commands they are.
 func TestExtismSDKModulesRefused(t *testing.T) {
-	dir := filepath.Join(goModCache(t), "github.com", "extism", "go-sdk@v1.7.1", "wasm")
+	dir := filepath.Join(testutil.GoModCache(t), "github.com", "extism", "go-sdk@v1.7.1", "wasm")
 	files, err := filepath.Glob(filepath.Join(dir, "*.wasm"))
 	if err != nil || len(files) < 20 {
 		t.Fatalf("the SDK's wasm/ folder %s holds %d modules (%v); want its test plugins (go mod download github.com/extism/go-sdk@v1.7.1)", dir, len(files), err)
@@ -132,22 +132,6 @@ func TestExtismSDKModulesRefused(t *testing.T) {
 			}
 		})
 	}
-}
-
-// goModCache is the Go module cache (go env GOMODCACHE), where the SDK's modules are.
-func goModCache(t *testing.T) string {
-	t.Helper()
-	if d := os.Getenv("GOMODCACHE"); d != "" {
-		return d
-	}
-	if d := os.Getenv("GOPATH"); d != "" {
-		return filepath.Join(strings.Split(d, string(os.PathListSeparator))[0], "pkg", "mod")
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(home, "go", "pkg", "mod")
 }
 
 // TestExtismLoop: a loop plugin over Extism (a hand-written one, on the kernel's

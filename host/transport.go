@@ -27,7 +27,7 @@ type instance interface {
 	Describe(ctx context.Context) ([]byte, error)
 }
 
-// newRuntime compiles wasm under a memory limit of pages: through the Extism SDK when
+// newRuntime compiles wasm under a memory limit of pages: for the Extism transport when
 // it imports Extism's kernel (extism:host/env), natively otherwise. config is the
 // plugin's validated configuration, which Extism's config_get reads (nil for none).
 func (h *Host) newRuntime(ctx context.Context, wasm []byte, pages uint32, config json.RawMessage) (runtime, error) {

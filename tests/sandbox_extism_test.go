@@ -146,13 +146,13 @@ func extismHostiles(siteURL string) []extismHostile {
 		    (br $more)))
 		  unreachable`,
 			grant: host.Grant{MemoryLimitPages: 64}, outcome: "died", death: "memory"},
-		// The kernel hands out a block it records as 4 GiB, past its memory, for an
-		// alloc of 2^63-1 bytes. The guest sends it to kv_get as its request (refused as a
-		// value: over the request limit), then sets it, and blocks of absurd lengths, as
-		// its output, over and over, and returns: the host reads nothing past the
-		// kernel's memory, and the output it cannot read is a bad result.
+		// Asks the kernel for 2^63-1 bytes (refused: 0, else it fails), sends a block
+		// over the request limit to kv_get (refused as a value), then sets blocks of
+		// absurd lengths as its output, over and over, and returns: the host reads
+		// nothing past the kernel's memory, and the output it cannot read is a bad result.
 		{name: "ex-absurd-blocks", imports: importKVGet, funcs: limitData, handle: fmt.Sprintf(`(local $b i64) (local $r i64) (local $i i32)
-		  (local.set $b (call $alloc (i64.const 0x7fffffffffffffff)))
+		  (if (i64.ne (call $alloc (i64.const 0x7fffffffffffffff)) (i64.const 0)) (then (return (i32.const 2))))
+		  (local.set $b (call $alloc (i64.const 0x400001)))
 		  (local.set $r (call $kv_get (local.get $b)))
 		  %s
 		  (block $done (loop $more
@@ -163,22 +163,13 @@ func extismHostiles(siteURL string) []extismHostile {
 		    (br $more)))
 		  (return (i32.const 0))`, failUnless("(local.get $r)", limitAt[0], len(limited))),
 			outcome: "died", death: "bad_result"},
-		// Makes the kernel loop, then has the SDK look a block up under a context of its
-		// own, which no deadline ends: in Extism's log_info, and in the host's read of
-		// the error message after a trap. The deadline closes the kernel too.
-		{name: "ex-kernel-loop", imports: importStoreU64 + importLogInfo,
-			handle: testutil.ExtismKernelLoop("", `(call $log_info (local.get $b))`),
-			grant:  deadline, outcome: "died", death: "deadline", reason: "deadline"},
-		{name: "ex-kernel-loop-trap", imports: importStoreU64,
-			handle: testutil.ExtismKernelLoop(`(call $error_set (local.get $b))`, `unreachable`),
-			grant:  deadline, outcome: "died", death: "deadline", reason: "deadline"},
-		// Returns done with the kernel's allocator position (the u64 at 9) moved past the
-		// kernel's memory, which would make the SDK's next call trap: the instance is
-		// dead, its result a bad one.
-		{name: "ex-kernel-broken", imports: importStoreU64,
-			handle: `(call $output (i32.const 4096) (i32.const 18))
-			  (call $store_u64 (i64.const 9) (i64.const 0x7ffffff0))
-			  (return (i32.const 0))`, outcome: "died", death: "bad_result", reason: "allocator"},
+		// Writes where the Extism SDK's kernel kept a block's header and its allocator's
+		// root, which made that kernel loop or trap, then logs the block: the kernel's
+		// bookkeeping is the host's, so the writes are Extism memory like any other, and
+		// the task is done.
+		{name: "ex-kernel-scribble", imports: importStoreU64 + importLogInfo,
+			handle:  testutil.ExtismKernelScribble(`(call $store_u64 (i64.const 1) (i64.const 0x7ffffff0))`, `(call $log_info (local.get $b))`),
+			outcome: "done"},
 		// Logs through Extism's log_info, 10 times 64 KiB of 7-byte lines and one line of
 		// 256 KiB: the guest log cuts each line and rate-limits them (logFlood).
 		{name: "ex-log-flood", imports: importStoreU64 + importLogInfo, funcs: `
@@ -223,8 +214,8 @@ func extismHostiles(siteURL string) []extismHostile {
 // TestSandboxExtism runs hostile Extism guests, all at once beside the honest counter
 // plugin on one host and backend: a spin and a call tree cut at their deadline, a
 // recursion at its stack limit, bombs of the guest's memory and of the kernel's at the
-// memory limit, blocks and outputs of absurd sizes, a kernel made to loop where no
-// deadline of the SDK's reaches, a kernel's allocator broken, a flood of Extism log lines, Extism's own HTTP and vars
+// memory limit, blocks and outputs of absurd sizes, writes over where the Extism SDK's
+// kernel kept its bookkeeping, a flood of Extism log lines, Extism's own HTTP and vars
 // (off), its config (the plugin's own) and fleet operations on what the counter owns
 // (PermissionDenied, as a value the guest reads). Each hostile task's only iteration
 // ends with the outcome and death reason it names; the honest plugin completes its tasks

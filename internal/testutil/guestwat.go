@@ -108,14 +108,15 @@ func (g ExtismGuestWAT) Source(tb testing.TB) string {
 )`, g.Imports, watString(string(doc)), watString(g.Result), len(doc), g.Funcs, tick, g.Handle, len(g.Result))
 }
 
-// ExtismKernelLoop is WAT for the body of an Extism guest's export (ExtismGuestWAT's
+// ExtismKernelScribble is WAT for the body of an Extism guest's export (ExtismGuestWAT's
 // Handle, or any with the kernel's alloc, store_u8 and store_u64 imported as $alloc,
-// $store_u8 and $store_u64) that makes the Extism kernel's block walk loop for ever,
-// then runs then. It allocates a block $b, runs setup, and rewrites the block's header
-// (the 12 bytes before its data: status, size, used) to an unused block whose size wraps
-// the next header's address round to its own: every kernel function that looks a block
-// up (length, free) then loops.
-func ExtismKernelLoop(setup, then string) string {
+// $store_u8 and $store_u64) that writes where the Extism Go SDK's kernel kept a block's
+// header, then runs then. It allocates a block $b, runs setup, and writes the 12 bytes
+// before the block's data (that kernel's status, size and used) as an unused block whose
+// size wraps the next header's address round to its own, which made every function of
+// that kernel that looks a block up (length, free) loop for ever. The host's kernel
+// keeps its bookkeeping out of the guest's reach, so to it they are plain writes.
+func ExtismKernelScribble(setup, then string) string {
 	return `(local $b i64)
     (local.set $b (call $alloc (i64.const 16)))
     ` + setup + `

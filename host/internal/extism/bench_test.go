@@ -15,9 +15,9 @@ import (
 )
 
 // BenchmarkASCounter is one fleet_handle of the AssemblyScript counter
-// (testdata/assemblyscript/counter.ts) on the memory backend: the SDK's call (input,
-// output, error), the PDK's reads and writes of Extism memory, and one counter_incr.
-// The empty row is the SDK's call of an export that does nothing.
+// (testdata/assemblyscript/counter.ts) on the memory backend: the call (the kernel's
+// input, output and error), the PDK's reads and writes of Extism memory, and one
+// counter_incr; and one fleet_describe, which makes no host call.
 //
 //	go test -run '^$' -bench ASCounter ./host/internal/extism/
 func BenchmarkASCounter(b *testing.B) {

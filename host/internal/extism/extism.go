@@ -1,18 +1,21 @@
 // Package extism is the Extism transport: a plugin built with an Extism PDK (it imports
-// Extism's kernel, extism:host/env) runs through github.com/extism/go-sdk, with every
-// fleet operation an Extism host function of extism:host/user that takes the request
-// JSON and returns the reply envelope JSON, each an Extism memory block, served by the
-// same dispatch core (hostfn.Core) as the native ABI. abi/EXTISM.md is the guest's side.
+// Extism's kernel, extism:host/env) runs with every fleet operation an Extism host
+// function of extism:host/user that takes the request JSON and returns the reply
+// envelope JSON, each an Extism memory block, served by the same dispatch core
+// (hostfn.Core) as the native ABI. abi/EXTISM.md is the guest's side.
 //
-// The sandbox is native's: the module is rewritten (native.Rewrite) before the SDK
-// compiles it; its runtime has the plugin's memory limit, which bounds the Extism
-// kernel's memory (the input, the output and every host reply) too; WASI is native's
-// (native.Sandbox). Unlike native's, its runtime closes a call at its deadline with
-// wazero's WithCloseOnContextDone, which checks at every loop header of the guest and
-// of Extism's kernel (which is not rewritten), and at the rewriter's countdown checks;
-// the SDK instantiates the guest itself, so the host has no instance to set the
-// rewriter's stop global on. Extism's own HTTP (allowed_hosts) and
-// file access (allowed_paths) are off, and so are its vars: see RATIONALE.md.
+// The kernel is the host's own (kernel.go): Extism's memory blocks, input, output and
+// error, its config and log, as Go functions over a Go arena bounded by the plugin's
+// memory limit, so that a PDK's read or write of Extism memory is one host call and no
+// more. The Extism Go SDK is not on the call path; the differential test runs the same
+// plugins through it and through this kernel.
+//
+// The sandbox is native's: the module is rewritten (native.Rewrite), which moves a start
+// function (AssemblyScript's top-level code) to an export that the host calls after
+// instantiation; its runtime has the plugin's memory limit; a call ends at its deadline
+// by the rewriter's stop global (native.Stop), as a native call does; WASI is native's
+// (native.Sandbox). Extism's own HTTP (allowed_hosts) and file access (allowed_paths)
+// are off, and so are its vars: see RATIONALE.md.
 package extism
 
 import (
@@ -25,9 +28,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 
-	extism "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
@@ -54,11 +55,15 @@ type Params struct {
 	Config json.RawMessage
 }
 
-// Runtime is one plugin compiled once for the Extism SDK, in a wazero runtime of its own
-// sharing the compilation cache. Safe for concurrent use: each slot has its Instance.
+// Runtime is one plugin compiled once, in a wazero runtime of its own (WASI, the kernel
+// and fleet's operations) sharing the compilation cache. Safe for concurrent use: each
+// slot has its Instance.
 type Runtime struct {
-	compiled *extism.CompiledPlugin // immutable after NewRuntime
-	exports  map[string]bool        // immutable: the fleet exports the module has
+	r        wazero.Runtime        // immutable after NewRuntime
+	compiled wazero.CompiledModule // immutable after NewRuntime
+	exports  map[string]bool       // immutable: the fleet exports the module has
+	config   map[string]string     // immutable: Extism's config (configMap)
+	limit    uint64                // the bytes of each instance's kernel: the memory limit
 }
 
 // IsExtism reports whether wasm imports a function from Extism's kernel (EnvModule): a
@@ -68,57 +73,61 @@ func IsExtism(wasm []byte) bool {
 	return imports[EnvModule]
 }
 
-// logLevel sets, once, the level of the Extism SDK's guest log functions (a process-wide
-// setting of the SDK, off by default): info and above reach the guest's log.
-var logLevel sync.Once
+// NewRuntime compiles wasm under the sandbox's settings. It refuses, naming what is
+// missing or wrong, a module that does not export fleet_describe (an Extism module that
+// is not a fleet plugin), whose fleet exports do not have Extism's signature () -> i32,
+// or that imports anything but Extism's kernel (with the signatures of Extism's), fleet's
+// operations in extism:host/user and WASI.
+func NewRuntime(ctx context.Context, p Params, wasm []byte) (rt *Runtime, err error) {
+	return newRuntime(ctx, p, wasm, true)
+}
 
-// NewRuntime compiles wasm for the Extism SDK under the sandbox's settings. It refuses,
-// naming what is missing or wrong, a module that does not export fleet_describe (an
-// Extism module that is not a fleet plugin), whose fleet exports do not have Extism's
-// signature () -> i32, or that imports anything but Extism's kernel, fleet's operations
-// in extism:host/user and WASI.
-func NewRuntime(ctx context.Context, p Params, wasm []byte) (*Runtime, error) {
-	logLevel.Do(func() { extism.SetLogLevel(extism.LogLevelInfo) })
-	wasm, err := native.Rewrite(wasm)
+// newRuntime is NewRuntime; fleetOnly false skips the check of the fleet exports, for the
+// differential test, which runs the Extism SDK's own sample plugins.
+func newRuntime(ctx context.Context, p Params, wasm []byte, fleetOnly bool) (rt *Runtime, err error) {
+	wasm, err = native.Rewrite(wasm)
 	if err != nil {
 		return nil, err
 	}
-	cfg := wazero.NewRuntimeConfig().
-		WithMemoryLimitPages(p.MemoryLimitPages).
-		WithCloseOnContextDone(true) // host/RATIONALE.md, "What does the sandbox cost?"
+	// No WithCloseOnContextDone: the rewriter's stop global ends a call at its deadline
+	// (host/RATIONALE.md, "What does the sandbox cost?").
+	cfg := wazero.NewRuntimeConfig().WithMemoryLimitPages(p.MemoryLimitPages)
 	if p.Cache != nil {
 		cfg = cfg.WithCompilationCache(p.Cache)
 	}
-	// Both compiles under the listener, so that the SDK's is a hit of check's (the
-	// compilation cache's key says which functions have a listener).
-	ctx = listening(ctx)
-	exports, err := check(ctx, cfg, wasm)
-	if err != nil {
-		return nil, err
+	r := wazero.NewRuntimeWithConfig(ctx, cfg)
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, r.Close(ctx))
+		}
+	}()
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r); err != nil {
+		return nil, fmt.Errorf("extism: instantiate wasi: %w", err)
 	}
-	compiled, err := newCompiled(ctx, extism.Manifest{
-		Wasm: []extism.Wasm{extism.WasmData{Data: wasm}},
-		// Vars and the SDK's HTTP are off: 0 bytes of either. No AllowedHosts (every
-		// http_request is refused) and no AllowedPaths (no filesystem).
-		Memory: &extism.ManifestMemory{MaxPages: p.MemoryLimitPages},
-		Config: configMap(p.Config),
-	}, extism.PluginConfig{RuntimeConfig: cfg, EnableWasi: true}, hostFunctions(p.Core, p.Log))
+	if err := instantiateKernel(ctx, r); err != nil {
+		return nil, fmt.Errorf("extism: instantiate the kernel: %w", err)
+	}
+	if err := instantiateUser(ctx, r, p.Core, p.Log); err != nil {
+		return nil, fmt.Errorf("extism: instantiate fleet's operations: %w", err)
+	}
+	compiled, err := native.Compile(ctx, r, wasm)
 	if err != nil {
 		return nil, fmt.Errorf("extism: compile: %w", err)
 	}
-	return &Runtime{compiled: compiled, exports: exports}, nil
+	exports, err := check(compiled, fleetOnly)
+	if err != nil {
+		return nil, err
+	}
+	pages := p.MemoryLimitPages
+	if pages == 0 {
+		pages = 65536 // wazero's, and wasm's, most
+	}
+	return &Runtime{r: r, compiled: compiled, exports: exports, config: configMap(p.Config),
+		limit: uint64(pages) * 65536}, nil
 }
 
-// newCompiled is extism.NewCompiledPlugin, turning a panic into an error: the module is
-// the guest's, and wazero's decoder panics on some malformed modules.
-func newCompiled(ctx context.Context, m extism.Manifest, cfg extism.PluginConfig, fns []extism.HostFunction) (c *extism.CompiledPlugin, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			c, err = nil, fmt.Errorf("the Extism SDK panicked: %v", r)
-		}
-	}()
-	return extism.NewCompiledPlugin(ctx, m, cfg, fns)
-}
+// fleetExports are the exports a fleet plugin may have over Extism.
+var fleetExports = []string{abi.ExportDescribe, abi.ExportHandle, abi.ExportTick}
 
 // exportSig is the signature of an Extism export: no parameters (the input is Extism's),
 // an i32 return code.
@@ -128,18 +137,11 @@ var exportSig = []api.ValueType{api.ValueTypeI32}
 // memory block in, the reply's out.
 var userSig = []api.ValueType{api.ValueTypeI64}
 
-// check compiles wasm in a throwaway runtime (the compilation cache makes the SDK's own
-// compile of it a hit) and checks its exports and imports, before anything of it runs.
-// It returns the fleet exports the module has.
-func check(ctx context.Context, cfg wazero.RuntimeConfig, wasm []byte) (map[string]bool, error) {
-	r := wazero.NewRuntimeWithConfig(ctx, cfg)
-	defer r.Close(ctx)
-	c, err := native.Compile(ctx, r, wasm)
-	if err != nil {
-		return nil, fmt.Errorf("extism: compile: %w", err)
-	}
+// check checks the compiled module's exports and imports, before anything of it runs
+// (with fleetOnly false, its imports alone). It returns the fleet exports the module has.
+func check(c wazero.CompiledModule, fleetOnly bool) (map[string]bool, error) {
 	defs := c.ExportedFunctions()
-	if _, ok := defs[abi.ExportDescribe]; !ok {
+	if _, ok := defs[abi.ExportDescribe]; !ok && fleetOnly {
 		names := make([]string, 0, len(defs))
 		for name := range defs {
 			names = append(names, name)
@@ -148,6 +150,10 @@ func check(ctx context.Context, cfg wazero.RuntimeConfig, wasm []byte) (map[stri
 		return nil, fmt.Errorf("extism: this is an Extism module but not a fleet plugin: it does not export %s "+
 			"(a fleet plugin exports %s, and %s or %s; see abi/EXTISM.md); it exports: %s",
 			abi.ExportDescribe, abi.ExportDescribe, abi.ExportHandle, abi.ExportTick, strings.Join(names, ", "))
+	}
+	if def, ok := defs[native.StartExport]; ok && (len(def.ParamTypes()) != 0 || len(def.ResultTypes()) != 0) {
+		return nil, fmt.Errorf("extism: the module's start function takes %d parameters and returns %d results; a start function takes and returns none",
+			len(def.ParamTypes()), len(def.ResultTypes()))
 	}
 	exports := map[string]bool{}
 	for _, name := range fleetExports {
@@ -161,6 +167,10 @@ func check(ctx context.Context, cfg wazero.RuntimeConfig, wasm []byte) (map[stri
 		}
 		exports[name] = true
 	}
+	env := map[string]kernelFunc{}
+	for _, f := range kernelFuncs {
+		env[f.name] = f
+	}
 	ops := map[string]bool{}
 	for _, op := range userOps() {
 		ops[string(op)] = true
@@ -168,8 +178,17 @@ func check(ctx context.Context, cfg wazero.RuntimeConfig, wasm []byte) (map[stri
 	for _, imp := range c.ImportedFunctions() {
 		mod, name, _ := imp.Import()
 		switch mod {
-		case EnvModule, wasi_snapshot_preview1.ModuleName:
-			// The SDK's kernel and WASI resolve these, or refuse the instance.
+		case EnvModule:
+			f, ok := env[name]
+			if !ok {
+				return nil, fmt.Errorf("extism: module imports %s.%s, which is not a function of Extism's kernel (Go SDK v1.7.1)", mod, name)
+			}
+			if !slices.Equal(imp.ParamTypes(), f.params) || !slices.Equal(imp.ResultTypes(), f.results) {
+				return nil, fmt.Errorf("extism: module imports %s.%s with the wrong signature; Extism's is %s",
+					mod, name, signature(f.params, f.results))
+			}
+		case wasi_snapshot_preview1.ModuleName:
+			// WASI resolves these, or refuses the instance.
 		case UserModule:
 			if !ops[name] {
 				return nil, fmt.Errorf("extism: module imports %s.%s, which is not a fleet operation (ABI %d)", mod, name, abi.Version)
@@ -206,11 +225,24 @@ func configMap(cfg json.RawMessage) map[string]string {
 	return out
 }
 
+// signature is a function type as WAT writes it: (func (param i64) (result i32)).
+func signature(params, results []api.ValueType) string {
+	var b strings.Builder
+	b.WriteString("(func")
+	for _, t := range params {
+		fmt.Fprintf(&b, " (param %s)", api.ValueTypeName(t))
+	}
+	for _, t := range results {
+		fmt.Fprintf(&b, " (result %s)", api.ValueTypeName(t))
+	}
+	return b.String() + ")"
+}
+
 // HasExport reports whether the plugin exports the fleet function name.
 func (rt *Runtime) HasExport(name string) bool { return rt.exports[name] }
 
 // Close closes the runtime and every instance in it.
-func (rt *Runtime) Close(ctx context.Context) error { return rt.compiled.Close(ctx) }
+func (rt *Runtime) Close(ctx context.Context) error { return rt.r.Close(ctx) }
 
 // importModules lists the modules wasm imports from, reading only its import section.
 func importModules(wasm []byte) (map[string]bool, error) {

@@ -323,59 +323,94 @@ func TestDeaths(t *testing.T) {
 	}
 }
 
-// TestKernelLoop: a guest that makes the kernel loop and then has the SDK look a block up
-// under a context of the SDK's own, which no deadline ends (Extism's log, config, var and
-// HTTP functions; the host's read of the error message after a trap), still dies at its
-// call's deadline: the deadline closes the kernel too.
-func TestKernelLoop(t *testing.T) {
+// TestKernelOutOfReach: the kernel's bookkeeping is the host's, out of the guest's
+// reach. The writes that broke the Extism SDK's kernel (a block's header rewritten so
+// that its block walk loops, its allocator's root at 1 overwritten) are
+// writes of Extism memory like any other: every kernel function that looks a block up
+// afterwards returns, the call is done, and the instance answers the next one. A load or
+// store past the memory in use traps.
+func TestKernelOutOfReach(t *testing.T) {
 	imports := `(import "extism:host/env" "store_u64" (func $store_u64 (param i64 i64)))
+  (import "extism:host/env" "load_u64" (func $load_u64 (param i64) (result i64)))
   (import "extism:host/env" "log_info" (func $log_info (param i64)))
   (import "extism:host/env" "config_get" (func $config_get (param i64) (result i64)))
   (import "extism:host/env" "var_get" (func $var_get (param i64) (result i64)))
-  (import "extism:host/env" "http_request" (func $http_request (param i64 i64) (result i64)))`
-	for name, handle := range map[string]string{
-		// error_set checks its block, so the error is set before the header is rewritten.
-		"error_set then trap": testutil.ExtismKernelLoop(`(call $error_set (local.get $b))`, `unreachable`),
-		"log_info":            testutil.ExtismKernelLoop("", `(call $log_info (local.get $b)) (i32.const 0)`),
-		"config_get":          testutil.ExtismKernelLoop("", `(drop (call $config_get (local.get $b))) (i32.const 0)`),
-		"var_get":             testutil.ExtismKernelLoop("", `(drop (call $var_get (local.get $b))) (i32.const 0)`),
-		"http_request":        testutil.ExtismKernelLoop("", `(drop (call $http_request (local.get $b) (i64.const 0))) (i32.const 0)`),
+  (import "extism:host/env" "free" (func $free (param i64)))`
+	broken := `(call $store_u64 (i64.const 1) (i64.const 0x7ffffff0))`
+	for name, body := range map[string]string{
+		"log_info":   testutil.ExtismKernelScribble(broken, `(call $log_info (local.get $b)) (call $out (call $input)) (i32.const 0)`),
+		"config_get": testutil.ExtismKernelScribble(broken, `(drop (call $config_get (local.get $b))) (call $out (call $input)) (i32.const 0)`),
+		"var_get":    testutil.ExtismKernelScribble(broken, `(drop (call $var_get (local.get $b))) (call $out (call $input)) (i32.const 0)`),
+		"free":       testutil.ExtismKernelScribble(broken, `(call $free (local.get $b)) (call $out (call $input)) (i32.const 0)`),
 	} {
 		t.Run(name, func(t *testing.T) {
-			in := guest(t, imports, handle, 64, "")
-			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-			defer cancel()
-			done := make(chan error, 1)
-			go func() { _, err := in.Handle(ctx, []byte(`{}`)); done <- err }()
-			select {
-			case err := <-done:
-				var died *slot.Died
-				if !errors.As(err, &died) || ctx.Err() == nil {
-					t.Fatalf("Handle = %v with ctx %v; want a death at the deadline", err, ctx.Err())
+			in := guest(t, imports, body, 64, "")
+			for range 2 {
+				if out, err := handle(t, in, `{"outcome":"done"}`); err != nil || out != `{"outcome":"done"}` {
+					t.Fatalf("Handle = %q, %v; want done", out, err)
 				}
-			case <-time.After(time.Minute):
-				t.Fatal("Handle did not return a minute after its 200ms deadline: the kernel loops on")
+			}
+		})
+	}
+	for name, body := range map[string]string{
+		"store": `(call $store_u64 (i64.const 0x100000) (i64.const 1)) (i32.const 0)`,
+		"load":  `(drop (call $load_u64 (i64.const 0xfffffffffffffffc))) (i32.const 0)`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := handle(t, guest(t, imports, body, 64, ""), "")
+			var died *slot.Died
+			if !errors.As(err, &died) || died.Death != slotstate.DeathTrap || !strings.Contains(err.Error(), "outside the kernel's memory") {
+				t.Fatalf("Handle = %v, want a trap naming the kernel's memory", err)
 			}
 		})
 	}
 }
 
-// TestKernelBroken: a call that returns done with the kernel's allocator position moved
-// past the kernel's memory kills the instance as a bad result, so that the SDK's next call
-// does not trap zeroing the blocks (and print the trap to the process's stdout).
-func TestKernelBroken(t *testing.T) {
-	in := guest(t, `(import "extism:host/env" "store_u64" (func $store_u64 (param i64 i64)))`,
-		`(call $out (call $input)) (call $store_u64 (i64.const 9) (i64.const 0x7ffffff0)) (i32.const 0)`, 16, "")
-	_, err := handle(t, in, `{"outcome":"done"}`)
-	var died *slot.Died
-	if !errors.As(err, &died) || died.Death != slotstate.DeathBadResult || !strings.Contains(err.Error(), "allocator") {
-		t.Fatalf("Handle = %v, want a bad_result death naming the kernel's allocator", err)
-	}
-	// A sound call leaves the instance alive.
-	in = guest(t, "", `(call $out (call $input)) (i32.const 0)`, 16, "")
-	for range 2 {
-		if out, err := handle(t, in, `{"outcome":"done"}`); err != nil || out != `{"outcome":"done"}` {
-			t.Fatalf("Handle = %q, %v; want done", out, err)
+// TestKernelImportsChecked: a module that imports a function Extism's kernel does not
+// have, or one of its functions with another signature, is refused at load, naming it.
+func TestKernelImportsChecked(t *testing.T) {
+	for imp, want := range map[string]string{
+		`(import "extism:host/env" "nope" (func (param i64)))`:               "extism:host/env.nope, which is not a function of Extism's kernel",
+		`(import "extism:host/env" "alloc" (func (param i32) (result i32)))`: "extism:host/env.alloc with the wrong signature; Extism's is (func (param i64) (result i64))",
+	} {
+		wasm, err := os.ReadFile(testutil.WAT(t, `(module `+imp+` (memory (export "memory") 1)
+  (func (export "fleet_describe") (result i32) (i32.const 0)))`))
+		if err != nil {
+			t.Fatal(err)
 		}
+		_, err = NewRuntime(context.Background(), Params{MemoryLimitPages: 16}, wasm)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("NewRuntime = %v, want an error saying %q", err, want)
+		}
+	}
+}
+
+// TestStartDeadline: a module whose start function (an AssemblyScript module's top-level
+// code) spins is cut at the deadline of its instantiation: the rewriter moved the start
+// out of instantiation, and the host calls it under the stop global.
+func TestStartDeadline(t *testing.T) {
+	wasm, err := os.ReadFile(testutil.WAT(t, `(module
+  (import "extism:host/env" "input_length" (func (result i64)))
+  (memory (export "memory") 1)
+  (func $spin (loop $l (br $l)))
+  (start $spin)
+  (func (export "fleet_describe") (result i32) (i32.const 0)))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rt, err := NewRuntime(ctx, Params{MemoryLimitPages: 16}, wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	deadline, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	in, err := rt.Instantiate(deadline, "t/0", &hostfn.Caller{}, nil)
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "start function") {
+		if in != nil {
+			in.Close(ctx)
+		}
+		t.Fatalf("Instantiate = %v; want the start function cut at the deadline", err)
 	}
 }

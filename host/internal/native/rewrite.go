@@ -19,8 +19,8 @@ import (
 //     runtime may stop the goroutine for its garbage collector and scheduler: compiled
 //     guest code is never preempted), a test of the stop global, which the host sets when
 //     the call's context ends (stopFlag), trapping when it is set, and an empty loop,
-//     where a runtime with WithCloseOnContextDone checks for a closed module (the Extism
-//     transport's).
+//     where a runtime with WithCloseOnContextDone checks for a closed module (the
+//     fuzz and rewrite tests' runtimes).
 //   - Each body that contains a call (call, call_indirect: the only call forms of
 //     wazero's default CoreFeaturesV2) also spends an estimate of its frame's bytes from a
 //     budget global at entry and gives it back on every exit; a call that finds too
@@ -94,6 +94,12 @@ const (
 	// refused.
 	stopGlobal = "fleet:stop"
 
+	// StartExport is the export name of a module's start function once Rewrite has moved
+	// it out of the start section, which runs inside instantiation, where no stop global
+	// reaches it: the host calls it after instantiation, under the stop, as it calls
+	// _initialize. A module that exports the name itself is refused.
+	StartExport = "fleet:start"
+
 	// maxTableElements caps the table's size, in elements (8 bytes each in wazero: 2 MiB).
 	// The Go toolchain emits one funcref table of 4096 + its function count with no
 	// maximum (6951 for plugins/examples/counter). A larger minimum is refused; a larger
@@ -146,7 +152,8 @@ type module struct {
 	importFuncs int
 	globals     int        // imported and defined
 	memory      bool       // the module imports or defines a memory
-	keepStart   bool       // a start function is kept (rewriteKeepingStart), not refused
+	moveStart   bool       // a start function is moved to StartExport (Rewrite), not refused
+	start       *uint32    // the moved start function's index
 	extraTypes  []funcType // () -> results types that wrapper blocks need, after types
 }
 
@@ -163,10 +170,10 @@ type refusal struct{ error }
 // it refused. It never changes wasm.
 func rewrite(wasm []byte) ([]byte, error) { return (&module{}).rewrite(wasm) }
 
-// rewriteKeepingStart is rewrite for a runtime with WithCloseOnContextDone, which bounds
-// a start function by the instantiation's context: it keeps one.
-func rewriteKeepingStart(wasm []byte) ([]byte, error) {
-	return (&module{keepStart: true}).rewrite(wasm)
+// rewriteMovingStart is rewrite for a transport that calls StartExport itself after
+// instantiation: it moves a start function there.
+func rewriteMovingStart(wasm []byte) ([]byte, error) {
+	return (&module{moveStart: true}).rewrite(wasm)
 }
 
 func (m *module) rewrite(wasm []byte) ([]byte, error) {
@@ -229,9 +236,16 @@ func (m *module) read(id byte, p []byte) ([]byte, error) {
 		// The start function runs inside wazero's instantiation, before the host has the
 		// instance's stop global to arm. A reactor (Go's c-shared, wasi-libc's reactor)
 		// has none: its initializer is the _initialize export.
-		if !m.keepStart {
+		if !m.moveStart {
 			return nil, refusal{errors.New("native: the module has a start function, which the host cannot bound; initialize in the _initialize export instead")}
 		}
+		r := &reader{b: p}
+		start := r.u32()
+		if err := r.done("start section"); err != nil {
+			return nil, err
+		}
+		m.start = &start
+		return nil, nil // moved to StartExport
 	case secGlobal:
 		return p, readVector(p, "global section", func(r *reader) {
 			r.byte()
@@ -284,7 +298,7 @@ func (m *module) write() []byte {
 		}
 		if rank > sectionRank[secExport] && !added[secExport] {
 			added[secExport] = true
-			emit(secExport, appendExports(appendU32(nil, rewriterExports), global))
+			emit(secExport, m.appendExports(appendU32(nil, uint32(m.rewriterExports())), global))
 		}
 	}
 	for _, s := range m.sections {
@@ -300,7 +314,7 @@ func (m *module) write() []byte {
 			emit(s.id, appendGlobals(withCount(s.payload, rewriterGlobals)))
 		case secExport:
 			added[secExport] = true
-			emit(s.id, appendExports(withCount(s.payload, rewriterExports), global))
+			emit(s.id, m.appendExports(withCount(s.payload, m.rewriterExports()), global))
 		default:
 			emit(s.id, s.payload)
 		}
@@ -313,12 +327,18 @@ func (m *module) write() []byte {
 // the countdown and the stop global come next.
 func (m *module) budgetGlobal() uint32 { return uint32(m.globals) }
 
-// The rewriter's globals and exports, in the order appendGlobals and appendExports write
-// them, after the module's own.
-const (
-	rewriterGlobals = 3 // budget, countdown, stop
-	rewriterExports = 2 // stackGlobal, stopGlobal
-)
+// rewriterGlobals are the rewriter's globals, in the order appendGlobals writes them,
+// after the module's own: budget, countdown, stop.
+const rewriterGlobals = 3
+
+// rewriterExports counts the rewriter's exports (appendExports): stackGlobal,
+// stopGlobal, and StartExport when the start function moved.
+func (m *module) rewriterExports() int {
+	if m.start != nil {
+		return 3
+	}
+	return 2
+}
 
 // withCount returns a vector's payload with its count raised by extra.
 func withCount(payload []byte, extra int) []byte {
@@ -351,16 +371,22 @@ func appendGlobals(b []byte) []byte {
 	return b
 }
 
-// appendExports appends the exports of the budget global (index global) and of the stop
-// global (global+2).
-func appendExports(b []byte, global uint32) []byte {
-	for _, e := range []struct {
+// appendExports appends the exports of the budget global (index global), of the stop
+// global (global+2) and of a moved start function.
+func (m *module) appendExports(b []byte, global uint32) []byte {
+	type export struct {
 		name  string
+		kind  byte
 		index uint32
-	}{{stackGlobal, global}, {stopGlobal, global + 2}} {
+	}
+	exports := []export{{stackGlobal, 0x03, global}, {stopGlobal, 0x03, global + 2}}
+	if m.start != nil {
+		exports = append(exports, export{StartExport, 0x00, *m.start})
+	}
+	for _, e := range exports {
 		b = appendU32(b, uint32(len(e.name)))
 		b = append(b, e.name...)
-		b = append(b, 0x03)
+		b = append(b, e.kind)
 		b = appendU32(b, e.index)
 	}
 	return b
@@ -521,7 +547,7 @@ func readExports(p []byte) error {
 	r := &reader{b: p}
 	n := r.count()
 	for i := uint32(0); i < n && r.err == nil; i++ {
-		if name := r.name(); name == stackGlobal || name == stopGlobal {
+		if name := r.name(); name == stackGlobal || name == stopGlobal || name == StartExport {
 			return refusal{fmt.Errorf("native: the module exports %q, a name the host reserves", name)}
 		}
 		r.byte()

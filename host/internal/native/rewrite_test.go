@@ -634,16 +634,24 @@ func TestCompileRecovers(t *testing.T) {
 	}
 }
 
-// TestRewriteKeepsStartForExtism: Rewrite, for the Extism transport's runtime (whose
-// close bounds instantiation), keeps the start function that rewrite refuses, and runs it.
-func TestRewriteKeepsStartForExtism(t *testing.T) {
+// TestRewriteMovesStartForExtism: Rewrite, for the Extism transport, moves the start
+// function that rewrite refuses to the export StartExport: instantiation runs none of
+// it, and a call of the export runs it.
+func TestRewriteMovesStartForExtism(t *testing.T) {
 	wasm := watBytes(t, `(module (global $g (export "g") (mut i32) (i32.const 0))
   (func $s (global.set $g (i32.const 7))) (start $s))`)
 	out, err := Rewrite(wasm)
 	if err != nil {
 		t.Fatalf("Rewrite(a module with a start function) = %v", err)
 	}
-	if got := instantiateRaw(t, out).ExportedGlobal("g").Get(); got != 7 {
-		t.Fatalf("g after instantiation = %d, want 7: the start function did not run", got)
+	mod := instantiateRaw(t, out)
+	if got := mod.ExportedGlobal("g").Get(); got != 0 {
+		t.Fatalf("g after instantiation = %d, want 0: the start function ran inside it", got)
+	}
+	if _, err := mod.ExportedFunction(StartExport).Call(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := mod.ExportedGlobal("g").Get(); got != 7 {
+		t.Fatalf("g after %s = %d, want 7", StartExport, got)
 	}
 }
