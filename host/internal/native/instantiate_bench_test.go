@@ -4,20 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"testing"
 	"time"
 
-	"github.com/fleethost/fleet/host/internal/hostfn"
-	"github.com/fleethost/fleet/host/internal/validate"
 	"github.com/fleethost/fleet/internal/testutil"
-	"github.com/fleethost/fleet/primitives/memory"
 )
 
 // BenchmarkInstantiate makes b.N instances of the Go no-op plugin (plugins/examples/noop)
@@ -30,21 +24,8 @@ import (
 //
 //	go test -run '^$' -bench Instantiate -benchtime 100x ./host/internal/native/
 func BenchmarkInstantiate(b *testing.B) {
-	wasm, err := os.ReadFile(testutil.BuildPlugin(b, "plugins/examples/noop"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	rt := newTestRuntime(b, readFile(b, testutil.BuildPlugin(b, "plugins/examples/noop")), Params{MemoryLimitPages: 256, Cache: benchCache(b)})
 	ctx := context.Background()
-	be := memory.New(memory.Options{})
-	b.Cleanup(func() { be.Close() })
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	core := hostfn.NewCore(be, validate.NewRegistry(nil), nil, log)
-	rt, err := NewRuntime(ctx, Params{MemoryLimitPages: 256, Cache: benchCache(b), Core: core, Log: log}, wasm)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { rt.Close(ctx) })
-	plugin := hostfn.NewGrantee("noop", hostfn.Access{}, json.RawMessage(`{}`), hostfn.Limits{MaxPayload: 1024, MaxHostCalls: hostfn.DefaultMaxHostCalls, MaxReply: hostfn.DefaultMaxReply, MaxPoolList: hostfn.DefaultMaxPoolList}, nil)
 	instances := make([]*Instance, 0, b.N)
 	before := residentBytes(b)
 	b.ResetTimer()
@@ -52,12 +33,8 @@ func BenchmarkInstantiate(b *testing.B) {
 	for i := range b.N {
 		name := fmt.Sprintf("noop/%d", i)
 		start := time.Now()
-		in, err := rt.Instantiate(ctx, name, &hostfn.Caller{Plugin: plugin, Slot: name}, nil)
+		instances = append(instances, newTestInstanceOf(b, rt, name))
 		elapsed += time.Since(start)
-		if err != nil {
-			b.Fatal(err)
-		}
-		instances = append(instances, in)
 	}
 	b.StopTimer()
 	held := residentBytes(b)

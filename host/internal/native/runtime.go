@@ -25,6 +25,7 @@ type Runtime struct {
 	r        wazero.Runtime        // immutable after NewRuntime
 	compiled wazero.CompiledModule // immutable after NewRuntime
 	memLimit uint64                // each instance's memory limit in bytes; immutable
+	image    *memoryImage          // its memory's start, or nil for a module with its data segments; immutable
 }
 
 // Params configure a Runtime.
@@ -86,6 +87,19 @@ func NewRuntime(ctx context.Context, p Params, wasm []byte) (rt *Runtime, err er
 			return nil, err
 		}
 	}
+	var image *memoryImage
+	if stripped, data, ok := splitData(wasm); ok {
+		// Where the system has no memfd, the module keeps its segments: the same
+		// instance, at the cost of a copy each.
+		if img, imgErr := newMemoryImage(data); imgErr == nil {
+			image, wasm = img, stripped
+			defer func() {
+				if err != nil {
+					err = errors.Join(err, image.close())
+				}
+			}()
+		}
+	}
 	compiled, err := Compile(ctx, r, wasm)
 	if err != nil {
 		return nil, fmt.Errorf("native: compile: %w", err)
@@ -93,7 +107,7 @@ func NewRuntime(ctx context.Context, p Params, wasm []byte) (rt *Runtime, err er
 	if err := checkModule(compiled); err != nil {
 		return nil, err
 	}
-	return &Runtime{r: r, compiled: compiled, memLimit: uint64(p.MemoryLimitPages) * wasmPage}, nil
+	return &Runtime{r: r, compiled: compiled, memLimit: uint64(p.MemoryLimitPages) * wasmPage, image: image}, nil
 }
 
 // Compile compiles wasm in r, turning a panic of wazero's into an error: its decoder
@@ -179,7 +193,11 @@ func (rt *Runtime) HasExport(name string) bool {
 
 // Close closes the runtime and every instance in it.
 func (rt *Runtime) Close(ctx context.Context) error {
-	return rt.r.Close(ctx)
+	err := rt.r.Close(ctx)
+	if rt.image != nil {
+		err = errors.Join(err, rt.image.close())
+	}
+	return err
 }
 
 // Instantiate makes a fresh instance named name (unique in the runtime), runs its
@@ -206,6 +224,12 @@ func (rt *Runtime) Instantiate(ctx context.Context, name string, caller *hostfn.
 	mem, err := reserveMemory(rt.memLimit)
 	if err != nil {
 		return nil, err
+	}
+	if rt.image != nil {
+		if err := rt.image.mapInto(mem); err != nil {
+			mem.unmap()
+			return nil, err
+		}
 	}
 	mod, err := rt.r.InstantiateModule(experimental.WithMemoryAllocator(ctx, mem.allocator()), rt.compiled, cfg)
 	if err != nil {
