@@ -23,6 +23,9 @@ import (
 //   - MiB/slot: (RSS(N) - RSS(baseline)) / N, RSS as smaps_rollup's Rss;
 //   - PSS-MiB/slot: the same of Pss, which counts a page shared with another process at its
 //     share;
+//   - RSS-MiB: RSS(N), the whole daemon's: at one slot, what the slot adds is within the
+//     daemon's own noise (the garbage of its start-up, which the Go collector returns at
+//     its own pace: several MiB either way), and MiB/slot says little;
 //   - ms-to-ready: from the daemon's start until its last slot is idle;
 //   - ms/slot: (ms-to-ready - the baseline's time to /readyz) / N, what each slot's
 //     instance added to the start-up on this machine's cores.
@@ -54,6 +57,7 @@ func BenchmarkSlots(b *testing.B) {
 					full := startSlots(b, bin, dir, grants, n)
 					figures[prefix+"MiB/slot"] = append(figures[prefix+"MiB/slot"], mib(full.rss-base.rss)/float64(n))
 					figures[prefix+"PSS-MiB/slot"] = append(figures[prefix+"PSS-MiB/slot"], mib(full.pss-base.pss)/float64(n))
+					figures[prefix+"RSS-MiB"] = append(figures[prefix+"RSS-MiB"], mib(full.rss))
 					figures[prefix+"ms-to-ready"] = append(figures[prefix+"ms-to-ready"], ms(full.ready))
 					figures[prefix+"ms/slot"] = append(figures[prefix+"ms/slot"], ms(full.ready-base.ready)/float64(n))
 				}
