@@ -3,11 +3,13 @@ package native
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/host/internal/validate"
@@ -116,4 +118,49 @@ func newTestInstanceOf(tb testing.TB, rt *Runtime, name string) *Instance {
 		tb.Fatal(fmt.Errorf("instantiate %s: %w", name, err))
 	}
 	return in
+}
+
+// writeSpinWAT is a guest whose fleet_handle marks its start at address 0, then writes
+// to its memory in a loop until it is stopped.
+const writeSpinWAT = `(module
+  (memory (export "memory") 1)
+  (func (export "fleet_abi_version") (result i32) (i32.const 1))
+  (func (export "fleet_input") (param i32) (result i32) (i32.const 8192))
+  (func (export "fleet_describe") (result i64) (i64.const 0))
+  (func (export "fleet_handle") (param i32) (result i64)
+    (i32.store8 (i32.const 0) (i32.const 1))
+    (loop $spin (i32.store (i32.const 4096) (i32.const 7)) (br $spin))
+    (i64.const 0)))`
+
+// TestRuntimeCloseDuringACall: a runtime closed while an instance's call still runs (a
+// drain past its grace period) leaves that call memory to write until it stops, and the
+// instance's own Close releases the memory. Were the runtime's close to unmap it, the
+// guest's next store would fault the whole process.
+func TestRuntimeCloseDuringACall(t *testing.T) {
+	rt := newTestRuntime(t, readFile(t, testutil.WAT(t, writeSpinWAT)), Params{MemoryLimitPages: 16})
+	in := newTestInstanceOf(t, rt, "a")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := in.Handle(ctx, []byte(`{}`))
+		done <- err
+	}()
+	testutil.WaitFor(t, 10*time.Second, "the guest's call to start", func() bool {
+		b, _ := in.mod.Memory().ReadByte(0)
+		return b == 1
+	})
+	if err := rt.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, errStopped) {
+		t.Fatalf("Handle = %v, want the stop", err)
+	}
+	if err := in.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if in.mem.mapped != nil {
+		t.Fatal("the instance's memory is still mapped after its Close")
+	}
 }

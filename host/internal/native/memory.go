@@ -2,6 +2,7 @@ package native
 
 import (
 	"fmt"
+	"sync"
 	"syscall"
 
 	"github.com/tetratelabs/wazero/experimental"
@@ -18,7 +19,11 @@ import (
 // (MAP_NORESERVE): the kernel commits a page when it is first written. wazero never
 // lets the guest past the memory's current size, which it bounds by the limit.
 type guestMemory struct {
-	mapped []byte // the whole reservation; nil once unmapped
+	// mu orders Free, which a Runtime's Close may call from any goroutine, and unmap:
+	// a Free after the unmap must not drop the pages of whatever the system maps at the
+	// same address next.
+	mu     sync.Mutex
+	mapped []byte // the whole reservation; nil once unmapped; written under mu
 }
 
 // reserveMemory maps limit bytes for one instance's memory.
@@ -57,6 +62,8 @@ func (m *guestMemory) Reallocate(size uint64) []byte {
 // (MADV_DONTNEED: a later read sees zeros, a write commits a fresh page) and keeps the
 // mapping, which unmap releases once no call can run.
 func (m *guestMemory) Free() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.mapped != nil {
 		_ = syscall.Madvise(m.mapped, syscall.MADV_DONTNEED)
 	}
@@ -65,6 +72,8 @@ func (m *guestMemory) Free() {
 // unmap releases the reservation. The instance's owner calls it after closing the
 // instance, when no call of it runs.
 func (m *guestMemory) unmap() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.mapped != nil {
 		_ = syscall.Munmap(m.mapped)
 		m.mapped = nil
