@@ -1,11 +1,13 @@
+//go:build linux || darwin
+
 package native
 
 import (
 	"fmt"
 	"sync"
-	"syscall"
 
 	"github.com/tetratelabs/wazero/experimental"
+	"golang.org/x/sys/unix"
 )
 
 // guestMemory is one instance's linear memory, reserved at its limit when the instance
@@ -17,7 +19,8 @@ import (
 //
 // The mapping is anonymous and private, and reserved without swap accounting
 // (MAP_NORESERVE): the kernel commits a page when it is first written. wazero never
-// lets the guest past the memory's current size, which it bounds by the limit.
+// lets the guest past the memory's current size, which it bounds by the limit. On other
+// systems (memory_other.go) an instance's memory is wazero's own.
 type guestMemory struct {
 	// mu orders Free, which a Runtime's Close may call from any goroutine, and unmap:
 	// a Free after the unmap must not drop the pages of whatever the system maps at the
@@ -28,8 +31,8 @@ type guestMemory struct {
 
 // reserveMemory maps limit bytes for one instance's memory.
 func reserveMemory(limit uint64) (*guestMemory, error) {
-	b, err := syscall.Mmap(-1, 0, int(limit), syscall.PROT_READ|syscall.PROT_WRITE,
-		syscall.MAP_PRIVATE|syscall.MAP_ANON|syscall.MAP_NORESERVE)
+	b, err := unix.Mmap(-1, 0, int(limit), unix.PROT_READ|unix.PROT_WRITE,
+		unix.MAP_PRIVATE|unix.MAP_ANON|unix.MAP_NORESERVE)
 	if err != nil {
 		return nil, fmt.Errorf("native: reserve %d MiB of address space for the guest's memory: %w", limit>>20, err)
 	}
@@ -65,7 +68,7 @@ func (m *guestMemory) Free() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.mapped != nil {
-		_ = syscall.Madvise(m.mapped, syscall.MADV_DONTNEED)
+		_ = unix.Madvise(m.mapped, unix.MADV_DONTNEED)
 	}
 }
 
@@ -75,7 +78,7 @@ func (m *guestMemory) unmap() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.mapped != nil {
-		_ = syscall.Munmap(m.mapped)
+		_ = unix.Munmap(m.mapped)
 		m.mapped = nil
 	}
 }
