@@ -58,7 +58,7 @@ var raceDaemons = map[string]bool{
 }
 
 // daemonBinary is the binary that runs t's daemon: raceBin for the tests in raceDaemons.
-func daemonBinary(t *testing.T) string {
+func daemonBinary(t testing.TB) string {
 	if name, _, _ := strings.Cut(t.Name(), "/"); raceDaemons[name] {
 		return raceBin
 	}
@@ -83,7 +83,7 @@ func TestMain(m *testing.M) {
 
 // pluginsDir returns a fresh folder holding the test guests named (module-relative
 // packages), each copied in as <base>.wasm, as an operator drops plugins into a folder.
-func pluginsDir(t *testing.T, pkgs ...string) string {
+func pluginsDir(t testing.TB, pkgs ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	for _, pkg := range pkgs {
@@ -105,7 +105,7 @@ const (
 
 // grantsFile writes the grants file the tests run with: each test guest (worker, rival)
 // may consume the queue "work" and nothing else of pools and queues.
-func grantsFile(t *testing.T) string {
+func grantsFile(t testing.TB) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "grants.json")
 	doc := `{"worker": {"queues": {"work": ["consume"]}}, "rival": {"queues": {"work": ["consume"]}}}`
@@ -117,7 +117,7 @@ func grantsFile(t *testing.T) string {
 
 // daemon is one `fleet-host run` process.
 type daemon struct {
-	t    *testing.T
+	t    testing.TB
 	cmd  *exec.Cmd
 	api  string              // "http://127.0.0.1:port"
 	logs *testutil.LogBuffer // its stderr: JSON log lines
@@ -129,10 +129,16 @@ type daemon struct {
 // loopback port, the shared compilation cache and grantsFile, which a --grants in args
 // overrides), waits until its API answers /readyz, and kills it when the test ends if it
 // is still running.
-func startDaemon(t *testing.T, env []string, args ...string) *daemon {
+func startDaemon(t testing.TB, env []string, args ...string) *daemon {
+	t.Helper()
+	return startDaemonOf(t, daemonBinary(t), env, args...)
+}
+
+// startDaemonOf is startDaemon of the fleet-host binary at path.
+func startDaemonOf(t testing.TB, path string, env []string, args ...string) *daemon {
 	t.Helper()
 	all := append([]string{"run", "--log-format", "json", "--listen", "127.0.0.1:0", "--cache-dir", cacheDir, "--grants", grantsFile(t)}, args...)
-	cmd := exec.Command(daemonBinary(t), all...)
+	cmd := exec.Command(path, all...)
 	cmd.Env = append(cleanEnv(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -215,7 +221,7 @@ func (d *daemon) request(method, path, token string, body []byte) (int, []byte) 
 	return request(d.t, method, d.api+path, token, body)
 }
 
-func request(t *testing.T, method, url, token string, body []byte) (int, []byte) {
+func request(t testing.TB, method, url, token string, body []byte) (int, []byte) {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {

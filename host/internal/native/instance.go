@@ -24,6 +24,7 @@ import (
 // a *slot.Died, which says which.
 type Instance struct {
 	mod    api.Module     // owned by the instance's goroutine
+	mem    *guestMemory   // mod's memory; owned by the instance's goroutine
 	caller *hostfn.Caller // immutable pointer; its Pending belongs to the same goroutine
 	call   *callState     // immutable pointer; set by enter before every export call
 	stop   *stopFlag      // immutable pointer; nil for a module the rewriter did not rewrite
@@ -205,8 +206,10 @@ func (in *Instance) readPacked(name string, packed uint64) ([]byte, error) {
 	return bytes.Clone(b), nil
 }
 
-// Close closes the instance. Closing an instance that a deadline already closed is not
-// an error.
+// Close closes the instance and releases its memory. Closing an instance that its
+// runtime already closed is not an error.
 func (in *Instance) Close(ctx context.Context) error {
-	return in.mod.Close(ctx)
+	err := in.mod.Close(ctx)
+	in.mem.unmap()
+	return err
 }

@@ -8,6 +8,12 @@
 // Every module is rewritten before it is compiled (rewrite.go), so that any guest reaches
 // a deadline check within a bounded run of code, its call stack stays within a budget,
 // and its table has a small maximum.
+//
+// An instance's memory is a mapping reserved at its limit and committed as the guest
+// writes it (memory_mmap.go), and starts as the module's data segments mapped
+// copy-on-write from one image that all the plugin's instances share (image.go, on
+// Linux); closing an instance unmaps it. The limit and the deaths by memory are wazero's as before. Why, and what a
+// slot costs: host/RATIONALE.md, "What does a slot cost in memory?".
 package native
 
 import (

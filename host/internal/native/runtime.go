@@ -11,6 +11,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/fleethost/fleet/abi"
@@ -23,6 +24,8 @@ import (
 type Runtime struct {
 	r        wazero.Runtime        // immutable after NewRuntime
 	compiled wazero.CompiledModule // immutable after NewRuntime
+	memLimit uint64                // each instance's memory limit in bytes; immutable
+	image    *memoryImage          // its memory's start, or nil for a module with its data segments; immutable
 }
 
 // Params configure a Runtime.
@@ -84,6 +87,19 @@ func NewRuntime(ctx context.Context, p Params, wasm []byte) (rt *Runtime, err er
 			return nil, err
 		}
 	}
+	var image *memoryImage
+	if stripped, data, ok := splitData(wasm); ok {
+		// Where the system has no memfd, the module keeps its segments: the same
+		// instance, at the cost of a copy each.
+		if img, imgErr := newMemoryImage(data); imgErr == nil {
+			image, wasm = img, stripped
+			defer func() {
+				if err != nil {
+					err = errors.Join(err, image.close())
+				}
+			}()
+		}
+	}
 	compiled, err := Compile(ctx, r, wasm)
 	if err != nil {
 		return nil, fmt.Errorf("native: compile: %w", err)
@@ -91,7 +107,7 @@ func NewRuntime(ctx context.Context, p Params, wasm []byte) (rt *Runtime, err er
 	if err := checkModule(compiled); err != nil {
 		return nil, err
 	}
-	return &Runtime{r: r, compiled: compiled}, nil
+	return &Runtime{r: r, compiled: compiled, memLimit: uint64(p.MemoryLimitPages) * wasmPage, image: image}, nil
 }
 
 // Compile compiles wasm in r, turning a panic of wazero's into an error: its decoder
@@ -177,7 +193,11 @@ func (rt *Runtime) HasExport(name string) bool {
 
 // Close closes the runtime and every instance in it.
 func (rt *Runtime) Close(ctx context.Context) error {
-	return rt.r.Close(ctx)
+	err := rt.r.Close(ctx)
+	if rt.image != nil {
+		err = errors.Join(err, rt.image.close())
+	}
+	return err
 }
 
 // Instantiate makes a fresh instance named name (unique in the runtime), runs its
@@ -201,16 +221,29 @@ func (rt *Runtime) Instantiate(ctx context.Context, name string, caller *hostfn.
 		WithStartFunctions() // _initialize runs below, under the caller's ctx
 	call.enter(ctx)
 	ctx = hostfn.WithCaller(ctx, caller)
-	mod, err := rt.r.InstantiateModule(ctx, rt.compiled, cfg)
+	mem, err := reserveMemory(rt.memLimit)
 	if err != nil {
+		return nil, err
+	}
+	if rt.image != nil {
+		if err := rt.image.mapInto(mem); err != nil {
+			mem.unmap()
+			return nil, err
+		}
+	}
+	mod, err := rt.r.InstantiateModule(experimental.WithMemoryAllocator(ctx, mem.allocator()), rt.compiled, cfg)
+	if err != nil {
+		mem.unmap()
 		return nil, fmt.Errorf("native: instantiate %s: %w", name, err)
 	}
 	if mod.Memory() == nil {
 		_ = mod.Close(context.WithoutCancel(ctx))
+		mem.unmap()
 		return nil, fmt.Errorf("native: %s has no memory; a fleet guest must define one", name)
 	}
 	in := &Instance{
 		mod:        mod,
+		mem:        mem,
 		caller:     caller,
 		call:       call,
 		abiVersion: mod.ExportedFunction(abi.ExportABIVersion),
@@ -232,7 +265,7 @@ func (rt *Runtime) Instantiate(ctx context.Context, name string, caller *hostfn.
 			if StackLimitHit(mod) {
 				err = ErrStackLimit
 			}
-			_ = mod.Close(context.WithoutCancel(ctx))
+			_ = in.Close(context.WithoutCancel(ctx))
 			return nil, fmt.Errorf("native: %s %s: %w", name, abi.ExportInitialize, err)
 		}
 	}

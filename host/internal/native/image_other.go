@@ -1,0 +1,16 @@
+//go:build !linux
+
+package native
+
+import "errors"
+
+// memoryImage is linux's (a memfd); elsewhere a module runs with its data segments,
+// which wazero copies into each instance.
+type memoryImage struct{}
+
+func newMemoryImage([]byte) (*memoryImage, error) {
+	return nil, errors.New("native: memory images need linux's memfd")
+}
+
+func (*memoryImage) mapInto(*guestMemory) error { return nil }
+func (*memoryImage) close() error               { return nil }
