@@ -296,6 +296,13 @@ func (h *Host) awaitUp(rs *runningSlot, d time.Duration) error {
 	case <-rs.up:
 		return nil
 	case <-rs.done:
+		// A slot that came up and then stopped (a drain that began meanwhile) has both
+		// closed, and select picks either: it was up.
+		select {
+		case <-rs.up:
+			return nil
+		default:
+		}
 		return fmt.Errorf("slot %s of the new version stopped before it had an instance", rs.name)
 	case <-t.C:
 		return fmt.Errorf("slot %s of the new version made no instance within %v", rs.name, d)
