@@ -31,7 +31,10 @@ MODULES := abi guest-sdk .
 # precompile), so that no test binary compiles a guest under -race (~31 s of CPU for the
 # 6 MB scraper, against ~3 s). Test binaries that want the same guest at once wait for one
 # build of it (a file lock in the cache). The -race half starts at once, beside vet and
-# the wasip1 build (make -j2), and each half prints its output when it ends.
+# the wasip1 build (make -j2), and each half prints its output when it ends. The -race
+# half runs four test binaries at once (-p 4, where go test's default is one per core):
+# host/, tests/cli and primitives/redis spend most of their time waiting (on leases,
+# drains, daemons and servers), and two at a time left the 2 cores half idle.
 test: deps
 	@$(MAKE) --no-print-directory -j2 --output-sync=target test-race test-sandbox
 
@@ -41,7 +44,7 @@ test-race:
 		echo "$(GO) -C $$m test -race -count=1 -timeout 20m ./..."; \
 		$(GO) -C $$m test -race -count=1 -timeout 20m ./... || exit 1; \
 	done
-	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v -x github.com/fleethost/fleet/tests)
+	$(GO) test -race -count=1 -timeout 20m -p 4 $$($(GO) list ./... | grep -v -x github.com/fleethost/fleet/tests)
 
 test-sandbox: vet wasm-build
 	$(GO) test -count=1 -timeout 20m ./tests/
