@@ -16,8 +16,8 @@ MODULES := abi guest-sdk .
 # the unit tests, which hammer the primitives, the slots, the drain and the API from many
 # goroutines; tests/console, which runs the daemon in process; and the daemons of
 # tests/cli's tests of the daemon's concurrent lifecycle (signals, the drain, kill -9,
-# reload, the API under load, several daemons on one fleet: raceDaemons in
-# tests/cli/main_test.go), a race there being one no in-process test meets. It goes
+# reload, the API under load, the chaos test: raceDaemons in tests/cli/main_test.go), a
+# race there being one no in-process test meets. It goes
 # without -race where -race would only slow:
 #   - tests/, the sandbox and hostile suites: each runs real guests in a host whose
 #     concurrency the unit tests of host/ already hold under -race, and spends its time in
@@ -34,7 +34,10 @@ MODULES := abi guest-sdk .
 # the wasip1 build (make -j2), and each half prints its output when it ends. The -race
 # half runs four test binaries at once (-p 4, where go test's default is one per core):
 # host/, tests/cli and primitives/redis spend most of their time waiting (on leases,
-# drains, daemons and servers), and two at a time left the 2 cores half idle.
+# drains, daemons and servers), and two at a time left the 2 cores half idle. Its
+# binaries, and the daemons tests/cli starts from them, exit at once (GORACE's
+# atexit_sleep_ms=0, where -race waits a second at every exit for late reports): the
+# tests read a race from the report a race prints when it happens, and from exit code 66.
 test: deps
 	@$(MAKE) --no-print-directory -j2 --output-sync=target test-race test-sandbox
 
@@ -44,7 +47,7 @@ test-race:
 		echo "$(GO) -C $$m test -race -count=1 -timeout 20m ./..."; \
 		$(GO) -C $$m test -race -count=1 -timeout 20m ./... || exit 1; \
 	done
-	$(GO) test -race -count=1 -timeout 20m -p 4 $$($(GO) list ./... | grep -v -x github.com/fleethost/fleet/tests)
+	GORACE=atexit_sleep_ms=0 $(GO) test -race -count=1 -timeout 20m -p 4 $$($(GO) list ./... | grep -v -x github.com/fleethost/fleet/tests)
 
 test-sandbox: vet wasm-build
 	$(GO) test -count=1 -timeout 20m ./tests/

@@ -35,11 +35,13 @@ import (
 var raceBin, bin string
 
 // raceDaemons are the tests whose daemon runs under -race: those of its concurrent
-// lifecycle (signals and the drain, kill -9, reload, the API under load, several daemons
-// sharing one fleet, the chaos test), where a race would hide from every in-process test.
-// Elsewhere a daemon does what these and the unit tests (all under -race) do too, and a
-// -race daemon costs seconds of CPU a start: it decodes and validates a Go guest about
-// seven times slower. TestRaceDaemonsAreTests holds every name to a test of the package.
+// lifecycle (signals and the drain, kill -9, reload, the API under load, the chaos test
+// of several daemons killed and restarted, the Cluster), where a race would hide from
+// every in-process test. Elsewhere a daemon runs what these do, or what a package's own
+// unit tests hold under -race (the scheduler, the fleet view, the egress gate, pauses,
+// the plane's reporter), and a -race daemon costs seconds of CPU a start: it decodes and
+// validates a Go guest about seven times slower. TestRaceDaemonsAreTests holds every name
+// to a test of the package.
 var raceDaemons = map[string]bool{
 	"TestChaos":                          true,
 	"TestCluster":                        true,
@@ -50,11 +52,6 @@ var raceDaemons = map[string]bool{
 	"TestSIGTERMWithAGuestThatNeverEnds": true,
 	"TestReloadCommandAndSIGHUP":         true,
 	"TestAPIFlagsShedSlowAndIdleClients": true,
-	"TestFleetPause":                     true,
-	"TestFleetView":                      true,
-	"TestEgressRateFleetWide":            true,
-	"TestScheduleOncePerTick":            true,
-	"TestPlane":                          true,
 }
 
 // daemonBinary is the binary that runs t's daemon: raceBin for the tests in raceDaemons.
