@@ -1,15 +1,16 @@
 package cli
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fleethost/fleet/internal/testutil"
 )
 
 // BenchmarkSlots measures what an idle slot of the Go no-op plugin (plugins/examples/noop)
@@ -109,37 +110,10 @@ func startSlots(b *testing.B, bin, dir, grants string, n int) slotsRun {
 		// costs the measurement nothing and leaves the cores to the daemon.
 		time.Sleep(200 * time.Millisecond)
 	}
-	run.rss, run.pss = smapsRollup(b, d.cmd.Process.Pid)
+	run.rss, run.pss = testutil.Resident(b, strconv.Itoa(d.cmd.Process.Pid))
 	d.signal(syscall.SIGKILL)
 	d.wait(time.Minute)
 	return run
-}
-
-// smapsRollup returns the Rss and Pss of process pid, in bytes.
-func smapsRollup(b *testing.B, pid int) (rss, pss int64) {
-	b.Helper()
-	f, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	sc := bufio.NewScanner(bytes.NewReader(f))
-	for sc.Scan() {
-		var name string
-		var kb int64
-		if _, err := fmt.Sscanf(sc.Text(), "%s %d kB", &name, &kb); err != nil {
-			continue
-		}
-		switch name {
-		case "Rss:":
-			rss = kb << 10
-		case "Pss:":
-			pss = kb << 10
-		}
-	}
-	if rss == 0 {
-		b.Fatalf("/proc/%d/smaps_rollup has no Rss line:\n%s", pid, f)
-	}
-	return rss, pss
 }
 
 func mib(bytes int64) float64     { return float64(bytes) / (1 << 20) }

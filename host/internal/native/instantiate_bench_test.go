@@ -1,11 +1,8 @@
 package native
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"runtime"
 	"runtime/debug"
 	"testing"
@@ -66,27 +63,7 @@ func residentMemory(tb testing.TB) resident {
 	tb.Helper()
 	runtime.GC()
 	debug.FreeOSMemory()
-	f, err := os.ReadFile("/proc/self/smaps_rollup")
-	if err != nil {
-		tb.Fatal(err)
-	}
 	var r resident
-	sc := bufio.NewScanner(bytes.NewReader(f))
-	for sc.Scan() {
-		var name string
-		var kb int64
-		if _, err := fmt.Sscanf(sc.Text(), "%s %d kB", &name, &kb); err != nil {
-			continue
-		}
-		switch name {
-		case "Rss:":
-			r.rss = kb << 10
-		case "Pss:":
-			r.pss = kb << 10
-		}
-	}
-	if r.rss == 0 || r.pss == 0 {
-		tb.Fatalf("/proc/self/smaps_rollup has no Rss or Pss line:\n%s", f)
-	}
+	r.rss, r.pss = testutil.Resident(tb, "self")
 	return r
 }
