@@ -40,7 +40,7 @@ func TestDrainAbandonsAStuckSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a slot stuck in its call", func() bool { return r.events.count("working") > 0 })
+	waitFor(t, "a slot stuck in its call", func() bool { return r.events.Count("working") > 0 })
 	cancel()
 	select {
 	case err = <-ran:
@@ -56,7 +56,7 @@ func TestDrainAbandonsAStuckSlot(t *testing.T) {
 	if s := testutil.QueueStats(t, r.backend, goQueue); s.InFlight != 1 {
 		t.Errorf("stats = %+v, want the abandoned slot's task still leased", s)
 	}
-	if n := r.events.count("stopped"); n != 1 {
+	if n := r.events.Count("stopped"); n != 1 {
 		t.Errorf("stopped events = %d, want 1 (the other slot's)", n)
 	}
 	if err := h.Close(); err != nil {
@@ -65,14 +65,12 @@ func TestDrainAbandonsAStuckSlot(t *testing.T) {
 	if !strings.Contains(r.logs.String(), "host: plugin runtime left open") {
 		t.Errorf("Close did not say it left the stuck plugin's runtime open")
 	}
-	seen := len(r.events.all)
+	seen := len(r.events.All())
 	close(release) // the stuck call now runs, cut; its slot ends (CheckGoroutines waits)
 	waitFor(t, "the released slot to hand its task back", func() bool {
 		return testutil.QueueStats(t, r.backend, goQueue).InFlight == 0
 	})
-	r.events.mu.Lock()
-	defer r.events.mu.Unlock()
-	if len(r.events.all) != seen {
-		t.Errorf("the abandoned slot reported %v after its abandonment, want nothing", r.events.all[seen:])
+	if len(r.events.All()) != seen {
+		t.Errorf("the abandoned slot reported %v after its abandonment, want nothing", r.events.All()[seen:])
 	}
 }

@@ -57,7 +57,7 @@ func TestUnfitTaskParkedAtClaim(t *testing.T) {
 			}
 		}
 		var sawFit, sawUnfit bool
-		for _, e := range r.events.finished() {
+		for _, e := range r.events.Finished("") {
 			switch e.TaskID {
 			case fit:
 				sawFit = e.Outcome == slotstate.Done
@@ -119,7 +119,7 @@ func TestClaimReadsAVersionAddedSince(t *testing.T) {
 		// The slot observes the outcome after it settles the task on the backend: wait for
 		// the event (or a parked task), not for the queue alone.
 		done := func() bool {
-			for _, e := range r.events.finished() {
+			for _, e := range r.events.Finished("") {
 				if e.TaskID == id && e.Outcome == slotstate.Done {
 					return true
 				}
@@ -135,7 +135,7 @@ func TestClaimReadsAVersionAddedSince(t *testing.T) {
 			t.Fatalf("queue jobs = %+v, %v; parked %+v: the task of version 2 was parked, not done", st, err, parked)
 		}
 		if !done() {
-			t.Errorf("events %+v: the task of version 2 was not done by the plugin of version 1", r.events.finished())
+			t.Errorf("events %+v: the task of version 2 was not done by the plugin of version 1", r.events.Finished(""))
 		}
 	})
 }

@@ -88,7 +88,7 @@ func TestReloadContractOverlap(t *testing.T) {
 					}
 				}
 				waitFor(t, "both tasks acked", func() bool {
-					return testutil.QueueStats(t, r.backend, "jobs") == (primitives.QueueStats{}) && len(r.events.finished()) == 2
+					return testutil.QueueStats(t, r.backend, "jobs") == (primitives.QueueStats{}) && len(r.events.Finished("")) == 2
 				})
 
 				watPlugin(t, r.dir, "done", "a", jobsAndCookies(jobsRequired, tagsOptional))
@@ -109,7 +109,7 @@ func TestReloadContractOverlap(t *testing.T) {
 				if _, err := h.Submit(ctx, "jobs", []byte(`{"site":"y","fresh":false}`)); err != nil {
 					t.Fatalf("Submit after the refused reload = %v", err)
 				}
-				waitFor(t, "the running version acks a third task", func() bool { return len(r.events.finished()) == 3 })
+				waitFor(t, "the running version acks a third task", func() bool { return len(r.events.Finished("")) == 3 })
 				stop()
 			})
 		})

@@ -70,7 +70,7 @@ func TestContractEvolves(t *testing.T) {
 			}
 		}
 		waitFor(t, "the first host acks both tasks", func() bool {
-			return testutil.QueueStats(t, r.backend, "jobs") == (primitives.QueueStats{}) && len(r.events.finished()) == 2
+			return testutil.QueueStats(t, r.backend, "jobs") == (primitives.QueueStats{}) && len(r.events.Finished("")) == 2
 		})
 	})
 }

@@ -49,14 +49,14 @@ func TestPauseFleet(t *testing.T) {
 	defer stop0()
 	h1, stop1 := rs[1].start()
 	defer stop1()
-	waitFor(t, "both hosts idle", func() bool { return rs[0].events.count(slotstate.Idle) > 0 && rs[1].events.count(slotstate.Idle) > 0 })
+	waitFor(t, "both hosts idle", func() bool { return rs[0].events.Count(slotstate.Idle) > 0 && rs[1].events.Count(slotstate.Idle) > 0 })
 
 	asked := time.Now()
 	if err := h0.PauseFleet(context.Background(), "p", true); err != nil {
 		t.Fatal(err)
 	}
 	for i, h := range []*host.Host{h0, h1} {
-		testutil.WaitFor(t, 2*time.Second, "the slot of h"+string(rune('0'+i))+" to say paused", func() bool { return rs[i].events.count(slotstate.Paused) > 0 })
+		testutil.WaitFor(t, 2*time.Second, "the slot of h"+string(rune('0'+i))+" to say paused", func() bool { return rs[i].events.Count(slotstate.Paused) > 0 })
 		ps := pausedBy(h)
 		if len(ps) != 1 || ps[0].Scope != host.ScopeFleet || ps[0].By != "h0" || ps[0].At.Before(asked.Add(-time.Second)) || ps[0].Queue != "" {
 			t.Errorf("h%d: pauses of p = %+v, want one, fleet, by h0, at about %v", i, ps, asked)
@@ -71,7 +71,7 @@ func TestPauseFleet(t *testing.T) {
 	}
 	h2, stop2 := rs[2].start()
 	defer stop2()
-	waitFor(t, "the late host's slot to say paused", func() bool { return rs[2].events.count(slotstate.Paused) > 0 })
+	waitFor(t, "the late host's slot to say paused", func() bool { return rs[2].events.Count(slotstate.Paused) > 0 })
 	for range 4 {
 		if _, err := h0.Submit(context.Background(), "p-q", []byte(`{}`)); err != nil {
 			t.Fatal(err)
@@ -79,10 +79,10 @@ func TestPauseFleet(t *testing.T) {
 	}
 	// Every slot goes round its paused loop again after the submits, then the queue is
 	// still whole: none claimed.
-	counts := []int{rs[0].events.count(slotstate.Paused), rs[1].events.count(slotstate.Paused), rs[2].events.count(slotstate.Paused)}
+	counts := []int{rs[0].events.Count(slotstate.Paused), rs[1].events.Count(slotstate.Paused), rs[2].events.Count(slotstate.Paused)}
 	waitFor(t, "every slot to poll paused again", func() bool {
 		for i, r := range rs {
-			if r.events.count(slotstate.Paused) < counts[i]+2 {
+			if r.events.Count(slotstate.Paused) < counts[i]+2 {
 				return false
 			}
 		}
@@ -91,7 +91,7 @@ func TestPauseFleet(t *testing.T) {
 	if s := testutil.QueueStats(t, b, "p-q"); s.Depth != 4 || s.InFlight != 0 {
 		t.Fatalf("a slot claimed while the type was paused fleet-wide: stats %+v", s)
 	}
-	if n := rs[2].events.count(slotstate.Idle) + rs[2].events.count(slotstate.Working); n != 0 {
+	if n := rs[2].events.Count(slotstate.Idle) + rs[2].events.Count(slotstate.Working); n != 0 {
 		t.Errorf("the host started under the pause said idle or working %d times, want never", n)
 	}
 
@@ -102,7 +102,7 @@ func TestPauseFleet(t *testing.T) {
 		testutil.WaitFor(t, 2*time.Second, "h"+string(rune('0'+i))+" to obey the resume", func() bool { return len(pausedBy(h)) == 0 })
 	}
 	waitFor(t, "the queue to be worked", func() bool {
-		return len(rs[0].events.finished())+len(rs[1].events.finished())+len(rs[2].events.finished()) == 4
+		return len(rs[0].events.Finished(""))+len(rs[1].events.Finished(""))+len(rs[2].events.Finished("")) == 4
 	})
 }
 
@@ -185,18 +185,14 @@ func TestPauseFleetReload(t *testing.T) {
 		t.Fatalf("p2 after the reload = %+v (loaded %v), want it paused by the fleet's pause of p-q", p2.Pauses, ok)
 	}
 	waitFor(t, "p2's slot to say paused", func() bool {
-		r.events.mu.Lock()
-		defer r.events.mu.Unlock()
-		for _, e := range r.events.all {
+		for _, e := range r.events.All() {
 			if e.Plugin == "p2" && e.Kind == slotstate.Paused {
 				return true
 			}
 		}
 		return false
 	})
-	r.events.mu.Lock()
-	defer r.events.mu.Unlock()
-	for _, e := range r.events.all {
+	for _, e := range r.events.All() {
 		if e.Plugin == "p2" && (e.Kind == slotstate.Idle || e.Kind == slotstate.Working) {
 			t.Errorf("p2's slot said %s under the queue's pause", e.Kind)
 		}

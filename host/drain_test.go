@@ -16,9 +16,9 @@ func TestDrainFinishesInFlight(t *testing.T) {
 	r.cfg.DrainTimeout = time.Minute
 	h, stop := r.start()
 	submitN(t, h, 1, `{"op":"sleep_ms","n":300}`)
-	waitFor(t, "the slot to start the call", func() bool { return r.events.count("working") > 0 })
+	waitFor(t, "the slot to start the call", func() bool { return r.events.Count("working") > 0 })
 	stop()
-	if got := r.events.outcomes(); got["done"] != 1 {
+	if got := r.events.Outcomes(""); got["done"] != 1 {
 		t.Fatalf("outcomes = %v, want the call in flight finished", got)
 	}
 	if got := testutil.Counter(t, r.backend, "goguest:count"); got != 1 {
@@ -46,12 +46,12 @@ func TestDrainCutsAtTimeout(t *testing.T) {
 	if s := testutil.QueueStats(t, r.backend, goQueue); s != (primitives.QueueStats{Depth: 5}) {
 		t.Fatalf("stats = %+v, want depth restored to 5, nothing in flight or parked", s)
 	}
-	for _, ev := range r.events.finished() {
+	for _, ev := range r.events.Finished("") {
 		if ev.Outcome != "cut" || ev.Reason != "host draining: call cut at the drain deadline" {
 			t.Errorf("iteration = %+v, want released by the drain", ev)
 		}
 	}
-	if n := r.events.count("stopped"); n != 2 {
+	if n := r.events.Count("stopped"); n != 2 {
 		t.Errorf("stopped events = %d, want 2", n)
 	}
 }

@@ -30,12 +30,12 @@ func counterExample(t *testing.T, r *rig) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "200 iterations", func() bool { return len(r.events.finished()) >= 200 })
+	waitFor(t, "200 iterations", func() bool { return len(r.events.Finished("")) >= 200 })
 	stop()
 	if got := testutil.Counter(t, r.backend, "counter:done"); got != 200 {
 		t.Errorf("counter:done = %d, want 200", got)
 	}
-	if got := r.events.outcomes(); got["done"] != 200 || len(got) != 1 {
+	if got := r.events.Outcomes(""); got["done"] != 200 || len(got) != 1 {
 		t.Errorf("outcomes = %v, want 200 done", got)
 	}
 	if s := testutil.QueueStats(t, r.backend, "count"); s != (primitives.QueueStats{}) {

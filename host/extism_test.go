@@ -64,7 +64,7 @@ func TestExtismWorker(t *testing.T) {
 			if got := testutil.Counter(t, r.backend, "counter:done"); got != n {
 				t.Errorf("counter:done = %d, want %d", got, n)
 			}
-			if got := r.events.outcomes(); got["done"] != 2*n || len(got) != 1 {
+			if got := r.events.Outcomes(""); got["done"] != 2*n || len(got) != 1 {
 				t.Errorf("outcomes = %v, want %d done", got, 2*n)
 			}
 			for _, q := range []string{"as-jobs", "count"} {
@@ -140,9 +140,9 @@ func TestExtismLoop(t *testing.T) {
 	r := newRig(t)
 	r.wat("extismdone", "looper", abi.Describe{ABIVersion: abi.Version, Type: "looper", Version: "1.0.0", Mode: abi.ModeLoop})
 	_, stop := r.start()
-	waitFor(t, "5 ticks", func() bool { return len(r.events.finished()) >= 5 })
+	waitFor(t, "5 ticks", func() bool { return len(r.events.Finished("")) >= 5 })
 	stop()
-	if got := r.events.outcomes(); got["done"] < 5 || len(got) != 1 {
+	if got := r.events.Outcomes(""); got["done"] < 5 || len(got) != 1 {
 		t.Errorf("outcomes = %v, want only done ticks", got)
 	}
 }

@@ -34,19 +34,19 @@ func TestGoGuestCounter(t *testing.T) {
 	r.cfg.Slots = 4
 	h, stop := r.start()
 	submitN(t, h, 200, `{"op":"incr"}`)
-	waitFor(t, "200 iterations", func() bool { return len(r.events.finished()) >= 200 })
+	waitFor(t, "200 iterations", func() bool { return len(r.events.Finished("")) >= 200 })
 	stop()
 	if got := testutil.Counter(t, r.backend, "goguest:count"); got != 200 {
 		t.Errorf("counter = %d, want 200", got)
 	}
-	if got := r.events.outcomes(); got["done"] != 200 || len(got) != 1 {
+	if got := r.events.Outcomes(""); got["done"] != 200 || len(got) != 1 {
 		t.Errorf("outcomes = %v, want 200 done", got)
 	}
 	if s := testutil.QueueStats(t, r.backend, goQueue); s != (primitives.QueueStats{}) {
 		t.Errorf("stats = %+v, want every task acked", s)
 	}
 	slots := map[string]bool{}
-	for _, ev := range r.events.finished() {
+	for _, ev := range r.events.Finished("") {
 		slots[ev.Slot] = true
 	}
 	if len(slots) != 4 {
@@ -73,12 +73,12 @@ func TestGoGuestRecovers(t *testing.T) {
 			h, stop := r.start()
 			submitN(t, h, 1, fmt.Sprintf(`{"op":%q}`, op))
 			submitN(t, h, 3, `{"op":"incr"}`)
-			waitFor(t, "4 iterations", func() bool { return len(r.events.finished()) >= 4 })
+			waitFor(t, "4 iterations", func() bool { return len(r.events.Finished("")) >= 4 })
 			stop()
-			if got := r.events.outcomes(); got["died"] != 1 || got["done"] != 3 {
+			if got := r.events.Outcomes(""); got["died"] != 1 || got["done"] != 3 {
 				t.Fatalf("outcomes = %v, want 1 died and 3 done", got)
 			}
-			for _, ev := range r.events.finished() {
+			for _, ev := range r.events.Finished("") {
 				if ev.Outcome == "died" && ev.Death != death {
 					t.Errorf("death = %q (%s), want %q", ev.Death, ev.Reason, death)
 				}
@@ -107,10 +107,10 @@ func TestGoGuestOutcomes(t *testing.T) {
 	// The fail task's 2 releases (the second parks it) and retries past twice the budget.
 	const retries = 4 * 2
 	waitFor(t, "the fail task parked and the retry task released 8 times", func() bool {
-		return testutil.QueueStats(t, r.backend, goQueue).Parked == 1 && r.events.outcomes()["failed"]+r.events.outcomes()["retried"] >= 1+retries
+		return testutil.QueueStats(t, r.backend, goQueue).Parked == 1 && r.events.Outcomes("")["failed"]+r.events.Outcomes("")["retried"] >= 1+retries
 	})
 	stop()
-	got := r.events.outcomes()
+	got := r.events.Outcomes("")
 	if got["parked"] != 1 || got["done"] != 1 || got["died"] != 0 {
 		t.Errorf("outcomes = %v, want 1 parked (fail), 1 done (big), retries, nothing died", got)
 	}
@@ -140,11 +140,11 @@ func TestGoGuestPark(t *testing.T) {
 	submitN(t, h, 1, `{"op":"park"}`)
 	submitN(t, h, 1, `{"op":"retry"}`)
 	waitFor(t, "the park task parked and the retry task handed back 4 times", func() bool {
-		return testutil.QueueStats(t, r.backend, goQueue).Parked == 1 && r.events.outcomes()["retried"] >= 4
+		return testutil.QueueStats(t, r.backend, goQueue).Parked == 1 && r.events.Outcomes("")["retried"] >= 4
 	})
 	stop()
 	parks, over := 0, 0
-	for _, ev := range r.events.finished() {
+	for _, ev := range r.events.Finished("") {
 		if ev.Parked {
 			parks++
 			if !ev.ParkedByPlugin || ev.Outcome != "parked" || ev.Reason != "asked to park" {

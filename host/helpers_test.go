@@ -14,7 +14,6 @@ import (
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host"
-	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/memory"
@@ -188,77 +187,13 @@ func wantRefusal(t *testing.T, err error, want ...string) {
 	}
 }
 
-// events records what slots report.
-type events struct {
-	mu  sync.Mutex
-	all []slotstate.Event
-}
-
-func (e *events) observe(ev slotstate.Event) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.all = append(e.all, ev)
-}
-
-// ended is one finished iteration, with the slot that ran it.
-type ended struct {
-	Slot string
-	slotstate.Iteration
-}
-
-// finished returns the finished iterations so far.
-func (e *events) finished() []ended {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var out []ended
-	for _, ev := range e.all {
-		if ev.Kind == slotstate.Finished {
-			out = append(out, ended{Slot: ev.Slot, Iteration: *ev.Iteration})
-		}
-	}
-	return out
-}
-
-func (e *events) count(kind slotstate.State) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	n := 0
-	for _, ev := range e.all {
-		if ev.Kind == kind {
-			n++
-		}
-	}
-	return n
-}
-
-// stoppedBy counts the stopped events by automation type.
-func (e *events) stoppedBy() map[string]int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := map[string]int{}
-	for _, ev := range e.all {
-		if ev.Kind == slotstate.Stopped {
-			out[ev.Plugin]++
-		}
-	}
-	return out
-}
-
-func (e *events) outcomes() map[slotstate.Outcome]int {
-	out := map[slotstate.Outcome]int{}
-	for _, ev := range e.finished() {
-		out[ev.Outcome]++
-	}
-	return out
-}
-
 // rig is a host under test with its backend, its plugins folder and its events.
 type rig struct {
 	t       *testing.T
 	dir     string
 	backend primitives.Backend
 	cfg     host.Config
-	events  *events
+	events  *testutil.SlotEvents
 	logs    *testutil.LogBuffer
 	redis   *testutil.Redis // nil on the memory backend
 }
@@ -287,7 +222,7 @@ func newRedisRig(t *testing.T) *rig {
 
 func rigOn(t *testing.T, b primitives.Backend) *rig {
 	log, lb := newLogger(t)
-	ev := &events{}
+	ev := &testutil.SlotEvents{}
 	r := &rig{t: t, dir: t.TempDir(), backend: b, events: ev, logs: lb}
 	r.cfg = host.Config{
 		Backend:      b,
@@ -298,7 +233,7 @@ func rigOn(t *testing.T, b primitives.Backend) *rig {
 		// A failed task comes back within milliseconds: the tests that park by failing
 		// wait out the backoff of each attempt.
 		RetryBackoff: primitives.Backoff{Base: time.Millisecond, Factor: 2, Max: 10 * time.Millisecond},
-		Observe:      ev.observe,
+		Observe:      ev.Observe,
 	}
 	return r
 }

@@ -263,7 +263,7 @@ func TestPauseResume(t *testing.T) {
 	if err := h.Pause("p"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the slot to say paused", func() bool { return r.events.count(slotstate.Paused) > 0 })
+	waitFor(t, "the slot to say paused", func() bool { return r.events.Count(slotstate.Paused) > 0 })
 	if ps := h.Plugins(); !ps[0].Paused {
 		t.Errorf("Plugins() after Pause = %+v, want it paused", ps[0])
 	}
@@ -278,7 +278,7 @@ func TestPauseResume(t *testing.T) {
 	if err := h.Resume("p"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the queue to be worked", func() bool { return len(r.events.finished()) == 5 })
+	waitFor(t, "the queue to be worked", func() bool { return len(r.events.Finished("")) == 5 })
 	if ps := h.Plugins(); ps[0].Paused {
 		t.Errorf("Plugins() after Resume = %+v, want it not paused", ps[0])
 	}
@@ -293,7 +293,7 @@ func TestRunTwice(t *testing.T) {
 	r := newRig(t)
 	r.wat("done", "once", batchDescribe("once", "once-q", anyObject))
 	h, stop := r.start()
-	waitFor(t, "the slot to poll", func() bool { return r.events.count("idle") > 0 })
+	waitFor(t, "the slot to poll", func() bool { return r.events.Count("idle") > 0 })
 	if err := h.Run(context.Background()); err == nil {
 		t.Error("second Run = nil, want an error")
 	}

@@ -93,7 +93,7 @@ func spinDiesByDeadline(t *testing.T, wat string) {
 	}
 	waitFor(t, "the task to be parked", func() bool { return testutil.QueueStats(t, r.backend, "spin-q").Parked == 1 })
 	stop()
-	fin := r.events.finished()
+	fin := r.events.Finished("")
 	if len(fin) != 2 {
 		t.Fatalf("finished iterations = %d, want 2 (one per attempt)", len(fin))
 	}
@@ -120,7 +120,7 @@ func TestMemoryHogDies(t *testing.T) {
 	}
 	waitFor(t, "the task to be parked", func() bool { return testutil.QueueStats(t, r.backend, "hog-q").Parked == 1 })
 	stop()
-	if fin := r.events.finished(); len(fin) != 1 || fin[0].Outcome != "died" || fin[0].Death != "memory" || !strings.Contains(fin[0].Reason, "unreachable") {
+	if fin := r.events.Finished(""); len(fin) != 1 || fin[0].Outcome != "died" || fin[0].Death != "memory" || !strings.Contains(fin[0].Reason, "unreachable") {
 		t.Fatalf("iterations = %+v, want one dead of its memory (a trap at the limit)", fin)
 	}
 }
@@ -136,9 +136,9 @@ func TestOutOfRangePointers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "3 iterations", func() bool { return len(r.events.finished()) == 3 })
+	waitFor(t, "3 iterations", func() bool { return len(r.events.Finished("")) == 3 })
 	stop()
-	if got := r.events.outcomes(); got["done"] != 3 {
+	if got := r.events.Outcomes(""); got["done"] != 3 {
 		t.Fatalf("outcomes = %v, want 3 done", got)
 	}
 	if s := testutil.QueueStats(t, r.backend, "badptr-q"); s != (primitives.QueueStats{}) {
@@ -154,9 +154,9 @@ func TestReplyFetch(t *testing.T) {
 	if _, err := h.Submit(context.Background(), "rf-q", []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "an iteration", func() bool { return len(r.events.finished()) == 1 })
+	waitFor(t, "an iteration", func() bool { return len(r.events.Finished("")) == 1 })
 	stop()
-	if fin := r.events.finished(); fin[0].Outcome != "done" {
+	if fin := r.events.Finished(""); fin[0].Outcome != "done" {
 		t.Fatalf("iteration = %+v, want done", fin[0])
 	}
 }
@@ -175,7 +175,7 @@ func TestBrokenResults(t *testing.T) {
 			}
 			waitFor(t, "the task to be parked", func() bool { return testutil.QueueStats(t, r.backend, "broken-q").Parked == 1 })
 			stop()
-			fin := r.events.finished()
+			fin := r.events.Finished("")
 			if len(fin) != 3 {
 				t.Fatalf("iterations = %d, want 3 (handed back twice, then parked)", len(fin))
 			}
@@ -197,14 +197,14 @@ func TestLoopPlugin(t *testing.T) {
 	r.wat("done", "looper", abi.Describe{ABIVersion: abi.Version, Type: "looper", Mode: abi.ModeLoop})
 	r.cfg.Slots = 2
 	_, stop := r.start()
-	waitFor(t, "10 ticks", func() bool { return len(r.events.finished()) >= 10 })
+	waitFor(t, "10 ticks", func() bool { return len(r.events.Finished("")) >= 10 })
 	stop()
-	for _, ev := range r.events.finished() {
+	for _, ev := range r.events.Finished("") {
 		if ev.Outcome != "done" || ev.TaskID != "" || ev.Phases[0] != "tick" {
 			t.Fatalf("tick = %+v, want done with no task", ev)
 		}
 	}
-	if n := r.events.count("stopped"); n != 2 {
+	if n := r.events.Count("stopped"); n != 2 {
 		t.Errorf("stopped events = %d, want one per slot", n)
 	}
 }

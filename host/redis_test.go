@@ -60,14 +60,14 @@ func TestRedisOutage(t *testing.T) {
 	claims := &failedClaims{Backend: r.backend}
 	r.cfg.Backend = claims
 	h, stop := r.start()
-	waitFor(t, "the slots to poll", func() bool { return r.events.count("idle") >= 2 })
+	waitFor(t, "the slots to poll", func() bool { return r.events.Count("idle") >= 2 })
 	r.redis.Stop()
 	// Each slot logs its first failed claim: past it, an idle from a claim made before the
 	// outage has been said.
 	waitFor(t, "both slots to fail a claim", func() bool { return strings.Count(r.logs.String(), "slot: claim failed") >= 2 })
-	idle, failed := r.events.count("idle"), claims.failed.Load()
+	idle, failed := r.events.Count("idle"), claims.failed.Load()
 	waitFor(t, "the slots to poll the dead backend", func() bool { return claims.failed.Load() >= failed+10 })
-	if got := r.events.count("idle"); got != idle {
+	if got := r.events.Count("idle"); got != idle {
 		t.Errorf("slots reported idle %d times while the backend was down; a failed claim is not idle", got-idle)
 	}
 	if err := r.redis.Start(); err != nil {
@@ -77,9 +77,9 @@ func TestRedisOutage(t *testing.T) {
 		_, err := h.Submit(context.Background(), goQueue, []byte(`{"op":"incr"}`))
 		return err == nil
 	})
-	waitFor(t, "the task to be handled", func() bool { return len(r.events.finished()) >= 1 })
+	waitFor(t, "the task to be handled", func() bool { return len(r.events.Finished("")) >= 1 })
 	stop()
-	if got := r.events.outcomes(); got["done"] < 1 {
+	if got := r.events.Outcomes(""); got["done"] < 1 {
 		t.Errorf("outcomes = %v, want the task done after the outage", got)
 	}
 }

@@ -29,7 +29,7 @@ func TestReferencePluginRuns(t *testing.T) {
 	}
 	waitFor(t, "3 tasks counted", func() bool { return testutil.Counter(t, r.backend, "tiny:done") == 3 })
 	stop()
-	if got := r.events.outcomes(); got["done"] != 3 || len(got) != 1 {
+	if got := r.events.Outcomes(""); got["done"] != 3 || len(got) != 1 {
 		t.Errorf("outcomes = %v, want 3 done", got)
 	}
 }

@@ -81,7 +81,7 @@ func TestReloadAddsPlugin(t *testing.T) {
 	submitN(t, h, 20, `{"op":"incr"}`)
 	waitFor(t, "20 tasks acked", func() bool { return testutil.Counter(t, r.backend, "goguest:count") == 20 })
 	stop()
-	if n := r.events.count("stopped"); n != 2 {
+	if n := r.events.Count("stopped"); n != 2 {
 		t.Errorf("stopped events = %d, want 2: one slot per plugin, the added one started once", n)
 	}
 }
@@ -93,7 +93,7 @@ func underLoad(t *testing.T, r *rig, h *host.Host, n, ms int, change func()) {
 	t.Helper()
 	task := fmt.Sprintf(`{"op":"sleep_ms","n":%d}`, ms)
 	submitN(t, h, n/2, task)
-	waitFor(t, "tasks flowing", func() bool { return len(r.events.finished()) >= min(10, n/4) })
+	waitFor(t, "tasks flowing", func() bool { return len(r.events.Finished("")) >= min(10, n/4) })
 	var wg sync.WaitGroup
 	wg.Go(func() { submitN(t, h, n-n/2, task) })
 	change()
@@ -131,7 +131,7 @@ func TestReloadReplacesUnderLoad(t *testing.T) {
 	if got := testutil.Counter(t, r.backend, "goguest:count"); got != n {
 		t.Errorf("counter = %d, want %d: each task run once", got, n)
 	}
-	if got := r.events.outcomes(); got["done"] != n {
+	if got := r.events.Outcomes(""); got["done"] != n {
 		t.Errorf("outcomes = %v, want %d done", got, n)
 	}
 	if id := h.ConfigIdentity("goguest"); id == before {
@@ -141,7 +141,7 @@ func TestReloadReplacesUnderLoad(t *testing.T) {
 	if want := digestOf(b); p.Digest != want {
 		t.Errorf("digest = %s, want the new build's %s", p.Digest, want)
 	}
-	if n := r.events.count("stopped"); n != 6 {
+	if n := r.events.Count("stopped"); n != 6 {
 		t.Errorf("stopped events = %d, want 6: the 3 old slots at the reload, the 3 new at the drain", n)
 	}
 }
@@ -166,7 +166,7 @@ func TestReloadRemoves(t *testing.T) {
 	if _, ok := pluginOf(t, h, "goguest"); ok {
 		t.Fatal("goguest still loaded after its file was removed")
 	}
-	if n := r.events.count("stopped"); n != 2 {
+	if n := r.events.Count("stopped"); n != 2 {
 		t.Errorf("stopped events = %d, want goguest's 2 slots stopped", n)
 	}
 	if _, err := h.Submit(context.Background(), goQueue, []byte(`{"op":"incr"}`)); !errors.As(err, new(*abi.Error)) || !strings.Contains(err.Error(), "no loaded plugin declares") {
@@ -229,7 +229,7 @@ func TestReloadRefusesBrokenBuild(t *testing.T) {
 		t.Errorf("reload error = %q after the running bytes came back, want none", p.ReloadError)
 	}
 	stop()
-	if n := r.events.count("stopped"); n != 1 {
+	if n := r.events.Count("stopped"); n != 1 {
 		t.Errorf("stopped events = %d, want 1: the running slot was never replaced", n)
 	}
 }
@@ -273,12 +273,12 @@ func TestReloadYieldsToDrain(t *testing.T) {
 	host.StickCalls(h, release)
 	stop := r.run(h)
 	submitN(t, h, 1, `{"op":"incr"}`)
-	waitFor(t, "the old slot in its call", func() bool { return r.events.count("working") > 0 })
+	waitFor(t, "the old slot in its call", func() bool { return r.events.Count("working") > 0 })
 	rebuild(t, src, file, "v2")
-	idle := r.events.count("idle") // the old slot, stuck in its call, says no more
+	idle := r.events.Count("idle") // the old slot, stuck in its call, says no more
 	reloaded := make(chan error, 1)
 	go func() { reloaded <- h.Reload(context.Background()) }()
-	waitFor(t, "the new slot up", func() bool { return r.events.count("idle") > idle })
+	waitFor(t, "the new slot up", func() bool { return r.events.Count("idle") > idle })
 	// The stuck call ends only once Reload has returned: stop's drain, which Reload's wait
 	// would otherwise hold up for the 10-minute drain timeout, begins first.
 	var err error
@@ -345,7 +345,7 @@ func TestReloadRollsBack(t *testing.T) {
 			r.cfg.Slots = 2
 			r.cfg.CallTimeout = 500 * time.Millisecond // the bound of a new slot's first instance: 2x
 			h, stop := r.start()
-			waitFor(t, "both slots up", func() bool { return r.events.count("idle") >= 2 })
+			waitFor(t, "both slots up", func() bool { return r.events.Count("idle") >= 2 })
 			schema := `{"type":"object","properties":{"op":{"type":"string"},"n":{"type":"integer"}},"required":["op"],"additionalProperties":false}`
 			bad, err := os.ReadFile(watPlugin(t, t.TempDir(), c.wat, c.wat, batchDescribe("goguest", goQueue, schema)))
 			if err != nil {
@@ -356,7 +356,7 @@ func TestReloadRollsBack(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), c.slot) || !strings.Contains(err.Error(), "no instance") {
 				t.Fatalf("Reload = %v, want the build refused: its slot %s made no instance", err, c.slot)
 			}
-			if n := r.events.count("stopped"); n != c.stopped {
+			if n := r.events.Count("stopped"); n != c.stopped {
 				t.Errorf("stopped events = %d at the reload, want %d", n, c.stopped)
 			}
 			if p, _ := pluginOf(t, h, "goguest"); p.Digest != digestOf(good) || !strings.Contains(p.ReloadError, "no instance") {
@@ -368,7 +368,7 @@ func TestReloadRollsBack(t *testing.T) {
 			if s := testutil.QueueStats(t, r.backend, goQueue); s != (primitives.QueueStats{}) {
 				t.Errorf("stats = %+v, want every task acked", s)
 			}
-			if n := r.events.count("stopped"); n != c.stopped+2 {
+			if n := r.events.Count("stopped"); n != c.stopped+2 {
 				t.Errorf("stopped events = %d, want %d: the reload's and the running version's 2 at the drain", n, c.stopped+2)
 			}
 		})
@@ -409,7 +409,7 @@ func TestReloadGrants(t *testing.T) {
 		t.Errorf("config identities goguest %s -> %s, other %s -> %s; want goguest's changed and other's kept",
 			goID, h.ConfigIdentity("goguest"), otherID, h.ConfigIdentity("other"))
 	}
-	if got := r.events.stoppedBy(); got["goguest"] != 2 || got["other"] != 0 {
+	if got := r.events.StoppedBy(); got["goguest"] != 2 || got["other"] != 0 {
 		t.Errorf("stopped events by type = %v, want goguest's 2 old slots and none of other", got)
 	}
 
@@ -450,7 +450,7 @@ func TestReloadGrants(t *testing.T) {
 		t.Errorf("reload error = %q once the running grant is back, want none", p.ReloadError)
 	}
 	stop()
-	if got := r.events.stoppedBy(); got["goguest"] != 4 || got["other"] != 1 {
+	if got := r.events.StoppedBy(); got["goguest"] != 4 || got["other"] != 1 {
 		t.Errorf("stopped events by type = %v, want goguest 2 + 2 (its restart, then the drain) and other 1", got)
 	}
 }

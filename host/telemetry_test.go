@@ -449,13 +449,13 @@ func TestReportWedgedPlane(t *testing.T) {
 	for range tasks {
 		push(t, r.backend, "count", `{}`)
 	}
-	waitFor(t, "300 tasks", func() bool { return len(r.events.finished()) >= tasks })
+	waitFor(t, "300 tasks", func() bool { return len(r.events.Finished("")) >= tasks })
 	start := time.Now()
 	stop()
 	if took := time.Since(start); took >= 2*closeBound {
 		t.Errorf("shutdown took %v against a wedged plane, want less than two Close bounds (%v): the reporters closed one after the other", took, 2*closeBound)
 	}
-	if got := r.events.outcomes(); got["done"] != tasks || len(got) != 1 {
+	if got := r.events.Outcomes(""); got["done"] != tasks || len(got) != 1 {
 		t.Errorf("outcomes = %v, want %d done", got, tasks)
 	}
 	if got := testutil.Counter(t, r.backend, "counter:done"); got != tasks {
@@ -613,7 +613,7 @@ func TestReportHostStopping(t *testing.T) {
 			},
 			run: func(t *testing.T, r *rig) {
 				h, stop := r.start()
-				waitFor(t, "an idle poll", func() bool { return r.events.count("idle") > 0 })
+				waitFor(t, "an idle poll", func() bool { return r.events.Count("idle") > 0 })
 				stop()
 				if n := h.ReporterDropped(); n != 0 {
 					t.Errorf("ReporterDropped() = %d, want 0", n)

@@ -31,11 +31,11 @@ func TestCCounterBesideGoCounter(t *testing.T) {
 			}
 			r.start(t)
 			r.honestCompletes(t, 200)
-			if n := len(r.ev.finished("counter-c")); n == 0 {
+			if n := len(r.ev.Finished("counter-c")); n == 0 {
 				t.Errorf("the C counter finished no task of the 200")
 			}
 			for _, typ := range []string{"counter", "counter-c"} {
-				for o, n := range r.ev.outcomes(typ) {
+				for o, n := range r.ev.Outcomes(typ) {
 					if o != slotstate.Done {
 						t.Errorf("%s: %d tasks ended %q, want every one done (%q)", typ, n, o, slotstate.Done)
 					}
@@ -95,12 +95,12 @@ func TestCPluginUsesTheHostsState(t *testing.T) {
 			}
 			retried := tasks / 5
 			waitFor(t, "the C plugin finishes every task", func() bool {
-				return r.ev.outcomes("cdemo")[slotstate.Done] >= tasks
+				return r.ev.Outcomes("cdemo")[slotstate.Done] >= tasks
 			})
-			if got := r.ev.outcomes("cdemo"); got[slotstate.Retried] != retried || len(got) != 2 {
+			if got := r.ev.Outcomes("cdemo"); got[slotstate.Retried] != retried || len(got) != 2 {
 				t.Errorf("outcomes = %v, want %d done and %d retried", got, tasks, retried)
 			}
-			for _, ev := range r.ev.finished("cdemo") {
+			for _, ev := range r.ev.Finished("cdemo") {
 				if ev.Outcome != slotstate.Done && ev.Reason != "retry" {
 					t.Errorf("task %s: %s: %s%s", ev.TaskID, ev.Outcome, ev.Reason, ev.Death)
 				}
@@ -151,7 +151,7 @@ func TestCLoopPluginTicks(t *testing.T) {
 			if v, err := r.b.CounterGet(ctx, "ticker:ticks"); err != nil || v < n {
 				t.Errorf("counter ticker:ticks = %d, %v; want %d or more, the ticks to iteration %d", v, err, n, n)
 			}
-			for o, n := range r.ev.outcomes("ticker") {
+			for o, n := range r.ev.Outcomes("ticker") {
 				if o != slotstate.Retried {
 					t.Errorf("%d ticks ended %q, want every one a retry (%q)", n, o, slotstate.Retried)
 				}
@@ -186,10 +186,10 @@ func TestCSDKReadsEscapesAndBytes(t *testing.T) {
 		}
 	}
 	waitFor(t, "every task done or retried", func() bool {
-		o := r.ev.outcomes("cwire")
+		o := r.ev.Outcomes("cwire")
 		return o[slotstate.Done]+o[slotstate.Failed] >= 2*tasks
 	})
-	if got := r.ev.outcomes("cwire"); got[slotstate.Done] != tasks || got[slotstate.Failed] != tasks {
+	if got := r.ev.Outcomes("cwire"); got[slotstate.Done] != tasks || got[slotstate.Failed] != tasks {
 		t.Errorf("outcomes = %v, want %d done and %d failed (the first attempts' fails); the log:\n%s", got, tasks, tasks, lines)
 	}
 	if v, err := r.b.CounterGet(context.Background(), "cwire:ok"); err != nil || v != tasks {
@@ -250,7 +250,7 @@ func TestASPluginRateLimited(t *testing.T) {
 				}
 			}
 			site.check(t, r, "pinger", tasks)
-			for _, ev := range r.ev.finished("pinger") {
+			for _, ev := range r.ev.Finished("pinger") {
 				if ev.Outcome != slotstate.Retried {
 					continue
 				}
@@ -302,9 +302,9 @@ func newRateLimitedSite(t *testing.T, r *sandbox) *rateLimitedSite {
 func (s *rateLimitedSite) check(t *testing.T, r *sandbox, typ string, tasks int) {
 	t.Helper()
 	waitFor(t, "the plugin "+typ+" finishes every task", func() bool {
-		return r.ev.outcomes(typ)[slotstate.Done] >= tasks
+		return r.ev.Outcomes(typ)[slotstate.Done] >= tasks
 	})
-	got := r.ev.outcomes(typ)
+	got := r.ev.Outcomes(typ)
 	if got[slotstate.Retried] == 0 || len(got) != 2 {
 		t.Errorf("outcomes = %v, want %d done and some retried (rate limited)", got, tasks)
 	}

@@ -46,7 +46,7 @@ func harvestFlood(t *testing.T, kind string) {
 	t.Cleanup(func() { site.Close() })
 	site.BreakClearance(true)
 
-	ev := &events{}
+	ev := &testutil.SlotEvents{}
 	cfg := examplesConfig(t, kind, site, ev)
 	backend := cfg.Backend
 	// A harvest's attempts fail within tens of ms, so that the test sees several park:
@@ -102,11 +102,11 @@ func harvestFlood(t *testing.T, kind string) {
 	// The harvest tasks a harvester worked; pending counts those still waiting or held at
 	// the end, which a worked one (waiting out its backoff) may be.
 	worked := map[string]bool{}
-	for _, e := range ev.finished("cookie-harvester") {
+	for _, e := range ev.Finished("cookie-harvester") {
 		worked[e.TaskID] = true
 	}
 	pending := st.Depth + st.InFlight
-	asked := ev.outcomes("scraper")["retried"] // each retry of a scrape task asked for a harvest
+	asked := ev.Outcomes("scraper")["retried"] // each retry of a scrape task asked for a harvest
 	t.Logf("clearance broken, %d scrape tasks of one site: %d harvest tasks worked in %v (%.0f a minute; %d pending at the end; the scraper asked %d times, %.0f a minute), %d parked, %d clearance requests refused",
 		floodURLs, len(worked), elapsed.Round(time.Millisecond), float64(len(worked))/elapsed.Minutes(), pending, asked, float64(asked)/elapsed.Minutes(), st.Parked, site.ClearanceRefused())
 

@@ -262,7 +262,7 @@ func hostileCalls(t *testing.T, kind string) {
 	backend, _ := newBackend(t, kind)
 	dir := t.TempDir()
 	installPlugin(t, "tests/testdata/hostile", dir, "hostile")
-	ev := &events{}
+	ev := &testutil.SlotEvents{}
 	h, stop := startHost(t, host.Config{
 		PluginsDir: dir,
 		Backend:    backend,
@@ -279,7 +279,7 @@ func hostileCalls(t *testing.T, kind string) {
 		}},
 		MaxAttempts:  1, // a failed task would park, not hide behind a retry
 		PollInterval: 5 * time.Millisecond,
-		Observe:      ev.observe,
+		Observe:      ev.Observe,
 	})
 
 	cases := hostileCases(site.URL())
@@ -295,10 +295,10 @@ func hostileCalls(t *testing.T, kind string) {
 		}
 	}
 	tasks := 2 * len(cases)
-	waitFor(t, "every hostile task handled", func() bool { return len(ev.finished("hostile")) >= tasks })
+	waitFor(t, "every hostile task handled", func() bool { return len(ev.Finished("hostile")) >= tasks })
 	stop()
 
-	if got := ev.outcomes("hostile"); got["done"] != tasks || len(got) != 1 {
+	if got := ev.Outcomes("hostile"); got["done"] != tasks || len(got) != 1 {
 		t.Errorf("outcomes = %v, want %d done and nothing else", got, tasks)
 	}
 	if s := testutil.QueueStats(t, backend, "hostile"); s != (primitives.QueueStats{}) {

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/host"
-	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/memory"
@@ -97,46 +96,6 @@ func testLogs(t *testing.T) (*slog.Logger, *testutil.LogBuffer) {
 		}
 	})
 	return slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelInfo})), lb
-}
-
-// events records what the slots of a host report.
-type events struct {
-	mu  sync.Mutex
-	all []slotstate.Event
-}
-
-func (e *events) observe(ev slotstate.Event) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.all = append(e.all, ev)
-}
-
-// ended is one finished iteration, with the plugin and the slot that ran it.
-type ended struct {
-	Plugin, Slot string
-	slotstate.Iteration
-}
-
-// finished returns the finished iterations so far, of plugin type typ ("" for all).
-func (e *events) finished(typ string) []ended {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var out []ended
-	for _, ev := range e.all {
-		if ev.Kind == slotstate.Finished && (typ == "" || ev.Plugin == typ) {
-			out = append(out, ended{Plugin: ev.Plugin, Slot: ev.Slot, Iteration: *ev.Iteration})
-		}
-	}
-	return out
-}
-
-// outcomes counts the finished iterations of typ by outcome.
-func (e *events) outcomes(typ string) map[slotstate.Outcome]int {
-	out := map[slotstate.Outcome]int{}
-	for _, ev := range e.finished(typ) {
-		out[ev.Outcome]++
-	}
-	return out
 }
 
 // startHost makes a host from cfg and runs it; stop drains it, waits for Run and closes

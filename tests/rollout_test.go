@@ -59,7 +59,7 @@ type rolloutHost struct {
 	dir       string
 	h         *host.Host
 	stop      func()
-	ev        *events
+	ev        *testutil.SlotEvents
 	v2        atomic.Bool  // the client sends the new field: its host runs the new version
 	submitted atomic.Int64 // tasks the host accepted
 	rejected  atomic.Int64 // tasks it refused
@@ -101,7 +101,7 @@ func TestRollingContractUpgrade(t *testing.T) {
 			}
 			t.Cleanup(func() { b.Close() })
 		}
-		n := &rolloutHost{name: name, dir: t.TempDir(), ev: &events{}}
+		n := &rolloutHost{name: name, dir: t.TempDir(), ev: &testutil.SlotEvents{}}
 		installPlugin(t, "plugins/examples/scraper", n.dir, "scraper")
 		installPlugin(t, "plugins/examples/cookie-harvester", n.dir, "cookie-harvester")
 		n.h, n.stop = startHost(t, host.Config{
@@ -114,7 +114,7 @@ func TestRollingContractUpgrade(t *testing.T) {
 			Grants:       scrapeGrants(site),
 			Configs:      scrapeConfigs,
 			PollInterval: 5 * time.Millisecond,
-			Observe:      n.ev.observe,
+			Observe:      n.ev.Observe,
 		})
 		nodes = append(nodes, n)
 	}
@@ -213,9 +213,9 @@ func TestRollingContractUpgrade(t *testing.T) {
 
 	var acked, parked, noted, withNote, bothTasks int
 	for _, n := range nodes {
-		out := n.ev.outcomes("scraper")
+		out := n.ev.Outcomes("scraper")
 		acked += out["done"]
-		parked += out["parked"] + n.ev.outcomes("cookie-harvester")["parked"]
+		parked += out["parked"] + n.ev.Outcomes("cookie-harvester")["parked"]
 		if out["done"] == 0 {
 			t.Errorf("host %s's scraper acked no task; both hosts must consume", n.name)
 		}

@@ -140,7 +140,7 @@ func TestSleepInHandle(t *testing.T) {
 			}
 			r.honestCompletes(t, 50)
 			waitFor(t, "the sleeping task parked", func() bool { return testutil.QueueStats(t, r.b, tt.queue).Parked == 1 })
-			for _, ev := range r.ev.finished(tt.typ) {
+			for _, ev := range r.ev.Finished(tt.typ) {
 				if ev.Outcome != "died" || !strings.Contains(ev.Reason, "deadline") {
 					t.Errorf("iteration = %+v, want died at its deadline", ev)
 				}
@@ -220,12 +220,10 @@ func TestNapPastTheLease(t *testing.T) {
 // task was still running, by the order of the slots' events: a call runs from its
 // "working" handle event to its slot's next event about that task (its release or ack
 // phase, or its finished event), which the slot says before it lets the task go.
-func overlaps(ev *events, typ string) []string {
-	ev.mu.Lock()
-	defer ev.mu.Unlock()
+func overlaps(ev *testutil.SlotEvents, typ string) []string {
 	running := map[string]string{} // task -> slot whose call runs
 	var out []string
-	for _, e := range ev.all {
+	for _, e := range ev.All() {
 		if e.Plugin != typ || e.TaskID == "" {
 			continue
 		}
@@ -255,10 +253,10 @@ func TestSleepPastTheCapWithinTheCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.honestCompletes(t, 50)
-	waitFor(t, "the nap done", func() bool { return len(r.ev.finished("sleeper")) == 1 })
+	waitFor(t, "the nap done", func() bool { return len(r.ev.Finished("sleeper")) == 1 })
 	// A lower bound only: time.Sleep never returns early, so a shorter iteration is a
 	// sleep the cap cut short.
-	if ev := r.ev.finished("sleeper")[0]; ev.Outcome != "done" || ev.Duration < nap {
+	if ev := r.ev.Finished("sleeper")[0]; ev.Outcome != "done" || ev.Duration < nap {
 		t.Errorf("iteration = %+v, want done after the full %v nap", ev, nap)
 	}
 }

@@ -89,8 +89,8 @@ func TestSandboxWasm(t *testing.T) {
 					t.Fatal(err)
 				}
 				r.honestCompletes(t, 50)
-				waitFor(t, "the hostile task's first iteration", func() bool { return len(r.ev.finished(tt.name)) > 0 })
-				ev := r.ev.finished(tt.name)[0]
+				waitFor(t, "the hostile task's first iteration", func() bool { return len(r.ev.Finished(tt.name)) > 0 })
+				ev := r.ev.Finished(tt.name)[0]
 				if ev.Outcome != tt.outcome || ev.Death != tt.death {
 					t.Fatalf("hostile iteration = %s, death %q (%s), want %s, death %q", ev.Outcome, ev.Death, ev.Reason, tt.outcome, tt.death)
 				}

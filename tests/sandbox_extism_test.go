@@ -272,7 +272,7 @@ func sandboxExtism(t *testing.T, kind string) {
 	r.honestCompletes(t, 50)
 	waitFor(t, "every hostile task's iteration", func() bool {
 		for _, c := range cases {
-			if len(r.ev.finished(c.name)) == 0 {
+			if len(r.ev.Finished(c.name)) == 0 {
 				return false
 			}
 		}
@@ -281,7 +281,7 @@ func sandboxExtism(t *testing.T, kind string) {
 	r.honestCompletes(t, 50)
 
 	for _, c := range cases {
-		fin := r.ev.finished(c.name)
+		fin := r.ev.Finished(c.name)
 		ev := fin[0]
 		if len(fin) != 1 || ev.Outcome != c.outcome || ev.Death != c.death || !strings.Contains(ev.Reason, c.reason) {
 			t.Errorf("%s: %d iterations, the first %s, death %q (%s); want one, %s, death %q, its reason naming %q",

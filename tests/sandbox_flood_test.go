@@ -91,7 +91,7 @@ func (r *floodSandbox) maxLines(burst int, every time.Duration) int {
 }
 
 // finished counts the flood plugin's finished iterations by outcome.
-func (r *floodSandbox) outcomes() map[slotstate.Outcome]int { return r.ev.outcomes("flood") }
+func (r *floodSandbox) outcomes() map[slotstate.Outcome]int { return r.ev.Outcomes("flood") }
 
 // TestSandboxFlood: a plugin that floods every count and size crossing the boundary is
 // capped, each cap answered as the ABI promises and each flood of log lines rate-limited
@@ -190,13 +190,13 @@ func floodLog(t *testing.T, r *floodSandbox) {
 // (max_host_calls' default) and LimitExceeded for every one after; the budget is a
 // task's, so three tasks in a row each get their 1,000.
 func floodHostCalls(t *testing.T, r *floodSandbox) {
-	before := len(r.ev.finished("flood"))
+	before := len(r.ev.Finished("flood"))
 	for range 3 {
 		r.submit(t, map[string]any{"mode": "calls", "n": 2500, "want": 1000})
 	}
 	r.honestCompletes(t, 50)
-	waitFor(t, "the host-call tasks finished", func() bool { return len(r.ev.finished("flood")) >= before+3 })
-	for _, e := range r.ev.finished("flood")[before:] {
+	waitFor(t, "the host-call tasks finished", func() bool { return len(r.ev.Finished("flood")) >= before+3 })
+	for _, e := range r.ev.Finished("flood")[before:] {
 		if e.Outcome != "done" {
 			t.Errorf("a 2,500-call task = %s: %s, want each to get exactly 1,000 answers", e.Outcome, e.Reason)
 		}

@@ -85,8 +85,8 @@ func TestSandboxGrantsForeignQueue(t *testing.T) {
 			r.honestCompletes(t, 50)
 			// The counter's incr comes before its ack and its iteration's event: wait for
 			// the events, then count them.
-			waitFor(t, "the counter's 50 iterations", func() bool { return len(r.ev.finished("counter")) >= 50 })
-			if got := len(r.ev.finished("counter")); got != 50 {
+			waitFor(t, "the counter's 50 iterations", func() bool { return len(r.ev.Finished("counter")) >= 50 })
+			if got := len(r.ev.Finished("counter")); got != 50 {
 				t.Errorf("the counter finished %d tasks, want all 50", got)
 			}
 			if s := testutil.QueueStats(t, r.b, honestQueue); s != (primitives.QueueStats{}) {
@@ -135,7 +135,7 @@ func TestSandboxGrantsPoolRoles(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			waitFor(t, "every hostile task handled", func() bool { return len(r.ev.finished("hostile")) >= len(cases) })
+			waitFor(t, "every hostile task handled", func() bool { return len(r.ev.Finished("hostile")) >= len(cases) })
 			r.honestCompletes(t, 50)
 			for _, c := range cases {
 				v, ok, err := r.b.KVGet(ctx, "hostile:results", c.name)
@@ -239,8 +239,8 @@ func TestSandboxGrantsTypeNames(t *testing.T) {
 			if _, err := r.h.Submit(ctx, "shop", []byte(`{}`)); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "the shop's task handled", func() bool { return len(r.ev.finished("shop")) == 1 })
-			if got := r.ev.outcomes("shop"); got["done"] != 1 {
+			waitFor(t, "the shop's task handled", func() bool { return len(r.ev.Finished("shop")) == 1 })
+			if got := r.ev.Outcomes("shop"); got["done"] != 1 {
 				parked, _ := r.b.QueueParked(ctx, "shop", 1)
 				t.Errorf("shop's task = %v (%+v), want done: its own namespace granted, shop-eu's refused", got, parked)
 			}

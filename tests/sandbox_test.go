@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 )
 
@@ -30,7 +31,7 @@ type sandbox struct {
 	grants map[string]host.Grant // cfg.Grants; set entries before start
 	dir    string                // the plugins folder
 	b      primitives.Backend
-	ev     *events
+	ev     *testutil.SlotEvents
 	h      *host.Host // set by start
 }
 
@@ -51,7 +52,7 @@ func newSandbox(t *testing.T, kind string) *sandbox {
 func newEmptySandbox(t *testing.T, kind string) *sandbox {
 	t.Helper()
 	b, _ := newBackend(t, kind)
-	r := &sandbox{dir: t.TempDir(), b: b, ev: &events{}, grants: map[string]host.Grant{}}
+	r := &sandbox{dir: t.TempDir(), b: b, ev: &testutil.SlotEvents{}, grants: map[string]host.Grant{}}
 	r.cfg = host.Config{
 		PluginsDir:   r.dir,
 		Backend:      b,
@@ -63,7 +64,7 @@ func newEmptySandbox(t *testing.T, kind string) *sandbox {
 		// A failed task comes back within milliseconds: the tests that park by failing
 		// wait out the backoff of each attempt.
 		RetryBackoff: primitives.Backoff{Base: time.Millisecond, Factor: 2, Max: 10 * time.Millisecond},
-		Observe:      r.ev.observe,
+		Observe:      r.ev.Observe,
 	}
 	return r
 }

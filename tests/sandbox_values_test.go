@@ -66,9 +66,9 @@ func TestSandboxValues(t *testing.T) {
 				}
 				r.honestCompletes(t, 50)
 				waitFor(t, "the hostile task to park", func() bool {
-					return testutil.QueueStats(t, r.b, "values").Parked == 1 && len(r.ev.finished("values")) == 2
+					return testutil.QueueStats(t, r.b, "values").Parked == 1 && len(r.ev.Finished("values")) == 2
 				})
-				fin := r.ev.finished("values")
+				fin := r.ev.Finished("values")
 				if len(fin) != 2 {
 					t.Fatalf("hostile iterations = %+v, want 2 (one per attempt)", fin)
 				}
@@ -202,8 +202,8 @@ func (r *sandbox) probe(t *testing.T, d abi.Describe, op, req string, g host.Gra
 		t.Fatal(err)
 	}
 	r.honestCompletes(t, 50)
-	waitFor(t, "the guest's task", func() bool { return len(r.ev.finished("values")) == 1 })
-	if fin := r.ev.finished("values"); fin[0].Outcome != "done" {
+	waitFor(t, "the guest's task", func() bool { return len(r.ev.Finished("values")) == 1 })
+	if fin := r.ev.Finished("values"); fin[0].Outcome != "done" {
 		t.Fatalf("the guest's iteration = %+v, want done (the probe answered, the guest went on)", fin[0])
 	}
 	b, ok, err := r.b.KVGet(t.Context(), "values:kv", "reply")

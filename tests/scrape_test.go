@@ -54,7 +54,7 @@ const (
 // examplesConfig is a host of the example scraper (4 slots) and cookie harvester (2) on a
 // fresh backend of kind, granted what they need of site, polling every 5ms, its events
 // to ev.
-func examplesConfig(t *testing.T, kind string, site *demosite.Site, ev *events) host.Config {
+func examplesConfig(t *testing.T, kind string, site *demosite.Site, ev *testutil.SlotEvents) host.Config {
 	backend, _ := newBackend(t, kind)
 	dir := t.TempDir()
 	installPlugin(t, "plugins/examples/scraper", dir, "scraper")
@@ -68,7 +68,7 @@ func examplesConfig(t *testing.T, kind string, site *demosite.Site, ev *events) 
 		Grants:       scrapeGrants(site),
 		Configs:      scrapeConfigs,
 		PollInterval: 5 * time.Millisecond,
-		Observe:      ev.observe,
+		Observe:      ev.Observe,
 	}
 }
 
@@ -78,7 +78,7 @@ func scrapeDemoSite(t *testing.T, kind string) {
 	site.Start()
 	t.Cleanup(func() { site.Close() })
 
-	ev := &events{}
+	ev := &testutil.SlotEvents{}
 	cfg := examplesConfig(t, kind, site, ev)
 	backend := cfg.Backend
 	// MaxAttempts stays at its default (5) although the scraper hands most claims of a
@@ -139,7 +139,7 @@ func scrapeDemoSite(t *testing.T, kind string) {
 	rejected := site.Rejected()
 	harvests := site.Harvests()
 	t.Logf("%s: %d harvests, %d cookies rejected, %d 403s, outcomes scraper %v harvester %v",
-		t.Name(), harvests, len(rejected), site.Forbidden(), ev.outcomes("scraper"), ev.outcomes("cookie-harvester"))
+		t.Name(), harvests, len(rejected), site.Forbidden(), ev.Outcomes("scraper"), ev.Outcomes("cookie-harvester"))
 	// 200 pages at most 20 per cookie take at least 10 cookies; a cookie is harvested
 	// only when none is fresh in the pool, so each but the last was rejected first.
 	if min := scrapeURLs / cookieMaxUses; harvests < min || len(rejected) < min-1 {
@@ -181,12 +181,12 @@ func scrapeDemoSite(t *testing.T, kind string) {
 		}
 	}
 	for _, typ := range []string{"scraper", "cookie-harvester"} {
-		got := ev.outcomes(typ)
+		got := ev.Outcomes(typ)
 		if got["parked"] != 0 || got["died"] != 0 {
 			t.Errorf("%s outcomes = %v, want none parked or died", typ, got)
 		}
 	}
-	if got := ev.outcomes("scraper")["done"]; got != scrapeURLs {
+	if got := ev.Outcomes("scraper")["done"]; got != scrapeURLs {
 		t.Errorf("scraper acked %d tasks, want %d", got, scrapeURLs)
 	}
 }

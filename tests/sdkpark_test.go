@@ -47,7 +47,7 @@ func TestSDKsParkUniqueHandBacks(t *testing.T) {
 					}
 				}
 				waitFor(t, "two tasks parked, two done and the Go counter's task counted", func() bool {
-					return testutil.QueueStats(t, r.b, "sdk-park").Parked == 2 && r.ev.outcomes(sdk.typ)[slotstate.Done] == 2 &&
+					return testutil.QueueStats(t, r.b, "sdk-park").Parked == 2 && r.ev.Outcomes(sdk.typ)[slotstate.Done] == 2 &&
 						testutil.Counter(t, r.b, honestCounter) >= 1
 				})
 				// Done: the tasks' submits were all answered. Once count is empty, the counter
@@ -85,10 +85,10 @@ func TestSDKsParkUniqueHandBacks(t *testing.T) {
 				if slices.Sort(reasons); !slices.Equal(reasons, []string{"asked to park", "handed back 2 times"}) {
 					t.Errorf("parked reasons = %q, want the plugin's", reasons)
 				}
-				if got := r.ev.outcomes(sdk.typ); got[slotstate.Parked] != 2 || got[slotstate.Retried] != 2 || len(got) != 3 {
+				if got := r.ev.Outcomes(sdk.typ); got[slotstate.Parked] != 2 || got[slotstate.Retried] != 2 || len(got) != 3 {
 					t.Errorf("outcomes = %v, want 2 done, 2 parked, 2 retried (the waiting task's retries)", got)
 				}
-				for _, ev := range r.ev.finished(sdk.typ) {
+				for _, ev := range r.ev.Finished(sdk.typ) {
 					if ev.Parked && (!ev.ParkedByPlugin || ev.Outcome != slotstate.Parked) {
 						t.Errorf("park iteration = %+v, want parked by the plugin", ev)
 					}

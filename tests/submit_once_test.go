@@ -30,9 +30,9 @@ func TestSubmitsOfARetriedTaskEnqueueOnce(t *testing.T) {
 				}
 			}
 			waitFor(t, "every task done on its second attempt", func() bool {
-				return r.ev.outcomes("resubmit")["done"] == tasks
+				return r.ev.Outcomes("resubmit")["done"] == tasks
 			})
-			if n := r.ev.outcomes("resubmit")["failed"]; n != tasks {
+			if n := r.ev.Outcomes("resubmit")["failed"]; n != tasks {
 				t.Errorf("%d first attempts failed, want %d", n, tasks)
 			}
 			st, err := r.b.QueueStats(ctx, "children")
