@@ -475,6 +475,7 @@ func TestRewriteRefuses(t *testing.T) {
 		{"reserved export", `(module (global (export "fleet:stack_budget") i32 (i32.const 0)))`, `exports "fleet:stack_budget", a name the host reserves`},
 		{"a start function", `(module (func $s) (start $s))`, "has a start function, which the host cannot bound"},
 		{"reserved stop export", `(module (global (export "fleet:stop") i32 (i32.const 0)))`, `exports "fleet:stop", a name the host reserves`},
+		{"reserved start export", `(module (func (export "fleet:start")))`, `exports "fleet:start", a name the host reserves`},
 		{"too many locals", bigLocals, "declares more than 65536 locals"},
 		{"a frame past the budget", deepStack, "estimated"},
 	}
