@@ -78,6 +78,24 @@ type Config struct {
 	// no user cache dir)
 	CacheDir string
 
+	// Isolate is where each plugin's instances run: IsolateNone in the daemon's process,
+	// or IsolateProcess in a worker process of the plugin's own (WorkerCommand), which
+	// holds the wasm engine and the instances and nothing else: no backend, no token, no
+	// secret, no file but its socket to the daemon, across which every host call goes as
+	// the same validated request. A worker that dies or breaks the protocol is killed and
+	// its calls in flight die (slotstate.DeathWorker); the next instance starts a new one,
+	// with backoff. A Grant's Isolate overrides it for its plugin; the load-time probe
+	// runs in a worker when any plugin may. See RATIONALE.md, "Why may a plugin run in a
+	// worker process?".
+	// default: IsolateNone
+	Isolate string
+
+	// WorkerCommand is the argv of a worker process (Isolate): a program that serves
+	// ServeWorker on its fd 3.
+	// default: this executable (os.Executable) with the argument "worker", the hidden
+	// subcommand of fleet-host
+	WorkerCommand []string
+
 	// Logger receives the host's and the plugins' log lines.
 	// default: slog.Default()
 	Logger *slog.Logger
@@ -234,6 +252,12 @@ const (
 	defaultMaxQueueBytes    = 64 << 20
 )
 
+// The values of Config.Isolate and Grant.Isolate.
+const (
+	IsolateNone    = "none"
+	IsolateProcess = "process"
+)
+
 // MinTaskLease is the shortest Config.TaskLease the host honours: a quarter of it, the
 // time between two renewals, stays well above a backend's round trip on a loaded host.
 // See RATIONALE.md, "How long is a task's lease, and who renews it?".
@@ -246,6 +270,16 @@ func defaultCacheDir() string {
 		return filepath.Join(d, "fleet-host", "wazero")
 	}
 	return "off"
+}
+
+// defaultWorkerCommand is Config.WorkerCommand's default: this executable's worker
+// subcommand.
+func defaultWorkerCommand() []string {
+	exe, err := os.Executable()
+	if err != nil {
+		exe = os.Args[0]
+	}
+	return []string{exe, "worker"}
 }
 
 // defaultInstance is Config.Instance's default: the machine's host name, or
@@ -288,6 +322,10 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	c.Isolate = cmp.Or(c.Isolate, IsolateNone)
+	if c.WorkerCommand == nil {
+		c.WorkerCommand = defaultWorkerCommand()
 	}
 	c.PollInterval = cmp.Or(c.PollInterval, defaultPollInterval)
 	c.TaskLease = cmp.Or(c.TaskLease, defaultTaskLease)
@@ -362,6 +400,12 @@ func (c Config) Check(name func(field string) string) error {
 	if c.TaskLease >= 0 && c.TaskLease < MinTaskLease {
 		bad("TaskLease", "is %v, want at least %v: the slots renew a lease every quarter of it", c.TaskLease, MinTaskLease)
 	}
+	if err := checkIsolate(c.Isolate); err != nil {
+		bad("Isolate", "%v", err)
+	}
+	if c.Isolate == IsolateProcess && len(c.WorkerCommand) == 0 {
+		bad("WorkerCommand", "is empty; a worker process needs a command")
+	}
 	if c.MaxAttempts < 0 {
 		bad("MaxAttempts", "is %d, want >= 0", c.MaxAttempts)
 	}
@@ -382,6 +426,15 @@ func (c Config) Check(name func(field string) string) error {
 	}
 	errs = append(errs, c.checkGrants(c.Grants)...)
 	return errors.Join(errs...)
+}
+
+// checkIsolate refuses an isolation that is neither IsolateNone nor IsolateProcess
+// ("" is the default's).
+func checkIsolate(v string) error {
+	if v != "" && v != IsolateNone && v != IsolateProcess {
+		return fmt.Errorf("is %q, want %q or %q", v, IsolateNone, IsolateProcess)
+	}
+	return nil
 }
 
 // checkBackoff refuses a retry backoff that does not grow or never ends, naming the

@@ -105,6 +105,10 @@ type Grant struct {
 	//     default: none
 	HTTP
 
+	// Isolate overrides Config.Isolate for this plugin: "process" runs its instances in
+	// a worker process of its own, "none" in the daemon's.
+	// default: "" (Config.Isolate)
+	Isolate string `json:"isolate,omitempty"`
 	// MemoryLimitPages overrides Config.MemoryLimitPages for this plugin.
 	// default: 0 (Config.MemoryLimitPages)
 	MemoryLimitPages uint32 `json:"memory_limit_pages,omitempty"`
@@ -229,6 +233,9 @@ func (g Grant) check() error {
 		if err := hostfn.CheckPatterns(field, ps); err != nil {
 			return err
 		}
+	}
+	if err := checkIsolate(g.Isolate); err != nil {
+		return fmt.Errorf("Isolate %w", err)
 	}
 	if g.MemoryLimitPages > maxMemoryLimitPages {
 		return fmt.Errorf("MemoryLimitPages is %d, limit %d", g.MemoryLimitPages, maxMemoryLimitPages)
@@ -404,6 +411,7 @@ const defaultHandBackAlert = 100
 func (c Config) grantWithDefaults(typ string, g Grant) Grant {
 	g.KV, g.Locks, g.Counters = patterns(typ, g.KV), patterns(typ, g.Locks), patterns(typ, g.Counters)
 	g.HTTP = g.HTTP.WithDefaults()
+	g.Isolate = cmp.Or(g.Isolate, c.Isolate)
 	g.MemoryLimitPages = cmp.Or(g.MemoryLimitPages, c.MemoryLimitPages)
 	g.CallTimeout = cmp.Or(g.CallTimeout, c.CallTimeout)
 	g.MaxPayload = cmp.Or(g.MaxPayload, c.MaxPayload)

@@ -93,7 +93,7 @@ func (h *Host) loadPlugin(ctx context.Context, file string, wasm []byte) (_ *loa
 	if desc.Mode == abi.ModeLoop {
 		export = abi.ExportTick
 	}
-	rt, err := h.compile(ctx, wasm, grant.MemoryLimitPages, config, desc.Mode, export)
+	rt, err := h.compile(ctx, wasm, grant, config, desc.Mode, export)
 	if err != nil {
 		if closeHTTP != nil {
 			closeHTTP()
@@ -177,11 +177,11 @@ func hostFunctions(typ string, grant Grant, acc hostfn.Access, config json.RawMe
 	return fn, closeHTTP, nil
 }
 
-// compile compiles wasm (from the cache the probe filled) under the plugin's memory
-// limit, with its configuration, and checks that it exports the entry point its mode
-// calls.
-func (h *Host) compile(ctx context.Context, wasm []byte, pages uint32, config json.RawMessage, mode, export string) (runtime, error) {
-	rt, err := h.newRuntime(ctx, wasm, pages, config)
+// compile compiles wasm (from the cache the probe filled) under the plugin's grant (its
+// memory limit, its isolation), with its configuration, and checks that it exports the
+// entry point its mode calls.
+func (h *Host) compile(ctx context.Context, wasm []byte, grant Grant, config json.RawMessage, mode, export string) (runtime, error) {
+	rt, err := h.newRuntime(ctx, wasm, grant.MemoryLimitPages, config, grant.Isolate)
 	if err != nil {
 		return nil, err
 	}
@@ -218,11 +218,14 @@ func digest(wasm []byte) string {
 // the configuration: they are as untrusted as a task's call, and a plugin
 // that does not describe itself within it is refused, naming the export and the deadline.
 func (h *Host) probe(ctx context.Context, wasm []byte) (d *abi.Describe, err error) {
-	pages, timeout := h.cfg.MemoryLimitPages, h.cfg.CallTimeout
+	pages, timeout, isolate := h.cfg.MemoryLimitPages, h.cfg.CallTimeout, h.cfg.Isolate
 	for _, g := range h.grants {
 		pages, timeout = max(pages, g.MemoryLimitPages), max(timeout, g.CallTimeout)
+		if g.Isolate == IsolateProcess {
+			isolate = IsolateProcess
+		}
 	}
-	rt, err := h.newRuntime(ctx, wasm, pages, nil)
+	rt, err := h.newRuntime(ctx, wasm, pages, nil, isolate)
 	if err != nil {
 		return nil, err
 	}

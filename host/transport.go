@@ -9,6 +9,7 @@ import (
 	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/host/internal/native"
 	"github.com/fleethost/fleet/host/internal/slot"
+	"github.com/fleethost/fleet/host/internal/worker"
 )
 
 // runtime is a plugin compiled for its transport: the native ABI (internal/native) or
@@ -28,9 +29,20 @@ type instance interface {
 }
 
 // newRuntime compiles wasm under a memory limit of pages: for the Extism transport when
-// it imports Extism's kernel (extism:host/env), natively otherwise. config is the
-// plugin's validated configuration, which Extism's config_get reads (nil for none).
-func (h *Host) newRuntime(ctx context.Context, wasm []byte, pages uint32, config json.RawMessage) (runtime, error) {
+// it imports Extism's kernel (extism:host/env), natively otherwise; in a worker process
+// (internal/worker, which chooses the same way) when isolate is IsolateProcess. config
+// is the plugin's validated configuration, which Extism's config_get reads (nil for
+// none).
+func (h *Host) newRuntime(ctx context.Context, wasm []byte, pages uint32, config json.RawMessage, isolate string) (runtime, error) {
+	if isolate == IsolateProcess {
+		rt, err := worker.NewRuntime(ctx, worker.Params{
+			Command: h.cfg.WorkerCommand, MemoryLimitPages: pages, Config: config, Core: h.core, Log: h.cfg.Logger,
+		}, wasm)
+		if err != nil {
+			return nil, err
+		}
+		return workerRuntime{rt}, nil
+	}
 	if extism.IsExtism(wasm) {
 		rt, err := extism.NewRuntime(ctx, extism.Params{
 			Cache: h.cache, MemoryLimitPages: pages, Core: h.core, Log: h.cfg.Logger, Config: config,
@@ -59,6 +71,21 @@ type extismRuntime struct{ *extism.Runtime }
 
 func (r extismRuntime) instantiate(ctx context.Context, name string, caller *hostfn.Caller, out io.Writer) (instance, error) {
 	return asInstance(r.Instantiate(ctx, name, caller, out))
+}
+
+type workerRuntime struct{ *worker.Runtime }
+
+// instantiate makes an instance in the worker. An Extism plugin's has no ABIVersion, as
+// in the daemon.
+func (r workerRuntime) instantiate(ctx context.Context, name string, caller *hostfn.Caller, out io.Writer) (instance, error) {
+	in, err := r.Instantiate(ctx, name, caller, out)
+	if err != nil {
+		return nil, err
+	}
+	if r.Native() {
+		return in, nil
+	}
+	return struct{ instance }{in}, nil
 }
 
 // asInstance is a transport's Instantiate as an instance: on an error the nil interface,

@@ -40,12 +40,17 @@ var cacheDir = testutil.WazeroCacheDir()
 // backendKind names the backends every end-to-end test runs on.
 var backendKinds = []string{"memory", "redis"}
 
+// sandboxKinds are the kinds the sandbox and hostile suites run on: the backends, and
+// "process", the memory backend with every plugin in a worker process (Config.Isolate),
+// on memory only: the worker's crossing is the same whatever answers the host calls.
+var sandboxKinds = append(backendKinds, "process")
+
 // newBackend returns a fresh backend of kind, closed (and its server stopped) when the
 // test ends; srv is nil for memory.
 func newBackend(tb testing.TB, kind string) (primitives.Backend, *testutil.Redis) {
 	tb.Helper()
 	switch kind {
-	case "memory":
+	case "memory", "process":
 		b := memory.New(memory.Options{})
 		tb.Cleanup(func() { b.Close() })
 		return b, nil

@@ -36,7 +36,8 @@ type sandbox struct {
 }
 
 // newSandbox makes the plugins folder with the honest counter plugin in it, granted its
-// queue, on a fresh backend of kind ("memory" or "redis"), and a Config with two slots per
+// queue, on a fresh backend of kind ("memory" or "redis"; "process" is memory with every
+// plugin in a worker process), and a Config with two slots per
 // plugin, a short poll interval, the shared compilation cache and the test's logger. A
 // hostile plugin needs a grant of its own in r.grants for what it declares.
 func newSandbox(t *testing.T, kind string) *sandbox {
@@ -66,7 +67,20 @@ func newEmptySandbox(t *testing.T, kind string) *sandbox {
 		RetryBackoff: primitives.Backoff{Base: time.Millisecond, Factor: 2, Max: 10 * time.Millisecond},
 		Observe:      r.ev.Observe,
 	}
+	if kind == "process" {
+		r.cfg.Isolate, r.cfg.WorkerCommand = host.IsolateProcess, workerCommand(t)
+	}
 	return r
+}
+
+// workerCommand is the fleet-host binary's worker subcommand, a worker's command.
+func workerCommand(tb testing.TB) []string {
+	tb.Helper()
+	bin, err := testutil.FleetHost(false)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return []string{bin, "worker"}
 }
 
 // install copies the wasm file at path into the plugins folder as <name>.wasm. Call it
@@ -111,7 +125,7 @@ func (r *sandbox) honestCompletes(t *testing.T, n int) float64 {
 // TestSandboxBaseline is the honest plugin alone in the sandbox rig: the throughput that
 // each hostile test's neighbour figure is read against.
 func TestSandboxBaseline(t *testing.T) {
-	for _, kind := range backendKinds {
+	for _, kind := range sandboxKinds {
 		t.Run(kind, func(t *testing.T) {
 			r := newSandbox(t, kind)
 			r.start(t)

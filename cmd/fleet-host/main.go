@@ -97,6 +97,8 @@ func realMain(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		err = newCmd(rest, stdout, stderr)
 	case "run":
 		return runCmd(ctx, rest, stderr)
+	case "worker": // hidden: the daemon's worker process (--isolate process)
+		return workerCmd(ctx, rest, stderr)
 	case "submit":
 		err = submitCmd(ctx, rest, stdin, stdout, stderr)
 	case "inspect":

@@ -46,16 +46,17 @@ var hostDefaults = map[string]any{
 
 // notRunFlags are the fields of host.Config that no run flag sets, and why.
 var notRunFlags = map[string]string{
-	"Backend":      "--redis names it; the daemon opens it",
-	"Grants":       "the grants file (--grants), which the daemon reads",
-	"Configs":      "the grants file's \"config\" of each type",
-	"Egress":       "the egress file (--egress), which the daemon reads",
-	"Logger":       "--log-level and --log-format make it",
-	"NewReporter":  "--report-url and --report-key, which the daemon wires",
-	"Observe":      "the daemon's own metrics and logs",
-	"Version":      "the binary's version",
-	"CheckOnly":    "doctor sets it: a host that only checks does not run",
-	"RetryBackoff": "per automation type in the grants file (retry_backoff_base, retry_backoff_factor, retry_backoff_max), the built-in default otherwise",
+	"Backend":       "--redis names it; the daemon opens it",
+	"Grants":        "the grants file (--grants), which the daemon reads",
+	"Configs":       "the grants file's \"config\" of each type",
+	"Egress":        "the egress file (--egress), which the daemon reads",
+	"Logger":        "--log-level and --log-format make it",
+	"NewReporter":   "--report-url and --report-key, which the daemon wires",
+	"Observe":       "the daemon's own metrics and logs",
+	"Version":       "the binary's version",
+	"CheckOnly":     "doctor sets it: a host that only checks does not run",
+	"WorkerCommand": "the daemon's own binary, whose hidden worker subcommand it runs (tests set it)",
+	"RetryBackoff":  "per automation type in the grants file (retry_backoff_base, retry_backoff_factor, retry_backoff_max), the built-in default otherwise",
 	// The OpenTelemetry convention: tracing is configured by the OTEL_* environment, which
 	// every collector's documentation speaks; a flag would be a second spelling of it.
 	"TracerProvider": "the standard OTEL_EXPORTER_OTLP_* environment variables (docs/operators.md, \"Traces\"), which the daemon reads",

@@ -74,4 +74,5 @@ const (
 	DeathBadResult Death = "bad_result" // the guest broke the ABI: a malformed result, a range outside its memory
 	DeathHostPanic Death = "host_panic" // the host's own bug, recovered
 	DeathLease     Death = "lease"      // the host cut the call: its task's lease was lost, or could not be renewed
+	DeathWorker    Death = "worker"     // the worker process running the instance died, or was killed (--isolate process)
 )

@@ -48,7 +48,7 @@ const (
 type Params struct {
 	Cache            wazero.CompilationCache // shared by every plugin's runtime; may be nil
 	MemoryLimitPages uint32                  // per module memory limit (guest and kernel), in 64 KiB pages
-	Core             *hostfn.Core
+	Core             hostfn.Dispatcher
 	Log              *slog.Logger
 	// Config is the automation's validated configuration, nil for none: its top-level
 	// members are the Extism config that config_get reads (configMap).

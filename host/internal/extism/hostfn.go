@@ -37,7 +37,7 @@ type blocks interface {
 
 // instantiateUser defines UserModule in r: fleet's operations, each (request i64) ->
 // (reply i64), the offsets of two blocks of the calling instance's kernel.
-func instantiateUser(ctx context.Context, r wazero.Runtime, core *hostfn.Core, log *slog.Logger) error {
+func instantiateUser(ctx context.Context, r wazero.Runtime, core hostfn.Dispatcher, log *slog.Logger) error {
 	b := r.NewHostModuleBuilder(UserModule)
 	for _, op := range userOps() {
 		b.NewFunctionBuilder().WithGoFunction(api.GoFunc(func(ctx context.Context, stack []uint64) {
@@ -54,7 +54,7 @@ func instantiateUser(ctx context.Context, r wazero.Runtime, core *hostfn.Core, l
 // operation runs. The only exception is a reply the kernel cannot allocate (its memory
 // is at the limit): serve then returns 0, no block, which abi/EXTISM.md tells the guest
 // to read as Unavailable.
-func serve(ctx context.Context, core *hostfn.Core, log *slog.Logger, mem blocks, op abi.Op, offset uint64) (reply uint64) {
+func serve(ctx context.Context, core hostfn.Dispatcher, log *slog.Logger, mem blocks, op abi.Op, offset uint64) (reply uint64) {
 	defer func() {
 		// Last line: the core recovers its own panics; this catches the glue's.
 		if r := recover(); r != nil {

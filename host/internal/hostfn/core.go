@@ -45,6 +45,15 @@ func reserved(name string) bool {
 	return name == contracts.Namespace || name == SchedulesNamespace || name == desired.Namespace
 }
 
+// Dispatcher runs a host call: the request bytes of op, made by the Caller that ctx
+// carries, in, and the reply envelope out. The transports call one: the daemon's Core,
+// or, in a worker process (internal/worker), the socket to the daemon's Core.
+type Dispatcher interface {
+	Call(ctx context.Context, op abi.Op, req []byte) (reply []byte)
+}
+
+var _ Dispatcher = (*Core)(nil)
+
 // Core dispatches host calls. It is safe for concurrent use; build it with NewCore.
 type Core struct {
 	backend   primitives.Backend // immutable after construction

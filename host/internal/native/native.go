@@ -34,13 +34,13 @@ var i32 = api.ValueTypeI32
 
 // hostFuncs are the host functions of one runtime.
 type hostFuncs struct {
-	core *hostfn.Core // immutable
-	log  *slog.Logger // immutable
+	core hostfn.Dispatcher // immutable
+	log  *slog.Logger      // immutable
 }
 
 // instantiateHostModule registers every abi.Op as a function of the abi.HostModule
 // module in r, each with the signature (req_ptr, req_len, reply_ptr, reply_cap i32) -> i32.
-func instantiateHostModule(ctx context.Context, r wazero.Runtime, core *hostfn.Core, log *slog.Logger) error {
+func instantiateHostModule(ctx context.Context, r wazero.Runtime, core hostfn.Dispatcher, log *slog.Logger) error {
 	h := &hostFuncs{core: core, log: log}
 	b := r.NewHostModuleBuilder(abi.HostModule)
 	for _, op := range abi.Ops {

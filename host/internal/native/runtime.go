@@ -32,7 +32,7 @@ type Runtime struct {
 type Params struct {
 	Cache            wazero.CompilationCache // shared by every plugin's runtime; may be nil
 	MemoryLimitPages uint32                  // per instance memory limit, in 64 KiB pages
-	Core             *hostfn.Core
+	Core             hostfn.Dispatcher
 	Log              *slog.Logger
 
 	// noRewrite compiles the module as given, with nothing that could stop it (no stop

@@ -1,0 +1,168 @@
+// Package worker runs a plugin's instances in a worker process of their own, the
+// daemon's `--isolate process`: the worker holds the wasm engine (internal/native or
+// internal/extism, compiled as in the daemon) and the guest's instances, and nothing
+// else; every host call crosses a socketpair to the daemon, whose dispatch core
+// (hostfn.Core) answers it as it answers an in-process guest's.
+//
+// Two halves: Serve is the worker's (the hidden `fleet-host worker` command), and
+// Runtime is the daemon's, a plugin compiled in a worker that it starts, supervises and
+// restarts. See host/RATIONALE.md, "Why may a plugin run in a worker process?".
+package worker
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/fleethost/fleet/abi"
+)
+
+// A frame on the socket:
+//
+//	[0, 4)   n, the length of what follows, big-endian uint32
+//	[4, 5)   the frame's type (a kind below)
+//	[5, 9)   the instance it is about, big-endian uint32; 0 is the worker itself
+//	[9, 4+n) the payload, whose layout the type fixes
+//
+// The daemon speaks first (compile) and every exchange after it is a request of the
+// daemon's and the worker's answer, one at a time per instance; between a call and its
+// answer the worker may send host calls (each answered before the next) and output.
+type kind uint8
+
+// The daemon's frames.
+const (
+	kCompile     kind = 1 + iota // id 0: pages u32, config length u32, config, wasm
+	kInstantiate                 // id: the instance's name
+	kCall                        // id: the export (a call below), then its input
+	kStop                        // id: end the call in flight at its next stop check
+	kClose                       // id: close the instance; no answer
+	kHostReply                   // id: the envelope answering the instance's host call
+)
+
+// The worker's frames.
+const (
+	kCompiled kind = 64 + iota // id 0: 1 if native (it has fleet_abi_version), then the exports, '\n'-separated
+	kReady                     // id: the instance is made
+	kResult                    // id: the call's result bytes
+	kDied                      // id: the death's length u8, the death (slotstate.Death), the error's text
+	kError                     // id: an error that is not a death (compile, instantiate, describe), its text
+	kHostCall                  // id: the op's length u8, the op, the request
+	kOutput                    // id: bytes the guest wrote to stdout or stderr
+)
+
+// The exports a kCall names.
+const (
+	callHandle byte = 1 + iota
+	callTick
+	callDescribe
+	callABIVersion
+)
+
+const headerLen = 9
+
+// The caps of what the worker sends. A frame from the worker is at most
+// workerFrameCap(maxReply) long, whatever it claims, checked before a byte of it is
+// allocated: the largest thing it carries is a request or a result of the guest's
+// (abi.MaxRequest, which the transports cap them to), an output chunk (outputChunk) or
+// an error's text (maxText), plus the header and an op's name.
+const (
+	outputChunk = 64 << 10
+	maxText     = 4 << 10
+	frameMargin = 1 << 10
+)
+
+// workerFrameCap is the largest frame the daemon reads from a worker.
+func workerFrameCap() int { return abi.MaxRequest + frameMargin }
+
+// daemonFrameCap is the largest frame the worker reads: the daemon is trusted, and its
+// largest frame is the module itself or a host call's reply (up to MaxReplyCeiling).
+const daemonFrameCap = 1<<30 + frameMargin
+
+// errProtocol wraps every refusal of a frame: the peer broke the protocol.
+var errProtocol = errors.New("worker: protocol")
+
+// frame is one frame read: its payload is the reader's own copy.
+type frame struct {
+	kind    kind
+	id      uint32
+	payload []byte
+}
+
+// readFrame reads one frame of at most limit bytes (its length field) from r.
+func readFrame(r *bufio.Reader, limit int) (frame, error) {
+	var h [headerLen]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return frame{}, err
+	}
+	n := binary.BigEndian.Uint32(h[0:4])
+	if n < headerLen-4 {
+		return frame{}, fmt.Errorf("%w: a frame of %d bytes is shorter than its header", errProtocol, n)
+	}
+	if uint64(n) > uint64(limit) {
+		return frame{}, fmt.Errorf("%w: a frame of %d bytes is over the cap of %d", errProtocol, n, limit)
+	}
+	f := frame{kind: kind(h[4]), id: binary.BigEndian.Uint32(h[5:9])}
+	if n > headerLen-4 {
+		f.payload = make([]byte, n-(headerLen-4))
+		if _, err := io.ReadFull(r, f.payload); err != nil {
+			return frame{}, err
+		}
+	}
+	return f, nil
+}
+
+// conn writes frames: one writer at a time, each frame in one write, each write bounded
+// by writeTimeout when the connection has deadlines (a peer that stops reading fills
+// the socket's buffer, and the write then fails instead of holding every writer).
+type conn struct {
+	mu  sync.Mutex
+	w   io.Writer
+	buf []byte // guarded by mu
+	dl  interface{ SetWriteDeadline(time.Time) error }
+}
+
+// writeTimeout bounds one frame's write to a peer that does not read it.
+const writeTimeout = 5 * time.Second
+
+func newConn(w io.Writer) *conn {
+	c := &conn{w: w}
+	c.dl, _ = w.(interface{ SetWriteDeadline(time.Time) error })
+	return c
+}
+
+// send writes the frame of k about id whose payload is parts, concatenated.
+func (c *conn) send(k kind, id uint32, parts ...[]byte) error {
+	n := headerLen - 4
+	for _, p := range parts {
+		n += len(p)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.buf[:0]
+	b = binary.BigEndian.AppendUint32(b, uint32(n))
+	b = append(b, byte(k))
+	b = binary.BigEndian.AppendUint32(b, id)
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	if cap(b) <= 1<<20 {
+		c.buf = b // keep a small buffer; a module or a large reply is not kept
+	}
+	if c.dl != nil {
+		_ = c.dl.SetWriteDeadline(time.Now().Add(writeTimeout))
+	}
+	_, err := c.w.Write(b)
+	return err
+}
+
+// text is s cut to maxText bytes, as an error's text crosses.
+func text(s string) []byte {
+	if len(s) > maxText {
+		s = s[:maxText]
+	}
+	return []byte(s)
+}

@@ -1,0 +1,220 @@
+package worker
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Command is the one *exec.Cmd of a worker: argv, an empty environment (the daemon's
+// holds its token and its backend's address), no file but sock as fd 3 (stdin and
+// stdout are /dev/null; stderr, its panics, goes to stderr), and SIGKILL when the
+// daemon's thread that started it dies. This is where the kernel's confinement of the
+// worker is prepared too (the lead's confine.Prepare).
+func Command(argv []string, sock *os.File, stderr io.Writer) *exec.Cmd {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = []string{}
+	cmd.ExtraFiles = []*os.File{sock}
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return cmd
+}
+
+// process is one running worker, as the daemon sees it: its socket, its instances and
+// the goroutine that reads what it sends. Any frame the protocol does not allow kills
+// it (kill): it is as untrusted as the guest it runs.
+type process struct {
+	cmd *exec.Cmd
+	c   *conn
+	nc  net.Conn
+	log *slog.Logger
+	pid int // immutable
+
+	mu        sync.Mutex
+	instances map[uint32]*Instance // guarded by mu: the live instances, by id
+	next      uint32               // guarded by mu: the last id issued
+	compiling chan frame           // the answer to kCompile; cap 1
+
+	dead    chan struct{} // closed by kill
+	once    sync.Once
+	err     error         // why it died; set before dead closes
+	exited  chan struct{} // closed once cmd.Wait has reaped it
+	started time.Time     // immutable
+}
+
+// start starts a worker from argv and its reader.
+func start(argv []string, log *slog.Logger) (*process, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("worker: socketpair: %w", err)
+	}
+	mine, theirs := os.NewFile(uintptr(fds[0]), "worker-daemon"), os.NewFile(uintptr(fds[1]), "worker")
+	defer theirs.Close()
+	nc, err := net.FileConn(mine)
+	mine.Close()
+	if err != nil {
+		return nil, fmt.Errorf("worker: socket: %w", err)
+	}
+	cmd := Command(argv, theirs, &stderrLog{log: log})
+	if err := cmd.Start(); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("worker: start %s: %w", argv[0], err)
+	}
+	p := &process{
+		cmd: cmd, c: newConn(nc), nc: nc, log: log, pid: cmd.Process.Pid,
+		instances: map[uint32]*Instance{}, compiling: make(chan frame, 1),
+		dead: make(chan struct{}), exited: make(chan struct{}), started: time.Now(),
+	}
+	go func() {
+		err := cmd.Wait()
+		p.kill(fmt.Errorf("worker: exited: %v", err))
+		close(p.exited)
+	}()
+	go p.read()
+	return p, nil
+}
+
+// read routes the worker's frames until the socket ends or a frame breaks the protocol;
+// either kills the worker.
+func (p *process) read() {
+	r := bufio.NewReaderSize(p.nc, 64<<10)
+	for {
+		f, err := readFrame(r, workerFrameCap())
+		if err == nil {
+			err = p.route(f)
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+				err = errors.New("worker: its socket closed")
+			}
+			p.kill(err)
+			return
+		}
+	}
+}
+
+// route hands f to the request it answers. An instance the daemon did not issue, or
+// one with no request in flight, is the worker breaking the protocol.
+func (p *process) route(f frame) error {
+	if f.id == 0 {
+		if f.kind != kCompiled && f.kind != kError {
+			return fmt.Errorf("%w: frame %d for the worker", errProtocol, f.kind)
+		}
+		select {
+		case p.compiling <- f:
+			return nil
+		default:
+			return fmt.Errorf("%w: a second answer to the module", errProtocol)
+		}
+	}
+	p.mu.Lock()
+	in := p.instances[f.id]
+	p.mu.Unlock()
+	if in == nil {
+		return fmt.Errorf("%w: frame %d for instance %d, which the daemon did not issue or has closed", errProtocol, f.kind, f.id)
+	}
+	switch f.kind {
+	case kOutput:
+		in.writeOutput(f.payload)
+		return nil
+	case kHostCall, kReady, kResult, kDied, kError:
+	default:
+		return fmt.Errorf("%w: frame of unknown type %d", errProtocol, f.kind)
+	}
+	if !in.busy.Load() {
+		return fmt.Errorf("%w: frame %d for instance %d, which has no call in flight", errProtocol, f.kind, f.id)
+	}
+	if f.kind != kHostCall {
+		in.busy.Store(false)
+	}
+	select {
+	case in.inbox <- f:
+		return nil
+	default:
+		return fmt.Errorf("%w: frame %d for instance %d before its last was taken", errProtocol, f.kind, f.id)
+	}
+}
+
+// kill kills the worker by its PID, once, and records why: every request in flight on
+// it ends (each sees dead), and its instances are dead.
+func (p *process) kill(err error) {
+	p.once.Do(func() {
+		p.err = err
+		close(p.dead)
+		_ = p.cmd.Process.Kill()
+		_ = p.nc.Close()
+		if !errors.Is(err, errClosing) {
+			p.log.Warn("host: worker process killed; its instances are dead", "pid", p.pid, "err", err)
+		}
+	})
+}
+
+// errClosing is the kill of a worker its runtime closed.
+var errClosing = errors.New("worker: closed")
+
+// stop kills the worker and waits until it is reaped.
+func (p *process) stop() {
+	p.kill(errClosing)
+	<-p.exited
+}
+
+// issue registers in under a new id.
+func (p *process) issue(in *Instance) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.dead:
+		return p.err
+	default:
+	}
+	p.next++
+	in.id = p.next
+	p.instances[in.id] = in
+	return nil
+}
+
+// retire forgets the instance id: a frame for it from now on breaks the protocol.
+func (p *process) retire(id uint32) {
+	p.mu.Lock()
+	delete(p.instances, id)
+	p.mu.Unlock()
+}
+
+// stderrLog logs the worker's stderr (a Go panic's trace), a line at a time, and at most
+// maxStderr bytes of it over the worker's life.
+type stderrLog struct {
+	log  *slog.Logger
+	sent atomic.Int64
+}
+
+const maxStderr = 64 << 10
+
+func (w *stderrLog) Write(p []byte) (int, error) {
+	if w.sent.Add(int64(len(p))) <= maxStderr {
+		w.log.Warn("host: worker stderr", "text", string(p))
+	}
+	return len(p), nil
+}
+
+// awaitCompiled waits for the answer to kCompile, or the worker's death, or ctx.
+func (p *process) awaitCompiled(ctx context.Context) (frame, error) {
+	select {
+	case f := <-p.compiling:
+		return f, nil
+	case <-p.dead:
+		return frame{}, p.err
+	case <-ctx.Done():
+		p.kill(fmt.Errorf("worker: did not compile the module before its context ended: %w", ctx.Err()))
+		return frame{}, ctx.Err()
+	}
+}

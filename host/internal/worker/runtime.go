@@ -1,0 +1,362 @@
+package worker
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/internal/hostfn"
+	"github.com/fleethost/fleet/host/internal/slot"
+	"github.com/fleethost/fleet/host/slotstate"
+)
+
+// Params configure a Runtime.
+type Params struct {
+	// Command is the worker's argv: the fleet-host binary and its hidden `worker`
+	// subcommand, or a test's.
+	Command          []string
+	MemoryLimitPages uint32          // per instance memory limit, in 64 KiB pages
+	Config           json.RawMessage // the plugin's validated configuration (Extism's config_get); nil for none
+	Core             hostfn.Dispatcher
+	Log              *slog.Logger
+}
+
+// The supervisor's bounds. A call whose context ended gets stopGrace to answer after
+// the stop is sent, or its worker is killed. A worker that died is replaced by the next
+// instantiate, after a backoff that doubles from backoffMin to backoffMax with each
+// death of a worker that lived less than healthyAfter.
+const (
+	stopGrace    = 2 * time.Second
+	backoffMin   = 100 * time.Millisecond
+	backoffMax   = 10 * time.Second
+	healthyAfter = time.Minute
+)
+
+// Runtime is a plugin compiled in a worker process: each instance lives in the worker,
+// whose host calls the daemon's Core answers with the instance's Caller. One worker
+// runs all the plugin's instances; when it dies (it crashed, exited, was killed for a
+// protocol violation or a call it would not stop), every call in flight on it ends in
+// a death of its instance (slotstate.DeathWorker), and the next Instantiate starts a
+// new worker. Safe for concurrent use.
+type Runtime struct {
+	p       Params
+	wasm    []byte          // immutable; compiled again by each new worker
+	native  bool            // immutable: the plugin has fleet_abi_version (the native ABI)
+	exports map[string]bool // immutable
+
+	mu      sync.Mutex
+	cur     *process      // guarded by mu: the worker, or nil after Close
+	closed  bool          // guarded by mu
+	backoff time.Duration // guarded by mu: the wait before the next worker
+}
+
+// NewRuntime starts a worker and compiles wasm in it. The error of a module the
+// worker's transport refuses is the transport's, as in the daemon.
+func NewRuntime(ctx context.Context, p Params, wasm []byte) (*Runtime, error) {
+	rt := &Runtime{p: p, wasm: wasm}
+	w, f, err := rt.launch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(f.payload) < 1 {
+		w.stop()
+		return nil, fmt.Errorf("%w: an empty compile answer", errProtocol)
+	}
+	rt.native = f.payload[0] == 1
+	rt.exports = map[string]bool{}
+	for _, e := range strings.Split(string(f.payload[1:]), "\n") {
+		if e != "" {
+			rt.exports[e] = true
+		}
+	}
+	rt.cur = w
+	return rt, nil
+}
+
+// launch starts a worker and has it compile the module; it answers kCompiled's frame.
+func (rt *Runtime) launch(ctx context.Context) (*process, frame, error) {
+	w, err := start(rt.p.Command, rt.p.Log)
+	if err != nil {
+		return nil, frame{}, err
+	}
+	hdr := binary.BigEndian.AppendUint32(nil, rt.p.MemoryLimitPages)
+	hdr = binary.BigEndian.AppendUint32(hdr, uint32(len(rt.p.Config)))
+	if err := w.c.send(kCompile, 0, hdr, rt.p.Config, rt.wasm); err != nil {
+		w.kill(err)
+		<-w.exited
+		return nil, frame{}, fmt.Errorf("worker: send the module: %w", err)
+	}
+	f, err := w.awaitCompiled(ctx)
+	if err == nil && f.kind == kError {
+		err = errors.New(string(f.payload))
+	}
+	if err != nil {
+		w.stop()
+		return nil, frame{}, err
+	}
+	return w, f, nil
+}
+
+// HasExport reports whether the plugin exports the function name.
+func (rt *Runtime) HasExport(name string) bool { return rt.exports[name] }
+
+// Native reports whether the plugin speaks the native ABI (it has fleet_abi_version).
+func (rt *Runtime) Native() bool { return rt.native }
+
+// worker is the live worker, a new one when the last died (after the backoff, which
+// ctx bounds).
+func (rt *Runtime) worker(ctx context.Context) (*process, error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.closed {
+		return nil, errors.New("worker: the runtime is closed")
+	}
+	if w := rt.cur; w != nil {
+		select {
+		case <-w.dead:
+		default:
+			return w, nil
+		}
+		if time.Since(w.started) >= healthyAfter {
+			rt.backoff = 0
+		}
+		rt.backoff = min(max(2*rt.backoff, backoffMin), backoffMax)
+		rt.cur = nil
+	}
+	if rt.backoff > 0 {
+		t := time.NewTimer(rt.backoff)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("worker: waiting %v to restart the plugin's worker: %w", rt.backoff, ctx.Err())
+		}
+	}
+	w, _, err := rt.launch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rt.p.Log.Info("host: worker process started", "pid", w.pid)
+	rt.cur = w
+	return w, nil
+}
+
+// Close ends the worker and reaps it.
+func (rt *Runtime) Close(ctx context.Context) error {
+	rt.mu.Lock()
+	w := rt.cur
+	rt.cur, rt.closed = nil, true
+	rt.mu.Unlock()
+	if w != nil {
+		w.stop()
+	}
+	return nil
+}
+
+// Instantiate makes an instance in the worker (starting one if the last died), runs its
+// initialisation under ctx, and answers its host calls with caller. Guest stdout and
+// stderr go to out (nil discards them).
+func (rt *Runtime) Instantiate(ctx context.Context, name string, caller *hostfn.Caller, out io.Writer) (*Instance, error) {
+	w, err := rt.worker(ctx)
+	if err != nil {
+		return nil, err
+	}
+	in := &Instance{w: w, caller: caller, out: out, core: rt.p.Core, inbox: make(chan frame, 1)}
+	if err := w.issue(in); err != nil {
+		return nil, died(err)
+	}
+	f, err := in.do(ctx, kInstantiate, []byte(name))
+	if err == nil {
+		err = in.answer(f, kReady)
+	}
+	if err != nil {
+		w.retire(in.id)
+		return nil, err
+	}
+	return in, nil
+}
+
+// Instance is one instance in a worker. It is owned by one goroutine, as an
+// in-process instance is.
+type Instance struct {
+	w      *process          // immutable
+	id     uint32            // immutable after issue
+	caller *hostfn.Caller    // immutable pointer; owned by the instance's goroutine
+	out    io.Writer         // immutable; written by w's reader
+	core   hostfn.Dispatcher // immutable
+	inbox  chan frame        // the worker's frames for the request in flight; cap 1
+	busy   atomic.Bool       // a request is in flight: set by do, cleared by the reader at its answer
+}
+
+// died is the death of an instance whose worker died of err.
+func died(err error) error {
+	return &slot.Died{Death: slotstate.DeathWorker, Err: fmt.Errorf("worker process died: %w", err)}
+}
+
+// do sends the request of k with payload and serves the worker's host calls until its
+// answer. When ctx ends, the worker is told to stop the call (kStop); one that does not
+// answer within stopGrace is killed.
+func (in *Instance) do(ctx context.Context, k kind, payload ...[]byte) (frame, error) {
+	w := in.w
+	select {
+	case <-w.dead:
+		return frame{}, died(w.err)
+	default:
+	}
+	in.busy.Store(true)
+	if err := w.c.send(k, in.id, payload...); err != nil {
+		w.kill(fmt.Errorf("worker: write: %w", err))
+		return frame{}, died(w.err)
+	}
+	done := ctx.Done()
+	var grace <-chan time.Time
+	hctx := hostfn.WithCaller(ctx, in.caller)
+	for {
+		select {
+		case f := <-in.inbox:
+			if f.kind != kHostCall {
+				return f, nil
+			}
+			reply, err := in.serve(hctx, f.payload)
+			if err == nil {
+				err = w.c.send(kHostReply, in.id, reply)
+			}
+			if err != nil {
+				w.kill(err)
+				return frame{}, died(w.err)
+			}
+		case <-done:
+			done = nil
+			if err := w.c.send(kStop, in.id); err != nil {
+				w.kill(fmt.Errorf("worker: write: %w", err))
+				return frame{}, died(w.err)
+			}
+			t := time.NewTimer(stopGrace)
+			defer t.Stop()
+			grace = t.C
+		case <-grace:
+			w.kill(fmt.Errorf("worker: instance %d did not stop within %v of its call's end (%v)", in.id, stopGrace, ctx.Err()))
+			return frame{}, died(w.err)
+		case <-w.dead:
+			return frame{}, died(w.err)
+		}
+	}
+}
+
+// serve answers one host call (op, request) with the daemon's core, as an in-process
+// transport does. An op the guest could not have imported breaks the protocol.
+func (in *Instance) serve(ctx context.Context, p []byte) ([]byte, error) {
+	if len(p) < 1 || int(p[0]) > len(p)-1 {
+		return nil, fmt.Errorf("%w: a malformed host call", errProtocol)
+	}
+	op := abi.Op(p[1 : 1+p[0]])
+	if op == abi.OpReplyFetch || !slices.Contains(abi.Ops, op) {
+		return nil, fmt.Errorf("%w: a host call of %q, which is no operation", errProtocol, op)
+	}
+	return in.core.Call(ctx, op, p[1+p[0]:]), nil
+}
+
+// answer is f, the answer to a request that succeeds with want, as an error: nil, the
+// death it reports, or its error.
+func (in *Instance) answer(f frame, want kind) error {
+	switch f.kind {
+	case want:
+		return nil
+	case kDied:
+		if len(f.payload) < 1 || int(f.payload[0]) > len(f.payload)-1 {
+			break
+		}
+		d := slotstate.Death(f.payload[1 : 1+f.payload[0]])
+		if !slices.Contains(workerDeaths, d) {
+			break
+		}
+		return &slot.Died{Death: d, Err: errors.New(string(f.payload[1+f.payload[0]:]))}
+	case kError:
+		return errors.New(string(f.payload))
+	}
+	err := fmt.Errorf("%w: answer %d to a request for %d", errProtocol, f.kind, want)
+	in.w.kill(err)
+	return died(err)
+}
+
+// workerDeaths are the deaths a worker may report: those its transports tell.
+var workerDeaths = []slotstate.Death{
+	slotstate.DeathMemory, slotstate.DeathStack, slotstate.DeathTrap, slotstate.DeathExit,
+	slotstate.DeathBadResult, slotstate.DeathHostPanic,
+}
+
+// call runs the export c with input and returns its result.
+func (in *Instance) call(ctx context.Context, c byte, input []byte) ([]byte, error) {
+	f, err := in.do(ctx, kCall, []byte{c}, input)
+	if err == nil {
+		err = in.answer(f, kResult)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return f.payload, nil
+}
+
+// Handle calls fleet_handle with input, a fresh host-call budget, and returns its
+// result. An error is a *slot.Died, as in-process.
+func (in *Instance) Handle(ctx context.Context, input []byte) ([]byte, error) {
+	in.caller.Begin()
+	return in.call(ctx, callHandle, input)
+}
+
+// Tick is Handle for fleet_tick.
+func (in *Instance) Tick(ctx context.Context, input []byte) ([]byte, error) {
+	in.caller.Begin()
+	return in.call(ctx, callTick, input)
+}
+
+// Describe calls fleet_describe.
+func (in *Instance) Describe(ctx context.Context) ([]byte, error) {
+	return in.call(ctx, callDescribe, nil)
+}
+
+// ABIVersion calls fleet_abi_version, for a native plugin (Runtime.Native).
+func (in *Instance) ABIVersion(ctx context.Context) (int32, error) {
+	b, err := in.call(ctx, callABIVersion, nil)
+	if err != nil {
+		return 0, err
+	}
+	if len(b) != 4 {
+		err := fmt.Errorf("%w: an ABI version of %d bytes", errProtocol, len(b))
+		in.w.kill(err)
+		return 0, died(err)
+	}
+	return int32(binary.BigEndian.Uint32(b)), nil
+}
+
+// Close closes the instance in the worker; it answers nothing, and a frame for the
+// instance from now on breaks the protocol.
+func (in *Instance) Close(ctx context.Context) error {
+	in.w.retire(in.id)
+	select {
+	case <-in.w.dead:
+		return nil
+	default:
+	}
+	if err := in.w.c.send(kClose, in.id); err != nil {
+		in.w.kill(fmt.Errorf("worker: write: %w", err))
+	}
+	return nil
+}
+
+// writeOutput writes what the guest wrote; called by the worker's reader.
+func (in *Instance) writeOutput(b []byte) {
+	if in.out != nil {
+		_, _ = in.out.Write(b)
+	}
+}

@@ -1,0 +1,29 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+
+	"github.com/fleethost/fleet/host/internal/worker"
+)
+
+// ServeWorker is a worker process (Config.Isolate): it serves the daemon that started
+// it on sock, the socket it was handed as fd 3, until the daemon closes it. It holds the
+// plugin's compiled module and instances and nothing else; every host call goes to the
+// daemon. It returns nil when the daemon closed the socket, and an error when the
+// daemon's frames broke the protocol or the socket failed. log receives what the worker
+// itself has to say (the engine's, never the guest's).
+//
+//	err := host.ServeWorker(ctx, os.NewFile(3, "worker"), log)
+func ServeWorker(ctx context.Context, sock *os.File, log *slog.Logger) error {
+	c, err := net.FileConn(sock)
+	if err != nil {
+		return fmt.Errorf("host: worker: fd %d is not a socket: %w", sock.Fd(), err)
+	}
+	sock.Close()
+	defer c.Close()
+	return worker.Serve(ctx, c, log)
+}
