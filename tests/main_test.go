@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(runChild())
 	}
+	if len(os.Args) == 3 && os.Args[1] == faultWorkerArg {
+		os.Exit(faultWorker(os.Args[2]))
+	}
 	os.Exit(m.Run())
 }
 

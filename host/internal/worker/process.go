@@ -145,6 +145,16 @@ func (p *process) route(f frame) error {
 	}
 }
 
+// alive reports whether the worker has not been killed nor exited.
+func (p *process) alive() bool {
+	select {
+	case <-p.dead:
+		return false
+	default:
+		return true
+	}
+}
+
 // kill kills the worker by its PID, once, and records why: every request in flight on
 // it ends (each sees dead), and its instances are dead.
 func (p *process) kill(err error) {

@@ -40,6 +40,8 @@ const (
 	backoffMin   = 100 * time.Millisecond
 	backoffMax   = 10 * time.Second
 	healthyAfter = time.Minute
+	// launchTimeout bounds a restart: starting the process and compiling the module.
+	launchTimeout = 5 * time.Minute
 )
 
 // Runtime is a plugin compiled in a worker process: each instance lives in the worker,
@@ -54,10 +56,15 @@ type Runtime struct {
 	native  bool            // immutable: the plugin has fleet_abi_version (the native ABI)
 	exports map[string]bool // immutable
 
-	mu      sync.Mutex
-	cur     *process      // guarded by mu: the worker, or nil after Close
-	closed  bool          // guarded by mu
-	backoff time.Duration // guarded by mu: the wait before the next worker
+	life context.Context // ends at Close: a restart under way ends with it
+	end  context.CancelFunc
+
+	mu        sync.Mutex
+	cur       *process      // guarded by mu: the worker, dead or alive; nil while one starts, and after Close
+	launching chan struct{} // guarded by mu: closed when the restart under way ends; nil when none is
+	launchErr error         // guarded by mu: why the last restart failed
+	closed    bool          // guarded by mu
+	backoff   time.Duration // guarded by mu: the wait before the last restart
 }
 
 // NewRuntime starts a worker and compiles wasm in it. The error of a module the
@@ -68,6 +75,7 @@ func NewRuntime(ctx context.Context, p Params, wasm []byte) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
+	rt.life, rt.end = context.WithCancel(context.WithoutCancel(ctx))
 	if len(f.payload) < 1 {
 		w.stop()
 		return nil, fmt.Errorf("%w: an empty compile answer", errProtocol)
@@ -113,50 +121,90 @@ func (rt *Runtime) HasExport(name string) bool { return rt.exports[name] }
 // Native reports whether the plugin speaks the native ABI (it has fleet_abi_version).
 func (rt *Runtime) Native() bool { return rt.native }
 
-// worker is the live worker, a new one when the last died (after the backoff, which
-// ctx bounds).
+// worker is the live worker. When the last one died, the first caller to find it dead
+// starts the next (relaunch), after the backoff; every caller waits for it until its
+// ctx ends, and the launch goes on without it: compiling the module is the host's work,
+// which no guest call's deadline bounds.
 func (rt *Runtime) worker(ctx context.Context) (*process, error) {
 	rt.mu.Lock()
-	defer rt.mu.Unlock()
 	if rt.closed {
+		rt.mu.Unlock()
 		return nil, errors.New("worker: the runtime is closed")
 	}
-	if w := rt.cur; w != nil {
-		select {
-		case <-w.dead:
-		default:
-			return w, nil
-		}
-		if time.Since(w.started) >= healthyAfter {
+	if w := rt.cur; w != nil && w.alive() {
+		rt.mu.Unlock()
+		return w, nil
+	}
+	if rt.launching == nil {
+		switch w := rt.cur; {
+		case w != nil && time.Since(w.started) >= healthyAfter:
 			rt.backoff = 0
+		default: // a worker that died young, or a launch that failed
+			rt.backoff = min(max(2*rt.backoff, backoffMin), backoffMax)
 		}
-		rt.backoff = min(max(2*rt.backoff, backoffMin), backoffMax)
-		rt.cur = nil
+		rt.cur, rt.launchErr = nil, nil
+		rt.launching = make(chan struct{})
+		go rt.relaunch(rt.launching, rt.backoff)
 	}
-	if rt.backoff > 0 {
-		t := time.NewTimer(rt.backoff)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("worker: waiting %v to restart the plugin's worker: %w", rt.backoff, ctx.Err())
-		}
+	launched := rt.launching
+	rt.mu.Unlock()
+	select {
+	case <-launched:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("worker: the plugin's worker is restarting: %w", ctx.Err())
 	}
-	w, _, err := rt.launch(ctx)
-	if err != nil {
-		return nil, err
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if w := rt.cur; w != nil && w.alive() {
+		return w, nil
 	}
-	rt.p.Log.Info("host: worker process started", "pid", w.pid)
-	rt.cur = w
-	return w, nil
+	if rt.launchErr != nil {
+		return nil, rt.launchErr
+	}
+	return nil, errors.New("worker: the plugin's new worker died at once")
 }
 
-// Close ends the worker and reaps it.
+// relaunch starts a worker after wait, under the runtime's own context (Close ends
+// it), and closes launched when it is up or has failed.
+func (rt *Runtime) relaunch(launched chan struct{}, wait time.Duration) {
+	var w *process
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	err := rt.life.Err()
+	select {
+	case <-t.C:
+		ctx, cancel := context.WithTimeout(rt.life, launchTimeout)
+		w, _, err = rt.launch(ctx)
+		cancel()
+	case <-rt.life.Done():
+		err = rt.life.Err()
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.launching = nil
+	close(launched)
+	switch {
+	case err != nil:
+		rt.launchErr = fmt.Errorf("worker: restart the plugin's worker: %w", err)
+		rt.p.Log.Warn("host: worker process did not start", "err", err)
+	case rt.closed:
+		w.stop()
+	default:
+		rt.cur = w
+		rt.p.Log.Info("host: worker process started", "pid", w.pid, "after", wait)
+	}
+}
+
+// Close ends the worker and reaps it; a restart under way ends too.
 func (rt *Runtime) Close(ctx context.Context) error {
 	rt.mu.Lock()
-	w := rt.cur
+	w, launched := rt.cur, rt.launching
 	rt.cur, rt.closed = nil, true
 	rt.mu.Unlock()
+	rt.end()
+	if launched != nil {
+		<-launched
+	}
 	if w != nil {
 		w.stop()
 	}

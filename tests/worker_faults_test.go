@@ -1,0 +1,207 @@
+package tests
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/host/slotstate"
+	"github.com/fleethost/fleet/internal/testutil"
+)
+
+// faultWorkerArg makes the test binary a worker that misbehaves on purpose (TestMain):
+// `tests.test fleet-test-worker FAULT` serves host.ServeWorker through a proxy of its fd
+// 3 that, at the fault's moment, does FAULT instead of passing the frames on. It is a
+// test-only worker command (Config.WorkerCommand), not a flag of fleet-host's.
+const faultWorkerArg = "fleet-test-worker"
+
+// The worker protocol's frame layout and the types the proxy watches for, as
+// host/internal/worker/frame.go fixes them: [len u32][type u8][instance u32][payload].
+const (
+	frameInstantiate = 2  // the daemon's: make an instance
+	frameCall        = 3  // the daemon's: call an export; payload[0] 1 is fleet_handle
+	frameOutput      = 70 // the worker's: guest output
+)
+
+// faultWorker is the misbehaving worker's main. The faults, each at the first
+// fleet_handle the daemon asks for (a task in flight; the load-time probe makes none),
+// except exit:
+//
+//	sigkill  the worker SIGKILLs itself mid-task
+//	flood    it writes output frames for the task's instance as fast as it can, for ever,
+//	         and never answers
+//	deaf     it stops reading its socket and never answers
+//	garbage  it sends a frame of a type the protocol has not, and nothing more
+//	huge     it sends a frame header that claims 4 GiB, and nothing more
+//	exit     it exits as the daemon asks for a slot's instance (the probe's, named
+//	         "probe", passes): a worker that never runs an instance
+func faultWorker(fault string) int {
+	daemon := os.NewFile(3, "daemon")
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 1
+	}
+	inner, innerSide := os.NewFile(uintptr(fds[0]), "inner"), os.NewFile(uintptr(fds[1]), "inner-side")
+	go func() {
+		_ = host.ServeWorker(context.Background(), innerSide, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+		os.Exit(0)
+	}()
+	var mu sync.Mutex // whole frames to the daemon, one at a time
+	go func() {       // the worker's frames, passed on
+		r := bufio.NewReader(inner)
+		for {
+			f, err := rawFrame(r)
+			if err != nil {
+				os.Exit(0)
+			}
+			mu.Lock()
+			_, _ = daemon.Write(f)
+			mu.Unlock()
+		}
+	}()
+	r := bufio.NewReader(daemon)
+	for {
+		f, err := rawFrame(r)
+		if err != nil {
+			return 0
+		}
+		typ, id, payload := f[4], f[5:9], f[9:]
+		switch {
+		case fault == "exit" && typ == frameInstantiate && string(payload) != "probe":
+			return 3
+		case fault != "exit" && typ == frameCall && len(payload) > 0 && payload[0] == 1:
+			switch fault {
+			case "sigkill":
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			case "flood":
+				out := binary.BigEndian.AppendUint32(nil, 5+1024)
+				out = append(append(out, frameOutput), id...)
+				out = append(out, make([]byte, 1024)...)
+				for {
+					mu.Lock()
+					_, err := daemon.Write(out)
+					mu.Unlock()
+					if err != nil {
+						return 0
+					}
+				}
+			case "deaf":
+				select {}
+			case "garbage", "huge":
+				out := append(binary.BigEndian.AppendUint32(nil, 5), 200) // a type no frame has
+				if fault == "huge" {
+					// An output frame of 4 GiB, claimed.
+					out = append(binary.BigEndian.AppendUint32(nil, 1<<32-1), frameOutput)
+				}
+				out = append(out, id...)
+				mu.Lock()
+				_, _ = daemon.Write(out)
+				mu.Unlock()
+				select {}
+			}
+		}
+		if _, err := inner.Write(f); err != nil {
+			return 0
+		}
+	}
+}
+
+// rawFrame reads one whole frame, header included.
+func rawFrame(r *bufio.Reader) ([]byte, error) {
+	var h [4]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		return nil, err
+	}
+	f := make([]byte, 4+binary.BigEndian.Uint32(h[:]))
+	copy(f, h[:])
+	_, err := io.ReadFull(r, f[4:])
+	return f, err
+}
+
+// TestWorkerFaultsContained: a plugin whose worker process is SIGKILLed mid-task,
+// floods its socket, stops reading it, writes garbage or a frame over the cap on it, or
+// exits as its instance starts is contained.
+// The honest neighbour (in the daemon) completes its tasks throughout, the daemon
+// stays up, and none of the victim's tasks is lost: each attempt on a dying worker
+// dies (a death of its instance, attempt spent) and the task ends parked with its
+// attempts spent, never acked twice nor vanished; the worker that never starts an
+// instance takes none of them, and they wait in the queue.
+func TestWorkerFaultsContained(t *testing.T) {
+	for _, tt := range []struct {
+		fault string
+		death slotstate.Death // of each attempt
+	}{
+		{"sigkill", slotstate.DeathWorker},
+		{"flood", slotstate.DeathDeadline},
+		{"deaf", slotstate.DeathDeadline},
+		{"garbage", slotstate.DeathWorker},
+		{"huge", slotstate.DeathWorker},
+		{"exit", ""},
+	} {
+		t.Run(tt.fault, func(t *testing.T) {
+			const victim, tasks = "victim", 2
+			r := newSandbox(t, "memory")
+			var logs *testutil.LogBuffer
+			r.cfg.Logger, logs = testLogs(t)
+			r.cfg.WorkerCommand = []string{os.Args[0], faultWorkerArg, tt.fault}
+			r.cfg.MaxAttempts = 2
+			r.install(t, engineWASM(t, victim, "", ""), victim)
+			r.grants[victim] = host.Grant{
+				Isolate:     host.IsolateProcess,
+				CallTimeout: 300 * time.Millisecond,
+				Queues:      map[string][]string{victim: {"consume"}},
+			}
+			r.start(t)
+			ctx := context.Background()
+			for range tasks {
+				if _, err := r.h.Submit(ctx, victim, []byte(`{}`)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r.honestCompletes(t, 50)
+			if tt.fault == "exit" {
+				waitFor(t, "the victim's worker restarted, and exited again", func() bool {
+					return strings.Count(logs.String(), "worker process killed") >= 2
+				})
+				r.honestCompletes(t, 50)
+				st, err := r.b.QueueStats(ctx, victim)
+				if err != nil || st.Depth != tasks || st.InFlight != 0 {
+					t.Fatalf("QueueStats(%s) = %+v, %v; want its %d tasks waiting", victim, st, err, tasks)
+				}
+				return
+			}
+			waitFor(t, "every victim task parked", func() bool {
+				st, err := r.b.QueueStats(ctx, victim)
+				return err == nil && st.Parked == tasks
+			})
+			r.honestCompletes(t, 50)
+			ends := r.ev.Finished(victim)
+			if len(ends) != tasks*2 {
+				t.Fatalf("victim iterations = %d, want %d (2 attempts of each of %d tasks)", len(ends), 2*tasks, tasks)
+			}
+			for _, e := range ends {
+				if e.Outcome != slotstate.Died || e.Death != tt.death {
+					t.Fatalf("victim iteration = %s, death %q (%s), want died, %q", e.Outcome, e.Death, e.Reason, tt.death)
+				}
+			}
+			parked, err := r.b.QueueParked(ctx, victim, 0)
+			if err != nil || len(parked) != tasks {
+				t.Fatalf("QueueParked = %d tasks, %v; want %d", len(parked), err, tasks)
+			}
+			for _, p := range parked {
+				if p.Attempts != 2 {
+					t.Fatalf("parked task %s made %d attempts, want 2", p.ID, p.Attempts)
+				}
+			}
+		})
+	}
+}
