@@ -205,3 +205,56 @@ func TestWorkerFaultsContained(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkerHoldsNothing: a plugin's worker process runs with none of the daemon's
+// environment (which holds its token and its backend's address; the worker's is one
+// GODEBUG setting) and holds no file but its socket to the daemon: its open descriptors
+// are /dev/null (stdin, stdout), the pipe of its stderr, that one socket, and what the Go runtime and the engine make for
+// themselves (the poller's, the memory image's memfd), none of which names a file or
+// reaches another process.
+func TestWorkerHoldsNothing(t *testing.T) {
+	const victim = "victim"
+	r := newSandbox(t, "memory")
+	var logs *testutil.LogBuffer
+	r.cfg.Logger, logs = testLogs(t)
+	r.cfg.WorkerCommand = workerCommand(t)
+	t.Setenv("FLEET_TOKEN", "secret-of-the-daemon")
+	r.install(t, engineWASM(t, victim, "", ""), victim)
+	r.grants[victim] = host.Grant{Isolate: host.IsolateProcess, Queues: map[string][]string{victim: {"consume"}}}
+	r.start(t)
+	var pid string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if _, after, ok := strings.Cut(line, `msg="host: worker process started" pid=`); ok {
+			pid, _, _ = strings.Cut(after, " ")
+		}
+	}
+	if _, err := os.Stat("/proc/" + pid); pid == "" || err != nil {
+		t.Fatalf("no live worker process in the log (pid %q, %v):\n%s", pid, err, logs)
+	}
+	env, err := os.ReadFile("/proc/" + pid + "/environ")
+	if err != nil || strings.Contains(string(env), "FLEET_") || strings.Count(string(env), "\x00") > 1 {
+		t.Fatalf("the worker's environment = %q, %v; want GODEBUG alone", env, err)
+	}
+	fds, err := os.ReadDir("/proc/" + pid + "/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sockets := 0
+	for _, fd := range fds {
+		target, err := os.Readlink("/proc/" + pid + "/fd/" + fd.Name())
+		if err != nil {
+			continue // closed since the listing
+		}
+		switch {
+		case strings.HasPrefix(target, "socket:"):
+			sockets++
+		case target == "/dev/null", strings.HasPrefix(target, "pipe:"), strings.HasPrefix(target, "anon_inode:"),
+			strings.HasPrefix(target, "/memfd:"):
+		default:
+			t.Errorf("the worker holds fd %s: %s", fd.Name(), target)
+		}
+	}
+	if sockets != 1 {
+		t.Errorf("the worker holds %d sockets, want 1, the daemon's", sockets)
+	}
+}

@@ -16,19 +16,24 @@ import (
 	"time"
 )
 
-// Command is the one *exec.Cmd of a worker: argv, an empty environment (the daemon's
-// holds its token and its backend's address), no file but sock as fd 3 (stdin and
+// Command is the one *exec.Cmd of a worker: argv, an environment of workerGODEBUG alone
+// (the daemon's holds its token and its backend's address), no file but sock as fd 3 (stdin and
 // stdout are /dev/null; stderr, its panics, goes to stderr), and SIGKILL when the
 // daemon's thread that started it dies. This is where the kernel's confinement of the
 // worker is prepared too (the lead's confine.Prepare).
 func Command(argv []string, sock *os.File, stderr io.Writer) *exec.Cmd {
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = []string{}
+	cmd.Env = []string{workerGODEBUG}
 	cmd.ExtraFiles = []*os.File{sock}
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	return cmd
 }
+
+// workerGODEBUG is the one variable of the worker's environment: the Go runtime neither
+// sizes GOMAXPROCS by the cgroup's CPU limit nor updates it, which would keep the
+// cgroup's files open in the worker and read them for its life.
+const workerGODEBUG = "GODEBUG=containermaxprocs=0,updatemaxprocs=0"
 
 // process is one running worker, as the daemon sees it: its socket, its instances and
 // the goroutine that reads what it sends. Any frame the protocol does not allow kills

@@ -112,6 +112,7 @@ func (rt *Runtime) launch(ctx context.Context) (*process, frame, error) {
 		w.stop()
 		return nil, frame{}, err
 	}
+	rt.p.Log.Info("host: worker process started", "pid", w.pid, "took", time.Since(w.started).Round(time.Millisecond))
 	return w, f, nil
 }
 
@@ -186,12 +187,11 @@ func (rt *Runtime) relaunch(launched chan struct{}, wait time.Duration) {
 	switch {
 	case err != nil:
 		rt.launchErr = fmt.Errorf("worker: restart the plugin's worker: %w", err)
-		rt.p.Log.Warn("host: worker process did not start", "err", err)
+		rt.p.Log.Warn("host: worker process did not start", "err", err, "after", wait)
 	case rt.closed:
 		w.stop()
 	default:
 		rt.cur = w
-		rt.p.Log.Info("host: worker process started", "pid", w.pid, "after", wait)
 	}
 }
 
