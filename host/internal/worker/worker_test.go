@@ -1,0 +1,222 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/internal/hostfn"
+	"github.com/fleethost/fleet/host/internal/slot"
+	"github.com/fleethost/fleet/host/internal/validate"
+	"github.com/fleethost/fleet/host/slotstate"
+	"github.com/fleethost/fleet/internal/testutil"
+	"github.com/fleethost/fleet/primitives"
+	"github.com/fleethost/fleet/primitives/memory"
+)
+
+// serveArg makes the test binary a worker (TestMain): it serves on fd 3 as
+// `fleet-host worker` does.
+const serveArg = "worker-test-serve"
+
+func TestMain(m *testing.M) {
+	if len(os.Args) == 2 && os.Args[1] == serveArg {
+		c, err := net.FileConn(os.NewFile(3, "daemon"))
+		if err != nil {
+			os.Exit(1)
+		}
+		if err := Serve(context.Background(), c, slog.New(slog.NewTextHandler(os.Stderr, nil))); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// kvWAT is a guest whose fleet_handle sets the KV key "w:ns"/"k" to a value and returns
+// done; its spin export loops for ever, its trap export traps.
+// Memory: 4096 the done result, 4300 the kv_set request, 16384 the reply buffer.
+const kvWAT = `(module
+  (import "fleet" "kv_set" (func $kv_set (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 4096) "{\"outcome\":\"done\"}")
+  (data (i32.const 4300) "{\"namespace\":\"w:ns\",\"key\":\"k\",\"value\":1}")
+  (func (export "fleet_abi_version") (result i32) (i32.const 1))
+  (func (export "fleet_input") (param i32) (result i32) (i32.const 8192))
+  (func (export "fleet_describe") (result i64) (i64.const 0))
+  (func (export "fleet_handle") (param i32) (result i64)
+    (if (i32.eq (i32.load8_u (i32.const 8192)) (i32.const 115)) (then (loop $l (br $l)))) ;; "s": spin
+    (if (i32.eq (i32.load8_u (i32.const 8192)) (i32.const 116)) (then unreachable))       ;; "t": trap
+    (drop (call $kv_set (i32.const 4300) (i32.const 40) (i32.const 16384) (i32.const 256)))
+    (i64.const %d))
+)`
+
+// newRuntime compiles kvWAT in a worker (this test binary), with a core over a memory
+// backend, and returns it with the backend and a Caller granted "w:*".
+func newRuntime(t *testing.T) (*Runtime, primitives.Backend, func() *hostfn.Caller) {
+	t.Helper()
+	wasm, err := os.ReadFile(testutil.WAT(t, fmt.Sprintf(kvWAT, abi.Packed(4096, 18))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := memory.New(memory.Options{})
+	t.Cleanup(func() { b.Close() })
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	core := hostfn.NewCore(b, validate.NewRegistry(nil), nil, log)
+	ctx := context.Background()
+	rt, err := NewRuntime(ctx, Params{Command: []string{os.Args[0], serveArg}, MemoryLimitPages: 16, Core: core, Log: log}, wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close(ctx) })
+	access := hostfn.Access{KV: []string{"w:*"}}
+	g := hostfn.NewGrantee("w", access, nil, hostfn.Limits{MaxPayload: 1024, MaxHostCalls: 2, MaxReply: hostfn.DefaultMaxReply, MaxPoolList: 10}, nil)
+	return rt, b, func() *hostfn.Caller { return &hostfn.Caller{Plugin: g, Slot: "w/0"} }
+}
+
+// Instances in one worker run at once, each host call answered by the daemon's core
+// with its caller's grant, and each guest call with a fresh host-call budget (2).
+func TestWorkerInstances(t *testing.T) {
+	rt, b, caller := newRuntime(t)
+	if !rt.Native() || !rt.HasExport(abi.ExportHandle) || rt.HasExport(abi.ExportTick) {
+		t.Fatalf("Native %v, exports %v", rt.Native(), rt.exports)
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			in, err := rt.Instantiate(ctx, fmt.Sprintf("w/%d", i), caller(), nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer in.Close(ctx)
+			for range 5 {
+				out, err := in.Handle(ctx, []byte(`{}`))
+				if err != nil || string(out) != `{"outcome":"done"}` {
+					t.Errorf("Handle = %q, %v", out, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	v, ok, err := b.KVGet(ctx, "w:ns", "k")
+	if err != nil || !ok || string(v) != "1" {
+		t.Fatalf("KVGet = %q, %v, %v; want the guests' 1", v, ok, err)
+	}
+}
+
+// A guest that spins past its call's context is stopped by its stop global, as in the
+// daemon: the call dies and the worker lives on, running the next instance.
+func TestWorkerStopsSpin(t *testing.T) {
+	rt, _, caller := newRuntime(t)
+	ctx := context.Background()
+	in, err := rt.Instantiate(ctx, "w/0", caller(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := in.w
+	callCtx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	_, err = in.Handle(callCtx, []byte("s"))
+	var died *slot.Died
+	if !errors.As(err, &died) || died.Death != slotstate.DeathTrap {
+		t.Fatalf("Handle(spin) = %v, want a trap's death (the slot tells the deadline)", err)
+	}
+	in.Close(ctx)
+	if !w.alive() {
+		t.Fatalf("the worker died of a stopped call: %v", w.err)
+	}
+	in, err = rt.Instantiate(ctx, "w/1", caller(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.w != w {
+		t.Fatal("a new worker runs the next instance")
+	}
+	if _, err := in.Handle(ctx, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A trap crosses as the death the transport told.
+func TestWorkerTrap(t *testing.T) {
+	rt, _, caller := newRuntime(t)
+	ctx := context.Background()
+	in, err := rt.Instantiate(ctx, "w/0", caller(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = in.Handle(ctx, []byte("t"))
+	var died *slot.Died
+	if !errors.As(err, &died) || died.Death != slotstate.DeathTrap || !strings.Contains(err.Error(), "unreachable") {
+		t.Fatalf("Handle(trap) = %v, want a trap", err)
+	}
+}
+
+// A worker killed under its instances ends their calls in a death of the worker, and
+// the next instance runs in a new worker; Close reaps the worker.
+func TestWorkerKilled(t *testing.T) {
+	rt, _, caller := newRuntime(t)
+	ctx := context.Background()
+	in, err := rt.Instantiate(ctx, "w/0", caller(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := in.w
+	if err := old.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-old.exited
+	_, err = in.Handle(ctx, []byte(`{}`))
+	var died *slot.Died
+	if !errors.As(err, &died) || died.Death != slotstate.DeathWorker {
+		t.Fatalf("Handle on a killed worker = %v, want a worker death", err)
+	}
+	in.Close(ctx)
+	in, err = rt.Instantiate(ctx, "w/1", caller(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.w == old {
+		t.Fatal("the dead worker runs the next instance")
+	}
+	if _, err := in.Handle(ctx, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	w := in.w
+	if err := rt.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.exited:
+	default:
+		t.Fatal("Close returned before the worker was reaped")
+	}
+}
+
+// A module the transport refuses is refused with the transport's words, from the
+// worker.
+func TestWorkerRefusesModule(t *testing.T) {
+	wasm, err := os.ReadFile(testutil.WAT(t, `(module (memory (export "memory") 1))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	core := hostfn.NewCore(memory.New(memory.Options{}), validate.NewRegistry(nil), nil, log)
+	_, err = NewRuntime(context.Background(), Params{Command: []string{os.Args[0], serveArg}, MemoryLimitPages: 16, Core: core, Log: log, Config: json.RawMessage(`{}`)}, wasm)
+	if err == nil || !strings.Contains(err.Error(), "native: module does not export fleet_abi_version") {
+		t.Fatalf("NewRuntime = %v, want the native transport's refusal", err)
+	}
+}
