@@ -40,7 +40,10 @@ func Describe(ctx context.Context, file, cacheDir string, callTimeout time.Durat
 	}
 	defer func() { err = errors.Join(err, h.cache.Close(context.WithoutCancel(ctx)), cfg.Backend.Close()) }()
 	h.core = hostfn.NewCore(cfg.Backend, h.contracts, hostfn.NewMetrics(), cfg.Logger)
-	d, err = h.probe(ctx, wasm)
+	d, kept, err := h.probe(ctx, wasm)
+	if kept.rt != nil {
+		err = errors.Join(err, kept.rt.Close(ctx))
+	}
 	if err == nil {
 		err = checkType(d.Type)
 	}

@@ -57,10 +57,15 @@ func (h *Host) load(ctx context.Context, file string, wasm []byte) (*loadedPlugi
 }
 
 func (h *Host) loadPlugin(ctx context.Context, file string, wasm []byte) (_ *loadedPlugin, err error) {
-	desc, err := h.identify(ctx, file, wasm)
+	desc, probed, err := h.identify(ctx, file, wasm)
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if probed.rt != nil {
+			err = errors.Join(err, probed.rt.Close(ctx))
+		}
+	}()
 	grant, config, err := h.admit(desc)
 	if err != nil {
 		return nil, err
@@ -93,7 +98,7 @@ func (h *Host) loadPlugin(ctx context.Context, file string, wasm []byte) (_ *loa
 	if desc.Mode == abi.ModeLoop {
 		export = abi.ExportTick
 	}
-	rt, err := h.compile(ctx, wasm, grant, config, desc.Mode, export)
+	rt, err := h.compile(ctx, wasm, grant, config, desc.Mode, export, &probed)
 	if err != nil {
 		if closeHTTP != nil {
 			closeHTTP()
@@ -136,18 +141,31 @@ func (h *Host) versionOf(typ string) string {
 // The memory limit is a runtime setting, needed before the probe tells the type: probe
 // under the largest limit any grant gives, then compile (from the cache) under the
 // plugin's own.
-func (h *Host) identify(ctx context.Context, file string, wasm []byte) (*abi.Describe, error) {
-	desc, err := h.probe(ctx, wasm)
+func (h *Host) identify(ctx context.Context, file string, wasm []byte) (_ *abi.Describe, _ probed, err error) {
+	desc, p, err := h.probe(ctx, wasm)
 	if err != nil {
-		return nil, err
+		return nil, probed{}, err
 	}
+	defer func() {
+		if err != nil && p.rt != nil {
+			err = errors.Join(err, p.rt.Close(ctx))
+		}
+	}()
 	if err := checkType(desc.Type); err != nil {
-		return nil, err
+		return nil, probed{}, err
 	}
 	if other := h.pluginOf(desc.Type); other != nil && other.info.File != file {
-		return nil, fmt.Errorf("type %q is already loaded from %s", desc.Type, filepath.Base(other.info.File))
+		return nil, probed{}, fmt.Errorf("type %q is already loaded from %s", desc.Type, filepath.Base(other.info.File))
 	}
-	return desc, nil
+	return desc, p, nil
+}
+
+// probed is what a probe leaves for the plugin's compile: the probe's worker, kept for
+// a native plugin when the probe ran in one (nil otherwise), and its memory limit. The
+// probe's instance is closed. Whoever holds it closes rt, or hands it on.
+type probed struct {
+	rt    runtime
+	pages uint32
 }
 
 // admit resolves what the plugin described by desc is given: its grant (grantFor) and
@@ -180,10 +198,19 @@ func hostFunctions(typ string, grant Grant, acc hostfn.Access, config json.RawMe
 // compile compiles wasm (from the cache the probe filled) under the plugin's grant (its
 // memory limit, its isolation), with its configuration, and checks that it exports the
 // entry point its mode calls.
-func (h *Host) compile(ctx context.Context, wasm []byte, grant Grant, config json.RawMessage, mode, export string) (runtime, error) {
-	rt, err := h.newRuntime(ctx, wasm, grant.MemoryLimitPages, config, grant.Isolate)
-	if err != nil {
-		return nil, err
+//
+// A native plugin isolated in a worker under the probe's memory limit takes over the
+// probe's worker (probed), which has compiled it already: compiling a Go guest in a
+// worker, with no cache, takes seconds.
+func (h *Host) compile(ctx context.Context, wasm []byte, grant Grant, config json.RawMessage, mode, export string, probed *probed) (runtime, error) {
+	var rt runtime
+	if probed.rt != nil && grant.Isolate == IsolateProcess && grant.MemoryLimitPages == probed.pages {
+		rt, probed.rt = probed.rt, nil
+	} else {
+		var err error
+		if rt, err = h.newRuntime(ctx, wasm, grant.MemoryLimitPages, config, grant.Isolate); err != nil {
+			return nil, err
+		}
 	}
 	if !rt.HasExport(export) {
 		return nil, errors.Join(fmt.Errorf("a %s plugin must export %s", mode, export), rt.Close(ctx))
@@ -217,7 +244,7 @@ func digest(wasm []byte) string {
 // which runs its initialisation first) share one deadline, the largest call timeout of
 // the configuration: they are as untrusted as a task's call, and a plugin
 // that does not describe itself within it is refused, naming the export and the deadline.
-func (h *Host) probe(ctx context.Context, wasm []byte) (d *abi.Describe, err error) {
+func (h *Host) probe(ctx context.Context, wasm []byte) (d *abi.Describe, kept probed, err error) {
 	pages, timeout, isolate := h.cfg.MemoryLimitPages, h.cfg.CallTimeout, h.cfg.Isolate
 	for _, g := range h.grants {
 		pages, timeout = max(pages, g.MemoryLimitPages), max(timeout, g.CallTimeout)
@@ -227,9 +254,13 @@ func (h *Host) probe(ctx context.Context, wasm []byte) (d *abi.Describe, err err
 	}
 	rt, err := h.newRuntime(ctx, wasm, pages, nil, isolate)
 	if err != nil {
-		return nil, err
+		return nil, probed{}, err
 	}
-	defer func() { err = errors.Join(err, rt.Close(ctx)) }()
+	defer func() {
+		if kept.rt == nil {
+			err = errors.Join(err, rt.Close(ctx))
+		}
+	}()
 	callCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	late := func(export string, err error) error { return pastDeadline(callCtx, ctx, export, timeout, err) }
@@ -239,7 +270,7 @@ func (h *Host) probe(ctx context.Context, wasm []byte) (d *abi.Describe, err err
 	caller := &hostfn.Caller{Plugin: hostfn.NewGrantee("(probe)", hostfn.Access{}, nil, caps, nil), Slot: "probe"}
 	in, err := rt.instantiate(callCtx, "probe", caller, nil)
 	if err != nil {
-		return nil, late(abi.ExportInitialize, err)
+		return nil, probed{}, late(abi.ExportInitialize, err)
 	}
 	// A native guest tells its ABI version before its describe; an Extism one only in it.
 	v := int32(-1)
@@ -247,24 +278,30 @@ func (h *Host) probe(ctx context.Context, wasm []byte) (d *abi.Describe, err err
 		ABIVersion(context.Context) (int32, error)
 	}); ok {
 		if v, err = versioned.ABIVersion(callCtx); err != nil {
-			return nil, late(abi.ExportABIVersion, err)
+			return nil, probed{}, late(abi.ExportABIVersion, err)
 		}
 		if err := abi.CheckVersion(v); err != nil {
-			return nil, err
+			return nil, probed{}, err
 		}
 	}
 	b, err := in.Describe(callCtx)
 	if err != nil {
-		return nil, late(abi.ExportDescribe, err)
+		return nil, probed{}, late(abi.ExportDescribe, err)
 	}
 	d, err = abi.DecodeDescribe(b)
 	if err != nil {
-		return nil, err
+		return nil, probed{}, err
 	}
 	if v >= 0 && d.ABIVersion != v {
-		return nil, fmt.Errorf("abi: describe says ABI version %d but %s says %d", d.ABIVersion, abi.ExportABIVersion, v)
+		return nil, probed{}, fmt.Errorf("abi: describe says ABI version %d but %s says %d", d.ABIVersion, abi.ExportABIVersion, v)
 	}
-	return d, nil
+	if w, ok := rt.(workerRuntime); ok && w.Native() {
+		if err := in.Close(ctx); err != nil {
+			return nil, probed{}, err
+		}
+		return d, probed{rt: rt, pages: pages}, nil
+	}
+	return d, probed{}, nil
 }
 
 // pastDeadline names export and its call timeout in err, the error of a call under ctx,
