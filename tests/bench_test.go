@@ -30,11 +30,18 @@ type benchEnv struct {
 
 func newBenchEnv(b *testing.B, kind string) *benchEnv {
 	b.Helper()
+	return newBenchEnvIn(b, kind, nil)
+}
+
+// newBenchEnvIn is newBenchEnv with worker as the bench guest's worker command (the
+// guest isolated in a worker process), or in the daemon for nil.
+func newBenchEnvIn(b *testing.B, kind string, worker []string) *benchEnv {
+	b.Helper()
 	backend, _ := newBackend(b, kind) // on Redis, the benchmark's own server
 	dir := b.TempDir()
 	installPlugin(b, "tests/testdata/benchguest", dir, "bench")
 	env := &benchEnv{backend: backend, finished: make(chan slotstate.Event, 16)}
-	h, err := host.New(context.Background(), host.Config{
+	cfg := host.Config{
 		PluginsDir:   dir,
 		Backend:      backend,
 		CacheDir:     cacheDir,
@@ -57,7 +64,11 @@ func newBenchEnv(b *testing.B, kind string) *benchEnv {
 				env.finished <- e
 			}
 		},
-	})
+	}
+	if worker != nil {
+		cfg.Isolate, cfg.WorkerCommand = host.IsolateProcess, worker
+	}
+	h, err := host.New(context.Background(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

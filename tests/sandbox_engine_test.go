@@ -16,7 +16,7 @@ import (
 
 // engineWASM is a batch guest of type typ, consuming queue typ, whose fleet_handle runs
 // handle and then answers done; funcs are more module fields (functions, a table).
-func engineWASM(t *testing.T, typ, handle, funcs string) string {
+func engineWASM(t testing.TB, typ, handle, funcs string) string {
 	t.Helper()
 	return testutil.WAT(t, testutil.GuestWAT{
 		Describe: abi.Describe{ABIVersion: abi.Version, Type: typ, Version: "1.0.0", Mode: abi.ModeBatch,
