@@ -20,10 +20,14 @@ import (
 //	err := host.ServeWorker(ctx, os.NewFile(3, "worker"), log)
 func ServeWorker(ctx context.Context, sock *os.File, log *slog.Logger) error {
 	c, err := net.FileConn(sock)
-	if err != nil {
-		return fmt.Errorf("host: worker: fd %d is not a socket: %w", sock.Fd(), err)
-	}
 	sock.Close()
+	if err != nil {
+		return fmt.Errorf("host: worker: its fd is not a socket: %w", err)
+	}
 	defer c.Close()
-	return worker.Serve(ctx, c, log)
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return fmt.Errorf("host: worker: its fd is a %T, not a unix socket", c)
+	}
+	return worker.Serve(ctx, uc, log)
 }

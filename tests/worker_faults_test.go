@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -25,43 +26,98 @@ import (
 const faultWorkerArg = "fleet-test-worker"
 
 // The worker protocol's frame layout and the types the proxy watches for, as
-// host/internal/worker/frame.go fixes them: [len u32][type u8][instance u32][payload].
+// host/internal/worker/frame.go fixes them: [len u32][type u8][instance u32][payload];
+// each kInstantiate carries the instance's socket (SCM_RIGHTS), on which its calls go.
 const (
 	frameInstantiate = 2  // the daemon's: make an instance
 	frameCall        = 3  // the daemon's: call an export; payload[0] 1 is fleet_handle
 	frameOutput      = 70 // the worker's: guest output
 )
 
-// faultWorker is the misbehaving worker's main. The faults, each at the first
-// fleet_handle the daemon asks for (a task in flight; the load-time probe makes none),
-// except exit:
+// faultWorker is the misbehaving worker's main: a real worker (host.ServeWorker) behind
+// a proxy of its sockets. The faults, each at the first fleet_handle the daemon asks
+// for (a task in flight; the load-time probe makes none), except exit:
 //
 //	sigkill  the worker SIGKILLs itself mid-task
 //	flood    it writes output frames for the task's instance as fast as it can, for ever,
 //	         and never answers
-//	deaf     it stops reading its socket and never answers
+//	deaf     it stops reading its sockets and never answers
 //	garbage  it sends a frame of a type the protocol has not, and nothing more
 //	huge     it sends a frame header that claims 4 GiB, and nothing more
 //	exit     it exits as the daemon asks for a slot's instance (the probe's, named
 //	         "probe", passes): a worker that never runs an instance
 func faultWorker(fault string) int {
-	daemon := os.NewFile(3, "daemon")
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	daemon, err := unixConn(os.NewFile(3, "daemon"))
 	if err != nil {
 		return 1
 	}
-	inner, innerSide := os.NewFile(uintptr(fds[0]), "inner"), os.NewFile(uintptr(fds[1]), "inner-side")
+	inner, innerSide, err := socketpair()
+	if err != nil {
+		return 1
+	}
 	go func() {
 		_ = host.ServeWorker(context.Background(), innerSide, slog.New(slog.NewTextHandler(os.Stderr, nil)))
 		os.Exit(0)
 	}()
+	innerConn, err := unixConn(inner)
+	if err != nil {
+		return 1
+	}
+	go func() { // the worker's answers on its own socket, passed on
+		_, _ = io.Copy(daemon, innerConn)
+		os.Exit(0)
+	}()
+	ctl := &rightsReader{c: daemon}
+	r := bufio.NewReader(ctl)
+	for {
+		f, err := rawFrame(r)
+		if err != nil {
+			return 0
+		}
+		if f[4] != frameInstantiate {
+			if _, err := innerConn.Write(f); err != nil {
+				return 0
+			}
+			continue
+		}
+		if fault == "exit" && string(f[9:]) != "probe" {
+			return 3
+		}
+		if len(ctl.fds) == 0 {
+			return 1
+		}
+		theirs, err := unixConn(os.NewFile(uintptr(ctl.fds[0]), "instance"))
+		ctl.fds = ctl.fds[1:]
+		if err != nil {
+			return 1
+		}
+		mine, innerEnd, err := socketpair()
+		if err != nil {
+			return 1
+		}
+		if _, _, err := innerConn.WriteMsgUnix(f, syscall.UnixRights(int(innerEnd.Fd())), nil); err != nil {
+			return 0
+		}
+		innerEnd.Close()
+		mineConn, err := unixConn(mine)
+		if err != nil {
+			return 1
+		}
+		go proxyInstance(fault, theirs, mineConn)
+	}
+}
+
+// proxyInstance passes an instance's frames between the daemon's socket and the
+// worker's, and does fault at the first fleet_handle.
+func proxyInstance(fault string, daemon, worker *net.UnixConn) {
 	var mu sync.Mutex // whole frames to the daemon, one at a time
-	go func() {       // the worker's frames, passed on
-		r := bufio.NewReader(inner)
+	go func() {
+		r := bufio.NewReader(worker)
 		for {
 			f, err := rawFrame(r)
 			if err != nil {
-				os.Exit(0)
+				daemon.Close()
+				return
 			}
 			mu.Lock()
 			_, _ = daemon.Write(f)
@@ -72,13 +128,10 @@ func faultWorker(fault string) int {
 	for {
 		f, err := rawFrame(r)
 		if err != nil {
-			return 0
+			worker.Close()
+			return
 		}
-		typ, id, payload := f[4], f[5:9], f[9:]
-		switch {
-		case fault == "exit" && typ == frameInstantiate && string(payload) != "probe":
-			return 3
-		case fault != "exit" && typ == frameCall && len(payload) > 0 && payload[0] == 1:
+		if typ, id, payload := f[4], f[5:9], f[9:]; typ == frameCall && len(payload) > 0 && payload[0] == 1 {
 			switch fault {
 			case "sigkill":
 				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
@@ -91,7 +144,7 @@ func faultWorker(fault string) int {
 					_, err := daemon.Write(out)
 					mu.Unlock()
 					if err != nil {
-						return 0
+						return
 					}
 				}
 			case "deaf":
@@ -109,10 +162,46 @@ func faultWorker(fault string) int {
 				select {}
 			}
 		}
-		if _, err := inner.Write(f); err != nil {
-			return 0
+		if _, err := worker.Write(f); err != nil {
+			return
 		}
 	}
+}
+
+// rightsReader reads a unix socket, keeping the descriptors passed with it.
+type rightsReader struct {
+	c   *net.UnixConn
+	oob [64]byte
+	fds []int
+}
+
+func (r *rightsReader) Read(p []byte) (int, error) {
+	n, oobn, _, _, err := r.c.ReadMsgUnix(p, r.oob[:])
+	if msgs, perr := syscall.ParseSocketControlMessage(r.oob[:oobn]); perr == nil {
+		for _, m := range msgs {
+			if fds, ferr := syscall.ParseUnixRights(&m); ferr == nil {
+				r.fds = append(r.fds, fds...)
+			}
+		}
+	}
+	return n, err
+}
+
+func socketpair() (*os.File, *os.File, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	return os.NewFile(uintptr(fds[0]), "a"), os.NewFile(uintptr(fds[1]), "b"), nil
+}
+
+func unixConn(f *os.File) (*net.UnixConn, error) {
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	return c.(*net.UnixConn), nil
 }
 
 // rawFrame reads one whole frame, header included.
@@ -208,8 +297,9 @@ func TestWorkerFaultsContained(t *testing.T) {
 
 // TestWorkerHoldsNothing: a plugin's worker process runs with none of the daemon's
 // environment (which holds its token and its backend's address; the worker's is one
-// GODEBUG setting) and holds no file but its socket to the daemon: its open descriptors
-// are /dev/null (stdin, stdout), the pipe of its stderr, that one socket, and what the Go runtime and the engine make for
+// GODEBUG setting) and holds no file but its sockets to the daemon: its open
+// descriptors are /dev/null (stdin, stdout), the pipe of its stderr, its own unix
+// socket and one per instance, and what the Go runtime and the engine make for
 // themselves (the poller's, the memory image's memfd), none of which names a file or
 // reaches another process.
 func TestWorkerHoldsNothing(t *testing.T) {
@@ -239,7 +329,7 @@ func TestWorkerHoldsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sockets := 0
+	sockets, inodes := 0, []string(nil)
 	for _, fd := range fds {
 		target, err := os.Readlink("/proc/" + pid + "/fd/" + fd.Name())
 		if err != nil {
@@ -248,13 +338,24 @@ func TestWorkerHoldsNothing(t *testing.T) {
 		switch {
 		case strings.HasPrefix(target, "socket:"):
 			sockets++
+			inodes = append(inodes, strings.Trim(strings.TrimPrefix(target, "socket:"), "[]"))
 		case target == "/dev/null", strings.HasPrefix(target, "pipe:"), strings.HasPrefix(target, "anon_inode:"),
 			strings.HasPrefix(target, "/memfd:"):
 		default:
 			t.Errorf("the worker holds fd %s: %s", fd.Name(), target)
 		}
 	}
-	if sockets != 1 {
-		t.Errorf("the worker holds %d sockets, want 1, the daemon's", sockets)
+	// Its own socket, and one per instance of the plugin's 2 slots.
+	if sockets < 1 || sockets > 1+r.cfg.Slots {
+		t.Errorf("the worker holds %d sockets, want 1 to %d: its own and one per instance", sockets, 1+r.cfg.Slots)
+	}
+	unix, err := os.ReadFile("/proc/" + pid + "/net/unix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, inode := range inodes {
+		if !strings.Contains(string(unix), " "+inode+"\n") && !strings.Contains(string(unix), " "+inode+" ") {
+			t.Errorf("the worker's socket %s is not a unix socket", inode)
+		}
 	}
 }

@@ -11,35 +11,42 @@ package worker
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fleethost/fleet/abi"
 )
 
-// A frame on the socket:
+// A frame on a socket:
 //
 //	[0, 4)   n, the length of what follows, big-endian uint32
 //	[4, 5)   the frame's type (a kind below)
 //	[5, 9)   the instance it is about, big-endian uint32; 0 is the worker itself
 //	[9, 4+n) the payload, whose layout the type fixes
 //
-// The daemon speaks first (compile) and every exchange after it is a request of the
-// daemon's and the worker's answer, one at a time per instance; between a call and its
-// answer the worker may send host calls (each answered before the next) and output.
+// Two kinds of socket: the worker's own (fd 3), on which the daemon sends the module,
+// each instance's making and each stop, and the worker answers the module alone; and one
+// per instance, whose end the daemon passes with its kInstantiate (SCM_RIGHTS), on which
+// every exchange of that instance goes: the daemon's request, then the worker's host
+// calls (each answered before the next) and output, then its answer. Each side reads an
+// instance's socket on the goroutine that waits for it, the daemon's slot and the
+// worker's guest, so that a host call crosses with no hand-off between goroutines. The
+// daemon closing an instance's socket closes the instance.
 type kind uint8
 
 // The daemon's frames.
 const (
 	kCompile     kind = 1 + iota // id 0: pages u32, config length u32, config, wasm
-	kInstantiate                 // id: the instance's name
+	kInstantiate                 // id: the instance's name; carries the instance's socket
 	kCall                        // id: the export (a call below), then its input
 	kStop                        // id: end the call in flight at its next stop check
-	kClose                       // id: close the instance; no answer
 	kHostReply                   // id: the envelope answering the instance's host call
 )
 
@@ -156,6 +163,26 @@ func (c *conn) send(k kind, id uint32, parts ...[]byte) error {
 		_ = c.dl.SetWriteDeadline(time.Now().Add(writeTimeout))
 	}
 	_, err := c.w.Write(b)
+	return err
+}
+
+// sendRights is send with the descriptor fd passed along (SCM_RIGHTS), on a unix
+// socket.
+func (c *conn) sendRights(k kind, id uint32, fd int, parts ...[]byte) error {
+	uc, ok := c.w.(*net.UnixConn)
+	if !ok {
+		return errors.New("worker: descriptors pass only on a unix socket")
+	}
+	b := binary.BigEndian.AppendUint32(nil, uint32(headerLen-4+len(bytes.Join(parts, nil))))
+	b = append(b, byte(k))
+	b = binary.BigEndian.AppendUint32(b, id)
+	b = append(b, bytes.Join(parts, nil)...)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dl != nil {
+		_ = c.dl.SetWriteDeadline(time.Now().Add(writeTimeout))
+	}
+	_, _, err := uc.WriteMsgUnix(b, syscall.UnixRights(fd), nil)
 	return err
 }
 

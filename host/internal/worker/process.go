@@ -35,20 +35,18 @@ func Command(argv []string, sock *os.File, stderr io.Writer) *exec.Cmd {
 // cgroup's files open in the worker and read them for its life.
 const workerGODEBUG = "GODEBUG=containermaxprocs=0,updatemaxprocs=0"
 
-// process is one running worker, as the daemon sees it: its socket, its instances and
-// the goroutine that reads what it sends. Any frame the protocol does not allow kills
-// it (kill): it is as untrusted as the guest it runs.
+// process is one running worker, as the daemon sees it: its socket, and the goroutine
+// that reads it. Any frame the protocol does not allow kills it (kill): it is as
+// untrusted as the guest it runs.
 type process struct {
 	cmd *exec.Cmd
 	c   *conn
-	nc  net.Conn
+	nc  *net.UnixConn
 	log *slog.Logger
 	pid int // immutable
 
-	mu        sync.Mutex
-	instances map[uint32]*Instance // guarded by mu: the live instances, by id
-	next      uint32               // guarded by mu: the last id issued
-	compiling chan frame           // the answer to kCompile; cap 1
+	next      atomic.Uint32 // the last instance id issued
+	compiling chan frame    // the answer to kCompile; cap 1
 
 	dead    chan struct{} // closed by kill
 	once    sync.Once
@@ -65,10 +63,9 @@ func start(argv []string, log *slog.Logger) (*process, error) {
 	}
 	mine, theirs := os.NewFile(uintptr(fds[0]), "worker-daemon"), os.NewFile(uintptr(fds[1]), "worker")
 	defer theirs.Close()
-	nc, err := net.FileConn(mine)
-	mine.Close()
+	nc, err := fileConn(mine)
 	if err != nil {
-		return nil, fmt.Errorf("worker: socket: %w", err)
+		return nil, err
 	}
 	cmd := Command(argv, theirs, &stderrLog{log: log})
 	if err := cmd.Start(); err != nil {
@@ -77,7 +74,7 @@ func start(argv []string, log *slog.Logger) (*process, error) {
 	}
 	p := &process{
 		cmd: cmd, c: newConn(nc), nc: nc, log: log, pid: cmd.Process.Pid,
-		instances: map[uint32]*Instance{}, compiling: make(chan frame, 1),
+		compiling: make(chan frame, 1),
 		dead: make(chan struct{}), exited: make(chan struct{}), started: time.Now(),
 	}
 	go func() {
@@ -89,10 +86,20 @@ func start(argv []string, log *slog.Logger) (*process, error) {
 	return p, nil
 }
 
-// read routes the worker's frames until the socket ends or a frame breaks the protocol;
-// either kills the worker.
+// fileConn is f, one end of a socketpair, as a connection (f is closed).
+func fileConn(f *os.File) (*net.UnixConn, error) {
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("worker: socket: %w", err)
+	}
+	return c.(*net.UnixConn), nil
+}
+
+// read reads the worker's socket until it ends, which is the worker's death, or a frame
+// breaks the protocol: the worker sends one frame on it, the answer to the module.
 func (p *process) read() {
-	r := bufio.NewReaderSize(p.nc, 64<<10)
+	r := bufio.NewReaderSize(p.nc, 4<<10)
 	for {
 		f, err := readFrame(r, workerFrameCap())
 		if err == nil {
@@ -108,46 +115,38 @@ func (p *process) read() {
 	}
 }
 
-// route hands f to the request it answers. An instance the daemon did not issue, or
-// one with no request in flight, is the worker breaking the protocol.
 func (p *process) route(f frame) error {
-	if f.id == 0 {
-		if f.kind != kCompiled && f.kind != kError {
-			return fmt.Errorf("%w: frame %d for the worker", errProtocol, f.kind)
-		}
-		select {
-		case p.compiling <- f:
-			return nil
-		default:
-			return fmt.Errorf("%w: a second answer to the module", errProtocol)
-		}
-	}
-	p.mu.Lock()
-	in := p.instances[f.id]
-	p.mu.Unlock()
-	if in == nil {
-		return fmt.Errorf("%w: frame %d for instance %d, which the daemon did not issue or has closed", errProtocol, f.kind, f.id)
-	}
-	switch f.kind {
-	case kOutput:
-		in.writeOutput(f.payload)
-		return nil
-	case kHostCall, kReady, kResult, kDied, kError:
-	default:
-		return fmt.Errorf("%w: frame of unknown type %d", errProtocol, f.kind)
-	}
-	if !in.busy.Load() {
-		return fmt.Errorf("%w: frame %d for instance %d, which has no call in flight", errProtocol, f.kind, f.id)
-	}
-	if f.kind != kHostCall {
-		in.busy.Store(false)
+	if f.id != 0 || (f.kind != kCompiled && f.kind != kError) {
+		return fmt.Errorf("%w: frame %d for instance %d on the worker's socket", errProtocol, f.kind, f.id)
 	}
 	select {
-	case in.inbox <- f:
+	case p.compiling <- f:
 		return nil
 	default:
-		return fmt.Errorf("%w: frame %d for instance %d before its last was taken", errProtocol, f.kind, f.id)
+		return fmt.Errorf("%w: a second answer to the module", errProtocol)
 	}
+}
+
+// connect makes an instance's socketpair and sends the worker its end with the
+// kInstantiate of name; it returns the instance's id and the daemon's end.
+func (p *process) connect(name string) (uint32, *net.UnixConn, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, nil, fmt.Errorf("worker: socketpair: %w", err)
+	}
+	theirs := os.NewFile(uintptr(fds[1]), "instance")
+	defer theirs.Close()
+	mine, err := fileConn(os.NewFile(uintptr(fds[0]), "instance-daemon"))
+	if err != nil {
+		return 0, nil, err
+	}
+	id := p.next.Add(1)
+	if err := p.c.sendRights(kInstantiate, id, int(theirs.Fd()), []byte(name)); err != nil {
+		mine.Close()
+		p.kill(fmt.Errorf("worker: write: %w", err))
+		return 0, nil, p.err
+	}
+	return id, mine, nil
 }
 
 // alive reports whether the worker has not been killed nor exited.
@@ -181,28 +180,6 @@ var errClosing = errors.New("worker: closed")
 func (p *process) stop() {
 	p.kill(errClosing)
 	<-p.exited
-}
-
-// issue registers in under a new id.
-func (p *process) issue(in *Instance) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	select {
-	case <-p.dead:
-		return p.err
-	default:
-	}
-	p.next++
-	in.id = p.next
-	p.instances[in.id] = in
-	return nil
-}
-
-// retire forgets the instance id: a frame for it from now on breaks the protocol.
-func (p *process) retire(id uint32) {
-	p.mu.Lock()
-	delete(p.instances, id)
-	p.mu.Unlock()
 }
 
 // stderrLog logs the worker's stderr (a Go panic's trace), a line at a time, and at most

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -8,10 +9,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fleethost/fleet/abi"
@@ -219,31 +221,33 @@ func (rt *Runtime) Instantiate(ctx context.Context, name string, caller *hostfn.
 	if err != nil {
 		return nil, err
 	}
-	in := &Instance{w: w, caller: caller, out: out, core: rt.p.Core, inbox: make(chan frame, 1)}
-	if err := w.issue(in); err != nil {
+	id, nc, err := w.connect(name)
+	if err != nil {
 		return nil, died(err)
 	}
-	f, err := in.do(ctx, kInstantiate, []byte(name))
+	in := &Instance{w: w, id: id, nc: nc, c: newConn(nc), r: bufio.NewReaderSize(nc, 64<<10), caller: caller, out: out, core: rt.p.Core}
+	f, err := in.await(ctx)
 	if err == nil {
 		err = in.answer(f, kReady)
 	}
 	if err != nil {
-		w.retire(in.id)
+		nc.Close()
 		return nil, err
 	}
 	return in, nil
 }
 
-// Instance is one instance in a worker. It is owned by one goroutine, as an
-// in-process instance is.
+// Instance is one instance in a worker, and its socket. It is owned by one goroutine,
+// as an in-process instance is: that goroutine reads the socket itself.
 type Instance struct {
 	w      *process          // immutable
-	id     uint32            // immutable after issue
+	id     uint32            // immutable
+	nc     *net.UnixConn     // immutable: the instance's socket
+	c      *conn             // nc's writer
+	r      *bufio.Reader     // nc's reader; owned by the instance's goroutine
 	caller *hostfn.Caller    // immutable pointer; owned by the instance's goroutine
-	out    io.Writer         // immutable; written by w's reader
+	out    io.Writer         // immutable
 	core   hostfn.Dispatcher // immutable
-	inbox  chan frame        // the worker's frames for the request in flight; cap 1
-	busy   atomic.Bool       // a request is in flight: set by do, cleared by the reader at its answer
 }
 
 // died is the death of an instance whose worker died of err.
@@ -251,52 +255,82 @@ func died(err error) error {
 	return &slot.Died{Death: slotstate.DeathWorker, Err: fmt.Errorf("worker process died: %w", err)}
 }
 
-// do sends the request of k with payload and serves the worker's host calls until its
-// answer. When ctx ends, the worker is told to stop the call (kStop); one that does not
-// answer within stopGrace is killed.
+// fail kills the worker for err and returns the death of the instance, in the words of
+// whatever killed it first.
+func (in *Instance) fail(err error) error {
+	in.w.kill(err)
+	return died(in.w.err)
+}
+
+// do sends the request of k with payload and awaits its answer.
 func (in *Instance) do(ctx context.Context, k kind, payload ...[]byte) (frame, error) {
-	w := in.w
-	select {
-	case <-w.dead:
-		return frame{}, died(w.err)
-	default:
+	if !in.w.alive() {
+		return frame{}, died(in.w.err)
 	}
-	in.busy.Store(true)
-	if err := w.c.send(k, in.id, payload...); err != nil {
-		w.kill(fmt.Errorf("worker: write: %w", err))
-		return frame{}, died(w.err)
+	if err := in.c.send(k, in.id, payload...); err != nil {
+		return frame{}, in.fail(fmt.Errorf("worker: write: %w", err))
 	}
-	done := ctx.Done()
-	var grace <-chan time.Time
+	return in.await(ctx)
+}
+
+// await serves the worker's host calls and output until the answer to the request in
+// flight. When ctx ends, the worker is told to stop the call (kStop, on its own socket,
+// which it reads while the guest runs); one that does not answer within stopGrace is
+// killed.
+func (in *Instance) await(ctx context.Context) (frame, error) {
+	var mu sync.Mutex
+	done, stopped := false, false
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if done {
+			return
+		}
+		stopped = true
+		if err := in.w.c.send(kStop, in.id); err != nil {
+			in.w.kill(fmt.Errorf("worker: write: %w", err))
+		}
+		_ = in.nc.SetReadDeadline(time.Now().Add(stopGrace))
+	})
+	defer func() {
+		stop()
+		mu.Lock()
+		defer mu.Unlock()
+		done = true
+		if stopped {
+			_ = in.nc.SetReadDeadline(time.Time{})
+		}
+	}()
 	hctx := hostfn.WithCaller(ctx, in.caller)
 	for {
-		select {
-		case f := <-in.inbox:
-			if f.kind != kHostCall {
-				return f, nil
+		f, err := readFrame(in.r, workerFrameCap())
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return frame{}, in.fail(fmt.Errorf("worker: instance %d did not stop within %v of its call's end (%v)", in.id, stopGrace, ctx.Err()))
+		case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+			return frame{}, in.fail(fmt.Errorf("worker: instance %d's socket closed", in.id))
+		case err != nil:
+			return frame{}, in.fail(err)
+		case f.id != in.id:
+			return frame{}, in.fail(fmt.Errorf("%w: frame %d for instance %d on instance %d's socket", errProtocol, f.kind, f.id, in.id))
+		}
+		switch f.kind {
+		case kOutput:
+			if in.out != nil {
+				_, _ = in.out.Write(f.payload)
 			}
+		case kHostCall:
 			reply, err := in.serve(hctx, f.payload)
 			if err == nil {
-				err = w.c.send(kHostReply, in.id, reply)
+				err = in.c.send(kHostReply, in.id, reply)
 			}
 			if err != nil {
-				w.kill(err)
-				return frame{}, died(w.err)
+				return frame{}, in.fail(err)
 			}
-		case <-done:
-			done = nil
-			if err := w.c.send(kStop, in.id); err != nil {
-				w.kill(fmt.Errorf("worker: write: %w", err))
-				return frame{}, died(w.err)
-			}
-			t := time.NewTimer(stopGrace)
-			defer t.Stop()
-			grace = t.C
-		case <-grace:
-			w.kill(fmt.Errorf("worker: instance %d did not stop within %v of its call's end (%v)", in.id, stopGrace, ctx.Err()))
-			return frame{}, died(w.err)
-		case <-w.dead:
-			return frame{}, died(w.err)
+		case kReady, kResult, kDied, kError:
+			return f, nil
+		default:
+			return frame{}, in.fail(fmt.Errorf("%w: frame of unknown type %d", errProtocol, f.kind))
 		}
 	}
 }
@@ -387,24 +421,7 @@ func (in *Instance) ABIVersion(ctx context.Context) (int32, error) {
 	return int32(binary.BigEndian.Uint32(b)), nil
 }
 
-// Close closes the instance in the worker; it answers nothing, and a frame for the
-// instance from now on breaks the protocol.
+// Close closes the instance in the worker: the worker sees its socket end.
 func (in *Instance) Close(ctx context.Context) error {
-	in.w.retire(in.id)
-	select {
-	case <-in.w.dead:
-		return nil
-	default:
-	}
-	if err := in.w.c.send(kClose, in.id); err != nil {
-		in.w.kill(fmt.Errorf("worker: write: %w", err))
-	}
-	return nil
-}
-
-// writeOutput writes what the guest wrote; called by the worker's reader.
-func (in *Instance) writeOutput(b []byte) {
-	if in.out != nil {
-		_, _ = in.out.Write(b)
-	}
+	return in.nc.Close()
 }

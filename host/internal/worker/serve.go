@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/extism"
@@ -18,15 +21,17 @@ import (
 	"github.com/fleethost/fleet/host/internal/slot"
 )
 
-// Serve is the worker: it reads the daemon's frames from rw (its end of the
+// Serve is the worker: it reads the daemon's frames from c (its end of the
 // socketpair), compiles the plugin the first frame holds with the transport its imports
-// choose, and runs its instances for the daemon until rw ends, which is a clean end.
-// Every host call an instance makes is sent to the daemon and its reply awaited; every
-// line it writes to stdout or stderr is sent too. It keeps no compilation cache: it
-// compiles once, in memory, for its life (host/RATIONALE.md).
-func Serve(ctx context.Context, rw io.ReadWriter, log *slog.Logger) error {
-	s := &server{c: newConn(rw), log: log, instances: map[uint32]*served{}}
-	r := bufio.NewReaderSize(rw, 64<<10)
+// choose, and runs each instance the daemon asks for on the socket the daemon passed
+// with it, until c ends, which is a clean end. Every host call an instance makes is sent
+// to the daemon and its reply awaited; everything it writes to stdout or stderr is sent
+// too. It keeps no compilation cache: it compiles once, in memory, for its life
+// (host/RATIONALE.md, "Why may a plugin run in a worker process?").
+func Serve(ctx context.Context, c *net.UnixConn, log *slog.Logger) error {
+	ctl := &control{c: c}
+	s := &server{c: newConn(c), log: log, stops: map[uint32]*served{}}
+	r := bufio.NewReaderSize(ctl, 64<<10)
 	first, err := readFrame(r, daemonFrameCap)
 	if err != nil {
 		return fmt.Errorf("worker: read the module: %w", err)
@@ -37,7 +42,7 @@ func Serve(ctx context.Context, rw io.ReadWriter, log *slog.Logger) error {
 	if err := s.compile(ctx, first.payload); err != nil {
 		return errors.Join(err, s.c.send(kError, 0, text(err.Error())))
 	}
-	defer s.close(ctx)
+	defer s.rt.Close(context.WithoutCancel(ctx))
 	for {
 		f, err := readFrame(r, daemonFrameCap)
 		if errors.Is(err, io.EOF) {
@@ -46,23 +51,72 @@ func Serve(ctx context.Context, rw io.ReadWriter, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		if err := s.dispatch(ctx, f); err != nil {
-			return err
+		switch f.kind {
+		case kInstantiate:
+			fd, ok := ctl.nextFD()
+			if !ok {
+				return fmt.Errorf("%w: instance %d came without its socket", errProtocol, f.id)
+			}
+			if err := s.start(ctx, f.id, string(f.payload), fd); err != nil {
+				return err
+			}
+		case kStop:
+			s.mu.Lock()
+			in := s.stops[f.id]
+			s.mu.Unlock()
+			if in != nil {
+				in.stopCall()
+			}
+		default:
+			return fmt.Errorf("%w: frame %d on the worker's socket", errProtocol, f.kind)
 		}
 	}
 }
 
+// control reads the worker's socket, keeping the instance sockets that come with it
+// (SCM_RIGHTS) in the order they came: each kInstantiate takes the next.
+type control struct {
+	c   *net.UnixConn
+	oob [64]byte
+	fds []int
+}
+
+func (ctl *control) Read(p []byte) (int, error) {
+	n, oobn, _, _, err := ctl.c.ReadMsgUnix(p, ctl.oob[:])
+	if oobn > 0 {
+		msgs, perr := syscall.ParseSocketControlMessage(ctl.oob[:oobn])
+		for _, m := range msgs {
+			if fds, ferr := syscall.ParseUnixRights(&m); ferr == nil {
+				ctl.fds = append(ctl.fds, fds...)
+			}
+		}
+		if perr != nil && err == nil {
+			err = perr
+		}
+	}
+	return n, err
+}
+
+func (ctl *control) nextFD() (int, bool) {
+	if len(ctl.fds) == 0 {
+		return 0, false
+	}
+	fd := ctl.fds[0]
+	ctl.fds = ctl.fds[1:]
+	return fd, true
+}
+
 // server is the worker's state.
 type server struct {
-	c   *conn
+	c   *conn // the worker's socket
 	log *slog.Logger
 	rt  interface {
 		instantiate(ctx context.Context, name string, caller *hostfn.Caller, out io.Writer) (guest, error)
 		Close(ctx context.Context) error
 	} // set by compile, before any instance
 
-	mu        sync.Mutex
-	instances map[uint32]*served // guarded by mu
+	mu    sync.Mutex
+	stops map[uint32]*served // guarded by mu: the live instances, for kStop
 }
 
 // guest is an instance of either transport.
@@ -71,15 +125,24 @@ type guest interface {
 	Describe(ctx context.Context) ([]byte, error)
 }
 
-// served is one instance the daemon asked for: the goroutine running its requests in
-// turn, the reply to its host call in flight, and the stop of its call in flight.
+// served is one instance the daemon asked for, and its socket. Its goroutine reads the
+// socket, runs each request and, within it, the guest's host calls, whose replies it
+// reads from the socket itself.
 type served struct {
-	id      uint32
-	inbox   chan frame  // the daemon's requests; closed by close
-	replies chan []byte // the host call's reply; one at a time
+	id uint32
+	c  *conn
+	r  *bufio.Reader
 
 	mu   sync.Mutex
 	stop context.CancelFunc // the call in flight's; guarded by mu
+}
+
+func (in *served) stopCall() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.stop != nil {
+		in.stop()
+	}
 }
 
 func (s *server) compile(ctx context.Context, p []byte) error {
@@ -93,18 +156,17 @@ func (s *server) compile(ctx context.Context, p []byte) error {
 		config = p[8 : 8+n]
 	}
 	wasm := p[8+n:]
-	d := remote{s}
 	var isNative bool
 	var exports []string
 	if extism.IsExtism(wasm) {
-		rt, err := extism.NewRuntime(ctx, extism.Params{MemoryLimitPages: pages, Core: d, Log: s.log, Config: config}, wasm)
+		rt, err := extism.NewRuntime(ctx, extism.Params{MemoryLimitPages: pages, Core: remote{}, Log: s.log, Config: config}, wasm)
 		if err != nil {
 			return err
 		}
 		s.rt = extismRT{rt}
 		exports = hasExports(rt.HasExport)
 	} else {
-		rt, err := native.NewRuntime(ctx, native.Params{MemoryLimitPages: pages, Core: d, Log: s.log}, wasm)
+		rt, err := native.NewRuntime(ctx, native.Params{MemoryLimitPages: pages, Core: remote{}, Log: s.log}, wasm)
 		if err != nil {
 			return err
 		}
@@ -149,89 +211,63 @@ func (r extismRT) instantiate(ctx context.Context, name string, caller *hostfn.C
 	return in, nil
 }
 
-// dispatch routes one of the daemon's frames.
-func (s *server) dispatch(ctx context.Context, f frame) error {
-	s.mu.Lock()
-	in := s.instances[f.id]
-	s.mu.Unlock()
-	switch {
-	case f.kind == kInstantiate && in == nil && f.id != 0:
-		in = &served{id: f.id, inbox: make(chan frame, 1), replies: make(chan []byte, 1)}
-		s.mu.Lock()
-		s.instances[f.id] = in
-		s.mu.Unlock()
-		go s.run(ctx, in, string(f.payload))
-	case in == nil:
-		return fmt.Errorf("%w: frame %d for instance %d, which does not exist", errProtocol, f.kind, f.id)
-	case f.kind == kHostReply:
-		select {
-		case in.replies <- f.payload:
-		default:
-			return fmt.Errorf("%w: a host call reply for instance %d, which awaits none", errProtocol, f.id)
-		}
-	case f.kind == kStop:
-		in.mu.Lock()
-		if in.stop != nil {
-			in.stop()
-		}
-		in.mu.Unlock()
-	case f.kind == kCall || f.kind == kClose:
-		if f.kind == kClose {
-			s.mu.Lock()
-			delete(s.instances, f.id)
-			s.mu.Unlock()
-		}
-		// The daemon sends one request at a time per instance: the inbox has room.
-		select {
-		case in.inbox <- f:
-		default:
-			return fmt.Errorf("%w: a request for instance %d while one is in flight", errProtocol, f.id)
-		}
-		if f.kind == kClose {
-			close(in.inbox)
-		}
-	default:
-		return fmt.Errorf("%w: frame %d for instance %d", errProtocol, f.kind, f.id)
+// start begins instance id, named name, on the socket fd.
+func (s *server) start(ctx context.Context, id uint32, name string, fd int) error {
+	f := os.NewFile(uintptr(fd), "instance")
+	nc, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("worker: instance %d's socket: %w", id, err)
 	}
+	in := &served{id: id, c: newConn(nc), r: bufio.NewReaderSize(nc, 64<<10)}
+	s.mu.Lock()
+	s.stops[id] = in
+	s.mu.Unlock()
+	go func() {
+		defer nc.Close()
+		s.run(ctx, in, name)
+		s.mu.Lock()
+		delete(s.stops, id)
+		s.mu.Unlock()
+	}()
 	return nil
 }
 
 // run makes the instance named name and runs its requests in turn, each under a
-// context that kStop cancels, until kClose.
+// context that kStop cancels, until the daemon closes its socket.
 func (s *server) run(ctx context.Context, in *served, name string) {
-	out := &output{c: s.c, id: in.id}
 	caller := &hostfn.Caller{Slot: name}
 	var g guest
-	err := s.call(ctx, in, func(ctx context.Context) error {
+	err := in.call(ctx, func(ctx context.Context) error {
 		var err error
-		g, err = s.rt.instantiate(withServed(ctx, in), name, caller, out)
+		g, err = s.rt.instantiate(withServed(ctx, in), name, caller, &output{in})
 		return err
 	})
 	if err != nil {
-		s.mu.Lock()
-		delete(s.instances, in.id)
-		s.mu.Unlock()
-		s.answer(in.id, nil, err)
+		in.answer(nil, err)
 		return
 	}
-	_ = s.c.send(kReady, in.id)
-	for f := range in.inbox {
-		if f.kind == kClose {
-			break
+	defer g.Close(context.WithoutCancel(ctx))
+	if in.c.send(kReady, in.id) != nil {
+		return
+	}
+	for {
+		f, err := readFrame(in.r, daemonFrameCap)
+		if err != nil || f.kind != kCall {
+			return // the daemon closed the instance, or broke the protocol
 		}
 		var res []byte
-		err := s.call(ctx, in, func(ctx context.Context) error {
+		err = in.call(ctx, func(ctx context.Context) error {
 			var err error
 			res, err = export(withServed(ctx, in), g, f.payload)
 			return err
 		})
-		s.answer(in.id, res, err)
+		in.answer(res, err)
 	}
-	_ = g.Close(context.WithoutCancel(ctx))
 }
 
 // call runs fn under a context of its own, which the daemon's kStop cancels.
-func (s *server) call(ctx context.Context, in *served, fn func(context.Context) error) error {
+func (in *served) call(ctx context.Context, fn func(context.Context) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	in.mu.Lock()
@@ -275,28 +311,21 @@ func export(ctx context.Context, g guest, p []byte) ([]byte, error) {
 }
 
 // answer sends the end of a call: its result, its death, or another error.
-func (s *server) answer(id uint32, res []byte, err error) {
+func (in *served) answer(res []byte, err error) {
 	var died *slot.Died
 	switch {
 	case err == nil:
-		_ = s.c.send(kResult, id, res)
+		_ = in.c.send(kResult, in.id, res)
 	case errors.As(err, &died):
-		_ = s.c.send(kDied, id, []byte{byte(len(died.Death))}, []byte(died.Death), text(err.Error()))
+		_ = in.c.send(kDied, in.id, []byte{byte(len(died.Death))}, []byte(died.Death), text(err.Error()))
 	default:
-		_ = s.c.send(kError, id, text(err.Error()))
+		_ = in.c.send(kError, in.id, text(err.Error()))
 	}
 }
 
-// close closes every instance and the runtime, at the end of Serve.
-func (s *server) close(ctx context.Context) {
-	if s.rt != nil {
-		_ = s.rt.Close(context.WithoutCancel(ctx))
-	}
-}
-
-// remote is the worker's dispatcher: each host call goes to the daemon, whose reply is
-// the envelope.
-type remote struct{ s *server }
+// remote is the worker's dispatcher: each host call goes to the daemon on its
+// instance's socket, whose reply is the envelope.
+type remote struct{}
 
 type servedKey struct{}
 
@@ -304,30 +333,32 @@ func withServed(ctx context.Context, in *served) context.Context {
 	return context.WithValue(ctx, servedKey{}, in)
 }
 
-// Call sends the host call to the daemon and waits for its reply. A call outside an
-// instance's request, or on a socket that has failed, answers Internal.
-func (d remote) Call(ctx context.Context, op abi.Op, req []byte) []byte {
+// Call sends the host call to the daemon and reads its reply, on the instance's socket
+// and goroutine. A call outside an instance's request answers Internal, and one whose
+// daemon is gone Unavailable.
+func (remote) Call(ctx context.Context, op abi.Op, req []byte) []byte {
 	in, _ := ctx.Value(servedKey{}).(*served)
 	if in == nil {
 		return abi.EncodeError(abi.Errorf(abi.Internal, "worker: %s called outside an instance's call", op))
 	}
-	if err := d.s.c.send(kHostCall, in.id, []byte{byte(len(op))}, []byte(op), req); err != nil {
+	if err := in.c.send(kHostCall, in.id, []byte{byte(len(op))}, []byte(op), req); err != nil {
 		return abi.EncodeError(abi.Errorf(abi.Unavailable, "worker: the daemon is gone: %v", err))
 	}
 	// No select on ctx: the daemon answers a call whose context ended (its core does, at
-	// once), and the reply must be taken so that the next one finds room.
-	return <-in.replies
+	// once).
+	f, err := readFrame(in.r, daemonFrameCap)
+	if err != nil || f.kind != kHostReply {
+		return abi.EncodeError(abi.Errorf(abi.Unavailable, "worker: no reply from the daemon: %v", err))
+	}
+	return f.payload
 }
 
 // output sends what an instance writes to stdout and stderr, in chunks.
-type output struct {
-	c  *conn
-	id uint32
-}
+type output struct{ in *served }
 
 func (o *output) Write(p []byte) (int, error) {
 	for i := 0; i < len(p); i += outputChunk {
-		if err := o.c.send(kOutput, o.id, p[i:min(i+outputChunk, len(p))]); err != nil {
+		if err := o.in.c.send(kOutput, o.in.id, p[i:min(i+outputChunk, len(p))]); err != nil {
 			return i, err
 		}
 	}

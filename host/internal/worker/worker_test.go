@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			os.Exit(1)
 		}
-		if err := Serve(context.Background(), c, slog.New(slog.NewTextHandler(os.Stderr, nil))); err != nil {
+		if err := Serve(context.Background(), c.(*net.UnixConn), slog.New(slog.NewTextHandler(os.Stderr, nil))); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
