@@ -44,7 +44,8 @@ func TestMain(m *testing.M) {
 }
 
 // kvWAT is a guest whose fleet_handle sets the KV key "w:ns"/"k" to a value and returns
-// done; its spin export loops for ever, its trap export traps.
+// done; on the input "s" it spins for ever, on "t" it traps, on "n" it returns done
+// with no host call.
 // Memory: 4096 the done result, 4300 the kv_set request, 16384 the reply buffer.
 const kvWAT = `(module
   (import "fleet" "kv_set" (func $kv_set (param i32 i32 i32 i32) (result i32)))
@@ -57,13 +58,14 @@ const kvWAT = `(module
   (func (export "fleet_handle") (param i32) (result i64)
     (if (i32.eq (i32.load8_u (i32.const 8192)) (i32.const 115)) (then (loop $l (br $l)))) ;; "s": spin
     (if (i32.eq (i32.load8_u (i32.const 8192)) (i32.const 116)) (then unreachable))       ;; "t": trap
+    (if (i32.eq (i32.load8_u (i32.const 8192)) (i32.const 110)) (then (return (i64.const %[1]d)))) ;; "n": no host call
     (drop (call $kv_set (i32.const 4300) (i32.const 40) (i32.const 16384) (i32.const 256)))
-    (i64.const %d))
+    (i64.const %[1]d))
 )`
 
 // newRuntime compiles kvWAT in a worker (this test binary), with a core over a memory
 // backend, and returns it with the backend and a Caller granted "w:*".
-func newRuntime(t *testing.T) (*Runtime, primitives.Backend, func() *hostfn.Caller) {
+func newRuntime(t testing.TB) (*Runtime, primitives.Backend, func() *hostfn.Caller) {
 	t.Helper()
 	wasm, err := os.ReadFile(testutil.WAT(t, fmt.Sprintf(kvWAT, abi.Packed(4096, 18))))
 	if err != nil {
