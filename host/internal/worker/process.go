@@ -75,7 +75,7 @@ func start(argv []string, log *slog.Logger) (*process, error) {
 	p := &process{
 		cmd: cmd, c: newConn(nc), nc: nc, log: log, pid: cmd.Process.Pid,
 		compiling: make(chan frame, 1),
-		dead: make(chan struct{}), exited: make(chan struct{}), started: time.Now(),
+		dead:      make(chan struct{}), exited: make(chan struct{}), started: time.Now(),
 	}
 	go func() {
 		err := cmd.Wait()
