@@ -247,7 +247,7 @@ type hostileRecord struct {
 // probe task on the same slot, every task is acked, and the instance is never replaced
 // (the guest's own task count runs 1, 2, 3, ... without a restart).
 func TestHostileCalls(t *testing.T) {
-	for _, kind := range backendKinds {
+	for _, kind := range sandboxKinds {
 		t.Run(kind, func(t *testing.T) {
 			testutil.CheckGoroutines(t)
 			hostileCalls(t, kind)
@@ -263,7 +263,7 @@ func hostileCalls(t *testing.T, kind string) {
 	dir := t.TempDir()
 	installPlugin(t, "tests/testdata/hostile", dir, "hostile")
 	ev := &testutil.SlotEvents{}
-	h, stop := startHost(t, host.Config{
+	cfg := host.Config{
 		PluginsDir: dir,
 		Backend:    backend,
 		CacheDir:   cacheDir,
@@ -280,7 +280,9 @@ func hostileCalls(t *testing.T, kind string) {
 		MaxAttempts:  1, // a failed task would park, not hide behind a retry
 		PollInterval: 5 * time.Millisecond,
 		Observe:      ev.Observe,
-	})
+	}
+	isolate(t, kind, &cfg)
+	h, stop := startHost(t, cfg)
 
 	cases := hostileCases(site.URL())
 	for _, c := range cases {

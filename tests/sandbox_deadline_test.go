@@ -154,7 +154,7 @@ func TestSleepInHandle(t *testing.T) {
 // while the first call runs; each cut call's release goes through with its own claim (a
 // release after the lease would be refused, and the task would not park).
 func TestSleepPastTheLease(t *testing.T) {
-	for _, kind := range backendKinds {
+	for _, kind := range sandboxKinds {
 		t.Run(kind, func(t *testing.T) {
 			r := newSandbox(t, kind)
 			installPlugin(t, "tests/testdata/sleeper", r.dir, "sleeper")
@@ -190,7 +190,7 @@ func TestSleepPastTheLease(t *testing.T) {
 // keep their tasks, renewed under them, while other slots poll the queue: each task runs
 // once, on one slot, and is done.
 func TestNapPastTheLease(t *testing.T) {
-	for _, kind := range backendKinds {
+	for _, kind := range sandboxKinds {
 		t.Run(kind, func(t *testing.T) {
 			r := newSandbox(t, kind)
 			installPlugin(t, "tests/testdata/sleeper", r.dir, "sleeper")

@@ -52,7 +52,7 @@ func TestSandboxWasm(t *testing.T) {
 	}{
 		{
 			name: "call-tree", handle: "(call $f0)", funcs: callTree(),
-			kinds: backendKinds, outcome: "died", death: "deadline",
+			kinds: sandboxKinds, outcome: "died", death: "deadline",
 		},
 		{
 			// $r(d) calls $r(d-1) twice: 2^40 calls.
@@ -64,7 +64,7 @@ func TestSandboxWasm(t *testing.T) {
 		},
 		{
 			name: "unbounded-recursion", handle: "(call $r)", funcs: "(func $r (call $r))",
-			kinds: []string{"memory"}, outcome: "died", death: "stack",
+			kinds: []string{"memory", "process"}, outcome: "died", death: "stack",
 		},
 		{
 			// Each grow must fail (-1); a grow that succeeds traps, and the task dies.

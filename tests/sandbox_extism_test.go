@@ -222,7 +222,7 @@ func extismHostiles(siteURL string) []extismHostile {
 // before, beside and after them; nothing outside the grants is touched; and the host
 // stops cleanly, leaving no goroutine behind.
 func TestSandboxExtism(t *testing.T) {
-	for _, kind := range backendKinds {
+	for _, kind := range sandboxKinds {
 		t.Run(kind, func(t *testing.T) {
 			testutil.CheckGoroutines(t)
 			sandboxExtism(t, kind)

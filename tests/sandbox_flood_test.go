@@ -98,7 +98,7 @@ func (r *floodSandbox) outcomes() map[slotstate.Outcome]int { return r.ev.Outcom
 // with a count of what was suppressed, while the honest plugin beside it completes its
 // tasks.
 func TestSandboxFlood(t *testing.T) {
-	for _, kind := range backendKinds {
+	for _, kind := range sandboxKinds {
 		t.Run(kind, func(t *testing.T) {
 			r := newFloodSandbox(t, kind)
 			t.Run("parked", func(t *testing.T) { floodParked(t, r) })

@@ -37,12 +37,19 @@ type sandbox struct {
 
 // newSandbox makes the plugins folder with the honest counter plugin in it, granted its
 // queue, on a fresh backend of kind ("memory" or "redis"; "process" is memory with every
-// plugin in a worker process), and a Config with two slots per
+// plugin in a worker process, the honest one the C counter), and a Config with two slots per
 // plugin, a short poll interval, the shared compilation cache and the test's logger. A
 // hostile plugin needs a grant of its own in r.grants for what it declares.
 func newSandbox(t *testing.T, kind string) *sandbox {
 	t.Helper()
 	r := newEmptySandbox(t, kind)
+	if kind == "process" {
+		// The C counter (counter-c), which counts the same queue in the same counter: a
+		// worker has no compilation cache, and the Go counter takes seconds to compile.
+		r.grants["counter-c"] = host.Grant{Queues: map[string][]string{honestQueue: {"consume"}}, Counters: []string{honestCounter}}
+		copyWasm(t, testutil.BuildC(t, "guest-sdk/c/examples/counter"), r.dir, "counter-c")
+		return r
+	}
 	r.grants["counter"] = host.Grant{Queues: map[string][]string{honestQueue: {"consume"}}}
 	installPlugin(t, "plugins/examples/counter", r.dir, "counter")
 	return r
@@ -67,10 +74,15 @@ func newEmptySandbox(t *testing.T, kind string) *sandbox {
 		RetryBackoff: primitives.Backoff{Base: time.Millisecond, Factor: 2, Max: 10 * time.Millisecond},
 		Observe:      r.ev.Observe,
 	}
-	if kind == "process" {
-		r.cfg.Isolate, r.cfg.WorkerCommand = host.IsolateProcess, workerCommand(t)
-	}
+	isolate(t, kind, &r.cfg)
 	return r
+}
+
+// isolate has cfg run every plugin in a worker process when kind is "process".
+func isolate(tb testing.TB, kind string, cfg *host.Config) {
+	if kind == "process" {
+		cfg.Isolate, cfg.WorkerCommand = host.IsolateProcess, workerCommand(tb)
+	}
 }
 
 // workerCommand is the fleet-host binary's worker subcommand, a worker's command.

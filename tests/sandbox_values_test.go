@@ -53,7 +53,7 @@ func TestSandboxValues(t *testing.T) {
 		{"trap named memory", "out_of_memory_limit", "unreachable", done, "trap", "out_of_memory_limit"},
 		{"exit with the deadline code", "deadline", "(call $proc_exit (i32.const 0xefffffff))", done, "exit", "the guest called proc_exit(4026531839)"},
 	}
-	for _, kind := range backendKinds {
+	for _, kind := range sandboxKinds {
 		for _, tt := range tests {
 			t.Run(kind+"/"+tt.name, func(t *testing.T) {
 				r := newSandbox(t, kind)
@@ -97,7 +97,7 @@ func TestSandboxMillis(t *testing.T) {
 		{"lock wait is MaxInt64", "lock_acquire", `{"name":"values:lock","hold_ms":1000,"wait_ms":9223372036854775807}`},
 		{"kv ttl wraps", "kv_set", `{"namespace":"values:kv","key":"k","value":1,"ttl_ms":18446744073710}`},
 	}
-	for _, kind := range backendKinds {
+	for _, kind := range sandboxKinds {
 		for _, tt := range tests {
 			t.Run(kind+"/"+tt.name, func(t *testing.T) {
 				r := newSandbox(t, kind)
