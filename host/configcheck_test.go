@@ -35,6 +35,8 @@ func TestConfigCheckNames(t *testing.T) {
 		{func(c *host.Config) { c.CallTimeout = -time.Second }, "‹CallTimeout› is negative"},
 		{func(c *host.Config) { c.MaxQueueBytes = -1 }, "‹MaxQueueBytes› is -1"},
 		{func(c *host.Config) { c.RetryBackoff.Factor = 0.5 }, "‹RetryBackoff.Factor› is 0.5"},
+		{func(c *host.Config) { c.Isolate = "thread" }, `‹Isolate› is "thread", want "none" or "process"`},
+		{func(c *host.Config) { c.Isolate, c.WorkerCommand = host.IsolateProcess, []string{} }, "‹WorkerCommand› is empty"},
 	}
 	for _, tt := range tests {
 		c := validConfig()

@@ -226,6 +226,7 @@ func TestConfigErrors(t *testing.T) {
 		{func(c *host.Config) { c.Grants = map[string]host.Grant{"x": {MaxHostCalls: -1}} }, `Config.Grants["x"]: max_host_calls is -1`},
 		{func(c *host.Config) { c.Grants = map[string]host.Grant{"x": {MaxReply: 1 << 31}} }, `Config.Grants["x"]: max_reply is 2147483648, want 0..1073741824`},
 		{func(c *host.Config) { c.Grants = map[string]host.Grant{"x": {MaxPoolList: -5}} }, `Config.Grants["x"]: max_pool_list is -5`},
+		{func(c *host.Config) { c.Grants = map[string]host.Grant{"x": {Isolate: "vm"}} }, `Config.Grants["x"]: isolate is "vm", want "none" or "process"`},
 		{func(c *host.Config) { c.MaxQueueDepth = -1 }, "Config.MaxQueueDepth"},
 		{func(c *host.Config) { c.TaskLease = host.MinTaskLease - time.Millisecond }, "Config.TaskLease is 999ms, want at least 1s"},
 		{func(c *host.Config) { c.ParkedRetention = -time.Hour }, "Config.ParkedRetention is negative"},

@@ -236,6 +236,7 @@ func TestRunRefusesNamingFlagAndVariable(t *testing.T) {
 		{[]string{"--slots", "0"}, "host: --slots ($FLEET_SLOTS) is 0, want >= 1 (--slots-for ($FLEET_SLOTS_FOR) TYPE=0"},
 		{[]string{"--memory-pages", "0"}, "host: --memory-pages ($FLEET_MEMORY_PAGES) is 0, want 1..65536"},
 		{[]string{"--memory-pages", "65537"}, "host: --memory-pages ($FLEET_MEMORY_PAGES) is 65537, want 1..65536"},
+		{[]string{"--isolate", "thread"}, `host: --isolate ($FLEET_ISOLATE) is "thread", want "none" or "process"`},
 		{[]string{"--max-attempts", "-1"}, "host: --max-attempts ($FLEET_MAX_ATTEMPTS) is -1"},
 		{[]string{"--parked-retention", "-1h"}, "host: --parked-retention ($FLEET_PARKED_RETENTION) is negative"},
 		{[]string{"--api-max-conns", "0"}, "api: --api-max-conns ($FLEET_API_MAX_CONNS) is 0, want >= 1"},
