@@ -222,3 +222,51 @@ func TestWorkerRefusesModule(t *testing.T) {
 		t.Fatalf("NewRuntime = %v, want the native transport's refusal", err)
 	}
 }
+
+// printWAT is a guest whose fleet_handle writes "hello\n" to its stdout (WASI fd_write)
+// and returns done. Memory: 4096 the result, 5000 the iovec, 5100 the bytes.
+const printWAT = `(module
+  (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 4096) "{\"outcome\":\"done\"}")
+  (data (i32.const 5000) "\ec\13\00\00\06\00\00\00")
+  (data (i32.const 5100) "hello\n")
+  (func (export "fleet_abi_version") (result i32) (i32.const 1))
+  (func (export "fleet_input") (param i32) (result i32) (i32.const 8192))
+  (func (export "fleet_describe") (result i64) (i64.const 0))
+  (func (export "fleet_handle") (param i32) (result i64)
+    (drop (call $fd_write (i32.const 1) (i32.const 5000) (i32.const 1) (i32.const 5200)))
+    (i64.const %d))
+)`
+
+// What a guest writes to stdout reaches the daemon's writer for its instance, before
+// its call's answer.
+func TestWorkerOutput(t *testing.T) {
+	wasm, err := os.ReadFile(testutil.WAT(t, fmt.Sprintf(printWAT, abi.Packed(4096, 18))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	core := hostfn.NewCore(memory.New(memory.Options{}), validate.NewRegistry(nil), nil, log)
+	ctx := context.Background()
+	rt, err := NewRuntime(ctx, Params{Command: []string{os.Args[0], serveArg}, MemoryLimitPages: 16, Core: core, Log: log}, wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	var out strings.Builder
+	g := hostfn.NewGrantee("w", hostfn.Access{}, nil, hostfn.Limits{MaxHostCalls: 1}, nil)
+	in, err := rt.Instantiate(ctx, "w/0", &hostfn.Caller{Plugin: g, Slot: "w/0"}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close(ctx)
+	for range 2 {
+		if _, err := in.Handle(ctx, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out.String() != "hello\nhello\n" {
+		t.Fatalf("the guest's output = %q, want two hellos", out.String())
+	}
+}
