@@ -76,7 +76,7 @@ func (m *Metrics) Watch(src Sources) {
 // New registers every metric on a fresh registry:
 //
 //	fleet_iterations_total{automation,outcome}          iterations ended, by outcome
-//	fleet_slot_deaths_total{automation,reason}          instances that died: deadline, drain, memory, stack, trap, exit, bad_result, host_panic, lease
+//	fleet_slot_deaths_total{automation,reason}          instances that died: deadline, drain, memory, stack, trap, exit, bad_result, host_panic, lease, worker
 //	fleet_tasks_parked_total{automation,by}             tasks parked: by "plugin" (fleet.Park) or "attempts" (spent)
 //	fleet_task_hand_backs_over_alert_total{automation}  hand-backs of tasks already handed back more than hand_back_alert times
 //	fleet_host_calls_total{op,kind}                     host calls, kind "ok" or the error kind
@@ -112,7 +112,7 @@ func New(p Params) *Metrics {
 			Name: "fleet_iterations_total", Help: "Slot iterations ended, by automation type and outcome (done, retried, failed, parked, died, cut).",
 		}, []string{"automation", "outcome"}),
 		deaths: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fleet_slot_deaths_total", Help: "Plugin instances that died, by automation type and reason (deadline, drain, memory, stack, trap, exit, bad_result, host_panic, lease).",
+			Name: "fleet_slot_deaths_total", Help: "Plugin instances that died, by automation type and reason (deadline, drain, memory, stack, trap, exit, bad_result, host_panic, lease, worker).",
 		}, []string{"automation", "reason"}),
 		parks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleet_tasks_parked_total", Help: "Tasks parked by the slots, by automation type and why: plugin (it said park) or attempts (spent).",
