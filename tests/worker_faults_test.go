@@ -312,12 +312,7 @@ func TestWorkerHoldsNothing(t *testing.T) {
 	r.install(t, engineWASM(t, victim, "", ""), victim)
 	r.grants[victim] = host.Grant{Isolate: host.IsolateProcess, Queues: map[string][]string{victim: {"consume"}}}
 	r.start(t)
-	var pid string
-	for _, line := range strings.Split(logs.String(), "\n") {
-		if _, after, ok := strings.Cut(line, `msg="host: worker process started" pid=`); ok {
-			pid, _, _ = strings.Cut(after, " ")
-		}
-	}
+	pid := lastWorker(logs)
 	if _, err := os.Stat("/proc/" + pid); pid == "" || err != nil {
 		t.Fatalf("no live worker process in the log (pid %q, %v):\n%s", pid, err, logs)
 	}
@@ -358,4 +353,71 @@ func TestWorkerHoldsNothing(t *testing.T) {
 			t.Errorf("the worker's socket %s is not a unix socket", inode)
 		}
 	}
+}
+
+// TestWorkerReload: a reload rolls an isolated plugin's slots as it rolls in-process
+// ones: a new build runs in a new worker and the old worker is ended and reaped (no
+// zombie is left), a grant that turns isolation off brings the plugin back into the
+// daemon and ends its worker, and every task submitted along the way is done.
+func TestWorkerReload(t *testing.T) {
+	const victim = "victim"
+	ctx := context.Background()
+	r := newSandbox(t, "memory")
+	var logs *testutil.LogBuffer
+	r.cfg.Logger, logs = testLogs(t)
+	r.cfg.WorkerCommand = workerCommand(t)
+	r.install(t, engineWASM(t, victim, "", ""), victim)
+	r.grants[victim] = host.Grant{Isolate: host.IsolateProcess, Queues: map[string][]string{victim: {"consume"}}}
+	r.start(t)
+	done := 0
+	work := func(what string) {
+		t.Helper()
+		for range 5 {
+			if _, err := r.h.Submit(ctx, victim, []byte(`{}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		done += 5
+		waitFor(t, what, func() bool { return r.ev.Outcomes(victim)[slotstate.Done] >= done })
+	}
+	gone := func(pid string) bool {
+		_, err := os.Stat("/proc/" + pid)
+		return os.IsNotExist(err)
+	}
+	work("the first build's tasks done")
+	first := lastWorker(logs)
+	r.install(t, engineWASM(t, victim, "(nop)", ""), victim)
+	if err := r.h.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	work("the second build's tasks done")
+	second := lastWorker(logs)
+	if second == first || second == "" {
+		t.Fatalf("the second build runs in worker %q, the first in %q: want a new one", second, first)
+	}
+	waitFor(t, "the first build's worker reaped", func() bool { return gone(first) })
+	g := r.grants[victim]
+	g.Isolate = host.IsolateNone
+	grants := map[string]host.Grant{}
+	for typ, gr := range r.grants {
+		grants[typ] = gr
+	}
+	grants[victim] = g
+	if err := r.h.ReloadGrants(ctx, grants, nil); err != nil {
+		t.Fatal(err)
+	}
+	work("the tasks done in the daemon")
+	waitFor(t, "the second build's worker reaped", func() bool { return gone(second) })
+	r.honestCompletes(t, 50)
+}
+
+// lastWorker is the pid of the last worker process the log says started.
+func lastWorker(logs *testutil.LogBuffer) string {
+	var pid string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if _, after, ok := strings.Cut(line, `msg="host: worker process started" pid=`); ok {
+			pid, _, _ = strings.Cut(after, " ")
+		}
+	}
+	return pid
 }
