@@ -11,7 +11,6 @@ package worker
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -71,8 +70,8 @@ const (
 
 const headerLen = 9
 
-// The caps of what the worker sends. A frame from the worker is at most
-// workerFrameCap(maxReply) long, whatever it claims, checked before a byte of it is
+// The caps of what the worker sends. A frame from the worker is at most workerFrameCap
+// long, whatever it claims, checked before a byte of it is
 // allocated: the largest thing it carries is a request or a result of the guest's
 // (abi.MaxRequest, which the transports cap them to), an output chunk (outputChunk) or
 // an error's text (maxText), plus the header and an op's name.
@@ -83,7 +82,7 @@ const (
 )
 
 // workerFrameCap is the largest frame the daemon reads from a worker.
-func workerFrameCap() int { return abi.MaxRequest + frameMargin }
+const workerFrameCap = abi.MaxRequest + frameMargin
 
 // daemonFrameCap is the largest frame the worker reads: the daemon is trusted, and its
 // largest frame is the module itself or a host call's reply (up to MaxReplyCeiling).
@@ -143,25 +142,13 @@ func newConn(w io.Writer) *conn {
 
 // send writes the frame of k about id whose payload is parts, concatenated.
 func (c *conn) send(k kind, id uint32, parts ...[]byte) error {
-	n := headerLen - 4
-	for _, p := range parts {
-		n += len(p)
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	b := c.buf[:0]
-	b = binary.BigEndian.AppendUint32(b, uint32(n))
-	b = append(b, byte(k))
-	b = binary.BigEndian.AppendUint32(b, id)
-	for _, p := range parts {
-		b = append(b, p...)
-	}
+	b := appendFrame(c.buf[:0], k, id, parts)
 	if cap(b) <= 1<<20 {
 		c.buf = b // keep a small buffer; a module or a large reply is not kept
 	}
-	if c.dl != nil {
-		_ = c.dl.SetWriteDeadline(time.Now().Add(writeTimeout))
-	}
+	c.deadline()
 	_, err := c.w.Write(b)
 	return err
 }
@@ -173,17 +160,33 @@ func (c *conn) sendRights(k kind, id uint32, fd int, parts ...[]byte) error {
 	if !ok {
 		return errors.New("worker: descriptors pass only on a unix socket")
 	}
-	b := binary.BigEndian.AppendUint32(nil, uint32(headerLen-4+len(bytes.Join(parts, nil))))
-	b = append(b, byte(k))
-	b = binary.BigEndian.AppendUint32(b, id)
-	b = append(b, bytes.Join(parts, nil)...)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.deadline()
+	_, _, err := uc.WriteMsgUnix(appendFrame(nil, k, id, parts), syscall.UnixRights(fd), nil)
+	return err
+}
+
+// deadline bounds the next write by writeTimeout. Called with mu held.
+func (c *conn) deadline() {
 	if c.dl != nil {
 		_ = c.dl.SetWriteDeadline(time.Now().Add(writeTimeout))
 	}
-	_, _, err := uc.WriteMsgUnix(b, syscall.UnixRights(fd), nil)
-	return err
+}
+
+// appendFrame appends the frame of k about id whose payload is parts to b.
+func appendFrame(b []byte, k kind, id uint32, parts [][]byte) []byte {
+	n := headerLen - 4
+	for _, p := range parts {
+		n += len(p)
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(n))
+	b = append(b, byte(k))
+	b = binary.BigEndian.AppendUint32(b, id)
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	return b
 }
 
 // text is s cut to maxText bytes, as an error's text crosses.

@@ -21,15 +21,15 @@ func TestFrameRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := bufio.NewReader(&buf)
-	f, err := readFrame(r, workerFrameCap())
+	f, err := readFrame(r, workerFrameCap)
 	if err != nil || f.kind != kHostCall || f.id != 7 || string(f.payload) != "\x06kv_get{\"k\":1}" {
 		t.Fatalf("readFrame = %+v, %v", f, err)
 	}
-	f, err = readFrame(r, workerFrameCap())
+	f, err = readFrame(r, workerFrameCap)
 	if err != nil || f.kind != kReady || f.id != 8 || len(f.payload) != 0 {
 		t.Fatalf("readFrame = %+v, %v", f, err)
 	}
-	if _, err := readFrame(r, workerFrameCap()); !errors.Is(err, io.EOF) {
+	if _, err := readFrame(r, workerFrameCap); !errors.Is(err, io.EOF) {
 		t.Fatalf("readFrame at the end = %v, want EOF", err)
 	}
 }
@@ -42,7 +42,7 @@ func TestFrameRefused(t *testing.T) {
 		n    uint32
 		want string
 	}{
-		{"over the cap", uint32(workerFrameCap()) + 1, "over the cap"},
+		{"over the cap", uint32(workerFrameCap) + 1, "over the cap"},
 		{"4 GiB", 1<<32 - 1, "over the cap"},
 		{"shorter than its header", 4, "shorter than its header"},
 	} {
@@ -51,7 +51,7 @@ func TestFrameRefused(t *testing.T) {
 			h = append(h, byte(kOutput), 0, 0, 0, 1)
 			// No payload follows: a reader that trusted the length would block or fail
 			// on EOF, not refuse.
-			_, err := readFrame(bufio.NewReader(bytes.NewReader(h)), workerFrameCap())
+			_, err := readFrame(bufio.NewReader(bytes.NewReader(h)), workerFrameCap)
 			if !errors.Is(err, errProtocol) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("readFrame = %v, want a protocol error %q", err, tt.want)
 			}
@@ -67,7 +67,7 @@ func TestFrameCutShort(t *testing.T) {
 	}
 	b := buf.Bytes()
 	for _, n := range []int{1, 4, headerLen, len(b) - 1} {
-		if _, err := readFrame(bufio.NewReader(bytes.NewReader(b[:n])), workerFrameCap()); err == nil {
+		if _, err := readFrame(bufio.NewReader(bytes.NewReader(b[:n])), workerFrameCap); err == nil {
 			t.Errorf("readFrame of %d of %d bytes = nil error", n, len(b))
 		}
 	}

@@ -17,10 +17,11 @@ import (
 )
 
 // Command is the one *exec.Cmd of a worker: argv, an environment of workerGODEBUG alone
-// (the daemon's holds its token and its backend's address), no file but sock as fd 3 (stdin and
-// stdout are /dev/null; stderr, its panics, goes to stderr), and SIGKILL when the
-// daemon's thread that started it dies. This is where the kernel's confinement of the
-// worker is prepared too (the lead's confine.Prepare).
+// (the daemon's holds its token and its backend's address), no file but sock as fd 3
+// (stdin and stdout are /dev/null, and stderr, where a panic's trace goes, is the
+// writer stderr), and SIGKILL when the daemon's thread that started it dies. start
+// starts what it returns at once: the kernel's confinement of the worker is prepared on
+// it in between.
 func Command(argv []string, sock *os.File, stderr io.Writer) *exec.Cmd {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = []string{workerGODEBUG}
@@ -35,8 +36,8 @@ func Command(argv []string, sock *os.File, stderr io.Writer) *exec.Cmd {
 // cgroup's files open in the worker and read them for its life.
 const workerGODEBUG = "GODEBUG=containermaxprocs=0,updatemaxprocs=0"
 
-// process is one running worker, as the daemon sees it: its socket, and the goroutine
-// that reads it. Any frame the protocol does not allow kills it (kill): it is as
+// process is one running worker, as the daemon sees it: its own socket, and the
+// goroutine that reads it (its instances' sockets are theirs: Instance). Any frame the protocol does not allow kills it (kill): it is as
 // untrusted as the guest it runs.
 type process struct {
 	cmd *exec.Cmd
@@ -101,7 +102,7 @@ func fileConn(f *os.File) (*net.UnixConn, error) {
 func (p *process) read() {
 	r := bufio.NewReaderSize(p.nc, 4<<10)
 	for {
-		f, err := readFrame(r, workerFrameCap())
+		f, err := readFrame(r, workerFrameCap)
 		if err == nil {
 			err = p.route(f)
 		}

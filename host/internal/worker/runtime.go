@@ -303,7 +303,7 @@ func (in *Instance) await(ctx context.Context) (frame, error) {
 	}()
 	hctx := hostfn.WithCaller(ctx, in.caller)
 	for {
-		f, err := readFrame(in.r, workerFrameCap())
+		f, err := readFrame(in.r, workerFrameCap)
 		switch {
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			return frame{}, in.fail(fmt.Errorf("worker: instance %d did not stop within %v of its call's end (%v)", in.id, stopGrace, ctx.Err()))
@@ -366,9 +366,7 @@ func (in *Instance) answer(f frame, want kind) error {
 	case kError:
 		return errors.New(string(f.payload))
 	}
-	err := fmt.Errorf("%w: answer %d to a request for %d", errProtocol, f.kind, want)
-	in.w.kill(err)
-	return died(err)
+	return in.fail(fmt.Errorf("%w: answer %d to a request for %d", errProtocol, f.kind, want))
 }
 
 // workerDeaths are the deaths a worker may report: those its transports tell.
@@ -414,9 +412,7 @@ func (in *Instance) ABIVersion(ctx context.Context) (int32, error) {
 		return 0, err
 	}
 	if len(b) != 4 {
-		err := fmt.Errorf("%w: an ABI version of %d bytes", errProtocol, len(b))
-		in.w.kill(err)
-		return 0, died(err)
+		return 0, in.fail(fmt.Errorf("%w: an ABI version of %d bytes", errProtocol, len(b)))
 	}
 	return int32(binary.BigEndian.Uint32(b)), nil
 }
