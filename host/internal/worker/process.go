@@ -205,6 +205,11 @@ func (p *process) awaitCompiled(ctx context.Context) (frame, error) {
 	case f := <-p.compiling:
 		return f, nil
 	case <-p.dead:
+		select {
+		case f := <-p.compiling: // its answer, read before it died
+			return f, nil
+		default:
+		}
 		return frame{}, p.err
 	case <-ctx.Done():
 		p.kill(fmt.Errorf("worker: did not compile the module before its context ended: %w", ctx.Err()))

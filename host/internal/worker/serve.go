@@ -40,7 +40,11 @@ func Serve(ctx context.Context, c *net.UnixConn, log *slog.Logger) error {
 		return fmt.Errorf("%w: the first frame is not a module", errProtocol)
 	}
 	if err := s.compile(ctx, first.payload); err != nil {
-		return errors.Join(err, s.c.send(kError, 0, text(err.Error())))
+		// The daemon reads the refusal, then ends the worker: waiting for it, rather than
+		// exiting, keeps the refusal from racing the exit.
+		err = errors.Join(err, s.c.send(kError, 0, text(err.Error())))
+		_, _ = io.Copy(io.Discard, r)
+		return err
 	}
 	defer s.rt.Close(context.WithoutCancel(ctx))
 	for {
