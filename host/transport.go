@@ -85,7 +85,14 @@ func (r workerRuntime) instantiate(ctx context.Context, name string, caller *hos
 	if r.Native() {
 		return in, nil
 	}
-	return struct{ instance }{in}, nil
+	return struct{ goneInstance }{in}, nil
+}
+
+// goneInstance is an instance that can die while idle (slot.Gone): an instance in a
+// worker, as an Extism plugin's has it, without ABIVersion.
+type goneInstance interface {
+	instance
+	slot.Gone
 }
 
 // asInstance is a transport's Instantiate as an instance: on an error the nil interface,

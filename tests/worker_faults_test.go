@@ -237,12 +237,16 @@ func TestWorkerFaultsContained(t *testing.T) {
 		{"exit", ""},
 	} {
 		t.Run(tt.fault, func(t *testing.T) {
-			const victim, tasks = "victim", 2
+			const victim, tasks = "victim", 1
 			r := newSandbox(t, "memory")
 			var logs *testutil.LogBuffer
 			r.cfg.Logger, logs = testLogs(t)
 			r.cfg.WorkerCommand = []string{os.Args[0], faultWorkerArg, tt.fault}
 			r.cfg.MaxAttempts = 2
+			// One slot: each attempt's death is its own call's, never a call on an
+			// instance whose worker an earlier attempt's death killed (slot.Gone
+			// replaces those before their next task; host/internal/slot tests it).
+			r.cfg.SlotsByType = map[string]int{victim: 1}
 			r.install(t, engineWASM(t, victim, "", ""), victim)
 			r.grants[victim] = host.Grant{
 				Isolate:     host.IsolateProcess,

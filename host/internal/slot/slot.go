@@ -28,6 +28,14 @@ type Guest interface {
 	Close(ctx context.Context) error
 }
 
+// Gone is what a Guest implements when its instance can die while no call runs (one in
+// a worker process, whose worker died under it): the slot replaces a gone instance
+// before its next iteration, so that a task's attempt is never spent on an instance
+// that was dead before the call began.
+type Gone interface {
+	Gone() bool
+}
+
 // Died is an error of a Guest call that says why its instance died. The slot decides
 // slotstate.DeathDeadline and DeathDrain itself, from the contexts it gave the call,
 // whatever the error says (a guest can proc_exit with wazero's deadline exit code); a
@@ -180,6 +188,9 @@ func (s *Slot) ready(soft, hard context.Context) bool {
 		if s.p.Paused() {
 			s.pause(soft, hard)
 			continue
+		}
+		if g, ok := s.guest.(Gone); ok && g.Gone() {
+			s.discard()
 		}
 		if s.guest != nil {
 			return true

@@ -384,6 +384,53 @@ func TestNewGuestFails(t *testing.T) {
 	}
 }
 
+// goneGuest is a fakeGuest whose instance dies while idle once gone is set.
+type goneGuest struct {
+	fakeGuest
+	gone *atomic.Bool
+}
+
+func (g *goneGuest) Gone() bool { return g.gone.Load() }
+
+// TestGoneGuestReplaced: an instance that died while no call ran (Gone) is replaced
+// before the slot's next iteration: no task's attempt is spent on it, and its
+// iterations all run on live instances.
+func TestGoneGuestReplaced(t *testing.T) {
+	var calls atomic.Int64
+	h := newHarness(t, func(context.Context, abi.HandleInput) ([]byte, error) {
+		calls.Add(1)
+		return result(abi.HandleResult{Outcome: abi.OutcomeDone}), nil
+	})
+	var dead []*atomic.Bool
+	var mu sync.Mutex
+	h.params.NewGuest = func(context.Context) (Guest, error) {
+		h.made.Add(1)
+		gone := &atomic.Bool{}
+		mu.Lock()
+		dead = append(dead, gone)
+		mu.Unlock()
+		return &goneGuest{fakeGuest: fakeGuest{handle: func(ctx context.Context, in abi.HandleInput) ([]byte, error) {
+			if gone.Load() {
+				return nil, &Died{Death: slotstate.DeathWorker, Err: errors.New("its worker died")}
+			}
+			gone.Store(true) // each instance dies, idle, after its first task
+			return h.handle(ctx, in)
+		}, closed: &h.closed}, gone: gone}, nil
+	}
+	for range 3 {
+		h.push(`{}`)
+	}
+	h.run(func() bool { return len(h.finished()) >= 3 })
+	for _, it := range h.finished() {
+		if it.Outcome != slotstate.Done {
+			t.Fatalf("iteration = %s (%s), want done: a gone instance was called", it.Outcome, it.Reason)
+		}
+	}
+	if n := h.made.Load(); n < 3 {
+		t.Errorf("instances made = %d, want one per task (3)", n)
+	}
+}
+
 // TestDrainCut: hard ending mid-call releases the task at once with its attempt
 // refunded, so it never parks, even at MaxAttempts 1.
 func TestDrainCut(t *testing.T) {

@@ -417,6 +417,12 @@ func (in *Instance) ABIVersion(ctx context.Context) (int32, error) {
 	return int32(binary.BigEndian.Uint32(b)), nil
 }
 
+// Gone reports whether the instance's worker has died (slot.Gone): the slot then makes
+// a fresh instance before its next task.
+func (in *Instance) Gone() bool { return !in.w.alive() }
+
+var _ slot.Gone = (*Instance)(nil)
+
 // Close closes the instance in the worker: the worker sees its socket end.
 func (in *Instance) Close(ctx context.Context) error {
 	return in.nc.Close()
