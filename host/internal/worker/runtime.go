@@ -93,8 +93,11 @@ func NewRuntime(ctx context.Context, p Params, wasm []byte) (*Runtime, error) {
 	return rt, nil
 }
 
-// launch starts a worker and has it compile the module; it answers kCompiled's frame.
+// launch starts a worker and has it compile the module, within launchTimeout; it
+// answers kCompiled's frame.
 func (rt *Runtime) launch(ctx context.Context) (*process, frame, error) {
+	ctx, cancel := context.WithTimeout(ctx, launchTimeout)
+	defer cancel()
 	w, err := start(rt.p.Command, rt.p.Log)
 	if err != nil {
 		return nil, frame{}, err
@@ -176,9 +179,7 @@ func (rt *Runtime) relaunch(launched chan struct{}, wait time.Duration) {
 	err := rt.life.Err()
 	select {
 	case <-t.C:
-		ctx, cancel := context.WithTimeout(rt.life, launchTimeout)
-		w, _, err = rt.launch(ctx)
-		cancel()
+		w, _, err = rt.launch(rt.life)
 	case <-rt.life.Done():
 		err = rt.life.Err()
 	}
