@@ -53,6 +53,7 @@ type process struct {
 	once    sync.Once
 	err     error         // why it died; set before dead closes
 	exited  chan struct{} // closed once cmd.Wait has reaped it
+	waitErr error         // cmd.Wait's; set before exited closes
 	started time.Time     // immutable
 }
 
@@ -79,9 +80,9 @@ func start(argv []string, log *slog.Logger) (*process, error) {
 		dead:      make(chan struct{}), exited: make(chan struct{}), started: time.Now(),
 	}
 	go func() {
-		err := cmd.Wait()
-		p.kill(fmt.Errorf("worker: exited: %v", err))
+		p.waitErr = cmd.Wait()
 		close(p.exited)
+		p.kill(fmt.Errorf("worker: exited: %v", p.waitErr))
 	}()
 	go p.read()
 	return p, nil
@@ -106,11 +107,18 @@ func (p *process) read() {
 		if err == nil {
 			err = p.route(f)
 		}
-		if err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
-				err = errors.New("worker: its socket closed")
-			}
+		switch {
+		case err == nil:
+		case errors.Is(err, net.ErrClosed): // the daemon's own kill
+			return
+		case errors.Is(err, errProtocol):
 			p.kill(err)
+			return
+		default:
+			// Its socket ended: it exited, or is about to. Which is how it exited.
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+			p.kill(fmt.Errorf("worker: its socket ended (%v) and it exited: %v", err, p.waitErr))
 			return
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fleethost/fleet/abi"
@@ -308,8 +309,11 @@ func (in *Instance) await(ctx context.Context) (frame, error) {
 		switch {
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			return frame{}, in.fail(fmt.Errorf("worker: instance %d did not stop within %v of its call's end (%v)", in.id, stopGrace, ctx.Err()))
-		case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
-			return frame{}, in.fail(fmt.Errorf("worker: instance %d's socket closed", in.id))
+		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET):
+			// The worker is gone, or going: say how it exited.
+			_ = in.w.cmd.Process.Kill()
+			<-in.w.exited
+			return frame{}, in.fail(fmt.Errorf("worker: instance %d's socket ended and the worker exited: %v", in.id, in.w.waitErr))
 		case err != nil:
 			return frame{}, in.fail(err)
 		case f.id != in.id:

@@ -28,7 +28,13 @@ import (
 // `fleet-host worker` does.
 const serveArg = "worker-test-serve"
 
+// exitArg makes the test binary a worker that exits at once, with status 3.
+const exitArg = "worker-test-exit"
+
 func TestMain(m *testing.M) {
+	if len(os.Args) == 2 && os.Args[1] == exitArg {
+		os.Exit(3)
+	}
 	if len(os.Args) == 2 && os.Args[1] == serveArg {
 		c, err := net.FileConn(os.NewFile(3, "daemon"))
 		if err != nil {
@@ -268,5 +274,20 @@ func TestWorkerOutput(t *testing.T) {
 	}
 	if out.String() != "hello\nhello\n" {
 		t.Fatalf("the guest's output = %q, want two hellos", out.String())
+	}
+}
+
+// A worker that exits at start fails the runtime's making, saying how it exited, and is
+// reaped.
+func TestWorkerExitsAtStart(t *testing.T) {
+	wasm, err := os.ReadFile(testutil.WAT(t, fmt.Sprintf(kvWAT, abi.Packed(4096, 18))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	core := hostfn.NewCore(memory.New(memory.Options{}), validate.NewRegistry(nil), nil, log)
+	_, err = NewRuntime(context.Background(), Params{Command: []string{os.Args[0], exitArg}, MemoryLimitPages: 16, Core: core, Log: log}, wasm)
+	if err == nil || !strings.Contains(err.Error(), "exit status 3") {
+		t.Fatalf("NewRuntime = %v, want the worker's exit status 3", err)
 	}
 }
