@@ -106,9 +106,8 @@ func (rt *Runtime) launch(ctx context.Context) (*process, frame, error) {
 	hdr := binary.BigEndian.AppendUint32(nil, rt.p.MemoryLimitPages)
 	hdr = binary.BigEndian.AppendUint32(hdr, uint32(len(rt.p.Config)))
 	if err := w.c.send(kCompile, 0, hdr, rt.p.Config, rt.wasm); err != nil {
-		<-w.exited // the likeliest reason: it has exited, which says how
-		w.kill(err)
-		return nil, frame{}, fmt.Errorf("worker: send the module to %s: %w", rt.p.Command[0], w.err)
+		w.stop() // the likeliest reason: it has exited, which says how
+		return nil, frame{}, fmt.Errorf("worker: send the module to %s: %w (its exit: %v)", rt.p.Command[0], err, w.waitErr)
 	}
 	f, err := w.awaitCompiled(ctx)
 	if err == nil && f.kind == kError {
