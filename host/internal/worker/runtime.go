@@ -174,9 +174,9 @@ func (rt *Runtime) worker(ctx context.Context) (*process, error) {
 // it), and closes launched when it is up or has failed.
 func (rt *Runtime) relaunch(launched chan struct{}, wait time.Duration) {
 	var w *process
+	var err error
 	t := time.NewTimer(wait)
 	defer t.Stop()
-	err := rt.life.Err()
 	select {
 	case <-t.C:
 		w, _, err = rt.launch(rt.life)
