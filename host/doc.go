@@ -24,11 +24,14 @@
 //     (HostCall), Host.PluginMetrics (PluginMetric).
 //   - Keep the schedules' names apart from plugins': SchedulesNamespace,
 //     ScheduleUniquePrefix.
+//   - Be a worker process (Config.Isolate, IsolateProcess): ServeWorker, which
+//     `fleet-host worker` runs.
 //
 // The fleet's record of the contracts the plugins declare (their versions, who holds
 // them, retiring one) is package host/contracts. The dispatch core (internal/hostfn), the
 // transports (internal/native, and internal/extism with Extism's kernel as the host's
-// own; transport.go chooses by the module's imports), the slot loop (internal/slot) and schema
+// own; transport.go chooses by the module's imports, and internal/worker runs either in a
+// worker process), the slot loop (internal/slot) and schema
 // validation (internal/validate) are internal.
 //
 // A plugin touches only what its Grant allows. What each outcome does to a task, who
