@@ -269,5 +269,9 @@ func (rt *Runtime) Instantiate(ctx context.Context, name string, caller *hostfn.
 			return nil, fmt.Errorf("native: %s %s: %w", name, abi.ExportInitialize, err)
 		}
 	}
+	if rt.image != nil {
+		// What the start only read of the image need not stay mapped in this instance.
+		rt.image.releaseRead(mem)
+	}
 	return in, nil
 }
