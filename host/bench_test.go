@@ -94,21 +94,23 @@ const reporterTurn = 2000
 
 // BenchmarkReporter is the reporter's share of the hot path: no-op tasks of the Go no-op
 // plugin (plugins/examples/noop) on 2 slots whose reporters send to a plane (newPlane: a
-// real HTTP server on loopback that decodes every report into the plane's wire types),
-// against the same with no reporter, on memory and on a Redis the benchmark starts. The
-// two sides take turns of reporterTurn tasks in one run (b.N tasks each), the side that
-// goes first swapping each round; each turn is a host of its own on a fresh backend, its
-// tasks pushed before it runs and timed from its first finished task to its last. It
-// reports:
+// real HTTP server on loopback, in this process, that decodes every report into the
+// plane's wire types), against the same with no reporter, on memory and on a Redis the
+// benchmark starts. The two sides take turns of reporterTurn tasks in one run (b.N tasks
+// each), the side that goes first swapping each round; each turn is a host of its own on
+// a fresh backend, its tasks pushed before it runs and timed from its first finished task
+// to its last. It reports:
 //
 //   - ns/op: the reporting side's ns/task; none-ns/task: the other side's;
 //   - x-none: the two's ratio over the run; x-none-median: the median of the rounds'
 //     ratios;
 //   - posts/task and dropped/task: what the reporters POSTed and what they dropped on a
-//     full queue, per task. A slot sends a report as each task begins (its working
-//     state, carrying the records of the tasks finished since), and one reporter's POSTs
-//     go one at a time: at more tasks a second than the plane answers, the queue fills
-//     and Send drops, by design (reporter.Reporter).
+//     full queue, per task.
+//
+// A slot sends a report as each task begins (its working state, carrying the records of
+// the tasks finished since), and one reporter's POSTs go one at a time: at more tasks a
+// second than the plane answers, the queue fills and Send drops, by design
+// (reporter.Reporter).
 //
 //	go test -run '^$' -bench Reporter -benchtime 8000x ./host/
 func BenchmarkReporter(b *testing.B) {
