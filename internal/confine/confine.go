@@ -73,11 +73,10 @@ type Policy struct {
 
 // The defaults of Policy's fields.
 const (
-	// DefaultAddressSpace holds the Go runtime and compiled code (about 1.5 GiB of
-	// address space, most of it reserved and never touched) and a few instances of a
-	// 256-page (16 MiB) memory limit with room to spare; the daemon computes the bound of
-	// a plugin with more slots or a larger limit with AddressSpaceFor.
-	DefaultAddressSpace = 4 << 30
+	// DefaultAddressSpace holds RuntimeAddressSpace and 4 GiB of instance memory: 256
+	// instances of the default 256-page (16 MiB) memory limit, or one of wasm32's
+	// largest. The daemon computes the bound of a plugin with AddressSpaceFor.
+	DefaultAddressSpace = RuntimeAddressSpace + 4<<30
 	DefaultCPUSeconds   = 24 * 60 * 60 // a day of CPU time
 	DefaultOpenFiles    = 64
 	DefaultProcesses    = 256
@@ -85,10 +84,14 @@ const (
 	nobody              = 65534
 )
 
-// RuntimeAddressSpace is the address space a worker needs beside its instances' memory:
-// the Go runtime's reservations (its heap arenas' index alone reserves hundreds of MiB it
-// never touches), the compiled code and the engine's own structures.
-const RuntimeAddressSpace = 2 << 30
+// RuntimeAddressSpace is the address space a worker needs beside its instances' memory.
+// Measured on linux/amd64 (internal/confine/RATIONALE.md, "Why bound the address
+// space, and by how much?"): the Go runtime reserves 1.2 GiB at start (1.5 GiB linked
+// with the C library, as a binary that links libpsx through cgo is), most of it never
+// touched; each thread the C library starts reserves 8 MiB of stack and, until it has
+// 8 per core, a 64 MiB malloc arena; compiled code and the engine's structures are a few
+// MiB a module. 4 GiB leaves room for some 40 such threads.
+const RuntimeAddressSpace = 4 << 30
 
 // AddressSpaceFor is the AddressSpace of a worker whose instances reserve memoryLimit
 // bytes each, at most instances of them at once: RuntimeAddressSpace plus their
