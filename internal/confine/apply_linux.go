@@ -172,7 +172,7 @@ func unprivileged(p Policy) (Layer, error) {
 func restrictFiles() (Layer, error) {
 	abi, err := llsys.LandlockGetABIVersion()
 	if err != nil || abi < 1 {
-		return off(fmt.Sprintf("the kernel has no landlock, or it is not enabled at boot (lsm=): %v", err)), nil
+		return off(fmt.Sprintf("no landlock: the kernel lacks it, boots without it (lsm=), or a filter above (a container's) refuses its calls: %v", err)), nil
 	}
 	if err := landlock.V11.BestEffort().Restrict(); err != nil {
 		return Layer{}, fmt.Errorf("confine: landlock (ABI %d): %w", abi, err)
@@ -195,7 +195,7 @@ func restrictFiles() (Layer, error) {
 // loadFilter loads the worker's seccomp filter on every thread.
 func loadFilter() (Layer, error) {
 	if !seccomp.Supported() {
-		return off("the kernel has no seccomp filter"), nil
+		return off("seccomp(2) is not available: the kernel has no seccomp filter, or a filter above (a container's) refuses it"), nil
 	}
 	f := filter(os.Getpid())
 	if err := seccomp.LoadFilter(f); err != nil {

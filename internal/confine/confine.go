@@ -87,7 +87,7 @@ const (
 // RuntimeAddressSpace is the address space a worker needs beside its instances' memory.
 // Measured on linux/amd64 (internal/confine/RATIONALE.md, "Why bound the address
 // space, and by how much?"): the Go runtime reserves 1.2 GiB at start (1.5 GiB linked
-// with the C library, as a binary that links libpsx through cgo is), most of it never
+// with the C library, as a cgo build is), most of it never
 // touched; each thread the C library starts reserves 8 MiB of stack and, until it has
 // 8 per core, a 64 MiB malloc arena; compiled code and the engine's structures are a few
 // MiB a module. 4 GiB leaves room for some 40 such threads.

@@ -78,8 +78,9 @@ type childReport struct {
 	Err      string            // the workload's error
 	Probe    []probed
 	Threads  int // threads the child started after Apply
-	// BeyondBound is the error of a mapping as large as the address space bound.
-	BeyondBound string
+	// BeyondBound is the error of a mapping as large as the address space bound;
+	// BeyondFileSize that of a memfd grown past the file size bound.
+	BeyondBound, BeyondFileSize string
 }
 
 type probed struct {
@@ -122,6 +123,7 @@ func child(policyText string) int {
 	} else {
 		_ = unix.Munmap(b)
 	}
+	rep.BeyondFileSize = growMemfd(int64(p.FileSize) + 1)
 	rep.Threads = startThreads(16)
 	preempt()
 	rep.Rlimits = map[string]uint64{}
@@ -187,6 +189,19 @@ func workload(wasm []byte) (uint32, error) {
 		return 0, fmt.Errorf("run: %w", err)
 	}
 	return uint32(res[0]), mod.Close(ctx)
+}
+
+// growMemfd answers the error of making a memfd of size bytes.
+func growMemfd(size int64) string {
+	fd, err := unix.MemfdCreate("confine-test-big", unix.MFD_CLOEXEC)
+	if err != nil {
+		return err.Error()
+	}
+	defer unix.Close(fd)
+	if err := unix.Ftruncate(fd, size); err != nil {
+		return err.Error()
+	}
+	return ""
 }
 
 // mapImage maps a sealed memfd holding imageWord at offset 100 over the start of mem,
@@ -505,8 +520,11 @@ func checkConfined(t *testing.T, c confined, available map[string]bool) {
 	if rep.Threads != 16 {
 		t.Errorf("threads started after Apply = %d, want 16", rep.Threads)
 	}
-	if rep.BeyondBound == "" || !strings.Contains(rep.BeyondBound, "cannot allocate memory") {
+	if !strings.Contains(rep.BeyondBound, "cannot allocate memory") {
 		t.Errorf("a mapping of the whole address space bound = %q, want ENOMEM", rep.BeyondBound)
+	}
+	if !strings.Contains(rep.BeyondFileSize, "file too large") {
+		t.Errorf("a memfd past the file size bound = %q, want EFBIG", rep.BeyondFileSize)
 	}
 
 	// The daemon's environment is not the child's.
