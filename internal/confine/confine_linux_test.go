@@ -31,22 +31,58 @@ import (
 	"github.com/fleethost/fleet/internal/testutil"
 )
 
-// childArg, first on a test binary's command line, makes it the confined child of a
-// test (TestMain) rather than run tests: the environment, where a flag would usually go,
-// is what Prepare empties.
+// childArg makes a test binary the confined child of a test (modes).
 const childArg = "confine-child"
 
 func TestMain(m *testing.M) {
-	if len(os.Args) == 3 && os.Args[1] == childArg {
-		os.Exit(child(os.Args[2]))
-	}
-	if len(os.Args) == 3 && os.Args[1] == daemonArg {
-		os.Exit(daemon(os.Args[2]))
-	}
-	if len(os.Args) == 2 && os.Args[1] == orphanArg {
-		os.Exit(orphanParent())
+	if len(os.Args) >= 2 {
+		if run, ok := modes[os.Args[1]]; ok {
+			os.Exit(run(os.Args[2:]))
+		}
 	}
 	os.Exit(m.Run())
+}
+
+// modes are what a test binary started with one of these first is, rather than run
+// tests: the environment, where such a switch would usually go, is what Prepare
+// empties.
+var modes = map[string]func(args []string) int{
+	childArg:  func(a []string) int { return child(a[0]) },
+	daemonArg: func(a []string) int { return daemon(a[0]) },
+	orphanArg: func([]string) int { return orphanParent() },
+	// spinArg applies the policy given and spins until the kernel ends it.
+	spinArg: func(a []string) int {
+		if code := applyOnly(a[0]); code != 0 {
+			return code
+		}
+		for {
+		}
+	},
+	// exitArg applies the policy given, if any, and exits.
+	exitArg: func(a []string) int {
+		if len(a) == 0 {
+			return 0
+		}
+		return applyOnly(a[0])
+	},
+}
+
+const (
+	spinArg = "confine-spin"
+	exitArg = "confine-exit"
+)
+
+// applyOnly applies the policy in text, and answers 0 if it did.
+func applyOnly(text string) int {
+	p, err := ParsePolicy(text)
+	if err == nil {
+		_, err = Apply(p)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	return 0
 }
 
 // workloadWAT is a worker's work in small: a module with memory whose start the memory
@@ -442,8 +478,7 @@ func TestWorkerConfinedRootless(t *testing.T) {
 	}
 }
 
-// daemonArg, first on a test binary's command line, makes it a daemon that runs a
-// confined child (runConfined) with the workload in the file named next and writes what
+// daemonArg makes a test binary a daemon (modes) that runs a confined child (runConfined) with the workload in the file named next and writes what
 // it found to its standard output.
 const daemonArg = "confine-daemon"
 
@@ -611,8 +646,7 @@ func checkConfined(t *testing.T, c confined, available map[string]bool) {
 	}
 }
 
-// orphanArg, alone on a test binary's command line, makes it a daemon that starts a
-// confined child on its own fd 3, writes the child's pid and waits to be killed.
+// orphanArg makes a test binary a daemon (modes) that starts a confined child on its own fd 3, writes the child's pid and waits to be killed.
 const orphanArg = "confine-orphan-parent"
 
 func orphanParent() int {
@@ -701,6 +735,63 @@ func TestWorkerDiesWithDaemon(t *testing.T) {
 	if err != nil || n != 1 {
 		_ = unix.Kill(pid, unix.SIGKILL)
 		t.Fatalf("the child still runs 2 minutes after its daemon was killed (poll = %d, %v)", n, err)
+	}
+}
+
+// TestCPUBoundKills: a worker that reaches its CPU time bound is killed.
+func TestCPUBoundKills(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Policy{CPUSeconds: 1}
+	cmd := exec.Command(self, spinArg, p.String())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if _, err := Prepare(cmd, p); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		t.Fatalf("spinning worker: %v, want killed\n%s", err, stderr.String())
+	}
+	if ws := exit.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Errorf("spinning worker ended %v, want killed by SIGKILL\n%s", exit, stderr.String())
+	}
+}
+
+// BenchmarkStart is what a worker's start costs with and without its confinement: the
+// test binary started, with Prepare's namespaces and Apply's layers or without, to exit
+// at once.
+func BenchmarkStart(b *testing.B) {
+	self, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, confined := range []bool{false, true} {
+		b.Run(fmt.Sprintf("confined=%v", confined), func(b *testing.B) {
+			for b.Loop() {
+				cmd := exec.Command(self, exitArg)
+				if confined {
+					cmd.Args = append(cmd.Args, policy.String())
+					if _, err := Prepare(cmd, policy); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if out, err := cmd.CombinedOutput(); err != nil {
+					b.Fatalf("%v\n%s", err, out)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkChooseNamespaces is what Prepare's first call for a user costs: a child that
+// makes the namespaces and fails to run a file.
+func BenchmarkChooseNamespaces(b *testing.B) {
+	for b.Loop() {
+		chooseNamespaces(policy.withDefaults())
 	}
 }
 
