@@ -35,7 +35,11 @@ func Apply(p Policy) (Layers, error) {
 	p = p.withDefaults()
 	var l Layers
 	// What the process learns from files it learns now: landlock ends that.
-	own, ownWhy := ownUserNamespace()
+	uid := os.Getuid()
+	if uid == 0 {
+		uid = int(p.UID) // unprivileged switches to it
+	}
+	own, ownWhy := ownUserNamespace(uid)
 
 	var err error
 	if l.Proc, err = ownProc(); err != nil {
@@ -60,10 +64,10 @@ func Apply(p Policy) (Layers, error) {
 	return l, nil
 }
 
-// ownUserNamespace says whether the process is in a user namespace of its own, as
-// Prepare makes it: each line of its uid_map maps one id to itself. The initial
+// ownUserNamespace says whether the process, to run as uid, is in a user namespace of
+// its own, as Prepare makes it, and why not: each line of its uid_map maps one id to itself. The initial
 // namespace maps every id ("0 0 4294967295"), a container's a range to another.
-func ownUserNamespace() (bool, string) {
+func ownUserNamespace(uid int) (bool, string) {
 	b, err := os.ReadFile("/proc/self/uid_map")
 	if err != nil {
 		return false, fmt.Sprintf("cannot read /proc/self/uid_map: %v", err)
@@ -71,7 +75,7 @@ func ownUserNamespace() (bool, string) {
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		f := strings.Fields(line)
 		if len(f) != 3 || f[0] != f[1] || f[2] != "1" {
-			return false, fmt.Sprintf("no user namespace of its own (uid_map %q), where the kernel counts every thread of uid %d", strings.TrimSpace(string(b)), os.Getuid())
+			return false, fmt.Sprintf("no user namespace of its own (uid_map %q), where the kernel would count every thread of uid %d", strings.Join(strings.Fields(string(b)), " "), uid)
 		}
 	}
 	return true, ""

@@ -50,6 +50,15 @@ var modes = map[string]func(args []string) int{
 	childArg:  func(a []string) int { return child(a[0]) },
 	daemonArg: func(a []string) int { return daemon(a[0]) },
 	orphanArg: func([]string) int { return orphanParent() },
+	// noUserNSArg is daemonArg under a seccomp filter that refuses user namespaces, as a
+	// container's may.
+	noUserNSArg: func(a []string) int {
+		if err := refuseUserNamespaces(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		return daemon(a[0])
+	},
 	// spinArg applies the policy given and spins until the kernel ends it.
 	spinArg: func(a []string) int {
 		if code := applyOnly(a[0]); code != 0 {
@@ -68,9 +77,28 @@ var modes = map[string]func(args []string) int{
 }
 
 const (
-	spinArg = "confine-spin"
-	exitArg = "confine-exit"
+	spinArg     = "confine-spin"
+	exitArg     = "confine-exit"
+	noUserNSArg = "confine-daemon-without-user-namespaces"
 )
+
+// refuseUserNamespaces loads a filter that fails a clone or unshare of a user namespace
+// with EPERM, as Docker's default profile does for a container without CAP_SYS_ADMIN,
+// and lets every other call through.
+func refuseUserNamespaces() error {
+	newUser := seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.BitsSet, Value: unix.CLONE_NEWUSER}}
+	return seccomp.LoadFilter(seccomp.Filter{
+		NoNewPrivs: true,
+		Flag:       seccomp.FilterFlagTSync,
+		Policy: seccomp.Policy{
+			DefaultAction: seccomp.ActionAllow,
+			Syscalls: []seccomp.SyscallGroup{{
+				Action:             seccomp.ActionErrno,
+				NamesWithCondtions: []seccomp.NameWithConditions{{Name: "clone", Conditions: newUser}, {Name: "unshare", Conditions: newUser}},
+			}},
+		},
+	})
+}
 
 // applyOnly applies the policy in text, and answers 0 if it did.
 func applyOnly(text string) int {
@@ -465,7 +493,7 @@ func TestWorkerConfinedRootless(t *testing.T) {
 			t.Fatal(err)
 		}
 	} else {
-		c = runAsNobody(t, workloadWasm(t))
+		c = runDaemon(t, daemonArg, workloadWasm(t), true)
 	}
 	userns := userNamespacesAllowed()
 	checkConfined(t, c, map[string]bool{
@@ -476,6 +504,34 @@ func TestWorkerConfinedRootless(t *testing.T) {
 	if c.Report.Layers.Unprivileged.Active {
 		t.Errorf("unprivileged: on (%s) in a daemon that is not root", c.Report.Layers.Unprivileged.Note)
 	}
+}
+
+// TestWorkerConfinedWithoutUserNamespaces: a daemon that may not make a user namespace
+// (a container's filter refuses it) gives its worker what it still may, each missing
+// layer with its reason: as root the other namespaces and the switch to nobody, as
+// another user no namespace; and no thread bound, where the kernel would count the
+// user's every thread.
+func TestWorkerConfinedWithoutUserNamespaces(t *testing.T) {
+	check := func(t *testing.T, c confined, root bool) {
+		checkConfined(t, c, map[string]bool{
+			"seccomp": seccomp.Supported(), "landlock": landlockABI() >= 1, "no_new_privs": true, "rlimits": true,
+			"start": true, "unprivileged": root, "netns": root, "ipcns": root, "mountns": root, "pidns": root, "proc": root,
+		})
+		if c.Prepared.User.Active || !strings.Contains(c.Prepared.User.Note, "operation not permitted") {
+			t.Errorf("userns = %+v, want off, refused", c.Prepared.User)
+		}
+		if !root && (c.Prepared.Net.Active || c.Prepared.Net.Note == "") {
+			t.Errorf("netns = %+v, want off with a reason", c.Prepared.Net)
+		}
+		if !strings.Contains(c.Report.Layers.Rlimits.Note, "nproc off") {
+			t.Errorf("rlimits = %q, want nproc off", c.Report.Layers.Rlimits.Note)
+		}
+	}
+	wasm := workloadWasm(t)
+	if os.Getuid() == 0 {
+		t.Run("root", func(t *testing.T) { check(t, runDaemon(t, noUserNSArg, wasm, false), true) })
+	}
+	t.Run("not root", func(t *testing.T) { check(t, runDaemon(t, noUserNSArg, wasm, os.Getuid() == 0), false) })
 }
 
 // daemonArg makes a test binary a daemon (modes) that runs a confined child (runConfined) with the workload in the file named next and writes what
@@ -498,15 +554,15 @@ func daemon(wasmPath string) int {
 	return 0
 }
 
-// runAsNobody runs the test binary as a daemon (daemonArg) of user and group 65534, from
-// a copy it may run, and answers what it found.
-func runAsNobody(t *testing.T, wasm []byte) confined {
+// runDaemon runs the test binary as a daemon (mode: daemonArg or noUserNSArg) from a copy
+// in a directory of its own, with wasm there, as user and group 65534 if asNobody, and
+// answers what it found.
+func runDaemon(t *testing.T, mode string, wasm []byte, asNobody bool) confined {
 	dir := t.TempDir()
-	if err := os.Chmod(filepath.Dir(dir), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -524,16 +580,18 @@ func runAsNobody(t *testing.T, wasm []byte) confined {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(exe, daemonArg, wasmPath)
+	cmd := exec.Command(exe, mode, wasmPath)
 	cmd.Env = []string{}
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	if asNobody {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	}
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("daemon as nobody: %v\n%s", err, stderr.String())
+		t.Fatalf("daemon %s: %v\n%s", mode, err, stderr.String())
 	}
 	var c confined
 	if err := json.Unmarshal(stdout.Bytes(), &c); err != nil {
-		t.Fatalf("daemon as nobody: %v\n%s", err, stdout.String())
+		t.Fatalf("daemon %s: %v\n%s", mode, err, stdout.String())
 	}
 	return c
 }
