@@ -25,14 +25,15 @@ package confine
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 )
 
 // Policy is what a worker is confined to. The zero value of a field takes its default.
-// The daemon builds it, Prepare reads it, and the worker needs the same value for Apply:
-// the daemon passes it as an argument ([Policy.String], [ParsePolicy]), since the worker's
-// environment is empty.
+// The daemon builds it and hands it to Prepare, which passes it to the worker in its
+// environment (PolicyVar), where the worker reads it for Apply (PolicyFromEnv).
 type Policy struct {
 	// AddressSpace bounds the worker's virtual memory in bytes (RLIMIT_AS): every mapping
 	// counts, the Go runtime's, the compiled code's and each instance's reserved memory (an
@@ -121,6 +122,44 @@ func (p Policy) withDefaults() Policy {
 		p.GID = nobody
 	}
 	return p
+}
+
+// PolicyVar is the variable of a worker's environment that holds its Policy, in the
+// form of Policy.String: "FLEET_CONFINE=as=6442450944,cpu=86400,...".
+const PolicyVar = "FLEET_CONFINE"
+
+// PolicyFromEnv is the Policy Prepare passed the calling worker (PolicyVar); with none,
+// the zero Policy, every field its default.
+func PolicyFromEnv() (Policy, error) {
+	return ParsePolicy(os.Getenv(PolicyVar))
+}
+
+// runtimeVars are the variables of a worker's environment that Prepare keeps from
+// cmd.Env: the Go runtime's own settings, which hold no secret.
+var runtimeVars = []string{"GODEBUG", "GOGC", "GOMEMLIMIT", "GOMAXPROCS", "GOTRACEBACK"}
+
+// workerEnv is a worker's environment from what its command names (env): the Go
+// runtime's settings and p, and the names of the variables dropped.
+func workerEnv(env []string, p Policy) (kept, dropped []string) {
+	kept = []string{}
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if indexOf(runtimeVars, name) < 0 || name == PolicyVar {
+			dropped = append(dropped, name)
+			continue
+		}
+		kept = append(kept, kv)
+	}
+	return append(kept, PolicyVar+"="+p.String()), dropped
+}
+
+// startNote says how Prepare set the worker's start up.
+func startNote(cmd *exec.Cmd, dropped []string) string {
+	note := fmt.Sprintf("environment of %d variable(s), the policy and the Go runtime's; %d file(s) beside the standard streams", len(cmd.Env), len(cmd.ExtraFiles))
+	if len(dropped) > 0 {
+		note += "; dropped from its command's environment: " + strings.Join(dropped, ", ")
+	}
+	return note
 }
 
 // policyFields names Policy's fields in its text form, in order.

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,7 +48,7 @@ func TestMain(m *testing.M) {
 // tests: the environment, where such a switch would usually go, is what Prepare
 // empties.
 var modes = map[string]func(args []string) int{
-	childArg:  func(a []string) int { return child(a[0]) },
+	childArg:  func([]string) int { return child() },
 	daemonArg: func(a []string) int { return daemon(a[0]) },
 	orphanArg: func([]string) int { return orphanParent() },
 	// noUserNSArg is daemonArg under a seccomp filter that refuses user namespaces, as a
@@ -59,20 +60,20 @@ var modes = map[string]func(args []string) int{
 		}
 		return daemon(a[0])
 	},
-	// spinArg applies the policy given and spins until the kernel ends it.
-	spinArg: func(a []string) int {
-		if code := applyOnly(a[0]); code != 0 {
+	// spinArg applies its policy and spins until the kernel ends it.
+	spinArg: func([]string) int {
+		if code := applyOnly(); code != 0 {
 			return code
 		}
 		for {
 		}
 	},
-	// exitArg applies the policy given, if any, and exits.
-	exitArg: func(a []string) int {
-		if len(a) == 0 {
+	// exitArg applies its policy, if it was given one, and exits.
+	exitArg: func([]string) int {
+		if os.Getenv(PolicyVar) == "" {
 			return 0
 		}
-		return applyOnly(a[0])
+		return applyOnly()
 	},
 }
 
@@ -100,9 +101,9 @@ func refuseUserNamespaces() error {
 	})
 }
 
-// applyOnly applies the policy in text, and answers 0 if it did.
-func applyOnly(text string) int {
-	p, err := ParsePolicy(text)
+// applyOnly applies the policy Prepare passed, and answers 0 if it did.
+func applyOnly() int {
+	p, err := PolicyFromEnv()
 	if err == nil {
 		_, err = Apply(p)
 	}
@@ -127,9 +128,6 @@ const workloadWAT = `(module
 
 // imageWord is the word at offset 100 of the workload's memory image.
 const imageWord = 42
-
-// policy is the children's Policy: a bound on address space the workload fits in.
-var policy = Policy{AddressSpace: 6 << 30, CPUSeconds: 600, OpenFiles: 48, Processes: 200, FileSize: 1 << 20}
 
 // childReport is what the child sends back: the layers, what it could still do, and how
 // the workload went.
@@ -156,8 +154,8 @@ type probed struct {
 
 // child is the confined process: it applies its policy, runs the workload it is sent
 // on fd 3, probes, reports on fd 3 and waits for the parent to close it.
-func child(policyText string) int {
-	p, err := ParsePolicy(policyText)
+func child() int {
+	p, err := PolicyFromEnv()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -445,7 +443,8 @@ func childCommand(sock *os.File) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(self, childArg, policy.String())
+	cmd := exec.Command(self, childArg)
+	cmd.Env = []string{"GODEBUG=updatemaxprocs=0", "FLEET_TOKEN=" + os.Getenv("FLEET_TOKEN")}
 	cmd.ExtraFiles = []*os.File{sock}
 	return cmd, nil
 }
@@ -620,9 +619,14 @@ func checkConfined(t *testing.T, c confined, available map[string]bool) {
 		t.Errorf("a memfd past the file size bound = %q, want EFBIG", rep.BeyondFileSize)
 	}
 
-	// The daemon's environment is not the child's.
-	if len(rep.Environ) != 0 || len(c.Environ) != 0 {
-		t.Errorf("child's environment = %q (/proc: %q), want empty", rep.Environ, c.Environ)
+	// The daemon's environment is not the child's: it has the policy and the Go
+	// runtime's setting its command named, and not the token its command named too.
+	wantEnv := []string{"GODEBUG=updatemaxprocs=0", PolicyVar + "=" + policy.withDefaults().String()}
+	if !slices.Equal(rep.Environ, wantEnv) || string(c.Environ) != strings.Join(wantEnv, "\x00")+"\x00" {
+		t.Errorf("child's environment = %q (/proc: %q), want %q", rep.Environ, c.Environ, wantEnv)
+	}
+	if !strings.Contains(c.Prepared.Start.Note, "dropped from its command's environment: FLEET_TOKEN") {
+		t.Errorf("start = %q, want FLEET_TOKEN dropped", c.Prepared.Start.Note)
 	}
 
 	// Everything probed is denied, by seccomp (EPERM) first.
@@ -803,7 +807,7 @@ func TestCPUBoundKills(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := Policy{CPUSeconds: 1}
-	cmd := exec.Command(self, spinArg, p.String())
+	cmd := exec.Command(self, spinArg)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if _, err := Prepare(cmd, p); err != nil {
@@ -832,7 +836,6 @@ func BenchmarkStart(b *testing.B) {
 			for b.Loop() {
 				cmd := exec.Command(self, exitArg)
 				if confined {
-					cmd.Args = append(cmd.Args, policy.String())
 					if _, err := Prepare(cmd, policy); err != nil {
 						b.Fatal(err)
 					}

@@ -10,10 +10,11 @@ import (
 // notLinux is why no layer holds: each is a Linux kernel's.
 var notLinux = off("confinement is Linux's; this is " + runtime.GOOS)
 
-// Prepare leaves cmd's environment empty; the other layers are Linux's.
-func Prepare(cmd *exec.Cmd, _ Policy) (Layers, error) {
-	cmd.Env = []string{}
-	return Layers{Start: on("empty environment"), User: notLinux, Net: notLinux, PID: notLinux, IPC: notLinux, Mount: notLinux}, nil
+// Prepare sets cmd's environment as on Linux; the other layers are Linux's.
+func Prepare(cmd *exec.Cmd, p Policy) (Layers, error) {
+	var dropped []string
+	cmd.Env, dropped = workerEnv(cmd.Env, p.withDefaults())
+	return Layers{Start: on(startNote(cmd, dropped)), User: notLinux, Net: notLinux, PID: notLinux, IPC: notLinux, Mount: notLinux}, nil
 }
 
 // Apply confines nothing: every layer is Linux's.

@@ -1,9 +1,13 @@
 package confine
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
+
+// policy is the children's Policy: a bound on address space the workload fits in.
+var policy = Policy{AddressSpace: 6 << 30, CPUSeconds: 600, OpenFiles: 48, Processes: 200, FileSize: 1 << 20}
 
 // TestPolicyText: a Policy read back from its text is the same Policy, and a text that
 // is not one is refused naming what is wrong.
@@ -45,5 +49,27 @@ func TestLayersString(t *testing.T) {
 	l := Layers{Seccomp: on("51 calls"), Landlock: off("no landlock")}
 	if got, want := l.String(), "landlock: off (no landlock)\nseccomp: on (51 calls)\n"; got != want {
 		t.Errorf("Layers.String() = %q, want %q", got, want)
+	}
+}
+
+// TestWorkerEnv: a worker's environment is the policy and the Go runtime's settings its
+// command names, never another variable, nor the daemon's by default (a nil Env).
+func TestWorkerEnv(t *testing.T) {
+	p := Policy{CPUSeconds: 5}
+	tests := []struct {
+		env, want, dropped []string
+	}{
+		{nil, []string{"FLEET_CONFINE=cpu=5"}, nil},
+		{[]string{"GOGC=50", "FLEET_TOKEN=secret", "FLEET_CONFINE=cpu=1", "HOME=/root"}, []string{"GOGC=50", "FLEET_CONFINE=cpu=5"}, []string{"FLEET_TOKEN", "FLEET_CONFINE", "HOME"}},
+	}
+	for _, tt := range tests {
+		got, dropped := workerEnv(tt.env, p)
+		if !slices.Equal(got, tt.want) || !slices.Equal(dropped, tt.dropped) {
+			t.Errorf("workerEnv(%q) = %q, dropped %q; want %q, dropped %q", tt.env, got, dropped, tt.want, tt.dropped)
+		}
+	}
+	t.Setenv(PolicyVar, p.String())
+	if got, err := PolicyFromEnv(); err != nil || got != p {
+		t.Errorf("PolicyFromEnv() = %+v, %v; want %+v", got, err, p)
 	}
 }

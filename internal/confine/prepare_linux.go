@@ -10,8 +10,10 @@ import (
 )
 
 // Prepare sets up cmd, before its Start, to start a worker confined from its first
-// instruction: an empty environment (the daemon's, with its token and secrets, is never
-// the worker's), a session of its own (a terminal's signals reach the daemon, which ends
+// instruction: an environment of the policy (PolicyVar, which the worker reads with
+// PolicyFromEnv) and of the Go runtime's settings cmd.Env names (GODEBUG, GOGC,
+// GOMEMLIMIT, GOMAXPROCS, GOTRACEBACK), nothing else (the daemon's, with its token and
+// secrets, is never the worker's, even where cmd.Env names it), a session of its own (a terminal's signals reach the daemon, which ends
 // its workers), SIGKILL when the daemon's thread that started it dies (Pdeathsig: start
 // workers from a goroutine not locked to its thread), and the namespaces this process may
 // make: a user namespace (root or not, where the kernel allows one), a network namespace
@@ -34,7 +36,8 @@ func Prepare(cmd *exec.Cmd, p Policy) (Layers, error) {
 		return Layers{}, errors.New("confine: prepare a worker's command before its Start, not after")
 	}
 	p = p.withDefaults()
-	cmd.Env = []string{}
+	var dropped []string
+	cmd.Env, dropped = workerEnv(cmd.Env, p)
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
@@ -47,7 +50,7 @@ func Prepare(cmd *exec.Cmd, p Policy) (Layers, error) {
 	a.GidMappingsEnableSetgroups = ns.attr.GidMappingsEnableSetgroups
 
 	l := ns.layers
-	l.Start = on(fmt.Sprintf("empty environment, %d file(s) beside the standard streams, Pdeathsig SIGKILL, own session", len(cmd.ExtraFiles)))
+	l.Start = on(startNote(cmd, dropped) + "; Pdeathsig SIGKILL; a session of its own")
 	return l, nil
 }
 
