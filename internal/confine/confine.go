@@ -7,8 +7,9 @@
 // The daemon prepares the worker's command before starting it, and the worker confines
 // itself first thing in its main, before it reads a byte of the plugin:
 //
-//	layers, err := confine.Prepare(cmd, policy) // daemon: namespaces, empty env, Pdeathsig
-//	layers, err := confine.Apply(policy)        // worker: rlimits, no_new_privs, landlock, seccomp
+//	layers, err := confine.Prepare(cmd, policy) // daemon: namespaces, the environment, Pdeathsig
+//	policy, err := confine.PolicyFromEnv()      // worker, first thing:
+//	layers, err := confine.Apply(policy)        // rlimits, no_new_privs, landlock, seccomp
 //
 // Each returns the layers it arranged, and for each layer it could not (the kernel lacks
 // it, or this deployment may not have it) the reason: a missing layer is reported, never
@@ -245,7 +246,7 @@ func off(note string) Layer { return Layer{Note: note} }
 // Apply set up (the rest); the other side's are zero.
 type Layers struct {
 	// Prepare's.
-	Start Layer // an empty environment, no file but the ones given, Pdeathsig, a session of its own
+	Start Layer // the policy and the Go runtime's settings its only environment, Pdeathsig, a session of its own
 	User  Layer // a user namespace: the worker's capabilities and thread count are its own
 	Net   Layer // a network namespace with only a loopback interface, down
 	PID   Layer // a PID namespace: no other process is in sight

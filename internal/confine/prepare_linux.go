@@ -27,6 +27,7 @@ import (
 // change (already started).
 //
 //	cmd := exec.Command(self, "worker")
+//	cmd.Env = []string{"GODEBUG=updatemaxprocs=0"}
 //	cmd.ExtraFiles = []*os.File{sock}
 //	layers, err := confine.Prepare(cmd, policy)
 //
