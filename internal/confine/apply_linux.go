@@ -1,8 +1,10 @@
 package confine
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,7 +28,7 @@ import (
 // means a layer the kernel has could not be set, and the process must exit: it may be
 // partly confined.
 //
-//	p, err := confine.ParsePolicy(arg)
+//	p, err := confine.PolicyFromEnv()
 //	if err == nil { _, err = confine.Apply(p) }
 //	if err != nil { fmt.Fprintln(os.Stderr, err); os.Exit(2) }
 //
@@ -51,10 +53,13 @@ func Apply(p Policy) (Layers, error) {
 	if l.Unprivileged, err = unprivileged(p); err != nil {
 		return l, err
 	}
-	if err := llsys.AllThreadsPrctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return l, fmt.Errorf("confine: set no_new_privs on every thread: %w", err)
+	// no_new_privs, landlock and seccomp are each set on this thread first, then the
+	// others: the calls that need no_new_privs must run on a thread that has it.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if l.NoNewPrivs, err = noNewPrivs(); err != nil {
+		return l, err
 	}
-	l.NoNewPrivs = on("set on every thread")
 	if l.Landlock, err = restrictFiles(); err != nil {
 		return l, err
 	}
@@ -87,11 +92,11 @@ func ownUserNamespace(uid int) (bool, string) {
 // worker then sees no other process there either. The mount ns is Prepare's: it goes
 // private first, so that nothing of it reaches the parent's.
 func ownProc() (Layer, error) {
-	self, err := os.Readlink("/proc/self")
+	own, err := procIsOwn()
 	if err != nil {
-		return Layer{}, fmt.Errorf("confine: read /proc/self: %w", err)
+		return Layer{}, err
 	}
-	if self == strconv.Itoa(os.Getpid()) {
+	if own {
 		return Layer{}, nil // /proc is this PID namespace's already
 	}
 	if os.Geteuid() != 0 {
@@ -100,10 +105,43 @@ func ownProc() (Layer, error) {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return Layer{}, fmt.Errorf("confine: make the worker's mounts private: %w", err)
 	}
-	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); errors.Is(err, unix.EPERM) {
+		// A container that masks parts of its /proc keeps a user namespace from
+		// mounting another.
+		return off(fmt.Sprintf("root of its user namespace, but may not mount a /proc: %v", err)), nil
+	} else if err != nil {
 		return Layer{}, fmt.Errorf("confine: mount /proc of the worker's PID namespace: %w", err)
 	}
 	return on("the worker's PID namespace's own: it lists the worker alone"), nil
+}
+
+// procIsOwn says whether /proc is the process's PID namespace's.
+func procIsOwn() (bool, error) {
+	self, err := os.Readlink("/proc/self")
+	if err != nil {
+		return false, fmt.Errorf("confine: read /proc/self: %w", err)
+	}
+	return self == strconv.Itoa(os.Getpid()), nil
+}
+
+// noNewPrivs sets no_new_privs on every thread where libpsx can (it finds the threads in
+// /proc/<pid>/task), else on this one, from which landlock and seccomp (TSYNC) set it on
+// every other as they restrict them.
+func noNewPrivs() (Layer, error) {
+	own, err := procIsOwn()
+	if err != nil {
+		return Layer{}, err
+	}
+	if own {
+		if err := llsys.AllThreadsPrctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			return Layer{}, fmt.Errorf("confine: set no_new_privs on every thread: %w", err)
+		}
+		return on("set on every thread"), nil
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return Layer{}, fmt.Errorf("confine: set no_new_privs: %w", err)
+	}
+	return on("set on this thread, and on the others by landlock's and seccomp's synchronisation"), nil
 }
 
 // landlockNeedsProc says whether Apply's landlock goes through /proc/<pid>/task: below
@@ -177,6 +215,12 @@ func restrictFiles() (Layer, error) {
 	abi, err := llsys.LandlockGetABIVersion()
 	if err != nil || abi < 1 {
 		return off(fmt.Sprintf("no landlock: the kernel lacks it, boots without it (lsm=), or a filter above (a container's) refuses its calls: %v", err)), nil
+	}
+	if own, err := procIsOwn(); err != nil {
+		return Layer{}, err
+	} else if !own && abi < 8 {
+		// libpsx would wait for ever on threads of another process.
+		return off(fmt.Sprintf("ABI %d enforces on every thread through /proc/<pid>/task, and this PID namespace has no /proc of its own", abi)), nil
 	}
 	if err := landlock.V11.BestEffort().Restrict(); err != nil {
 		return Layer{}, fmt.Errorf("confine: landlock (ABI %d): %w", abi, err)

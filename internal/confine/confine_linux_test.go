@@ -53,13 +53,10 @@ var modes = map[string]func(args []string) int{
 	orphanArg: func([]string) int { return orphanParent() },
 	// noUserNSArg is daemonArg under a seccomp filter that refuses user namespaces, as a
 	// container's may.
-	noUserNSArg: func(a []string) int {
-		if err := refuseUserNamespaces(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 2
-		}
-		return daemon(a[0])
-	},
+	noUserNSArg: func(a []string) int { return daemonUnder(refuseUserNamespaces(), a[0]) },
+	// noProcArg is daemonArg under a seccomp filter that refuses to mount a /proc, as a
+	// container that masks parts of its own does.
+	noProcArg: func(a []string) int { return daemonUnder(refuseProcMounts(), a[0]) },
 	// spinArg applies its policy and spins until the kernel ends it.
 	spinArg: func([]string) int {
 		if code := applyOnly(); code != 0 {
@@ -81,7 +78,35 @@ const (
 	spinArg     = "confine-spin"
 	exitArg     = "confine-exit"
 	noUserNSArg = "confine-daemon-without-user-namespaces"
+	noProcArg   = "confine-daemon-without-proc"
 )
+
+// daemonUnder is daemon, once the filter that err reports on is loaded.
+func daemonUnder(err error, wasmPath string) int {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	return daemon(wasmPath)
+}
+
+// refuseProcMounts loads a filter that fails a mount with MS_NOEXEC, as Apply mounts a
+// /proc (and not as it makes its mounts private), with EPERM.
+func refuseProcMounts() error {
+	return seccomp.LoadFilter(seccomp.Filter{
+		NoNewPrivs: true,
+		Flag:       seccomp.FilterFlagTSync,
+		Policy: seccomp.Policy{
+			DefaultAction: seccomp.ActionAllow,
+			Syscalls: []seccomp.SyscallGroup{{
+				Action: seccomp.ActionErrno,
+				NamesWithCondtions: []seccomp.NameWithConditions{{Name: "mount", Conditions: seccomp.ArgumentConditions{
+					{Argument: 3, Operation: seccomp.BitsSet, Value: unix.MS_NOEXEC},
+				}}},
+			}},
+		},
+	})
+}
 
 // refuseUserNamespaces loads a filter that fails a clone or unshare of a user namespace
 // with EPERM, as Docker's default profile does for a container without CAP_SYS_ADMIN,
@@ -531,6 +556,28 @@ func TestWorkerConfinedWithoutUserNamespaces(t *testing.T) {
 		t.Run("root", func(t *testing.T) { check(t, runDaemon(t, noUserNSArg, wasm, false), true) })
 	}
 	t.Run("not root", func(t *testing.T) { check(t, runDaemon(t, noUserNSArg, wasm, os.Getuid() == 0), false) })
+}
+
+// TestWorkerConfinedWithoutProc: a worker in a PID namespace that may not mount a /proc
+// of its own (a container masks its own) goes without landlock where landlock needs one
+// (below ABI 8), says so, and holds every other layer.
+func TestWorkerConfinedWithoutProc(t *testing.T) {
+	c := runDaemon(t, noProcArg, workloadWasm(t), false)
+	root := os.Getuid() == 0
+	userns := userNamespacesAllowed()
+	pidNS := c.Prepared.PID.Active
+	checkConfined(t, c, map[string]bool{
+		"seccomp": seccomp.Supported(), "landlock": landlockABI() >= 1 && (!pidNS || landlockABI() >= 8), "no_new_privs": true, "rlimits": true,
+		"start": true, "unprivileged": root, "userns": userns, "netns": root || userns, "ipcns": root || userns, "mountns": root || userns,
+	})
+	if pidNS {
+		if c.Report.Layers.Proc.Active || !strings.Contains(c.Report.Layers.Proc.Note, "may not mount a /proc") {
+			t.Errorf("proc = %+v, want off: may not mount one", c.Report.Layers.Proc)
+		}
+		if landlockABI() < 8 && (c.Report.Layers.Landlock.Active || !strings.Contains(c.Report.Layers.Landlock.Note, "no /proc of its own")) {
+			t.Errorf("landlock = %+v, want off: no /proc of its own", c.Report.Layers.Landlock)
+		}
+	}
 }
 
 // daemonArg makes a test binary a daemon (modes) that runs a confined child (runConfined) with the workload in the file named next and writes what

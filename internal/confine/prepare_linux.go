@@ -13,8 +13,8 @@ import (
 // instruction: an environment of the policy (PolicyVar, which the worker reads with
 // PolicyFromEnv) and of the Go runtime's settings cmd.Env names (GODEBUG, GOGC,
 // GOMEMLIMIT, GOMAXPROCS, GOTRACEBACK), nothing else (the daemon's, with its token and
-// secrets, is never the worker's, even where cmd.Env names it), a session of its own (a terminal's signals reach the daemon, which ends
-// its workers), SIGKILL when the daemon's thread that started it dies (Pdeathsig: start
+// secrets, is never the worker's, even where cmd.Env names it), a session of its own (a
+// terminal's signals reach the daemon, which ends its workers), SIGKILL when the daemon's thread that started it dies (Pdeathsig: start
 // workers from a goroutine not locked to its thread), and the namespaces this process may
 // make: a user namespace (root or not, where the kernel allows one), a network namespace
 // with no interface but a loopback one that is down, and PID, IPC and mount namespaces.
