@@ -64,7 +64,8 @@ type Policy struct {
 	Processes uint64
 	// FileSize bounds a file the worker writes (RLIMIT_FSIZE): the memfd of a memory
 	// image, the only file it can make. It must hold the largest memory image, which the
-	// memory limit bounds.
+	// memory limit bounds; OpenFiles × FileSize bounds the memory a worker can hold in
+	// memfds, which AddressSpace does not count.
 	// default: [DefaultFileSize]
 	FileSize uint64
 	// UID and GID are the user and group a worker started as root switches to before
@@ -246,7 +247,7 @@ func off(note string) Layer { return Layer{Note: note} }
 // Apply set up (the rest); the other side's are zero.
 type Layers struct {
 	// Prepare's.
-	Start Layer // the policy and the Go runtime's settings its only environment, Pdeathsig, a session of its own
+	Start Layer // an environment of the policy and the Go runtime's settings only, Pdeathsig, a session of its own
 	User  Layer // a user namespace: the worker's capabilities and thread count are its own
 	Net   Layer // a network namespace with only a loopback interface, down
 	PID   Layer // a PID namespace: no other process is in sight

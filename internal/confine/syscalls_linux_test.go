@@ -3,6 +3,8 @@ package confine
 import (
 	"slices"
 	"testing"
+
+	"github.com/elastic/go-seccomp-bpf/arch"
 )
 
 // TestFilterAllowsNoneOfTheDangerous: the allow list assembles for this architecture
@@ -31,6 +33,27 @@ func TestFilterAllowsNoneOfTheDangerous(t *testing.T) {
 	} {
 		if slices.Contains(names, bad) {
 			t.Errorf("the filter allows %s", bad)
+		}
+	}
+}
+
+// TestFilterNamesBothArchitectures: every call the filter names is a system call of
+// amd64 and arm64 both, the architectures a worker runs on, so that the filter
+// assembles on either (an unknown name is an error of Apply's).
+func TestFilterNamesBothArchitectures(t *testing.T) {
+	names := append(slices.Clone(allowed), "clone3")
+	for _, c := range conditional(1) {
+		names = append(names, c.Name)
+	}
+	for _, a := range []string{"amd64", "arm64"} {
+		info, err := arch.GetInfo(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			if _, ok := info.SyscallNames[n]; !ok {
+				t.Errorf("%s has no system call %s", a, n)
+			}
 		}
 	}
 }
