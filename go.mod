@@ -5,10 +5,12 @@ go 1.26.8
 require (
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
+	github.com/elastic/go-seccomp-bpf v1.6.0
 	github.com/extism/go-sdk v1.7.1
 	github.com/fleethost/fleet/abi v0.1.0
 	github.com/fleethost/fleet/guest-sdk v0.1.0
 	github.com/fsnotify/fsnotify v1.10.1
+	github.com/landlock-lsm/go-landlock v0.11.2
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/robfig/cron/v3 v3.0.1
@@ -19,7 +21,7 @@ require (
 	go.opentelemetry.io/otel/sdk v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
 	go.opentelemetry.io/proto/otlp v1.11.0
-	golang.org/x/sys v0.48.0
+	golang.org/x/sys v0.49.0
 	golang.org/x/text v0.42.0
 	google.golang.org/protobuf v1.36.12
 )
@@ -57,6 +59,7 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/grpc v1.83.2 // indirect
+	kernel.org/pub/linux/libs/security/libcap/psx v1.2.78 // indirect
 )
 
 // abi and guest-sdk are modules of their own, so that a plugin outside this repository

@@ -32,7 +32,7 @@ const planeKey = "plane-key"
 // client gives up or the test ends. A slow one (delay) answers each report after the
 // delay, and keeps it then.
 type plane struct {
-	t        *testing.T
+	t        testing.TB
 	srv      *httptest.Server
 	wedged   bool
 	requests atomic.Int64
@@ -46,7 +46,7 @@ type plane struct {
 
 // newPlane starts a plane; call it after newRig, so that it closes after the host stopped
 // and before the goroutine check.
-func newPlane(t *testing.T, wedged bool) *plane {
+func newPlane(t testing.TB, wedged bool) *plane {
 	p := &plane{t: t, wedged: wedged, release: make(chan struct{})}
 	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
 	t.Cleanup(func() {

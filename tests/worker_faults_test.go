@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -300,8 +301,8 @@ func TestWorkerFaultsContained(t *testing.T) {
 }
 
 // TestWorkerHoldsNothing: a plugin's worker process runs with none of the daemon's
-// environment (which holds its token and its backend's address; the worker's is one
-// GODEBUG setting) and holds no file but its sockets to the daemon: its open
+// environment (which holds its token and its backend's address; the worker's is the Go
+// runtime's settings, and its confinement's policy) and holds no file but its sockets to the daemon: its open
 // descriptors are /dev/null (stdin, stdout), the pipe of its stderr, its own unix
 // socket and one per instance, and what the Go runtime and the engine make for
 // themselves (the poller's, the memory image's memfd), none of which names a file or
@@ -321,8 +322,14 @@ func TestWorkerHoldsNothing(t *testing.T) {
 		t.Fatalf("no live worker process in the log (pid %q, %v):\n%s", pid, err, logs)
 	}
 	env, err := os.ReadFile("/proc/" + pid + "/environ")
-	if err != nil || strings.Contains(string(env), "FLEET_") || strings.Count(string(env), "\x00") > 1 {
-		t.Fatalf("the worker's environment = %q, %v; want GODEBUG alone", env, err)
+	if err != nil || strings.Contains(string(env), "secret-of-the-daemon") {
+		t.Fatalf("the worker's environment = %q, %v; want none of the daemon's", env, err)
+	}
+	for _, kv := range strings.Split(strings.TrimSuffix(string(env), "\x00"), "\x00") {
+		// The Go runtime's settings, and the kernel's confinement's policy.
+		if name, _, _ := strings.Cut(kv, "="); !slices.Contains([]string{"GODEBUG", "GOGC", "GOMEMLIMIT", "GOMAXPROCS", "GOTRACEBACK", "FLEET_CONFINE"}, name) {
+			t.Errorf("the worker's environment holds %q", kv)
+		}
 	}
 	fds, err := os.ReadDir("/proc/" + pid + "/fd")
 	if err != nil {

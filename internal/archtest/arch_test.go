@@ -34,6 +34,10 @@ var rules = []struct {
 	// The slot table is a view of the slot events: it reads the vocabulary and nothing of
 	// the host, so that the API, the metrics and the client read it without the engine.
 	{"internal/slots", []string{"host/slotstate", "internal/safetext", "reporter"}},
+	// The worker's confinement is the kernel's: what the daemon and the worker both
+	// link, and the worker runs before it reads a byte, stands on the seccomp and
+	// landlock libraries and nothing of the host's.
+	{"internal/confine", []string{"github.com/elastic/go-seccomp-bpf", "github.com/landlock-lsm/go-landlock/", "kernel.org/pub/linux/libs/security/libcap/psx", "golang.org/x/sys/", "golang.org/x/net/bpf"}},
 	{"primitives", []string{"primitives", "github.com/redis/go-redis/", "github.com/cespare/xxhash/", "github.com/dgryski/go-rendezvous", "go.uber.org/atomic", "golang.org/x/sys/"}},
 	// guest-sdk: abi, the schema generator and what it needs, and one JSON codec for the
 	// plugin's own values (segmentio/encoding and what it needs).

@@ -13,4 +13,5 @@ func newMemoryImage([]byte) (*memoryImage, error) {
 }
 
 func (*memoryImage) mapInto(*guestMemory) error { return nil }
+func (*memoryImage) releaseRead(*guestMemory)   {}
 func (*memoryImage) close() error               { return nil }

@@ -29,8 +29,12 @@ type Instance struct {
 	call   *callState     // immutable pointer; set by enter before every export call
 	stop   *stopFlag      // immutable pointer; nil for a module the rewriter did not rewrite
 
-	// The exports, looked up at Instantiate: a lookup per call costs microseconds and
-	// garbage. handle and tick are nil when not exported.
+	// The exports, each looked up at its first call (export) and kept: a lookup per call
+	// costs microseconds and garbage, and each lookup makes a call engine with a stack of
+	// its own (10 KiB in wazero), so an instance holds only the exports it calls: a slot's,
+	// fleet_input and fleet_handle or fleet_tick; the loader's probe, fleet_abi_version
+	// and fleet_describe. nil until then, and after it when not exported. Owned by the
+	// instance's goroutine.
 	abiVersion, input, describe, handle, tick api.Function
 
 	stack [2]uint64 // reused by every CallWithStack; owned by the instance's goroutine
@@ -41,7 +45,7 @@ func (in *Instance) ABIVersion(ctx context.Context) (int32, error) {
 	ctx = in.enter(ctx)
 	disarm := in.stop.arm(ctx)
 	defer disarm()
-	if err := in.abiVersion.CallWithStack(ctx, in.stack[:]); err != nil {
+	if err := in.export(&in.abiVersion, abi.ExportABIVersion).CallWithStack(ctx, in.stack[:]); err != nil {
 		return 0, fmt.Errorf("native: %s: %w", abi.ExportABIVersion, in.stop.wrap(ctx, err))
 	}
 	return api.DecodeI32(in.stack[0]), nil
@@ -52,7 +56,7 @@ func (in *Instance) Describe(ctx context.Context) ([]byte, error) {
 	ctx = in.enter(ctx)
 	disarm := in.stop.arm(ctx)
 	defer disarm()
-	if err := in.describe.CallWithStack(ctx, in.stack[:]); err != nil {
+	if err := in.export(&in.describe, abi.ExportDescribe).CallWithStack(ctx, in.stack[:]); err != nil {
 		return nil, fmt.Errorf("native: %s: %w", abi.ExportDescribe, in.stop.wrap(ctx, err))
 	}
 	return in.readPacked(abi.ExportDescribe, in.stack[0])
@@ -61,16 +65,18 @@ func (in *Instance) Describe(ctx context.Context) ([]byte, error) {
 // Handle writes input (an abi.HandleInput) through fleet_input, calls fleet_handle, and
 // returns a copy of the HandleResult bytes.
 func (in *Instance) Handle(ctx context.Context, input []byte) ([]byte, error) {
-	return in.run(ctx, in.handle, abi.ExportHandle, input)
+	return in.run(ctx, &in.handle, abi.ExportHandle, input)
 }
 
 // Tick is Handle for loop plugins: fleet_tick with an abi.TickInput.
 func (in *Instance) Tick(ctx context.Context, input []byte) ([]byte, error) {
-	return in.run(ctx, in.tick, abi.ExportTick, input)
+	return in.run(ctx, &in.tick, abi.ExportTick, input)
 }
 
-// run calls fn with input. Every error is a *slot.Died that says why the instance died.
-func (in *Instance) run(ctx context.Context, fn api.Function, name string, input []byte) ([]byte, error) {
+// run calls export name, kept in *f, with input. Every error is a *slot.Died that says
+// why the instance died.
+func (in *Instance) run(ctx context.Context, f *api.Function, name string, input []byte) ([]byte, error) {
+	fn := in.export(f, name)
 	if fn == nil {
 		return nil, badResult(fmt.Errorf("native: module does not export %s", name))
 	}
@@ -79,7 +85,7 @@ func (in *Instance) run(ctx context.Context, fn api.Function, name string, input
 	defer disarm()
 	in.caller.Begin()
 	in.stack[0] = api.EncodeU32(uint32(len(input)))
-	if err := in.input.CallWithStack(ctx, in.stack[:]); err != nil {
+	if err := in.export(&in.input, abi.ExportInput).CallWithStack(ctx, in.stack[:]); err != nil {
 		return nil, in.died(ctx, abi.ExportInput, err)
 	}
 	ptr := api.DecodeU32(in.stack[0])
@@ -96,6 +102,16 @@ func (in *Instance) run(ctx context.Context, fn api.Function, name string, input
 		return nil, badResult(err)
 	}
 	return b, nil
+}
+
+// export is the function export name, which *f keeps once looked up; nil when the
+// module does not export it. Instantiate's checkModule made sure that the required ones
+// are exported with their signatures.
+func (in *Instance) export(f *api.Function, name string) api.Function {
+	if *f == nil {
+		*f = in.mod.ExportedFunction(name)
+	}
+	return *f
 }
 
 // enter readies the instance for an export call under ctx: the host calls it makes are

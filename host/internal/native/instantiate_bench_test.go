@@ -20,7 +20,9 @@ import (
 // memory image that n instances map counts 1/n in each. RSS-MiB/instance is the same of
 // Rss, which counts such a page in full once per instance that maps it, so it overstates
 // what the instances take from the machine. Each instance then handles one task, as a
-// slot's first, and after-task-PSS-MiB/instance is PSS-MiB/instance after it.
+// slot's first, and after-task-PSS-MiB/instance and after-task-RSS-MiB/instance are the
+// two after it; after-task-heap-KiB/instance is what the instances then hold of the Go
+// heap (HeapAlloc after a GC): wazero's structures of each and the host's.
 //
 //	go test -run '^$' -bench Instantiate -benchtime 100x ./host/internal/native/
 func BenchmarkInstantiate(b *testing.B) {
@@ -53,17 +55,23 @@ func BenchmarkInstantiate(b *testing.B) {
 	b.ReportMetric(perInstance(held.pss-before.pss), "PSS-MiB/instance")
 	b.ReportMetric(perInstance(held.rss-before.rss), "RSS-MiB/instance")
 	b.ReportMetric(perInstance(worked.pss-before.pss), "after-task-PSS-MiB/instance")
+	b.ReportMetric(perInstance(worked.rss-before.rss), "after-task-RSS-MiB/instance")
+	b.ReportMetric(perInstance(worked.heap-before.heap)*1024, "after-task-heap-KiB/instance")
 }
 
-type resident struct{ rss, pss int64 }
+type resident struct{ rss, pss, heap int64 }
 
-// residentMemory is this process's Rss and Pss (smaps_rollup), in bytes, after a GC that
-// returns freed memory to the system, so that what they count is live.
+// residentMemory is this process's Rss and Pss (smaps_rollup) and its Go heap's live
+// bytes, after a GC that returns freed memory to the system, so that what they count is
+// live.
 func residentMemory(tb testing.TB) resident {
 	tb.Helper()
 	runtime.GC()
 	debug.FreeOSMemory()
 	var r resident
 	r.rss, r.pss = testutil.Resident(tb, "self")
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	r.heap = int64(ms.HeapAlloc)
 	return r
 }

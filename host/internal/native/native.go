@@ -12,8 +12,10 @@
 // An instance's memory is a mapping reserved at its limit and committed as the guest
 // writes it (memory_mmap.go), and starts as the module's data segments mapped
 // copy-on-write from one image that all the plugin's instances share (image.go, on
-// Linux); closing an instance unmaps it. The limit and the deaths by memory are wazero's as before. Why, and what a
-// slot costs: host/RATIONALE.md, "What does a slot cost in memory?".
+// Linux), of which the pages that its start only read are unmapped from it once the start
+// has run (image_linux.go's releaseRead); closing an instance unmaps it. The limit and
+// the deaths by memory are wazero's as before. Why, and what a slot costs:
+// host/RATIONALE.md, "What does a slot cost in memory?".
 package native
 
 import (

@@ -56,7 +56,7 @@ func goInstances(b *testing.B, pkg string) (asGiven, rewritten *Instance) {
 	return newTestInstanceOn(b, wasm, p, be, g), rewritten
 }
 
-func benchCache(b *testing.B) wazero.CompilationCache {
+func benchCache(b testing.TB) wazero.CompilationCache {
 	c, err := wazero.NewCompilationCacheWithDir(testutil.WazeroCacheDir())
 	if err != nil {
 		b.Fatal(err)

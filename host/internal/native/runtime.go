@@ -201,7 +201,8 @@ func (rt *Runtime) Close(ctx context.Context) error {
 }
 
 // Instantiate makes a fresh instance named name (unique in the runtime), runs its
-// _initialize under ctx (a WASI reactor's start), and looks every export up once.
+// _initialize under ctx (a WASI reactor's start); each export is looked up once, at its
+// first call.
 // Host calls made by the instance are attributed to caller. Guest stdout and stderr go
 // to out (nil discards them). ctx should carry a deadline: a guest's _initialize is as
 // untrusted as its other exports.
@@ -241,17 +242,7 @@ func (rt *Runtime) Instantiate(ctx context.Context, name string, caller *hostfn.
 		mem.unmap()
 		return nil, fmt.Errorf("native: %s has no memory; a fleet guest must define one", name)
 	}
-	in := &Instance{
-		mod:        mod,
-		mem:        mem,
-		caller:     caller,
-		call:       call,
-		abiVersion: mod.ExportedFunction(abi.ExportABIVersion),
-		input:      mod.ExportedFunction(abi.ExportInput),
-		describe:   mod.ExportedFunction(abi.ExportDescribe),
-		handle:     mod.ExportedFunction(abi.ExportHandle),
-		tick:       mod.ExportedFunction(abi.ExportTick),
-	}
+	in := &Instance{mod: mod, mem: mem, caller: caller, call: call}
 	if g, ok := mod.ExportedGlobal(stopGlobal).(api.MutableGlobal); ok {
 		in.stop = &stopFlag{g: g}
 	}
@@ -268,6 +259,10 @@ func (rt *Runtime) Instantiate(ctx context.Context, name string, caller *hostfn.
 			_ = in.Close(context.WithoutCancel(ctx))
 			return nil, fmt.Errorf("native: %s %s: %w", name, abi.ExportInitialize, err)
 		}
+	}
+	if rt.image != nil {
+		// What the start only read of the image need not stay mapped in this instance.
+		rt.image.releaseRead(mem)
 	}
 	return in, nil
 }

@@ -40,10 +40,11 @@ const hotChunk = 500
 //   - json: the task's input encoded and the guest's result decoded.
 //
 // ns/op is the slot's ns/task; each other part reports its ns/task and its share of
-// slot (x-slot). The host's share
-// beyond the slot (the slot table, metrics, the reporter, the stop check inside the
-// guest) is host's BenchmarkHotPath; idempotency, quotas and unique keys are the
-// primitives' benchmarks (primitivestest.BenchAckClaim, BenchmarkQueuePush).
+// slot (x-slot). The host's share beyond the slot has benchmarks of its own: the
+// reporter, host's BenchmarkReporter; the slot table and metrics, internal/daemon's
+// BenchmarkObserve; the stop check inside the guest, native's BenchmarkRewriteCost;
+// idempotency, quotas and unique keys are the primitives' benchmarks
+// (primitivestest.BenchAckClaim, BenchmarkQueuePush).
 //
 //	go test -run '^$' -bench HotPath -benchtime 20000x ./host/internal/slot/
 func BenchmarkHotPath(b *testing.B) {
