@@ -119,7 +119,7 @@ func (h *Host) startPlugin(r *runState, p *loadedPlugin) {
 	}
 }
 
-// startPump starts p's Pump (batch plugins) and its parked-task pruning, which end at
+// startPump makes p's Pump (batch plugins) and starts its parked-task pruning, which end at
 // p.stopPump (once its slots have returned) or when Run's pumps stop. Call it holding
 // reloadMu.
 func (h *Host) startPump(r *runState, p *loadedPlugin) {
@@ -128,8 +128,7 @@ func (h *Host) startPump(r *runState, p *loadedPlugin) {
 	if p.desc.Consumes == nil {
 		return
 	}
-	p.pump = slot.NewPump(h.cfg.Backend, p.desc.Consumes.Name, h.cfg.TaskLease, h.cfg.MaxAttempts)
-	r.pumps.Go(func() { p.pump.Run(ctx) })
+	p.pump = slot.NewPump(ctx, h.cfg.Backend, p.desc.Consumes.Name, h.cfg.TaskLease, h.cfg.MaxAttempts)
 	if ret := p.info.Grant.ParkedRetention; ret > 0 {
 		r.pumps.Go(func() { h.pruneParked(ctx, p.desc.Consumes.Name, ret) })
 	}
