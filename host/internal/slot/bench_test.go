@@ -197,14 +197,16 @@ func (h *hotBench) claimLoop(n int, next func([]primitives.Ack) (primitives.Task
 	}
 }
 
-// lease times n holders kept and stopped around a call that needs no renewal.
+// lease times n holders kept and stopped around a call that needs no renewal, one
+// holder for all, as a slot keeps.
 func (h *hotBench) lease(n int) time.Duration {
 	ctx := context.Background()
+	hold := &holder{}
 	start := time.Now()
 	for range n {
 		now := time.Now()
-		hold := &holder{backend: h.be, queue: hotQueue, task: claim{expires: now.Add(time.Minute)}, lease: time.Minute, sent: now}
-		hold.keep(ctx)
+		hold.backend, hold.queue, hold.task, hold.lease, hold.sent = h.be, hotQueue, claim{expires: now.Add(time.Minute)}, time.Minute, now
+		hold.keep(ctx, func() {})
 		hold.stop()
 		if hold.lost() != nil {
 			h.b.Fatal(hold.lost())
