@@ -123,7 +123,9 @@ func (p *Pump) Do(ack *primitives.Ack) PumpResult {
 // runnable then, and a no-op task's slot asks again within microseconds, so that they
 // join this call rather than wait a round trip for the next one, and a busy host's
 // slots share one call instead of splitting into two that alternate, each half full.
-// On an idle host no other goroutine is runnable, and the yield returns at once.
+// On an idle host no other goroutine is runnable, and the yield is one pass through Go's
+// scheduler, a microsecond or two (host/RATIONALE.md, "How many round trips does a task
+// cost?").
 func (p *Pump) carry(batch []*pumpRequest) {
 	runtime.Gosched()
 	p.mu.Lock()
