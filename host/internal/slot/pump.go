@@ -105,7 +105,7 @@ func (p *Pump) Do(ack *primitives.Ack) PumpResult {
 		r.carry = append(r.carry[:0], r)
 	}
 	if len(r.carry) > 0 {
-		p.carry(r.carry)
+		p.carry(r)
 	}
 	res := r.res
 	clear(r.carry)
@@ -114,11 +114,11 @@ func (p *Pump) Do(ack *primitives.Ack) PumpResult {
 	return res
 }
 
-// carry makes one QueueAckClaim for batch, whose first request is its caller's, hands
-// the requests that waited meanwhile (at most MaxBatch of them) to the first of them as
-// the next batch, and then answers the rest of batch.
+// carry makes one QueueAckClaim for c's batch (c.carry, c first), hands the requests
+// that waited meanwhile (at most MaxBatch of them) to the first of them as the next
+// batch, and then answers the rest of c's batch.
 //
-// Before it sends, it yields once (runtime.Gosched) and takes into batch the requests
+// Before it sends, it yields once (runtime.Gosched) and takes into the batch the requests
 // that came meanwhile: the slots that the batch before woke with their answers are
 // runnable then, and a no-op task's slot asks again within microseconds, so that they
 // join this call rather than wait a round trip for the next one, and a busy host's
@@ -126,13 +126,14 @@ func (p *Pump) Do(ack *primitives.Ack) PumpResult {
 // On an idle host no other goroutine is runnable, and the yield is one pass through Go's
 // scheduler, a microsecond or two (host/RATIONALE.md, "How many round trips does a task
 // cost?").
-func (p *Pump) carry(batch []*pumpRequest) {
+func (p *Pump) carry(c *pumpRequest) {
 	runtime.Gosched()
 	p.mu.Lock()
-	n := min(len(p.next), primitives.MaxBatch-len(batch))
-	batch = append(batch, p.next[:n]...)
+	n := min(len(p.next), primitives.MaxBatch-len(c.carry))
+	c.carry = append(c.carry, p.next[:n]...)
 	p.next = append(p.next[:0], p.next[n:]...)
 	p.mu.Unlock()
+	batch := c.carry
 	p.run(batch)
 	p.mu.Lock()
 	var lead *pumpRequest
