@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -50,6 +51,9 @@ type Reporter interface {
 //   - An endpoint that is not an absolute http or https URL also yields a
 //     not-wired Reporter. A not-wired Reporter logs once, at New, and is
 //     otherwise silent and inert.
+//   - Reports that queue behind a POST go out together in the next one (see
+//     the package doc, "Wire format"), so a burst costs one POST and the queue
+//     fills only when the plane is slower than the reporter's own bounds.
 //   - Each POST is bounded by 5 seconds; the queue holds 64 reports; failures
 //     and drops are logged at most once per 30 seconds; Close spends at most
 //     2 seconds on the 16 newest queued reports, then at most 5 seconds on its
@@ -147,7 +151,7 @@ func newReporter(endpoint, apiKey string, o options) Reporter {
 		opts:      o,
 		transport: tr,
 		client:    &http.Client{Transport: tr},
-		queue:     make(chan Report, o.QueueSize),
+		wake:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 		pumpDone:  make(chan struct{}),
 		pumpCtx:   ctx,
@@ -183,16 +187,16 @@ func (notWired) Close(Report)    {}
 func (notWired) Dropped() uint64 { return 0 }
 
 // reporter is the wired Reporter: Send feeds a bounded queue, one pump
-// goroutine POSTs it in order, and Close takes over what is left.
+// goroutine POSTs it in order, coalescing what waits (take), and Close takes
+// over what is left.
 //
 // Shutdown order (Close), all within CloseTimeout but the final POST: mark
-// closed (Send turns no-op) → close stop (the pump returns after the POST it
-// is in, if any) → take the queue and POST it newest first → wait for the
-// pump, cancelling its POST at the bound → POST the report the pump took but
-// did not send, if any → POST the final report → close idle connections. The
+// closed and take the queue, under mu (Send turns no-op, and the pump takes
+// nothing more) → close stop (the pump returns after the POST it is in, if
+// any) → POST what was queued newest first → wait for the pump, cancelling
+// its POST at the bound → POST the final report → close idle connections. The
 // final report is POSTed only once the pump has ended, which is what makes it
-// the last POST. The queue channel is never closed: a Send racing Close can
-// at worst leave a report in a buffer nobody reads, never panic.
+// the last POST.
 type reporter struct {
 	endpoint  string          // immutable after construction
 	apiKey    string          // immutable after construction
@@ -200,18 +204,19 @@ type reporter struct {
 	transport *http.Transport // owned: its idle connections are closed by Close
 	client    *http.Client    // immutable after construction
 
-	queue    chan Report   // bounded; never closed
-	closed   atomic.Bool   // set once, by the first Close
+	mu     sync.Mutex
+	queue  []Report // guarded by mu: oldest first, at most QueueSize
+	closed bool     // guarded by mu: set once, by the first Close
+
+	wake     chan struct{} // one buffered token: Send has queued since the pump last looked
 	dropped  atomic.Uint64 // reports never POSTed: queue full, or cut by Close's bounds
-	stop     chan struct{} // closed by Close: the pump returns before its next POST
+	stop     chan struct{} // closed by Close: the pump returns after the POST it is in
 	pumpDone chan struct{} // closed by the pump as it returns
 
 	pumpCtx  context.Context    // parent of the pump's POSTs
 	pumpStop context.CancelFunc // cancels pumpCtx: Close's bound on an in-flight POST
 
-	// Owned by the pump goroutine until pumpDone is closed, then by Close.
-	leftover *Report  // a report the pump dequeued but did not POST
-	log      logState // what the next line will say
+	log logState // owned by the pump goroutine until pumpDone is closed, then by Close
 }
 
 // logState is what has gone wrong since the last line logged. Repeating
@@ -232,20 +237,47 @@ func (r *reporter) Dropped() uint64 { return r.dropped.Load() }
 // Send enqueues a copy of rep without ever blocking; on a full queue it drops
 // and counts it. After Close it is a no-op. See RATIONALE.md, "Why can a report
 // never block, delay or fail the loop?".
+//
+// The copy is made before the lock, so that the pump's take and Close wait for
+// an append only, never for an allocation.
 func (r *reporter) Send(rep Report) {
-	if r.closed.Load() {
-		return
-	}
-	select {
-	case r.queue <- rep.clone():
-	default:
+	rep = rep.clone()
+	r.mu.Lock()
+	switch {
+	case r.closed:
+	case len(r.queue) >= r.opts.QueueSize:
 		r.dropped.Add(1)
+	default:
+		r.queue = append(r.queue, rep)
+	}
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default: // a token is already waiting: the pump will look
 	}
 }
 
-// pump POSTs queued reports in order until stop is closed, each once. It is the
-// only goroutine that POSTs before Close. See RATIONALE.md, "Why one pump,
-// POSTing in order?" and "Why is there no retry?".
+// take removes the oldest queued reports that one POST carries and returns that
+// POST's report (coalesce), or false when the queue is empty or Close has
+// taken it over.
+func (r *reporter) take() (Report, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed || len(r.queue) == 0 {
+		return Report{}, false
+	}
+	rep, k := coalesce(r.queue)
+	n := copy(r.queue, r.queue[k:])
+	clear(r.queue[n:]) // the taken reports' iterations are the pump's now, not the queue's
+	r.queue = r.queue[:n]
+	return rep, true
+}
+
+// pump POSTs queued reports in order until stop is closed, each once, what has
+// queued behind a POST coalesced into the next one. It is the only goroutine
+// that POSTs before Close. See RATIONALE.md, "Why one pump, POSTing in order?",
+// "Why does a POST carry every report queued behind the last?" and "Why is
+// there no retry?".
 func (r *reporter) pump() {
 	defer close(r.pumpDone)
 	var wake *time.Timer // nil until a held-back log line first needs one
@@ -255,8 +287,18 @@ func (r *reporter) pump() {
 		}
 	}()
 	for {
+		wait := r.flushLog(time.Now())
+		// take returns nothing once Close has marked the reporter closed, so that
+		// Close, not the pump, decides the order in which what is left goes out.
+		if rep, ok := r.take(); ok {
+			if err := r.post(r.pumpCtx, rep); err != nil {
+				r.log.failed++
+				r.log.lastErr = err
+			}
+			continue
+		}
 		var wakeC <-chan time.Time
-		if wait := r.flushLog(time.Now()); wait > 0 {
+		if wait > 0 {
 			// Something is pending but the interval is not over: come back for
 			// it even if the queue stays empty.
 			if wake == nil {
@@ -266,28 +308,11 @@ func (r *reporter) pump() {
 			}
 			wakeC = wake.C
 		}
-		// stop wins over a ready queue, so that Close, not the pump, decides
-		// the order in which what is left goes out.
-		select {
-		case <-r.stop:
-			return
-		default:
-		}
 		select {
 		case <-r.stop:
 			return
 		case <-wakeC:
-		case rep := <-r.queue:
-			select {
-			case <-r.stop:
-				r.leftover = &rep
-				return
-			default:
-			}
-			if err := r.post(r.pumpCtx, rep); err != nil {
-				r.log.failed++
-				r.log.lastErr = err
-			}
+		case <-r.wake:
 		}
 	}
 }
@@ -342,24 +367,19 @@ func (r *reporter) writeLog(msg string, now time.Time, extra ...any) {
 // middle of, rather than after it: waiting first would let one slow in-flight
 // POST (the oldest report) eat the whole bound and cost the newest ones.
 func (r *reporter) Close(final Report) {
-	if !r.closed.CompareAndSwap(false, true) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
 		return
 	}
+	r.closed = true
+	left := r.queue
+	r.queue = nil
+	r.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), r.opts.CloseTimeout)
 	defer cancel()
 	close(r.stop)
 
-	// Take what is queued. Sends that passed the closed check before it was
-	// set may still land afterwards; they stay in the buffer, unread.
-	var left []Report
-	for drained := false; !drained; {
-		select {
-		case rep := <-r.queue:
-			left = append(left, rep)
-		default:
-			drained = true
-		}
-	}
 	if cut := len(left) - r.opts.CloseMaxReports; cut > 0 {
 		r.dropped.Add(uint64(cut))
 		left = left[cut:]
@@ -386,16 +406,7 @@ func (r *reporter) Close(final Report) {
 		r.pumpStop() // the in-flight POST fails now; the pump then sees stop
 		<-r.pumpDone
 	}
-	// From here Close owns leftover and log. leftover, if any, is older than
-	// everything delivered above, so it goes last.
-	if r.leftover != nil {
-		if ctx.Err() == nil && len(left) < r.opts.CloseMaxReports {
-			deliver(*r.leftover)
-		} else {
-			r.dropped.Add(1)
-		}
-		r.leftover = nil
-	}
+	// From here Close owns log.
 	r.log.failed += failed
 	if lastErr != nil {
 		r.log.lastErr = lastErr

@@ -58,28 +58,37 @@ func BenchmarkSendWedged(b *testing.B) {
 	}
 }
 
+// Reports arrive in the order they were sent, whether each had a POST of its own or
+// queued behind one and rode in the next: every iteration once, in order, and the
+// presences newer and newer.
 func TestReportsArriveInOrder(t *testing.T) {
 	p := newPlane(t, nil)
 	const n = 500
 	r := newTestReporter(t, p, reporter.Options{QueueSize: 1024})
 	for i := 1; i <= n; i++ {
-		r.Send(report(i))
+		r.Send(finished(i))
 	}
-	p.waitArrivals(t, n) // Close would deliver only the newest few, newest first
+	// Close would deliver only the newest few, newest first.
+	waitFor(t, "every iteration", func() bool { return len(p.tasks()) == n })
 	final := report(0)
 	final.State = reporter.State{Kind: reporter.StateStopping}
 	r.Close(final)
 
 	reqs := p.requests()
-	if len(reqs) != n+1 {
-		t.Fatalf("plane got %d requests, want %d", len(reqs), n+1)
-	}
-	for i, req := range reqs[:n] {
-		if req.state.N != i+1 {
-			t.Fatalf("request %d has state.n = %d, want %d (order lost); all: %v", i, req.state.N, i+1, p.ns())
+	for i := 1; i < len(reqs)-1; i++ {
+		if reqs[i].state.N <= reqs[i-1].state.N {
+			t.Fatalf("request %d has state.n = %d after %d (order lost); all: %v", i, reqs[i].state.N, reqs[i-1].state.N, p.ns())
 		}
 	}
-	if last := reqs[n].state; last.Kind != reporter.StateStopping {
+	if got := reqs[len(reqs)-2].state.N; got != n {
+		t.Errorf("the last report before the final one has state.n = %d, want the newest sent (%d)", got, n)
+	}
+	for i, task := range p.tasks() {
+		if task != taskRef(i+1) {
+			t.Fatalf("iteration %d is %q, want %q (order lost)", i, task, taskRef(i+1))
+		}
+	}
+	if last := reqs[len(reqs)-1].state; last.Kind != reporter.StateStopping {
 		t.Errorf("last request state.kind = %q, want %q", last.Kind, reporter.StateStopping)
 	}
 	for i, req := range reqs {
@@ -91,6 +100,120 @@ func TestReportsArriveInOrder(t *testing.T) {
 	if got := dropped(t, r); got != 0 {
 		t.Errorf("Dropped() = %d, want 0", got)
 	}
+}
+
+// Reports that queue behind a POST go out as one: the newest one's state with every
+// iteration they carry, oldest first, as long as they are one identity's and within the
+// bounds of one body (wire.MaxIterations, and a size the plane takes). A report past a
+// bound, or of another identity, starts the next POST.
+func TestQueuedReportsCoalesce(t *testing.T) {
+	other := func(n int) reporter.Report {
+		r := finished(n)
+		r.ConfigIdentity = "sha256:reloaded"
+		return r
+	}
+	big := func(n int) reporter.Report { // its iteration is ~6 KiB in the bound's count
+		r := finished(n)
+		r.Iterations[0].TaskID = strings.Repeat("<", 1000)
+		return r
+	}
+	tests := []struct {
+		name  string
+		sends []reporter.Report // queued, in order, behind a wedged POST of finished(0)
+		want  [][]int           // the iterations of each POST after the wedged one, by n
+	}{
+		{
+			name:  "a burst is one POST",
+			sends: seq(1, 60, finished),
+			want:  [][]int{ints(1, 60)},
+		},
+		{
+			name:  "presences without iterations fold into the newest",
+			sends: append(seq(1, 10, report), finished(11), report(12)),
+			want:  [][]int{{11}},
+		},
+		{
+			name:  "at most wire.MaxIterations a POST",
+			sends: seq(1, 250, finished),
+			want:  [][]int{ints(1, 100), ints(101, 200), ints(201, 250)},
+		},
+		{
+			name:  "never across identities",
+			sends: append(append(seq(1, 3, finished), seq(4, 5, other)...), finished(6)),
+			want:  [][]int{{1, 2, 3}, {4, 5}, {6}},
+		},
+		{
+			name:  "bounded in bytes",
+			sends: seq(1, 12, big),
+			want:  [][]int{ints(1, 10), ints(11, 12)},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPlane(t, wedgedFirst)
+			r := newTestReporter(t, p, reporter.Options{QueueSize: 512})
+			r.Send(finished(0))
+			p.waitArrivals(t, 1) // the pump is held in its POST; what follows queues
+			for _, rep := range tt.sends {
+				r.Send(rep)
+			}
+			p.unwedge()
+			p.waitArrivals(t, len(tt.want))
+			r.Close(report(99))
+
+			reqs := p.requests()
+			if len(reqs) != len(tt.want)+2 {
+				t.Fatalf("plane got %d POSTs (state.n %v), want %d: the wedged one, %d coalesced, the final", len(reqs), p.ns(), len(tt.want)+2, len(tt.want))
+			}
+			sent := len(tt.sends)
+			for i, want := range tt.want {
+				req := reqs[i+1]
+				var got []string
+				for _, n := range want {
+					got = append(got, taskRef(n))
+				}
+				if !slices.Equal(req.tasks, got) {
+					t.Errorf("POST %d carries iterations %v, want %v", i+1, req.tasks, got)
+				}
+				if len(req.raw) > 64<<10 {
+					t.Errorf("POST %d is %d bytes, want at most 64 KiB", i+1, len(req.raw))
+				}
+				// Its presence is the newest report it carries: the one before the next
+				// POST's first, or the last sent.
+				newest := sent
+				if i+1 < len(tt.want) {
+					newest = tt.want[i+1][0] - 1
+				}
+				if req.state.N != tt.sends[newest-1].State.N {
+					t.Errorf("POST %d has state.n = %d, want %d, the newest report it carries", i+1, req.state.N, tt.sends[newest-1].State.N)
+				}
+			}
+			if last := reqs[len(reqs)-1]; last.state.N != 99 {
+				t.Errorf("last POST has state.n = %d, want the final report's (99)", last.state.N)
+			}
+			if got := dropped(t, r); got != 0 {
+				t.Errorf("Dropped() = %d, want 0", got)
+			}
+		})
+	}
+}
+
+// seq is make(from) .. make(to).
+func seq(from, to int, make func(int) reporter.Report) []reporter.Report {
+	var out []reporter.Report
+	for n := from; n <= to; n++ {
+		out = append(out, make(n))
+	}
+	return out
+}
+
+// ints is from .. to.
+func ints(from, to int) []int {
+	var out []int
+	for n := from; n <= to; n++ {
+		out = append(out, n)
+	}
+	return out
 }
 
 func TestWireFormat(t *testing.T) {
@@ -213,13 +336,16 @@ func TestDropsCountedAndLoggedOncePerInterval(t *testing.T) {
 	if m := lineCount.FindStringSubmatch(line); m == nil || m[1] != fmt.Sprint(drops) {
 		t.Errorf("log line %q does not say dropped=%d", line, drops)
 	}
-	// Three more POSTs time out and more drops happen within the interval:
-	// still one line. The fifth POST's arrival says the pump is past the
-	// fourth's failure and the log check that follows it.
-	for i := range drops {
-		r.Send(report(1000 + i))
+	// Four more POSTs time out and more drops happen within the interval: still one
+	// line. Each round's Sends queue behind the POST in flight (the rest drop) and make
+	// the next one; the fifth POST's arrival says the pump is past the fourth's failure
+	// and the log check that follows it.
+	for round := range 4 {
+		for i := range queue + 10 {
+			r.Send(report(1000*(round+1) + i))
+		}
+		p.waitArrivals(t, 1)
 	}
-	p.waitArrivals(t, 4)
 	if lines := logs.lines(); len(lines) != 1 {
 		t.Errorf("got %d log lines within one interval, want 1:\n%s", len(lines), strings.Join(lines, "\n"))
 	}
@@ -264,13 +390,6 @@ func TestCloseDeliversQueuedNewestFirstThenFinal(t *testing.T) {
 			case <-r.Context().Done():
 				return
 			}
-		}
-		w.WriteHeader(http.StatusNoContent)
-	}
-	wedgedFirst := func(n int, w http.ResponseWriter, r *http.Request, release <-chan struct{}) {
-		if n == 0 {
-			wedged(n, w, r, release)
-			return
 		}
 		w.WriteHeader(http.StatusNoContent)
 	}
