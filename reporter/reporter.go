@@ -52,8 +52,10 @@ type Reporter interface {
 //     not-wired Reporter. A not-wired Reporter logs once, at New, and is
 //     otherwise silent and inert.
 //   - Reports that queue behind a POST go out together in the next one (see
-//     the package doc, "Wire format"), so a burst costs one POST and the queue
-//     fills only when the plane is slower than the reporter's own bounds.
+//     the package doc, "Wire format"), and the pump starts a POST at most
+//     every millisecond, so a burst costs one POST, a slot busy with short
+//     tasks at most one a millisecond, and the queue fills only when the
+//     plane is slower than the reporter's own bounds.
 //   - Each POST is bounded by 5 seconds; the queue holds 64 reports; failures
 //     and drops are logged at most once per 30 seconds; Close spends at most
 //     2 seconds on the 16 newest queued reports, then at most 5 seconds on its
@@ -91,6 +93,10 @@ type options struct {
 	// newest are kept and the rest counted as dropped.
 	// default: 16
 	CloseMaxReports int
+	// PostInterval is the least time between the starts of two of the pump's
+	// POSTs; what is sent meanwhile queues and goes out as one.
+	// default: 1 millisecond
+	PostInterval time.Duration
 }
 
 // The production bounds of a reporter's POSTs and of its Close; CloseBound derives from
@@ -122,6 +128,9 @@ func (o options) withDefaults() options {
 	}
 	if o.CloseMaxReports <= 0 {
 		o.CloseMaxReports = 16
+	}
+	if o.PostInterval <= 0 {
+		o.PostInterval = time.Millisecond
 	}
 	return o
 }
@@ -280,17 +289,27 @@ func (r *reporter) take() (Report, bool) {
 // there no retry?".
 func (r *reporter) pump() {
 	defer close(r.pumpDone)
-	var wake *time.Timer // nil until a held-back log line first needs one
+	var wake *time.Timer // nil until a held-back log line or POST first needs one
 	defer func() {
 		if wake != nil {
 			wake.Stop()
 		}
 	}()
+	var last time.Time // when the last POST began; zero before the first
 	for {
-		wait := r.flushLog(time.Now())
-		// take returns nothing once Close has marked the reporter closed, so that
-		// Close, not the pump, decides the order in which what is left goes out.
-		if rep, ok := r.take(); ok {
+		now := time.Now()
+		wait := r.flushLog(now)
+		if gap := last.Add(r.opts.PostInterval).Sub(now); gap > 0 {
+			// Too soon after the last POST: what is queued waits, and rides in
+			// the next one.
+			if wait == 0 || gap < wait {
+				wait = gap
+			}
+		} else if rep, ok := r.take(); ok {
+			// take returns nothing once Close has marked the reporter closed, so
+			// that Close, not the pump, decides the order in which what is left
+			// goes out.
+			last = now
 			if err := r.post(r.pumpCtx, rep); err != nil {
 				r.log.failed++
 				r.log.lastErr = err
@@ -299,8 +318,8 @@ func (r *reporter) pump() {
 		}
 		var wakeC <-chan time.Time
 		if wait > 0 {
-			// Something is pending but the interval is not over: come back for
-			// it even if the queue stays empty.
+			// A log line is held back by its interval, or a POST by its own:
+			// come back for it even if nothing is sent meanwhile.
 			if wake == nil {
 				wake = time.NewTimer(wait)
 			} else {

@@ -198,6 +198,25 @@ func TestQueuedReportsCoalesce(t *testing.T) {
 	}
 }
 
+// The pump waits PostInterval between the starts of two POSTs, whatever is queued:
+// with an interval longer than the test, what is sent after the first POST is still
+// queued at Close, which delivers it newest first, then the final report.
+func TestPostInterval(t *testing.T) {
+	p := newPlane(t, nil)
+	r := newTestReporter(t, p, reporter.Options{PostInterval: time.Hour})
+	r.Send(finished(1))
+	p.waitArrivals(t, 1)
+	r.Send(finished(2))
+	r.Send(finished(3))
+	r.Close(report(99))
+	if got, want := p.ns(), []int{1, 3, 2, 99}; !slices.Equal(got, want) {
+		t.Errorf("plane got state.n %v, want %v: the first POST, then Close's", got, want)
+	}
+	if got, want := p.tasks(), []string{taskRef(1), taskRef(3), taskRef(2)}; !slices.Equal(got, want) {
+		t.Errorf("plane got iterations %v, want %v", got, want)
+	}
+}
+
 // seq is make(from) .. make(to).
 func seq(from, to int, make func(int) reporter.Report) []reporter.Report {
 	var out []reporter.Report
