@@ -90,8 +90,9 @@
 // Reports are POSTed one at a time, each after the previous one was answered
 // or abandoned, in the order Send got them; Close then sends what is left
 // newest first and the final report last. The pump starts a POST at most every
-// millisecond, and the reports that queued while a POST was in flight or
-// too soon after one go out as one body: the newest one's identity and state, with
+// 10 milliseconds while less than half its queue (32 reports) is used, and the
+// reports that queued while a POST was in flight or too soon after one go out
+// as one body: the newest one's identity and state, with
 // every iteration they carry, oldest first. One body carries only one
 // identity's reports, at most 100 iterations (what a plane must accept in
 // one report; reporter/wire.MaxIterations) and about 64 KiB of JSON at most

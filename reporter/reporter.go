@@ -53,9 +53,10 @@ type Reporter interface {
 //     otherwise silent and inert.
 //   - Reports that queue behind a POST go out together in the next one (see
 //     the package doc, "Wire format"), and the pump starts a POST at most
-//     every millisecond, so a burst costs one POST, a slot busy with short
-//     tasks at most one a millisecond, and the queue fills only when the
-//     plane is slower than the reporter's own bounds.
+//     every 10 milliseconds unless half the queue is used, so a burst costs
+//     one POST, a slot busy with short tasks one every 10 milliseconds, and
+//     the queue fills only when the plane is slower than the reporter's own
+//     bounds.
 //   - Each POST is bounded by 5 seconds; the queue holds 64 reports; failures
 //     and drops are logged at most once per 30 seconds; Close spends at most
 //     2 seconds on the 16 newest queued reports, then at most 5 seconds on its
@@ -94,8 +95,9 @@ type options struct {
 	// default: 16
 	CloseMaxReports int
 	// PostInterval is the least time between the starts of two of the pump's
-	// POSTs; what is sent meanwhile queues and goes out as one.
-	// default: 1 millisecond
+	// POSTs while less than half the queue is used; what is sent meanwhile
+	// queues and goes out as one.
+	// default: 10 milliseconds
 	PostInterval time.Duration
 }
 
@@ -130,7 +132,7 @@ func (o options) withDefaults() options {
 		o.CloseMaxReports = 16
 	}
 	if o.PostInterval <= 0 {
-		o.PostInterval = time.Millisecond
+		o.PostInterval = 10 * time.Millisecond
 	}
 	return o
 }
@@ -161,6 +163,7 @@ func newReporter(endpoint, apiKey string, o options) Reporter {
 		transport: tr,
 		client:    &http.Client{Transport: tr},
 		wake:      make(chan struct{}, 1),
+		half:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 		pumpDone:  make(chan struct{}),
 		pumpCtx:   ctx,
@@ -218,6 +221,7 @@ type reporter struct {
 	closed bool     // guarded by mu: set once, by the first Close
 
 	wake     chan struct{} // one buffered token: Send has queued since the pump last looked
+	half     chan struct{} // one buffered token: Send has filled half the queue
 	dropped  atomic.Uint64 // reports never POSTed: queue full, or cut by Close's bounds
 	stop     chan struct{} // closed by Close: the pump returns after the POST it is in
 	pumpDone chan struct{} // closed by the pump as it returns
@@ -252,17 +256,27 @@ func (r *reporter) Dropped() uint64 { return r.dropped.Load() }
 func (r *reporter) Send(rep Report) {
 	rep = rep.clone()
 	r.mu.Lock()
+	n := 0 // the queue's length with rep, or 0 when rep is not queued
 	switch {
 	case r.closed:
 	case len(r.queue) >= r.opts.QueueSize:
 		r.dropped.Add(1)
 	default:
 		r.queue = append(r.queue, rep)
+		n = len(r.queue)
 	}
 	r.mu.Unlock()
+	signal(r.wake)
+	if n == max(1, r.opts.QueueSize/2) {
+		signal(r.half)
+	}
+}
+
+// signal leaves a token in c, a channel of one, unless one is waiting already.
+func signal(c chan struct{}) {
 	select {
-	case r.wake <- struct{}{}:
-	default: // a token is already waiting: the pump will look
+	case c <- struct{}{}:
+	default: // the pump has yet to take the token waiting: it will look
 	}
 }
 
@@ -282,6 +296,13 @@ func (r *reporter) take() (Report, bool) {
 	return rep, true
 }
 
+// queued is how many reports wait for the pump.
+func (r *reporter) queued() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.queue)
+}
+
 // pump POSTs queued reports in order until stop is closed, each once, what has
 // queued behind a POST coalesced into the next one. It is the only goroutine
 // that POSTs before Close. See RATIONALE.md, "Why one pump, POSTing in order?",
@@ -299,9 +320,12 @@ func (r *reporter) pump() {
 	for {
 		now := time.Now()
 		wait := r.flushLog(now)
-		if gap := last.Add(r.opts.PostInterval).Sub(now); gap > 0 {
-			// Too soon after the last POST: what is queued waits, and rides in
-			// the next one.
+		sent := r.wake // what Sends meanwhile wake the pump with
+		if gap := last.Add(r.opts.PostInterval).Sub(now); gap > 0 && r.queued() < max(1, r.opts.QueueSize/2) {
+			// Too soon after the last POST: what is queued, or sent meanwhile,
+			// waits for the end of the interval and rides in the next one, unless
+			// it fills half the queue first.
+			sent = r.half
 			if wait == 0 || gap < wait {
 				wait = gap
 			}
@@ -331,7 +355,7 @@ func (r *reporter) pump() {
 		case <-r.stop:
 			return
 		case <-wakeC:
-		case <-r.wake:
+		case <-sent:
 		}
 	}
 }

@@ -198,21 +198,30 @@ func TestQueuedReportsCoalesce(t *testing.T) {
 	}
 }
 
-// The pump waits PostInterval between the starts of two POSTs, whatever is queued:
-// with an interval longer than the test, what is sent after the first POST is still
-// queued at Close, which delivers it newest first, then the final report.
+// The pump waits PostInterval between the starts of two POSTs while less than half the
+// queue is used: with an interval longer than the test, what is sent after the first
+// POST waits until it fills half the queue, then goes out as one; what is sent after
+// that is still queued at Close, which delivers it newest first, then the final report.
 func TestPostInterval(t *testing.T) {
 	p := newPlane(t, nil)
-	r := newTestReporter(t, p, reporter.Options{PostInterval: time.Hour})
+	r := newTestReporter(t, p, reporter.Options{QueueSize: 8, PostInterval: time.Hour})
 	r.Send(finished(1))
 	p.waitArrivals(t, 1)
-	r.Send(finished(2))
-	r.Send(finished(3))
-	r.Close(report(99))
-	if got, want := p.ns(), []int{1, 3, 2, 99}; !slices.Equal(got, want) {
-		t.Errorf("plane got state.n %v, want %v: the first POST, then Close's", got, want)
+	for n := 2; n <= 5; n++ { // the fourth fills half the queue
+		r.Send(finished(n))
 	}
-	if got, want := p.tasks(), []string{taskRef(1), taskRef(3), taskRef(2)}; !slices.Equal(got, want) {
+	p.waitArrivals(t, 1)
+	r.Send(finished(6))
+	r.Send(finished(7))
+	r.Close(report(99))
+	if got, want := p.ns(), []int{1, 5, 7, 6, 99}; !slices.Equal(got, want) {
+		t.Errorf("plane got state.n %v, want %v: the first POST, half a queue, then Close's", got, want)
+	}
+	var want []string
+	for _, n := range []int{1, 2, 3, 4, 5, 7, 6} {
+		want = append(want, taskRef(n))
+	}
+	if got := p.tasks(); !slices.Equal(got, want) {
 		t.Errorf("plane got iterations %v, want %v", got, want)
 	}
 }
