@@ -173,6 +173,14 @@ func finished(n int) reporter.Report {
 	return r
 }
 
+// alone is report(n) under an identity of its own, which no report next to it shares:
+// a POST of its own.
+func alone(n int) reporter.Report {
+	r := report(n)
+	r.ConfigIdentity = "config-" + strconv.Itoa(n)
+	return r
+}
+
 func taskRef(n int) string { return "task-" + strconv.Itoa(n) }
 
 // wedgedFirst holds the first request as wedged does and answers the others at once:

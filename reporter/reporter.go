@@ -59,8 +59,8 @@ type Reporter interface {
 //     bounds.
 //   - Each POST is bounded by 5 seconds; the queue holds 64 reports; failures
 //     and drops are logged at most once per 30 seconds; Close spends at most
-//     2 seconds on the 16 newest queued reports, then at most 5 seconds on its
-//     own.
+//     2 seconds on at most 16 POSTs of what is queued, the newest, then at
+//     most 5 seconds on its own.
 //   - The returned value also implements interface{ Dropped() uint64 }: see
 //     the package doc.
 func New(endpoint, apiKey string) Reporter {
@@ -90,10 +90,11 @@ type options struct {
 	// CloseTimeout + PostTimeout.
 	// default: 2 seconds
 	CloseTimeout time.Duration
-	// CloseMaxReports is how many queued reports Close delivers at most; the
-	// newest are kept and the rest counted as dropped.
+	// CloseMaxPosts is how many POSTs Close makes at most of what is queued,
+	// each carrying a run of reports as the pump's do; the newest are kept and
+	// the reports of the rest counted as dropped.
 	// default: 16
-	CloseMaxReports int
+	CloseMaxPosts int
 	// PostInterval is the least time between the starts of two of the pump's
 	// POSTs while less than half the queue is used; what is sent meanwhile
 	// queues and goes out as one.
@@ -128,8 +129,8 @@ func (o options) withDefaults() options {
 	if o.CloseTimeout <= 0 {
 		o.CloseTimeout = defaultCloseTimeout
 	}
-	if o.CloseMaxReports <= 0 {
-		o.CloseMaxReports = 16
+	if o.CloseMaxPosts <= 0 {
+		o.CloseMaxPosts = 16
 	}
 	if o.PostInterval <= 0 {
 		o.PostInterval = 10 * time.Millisecond
@@ -406,6 +407,11 @@ func (r *reporter) writeLog(msg string, now time.Time, extra ...any) {
 // rows the older reports would upsert are overwritten by the final report
 // anyway. Reports cut by the bounds are counted as dropped.
 //
+// What is queued goes out in runs, as the pump would have sent it (coalesce),
+// and the count bound is on POSTs: the pump's interval leaves up to half a
+// queue of one identity's reports at Close, one POST's worth, whose records a
+// bound on reports would cut.
+//
 // Close delivers the queue while the pump finishes the POST it may be in the
 // middle of, rather than after it: waiting first would let one slow in-flight
 // POST (the oldest report) eat the whole bound and cost the newest ones.
@@ -423,24 +429,37 @@ func (r *reporter) Close(final Report) {
 	defer cancel()
 	close(r.stop)
 
-	if cut := len(left) - r.opts.CloseMaxReports; cut > 0 {
-		r.dropped.Add(uint64(cut))
-		left = left[cut:]
+	// What is left goes out as the pump would have sent it, one POST a run.
+	type run struct {
+		rep     Report
+		reports int // how many queued reports rep carries
+	}
+	var runs []run
+	for len(left) > 0 {
+		rep, k := coalesce(left)
+		runs = append(runs, run{rep, k})
+		left = left[k:]
+	}
+	cut := func(runs []run) {
+		for _, c := range runs {
+			r.dropped.Add(uint64(c.reports))
+		}
+	}
+	if n := len(runs) - r.opts.CloseMaxPosts; n > 0 {
+		cut(runs[:n])
+		runs = runs[n:]
 	}
 	// The pump may still be logging: Close keeps its own counts until it ends.
 	failed, lastErr := 0, error(nil)
-	deliver := func(rep Report) {
-		if err := r.post(ctx, rep); err != nil {
+	for i := len(runs) - 1; i >= 0; i-- {
+		if ctx.Err() != nil {
+			cut(runs[:i+1])
+			break
+		}
+		if err := r.post(ctx, runs[i].rep); err != nil {
 			failed++
 			lastErr = err
 		}
-	}
-	for i := len(left) - 1; i >= 0; i-- {
-		if ctx.Err() != nil {
-			r.dropped.Add(uint64(i + 1))
-			break
-		}
-		deliver(left[i])
 	}
 
 	select {

@@ -201,7 +201,7 @@ func TestQueuedReportsCoalesce(t *testing.T) {
 // The pump waits PostInterval between the starts of two POSTs while less than half the
 // queue is used: with an interval longer than the test, what is sent after the first
 // POST waits until it fills half the queue, then goes out as one; what is sent after
-// that is still queued at Close, which delivers it newest first, then the final report.
+// that is still queued at Close, which delivers it as one too, then the final report.
 func TestPostInterval(t *testing.T) {
 	p := newPlane(t, nil)
 	r := newTestReporter(t, p, reporter.Options{QueueSize: 8, PostInterval: time.Hour})
@@ -214,15 +214,40 @@ func TestPostInterval(t *testing.T) {
 	r.Send(finished(6))
 	r.Send(finished(7))
 	r.Close(report(99))
-	if got, want := p.ns(), []int{1, 5, 7, 6, 99}; !slices.Equal(got, want) {
+	if got, want := p.ns(), []int{1, 5, 7, 99}; !slices.Equal(got, want) {
 		t.Errorf("plane got state.n %v, want %v: the first POST, half a queue, then Close's", got, want)
 	}
 	var want []string
-	for _, n := range []int{1, 2, 3, 4, 5, 7, 6} {
+	for n := 1; n <= 7; n++ {
 		want = append(want, taskRef(n))
 	}
 	if got := p.tasks(); !slices.Equal(got, want) {
 		t.Errorf("plane got iterations %v, want %v", got, want)
+	}
+}
+
+// Close sends what is queued as the pump would: a run of one identity's reports in one
+// POST, so that what the interval left queued is delivered whole, not cut to the
+// newest CloseMaxPosts reports; and the count bound is on those POSTs.
+func TestCloseCoalesces(t *testing.T) {
+	p := newPlane(t, nil)
+	r := newTestReporter(t, p, reporter.Options{PostInterval: time.Hour, CloseMaxPosts: 2})
+	r.Send(finished(1))
+	p.waitArrivals(t, 1) // what follows waits for the interval: Close's
+	sends := append(append(seq(2, 21, finished), alone(22)), seq(23, 25, finished)...)
+	for _, rep := range sends {
+		r.Send(rep)
+	}
+	r.Close(report(99))
+	// Three runs (2..21, 22 alone, 23..25): the newest two go out, newest first.
+	if got, want := p.ns(), []int{1, 25, 22, 99}; !slices.Equal(got, want) {
+		t.Errorf("plane got state.n %v, want %v", got, want)
+	}
+	if got, want := p.tasks(), []string{taskRef(1), taskRef(23), taskRef(24), taskRef(25)}; !slices.Equal(got, want) {
+		t.Errorf("plane got iterations %v, want %v", got, want)
+	}
+	if got := dropped(t, r); got != 20 {
+		t.Errorf("Dropped() = %d, want 20: the oldest run's reports", got)
 	}
 }
 
@@ -445,7 +470,7 @@ func TestCloseDeliversQueuedNewestFirstThenFinal(t *testing.T) {
 		{
 			name:          "count bound keeps the newest",
 			behave:        slowFirst,
-			opts:          reporter.Options{CloseTimeout: 5 * time.Second, CloseMaxReports: 2},
+			opts:          reporter.Options{CloseTimeout: 5 * time.Second, CloseMaxPosts: 2},
 			wantNs:        []int{1, 4, 3, 99},
 			wantDropped:   1,
 			wantCompleted: true,
@@ -458,9 +483,9 @@ func TestCloseDeliversQueuedNewestFirstThenFinal(t *testing.T) {
 			r := newTestReporter(t, p, tt.opts)
 			r.Send(report(1))
 			p.waitArrivals(t, 1)
-			r.Send(report(2))
-			r.Send(report(3))
-			r.Send(report(4))
+			r.Send(alone(2))
+			r.Send(alone(3))
+			r.Send(alone(4))
 			r.Close(report(99))
 			if got := p.ns(); !slices.Equal(got, tt.wantNs) {
 				t.Errorf("plane got state.n %v, want %v", got, tt.wantNs)
@@ -490,11 +515,11 @@ func TestCloseBoundedWhenPlaneDown(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			logger, logs := newLog()
 			r := reporter.NewWithOptions(tt.endpoint(t), "k3y", reporter.Options{
-				QueueSize: 32, CloseMaxReports: 32, PostTimeout: postTimeout, CloseTimeout: closeTimeout,
+				QueueSize: 32, CloseMaxPosts: 32, PostTimeout: postTimeout, CloseTimeout: closeTimeout,
 				LogInterval: time.Hour, Logger: logger,
 			})
 			for i := range 21 {
-				r.Send(report(i))
+				r.Send(alone(i))
 			}
 			start := time.Now()
 			r.Close(report(99))
