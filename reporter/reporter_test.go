@@ -251,11 +251,11 @@ func TestCloseCoalesces(t *testing.T) {
 	}
 }
 
-// seq is make(from) .. make(to).
-func seq(from, to int, make func(int) reporter.Report) []reporter.Report {
+// seq is mk(from) .. mk(to).
+func seq(from, to int, mk func(int) reporter.Report) []reporter.Report {
 	var out []reporter.Report
 	for n := from; n <= to; n++ {
-		out = append(out, make(n))
+		out = append(out, mk(n))
 	}
 	return out
 }
