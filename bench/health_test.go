@@ -33,7 +33,7 @@ func BenchmarkNoopHealth(b *testing.B) {
 		var pair [2]time.Duration // plain, health
 		for _, withHealth := range [][2]bool{{false, true}, {true, false}}[i%2] {
 			flush(b, srv)
-			d := runFleet(b, srv, wasm, "noop", n, slots, withHealth)
+			d := runFleet(b, srv, wasm, "noop", n, slots, withHealth).wall
 			if withHealth {
 				health += d
 				pair[1] = d

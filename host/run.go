@@ -119,7 +119,7 @@ func (h *Host) startPlugin(r *runState, p *loadedPlugin) {
 	}
 }
 
-// startPump starts p's Pump (batch plugins) and its parked-task pruning, which end at
+// startPump makes p's Pump (batch plugins) and starts its parked-task pruning, which end at
 // p.stopPump (once its slots have returned) or when Run's pumps stop. Call it holding
 // reloadMu.
 func (h *Host) startPump(r *runState, p *loadedPlugin) {
@@ -128,8 +128,7 @@ func (h *Host) startPump(r *runState, p *loadedPlugin) {
 	if p.desc.Consumes == nil {
 		return
 	}
-	p.pump = slot.NewPump(h.cfg.Backend, p.desc.Consumes.Name, h.cfg.TaskLease, h.cfg.MaxAttempts)
-	r.pumps.Go(func() { p.pump.Run(ctx) })
+	p.pump = slot.NewPump(ctx, h.cfg.Backend, p.desc.Consumes.Name, h.cfg.TaskLease, h.cfg.MaxAttempts)
 	if ret := p.info.Grant.ParkedRetention; ret > 0 {
 		r.pumps.Go(func() { h.pruneParked(ctx, p.desc.Consumes.Name, ret) })
 	}
@@ -323,8 +322,11 @@ func (h *Host) slotParams(p *loadedPlugin, i int, pump *slot.Pump, rep *slotRepo
 // last sync. Otherwise (a task of a version forgotten since, written past the
 // contract) the task is parked with a reason naming the queue, the version and what is
 // wrong. It is nil for a plugin that consumes no queue. The schema is compiled once, at
-// load (the registry's); the check costs one decode and one validation of the payload.
+// load (the registry's); the check costs one decode and one validation of the payload,
+// but for a small payload that the schema admitted before (fitCache).
 // See RATIONALE.md, "What if a task does not satisfy its consumer's contract?".
+//
+// Each slot has a check of its own (its fitCache is the slot goroutine's).
 func (h *Host) payloadCheck(p *loadedPlugin) func(context.Context, []byte) string {
 	if p.desc.Consumes == nil {
 		return nil
@@ -338,9 +340,14 @@ func (h *Host) payloadCheck(p *loadedPlugin) func(context.Context, []byte) strin
 		q := h.contracts.Queue(name)
 		return q != nil && q.Admit("payload", payload, nil) == nil
 	}
+	var fits fitCache
 	return func(ctx context.Context, payload []byte) string {
+		if fits.has(payload) {
+			return ""
+		}
 		e := s.Validate("payload", payload)
 		if e == nil {
+			fits.add(payload)
 			return ""
 		}
 		// Taken before the versions read are tried, so that a sync that began later
@@ -364,4 +371,34 @@ func (h *Host) payloadCheck(p *loadedPlugin) func(context.Context, []byte) strin
 		return fmt.Sprintf("payload does not satisfy queue %q's contract %s (plugin %q %s): %s%s; fix the task and submit it again, or delete it",
 			name, version, p.desc.Type, p.desc.Version, e.Message, unread)
 	}
+}
+
+// fitCache remembers the small payloads that one schema admitted, by their bytes: the
+// verdict of a compiled schema on a JSON text never changes, and the tasks of a queue
+// often repeat one (an empty object, a schedule's payload), which then costs a map
+// lookup instead of a decode and a validation. It holds at most fitMax payloads of at
+// most fitLen bytes (about 4 KiB), and forgets them all when full. The zero fitCache is
+// empty; it is not safe for concurrent use.
+type fitCache map[string]struct{}
+
+const (
+	fitLen = 128
+	fitMax = 32
+)
+
+func (c fitCache) has(payload []byte) bool {
+	_, ok := c[string(payload)]
+	return ok
+}
+
+func (c *fitCache) add(payload []byte) {
+	switch {
+	case len(payload) > fitLen:
+		return
+	case *c == nil:
+		*c = make(fitCache, fitMax)
+	case len(*c) >= fitMax:
+		clear(*c)
+	}
+	(*c)[string(payload)] = struct{}{}
 }

@@ -165,12 +165,29 @@ var (
 // poll), iteration n on each task (n from 1, the task's id, fleet_handle), each finished
 // task is one record carried by the slot's next report, and on shutdown it drains and
 // says stopping last. Every report names host, automation and slot.
+//
+// Each task is held in fleet_handle until the plane has its iteration report: a report
+// that queues behind a POST rides in the next one with the newer reports' state
+// (reporter.Reporter), so a task shorter than a POST would otherwise be seen, or not, as
+// the machine's load decides.
 func TestReportLifecycle(t *testing.T) {
 	r := newRig(t)
 	pl := newPlane(t, false)
 	r.goGuest()
 	r.cfg.NewReporter, r.cfg.Instance, r.cfg.Version = pl.newReporter, "web-1", "v1.2.3"
+	hold, ended := make(chan struct{}), make(chan struct{})
+	observe := r.cfg.Observe
+	r.cfg.Observe = func(e slotstate.Event) {
+		observe(e)
+		if e.Kind == slotstate.Working && e.Phase.Guest() {
+			select { // the slot's goroutine: the reporter has its report already
+			case <-hold:
+			case <-ended:
+			}
+		}
+	}
 	h, stop := r.start()
+	t.Cleanup(func() { close(ended) }) // before the rig's cleanup stops the host
 	const inst = "web-1/goguest/0"
 	var ids []string
 	for i := range 3 {
@@ -181,6 +198,8 @@ func TestReportLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 		ids = append(ids, id)
+		waitFor(t, fmt.Sprintf("task %d's iteration report", i+1), func() bool { return pl.saidSince(n, inst, reporter.StateIteration) })
+		hold <- struct{}{}
 		waitFor(t, fmt.Sprintf("the record of task %d", i+1), func() bool { return len(pl.records(inst)) == i+1 })
 	}
 	// Idle is said on every empty poll, not once: the presence row stays fresh.

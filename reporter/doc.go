@@ -6,7 +6,8 @@
 // drain boundary). In fleet-host each slot is one instance the plane sees.
 //
 // A failed or slow report is logged and dropped: Send never blocks, and one
-// background pump POSTs the reports in order, with no retry. Why is in
+// background pump POSTs the reports in order, with no retry. The reports that
+// queue behind a POST go out together in the next one. Why is in
 // reporter/RATIONALE.md.
 //
 // # Metrics
@@ -86,10 +87,20 @@
 // The plane answers a stored report with any 2xx; the body of the answer is
 // ignored. Any other answer is a failed POST: logged, never retried.
 //
-// Reports are POSTed one at a time, each after the previous one was answered
-// or abandoned, in the order Send got them; Close then sends what is left
-// newest first and the final report last. A POST abandoned at a timeout may
-// still be handled by a slow plane after the ones that follow it, so only a
+// Reports are POSTed one at a time, each after the previous one was answered or
+// abandoned, in the order Send got them; Close then sends what is left newest
+// first and the final report last. The pump starts a POST at most every 10
+// milliseconds while less than half its queue (32 reports) is used, and the
+// reports that queued while a POST was in flight or too soon after one go out
+// as one body: the newest one's identity and state, with every iteration they
+// carry, oldest first. One body carries only one identity's reports, at most
+// 100 iterations (what a plane must accept in one report:
+// reporter/wire.MaxIterations) and about 64 KiB of JSON (a plane should read
+// bodies of that size); a report past either bound starts the next body. So a
+// plane sees every iteration of the reports not dropped, in order, and the
+// newest presence last, but not every presence: one that queued behind another
+// of the same instance is replaced by the newer. A POST abandoned at a timeout
+// may still be handled by a slow plane after the ones that follow it, so only a
 // plane that answers within the timeouts sees the final report last.
 //
 // Probe relies on the route checking auth before the body: it POSTs `{}`

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -37,6 +38,7 @@ type request struct {
 		Kind string `json:"kind"`
 		N    int    `json:"n"`
 	}
+	tasks []string // the task_ref of each iteration carried, in order
 }
 
 // behaviour answers the n-th (0-based) request. nil answers 204 at once.
@@ -63,10 +65,16 @@ func newPlane(t testing.TB, behave behaviour) *plane {
 			raw:         raw,
 		}
 		var body struct {
-			State *json.RawMessage `json:"state"`
+			State      *json.RawMessage `json:"state"`
+			Iterations []struct {
+				TaskRef string `json:"task_ref"`
+			} `json:"iterations"`
 		}
 		if json.Unmarshal(raw, &body) == nil && body.State != nil {
 			_ = json.Unmarshal(*body.State, &req.state)
+		}
+		for _, it := range body.Iterations {
+			req.tasks = append(req.tasks, it.TaskRef)
 		}
 		p.mu.Lock()
 		n := len(p.reqs)
@@ -96,6 +104,15 @@ func (p *plane) requests() []request {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]request(nil), p.reqs...)
+}
+
+// tasks is the task_ref of every iteration received, in arrival order.
+func (p *plane) tasks() []string {
+	var tasks []string
+	for _, r := range p.requests() {
+		tasks = append(tasks, r.tasks...)
+	}
+	return tasks
 }
 
 // ns is the state.n of every request received, in arrival order.
@@ -146,6 +163,34 @@ func report(n int) reporter.Report {
 		Identity: reporter.Identity{Instance: "web-1/slot-0", Host: "web-1", Version: "test"},
 		State:    reporter.State{Kind: reporter.StateIteration, N: n, Phase: "scrape"},
 	}
+}
+
+// finished is report(n) carrying the record of one finished iteration, of task
+// "task-<n>".
+func finished(n int) reporter.Report {
+	r := report(n)
+	r.Iterations = []reporter.Iteration{{TaskRef: taskRef(n), Outcome: reporter.OutcomeReleased}}
+	return r
+}
+
+// alone is report(n) under an identity of its own, which no report next to it shares:
+// a POST of its own.
+func alone(n int) reporter.Report {
+	r := report(n)
+	r.ConfigIdentity = "config-" + strconv.Itoa(n)
+	return r
+}
+
+func taskRef(n int) string { return "task-" + strconv.Itoa(n) }
+
+// wedgedFirst holds the first request as wedged does and answers the others at once:
+// what Sends meanwhile queue behind it.
+func wedgedFirst(n int, w http.ResponseWriter, r *http.Request, release <-chan struct{}) {
+	if n == 0 {
+		wedged(n, w, r, release)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func dropped(t testing.TB, r reporter.Reporter) uint64 {

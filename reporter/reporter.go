@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -50,10 +51,16 @@ type Reporter interface {
 //   - An endpoint that is not an absolute http or https URL also yields a
 //     not-wired Reporter. A not-wired Reporter logs once, at New, and is
 //     otherwise silent and inert.
+//   - Reports that queue behind a POST go out together in the next one (see
+//     the package doc, "Wire format"), and the pump starts a POST at most
+//     every 10 milliseconds unless half the queue is used, so a burst costs
+//     one POST, a slot busy with short tasks one every 10 milliseconds, and
+//     the queue fills only when the plane is slower than the reporter's own
+//     bounds.
 //   - Each POST is bounded by 5 seconds; the queue holds 64 reports; failures
 //     and drops are logged at most once per 30 seconds; Close spends at most
-//     2 seconds on the 16 newest queued reports, then at most 5 seconds on its
-//     own.
+//     2 seconds on at most 16 POSTs of what is queued, the newest, then at
+//     most 5 seconds on its own.
 //   - The returned value also implements interface{ Dropped() uint64 }: see
 //     the package doc.
 func New(endpoint, apiKey string) Reporter {
@@ -83,10 +90,16 @@ type options struct {
 	// CloseTimeout + PostTimeout.
 	// default: 2 seconds
 	CloseTimeout time.Duration
-	// CloseMaxReports is how many queued reports Close delivers at most; the
-	// newest are kept and the rest counted as dropped.
+	// CloseMaxPosts is how many POSTs Close makes at most of what is queued,
+	// each carrying a run of reports as the pump's do; the newest are kept and
+	// the reports of the rest counted as dropped.
 	// default: 16
-	CloseMaxReports int
+	CloseMaxPosts int
+	// PostInterval is the least time between the starts of two of the pump's
+	// POSTs while less than half the queue is used; what is sent meanwhile
+	// queues and goes out as one.
+	// default: 10 milliseconds
+	PostInterval time.Duration
 }
 
 // The production bounds of a reporter's POSTs and of its Close; CloseBound derives from
@@ -116,8 +129,11 @@ func (o options) withDefaults() options {
 	if o.CloseTimeout <= 0 {
 		o.CloseTimeout = defaultCloseTimeout
 	}
-	if o.CloseMaxReports <= 0 {
-		o.CloseMaxReports = 16
+	if o.CloseMaxPosts <= 0 {
+		o.CloseMaxPosts = 16
+	}
+	if o.PostInterval <= 0 {
+		o.PostInterval = 10 * time.Millisecond
 	}
 	return o
 }
@@ -147,7 +163,8 @@ func newReporter(endpoint, apiKey string, o options) Reporter {
 		opts:      o,
 		transport: tr,
 		client:    &http.Client{Transport: tr},
-		queue:     make(chan Report, o.QueueSize),
+		wake:      make(chan struct{}, 1),
+		half:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 		pumpDone:  make(chan struct{}),
 		pumpCtx:   ctx,
@@ -183,16 +200,16 @@ func (notWired) Close(Report)    {}
 func (notWired) Dropped() uint64 { return 0 }
 
 // reporter is the wired Reporter: Send feeds a bounded queue, one pump
-// goroutine POSTs it in order, and Close takes over what is left.
+// goroutine POSTs it in order, coalescing what waits (take), and Close takes
+// over what is left.
 //
 // Shutdown order (Close), all within CloseTimeout but the final POST: mark
-// closed (Send turns no-op) → close stop (the pump returns after the POST it
-// is in, if any) → take the queue and POST it newest first → wait for the
-// pump, cancelling its POST at the bound → POST the report the pump took but
-// did not send, if any → POST the final report → close idle connections. The
+// closed and take the queue, under mu (Send turns no-op, and the pump takes
+// nothing more) → close stop (the pump returns after the POST it is in, if
+// any) → POST what was queued newest first → wait for the pump, cancelling
+// its POST at the bound → POST the final report → close idle connections. The
 // final report is POSTed only once the pump has ended, which is what makes it
-// the last POST. The queue channel is never closed: a Send racing Close can
-// at worst leave a report in a buffer nobody reads, never panic.
+// the last POST.
 type reporter struct {
 	endpoint  string          // immutable after construction
 	apiKey    string          // immutable after construction
@@ -200,18 +217,20 @@ type reporter struct {
 	transport *http.Transport // owned: its idle connections are closed by Close
 	client    *http.Client    // immutable after construction
 
-	queue    chan Report   // bounded; never closed
-	closed   atomic.Bool   // set once, by the first Close
+	mu     sync.Mutex
+	queue  []Report // guarded by mu: oldest first, at most QueueSize
+	closed bool     // guarded by mu: set once, by the first Close
+
+	wake     chan struct{} // one buffered token: Send has queued since the pump last looked
+	half     chan struct{} // one buffered token: Send has filled half the queue
 	dropped  atomic.Uint64 // reports never POSTed: queue full, or cut by Close's bounds
-	stop     chan struct{} // closed by Close: the pump returns before its next POST
+	stop     chan struct{} // closed by Close: the pump returns after the POST it is in
 	pumpDone chan struct{} // closed by the pump as it returns
 
 	pumpCtx  context.Context    // parent of the pump's POSTs
 	pumpStop context.CancelFunc // cancels pumpCtx: Close's bound on an in-flight POST
 
-	// Owned by the pump goroutine until pumpDone is closed, then by Close.
-	leftover *Report  // a report the pump dequeued but did not POST
-	log      logState // what the next line will say
+	log logState // owned by the pump goroutine until pumpDone is closed, then by Close
 }
 
 // logState is what has gone wrong since the last line logged. Repeating
@@ -232,33 +251,100 @@ func (r *reporter) Dropped() uint64 { return r.dropped.Load() }
 // Send enqueues a copy of rep without ever blocking; on a full queue it drops
 // and counts it. After Close it is a no-op. See RATIONALE.md, "Why can a report
 // never block, delay or fail the loop?".
+//
+// The copy is made before the lock, so that the pump's take and Close wait for
+// an append only, never for an allocation.
 func (r *reporter) Send(rep Report) {
-	if r.closed.Load() {
-		return
-	}
-	select {
-	case r.queue <- rep.clone():
-	default:
+	rep = rep.clone()
+	r.mu.Lock()
+	n := 0 // the queue's length with rep, or 0 when rep is not queued
+	switch {
+	case r.closed:
+	case len(r.queue) >= r.opts.QueueSize:
 		r.dropped.Add(1)
+	default:
+		r.queue = append(r.queue, rep)
+		n = len(r.queue)
+	}
+	r.mu.Unlock()
+	signal(r.wake)
+	if n == max(1, r.opts.QueueSize/2) {
+		signal(r.half)
 	}
 }
 
-// pump POSTs queued reports in order until stop is closed, each once. It is the
-// only goroutine that POSTs before Close. See RATIONALE.md, "Why one pump,
-// POSTing in order?" and "Why is there no retry?".
+// signal leaves a token in c, a channel of one, unless one is waiting already.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default: // the pump has yet to take the token waiting: it will look
+	}
+}
+
+// take removes the oldest queued reports that one POST carries and returns that
+// POST's report (coalesce), or false when the queue is empty or Close has
+// taken it over.
+func (r *reporter) take() (Report, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed || len(r.queue) == 0 {
+		return Report{}, false
+	}
+	rep, k := coalesce(r.queue)
+	n := copy(r.queue, r.queue[k:])
+	clear(r.queue[n:]) // the taken reports' iterations are the pump's now, not the queue's
+	r.queue = r.queue[:n]
+	return rep, true
+}
+
+// queued is how many reports wait for the pump.
+func (r *reporter) queued() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.queue)
+}
+
+// pump POSTs queued reports in order until stop is closed, each once, what has
+// queued behind a POST coalesced into the next one. It is the only goroutine
+// that POSTs before Close. See RATIONALE.md, "Why one pump, POSTing in order?",
+// "Why does a POST carry every report queued behind the last?" and "Why is
+// there no retry?".
 func (r *reporter) pump() {
 	defer close(r.pumpDone)
-	var wake *time.Timer // nil until a held-back log line first needs one
+	var wake *time.Timer // nil until a held-back log line or POST first needs one
 	defer func() {
 		if wake != nil {
 			wake.Stop()
 		}
 	}()
+	var last time.Time // when the last POST began; zero before the first
 	for {
+		now := time.Now()
+		wait := r.flushLog(now)
+		sent := r.wake // what Sends meanwhile wake the pump with
+		if gap := last.Add(r.opts.PostInterval).Sub(now); gap > 0 && r.queued() < max(1, r.opts.QueueSize/2) {
+			// Too soon after the last POST: what is queued, or sent meanwhile,
+			// waits for the end of the interval and rides in the next one, unless
+			// it fills half the queue first.
+			sent = r.half
+			if wait == 0 || gap < wait {
+				wait = gap
+			}
+		} else if rep, ok := r.take(); ok {
+			// take returns nothing once Close has marked the reporter closed, so
+			// that Close, not the pump, decides the order in which what is left
+			// goes out.
+			last = now
+			if err := r.post(r.pumpCtx, rep); err != nil {
+				r.log.failed++
+				r.log.lastErr = err
+			}
+			continue
+		}
 		var wakeC <-chan time.Time
-		if wait := r.flushLog(time.Now()); wait > 0 {
-			// Something is pending but the interval is not over: come back for
-			// it even if the queue stays empty.
+		if wait > 0 {
+			// A log line is held back by its interval, or a POST by its own:
+			// come back for it even if nothing is sent meanwhile.
 			if wake == nil {
 				wake = time.NewTimer(wait)
 			} else {
@@ -266,28 +352,11 @@ func (r *reporter) pump() {
 			}
 			wakeC = wake.C
 		}
-		// stop wins over a ready queue, so that Close, not the pump, decides
-		// the order in which what is left goes out.
-		select {
-		case <-r.stop:
-			return
-		default:
-		}
 		select {
 		case <-r.stop:
 			return
 		case <-wakeC:
-		case rep := <-r.queue:
-			select {
-			case <-r.stop:
-				r.leftover = &rep
-				return
-			default:
-			}
-			if err := r.post(r.pumpCtx, rep); err != nil {
-				r.log.failed++
-				r.log.lastErr = err
-			}
+		case <-sent:
 		}
 	}
 }
@@ -338,46 +407,59 @@ func (r *reporter) writeLog(msg string, now time.Time, extra ...any) {
 // rows the older reports would upsert are overwritten by the final report
 // anyway. Reports cut by the bounds are counted as dropped.
 //
+// What is queued goes out in runs, as the pump would have sent it (coalesce),
+// and the count bound is on POSTs: the pump's interval leaves up to half a
+// queue of one identity's reports at Close, one POST's worth, whose records a
+// bound on reports would cut.
+//
 // Close delivers the queue while the pump finishes the POST it may be in the
 // middle of, rather than after it: waiting first would let one slow in-flight
 // POST (the oldest report) eat the whole bound and cost the newest ones.
 func (r *reporter) Close(final Report) {
-	if !r.closed.CompareAndSwap(false, true) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
 		return
 	}
+	r.closed = true
+	left := r.queue
+	r.queue = nil
+	r.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), r.opts.CloseTimeout)
 	defer cancel()
 	close(r.stop)
 
-	// Take what is queued. Sends that passed the closed check before it was
-	// set may still land afterwards; they stay in the buffer, unread.
-	var left []Report
-	for drained := false; !drained; {
-		select {
-		case rep := <-r.queue:
-			left = append(left, rep)
-		default:
-			drained = true
+	// What is left goes out as the pump would have sent it, one POST a run.
+	type run struct {
+		rep     Report
+		reports int // how many queued reports rep carries
+	}
+	var runs []run
+	for len(left) > 0 {
+		rep, k := coalesce(left)
+		runs = append(runs, run{rep, k})
+		left = left[k:]
+	}
+	cut := func(runs []run) {
+		for _, c := range runs {
+			r.dropped.Add(uint64(c.reports))
 		}
 	}
-	if cut := len(left) - r.opts.CloseMaxReports; cut > 0 {
-		r.dropped.Add(uint64(cut))
-		left = left[cut:]
+	if n := len(runs) - r.opts.CloseMaxPosts; n > 0 {
+		cut(runs[:n])
+		runs = runs[n:]
 	}
 	// The pump may still be logging: Close keeps its own counts until it ends.
 	failed, lastErr := 0, error(nil)
-	deliver := func(rep Report) {
-		if err := r.post(ctx, rep); err != nil {
+	for i := len(runs) - 1; i >= 0; i-- {
+		if ctx.Err() != nil {
+			cut(runs[:i+1])
+			break
+		}
+		if err := r.post(ctx, runs[i].rep); err != nil {
 			failed++
 			lastErr = err
 		}
-	}
-	for i := len(left) - 1; i >= 0; i-- {
-		if ctx.Err() != nil {
-			r.dropped.Add(uint64(i + 1))
-			break
-		}
-		deliver(left[i])
 	}
 
 	select {
@@ -386,16 +468,7 @@ func (r *reporter) Close(final Report) {
 		r.pumpStop() // the in-flight POST fails now; the pump then sees stop
 		<-r.pumpDone
 	}
-	// From here Close owns leftover and log. leftover, if any, is older than
-	// everything delivered above, so it goes last.
-	if r.leftover != nil {
-		if ctx.Err() == nil && len(left) < r.opts.CloseMaxReports {
-			deliver(*r.leftover)
-		} else {
-			r.dropped.Add(1)
-		}
-		r.leftover = nil
-	}
+	// From here Close owns log.
 	r.log.failed += failed
 	if lastErr != nil {
 		r.log.lastErr = lastErr

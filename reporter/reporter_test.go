@@ -58,28 +58,37 @@ func BenchmarkSendWedged(b *testing.B) {
 	}
 }
 
+// Reports arrive in the order they were sent, whether each had a POST of its own or
+// queued behind one and rode in the next: every iteration once, in order, and the
+// presences newer and newer.
 func TestReportsArriveInOrder(t *testing.T) {
 	p := newPlane(t, nil)
 	const n = 500
 	r := newTestReporter(t, p, reporter.Options{QueueSize: 1024})
 	for i := 1; i <= n; i++ {
-		r.Send(report(i))
+		r.Send(finished(i))
 	}
-	p.waitArrivals(t, n) // Close would deliver only the newest few, newest first
+	// Close would deliver only the newest few, newest first.
+	waitFor(t, "every iteration", func() bool { return len(p.tasks()) == n })
 	final := report(0)
 	final.State = reporter.State{Kind: reporter.StateStopping}
 	r.Close(final)
 
 	reqs := p.requests()
-	if len(reqs) != n+1 {
-		t.Fatalf("plane got %d requests, want %d", len(reqs), n+1)
-	}
-	for i, req := range reqs[:n] {
-		if req.state.N != i+1 {
-			t.Fatalf("request %d has state.n = %d, want %d (order lost); all: %v", i, req.state.N, i+1, p.ns())
+	for i := 1; i < len(reqs)-1; i++ {
+		if reqs[i].state.N <= reqs[i-1].state.N {
+			t.Fatalf("request %d has state.n = %d after %d (order lost); all: %v", i, reqs[i].state.N, reqs[i-1].state.N, p.ns())
 		}
 	}
-	if last := reqs[n].state; last.Kind != reporter.StateStopping {
+	if got := reqs[len(reqs)-2].state.N; got != n {
+		t.Errorf("the last report before the final one has state.n = %d, want the newest sent (%d)", got, n)
+	}
+	for i, task := range p.tasks() {
+		if task != taskRef(i+1) {
+			t.Fatalf("iteration %d is %q, want %q (order lost)", i, task, taskRef(i+1))
+		}
+	}
+	if last := reqs[len(reqs)-1].state; last.Kind != reporter.StateStopping {
 		t.Errorf("last request state.kind = %q, want %q", last.Kind, reporter.StateStopping)
 	}
 	for i, req := range reqs {
@@ -91,6 +100,173 @@ func TestReportsArriveInOrder(t *testing.T) {
 	if got := dropped(t, r); got != 0 {
 		t.Errorf("Dropped() = %d, want 0", got)
 	}
+}
+
+// Reports that queue behind a POST go out as one: the newest one's state with every
+// iteration they carry, oldest first, as long as they are one identity's and within the
+// bounds of one body (wire.MaxIterations, and a size the plane takes). A report past a
+// bound, or of another identity, starts the next POST.
+func TestQueuedReportsCoalesce(t *testing.T) {
+	other := func(n int) reporter.Report {
+		r := finished(n)
+		r.ConfigIdentity = "sha256:reloaded"
+		return r
+	}
+	big := func(n int) reporter.Report { // its iteration is ~6 KiB in the bound's count
+		r := finished(n)
+		r.Iterations[0].TaskID = strings.Repeat("<", 1000)
+		return r
+	}
+	tests := []struct {
+		name  string
+		sends []reporter.Report // queued, in order, behind a wedged POST of finished(0)
+		want  [][]int           // the iterations of each POST after the wedged one, by n
+	}{
+		{
+			name:  "a burst is one POST",
+			sends: seq(1, 60, finished),
+			want:  [][]int{ints(1, 60)},
+		},
+		{
+			name:  "presences without iterations fold into the newest",
+			sends: append(seq(1, 10, report), finished(11), report(12)),
+			want:  [][]int{{11}},
+		},
+		{
+			name:  "at most wire.MaxIterations a POST",
+			sends: seq(1, 250, finished),
+			want:  [][]int{ints(1, 100), ints(101, 200), ints(201, 250)},
+		},
+		{
+			name:  "never across identities",
+			sends: append(append(seq(1, 3, finished), seq(4, 5, other)...), finished(6)),
+			want:  [][]int{{1, 2, 3}, {4, 5}, {6}},
+		},
+		{
+			name:  "bounded in bytes",
+			sends: seq(1, 12, big),
+			want:  [][]int{ints(1, 10), ints(11, 12)},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPlane(t, wedgedFirst)
+			r := newTestReporter(t, p, reporter.Options{QueueSize: 512})
+			r.Send(finished(0))
+			p.waitArrivals(t, 1) // the pump is held in its POST; what follows queues
+			for _, rep := range tt.sends {
+				r.Send(rep)
+			}
+			p.unwedge()
+			p.waitArrivals(t, len(tt.want))
+			r.Close(report(99))
+
+			reqs := p.requests()
+			if len(reqs) != len(tt.want)+2 {
+				t.Fatalf("plane got %d POSTs (state.n %v), want %d: the wedged one, %d coalesced, the final", len(reqs), p.ns(), len(tt.want)+2, len(tt.want))
+			}
+			sent := len(tt.sends)
+			for i, want := range tt.want {
+				req := reqs[i+1]
+				var got []string
+				for _, n := range want {
+					got = append(got, taskRef(n))
+				}
+				if !slices.Equal(req.tasks, got) {
+					t.Errorf("POST %d carries iterations %v, want %v", i+1, req.tasks, got)
+				}
+				if len(req.raw) > 64<<10 {
+					t.Errorf("POST %d is %d bytes, want at most 64 KiB", i+1, len(req.raw))
+				}
+				// Its presence is the newest report it carries: the one before the next
+				// POST's first, or the last sent.
+				newest := sent
+				if i+1 < len(tt.want) {
+					newest = tt.want[i+1][0] - 1
+				}
+				if req.state.N != tt.sends[newest-1].State.N {
+					t.Errorf("POST %d has state.n = %d, want %d, the newest report it carries", i+1, req.state.N, tt.sends[newest-1].State.N)
+				}
+			}
+			if last := reqs[len(reqs)-1]; last.state.N != 99 {
+				t.Errorf("last POST has state.n = %d, want the final report's (99)", last.state.N)
+			}
+			if got := dropped(t, r); got != 0 {
+				t.Errorf("Dropped() = %d, want 0", got)
+			}
+		})
+	}
+}
+
+// The pump waits PostInterval between the starts of two POSTs while less than half the
+// queue is used: with an interval longer than the test, what is sent after the first
+// POST waits until it fills half the queue, then goes out as one; what is sent after
+// that is still queued at Close, which delivers it as one too, then the final report.
+func TestPostInterval(t *testing.T) {
+	p := newPlane(t, nil)
+	r := newTestReporter(t, p, reporter.Options{QueueSize: 8, PostInterval: time.Hour})
+	r.Send(finished(1))
+	p.waitArrivals(t, 1)
+	for n := 2; n <= 5; n++ { // the fourth fills half the queue
+		r.Send(finished(n))
+	}
+	p.waitArrivals(t, 1)
+	r.Send(finished(6))
+	r.Send(finished(7))
+	r.Close(report(99))
+	if got, want := p.ns(), []int{1, 5, 7, 99}; !slices.Equal(got, want) {
+		t.Errorf("plane got state.n %v, want %v: the first POST, half a queue, then Close's", got, want)
+	}
+	var want []string
+	for n := 1; n <= 7; n++ {
+		want = append(want, taskRef(n))
+	}
+	if got := p.tasks(); !slices.Equal(got, want) {
+		t.Errorf("plane got iterations %v, want %v", got, want)
+	}
+}
+
+// Close sends what is queued as the pump would: a run of one identity's reports in one
+// POST, so that what the interval left queued is delivered whole, not cut to the
+// newest CloseMaxPosts reports; and the count bound is on those POSTs.
+func TestCloseCoalesces(t *testing.T) {
+	p := newPlane(t, nil)
+	r := newTestReporter(t, p, reporter.Options{PostInterval: time.Hour, CloseMaxPosts: 2})
+	r.Send(finished(1))
+	p.waitArrivals(t, 1) // what follows waits for the interval: Close's
+	sends := append(append(seq(2, 21, finished), alone(22)), seq(23, 25, finished)...)
+	for _, rep := range sends {
+		r.Send(rep)
+	}
+	r.Close(report(99))
+	// Three runs (2..21, 22 alone, 23..25): the newest two go out, newest first.
+	if got, want := p.ns(), []int{1, 25, 22, 99}; !slices.Equal(got, want) {
+		t.Errorf("plane got state.n %v, want %v", got, want)
+	}
+	if got, want := p.tasks(), []string{taskRef(1), taskRef(23), taskRef(24), taskRef(25)}; !slices.Equal(got, want) {
+		t.Errorf("plane got iterations %v, want %v", got, want)
+	}
+	if got := dropped(t, r); got != 20 {
+		t.Errorf("Dropped() = %d, want 20: the oldest run's reports", got)
+	}
+}
+
+// seq is mk(from) .. mk(to).
+func seq(from, to int, mk func(int) reporter.Report) []reporter.Report {
+	var out []reporter.Report
+	for n := from; n <= to; n++ {
+		out = append(out, mk(n))
+	}
+	return out
+}
+
+// ints is from .. to.
+func ints(from, to int) []int {
+	var out []int
+	for n := from; n <= to; n++ {
+		out = append(out, n)
+	}
+	return out
 }
 
 func TestWireFormat(t *testing.T) {
@@ -213,13 +389,16 @@ func TestDropsCountedAndLoggedOncePerInterval(t *testing.T) {
 	if m := lineCount.FindStringSubmatch(line); m == nil || m[1] != fmt.Sprint(drops) {
 		t.Errorf("log line %q does not say dropped=%d", line, drops)
 	}
-	// Three more POSTs time out and more drops happen within the interval:
-	// still one line. The fifth POST's arrival says the pump is past the
-	// fourth's failure and the log check that follows it.
-	for i := range drops {
-		r.Send(report(1000 + i))
+	// Four more POSTs time out and more drops happen within the interval: still one
+	// line. Each round's Sends queue behind the POST in flight (the rest drop) and make
+	// the next one; the fifth POST's arrival says the pump is past the fourth's failure
+	// and the log check that follows it.
+	for round := range 4 {
+		for i := range queue + 10 {
+			r.Send(report(1000*(round+1) + i))
+		}
+		p.waitArrivals(t, 1)
 	}
-	p.waitArrivals(t, 4)
 	if lines := logs.lines(); len(lines) != 1 {
 		t.Errorf("got %d log lines within one interval, want 1:\n%s", len(lines), strings.Join(lines, "\n"))
 	}
@@ -267,13 +446,6 @@ func TestCloseDeliversQueuedNewestFirstThenFinal(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	}
-	wedgedFirst := func(n int, w http.ResponseWriter, r *http.Request, release <-chan struct{}) {
-		if n == 0 {
-			wedged(n, w, r, release)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	}
 	tests := []struct {
 		name          string
 		behave        behaviour
@@ -298,7 +470,7 @@ func TestCloseDeliversQueuedNewestFirstThenFinal(t *testing.T) {
 		{
 			name:          "count bound keeps the newest",
 			behave:        slowFirst,
-			opts:          reporter.Options{CloseTimeout: 5 * time.Second, CloseMaxReports: 2},
+			opts:          reporter.Options{CloseTimeout: 5 * time.Second, CloseMaxPosts: 2},
 			wantNs:        []int{1, 4, 3, 99},
 			wantDropped:   1,
 			wantCompleted: true,
@@ -311,9 +483,9 @@ func TestCloseDeliversQueuedNewestFirstThenFinal(t *testing.T) {
 			r := newTestReporter(t, p, tt.opts)
 			r.Send(report(1))
 			p.waitArrivals(t, 1)
-			r.Send(report(2))
-			r.Send(report(3))
-			r.Send(report(4))
+			r.Send(alone(2))
+			r.Send(alone(3))
+			r.Send(alone(4))
 			r.Close(report(99))
 			if got := p.ns(); !slices.Equal(got, tt.wantNs) {
 				t.Errorf("plane got state.n %v, want %v", got, tt.wantNs)
@@ -343,11 +515,11 @@ func TestCloseBoundedWhenPlaneDown(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			logger, logs := newLog()
 			r := reporter.NewWithOptions(tt.endpoint(t), "k3y", reporter.Options{
-				QueueSize: 32, CloseMaxReports: 32, PostTimeout: postTimeout, CloseTimeout: closeTimeout,
+				QueueSize: 32, CloseMaxPosts: 32, PostTimeout: postTimeout, CloseTimeout: closeTimeout,
 				LogInterval: time.Hour, Logger: logger,
 			})
 			for i := range 21 {
-				r.Send(report(i))
+				r.Send(alone(i))
 			}
 			start := time.Now()
 			r.Close(report(99))

@@ -44,9 +44,9 @@ const (
 	DefaultMaxInstances  = 1000
 	DefaultMaxIterations = 100
 	DefaultStaleAfter    = time.Minute
-	// MaxReportIterations bounds the iterations one report may carry (a reporter sends
-	// those finished since its last report: one or two).
-	MaxReportIterations = 100
+	// MaxReportIterations bounds the iterations one report may carry: the wire's bound,
+	// up to which a reporter coalesces the reports queued behind its last POST.
+	MaxReportIterations = wire.MaxIterations
 )
 
 // Config configures a Plane. A zero field is its default.

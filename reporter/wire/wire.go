@@ -9,6 +9,11 @@
 // (Session.Model in particular).
 package wire
 
+// MaxIterations bounds the iterations one report may carry: a plane refuses a body with
+// more (internal/plane answers 400), and the reporter coalesces queued reports into one
+// POST only up to it.
+const MaxIterations = 100
+
 // Report is one POST body: who the instance is, what it is doing, and the iterations it
 // finished since its last report, oldest first.
 type Report struct {

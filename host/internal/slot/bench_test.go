@@ -33,7 +33,7 @@ const hotChunk = 500
 //   - ackclaim: the backend's QueueAckClaim of one ack and one claim, called directly,
 //     per task: the claim/ack batch's round trip;
 //   - pump: the same through the plugin's Pump (Do), whose share beyond ackclaim is the
-//     handoff to the pump's goroutine and back;
+//     batch's bookkeeping (a lone slot carries its own batch);
 //   - lease: a holder's keep and stop around a call that ends before the first renewal,
 //     the lease renewal's cost on every task (a renewal itself is one QueueExtend a
 //     quarter lease into a long call);
@@ -121,7 +121,9 @@ func (h *hotBench) slot(n int) time.Duration {
 	h.fill(n)
 	var finished atomic.Int64
 	all := make(chan struct{})
-	pump := NewPump(h.be, hotQueue, time.Minute, 3)
+	pumpCtx, stopPump := context.WithCancel(context.Background())
+	defer stopPump()
+	pump := NewPump(pumpCtx, h.be, hotQueue, time.Minute, 3)
 	s := New(Params{
 		Name: "hot/0", Automation: "hot", Mode: abi.ModeBatch, Queue: hotQueue, Backend: h.be, Pump: pump,
 		MaxAttempts: 3, Poll: time.Millisecond, CallTimeout: time.Minute, RetryDelay: time.Millisecond,
@@ -134,18 +136,14 @@ func (h *hotBench) slot(n int) time.Duration {
 			}
 		},
 	})
-	pumpCtx, stopPump := context.WithCancel(context.Background())
 	soft, stop := context.WithCancel(context.Background())
-	var pumped, ran sync.WaitGroup
-	pumped.Go(func() { pump.Run(pumpCtx) })
+	var ran sync.WaitGroup
 	start := time.Now()
 	ran.Go(func() { s.Run(soft, context.Background()) })
 	<-all
 	took := time.Since(start)
 	stop()
 	ran.Wait()
-	stopPump()
-	pumped.Wait()
 	return took
 }
 
@@ -166,11 +164,9 @@ func (h *hotBench) ackClaim(n int) time.Duration {
 
 // pump is ackClaim through a Pump.
 func (h *hotBench) pump(n int) time.Duration {
-	pump := NewPump(h.be, hotQueue, time.Minute, 3)
 	ctx, stop := context.WithCancel(context.Background())
-	var pumped sync.WaitGroup
-	pumped.Go(func() { pump.Run(ctx) })
-	defer func() { stop(); pumped.Wait() }()
+	defer stop()
+	pump := NewPump(ctx, h.be, hotQueue, time.Minute, 3)
 	return h.claimLoop(n, func(acks []primitives.Ack) (primitives.TaskLease, bool) {
 		var ack *primitives.Ack
 		if len(acks) > 0 {
@@ -202,14 +198,16 @@ func (h *hotBench) claimLoop(n int, next func([]primitives.Ack) (primitives.Task
 	}
 }
 
-// lease times n holders kept and stopped around a call that needs no renewal.
+// lease times n holders kept and stopped around a call that needs no renewal, one
+// holder for all, as a slot keeps.
 func (h *hotBench) lease(n int) time.Duration {
 	ctx := context.Background()
+	hold := &holder{}
 	start := time.Now()
 	for range n {
 		now := time.Now()
-		hold := &holder{backend: h.be, queue: hotQueue, task: claim{expires: now.Add(time.Minute)}, lease: time.Minute, sent: now}
-		hold.keep(ctx)
+		hold.backend, hold.queue, hold.task, hold.lease, hold.sent = h.be, hotQueue, claim{expires: now.Add(time.Minute)}, time.Minute, now
+		hold.keep(ctx, func() {})
 		hold.stop()
 		if hold.lost() != nil {
 			h.b.Fatal(hold.lost())

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/fleethost/fleet/host/slotstate"
@@ -23,8 +24,6 @@ var (
 	// errLeaseRunOut ends a call whose lease the backend did not renew before its last
 	// quarter, so that the call ends while the lease is still the slot's.
 	errLeaseRunOut = errors.New("the task's lease could not be renewed: the backend did not answer")
-	// errCallEnded is the cause that stop gives the heartbeat's context.
-	errCallEnded = errors.New("slot: the call ended")
 )
 
 // holder keeps the lease of one claimed task while its guest call runs: keep starts a
@@ -36,80 +35,107 @@ var (
 //
 // The heartbeat is a timer until the first renewal is due (time.AfterFunc), then one
 // goroutine that the timer started, ended by stop, by the call's deadline and by the
-// drain's cut (all through the context keep derives from), so that a call that does not
-// end (an abandoned one) stops renewing its lease at its deadline. A call that ends
-// within a quarter lease, as nearly every task does, starts no goroutine.
+// drain's cut (all through the call's context, which it runs under), so that a call
+// that does not end (an abandoned one) stops renewing its lease at its deadline. A call
+// that ends within a quarter lease, as nearly every task does, starts no goroutine. The
+// heartbeat cuts the call through the call's own context (its cancel), saying why in
+// lost: the call runs under one context, its deadline's.
+//
+// A slot keeps one holder, and its timer, for all its calls (Slot.hold): stop waits for
+// the heartbeat, so that nothing refers to the holder between two calls.
 type holder struct {
 	backend primitives.Queue
 	queue   string
 	task    claim
 	lease   time.Duration
 
-	ctx    context.Context // keep's: the call runs under it
-	cancel context.CancelCauseFunc
-	timer  *time.Timer   // starts the heartbeat when the first renewal is due
-	done   chan struct{} // closed when the heartbeat, once started, has returned
+	ctx   context.Context    // the call's: the heartbeat runs under it
+	cut   context.CancelFunc // ends ctx: the heartbeat's cut, and stop
+	timer *time.Timer        // starts the heartbeat when the first renewal is due
+	beats sync.WaitGroup     // counts the heartbeat from keep until it has returned, or its timer is stopped unfired
+
+	mu    sync.Mutex
+	cause error // guarded by mu: why the heartbeat cut the call (wrapping errLeaseLost or errLeaseRunOut), or nil
+
 	// sent is when the last renewal that went through was sent (the claim, first), by
 	// this host's monotonic clock: the lease ends lease after it at the soonest. The
 	// heartbeat writes it; the slot reads it after stop.
 	sent time.Time
 }
 
-// hold returns the holder of t's lease, whose claim the pump sent with its lease.
+// hold returns the slot's holder, readied for t's lease, whose claim the pump sent with
+// its lease.
 func (s *Slot) hold(t claim) *holder {
-	lease := s.p.Pump.lease
-	return &holder{backend: s.p.Backend, queue: s.p.Queue, task: t, lease: lease, sent: t.expires.Add(-lease)}
+	h, lease := &s.holder, s.p.Pump.lease
+	h.backend, h.queue, h.task, h.lease, h.sent = s.p.Backend, s.p.Queue, t, lease, t.expires.Add(-lease)
+	h.ctx, h.cut, h.cause = nil, nil, nil
+	return h
 }
 
-// keep starts the heartbeat under ctx, the call's, and returns the context the call runs
-// under: ctx, ended besides when the lease is lost or runs out (lost says which).
-func (h *holder) keep(ctx context.Context) context.Context {
+// keep starts the heartbeat under ctx, the call's, which cut ends: the heartbeat cuts
+// the call with it when the lease is lost or runs out (lost says which).
+func (h *holder) keep(ctx context.Context, cut context.CancelFunc) {
 	if h == nil {
-		return ctx
-	}
-	h.ctx, h.cancel = context.WithCancelCause(ctx)
-	h.done = make(chan struct{})
-	h.timer = time.AfterFunc(time.Until(h.sent.Add(h.lease/4)), h.beat)
-	return h.ctx
-}
-
-// stop ends the heartbeat and waits for it, if its timer had started it.
-func (h *holder) stop() {
-	if h == nil || h.done == nil {
 		return
 	}
-	h.cancel(errCallEnded)
-	if !h.timer.Stop() {
-		<-h.done
+	h.ctx, h.cut = ctx, cut
+	h.beats.Add(1)
+	if d := time.Until(h.sent.Add(h.lease / 4)); h.timer == nil {
+		h.timer = time.AfterFunc(d, h.beat)
+	} else {
+		h.timer.Reset(d)
 	}
+}
+
+// stop ends the call's context, and with it the heartbeat, and waits for the heartbeat
+// if its timer had started it.
+func (h *holder) stop() {
+	if h == nil || h.cut == nil {
+		return
+	}
+	h.cut()
+	if h.timer.Stop() {
+		h.beats.Done() // the heartbeat never started
+	}
+	h.beats.Wait()
 }
 
 // lost says why the lease ended the call: an error wrapping errLeaseLost or
 // errLeaseRunOut, or nil when it did not.
 func (h *holder) lost() error {
-	if h == nil || h.ctx == nil {
+	if h == nil {
 		return nil
 	}
-	if c := context.Cause(h.ctx); errors.Is(c, errLeaseLost) || errors.Is(c, errLeaseRunOut) {
-		return c
-	}
-	return nil
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cause
 }
 
 // until is when the lease ends at the soonest, by this host's clock. Call it after stop.
 func (h *holder) until() time.Time { return h.sent.Add(h.lease) }
 
+// end cuts the call for err, unless its context had ended first (its deadline, the
+// drain's cut, stop): then the call did not end by the lease.
+func (h *holder) end(err error) {
+	h.mu.Lock()
+	if h.ctx.Err() == nil {
+		h.cause = err
+	}
+	h.mu.Unlock()
+	h.cut()
+}
+
 // beat renews the lease until the call's context ends, from when the first renewal is
 // due.
 func (h *holder) beat() {
-	defer close(h.done)
+	defer h.beats.Done()
 	quarter := h.lease / 4
 	next := h.sent.Add(quarter)
 	for {
 		cut := h.sent.Add(h.lease - quarter)
 		if !next.Before(cut) {
 			if sleep(h.ctx, time.Until(cut)) {
-				h.cancel(fmt.Errorf("%w for %v of its %v", errLeaseRunOut, time.Since(h.sent).Round(time.Millisecond), h.lease))
+				h.end(fmt.Errorf("%w for %v of its %v", errLeaseRunOut, time.Since(h.sent).Round(time.Millisecond), h.lease))
 			}
 			return
 		}
@@ -126,7 +152,7 @@ func (h *holder) beat() {
 		case h.ctx.Err() != nil:
 			return
 		case errors.Is(err, primitives.ErrConflict), errors.Is(err, primitives.ErrNotFound):
-			h.cancel(fmt.Errorf("%w: %w", errLeaseLost, err))
+			h.end(fmt.Errorf("%w: %w", errLeaseLost, err))
 			return
 		default: // the backend did not answer: try again a quarter later
 			next = next.Add(quarter)

@@ -54,7 +54,8 @@ func newFleet(t *testing.T, lease time.Duration) *fleet {
 // slot starts a slot named name on backend (f.b, or a view of it) running handle, until
 // ctx ends (soft and hard at once).
 func (f *fleet) slot(ctx context.Context, name string, backend primitives.Queue, handle func(ctx context.Context, in abi.HandleInput) ([]byte, error)) {
-	pump := NewPump(backend, "q", f.lease, 3)
+	pumpCtx, stopPump := context.WithCancel(context.WithoutCancel(ctx))
+	pump := NewPump(pumpCtx, backend, "q", f.lease, 3)
 	p := Params{
 		Name: name, Mode: abi.ModeBatch, Queue: "q", Backend: backend, Pump: pump,
 		MaxAttempts: 3, Poll: 10 * time.Millisecond, CallTimeout: time.Hour, RetryDelay: time.Millisecond,
@@ -76,8 +77,6 @@ func (f *fleet) slot(ctx context.Context, name string, backend primitives.Queue,
 			}}, nil
 		},
 	}
-	pumpCtx, stopPump := context.WithCancel(context.WithoutCancel(ctx))
-	f.wg.Go(func() { pump.Run(pumpCtx) })
 	f.wg.Go(func() {
 		defer stopPump()
 		New(p).Run(ctx, ctx)

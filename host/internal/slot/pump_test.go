@@ -3,6 +3,7 @@ package slot
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -33,29 +34,34 @@ func (g *gatedQueue) QueueAckClaim(ctx context.Context, queue string, acks []pri
 }
 
 // TestPumpBatches: requests that arrive while a call is in flight go out together in the
-// next call, and each gets its own task and its own ack result. It runs in a synctest
-// bubble so that synctest.Wait says when the waiting requests are all blocked behind the
-// gate: then exactly one more call takes them all.
+// next call (at most primitives.MaxBatch to a call, the rest in the call after), and each
+// gets its own task and its own ack result. It runs in a synctest bubble so that
+// synctest.Wait says when the waiting requests are all blocked behind the gate: then
+// exactly as many more calls as MaxBatch allows take them all.
 func TestPumpBatches(t *testing.T) {
 	testutil.CheckGoroutines(t)
+	for _, tt := range []struct {
+		waiting int
+		calls   int64
+	}{
+		{10, 2},
+		{primitives.MaxBatch + 5, 3},
+	} {
+		t.Run(fmt.Sprint(tt.waiting), func(t *testing.T) { pumpBatches(t, tt.waiting, tt.calls) })
+	}
+}
+
+func pumpBatches(t *testing.T, waiting int, calls int64) {
 	synctest.Test(t, func(t *testing.T) {
 		b := memory.New(memory.Options{})
 		defer b.Close()
-		const waiting = 10
 		for range waiting + 1 {
 			if _, _, err := b.QueuePush(t.Context(), "q", []byte(`{}`), primitives.QueuePushOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		g := &gatedQueue{Queue: b, open: make(chan struct{})}
-		p := NewPump(g, "q", time.Minute, 3)
-		ctx, stop := context.WithCancel(context.Background())
-		var ran sync.WaitGroup
-		ran.Go(func() { p.Run(ctx) })
-		defer func() {
-			stop()
-			ran.Wait()
-		}()
+		p := NewPump(t.Context(), g, "q", time.Minute, 3)
 
 		first := make(chan PumpResult, 1)
 		go func() { first <- p.Do(nil) }()
@@ -101,9 +107,9 @@ func TestPumpBatches(t *testing.T) {
 		if acks != waiting/2 {
 			t.Errorf("%d requests got their ack's error, want %d", acks, waiting/2)
 		}
-		// One call held at the gate, then the ten waiting requests in one.
-		if n := g.calls.Load(); n != 2 {
-			t.Errorf("%d backend calls for %d requests, want 2: one held at the gate, then the waiting ones batched", n, waiting+1)
+		// One call held at the gate, then the waiting requests, MaxBatch to a call.
+		if n := g.calls.Load(); n != calls {
+			t.Errorf("%d backend calls for %d requests, want %d: one held at the gate, then the waiting ones batched", n, waiting+1, calls)
 		}
 	})
 }
@@ -115,19 +121,13 @@ func TestPumpErrors(t *testing.T) {
 	t.Cleanup(func() { b.Close() })
 	g := &gatedQueue{Queue: b, open: make(chan struct{}), fail: primitives.ErrUnavailable}
 	close(g.open)
-	p := NewPump(g, "q", time.Minute, 3)
 	ctx, stop := context.WithCancel(context.Background())
-	ran := make(chan struct{})
-	go func() {
-		p.Run(ctx)
-		close(ran)
-	}()
+	p := NewPump(ctx, g, "q", time.Minute, 3)
 	if r := p.Do(&primitives.Ack{ID: "x", Token: "t"}); !errors.Is(r.Err, primitives.ErrUnavailable) || r.OK {
 		t.Errorf("Do on a failing backend = %+v, want Err ErrUnavailable", r)
 	}
 	stop()
-	<-ran
 	if r := p.Do(nil); !errors.Is(r.Err, ErrPumpStopped) {
-		t.Errorf("Do after Run returned = %+v, want ErrPumpStopped", r)
+		t.Errorf("Do after its context ended = %+v, want ErrPumpStopped", r)
 	}
 }

@@ -118,6 +118,7 @@ type Slot struct {
 	// still held when the slot pauses or stops goes back to the queue (handBackNext).
 	next     claim
 	haveNext bool
+	holder   holder // the lease holder of each task's call (hold)
 
 	claimLogged time.Time // when a failed claim was last logged
 	claimErrs   int       // failed claims since then
@@ -551,7 +552,7 @@ func (s *Slot) call(hard context.Context, hold *holder, fn func(context.Context,
 	deadline := start.Add(s.p.CallTimeout)
 	ctx, cancel := context.WithDeadline(hard, deadline)
 	defer cancel()
-	ctx = hold.keep(ctx)
+	hold.keep(ctx, cancel)
 	defer hold.stop()
 	out, err := fn(ctx, input)
 	var died *Died

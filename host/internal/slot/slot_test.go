@@ -89,17 +89,13 @@ func newHarness(t *testing.T, handle func(ctx context.Context, in abi.HandleInpu
 // ends; done is closed when both have returned.
 func (h *harness) start(soft, hard context.Context) (done <-chan struct{}) {
 	p := h.params
-	pump := NewPump(p.Backend, p.Queue, time.Minute, p.MaxAttempts)
-	p.Pump = pump
 	pumpCtx, stopPump := context.WithCancel(context.Background())
+	p.Pump = NewPump(pumpCtx, p.Backend, p.Queue, time.Minute, p.MaxAttempts)
 	ran := make(chan struct{})
 	go func() {
 		defer close(ran)
-		var pumped sync.WaitGroup
-		pumped.Go(func() { pump.Run(pumpCtx) })
+		defer stopPump()
 		New(p).Run(soft, hard)
-		stopPump()
-		pumped.Wait()
 	}()
 	return ran
 }
