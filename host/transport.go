@@ -10,6 +10,7 @@ import (
 	"github.com/fleethost/fleet/host/internal/native"
 	"github.com/fleethost/fleet/host/internal/slot"
 	"github.com/fleethost/fleet/host/internal/worker"
+	"github.com/fleethost/fleet/internal/confine"
 )
 
 // runtime is a plugin compiled for its transport: the native ABI (internal/native) or
@@ -37,6 +38,7 @@ func (h *Host) newRuntime(ctx context.Context, wasm []byte, pages uint32, config
 	if isolate == IsolateProcess {
 		rt, err := worker.NewRuntime(ctx, worker.Params{
 			Command: h.cfg.WorkerCommand, MemoryLimitPages: pages, Config: config, Core: h.core, Log: h.cfg.Logger,
+			Confine: h.workerPolicy(pages),
 		}, wasm)
 		if err != nil {
 			return nil, err
@@ -60,6 +62,26 @@ func (h *Host) newRuntime(ctx context.Context, wasm []byte, pages uint32, config
 	}
 	return nativeRuntime{rt}, nil
 }
+
+// workerPolicy is what the kernel confines a worker of instances limited to pages to:
+// an address space that holds the reservations of as many instances as the plugin with
+// the most slots has, each reserving its whole limit, and two more (the probe's, which
+// its plugin takes over, and a slot's fresh one while its dead one closes); and a file
+// for each such instance's socket beside the worker's own.
+func (h *Host) workerPolicy(pages uint32) confine.Policy {
+	n := h.cfg.Slots
+	for _, s := range h.cfg.SlotsByType {
+		n = max(n, s)
+	}
+	n += 2
+	return confine.Policy{
+		AddressSpace: confine.AddressSpaceFor(n, uint64(pages)*wasmPage),
+		OpenFiles:    confine.DefaultOpenFiles + uint64(n),
+	}
+}
+
+// wasmPage is the size of a page of wasm memory.
+const wasmPage = 64 << 10
 
 type nativeRuntime struct{ *native.Runtime }
 

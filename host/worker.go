@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 
+	"github.com/fleethost/fleet/host/internal/native"
 	"github.com/fleethost/fleet/host/internal/worker"
 )
 
@@ -17,8 +18,20 @@ import (
 // daemon's frames broke the protocol or the socket failed. log receives what the worker
 // itself has to say (the engine's, never the guest's).
 //
-//	err := host.ServeWorker(ctx, os.NewFile(3, "worker"), log)
-func ServeWorker(ctx context.Context, sock *os.File, log *slog.Logger) error {
+// confine, when not nil, confines the process (internal/confine's Apply): ServeWorker
+// calls it before it reads a byte of the daemon's, once it has opened what the engine
+// reads of the process itself (its pagemap, by which an instance gives back the image
+// pages its start only read), which a confined process may no longer open.
+//
+//	err := host.ServeWorker(ctx, os.NewFile(3, "worker"), log, confineSelf)
+func ServeWorker(ctx context.Context, sock *os.File, log *slog.Logger, confine func() error) error {
+	native.OpenProcessFiles()
+	if confine != nil {
+		if err := confine(); err != nil {
+			sock.Close()
+			return err
+		}
+	}
 	c, err := net.FileConn(sock)
 	sock.Close()
 	if err != nil {

@@ -57,7 +57,7 @@ func faultWorker(fault string) int {
 		return 1
 	}
 	go func() {
-		_ = host.ServeWorker(context.Background(), innerSide, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+		_ = host.ServeWorker(context.Background(), innerSide, slog.New(slog.NewTextHandler(os.Stderr, nil)), nil)
 		os.Exit(0)
 	}()
 	innerConn, err := unixConn(inner)

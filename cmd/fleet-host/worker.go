@@ -6,21 +6,40 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/fleethost/fleet/host"
+	"github.com/fleethost/fleet/internal/confine"
 )
 
 // workerCmd is the hidden `fleet-host worker`, which the daemon runs for each plugin
 // it isolates (--isolate process): it serves the daemon on fd 3 and nothing else. It
-// takes no flags: the daemon hands it an empty environment and no arguments.
+// takes no flags: the daemon hands it no arguments and an environment of the Go
+// runtime's settings and its confinement's policy (confine.PolicyVar) alone.
 func workerCmd(ctx context.Context, args []string, stderr io.Writer) int {
 	if len(args) > 0 {
 		fmt.Fprintf(stderr, "fleet-host worker: unexpected arguments %q\n", args)
 		return exitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	// Here, before a byte of the daemon's is read, is where the worker confines itself.
-	if err := host.ServeWorker(ctx, os.NewFile(3, "worker-socket"), log); err != nil {
+	// The worker confines itself before it reads a byte of the daemon's; the daemon
+	// logs the layers its Prepare arranged, and the worker says here which of its own
+	// (rlimits, no_new_privs, landlock, seccomp) it went without, and why.
+	confineSelf := func() error {
+		p, err := confine.PolicyFromEnv()
+		if err != nil {
+			return err
+		}
+		layers, err := confine.Apply(p)
+		if err != nil {
+			return err
+		}
+		if off := layers.Off(); len(off) > 0 {
+			log.Warn("fleet-host worker: confined without some layers", "off", strings.Join(off, "; "))
+		}
+		return nil
+	}
+	if err := host.ServeWorker(ctx, os.NewFile(3, "worker-socket"), log, confineSelf); err != nil {
 		fmt.Fprintln(stderr, "fleet-host worker:", err)
 		return exitError
 	}

@@ -275,6 +275,29 @@ func (l Layers) list() []struct {
 	}
 }
 
+// On names the layers that are active, in the order of the fields: what a log line
+// says a worker is confined by.
+func (l Layers) On() []string {
+	var on []string
+	for _, e := range l.list() {
+		if e.layer.Active {
+			on = append(on, e.name)
+		}
+	}
+	return on
+}
+
+// Off names each layer that was tried and is off, with why: "netns (…)".
+func (l Layers) Off() []string {
+	var off []string
+	for _, e := range l.list() {
+		if e.layer != (Layer{}) && !e.layer.Active {
+			off = append(off, e.name+" ("+e.layer.Note+")")
+		}
+	}
+	return off
+}
+
 // String lists the layers set, one "name: on (note)" or "name: off (why)" a line, in
 // the order of the fields.
 func (l Layers) String() string {

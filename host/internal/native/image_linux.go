@@ -118,6 +118,12 @@ const (
 	pmFile    = 1 << 61 // a page of the file's, or shared anonymous memory (which no instance has)
 )
 
+// OpenProcessFiles opens the files of the process itself that the engine reads, now
+// rather than at its first instance's start: a worker process calls it before it
+// confines itself, after which it may open no file. Where one cannot be opened, what
+// reads it does without it (releaseRead).
+func OpenProcessFiles() { _, _ = pagemap() }
+
 // pagemap is this process's /proc/self/pagemap, opened once and kept: every instance's
 // releaseRead reads it (ReadAt is safe for concurrent use).
 var pagemap = sync.OnceValues(func() (*os.File, error) { return os.Open("/proc/self/pagemap") })

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/fleethost/fleet/internal/confine"
 )
 
 // Command is the one *exec.Cmd of a worker: argv, an environment of workerGODEBUG alone
@@ -45,6 +47,9 @@ type process struct {
 	nc  *net.UnixConn
 	log *slog.Logger
 	pid int // immutable
+	// layers are the confinement Prepare arranged, each layer it could not with why;
+	// immutable.
+	layers confine.Layers
 
 	next      atomic.Uint32 // the last instance id issued
 	compiling chan frame    // the answer to kCompile; cap 1
@@ -57,8 +62,10 @@ type process struct {
 	started time.Time     // immutable
 }
 
-// start starts a worker from argv and its reader.
-func start(argv []string, log *slog.Logger) (*process, error) {
+// start starts a worker from argv, confined to policy (confine.Prepare arranges its
+// namespaces and passes it the policy, which it applies to itself first thing), and its
+// reader.
+func start(argv []string, policy confine.Policy, log *slog.Logger) (*process, error) {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("worker: socketpair: %w", err)
@@ -70,12 +77,17 @@ func start(argv []string, log *slog.Logger) (*process, error) {
 		return nil, err
 	}
 	cmd := Command(argv, theirs, &stderrLog{log: log})
+	layers, err := confine.Prepare(cmd, policy)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("worker: confine %s: %w", argv[0], err)
+	}
 	if err := cmd.Start(); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("worker: start %s: %w", argv[0], err)
 	}
 	p := &process{
-		cmd: cmd, c: newConn(nc), nc: nc, log: log, pid: cmd.Process.Pid,
+		cmd: cmd, c: newConn(nc), nc: nc, log: log, pid: cmd.Process.Pid, layers: layers,
 		compiling: make(chan frame, 1),
 		dead:      make(chan struct{}), exited: make(chan struct{}), started: time.Now(),
 	}

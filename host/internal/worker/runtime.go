@@ -21,6 +21,7 @@ import (
 	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/host/internal/slot"
 	"github.com/fleethost/fleet/host/slotstate"
+	"github.com/fleethost/fleet/internal/confine"
 )
 
 // Params configure a Runtime.
@@ -32,6 +33,8 @@ type Params struct {
 	Config           json.RawMessage // the plugin's validated configuration (Extism's config_get); nil for none
 	Core             hostfn.Dispatcher
 	Log              *slog.Logger
+	// Confine is what the kernel confines the worker to (internal/confine).
+	Confine confine.Policy
 }
 
 // The supervisor's bounds. A call whose context ended gets stopGrace to answer after
@@ -99,7 +102,7 @@ func NewRuntime(ctx context.Context, p Params, wasm []byte) (*Runtime, error) {
 func (rt *Runtime) launch(ctx context.Context) (*process, frame, error) {
 	ctx, cancel := context.WithTimeout(ctx, launchTimeout)
 	defer cancel()
-	w, err := start(rt.p.Command, rt.p.Log)
+	w, err := start(rt.p.Command, rt.p.Confine, rt.p.Log)
 	if err != nil {
 		return nil, frame{}, err
 	}
@@ -117,7 +120,7 @@ func (rt *Runtime) launch(ctx context.Context) (*process, frame, error) {
 		w.stop()
 		return nil, frame{}, err
 	}
-	rt.p.Log.Info("host: worker process started", "pid", w.pid, "took", time.Since(w.started).Round(time.Millisecond))
+	rt.p.Log.Info("host: worker process started", "pid", w.pid, "took", time.Since(w.started).Round(time.Millisecond), "confined", strings.Join(w.layers.On(), " "), "without", strings.Join(w.layers.Off(), "; "))
 	return w, f, nil
 }
 
