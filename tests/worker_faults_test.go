@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -39,7 +41,8 @@ const (
 // a proxy of its sockets. The faults, each at the first fleet_handle the daemon asks
 // for (a task in flight; the load-time probe makes none), except exit:
 //
-//	sigkill  the worker SIGKILLs itself mid-task
+//	sigkill  it holds the call, never answering, until the test SIGKILLs it (from
+//	         outside: in a PID namespace of its own, a worker's signal to itself is ignored)
 //	flood    it writes output frames for the task's instance as fast as it can, for ever,
 //	         and never answers
 //	deaf     it stops reading its sockets and never answers
@@ -134,8 +137,8 @@ func proxyInstance(fault string, daemon, worker *net.UnixConn) {
 		}
 		if typ, id, payload := f[4], f[5:9], f[9:]; typ == frameCall && len(payload) > 0 && payload[0] == 1 {
 			switch fault {
-			case "sigkill":
-				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			case "sigkill", "deaf": // sigkill: the test kills it, mid-task
+				select {}
 			case "flood":
 				out := binary.BigEndian.AppendUint32(nil, 5+1024)
 				out = append(append(out, frameOutput), id...)
@@ -148,8 +151,6 @@ func proxyInstance(fault string, daemon, worker *net.UnixConn) {
 						return
 					}
 				}
-			case "deaf":
-				select {}
 			case "garbage", "huge":
 				out := append(binary.BigEndian.AppendUint32(nil, 5), 200) // a type no frame has
 				if fault == "huge" {
@@ -254,11 +255,29 @@ func TestWorkerFaultsContained(t *testing.T) {
 				CallTimeout: 300 * time.Millisecond,
 				Queues:      map[string][]string{victim: {"consume"}},
 			}
+			if tt.fault == "sigkill" {
+				// The call stays in flight until the test kills its worker.
+				g := r.grants[victim]
+				g.CallTimeout = 10 * time.Minute
+				r.grants[victim] = g
+			}
 			r.start(t)
 			ctx := context.Background()
 			for range tasks {
 				if _, err := r.h.Submit(ctx, victim, []byte(`{}`)); err != nil {
 					t.Fatal(err)
+				}
+			}
+			if tt.fault == "sigkill" {
+				for attempt := 1; attempt <= r.cfg.MaxAttempts; attempt++ {
+					waitFor(t, fmt.Sprintf("attempt %d in its call", attempt), func() bool { return calls(r.ev, victim) >= attempt })
+					pid, err := strconv.Atoi(lastWorker(logs))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 			r.honestCompletes(t, 50)
@@ -436,4 +455,15 @@ func lastWorker(logs *testutil.LogBuffer) string {
 		}
 	}
 	return pid
+}
+
+// calls counts the guest calls of plugin typ's tasks that have begun.
+func calls(ev *testutil.SlotEvents, typ string) int {
+	n := 0
+	for _, e := range ev.All() {
+		if e.Plugin == typ && e.Kind == slotstate.Working && e.Phase == slotstate.Handle {
+			n++
+		}
+	}
+	return n
 }
