@@ -350,6 +350,25 @@ func TestWorkerHoldsNothing(t *testing.T) {
 			t.Errorf("the worker's environment holds %q", kv)
 		}
 	}
+	// The kernel confines it (internal/confine, whose own tests probe each layer): no
+	// new privileges, a seccomp filter, and a network namespace of its own, all of which
+	// a root daemon may always arrange.
+	status, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"NoNewPrivs:\t1\n", "Seccomp:\t2\n"} {
+		if !strings.Contains(string(status), want) {
+			t.Errorf("the worker's status lacks %q:\n%s", want, status)
+		}
+	}
+	if os.Geteuid() == 0 {
+		theirs, err1 := os.Readlink("/proc/" + pid + "/ns/net")
+		ours, err2 := os.Readlink("/proc/self/ns/net")
+		if err1 != nil || err2 != nil || theirs == ours {
+			t.Errorf("the worker's network namespace = %q (%v), the daemon's %q (%v): want one of its own", theirs, err1, ours, err2)
+		}
+	}
 	fds, err := os.ReadDir("/proc/" + pid + "/fd")
 	if err != nil {
 		t.Fatal(err)
