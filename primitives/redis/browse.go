@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,8 +22,13 @@ import (
 // so that one page's cost is bounded whatever the store holds (a sparse match gives a
 // short page, its Next going on). A batch's names are sorted, and a page that fills up
 // inside a batch resumes there, after the last name it listed: its cursor is
-// `<node>.<SCAN cursor>.<that name>` (a name, not a count, so that a key deleted
-// meanwhile shifts nothing past it). On Redis Cluster a prefix that names its root (up
+// `<node>.<SCAN cursor>.<the batch's fingerprint>.<that name>`. The next page runs the
+// same SCAN again, and takes the names after that one only if the batch is the same as
+// before (its fingerprint): a SCAN cursor names buckets, not keys, and a table that
+// resized meanwhile (keys expired or were added) gives the same cursor other keys, some
+// of them before that name, which the filter would skip for ever. A batch that changed is
+// taken whole, so a name may be listed twice but none present throughout is missed,
+// which is SCAN's own guarantee. On Redis Cluster a prefix that names its root (up
 // to a ':') scans the one master that holds the root's slot, any other prefix every
 // master in turn (scanNodes). See KEYS.md, "Listing".
 const (
@@ -110,7 +117,7 @@ func (b *Backend) scanPage(ctx context.Context, op, prefix, pattern, rootKey, cu
 	if err := primitives.CheckList(prefix, limit); err != nil {
 		return nil, "", err
 	}
-	node, scan, after, err := scanCursor(cursor)
+	node, scan, fp, after, err := scanCursor(cursor)
 	if err != nil {
 		return nil, "", err
 	}
@@ -132,16 +139,16 @@ func (b *Backend) scanPage(ctx context.Context, op, prefix, pattern, rootKey, cu
 		cancel()
 		var batch []string
 		for _, k := range keys {
-			if n, ok := parse(k); ok && n > after {
+			if n, ok := parse(k); ok {
 				batch = append(batch, n)
 			}
 		}
-		slices.Sort(batch)
-		batch = slices.Compact(batch)
-		if room := limit - len(names); len(batch) > room {
-			return append(names, batch[:room]...), fmt.Sprintf("%d.%d.%s", node, scan, batch[room-1]), nil
+		taken, sum, full := resume(batch, fp, after, limit-len(names))
+		names = append(names, taken...)
+		if full {
+			return names, fmt.Sprintf("%d.%d.%016x.%s", node, scan, sum, taken[len(taken)-1]), nil
 		}
-		names, scan, after = append(names, batch...), nextScan, ""
+		scan, after = nextScan, ""
 		if scan == 0 { // this node is done: the next one's scan starts
 			node++
 		}
@@ -193,18 +200,59 @@ func (b *Backend) scanNodes(ctx context.Context, op, prefix, rootKey string) ([]
 	return out, nil
 }
 
-// scanCursor reads a list's cursor, `<node>.<SCAN cursor>.<the last name listed of that
-// batch>` (the name "" when the page ended with a batch); "" is the first page's.
-func scanCursor(cursor string) (node int, scan uint64, after string, err error) {
+// resume is what a page takes of one SCAN's batch of names, with room for that many
+// more: the names after `after` when the batch is the one whose fingerprint the cursor
+// holds, else all of them, sorted, at most room. full says the page ends inside the
+// batch, whose fingerprint is sum.
+func resume(batch []string, fp uint64, after string, room int) (taken []string, sum uint64, full bool) {
+	slices.Sort(batch)
+	batch = slices.Compact(batch)
+	sum = fingerprint(batch)
+	if after != "" && sum == fp {
+		batch = batch[sort.SearchStrings(batch, after+"\x00"):] // the names after it
+	}
+	if len(batch) > room {
+		return batch[:room], sum, true
+	}
+	return batch, sum, false
+}
+
+// scanCursor reads a list's cursor: `<node>.<SCAN cursor>.` where a page ended with a
+// batch, `<node>.<SCAN cursor>.<fingerprint>.<the last name listed>` where it ended inside
+// one; "" is the first page's.
+func scanCursor(cursor string) (node int, scan, fp uint64, after string, err error) {
 	if cursor == "" {
-		return 0, 0, "", nil
+		return 0, 0, 0, "", nil
 	}
+	bad := fmt.Errorf("%w: list cursor %q: not one a page gave", primitives.ErrInvalid, cursor)
 	n, rest, ok1 := strings.Cut(cursor, ".")
-	s, after, ok2 := strings.Cut(rest, ".")
+	sc, rest, ok2 := strings.Cut(rest, ".")
 	node, nerr := strconv.Atoi(n)
-	scan, serr := strconv.ParseUint(s, 10, 64)
-	if !ok1 || !ok2 || nerr != nil || serr != nil || node < 0 || node > 1<<14 || (scan == 0 && after == "" && node == 0) {
-		return 0, 0, "", fmt.Errorf("%w: list cursor %q: not one a page gave", primitives.ErrInvalid, cursor)
+	scan, serr := strconv.ParseUint(sc, 10, 64)
+	if !ok1 || !ok2 || nerr != nil || serr != nil || node < 0 || node > 1<<14 {
+		return 0, 0, 0, "", bad
 	}
-	return node, scan, after, nil
+	if rest == "" {
+		if scan == 0 && node == 0 {
+			return 0, 0, 0, "", bad
+		}
+		return node, scan, 0, "", nil
+	}
+	f, after, ok := strings.Cut(rest, ".")
+	fp, ferr := strconv.ParseUint(f, 16, 64)
+	if !ok || ferr != nil || len(f) != 16 || after == "" {
+		return 0, 0, 0, "", bad
+	}
+	return node, scan, fp, after, nil
+}
+
+// fingerprint is a batch's identity across two runs of one SCAN: FNV-1a over its sorted
+// names.
+func fingerprint(names []string) uint64 {
+	h := fnv.New64a()
+	for _, n := range names {
+		h.Write([]byte(n))
+		h.Write([]byte{0})
+	}
+	return h.Sum64()
 }

@@ -1,0 +1,57 @@
+package redis
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestResumeAfterAResize: a page that ended inside a batch resumes after its last name
+// only when the batch is the same again. A SCAN cursor names buckets, and a table that
+// resized between two pages gives the same cursor other keys: here "b2", present
+// throughout but in another bucket the first time, sorts before the name the first page
+// ended at, and a page that skipped every name up to that one would never list it.
+func TestResumeAfterAResize(t *testing.T) {
+	first := []string{"e", "a", "d", "c", "b"}
+	taken, fp, full := resume(slices.Clone(first), 0, "", 3)
+	if !full || !slices.Equal(taken, []string{"a", "b", "c"}) {
+		t.Fatalf("first page = %q, full %v; want a b c, full", taken, full)
+	}
+	after := taken[len(taken)-1]
+
+	same, _, full := resume(slices.Clone(first), fp, after, 3)
+	if full || !slices.Equal(same, []string{"d", "e"}) {
+		t.Fatalf("the same batch again = %q, full %v; want d e, not full", same, full)
+	}
+
+	resized := append(slices.Clone(first), "b2")
+	again, _, _ := resume(resized, fp, after, 10)
+	if !slices.Contains(again, "b2") {
+		t.Fatalf("a batch that changed = %q; want it whole, b2 in it", again)
+	}
+}
+
+// TestScanCursor: the cursors a page gives read back, and others are refused.
+func TestScanCursor(t *testing.T) {
+	for _, tt := range []struct {
+		cursor   string
+		node     int
+		scan, fp uint64
+		after    string
+	}{
+		{"", 0, 0, 0, ""},
+		{"1.0.", 1, 0, 0, ""},
+		{"0.42.", 0, 42, 0, ""},
+		{"0.42.00000000000000ff.many:0007", 0, 42, 0xff, "many:0007"},
+		{"2.0.00000000000000ff.a.b", 2, 0, 0xff, "a.b"},
+	} {
+		node, scan, fp, after, err := scanCursor(tt.cursor)
+		if err != nil || node != tt.node || scan != tt.scan || fp != tt.fp || after != tt.after {
+			t.Errorf("scanCursor(%q) = %d %d %x %q %v; want %d %d %x %q", tt.cursor, node, scan, fp, after, err, tt.node, tt.scan, tt.fp, tt.after)
+		}
+	}
+	for _, bad := range []string{"0.0.", "x.1.", "1.x.", "1", "1.2", "-1.2.", "1.2.ff.a", "1.2.00000000000000ff.", "1.2.zzzzzzzzzzzzzzzz.a"} {
+		if _, _, _, _, err := scanCursor(bad); err == nil {
+			t.Errorf("scanCursor(%q) = nil error, want refused", bad)
+		}
+	}
+}
