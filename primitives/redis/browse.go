@@ -22,13 +22,14 @@ import (
 // so that one page's cost is bounded whatever the store holds (a sparse match gives a
 // short page, its Next going on). A batch's names are sorted, and a page that fills up
 // inside a batch resumes there, after the last name it listed: its cursor is
-// `<node>.<SCAN cursor>.<the batch's fingerprint>.<that name>`. The next page runs the
-// same SCAN again, and takes the names after that one only if the batch is the same as
-// before (its fingerprint): a SCAN cursor names buckets, not keys, and a table that
-// resized meanwhile (keys expired or were added) gives the same cursor other keys, some
-// of them before that name, which the filter would skip for ever. A batch that changed is
-// taken whole, so a name may be listed twice but none present throughout is missed,
-// which is SCAN's own guarantee. On Redis Cluster a prefix that names its root (up
+// `<node>.<SCAN cursor>.<fingerprint>.<that name>`, the fingerprint that of the batch's
+// names up to that one. The next page runs the same SCAN again, and skips the names up to
+// that one only if they are the same as before: a SCAN cursor names buckets, not keys,
+// and a table that resized meanwhile (keys expired or were added) gives the same cursor
+// other keys, some of them before that name, which a skip would lose for ever. A batch
+// whose first names changed is taken whole, so a name may be listed twice but none
+// present throughout is missed, which is SCAN's own guarantee; a change among the
+// names after it changes nothing. On Redis Cluster a prefix that names its root (up
 // to a ':') scans the one master that holds the root's slot, any other prefix every
 // master in turn (scanNodes). See KEYS.md, "Listing".
 const (
@@ -201,20 +202,25 @@ func (b *Backend) scanNodes(ctx context.Context, op, prefix, rootKey string) ([]
 }
 
 // resume is what a page takes of one SCAN's batch of names, with room for that many
-// more: the names after `after` when the batch is the one whose fingerprint the cursor
-// holds, else all of them, sorted, at most room. full says the page ends inside the
-// batch, whose fingerprint is sum.
+// more: the names after `after` when the batch's names up to it are the ones the cursor's
+// fingerprint says the pages before listed, else all of them; sorted, at most room. full
+// says the page ends inside the batch, and sum is then the fingerprint of the batch's
+// names up to the last one taken, for the next page's cursor.
 func resume(batch []string, fp uint64, after string, room int) (taken []string, sum uint64, full bool) {
 	slices.Sort(batch)
-	batch = slices.Compact(batch)
-	sum = fingerprint(batch)
-	if after != "" && sum == fp {
-		batch = batch[sort.SearchStrings(batch, after+"\x00"):] // the names after it
+	all := slices.Compact(batch)
+	rest := all
+	if after != "" {
+		if i := sort.SearchStrings(all, after+"\x00"); fingerprint(all[:i]) == fp {
+			rest = all[i:] // the names after it
+		}
 	}
-	if len(batch) > room {
-		return batch[:room], sum, true
+	if len(rest) <= room {
+		return rest, 0, false
 	}
-	return batch, sum, false
+	taken = rest[:room]
+	last := sort.SearchStrings(all, taken[room-1]+"\x00")
+	return taken, fingerprint(all[:last]), true
 }
 
 // scanCursor reads a list's cursor: `<node>.<SCAN cursor>.` where a page ended with a

@@ -22,11 +22,26 @@ func TestResumeAfterAResize(t *testing.T) {
 	if full || !slices.Equal(same, []string{"d", "e"}) {
 		t.Fatalf("the same batch again = %q, full %v; want d e, not full", same, full)
 	}
+	// A page after a resumed one resumes too: its fingerprint is of every name up to
+	// its last, the ones the pages before it listed included.
+	second, fp2, _ := resume(slices.Clone(first), fp, after, 1)
+	third, _, _ := resume(slices.Clone(first), fp2, second[0], 10)
+	if !slices.Equal(second, []string{"d"}) || !slices.Equal(third, []string{"e"}) {
+		t.Fatalf("two resumed pages = %q then %q; want d then e", second, third)
+	}
 
 	resized := append(slices.Clone(first), "b2")
 	again, _, _ := resume(resized, fp, after, 10)
-	if !slices.Contains(again, "b2") {
-		t.Fatalf("a batch that changed = %q; want it whole, b2 in it", again)
+	if !slices.Equal(again, []string{"a", "b", "b2", "c", "d", "e"}) {
+		t.Fatalf("a batch whose first names changed = %q; want it whole", again)
+	}
+
+	// A change past the last name listed leaves the names before it as they were: the
+	// page goes on from there, so a list makes progress while keys come and go.
+	grown := append(slices.Clone(first), "f")
+	on, _, _ := resume(grown, fp, after, 10)
+	if !slices.Equal(on, []string{"d", "e", "f"}) {
+		t.Fatalf("a batch that changed past the cursor = %q; want d e f", on)
 	}
 }
 
