@@ -36,6 +36,10 @@ type Pump struct {
 	// for its answer before it puts its request back, when nothing refers to it any more.
 	requests sync.Pool
 
+	// acks is run's scratch, the batch's acks, kept for the next batch: only the
+	// request that carries a batch runs one (busy), so one at a time.
+	acks []primitives.Ack
+
 	mu   sync.Mutex
 	busy bool           // guarded by mu: a batch is in flight
 	next []*pumpRequest // guarded by mu: the requests waiting for the batch after it
@@ -46,7 +50,8 @@ var ErrPumpStopped = errors.New("slot: the queue pump has stopped")
 
 // pumpRequest is one slot's claim, with its ack (optional), waiting in Do.
 type pumpRequest struct {
-	ack *primitives.Ack
+	ack    primitives.Ack // a copy of Do's, so that its caller's need not escape
+	hasAck bool
 	res PumpResult // set before wake
 	// carry, when not empty, is the batch that the request carries itself, it first
 	// (set before wake, or by Do when no batch was in flight): its answer is then that
@@ -93,7 +98,9 @@ func (p *Pump) Do(ack *primitives.Ack) PumpResult {
 		return PumpResult{Err: ErrPumpStopped}
 	}
 	r := p.requests.Get().(*pumpRequest)
-	r.ack = ack
+	if ack != nil {
+		r.ack, r.hasAck = *ack, true
+	}
 	p.mu.Lock()
 	if p.busy {
 		p.next = append(p.next, r)
@@ -156,10 +163,10 @@ func (p *Pump) carry(c *pumpRequest) {
 
 // run makes one QueueAckClaim for batch and sets each request's answer.
 func (p *Pump) run(batch []*pumpRequest) {
-	var acks []primitives.Ack
+	acks := p.acks[:0]
 	for _, r := range batch {
-		if r.ack != nil {
-			acks = append(acks, *r.ack)
+		if r.hasAck {
+			acks = append(acks, r.ack)
 		}
 	}
 	sent := time.Now()
@@ -173,7 +180,7 @@ func (p *Pump) run(batch []*pumpRequest) {
 		case err != nil:
 			res.Err = err
 		default:
-			if r.ack != nil {
+			if r.hasAck {
 				res.AckErr, ackErrs = ackErrs[0], ackErrs[1:]
 			}
 			if len(claimed) > 0 {
@@ -183,4 +190,6 @@ func (p *Pump) run(batch []*pumpRequest) {
 		}
 		r.res = res
 	}
+	clear(acks) // the IDs and tokens are the tasks', not the scratch's to keep
+	p.acks = acks[:0]
 }
