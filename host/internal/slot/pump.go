@@ -36,10 +36,6 @@ type Pump struct {
 	// for its answer before it puts its request back, when nothing refers to it any more.
 	requests sync.Pool
 
-	// acks is run's scratch, the batch's acks, kept for the next batch: only the
-	// request that carries a batch runs one (busy), so one at a time.
-	acks []primitives.Ack
-
 	mu   sync.Mutex
 	busy bool           // guarded by mu: a batch is in flight
 	next []*pumpRequest // guarded by mu: the requests waiting for the batch after it
@@ -50,8 +46,7 @@ var ErrPumpStopped = errors.New("slot: the queue pump has stopped")
 
 // pumpRequest is one slot's claim, with its ack (optional), waiting in Do.
 type pumpRequest struct {
-	ack    primitives.Ack // a copy of Do's, so that its caller's need not escape
-	hasAck bool
+	ack *primitives.Ack
 	res PumpResult // set before wake
 	// carry, when not empty, is the batch that the request carries itself, it first
 	// (set before wake, or by Do when no batch was in flight): its answer is then that
@@ -98,9 +93,7 @@ func (p *Pump) Do(ack *primitives.Ack) PumpResult {
 		return PumpResult{Err: ErrPumpStopped}
 	}
 	r := p.requests.Get().(*pumpRequest)
-	if ack != nil {
-		r.ack, r.hasAck = *ack, true
-	}
+	r.ack = ack
 	p.mu.Lock()
 	if p.busy {
 		p.next = append(p.next, r)
@@ -163,10 +156,10 @@ func (p *Pump) carry(c *pumpRequest) {
 
 // run makes one QueueAckClaim for batch and sets each request's answer.
 func (p *Pump) run(batch []*pumpRequest) {
-	acks := p.acks[:0]
+	var acks []primitives.Ack
 	for _, r := range batch {
-		if r.hasAck {
-			acks = append(acks, r.ack)
+		if r.ack != nil {
+			acks = append(acks, *r.ack)
 		}
 	}
 	sent := time.Now()
@@ -180,7 +173,7 @@ func (p *Pump) run(batch []*pumpRequest) {
 		case err != nil:
 			res.Err = err
 		default:
-			if r.hasAck {
+			if r.ack != nil {
 				res.AckErr, ackErrs = ackErrs[0], ackErrs[1:]
 			}
 			if len(claimed) > 0 {
@@ -190,6 +183,4 @@ func (p *Pump) run(batch []*pumpRequest) {
 		}
 		r.res = res
 	}
-	clear(acks) // the IDs and tokens are the tasks', not the scratch's to keep
-	p.acks = acks[:0]
 }
