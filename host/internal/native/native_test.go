@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/hostfn"
@@ -105,6 +106,23 @@ func BenchmarkHandle(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := in.Handle(ctx, input); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkHandleDeadline is BenchmarkHandle as a slot calls it, each call under a
+// context of its own with a deadline, so that arming the stop flag is in it.
+func BenchmarkHandleDeadline(b *testing.B) {
+	in := newInstance(b, 0)
+	input := []byte(`{"task":{"id":"t","payload":{},"attempts":1,"enqueued_at_ms":1},"iteration":1}`)
+	hard := b.Context()
+	b.ReportAllocs()
+	for b.Loop() {
+		ctx, cancel := context.WithTimeout(hard, time.Minute)
+		_, err := in.Handle(ctx, input)
+		cancel()
+		if err != nil {
 			b.Fatal(err)
 		}
 	}

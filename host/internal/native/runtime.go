@@ -244,7 +244,7 @@ func (rt *Runtime) Instantiate(ctx context.Context, name string, caller *hostfn.
 	}
 	in := &Instance{mod: mod, mem: mem, caller: caller, call: call}
 	if g, ok := mod.ExportedGlobal(stopGlobal).(api.MutableGlobal); ok {
-		in.stop = &stopFlag{g: g}
+		in.stop = newStopFlag(g)
 	}
 	if init := mod.ExportedFunction(abi.ExportInitialize); init != nil {
 		disarm := in.stop.arm(ctx)

@@ -31,7 +31,7 @@ type Stop struct{ f *stopFlag }
 // NewStop is the Stop of mod, a module that Rewrite rewrote.
 func NewStop(mod api.Module) Stop {
 	if g, ok := mod.ExportedGlobal(stopGlobal).(api.MutableGlobal); ok {
-		return Stop{&stopFlag{g: g}}
+		return Stop{newStopFlag(g)}
 	}
 	return Stop{}
 }
