@@ -31,9 +31,20 @@ const serveArg = "worker-test-serve"
 // exitArg makes the test binary a worker that exits at once, with status 3.
 const exitArg = "worker-test-exit"
 
+// echoArg makes the test binary echo what it reads on fd 3, for BenchmarkSocketpair.
+const echoArg = "worker-test-echo"
+
 func TestMain(m *testing.M) {
 	if len(os.Args) == 2 && os.Args[1] == exitArg {
 		os.Exit(3)
+	}
+	if len(os.Args) == 2 && os.Args[1] == echoArg {
+		c, err := net.FileConn(os.NewFile(3, "daemon"))
+		if err != nil {
+			os.Exit(1)
+		}
+		_, _ = io.Copy(c, c)
+		os.Exit(0)
 	}
 	if len(os.Args) == 2 && os.Args[1] == serveArg {
 		c, err := net.FileConn(os.NewFile(3, "daemon"))
