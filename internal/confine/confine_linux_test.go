@@ -93,19 +93,9 @@ func daemonUnder(err error, wasmPath string) int {
 // refuseProcMounts loads a filter that fails a mount with MS_NOEXEC, as Apply mounts a
 // /proc (and not as it makes its mounts private), with EPERM.
 func refuseProcMounts() error {
-	return seccomp.LoadFilter(seccomp.Filter{
-		NoNewPrivs: true,
-		Flag:       seccomp.FilterFlagTSync,
-		Policy: seccomp.Policy{
-			DefaultAction: seccomp.ActionAllow,
-			Syscalls: []seccomp.SyscallGroup{{
-				Action: seccomp.ActionErrno,
-				NamesWithCondtions: []seccomp.NameWithConditions{{Name: "mount", Conditions: seccomp.ArgumentConditions{
-					{Argument: 3, Operation: seccomp.BitsSet, Value: unix.MS_NOEXEC},
-				}}},
-			}},
-		},
-	})
+	return refuse(seccomp.NameWithConditions{Name: "mount", Conditions: seccomp.ArgumentConditions{
+		{Argument: 3, Operation: seccomp.BitsSet, Value: unix.MS_NOEXEC},
+	}})
 }
 
 // refuseUserNamespaces loads a filter that fails a clone or unshare of a user namespace
@@ -113,15 +103,18 @@ func refuseProcMounts() error {
 // and lets every other call through.
 func refuseUserNamespaces() error {
 	newUser := seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.BitsSet, Value: unix.CLONE_NEWUSER}}
+	return refuse(seccomp.NameWithConditions{Name: "clone", Conditions: newUser}, seccomp.NameWithConditions{Name: "unshare", Conditions: newUser})
+}
+
+// refuse loads a filter on every thread that fails calls with EPERM and lets every other
+// call through: a container's profile, for a test of what the daemon may still do.
+func refuse(calls ...seccomp.NameWithConditions) error {
 	return seccomp.LoadFilter(seccomp.Filter{
 		NoNewPrivs: true,
 		Flag:       seccomp.FilterFlagTSync,
 		Policy: seccomp.Policy{
 			DefaultAction: seccomp.ActionAllow,
-			Syscalls: []seccomp.SyscallGroup{{
-				Action:             seccomp.ActionErrno,
-				NamesWithCondtions: []seccomp.NameWithConditions{{Name: "clone", Conditions: newUser}, {Name: "unshare", Conditions: newUser}},
-			}},
+			Syscalls:      []seccomp.SyscallGroup{{Action: seccomp.ActionErrno, NamesWithCondtions: calls}},
 		},
 	})
 }
