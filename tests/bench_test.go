@@ -59,11 +59,23 @@ func newBenchEnvIn(b *testing.B, kind string, worker []string) *benchEnv {
 			MaxPoolItems: math.MaxInt,
 			MaxPoolBytes: math.MaxInt64,
 		}},
-		Observe: func(e slotstate.Event) {
-			if e.Kind == "finished" {
-				env.finished <- e
-			}
-		},
+	}
+	env.host = startBenchHost(b, cfg, worker, env.finished)
+	if err := backend.KVSet(context.Background(), "bench:kv", "k", []byte(`{"a":1}`), 0, primitives.KVQuota{}); err != nil {
+		b.Fatal(err)
+	}
+	return env
+}
+
+// startBenchHost runs a host of cfg until the benchmark ends, its guests isolated in
+// worker processes of the command worker (in the daemon for nil), and sends each
+// finished iteration on finished.
+func startBenchHost(b *testing.B, cfg host.Config, worker []string, finished chan<- slotstate.Event) *host.Host {
+	b.Helper()
+	cfg.Observe = func(e slotstate.Event) {
+		if e.Kind == "finished" {
+			finished <- e
+		}
 	}
 	if worker != nil {
 		cfg.Isolate, cfg.WorkerCommand = host.IsolateProcess, worker
@@ -72,7 +84,6 @@ func newBenchEnvIn(b *testing.B, kind string, worker []string) *benchEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
-	env.host = h
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() { ran <- h.Run(ctx) }()
@@ -81,10 +92,7 @@ func newBenchEnvIn(b *testing.B, kind string, worker []string) *benchEnv {
 		<-ran
 		h.Close()
 	})
-	if err := backend.KVSet(context.Background(), "bench:kv", "k", []byte(`{"a":1}`), 0, primitives.KVQuota{}); err != nil {
-		b.Fatal(err)
-	}
-	return env
+	return h
 }
 
 // guest runs one bench task of n calls and returns the wall time of its fleet_handle

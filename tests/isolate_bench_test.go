@@ -84,31 +84,12 @@ func newNoopEnv(b *testing.B, kind string, worker []string) *noopEnv {
 		PluginsDir: dir, Backend: backend, CacheDir: cacheDir, Logger: slog.New(slog.DiscardHandler),
 		Slots: 1, PollInterval: time.Millisecond,
 		Grants: map[string]host.Grant{"noop": {Queues: map[string][]string{"noop": {"consume"}}}},
-		Observe: func(e slotstate.Event) {
-			if e.Kind == "finished" {
-				env.finished <- e
-			}
-		},
 	}
-	if worker != nil {
-		cfg.Isolate, cfg.WorkerCommand = host.IsolateProcess, worker
-	}
-	h, err := host.New(context.Background(), cfg)
-	if err != nil {
+	env.host = startBenchHost(b, cfg, worker, env.finished)
+	// No task is queued yet: the slot waits, paused, for the first turn (run).
+	if err := env.host.Pause("noop"); err != nil {
 		b.Fatal(err)
 	}
-	if err := h.Pause("noop"); err != nil {
-		b.Fatal(err)
-	}
-	env.host = h
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- h.Run(ctx) }()
-	b.Cleanup(func() {
-		cancel()
-		<-ran
-		h.Close()
-	})
 	return env
 }
 
