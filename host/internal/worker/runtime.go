@@ -229,7 +229,12 @@ func (rt *Runtime) Instantiate(ctx context.Context, name string, caller *hostfn.
 	if err != nil {
 		return nil, died(err)
 	}
-	in := &Instance{w: w, id: id, nc: nc, c: newConn(nc), r: bufio.NewReaderSize(nc, 64<<10), caller: caller, out: out, core: rt.p.Core}
+	src, err := newPoller(nc)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	in := &Instance{w: w, id: id, nc: nc, c: newConn(nc), src: src, r: bufio.NewReaderSize(src, 64<<10), caller: caller, out: out, core: rt.p.Core}
 	f, err := in.await(ctx)
 	if err == nil {
 		err = in.answer(f, kReady)
@@ -248,10 +253,16 @@ type Instance struct {
 	id     uint32            // immutable
 	nc     *net.UnixConn     // immutable: the instance's socket
 	c      *conn             // nc's writer
-	r      *bufio.Reader     // nc's reader; owned by the instance's goroutine
+	src    *poller           // nc's reading end; owned by the instance's goroutine
+	r      *bufio.Reader     // src, buffered; owned by the instance's goroutine
 	caller *hostfn.Caller    // immutable pointer; owned by the instance's goroutine
 	out    io.Writer         // immutable
 	core   hostfn.Dispatcher // immutable
+
+	// The kinds of wait for the worker: for the first frame after a request (the guest's
+	// run up to its first host call or its answer), and for the next after a host call's
+	// reply. Owned by the instance's goroutine.
+	run, resume habit
 }
 
 // died is the death of an instance whose worker died of err.
@@ -306,8 +317,9 @@ func (in *Instance) await(ctx context.Context) (frame, error) {
 		}
 	}()
 	hctx := hostfn.WithCaller(ctx, in.caller)
+	wait := &in.run
 	for {
-		f, err := readFrame(in.r, workerFrameCap)
+		f, err := readAs(in.r, in.src, wait, workerFrameCap)
 		switch {
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			return frame{}, in.fail(fmt.Errorf("worker: instance %d did not stop within %v of its call's end (%v)", in.id, stopGrace, ctx.Err()))
@@ -334,6 +346,7 @@ func (in *Instance) await(ctx context.Context) (frame, error) {
 			if err != nil {
 				return frame{}, in.fail(err)
 			}
+			wait = &in.resume
 		case kReady, kResult, kDied, kError:
 			return f, nil
 		default:

@@ -133,9 +133,14 @@ type guest interface {
 // socket, runs each request and, within it, the guest's host calls, whose replies it
 // reads from the socket itself.
 type served struct {
-	id uint32
-	c  *conn
-	r  *bufio.Reader
+	id  uint32
+	c   *conn
+	src *poller       // the socket's reading end
+	r   *bufio.Reader // src, buffered
+	// The kinds of wait for the daemon: for its next request, and for the reply to each
+	// op's host call (a kv_get's and an HTTP fetch's differ). Owned by the goroutine.
+	next    habit
+	replies map[abi.Op]*habit
 
 	mu   sync.Mutex
 	stop context.CancelFunc // the call in flight's; guarded by mu
@@ -223,7 +228,17 @@ func (s *server) start(ctx context.Context, id uint32, name string, fd int) erro
 	if err != nil {
 		return fmt.Errorf("worker: instance %d's socket: %w", id, err)
 	}
-	in := &served{id: id, c: newConn(nc), r: bufio.NewReaderSize(nc, 64<<10)}
+	uc, ok := nc.(*net.UnixConn)
+	if !ok {
+		nc.Close()
+		return fmt.Errorf("%w: instance %d's socket is no unix socket", errProtocol, id)
+	}
+	src, err := newPoller(uc)
+	if err != nil {
+		nc.Close()
+		return err
+	}
+	in := &served{id: id, c: newConn(nc), src: src, r: bufio.NewReaderSize(src, 64<<10), replies: map[abi.Op]*habit{}}
 	s.mu.Lock()
 	s.stops[id] = in
 	s.mu.Unlock()
@@ -256,7 +271,7 @@ func (s *server) run(ctx context.Context, in *served, name string) {
 		return
 	}
 	for {
-		f, err := readFrame(in.r, daemonFrameCap)
+		f, err := readAs(in.r, in.src, &in.next, daemonFrameCap)
 		if err != nil || f.kind != kCall {
 			return // the daemon closed the instance, or broke the protocol
 		}
@@ -350,7 +365,12 @@ func (remote) Call(ctx context.Context, op abi.Op, req []byte) []byte {
 	}
 	// No select on ctx: the daemon answers a call whose context ended (its core does, at
 	// once).
-	f, err := readFrame(in.r, daemonFrameCap)
+	h := in.replies[op]
+	if h == nil {
+		h = &habit{}
+		in.replies[op] = h
+	}
+	f, err := readAs(in.r, in.src, h, daemonFrameCap)
 	if err != nil || f.kind != kHostReply {
 		return abi.EncodeError(abi.Errorf(abi.Unavailable, "worker: no reply from the daemon: %v", err))
 	}
