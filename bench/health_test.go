@@ -18,6 +18,44 @@ import (
 //
 //	cd bench && go test -run '^$' -bench NoopHealth -benchtime 6x
 func BenchmarkNoopHealth(b *testing.B) {
+	plain, health := alternate(b, fleetOpts{}, fleetOpts{health: true})
+	b.ReportMetric(plain.rate, "plain-tasks/s")
+	b.ReportMetric(health.rate, "health-tasks/s")
+	b.ReportMetric(health.rate/plain.rate, "x-plain")
+	b.ReportMetric(health.median, "x-plain-median")
+}
+
+// BenchmarkNoopWorker measures what a worker process costs a busy host (issue 26): the
+// same -tasks no-op tasks (plugins/examples/noop, -slots slots) run by a host whose
+// instances are its own and by one whose instances run in a worker process
+// (Config.Isolate "process", the fleet-host binary's `worker`), alternated in one run on
+// one Redis. It reports each one's tasks/s and x-inproc, what a task costs in the
+// worker over in the daemon (the in-process rate over the worker's; the goal: at most
+// 1.2), and the median of that ratio over each iteration's pair, x-inproc-median.
+//
+//	cd bench && go test -run '^$' -bench NoopWorker -benchtime 6x
+func BenchmarkNoopWorker(b *testing.B) {
+	bin, err := testutil.FleetHost(false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	inproc, worker := alternate(b, fleetOpts{}, fleetOpts{worker: []string{bin, "worker"}})
+	b.ReportMetric(inproc.rate, "inproc-tasks/s")
+	b.ReportMetric(worker.rate, "worker-tasks/s")
+	b.ReportMetric(inproc.rate/worker.rate, "x-inproc")
+	b.ReportMetric(1/worker.median, "x-inproc-median")
+}
+
+// throughput is one host's side of alternate: its tasks/s over every iteration, and the
+// median over the iterations of its rate over the other side's.
+type throughput struct {
+	rate, median float64
+}
+
+// alternate runs -tasks no-op tasks of plugins/examples/noop on a host of each of a and
+// z once an iteration, on one Redis, alternating which goes first so that neither
+// always meets a warmer machine.
+func alternate(b *testing.B, a, z fleetOpts) (throughput, throughput) {
 	srv, err := testutil.StartRedis()
 	if err != nil {
 		b.Fatal(err)
@@ -25,30 +63,21 @@ func BenchmarkNoopHealth(b *testing.B) {
 	defer srv.Close()
 	wasm := testutil.BuildPlugin(b, "plugins/examples/noop")
 	n, slots := *tasksFlag, *slotsFlag
-	var plain, health time.Duration
-	var ratios []float64
+	var took [2]time.Duration
+	var ratios []float64 // z's rate over a's, each iteration
 	i := 0
 	for b.Loop() {
-		// Alternate which goes first, so that neither always meets a warmer machine.
-		var pair [2]time.Duration // plain, health
-		for _, withHealth := range [][2]bool{{false, true}, {true, false}}[i%2] {
+		var pair [2]time.Duration
+		for _, side := range [][]int{{0, 1}, {1, 0}}[i%2] {
 			flush(b, srv)
-			d := runFleet(b, srv, wasm, "noop", n, slots, withHealth).wall
-			if withHealth {
-				health += d
-				pair[1] = d
-			} else {
-				plain += d
-				pair[0] = d
-			}
+			pair[side] = runFleet(b, srv, wasm, "noop", n, slots, []fleetOpts{a, z}[side]).wall
+			took[side] += pair[side]
 		}
 		ratios = append(ratios, pair[0].Seconds()/pair[1].Seconds())
 		i++
 	}
 	slices.Sort(ratios)
+	median := ratios[len(ratios)/2]
 	rate := func(d time.Duration) float64 { return float64(n*b.N) / d.Seconds() }
-	b.ReportMetric(rate(plain), "plain-tasks/s")
-	b.ReportMetric(rate(health), "health-tasks/s")
-	b.ReportMetric(rate(health)/rate(plain), "x-plain")
-	b.ReportMetric(ratios[len(ratios)/2], "x-plain-median")
+	return throughput{rate: rate(took[0]), median: 1 / median}, throughput{rate: rate(took[1]), median: median}
 }

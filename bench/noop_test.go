@@ -86,11 +86,11 @@ func BenchmarkNoopThroughput(b *testing.B) {
 		}
 		if run("fleet") {
 			flush(b, srv)
-			fleetGo.add(runFleet(b, srv, goWasm, "noop", n, slots, false))
+			fleetGo.add(runFleet(b, srv, goWasm, "noop", n, slots, fleetOpts{}))
 		}
 		if run("wat") {
 			flush(b, srv)
-			fleetWAT.add(runFleet(b, srv, watWasm, "noop-wat", n, slots, false))
+			fleetWAT.add(runFleet(b, srv, watWasm, "noop-wat", n, slots, fleetOpts{}))
 		}
 	}
 	rate := func(s spent) float64 { return float64(n*b.N) / s.wall.Seconds() }
@@ -119,11 +119,21 @@ func flush(b *testing.B, srv *testutil.Redis) {
 	srv.Flush(b)
 }
 
-// runFleet loads wasm (of type queue, consuming queue) into a host with slots slots on srv, enqueues n
-// no-op tasks, then times Run from its start until n tasks are done (spent). With health, the
-// slots' outcomes are counted and flushed to the fleet's tally as a daemon does
-// (fleetview.Counter, fleetview.Keeper), so that BenchmarkNoopHealth measures its cost.
-func runFleet(b *testing.B, srv *testutil.Redis, wasm, queue string, n, slots int, health bool) spent {
+// fleetOpts are what a host of runFleet adds to the plain one.
+type fleetOpts struct {
+	// health counts the slots' outcomes and flushes them to the fleet's tally as a
+	// daemon does (fleetview.Counter, fleetview.Keeper), so that BenchmarkNoopHealth
+	// measures its cost.
+	health bool
+	// worker, when set, is the argv of the worker process the plugin's instances run in
+	// (Config.Isolate "process"), for BenchmarkNoopWorker.
+	worker []string
+}
+
+// runFleet loads wasm (of type queue, consuming queue) into a host with slots slots on
+// srv, enqueues n no-op tasks, then times Run from its start (which starts a worker
+// process, if any) until n tasks are done (spent).
+func runFleet(b *testing.B, srv *testutil.Redis, wasm, queue string, n, slots int, opts fleetOpts) spent {
 	b.Helper()
 	b.StopTimer()
 	backend, err := fleetredis.Open(srv.URL(), fleetredis.Options{})
@@ -142,16 +152,22 @@ func runFleet(b *testing.B, srv *testutil.Redis, wasm, queue string, n, slots in
 	var done, other atomic.Int64
 	all := make(chan struct{})
 	counter := &fleetview.Counter{}
+	isolate := host.IsolateNone
+	if opts.worker != nil {
+		isolate = host.IsolateProcess
+	}
 	h, err := host.New(context.Background(), host.Config{
-		PluginsDir: dir,
-		Backend:    backend,
-		CacheDir:   cacheDir,
-		Slots:      slots,
+		Isolate:       isolate,
+		WorkerCommand: opts.worker,
+		PluginsDir:    dir,
+		Backend:       backend,
+		CacheDir:      cacheDir,
+		Slots:         slots,
 		// Both no-op plugins are of the type their queue is named after.
 		Grants: map[string]host.Grant{queue: {Queues: map[string][]string{queue: {"consume"}}}},
 		Logger: slog.New(slog.DiscardHandler),
 		Observe: func(e slotstate.Event) {
-			if health {
+			if opts.health {
 				counter.Observe(e)
 			}
 			if e.Kind != "finished" {
@@ -181,7 +197,7 @@ func runFleet(b *testing.B, srv *testutil.Redis, wasm, queue string, n, slots in
 	start := readClocks(b, srv)
 	go func() { ran <- h.Run(runCtx) }()
 	var kept chan struct{}
-	if health {
+	if opts.health {
 		kept = make(chan struct{})
 		k := fleetview.NewKeeper(fleetview.Params{Backend: backend, Daemon: "bench@1", Instance: "bench",
 			Plugins: h.Plugins, Slots: func() []fleetview.Slot { return nil }, Counter: counter}, 1)
