@@ -138,7 +138,7 @@ type served struct {
 	src *poller       // the socket's reading end
 	r   *bufio.Reader // src, buffered
 	// The kinds of wait for the daemon: for its next request, and for the reply to each
-	// op's host call (a kv_get's and an HTTP fetch's differ). Owned by the goroutine.
+	// op's host call (a kv_get's and an http's differ). Owned by the goroutine.
 	next    habit
 	replies map[abi.Op]*habit
 
