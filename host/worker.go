@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -40,4 +41,21 @@ func ServeWorker(ctx context.Context, sock *os.File, log *slog.Logger, confineSe
 		return fmt.Errorf("host: worker: its fd is a %T, not a unix socket", c)
 	}
 	return worker.Serve(ctx, uc, log, confineSelf)
+}
+
+// ProbeWorker starts one worker process as a host of cfg would start a plugin's, of
+// cfg's memory limit (cfg.WorkerCommand, confined to the same policy), has it confine
+// itself and run confine.Probe against this process in place of compiling a plugin, and
+// ends it. It answers the worker's layers, Prepare's and those the worker says its
+// Apply set, and the worker's report of what it could still do: the worker's word, for
+// an operator to read (`fleet-host doctor`). It fails when the worker cannot start or
+// confine itself, naming why.
+//
+//	layers, rep, err := host.ProbeWorker(ctx, host.Config{Logger: log})
+func ProbeWorker(ctx context.Context, cfg Config) (confine.Layers, confine.Report, error) {
+	cfg = cfg.withDefaults()
+	if len(cfg.WorkerCommand) == 0 {
+		return confine.Layers{}, nil, errors.New("host: WorkerCommand is empty; a worker process needs a command")
+	}
+	return worker.Probe(ctx, worker.Params{Command: cfg.WorkerCommand, Confine: cfg.workerPolicy(cfg.MemoryLimitPages), Log: cfg.Logger})
 }
