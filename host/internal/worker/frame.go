@@ -6,7 +6,9 @@
 //
 // Two halves: Serve is the worker's (the hidden `fleet-host worker` command), and
 // Runtime is the daemon's, a plugin compiled in a worker that it starts, supervises and
-// restarts. See host/RATIONALE.md, "Why may a plugin run in a worker process?".
+// restarts; Probe, the daemon's too, has a worker report what confines it, for
+// `fleet-host doctor`. See host/RATIONALE.md, "Why may a plugin run in a worker
+// process?".
 package worker
 
 import (
