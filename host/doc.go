@@ -25,7 +25,7 @@
 //   - Keep the schedules' names apart from plugins': SchedulesNamespace,
 //     ScheduleUniquePrefix.
 //   - Be a worker process (Config.Isolate, IsolateProcess): ServeWorker, which
-//     `fleet-host worker` runs.
+//     `fleet-host worker` runs; ProbeWorker shows what confines one.
 //
 // The fleet's record of the contracts the plugins declare (their versions, who holds
 // them, retiring one) is package host/contracts. The dispatch core (internal/hostfn), the

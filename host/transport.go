@@ -38,7 +38,7 @@ func (h *Host) newRuntime(ctx context.Context, wasm []byte, pages uint32, config
 	if isolate == IsolateProcess {
 		rt, err := worker.NewRuntime(ctx, worker.Params{
 			Command: h.cfg.WorkerCommand, MemoryLimitPages: pages, Config: config, Core: h.core, Log: h.cfg.Logger,
-			Confine: h.workerPolicy(pages),
+			Confine: h.cfg.workerPolicy(pages),
 		}, wasm)
 		if err != nil {
 			return nil, err
@@ -68,9 +68,9 @@ func (h *Host) newRuntime(ctx context.Context, wasm []byte, pages uint32, config
 // the most slots has, each reserving its whole limit, and two more (the probe's, which
 // its plugin takes over, and a slot's fresh one while its dead one closes); and a file
 // for each such instance's socket beside the worker's own.
-func (h *Host) workerPolicy(pages uint32) confine.Policy {
-	n := h.cfg.Slots
-	for _, s := range h.cfg.SlotsByType {
+func (c Config) workerPolicy(pages uint32) confine.Policy {
+	n := c.Slots
+	for _, s := range c.SlotsByType {
 		n = max(n, s)
 	}
 	n += 2

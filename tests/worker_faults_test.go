@@ -362,6 +362,13 @@ func TestWorkerHoldsNothing(t *testing.T) {
 			t.Errorf("the worker's status lacks %q:\n%s", want, status)
 		}
 	}
+	// The daemon's line of its start says so: the layers the worker's own Apply set,
+	// which it told the daemon, beside Prepare's.
+	for _, want := range []string{"no_new_privs", "seccomp"} {
+		if on := confinedBy(logs, pid); !slices.Contains(on, want) {
+			t.Errorf("the worker's start line says confined=%q, want %s among them", on, want)
+		}
+	}
 	if os.Geteuid() == 0 {
 		theirs, err1 := os.Readlink("/proc/" + pid + "/ns/net")
 		ours, err2 := os.Readlink("/proc/self/ns/net")
@@ -474,6 +481,19 @@ func lastWorker(logs *testutil.LogBuffer) string {
 		}
 	}
 	return pid
+}
+
+// confinedBy is the layers the "host: worker process started" line of the worker pid
+// says it is confined by.
+func confinedBy(logs *testutil.LogBuffer, pid string) []string {
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if _, after, ok := strings.Cut(line, `msg="host: worker process started" pid=`+pid+" "); ok {
+			_, on, _ := strings.Cut(after, `confined="`)
+			on, _, _ = strings.Cut(on, `"`)
+			return strings.Fields(on)
+		}
+	}
+	return nil
 }
 
 // calls counts the guest calls of plugin typ's tasks that have begun.

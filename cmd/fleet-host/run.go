@@ -59,6 +59,11 @@ func loadFlags(f *flags, o *daemon.Options) {
 	f.boolean(&o.Host.GrantDeclared, "grant-declared", "FLEET_GRANT_DECLARED", false, "grant each plugin the pools and queues it declares, beyond the grants file (development only: a plugin then reaches any pool or queue it names; logged as a WARN per plugin)")
 	f.str(&o.ReportURL, "report-url", "FLEET_REPORT_URL", "", "the plane's fleet-report endpoint; reporting is off without it and a key")
 	f.str(&o.ReportKey, "report-key", "FLEET_REPORT_KEY", "", "the plane's API key (prefer the variable)")
+	// What a worker process is started with (doctor starts one as run does).
+	f.str(&o.Host.Isolate, "isolate", "FLEET_ISOLATE", defaults.Isolate, "where plugins' instances run: none (in the daemon) or process (each plugin in a worker process of its own, which holds no backend, token or secret; host calls cross a socket); a grant's \"isolate\" overrides it per plugin")
+	f.int(&o.Host.Slots, "slots", "FLEET_SLOTS", defaults.Slots, "slots (wasm instances) per plugin")
+	f.value((*slotsFor)(&o.Host.SlotsByType), "slots-for", "FLEET_SLOTS_FOR", "slots for one automation type, type=n, overriding --slots; repeat the flag, or comma-separate in the variable (scraper=4,noop=0); 0 loads the plugin and runs no slot")
+	f.uint32(&o.Host.MemoryLimitPages, "memory-pages", "FLEET_MEMORY_PAGES", defaults.MemoryLimitPages, "each instance's memory limit, in 64 KiB pages")
 }
 
 // runFlags are run's flags, each bound to the field of s it sets.
@@ -84,8 +89,6 @@ each task, host call and outbound request is an OpenTelemetry span, exported ove
 http/protobuf, with OTEL_SERVICE_NAME and the other OTEL_* variables as the
 specification says (docs/operators.md, "Traces").`, host.AbandonMargin, daemon.ShutdownMargin), stderr)
 	loadFlags(f, o)
-	f.int(&o.Host.Slots, "slots", "FLEET_SLOTS", defaults.Slots, "slots (wasm instances) per plugin")
-	f.value((*slotsFor)(&o.Host.SlotsByType), "slots-for", "FLEET_SLOTS_FOR", "slots for one automation type, type=n, overriding --slots; repeat the flag, or comma-separate in the variable (scraper=4,noop=0); 0 loads the plugin and runs no slot")
 	f.str(&o.SchedulesFile, "schedules", "FLEET_SCHEDULES", "", "the schedules file: JSON of schedules by name, each submitting \"payload\" to \"queue\" on every tick of \"cron\" (with \"tz\") or \"every\", once per tick fleet-wide, with a \"missed\" policy (skip, catch_up); checked against the queues' contracts and reloaded with the grants file; see docs/operators.md")
 	f.str(&o.Listen, "listen", "FLEET_LISTEN", defaultListen, "the HTTP API's listen address, which serves the Fleet console at /; empty runs no API")
 	f.str(&o.Token, "token", "FLEET_TOKEN", "", "the API's bearer token; empty needs none, and a loopback API then answers only an IP address or localhost as Host (prefer the variable: a flag shows in ps)")
@@ -114,8 +117,6 @@ specification says (docs/operators.md, "Traces").`, host.AbandonMargin, daemon.S
 	f.int(&o.Host.MaxQueueDepth, "max-queue-depth", "FLEET_MAX_QUEUE_DEPTH", defaults.MaxQueueDepth, "the tasks waiting (ready or delayed) in a queue past which a submit to it is refused (the API answers 429); a grant's max_queue_depth overrides it for its plugin")
 	f.int64(&o.Host.MaxQueueBytes, "max-queue-bytes", "FLEET_MAX_QUEUE_BYTES", defaults.MaxQueueBytes, "the bytes a queue's tasks (until acked, parked ones too; each its payload + 1 KiB) may hold, past which a submit to it is refused; a grant's max_queue_bytes overrides it for its plugin")
 	f.dur(&o.Host.ParkedRetention, "parked-retention", "FLEET_PARKED_RETENTION", 0, "how long a parked task is kept before the hosts running its queue's consumer delete it (0: until an operator requeues or deletes it); a grant's parked_retention overrides it for the queue its plugin consumes")
-	f.str(&o.Host.Isolate, "isolate", "FLEET_ISOLATE", defaults.Isolate, "where plugins' instances run: none (in the daemon) or process (each plugin in a worker process of its own, which holds no backend, token or secret; host calls cross a socket); a grant's \"isolate\" overrides it per plugin")
-	f.uint32(&o.Host.MemoryLimitPages, "memory-pages", "FLEET_MEMORY_PAGES", defaults.MemoryLimitPages, "each instance's memory limit, in 64 KiB pages")
 	f.dur(&o.ReloadSettle, "reload-settle", "FLEET_RELOAD_SETTLE", daemon.DefaultReloadSettle, "how long a changed .wasm in the plugins folder must keep its size and mtime before the daemon reloads it")
 	f.dur(&o.FleetRefresh, "fleet-refresh", "FLEET_FLEET_REFRESH", fleetview.DefaultRefresh, "how often this daemon writes its presence to the backend and flushes its health counts; inspect marks it stale after 3 missed ones, and it disappears after 10")
 	f.also(&o.Plane, "plane")

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/internal/confine"
@@ -22,22 +21,14 @@ func workerCmd(ctx context.Context, args []string, stderr io.Writer) int {
 		return exitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	// The worker confines itself before it reads a byte of the daemon's; the daemon
-	// logs the layers its Prepare arranged, and the worker says here which of its own
-	// (rlimits, no_new_privs, landlock, seccomp) it went without, and why.
-	confineSelf := func() error {
+	// The worker confines itself before it reads a byte of the daemon's, and tells the
+	// daemon the layers it set, which the daemon logs beside its own Prepare's.
+	confineSelf := func() (confine.Layers, error) {
 		p, err := confine.PolicyFromEnv()
 		if err != nil {
-			return err
+			return confine.Layers{}, err
 		}
-		layers, err := confine.Apply(p)
-		if err != nil {
-			return err
-		}
-		if off := layers.Off(); len(off) > 0 {
-			log.Warn("fleet-host worker: confined without some layers", "off", strings.Join(off, "; "))
-		}
-		return nil
+		return confine.Apply(p)
 	}
 	if err := host.ServeWorker(ctx, os.NewFile(3, "worker-socket"), log, confineSelf); err != nil {
 		fmt.Fprintln(stderr, "fleet-host worker:", err)

@@ -244,7 +244,7 @@ func on(note string) Layer  { return Layer{Active: true, Note: note} }
 func off(note string) Layer { return Layer{Note: note} }
 
 // Layers are the layers Prepare arranged (the namespaces and the worker's start) or
-// Apply set up (the rest); the other side's are zero.
+// Apply set up (the rest), the other side's zero; or one worker's both (Merge).
 type Layers struct {
 	// Prepare's.
 	Start Layer // an environment of the policy and the Go runtime's settings only, Pdeathsig, a session of its own
@@ -260,6 +260,18 @@ type Layers struct {
 	Rlimits      Layer // address space, CPU time, open files, file size, threads
 	Landlock     Layer // no file may be opened, run or made; no TCP port bound or reached
 	Seccomp      Layer // only the system calls a worker needs; the others fail with EPERM
+}
+
+// Merge is one worker's layers: Prepare's fields of prepared and Apply's of applied,
+// whatever else either holds. The daemon merges what the worker says its Apply set,
+// a claim of an untrusted process that a log may show and no decision may rest on.
+//
+//	log.Info("worker started", "confined", strings.Join(confine.Merge(prepared, applied).On(), " "))
+func Merge(prepared, applied Layers) Layers {
+	l := prepared
+	l.Proc, l.Unprivileged, l.NoNewPrivs = applied.Proc, applied.Unprivileged, applied.NoNewPrivs
+	l.Rlimits, l.Landlock, l.Seccomp = applied.Rlimits, applied.Landlock, applied.Seccomp
+	return l
 }
 
 func (l Layers) list() []struct {

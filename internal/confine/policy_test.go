@@ -73,3 +73,20 @@ func TestWorkerEnv(t *testing.T) {
 		t.Errorf("PolicyFromEnv() = %+v, %v; want %+v", got, err, p)
 	}
 }
+
+// TestMerge: a worker's layers are Prepare's of the daemon's and Apply's of the
+// worker's, whatever else the worker claims; On and Off list them in one order.
+func TestMerge(t *testing.T) {
+	prepared := Layers{Start: on("env"), User: on("userns"), Net: off("no netns"), Seccomp: on("claimed by Prepare")}
+	applied := Layers{User: off("the worker says no userns"), NoNewPrivs: on("set"), Landlock: off("no landlock"), Seccomp: on("filter")}
+	got := Merge(prepared, applied)
+	if on, want := got.On(), []string{"start", "userns", "no_new_privs", "seccomp"}; !slices.Equal(on, want) {
+		t.Errorf("Merge(...).On() = %q, want %q", on, want)
+	}
+	if off, want := got.Off(), []string{"netns (no netns)", "landlock (no landlock)"}; !slices.Equal(off, want) {
+		t.Errorf("Merge(...).Off() = %q, want %q", off, want)
+	}
+	if got.Seccomp.Note != "filter" {
+		t.Errorf("Merge(...).Seccomp = %+v, want Apply's", got.Seccomp)
+	}
+}

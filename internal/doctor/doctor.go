@@ -1,7 +1,8 @@
 // Package doctor checks what `fleet-host run` would run before it runs, and shows what a
 // plugin declares and is granted without running it: the checks of `fleet-host doctor`
 // (Run) and the rendering of `fleet-host describe` (WriteDescribe, WriteGrant). It opens
-// the backend and loads the plugins itself; it never asks a daemon.
+// the backend, loads the plugins and starts a worker process itself; it never asks a
+// daemon.
 package doctor
 
 import (
@@ -29,12 +30,14 @@ import (
 
 // Run runs every check of the settings o, `fleet-host run`'s (of which it reads the
 // plugins folder, the backend, the grants and egress files, --grant-declared, the
-// plane's URL and key, the cache dir and the call and backend timeouts), and writes one
-// line per check to out:
+// plane's URL and key, the cache dir, the call and backend timeouts, and --isolate with
+// what a worker's confinement is sized by: the slots and the memory limit), and writes
+// one line per check to out:
 //
 //	ok    backend: redis://127.0.0.1:6379 answers
 //	ok    plugin scraper.wasm: scraper 1.0.0, batch, consumes scrape
 //	FAIL  contracts: ...
+//	ok    isolation: workers confined by start userns ... seccomp; without: none; 17 of 17 probes denied
 //	ok    plane: https://... accepts the key
 //
 // It reports whether every check passed. The checks:
@@ -52,6 +55,12 @@ import (
 //     and configurations, on the backend: their pool and queue schemas agree with each
 //     other and with the ones the fleet recorded. Like `run`, this records, for the
 //     fleet, a contract that no host has recorded yet.
+//   - isolation: when --isolate process or a grant's "isolate": "process" puts a plugin
+//     in a worker process, one worker starts as run would start it (host.ProbeWorker:
+//     the same command and confinement), confines itself and probes what it can still
+//     do; the line lists the layers on, those off with why, and the probes denied. FAIL
+//     when the worker does not start or confine itself, or a probe is allowed (named).
+//     Skipped when no plugin runs in a worker.
 //   - plane: reporter.Probe answers nil (skipped, not failed, when no endpoint or key
 //     is given: reporting is off).
 func Run(ctx context.Context, o daemon.Options, out io.Writer) bool {
@@ -68,6 +77,7 @@ func Run(ctx context.Context, o daemon.Options, out io.Writer) bool {
 	} else {
 		c.skip("contracts", "needs the backend, the grants and every plugin above")
 	}
+	c.isolation(ctx, o, gf)
 	c.plane(ctx, o)
 	return c.ok
 }
@@ -196,6 +206,47 @@ func (c *checks) contracts(ctx context.Context, o daemon.Options, b primitives.B
 		where = "this host's (the memory store has no fleet)"
 	}
 	c.line(true, "contracts", "%d plugins load together; their contracts agree with each other and with %s; nothing was recorded", n, where)
+}
+
+// isolation checks that a worker process starts and confines itself, as `run` would
+// start one, when any plugin runs in one: by the flag, or by its grant in gf.
+func (c *checks) isolation(ctx context.Context, o daemon.Options, gf grants.File) {
+	var by []string
+	switch o.Host.Isolate {
+	case "", host.IsolateNone:
+	case host.IsolateProcess:
+		by = append(by, "--isolate process")
+	default:
+		c.line(false, "isolation", "--isolate is %q, want %q or %q", o.Host.Isolate, host.IsolateNone, host.IsolateProcess)
+		return
+	}
+	for _, typ := range gf.Types() {
+		if gf[typ].Grant.Isolate == host.IsolateProcess {
+			by = append(by, fmt.Sprintf("grant %s's \"isolate\": \"process\"", typ))
+		}
+	}
+	if len(by) == 0 {
+		c.skip("isolation", "no --isolate process and no grant's \"isolate\": \"process\": every plugin runs in the daemon's process")
+		return
+	}
+	cfg := o.Host
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	layers, rep, err := host.ProbeWorker(ctx, cfg)
+	if err != nil {
+		c.line(false, "isolation", "a worker process, as %s asks for, does not start confined: %v", strings.Join(by, " and "), err)
+		return
+	}
+	var allowed []string
+	for _, ch := range rep.Allowed() {
+		allowed = append(allowed, ch.Name)
+	}
+	confined := fmt.Sprintf("workers confined by %s; without: %s; %d of %d probes denied",
+		cmp.Or(strings.Join(layers.On(), " "), "nothing"), cmp.Or(strings.Join(layers.Off(), "; "), "none"), len(rep)-len(allowed), len(rep))
+	if len(allowed) > 0 {
+		c.line(false, "isolation", "%s; a worker may still: %s", confined, strings.Join(allowed, "; "))
+		return
+	}
+	c.line(true, "isolation", "%s", confined)
 }
 
 // plane checks that the plane accepts the key, when reporting is on.

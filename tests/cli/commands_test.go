@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,10 +54,37 @@ func TestDoctor(t *testing.T) {
 				t.Errorf("no ok line for %s:\n%s", name, out)
 			}
 		}
+		if doctorLine(out, "skip", "isolation") == "" {
+			t.Errorf("no skip line for isolation, which nothing asks for:\n%s", out)
+		}
 		// A check records nothing: no contract version, no holder.
 		if code, list, errOut := run(t, nil, "", "contracts", "--redis", srv.URL(), "list"); code != 0 || list != "" ||
 			!strings.Contains(doctorLine(out, "ok", "contracts"), "nothing was recorded") {
 			t.Errorf("contracts list after doctor = exit %d, %q, %q; want nothing recorded, and doctor saying so:\n%s", code, list, errOut, out)
+		}
+	})
+	t.Run("isolation", func(t *testing.T) {
+		code, out, _ := run(t, nil, "", "doctor", cache, grants, "--plugins", worker, "--isolate", "process")
+		l := doctorLine(out, "ok", "isolation")
+		if code != 0 || l == "" {
+			t.Fatalf("doctor --isolate process = exit %d, want 0 and an ok isolation line:\n%s", code, out)
+		}
+		// The layers this machine gives a worker (SECURITY.md, "Worker processes"): all
+		// of them as root; else at least those no deployment lacks on Linux.
+		want := []string{"no_new_privs", "rlimits", "seccomp"}
+		if os.Geteuid() == 0 {
+			want = []string{"userns", "netns", "pidns", "ipcns", "mountns", "unprivileged", "no_new_privs", "rlimits", "landlock", "seccomp"}
+		}
+		_, on, _ := strings.Cut(l, "workers confined by ")
+		on, _, _ = strings.Cut(on, ";")
+		for _, layer := range want {
+			if !slices.Contains(strings.Fields(on), layer) {
+				t.Errorf("the isolation line's layers %q lack %s:\n%s", on, layer, l)
+			}
+		}
+		m := regexp.MustCompile(`; (\d+) of (\d+) probes denied$`).FindStringSubmatch(l)
+		if m == nil || m[1] != m[2] || m[1] != "17" {
+			t.Errorf("the isolation line = %q, want all 17 probes denied", l)
 		}
 	})
 	t.Run("grant missing", func(t *testing.T) {

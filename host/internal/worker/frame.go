@@ -6,7 +6,9 @@
 //
 // Two halves: Serve is the worker's (the hidden `fleet-host worker` command), and
 // Runtime is the daemon's, a plugin compiled in a worker that it starts, supervises and
-// restarts. See host/RATIONALE.md, "Why may a plugin run in a worker process?".
+// restarts; Probe, the daemon's too, has a worker report what confines it, for
+// `fleet-host doctor`. See host/RATIONALE.md, "Why may a plugin run in a worker
+// process?".
 package worker
 
 import (
@@ -30,8 +32,10 @@ import (
 //	[5, 9)   the instance it is about, big-endian uint32; 0 is the worker itself
 //	[9, 4+n) the payload, whose layout the type fixes
 //
-// Two kinds of socket: the worker's own (fd 3), on which the daemon sends the module,
-// each instance's making and each stop, and the worker answers the module alone; and one
+// Two kinds of socket: the worker's own (fd 3), on which the worker first says how it
+// confined itself, the daemon sends the module, each instance's making and each stop,
+// and the worker answers the module alone (or the daemon sends a probe in place of the
+// module, which the worker answers with the probe's report); and one
 // per instance, whose end the daemon passes with its kInstantiate (SCM_RIGHTS), on which
 // every exchange of that instance goes: the daemon's request, then the worker's host
 // calls (each answered before the next) and output, then its answer. Each side reads an
@@ -47,6 +51,7 @@ const (
 	kCall                        // id: the export (a call below), then its input
 	kStop                        // id: end the call in flight at its next stop check
 	kHostReply                   // id: the envelope answering the instance's host call
+	kProbe                       // id 0, in place of kCompile: the daemon's pid u32; run confine.Probe against it
 )
 
 // The worker's frames.
@@ -58,6 +63,8 @@ const (
 	kError                     // id: an error that is not a death (compile, instantiate, describe), its text
 	kHostCall                  // id: the op's length u8, the op, the request
 	kOutput                    // id: bytes the guest wrote to stdout or stderr
+	kConfined                  // id 0, the worker's first frame: the layers its confine.Apply set, as JSON (confine.Layers)
+	kProbed                    // id 0: the answer to kProbe, each check's errno u32 (0: it worked), name's length u8, name
 )
 
 // The exports a kCall names.
@@ -79,6 +86,9 @@ const (
 	outputChunk = 64 << 10
 	maxText     = 4 << 10
 	frameMargin = 1 << 10
+	// maxLayers caps a kConfined's payload, which is some twenty words for each of
+	// Apply's six layers.
+	maxLayers = 8 << 10
 )
 
 // workerFrameCap is the largest frame the daemon reads from a worker.

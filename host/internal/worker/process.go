@@ -3,6 +3,7 @@ package worker
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -50,9 +51,13 @@ type process struct {
 	// layers are the confinement Prepare arranged, each layer it could not with why;
 	// immutable.
 	layers confine.Layers
+	// applied is what the worker says its Apply set (kConfined), its claim: written by
+	// read before it delivers the answer, read only once the answer is received.
+	applied  confine.Layers
+	confined bool // the worker has sent kConfined; owned by read
 
-	next      atomic.Uint32 // the last instance id issued
-	compiling chan frame    // the answer to kCompile; cap 1
+	next    atomic.Uint32 // the last instance id issued
+	answers chan frame    // the answer to kCompile or kProbe; cap 1
 
 	dead    chan struct{} // closed by kill
 	once    sync.Once
@@ -88,8 +93,8 @@ func start(argv []string, policy confine.Policy, log *slog.Logger) (*process, er
 	}
 	p := &process{
 		cmd: cmd, c: newConn(nc), nc: nc, log: log, pid: cmd.Process.Pid, layers: layers,
-		compiling: make(chan frame, 1),
-		dead:      make(chan struct{}), exited: make(chan struct{}), started: time.Now(),
+		answers: make(chan frame, 1),
+		dead:    make(chan struct{}), exited: make(chan struct{}), started: time.Now(),
 	}
 	go func() {
 		p.waitErr = cmd.Wait()
@@ -111,7 +116,8 @@ func fileConn(f *os.File) (*net.UnixConn, error) {
 }
 
 // read reads the worker's socket until it ends, which is the worker's death, or a frame
-// breaks the protocol: the worker sends one frame on it, the answer to the module.
+// breaks the protocol: the worker sends two frames on it, its confinement and the
+// answer to the module (or the probe).
 func (p *process) read() {
 	r := bufio.NewReaderSize(p.nc, 4<<10)
 	for {
@@ -136,17 +142,37 @@ func (p *process) read() {
 	}
 }
 
+// route takes the worker's confinement (its first frame, unless it is the error of a
+// worker that could not confine itself) and delivers its answer.
 func (p *process) route(f frame) error {
-	if f.id != 0 || (f.kind != kCompiled && f.kind != kError) {
+	switch {
+	case f.id != 0:
 		return fmt.Errorf("%w: frame %d for instance %d on the worker's socket", errProtocol, f.kind, f.id)
+	case !p.confined && f.kind == kConfined:
+		if len(f.payload) > maxLayers {
+			return fmt.Errorf("%w: layers of %d bytes, over the cap of %d", errProtocol, len(f.payload), maxLayers)
+		}
+		if err := json.Unmarshal(f.payload, &p.applied); err != nil {
+			return fmt.Errorf("%w: the layers: %v", errProtocol, err)
+		}
+		p.confined = true
+		return nil
+	case !p.confined && f.kind != kError:
+		return fmt.Errorf("%w: frame %d before the worker's confinement", errProtocol, f.kind)
+	case f.kind != kCompiled && f.kind != kProbed && f.kind != kError:
+		return fmt.Errorf("%w: frame %d on the worker's socket", errProtocol, f.kind)
 	}
 	select {
-	case p.compiling <- f:
+	case p.answers <- f:
 		return nil
 	default:
 		return fmt.Errorf("%w: a second answer to the module", errProtocol)
 	}
 }
+
+// confinement is the worker's layers, Prepare's and what it says its Apply set. Call it
+// once its answer is received (awaitAnswer).
+func (p *process) confinement() confine.Layers { return confine.Merge(p.layers, p.applied) }
 
 // connect makes an instance's socketpair and sends the worker its end with the
 // kInstantiate of name; it returns the instance's id and the daemon's end.
@@ -219,20 +245,29 @@ func (w *stderrLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// awaitCompiled waits for the answer to kCompile, or the worker's death, or ctx.
-func (p *process) awaitCompiled(ctx context.Context) (frame, error) {
+// awaitAnswer waits for the answer to kCompile or kProbe, or the worker's death, or
+// ctx. An answer of kError is its text as an error (a transport's refusal of the module,
+// or why the worker could not confine itself); one that is not want breaks the protocol.
+func (p *process) awaitAnswer(ctx context.Context, want kind) (frame, error) {
+	var f frame
 	select {
-	case f := <-p.compiling:
-		return f, nil
+	case f = <-p.answers:
 	case <-p.dead:
 		select {
-		case f := <-p.compiling: // its answer, read before it died
-			return f, nil
+		case f = <-p.answers: // its answer, read before it died
 		default:
+			return frame{}, p.err
 		}
-		return frame{}, p.err
 	case <-ctx.Done():
-		p.kill(fmt.Errorf("worker: did not compile the module before its context ended: %w", ctx.Err()))
+		p.kill(fmt.Errorf("worker: did not answer before its context ended: %w", ctx.Err()))
 		return frame{}, ctx.Err()
 	}
+	switch f.kind {
+	case want:
+		return f, nil
+	case kError:
+		return frame{}, errors.New(string(f.payload))
+	}
+	p.kill(fmt.Errorf("%w: answer %d to a request for %d", errProtocol, f.kind, want))
+	return frame{}, p.err
 }

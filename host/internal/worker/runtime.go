@@ -112,15 +112,13 @@ func (rt *Runtime) launch(ctx context.Context) (*process, frame, error) {
 		w.stop() // the likeliest reason: it has exited, which says how
 		return nil, frame{}, fmt.Errorf("worker: send the module to %s: %w (its exit: %v)", rt.p.Command[0], err, w.waitErr)
 	}
-	f, err := w.awaitCompiled(ctx)
-	if err == nil && f.kind == kError {
-		err = errors.New(string(f.payload))
-	}
+	f, err := w.awaitAnswer(ctx, kCompiled)
 	if err != nil {
 		w.stop()
 		return nil, frame{}, err
 	}
-	rt.p.Log.Info("host: worker process started", "pid", w.pid, "took", time.Since(w.started).Round(time.Millisecond), "confined", strings.Join(w.layers.On(), " "), "without", strings.Join(w.layers.Off(), "; "))
+	layers := w.confinement()
+	rt.p.Log.Info("host: worker process started", "pid", w.pid, "took", time.Since(w.started).Round(time.Millisecond), "confined", strings.Join(layers.On(), " "), "without", strings.Join(layers.Off(), "; "))
 	return w, f, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/host/internal/native"
 	"github.com/fleethost/fleet/host/internal/slot"
+	"github.com/fleethost/fleet/internal/confine"
 )
 
 // Serve is the worker: it reads the daemon's frames from c (its end of the
@@ -28,20 +30,36 @@ import (
 // to the daemon and its reply awaited; everything it writes to stdout or stderr is sent
 // too. It keeps no compilation cache: it compiles once, in memory, for its life
 // (host/RATIONALE.md, "Why may a plugin run in a worker process?").
-func Serve(ctx context.Context, c *net.UnixConn, log *slog.Logger) error {
+//
+// confineSelf, when not nil, confines the process (internal/confine's Apply) before Serve
+// reads a byte of the daemon's; Serve tells the daemon the layers it answers, or the
+// error it fails with, and on an error returns it. A daemon's probe in place of the
+// module (kProbe) has Serve run confine.Probe, so confined, and answer the report.
+func Serve(ctx context.Context, c *net.UnixConn, log *slog.Logger, confineSelf func() (confine.Layers, error)) error {
 	ctl := &control{c: c}
 	s := &server{c: newConn(c), log: log, stops: map[uint32]*served{}}
 	r := bufio.NewReaderSize(ctl, 64<<10)
+	if err := s.confine(confineSelf); err != nil {
+		// The daemon reads the refusal, then ends the worker: waiting for it, rather than
+		// exiting, keeps the refusal from racing the exit. What the daemon sends meanwhile
+		// is discarded unread.
+		_, _ = io.Copy(io.Discard, r)
+		return err
+	}
 	first, err := readFrame(r, daemonFrameCap)
 	if err != nil {
 		return fmt.Errorf("worker: read the module: %w", err)
+	}
+	if first.kind == kProbe && len(first.payload) == 4 {
+		err := s.c.send(kProbed, 0, encodeReport(confine.Probe(int(binary.BigEndian.Uint32(first.payload)))))
+		_, _ = io.Copy(io.Discard, r) // as after a refusal: the daemon ends the worker
+		return err
 	}
 	if first.kind != kCompile || len(first.payload) < 8 {
 		return fmt.Errorf("%w: the first frame is not a module", errProtocol)
 	}
 	if err := s.compile(ctx, first.payload); err != nil {
-		// The daemon reads the refusal, then ends the worker: waiting for it, rather than
-		// exiting, keeps the refusal from racing the exit.
+		// As after a refusal to confine: the daemon reads it, then ends the worker.
 		err = errors.Join(err, s.c.send(kError, 0, text(err.Error())))
 		_, _ = io.Copy(io.Discard, r)
 		return err
@@ -75,6 +93,20 @@ func Serve(ctx context.Context, c *net.UnixConn, log *slog.Logger) error {
 			return fmt.Errorf("%w: frame %d on the worker's socket", errProtocol, f.kind)
 		}
 	}
+}
+
+// confine confines the worker with confineSelf (nil leaves it as it is) and tells the
+// daemon the layers it set (kConfined), or the error it fails with (kError).
+func (s *server) confine(confineSelf func() (confine.Layers, error)) error {
+	var applied confine.Layers
+	if confineSelf != nil {
+		var err error
+		if applied, err = confineSelf(); err != nil {
+			return errors.Join(err, s.c.send(kError, 0, text(err.Error())))
+		}
+	}
+	b, _ := json.Marshal(applied) // bools and strings: it always encodes
+	return s.c.send(kConfined, 0, b)
 }
 
 // control reads the worker's socket, keeping the instance sockets that come with it

@@ -16,9 +16,11 @@ import (
 
 	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host/internal/hostfn"
+	"github.com/fleethost/fleet/host/internal/native"
 	"github.com/fleethost/fleet/host/internal/slot"
 	"github.com/fleethost/fleet/host/internal/validate"
 	"github.com/fleethost/fleet/host/slotstate"
+	"github.com/fleethost/fleet/internal/confine"
 	"github.com/fleethost/fleet/internal/testutil"
 	"github.com/fleethost/fleet/primitives"
 	"github.com/fleethost/fleet/primitives/memory"
@@ -34,6 +36,13 @@ const exitArg = "worker-test-exit"
 // echoArg makes the test binary echo what it reads on fd 3, for BenchmarkSocketpair.
 const echoArg = "worker-test-echo"
 
+// confinedArg makes the test binary a worker that confines itself as `fleet-host
+// worker` does (confine.Apply of the policy in its environment) before it serves.
+const confinedArg = "worker-test-confined"
+
+// unconfinableArg makes the test binary a worker whose confinement fails.
+const unconfinableArg = "worker-test-unconfinable"
+
 func TestMain(m *testing.M) {
 	if len(os.Args) == 2 && os.Args[1] == exitArg {
 		os.Exit(3)
@@ -46,12 +55,28 @@ func TestMain(m *testing.M) {
 		_, _ = io.Copy(c, c)
 		os.Exit(0)
 	}
-	if len(os.Args) == 2 && os.Args[1] == serveArg {
+	if len(os.Args) == 2 && (os.Args[1] == serveArg || os.Args[1] == confinedArg || os.Args[1] == unconfinableArg) {
+		var confineSelf func() (confine.Layers, error)
+		switch os.Args[1] {
+		case confinedArg:
+			native.OpenProcessFiles()
+			confineSelf = func() (confine.Layers, error) {
+				p, err := confine.PolicyFromEnv()
+				if err != nil {
+					return confine.Layers{}, err
+				}
+				return confine.Apply(p)
+			}
+		case unconfinableArg:
+			confineSelf = func() (confine.Layers, error) {
+				return confine.Layers{}, errors.New("confine: the test's worker cannot")
+			}
+		}
 		c, err := net.FileConn(os.NewFile(3, "daemon"))
 		if err != nil {
 			os.Exit(1)
 		}
-		if err := Serve(context.Background(), c.(*net.UnixConn), slog.New(slog.NewTextHandler(os.Stderr, nil))); err != nil {
+		if err := Serve(context.Background(), c.(*net.UnixConn), slog.New(slog.NewTextHandler(os.Stderr, nil)), confineSelf); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -83,6 +108,11 @@ const kvWAT = `(module
 // newRuntime compiles kvWAT in a worker (this test binary), with a core over a memory
 // backend, and returns it with the backend and a Caller granted "w:*".
 func newRuntime(t testing.TB) (*Runtime, primitives.Backend, func() *hostfn.Caller) {
+	return newRuntimeOf(t, serveArg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+// newRuntimeOf is newRuntime with the test binary's worker mode arg, logging to log.
+func newRuntimeOf(t testing.TB, arg string, log *slog.Logger) (*Runtime, primitives.Backend, func() *hostfn.Caller) {
 	t.Helper()
 	wasm, err := os.ReadFile(testutil.WAT(t, fmt.Sprintf(kvWAT, abi.Packed(4096, 18))))
 	if err != nil {
@@ -90,10 +120,9 @@ func newRuntime(t testing.TB) (*Runtime, primitives.Backend, func() *hostfn.Call
 	}
 	b := memory.New(memory.Options{})
 	t.Cleanup(func() { b.Close() })
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	core := hostfn.NewCore(b, validate.NewRegistry(nil), nil, log)
 	ctx := context.Background()
-	rt, err := NewRuntime(ctx, Params{Command: []string{os.Args[0], serveArg}, MemoryLimitPages: 16, Core: core, Log: log}, wasm)
+	rt, err := NewRuntime(ctx, Params{Command: []string{os.Args[0], arg}, MemoryLimitPages: 16, Core: core, Log: log}, wasm)
 	if err != nil {
 		t.Fatal(err)
 	}
