@@ -13,18 +13,21 @@ import (
 // spinFor is how long a wait on an instance's socket polls it before it parks in Go's
 // netpoller, when the last wait of its kind was answered within it (habit). A crossing
 // whose both ends park costs two process wake-ups, and on a virtual machine whose idle
-// CPUs halt each wake-up costs tens of microseconds: a bare round trip measured ~30 µs
+// CPUs halt each wake-up costs tens of microseconds: a bare round trip measured 28–48 µs
 // parked against ~4 µs polled, and less CPU polled than parked (host/RATIONALE.md, "Why
 // does a worker's socket poll before it parks?").
 const spinFor = 50 * time.Microsecond
 
-// poller is the reading end of an instance's socket. Each Read polls the socket,
-// yielding its goroutine between tries, for up to spinFor when spin is set, and then
-// parks until the socket is readable; the socket's read deadline bounds the parked
-// wait, as a net.Conn's does.
+// poller is the reading end of an instance's socket. A wait (readAs, over the Reads of
+// one frame) polls the socket, yielding its goroutine between tries, for up to spinFor
+// in all when spin is set, and then parks until the socket is readable; the socket's
+// read deadline bounds the parked wait, as a net.Conn's does.
 type poller struct {
-	rc   syscall.RawConn
-	spin bool // set by the reader before each read (readAs)
+	rc syscall.RawConn
+	// Set by readAs for each wait, and owned by the goroutine that reads.
+	spin  bool      // the wait polls
+	until time.Time // when its poll ends; zero until its first try finds nothing
+	first time.Time // when its first bytes came; zero until then
 }
 
 func newPoller(c *net.UnixConn) (*poller, error) {
@@ -38,7 +41,6 @@ func newPoller(c *net.UnixConn) (*poller, error) {
 func (p *poller) Read(b []byte) (int, error) {
 	var n int
 	var rerr error
-	var until time.Time
 	err := p.rc.Read(func(fd uintptr) bool {
 		for {
 			m, err := syscall.Read(int(fd), b)
@@ -46,6 +48,8 @@ func (p *poller) Read(b []byte) (int, error) {
 			case nil:
 				if m == 0 {
 					rerr = io.EOF
+				} else if p.first.IsZero() {
+					p.first = time.Now()
 				}
 				n = m
 				return true
@@ -60,9 +64,9 @@ func (p *poller) Read(b []byte) (int, error) {
 				return false
 			}
 			now := time.Now()
-			if until.IsZero() {
-				until = now.Add(spinFor)
-			} else if now.After(until) {
+			if p.until.IsZero() {
+				p.until = now.Add(spinFor)
+			} else if now.After(p.until) {
 				return false // and, woken, park again at the next EAGAIN: the spin is spent
 			}
 			runtime.Gosched()
@@ -99,11 +103,16 @@ func (h *habit) poll() bool {
 }
 
 // readAs reads a frame of at most limit bytes from r, whose source is p, as a wait of
-// the kind h, and records how long it took.
+// the kind h, and records how long the wait took: until the frame's first bytes came,
+// not the rest of a large one.
 func readAs(r *bufio.Reader, p *poller, h *habit, limit int) (frame, error) {
-	p.spin = h.poll()
+	p.spin, p.until, p.first = h.poll(), time.Time{}, time.Time{}
 	start := time.Now()
 	f, err := readFrame(r, limit)
-	h.long = time.Since(start) > spinFor
+	end := p.first
+	if end.IsZero() { // the frame was in r's buffer already, or the read failed
+		end = time.Now()
+	}
+	h.long = end.Sub(start) > spinFor
 	return f, err
 }

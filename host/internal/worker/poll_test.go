@@ -3,6 +3,7 @@ package worker
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -56,37 +57,74 @@ func socketpair(t *testing.T) (*net.UnixConn, *net.UnixConn) {
 	return cs[0], cs[1]
 }
 
-// TestPollerReadsAsAConn: frames written in pieces arrive whole, polled or parked; a
-// parked wait ends at the socket's read deadline, and the peer's close is io.EOF.
+// entering is a reader that says on entered each time a Read of r begins, before it
+// reads, so that a test writes only once the wait has begun.
+type entering struct {
+	r       io.Reader
+	entered chan struct{}
+}
+
+func (e entering) Read(b []byte) (int, error) {
+	e.entered <- struct{}{}
+	return e.r.Read(b)
+}
+
+// TestPollerReadsAsAConn: a frame written in two parts arrives whole, polled or parked; a
+// wait that outlasts the poll is recorded as long, and one answered at once as short; a
+// parked wait ends at the socket's read deadline, and a close of the socket or of its
+// peer ends a wait, polled or parked.
 func TestPollerReadsAsAConn(t *testing.T) {
 	a, b := socketpair(t)
 	p, err := newPoller(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := bufio.NewReader(p)
+	e := entering{r: p, entered: make(chan struct{}, 16)}
+	r := bufio.NewReader(e)
 	frameBytes := appendFrame(nil, kResult, 7, [][]byte{[]byte("hello, worker")})
-	for _, spin := range []bool{true, false} {
-		h := habit{long: !spin}
-		// Half the frame now, half later, so that the read waits in the middle of it.
-		if _, err := a.Write(frameBytes[:5]); err != nil {
-			t.Fatal(err)
-		}
-		rest := make(chan error, 1)
+	read := func(h *habit) chan error {
+		got := make(chan error, 1)
 		go func() {
-			time.Sleep(2 * spinFor) // a wait longer than the spin, which must park and be long
-			_, err := a.Write(frameBytes[5:])
-			rest <- err
+			f, err := readAs(r, p, h, workerFrameCap)
+			if err == nil && (f.kind != kResult || f.id != 7 || string(f.payload) != "hello, worker") {
+				err = fmt.Errorf("read %+v; want kResult 7 %q", f, "hello, worker")
+			}
+			got <- err
 		}()
-		f, err := readAs(r, p, &h, workerFrameCap)
-		if err != nil || f.kind != kResult || f.id != 7 || string(f.payload) != "hello, worker" {
-			t.Fatalf("spin %v: read %+v, %v; want kResult 7 %q", spin, f, err, "hello, worker")
-		}
-		if err := <-rest; err != nil {
+		return got
+	}
+	write := func(b []byte) {
+		if _, err := a.Write(b); err != nil {
 			t.Fatal(err)
+		}
+	}
+	for _, spin := range []bool{true, false} {
+		// Long: the frame comes spinFor after its wait began, in two parts, the second once
+		// the first is read.
+		h := habit{long: !spin}
+		got := read(&h)
+		<-e.entered
+		time.Sleep(2 * spinFor) // not a synchronisation: the wait must last longer than the poll
+		write(frameBytes[:5])
+		<-e.entered // the first part is read: the reader waits for the rest
+		write(frameBytes[5:])
+		if err := <-got; err != nil {
+			t.Fatalf("spin %v: %v", spin, err)
 		}
 		if !h.long {
-			t.Errorf("spin %v: a wait of over %v is not recorded as long", spin, spinFor)
+			t.Errorf("spin %v: a wait of over %v is not recorded as long", spin, 2*spinFor)
+		}
+		// Short: the frame is there before the wait begins.
+		h = habit{long: true}
+		write(frameBytes)
+		if err := <-read(&h); err != nil {
+			t.Fatalf("spin %v, a frame waiting: %v", spin, err)
+		}
+		if h.long {
+			t.Errorf("spin %v: a frame that was waiting is recorded as a long wait", spin)
+		}
+		for len(e.entered) > 0 { // the short read's: the next wait's begins afresh
+			<-e.entered
 		}
 	}
 
@@ -102,5 +140,28 @@ func TestPollerReadsAsAConn(t *testing.T) {
 	a.Close()
 	if _, err := readAs(r, p, &habit{}, workerFrameCap); !errors.Is(err, io.EOF) {
 		t.Fatalf("a read after the peer closed: %v; want io.EOF", err)
+	}
+}
+
+// TestPollerEndsAtClose: closing the socket ends a wait on it, polled or parked, with
+// net.ErrClosed, as a net.Conn's Read ends.
+func TestPollerEndsAtClose(t *testing.T) {
+	for _, spin := range []bool{true, false} {
+		_, b := socketpair(t)
+		p, err := newPoller(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := entering{r: p, entered: make(chan struct{}, 1)}
+		got := make(chan error, 1)
+		go func() {
+			_, err := readAs(bufio.NewReader(e), p, &habit{long: !spin}, workerFrameCap)
+			got <- err
+		}()
+		<-e.entered
+		b.Close()
+		if err := <-got; !errors.Is(err, net.ErrClosed) {
+			t.Errorf("spin %v: a wait on a socket closed under it: %v; want net.ErrClosed", spin, err)
+		}
 	}
 }
