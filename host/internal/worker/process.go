@@ -121,7 +121,13 @@ func fileConn(f *os.File) (*net.UnixConn, error) {
 func (p *process) read() {
 	r := bufio.NewReaderSize(p.nc, 4<<10)
 	for {
-		f, err := readFrame(r, workerFrameCap)
+		// Until its confinement, the worker's one frame is its layers or its refusal, and
+		// no larger one is read: the cap holds before a byte is allocated.
+		limit := workerFrameCap
+		if !p.confined {
+			limit = max(maxLayers, maxText) + frameMargin
+		}
+		f, err := readFrame(r, limit)
 		if err == nil {
 			err = p.route(f)
 		}
