@@ -59,8 +59,10 @@ import (
 //     in a worker process, one worker starts as run would start it (host.ProbeWorker:
 //     the same command and confinement), confines itself and probes what it can still
 //     do; the line lists the layers on, those off with why, and the probes denied. FAIL
-//     when the worker does not start or confine itself, or a probe is allowed (named).
-//     Skipped when no plugin runs in a worker.
+//     when the worker does not start or confine itself, or a probe is allowed (named),
+//     or none ran (off Linux). Skipped when no plugin runs in a worker. The worker is
+//     sized for --memory-pages; a grant's own memory limit sizes its plugin's worker's
+//     address space in run, which doctor does not probe one by one.
 //   - plane: reporter.Probe answers nil (skipped, not failed, when no endpoint or key
 //     is given: reporting is off).
 func Run(ctx context.Context, o daemon.Options, out io.Writer) bool {
@@ -234,6 +236,10 @@ func (c *checks) isolation(ctx context.Context, o daemon.Options, gf grants.File
 	layers, rep, err := host.ProbeWorker(ctx, cfg)
 	if err != nil {
 		c.line(false, "isolation", "a worker process, as %s asks for, does not start confined: %v", strings.Join(by, " and "), err)
+		return
+	}
+	if len(rep) == 0 {
+		c.line(false, "isolation", "a worker process starts, but ran no probe: the kernel's confinement of workers is Linux's, and this system's workers run unconfined")
 		return
 	}
 	var allowed []string
