@@ -131,8 +131,9 @@ type fleetOpts struct {
 }
 
 // runFleet loads wasm (of type queue, consuming queue) into a host with slots slots on
-// srv, enqueues n no-op tasks, then times Run from its start (which starts a worker
-// process, if any) until n tasks are done (spent).
+// srv, enqueues n no-op tasks, then times Run from its start (which makes the slots'
+// instances; a worker process, if any, has started and compiled the plugin in host.New,
+// untimed) until n tasks are done (spent).
 func runFleet(b *testing.B, srv *testutil.Redis, wasm, queue string, n, slots int, opts fleetOpts) spent {
 	b.Helper()
 	b.StopTimer()
