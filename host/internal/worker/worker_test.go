@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -43,9 +44,23 @@ const confinedArg = "worker-test-confined"
 // unconfinableArg makes the test binary a worker whose confinement fails.
 const unconfinableArg = "worker-test-unconfinable"
 
+// hugeLayersArg makes the test binary a worker whose first frame claims 64 KiB of
+// layers, of which it sends none.
+const hugeLayersArg = "worker-test-huge-layers"
+
 func TestMain(m *testing.M) {
 	if len(os.Args) == 2 && os.Args[1] == exitArg {
 		os.Exit(3)
+	}
+	if len(os.Args) == 2 && os.Args[1] == hugeLayersArg {
+		f := os.NewFile(3, "daemon")
+		h := binary.BigEndian.AppendUint32(nil, 64<<10)
+		h = append(h, byte(kConfined), 0, 0, 0, 0)
+		if _, err := f.Write(h); err != nil {
+			os.Exit(1)
+		}
+		_, _ = io.Copy(io.Discard, f) // until the daemon kills it
+		os.Exit(0)
 	}
 	if len(os.Args) == 2 && os.Args[1] == echoArg {
 		c, err := net.FileConn(os.NewFile(3, "daemon"))
@@ -329,5 +344,22 @@ func TestWorkerExitsAtStart(t *testing.T) {
 	_, err = NewRuntime(context.Background(), Params{Command: []string{os.Args[0], exitArg}, MemoryLimitPages: 16, Core: core, Log: log}, wasm)
 	if err == nil || !strings.Contains(err.Error(), "exit status 3") {
 		t.Fatalf("NewRuntime = %v, want the worker's exit status 3", err)
+	}
+}
+
+// TestWorkerLayersCapped: a worker whose first frame claims more than its layers' cap is
+// killed from the frame's header, before the daemon reads (or waits for) a byte of it.
+func TestWorkerLayersCapped(t *testing.T) {
+	wasm, err := os.ReadFile(testutil.WAT(t, fmt.Sprintf(kvWAT, abi.Packed(4096, 18))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	core := hostfn.NewCore(memory.New(memory.Options{}), validate.NewRegistry(nil), nil, log)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = NewRuntime(ctx, Params{Command: []string{os.Args[0], hugeLayersArg}, MemoryLimitPages: 16, Core: core, Log: log}, wasm)
+	if !errors.Is(err, errProtocol) || !strings.Contains(err.Error(), "a frame of 65536 bytes is over the cap") {
+		t.Fatalf("NewRuntime = %v, want the worker killed for a frame over the cap", err)
 	}
 }
