@@ -129,15 +129,9 @@ func newRuntime(t testing.TB) (*Runtime, primitives.Backend, func() *hostfn.Call
 // newRuntimeOf is newRuntime with the test binary's worker mode arg, logging to log.
 func newRuntimeOf(t testing.TB, arg string, log *slog.Logger) (*Runtime, primitives.Backend, func() *hostfn.Caller) {
 	t.Helper()
-	wasm, err := os.ReadFile(testutil.WAT(t, fmt.Sprintf(kvWAT, abi.Packed(4096, 18))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := memory.New(memory.Options{})
-	t.Cleanup(func() { b.Close() })
-	core := hostfn.NewCore(b, validate.NewRegistry(nil), nil, log)
+	wasm, p, b := kvParams(t, arg, log)
 	ctx := context.Background()
-	rt, err := NewRuntime(ctx, Params{Command: []string{os.Args[0], arg}, MemoryLimitPages: 16, Core: core, Log: log}, wasm)
+	rt, err := NewRuntime(ctx, p, wasm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,6 +139,20 @@ func newRuntimeOf(t testing.TB, arg string, log *slog.Logger) (*Runtime, primiti
 	access := hostfn.Access{KV: []string{"w:*"}}
 	g := hostfn.NewGrantee("w", access, nil, hostfn.Limits{MaxPayload: 1024, MaxHostCalls: 2, MaxReply: hostfn.DefaultMaxReply, MaxPoolList: 10}, nil)
 	return rt, b, func() *hostfn.Caller { return &hostfn.Caller{Plugin: g, Slot: "w/0"} }
+}
+
+// kvParams is kvWAT's module, and the Params of a worker that is this test binary run
+// with arg, logging to log, whose core is over the memory backend it returns.
+func kvParams(t testing.TB, arg string, log *slog.Logger) ([]byte, Params, primitives.Backend) {
+	t.Helper()
+	wasm, err := os.ReadFile(testutil.WAT(t, fmt.Sprintf(kvWAT, abi.Packed(4096, 18))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := memory.New(memory.Options{})
+	t.Cleanup(func() { b.Close() })
+	core := hostfn.NewCore(b, validate.NewRegistry(nil), nil, log)
+	return wasm, Params{Command: []string{os.Args[0], arg}, MemoryLimitPages: 16, Core: core, Log: log}, b
 }
 
 // Instances in one worker run at once, each host call answered by the daemon's core
@@ -335,13 +343,8 @@ func TestWorkerOutput(t *testing.T) {
 // A worker that exits at start fails the runtime's making, saying how it exited, and is
 // reaped.
 func TestWorkerExitsAtStart(t *testing.T) {
-	wasm, err := os.ReadFile(testutil.WAT(t, fmt.Sprintf(kvWAT, abi.Packed(4096, 18))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	core := hostfn.NewCore(memory.New(memory.Options{}), validate.NewRegistry(nil), nil, log)
-	_, err = NewRuntime(context.Background(), Params{Command: []string{os.Args[0], exitArg}, MemoryLimitPages: 16, Core: core, Log: log}, wasm)
+	wasm, p, _ := kvParams(t, exitArg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	_, err := NewRuntime(context.Background(), p, wasm)
 	if err == nil || !strings.Contains(err.Error(), "exit status 3") {
 		t.Fatalf("NewRuntime = %v, want the worker's exit status 3", err)
 	}
@@ -350,15 +353,10 @@ func TestWorkerExitsAtStart(t *testing.T) {
 // TestWorkerLayersCapped: a worker whose first frame claims more than its layers' cap is
 // killed from the frame's header, before the daemon reads (or waits for) a byte of it.
 func TestWorkerLayersCapped(t *testing.T) {
-	wasm, err := os.ReadFile(testutil.WAT(t, fmt.Sprintf(kvWAT, abi.Packed(4096, 18))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	core := hostfn.NewCore(memory.New(memory.Options{}), validate.NewRegistry(nil), nil, log)
+	wasm, p, _ := kvParams(t, hugeLayersArg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err = NewRuntime(ctx, Params{Command: []string{os.Args[0], hugeLayersArg}, MemoryLimitPages: 16, Core: core, Log: log}, wasm)
+	_, err := NewRuntime(ctx, p, wasm)
 	if !errors.Is(err, errProtocol) || !strings.Contains(err.Error(), "a frame of 65536 bytes is over the cap") {
 		t.Fatalf("NewRuntime = %v, want the worker killed for a frame over the cap", err)
 	}
