@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/fleethost/fleet/host/slotstate"
@@ -426,6 +427,23 @@ func (c Config) Check(name func(field string) string) error {
 	}
 	errs = append(errs, c.checkGrants(c.Grants)...)
 	return errors.Join(errs...)
+}
+
+// Isolated answers where the plugins of a configuration run (Config.Isolate and each
+// Grant's): all, every plugin in a worker process (isolate is IsolateProcess); and
+// types, sorted, those whose grant in grants puts them in one. It refuses an isolate
+// that is neither IsolateNone nor IsolateProcess.
+func Isolated(isolate string, grants map[string]Grant) (all bool, types []string, err error) {
+	if err := checkIsolate(isolate); err != nil {
+		return false, nil, err
+	}
+	for typ, g := range grants {
+		if g.Isolate == IsolateProcess {
+			types = append(types, typ)
+		}
+	}
+	slices.Sort(types)
+	return isolate == IsolateProcess, types, nil
 }
 
 // checkIsolate refuses an isolation that is neither IsolateNone nor IsolateProcess

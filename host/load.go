@@ -245,12 +245,13 @@ func digest(wasm []byte) string {
 // the configuration: they are as untrusted as a task's call, and a plugin
 // that does not describe itself within it is refused, naming the export and the deadline.
 func (h *Host) probe(ctx context.Context, wasm []byte) (d *abi.Describe, kept probed, err error) {
-	pages, timeout, isolate := h.cfg.MemoryLimitPages, h.cfg.CallTimeout, h.cfg.Isolate
+	pages, timeout := h.cfg.MemoryLimitPages, h.cfg.CallTimeout
 	for _, g := range h.grants {
 		pages, timeout = max(pages, g.MemoryLimitPages), max(timeout, g.CallTimeout)
-		if g.Isolate == IsolateProcess {
-			isolate = IsolateProcess
-		}
+	}
+	isolate := IsolateNone
+	if all, types, _ := Isolated(h.cfg.Isolate, h.grants); all || len(types) > 0 { // New checked Isolate
+		isolate = IsolateProcess
 	}
 	rt, err := h.newRuntime(ctx, wasm, pages, nil, isolate)
 	if err != nil {

@@ -213,19 +213,18 @@ func (c *checks) contracts(ctx context.Context, o daemon.Options, b primitives.B
 // isolation checks that a worker process starts and confines itself, as `run` would
 // start one, when any plugin runs in one: by the flag, or by its grant in gf.
 func (c *checks) isolation(ctx context.Context, o daemon.Options, gf grants.File) {
-	var by []string
-	switch o.Host.Isolate {
-	case "", host.IsolateNone:
-	case host.IsolateProcess:
-		by = append(by, "--isolate process")
-	default:
-		c.line(false, "isolation", "--isolate is %q, want %q or %q", o.Host.Isolate, host.IsolateNone, host.IsolateProcess)
+	gs, _ := gf.Host()
+	all, types, err := host.Isolated(o.Host.Isolate, gs)
+	if err != nil {
+		c.line(false, "isolation", "--isolate %v", err)
 		return
 	}
-	for _, typ := range gf.Types() {
-		if gf[typ].Grant.Isolate == host.IsolateProcess {
-			by = append(by, fmt.Sprintf("grant %s's \"isolate\": \"process\"", typ))
-		}
+	var by []string
+	if all {
+		by = append(by, "--isolate process")
+	}
+	for _, typ := range types {
+		by = append(by, fmt.Sprintf("grant %s's \"isolate\": \"process\"", typ))
 	}
 	if len(by) == 0 {
 		c.skip("isolation", "no --isolate process and no grant's \"isolate\": \"process\": every plugin runs in the daemon's process")
