@@ -31,7 +31,9 @@ func BenchmarkNoopHealth(b *testing.B) {
 // (Config.Isolate "process", the fleet-host binary's `worker`), alternated in one run on
 // one Redis. It reports each one's tasks/s and x-inproc, what a task costs in the
 // worker over in the daemon (the in-process rate over the worker's; the goal: at most
-// 1.2), and the median of that ratio over each iteration's pair, x-inproc-median.
+// 1.2), and the median of that ratio over each iteration's pair, x-inproc-median; and
+// each one's CPU time per task of this process (the daemon's side: a worker's own CPU
+// is not in it) and of Redis (spent.report).
 //
 //	cd bench && go test -run '^$' -bench NoopWorker -benchtime 6x
 func BenchmarkNoopWorker(b *testing.B) {
@@ -44,12 +46,17 @@ func BenchmarkNoopWorker(b *testing.B) {
 	b.ReportMetric(worker.rate, "worker-tasks/s")
 	b.ReportMetric(inproc.rate/worker.rate, "x-inproc")
 	b.ReportMetric(inproc.median, "x-inproc-median")
+	inproc.spent.report(b, "inproc", inproc.tasks)
+	worker.spent.report(b, "worker", worker.tasks)
 }
 
-// throughput is one host's side of alternate: its tasks/s over every iteration, and the
-// median over the iterations of its rate over the other side's.
+// throughput is one host's side of alternate: its tasks/s over every iteration, the
+// median over the iterations of its rate over the other side's, and what its tasks
+// spent in all.
 type throughput struct {
 	rate, median float64
+	spent        spent
+	tasks        int
 }
 
 // alternate runs -tasks no-op tasks of plugins/examples/noop on a host of each of a and
@@ -63,21 +70,24 @@ func alternate(b *testing.B, a, z fleetOpts) (throughput, throughput) {
 	defer srv.Close()
 	wasm := testutil.BuildPlugin(b, "plugins/examples/noop")
 	n, slots := *tasksFlag, *slotsFlag
-	var took [2]time.Duration
+	var took [2]spent
 	var ratios []float64 // z's rate over a's, each iteration
 	i := 0
 	for b.Loop() {
 		var pair [2]time.Duration
 		for _, side := range [][]int{{0, 1}, {1, 0}}[i%2] {
 			flush(b, srv)
-			pair[side] = runFleet(b, srv, wasm, "noop", n, slots, []fleetOpts{a, z}[side]).wall
-			took[side] += pair[side]
+			s := runFleet(b, srv, wasm, "noop", n, slots, []fleetOpts{a, z}[side])
+			pair[side] = s.wall
+			took[side].add(s)
 		}
 		ratios = append(ratios, pair[0].Seconds()/pair[1].Seconds())
 		i++
 	}
 	slices.Sort(ratios)
 	median := ratios[len(ratios)/2]
-	rate := func(d time.Duration) float64 { return float64(n*b.N) / d.Seconds() }
-	return throughput{rate: rate(took[0]), median: 1 / median}, throughput{rate: rate(took[1]), median: median}
+	side := func(s spent, median float64) throughput {
+		return throughput{rate: float64(n*b.N) / s.wall.Seconds(), median: median, spent: s, tasks: n * b.N}
+	}
+	return side(took[0], 1/median), side(took[1], median)
 }

@@ -13,7 +13,7 @@ import (
 // spinFor is how long a wait on an instance's socket polls it before it parks in Go's
 // netpoller, when the last wait of its kind was answered within it (habit). A crossing
 // whose both ends park costs two process wake-ups, and on a virtual machine whose idle
-// CPUs halt each wake-up costs tens of microseconds: a bare round trip measured 28–48 µs
+// CPUs halt each wake-up costs tens of microseconds: a bare round trip measured 17–51 µs
 // parked against ~4 µs polled, and less CPU polled than parked (host/RATIONALE.md, "Why
 // does a worker's socket poll before it parks?").
 const spinFor = 50 * time.Microsecond

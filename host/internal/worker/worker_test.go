@@ -34,8 +34,12 @@ const serveArg = "worker-test-serve"
 // exitArg makes the test binary a worker that exits at once, with status 3.
 const exitArg = "worker-test-exit"
 
-// echoArg makes the test binary echo what it reads on fd 3, for BenchmarkSocketpair.
-const echoArg = "worker-test-echo"
+// echoArg makes the test binary echo what it reads on fd 3, for BenchmarkSocketpair;
+// echoPolledArg, 16 bytes at a time, read through a poller that polls (poll.go).
+const (
+	echoArg       = "worker-test-echo"
+	echoPolledArg = "worker-test-echo-polled"
+)
 
 // confinedArg makes the test binary a worker that confines itself as `fleet-host
 // worker` does (confine.Apply of the policy in its environment) before it serves.
@@ -51,6 +55,27 @@ const hugeLayersArg = "worker-test-huge-layers"
 func TestMain(m *testing.M) {
 	if len(os.Args) == 2 && os.Args[1] == exitArg {
 		os.Exit(3)
+	}
+	if len(os.Args) == 2 && os.Args[1] == echoPolledArg {
+		c, err := net.FileConn(os.NewFile(3, "daemon"))
+		if err != nil {
+			os.Exit(1)
+		}
+		p, err := newPoller(c.(*net.UnixConn))
+		if err != nil {
+			os.Exit(1)
+		}
+		p.spin = true
+		b := make([]byte, 16)
+		for {
+			p.until = time.Time{}
+			if _, err := io.ReadFull(p, b); err != nil {
+				os.Exit(0)
+			}
+			if _, err := c.Write(b); err != nil {
+				os.Exit(0)
+			}
+		}
 	}
 	if len(os.Args) == 2 && os.Args[1] == hugeLayersArg {
 		f := os.NewFile(3, "daemon")
