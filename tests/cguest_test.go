@@ -31,6 +31,12 @@ func TestCCounterBesideGoCounter(t *testing.T) {
 			}
 			r.start(t)
 			r.honestCompletes(t, 200)
+			// The Go counter's slots may take all 200 before the C counter's claim one:
+			// paused, they leave the next tasks to the C counter alone.
+			if err := r.h.Pause("counter"); err != nil {
+				t.Fatal(err)
+			}
+			r.honestCompletes(t, 20)
 			if n := len(r.ev.Finished("counter-c")); n == 0 {
 				t.Errorf("the C counter finished no task of the 200")
 			}
