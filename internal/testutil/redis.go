@@ -4,11 +4,13 @@ package testutil
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,25 +42,50 @@ const installHint = "install it with: apt-get update && apt-get install -y redis
 
 // StartRedis starts a fresh redis-server. A missing binary is a failure, never a skip:
 // the tests talk to a real server or they do not pass.
-func StartRedis() (*Redis, error) { return startRedis() }
+func StartRedis() (*Redis, error) { return startRedis(false) }
 
 // startRedis starts a fresh redis-server with args added to its command line; args may
-// name a file relative to the server's own directory.
-func startRedis(args ...string) (*Redis, error) {
+// name a file relative to the server's own directory. A cluster node (bus) also gets a
+// cluster bus port, distinct from its client port.
+//
+// A free port is free only until the kernel hands it to someone else, and this machine's
+// other test runs ask for ports too: when the server cannot bind the ports it was given,
+// it starts again on new ones.
+func startRedis(bus bool, args ...string) (*Redis, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, fmt.Errorf("testutil: redis-server not found on PATH; %s", installHint)
 	}
+	const attempts = 5
+	for attempt := 1; ; attempt++ {
+		r, err := tryRedis(bin, bus, args)
+		if err == nil || attempt == attempts || !errors.Is(err, errPortTaken) {
+			return r, err
+		}
+	}
+}
+
+// errPortTaken says the server's log reports a port it could not bind.
+var errPortTaken = errors.New("port already in use")
+
+func tryRedis(bin string, bus bool, args []string) (*Redis, error) {
 	dir, err := os.MkdirTemp("", "fleet-redis-")
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	n := 1
+	if bus {
+		n = 2
+	}
+	ports, err := freePorts(n)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	r := &Redis{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), bin: bin, dir: dir, args: args}
+	if bus {
+		args = append(slices.Clip(args), "--cluster-port", strconv.Itoa(ports[1]))
+	}
+	r := &Redis{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])), bin: bin, dir: dir, args: args}
 	if err := r.Start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -78,7 +105,7 @@ func NewRedisAOF(tb testing.TB) *Redis {
 
 func newRedis(tb testing.TB, args ...string) *Redis {
 	tb.Helper()
-	r, err := startRedis(args...)
+	r, err := startRedis(false, args...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -134,16 +161,23 @@ func (r *Redis) Start() error {
 	r.cmd = cmd
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		c := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1})
+		// Short timeouts: a port someone else holds may accept and never answer, and
+		// the loop asks again until the deadline.
+		c := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1,
+			DialTimeout: 500 * time.Millisecond, ReadTimeout: 500 * time.Millisecond})
 		err := c.Ping(context.Background()).Err()
 		c.Close()
 		if err == nil {
 			return nil
 		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(r.dir, "redis.log"))
+		log, _ := os.ReadFile(filepath.Join(r.dir, "redis.log"))
+		taken := strings.Contains(string(log), "Address already in use")
+		if taken || time.Now().After(deadline) {
 			r.stopLocked()
-			return fmt.Errorf("testutil: redis-server on %s did not answer PING: %v\n%s", r.Addr, err, strings.TrimSpace(string(log)))
+			if taken {
+				err = fmt.Errorf("%w: %v", errPortTaken, err)
+			}
+			return fmt.Errorf("testutil: redis-server on %s did not answer PING: %w\n%s", r.Addr, err, strings.TrimSpace(string(log)))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -223,12 +257,17 @@ func (r *Redis) Flush(tb testing.TB) {
 	}
 }
 
-// freePort asks the kernel for a free loopback port.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// freePorts asks the kernel for n distinct free loopback ports, holding each until all
+// are chosen so that it cannot hand out one twice.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
 }

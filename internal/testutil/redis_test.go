@@ -2,6 +2,9 @@ package testutil
 
 import (
 	"context"
+	"errors"
+	"net"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -27,6 +30,26 @@ func TestRedisStopStart(t *testing.T) {
 	// No persistence: a restarted server is empty.
 	if n, _ := c.Exists(ctx, "k").Result(); n != 0 {
 		t.Fatalf("EXISTS k after restart = %d, want 0", n)
+	}
+}
+
+// A server that cannot bind its port says so as errPortTaken, which startRedis answers
+// with new ports, rather than as a server that never answered. The port is taken by a
+// listener this test holds, as another test run on the machine would take it.
+func TestRedisPortTaken(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Redis{Addr: l.Addr().String(), bin: bin, dir: t.TempDir()}
+	if err := r.Start(); !errors.Is(err, errPortTaken) {
+		r.Stop()
+		t.Fatalf("Start() on a taken port = %v, want errPortTaken", err)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,13 +36,8 @@ func StartRedisCluster() (*RedisCluster, error) {
 	}
 	rc := &RedisCluster{}
 	for range 3 {
-		bus, err := freePort()
-		if err != nil {
-			rc.Close()
-			return nil, err
-		}
-		n, err := startRedis("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-port", strconv.Itoa(bus), "--cluster-node-timeout", "5000")
+		n, err := startRedis(true, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "5000")
 		if err != nil {
 			rc.Close()
 			return nil, err
