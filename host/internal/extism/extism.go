@@ -89,21 +89,15 @@ func newRuntime(ctx context.Context, p Params, wasm []byte, fleetOnly bool) (rt 
 	if err != nil {
 		return nil, err
 	}
-	// No WithCloseOnContextDone: the rewriter's stop global ends a call at its deadline
-	// (host/RATIONALE.md, "What does the sandbox cost?").
-	cfg := wazero.NewRuntimeConfig().WithMemoryLimitPages(p.MemoryLimitPages)
-	if p.Cache != nil {
-		cfg = cfg.WithCompilationCache(p.Cache)
+	r, err := native.Engine(ctx, p.MemoryLimitPages, p.Cache)
+	if err != nil {
+		return nil, fmt.Errorf("extism: %w", err)
 	}
-	r := wazero.NewRuntimeWithConfig(ctx, cfg)
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, r.Close(ctx))
 		}
 	}()
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r); err != nil {
-		return nil, fmt.Errorf("extism: instantiate wasi: %w", err)
-	}
 	if err := instantiateKernel(ctx, r); err != nil {
 		return nil, fmt.Errorf("extism: instantiate the kernel: %w", err)
 	}

@@ -54,6 +54,22 @@ var exportSigs = map[string]struct{ params, results []api.ValueType }{
 // requiredExports are the exports every guest has, whatever its mode.
 var requiredExports = []string{abi.ExportABIVersion, abi.ExportInput, abi.ExportDescribe}
 
+// Engine makes the wazero runtime of one plugin, of either transport, with WASI in it: its
+// memory limit in 64 KiB pages, the compilation cache (nil for none), and no
+// WithCloseOnContextDone, since the rewriter's stop global ends a call at its deadline
+// (host/RATIONALE.md, "What does the sandbox cost?").
+func Engine(ctx context.Context, limitPages uint32, cache wazero.CompilationCache) (wazero.Runtime, error) {
+	cfg := wazero.NewRuntimeConfig().WithMemoryLimitPages(limitPages)
+	if cache != nil {
+		cfg = cfg.WithCompilationCache(cache)
+	}
+	r := wazero.NewRuntimeWithConfig(ctx, cfg)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r); err != nil {
+		return nil, errors.Join(fmt.Errorf("instantiate wasi: %w", err), r.Close(ctx))
+	}
+	return r, nil
+}
+
 // NewRuntime compiles wasm in a new runtime with the sandbox's settings: the memory limit,
 // WASI and the fleet host module, after the module rewriter (rewrite.go) makes every loop
 // header and every function entry a deadline check (stopFlag) and bounds the guest's call
@@ -64,21 +80,15 @@ var requiredExports = []string{abi.ExportABIVersion, abi.ExportInput, abi.Export
 // fleet operations, or which the rewriter refuses, naming the export, import or what was
 // refused.
 func NewRuntime(ctx context.Context, p Params, wasm []byte) (rt *Runtime, err error) {
-	// No WithCloseOnContextDone: the rewriter's stop global ends a call at its deadline
-	// (host/RATIONALE.md, "What does the sandbox cost?").
-	cfg := wazero.NewRuntimeConfig().WithMemoryLimitPages(p.MemoryLimitPages)
-	if p.Cache != nil {
-		cfg = cfg.WithCompilationCache(p.Cache)
+	r, err := Engine(ctx, p.MemoryLimitPages, p.Cache)
+	if err != nil {
+		return nil, fmt.Errorf("native: %w", err)
 	}
-	r := wazero.NewRuntimeWithConfig(ctx, cfg)
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, r.Close(ctx))
 		}
 	}()
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r); err != nil {
-		return nil, fmt.Errorf("native: instantiate wasi: %w", err)
-	}
 	if err := instantiateHostModule(ctx, r, p.Core, p.Log); err != nil {
 		return nil, fmt.Errorf("native: instantiate host module: %w", err)
 	}
