@@ -38,39 +38,24 @@ func TestStopEndsALoop(t *testing.T) {
 }
 
 // TestStopEndsALoopOnCancel: a spin under a context without a deadline is stopped when
-// the context is cancelled, both before the call registers on its context (the timer's
-// watch finds it ended) and after (its AfterFunc sets the global), and the error says
-// it was cancelled.
+// the context is cancelled, and the error says it was cancelled; the instance then runs
+// its next call. Whether the cancel finds the call registered on its context or not yet
+// is ctxwatch's, and its tests take both.
 func TestStopEndsALoopOnCancel(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		ready func(f *stopFlag) bool // cancel once it holds
-	}{
-		{"armed", func(f *stopFlag) bool { return f.ctx != nil }},
-		{"registered", func(f *stopFlag) bool { return f.after != nil }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			in := newWATInstance(t, spinWAT, Params{})
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			done := make(chan error, 1)
-			go func() {
-				_, err := in.Handle(ctx, []byte(`{}`))
-				done <- err
-			}()
-			testutil.WaitFor(t, 10*time.Second, "the call "+tc.name, func() bool {
-				in.stop.mu.Lock()
-				defer in.stop.mu.Unlock()
-				return tc.ready(in.stop)
-			})
-			cancel()
-			if err := <-done; !errors.Is(err, errStopped) || !errors.Is(err, context.Canceled) {
-				t.Fatalf("Handle of a spin cancelled once %s = %v, want the stop at the cancel", tc.name, err)
-			}
-			if _, err := in.Describe(context.Background()); err != nil {
-				t.Fatalf("Describe after the cancelled call = %v", err)
-			}
-		})
+	in := newWATInstance(t, spinWAT, Params{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := in.Handle(ctx, []byte(`{}`))
+		done <- err
+	}()
+	cancel()
+	if err := <-done; !errors.Is(err, errStopped) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Handle of a spin cancelled = %v, want the stop at the cancel", err)
+	}
+	if _, err := in.Describe(context.Background()); err != nil {
+		t.Fatalf("Describe after the cancelled call = %v", err)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fleethost/fleet/abi"
+	"github.com/fleethost/fleet/host/internal/ctxwatch"
 	"github.com/fleethost/fleet/host/internal/hostfn"
 	"github.com/fleethost/fleet/host/internal/slot"
 	"github.com/fleethost/fleet/host/slotstate"
@@ -233,6 +234,7 @@ func (rt *Runtime) Instantiate(ctx context.Context, name string, caller *hostfn.
 		return nil, err
 	}
 	in := &Instance{w: w, id: id, nc: nc, c: newConn(nc), src: src, r: bufio.NewReaderSize(src, 64<<10), caller: caller, out: out, core: rt.p.Core}
+	in.watch = ctxwatch.New(in.stopCall, in.unstop)
 	f, err := in.await(ctx)
 	if err == nil {
 		err = in.answer(f, kReady)
@@ -256,6 +258,7 @@ type Instance struct {
 	caller *hostfn.Caller    // immutable pointer; owned by the instance's goroutine
 	out    io.Writer         // immutable
 	core   hostfn.Dispatcher // immutable
+	watch  *ctxwatch.Watch   // immutable pointer: stopCall at the end of a call's context
 
 	// The kinds of wait for the worker: for the first frame after a request (the guest's
 	// run up to its first host call or its answer), and for the next after a host call's
@@ -287,33 +290,10 @@ func (in *Instance) do(ctx context.Context, k kind, payload ...[]byte) (frame, e
 }
 
 // await serves the worker's host calls and output until the answer to the request in
-// flight. When ctx ends, the worker is told to stop the call (kStop, on its own socket,
-// which it reads while the guest runs); one that does not answer within stopGrace is
-// killed.
+// flight. When ctx ends, the worker is told to stop the call (stopCall).
 func (in *Instance) await(ctx context.Context) (frame, error) {
-	var mu sync.Mutex
-	done, stopped := false, false
-	stop := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if done {
-			return
-		}
-		stopped = true
-		if err := in.w.c.send(kStop, in.id); err != nil {
-			in.w.kill(fmt.Errorf("worker: write: %w", err))
-		}
-		_ = in.nc.SetReadDeadline(time.Now().Add(stopGrace))
-	})
-	defer func() {
-		stop()
-		mu.Lock()
-		defer mu.Unlock()
-		done = true
-		if stopped {
-			_ = in.nc.SetReadDeadline(time.Time{})
-		}
-	}()
+	disarm := in.watch.Arm(ctx)
+	defer disarm()
 	hctx := hostfn.WithCaller(ctx, in.caller)
 	wait := &in.run
 	for {
@@ -352,6 +332,19 @@ func (in *Instance) await(ctx context.Context) (frame, error) {
 		}
 	}
 }
+
+// stopCall tells the worker to stop the call in flight, whose context has ended (kStop,
+// on the worker's own socket, which it reads while the guest runs); await's read of a
+// worker that has not answered within stopGrace fails, and the worker is killed.
+func (in *Instance) stopCall() {
+	if err := in.w.c.send(kStop, in.id); err != nil {
+		in.w.kill(fmt.Errorf("worker: write: %w", err))
+	}
+	_ = in.nc.SetReadDeadline(time.Now().Add(stopGrace))
+}
+
+// unstop lifts stopCall's deadline when the stopped call's await ends.
+func (in *Instance) unstop() { _ = in.nc.SetReadDeadline(time.Time{}) }
 
 // serve answers one host call (op, request) with the daemon's core, as an in-process
 // transport does. An op the guest could not have imported breaks the protocol.
