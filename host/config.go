@@ -404,7 +404,7 @@ func (c Config) Check(name func(field string) string) error {
 	if err := checkIsolate(c.Isolate); err != nil {
 		bad("Isolate", "%v", err)
 	}
-	if c.Isolate == IsolateProcess && len(c.WorkerCommand) == 0 {
+	if all, types, _ := Isolated(c.Isolate, c.Grants); (all || len(types) > 0) && len(c.WorkerCommand) == 0 {
 		bad("WorkerCommand", "is empty; a worker process needs a command")
 	}
 	if c.MaxAttempts < 0 {

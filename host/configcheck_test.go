@@ -37,6 +37,9 @@ func TestConfigCheckNames(t *testing.T) {
 		{func(c *host.Config) { c.RetryBackoff.Factor = 0.5 }, "‹RetryBackoff.Factor› is 0.5"},
 		{func(c *host.Config) { c.Isolate = "thread" }, `‹Isolate› is "thread", want "none" or "process"`},
 		{func(c *host.Config) { c.Isolate, c.WorkerCommand = host.IsolateProcess, []string{} }, "‹WorkerCommand› is empty"},
+		{func(c *host.Config) {
+			c.Grants, c.WorkerCommand = map[string]host.Grant{"x": {Isolate: host.IsolateProcess}}, []string{}
+		}, "‹WorkerCommand› is empty"},
 	}
 	for _, tt := range tests {
 		c := validConfig()
