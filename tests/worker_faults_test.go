@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleethost/fleet/abi"
 	"github.com/fleethost/fleet/host"
 	"github.com/fleethost/fleet/host/slotstate"
 	"github.com/fleethost/fleet/internal/testutil"
@@ -34,6 +35,8 @@ const faultWorkerArg = "fleet-test-worker"
 const (
 	frameInstantiate = 2  // the daemon's: make an instance
 	frameCall        = 3  // the daemon's: call an export; payload[0] 1 is fleet_handle
+	frameResult      = 66 // the worker's: a call's result
+	frameHostCall    = 69 // the worker's: a host call, [op's length u8][op][request]
 	frameOutput      = 70 // the worker's: guest output
 )
 
@@ -48,6 +51,10 @@ const (
 //	deaf     it stops reading its sockets and never answers
 //	garbage  it sends a frame of a type the protocol has not, and nothing more
 //	huge     it sends a frame header that claims 4 GiB, and nothing more
+//	over     it sends, each within the frame's cap, a frame over what its kind may
+//	         carry, as its transport caps it in an honest worker, and nothing more:
+//	         overoutput an output chunk of 64 KiB + 1, overresult a result of
+//	         abi.MaxRequest + 1 bytes, overhostcall a kv_get's request of as many
 //	exit     it exits as the daemon asks for a slot's instance (the probe's, named
 //	         "probe", passes): a worker that never runs an instance
 func faultWorker(fault string) int {
@@ -151,6 +158,20 @@ func proxyInstance(fault string, daemon, worker *net.UnixConn) {
 						return
 					}
 				}
+			case "overoutput", "overresult", "overhostcall":
+				typ, body := byte(frameOutput), make([]byte, 64<<10+1)
+				switch fault {
+				case "overresult":
+					typ, body = frameResult, make([]byte, abi.MaxRequest+1)
+				case "overhostcall":
+					typ, body = frameHostCall, append([]byte{byte(len(abi.OpKVGet))}, append([]byte(abi.OpKVGet), make([]byte, abi.MaxRequest+1)...)...)
+				}
+				out := binary.BigEndian.AppendUint32(nil, uint32(5+len(body)))
+				out = append(append(append(out, typ), id...), body...)
+				mu.Lock()
+				_, _ = daemon.Write(out)
+				mu.Unlock()
+				select {}
 			case "garbage", "huge":
 				out := append(binary.BigEndian.AppendUint32(nil, 5), 200) // a type no frame has
 				if fault == "huge" {
@@ -219,8 +240,8 @@ func rawFrame(r *bufio.Reader) ([]byte, error) {
 }
 
 // TestWorkerFaultsContained: a plugin whose worker process is SIGKILLed mid-task,
-// floods its socket, stops reading it, writes garbage or a frame over the cap on it, or
-// exits as its instance starts is contained.
+// floods its socket, stops reading it, writes garbage, a frame over the cap or one over
+// what its kind may carry on it, or exits as its instance starts is contained.
 // The honest neighbour (in the daemon) completes its tasks throughout, the daemon
 // stays up, and none of the victim's tasks is lost: each attempt on a dying worker
 // dies (a death of its instance, attempt spent) and the task ends parked with its
@@ -236,6 +257,9 @@ func TestWorkerFaultsContained(t *testing.T) {
 		{"deaf", slotstate.DeathDeadline},
 		{"garbage", slotstate.DeathWorker},
 		{"huge", slotstate.DeathWorker},
+		{"overoutput", slotstate.DeathWorker},
+		{"overresult", slotstate.DeathWorker},
+		{"overhostcall", slotstate.DeathWorker},
 		{"exit", ""},
 	} {
 		t.Run(tt.fault, func(t *testing.T) {

@@ -49,7 +49,7 @@ const (
 	kCompile     kind = 1 + iota // id 0: pages u32, config length u32, config, wasm
 	kInstantiate                 // id: the instance's name; carries the instance's socket
 	kCall                        // id: the export (a call below), then its input
-	kStop                        // id: end the call in flight at its next stop check
+	kStop                        // id: the number u32 of the call to end (Instance.calls), at its next stop check
 	kHostReply                   // id: the envelope answering the instance's host call
 	kProbe                       // id 0, in place of kCompile: the daemon's pid u32; run confine.Probe against it
 )
@@ -206,3 +206,7 @@ func text(s string) []byte {
 	}
 	return []byte(s)
 }
+
+// received is the text of an error from the worker, cut to maxText on the daemon's side
+// too: a worker that sends more is not believed to the byte, nor logged whole.
+func received(b []byte) string { return string(b[:min(len(b), maxText)]) }

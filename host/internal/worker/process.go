@@ -31,8 +31,16 @@ func Command(argv []string, sock *os.File, stderr io.Writer) *exec.Cmd {
 	cmd.ExtraFiles = []*os.File{sock}
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// stderr is a writer, so Wait copies it from a pipe until every holder closes it; a
+	// process the worker started (where nothing confines it from doing so) can hold it
+	// open past the worker's death, and Wait returns waitDelay after the worker's exit
+	// nevertheless.
+	cmd.WaitDelay = waitDelay
 	return cmd
 }
+
+// waitDelay is how long Wait waits for the worker's stderr to close once it has exited.
+const waitDelay = time.Second
 
 // workerGODEBUG is the one variable of the worker's environment: the Go runtime neither
 // sizes GOMAXPROCS by the cgroup's CPU limit nor updates it, which would keep the
@@ -55,9 +63,15 @@ type process struct {
 	// read before it delivers the answer, read only once the answer is received.
 	applied  confine.Layers
 	confined bool // the worker has sent kConfined; owned by read
+	answered bool // the worker has sent its answer; owned by read
 
 	next    atomic.Uint32 // the last instance id issued
 	answers chan frame    // the answer to kCompile or kProbe; cap 1
+
+	// socks are the daemon's ends of the live instances' sockets, which kill closes: a
+	// process the worker started could otherwise hold their other ends past its death.
+	socksMu sync.Mutex
+	socks   map[uint32]*net.UnixConn // guarded by socksMu; nil once killed
 
 	dead    chan struct{} // closed by kill
 	once    sync.Once
@@ -71,6 +85,9 @@ type process struct {
 // namespaces and passes it the policy, which it applies to itself first thing), and its
 // reader.
 func start(argv []string, policy confine.Policy, log *slog.Logger) (*process, error) {
+	if len(argv) == 0 {
+		return nil, errors.New("worker: no command to start a worker with")
+	}
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("worker: socketpair: %w", err)
@@ -93,8 +110,8 @@ func start(argv []string, policy confine.Policy, log *slog.Logger) (*process, er
 	}
 	p := &process{
 		cmd: cmd, c: newConn(nc), nc: nc, log: log, pid: cmd.Process.Pid, layers: layers,
-		answers: make(chan frame, 1),
-		dead:    make(chan struct{}), exited: make(chan struct{}), started: time.Now(),
+		answers: make(chan frame, 1), socks: map[uint32]*net.UnixConn{},
+		dead: make(chan struct{}), exited: make(chan struct{}), started: time.Now(),
 	}
 	go func() {
 		p.waitErr = cmd.Wait()
@@ -168,12 +185,12 @@ func (p *process) route(f frame) error {
 	case f.kind != kCompiled && f.kind != kProbed && f.kind != kError:
 		return fmt.Errorf("%w: frame %d on the worker's socket", errProtocol, f.kind)
 	}
-	select {
-	case p.answers <- f:
-		return nil
-	default:
+	if p.answered {
 		return fmt.Errorf("%w: a second answer to the module", errProtocol)
 	}
+	p.answered = true
+	p.answers <- f // the one answer, into a channel of one
+	return nil
 }
 
 // confinement is the worker's layers, Prepare's and what it says its Apply set. Call it
@@ -194,12 +211,32 @@ func (p *process) connect(name string) (uint32, *net.UnixConn, error) {
 		return 0, nil, err
 	}
 	id := p.next.Add(1)
-	if err := p.c.sendRights(kInstantiate, id, int(theirs.Fd()), []byte(name)); err != nil {
+	p.socksMu.Lock()
+	if p.socks == nil {
+		p.socksMu.Unlock()
 		mine.Close()
+		<-p.dead // killed: p.err is set
+		return 0, nil, p.err
+	}
+	p.socks[id] = mine
+	p.socksMu.Unlock()
+	if err := p.c.sendRights(kInstantiate, id, int(theirs.Fd()), []byte(name)); err != nil {
 		p.kill(fmt.Errorf("worker: write: %w", err))
 		return 0, nil, p.err
 	}
 	return id, mine, nil
+}
+
+// forget closes the daemon's end of instance id's socket.
+func (p *process) forget(id uint32) error {
+	p.socksMu.Lock()
+	nc := p.socks[id]
+	delete(p.socks, id)
+	p.socksMu.Unlock()
+	if nc == nil { // killed, which closed it
+		return nil
+	}
+	return nc.Close()
 }
 
 // alive reports whether the worker has not been killed nor exited.
@@ -220,6 +257,12 @@ func (p *process) kill(err error) {
 		close(p.dead)
 		_ = p.cmd.Process.Kill()
 		_ = p.nc.Close()
+		p.socksMu.Lock()
+		for _, nc := range p.socks {
+			_ = nc.Close()
+		}
+		p.socks = nil
+		p.socksMu.Unlock()
 		if !errors.Is(err, errClosing) {
 			p.log.Warn("host: worker process killed; its instances are dead", "pid", p.pid, "err", err)
 		}
@@ -272,7 +315,7 @@ func (p *process) awaitAnswer(ctx context.Context, want kind) (frame, error) {
 	case want:
 		return f, nil
 	case kError:
-		return frame{}, errors.New(string(f.payload))
+		return frame{}, errors.New(received(f.payload))
 	}
 	p.kill(fmt.Errorf("%w: answer %d to a request for %d", errProtocol, f.kind, want))
 	return frame{}, p.err

@@ -230,17 +230,18 @@ func (rt *Runtime) Instantiate(ctx context.Context, name string, caller *hostfn.
 	}
 	src, err := newPoller(nc)
 	if err != nil {
-		nc.Close()
+		_ = w.forget(id)
 		return nil, err
 	}
 	in := &Instance{w: w, id: id, nc: nc, c: newConn(nc), src: src, r: bufio.NewReaderSize(src, 64<<10), caller: caller, out: out, core: rt.p.Core}
 	in.watch = ctxwatch.New(in.stopCall, in.unstop)
+	in.calls = 1 // the instantiation is the worker's first call of the instance
 	f, err := in.await(ctx)
 	if err == nil {
 		err = in.answer(f, kReady)
 	}
 	if err != nil {
-		nc.Close()
+		_ = w.forget(id)
 		return nil, err
 	}
 	return in, nil
@@ -259,6 +260,10 @@ type Instance struct {
 	out    io.Writer         // immutable
 	core   hostfn.Dispatcher // immutable
 	watch  *ctxwatch.Watch   // immutable pointer: stopCall at the end of a call's context
+	// calls counts the instance's calls, as the worker does (served.calls), so that a
+	// kStop names the call it stops; written by the instance's goroutine before it arms
+	// watch, read by stopCall.
+	calls uint32
 
 	// The kinds of wait for the worker: for the first frame after a request (the guest's
 	// run up to its first host call or its answer), and for the next after a host call's
@@ -283,6 +288,7 @@ func (in *Instance) do(ctx context.Context, k kind, payload ...[]byte) (frame, e
 	if !in.w.alive() {
 		return frame{}, died(in.w.err)
 	}
+	in.calls++
 	if err := in.c.send(k, in.id, payload...); err != nil {
 		return frame{}, in.fail(fmt.Errorf("worker: write: %w", err))
 	}
@@ -313,6 +319,9 @@ func (in *Instance) await(ctx context.Context) (frame, error) {
 		}
 		switch f.kind {
 		case kOutput:
+			if len(f.payload) > outputChunk {
+				return frame{}, in.fail(fmt.Errorf("%w: an output chunk of %d bytes, over the cap of %d", errProtocol, len(f.payload), outputChunk))
+			}
 			if in.out != nil {
 				_, _ = in.out.Write(f.payload)
 			}
@@ -334,10 +343,11 @@ func (in *Instance) await(ctx context.Context) (frame, error) {
 }
 
 // stopCall tells the worker to stop the call in flight, whose context has ended (kStop,
-// on the worker's own socket, which it reads while the guest runs); await's read of a
+// on the worker's own socket, which it reads while the guest runs, with the call's
+// number: a kStop that the call's answer crossed stops no later call); await's read of a
 // worker that has not answered within stopGrace fails, and the worker is killed.
 func (in *Instance) stopCall() {
-	if err := in.w.c.send(kStop, in.id); err != nil {
+	if err := in.w.c.send(kStop, in.id, binary.BigEndian.AppendUint32(nil, in.calls)); err != nil {
 		in.w.kill(fmt.Errorf("worker: write: %w", err))
 	}
 	_ = in.nc.SetReadDeadline(time.Now().Add(stopGrace))
@@ -351,6 +361,9 @@ func (in *Instance) unstop() { _ = in.nc.SetReadDeadline(time.Time{}) }
 func (in *Instance) serve(ctx context.Context, p []byte) ([]byte, error) {
 	if len(p) < 1 || int(p[0]) > len(p)-1 {
 		return nil, fmt.Errorf("%w: a malformed host call", errProtocol)
+	}
+	if n := len(p) - 1 - int(p[0]); n > abi.MaxRequest {
+		return nil, fmt.Errorf("%w: a host call of %d bytes, over the cap of %d, which the worker's transport enforces", errProtocol, n, abi.MaxRequest)
 	}
 	op := abi.Op(p[1 : 1+p[0]])
 	if op == abi.OpReplyFetch || !slices.Contains(abi.Ops, op) {
@@ -373,9 +386,9 @@ func (in *Instance) answer(f frame, want kind) error {
 		if !slices.Contains(workerDeaths, d) {
 			break
 		}
-		return &slot.Died{Death: d, Err: errors.New(string(f.payload[1+f.payload[0]:]))}
+		return &slot.Died{Death: d, Err: errors.New(received(f.payload[1+f.payload[0]:]))}
 	case kError:
-		return errors.New(string(f.payload))
+		return errors.New(received(f.payload))
 	}
 	return in.fail(fmt.Errorf("%w: answer %d to a request for %d", errProtocol, f.kind, want))
 }
@@ -391,6 +404,9 @@ func (in *Instance) call(ctx context.Context, c byte, input []byte) ([]byte, err
 	f, err := in.do(ctx, kCall, []byte{c}, input)
 	if err == nil {
 		err = in.answer(f, kResult)
+	}
+	if err == nil && len(f.payload) > abi.MaxRequest {
+		err = in.fail(fmt.Errorf("%w: a result of %d bytes, over the cap of %d, which the worker's transport enforces", errProtocol, len(f.payload), abi.MaxRequest))
 	}
 	if err != nil {
 		return nil, err
@@ -436,5 +452,5 @@ var _ slot.Gone = (*Instance)(nil)
 
 // Close closes the instance in the worker: the worker sees its socket end.
 func (in *Instance) Close(ctx context.Context) error {
-	return in.nc.Close()
+	return in.w.forget(in.id)
 }

@@ -83,11 +83,14 @@ func Serve(ctx context.Context, c *net.UnixConn, log *slog.Logger, confineSelf f
 				return err
 			}
 		case kStop:
+			if len(f.payload) != 4 {
+				return fmt.Errorf("%w: a stop of %d bytes", errProtocol, len(f.payload))
+			}
 			s.mu.Lock()
 			in := s.stops[f.id]
 			s.mu.Unlock()
 			if in != nil {
-				in.stopCall()
+				in.stopCall(binary.BigEndian.Uint32(f.payload))
 			}
 		default:
 			return fmt.Errorf("%w: frame %d on the worker's socket", errProtocol, f.kind)
@@ -174,14 +177,18 @@ type served struct {
 	next    habit
 	replies map[abi.Op]*habit
 
-	mu   sync.Mutex
-	stop context.CancelFunc // the call in flight's; guarded by mu
+	mu    sync.Mutex
+	stop  context.CancelFunc // the call in flight's; guarded by mu
+	calls uint32             // the calls begun, the one in flight the last; guarded by mu
 }
 
-func (in *served) stopCall() {
+// stopCall stops the call numbered n (the daemon's count, Instance.calls), if it is the
+// one in flight: a stop sent as the call's answer left comes after it, and stops no
+// later call.
+func (in *served) stopCall(n uint32) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if in.stop != nil {
+	if in.stop != nil && in.calls == n {
 		in.stop()
 	}
 }
@@ -323,6 +330,7 @@ func (in *served) call(ctx context.Context, fn func(context.Context) error) erro
 	defer cancel()
 	in.mu.Lock()
 	in.stop = cancel
+	in.calls++
 	in.mu.Unlock()
 	defer func() {
 		in.mu.Lock()

@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -52,7 +54,48 @@ const unconfinableArg = "worker-test-unconfinable"
 // layers, of which it sends none.
 const hugeLayersArg = "worker-test-huge-layers"
 
+// orphanArg makes the test binary a worker that starts a process of its own, which
+// holds the worker's stderr until the file named after the arg is gone (holdArg), and
+// then exits with status 3: a worker that nothing stops from starting processes.
+const (
+	orphanArg = "worker-test-orphan"
+	holdArg   = "worker-test-hold"
+)
+
+// longErrorArg makes the test binary a worker that confines itself to nothing and
+// answers the module with an error of 64 KiB.
+const longErrorArg = "worker-test-long-error"
+
 func TestMain(m *testing.M) {
+	if len(os.Args) == 3 && os.Args[1] == orphanArg {
+		child := exec.Command(os.Args[0], holdArg, os.Args[2])
+		child.Stderr = os.Stderr
+		if child.Start() != nil {
+			os.Exit(1)
+		}
+		os.Exit(3)
+	}
+	if len(os.Args) == 3 && os.Args[1] == holdArg {
+		for {
+			if _, err := os.Stat(os.Args[2]); err != nil {
+				os.Exit(0)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if len(os.Args) == 2 && os.Args[1] == longErrorArg {
+		f := os.NewFile(3, "daemon")
+		w := func(k kind, payload []byte) {
+			h := binary.BigEndian.AppendUint32(nil, uint32(headerLen-4+len(payload)))
+			if _, err := f.Write(append(append(h, byte(k), 0, 0, 0, 0), payload...)); err != nil {
+				os.Exit(1)
+			}
+		}
+		w(kConfined, []byte(`{}`))
+		w(kError, []byte(strings.Repeat("e", 64<<10)))
+		_, _ = io.Copy(io.Discard, f) // until the daemon kills it
+		os.Exit(0)
+	}
 	if len(os.Args) == 2 && os.Args[1] == exitArg {
 		os.Exit(3)
 	}
@@ -384,5 +427,68 @@ func TestWorkerLayersCapped(t *testing.T) {
 	_, err := NewRuntime(ctx, p, wasm)
 	if !errors.Is(err, errProtocol) || !strings.Contains(err.Error(), "a frame of 65536 bytes is over the cap") {
 		t.Fatalf("NewRuntime = %v, want the worker killed for a frame over the cap", err)
+	}
+}
+
+// TestWorkerOrphanHoldsStderr: a worker that exits while a process it started holds its
+// stderr open is reaped once waitDelay has passed, not when that process lets go, which
+// here is only after the reaping (or the test's minute): Wait copies a writer's stderr
+// until every holder of its pipe closes it. (A worker in a PID namespace of its own takes
+// its processes with it when it exits; Command does not rely on one.)
+func TestWorkerOrphanHoldsStderr(t *testing.T) {
+	hold := filepath.Join(t.TempDir(), "hold")
+	if err := os.WriteFile(hold, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(hold) // the held process exits
+	sock, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	cmd := Command([]string{os.Args[0], orphanArg, hold}, sock, io.Discard)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case err := <-waited:
+		if !strings.Contains(fmt.Sprint(err), "exit status 3") {
+			t.Fatalf("Wait = %v, want the worker's exit status 3", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the worker was not reaped within a minute of its start while a process it started held its stderr")
+	}
+}
+
+// TestWorkerErrorTextCapped: an error's text from the worker is cut to maxText on the
+// daemon's side, whatever the worker sent.
+func TestWorkerErrorTextCapped(t *testing.T) {
+	wasm, p, _ := kvParams(t, longErrorArg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	_, err := NewRuntime(context.Background(), p, wasm)
+	if err == nil || !strings.Contains(err.Error(), "eee") || strings.Count(err.Error(), "e") > maxText+64 {
+		t.Fatalf("NewRuntime = an error of %d bytes, want the worker's text cut to %d", len(fmt.Sprint(err)), maxText)
+	}
+}
+
+// TestWorkerStopNamesItsCall: a kStop stops the call it names and no other: one sent as
+// its call's answer left, which reaches the worker during the next call, is ignored.
+func TestWorkerStopNamesItsCall(t *testing.T) {
+	in := &served{}
+	_ = in.call(context.Background(), func(context.Context) error { return nil }) // call 1
+	err := in.call(context.Background(), func(ctx context.Context) error {        // call 2
+		in.stopCall(1)
+		if ctx.Err() != nil {
+			return errors.New("stopped by call 1's stop")
+		}
+		in.stopCall(2)
+		if ctx.Err() == nil {
+			return errors.New("not stopped by its own stop")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
