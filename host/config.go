@@ -404,7 +404,9 @@ func (c Config) Check(name func(field string) string) error {
 	if err := checkIsolate(c.Isolate); err != nil {
 		bad("Isolate", "%v", err)
 	}
-	if all, types, _ := Isolated(c.Isolate, c.Grants); (all || len(types) > 0) && len(c.WorkerCommand) == 0 {
+	// A nil WorkerCommand is its default (this executable's worker subcommand), which a
+	// command line, having no flag for it, leaves nil; an empty one starts nothing.
+	if all, types, _ := Isolated(c.Isolate, c.Grants); (all || len(types) > 0) && c.WorkerCommand != nil && len(c.WorkerCommand) == 0 {
 		bad("WorkerCommand", "is empty; a worker process needs a command")
 	}
 	if c.MaxAttempts < 0 {
