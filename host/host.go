@@ -25,6 +25,7 @@ import (
 	"github.com/fleethost/fleet/host/internal/slot"
 	"github.com/fleethost/fleet/host/internal/tracing"
 	"github.com/fleethost/fleet/host/internal/validate"
+	"github.com/fleethost/fleet/host/internal/worker"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -63,6 +64,7 @@ type Host struct {
 	// Run's drain began: the drain stops them, and Close unloads them.
 	lingering      []*loadedPlugin // guarded by reloadMu
 	reloadFailures atomic.Int64    // builds Reload refused
+	workers        worker.Counts   // worker processes started and died (Workers)
 	abandonedAny   atomic.Bool     // a slot was abandoned: the compilation cache stays open
 
 	// wrapGuest, when set (by the tests, before Run: export_test.go), wraps every slot's

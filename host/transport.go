@@ -38,7 +38,7 @@ func (h *Host) newRuntime(ctx context.Context, wasm []byte, pages uint32, config
 	if isolate == IsolateProcess {
 		rt, err := worker.NewRuntime(ctx, worker.Params{
 			Command: h.cfg.WorkerCommand, MemoryLimitPages: pages, Config: config, Core: h.core, Log: h.cfg.Logger,
-			Confine: h.cfg.workerPolicy(pages),
+			Confine: h.cfg.workerPolicy(pages), Counts: &h.workers,
 		}, wasm)
 		if err != nil {
 			return nil, err

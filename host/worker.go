@@ -59,3 +59,11 @@ func ProbeWorker(ctx context.Context, cfg Config) (confine.Layers, confine.Repor
 	}
 	return worker.Probe(ctx, worker.Params{Command: cfg.WorkerCommand, Confine: cfg.workerPolicy(cfg.MemoryLimitPages), Log: cfg.Logger})
 }
+
+// Workers is how many worker processes (Config.Isolate, a Grant's Isolate) the host has
+// started, and how many of them died: were killed for a fault (a crash, a hang past a
+// call's end, a frame the protocol does not allow) or exited, other than as the host
+// closed their plugin's version. A worker that dies at each start counts at each.
+func (h *Host) Workers() (started, died int64) {
+	return h.workers.Started.Load(), h.workers.Died.Load()
+}

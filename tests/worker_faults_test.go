@@ -305,6 +305,14 @@ func TestWorkerFaultsContained(t *testing.T) {
 				}
 			}
 			r.honestCompletes(t, 50)
+			defer func() {
+				// Every attempt's worker died (the exit's, at each start), and each was
+				// started: the host's count of workers, which its metrics serve.
+				started, died := r.h.Workers()
+				if died < 2 || started < died {
+					t.Errorf("Workers() = %d started, %d died; want at least 2 died, each started", started, died)
+				}
+			}()
 			if tt.fault == "exit" {
 				waitFor(t, "the victim's worker restarted, and exited again", func() bool {
 					return strings.Count(logs.String(), "worker process killed") >= 2

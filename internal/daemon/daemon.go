@@ -312,7 +312,7 @@ func newAPI(o Options, log *slog.Logger, h *host.Host, b primitives.Backend, obs
 		MaxBody: int64(cmp.Or(o.Host.MaxPayload, host.Defaults().MaxPayload)), Draining: draining, Reload: rl.reload, Plane: pl, Fleet: fleet, Log: log,
 		Schedules: sf.list,
 	})
-	obs.metrics.Watch(metrics.Sources{Queues: srv.Queues, Pools: srv.Pools, PluginMetrics: h.PluginMetrics, ReloadFailures: rl.reloadFailures, Sites: h.Sites, Plugins: h.Plugins})
+	obs.metrics.Watch(metrics.Sources{Queues: srv.Queues, Pools: srv.Pools, PluginMetrics: h.PluginMetrics, ReloadFailures: rl.reloadFailures, Workers: h.Workers, Sites: h.Sites, Plugins: h.Plugins})
 	return srv
 }
 

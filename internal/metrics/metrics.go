@@ -60,6 +60,8 @@ type Sources struct {
 	PluginMetrics func() []host.PluginMetric
 	// ReloadFailures returns how many builds reloads have refused (host.Host.ReloadFailures).
 	ReloadFailures func() int64
+	// Workers returns the worker processes started and died (host.Host.Workers).
+	Workers func() (started, died int64)
 	// Sites returns the egress gate's stats per label of the policy (host.Host.Sites).
 	Sites func(context.Context) []host.SiteStats
 	// Plugins returns the loaded plugins (host.Host.Plugins): their pauses.
@@ -90,6 +92,8 @@ func (m *Metrics) Watch(src Sources) {
 //	fleet_plugin_metric{automation,name,kind}           what plugins record with the metric call
 //	fleet_reporter_dropped_total                        reports the reporter dropped
 //	fleet_reload_failures_total                         plugin builds a reload refused
+//	fleet_worker_starts_total, fleet_worker_deaths_total  worker processes (--isolate process) started, and
+//	                                                    those killed for a fault or exited
 //	fleet_scrape_errors_total                           backend reads that failed during a scrape
 //	fleet_egress_requests_total{site}                   outbound requests sent, by egress label: the
 //	                                                    policy's pattern as written, "default" or "none"
@@ -225,6 +229,8 @@ var (
 	descDropped    = prometheus.NewDesc("fleet_reporter_dropped_total", "Reports the reporter dropped because the plane did not keep up.", nil, nil)
 	// descReloadFailures counts builds, not reloads: one reload may refuse several files.
 	descReloadFailures = prometheus.NewDesc("fleet_reload_failures_total", "Plugin builds a reload refused; the running versions kept running.", nil, nil)
+	descWorkerStarts   = prometheus.NewDesc("fleet_worker_starts_total", "Worker processes (--isolate process) started, restarts included.", nil, nil)
+	descWorkerDeaths   = prometheus.NewDesc("fleet_worker_deaths_total", "Worker processes killed for a fault (a crash, a hang past a call's end, a frame the protocol does not allow) or exited, other than as their plugin's version closed.", nil, nil)
 	// The egress metrics are labelled by the policy's labels, never by a host name, so
 	// that their cardinality is the policy's size.
 	descEgressSent      = prometheus.NewDesc("fleet_egress_requests_total", "Outbound requests sent, by egress label (the policy's host pattern as written, default or none).", []string{"site"}, nil)
@@ -246,7 +252,7 @@ func names(f func() []string) []string {
 }
 
 func (c *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSlots, descPaused, descDepth, descDelayed, descInFlight, descParked, descPoolSize, descPoolLeased, descPlugin, descDropped, descReloadFailures,
+	for _, d := range []*prometheus.Desc{descSlots, descPaused, descDepth, descDelayed, descInFlight, descParked, descPoolSize, descPoolLeased, descPlugin, descDropped, descReloadFailures, descWorkerStarts, descWorkerDeaths,
 		descEgressSent, descEgressWaited, descEgressWaitTotal, descEgressRefused, descEgressThrottled, descEgressClosures, descEgressWait, descEgressClosed} {
 		ch <- d
 	}
@@ -346,6 +352,11 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if src.ReloadFailures != nil {
 		ch <- prometheus.MustNewConstMetric(descReloadFailures, prometheus.CounterValue, float64(src.ReloadFailures()))
+	}
+	if src.Workers != nil {
+		started, died := src.Workers()
+		ch <- prometheus.MustNewConstMetric(descWorkerStarts, prometheus.CounterValue, float64(started))
+		ch <- prometheus.MustNewConstMetric(descWorkerDeaths, prometheus.CounterValue, float64(died))
 	}
 	c.errs.Collect(ch)
 }

@@ -227,3 +227,14 @@ func TestPausedGauge(t *testing.T) {
 		`fleet_automation_paused{automation=c,scope=local}`: 0,
 	})
 }
+
+// TestWorkerCounters: fleet_worker_starts_total and fleet_worker_deaths_total are what
+// the host's Workers says at the scrape.
+func TestWorkerCounters(t *testing.T) {
+	m := New(Params{})
+	m.Watch(Sources{Workers: func() (int64, int64) { return 5, 3 }})
+	expect(t, m, map[string]float64{
+		`fleet_worker_starts_total{}`: 5,
+		`fleet_worker_deaths_total{}`: 3,
+	})
+}

@@ -23,7 +23,7 @@ import (
 func Probe(ctx context.Context, p Params) (confine.Layers, confine.Report, error) {
 	ctx, cancel := context.WithTimeout(ctx, launchTimeout)
 	defer cancel()
-	w, err := start(p.Command, p.Confine, p.Log)
+	w, err := start(p)
 	if err != nil {
 		return confine.Layers{}, nil, err
 	}

@@ -51,11 +51,12 @@ const workerGODEBUG = "GODEBUG=containermaxprocs=0,updatemaxprocs=0"
 // goroutine that reads it (its instances' sockets are theirs: Instance). Any frame the protocol does not allow kills it (kill): it is as
 // untrusted as the guest it runs.
 type process struct {
-	cmd *exec.Cmd
-	c   *conn
-	nc  *net.UnixConn
-	log *slog.Logger
-	pid int // immutable
+	cmd    *exec.Cmd
+	c      *conn
+	nc     *net.UnixConn
+	log    *slog.Logger
+	pid    int     // immutable
+	counts *Counts // immutable; nil counts nothing
 	// layers are the confinement Prepare arranged, each layer it could not with why;
 	// immutable.
 	layers confine.Layers
@@ -81,10 +82,11 @@ type process struct {
 	started time.Time     // immutable
 }
 
-// start starts a worker from argv, confined to policy (confine.Prepare arranges its
-// namespaces and passes it the policy, which it applies to itself first thing), and its
-// reader.
-func start(argv []string, policy confine.Policy, log *slog.Logger) (*process, error) {
+// start starts a worker from p.Command, confined to p.Confine (confine.Prepare arranges
+// its namespaces and passes it the policy, which it applies to itself first thing), and
+// its reader.
+func start(params Params) (*process, error) {
+	argv, log := params.Command, params.Log
 	if len(argv) == 0 {
 		return nil, errors.New("worker: no command to start a worker with")
 	}
@@ -99,7 +101,7 @@ func start(argv []string, policy confine.Policy, log *slog.Logger) (*process, er
 		return nil, err
 	}
 	cmd := Command(argv, theirs, &stderrLog{log: log})
-	layers, err := confine.Prepare(cmd, policy)
+	layers, err := confine.Prepare(cmd, params.Confine)
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("worker: confine %s: %w", argv[0], err)
@@ -108,8 +110,11 @@ func start(argv []string, policy confine.Policy, log *slog.Logger) (*process, er
 		nc.Close()
 		return nil, fmt.Errorf("worker: start %s: %w", argv[0], err)
 	}
+	if params.Counts != nil {
+		params.Counts.Started.Add(1)
+	}
 	p := &process{
-		cmd: cmd, c: newConn(nc), nc: nc, log: log, pid: cmd.Process.Pid, layers: layers,
+		cmd: cmd, c: newConn(nc), nc: nc, log: log, pid: cmd.Process.Pid, layers: layers, counts: params.Counts,
 		answers: make(chan frame, 1), socks: map[uint32]*net.UnixConn{},
 		dead: make(chan struct{}), exited: make(chan struct{}), started: time.Now(),
 	}
@@ -264,6 +269,9 @@ func (p *process) kill(err error) {
 		p.socks = nil
 		p.socksMu.Unlock()
 		if !errors.Is(err, errClosing) {
+			if p.counts != nil {
+				p.counts.Died.Add(1)
+			}
 			p.log.Warn("host: worker process killed; its instances are dead", "pid", p.pid, "err", err)
 		}
 	})

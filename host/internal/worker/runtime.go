@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -36,7 +37,13 @@ type Params struct {
 	Log              *slog.Logger
 	// Confine is what the kernel confines the worker to (internal/confine).
 	Confine confine.Policy
+	// Counts, when not nil, counts the workers started and those that died.
+	Counts *Counts
 }
+
+// Counts are the workers started and those that died (killed, or exited) other than by
+// their runtime's Close, over the runtimes that share them: a host's, for its metrics.
+type Counts struct{ Started, Died atomic.Int64 }
 
 // The supervisor's bounds. A call whose context ended gets stopGrace to answer after
 // the stop is sent, or its worker is killed. A worker that died is replaced by the next
@@ -103,7 +110,7 @@ func NewRuntime(ctx context.Context, p Params, wasm []byte) (*Runtime, error) {
 func (rt *Runtime) launch(ctx context.Context) (*process, frame, error) {
 	ctx, cancel := context.WithTimeout(ctx, launchTimeout)
 	defer cancel()
-	w, err := start(rt.p.Command, rt.p.Confine, rt.p.Log)
+	w, err := start(rt.p)
 	if err != nil {
 		return nil, frame{}, err
 	}
