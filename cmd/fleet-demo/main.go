@@ -154,15 +154,16 @@ type daemon struct {
 // memory backend, its API on a free port.
 func startDaemon(bin, plugins, grantsFile string) (*daemon, error) {
 	d := &daemon{
-		logFile: filepath.Join(os.TempDir(), "fleet-demo.log"),
-		addr:    make(chan string, 1),
-		exited:  make(chan error, 1),
+		addr:   make(chan string, 1),
+		exited: make(chan error, 1),
 	}
-	logs, err := os.Create(d.logFile)
+	// A file of its own: two demos on one machine (two users, or the test suite beside a
+	// user's) would otherwise write one log.
+	logs, err := os.CreateTemp("", "fleet-demo-*.log")
 	if err != nil {
 		return nil, err
 	}
-	d.logs = logs
+	d.logs, d.logFile = logs, logs.Name()
 	// The daemon is its own plane (--plane): its slots report to its API, so the
 	// console's Fleet page shows them. The report URL names the port, so the port is
 	// chosen here rather than by the daemon.
