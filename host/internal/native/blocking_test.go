@@ -158,11 +158,7 @@ func TestSleepEndsWhenCancelled(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	slept := make(chan error, 1)
-	go func() {
-		_, err := in.Handle(ctx, []byte(`{}`))
-		slept <- err
-	}()
+	slept := handleAsync(ctx, in)
 	cancel()
 	var exit *sys.ExitError
 	if err := <-slept; !errors.As(err, &exit) || exit.ExitCode() != sys.ExitCodeContextCanceled {

@@ -141,11 +141,7 @@ func TestRuntimeCloseDuringACall(t *testing.T) {
 	in := newTestInstanceOf(t, rt, "a")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := in.Handle(ctx, []byte(`{}`))
-		done <- err
-	}()
+	done := handleAsync(ctx, in)
 	testutil.WaitFor(t, 10*time.Second, "the guest's call to start", func() bool {
 		b, _ := in.mod.Memory().ReadByte(0)
 		return b == 1

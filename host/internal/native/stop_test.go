@@ -25,6 +25,17 @@ const spinWAT = `(module
     (loop $spin (br $spin))
     (i64.const 0)))`
 
+// handleAsync calls in.Handle(ctx, {}) on a goroutine of its own, for a call that the
+// test stops; its error comes on the channel.
+func handleAsync(ctx context.Context, in *Instance) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := in.Handle(ctx, []byte(`{}`))
+		done <- err
+	}()
+	return done
+}
+
 // TestStopEndsALoop: a guest that loops forever, in a runtime without wazero's close
 // checks, is stopped by the stop global at its deadline, and the error says so.
 func TestStopEndsALoop(t *testing.T) {
@@ -45,11 +56,7 @@ func TestStopEndsALoopOnCancel(t *testing.T) {
 	in := newWATInstance(t, spinWAT, Params{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := in.Handle(ctx, []byte(`{}`))
-		done <- err
-	}()
+	done := handleAsync(ctx, in)
 	cancel()
 	if err := <-done; !errors.Is(err, errStopped) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Handle of a spin cancelled = %v, want the stop at the cancel", err)
@@ -110,11 +117,7 @@ func spinThroughGC(t *testing.T) {
 	in := newWATInstance(t, spinWAT, Params{})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := in.Handle(ctx, []byte(`{}`))
-		done <- err
-	}()
+	done := handleAsync(ctx, in)
 	for collections := 0; ; collections++ {
 		select {
 		case err := <-done:
