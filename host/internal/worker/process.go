@@ -82,9 +82,9 @@ type process struct {
 	started time.Time     // immutable
 }
 
-// start starts a worker from p.Command, confined to p.Confine (confine.Prepare arranges
-// its namespaces and passes it the policy, which it applies to itself first thing), and
-// its reader.
+// start starts a worker from params.Command, confined to params.Confine
+// (confine.Prepare arranges its namespaces and passes it the policy, which it applies to
+// itself first thing), and its reader; params.Counts counts it.
 func start(params Params) (*process, error) {
 	argv, log := params.Command, params.Log
 	if len(argv) == 0 {
