@@ -25,8 +25,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/tetratelabs/wazero"
@@ -85,6 +85,11 @@ func NewRuntime(ctx context.Context, p Params, wasm []byte) (rt *Runtime, err er
 // newRuntime is NewRuntime; fleetOnly false skips the check of the fleet exports, for the
 // differential test, which runs the Extism SDK's own sample plugins.
 func newRuntime(ctx context.Context, p Params, wasm []byte, fleetOnly bool) (rt *Runtime, err error) {
+	if exports, ok := native.FuncExports(wasm); ok && fleetOnly {
+		if err := checkFleet(exports); err != nil {
+			return nil, err
+		}
+	}
 	wasm, err = native.Rewrite(wasm)
 	if err != nil {
 		return nil, err
@@ -120,6 +125,18 @@ func newRuntime(ctx context.Context, p Params, wasm []byte, fleetOnly bool) (rt 
 		limit: uint64(pages) * 65536}, nil
 }
 
+// checkFleet refuses an Extism module whose exported functions say it is not a fleet
+// plugin. NewRuntime runs it before the compile, on FuncExports' names, and check after.
+func checkFleet(exports map[string]bool) error {
+	if exports[abi.ExportDescribe] {
+		return nil
+	}
+	names := slices.Sorted(maps.Keys(exports))
+	return fmt.Errorf("extism: this is an Extism module but not a fleet plugin: it does not export %s "+
+		"(a fleet plugin exports %s, and %s or %s; see abi/EXTISM.md); it exports: %s",
+		abi.ExportDescribe, abi.ExportDescribe, abi.ExportHandle, abi.ExportTick, strings.Join(names, ", "))
+}
+
 // fleetExports are the exports a fleet plugin may have over Extism.
 var fleetExports = []string{abi.ExportDescribe, abi.ExportHandle, abi.ExportTick}
 
@@ -135,15 +152,10 @@ var userSig = []api.ValueType{api.ValueTypeI64}
 // (with fleetOnly false, its imports alone). It returns the fleet exports the module has.
 func check(c wazero.CompiledModule, fleetOnly bool) (map[string]bool, error) {
 	defs := c.ExportedFunctions()
-	if _, ok := defs[abi.ExportDescribe]; !ok && fleetOnly {
-		names := make([]string, 0, len(defs))
-		for name := range defs {
-			names = append(names, name)
+	if fleetOnly {
+		if err := checkFleet(native.CompiledExports(c)); err != nil {
+			return nil, err
 		}
-		sort.Strings(names)
-		return nil, fmt.Errorf("extism: this is an Extism module but not a fleet plugin: it does not export %s "+
-			"(a fleet plugin exports %s, and %s or %s; see abi/EXTISM.md); it exports: %s",
-			abi.ExportDescribe, abi.ExportDescribe, abi.ExportHandle, abi.ExportTick, strings.Join(names, ", "))
 	}
 	if def, ok := defs[native.StartExport]; ok && (len(def.ParamTypes()) != 0 || len(def.ResultTypes()) != 0) {
 		return nil, fmt.Errorf("extism: the module's start function takes %d parameters and returns %d results; a start function takes and returns none",

@@ -142,3 +142,29 @@ func BenchmarkHostCall(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*calls), "ns/hostcall")
 }
+
+// A module that its exports refuse is refused before the compile: this one, a command
+// (it exports _start and no _initialize) whose one function would fail wazero's
+// validation (it leaves an i32 on the stack of a function that returns nothing), is
+// refused as a command, the compile never reached. A module of megabytes that is no
+// fleet guest so costs no compile.
+func TestRefusedByExportsBeforeCompile(t *testing.T) {
+	wasm := []byte{
+		0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version
+		0x01, 0x04, 0x01, 0x60, 0x00, 0x00, // types: () -> ()
+		0x03, 0x02, 0x01, 0x00, // functions: one of type 0
+		0x07, 0x0a, 0x01, 0x06, '_', 's', 't', 'a', 'r', 't', 0x00, 0x00, // exports: _start, func 0
+		0x0a, 0x06, 0x01, 0x04, 0x00, 0x41, 0x00, 0x0b, // code: i32.const 0, end
+	}
+	names, ok := FuncExports(wasm)
+	if !ok || len(names) != 1 || !names["_start"] {
+		t.Fatalf("FuncExports = %v, %v; want _start", names, ok)
+	}
+	_, err := NewRuntime(context.Background(), Params{Log: slog.New(slog.DiscardHandler)}, wasm)
+	if err == nil || !strings.Contains(err.Error(), "built as a command") {
+		t.Fatalf("NewRuntime = %v, want the refusal of a command, before the compile", err)
+	}
+	if _, ok := FuncExports([]byte("\x00asm\x01\x00\x00\x00\x07\xff")); ok {
+		t.Fatal("FuncExports of a cut section = ok, want not readable")
+	}
+}

@@ -543,6 +543,34 @@ func readCustom(p []byte) (keep bool, err error) {
 	return r.err == nil, nil
 }
 
+// FuncExports is the names of the functions wasm exports, read from its export section
+// alone, so that a transport refuses a module by its exports before it compiles it (a
+// module of megabytes takes seconds). ok is false for a module it cannot read, which
+// the rewriter or the compile refuses in its own words.
+func FuncExports(wasm []byte) (names map[string]bool, ok bool) {
+	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" {
+		return nil, false
+	}
+	r := &reader{b: wasm, pos: 8}
+	for r.pos < len(r.b) && r.err == nil {
+		id, payload := r.byte(), r.bytes(int(r.u32()))
+		if id != secExport {
+			continue
+		}
+		e := &reader{b: payload}
+		names = map[string]bool{}
+		for n := e.count(); n > 0 && e.err == nil; n-- {
+			name, kind := e.name(), e.byte()
+			e.u32()
+			if kind == 0 { // a function
+				names[name] = true
+			}
+		}
+		return names, e.err == nil
+	}
+	return map[string]bool{}, r.err == nil
+}
+
 func readExports(p []byte) error {
 	r := &reader{b: p}
 	n := r.count()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -67,6 +68,14 @@ func FuzzRewrite(f *testing.F) {
 		r := wazero.NewRuntimeWithConfig(ctx, cfg)
 		defer r.Close(ctx)
 		orig, origErr := Compile(ctx, r, wasm) // wazero's own decoder can panic on it
+		if origErr == nil {
+			// FuncExports, which refuses a module before the compile, reads the exports
+			// wazero reads.
+			names, ok := FuncExports(wasm)
+			if !ok || !maps.Equal(names, CompiledExports(orig)) {
+				t.Fatalf("FuncExports = %v, %v; wazero's exported functions are %v", names, ok, CompiledExports(orig))
+			}
+		}
 		if err != nil {
 			var refused refusal
 			if origErr == nil && !errors.As(err, &refused) {

@@ -80,6 +80,11 @@ func Engine(ctx context.Context, limitPages uint32, cache wazero.CompilationCach
 // fleet operations, or which the rewriter refuses, naming the export, import or what was
 // refused.
 func NewRuntime(ctx context.Context, p Params, wasm []byte) (rt *Runtime, err error) {
+	if exports, ok := FuncExports(wasm); ok {
+		if err := checkExportNames(exports); err != nil {
+			return nil, err
+		}
+	}
 	r, err := Engine(ctx, p.MemoryLimitPages, p.Cache)
 	if err != nil {
 		return nil, fmt.Errorf("native: %w", err)
@@ -133,18 +138,38 @@ func Compile(ctx context.Context, r wazero.Runtime, wasm []byte) (c wazero.Compi
 	return r.CompileModule(ctx, wasm)
 }
 
-func checkModule(c wazero.CompiledModule) error {
-	exports := c.ExportedFunctions()
-	if _, command := exports[abi.ExportStart]; command {
-		if _, reactor := exports[abi.ExportInitialize]; !reactor {
-			return errors.New("native: built as a command, not a reactor: build with -buildmode=c-shared (Go), -mexec-model=reactor (C)")
-		}
+// checkExportNames refuses, before the compile, a module whose exported functions
+// (FuncExports) say it is a command or lack a required export.
+func checkExportNames(exports map[string]bool) error {
+	if exports[abi.ExportStart] && !exports[abi.ExportInitialize] {
+		return errors.New("native: built as a command, not a reactor: build with -buildmode=c-shared (Go), -mexec-model=reactor (C)")
 	}
 	for _, name := range requiredExports {
-		if _, ok := exports[name]; !ok {
+		if !exports[name] {
 			return fmt.Errorf("native: module does not export %s; a fleet guest must export %s, %s and %s",
 				name, abi.ExportABIVersion, abi.ExportInput, abi.ExportDescribe)
 		}
+	}
+	return nil
+}
+
+// CompiledExports is the names of the functions c exports, as FuncExports reads them
+// before the compile.
+func CompiledExports(c wazero.CompiledModule) map[string]bool {
+	names := map[string]bool{}
+	for name := range c.ExportedFunctions() {
+		names[name] = true
+	}
+	return names
+}
+
+// checkModule checks the compiled module's exports and imports. Its export names were
+// checked before the compile too, when FuncExports could read them: here they are
+// checked whatever the module, since the instances rely on them.
+func checkModule(c wazero.CompiledModule) error {
+	exports := c.ExportedFunctions()
+	if err := checkExportNames(CompiledExports(c)); err != nil {
+		return err
 	}
 	for name, sig := range exportSigs {
 		def, ok := exports[name]
