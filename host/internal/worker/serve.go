@@ -177,19 +177,24 @@ type served struct {
 	next    habit
 	replies map[abi.Op]*habit
 
-	mu    sync.Mutex
-	stop  context.CancelFunc // the call in flight's; guarded by mu
-	calls uint32             // the calls begun, the one in flight the last; guarded by mu
+	mu      sync.Mutex
+	stop    context.CancelFunc // the call in flight's; guarded by mu
+	calls   uint32             // the calls begun, the one in flight the last; guarded by mu
+	pending uint32             // a call not begun yet that a stop named; guarded by mu
 }
 
-// stopCall stops the call numbered n (the daemon's count, Instance.calls), if it is the
-// one in flight: a stop sent as the call's answer left comes after it, and stops no
-// later call.
+// stopCall stops the call numbered n (the daemon's count, Instance.calls): the one in
+// flight, or, when n is the call after it (its kStop came on the worker's own socket
+// before its kCall on the instance's), that call as it begins. A stop sent as its call's
+// answer left names a call that has ended, and stops no later one.
 func (in *served) stopCall(n uint32) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if in.stop != nil && in.calls == n {
+	switch {
+	case n == in.calls && in.stop != nil:
 		in.stop()
+	case n == in.calls+1:
+		in.pending = n
 	}
 }
 
@@ -331,6 +336,9 @@ func (in *served) call(ctx context.Context, fn func(context.Context) error) erro
 	in.mu.Lock()
 	in.stop = cancel
 	in.calls++
+	if in.pending == in.calls {
+		cancel()
+	}
 	in.mu.Unlock()
 	defer func() {
 		in.mu.Lock()

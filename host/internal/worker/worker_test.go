@@ -473,7 +473,8 @@ func TestWorkerErrorTextCapped(t *testing.T) {
 }
 
 // TestWorkerStopNamesItsCall: a kStop stops the call it names and no other: one sent as
-// its call's answer left, which reaches the worker during the next call, is ignored.
+// its call's answer left, which reaches the worker during the next call, is ignored; one
+// that comes before its call's kCall stops that call as it begins.
 func TestWorkerStopNamesItsCall(t *testing.T) {
 	in := &served{}
 	_ = in.call(context.Background(), func(context.Context) error { return nil }) // call 1
@@ -485,6 +486,16 @@ func TestWorkerStopNamesItsCall(t *testing.T) {
 		in.stopCall(2)
 		if ctx.Err() == nil {
 			return errors.New("not stopped by its own stop")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.stopCall(3) // the next call, whose kCall has not come yet
+	err = in.call(context.Background(), func(ctx context.Context) error { // call 3
+		if ctx.Err() == nil {
+			return errors.New("call 3 not stopped as it began, though its stop came first")
 		}
 		return nil
 	})
