@@ -492,8 +492,8 @@ func TestWorkerStopNamesItsCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in.stopCall(3) // the next call, whose kCall has not come yet
-	err = in.call(context.Background(), func(ctx context.Context) error { // call 3
+	in.stopCall(3) // the next call's, come before its kCall
+	err = in.call(context.Background(), func(ctx context.Context) error {
 		if ctx.Err() == nil {
 			return errors.New("call 3 not stopped as it began, though its stop came first")
 		}
