@@ -20,7 +20,6 @@ package extism
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,7 +68,7 @@ type Runtime struct {
 // IsExtism reports whether wasm imports a function from Extism's kernel (EnvModule): a
 // plugin that the host loads through this transport. A module it cannot read is not.
 func IsExtism(wasm []byte) bool {
-	imports, _ := importModules(wasm)
+	imports, _ := native.ImportModules(wasm)
 	return imports[EnvModule]
 }
 
@@ -249,98 +248,3 @@ func (rt *Runtime) HasExport(name string) bool { return rt.exports[name] }
 
 // Close closes the runtime and every instance in it.
 func (rt *Runtime) Close(ctx context.Context) error { return rt.r.Close(ctx) }
-
-// importModules lists the modules wasm imports from, reading only its import section.
-func importModules(wasm []byte) (map[string]bool, error) {
-	errBad := errors.New("extism: not a readable WebAssembly module")
-	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" {
-		return nil, errBad
-	}
-	r := leb{b: wasm[8:]}
-	for len(r.b) > 0 {
-		id := r.byte()
-		n := r.u32()
-		if r.bad || uint64(n) > uint64(len(r.b)) {
-			return nil, errBad
-		}
-		payload := leb{b: r.b[:n]}
-		r.b = r.b[n:]
-		if id != 2 {
-			continue
-		}
-		out := map[string]bool{}
-		for range payload.u32() {
-			mod, _ := payload.name(), payload.name()
-			if payload.bad {
-				return nil, errBad
-			}
-			out[mod] = true
-			payload.importDesc()
-		}
-		return out, nil
-	}
-	return map[string]bool{}, nil
-}
-
-// leb reads the binary format's values; bad sticks once a read runs past the end.
-type leb struct {
-	b   []byte
-	bad bool
-}
-
-func (r *leb) byte() byte {
-	if len(r.b) == 0 {
-		r.bad = true
-		return 0
-	}
-	c := r.b[0]
-	r.b = r.b[1:]
-	return c
-}
-
-func (r *leb) u32() uint32 {
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 || v > 1<<32-1 {
-		r.bad, r.b = true, nil
-		return 0
-	}
-	r.b = r.b[n:]
-	return uint32(v)
-}
-
-func (r *leb) name() string {
-	n := r.u32()
-	if uint64(n) > uint64(len(r.b)) {
-		r.bad, r.b = true, nil
-		return ""
-	}
-	s := string(r.b[:n])
-	r.b = r.b[n:]
-	return s
-}
-
-// importDesc skips one import's description: a function's type index, a table's or a
-// memory's limits, a global's type, a tag's attribute and type index.
-func (r *leb) importDesc() {
-	limits := func() {
-		flags := r.byte()
-		r.u32()
-		if flags&1 != 0 {
-			r.u32()
-		}
-	}
-	switch r.byte() {
-	case 0x00:
-		r.u32()
-	case 0x01:
-		r.byte()
-		limits()
-	case 0x02:
-		limits()
-	case 0x03, 0x04:
-		r.byte()
-		r.u32()
-	default:
-		r.bad, r.b = true, nil
-	}
-}

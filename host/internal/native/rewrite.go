@@ -548,27 +548,70 @@ func readCustom(p []byte) (keep bool, err error) {
 // module of megabytes takes seconds). ok is false for a module it cannot read, which
 // the rewriter or the compile refuses in its own words.
 func FuncExports(wasm []byte) (names map[string]bool, ok bool) {
+	r, ok := sectionOf(wasm, secExport)
+	names = map[string]bool{}
+	if r == nil {
+		return names, ok
+	}
+	for n := r.count(); n > 0 && r.err == nil; n-- {
+		name, kind := r.name(), r.byte()
+		r.u32()
+		if kind == 0 { // a function
+			names[name] = true
+		}
+	}
+	return names, r.err == nil
+}
+
+// ImportModules is the modules wasm imports from, read from its import section alone,
+// whatever it imports from them; ok is false for a module it cannot read.
+func ImportModules(wasm []byte) (modules map[string]bool, ok bool) {
+	r, ok := sectionOf(wasm, secImport)
+	modules = map[string]bool{}
+	if r == nil {
+		return modules, ok
+	}
+	for n := r.count(); n > 0 && r.err == nil; n-- {
+		mod, _ := r.name(), r.name()
+		switch r.byte() {
+		case 0x00: // a function: its type
+			r.u32()
+		case 0x01: // a table: its element type and limits
+			r.byte()
+			r.limits()
+		case 0x02: // a memory
+			r.limits()
+		case 0x03: // a global: its type and mutability
+			r.byte()
+			r.byte()
+		case 0x04: // a tag: its attribute and type
+			r.byte()
+			r.u32()
+		default:
+			r.fail(errors.New("an import of an unknown kind"))
+		}
+		if r.err == nil {
+			modules[mod] = true
+		}
+	}
+	return modules, r.err == nil
+}
+
+// sectionOf is a reader of wasm's section id, found by the sections' sizes alone; nil
+// when the module has none. ok is false for a module whose sections cannot be read up to
+// it.
+func sectionOf(wasm []byte, id byte) (*reader, bool) {
 	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" {
 		return nil, false
 	}
 	r := &reader{b: wasm, pos: 8}
 	for r.pos < len(r.b) && r.err == nil {
-		id, payload := r.byte(), r.bytes(int(r.u32()))
-		if id != secExport {
-			continue
+		sid, payload := r.byte(), r.bytes(int(r.u32()))
+		if sid == id && r.err == nil {
+			return &reader{b: payload}, true
 		}
-		e := &reader{b: payload}
-		names = map[string]bool{}
-		for n := e.count(); n > 0 && e.err == nil; n-- {
-			name, kind := e.name(), e.byte()
-			e.u32()
-			if kind == 0 { // a function
-				names[name] = true
-			}
-		}
-		return names, e.err == nil
 	}
-	return map[string]bool{}, r.err == nil
+	return nil, r.err == nil
 }
 
 func readExports(p []byte) error {

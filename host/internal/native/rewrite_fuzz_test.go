@@ -75,6 +75,14 @@ func FuzzRewrite(f *testing.F) {
 			if !ok || !maps.Equal(names, CompiledExports(orig)) {
 				t.Fatalf("FuncExports = %v, %v; wazero's exported functions are %v", names, ok, CompiledExports(orig))
 			}
+			// ImportModules, which chooses a module's transport, reads the modules of
+			// every import wazero reads.
+			mods, ok := ImportModules(wasm)
+			for _, f := range orig.ImportedFunctions() {
+				if mod, _, _ := f.Import(); !ok || !mods[mod] {
+					t.Fatalf("ImportModules = %v, %v; wazero reads an import of %q", mods, ok, mod)
+				}
+			}
 		}
 		if err != nil {
 			var refused refusal
