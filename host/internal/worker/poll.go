@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -15,8 +16,16 @@ import (
 // whose both ends park costs two process wake-ups, and on a virtual machine whose idle
 // CPUs halt each wake-up costs tens of microseconds: a bare round trip measured 17–51 µs
 // parked against ~4 µs polled, and less CPU polled than parked (host/RATIONALE.md, "Why
-// does a worker's socket poll before it parks?").
-const spinFor = 50 * time.Microsecond
+// does a worker's socket poll before it parks?"). It spans a Redis call (a host call's
+// reply, the pump's ack and claim before the next request), so that a slot alone on
+// its worker keeps both ends awake through it.
+const spinFor = 300 * time.Microsecond
+
+// busySpinFor is how long a wait polls when another wait of its process is under way
+// beside it: on a busy host a long poll takes the CPU of a slot that works, and cost a
+// host of 8 slots on Redis 2.26–2.38× in-process against 1.83× (host/RATIONALE.md,
+// "Why does a wait poll through a Redis call only alone?").
+const busySpinFor = 50 * time.Microsecond
 
 // poller is the reading end of an instance's socket. A wait (readAs, over the Reads of
 // one frame) polls the socket, yielding its goroutine between tries, for up to spinFor
@@ -28,7 +37,13 @@ type poller struct {
 	spin  bool      // the wait polls
 	until time.Time // when its poll ends; zero until its first try finds nothing
 	first time.Time // when its first bytes came; zero until then
+	// spinFor is how long the wait polls: spinFor alone, busySpinFor with others
+	spinFor time.Duration
 }
+
+// waits counts the waits of this process under way (readAs), which choose spinFor or
+// busySpinFor.
+var waits atomic.Int32
 
 func newPoller(c *net.UnixConn) (*poller, error) {
 	rc, err := c.SyscallConn()
@@ -65,7 +80,7 @@ func (p *poller) Read(b []byte) (int, error) {
 			}
 			now := time.Now()
 			if p.until.IsZero() {
-				p.until = now.Add(spinFor)
+				p.until = now.Add(p.spinFor)
 			} else if now.After(p.until) {
 				return false // and, woken, park again at the next EAGAIN: the spin is spent
 			}
@@ -107,12 +122,17 @@ func (h *habit) poll() bool {
 // not the rest of a large one.
 func readAs(r *bufio.Reader, p *poller, h *habit, limit int) (frame, error) {
 	p.spin, p.until, p.first = h.poll(), time.Time{}, time.Time{}
+	p.spinFor = spinFor
+	if waits.Add(1) > 1 {
+		p.spinFor = busySpinFor
+	}
 	start := time.Now()
 	f, err := readFrame(r, limit)
+	waits.Add(-1)
 	end := p.first
 	if end.IsZero() { // the frame was in r's buffer already, or the read failed
 		end = time.Now()
 	}
-	h.long = end.Sub(start) > spinFor
+	h.long = end.Sub(start) > p.spinFor
 	return f, err
 }

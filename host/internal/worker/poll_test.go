@@ -165,3 +165,33 @@ func TestPollerEndsAtClose(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitBesideOthersPollsShort: a wait polls for spinFor when it is its process's only
+// one, and for busySpinFor when another wait is under way beside it.
+func TestWaitBesideOthersPollsShort(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		others int32
+		want   time.Duration
+	}{{"alone", 0, spinFor}, {"beside another", 1, busySpinFor}} {
+		t.Run(tt.name, func(t *testing.T) {
+			a, b := socketpair(t)
+			p, err := newPoller(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.Write(appendFrame(nil, kResult, 1, nil)); err != nil {
+				t.Fatal(err)
+			}
+			waits.Add(tt.others)
+			defer waits.Add(-tt.others)
+			var h habit
+			if _, err := readAs(bufio.NewReader(p), p, &h, 64); err != nil {
+				t.Fatal(err)
+			}
+			if p.spinFor != tt.want {
+				t.Errorf("the wait polled for %v; want %v", p.spinFor, tt.want)
+			}
+		})
+	}
+}
