@@ -109,7 +109,8 @@ func (r *sandbox) start(t *testing.T) {
 }
 
 // honestCompletes submits n tasks to the honest plugin and waits until the counter has
-// counted every one of them, failing the test otherwise. It returns the honest plugin's
+// counted every one of them and its queue has acked them all (a task's ack follows its
+// count), failing the test otherwise. It returns the honest plugin's
 // throughput over those tasks, in tasks per second: a figure to log beside the hostile
 // neighbour, never one to assert on.
 func (r *sandbox) honestCompletes(t *testing.T, n int) float64 {
@@ -127,7 +128,11 @@ func (r *sandbox) honestCompletes(t *testing.T, n int) float64 {
 	}
 	waitFor(t, "the honest plugin completes its tasks", func() bool {
 		v, err := r.b.CounterGet(ctx, honestCounter)
-		return err == nil && v >= before+int64(n)
+		if err != nil || v < before+int64(n) {
+			return false
+		}
+		q, err := r.b.QueueStats(ctx, honestQueue)
+		return err == nil && q == primitives.QueueStats{}
 	})
 	rate := float64(n) / time.Since(start).Seconds()
 	t.Logf("honest neighbour: %d tasks at %.0f tasks/s", n, rate)
