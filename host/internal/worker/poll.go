@@ -28,17 +28,16 @@ const spinFor = 300 * time.Microsecond
 const busySpinFor = 50 * time.Microsecond
 
 // poller is the reading end of an instance's socket. A wait (readAs, over the Reads of
-// one frame) polls the socket, yielding its goroutine between tries, for up to spinFor
+// one frame) polls the socket, yielding its goroutine between tries, for up to pollFor
 // in all when spin is set, and then parks until the socket is readable; the socket's
 // read deadline bounds the parked wait, as a net.Conn's does.
 type poller struct {
 	rc syscall.RawConn
 	// Set by readAs for each wait, and owned by the goroutine that reads.
-	spin  bool      // the wait polls
-	until time.Time // when its poll ends; zero until its first try finds nothing
-	first time.Time // when its first bytes came; zero until then
-	// spinFor is how long the wait polls: spinFor alone, busySpinFor with others
-	spinFor time.Duration
+	spin    bool          // the wait polls
+	until   time.Time     // when its poll ends; zero until its first try finds nothing
+	first   time.Time     // when its first bytes came; zero until then
+	pollFor time.Duration // how long the wait polls: spinFor alone, busySpinFor beside others
 }
 
 // waits counts the waits of this process under way (readAs), which choose spinFor or
@@ -80,7 +79,7 @@ func (p *poller) Read(b []byte) (int, error) {
 			}
 			now := time.Now()
 			if p.until.IsZero() {
-				p.until = now.Add(p.spinFor)
+				p.until = now.Add(p.pollFor)
 			} else if now.After(p.until) {
 				return false // and, woken, park again at the next EAGAIN: the spin is spent
 			}
@@ -94,8 +93,8 @@ func (p *poller) Read(b []byte) (int, error) {
 }
 
 // habit is what a kind of wait on a socket took last: whether it was answered within
-// spinFor. A kind of wait that is lately long (a guest's long run, an HTTP fetch) parks
-// at once rather than spend spinFor of CPU on each wait, but for one wait in
+// its poll (pollFor). A kind of wait that is lately long (a guest's long run, an HTTP fetch) parks
+// at once rather than spend its poll of CPU on each wait, but for one wait in
 // probeEvery, which polls again: a parked wait pays the other process's wake-up, and
 // would seem long for ever to a crossing that polling answers in microseconds.
 type habit struct {
@@ -122,9 +121,9 @@ func (h *habit) poll() bool {
 // not the rest of a large one.
 func readAs(r *bufio.Reader, p *poller, h *habit, limit int) (frame, error) {
 	p.spin, p.until, p.first = h.poll(), time.Time{}, time.Time{}
-	p.spinFor = spinFor
+	p.pollFor = spinFor
 	if waits.Add(1) > 1 {
-		p.spinFor = busySpinFor
+		p.pollFor = busySpinFor
 	}
 	start := time.Now()
 	f, err := readFrame(r, limit)
@@ -133,6 +132,6 @@ func readAs(r *bufio.Reader, p *poller, h *habit, limit int) (frame, error) {
 	if end.IsZero() { // the frame was in r's buffer already, or the read failed
 		end = time.Now()
 	}
-	h.long = end.Sub(start) > p.spinFor
+	h.long = end.Sub(start) > p.pollFor
 	return f, err
 }

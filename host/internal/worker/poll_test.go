@@ -189,8 +189,8 @@ func TestWaitBesideOthersPollsShort(t *testing.T) {
 			if _, err := readAs(bufio.NewReader(p), p, &h, 64); err != nil {
 				t.Fatal(err)
 			}
-			if p.spinFor != tt.want {
-				t.Errorf("the wait polled for %v; want %v", p.spinFor, tt.want)
+			if p.pollFor != tt.want {
+				t.Errorf("the wait polled for %v; want %v", p.pollFor, tt.want)
 			}
 		})
 	}
