@@ -72,7 +72,7 @@ func BenchmarkSocketpair(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			p.spin = tt.spin
+			p.spin, p.pollFor = tt.spin, spinFor
 			msg, got := make([]byte, 16), make([]byte, 16)
 			before := cpuTime(b)
 			for b.Loop() {

@@ -108,7 +108,7 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			os.Exit(1)
 		}
-		p.spin = true
+		p.spin, p.pollFor = true, spinFor
 		b := make([]byte, 16)
 		for {
 			p.until = time.Time{}
